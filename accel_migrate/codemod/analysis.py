@@ -1,0 +1,440 @@
+"""What the rules need to know about a module beyond one node.
+
+- ``ModuleIndex.tagged``: which variables hold a model, a loader, an optimizer...:
+  seeded by the expressions assigned to them and carried through plain aliasing,
+  ``self.x = x`` attributes, and arguments of calls to functions, methods and
+  constructors defined in the same module.
+- ``ModuleIndex.uniform``: whether every rank reaches a statement together, so a
+  collective may be placed there (see ``divergence``).
+
+Variables are named by a key: ``(scope, name)`` for names, ``(class, "self.x")``
+for attributes set on ``self`` in a method.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+from libcst.metadata import (
+    MetadataWrapper,
+    ParentNodeProvider,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
+
+if TYPE_CHECKING:
+    from .divergence import Divergence
+
+Key = tuple[object, str]
+Seed = Callable[[cst.BaseExpression], bool]
+
+RUNTIME = "accel_migrate.runtime"
+_LOOP_WRAPPERS = {"enumerate", "zip", "iter", "tqdm"}
+_LOOP_QUALNAMES = {
+    "builtins.enumerate",
+    "builtins.zip",
+    "builtins.iter",
+    "tqdm.tqdm",
+    "tqdm.auto.tqdm",
+    "tqdm.notebook.tqdm",
+}
+
+
+def attr_chain(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` as a string, or None for anything that is not names and dots."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = attr_chain(node.value)
+        return None if inner is None else f"{inner}.{node.attr.value}"
+    return None
+
+
+def variable_names(node: cst.CSTNode) -> list[cst.Name]:
+    """Names used as variables in ``node``: not attribute names, not keywords."""
+    found: list[cst.Name] = []
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            attribute.value.visit(self)
+            return False
+
+        def visit_Arg(self, arg: cst.Arg) -> bool:
+            arg.value.visit(self)
+            return False
+
+    node.visit(_Names())
+    return found
+
+
+def method_call(node: cst.CSTNode, *names: str) -> cst.Attribute | None:
+    """The ``receiver.method`` of a call to one of ``names``, if it is one."""
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in names
+    ):
+        return node.func
+    return None
+
+
+class ModuleIndex:
+    def __init__(self, wrapper: MetadataWrapper, alias: str) -> None:
+        self.module = wrapper.module
+        self.alias = alias
+        self._scopes = wrapper.resolve(ScopeProvider)
+        self._qualnames = wrapper.resolve(QualifiedNameProvider)
+        self._parents = wrapper.resolve(ParentNodeProvider)
+        collector = _Collector(self)
+        self.module.visit(collector)
+        self.values: dict[Key, list[cst.BaseExpression | None]] = collector.values
+        self.functions: list[cst.FunctionDef] = collector.functions
+        self.classes: list[cst.ClassDef] = collector.classes
+        self.calls: list[cst.Call] = collector.calls
+        self.for_loops: list[cst.For] = collector.for_loops
+
+    # -- basic lookups ---------------------------------------------------------------
+    def qualnames(self, node: cst.CSTNode) -> set[str]:
+        found = self._qualnames.get(node, ())
+        if callable(found):  # computed lazily by libcst
+            found = found()
+        return {q.name for q in found}
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self._parents.get(node)
+        while current is not None:
+            yield current
+            current = self._parents.get(current)
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        function = self.enclosing_function(node)
+        if function is None:
+            return None
+        parent = self._parents.get(function)
+        if isinstance(parent, cst.IndentedBlock):
+            parent = self._parents.get(parent)
+        return parent if isinstance(parent, cst.ClassDef) else None
+
+    def is_runtime_call(self, node: cst.CSTNode, *names: str) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        qualnames = self.qualnames(node.func)
+        if any(q in {f"{RUNTIME}.{n}" for n in names} for q in qualnames):
+            return True
+        chain = attr_chain(node.func)
+        return chain is not None and chain in {f"{self.alias}.{n}" for n in names}
+
+    def key(self, node: cst.CSTNode) -> Key | None:
+        """The variable an expression names, if it names one."""
+        if isinstance(node, cst.Name):
+            scope = self._scopes.get(node)
+            if scope is None:
+                return None
+            assignments = scope[node.value]
+            if assignments:
+                return (next(iter(assignments)).scope, node.value)
+            return (scope.globals, node.value)
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self.enclosing_class(node)
+            if cls is not None:
+                return (cls, f"self.{node.attr.value}")
+        return None
+
+    def function_scope_key(self, function: cst.FunctionDef, name: str) -> Key:
+        for param in _all_params(function.params):
+            if param.name.value == name:
+                scope = self._scopes.get(param.name)
+                return (scope, name)
+        return (None, name)
+
+    # -- local classes ------------------------------------------------------------------
+    def local_subclasses(self, base_prefixes: Iterable[str]) -> set[cst.ClassDef]:
+        """Classes of this module deriving, directly or through each other, from a base
+        whose qualified name starts with one of ``base_prefixes``."""
+        prefixes = tuple(base_prefixes)
+        found: set[cst.ClassDef] = set()
+        changed = True
+        while changed:
+            changed = False
+            for cls in self.classes:
+                if cls in found:
+                    continue
+                for base in cls.bases:
+                    names = self.qualnames(base.value)
+                    local = self.local_class(base.value)
+                    if any(n.startswith(prefixes) for n in names) or local in found:
+                        found.add(cls)
+                        changed = True
+                        break
+        return found
+
+    def local_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        if not isinstance(node, cst.Name):
+            return None
+        scope = self._scopes.get(node)
+        if scope is None:
+            return None
+        for assignment in scope[node.value]:
+            if isinstance(getattr(assignment, "node", None), cst.ClassDef):
+                return assignment.node  # type: ignore[return-value]
+        return None
+
+    def local_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        if isinstance(node, cst.Name):
+            scope = self._scopes.get(node)
+            if scope is None:
+                return None
+            for assignment in scope[node.value]:
+                if isinstance(getattr(assignment, "node", None), cst.FunctionDef):
+                    return assignment.node  # type: ignore[return-value]
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self.enclosing_class(node)
+            if cls is not None:
+                return _method(cls, node.attr.value)
+        return None
+
+    def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, int] | None:
+        """The local function a call runs, and how many leading parameters it binds
+        itself (1 for ``self``)."""
+        function = self.local_function(call.func)
+        if function is not None:
+            bound = 1 if isinstance(call.func, cst.Attribute) else 0
+            return function, bound
+        cls = self.local_class(call.func)
+        if cls is not None:
+            init = _method(cls, "__init__")
+            if init is not None:
+                return init, 1
+        return None
+
+    def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
+        return [
+            call for call in self.calls if (c := self.callee(call)) and c[0] is function
+        ]
+
+    # -- tagging variables ------------------------------------------------------------------
+    def tagged(self, seed: Seed, same_object: frozenset[str] = frozenset()) -> set[Key]:
+        """Variables that may hold what ``seed`` recognises.
+
+        ``same_object``: methods that return their receiver (``.to`` on a module).
+        """
+        tagged: set[Key] = set()
+
+        def holds(expr: cst.BaseExpression | None) -> bool:
+            while expr is not None:
+                if seed(expr):
+                    return True
+                key = self.key(expr)
+                if key is not None:
+                    return key in tagged
+                attribute = method_call(expr, *same_object) if same_object else None
+                if attribute is None:
+                    return False
+                expr = attribute.value
+            return False
+
+        changed = True
+        while changed:
+            changed = False
+            for key, values in self.values.items():
+                if key not in tagged and any(holds(v) for v in values):
+                    tagged.add(key)
+                    changed = True
+            for call in self.calls:
+                target = self.callee(call)
+                if target is None:
+                    continue
+                function, bound = target
+                for param_name, arg in _bind(function, bound, call):
+                    key = self.function_scope_key(function, param_name)
+                    if key not in tagged and holds(arg):
+                        tagged.add(key)
+                        changed = True
+        return tagged
+
+    def flows_into(
+        self, keys: set[Key], same_object: frozenset[str] = frozenset()
+    ) -> set[Key]:
+        """``keys`` and every variable whose value may reach them, through plain
+        aliasing (``self.model = model``) and arguments of calls to local functions."""
+        result = set(keys)
+
+        def source(expr: cst.BaseExpression | None) -> Key | None:
+            while expr is not None:
+                key = self.key(expr)
+                if key is not None:
+                    return key
+                attribute = method_call(expr, *same_object) if same_object else None
+                expr = attribute.value if attribute is not None else None
+            return None
+
+        changed = True
+        while changed:
+            changed = False
+            for key, values in self.values.items():
+                if key in result:
+                    for value in values:
+                        origin = source(value)
+                        if origin is not None and origin not in result:
+                            result.add(origin)
+                            changed = True
+            for call in self.calls:
+                target = self.callee(call)
+                if target is None:
+                    continue
+                for param_name, arg in _bind(target[0], target[1], call):
+                    if self.function_scope_key(target[0], param_name) in result:
+                        origin = source(arg)
+                        if origin is not None and origin not in result:
+                            result.add(origin)
+                            changed = True
+        return result
+
+    def root_key(self, expr: cst.BaseExpression) -> Key | None:
+        """The variable at the root of ``a.b.c`` (``a``), or ``self.a`` in a method."""
+        while True:
+            key = self.key(expr)
+            if key is not None or not isinstance(expr, cst.Attribute):
+                return key
+            expr = expr.value
+
+    def holds_tagged(self, expr: cst.BaseExpression, tagged: set[Key]) -> bool:
+        key = self.key(expr)
+        return key is not None and key in tagged
+
+    @cached_property
+    def loaders(self) -> set[Key]:
+        from .patterns import is_loader_seed
+
+        return self.tagged(lambda e: is_loader_seed(self, e))
+
+    def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
+        """Does a ``for`` over ``iterable`` step through a data loader? And is its first
+        target an ``enumerate`` counter? (``enumerate``/``zip``/``tqdm`` see through.)
+        """
+        from .patterns import is_loader_seed
+
+        if self.holds_tagged(iterable, self.loaders) or is_loader_seed(self, iterable):
+            return True, False
+        if isinstance(iterable, cst.Call) and iterable.args:
+            name = attr_chain(iterable.func) or ""
+            qualnames = self.qualnames(iterable.func)
+            if name in _LOOP_WRAPPERS or qualnames & _LOOP_QUALNAMES:
+                positional = [arg.value for arg in iterable.args if arg.keyword is None]
+                if any(self.loader_loop(arg)[0] for arg in positional):
+                    return (
+                        True,
+                        name == "enumerate" or "builtins.enumerate" in qualnames,
+                    )
+        return False, False
+
+    # -- divergence ------------------------------------------------------------------------
+    @cached_property
+    def divergence(self) -> Divergence:
+        from .divergence import Divergence
+
+        return Divergence(self)
+
+    def uniform(self, node: cst.CSTNode) -> bool:
+        """True when every rank reaches ``node`` together (a collective is safe there)."""
+        return self.divergence.uniform(node)
+
+
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
+    return [
+        *params.posonly_params,
+        *params.params,
+        *params.kwonly_params,
+        *([params.star_arg] if isinstance(params.star_arg, cst.Param) else []),
+        *([params.star_kwarg] if params.star_kwarg else []),
+    ]
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    for statement in body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _bind(
+    function: cst.FunctionDef, bound: int, call: cst.Call
+) -> Iterator[tuple[str, cst.BaseExpression]]:
+    positional = [*function.params.posonly_params, *function.params.params][bound:]
+    by_name = {p.name.value for p in _all_params(function.params)}
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return  # *args / **kwargs: positions are unknown from here on
+        if arg.keyword is None:
+            if index < len(positional):
+                yield positional[index].name.value, arg.value
+            index += 1
+        elif arg.keyword.value in by_name:
+            yield arg.keyword.value, arg.value
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, index: ModuleIndex) -> None:
+        super().__init__()
+        self.index = index
+        self.values: dict[Key, list[cst.BaseExpression | None]] = defaultdict(list)
+        self.functions: list[cst.FunctionDef] = []
+        self.classes: list[cst.ClassDef] = []
+        self.calls: list[cst.Call] = []
+        self.for_loops: list[cst.For] = []
+
+    def _bind_target(
+        self, target: cst.BaseExpression, value: cst.BaseExpression | None
+    ) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind_target(element.value, None)
+            return
+        key = self.index.key(target)
+        if key is not None:
+            self.values[key].append(value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind_target(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind_target(node.target, node.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.for_loops.append(node)

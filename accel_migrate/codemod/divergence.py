@@ -1,0 +1,311 @@
+"""Where ranks may take different paths, so that no collective may be placed there.
+
+Each rank sees different samples. A value computed from its batch (``loss.item()``,
+``len(data)``), from its RNG or from the clock differs between ranks, and so does
+any branch, loop or early exit that depends on it. A collective placed where only
+some ranks go hangs the job. This module walks every function in statement order,
+tracking which names hold rank-local values, and marks the blocks whose execution
+is rank-dependent. Values that come back from ``accel.reduce``, ``accel.global_loss``
+or ``accel.gather`` are the same on every rank.
+
+The analysis errs towards "divergent": a rule that cannot prove a place uniform
+leaves the code alone and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .analysis import attr_chain
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+
+_RANK_LOCAL_CALL_PREFIXES = (
+    "torch.rand",
+    "torch.normal",
+    "torch.bernoulli",
+    "torch.multinomial",
+    "random.",
+    "numpy.random.",
+    "time.",
+    "datetime.",
+    "os.getpid",
+)
+_UNIFORM_RUNTIME_CALLS = ("reduce", "global_loss", "gather", "world_size", "rank")
+_MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
+
+
+class Divergence:
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+        self.divergent: set[cst.CSTNode] = set()
+        self._current_globals: set[str] = set()
+        self.tainted_returns: set[cst.FunctionDef] = set()
+        self.tainted_globals: set[str] = set()
+        self._function_uniform: dict[cst.FunctionDef, bool] = {}
+        # Return values feed callers: repeat until function summaries settle.
+        for _ in range(3):
+            before = (len(self.tainted_returns), len(self.tainted_globals))
+            self._analyse_all()
+            if (len(self.tainted_returns), len(self.tainted_globals)) == before:
+                break
+
+    # -- queries --------------------------------------------------------------------
+    def uniform(self, node: cst.CSTNode) -> bool:
+        for current in (node, *self.index.ancestors(node)):
+            if current in self.divergent:
+                return False
+            if isinstance(current, cst.FunctionDef):
+                return self._function_is_uniform(current)
+        return True
+
+    def _function_is_uniform(self, function: cst.FunctionDef) -> bool:
+        if function in self._function_uniform:
+            return self._function_uniform[function]
+        self._function_uniform[function] = (
+            True  # recursion: assume the best, then check
+        )
+        result = all(self.uniform(call) for call in self.index.call_sites(function))
+        self._function_uniform[function] = result
+        return result
+
+    # -- the walk --------------------------------------------------------------------------
+    def _analyse_all(self) -> None:
+        self.divergent.clear()
+        self._walk(self.index.module.body, set(self.tainted_globals))
+        for function in self.index.functions:
+            body = (
+                function.body.body
+                if isinstance(function.body, cst.IndentedBlock)
+                else ()
+            )
+            self._current_globals = _declared_globals(function)
+            self._walk(body, set(self.tainted_globals))
+            self._current_globals = set()
+
+    def _walk(self, body: Sequence[cst.CSTNode], tainted: set[str]) -> set[str]:
+        for position, statement in enumerate(body):
+            tainted = self._statement(statement, tainted)
+            if self._exits_divergently(statement):
+                self.divergent.update(body[position + 1 :])
+        return tainted
+
+    def _statement(self, node: cst.CSTNode, tainted: set[str]) -> set[str]:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                tainted = self._small(small, tainted)
+            return tainted
+        if isinstance(node, cst.If):
+            if self._tainted(node.test, tainted):
+                self.divergent.add(node.body)
+                if node.orelse is not None:
+                    self.divergent.add(node.orelse)
+            after_body = self._block(node.body, set(tainted))
+            after_else = (
+                self._block(node.orelse, set(tainted)) if node.orelse else tainted
+            )
+            return after_body | after_else
+        if isinstance(node, cst.Else):
+            return self._block(node.body, tainted)
+        if isinstance(node, cst.For):
+            return self._for(node, tainted)
+        if isinstance(node, cst.While):
+            if self._tainted(node.test, tainted):
+                self.divergent.add(node.body)
+            once = self._block(node.body, set(tainted))
+            return self._block(node.body, once) | once
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None and self._tainted(item.item, tainted):
+                    self._bind(item.asname.name, True, tainted)
+            return self._block(node.body, tainted)
+        if isinstance(node, cst.Try):
+            tainted = self._block(node.body, tainted)
+            for handler in node.handlers:
+                # An exception is usually raised on one rank only.
+                self.divergent.add(handler)
+                tainted |= self._block(handler.body, set(tainted))
+            if node.orelse is not None:
+                tainted = self._block(node.orelse.body, tainted)
+            if node.finalbody is not None:
+                tainted = self._block(node.finalbody.body, tainted)
+            return tainted
+        if isinstance(node, cst.Match) and self._tainted(node.subject, tainted):
+            self.divergent.add(node)
+        return tainted
+
+    def _block(self, block: cst.CSTNode | None, tainted: set[str]) -> set[str]:
+        if block is None:
+            return tainted
+        if isinstance(block, (cst.If, cst.Else)):
+            return self._statement(block, tainted)
+        if isinstance(block, cst.IndentedBlock):
+            return self._walk(block.body, tainted)
+        if isinstance(block, cst.SimpleStatementSuite):
+            for small in block.body:
+                tainted = self._small(small, tainted)
+            return tainted
+        return tainted
+
+    def _for(self, node: cst.For, tainted: set[str]) -> set[str]:
+        over_loader, index_target = self.index.loader_loop(node.iter)
+        if over_loader:
+            targets = node.target
+            if index_target and isinstance(targets, cst.Tuple) and targets.elements:
+                # enumerate(loader): the step counter is the same on every rank.
+                for element in targets.elements[1:]:
+                    self._bind(element.value, True, tainted)
+                self._bind(targets.elements[0].value, False, tainted)
+            else:
+                self._bind(targets, True, tainted)
+        else:
+            iter_tainted = self._tainted(node.iter, tainted)
+            if iter_tainted:
+                self.divergent.add(node.body)  # the number of iterations differs
+            self._bind(node.target, iter_tainted, tainted)
+        once = self._block(node.body, set(tainted))
+        again = self._block(node.body, set(once))
+        result = once | again
+        if node.orelse is not None:
+            result = self._block(node.orelse.body, result)
+        return result
+
+    def _small(self, node: cst.BaseSmallStatement, tainted: set[str]) -> set[str]:
+        if isinstance(node, cst.Assign):
+            value_tainted = self._tainted(node.value, tainted)
+            for target in node.targets:
+                self._bind(target.target, value_tainted, tainted)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._bind(node.target, self._tainted(node.value, tainted), tainted)
+        elif isinstance(node, cst.AugAssign):
+            if self._tainted(node.value, tainted):
+                self._bind(node.target, True, tainted)
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            call = node.value
+            if (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in _MUTATORS
+                and any(self._tainted(arg.value, tainted) for arg in call.args)
+            ):
+                self._bind(call.func.value, True, tainted)
+        elif isinstance(node, cst.Return) and node.value is not None:
+            function = self.index.enclosing_function(node)
+            if function is not None and self._tainted(node.value, tainted):
+                self.tainted_returns.add(function)
+        return tainted
+
+    def _bind(
+        self, target: cst.BaseExpression, is_tainted: bool, tainted: set[str]
+    ) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, is_tainted, tainted)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind(target.value, is_tainted, tainted)
+            return
+        name = attr_chain(target)
+        if name is None:
+            if isinstance(target, cst.Subscript) and is_tainted:
+                self._bind(target.value, True, tainted)
+            return
+        if is_tainted:
+            tainted.add(name)
+            if name in self._current_globals:
+                self.tainted_globals.add(name)
+        else:
+            tainted.discard(name)
+
+    def _tainted(self, expr: cst.CSTNode, tainted: set[str]) -> bool:
+        return _TaintFinder(self, tainted).found(expr)
+
+    def _exits_divergently(self, statement: cst.CSTNode) -> bool:
+        """A rank-dependent branch that leaves the block early (break, continue, return)."""
+        if not isinstance(statement, cst.If):
+            return False
+        blocks = [statement.body, statement.orelse]
+        if not any(b is not None and b in self.divergent for b in blocks):
+            return False
+        finder = _ExitFinder()
+        statement.visit(finder)
+        return finder.found
+
+
+class _TaintFinder(cst.CSTVisitor):
+    def __init__(self, divergence: Divergence, tainted: set[str]) -> None:
+        super().__init__()
+        self.divergence = divergence
+        self.tainted = tainted
+        self.hit = False
+
+    def found(self, node: cst.CSTNode) -> bool:
+        node.visit(self)
+        return self.hit
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        index = self.divergence.index
+        if index.is_runtime_call(node, *_UNIFORM_RUNTIME_CALLS):
+            return False  # the same on every rank, whatever its arguments
+        qualnames = index.qualnames(node.func)
+        if any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames):
+            self.hit = True
+        callee = index.callee(node)
+        if callee is not None and callee[0] in self.divergence.tainted_returns:
+            self.hit = True
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        chain = attr_chain(node)
+        if chain is not None and chain in self.tainted:
+            self.hit = True
+        else:
+            node.value.visit(self)  # not node.attr: an attribute name is not a variable
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # not the keyword's name
+        return False
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        if node.value in self.tainted:
+            self.hit = True
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+class _ExitFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Break(self, node: cst.Break) -> None:
+        self.found = True
+
+    def visit_Continue(self, node: cst.Continue) -> None:
+        self.found = True
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.found = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+
+def _declared_globals(function: cst.FunctionDef) -> set[str]:
+    names: set[str] = set()
+
+    class _Globals(cst.CSTVisitor):
+        def visit_Global(self, node: cst.Global) -> None:
+            names.update(item.name.value for item in node.names)
+
+        def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
+            return inner is function
+
+    function.visit(_Globals())
+    return names

@@ -1,0 +1,111 @@
+"""Qualified names and small recognisers shared by several rules."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+
+DATALOADER_CALLS = frozenset(
+    {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+)
+DATA_PARALLEL_CALLS = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+MODULE_BASES = ("torch.nn.Module", "torch.nn.modules.module.Module")
+#: Calls that build a model, besides classes of the module deriving from nn.Module.
+MODEL_FACTORY_PREFIXES = (
+    "torchvision.models.",
+    "timm.create_model",
+    "transformers.",
+)
+OPTIMIZER_BASES = ("torch.optim.Optimizer", "torch.optim.optimizer.Optimizer")
+OPTIMIZER_PREFIXES = (
+    "torch.optim.",
+    "apex.optimizers.",
+    "bitsandbytes.optim.",
+    "timm.optim.",
+    "transformers.AdamW",
+    "transformers.Adafactor",
+    "transformers.optimization.",
+)
+_NOT_OPTIMIZERS = (
+    "torch.optim.lr_scheduler.",
+    "torch.optim.swa_utils.",
+    "torch.optim.Optimizer",
+)
+
+#: Usage of any of these means the script is already distributed.
+DISTRIBUTED_PREFIXES = (
+    "torch.distributed.init_process_group",
+    "torch.distributed.launch",
+    "torch.distributed.run",
+    "torch.distributed.fsdp",
+    "torch.distributed.elastic",
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.utils.data.DistributedSampler",
+    "torch.utils.data.distributed.DistributedSampler",
+    "torch.multiprocessing.spawn",
+    "accelerate",
+    "lightning",
+    "lightning_fabric",
+    "pytorch_lightning",
+    "deepspeed",
+    "horovod",
+    "ray.train",
+)
+
+
+def is_nn_module_constructor(qualname: str) -> bool:
+    """``torch.nn.Linear`` yes; ``torch.nn.functional.relu``, ``torch.nn.MSELoss`` no."""
+    if not qualname.startswith("torch.nn."):
+        return False
+    parts = qualname.split(".")
+    last = parts[-1]
+    return (
+        len(parts) == 3
+        and last[:1].isupper()
+        and not last.endswith("Loss")
+        and last not in {"Parameter", "DataParallel", "Module"}
+    )
+
+
+def is_optimizer_class(qualname: str) -> bool:
+    if qualname.startswith(_NOT_OPTIMIZERS):
+        return False
+    if not qualname.startswith(OPTIMIZER_PREFIXES):
+        return False
+    return qualname.rsplit(".", 1)[-1][:1].isupper()
+
+
+def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and (
+        bool(index.qualnames(expr.func) & DATALOADER_CALLS)
+        or index.is_runtime_call(expr, "prepare_dataloader")
+    )
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.SimpleString) and node.prefix.lower() in ("", "u"):
+        return node.evaluated_value  # type: ignore[return-value]
+    return None
+
+
+def is_cuda_string(node: cst.CSTNode) -> bool:
+    """``"cuda"``, ``"cuda:0"``, ``"cuda:3"``."""
+    value = string_value(node)
+    if value is None:
+        return False
+    return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
+
+
+def is_cpu_string(node: cst.CSTNode) -> bool:
+    return string_value(node) == "cpu"

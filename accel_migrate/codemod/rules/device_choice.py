@@ -1,0 +1,315 @@
+"""AM001 device-choice: the script's choice of GPU becomes ``accel.device()``.
+
+## What
+Rewrites the expressions that pick a CUDA device:
+
+- ``torch.device("cuda")``, ``torch.device("cuda:0")``, ``torch.device("cuda", 0)``
+- ``torch.device("cuda" if torch.cuda.is_available() else "cpu")`` and the same
+  choice written as a bare string expression
+- ``torch.accelerator.current_accelerator()``, and the
+  ``if use_accel: device = ...current_accelerator() else: device = torch.device("cpu")``
+  statement
+- ``"cuda"``, ``"cuda:0"`` and plain integer GPU ids given to ``.to(...)``, and
+  ``device="cuda"`` / ``map_location="cuda:0"`` keyword arguments
+
+## Why
+Under ``accel-migrate launch`` every process must use its own GPU
+(``cuda:LOCAL_RANK``); a hard-coded ``cuda:0`` puts every process on the first GPU.
+``accel.device()`` returns the process's GPU, or the CPU where there is none, so
+``.to(device)`` calls elsewhere in the script keep working unchanged.
+
+## Example
+```python
+# before
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+images = images.to("cuda:0")
+# after
+device = accel.device()
+images = images.to(accel.device())
+```
+
+## Fix safety
+Safe. A condition other than "is CUDA available" (a ``--no-cuda`` flag) is kept:
+``torch.device("cuda" if use_cuda else "cpu")`` becomes
+``accel.device(accelerator=use_cuda)``, which keeps the whole run on the CPU when
+it is false. A string-valued choice stays a string (``accel.device().type``), so
+comparisons such as ``device == "cuda"`` behave as before. A choice that involves
+Apple's MPS backend is reported as needs-review and left alone: distributed
+training runs on CUDA or the CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import libcst as cst
+
+from ..analysis import attr_chain
+from ..patterns import is_cpu_string, is_cuda_string
+from ..rule import Rule
+
+Kind = Literal["device", "string"]
+
+_AVAILABLE = {"torch.cuda.is_available", "torch.accelerator.is_available"}
+_CURRENT_ACCELERATOR = {"torch.accelerator.current_accelerator"}
+_DEVICE_KEYWORDS = {"device", "map_location"}
+
+
+class DeviceChoice(Rule):
+    code = "AM001"
+    name = "device-choice"
+    summary = "GPU choice (torch.device('cuda'), 'cuda:0', current_accelerator()) -> accel.device()"
+
+    # -- recognisers (always on original nodes) -------------------------------------------
+    def _accelerator(self, node: cst.BaseExpression) -> Kind | None:
+        """Does ``node`` name the accelerator? As a torch.device or as a string?"""
+        if is_cuda_string(node):
+            return "string"
+        if isinstance(node, cst.Call):
+            names = self.qualnames(node.func)
+            if (
+                "torch.device" in names
+                and node.args
+                and is_cuda_string(node.args[0].value)
+            ):
+                return "device"
+            if names & _CURRENT_ACCELERATOR:
+                return "device"
+        if (
+            isinstance(node, cst.Attribute)
+            and node.attr.value == "type"
+            and self._accelerator(node.value) == "device"
+        ):
+            return "string"
+        return None
+
+    def _cpu(self, node: cst.BaseExpression) -> bool:
+        if is_cpu_string(node):
+            return True
+        return (
+            isinstance(node, cst.Call)
+            and "torch.device" in self.qualnames(node.func)
+            and len(node.args) == 1
+            and is_cpu_string(node.args[0].value)
+        )
+
+    def _mentions_mps(self, node: cst.CSTNode) -> bool:
+        code = cst.Module([]).code_for_node(node)
+        return "mps" in code
+
+    def _choice(self, node: cst.IfExp) -> tuple[Kind, cst.BaseExpression | None] | None:
+        """``A if C else B`` choosing between the accelerator and the CPU: the kind of
+        value and the condition under which it is the accelerator (None: "when
+        available", which is what ``accel.device()`` does anyway)."""
+        if self._accelerator(node.body) and self._cpu(node.orelse):
+            accel_side, cpu_side, condition = node.body, node.orelse, node.test
+        elif self._cpu(node.body) and self._accelerator(node.orelse):
+            accel_side, cpu_side, condition = (
+                node.orelse,
+                node.body,
+                _negated(node.test),
+            )
+        else:
+            return None
+        both_strings = self._accelerator(accel_side) == "string" and is_cpu_string(
+            cpu_side
+        )
+        kind: Kind = "string" if both_strings else "device"
+        if self._availability_check(condition):
+            return kind, None
+        return kind, condition
+
+    def _availability_check(self, node: cst.BaseExpression) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and not node.args
+            and bool(self.qualnames(node.func) & _AVAILABLE)
+        )
+
+    # -- builders ---------------------------------------------------------------------------
+    def _device_call(self, condition: cst.BaseExpression | None = None) -> cst.Call:
+        args = []
+        if condition is not None:
+            args.append(
+                cst.Arg(
+                    keyword=cst.Name("accelerator"),
+                    value=condition,
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""),
+                        whitespace_after=cst.SimpleWhitespace(""),
+                    ),
+                )
+            )
+        return self.runtime_call("device", args)
+
+    def _value(
+        self, kind: Kind, condition: cst.BaseExpression | None = None
+    ) -> cst.BaseExpression:
+        call = self._device_call(condition)
+        return (
+            cst.Attribute(value=call, attr=cst.Name("type"))
+            if kind == "string"
+            else call
+        )
+
+    # -- rewrites ---------------------------------------------------------------------------
+    def leave_IfExp(
+        self, original_node: cst.IfExp, updated_node: cst.IfExp
+    ) -> cst.BaseExpression:
+        parent = self.parent(original_node)
+        if isinstance(parent, cst.Arg):
+            call = self.parent(parent)
+            if isinstance(call, cst.Call) and "torch.device" in self.qualnames(
+                call.func
+            ):
+                return updated_node  # torch.device(<choice>) is rewritten as a whole
+        choice = self._choice(original_node)
+        if choice is None:
+            if self._mentions_mps(original_node) and (
+                self._accelerator(original_node.body)
+                or self._accelerator(original_node.orelse)
+            ):
+                self.report(
+                    original_node,
+                    "needs-review",
+                    "device choice involves MPS; choose the device with accel.device() by hand",
+                )
+            return updated_node
+        kind, condition = choice
+        self.report(original_node, "fixed", "device choice -> accel.device()")
+        return self._value(kind, condition)
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        names = self.qualnames(original_node.func)
+        if "torch.device" in names and original_node.args:
+            first = original_node.args[0].value
+            if is_cuda_string(first) and len(original_node.args) <= 2:
+                self.report(
+                    original_node, "fixed", "torch.device('cuda') -> accel.device()"
+                )
+                return self._device_call()
+            if isinstance(first, cst.IfExp) and len(original_node.args) == 1:
+                choice = self._choice(first)
+                if choice is not None:
+                    self.report(
+                        original_node, "fixed", "device choice -> accel.device()"
+                    )
+                    return self._device_call(choice[1])
+                if self._mentions_mps(first):
+                    self.report(
+                        original_node,
+                        "needs-review",
+                        "device choice involves MPS; choose the device with accel.device() by hand",
+                    )
+            return updated_node
+        if names & _CURRENT_ACCELERATOR:
+            self.report(
+                original_node, "fixed", "current_accelerator() -> accel.device()"
+            )
+            return self._device_call()
+        return self._rewrite_arguments(original_node, updated_node)
+
+    def _rewrite_arguments(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """``.to("cuda:0")``, ``.to(0)``, ``device="cuda"``, ``map_location="cuda:0"``."""
+        is_to = (
+            isinstance(original.func, cst.Attribute)
+            and original.func.attr.value == "to"
+        )
+        args = list(updated.args)
+        changed = False
+        for i, arg in enumerate(original.args):
+            positional_target = is_to and i == 0 and arg.keyword is None
+            keyword_target = (
+                arg.keyword is not None and arg.keyword.value in _DEVICE_KEYWORDS
+            )
+            if not (positional_target or keyword_target):
+                continue
+            value = arg.value
+            if is_cuda_string(value) or (
+                positional_target and isinstance(value, cst.Integer)
+            ):
+                args[i] = args[i].with_changes(value=self._device_call())
+                changed = True
+        if not changed:
+            return updated
+        func = original.func
+        what = (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else attr_chain(func) or "call"
+        )
+        self.report(
+            original, "fixed", f"hard-coded GPU in {what}(...) -> accel.device()"
+        )
+        return updated.with_changes(args=args)
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        """``if flag: device = <accelerator> else: device = <cpu>``: keep the CPU branch
+        on the CPU for the whole run (the model too)."""
+        if not isinstance(original_node.orelse, cst.Else):
+            return updated_node
+        body = _single_assignment(original_node.body)
+        other = _single_assignment(original_node.orelse.body)
+        if body is None or other is None or body[0] != other[0]:
+            return updated_node
+        if self._accelerator(body[1]) and self._cpu(other[1]):
+            cpu_in_else = True
+        elif self._cpu(body[1]) and self._accelerator(other[1]):
+            cpu_in_else = False
+        else:
+            return updated_node
+        cpu_value = other[1] if cpu_in_else else body[1]
+        kind: Kind = "string" if is_cpu_string(cpu_value) else "device"
+        replacement = self._value(kind, cst.Name("False"))
+        self.report(
+            original_node,
+            "fixed",
+            "CPU branch of the device choice -> accel.device(accelerator=False)",
+        )
+        if cpu_in_else:
+            orelse = updated_node.orelse
+            assert isinstance(orelse, cst.Else)
+            return updated_node.with_changes(
+                orelse=orelse.with_changes(
+                    body=_replace_value(orelse.body, replacement)
+                )
+            )
+        return updated_node.with_changes(
+            body=_replace_value(updated_node.body, replacement)
+        )
+
+
+def _single_assignment(block: cst.BaseSuite) -> tuple[str, cst.BaseExpression] | None:
+    statements = block.body if isinstance(block, cst.IndentedBlock) else ()
+    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return None
+    small = statements[0].body
+    if (
+        len(small) != 1
+        or not isinstance(small[0], cst.Assign)
+        or len(small[0].targets) != 1
+    ):
+        return None
+    target = attr_chain(small[0].targets[0].target)
+    return None if target is None else (target, small[0].value)
+
+
+def _replace_value(block: cst.BaseSuite, value: cst.BaseExpression) -> cst.BaseSuite:
+    assert isinstance(block, cst.IndentedBlock)
+    line = block.body[0]
+    assert isinstance(line, cst.SimpleStatementLine)
+    assign = line.body[0]
+    assert isinstance(assign, cst.Assign)
+    return block.with_changes(
+        body=[line.with_changes(body=[assign.with_changes(value=value)])]
+    )
+
+
+def _negated(node: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return node.expression
+    if not isinstance(node, (cst.Name, cst.Attribute, cst.Call)) and not node.lpar:
+        node = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.UnaryOperation(operator=cst.Not(), expression=node)

@@ -1,0 +1,57 @@
+"""AM006 prepare-dataloader: DataLoaders are wrapped by ``accel.prepare_dataloader(...)``.
+
+## What
+Wraps every construction of ``torch.utils.data.DataLoader``, whatever the import
+spelling (``from torch.utils.data import DataLoader as DL`` included), for
+training and evaluation loaders alike.
+
+## Why
+Every process must see its own share of the data. By default the runtime keeps
+the original global batch and gives each process its slice of every batch, so
+the number of steps per epoch and the samples in each step are those of the
+original script: the loss curve stays the same. Evaluation loaders are sharded
+too (see AM009 for how their sums are combined), with no sample counted twice.
+
+## Example
+```python
+# before
+train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=2)
+# after
+train_loader = accel.prepare_dataloader(DataLoader(train_set, batch_size=64, shuffle=True, num_workers=2))
+```
+
+## Fix safety
+Safe for map-style datasets (``__getitem__`` and ``__len__``); the shuffled order
+is the one the original script would have drawn, even when processes' random
+states drift apart. An ``IterableDataset`` cannot be split by index: the runtime
+then stops with a clear error when the script runs on several processes.
+``len(loader)`` and ``loader.dataset`` keep their original meaning.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..patterns import DATALOADER_CALLS
+from ..rule import Rule
+
+
+class PrepareDataloader(Rule):
+    code = "AM006"
+    name = "prepare-dataloader"
+    summary = "DataLoader(...) -> accel.prepare_dataloader(DataLoader(...))"
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        if not self.is_call_to(original_node, DATALOADER_CALLS):
+            return updated_node
+        arg = self.parent(original_node)
+        if isinstance(arg, cst.Arg) and self.index.is_runtime_call(
+            self.parent(arg), "prepare_dataloader"
+        ):
+            return updated_node
+        self.report(
+            original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"
+        )
+        return self.runtime_call("prepare_dataloader", [cst.Arg(value=updated_node)])

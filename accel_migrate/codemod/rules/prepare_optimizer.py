@@ -1,0 +1,67 @@
+"""AM005 prepare-optimizer: optimizers are wrapped by ``accel.prepare_optimizer(...)``.
+
+## What
+Wraps the construction of every optimizer: classes of ``torch.optim`` (not the
+learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
+``timm.optim`` and ``transformers``, and classes of this file deriving from
+``torch.optim.Optimizer``. Works wherever the call is: an assignment,
+``self.optimizer = ...``, or ``return optim.Adam(...)`` in a
+``configure_optimizers`` method.
+
+## Why
+The runtime needs to know the optimizers: under FSDP their parameters are
+replaced by sharded ones when the model is sharded, and under fp16 their ``step``
+goes through the gradient scaler (skipped on inf/NaN gradients).
+
+## Example
+```python
+# before
+optimizer = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+# after
+optimizer = accel.prepare_optimizer(optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
+```
+
+## Fix safety
+Safe: ``prepare_optimizer`` returns the same optimizer object (schedulers,
+``isinstance`` checks and ``state_dict()`` are unaffected). With one process and
+fp32 it does nothing at all.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from ..patterns import OPTIMIZER_BASES, is_optimizer_class
+from ..rule import Rule
+
+
+class PrepareOptimizer(Rule):
+    code = "AM005"
+    name = "prepare-optimizer"
+    summary = "optim.SGD(...) -> accel.prepare_optimizer(optim.SGD(...))"
+
+    @cached_property
+    def optimizer_classes(self) -> set[cst.ClassDef]:
+        return self.index.local_subclasses(OPTIMIZER_BASES)
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        local = self.index.local_class(original_node.func)
+        is_optimizer = local in self.optimizer_classes or any(
+            is_optimizer_class(q) for q in self.qualnames(original_node.func)
+        )
+        if not is_optimizer or self._already_prepared(original_node):
+            return updated_node
+        self.report(original_node, "fixed", "optimizer -> accel.prepare_optimizer(...)")
+        return self.runtime_call("prepare_optimizer", [cst.Arg(value=updated_node)])
+
+    def _already_prepared(self, node: cst.Call) -> bool:
+        arg = self.parent(node)
+        return isinstance(arg, cst.Arg) and self.index.is_runtime_call(
+            self.parent(arg), "prepare_optimizer"
+        )

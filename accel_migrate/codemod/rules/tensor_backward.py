@@ -1,0 +1,122 @@
+"""AM007 tensor-backward: ``loss.backward(...)`` becomes ``accel.backward(loss, ...)``.
+
+## What
+Rewrites ``x.backward(...)`` on tensors, arguments kept
+(``retain_graph=True``, a gradient tensor). A ``backward`` method of the user's own
+objects is left alone: calls on ``self``, on ``super()``, inside a method that is
+itself named ``backward`` (custom autograd functions), and on variables holding
+instances of this file's classes (other than ``nn.Module`` outputs).
+
+## Why
+``accel.backward`` applies what the strategy and precision need before the real
+``backward``: the fp16 loss scale, and a weight that keeps the averaged gradient
+equal to the gradient of the global batch when a batch does not split evenly
+across processes (a short last batch).
+
+## Example
+```python
+# before
+loss = F.nll_loss(output, target)
+loss.backward()
+# after
+loss = F.nll_loss(output, target)
+accel.backward(loss)
+```
+
+## Fix safety
+Safe for mean-reduced losses, the default of every ``torch.nn`` loss. A loss
+built with ``reduction="sum"`` is a sum over this process's share only; the
+rewrite is still made but reported as needs-review, because the averaged
+gradient is then 1/world_size of the original's (scale the learning rate, or
+use a mean).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..patterns import MODULE_BASES, string_value
+from ..rule import Rule
+
+
+class TensorBackward(Rule):
+    code = "AM007"
+    name = "tensor-backward"
+    summary = "loss.backward() -> accel.backward(loss)"
+
+    @cached_property
+    def non_tensor_classes(self) -> set[cst.ClassDef]:
+        modules = self.index.local_subclasses(MODULE_BASES)
+        return {cls for cls in self.index.classes if cls not in modules}
+
+    def _sum_reduced(self, expr: cst.CSTNode | None, depth: int = 0) -> bool:
+        """Is ``expr`` built from a loss with reduction="sum" (or size_average=False),
+        following variables a few assignments back?"""
+        if expr is None or depth > 3:
+            return False
+        for arg in m.findall(
+            expr, m.Arg(keyword=m.Name("reduction") | m.Name("size_average"))
+        ):
+            value = arg.value  # type: ignore[attr-defined]
+            if string_value(value) == "sum" or m.matches(value, m.Name("False")):
+                return True
+        for name in m.findall(expr, m.Name()):
+            key = self.index.key(name)  # type: ignore[arg-type]
+            if key is not None and any(
+                self._sum_reduced(v, depth + 1) for v in self.index.values.get(key, ())
+            ):
+                return True
+        return False
+
+    def _user_object(self, receiver: cst.BaseExpression) -> bool:
+        if isinstance(receiver, cst.Name) and receiver.value in {"self", "cls"}:
+            return True
+        if isinstance(receiver, cst.Call) and m.matches(receiver.func, m.Name("super")):
+            return True
+        key = self.index.key(receiver)
+        if key is None:
+            return False
+        for value in self.index.values.get(key, ()):
+            if (
+                isinstance(value, cst.Call)
+                and self.index.local_class(value.func) in self.non_tensor_classes
+            ):
+                return True
+        return False
+
+    def _in_backward_method(self, node: cst.CSTNode) -> bool:
+        function = self.index.enclosing_function(node)
+        return function is not None and function.name.value == "backward"
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        func = original_node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            return updated_node
+        if self.index.is_runtime_call(original_node, "backward"):
+            return updated_node  # already migrated
+        if self._user_object(func.value) or self._in_backward_method(original_node):
+            return updated_node
+        if any(arg.star for arg in original_node.args):
+            self.report(original_node, "needs-review", "backward(*args): left as it is")
+            return updated_node
+        updated_func = updated_node.func
+        assert isinstance(updated_func, cst.Attribute)
+        receiver = (
+            updated_func.value.with_changes(lpar=(), rpar=())
+            if updated_func.value.lpar
+            else updated_func.value
+        )
+        args = [cst.Arg(value=receiver), *updated_node.args]
+        if self._sum_reduced(func.value):
+            self.report(
+                original_node,
+                "needs-review",
+                'loss uses reduction="sum": each process sums its share of the batch, so the averaged gradient is 1/world_size of the original',
+            )
+        self.report(original_node, "fixed", "x.backward() -> accel.backward(x)")
+        return self.runtime_call("backward", args)

@@ -1,0 +1,53 @@
+"""The runtime that migrated scripts import: ``import accel_migrate.runtime as accel``.
+
+Light by design: it imports torch and nothing of the codemod or the CLI.
+"""
+
+from .api import (
+    backward,
+    barrier,
+    clip_grad_norm_,
+    device,
+    gather,
+    global_loss,
+    is_main_process,
+    load_state_dict,
+    local_rank,
+    no_sync,
+    prepare_dataloader,
+    prepare_model,
+    prepare_optimizer,
+    print,
+    rank,
+    reduce,
+    save,
+    state_dict,
+    unwrap,
+    world_size,
+)
+from .config import ConfigError, RuntimeConfig
+
+__all__ = [
+    "ConfigError",
+    "RuntimeConfig",
+    "backward",
+    "barrier",
+    "clip_grad_norm_",
+    "device",
+    "gather",
+    "global_loss",
+    "is_main_process",
+    "load_state_dict",
+    "local_rank",
+    "no_sync",
+    "prepare_dataloader",
+    "prepare_model",
+    "prepare_optimizer",
+    "print",
+    "rank",
+    "reduce",
+    "save",
+    "state_dict",
+    "unwrap",
+    "world_size",
+]

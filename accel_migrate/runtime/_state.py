@@ -1,0 +1,157 @@
+"""The process-wide runtime, created lazily at the first call that needs it."""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from typing import Any
+
+import torch
+
+from .comm import Collectives, ProcessGroupCollectives
+from .config import ConfigError, RuntimeConfig, load_config
+from .env import DistEnv
+from .module import PreparedModule
+from .precision import Precision, precision_class
+from .strategies import Strategy, strategy_class
+
+
+def pick_device(env: DistEnv, accelerator: bool) -> torch.device:
+    if accelerator and torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        if env.local_rank >= count:
+            raise ConfigError(
+                f"local rank {env.local_rank} has no GPU: this node has {count}; "
+                f"launch at most {count} processes per node"
+            )
+        torch.cuda.set_device(env.local_rank)
+        return torch.device("cuda", env.local_rank)
+    return torch.device("cpu")
+
+
+def resolve_strategy_name(config: RuntimeConfig, env: DistEnv) -> str:
+    if config.strategy == "auto":
+        return "ddp" if env.distributed else "single"
+    return config.strategy
+
+
+class Runtime:
+    """Everything the module-level API needs: place in the job, device, plugins."""
+
+    def __init__(
+        self, config: RuntimeConfig, env: DistEnv, accelerator: bool = True
+    ) -> None:
+        self.config = config
+        self.env = env
+        strategy_cls: type[Strategy] = strategy_class(
+            resolve_strategy_name(config, env)
+        )
+        strategy_cls.check(env, config)
+        self.device = pick_device(env, accelerator)
+        self.comm: Collectives = (
+            ProcessGroupCollectives(env, self.device, config.timeout)
+            if env.distributed
+            else Collectives(env, self.device)
+        )
+        self.precision: Precision = precision_class(
+            strategy_cls.name, config.precision
+        )(self.device)
+        self.strategy: Strategy = strategy_cls(
+            env, self.device, self.comm, self.precision
+        )
+        self._modules: list[weakref.ref[PreparedModule]] = []
+        self._optimizers: list[weakref.ref[torch.optim.Optimizer]] = []
+        self._batch_share: tuple[int, int] | None = None
+        self._backward_checked = False
+
+    @property
+    def passthrough(self) -> bool:
+        """True when the script runs exactly as written: one process, fp32."""
+        return not self.strategy.distributed and type(self.precision) is Precision
+
+    # -- bookkeeping -----------------------------------------------------------------
+    def track_module(self, module: PreparedModule) -> None:
+        self._modules.append(weakref.ref(module))
+
+    def track_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        self._optimizers.append(weakref.ref(optimizer))
+
+    def modules(self) -> list[PreparedModule]:
+        return [m for ref in self._modules if (m := ref()) is not None]
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [o for ref in self._optimizers if (o := ref()) is not None]
+
+    def on_module_ready(self, module: PreparedModule) -> None:
+        """The strategy built the forward module; optimizers may need new parameters."""
+        for optimizer in self.optimizers():
+            self.strategy.setup_optimizer(optimizer)
+
+    # -- the current step's share of the global batch ------------------------------------
+    def set_batch_share(self, local: int, total: int) -> None:
+        self._batch_share = (local, total)
+
+    def loss_weight(self) -> float:
+        """Factor that makes the averaged gradient that of the global-batch mean loss."""
+        if self._batch_share is None:
+            return 1.0
+        local, total = self._batch_share
+        return local * self.env.world_size / total if total else 1.0
+
+    def batch_fraction(self) -> float:
+        if self._batch_share is None:
+            return 1.0 / self.env.world_size
+        local, total = self._batch_share
+        return local / total if total else 0.0
+
+    def check_first_backward(self) -> None:
+        """Catch gradients that bypassed the prepared forward (and so were never synced)."""
+        if self._backward_checked:
+            return
+        self._backward_checked = True
+        for module in self.modules():
+            if module.forward_module is None and any(
+                p.grad is not None for p in module.original_module.parameters()
+            ):
+                raise RuntimeError(
+                    "a prepared model received gradients but was never called: call the "
+                    "model itself (model(x)), not one of its submodules or methods, so "
+                    "that its gradients are averaged across processes"
+                )
+
+    def close(self) -> None:
+        self.comm.close()
+
+
+_RUNTIME: Runtime | None = None
+
+
+def get_runtime(accelerator: bool = True) -> Runtime:
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = Runtime(load_config(), DistEnv.from_environ(), accelerator)
+        atexit.register(_shutdown)
+    elif not accelerator and _RUNTIME.device.type != "cpu":
+        raise ConfigError(
+            f"accel.device(accelerator=False) was called after the runtime chose "
+            f"{_RUNTIME.device}; ask for the CPU before any other runtime call"
+        )
+    return _RUNTIME
+
+
+def peek_runtime() -> Runtime | None:
+    return _RUNTIME
+
+
+def _shutdown() -> None:
+    global _RUNTIME
+    if _RUNTIME is not None:
+        _RUNTIME.close()
+        _RUNTIME = None
+
+
+def reset_runtime(runtime: Runtime | None = None) -> Any:
+    """Replace the process-wide runtime (tests); returns the previous one."""
+    global _RUNTIME
+    previous, _RUNTIME = _RUNTIME, runtime
+    return previous

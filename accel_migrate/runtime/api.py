@@ -1,0 +1,244 @@
+"""The functions migrated scripts call. Module-level, so nothing has to be threaded
+through the user's functions and classes.
+
+With no torchrun variables set the script is one process and every call is the
+identity or the plain PyTorch call: ``python train.py`` still runs it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from . import data as _data
+from ._state import get_runtime, peek_runtime
+from .comm import ReduceOp
+from .env import DistEnv
+from .module import PreparedModule
+
+T = TypeVar("T")
+M = TypeVar("M", bound=nn.Module)
+Opt = TypeVar("Opt", bound=torch.optim.Optimizer)
+
+
+def _env() -> DistEnv:
+    runtime = peek_runtime()
+    return runtime.env if runtime is not None else DistEnv.from_environ()
+
+
+# -- where am I ---------------------------------------------------------------------------
+def device(accelerator: bool = True) -> torch.device:
+    """This process's device: its local GPU when there is one, else the CPU.
+
+    ``accelerator=False`` keeps the whole run on the CPU (a script's ``--no-cuda``);
+    it must come before any other runtime call.
+    """
+    return get_runtime(accelerator).device
+
+
+def rank() -> int:
+    return _env().rank
+
+
+def local_rank() -> int:
+    return _env().local_rank
+
+
+def world_size() -> int:
+    return _env().world_size
+
+
+def is_main_process() -> bool:
+    return _env().is_main
+
+
+def barrier() -> None:
+    get_runtime().comm.barrier()
+
+
+# -- preparing the script's objects ------------------------------------------------------
+def prepare_model(module: M) -> M:
+    """Move the model to this process's device and run it through the strategy."""
+    if isinstance(module, PreparedModule):
+        return module  # type: ignore[return-value]
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"prepare_model expects a torch.nn.Module, got {type(module).__name__}"
+        )
+    runtime = get_runtime()
+    if runtime.passthrough:
+        return module
+    module.to(runtime.device)
+    prepared = PreparedModule(module, runtime)
+    runtime.track_module(prepared)
+    return prepared  # type: ignore[return-value]
+
+
+def prepare_optimizer(optimizer: Opt) -> Opt:
+    """Register the optimizer: the strategy and precision may hook its step."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"prepare_optimizer expects a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
+    runtime = get_runtime()
+    if runtime.passthrough or optimizer in runtime.optimizers():
+        return optimizer
+    runtime.track_optimizer(optimizer)
+    runtime.strategy.setup_optimizer(optimizer)
+    return optimizer
+
+
+def prepare_dataloader(loader: DataLoader) -> DataLoader:
+    """Give this rank its share of every batch (see ``runtime.data``)."""
+    runtime = get_runtime()
+    if not runtime.env.distributed:
+        return loader
+    return _data.shard_loader(loader, runtime)
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The user's module behind a prepared one."""
+    return module.original_module if isinstance(module, PreparedModule) else module
+
+
+# -- the training step ---------------------------------------------------------------------
+def backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+    """``loss.backward()``, weighted so that averaged gradients are those of the
+    global batch, and scaled by the precision plugin."""
+    runtime = get_runtime()
+    weight = runtime.loss_weight()
+    if weight != 1.0:
+        loss = loss * weight
+    runtime.precision.scale_loss(loss).backward(*args, **kwargs)
+    runtime.check_first_backward()
+
+
+@contextmanager
+def no_sync(module: nn.Module) -> Iterator[None]:
+    """Skip the gradient exchange for backward passes inside (gradient accumulation)."""
+    runtime = get_runtime()
+    forward_module = (
+        module.forward_module if isinstance(module, PreparedModule) else None
+    )
+    with runtime.strategy.no_sync(forward_module):
+        yield
+
+
+def clip_grad_norm_(
+    parameters: Iterable[torch.Tensor] | torch.Tensor,
+    max_norm: float,
+    norm_type: float = 2.0,
+) -> torch.Tensor:
+    """The global gradient norm across shards, after unscaling fp16 gradients."""
+    runtime = get_runtime()
+    for optimizer in runtime.optimizers():
+        runtime.precision.unscale_gradients(optimizer)
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    return runtime.strategy.clip_grad_norm_(list(parameters), max_norm, norm_type)
+
+
+def global_loss(loss: torch.Tensor) -> torch.Tensor:
+    """The loss of the whole global batch: each rank's mean weighted by its share."""
+    runtime = peek_runtime()
+    if runtime is None or not runtime.env.distributed:
+        return loss
+    fraction = runtime.batch_fraction()
+    local = loss.detach().float()
+    weighted = local * fraction if fraction else torch.zeros_like(local)
+    return runtime.comm.all_reduce(weighted, "sum")
+
+
+# -- metrics and output ----------------------------------------------------------------------
+def reduce(value: T, op: ReduceOp = "sum") -> T:
+    """Combine a tensor or number (or a list, tuple or dict of them) across ranks.
+
+    Numbers come back as the same type: an int count stays an int.
+    """
+    env = _env()
+    if not env.distributed:
+        return value
+    comm = get_runtime().comm
+    if isinstance(value, torch.Tensor):
+        return comm.all_reduce(value, op)  # type: ignore[return-value]
+    if isinstance(value, bool) or not isinstance(
+        value, (int, float, list, tuple, dict)
+    ):
+        raise TypeError(f"accel.reduce cannot combine a {type(value).__name__}")
+    if isinstance(value, (int, float)):
+        dtype = (
+            torch.int64 if isinstance(value, int) and op != "mean" else torch.float64
+        )
+        result = comm.all_reduce(torch.tensor(value, dtype=dtype), op).item()
+        return type(value)(result) if op != "mean" else result  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {key: reduce(item, op) for key, item in value.items()}  # type: ignore[return-value]
+    return type(value)(reduce(item, op) for item in value)  # type: ignore[return-value]
+
+
+def gather(value: Any) -> Any:
+    """Tensors: concatenated along dim 0 in rank order. Anything else: a list per rank."""
+    if not _env().distributed:
+        return value if isinstance(value, torch.Tensor) else [value]
+    comm = get_runtime().comm
+    if isinstance(value, torch.Tensor):
+        parts = comm.all_gather(value)
+        return torch.stack(parts) if value.dim() == 0 else torch.cat(parts)
+    return comm.all_gather_object(value)
+
+
+def print(
+    *args: Any, **kwargs: Any
+) -> None:
+    """``print`` on the main process only."""
+    if _env().is_main:
+        builtins.print(*args, **kwargs)
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+def state_dict(obj: Any) -> Any:
+    """The full state dict with the original keys (no ``module.`` prefix)."""
+    return obj.state_dict()  # a PreparedModule answers through its strategy
+
+
+def load_state_dict(obj: Any, state: Mapping[str, Any], strict: bool = True) -> Any:
+    if isinstance(obj, nn.Module):
+        return obj.load_state_dict(state, strict=strict)
+    return obj.load_state_dict(state)
+
+
+def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+    """``torch.save`` on the main process only, written atomically."""
+    if not _env().is_main:
+        return
+    if not isinstance(f, (str, os.PathLike)):
+        torch.save(obj, f, *args, **kwargs)
+        return
+    path = os.fspath(f)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            torch.save(obj, stream, *args, **kwargs)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

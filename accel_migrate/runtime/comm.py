@@ -1,0 +1,112 @@
+"""Collectives. One process: every call is the identity. Several: torch.distributed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+
+from .env import DistEnv
+
+ReduceOp = Literal["sum", "mean", "max", "min"]
+
+_TORCH_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "mean": dist.ReduceOp.SUM,  # divided by the world size afterwards: gloo has no AVG
+    "max": dist.ReduceOp.MAX,
+    "min": dist.ReduceOp.MIN,
+}
+
+
+class Collectives:
+    """A world of one process: nothing to exchange."""
+
+    def __init__(self, env: DistEnv, device: torch.device) -> None:
+        self.env = env
+        self.device = device
+
+    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        return [tensor]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        return obj
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return [obj]
+
+    def barrier(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class ProcessGroupCollectives(Collectives):
+    """Collectives over the default torch.distributed process group."""
+
+    def __init__(self, env: DistEnv, device: torch.device, timeout: float) -> None:
+        super().__init__(env, device)
+        if not dist.is_initialized():
+            backend = "nccl" if device.type == "cuda" else "gloo"
+            dist.init_process_group(
+                backend=backend,
+                timeout=timedelta(seconds=timeout),
+                device_id=device if device.type == "cuda" else None,
+            )
+
+    def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        # NCCL only moves device tensors; gloo takes CPU ones.
+        return tensor.to(self.device) if tensor.device != self.device else tensor
+
+    def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
+        work = self._on_device(tensor.detach().clone())
+        dist.all_reduce(work, op=_TORCH_OPS[op])
+        if op == "mean":
+            work = work / self.env.world_size
+        return work.to(tensor.device)
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """Gather tensors whose first dimension may differ between ranks."""
+        local = self._on_device(tensor.detach().contiguous())
+        size = torch.tensor([local.shape[0] if local.dim() else 1], device=self.device)
+        sizes = [torch.zeros_like(size) for _ in range(self.env.world_size)]
+        dist.all_gather(sizes, size)
+        longest = int(max(s.item() for s in sizes))
+        if local.dim() == 0:
+            padded = local.reshape(1)
+        else:
+            padded = local.new_zeros((longest, *local.shape[1:]))
+            padded[: local.shape[0]] = local
+        parts = [torch.empty_like(padded) for _ in range(self.env.world_size)]
+        dist.all_gather(parts, padded)
+        if local.dim() == 0:
+            return [p.reshape(()).to(tensor.device) for p in parts]
+        return [
+            p[: int(n.item())].to(tensor.device)
+            for p, n in zip(parts, sizes, strict=True)
+        ]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        box = [obj if self.env.rank == src else None]
+        dist.broadcast_object_list(box, src=src, device=self.device)
+        return box[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.env.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def barrier(self) -> None:
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.device.index or 0])
+        else:
+            dist.barrier()
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,152 @@
+"""Runtime configuration: which strategy, precision and batch mode a run uses.
+
+Precedence, highest first: the flags of ``accel-migrate launch`` (which it passes
+on as the environment variables below), environment variables set by the user,
+``[tool.accel-migrate]`` in the nearest ``pyproject.toml``, then the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Literal, get_args
+
+StrategyName = Literal["auto", "single", "ddp", "fsdp"]
+PrecisionName = Literal["fp32", "bf16", "fp16"]
+BatchMode = Literal["global", "per-device"]
+
+STRATEGIES: tuple[str, ...] = get_args(StrategyName)
+PRECISIONS: tuple[str, ...] = get_args(PrecisionName)
+BATCH_MODES: tuple[str, ...] = get_args(BatchMode)
+
+ENV_PREFIX = "ACCEL_MIGRATE_"
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message says what was asked."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    strategy: StrategyName = "auto"
+    precision: PrecisionName = "fp32"
+    batch_mode: BatchMode = "global"
+    #: Seconds a collective may wait before the job fails instead of hanging.
+    timeout: float = 1800.0
+    #: Where each setting came from, for error messages ("--strategy", "pyproject.toml", ...).
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def source_of(self, key: str) -> str:
+        return dict(self.sources).get(key, "default")
+
+    def describe(self) -> str:
+        return (
+            f"strategy={self.strategy!r} ({self.source_of('strategy')}), "
+            f"precision={self.precision!r} ({self.source_of('precision')})"
+        )
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "strategy": STRATEGIES,
+    "precision": PRECISIONS,
+    "batch_mode": BATCH_MODES,
+}
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.upper()
+
+
+def _toml_key(key: str) -> str:
+    return key.replace("_", "-")
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above ``start``."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_tool_table(pyproject: Path) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with pyproject.open("rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"{pyproject}: cannot read [tool.accel-migrate]: {exc}"
+        ) from exc
+    table = data.get("tool", {}).get("accel-migrate", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.accel-migrate] must be a table")
+    return table
+
+
+def _validated(key: str, value: object, source: str) -> object:
+    if key == "timeout":
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"timeout={value!r} from {source} is not a number"
+            ) from None
+        if seconds <= 0:
+            raise ConfigError(f"timeout={value!r} from {source} must be positive")
+        return seconds
+    choices = _CHOICES[key]
+    if value not in choices:
+        raise ConfigError(
+            f"{_toml_key(key)}={value!r} from {source} is not one of: {', '.join(choices)}"
+        )
+    return value
+
+
+def load_config(
+    overrides: dict[str, object] | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> RuntimeConfig:
+    """Resolve the configuration: overrides, then environment, then pyproject.toml."""
+    environ = dict(os.environ) if environ is None else environ
+    keys = [f.name for f in fields(RuntimeConfig) if f.name != "sources"]
+    values: dict[str, object] = {}
+    sources: dict[str, str] = {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[key] = _validated(key, value, f"--{_toml_key(key)}")
+            sources[key] = f"--{_toml_key(key)}"
+    for key in keys:
+        if key not in values and env_name(key) in environ:
+            values[key] = _validated(key, environ[env_name(key)], env_name(key))
+            sources[key] = env_name(key)
+    missing = [key for key in keys if key not in values]
+    if missing:
+        pyproject = find_pyproject(cwd or Path.cwd())
+        if pyproject is not None:
+            table = read_tool_table(pyproject)
+            for key in missing:
+                if _toml_key(key) in table:
+                    where = f"{pyproject} [tool.accel-migrate]"
+                    values[key] = _validated(key, table[_toml_key(key)], where)
+                    sources[key] = where
+    return RuntimeConfig(**values, sources=tuple(sorted(sources.items())))  # type: ignore[arg-type]
+
+
+def config_environment(config: RuntimeConfig) -> dict[str, str]:
+    """Environment variables that make child processes resolve to ``config``."""
+    return {
+        env_name("strategy"): config.strategy,
+        env_name("precision"): config.precision,
+        env_name("batch_mode"): config.batch_mode,
+        env_name("timeout"): repr(config.timeout),
+    }

@@ -1,0 +1,121 @@
+"""The prepared model: the user's module, run through the strategy.
+
+The strategy's wrapper (``DistributedDataParallel``, a sharded module...) is built at
+the first forward call, not in ``prepare_model``. Real scripts keep changing the model
+after they build it (replace a head, freeze layers, load weights); building the
+wrapper late means it sees the model the script actually trains. Until then and
+afterwards, attribute reads and writes reach the user's module, and state dicts keep
+the user's keys (no ``module.`` prefix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from ._state import Runtime
+
+# Attributes that belong to the wrapper itself; every other write goes to the user's module.
+_OWN_ATTRIBUTES = frozenset(
+    {"training", "_forward_module", "_runtime", "_forward_calls"}
+)
+
+
+class PreparedModule(nn.Module):
+    """The user's module behind the strategy's forward wrapper."""
+
+    def __init__(self, module: nn.Module, runtime: Runtime) -> None:
+        super().__init__()
+        self._original_module = module
+        object.__setattr__(self, "_runtime", runtime)
+        object.__setattr__(self, "_forward_module", None)
+        object.__setattr__(self, "_forward_calls", 0)
+
+    # -- forward ----------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        forward_module = self._forward_module
+        if forward_module is None:
+            forward_module = self._runtime.strategy.setup_module(self._original_module)
+            object.__setattr__(self, "_forward_module", forward_module)
+            self._runtime.on_module_ready(self)
+        object.__setattr__(self, "_forward_calls", self._forward_calls + 1)
+        with self._runtime.precision.forward_context():
+            return forward_module(*args, **kwargs)
+
+    @property
+    def forward_module(self) -> nn.Module | None:
+        """The strategy's wrapper, once the first forward has built it."""
+        return self._forward_module
+
+    @property
+    def original_module(self) -> nn.Module:
+        return self._modules["_original_module"]  # type: ignore[return-value]
+
+    # -- attribute access ------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            pass
+        original = self._modules["_original_module"]
+        if name == "module" and not hasattr(original, "module"):
+            # Code written for nn.DataParallel reads `model.module`.
+            return original
+        return getattr(original, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _OWN_ATTRIBUTES or name.startswith("_"):
+            super().__setattr__(name, value)
+        else:
+            setattr(self._modules["_original_module"], name, value)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # `torch.save(model, path)` and `copy.deepcopy(model)` see the user's module.
+        return self.original_module.__reduce_ex__(protocol)
+
+    def __repr__(self) -> str:
+        return (
+            f"PreparedModule({self._runtime.strategy.name}, {self.original_module!r})"
+        )
+
+    # -- names and state keep the user's keys -------------------------------------------
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, nn.Parameter]]:
+        return self.original_module.named_parameters(prefix, recurse, remove_duplicate)
+
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        return self.original_module.named_buffers(prefix, recurse, remove_duplicate)
+
+    def named_modules(
+        self,
+        memo: set[nn.Module] | None = None,
+        prefix: str = "",
+        remove_duplicate: bool = True,
+    ) -> Iterator[tuple[str, nn.Module]]:
+        return self.original_module.named_modules(memo, prefix, remove_duplicate)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:
+            # Called by a parent module collecting its children's state.
+            return self.original_module.state_dict(*args, **kwargs)
+        return self._runtime.strategy.module_state_dict(self.original_module)
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        return self._runtime.strategy.load_module_state_dict(
+            self.original_module, state_dict, strict=strict
+        )
+
+    def train(self, mode: bool = True) -> PreparedModule:
+        super().__setattr__("training", mode)
+        forward_module = self._forward_module
+        (self.original_module if forward_module is None else forward_module).train(mode)
+        return self

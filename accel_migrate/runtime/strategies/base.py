@@ -1,0 +1,87 @@
+"""The strategy interface: how a model is replicated or sharded across processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ..comm import Collectives
+from ..config import ConfigError, RuntimeConfig
+from ..env import DistEnv
+from ..precision.base import Precision
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+
+
+class Strategy:
+    """Base strategy. Subclasses register themselves under ``name``."""
+
+    name: ClassVar[str]
+    #: Whether the strategy exchanges gradients through a process group.
+    distributed: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _REGISTRY[cls.name] = cls
+
+    def __init__(
+        self,
+        env: DistEnv,
+        device: torch.device,
+        comm: Collectives,
+        precision: Precision,
+    ) -> None:
+        self.env = env
+        self.device = device
+        self.comm = comm
+        self.precision = precision
+
+    @classmethod
+    def check(cls, env: DistEnv, config: RuntimeConfig) -> None:
+        """Refuse a world this strategy cannot run in, repeating what was asked."""
+        return None
+
+    # -- models -------------------------------------------------------------------
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        """Return the module that runs forward (a DDP wrapper, a sharded module...)."""
+        return module
+
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        """The full state dict with the original keys, as the original script had it."""
+        return module.state_dict()
+
+    def load_module_state_dict(
+        self, module: nn.Module, state: Mapping[str, Any], strict: bool = True
+    ) -> Any:
+        return module.load_state_dict(state, strict=strict)
+
+    @contextmanager
+    def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:
+        """Skip the gradient exchange of the backward passes run inside."""
+        yield
+
+    # -- optimizers -----------------------------------------------------------------
+    def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        return None
+
+    def clip_grad_norm_(
+        self,
+        parameters: Iterable[torch.Tensor],
+        max_norm: float,
+        norm_type: float = 2.0,
+    ) -> torch.Tensor:
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+
+def strategy_class(name: str) -> type[Strategy]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"strategy {name!r} is not one of: auto, {', '.join(sorted(_REGISTRY))}"
+        ) from None

@@ -1,0 +1,27 @@
+"""Data parallel: every rank holds the whole model; gradients are averaged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from .base import Strategy
+
+
+class DDPStrategy(Strategy):
+    name = "ddp"
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return DistributedDataParallel(module, device_ids=device_ids)
+
+    @contextmanager
+    def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:
+        if isinstance(forward_module, DistributedDataParallel):
+            with forward_module.no_sync():
+                yield
+        else:
+            yield
