@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import weakref
 from typing import Any
 
@@ -120,6 +121,11 @@ class Runtime:
                 )
 
     def close(self) -> None:
+        # A DistributedDataParallel still alive when its process group is destroyed
+        # can abort the process at exit (seen with gloo); release the wrappers first.
+        for module in self.modules():
+            module.release_forward_module()
+        gc.collect()
         self.comm.close()
 
 

@@ -195,9 +195,7 @@ def gather(value: Any) -> Any:
     return comm.all_gather_object(value)
 
 
-def print(
-    *args: Any, **kwargs: Any
-) -> None:
+def print(*args: Any, **kwargs: Any) -> None:
     """``print`` on the main process only."""
     if _env().is_main:
         builtins.print(*args, **kwargs)

@@ -51,6 +51,10 @@ class PreparedModule(nn.Module):
         """The strategy's wrapper, once the first forward has built it."""
         return self._forward_module
 
+    def release_forward_module(self) -> None:
+        """Drop the strategy's wrapper (at shutdown, before the process group goes)."""
+        object.__setattr__(self, "_forward_module", None)
+
     @property
     def original_module(self) -> nn.Module:
         return self._modules["_original_module"]  # type: ignore[return-value]

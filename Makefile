@@ -1,0 +1,42 @@
+# Two commands do everything on a fresh machine:
+#   make demo   set up, migrate the bundled example, train it on 2 CPU processes,
+#               and print the original's and the migrated run's losses side by side
+#   make test   set up and run the whole test suite (what CI runs: .ci/run)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint format bench docs clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/python examples/demo.py
+
+test: setup lint
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/black --check accel_migrate tests bench examples
+	$(BIN)/ruff check accel_migrate tests bench examples
+
+format: setup
+	$(BIN)/black accel_migrate tests bench examples
+	$(BIN)/ruff check --fix accel_migrate tests bench examples
+
+docs: setup
+	$(BIN)/python -m accel_migrate.docgen
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache

@@ -1,0 +1,215 @@
+"""The command line. Thin: parse options, call the codemod or the launcher, render.
+
+Nothing heavy is imported at module level, so ``accel-migrate --help`` stays fast:
+libcst, rich and torch load inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+EXIT_OK = 0
+EXIT_WOULD_CHANGE = 1
+EXIT_USAGE = 2
+EXIT_FAILED = 123
+
+
+class _DefaultGroup(click.Group):
+    """``accel-migrate PATH...`` means ``accel-migrate migrate PATH...``."""
+
+    default_command = "migrate"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if (
+            args
+            and args[0] not in self.commands
+            and args[0] not in ("--help", "-h", "--version")
+        ):
+            args = [self.default_command, *args]
+        elif not args:
+            args = [self.default_command]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("accel-migrate", "[OPTIONS] PATH... | COMMAND [ARGS]...")
+
+
+@click.group(
+    cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.version_option(package_name="accel-migrate", prog_name="accel-migrate")
+def cli() -> None:
+    """Migrate single-GPU PyTorch training scripts to multi-process training.
+
+    \b
+    accel-migrate PATH...            show the diff and findings; write nothing
+    accel-migrate PATH... --write    rewrite the files in place
+    accel-migrate PATH... --check    exit 1 if anything would change
+    accel-migrate -                  read stdin, write the migrated code to stdout
+    accel-migrate launch --nproc 2 train.py ARGS...
+    accel-migrate rules [CODE]       list the rules, or show one rule's documentation
+    """
+
+
+@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--write", is_flag=True, help="Rewrite the files in place.")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 if any file would change."
+)
+@click.option(
+    "--diff",
+    "plain_diff",
+    is_flag=True,
+    help="Print a plain unified diff (with --check too).",
+)
+@click.option(
+    "--select",
+    default=None,
+    metavar="CODES",
+    help="Comma-separated rule codes (prefixes) to run.",
+)
+@click.option(
+    "--ignore",
+    default="",
+    metavar="CODES",
+    help="Comma-separated rule codes (prefixes) to skip.",
+)
+@click.option(
+    "--color/--no-color",
+    default=None,
+    help="Colour the output (default: when on a terminal).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and the summary line.")
+def migrate(
+    paths: tuple[str, ...],
+    write: bool,
+    check: bool,
+    plain_diff: bool,
+    select: str | None,
+    ignore: str,
+    color: bool | None,
+    quiet: bool,
+) -> int:
+    """Migrate PATH... (files or folders; '-' for stdin)."""
+    from .migrate_command import run_migrate
+
+    if write and check:
+        raise click.UsageError("--write and --check exclude each other")
+    return run_migrate(
+        list(paths),
+        mode="write" if write else "check" if check else "preview",
+        plain_diff=plain_diff,
+        select=_codes(select) if select is not None else None,
+        ignore=_codes(ignore),
+        color=color,
+        quiet=quiet,
+    )
+
+
+@cli.command(
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": ["-h", "--help"],
+    }
+)
+@click.option(
+    "--nproc",
+    default="auto",
+    show_default=True,
+    metavar="N",
+    help="Processes per node: a number, or 'auto' (one per GPU, or 1 without GPUs).",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["auto", "single", "ddp", "fsdp"]),
+    default=None,
+    help="Default: [tool.accel-migrate] in pyproject.toml, else auto (ddp for >1 process).",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "bf16", "fp16"]),
+    default=None,
+    help="Default: [tool.accel-migrate] in pyproject.toml, else fp32.",
+)
+@click.option(
+    "--batch-mode",
+    type=click.Choice(["global", "per-device"]),
+    default=None,
+    help="global: keep the script's batch and split it; per-device: each process takes whole batches.",
+)
+@click.option(
+    "--nnodes", default="1", show_default=True, help="Number of nodes (or MIN:MAX)."
+)
+@click.option(
+    "--node-rank",
+    type=int,
+    default=None,
+    help="This node's rank (multi-node, static rendezvous).",
+)
+@click.option(
+    "--rdzv-endpoint",
+    default=None,
+    metavar="HOST:PORT",
+    help="Rendezvous endpoint (multi-node).",
+)
+@click.option(
+    "--rdzv-id", default=None, help="Job id shared by all nodes (multi-node)."
+)
+@click.option(
+    "--max-restarts",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Restart the job this many times on failure.",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Seconds a collective may wait before the job fails.",
+)
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
+    """Run SCRIPT on several processes (torchrun underneath)."""
+    from .launch_command import run_launch
+
+    return run_launch(script, list(script_args), **options)
+
+
+@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("code", required=False)
+def rules(code: str | None) -> int:
+    """List the rules, or print the documentation of rule CODE."""
+    from .rules_command import run_rules
+
+    return run_rules(code)
+
+
+def _codes(raw: str) -> frozenset[str]:
+    return frozenset(c.strip().upper() for c in raw.split(",") if c.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI with ``argv``; return the exit code instead of exiting."""
+    try:
+        result = cli.main(args=argv, prog_name="accel-migrate", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        exc.show(file=sys.stderr)
+        return EXIT_USAGE
+    except click.ClickException as exc:
+        exc.show(file=sys.stderr)
+        return exc.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    if isinstance(result, int):
+        return result
+    return EXIT_OK

@@ -1,0 +1,112 @@
+"""``accel-migrate launch``: resolve the configuration, then hand off to torchrun.
+
+The launcher adds nothing to torchrun's process management or rendezvous; it
+validates the strategy and precision before any process starts, passes them to
+the processes as environment variables, and picks torchrun's options.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..runtime.config import ConfigError, RuntimeConfig, config_environment, load_config
+from .app import EXIT_OK, EXIT_USAGE
+
+EXIT_JOB_FAILED = 1
+
+
+def _processes_per_node(nproc: str) -> int:
+    if nproc == "auto":
+        import torch
+
+        return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+    try:
+        count = int(nproc)
+    except ValueError:
+        raise ConfigError(f"--nproc={nproc!r} is not a number or 'auto'") from None
+    if count < 1:
+        raise ConfigError(f"--nproc={nproc!r} must be at least 1")
+    return count
+
+
+def _check(config: RuntimeConfig, processes: int, nnodes: str) -> None:
+    """Refuse combinations that cannot run, before starting anything."""
+    multi = processes > 1 or nnodes not in ("1", "1:1")
+    if config.strategy == "single" and multi:
+        raise ConfigError(
+            f"strategy 'single' (from {config.source_of('strategy')}) runs one process, "
+            f"but --nproc {processes} --nnodes {nnodes} asks for more; use ddp, fsdp or auto"
+        )
+
+
+def torchrun_arguments(
+    script: str,
+    script_args: list[str],
+    *,
+    processes: int,
+    nnodes: str,
+    node_rank: int | None,
+    rdzv_endpoint: str | None,
+    rdzv_id: str | None,
+    max_restarts: int,
+) -> list[str]:
+    args: list[str] = []
+    if rdzv_endpoint is None and nnodes in ("1", "1:1"):
+        args.append("--standalone")
+    else:
+        if rdzv_endpoint is None:
+            raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT")
+        args += [
+            "--nnodes",
+            nnodes,
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            rdzv_endpoint,
+        ]
+        args += ["--rdzv-id", rdzv_id or "accel-migrate"]
+        if node_rank is not None:
+            args += ["--node-rank", str(node_rank)]
+    args += ["--nproc-per-node", str(processes), "--max-restarts", str(max_restarts)]
+    return [*args, script, *script_args]
+
+
+def run_launch(script: str, script_args: list[str], **options: Any) -> int:
+    try:
+        config = load_config(
+            {
+                "strategy": options["strategy"],
+                "precision": options["precision"],
+                "batch_mode": options["batch_mode"],
+                "timeout": options["timeout"],
+            }
+        )
+        if not os.path.isfile(script):
+            raise ConfigError(f"{script}: no such script")
+        processes = _processes_per_node(options["nproc"])
+        _check(config, processes, options["nnodes"])
+        argv = torchrun_arguments(
+            script,
+            script_args,
+            processes=processes,
+            nnodes=options["nnodes"],
+            node_rank=options["node_rank"],
+            rdzv_endpoint=options["rdzv_endpoint"],
+            rdzv_id=options["rdzv_id"],
+            max_restarts=options["max_restarts"],
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    os.environ.update(config_environment(config))
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun
+
+    try:
+        torchrun(argv)
+    except ChildFailedError:
+        # torchrun has already printed which rank failed and its traceback.
+        return EXIT_JOB_FAILED
+    return EXIT_OK

@@ -1,0 +1,33 @@
+"""``accel-migrate rules [CODE]``: the rule catalogue from the rules' own docstrings."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from ..codemod.rule import registered_rules
+from .app import EXIT_OK, EXIT_USAGE
+
+
+def run_rules(code: str | None) -> int:
+    console = Console()
+    rules = registered_rules()
+    if code is None:
+        table = Table(title="accel-migrate rules", title_justify="left")
+        table.add_column("code")
+        table.add_column("name")
+        table.add_column("rewrites")
+        for rule in rules:
+            table.add_row(rule.code, rule.name, rule.summary)
+        console.print(table)
+        return EXIT_OK
+    wanted = code.upper()
+    for rule in rules:
+        if wanted in (rule.code, rule.name.upper()):
+            console.print(Markdown(rule.doc()))
+            return EXIT_OK
+    print(f"error: no rule {code!r}; `accel-migrate rules` lists them", file=sys.stderr)
+    return EXIT_USAGE
