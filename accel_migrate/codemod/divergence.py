@@ -43,6 +43,8 @@ class Divergence:
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
         self.divergent: set[cst.CSTNode] = set()
+        #: ``x += value`` statements whose value differs between ranks.
+        self.local_increments: set[cst.AugAssign] = set()
         self._current_globals: set[str] = set()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
@@ -55,6 +57,10 @@ class Divergence:
                 break
 
     # -- queries --------------------------------------------------------------------
+    def rank_local(self, increment: cst.AugAssign) -> bool:
+        """Does ``x += value`` add something that differs between ranks?"""
+        return increment in self.local_increments
+
     def uniform(self, node: cst.CSTNode) -> bool:
         for current in (node, *self.index.ancestors(node)):
             if current in self.divergent:
@@ -76,6 +82,7 @@ class Divergence:
     # -- the walk --------------------------------------------------------------------------
     def _analyse_all(self) -> None:
         self.divergent.clear()
+        self.local_increments.clear()
         self._walk(self.index.module.body, set(self.tainted_globals))
         for function in self.index.functions:
             body = (
@@ -183,6 +190,7 @@ class Divergence:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
         elif isinstance(node, cst.AugAssign):
             if self._tainted(node.value, tainted):
+                self.local_increments.add(node)
                 self._bind(node.target, True, tainted)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
             call = node.value

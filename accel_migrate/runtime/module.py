@@ -10,6 +10,7 @@ the user's keys (no ``module.`` prefix).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -78,8 +79,10 @@ class PreparedModule(nn.Module):
             setattr(self._modules["_original_module"], name, value)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        # `torch.save(model, path)` and `copy.deepcopy(model)` see the user's module.
-        return self.original_module.__reduce_ex__(protocol)
+        # `torch.save(model, path)` and `copy.deepcopy(model)` see the user's module:
+        # the pickle rebuilds it with operator.getitem, so loading it needs nothing of
+        # accel-migrate, only the user's class.
+        return (operator.getitem, ([self.original_module], 0))
 
     def __repr__(self) -> str:
         return (

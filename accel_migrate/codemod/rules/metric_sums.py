@@ -127,6 +127,8 @@ class MetricSums(Rule):
             name = attr_chain(aug.target)
             if name is None or self._has_runtime_call(aug.value):
                 continue
+            if not self.index.divergence.rank_local(aug):
+                continue  # a step counter: the same on every rank
             if self._zeroed_before(loop, name):
                 yield aug
 

@@ -1,0 +1,130 @@
+"""With no torchrun variables, every runtime call is the identity or the plain call."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import accel_migrate.runtime as accel
+from accel_migrate.runtime._state import Runtime, reset_runtime
+from accel_migrate.runtime.config import RuntimeConfig
+from accel_migrate.runtime.env import DistEnv
+from accel_migrate.runtime.module import PreparedModule
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime(monkeypatch: pytest.MonkeyPatch):
+    for name in (
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "ACCEL_MIGRATE_STRATEGY",
+        "ACCEL_MIGRATE_PRECISION",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    previous = reset_runtime(None)
+    yield
+    reset_runtime(previous)
+
+
+def test_single_process_calls_are_identities() -> None:
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(TensorDataset(torch.randn(4, 3)), batch_size=2)
+    assert (
+        accel.device()
+        == torch.device("cuda" if torch.cuda.is_available() else "cpu", 0)
+        or accel.device().type == "cpu"
+    )
+    assert accel.prepare_model(model) is model
+    assert accel.prepare_optimizer(optimizer) is optimizer
+    assert accel.prepare_dataloader(loader) is loader
+    assert (accel.rank(), accel.world_size(), accel.is_main_process()) == (0, 1, True)
+    loss = torch.tensor(2.5)
+    assert accel.global_loss(loss) is loss
+    assert accel.reduce(7) == 7 and accel.reduce(2.5) == 2.5
+    assert torch.equal(accel.gather(torch.arange(3)), torch.arange(3))
+
+
+def test_backward_is_the_plain_backward() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    x = torch.randn(5, 3)
+    model(x).pow(2).mean().backward()
+    expected = model.weight.grad.clone()
+    model.zero_grad()
+    accel.backward(model(x).pow(2).mean())
+    assert torch.equal(model.weight.grad, expected)
+
+
+def test_print_and_save(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    accel.print("hello", 3)
+    assert capsys.readouterr().out == "hello 3\n"
+    target = tmp_path / "ck.pt"
+    accel.save({"w": torch.ones(2)}, target)
+    assert torch.equal(torch.load(target)["w"], torch.ones(2))
+    assert os.listdir(tmp_path) == ["ck.pt"], "no temporary file left behind"
+    mode = os.stat(target).st_mode & 0o777
+    assert mode & 0o600 == 0o600 and not mode & 0o022 & ~0o644
+
+
+def test_device_false_pins_the_cpu() -> None:
+    assert accel.device(accelerator=False).type == "cpu"
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(2, 2)
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) * self.scale
+
+    def describe(self) -> str:
+        return "net"
+
+
+def _wrapped() -> tuple[_Net, PreparedModule, list[nn.Module]]:
+    """A PreparedModule around a single-device strategy that records its setup."""
+    runtime = Runtime(RuntimeConfig(), DistEnv(), accelerator=False)
+    built: list[nn.Module] = []
+    original_setup = runtime.strategy.setup_module
+    runtime.strategy.setup_module = lambda m: built.append(m) or original_setup(m)  # type: ignore[method-assign]
+    net = _Net()
+    return net, PreparedModule(net, runtime), built
+
+
+def test_prepared_module_behaves_like_the_users_module() -> None:
+    net, model, built = _wrapped()
+    assert model.describe() == "net"
+    assert [name for name, _ in model.named_parameters()] == [
+        name for name, _ in net.named_parameters()
+    ]
+    assert list(model.state_dict()) == ["scale", "body.weight", "body.bias"]
+    model.body = nn.Linear(
+        2, 2
+    )  # replacing a layer before the first forward reaches the user's module
+    assert net.body is model.body
+    assert built == [], "the strategy wrapper waits for the first forward"
+    model(torch.ones(1, 2))
+    assert built == [net]
+    model.eval()
+    assert not net.training and not model.training
+    assert model.module is net, "code written for DataParallel reads .module"
+    assert isinstance(
+        pickle.loads(pickle.dumps(model)), _Net
+    ), "torch.save(model) stores the user's class"
+
+
+def test_load_state_dict_through_the_wrapper() -> None:
+    net, model, _ = _wrapped()
+    state = {k: torch.zeros_like(v) for k, v in net.state_dict().items()}
+    accel.load_state_dict(model, state)
+    assert torch.count_nonzero(net.body.weight) == 0
