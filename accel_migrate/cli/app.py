@@ -99,6 +99,8 @@ def migrate(
 
     if write and check:
         raise click.UsageError("--write and --check exclude each other")
+    if "-" in paths and len(paths) > 1:
+        raise click.UsageError("'-' (stdin) cannot be combined with other paths")
     return run_migrate(
         list(paths),
         mode="write" if write else "check" if check else "preview",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tempfile
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,24 +34,28 @@ SKIPPED_DIRS = frozenset(
 )
 
 
+_WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
 class FileError(Exception):
     """A file that cannot be read or written; the message names it."""
 
 
 def discover(paths: list[str]) -> Iterator[str]:
-    """The Python files named by ``paths``: files as given, folders walked."""
+    """The Python files named by ``paths``: files as given, folders walked.
+
+    A folder's files come in sorted order; a file named twice (directly, through
+    a folder, or through a link) comes once, the first time.
+    """
     seen: set[str] = set()
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            for found in _walk(path):
-                key = os.path.realpath(found)
-                if key not in seen:
-                    seen.add(key)
-                    yield str(found)
-        elif raw not in seen:
-            seen.add(raw)
-            yield raw
+        found = sorted(_walk(path)) if path.is_dir() else [raw]
+        for name in found:
+            key = os.path.realpath(name)
+            if key not in seen:
+                seen.add(key)
+                yield str(name)
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -74,6 +80,39 @@ def read_source(path: str) -> bytes:
         raise FileError(f"{path}:1:1: cannot read: {exc.strerror or exc}") from None
 
 
+def check_decodable(path: str, data: bytes) -> None:
+    """Raise FileError, naming the place, unless ``data`` decodes as Python source.
+
+    Python reads a file as UTF-8 unless a coding cookie (``# -*- coding: X -*-``)
+    on its first two lines says otherwise.
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # a bad cookie, or non-UTF-8 bytes before any cookie
+        _check_decodes(path, data, "utf-8")
+        raise FileError(f"{path}:1:1: cannot decode: {exc.msg}") from None
+    _check_decodes(path, data, encoding)
+
+
+def _check_decodes(path: str, data: bytes, encoding: str) -> None:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        byte = data[exc.start]
+        hint = (
+            "; save it as UTF-8 or declare its encoding on line 1 or 2"
+            " (# -*- coding: latin-1 -*-)"
+            if encoding.lower().replace("_", "-") in ("utf-8", "utf-8-sig")
+            else ""
+        )
+        raise FileError(
+            f"{path}:{line}:{column}: cannot decode: byte 0x{byte:02x} is not valid "
+            f"{encoding}{hint}"
+        ) from None
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` in one step, keeping its permission bits.
 
@@ -85,7 +124,8 @@ def write_atomic(path: str, data: bytes) -> None:
     folder = os.path.dirname(target)
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
-        if not os.access(target, os.W_OK):
+        # No write bit means read-only, also for root, whom os.access lets write.
+        if not mode & _WRITE_BITS or not os.access(target, os.W_OK):
             raise FileError(f"{path}:1:1: cannot write: file is read-only")
         handle, tmp = tempfile.mkstemp(
             prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder

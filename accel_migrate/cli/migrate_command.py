@@ -8,7 +8,7 @@ from typing import Literal
 from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_WOULD_CHANGE
-from .files import FileError, discover, read_source, write_atomic
+from .files import FileError, check_decodable, discover, read_source, write_atomic
 
 Mode = Literal["preview", "write", "check"]
 
@@ -25,14 +25,16 @@ def run_migrate(
 ) -> int:
     options = MigrateOptions(select=select, ignore=ignore)
     if paths == ["-"]:
-        return _run_stdin(options, mode)
+        return _run_stdin(options, mode, plain_diff)
     out_color = sys.stdout.isatty() if color is None else color
     err_color = sys.stderr.isatty() if color is None else color
     results: list[MigrationResult] = []
     failures: list[str] = []
     for path in discover(paths):
         try:
-            result = migrate_source(read_source(path), path, options)
+            source = read_source(path)
+            check_decodable(path, source)
+            result = migrate_source(source, path, options)
         except (FileError, MigrationError) as exc:
             failures.append(str(exc))
             continue
@@ -71,15 +73,26 @@ def run_migrate(
     return EXIT_OK
 
 
-def _run_stdin(options: MigrateOptions, mode: Mode) -> int:
+def _run_stdin(options: MigrateOptions, mode: Mode, plain_diff: bool) -> int:
     source = sys.stdin.buffer.read()
     try:
+        check_decodable("<stdin>", source)
         result = migrate_source(source, "<stdin>", options)
-    except MigrationError as exc:
-        sys.stdout.buffer.write(source)  # a filter must not swallow its input
-        print(f"error: {exc}", file=sys.stderr)
+    except (FileError, MigrationError) as exc:
+        error = str(exc)
+    except Exception as exc:  # a bug must not lose the input
+        error = f"<stdin>:1:1: internal error: {type(exc).__name__}: {exc}"
+    else:
+        error = None
+    if error is not None:
+        if mode != "check":
+            sys.stdout.buffer.write(source)  # a filter must not swallow its input
+        print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED
-    if mode != "check":
+    if plain_diff:
+        if result.changed:
+            render.write_diff(render.unified_diff(result), sys.stdout, False)
+    elif mode != "check":
         output = result.output
         sys.stdout.buffer.write(
             output if isinstance(output, bytes) else output.encode()

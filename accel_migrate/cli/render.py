@@ -41,9 +41,20 @@ def display_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+def _lines(text: str) -> list[str]:
+    """Lines ending at "\n" only, as git and patch see them.
+
+    ``str.splitlines`` also splits at form feeds, "\r", "\x1c" and other
+    separators, which would make a diff that ``git apply`` rejects.
+    """
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
+
+
 def unified_diff(result: MigrationResult) -> str:
-    before = decode(result.source).splitlines(keepends=True)
-    after = decode(result.output).splitlines(keepends=True)
+    before = _lines(decode(result.source))
+    after = _lines(decode(result.output))
     name = display_path(result.path).replace(os.sep, "/")
     lines = difflib.unified_diff(before, after, f"a/{name}", f"b/{name}")
     return "".join(
@@ -117,9 +128,10 @@ def write_report(
     table = None if quiet else findings_table(results)
     if table is not None:
         console.print(table)
+    # One line each, however long: editors and grep read ``path:line:col: ...``.
     for failure in failures:
-        console.print(Text(f"error: {failure}", style="bold red"))
-    console.print(summary(results, len(failures), mode))
+        console.print(Text(f"error: {failure}", style="bold red"), soft_wrap=True)
+    console.print(summary(results, len(failures), mode), soft_wrap=True)
 
 
 def summary(results: Sequence[MigrationResult], failed: int, mode: str) -> str:

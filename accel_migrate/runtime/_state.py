@@ -56,7 +56,7 @@ class Runtime:
         )
         self.precision: Precision = precision_class(
             strategy_cls.name, config.precision
-        )(self.device)
+        )(self.device, self.comm)
         self.strategy: Strategy = strategy_cls(
             env, self.device, self.comm, self.precision
         )

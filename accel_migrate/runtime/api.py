@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import os
 import tempfile
+import types
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -93,7 +94,20 @@ def prepare_optimizer(optimizer: Opt) -> Opt:
         return optimizer
     runtime.track_optimizer(optimizer)
     runtime.strategy.setup_optimizer(optimizer)
+    if runtime.precision.hooks_optimizer_step:
+        _route_step(optimizer, runtime.precision)
     return optimizer
+
+
+def _route_step(optimizer: torch.optim.Optimizer, precision: Any) -> None:
+    """Send ``optimizer.step()`` through the precision plugin (fp16: skip on inf)."""
+    original = optimizer.step
+
+    def step(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        return precision.optimizer_step(opt, original, *args, **kwargs)
+
+    # A bound method, as LR schedulers expect when they wrap `step` in turn.
+    optimizer.step = types.MethodType(step, optimizer)  # type: ignore[method-assign]
 
 
 def prepare_dataloader(loader: DataLoader) -> DataLoader:

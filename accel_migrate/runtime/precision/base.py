@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from ..comm import Collectives
 from ..config import PrecisionName
 
 _REGISTRY: dict[str, type[Precision]] = {}
@@ -23,14 +24,17 @@ class Precision:
     name: ClassVar[PrecisionName] = "fp32"
     #: Which strategies this class serves; "*" is the default for any strategy.
     strategies: ClassVar[tuple[str, ...]] = ("*",)
+    #: Whether optimizer steps must go through ``optimizer_step``.
+    hooks_optimizer_step: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for strategy in cls.strategies:
             _REGISTRY[f"{strategy}/{cls.name}"] = cls
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, comm: Collectives | None = None) -> None:
         self.device = device
+        self.comm = comm
 
     @contextmanager
     def forward_context(self) -> Iterator[None]:
