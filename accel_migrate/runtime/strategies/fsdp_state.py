@@ -82,7 +82,7 @@ def scatter_model_state(
         for name, target in current.items():
             if name not in plan or plan[name][0] != "tensor":
                 continue
-            _, shape, dtype = plan[name]
+            _, shape, _ = plan[name]
             value = _spread(
                 state.get(name) if rank == 0 else None, target, shape, target.dtype
             )

@@ -38,7 +38,8 @@ for step in range(6):
     before = [p.detach().clone() for p in model.parameters()]
     optimizer.step()
     changed = any(
-        not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters())
+        not torch.equal(b, p.detach())
+        for b, p in zip(before, model.parameters(), strict=True)
     )
     print(
         f"rank {accel.rank()} step {step} changed {changed} dtype {out.dtype}",
