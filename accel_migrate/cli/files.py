@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 import tempfile
-import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,39 +76,6 @@ def read_source(path: str) -> bytes:
         raise FileError(f"{path}:1:1: is a directory") from None
     except OSError as exc:
         raise FileError(f"{path}:1:1: cannot read: {exc.strerror or exc}") from None
-
-
-def check_decodable(path: str, data: bytes) -> None:
-    """Raise FileError, naming the place, unless ``data`` decodes as Python source.
-
-    Python reads a file as UTF-8 unless a coding cookie (``# -*- coding: X -*-``)
-    on its first two lines says otherwise.
-    """
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # a bad cookie, or non-UTF-8 bytes before any cookie
-        _check_decodes(path, data, "utf-8")
-        raise FileError(f"{path}:1:1: cannot decode: {exc.msg}") from None
-    _check_decodes(path, data, encoding)
-
-
-def _check_decodes(path: str, data: bytes, encoding: str) -> None:
-    try:
-        data.decode(encoding)
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        byte = data[exc.start]
-        hint = (
-            "; save it as UTF-8 or declare its encoding on line 1 or 2"
-            " (# -*- coding: latin-1 -*-)"
-            if encoding.lower().replace("_", "-") in ("utf-8", "utf-8-sig")
-            else ""
-        )
-        raise FileError(
-            f"{path}:{line}:{column}: cannot decode: byte 0x{byte:02x} is not valid "
-            f"{encoding}{hint}"
-        ) from None
 
 
 def write_atomic(path: str, data: bytes) -> None:

@@ -8,7 +8,7 @@ from typing import Literal
 from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_WOULD_CHANGE
-from .files import FileError, check_decodable, discover, read_source, write_atomic
+from .files import FileError, discover, read_source, write_atomic
 
 Mode = Literal["preview", "write", "check"]
 
@@ -32,9 +32,7 @@ def run_migrate(
     failures: list[str] = []
     for path in discover(paths):
         try:
-            source = read_source(path)
-            check_decodable(path, source)
-            result = migrate_source(source, path, options)
+            result = migrate_source(read_source(path), path, options)
         except (FileError, MigrationError) as exc:
             failures.append(str(exc))
             continue
@@ -76,7 +74,6 @@ def run_migrate(
 def _run_stdin(options: MigrateOptions, mode: Mode, plain_diff: bool) -> int:
     source = sys.stdin.buffer.read()
     try:
-        check_decodable("<stdin>", source)
         result = migrate_source(source, "<stdin>", options)
     except (FileError, MigrationError) as exc:
         error = str(exc)

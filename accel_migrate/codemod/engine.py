@@ -16,6 +16,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProv
 from .findings import Finding, MigrationError, MigrationResult
 from .patterns import DATALOADER_CALLS, DISTRIBUTED_PREFIXES, is_optimizer_class
 from .rule import RUNTIME_MODULE, RuleContext, registered_rules
+from .source import check_decodable, syntax_error_place
 
 DEFAULT_ALIAS = "accel"
 SCREEN_CODE = "AM100"
@@ -34,19 +35,19 @@ class MigrateOptions:
 
 
 def parse(source: str | bytes, path: str) -> cst.Module:
+    if isinstance(source, bytes):
+        check_decodable(path, source)
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
-        raise MigrationError(
-            path, exc.raw_line, exc.raw_column + 1, f"cannot parse: {message}"
-        ) from None
-    except (UnicodeDecodeError, LookupError) as exc:
-        raise MigrationError(path, 1, 1, f"cannot decode: {exc}") from None
+        place = syntax_error_place(source)
+        if place is None:
+            message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+            place = (exc.raw_line, exc.raw_column + 1, message)
+        line, column, message = place
+        raise MigrationError(path, line, column, f"cannot parse: {message}") from None
     except RecursionError:
-        raise MigrationError(
-            path, 1, 1, "cannot parse: the code is nested too deeply"
-        ) from None
+        raise MigrationError(path, 1, 1, "cannot parse: the code is nested too deeply") from None
 
 
 def migrate_source(

@@ -11,11 +11,12 @@ import pytest
 from accel_migrate.cli import files
 from accel_migrate.cli.files import (
     FileError,
-    check_decodable,
     discover,
     read_source,
     write_atomic,
 )
+from accel_migrate.codemod.findings import MigrationError
+from accel_migrate.codemod.source import check_decodable
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +118,7 @@ def test_check_decodable_accepts_what_python_accepts(data: bytes) -> None:
 )
 def test_check_decodable_says_where_and_why(data: bytes, message: str) -> None:
     # (``python f.py`` refuses each of these; ``compile`` lets some pass in comments)
-    with pytest.raises(FileError, match=message):
+    with pytest.raises(MigrationError, match=message):
         check_decodable("f.py", data)
 
 
