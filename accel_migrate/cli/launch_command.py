@@ -73,7 +73,38 @@ def torchrun_arguments(
     return [*args, script, *script_args]
 
 
+def first_slurm_host(nodelist: str) -> str:
+    """``node[01-04,07],gpu9`` -> ``node01``: the first host of a Slurm node list."""
+    head = (
+        nodelist.split(",", 1)[0] if "[" not in nodelist.split(",", 1)[0] else nodelist
+    )
+    if "[" not in head:
+        return head.strip()
+    prefix, _, rest = head.partition("[")
+    first = rest.split("]", 1)[0].split(",", 1)[0].split("-", 1)[0]
+    return f"{prefix.strip()}{first}"
+
+
+def slurm_options(options: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """Fill the multi-node options from Slurm's variables where the user gave none."""
+    nodes = environ.get("SLURM_NNODES") or environ.get("SLURM_JOB_NUM_NODES")
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+    if not nodes or not nodelist or nodes == "1":
+        return options
+    if options["nnodes"] not in ("1", None) or options["rdzv_endpoint"] is not None:
+        return options  # the user's flags win
+    port = environ.get("MASTER_PORT", "29500")
+    return {
+        **options,
+        "nnodes": nodes,
+        "node_rank": int(environ.get("SLURM_NODEID", "0")),
+        "rdzv_endpoint": f"{first_slurm_host(nodelist)}:{port}",
+        "rdzv_id": options["rdzv_id"] or environ.get("SLURM_JOB_ID", "accel-migrate"),
+    }
+
+
 def run_launch(script: str, script_args: list[str], **options: Any) -> int:
+    options = slurm_options(options, dict(os.environ))
     try:
         config = load_config(
             {
@@ -101,12 +132,30 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     os.environ.update(config_environment(config))
+    # Where torchrun copies the failing worker's error report (otherwise it logs
+    # that it has nowhere to put it).
+    os.environ.setdefault("TORCHELASTIC_ERROR_FILE", _error_file())
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
 
     try:
         torchrun(argv)
-    except ChildFailedError:
-        # torchrun has already printed which rank failed and its traceback.
+    except ChildFailedError as failure:
+        # The failing process printed its traceback first; say which one it was.
+        rank, first = failure.get_first_failure()
+        print(
+            f"error: the job failed: rank {rank} (pid {first.pid}) exited with code "
+            f"{first.exitcode} first; its traceback is above",
+            file=sys.stderr,
+        )
         return EXIT_JOB_FAILED
     return EXIT_OK
+
+
+def _error_file() -> str:
+    import tempfile
+
+    handle, path = tempfile.mkstemp(prefix="accel-migrate-error-", suffix=".json")
+    os.close(handle)
+    os.unlink(path)  # torchrun creates it only when a worker fails
+    return path

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from .env import DistEnv
+from .faults import install_excepthook, named_collective
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 
@@ -51,6 +52,7 @@ class ProcessGroupCollectives(Collectives):
 
     def __init__(self, env: DistEnv, device: torch.device, timeout: float) -> None:
         super().__init__(env, device)
+        self.timeout = timeout
         if not dist.is_initialized():
             backend = "nccl" if device.type == "cuda" else "gloo"
             dist.init_process_group(
@@ -58,6 +60,10 @@ class ProcessGroupCollectives(Collectives):
                 timeout=timedelta(seconds=timeout),
                 device_id=device if device.type == "cuda" else None,
             )
+            install_excepthook(env.rank)
+
+    def _named(self, operation: str) -> Any:
+        return named_collective(self.env.rank, operation, self.timeout)
 
     def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
         # NCCL only moves device tensors; gloo takes CPU ones.
@@ -65,7 +71,8 @@ class ProcessGroupCollectives(Collectives):
 
     def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
         work = self._on_device(tensor.detach().clone())
-        dist.all_reduce(work, op=_TORCH_OPS[op])
+        with self._named(f"all_reduce ({op})"):
+            dist.all_reduce(work, op=_TORCH_OPS[op])
         if op == "mean":
             work = work / self.env.world_size
         return work.to(tensor.device)
@@ -75,7 +82,8 @@ class ProcessGroupCollectives(Collectives):
         local = self._on_device(tensor.detach().contiguous())
         size = torch.tensor([local.shape[0] if local.dim() else 1], device=self.device)
         sizes = [torch.zeros_like(size) for _ in range(self.env.world_size)]
-        dist.all_gather(sizes, size)
+        with self._named("all_gather"):
+            dist.all_gather(sizes, size)
         longest = int(max(s.item() for s in sizes))
         if local.dim() == 0:
             padded = local.reshape(1)
@@ -83,7 +91,8 @@ class ProcessGroupCollectives(Collectives):
             padded = local.new_zeros((longest, *local.shape[1:]))
             padded[: local.shape[0]] = local
         parts = [torch.empty_like(padded) for _ in range(self.env.world_size)]
-        dist.all_gather(parts, padded)
+        with self._named("all_gather"):
+            dist.all_gather(parts, padded)
         if local.dim() == 0:
             return [p.reshape(()).to(tensor.device) for p in parts]
         return [
@@ -93,19 +102,22 @@ class ProcessGroupCollectives(Collectives):
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         box = [obj if self.env.rank == src else None]
-        dist.broadcast_object_list(box, src=src, device=self.device)
+        with self._named("broadcast"):
+            dist.broadcast_object_list(box, src=src, device=self.device)
         return box[0]
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         out: list[Any] = [None] * self.env.world_size
-        dist.all_gather_object(out, obj)
+        with self._named("all_gather"):
+            dist.all_gather_object(out, obj)
         return out
 
     def barrier(self) -> None:
-        if self.device.type == "cuda":
-            dist.barrier(device_ids=[self.device.index or 0])
-        else:
-            dist.barrier()
+        with self._named("barrier"):
+            if self.device.type == "cuda":
+                dist.barrier(device_ids=[self.device.index or 0])
+            else:
+                dist.barrier()
 
     def close(self) -> None:
         if dist.is_initialized():

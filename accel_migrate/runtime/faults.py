@@ -1,0 +1,114 @@
+"""Failing well: errors that name the rank and the operation, and one traceback.
+
+When one process of a job raises, the others soon fail too, in whatever collective
+they were waiting in ("Connection closed by peer"). Those secondary failures are
+reported in one line each, so the traceback of the process that failed first is
+the one the user reads. A collective that one rank never reaches fails after the
+configured timeout with a message saying which rank waited in which operation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+
+_PEER_GONE = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote worker crashing",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+    "ProcessGroupNCCL is aborted",
+)
+_TIMED_OUT = ("Timed out", "timed out", "Timeout", "timeout")
+
+
+class CollectiveError(RuntimeError):
+    """A collective that could not complete, with the rank and operation named."""
+
+
+class PeerFailedError(CollectiveError):
+    """Another process of the job went away while this one waited for it."""
+
+
+class CollectiveTimeoutError(CollectiveError):
+    """This process waited longer than the timeout for the others."""
+
+
+def peer_gone(error: BaseException) -> bool:
+    return isinstance(error, PeerFailedError) or any(
+        s in str(error) for s in _PEER_GONE
+    )
+
+
+@contextmanager
+def named_collective(rank: int, operation: str, timeout: float) -> Iterator[None]:
+    """Turn a backend's failure inside ``operation`` into a message a user can act on."""
+    try:
+        yield
+    except CollectiveError:
+        raise
+    except RuntimeError as error:
+        first_line = (
+            str(error).strip().splitlines()[0]
+            if str(error).strip()
+            else type(error).__name__
+        )
+        if peer_gone(error):
+            raise PeerFailedError(
+                f"rank {rank}: {operation} could not complete: another process of the job "
+                f"closed its connection (it failed, or finished without reaching this collective)"
+            ) from error
+        if any(s in str(error) for s in _TIMED_OUT):
+            # `from None`: the backend's own traceback adds nothing to this one.
+            raise CollectiveTimeoutError(
+                f"rank {rank}: {operation} did not complete within {timeout:g} s: another "
+                f"process never reached it (a branch only some ranks take?) [{first_line}]"
+            ) from None
+        raise
+
+
+def install_excepthook(rank: int) -> None:
+    """Secondary failures in one line; the first failure recorded for torchrun."""
+    previous = sys.excepthook
+
+    def hook(
+        kind: type[BaseException], error: BaseException, tb: TracebackType | None
+    ) -> None:
+        if peer_gone(error):
+            lines = str(error).strip().splitlines() or [type(error).__name__]
+            message = lines[0].removeprefix(f"rank {rank}: ")
+            sys.stderr.write(f"[rank{rank}]: stopped: {message}\n")
+            sys.stderr.flush()
+            return
+        record_error(error)
+        previous(kind, error, tb)
+
+    sys.excepthook = hook
+
+
+def record_error(error: BaseException) -> None:
+    """Write the error file torchrun reads to name the root cause of a failed job."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path or os.path.exists(path):
+        return
+    message = {
+        "message": {
+            "message": f"{type(error).__name__}: {error}",
+            "extraInfo": {
+                "py_callstack": "".join(traceback.format_exception(error)),
+                "timestamp": str(int(time.time())),
+            },
+        }
+    }
+    try:
+        with open(path, "w") as handle:
+            json.dump(message, handle)
+    except OSError:
+        pass

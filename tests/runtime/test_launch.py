@@ -1,0 +1,95 @@
+"""The launcher with real processes: a failing rank, a collective one rank skips,
+and two launchers as two nodes on loopback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.parity.harness import STEP_LOSS, migrate_to
+
+pytestmark = pytest.mark.multiprocess
+
+SCRIPTS = Path(__file__).parent / "scripts"
+LAUNCH = [sys.executable, "-m", "accel_migrate", "launch"]
+
+
+def _run(
+    *args: str, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.monotonic()
+    done = subprocess.run(
+        [*LAUNCH, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return done, time.monotonic() - start
+
+
+def test_a_failing_rank_stops_the_job_with_one_traceback() -> None:
+    done, seconds = _run("--nproc", "2", str(SCRIPTS / "rank_raises.py"))
+    assert done.returncode == 1
+    assert seconds < 30
+    err = done.stderr
+    assert err.count("Traceback") == 1, err
+    assert "[rank1]: ValueError: bad batch on rank 1" in err
+    assert err.index("bad batch on rank 1") < err.index(
+        "[rank0]: stopped:"
+    ), "the root cause comes first"
+    assert "error: the job failed: rank 1" in err
+
+
+def test_a_collective_one_rank_skips_times_out_with_a_named_message() -> None:
+    done, seconds = _run(
+        "--nproc", "2", "--timeout", "5", str(SCRIPTS / "rank_skips_collective.py")
+    )
+    assert done.returncode == 1
+    assert seconds < 60, "the timeout, not the 120 s sleep, ends the job"
+    assert (
+        "rank 0: all_reduce (sum) did not complete within 5 s" in done.stderr
+    ), done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_nodes_on_loopback_train_like_one(tmp_path: Path) -> None:
+    script = migrate_to(FIXTURES / "parity" / "mlp_regression.py", tmp_path)
+    single, _ = _run("--nproc", "2", str(script))
+    assert single.returncode == 0, single.stderr
+    endpoint = f"127.0.0.1:{_free_port()}"
+    nodes = [
+        subprocess.Popen(
+            [
+                *LAUNCH,
+                "--nnodes",
+                "2",
+                "--node-rank",
+                str(rank),
+                "--rdzv-endpoint",
+                endpoint,
+                "--rdzv-id",
+                "loopback",
+                "--nproc",
+                "2",
+                str(script),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=180) for node in nodes]
+    assert all(node.returncode == 0 for node in nodes), [err for _, err in outputs]
+    four = [float(v) for out, _ in outputs for _, v in STEP_LOSS.findall(out)]
+    two = [float(v) for _, v in STEP_LOSS.findall(single.stdout)]
+    assert len(four) == len(two) > 0
+    assert max(abs(a - b) / abs(b) for a, b in zip(four, two, strict=True)) < 1e-5
