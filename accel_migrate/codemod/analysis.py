@@ -236,6 +236,15 @@ class ModuleIndex:
             call for call in self.calls if (c := self.callee(call)) and c[0] is function
         ]
 
+    def arguments(self, call: cst.Call) -> Iterator[tuple[Key, cst.BaseExpression]]:
+        """The parameters of the local function a call runs, and what it passes them."""
+        target = self.callee(call)
+        if target is None:
+            return
+        function, bound = target
+        for param_name, arg in _bind(function, bound, call):
+            yield self.function_scope_key(function, param_name), arg
+
     # -- tagging variables ------------------------------------------------------------------
     def tagged(self, seed: Seed, same_object: frozenset[str] = frozenset()) -> set[Key]:
         """Variables that may hold what ``seed`` recognises.
@@ -330,7 +339,38 @@ class ModuleIndex:
     def loaders(self) -> set[Key]:
         from .patterns import is_loader_seed
 
-        return self.tagged(lambda e: is_loader_seed(self, e))
+        return self.tagged(lambda e: is_loader_seed(self, e) or self._loader_item(e))
+
+    @cached_property
+    def loader_containers(self) -> set[Key]:
+        """Variables holding a dict or list of data loaders
+        (``loaders = {x: DataLoader(...) for x in ["train", "val"]}``)."""
+        from .patterns import is_loader_seed
+
+        def holds_loaders(expr: cst.BaseExpression | None) -> bool:
+            if isinstance(expr, (cst.DictComp, cst.ListComp)):
+                elements = [expr.value if isinstance(expr, cst.DictComp) else expr.elt]
+            elif isinstance(expr, cst.Dict):
+                elements = [
+                    e.value for e in expr.elements if isinstance(e, cst.DictElement)
+                ]
+            elif isinstance(expr, (cst.List, cst.Tuple)):
+                elements = [e.value for e in expr.elements]
+            else:
+                return False
+            return any(is_loader_seed(self, e) for e in elements)
+
+        return {
+            key
+            for key, values in self.values.items()
+            if any(holds_loaders(v) for v in values)
+        }
+
+    def _loader_item(self, expr: cst.BaseExpression) -> bool:
+        """``loaders["train"]``, ``loaders[phase]``: one loader of a container."""
+        return isinstance(expr, cst.Subscript) and self.holds_tagged(
+            expr.value, self.loader_containers
+        )
 
     def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
         """Does a ``for`` over ``iterable`` step through a data loader? And is its first
@@ -338,7 +378,11 @@ class ModuleIndex:
         """
         from .patterns import is_loader_seed
 
-        if self.holds_tagged(iterable, self.loaders) or is_loader_seed(self, iterable):
+        if (
+            self.holds_tagged(iterable, self.loaders)
+            or is_loader_seed(self, iterable)
+            or self._loader_item(iterable)
+        ):
             return True, False
         if isinstance(iterable, cst.Call) and iterable.args:
             name = attr_chain(iterable.func) or ""

@@ -40,8 +40,13 @@ _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fi
 
 
 class Divergence:
-    def __init__(self, index: ModuleIndex) -> None:
+    def __init__(
+        self, index: ModuleIndex, uniform_calls: frozenset[cst.Call] = frozenset()
+    ) -> None:
         self.index = index
+        #: Calls a rule is about to make the same on every rank (a loss read that
+        #: becomes ``accel.global_loss(loss).item()``): read as they will be.
+        self.uniform_calls = uniform_calls
         self.divergent: set[cst.CSTNode] = set()
         #: ``x += value`` statements whose value differs between ranks.
         self.local_increments: set[cst.AugAssign] = set()
@@ -256,7 +261,9 @@ class _TaintFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> bool:
         index = self.divergence.index
-        if index.is_runtime_call(node, *_UNIFORM_RUNTIME_CALLS):
+        if node in self.divergence.uniform_calls or index.is_runtime_call(
+            node, *_UNIFORM_RUNTIME_CALLS
+        ):
             return False  # the same on every rank, whatever its arguments
         qualnames = index.qualnames(node.func)
         if any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames):

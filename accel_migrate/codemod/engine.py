@@ -42,12 +42,16 @@ def parse(source: str | bytes, path: str) -> cst.Module:
     except cst.ParserSyntaxError as exc:
         place = syntax_error_place(source)
         if place is None:
-            message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+            message = (
+                str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+            )
             place = (exc.raw_line, exc.raw_column + 1, message)
         line, column, message = place
         raise MigrationError(path, line, column, f"cannot parse: {message}") from None
     except RecursionError:
-        raise MigrationError(path, 1, 1, "cannot parse: the code is nested too deeply") from None
+        raise MigrationError(
+            path, 1, 1, "cannot parse: the code is nested too deeply"
+        ) from None
 
 
 def migrate_source(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import libcst as cst
+import libcst.matchers as m
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -109,3 +110,27 @@ def is_cuda_string(node: cst.CSTNode) -> bool:
 
 def is_cpu_string(node: cst.CSTNode) -> bool:
     return string_value(node) == "cpu"
+
+
+#: Methods whose result counts this process's samples (``x.size(0)``, ``mask.sum()``).
+COUNT_METHODS = frozenset({"size", "numel", "sum", "count_nonzero"})
+
+
+def counts_samples(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
+) -> bool:
+    """Does ``expr`` count samples (``x.size(0)``, ``len(x)``, ``x.shape[0]``),
+    directly or through a variable set to such a count (``batch = len(y)``)?"""
+    for call in m.findall(expr, m.Call()):
+        func = call.func  # type: ignore[attr-defined]
+        if isinstance(func, cst.Attribute) and func.attr.value in COUNT_METHODS:
+            return True
+        if "builtins.len" in index.qualnames(func):
+            return True
+    if m.findall(expr, m.Subscript(value=m.Attribute(attr=m.Name("shape")))):
+        return True
+    key = index.key(expr) if isinstance(expr, cst.Name) and depth < 2 else None
+    return key is not None and any(
+        v is not None and counts_samples(index, v, depth + 1)
+        for v in index.values.get(key, ())
+    )

@@ -8,6 +8,7 @@ import weakref
 from typing import Any
 
 import torch
+from torch import nn
 
 from .comm import Collectives, ProcessGroupCollectives
 from .config import ConfigError, RuntimeConfig, load_config
@@ -60,8 +61,9 @@ class Runtime:
         self.strategy: Strategy = strategy_cls(
             env, self.device, self.comm, self.precision
         )
-        self._modules: list[weakref.ref[PreparedModule]] = []
+        self._modules: list[weakref.ref[nn.Module]] = []
         self._optimizers: list[weakref.ref[torch.optim.Optimizer]] = []
+        self._loaders: list[weakref.ref[Any]] = []
         self._batch_share: tuple[int, int] | None = None
         self._backward_checked = False
 
@@ -71,14 +73,25 @@ class Runtime:
         return not self.strategy.distributed and type(self.precision) is Precision
 
     # -- bookkeeping -----------------------------------------------------------------
-    def track_module(self, module: PreparedModule) -> None:
+    def track_module(self, module: nn.Module) -> None:
         self._modules.append(weakref.ref(module))
 
     def track_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         self._optimizers.append(weakref.ref(optimizer))
 
-    def modules(self) -> list[PreparedModule]:
+    def track_loader(self, loader: Any) -> None:
+        if loader not in self.loaders():
+            self._loaders.append(weakref.ref(loader))
+
+    def loaders(self) -> list[Any]:
+        return [loader for ref in self._loaders if (loader := ref()) is not None]
+
+    def models(self) -> list[nn.Module]:
+        """Every prepared model, in the order the script prepared them."""
         return [m for ref in self._modules if (m := ref()) is not None]
+
+    def modules(self) -> list[PreparedModule]:
+        return [m for m in self.models() if isinstance(m, PreparedModule)]
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         return [o for ref in self._optimizers if (o := ref()) is not None]

@@ -76,6 +76,7 @@ def prepare_model(module: M) -> M:
         )
     runtime = get_runtime()
     if runtime.passthrough:
+        runtime.track_module(module)  # for accel.save_state, nothing more
         return module
     module.to(runtime.device)
     prepared = PreparedModule(module, runtime)
@@ -90,9 +91,11 @@ def prepare_optimizer(optimizer: Opt) -> Opt:
             f"prepare_optimizer expects a torch.optim.Optimizer, got {type(optimizer).__name__}"
         )
     runtime = get_runtime()
-    if runtime.passthrough or optimizer in runtime.optimizers():
+    if optimizer in runtime.optimizers():
         return optimizer
     runtime.track_optimizer(optimizer)
+    if runtime.passthrough:
+        return optimizer
     runtime.strategy.setup_optimizer(optimizer)
     if runtime.precision.hooks_optimizer_step:
         _route_step(optimizer, runtime.precision)
@@ -111,11 +114,18 @@ def _route_step(optimizer: torch.optim.Optimizer, precision: Any) -> None:
 
 
 def prepare_dataloader(loader: DataLoader) -> DataLoader:
-    """Give this rank its share of every batch (see ``runtime.data``)."""
+    """Give this rank its share of every batch (see ``runtime.data``).
+
+    Run as a plain script, the loader is returned untouched. Under ``launch`` it is
+    sharded in place, with one process too: the batches are then the original's,
+    and the loader can resume mid-epoch from ``accel.load_state``.
+    """
     runtime = get_runtime()
-    if not runtime.env.distributed:
+    if not runtime.env.launched:
         return loader
-    return _data.shard_loader(loader, runtime)
+    sharded = _data.shard_loader(loader, runtime)
+    runtime.track_loader(sharded)
+    return sharded
 
 
 def unwrap(module: nn.Module) -> nn.Module:
@@ -228,11 +238,15 @@ def load_state_dict(obj: Any, state: Mapping[str, Any], strict: bool = True) -> 
 
 
 def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
-    """``torch.save`` on the main process only, written atomically."""
-    if not _env().is_main:
-        return
+    """``torch.save`` to a path on the main process only, written atomically.
+
+    A file object (an ``io.BytesIO``) belongs to its process: every process writes
+    its own, as the original script did.
+    """
     if not isinstance(f, (str, os.PathLike)):
         torch.save(obj, f, *args, **kwargs)
+        return
+    if not _env().is_main:
         return
     path = os.fspath(f)
     folder = os.path.dirname(os.path.abspath(path))
@@ -254,3 +268,27 @@ def _umask() -> int:
     current = os.umask(0o022)
     os.umask(current)
     return current
+
+
+# -- resuming ----------------------------------------------------------------------------------
+def save_state(directory: str | os.PathLike[str], *objects: Any, **values: Any) -> None:
+    """Save everything needed to resume: prepared models and optimizers, the loss
+    scale, ``objects`` (LR schedulers: anything with ``state_dict``), small
+    ``values`` (``epoch=3``), and per rank the RNG states and data positions.
+
+    A collective: every rank calls it. The folder is replaced atomically.
+    """
+    from .checkpoint import save_state as _save
+
+    _save(get_runtime(), directory, objects, values)
+
+
+def load_state(directory: str | os.PathLike[str], *objects: Any) -> Any:
+    """Restore what ``save_state`` saved; None when there is nothing to resume.
+
+    Returns ``Resume(epoch, step, values)``: run the epoch loop from ``epoch``; the
+    prepared loaders continue that epoch at ``step`` with the same samples.
+    """
+    from .checkpoint import load_state as _load
+
+    return _load(get_runtime(), directory, objects)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -55,8 +56,18 @@ class ProcessGroupCollectives(Collectives):
         self.timeout = timeout
         if not dist.is_initialized():
             backend = "nccl" if device.type == "cuda" else "gloo"
+            store, rank, world = next(
+                dist.rendezvous("env://", timeout=timedelta(seconds=timeout))
+            )
+            # After a restart (--max-restarts) torchrun's store still holds the dead
+            # attempt's addresses, and gloo connected to them (torch 2.13); a prefix
+            # per attempt keeps every attempt's keys apart.
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
             dist.init_process_group(
                 backend=backend,
+                store=dist.PrefixStore(f"accel-migrate/attempt-{attempt}", store),
+                rank=rank,
+                world_size=world,
                 timeout=timedelta(seconds=timeout),
                 device_id=device if device.type == "cuda" else None,
             )

@@ -21,7 +21,6 @@ another RNG; then rank 0's batches are broadcast.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,28 @@ class _EpochBatches(Sampler[list[int]]):
         self.runtime = runtime
         #: Per step of the epoch being iterated: (this rank's samples, global samples).
         self.plan: list[tuple[int, int]] = []
+        #: The epoch's batches as drawn (for checkpoints), and a resumed epoch's.
+        self.current: list[list[Any]] = []
+        self._resumed: list[list[Any]] | None = None
+        self.resume_step = 0
+
+    def resume(self, batches: list[list[Any]], step: int) -> None:
+        """Iterate ``batches`` from ``step`` next time, instead of drawing an epoch."""
+        self._resumed, self.resume_step = batches, step
+
+    def _epoch(self) -> tuple[list[list[Any]], int]:
+        """This epoch's batches and the step to start at; resets a pending resume."""
+        if self._resumed is not None:
+            batches, step = self._resumed, self.resume_step
+            self._resumed, self.resume_step = None, 0
+        else:
+            batches, step = self._draw(), 0
+        self.current = batches
+        return batches, step
+
+    def _draw(self) -> list[list[Any]]:
+        """This rank's batches for a new epoch."""
+        return self._global_batches()
 
     def __len__(self) -> int:
         return len(self.inner)  # type: ignore[arg-type]
@@ -78,13 +99,13 @@ class GlobalBatchSlices(_EpochBatches):
 
     def __iter__(self) -> Iterator[list[Any]]:
         world, rank = self.runtime.env.world_size, self.runtime.env.rank
-        batches = self._global_batches()
+        batches, first = self._epoch()
         plan = []
         for batch in batches:
             lo, hi = chunk_bounds(len(batch), world, rank)
             plan.append((hi - lo, len(batch)))
         self.plan = plan
-        for batch, (local, _total) in zip(batches, plan, strict=True):
+        for batch, (local, _total) in list(zip(batches, plan, strict=True))[first:]:
             lo, _hi = chunk_bounds(len(batch), world, rank)
             # An empty share still loads one sample so that collation yields the
             # batch's structure; the loader empties it before the script sees it.
@@ -99,15 +120,18 @@ class PerDeviceBatches(_EpochBatches):
         self.batch_size: int | None = getattr(inner, "batch_size", None)
         self.drop_last: bool = bool(getattr(inner, "drop_last", False))
 
-    def _local_order(self) -> list[Any]:
+    def _draw(self) -> list[list[Any]]:
         world, rank = self.runtime.env.world_size, self.runtime.env.rank
         batches = self._global_batches()
-        if self.batch_size is None:
-            self.batch_size = max((len(b) for b in batches), default=1)
+        size = self.batch_size or max((len(b) for b in batches), default=1)
         order = [index for batch in batches for index in batch]
         per_rank = -(-len(order) // world)
         order += order[: per_rank * world - len(order)]
-        return order[rank::world]
+        mine = order[rank::world]
+        local = [mine[i : i + size] for i in range(0, len(mine), size)]
+        if self.drop_last and local and len(local[-1]) < size:
+            local.pop()
+        return local
 
     def __len__(self) -> int:
         batch = self.batch_size or 1
@@ -117,13 +141,9 @@ class PerDeviceBatches(_EpochBatches):
         return per_rank // batch if self.drop_last else -(-per_rank // batch)
 
     def __iter__(self) -> Iterator[list[Any]]:
-        order = self._local_order()
-        size = self.batch_size or 1
-        batches = [order[i : i + size] for i in range(0, len(order), size)]
-        if self.drop_last and batches and len(batches[-1]) < size:
-            batches.pop()
+        batches, first = self._epoch()
         self.plan = [(len(b), len(b) * self.runtime.env.world_size) for b in batches]
-        yield from batches
+        yield from batches[first:]
 
 
 def _digest(batches: list[list[Any]]) -> int:
@@ -151,36 +171,73 @@ def empty_like_batch(batch: Any) -> Any:
     )
 
 
-class ShardedDataLoader(DataLoader):
-    """A DataLoader over one rank's share; records each step's loss weight."""
+def _sharded_iter(self: Any) -> Iterator[Any]:
+    batches: _EpochBatches = self.batch_sampler
+    runtime = self._accel_runtime
+    first_step = batches.resume_step
+    self._accel_epochs_started += 1
+    self._accel_step = first_step
+    loader_iter = super(type(self), self).__iter__  # the loader class's own iteration
+    if first_step:
+        # A resumed epoch: the original drew its worker seed when the epoch began,
+        # before the checkpoint; drawing again would shift the RNG.
+        state = torch.get_rng_state()
+        iterator = loader_iter()
+        torch.set_rng_state(state)
+    else:
+        iterator = loader_iter()
+    for step, batch in enumerate(iterator, start=first_step):
+        local, total = batches.plan[step]
+        runtime.set_batch_share(local, total)
+        self._accel_step = step + 1
+        yield empty_like_batch(batch) if local == 0 else batch
 
-    _accel_runtime: Runtime
 
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        batches: _EpochBatches = self.batch_sampler  # type: ignore[assignment]
-        runtime = self._accel_runtime
-        for step, batch in enumerate(super().__iter__()):
-            local, total = batches.plan[step]
-            runtime.set_batch_share(local, total)
-            yield empty_like_batch(batch) if local == 0 else batch
+def _position(self: Any) -> dict[str, Any]:
+    """Where the data stands: the epoch to run and the step to start it at."""
+    batches: _EpochBatches = self.batch_sampler
+    started, step = self._accel_epochs_started, self._accel_step
+    if started and 0 < step < len(batches.plan):
+        return {"epoch": started - 1, "step": step, "batches": batches.current}
+    return {"epoch": started, "step": 0, "batches": None}
 
 
-_PASSED_THROUGH = (
-    "num_workers",
-    "collate_fn",
-    "pin_memory",
-    "timeout",
-    "worker_init_fn",
-    "multiprocessing_context",
-    "generator",
-    "persistent_workers",
-    "pin_memory_device",
-    "in_order",
-)
+def _resume(self: Any, position: dict[str, Any]) -> None:
+    self._accel_epochs_started = int(position["epoch"])
+    if position["batches"] is not None:
+        self.batch_sampler.resume(position["batches"], int(position["step"]))
+
+
+_SHARDED_CLASSES: dict[type, type] = {}
+
+
+def _sharded_class(cls: type) -> type:
+    """A direct subclass of the loader's class that iterates the rank's share.
+
+    The loader object stays the one the script built: a DataLoader subclass keeps
+    its own behaviour, and references held elsewhere see the sharded loader.
+    Iterating records each step's share of the global batch, and where the epoch
+    stands, for ``accel.save_state``.
+    """
+    if cls not in _SHARDED_CLASSES:
+        _SHARDED_CLASSES[cls] = type(
+            f"Sharded{cls.__name__}",
+            (cls,),
+            {
+                "__module__": cls.__module__,
+                "__iter__": _sharded_iter,
+                "accel_position": _position,
+                "accel_resume": _resume,
+                "_accel_sharded": True,
+                "_accel_epochs_started": 0,
+                "_accel_step": 0,
+            },
+        )
+    return _SHARDED_CLASSES[cls]
 
 
 def shard_loader(loader: DataLoader, runtime: Runtime) -> DataLoader:
-    if isinstance(loader, ShardedDataLoader):
+    if getattr(loader, "_accel_sharded", False):
         return loader
     if not isinstance(loader, DataLoader):
         raise TypeError(
@@ -192,21 +249,16 @@ def shard_loader(loader: DataLoader, runtime: Runtime) -> DataLoader:
             "its samples have no index to split by; give the dataset __getitem__/__len__, "
             "or shard it yourself with accel.rank() and accel.world_size()"
         )
-    accepted = inspect.signature(DataLoader.__init__).parameters
-    kwargs = {
-        name: getattr(loader, name) for name in _PASSED_THROUGH if name in accepted
-    }
-    if loader.num_workers > 0:
-        kwargs["prefetch_factor"] = loader.prefetch_factor
     batches_cls = (
         PerDeviceBatches
         if runtime.config.batch_mode == "per-device"
         else GlobalBatchSlices
     )
-    sharded = ShardedDataLoader(
-        loader.dataset,
-        batch_sampler=batches_cls(loader.batch_sampler, runtime),
-        **kwargs,
+    # DataLoader refuses a new batch_sampler after __init__; this is the one change
+    # we make, so set it past the guard.
+    object.__setattr__(
+        loader, "batch_sampler", batches_cls(loader.batch_sampler, runtime)
     )
-    sharded._accel_runtime = runtime
-    return sharded
+    loader.__class__ = _sharded_class(type(loader))
+    loader._accel_runtime = runtime  # type: ignore[attr-defined]
+    return loader

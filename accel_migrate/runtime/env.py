@@ -16,6 +16,8 @@ class DistEnv:
     world_size: int = 1
     local_rank: int = 0
     local_world_size: int = 1
+    #: Started by torchrun (``accel-migrate launch``), even with one process.
+    launched: bool = False
 
     @property
     def distributed(self) -> bool:
@@ -53,4 +55,4 @@ class DistEnv:
                 "WORLD_SIZE>1 but MASTER_ADDR/MASTER_PORT are not set; "
                 "start the script with `accel-migrate launch` or torchrun"
             )
-        return cls(rank, world, local_rank, local_world)
+        return cls(rank, world, local_rank, local_world, launched=True)

@@ -37,12 +37,17 @@ class PreparedModule(nn.Module):
         object.__setattr__(self, "_forward_calls", 0)
 
     # -- forward ----------------------------------------------------------------------
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def ensure_ready(self) -> nn.Module:
+        """Build the strategy's wrapper now, if the first forward has not."""
         forward_module = self._forward_module
         if forward_module is None:
             forward_module = self._runtime.strategy.setup_module(self._original_module)
             object.__setattr__(self, "_forward_module", forward_module)
             self._runtime.on_module_ready(self)
+        return forward_module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        forward_module = self.ensure_ready()
         object.__setattr__(self, "_forward_calls", self._forward_calls + 1)
         with self._runtime.precision.forward_context():
             return forward_module(*args, **kwargs)

@@ -93,3 +93,42 @@ def test_two_nodes_on_loopback_train_like_one(tmp_path: Path) -> None:
     two = [float(v) for _, v in STEP_LOSS.findall(single.stdout)]
     assert len(four) == len(two) > 0
     assert max(abs(a - b) / abs(b) for a, b in zip(four, two, strict=True)) < 1e-5
+
+
+def test_a_killed_job_resumes_to_the_same_parameters(tmp_path: Path) -> None:
+    import torch
+
+    script = str(SCRIPTS / "resume.py")
+    whole, _ = _run(
+        "--nproc",
+        "2",
+        script,
+        str(tmp_path / "state-a"),
+        str(tmp_path / "whole.pt"),
+        "--no-kill",
+    )
+    assert whole.returncode == 0, whole.stderr
+    resumed, _ = _run(
+        "--nproc",
+        "2",
+        "--max-restarts",
+        "1",
+        script,
+        str(tmp_path / "state-b"),
+        str(tmp_path / "resumed.pt"),
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "exitcode: -9" in resumed.stderr, "rank 1 was killed with SIGKILL"
+    assert "attempt 1 starts at epoch 1 step 4" in resumed.stdout
+    expected, got = torch.load(tmp_path / "whole.pt"), torch.load(
+        tmp_path / "resumed.pt"
+    )
+    for name, tensor in expected.items():
+        assert torch.equal(got[name], tensor), name
+    losses = [line for line in resumed.stdout.splitlines() if " loss " in line]
+    assert (
+        losses[-1]
+        == [line for line in whole.stdout.splitlines() if " loss " in line][-1]
+    )
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert leftovers == [], "no incomplete state folder is left behind"

@@ -5,7 +5,9 @@
   ``if torch.cuda.device_count() > 1:`` block that only wraps the model (and prints
   how many GPUs it found).
 - ``nn.DataParallel(Net())`` inside a larger expression becomes ``Net()``.
-- ``model.module`` on a model that was wrapped becomes ``model``.
+- ``model.module`` on a model that was wrapped becomes ``model``, or
+  ``accel.unwrap(model)`` where its class is asked for (``type(model.module)``,
+  ``isinstance(model.module, C)``, ``model.module.__class__``).
 
 ## Why
 ``DataParallel`` runs one process that scatters each batch over the GPUs of one
@@ -101,12 +103,34 @@ class DataParallel(Rule):
         key = self.index.key(original_node.value)
         if key is None or key not in self.wrapped:
             return updated_node
+        if self._asks_for_class(original_node):
+            self.report(
+                original_node,
+                "fixed",
+                "`.module` of a DataParallel model -> accel.unwrap(model) (its class is asked for)",
+            )
+            return self.runtime_call("unwrap", [cst.Arg(value=updated_node.value)])
         self.report(
             original_node,
             "fixed",
             "`.module` of a DataParallel model -> the model itself",
         )
         return updated_node.value
+
+    def _asks_for_class(self, node: cst.Attribute) -> bool:
+        """``type(model.module)``, ``isinstance(model.module, C)``,
+        ``model.module.__class__``: a prepared model's class is the runtime's."""
+        parent = self.parent(node)
+        if isinstance(parent, cst.Attribute):
+            return parent.value is node and parent.attr.value == "__class__"
+        if isinstance(parent, cst.Arg) and parent.keyword is None:
+            call = self.parent(parent)
+            return (
+                isinstance(call, cst.Call)
+                and call.args[0] is parent
+                and self.is_call_to(call, {"builtins.type", "builtins.isinstance"})
+            )
+        return False
 
     def leave_SimpleStatementLine(
         self,

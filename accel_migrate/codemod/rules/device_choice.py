@@ -11,6 +11,8 @@ Rewrites the expressions that pick a CUDA device:
   statement
 - ``"cuda"``, ``"cuda:0"`` and plain integer GPU ids given to ``.to(...)``, and
   ``device="cuda"`` / ``map_location="cuda:0"`` keyword arguments
+- ``device = "cuda:0"``: a GPU name assigned to a variable becomes
+  ``accel.device().type`` (``"cuda"``, the process's own GPU, or ``"cpu"``)
 
 ## Why
 Under ``accel-migrate launch`` every process must use its own GPU
@@ -45,7 +47,7 @@ from typing import Literal
 import libcst as cst
 
 from ..analysis import attr_chain
-from ..patterns import is_cpu_string, is_cuda_string
+from ..patterns import is_cpu_string, is_cuda_string, string_value
 from ..rule import Rule
 
 Kind = Literal["device", "string"]
@@ -203,6 +205,12 @@ class DeviceChoice(Rule):
                         "needs-review",
                         "device choice involves MPS; choose the device with accel.device() by hand",
                     )
+            elif _is_mps_string(first):
+                self.report(
+                    original_node,
+                    "needs-review",
+                    "MPS device: distributed training runs on CUDA or the CPU; choose the device with accel.device() by hand",
+                )
             return updated_node
         if names & _CURRENT_ACCELERATOR:
             self.report(
@@ -244,6 +252,23 @@ class DeviceChoice(Rule):
             original, "fixed", f"hard-coded GPU in {what}(...) -> accel.device()"
         )
         return updated.with_changes(args=args)
+
+    def leave_Assign(
+        self, original_node: cst.Assign, updated_node: cst.Assign
+    ) -> cst.Assign:
+        """``device = "cuda:0"``: a device name kept in a variable for ``.to(device)``."""
+        if (
+            len(original_node.targets) == 1
+            and attr_chain(original_node.targets[0].target) is not None
+            and is_cuda_string(original_node.value)
+        ):
+            self.report(
+                original_node.value,
+                "fixed",
+                "hard-coded GPU name -> accel.device().type",
+            )
+            return updated_node.with_changes(value=self._value("string"))
+        return updated_node
 
     def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
         """``if flag: device = <accelerator> else: device = <cpu>``: keep the CPU branch
@@ -305,6 +330,11 @@ def _replace_value(block: cst.BaseSuite, value: cst.BaseExpression) -> cst.BaseS
     return block.with_changes(
         body=[line.with_changes(body=[assign.with_changes(value=value)])]
     )
+
+
+def _is_mps_string(node: cst.CSTNode) -> bool:
+    value = string_value(node)
+    return value is not None and (value == "mps" or value.startswith("mps:"))
 
 
 def _negated(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -12,6 +12,8 @@ of it:
   ``x += accel.reduce(...)``, so running values match the original's too;
 - a batch-mean loss (``test_loss += criterion(out, y).item()``, averaged later over
   ``len(loader)``) becomes ``test_loss += accel.global_loss(criterion(out, y)).item()``.
+  Divided by a step count (``/ len(loader)``) it is still a batch mean; multiplied
+  by the batch size (``loss.item() * x.size(0)``) it is a sum.
 
 ## Why
 Evaluation loaders are sharded like training loaders, so no sample is counted
@@ -51,7 +53,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain, variable_names
-from ..patterns import string_value
+from ..patterns import counts_samples, string_value
 from ..rule import Rule
 
 Kind = Literal["sum", "mean", "unknown"]
@@ -186,6 +188,15 @@ class MetricSums(Rule):
         """Is the increment a sum (counts, sum-reduced losses) or a batch mean?"""
         if depth > 3:
             return "unknown"
+        if isinstance(value, cst.BinaryOperation):
+            if isinstance(value.operator, cst.Divide):
+                # `/ len(loader)`, `/ steps`: the divisor does not make a mean a sum.
+                return self._kind(value.left, loop, depth)
+            if isinstance(value.operator, cst.Multiply) and (
+                counts_samples(self.index, value.left)
+                or counts_samples(self.index, value.right)
+            ):
+                return "sum"  # a batch mean times the batch size
         reduction = self._reduction(value)
         if reduction == "sum":
             return "sum"
@@ -258,11 +269,29 @@ class MetricSums(Rule):
         return updated_node.with_changes(value=value)
 
     def _global_loss(self, value: cst.BaseExpression) -> cst.BaseExpression:
-        """``x.item()`` -> ``accel.global_loss(x).item()``; other forms wrapped whole."""
+        """``x.item()`` -> ``accel.global_loss(x).item()``, ``float(x)`` ->
+        ``float(accel.global_loss(x))``, ``a / n`` and ``a * 2`` -> the loss's side,
+        ``a + b`` -> both terms; other forms (tensors) wrapped whole.
+        ``global_loss`` takes a tensor, never a number."""
+        if isinstance(value, cst.BinaryOperation):
+            if isinstance(value.operator, (cst.Add, cst.Subtract)):
+                return value.with_changes(  # the global loss of each term
+                    left=self._global_loss(value.left),
+                    right=self._global_loss(value.right),
+                )
+            if isinstance(value.operator, cst.Divide) or m.findall(
+                value.left, m.Call()
+            ):
+                return value.with_changes(left=self._global_loss(value.left))
+            return value.with_changes(right=self._global_loss(value.right))
         if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("item")), args=[])):
             func = value.func  # type: ignore[attr-defined]
             inner = self.runtime_call("global_loss", [cst.Arg(value=func.value)])
             return value.with_changes(func=func.with_changes(value=inner))  # type: ignore[attr-defined]
+        if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
+            arg = value.args[0]  # type: ignore[attr-defined]
+            inner = self.runtime_call("global_loss", [cst.Arg(value=arg.value)])
+            return value.with_changes(args=[arg.with_changes(value=inner)])  # type: ignore[attr-defined]
         return self.runtime_call("global_loss", [cst.Arg(value=value)])
 
     def leave_For(

@@ -4,9 +4,12 @@
 Finds the model the script trains: a module built in this file (a class deriving
 from ``nn.Module``, a ``torch.nn`` layer, a ``torchvision``/``timm``/``transformers``
 factory, or any call) that is moved to the device or whose ``.parameters()`` feed an
-optimizer. Its construction is wrapped: ``model = accel.prepare_model(Net().to(device))``.
-Modules built inside another module's ``__init__`` (sub-layers) and loss modules
-are not models.
+optimizer. Its construction is wrapped: ``model = accel.prepare_model(Net().to(device))``,
+also where it is built right in the arguments of a call to a function or class of
+this file (``Trainer(accel.prepare_model(Net()), data)``). A module class whose own
+methods build an optimizer from ``self.parameters()`` is trained through its
+instances. Modules built inside another module's ``__init__`` (sub-layers) and loss
+modules are not models.
 
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
@@ -119,10 +122,32 @@ class PrepareModel(Rule):
             self.index.key(n) == key for n in m.findall(value, m.Name() | m.Attribute())
         )
 
+    def _owner_class(self, receiver: cst.BaseExpression) -> cst.ClassDef | None:
+        """The module class of this file whose method reads ``self.parameters()``
+        (or ``self.encoder.parameters()``): its instances are what is trained."""
+        root = receiver
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and root.value == "self":
+            cls = self.index.enclosing_class(root)
+            if cls in self.module_classes:
+                return cls
+        return None
+
+    def _constructs(self, expr: cst.BaseExpression | None, cls: cst.ClassDef) -> bool:
+        """Does ``expr`` build an instance of ``cls`` (prepared or not)?"""
+        if expr is None:
+            return False
+        core = self._core(expr)
+        if self.index.is_runtime_call(core, "prepare_model") and core.args:  # type: ignore[attr-defined]
+            core = self._core(core.args[0].value)  # type: ignore[attr-defined]
+        return isinstance(core, cst.Call) and self.index.local_class(core.func) is cls
+
     @cached_property
     def optimized(self) -> set[Key]:
         """Variables whose parameters feed an optimizer."""
         keys: set[Key] = set()
+        trained_classes: set[cst.ClassDef] = set()
         for call in self.index.calls:
             if self.is_optimizer_call(call):
                 for inner in m.findall(
@@ -133,10 +158,36 @@ class PrepareModel(Rule):
                         )
                     ),
                 ):
-                    key = self.index.root_key(inner.func.value)  # type: ignore[attr-defined]
+                    receiver = inner.func.value  # type: ignore[attr-defined]
+                    owner = self._owner_class(receiver)
+                    if owner is not None:
+                        trained_classes.add(owner)
+                        continue
+                    key = self.index.root_key(receiver)
                     if key is not None:
                         keys.add(key)
+        for key, values in self.index.values.items():
+            if any(self._constructs(v, c) for v in values for c in trained_classes):
+                keys.add(key)
         return self.index.flows_into(keys, SAME_OBJECT)
+
+    @cached_property
+    def model_arguments(self) -> dict[cst.BaseExpression, Key]:
+        """Models built right in the arguments of a call to a function or class of
+        this file (``Trainer(Net(), data)``), and the parameter each one binds."""
+        found: dict[cst.BaseExpression, Key] = {}
+        for call in self.index.calls:
+            if self.index.local_class(call.func) in self.module_classes:
+                continue  # a layer given to a module's constructor, not a model
+            for key, value in self.index.arguments(call):
+                core = self._core(value)
+                if (
+                    isinstance(core, cst.Call)
+                    and not self.index.is_runtime_call(core, "prepare_model")
+                    and key in self.optimized
+                ):
+                    found[value] = key
+        return found
 
     @cached_property
     def moved(self) -> set[Key]:
@@ -205,12 +256,28 @@ class PrepareModel(Rule):
             return updated_node.with_changes(value=self._wrap(original_node.value, updated_node.value))  # type: ignore[arg-type]
         return updated_node
 
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        if original_node.value in self.model_arguments:
+            return updated_node.with_changes(
+                value=self._wrap(original_node.value, updated_node.value)
+            )
+        return updated_node
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         if not self.is_optimizer_call(original_node):
             return updated_node
         for inner in m.findall(
             original_node, m.Call(func=m.Attribute(attr=m.Name("parameters")))
         ):
+            owner = self._owner_class(inner.func.value)  # type: ignore[attr-defined]
+            if owner is not None:
+                if not self._class_is_prepared(owner):
+                    self.report(
+                        inner,
+                        "needs-review",
+                        f"`{owner.name.value}` is trained but no instance is built in this file; wrap it with accel.prepare_model where it is built",
+                    )
+                continue
             key = self.index.root_key(inner.func.value)  # type: ignore[attr-defined]
             if key is not None and not self._is_prepared(key):
                 name = cst.Module([]).code_for_node(inner.func.value)  # type: ignore[attr-defined]
@@ -232,5 +299,17 @@ class PrepareModel(Rule):
     def _is_prepared(self, key: Key) -> bool:
         """The variable is, or receives its value from, a model this rule prepares."""
         return bool(
-            self.index.flows_into({key}, SAME_OBJECT) & (self.models | self.prepared)
+            self.index.flows_into({key}, SAME_OBJECT)
+            & (self.models | self.prepared | set(self.model_arguments.values()))
         )
+
+    def _class_is_prepared(self, cls: cst.ClassDef) -> bool:
+        """An instance of ``cls`` is, or will be, wrapped by ``accel.prepare_model``."""
+        built = [v for key in self.models for v in self.index.values.get(key, ())]
+        built += self.model_arguments
+        built += [
+            call
+            for call in self.index.calls
+            if self.index.is_runtime_call(call, "prepare_model")
+        ]
+        return any(self._constructs(expr, cls) for expr in built)

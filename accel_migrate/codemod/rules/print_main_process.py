@@ -7,7 +7,9 @@
 - ``loss.item()`` (also ``loss.data.item()``, ``float(loss)``) of a tensor the
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
-  is what the original script printed.
+  is what the original script printed. A loss times the batch size
+  (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
+  combines.
 
 ## Why
 With N processes every ``print`` would appear N times, and each process's loss is
@@ -29,8 +31,10 @@ if batch_idx % args.log_interval == 0:
 ``global_loss`` is a collective: every process must reach it. It is only placed
 where every process goes: not under a condition, loop or early exit that depends
 on the process's own data, random numbers or the clock (see the divergence
-analysis). Elsewhere the ``.item()`` is left as it is and reported as
-needs-review: the value printed is then the main process's share.
+analysis). A branch on a loss read that is made global (``if loss.item() < best:``)
+is the same on every process, so reads inside it are made global too. Elsewhere
+the ``.item()`` is left as it is and reported as needs-review: the value printed
+is then the main process's share.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from functools import cached_property
 import libcst as cst
 
 from ..analysis import Key, attr_chain
+from ..divergence import Divergence
+from ..patterns import counts_samples
 from ..rule import Rule
 
 _STRIPPED = {"data", "detach", "cpu", "clone", "float"}
@@ -76,11 +82,21 @@ class PrintMainProcess(Rule):
                 return ancestor
         return None
 
-    def _loss_tensor(self, node: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """Is ``node`` a backpropagated loss, read in the loop of its backward?
+    def _read_of(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The tensor that ``x.item()`` or ``float(x)`` reads, for either call."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "item":
+            return None if call.args else func.value
+        if "builtins.float" in self.index.qualnames(func) and len(call.args) == 1:
+            return call.args[0].value
+        return None
 
-        Elsewhere (after the loop) the name may hold something else by then; a
-        needs-review finding says so instead of guessing.
+    def _placement(self, node: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """Is ``node`` a backpropagated loss, read in the loop of its backward
+        ("loop"), or later in the function of that loop ("after")?
+
+        After the loop the name may hold something else by then; a needs-review
+        finding says so instead of guessing.
         """
         while isinstance(node, (cst.Attribute, cst.Call)):
             if (
@@ -96,9 +112,9 @@ class PrintMainProcess(Rule):
                 break
         key = self.index.key(node)
         if key is None or key not in self.loss_loops:
-            return False
+            return None
         if self._loop(at) in self.loss_loops[key]:
-            return True
+            return "loop"
         if self.index.enclosing_function(at) in {
             (
                 self.index.enclosing_function(loop)
@@ -108,17 +124,90 @@ class PrintMainProcess(Rule):
             for loop in self.loss_loops[key]
             if loop is not None
         }:
+            return "after"
+        return None
+
+    @cached_property
+    def global_reads(self) -> frozenset[cst.Call]:
+        """The loss reads that become ``accel.global_loss(loss)``: those in the loop
+        of their backward that every rank reaches.
+
+        A read made global is the same on every rank, so a branch on it
+        (``if loss.item() < best: best = loss.item()``) is not rank-dependent, and
+        neither is a value it sets. Start from every read in such a loop, assume
+        they are all made global, and drop those that are still in a rank-dependent
+        place, until none is. What remains is consistent: the migrated file, read
+        again, has exactly these reads global and everything else as analysed,
+        so a second run changes nothing.
+        """
+        made = frozenset(
+            call
+            for call in self.index.calls
+            if (tensor := self._read_of(call)) is not None
+            and self._placement(tensor, call) == "loop"
+            and not self._scaled_by_count(call)
+        )
+        while True:
+            divergence = Divergence(self.index, made)
+            uniform = frozenset(call for call in made if divergence.uniform(call))
+            if uniform == made:
+                return made
+            made = uniform
+
+    def _scaled_by_count(self, read: cst.Call) -> bool:
+        """``loss.item() * x.size(0)``: the batch-mean loss times this process's
+        sample count is a sum over its samples. The global-batch loss times a local
+        count would be neither the local nor the global sum. (A division, by
+        ``len(loader)`` or accumulation steps, keeps a mean a mean.)"""
+        node: cst.CSTNode = read
+        parent = self.index.parent(node)
+        while isinstance(parent, cst.BinaryOperation) and isinstance(
+            parent.operator, cst.Multiply
+        ):
+            other = parent.right if parent.left is node else parent.left
+            if counts_samples(self.index, other):
+                return True
+            node, parent = parent, self.index.parent(parent)
+        return False
+
+    def _sum_over_loader(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in the value of ``x += ...`` in a loop over a data loader
+        (a sum that AM009 combines across processes)?"""
+        augmented = next(
+            (a for a in self.index.ancestors(node) if isinstance(a, cst.AugAssign)),
+            None,
+        )
+        if augmented is None or not isinstance(augmented.operator, cst.AddAssign):
+            return False
+        return any(
+            isinstance(a, cst.For) and self.index.loader_loop(a.iter)[0]
+            for a in self.index.ancestors(augmented)
+        )
+
+    def _global(
+        self, original: cst.Call, tensor: cst.BaseExpression
+    ) -> cst.BaseExpression | None:
+        """``accel.global_loss(tensor)`` for a loss read, or None (reported why)."""
+        place = self._placement(self._read_of(original), original)  # type: ignore[arg-type]
+        if place == "after":
             self.report(
-                at,
+                original,
                 "needs-review",
                 "loss read outside the loop of its backward: it shows this process's share of the batch",
             )
-        return False
-
-    def _global(
-        self, original: cst.CSTNode, receiver: cst.BaseExpression
-    ) -> cst.BaseExpression | None:
-        if not self.index.uniform(original):
+            return None
+        if place is None:
+            return None
+        if self._scaled_by_count(original):
+            if not self._sum_over_loader(original):
+                self.report(
+                    original,
+                    "needs-review",
+                    "loss times this process's batch size: a sum over this process's samples only; combine it with accel.reduce",
+                )
+            # `total += loss.item() * x.size(0)`: a sum, which AM009 reduces.
+            return None
+        if original not in self.global_reads:
             self.report(
                 original,
                 "needs-review",
@@ -130,36 +219,30 @@ class PrintMainProcess(Rule):
             "fixed",
             "logged loss -> accel.global_loss(loss) (the global-batch loss)",
         )
-        return self.runtime_call("global_loss", [cst.Arg(value=receiver)])
+        return self.runtime_call("global_loss", [cst.Arg(value=tensor)])
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
-        func = original_node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "item"
-            and not original_node.args
-        ):
-            if self._loss_tensor(func.value, original_node):
-                updated_func = updated_node.func
-                assert isinstance(updated_func, cst.Attribute)
-                receiver = self._global(original_node, updated_func.value)
+        if self._read_of(original_node) is not None:
+            func = updated_node.func
+            if isinstance(original_node.func, cst.Attribute):  # x.item()
+                assert isinstance(func, cst.Attribute)
+                receiver = self._global(original_node, func.value)
                 if receiver is not None:
                     return updated_node.with_changes(
-                        func=updated_func.with_changes(value=receiver)
+                        func=func.with_changes(value=receiver)
                     )
-            return updated_node
-        names = self.qualnames(func)
-        if "builtins.float" in names and len(original_node.args) == 1:
-            if self._loss_tensor(original_node.args[0].value, original_node):
+            else:
                 receiver = self._global(original_node, updated_node.args[0].value)
                 if receiver is not None:
                     return updated_node.with_changes(
                         args=[updated_node.args[0].with_changes(value=receiver)]
                     )
             return updated_node
-        if "builtins.print" in names and self._main_only(original_node):
+        if "builtins.print" in self.qualnames(original_node.func) and self._main_only(
+            original_node
+        ):
             self.report(
                 original_node, "fixed", "print -> accel.print (main process only)"
             )

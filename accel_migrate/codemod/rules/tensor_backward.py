@@ -28,7 +28,9 @@ Safe for mean-reduced losses, the default of every ``torch.nn`` loss. A loss
 built with ``reduction="sum"`` is a sum over this process's share only; the
 rewrite is still made but reported as needs-review, because the averaged
 gradient is then 1/world_size of the original's (scale the learning rate, or
-use a mean).
+use a mean). So is ``backward(retain_graph=True)``: under DDP the gradients of a
+second backward through the same forward are not averaged across processes, and
+the processes' models drift apart (add the losses and call backward once).
 """
 
 from __future__ import annotations
@@ -118,5 +120,26 @@ class TensorBackward(Rule):
                 "needs-review",
                 'loss uses reduction="sum": each process sums its share of the batch, so the averaged gradient is 1/world_size of the original',
             )
+        if self._retains_graph(original_node):
+            self.report(
+                original_node,
+                "needs-review",
+                "retain_graph=True: under DDP a second backward through the same forward is not averaged across processes; add the losses and call accel.backward once",
+            )
         self.report(original_node, "fixed", "x.backward() -> accel.backward(x)")
         return self.runtime_call("backward", args)
+
+    @staticmethod
+    def _retains_graph(call: cst.Call) -> bool:
+        """``backward(retain_graph=...)`` with anything but False/None."""
+        positional = [arg for arg in call.args if arg.keyword is None]
+        named = [
+            arg
+            for arg in call.args
+            if arg.keyword is not None and arg.keyword.value == "retain_graph"
+        ]
+        # Tensor.backward(gradient, retain_graph, create_graph, inputs)
+        value = positional[1:2] + named
+        return any(
+            not m.matches(arg.value, m.Name("False") | m.Name("None")) for arg in value
+        )

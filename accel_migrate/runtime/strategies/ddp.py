@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -15,6 +17,11 @@ class DDPStrategy(Strategy):
     name = "ddp"
 
     def setup_module(self, module: nn.Module) -> nn.Module:
+        if not any(p.requires_grad for p in module.parameters()):
+            # A frozen model (a teacher, an EMA copy) has no gradient to average;
+            # DDP refuses it. Still start every rank from rank 0's weights.
+            _broadcast(module)
+            return module
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         return DistributedDataParallel(module, device_ids=device_ids)
 
@@ -25,3 +32,9 @@ class DDPStrategy(Strategy):
                 yield
         else:
             yield
+
+
+def _broadcast(module: nn.Module) -> None:
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            dist.broadcast(tensor.data, src=0)

@@ -1,0 +1,59 @@
+"""Generate docs/rules/ from the rules' docstrings: ``python -m accel_migrate.docgen``.
+
+The docstring of a rule's module is its documentation; these pages are copies,
+kept in the repository so that they can be read on a forge. A test fails when
+they are stale.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .codemod.rule import Rule, registered_rules
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
+
+
+def page(rule: type[Rule]) -> str:
+    doc = rule.doc().strip()
+    title, _, body = doc.partition("\n")
+    return f"# {title.strip()}\n\n{body.strip()}\n"
+
+
+def index(rules: list[type[Rule]]) -> str:
+    lines = [
+        "# Rules",
+        "",
+        "Generated from the rules' docstrings by `make docs`; do not edit by hand.",
+        "",
+        "| code | name | rewrites |",
+        "| --- | --- | --- |",
+    ]
+    for rule in rules:
+        summary = rule.summary.replace("|", "\\|")
+        lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {summary} |")
+    return "\n".join(lines) + "\n"
+
+
+def expected_pages() -> dict[str, str]:
+    rules = registered_rules()
+    pages = {f"{rule.code}.md": page(rule) for rule in rules}
+    pages["README.md"] = index(rules)
+    return pages
+
+
+def main() -> int:
+    DOCS.mkdir(parents=True, exist_ok=True)
+    pages = expected_pages()
+    for stale in DOCS.glob("*.md"):
+        if stale.name not in pages:
+            stale.unlink()
+    for name, text in pages.items():
+        (DOCS / name).write_text(text)
+    print(f"wrote {len(pages)} pages to {DOCS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
