@@ -79,16 +79,17 @@ def test_an_interrupted_save_keeps_the_previous_state(
 
 
 def test_a_folder_without_its_manifest_is_not_loaded(tmp_path: Path) -> None:
-    _setup()
+    kept = _setup()
     accel.save_state(tmp_path / "state")
     (tmp_path / "state" / checkpoint.MANIFEST).unlink()
     assert accel.load_state(tmp_path / "state") is None
+    assert kept
 
 
 def test_a_different_script_is_refused(tmp_path: Path) -> None:
-    _setup()
+    kept = _setup()
     accel.save_state(tmp_path / "state")
     extra = accel.prepare_model(nn.Linear(2, 2))  # one more model than was saved
     with pytest.raises(RuntimeError, match="holds 1 models"):
         accel.load_state(tmp_path / "state")
-    assert extra is not None
+    assert extra is not None and kept
