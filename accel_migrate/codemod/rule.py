@@ -62,6 +62,10 @@ class Rule(cst.CSTTransformer):
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]
+    #: Rules run by (phase, code). A rule that must see the code before another
+    #: rule rewrites it (AMP calls before AM007 turns `.backward()` into a call)
+    #: takes a lower phase.
+    phase: ClassVar[int] = 50
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -134,4 +138,4 @@ def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
 def registered_rules() -> list[type[Rule]]:
     from . import rules  # noqa: F401  (importing the package registers every rule)
 
-    return [_REGISTRY[code] for code in sorted(_REGISTRY)]
+    return sorted(_REGISTRY.values(), key=lambda rule: (rule.phase, rule.code))

@@ -3,10 +3,12 @@
 Light by design: it imports torch and nothing of the codemod or the CLI.
 """
 
+from .amp import autocast, grad_scaler
 from .api import (
     backward,
     barrier,
     clip_grad_norm_,
+    clip_grad_value_,
     device,
     gather,
     global_loss,
@@ -32,12 +34,15 @@ from .config import ConfigError, RuntimeConfig
 __all__ = [
     "ConfigError",
     "RuntimeConfig",
+    "autocast",
     "backward",
     "barrier",
     "clip_grad_norm_",
+    "clip_grad_value_",
     "device",
     "gather",
     "global_loss",
+    "grad_scaler",
     "is_main_process",
     "load_state",
     "load_state_dict",

@@ -170,6 +170,16 @@ def clip_grad_norm_(
     return runtime.strategy.clip_grad_norm_(list(parameters), max_norm, norm_type)
 
 
+def clip_grad_value_(
+    parameters: Iterable[torch.Tensor] | torch.Tensor, clip_value: float
+) -> None:
+    """``torch.nn.utils.clip_grad_value_`` after unscaling fp16 gradients."""
+    runtime = get_runtime()
+    for optimizer in runtime.optimizers():
+        runtime.precision.unscale_gradients(optimizer)
+    torch.nn.utils.clip_grad_value_(parameters, clip_value)
+
+
 def global_loss(loss: torch.Tensor) -> torch.Tensor:
     """The loss of the whole global batch: each rank's mean weighted by its share."""
     runtime = peek_runtime()
