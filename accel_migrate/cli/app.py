@@ -50,6 +50,7 @@ def cli() -> None:
     accel-migrate PATH... --check    exit 1 if anything would change
     accel-migrate -                  read stdin, write the migrated code to stdout
     accel-migrate launch --nproc 2 train.py ARGS...
+    accel-migrate verify train.py -- ARGS...   compare the original's and the migrated losses
     accel-migrate rules [CODE]       list the rules, or show one rule's documentation
     """
 
@@ -182,6 +183,51 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
     from .launch_command import run_launch
 
     return run_launch(script, list(script_args), **options)
+
+
+@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--nproc",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Processes for the migrated run.",
+)
+@click.option(
+    "--steps",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Optimizer steps to compare.",
+)
+@click.option(
+    "--strategy", type=click.Choice(["auto", "single", "ddp", "fsdp"]), default=None
+)
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None)
+@click.option(
+    "--tolerance",
+    type=float,
+    default=None,
+    help="Relative error allowed per step (default: fp32 1e-5, bf16 5e-2, fp16 1e-2).",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a markdown report (diff summary, findings, parity table, verdict).",
+)
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+def verify(script: str, script_args: tuple[str, ...], **options: Any) -> int:
+    """Run SCRIPT and its migration; compare the losses step by step.
+
+    \b
+    accel-migrate verify train.py --nproc 2 --steps 20 -- --epochs 1
+    Exit 0: same losses within tolerance; 1: they differ; 123: a run crashed.
+    """
+    from .verify_command import run_verify
+
+    return run_verify(script, list(script_args), **options)
 
 
 @cli.command(context_settings={"help_option_names": ["-h", "--help"]})
