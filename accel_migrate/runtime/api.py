@@ -160,6 +160,8 @@ def clip_grad_norm_(
     parameters: Iterable[torch.Tensor] | torch.Tensor,
     max_norm: float,
     norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
 ) -> torch.Tensor:
     """The global gradient norm across shards, after unscaling fp16 gradients."""
     runtime = get_runtime()
@@ -167,7 +169,13 @@ def clip_grad_norm_(
         runtime.precision.unscale_gradients(optimizer)
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]
-    return runtime.strategy.clip_grad_norm_(list(parameters), max_norm, norm_type)
+    norm = runtime.strategy.clip_grad_norm_(list(parameters), max_norm, norm_type)
+    if error_if_nonfinite and not torch.isfinite(norm):
+        raise RuntimeError(
+            f"the total norm of order {norm_type} of the gradients is non-finite, so it "
+            f"cannot be clipped (error_if_nonfinite=True)"
+        )
+    return norm
 
 
 def clip_grad_value_(

@@ -7,7 +7,8 @@
 - ``loss.item()`` (also ``loss.data.item()``, ``float(loss)``) of a tensor the
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
-  is what the original script printed. A loss times the batch size
+  is what the original script printed (``scaler.scale(loss)`` backpropagates
+  ``loss``). A loss times the batch size
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
   combines.
 
@@ -43,7 +44,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from ..analysis import Key, attr_chain
+from ..analysis import Key, attr_chain, method_call
 from ..divergence import Divergence
 from ..patterns import counts_samples
 from ..rule import Rule
@@ -69,6 +70,13 @@ class PrintMainProcess(Rule):
                 and call.func.attr.value == "backward"
             ):
                 receiver = call.func.value
+            if (
+                isinstance(receiver, cst.Call)
+                and method_call(receiver, "scale")
+                and len(receiver.args) == 1
+            ):
+                # scaler.scale(loss): a GradScaler that AM013 left as it is
+                receiver = receiver.args[0].value
             key = self.index.key(receiver) if receiver is not None else None
             if key is not None:
                 losses.setdefault(key, set()).add(self._loop(call))

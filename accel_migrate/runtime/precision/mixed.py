@@ -126,6 +126,10 @@ class LossScaling:
             return None
         return step(*args, **kwargs)
 
+    def apply_pending(self) -> None:
+        """Apply the scale changes of the steps taken since the last backward."""
+        self._apply_pending()
+
     def _apply_pending(self) -> None:
         if not self._pending:
             return
@@ -140,12 +144,24 @@ class LossScaling:
         self._pending.clear()
 
     def state_dict(self) -> dict[str, Any]:
+        """torch.amp.GradScaler's own format, so checkpoints load into either."""
         self._apply_pending()
-        return {"scale": self.scale, "growth_tracker": self._growth_tracker}
+        return {
+            "scale": self.scale,
+            "growth_factor": self.growth_factor,
+            "backoff_factor": self.backoff_factor,
+            "growth_interval": self.growth_interval,
+            "_growth_tracker": self._growth_tracker,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._scale.fill_(float(state["scale"]))
-        self._growth_tracker = int(state["growth_tracker"])
+        tracker = state.get("_growth_tracker", state.get("growth_tracker"))
+        if tracker is not None:
+            self._growth_tracker = int(tracker)
+        for name in ("growth_factor", "backoff_factor", "growth_interval"):
+            if name in state:
+                setattr(self, name, type(getattr(type(self), name))(state[name]))
 
 
 class AutocastPrecision(Precision):
