@@ -30,9 +30,11 @@ from .api import (
     world_size,
 )
 from .config import ConfigError, RuntimeConfig
+from .main_only import MainProcessOnly, on_main_process
 
 __all__ = [
     "ConfigError",
+    "MainProcessOnly",
     "RuntimeConfig",
     "autocast",
     "backward",
@@ -48,6 +50,7 @@ __all__ = [
     "load_state_dict",
     "local_rank",
     "no_sync",
+    "on_main_process",
     "prepare_dataloader",
     "prepare_model",
     "prepare_optimizer",

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .comm import Collectives, ProcessGroupCollectives
+from .comm import Collectives, PendingReduce, ProcessGroupCollectives
 from .config import ConfigError, RuntimeConfig, load_config
 from .env import DistEnv
 from .module import PreparedModule
@@ -66,6 +66,12 @@ class Runtime:
         self._loaders: list[weakref.ref[Any]] = []
         self._batch_share: tuple[int, int] | None = None
         self._backward_checked = False
+        # accel.global_loss of the loss given to accel.backward: see start_loss_reduce.
+        self._last_backward_loss: weakref.ref[torch.Tensor] | None = None
+        self._loss_in_flight: tuple[weakref.ref[torch.Tensor], PendingReduce] | None = (
+            None
+        )
+        self._reduce_during_backward = False
 
     @property
     def passthrough(self) -> bool:
@@ -118,11 +124,63 @@ class Runtime:
         local, total = self._batch_share
         return local / total if total else 0.0
 
+    # -- the global-batch loss -----------------------------------------------------------
+    def _weighted_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        fraction = self.batch_fraction()
+        local = loss.detach().float()
+        return local * fraction if fraction else torch.zeros_like(local)
+
+    def start_loss_reduce(self, loss: torch.Tensor) -> None:
+        """Called by ``accel.backward`` before the backward pass.
+
+        A migrated loop asks for the global loss of every loss it backpropagates
+        (``total += accel.global_loss(loss).item()``), a collective of its own
+        each step. Once the script has shown that pattern, the reduction of each
+        new loss starts here, asynchronously, and runs while backward computes;
+        ``global_loss`` then only waits for a result that is already there. The
+        decision depends only on the order of the script's calls, so every rank
+        starts the same collectives in the same order; a reduction nobody asked
+        for is completed at the next backward, and the overlap is stopped.
+        """
+        if not self.env.distributed:
+            return
+        if self._loss_in_flight is not None:
+            self._loss_in_flight[1].result()
+            self._loss_in_flight = None
+            self._reduce_during_backward = False
+        self._last_backward_loss = weakref.ref(loss)
+        if self._reduce_during_backward and loss.numel() == 1:
+            self._loss_in_flight = (
+                weakref.ref(loss),
+                self.comm.all_reduce_async(self._weighted_loss(loss), "sum"),
+            )
+
+    def global_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """Each rank's mean loss weighted by its share of the global batch, summed."""
+        in_flight = self._loss_in_flight
+        if in_flight is not None and in_flight[0]() is loss:
+            self._loss_in_flight = None
+            return in_flight[1].result()
+        last = self._last_backward_loss
+        if last is not None and last() is loss:
+            self._reduce_during_backward = True
+        return self.comm.all_reduce(self._weighted_loss(loss), "sum")
+
     def check_first_backward(self) -> None:
         """Catch gradients that bypassed the prepared forward (and so were never synced)."""
         if self._backward_checked:
             return
         self._backward_checked = True
+        if self.precision.hooks_optimizer_step and not self.optimizers():
+            # Only a prepared optimizer's step divides the loss scale back out: a
+            # script that updates parameters by hand would step with gradients
+            # 65536 times too large.
+            raise ConfigError(
+                f"precision {self.precision.name} scales the loss, and only a prepared "
+                "optimizer's step removes that scale again, but this script has no "
+                "prepared optimizer (it updates the parameters by hand?): wrap the "
+                "optimizer in accel.prepare_optimizer(...), or use --precision bf16 or fp32"
+            )
         for module in self.modules():
             if module.forward_module is None and any(
                 p.grad is not None for p in module.original_module.parameters()
@@ -136,6 +194,9 @@ class Runtime:
     def close(self) -> None:
         # A DistributedDataParallel still alive when its process group is destroyed
         # can abort the process at exit (seen with gloo); release the wrappers first.
+        if self._loss_in_flight is not None:
+            self._loss_in_flight[1].result()
+            self._loss_in_flight = None
         for module in self.modules():
             module.release_forward_module()
         gc.collect()

@@ -138,6 +138,7 @@ def backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
     """``loss.backward()``, weighted so that averaged gradients are those of the
     global batch, and scaled by the precision plugin."""
     runtime = get_runtime()
+    runtime.start_loss_reduce(loss)
     weight = runtime.loss_weight()
     if weight != 1.0:
         loss = loss * weight
@@ -189,14 +190,17 @@ def clip_grad_value_(
 
 
 def global_loss(loss: torch.Tensor) -> torch.Tensor:
-    """The loss of the whole global batch: each rank's mean weighted by its share."""
+    """The loss of the whole global batch: each rank's mean weighted by its share.
+
+    A collective. For the loss last given to ``accel.backward`` the reduction is
+    started during the backward pass once the script has shown that it asks for
+    it every step (see ``Runtime.start_loss_reduce``), so it costs a wait, not a
+    round trip.
+    """
     runtime = peek_runtime()
     if runtime is None or not runtime.env.distributed:
         return loss
-    fraction = runtime.batch_fraction()
-    local = loss.detach().float()
-    weighted = local * fraction if fraction else torch.zeros_like(local)
-    return runtime.comm.all_reduce(weighted, "sum")
+    return runtime.global_loss(loss)
 
 
 # -- metrics and output ----------------------------------------------------------------------
@@ -261,6 +265,17 @@ def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
     A file object (an ``io.BytesIO``) belongs to its process: every process writes
     its own, as the original script did.
     """
+    if (
+        isinstance(obj, PreparedModule)
+        and obj.forward_module is not None
+        and get_runtime().strategy.shards_parameters
+    ):
+        # Every rank raises, so none waits for the others in a later collective.
+        raise RuntimeError(
+            "accel.save(model, ...) of a whole model is not supported under FSDP: its "
+            "parameters are split across processes. Save accel.state_dict(model) and "
+            "load it into a new model instead"
+        )
     if not isinstance(f, (str, os.PathLike)):
         torch.save(obj, f, *args, **kwargs)
         return

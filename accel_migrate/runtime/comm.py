@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -10,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from .env import DistEnv
-from .faults import install_excepthook, named_collective
+from .faults import install_excepthook, named_collective, process_failed
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 
@@ -22,6 +24,39 @@ _TORCH_OPS = {
 }
 
 
+class PendingReduce:
+    """An all-reduce in flight (or done): ``result()`` waits for it, once."""
+
+    def __init__(
+        self,
+        tensor: torch.Tensor,
+        work: Any = None,
+        *,
+        divisor: int = 1,
+        device: torch.device | None = None,
+        named: Callable[[], AbstractContextManager[None]] | None = None,
+    ) -> None:
+        self._tensor = tensor
+        self._work = work
+        self._divisor = divisor
+        self._device = device
+        self._named = named
+
+    def result(self) -> torch.Tensor:
+        if self._work is not None:
+            work, self._work = self._work, None
+            if self._named is not None:
+                with self._named():
+                    work.wait()
+            else:
+                work.wait()
+            if self._divisor != 1:
+                self._tensor = self._tensor / self._divisor
+            if self._device is not None:
+                self._tensor = self._tensor.to(self._device)
+        return self._tensor
+
+
 class Collectives:
     """A world of one process: nothing to exchange."""
 
@@ -31,6 +66,12 @@ class Collectives:
 
     def all_reduce(self, tensor: torch.Tensor, op: ReduceOp = "sum") -> torch.Tensor:
         return tensor
+
+    def all_reduce_async(
+        self, tensor: torch.Tensor, op: ReduceOp = "sum"
+    ) -> PendingReduce:
+        """Start an all-reduce; ``result()`` waits for it. Every rank must start it."""
+        return PendingReduce(self.all_reduce(tensor, op))
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         return [tensor]
@@ -88,6 +129,20 @@ class ProcessGroupCollectives(Collectives):
             work = work / self.env.world_size
         return work.to(tensor.device)
 
+    def all_reduce_async(
+        self, tensor: torch.Tensor, op: ReduceOp = "sum"
+    ) -> PendingReduce:
+        work = self._on_device(tensor.detach().clone())
+        with self._named(f"all_reduce ({op})"):
+            handle = dist.all_reduce(work, op=_TORCH_OPS[op], async_op=True)
+        return PendingReduce(
+            work,
+            handle,
+            divisor=self.env.world_size if op == "mean" else 1,
+            device=tensor.device,
+            named=lambda: self._named(f"all_reduce ({op})"),
+        )
+
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         """Gather tensors whose first dimension may differ between ranks."""
         local = self._on_device(tensor.detach().contiguous())
@@ -131,5 +186,18 @@ class ProcessGroupCollectives(Collectives):
                 dist.barrier()
 
     def close(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        if not dist.is_initialized():
+            return
+        if self.device.type != "cuda" and not process_failed():
+            # gloo: a rank that tears its connections down while a peer is still
+            # finishing (rank 0 writing the last checkpoint) could abort at exit
+            # ("terminate called without an active exception", seen in CI). Leave
+            # together. monitored_barrier cannot match a peer's other collective,
+            # so a peer that is still training only delays this exit.
+            try:
+                dist.monitored_barrier(
+                    timeout=timedelta(seconds=min(self.timeout, 30.0))
+                )
+            except Exception:
+                pass
+        dist.destroy_process_group()

@@ -74,6 +74,14 @@ def named_collective(rank: int, operation: str, timeout: float) -> Iterator[None
         raise
 
 
+_FAILED = False
+
+
+def process_failed() -> bool:
+    """Whether this process is exiting because of an uncaught exception."""
+    return _FAILED
+
+
 def install_excepthook(rank: int) -> None:
     """Secondary failures in one line; the first failure recorded for torchrun."""
     previous = sys.excepthook
@@ -81,6 +89,8 @@ def install_excepthook(rank: int) -> None:
     def hook(
         kind: type[BaseException], error: BaseException, tb: TracebackType | None
     ) -> None:
+        global _FAILED
+        _FAILED = True
         if peer_gone(error):
             lines = str(error).strip().splitlines() or [type(error).__name__]
             message = lines[0].removeprefix(f"rank {rank}: ")

@@ -128,3 +128,30 @@ def test_load_state_dict_through_the_wrapper() -> None:
     state = {k: torch.zeros_like(v) for k, v in net.state_dict().items()}
     accel.load_state_dict(model, state)
     assert torch.count_nonzero(net.body.weight) == 0
+
+
+def test_fp16_without_a_prepared_optimizer_fails_at_the_first_backward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Manual SGD (``p.data.add_(p.grad, ...)``) never passes the scaled gradients
+    through a prepared optimizer, so nothing would divide the loss scale out."""
+    monkeypatch.setenv("ACCEL_MIGRATE_PRECISION", "fp16")
+    accel.device(accelerator=False)
+    model = accel.prepare_model(nn.Linear(3, 1))
+    loss = model(torch.randn(4, 3)).pow(2).mean()
+    with pytest.raises(accel.ConfigError, match="no prepared optimizer"):
+        accel.backward(loss)
+
+
+def test_fp16_with_a_prepared_optimizer_trains(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCEL_MIGRATE_PRECISION", "fp16")
+    accel.device(accelerator=False)
+    model = accel.prepare_model(nn.Linear(3, 1))
+    optimizer = accel.prepare_optimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    before = model.weight.detach().clone()
+    for _ in range(30):  # the first steps may be skipped while the scale comes down
+        optimizer.zero_grad()
+        accel.backward(model(torch.randn(4, 3)).pow(2).mean())
+        optimizer.step()
+    assert not torch.equal(before, model.weight.detach())
+    assert torch.isfinite(model.weight).all()

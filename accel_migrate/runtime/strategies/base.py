@@ -23,6 +23,9 @@ class Strategy:
     name: ClassVar[str]
     #: Whether the strategy exchanges gradients through a process group.
     distributed: ClassVar[bool] = True
+    #: Whether a prepared model's parameters are split across processes (then
+    #: the module object itself cannot be pickled whole).
+    shards_parameters: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -10,7 +10,7 @@ as well as NCCL on GPUs.
   ones, prepared or not, is remapped to the new ones; an optimizer that already
   has state for the old ones is refused (its state would not match the shards).
 - State dicts are full and keep the original keys: gathered to rank 0 (on the
-  CPU) for saving, scattered from rank 0 for loading (see ``fsdp_state``).
+  CPU) for saving, scattered from rank 0 for loading (see ``_fsdp_state``).
   Optimizer state dicts keep PyTorch's own layout (integer parameter ids), so a
   checkpoint loads into the original script's optimizer too.
 """
@@ -18,6 +18,7 @@ as well as NCCL on GPUs.
 from __future__ import annotations
 
 import gc
+import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -26,19 +27,18 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from .base import Strategy
-from .fsdp_state import (
-    gather_model_state,
-    gather_optimizer_state,
-    scatter_model_state,
-    scatter_optimizer_state,
-)
+
+# `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
+# where they are used, never at module level: importing them pulls in sympy and
+# costs about 0.7 s, which every migrated script would pay at `import
+# accel_migrate.runtime`, FSDP or not (see docs/performance.md, start-up).
 
 
 class FSDPStrategy(Strategy):
     name = "fsdp"
+    shards_parameters = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +73,8 @@ class FSDPStrategy(Strategy):
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         if module not in self._sharded:
             return module.state_dict()
+        from ._fsdp_state import gather_model_state
+
         return gather_model_state(module, self.env.rank)
 
     def load_module_state_dict(
@@ -80,6 +82,8 @@ class FSDPStrategy(Strategy):
     ) -> Any:
         if module not in self._sharded:
             return module.load_state_dict(state, strict=strict)
+        from ._fsdp_state import scatter_model_state
+
         return scatter_model_state(module, dict(state), self.comm, strict)
 
     @contextmanager
@@ -129,6 +133,10 @@ class FSDPStrategy(Strategy):
         optimizer._accel_fsdp_state_dict = True  # type: ignore[attr-defined]
 
     def _sharded_optimizer(self, optimizer: torch.optim.Optimizer) -> bool:
+        if "torch.distributed.tensor" not in sys.modules:
+            return False  # never imported: no parameter can be a DTensor
+        from torch.distributed.tensor import DTensor
+
         return any(
             isinstance(p, DTensor)
             for group in optimizer.param_groups
@@ -139,6 +147,8 @@ class FSDPStrategy(Strategy):
         """The full optimizer state in PyTorch's layout (integer parameter ids), on rank 0."""
         if not self._sharded_optimizer(optimizer):
             return torch.optim.Optimizer.state_dict(optimizer)
+        from ._fsdp_state import gather_optimizer_state
+
         return gather_optimizer_state(optimizer, self.env.rank)
 
     def load_optimizer_state_dict(
@@ -147,6 +157,8 @@ class FSDPStrategy(Strategy):
         if not self._sharded_optimizer(optimizer):
             torch.optim.Optimizer.load_state_dict(optimizer, state)
             return
+        from ._fsdp_state import scatter_optimizer_state
+
         scatter_optimizer_state(optimizer, state, self.comm)
 
     def clip_grad_norm_(
