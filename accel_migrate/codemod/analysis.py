@@ -246,10 +246,19 @@ class ModuleIndex:
             yield self.function_scope_key(function, param_name), arg
 
     # -- tagging variables ------------------------------------------------------------------
-    def tagged(self, seed: Seed, same_object: frozenset[str] = frozenset()) -> set[Key]:
+    def tagged(
+        self,
+        seed: Seed,
+        same_object: frozenset[str] = frozenset(),
+        through: (
+            Callable[[cst.BaseExpression], cst.BaseExpression | None] | None
+        ) = None,
+    ) -> set[Key]:
         """Variables that may hold what ``seed`` recognises.
 
         ``same_object``: methods that return their receiver (``.to`` on a module).
+        ``through``: the argument a wrapping call stands for, if it is one
+        (``tqdm(loader)`` for a loader).
         """
         tagged: set[Key] = set()
 
@@ -261,9 +270,10 @@ class ModuleIndex:
                 if key is not None:
                     return key in tagged
                 attribute = method_call(expr, *same_object) if same_object else None
-                if attribute is None:
-                    return False
-                expr = attribute.value
+                if attribute is not None:
+                    expr = attribute.value
+                    continue
+                expr = through(expr) if through is not None else None
             return False
 
         changed = True
@@ -339,32 +349,91 @@ class ModuleIndex:
     def loaders(self) -> set[Key]:
         from .patterns import is_loader_seed
 
-        return self.tagged(lambda e: is_loader_seed(self, e) or self._loader_item(e))
+        items = self._container_items
+        found = self.tagged(
+            lambda e: is_loader_seed(self, e)
+            or self._loader_item(e)
+            or self.key(e) in items,
+            through=self._loop_wrapped,
+        )
+        return found | items
+
+    @cached_property
+    def _direct_loaders(self) -> set[Key]:
+        """Variables holding a loader, not counting those taken out of containers."""
+        from .patterns import is_loader_seed
+
+        return self.tagged(
+            lambda e: is_loader_seed(self, e), through=self._loop_wrapped
+        )
+
+    @cached_property
+    def _container_items(self) -> set[Key]:
+        """Loop variables that step through a container of loaders:
+        ``for name, loader in loaders.items()``, ``for loader in loaders.values()``,
+        ``for loader in [train_loader, val_loader]``."""
+        found: set[Key] = set()
+        for loop in self.for_loops:
+            iterable, target = loop.iter, loop.target
+            method = method_call(iterable, "items", "values")
+            if method is not None and not iterable.args:  # type: ignore[attr-defined]
+                if not self.holds_tagged(method.value, self.loader_containers):
+                    continue
+                if method.attr.value == "items":
+                    if not (
+                        isinstance(target, (cst.Tuple, cst.List))
+                        and len(target.elements) == 2
+                    ):
+                        continue
+                    target = target.elements[1].value
+            elif not (
+                self.holds_tagged(iterable, self.loader_containers)
+                or self._holds_loaders(iterable)
+            ):
+                continue
+            key = self.key(target)
+            if key is not None:
+                found.add(key)
+        return found
+
+    def _loop_wrapped(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``tqdm(loader, ...)``, ``enumerate(loader)``, ``iter(loader)``: the
+        iterable such a wrapper steps through (its first positional argument)."""
+        if not isinstance(expr, cst.Call) or not expr.args:
+            return None
+        first = expr.args[0]
+        if first.keyword is not None or first.star:
+            return None
+        name = attr_chain(expr.func) or ""
+        if name in _LOOP_WRAPPERS or self.qualnames(expr.func) & _LOOP_QUALNAMES:
+            return first.value
+        return None
 
     @cached_property
     def loader_containers(self) -> set[Key]:
         """Variables holding a dict or list of data loaders
-        (``loaders = {x: DataLoader(...) for x in ["train", "val"]}``)."""
+        (``loaders = {x: DataLoader(...) for x in ["train", "val"]}``,
+        ``{"val": val_loader}``), parameters given one included."""
+        return self.tagged(self._holds_loaders)
+
+    def _holds_loaders(self, expr: cst.BaseExpression | None) -> bool:
+        """A dict, list or tuple display (or comprehension) of data loaders."""
         from .patterns import is_loader_seed
 
-        def holds_loaders(expr: cst.BaseExpression | None) -> bool:
-            if isinstance(expr, (cst.DictComp, cst.ListComp)):
-                elements = [expr.value if isinstance(expr, cst.DictComp) else expr.elt]
-            elif isinstance(expr, cst.Dict):
-                elements = [
-                    e.value for e in expr.elements if isinstance(e, cst.DictElement)
-                ]
-            elif isinstance(expr, (cst.List, cst.Tuple)):
-                elements = [e.value for e in expr.elements]
-            else:
-                return False
-            return any(is_loader_seed(self, e) for e in elements)
-
-        return {
-            key
-            for key, values in self.values.items()
-            if any(holds_loaders(v) for v in values)
-        }
+        if isinstance(expr, (cst.DictComp, cst.ListComp)):
+            elements = [expr.value if isinstance(expr, cst.DictComp) else expr.elt]
+        elif isinstance(expr, cst.Dict):
+            elements = [
+                e.value for e in expr.elements if isinstance(e, cst.DictElement)
+            ]
+        elif isinstance(expr, (cst.List, cst.Tuple)):
+            elements = [e.value for e in expr.elements]
+        else:
+            return False
+        return any(
+            is_loader_seed(self, e) or self.holds_tagged(e, self._direct_loaders)
+            for e in elements
+        )
 
     def _loader_item(self, expr: cst.BaseExpression) -> bool:
         """``loaders["train"]``, ``loaders[phase]``: one loader of a container."""
@@ -396,6 +465,131 @@ class ModuleIndex:
                     )
         return False, False
 
+    # -- training steps ----------------------------------------------------------------------
+    def is_backward_call(self, node: cst.CSTNode) -> bool:
+        """``loss.backward(...)`` on a tensor, or ``accel.backward(loss, ...)`` (not a
+        user object's own ``backward``: ``self.backward()``, ``super().backward()``,
+        or a call inside a method named ``backward``)."""
+        if not isinstance(node, cst.Call):
+            return False
+        if self.is_runtime_call(node, "backward"):
+            return True
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            return False
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and receiver.value in {"self", "cls"}:
+            return False
+        if isinstance(receiver, cst.Call) and attr_chain(receiver.func) == "super":
+            return False
+        function = self.enclosing_function(node)
+        return function is None or function.name.value != "backward"
+
+    def runs_backward(self, node: cst.CSTNode) -> bool:
+        """Does running ``node`` call a backward, directly or through local functions?"""
+        return self._runs_backward(node, set())
+
+    def _runs_backward(self, node: cst.CSTNode, seen: set[cst.FunctionDef]) -> bool:
+        cached = self._backward_cache.get(node)
+        if cached is not None:
+            return cached
+        found = False
+        for call in _calls_run_by(node):
+            if self.is_backward_call(call):
+                found = True
+                break
+            target = self.callee(call)
+            if target is not None and target[0] not in seen:
+                seen.add(target[0])
+                if self._runs_backward(target[0].body, seen):
+                    found = True
+                    break
+        self._backward_cache[node] = found
+        return found
+
+    @cached_property
+    def _backward_cache(self) -> dict[cst.CSTNode, bool]:
+        return {}
+
+    def loop_paths(self, node: cst.CSTNode) -> list[tuple[cst.For | cst.While, ...]]:
+        """The chains of loops that run ``node``, innermost first: the loops around
+        it in its function, then around each call of that function, and so on
+        (each chain ends at module level or at a function nothing here calls)."""
+        return self._loop_paths(node, frozenset())[:_MAX_PATHS]
+
+    def _loop_paths(
+        self, node: cst.CSTNode, seen: frozenset[cst.FunctionDef]
+    ) -> list[tuple[cst.For | cst.While, ...]]:
+        loops: list[cst.For | cst.While] = []
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+                loops.append(ancestor)
+            if isinstance(ancestor, cst.FunctionDef):
+                sites = self.call_sites(ancestor) if ancestor not in seen else []
+                if not sites:
+                    return [tuple(loops)]
+                paths = []
+                for site in sites:
+                    for path in self._loop_paths(site, seen | {ancestor}):
+                        paths.append((*loops, *path))
+                        if len(paths) >= _MAX_PATHS:
+                            return paths
+                return paths
+            child = ancestor
+        return [tuple(loops)]
+
+    def reads_loader(self, loop: cst.For | cst.While) -> bool:
+        """Does each turn of ``loop`` take its data from a data loader: a ``for`` over
+        one (or over a local generator that loops over one), or ``next(it)`` on a
+        loader's iterator in its body?"""
+        if isinstance(loop, cst.For):
+            if self.loader_loop(loop.iter)[0]:
+                return True
+            if isinstance(loop.iter, cst.Call):
+                target = self.callee(loop.iter)
+                if target is not None and any(
+                    isinstance(inner, cst.For) and self.loader_loop(inner.iter)[0]
+                    for inner in _nodes_run_by(target[0].body)
+                ):
+                    return True
+        for call in _calls_run_by(loop.body):
+            if "builtins.next" in self.qualnames(call.func) and call.args:
+                source = call.args[0].value
+                if self.loader_loop(source)[0]:
+                    return True
+        return False
+
+    def reads_no_data(self, loop: cst.For | cst.While) -> bool:
+        """Is ``loop`` provably not stepping through a data source: a ``for`` over
+        ``range(...)``, ``itertools.count()`` or a literal list (through
+        ``enumerate``/``tqdm``), or a ``while`` that calls no ``next(...)``?"""
+        if isinstance(loop, cst.While):
+            return not any(
+                "builtins.next" in self.qualnames(call.func)
+                for call in _calls_run_by(loop.body)
+            )
+        return self._no_data(loop.iter, 0)
+
+    def _no_data(self, iterable: cst.BaseExpression, depth: int) -> bool:
+        if depth > 3:
+            return False
+        if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+            return True
+        if isinstance(iterable, cst.Call):
+            names = self.qualnames(iterable.func)
+            if names & {"builtins.range", "itertools.count", "itertools.repeat"}:
+                return True
+            inner = self._loop_wrapped(iterable)
+            if inner is not None:
+                return self._no_data(inner, depth + 1)
+            return False
+        key = self.key(iterable) if isinstance(iterable, cst.Name) else None
+        values = self.values.get(key, []) if key is not None else []
+        return bool(values) and all(
+            v is not None and self._no_data(v, depth + 1) for v in values
+        )
+
     # -- divergence ------------------------------------------------------------------------
     @cached_property
     def divergence(self) -> Divergence:
@@ -406,6 +600,31 @@ class ModuleIndex:
     def uniform(self, node: cst.CSTNode) -> bool:
         """True when every rank reaches ``node`` together (a collective is safe there)."""
         return self.divergence.uniform(node)
+
+
+_MAX_PATHS = 32
+
+
+def _nodes_run_by(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes under ``node`` that run when it runs: not the bodies of the
+    functions, classes and lambdas it defines."""
+    found: list[cst.CSTNode] = []
+
+    class _Walk(cst.CSTVisitor):
+        def on_visit(self, inner: cst.CSTNode) -> bool:
+            if inner is not node and isinstance(
+                inner, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+            ):
+                return False
+            found.append(inner)
+            return True
+
+    node.visit(_Walk())
+    return found
+
+
+def _calls_run_by(node: cst.CSTNode) -> list[cst.Call]:
+    return [n for n in _nodes_run_by(node) if isinstance(n, cst.Call)]
 
 
 def _all_params(params: cst.Parameters) -> list[cst.Param]:

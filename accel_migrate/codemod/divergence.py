@@ -24,17 +24,61 @@ from .analysis import attr_chain
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
 
+#: Calls whose result differs between ranks wherever they are made: the clock, the pid.
 _RANK_LOCAL_CALL_PREFIXES = (
-    "torch.rand",
-    "torch.normal",
-    "torch.bernoulli",
-    "torch.multinomial",
-    "random.",
-    "numpy.random.",
     "time.",
     "datetime.",
     "os.getpid",
 )
+#: Random draws. Every rank starts from the same seed and makes the same draws in
+#: straight-line setup code (``x = torch.randn(115, 7)`` before training), so they
+#: are the same there. Once training runs, the ranks' RNG states can drift apart
+#: (dropout on slices of different sizes, per-step draws of local sizes): a draw in
+#: a loop, in a function called from one, or after training is rank-local. A draw
+#: from an explicit ``generator=`` is the same on every rank (its arguments aside).
+RANDOM_CALL_PREFIXES = (
+    "torch.rand",
+    "torch.normal",
+    "torch.bernoulli",
+    "torch.multinomial",
+    "torch.poisson",
+    "random.",
+    "numpy.random.",
+)
+#: Functions under those prefixes that draw nothing (seeding, RNG state, generators).
+_NOT_DRAWS = frozenset(
+    {
+        "seed",
+        "manual_seed",
+        "initial_seed",
+        "get_rng_state",
+        "set_rng_state",
+        "fork_rng",
+        "getstate",
+        "setstate",
+        "RandomState",
+        "Generator",
+        "default_rng",
+        "SeedSequence",
+        "Random",
+    }
+)
+
+
+def is_random_draw(qualname: str) -> bool:
+    """``torch.randn``, ``random.random``, ``numpy.random.rand``... (not the seeding
+    and RNG-state functions, nor a method of what a draw returns:
+    ``torch.rand(1).item``)."""
+    parts = qualname.split(".")
+    if parts[-1] in _NOT_DRAWS:
+        return False
+    if parts[0] == "torch":
+        return len(parts) == 2 and qualname.startswith(RANDOM_CALL_PREFIXES)
+    if parts[0] == "random":
+        return len(parts) == 2
+    return len(parts) == 3 and parts[:2] == ["numpy", "random"]
+
+
 _UNIFORM_RUNTIME_CALLS = ("reduce", "global_loss", "gather", "world_size", "rank")
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
 
@@ -50,10 +94,16 @@ class Divergence:
         self.divergent: set[cst.CSTNode] = set()
         #: ``x += value`` statements whose value differs between ranks.
         self.local_increments: set[cst.AugAssign] = set()
+        #: ``x.append(value)``-like calls and ``x[i] = value`` statements whose value
+        #: differs between ranks.
+        self.local_mutations: set[cst.Call] = set()
+        self.local_stores: set[cst.Assign] = set()
         self._current_globals: set[str] = set()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
         self._function_uniform: dict[cst.FunctionDef, bool] = {}
+        self._setup_functions: dict[cst.FunctionDef, bool] = {}
+        self._trains: dict[cst.CSTNode, bool] = {}
         # Return values feed callers: repeat until function summaries settle.
         for _ in range(3):
             before = (len(self.tainted_returns), len(self.tainted_globals))
@@ -74,6 +124,66 @@ class Divergence:
                 return self._function_is_uniform(current)
         return True
 
+    def random_is_local(self, call: cst.Call) -> bool:
+        """May a random draw at ``call`` differ between ranks (see
+        ``RANDOM_CALL_PREFIXES``)? Not in straight-line setup code before any
+        training, nor from an explicit generator."""
+        if any(
+            arg.keyword is not None and arg.keyword.value == "generator"
+            for arg in call.args
+        ):
+            return False
+        return not self.setup_position(call)
+
+    def setup_position(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` run once per call of its function, before anything trains
+        (a backward, an optimizer step, a loop over a data loader), in a function
+        that is itself only called from such places (or module code)?"""
+        child: cst.CSTNode = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+                return False
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                body = ancestor.body
+                for statement in body:
+                    if statement is child:
+                        break
+                    if self.trains(statement):
+                        return False
+            if isinstance(ancestor, cst.FunctionDef):
+                return self._setup_function(ancestor)
+            if isinstance(ancestor, cst.Lambda):
+                return False
+            child = ancestor
+        return True
+
+    def _setup_function(self, function: cst.FunctionDef) -> bool:
+        if function in self._setup_functions:
+            return self._setup_functions[function]
+        self._setup_functions[function] = False  # recursion: not setup
+        sites = self.index.call_sites(function)
+        if sites:
+            result = all(self.setup_position(site) for site in sites)
+        else:
+            # No call in this file: a module-level function is an entry point
+            # (main); a method or nested function may be called during training.
+            result = isinstance(self.index.parent(function), cst.Module)
+        self._setup_functions[function] = result
+        return result
+
+    def trains(self, node: cst.CSTNode) -> bool:
+        """Does running ``node`` (a statement) train: a backward, an optimizer step,
+        a loop over a data loader, or a call of a local function that does?"""
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return False  # a definition runs nothing
+        if node in self._trains:
+            return self._trains[node]
+        self._trains[node] = False  # recursion
+        finder = _TrainingFinder(self)
+        node.visit(finder)
+        self._trains[node] = finder.found
+        return finder.found
+
     def _function_is_uniform(self, function: cst.FunctionDef) -> bool:
         if function in self._function_uniform:
             return self._function_uniform[function]
@@ -88,6 +198,8 @@ class Divergence:
     def _analyse_all(self) -> None:
         self.divergent.clear()
         self.local_increments.clear()
+        self.local_mutations.clear()
+        self.local_stores.clear()
         self._walk(self.index.module.body, set(self.tainted_globals))
         for function in self.index.functions:
             body = (
@@ -190,6 +302,8 @@ class Divergence:
         if isinstance(node, cst.Assign):
             value_tainted = self._tainted(node.value, tainted)
             for target in node.targets:
+                if value_tainted and isinstance(target.target, cst.Subscript):
+                    self.local_stores.add(node)
                 self._bind(target.target, value_tainted, tainted)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
@@ -204,6 +318,7 @@ class Divergence:
                 and call.func.attr.value in _MUTATORS
                 and any(self._tainted(arg.value, tainted) for arg in call.args)
             ):
+                self.local_mutations.add(call)
                 self._bind(call.func.value, True, tainted)
         elif isinstance(node, cst.Return) and node.value is not None:
             function = self.index.enclosing_function(node)
@@ -226,12 +341,22 @@ class Divergence:
             if isinstance(target, cst.Subscript) and is_tainted:
                 self._bind(target.value, True, tainted)
             return
+        if is_tainted and self._holds_loader(target):
+            # A sharded loader has the same length and the same number of batches
+            # on every rank, whatever data it was built from.
+            is_tainted = False
         if is_tainted:
             tainted.add(name)
             if name in self._current_globals:
                 self.tainted_globals.add(name)
         else:
             tainted.discard(name)
+
+    def _holds_loader(self, target: cst.BaseExpression) -> bool:
+        key = self.index.key(target)
+        return key is not None and (
+            key in self.index.loaders or key in self.index.loader_containers
+        )
 
     def _tainted(self, expr: cst.CSTNode, tainted: set[str]) -> bool:
         return _TaintFinder(self, tainted).found(expr)
@@ -268,6 +393,10 @@ class _TaintFinder(cst.CSTVisitor):
         qualnames = index.qualnames(node.func)
         if any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames):
             self.hit = True
+        elif any(is_random_draw(q) for q in qualnames) and (
+            self.divergence.random_is_local(node)
+        ):
+            self.hit = True
         callee = index.callee(node)
         if callee is not None and callee[0] in self.divergence.tainted_returns:
             self.hit = True
@@ -288,6 +417,43 @@ class _TaintFinder(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> bool:
         if node.value in self.tainted:
             self.hit = True
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+class _TrainingFinder(cst.CSTVisitor):
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__()
+        self.divergence = divergence
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if self.found:
+            return False
+        index = self.divergence.index
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "step"):
+            self.found = True
+        elif index.is_runtime_call(node, "backward"):
+            self.found = True
+        else:
+            callee = index.callee(node)
+            if callee is not None and callee[0].body is not None:
+                if self.divergence.trains(callee[0].body):
+                    self.found = True
+        return not self.found
+
+    def visit_For(self, node: cst.For) -> bool:
+        if self.divergence.index.loader_loop(node.iter)[0]:
+            self.found = True
+        return not self.found
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:

@@ -33,6 +33,8 @@ class MigrationResult:
     findings: tuple[Finding, ...] = ()
     #: Why the file was left alone as a whole ("already distributed", ...), if it was.
     skip_reason: str | None = None
+    #: First lines of the statements left alone because of ``# accel-migrate: skip``.
+    suppressed: tuple[int, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -49,6 +51,26 @@ class MigrationResult:
         return tuple(f for f in self.findings if f.status == "needs-review")
 
 
+#: Why a whole file is left alone (``MigrationResult.skip_reason``).
+SKIP_NOT_TRAINING = "not a training entry point"
+SKIP_DISTRIBUTED = "already distributed"
+SKIP_SUPPRESSED = "suppressed"
+SKIP_GENERATED = "generated"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A file that could not be processed: where, and why, in one line."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.message}"
+
+
 @dataclass(frozen=True)
 class MigrationError(Exception):
     """A file that could not be migrated, with the place to look at."""
@@ -61,3 +83,6 @@ class MigrationError(Exception):
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}:{self.column}: {self.message}"
+
+    def failure(self) -> Failure:
+        return Failure(self.path, self.line, self.column, self.message)

@@ -108,6 +108,34 @@ def is_cuda_string(node: cst.CSTNode) -> bool:
     return value == "cuda" or (value.startswith("cuda:") and value[5:].isdigit())
 
 
+def is_cuda_format(node: cst.CSTNode) -> bool:
+    """A GPU name built from an index: ``f"cuda:{gpu_id}"``, ``"cuda:%d" % i``,
+    ``"cuda:{}".format(i)``."""
+    if isinstance(node, cst.FormattedString):
+        parts = node.parts
+        return (
+            len(parts) == 2
+            and isinstance(parts[0], cst.FormattedStringText)
+            and parts[0].value == "cuda:"
+            and isinstance(parts[1], cst.FormattedStringExpression)
+        )
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        return string_value(node.left) in ("cuda:%d", "cuda:%s", "cuda:%i")
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "format"
+        and len(node.args) == 1
+    ):
+        return string_value(node.func.value) in ("cuda:{}", "cuda:{0}")
+    return False
+
+
+def is_cuda_name(node: cst.CSTNode) -> bool:
+    """``"cuda"``, ``"cuda:0"``, or a GPU name built from an index (``f"cuda:{i}"``)."""
+    return is_cuda_string(node) or is_cuda_format(node)
+
+
 def is_cpu_string(node: cst.CSTNode) -> bool:
     return string_value(node) == "cpu"
 

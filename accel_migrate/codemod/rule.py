@@ -2,17 +2,25 @@
 
 A rule is a libcst transformer in its own module under ``rules/``. Defining a
 subclass with a ``code`` registers it; the module docstring is its documentation.
+
+A statement with ``# accel-migrate: skip`` on one of its lines (for a compound
+statement: on its header) is left alone by every rule: the base class neither
+visits it nor lets a rule replace it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
 import libcst as cst
+from libcst._metadata_dependent import _UNDEFINED_DEFAULT
 from libcst.metadata import (
     MetadataWrapper,
     ParentNodeProvider,
@@ -28,6 +36,7 @@ from .linemap import LineMap
 RUNTIME_MODULE = "accel_migrate.runtime"
 
 _REGISTRY: dict[str, type[Rule]] = {}
+_LAZY_METADATA = frozenset({PositionProvider, ParentNodeProvider})
 
 
 @dataclass
@@ -39,7 +48,53 @@ class RuleContext:
     findings: list[Finding] = field(default_factory=list)
     #: Set by a rule that changed the tree (not only the runtime import).
     changed: bool = False
+    #: (first, last) original lines of statements left alone by ``# accel-migrate: skip``.
+    suppressed: set[tuple[int, int]] = field(default_factory=set)
     _linemap: tuple[str, LineMap] | None = None
+    #: Per metadata wrapper (rules that change nothing share one): its code, its
+    #: suppressed statements, its ModuleIndex.
+    _per_wrapper: dict[int, tuple[MetadataWrapper, str, frozenset[int]]] = field(
+        default_factory=dict
+    )
+    _index: tuple[MetadataWrapper, ModuleIndex] | None = None
+
+    def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
+        """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""
+        if self._index is None or self._index[0] is not wrapper:
+            self._index = (wrapper, ModuleIndex(wrapper, self.alias))
+        return self._index[1]
+
+    def code_and_suppressed(
+        self, wrapper: MetadataWrapper
+    ) -> tuple[str, frozenset[int]]:
+        cached = self._per_wrapper.get(id(wrapper))
+        if cached is None or cached[0] is not wrapper:
+            code = wrapper.module.code
+            suppressed = (
+                suppressed_statements(wrapper.module)
+                if SKIP_COMMENT.search(code)
+                else frozenset()
+            )
+            self._per_wrapper.clear()  # only the current wrapper is asked again
+            cached = self._per_wrapper[id(wrapper)] = (wrapper, code, suppressed)
+        return cached[1], cached[2]
+
+    def kept_findings(self) -> list[Finding]:
+        """The findings, less those inside suppressed statements, and less a second
+        ``fixed`` report of one rule at one place with the same result (an inner
+        expression rewritten as part of the outer one)."""
+        kept: list[Finding] = []
+        fixed_at: set[tuple[int, int, str, str]] = set()
+        for f in self.findings:
+            if any(first <= f.line <= last for first, last in self.suppressed):
+                continue
+            if f.status == "fixed":
+                place = (f.line, f.column, f.code, f.message.rpartition("->")[2])
+                if place in fixed_at:
+                    continue
+                fixed_at.add(place)
+            kept.append(f)
+        return kept
 
     def original_line(self, current_code: str, line: int) -> int:
         if current_code == self.original_code:
@@ -69,6 +124,13 @@ class Rule(cst.CSTTransformer):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._hooks = {}
+        cls._attribute_hooks = any(
+            name.startswith(("visit_", "leave_"))
+            and name.count("_") >= 2
+            and getattr(cls, name) is not getattr(cst.CSTTransformer, name, None)
+            for name in dir(cls)
+        )
         if "code" not in cls.__dict__:
             return
         if cls.code in _REGISTRY and _REGISTRY[cls.code] is not cls:
@@ -79,7 +141,9 @@ class Rule(cst.CSTTransformer):
         super().__init__()
         self.context = context
         self.wrapper = wrapper
-        self._current_code = wrapper.module.code
+        self._current_code, self._suppressed = context.code_and_suppressed(wrapper)
+        #: Set when a ``leave_`` returned something else than the node it was given.
+        self.modified = False
 
     @classmethod
     def doc(cls) -> str:
@@ -88,12 +152,100 @@ class Rule(cst.CSTTransformer):
     @classmethod
     def apply(cls, module: cst.Module, context: RuleContext) -> cst.Module:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        return wrapper.visit(cls(context, wrapper))
+        return cls.run(wrapper, context)[0]
+
+    @classmethod
+    def run(
+        cls, wrapper: MetadataWrapper, context: RuleContext
+    ) -> tuple[cst.Module, bool]:
+        """Visit ``wrapper``'s module; the new module and whether the rule changed
+        anything. When it did not, the new module equals the old one, and the
+        caller may keep the old one with its computed metadata."""
+        rule = cls(context, wrapper)
+        module = wrapper.visit(rule)
+        return module, rule.modified
+
+    # -- metadata: positions and parents are computed when a rule first asks -----------
+    # (a rule that finds nothing in a file never does, and each costs a pass over
+    # the whole tree; the wrapper keeps what was computed for the next rule).
+    @contextmanager
+    def resolve(self, wrapper: MetadataWrapper) -> Iterator[None]:
+        eager = self.get_inherited_dependencies() - _LAZY_METADATA
+        self.metadata = dict(wrapper.resolve_many(eager))
+        try:
+            yield
+        finally:
+            self.metadata = {}
+
+    def get_metadata(
+        self, key: Any, node: cst.CSTNode, default: Any = _UNDEFINED_DEFAULT
+    ) -> Any:
+        if key in _LAZY_METADATA and key not in self.metadata:
+            self.metadata[key] = self.wrapper.resolve(key)  # type: ignore[index]
+        return super().get_metadata(key, node, default)
+
+    # -- dispatch -------------------------------------------------------------------------
+    # libcst looks up ``visit_<Node>`` / ``leave_<Node>`` / ``visit_<Node>_<field>`` by
+    # name for every node and field, and finds do-nothing defaults for most: a rule
+    # only overrides a few. Looking each name up once per class makes a pass over a
+    # large file several times faster.
+    _hooks: ClassVar[dict[tuple[str, type], Any]] = {}
+    _attribute_hooks: ClassVar[bool] = True
+
+    @classmethod
+    def _hook(cls, prefix: str, kind: type) -> Any:
+        key = (prefix, kind)
+        try:
+            return cls._hooks[key]
+        except KeyError:
+            name = prefix + kind.__name__
+            hook = getattr(cls, name, None)
+            if hook is getattr(cst.CSTTransformer, name, None):
+                hook = None
+            cls._hooks[key] = hook
+            return hook
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if self._attribute_hooks:
+            super().on_visit_attribute(node, attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        if self._attribute_hooks:
+            super().on_leave_attribute(original_node, attribute)
+
+    # -- suppression: a statement marked ``# accel-migrate: skip`` is not visited -------
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._suppressed and id(node) in self._suppressed:
+            position = self.get_metadata(PositionProvider, node, None)
+            if position is not None:
+                original = self.context.original_line
+                self.context.suppressed.add(
+                    (
+                        original(self._current_code, position.start.line),
+                        original(self._current_code, position.end.line),
+                    )
+                )
+            return False
+        hook = self._hook("visit_", type(node))
+        return hook is None or hook(self, node) is not False
+
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Any:
+        if self._suppressed and id(original_node) in self._suppressed:
+            return updated_node  # its children were not visited: unchanged
+        hook = self._hook("leave_", type(original_node))
+        if hook is None:
+            return updated_node
+        result = hook(self, original_node, updated_node)
+        if result is not updated_node:
+            self.modified = True
+        return result
 
     # -- what the rule can ask ---------------------------------------------------------
     @cached_property
     def index(self) -> ModuleIndex:
-        return ModuleIndex(self.wrapper, self.context.alias)
+        return self.context.index_of(self.wrapper)
 
     def qualnames(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
@@ -133,6 +285,91 @@ def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
             )
         tidy.append(arg)
     return tidy
+
+
+#: ``# accel-migrate: skip`` (not ``skip-file``), alone or after other comment text.
+SKIP_COMMENT = re.compile(r"accel-migrate:[ \t]*skip(?![-\w])")
+
+#: Fields of compound statements that hold nested statements, not the header.
+_NOT_HEADER = frozenset(
+    {
+        "body",
+        "orelse",
+        "handlers",
+        "finalbody",
+        "cases",
+        "leading_lines",
+        "lines_after_decorators",
+        "footer",
+    }
+)
+
+
+def suppressed_statements(module: cst.Module) -> frozenset[int]:
+    """``id()`` of the statements marked ``# accel-migrate: skip``: a simple statement
+    with the comment on any of its lines, a compound statement (with its body) with
+    the comment on its header, an ``else``/``except``/``finally``/``case`` clause
+    with the comment on its own header."""
+    finder = _Suppressions()
+    module.visit(finder)
+    return frozenset(finder.found)
+
+
+class _Suppressions(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[int] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            if _marked(node.body) or _marked(node.trailing_whitespace):
+                self.found.append(id(node))
+            return False
+        body = getattr(node, "body", None)
+        if isinstance(body, cst.BaseSuite) and not isinstance(node, cst.Module):
+            if _header_marked(node, body):
+                self.found.append(id(node))
+                return False
+        return True
+
+
+def _header_marked(node: cst.CSTNode, body: cst.BaseSuite) -> bool:
+    if isinstance(body, cst.SimpleStatementSuite):  # `if x: y  # ...`: one line
+        if _marked(body):
+            return True
+    elif _marked(body.header):
+        return True
+    return any(
+        _marked(getattr(node, f.name))
+        for f in dataclasses.fields(node)
+        if f.name not in _NOT_HEADER
+    )
+
+
+def _marked(value: object) -> bool:
+    nodes = value if isinstance(value, (list, tuple)) else [value]
+    for node in nodes:
+        if not isinstance(node, cst.CSTNode):
+            continue
+        if isinstance(node, cst.Comment):
+            if SKIP_COMMENT.search(node.value):
+                return True
+            continue
+        for comment in _comments(node):
+            if SKIP_COMMENT.search(comment):
+                return True
+    return False
+
+
+def _comments(node: cst.CSTNode) -> list[str]:
+    found: list[str] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Comment(self, comment: cst.Comment) -> None:
+            found.append(comment.value)
+
+    node.visit(_Collect())
+    return found
 
 
 def registered_rules() -> list[type[Rule]]:

@@ -1,4 +1,6 @@
-"""Golden pairs: fixtures/<rule or scenario>/<case>.in.py -> .out.py + .findings.txt.
+"""Golden pairs: fixtures/<rule or scenario>/<case>.in.py -> .out.py + .findings.txt,
+and the whole legacy scripts fixtures/realworld/<case>.py -> golden/<case>.out.py +
+golden/<case>.findings.txt (the scripts stay runnable under their own names).
 
 Every pair is also checked for: the output parses, a second run changes nothing,
 and a case whose output equals its input comes back byte for byte.
@@ -15,10 +17,18 @@ from accel_migrate.codemod import migrate_source
 from tests.conftest import FIXTURES
 
 CASES = sorted(FIXTURES.glob("*/*.in.py"))
+REALWORLD = sorted((FIXTURES / "realworld").glob("*.py"))
 
 
 def _name(path: Path) -> str:
-    return f"{path.parent.name}/{path.name[: -len('.in.py')]}"
+    stem = path.name.removesuffix(".py").removesuffix(".in")
+    return f"{path.parent.name}/{stem}"
+
+
+def _golden(case: Path, suffix: str) -> Path:
+    if case.name.endswith(".in.py"):
+        return case.with_name(case.name.replace(".in.py", suffix))
+    return case.parent / "golden" / (case.name.removesuffix(".py") + suffix)
 
 
 def _findings_text(result) -> str:
@@ -31,16 +41,17 @@ def _findings_text(result) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-@pytest.mark.parametrize("case", CASES, ids=_name)
+@pytest.mark.parametrize("case", CASES + REALWORLD, ids=_name)
 def test_golden(case: Path, update_golden: bool) -> None:
     source = case.read_bytes()
-    out_path = case.with_name(case.name.replace(".in.py", ".out.py"))
-    findings_path = case.with_name(case.name.replace(".in.py", ".findings.txt"))
+    out_path = _golden(case, ".out.py")
+    findings_path = _golden(case, ".findings.txt")
     result = migrate_source(source, _name(case))
     output = result.output
     assert isinstance(output, bytes)
     findings = _findings_text(result)
     if update_golden:
+        out_path.parent.mkdir(exist_ok=True)
         out_path.write_bytes(output)
         findings_path.write_text(findings)
     assert (

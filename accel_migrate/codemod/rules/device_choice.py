@@ -13,12 +13,19 @@ Rewrites the expressions that pick a CUDA device:
   ``device="cuda"`` / ``map_location="cuda:0"`` keyword arguments
 - ``device = "cuda:0"``: a GPU name assigned to a variable becomes
   ``accel.device().type`` (``"cuda"``, the process's own GPU, or ``"cpu"``)
+- GPU names built from an index (``torch.device(f"cuda:{gpu_id}")``,
+  ``.to(f"cuda:{args.gpu}")``, ``"cuda:%d" % i``) and a GPU index chosen against
+  the CPU (``gpu_id = 0 if torch.cuda.is_available() else "cpu"``, which
+  ``.to(gpu_id)`` then uses) become ``accel.device()``
+- ``torch.cuda.set_device(i)`` statements are removed
 
 ## Why
 Under ``accel-migrate launch`` every process must use its own GPU
 (``cuda:LOCAL_RANK``); a hard-coded ``cuda:0`` puts every process on the first GPU.
 ``accel.device()`` returns the process's GPU, or the CPU where there is none, so
-``.to(device)`` calls elsewhere in the script keep working unchanged.
+``.to(device)`` calls elsewhere in the script keep working unchanged. The runtime
+also makes that GPU the current one; a ``torch.cuda.set_device(i)`` left in the
+script would move every process back to GPU ``i``.
 
 ## Example
 ```python
@@ -35,19 +42,25 @@ Safe. A condition other than "is CUDA available" (a ``--no-cuda`` flag) is kept:
 ``torch.device("cuda" if use_cuda else "cpu")`` becomes
 ``accel.device(accelerator=use_cuda)``, which keeps the whole run on the CPU when
 it is false. A string-valued choice stays a string (``accel.device().type``), so
-comparisons such as ``device == "cuda"`` behave as before. A choice that involves
+comparisons such as ``device == "cuda"`` behave as before. A GPU index becomes a
+``torch.device``, which ``.to()``, ``.cuda()`` and ``device=`` accept; where the
+script also uses the index as a number (``gpu_id == 0``) it is left alone and
+reported as needs-review. A ``set_device`` call inside a larger expression is
+reported, not removed. A choice that involves
 Apple's MPS backend is reported as needs-review and left alone: distributed
 training runs on CUDA or the CPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import libcst as cst
+import libcst.matchers as m
 
 from ..analysis import attr_chain
-from ..patterns import is_cpu_string, is_cuda_string, string_value
+from ..patterns import is_cpu_string, is_cuda_name, string_value
 from ..rule import Rule
 
 Kind = Literal["device", "string"]
@@ -55,6 +68,7 @@ Kind = Literal["device", "string"]
 _AVAILABLE = {"torch.cuda.is_available", "torch.accelerator.is_available"}
 _CURRENT_ACCELERATOR = {"torch.accelerator.current_accelerator"}
 _DEVICE_KEYWORDS = {"device", "map_location"}
+_SET_DEVICE = {"torch.cuda.set_device"}
 
 
 class DeviceChoice(Rule):
@@ -65,14 +79,18 @@ class DeviceChoice(Rule):
     # -- recognisers (always on original nodes) -------------------------------------------
     def _accelerator(self, node: cst.BaseExpression) -> Kind | None:
         """Does ``node`` name the accelerator? As a torch.device or as a string?"""
-        if is_cuda_string(node):
+        if is_cuda_name(node):
             return "string"
+        if isinstance(node, cst.Integer):
+            return (
+                "device"  # a GPU index (`0 if ... else "cpu"`): .to(i) takes a device
+            )
         if isinstance(node, cst.Call):
             names = self.qualnames(node.func)
             if (
                 "torch.device" in names
                 and node.args
-                and is_cuda_string(node.args[0].value)
+                and is_cuda_name(node.args[0].value)
             ):
                 return "device"
             if names & _CURRENT_ACCELERATOR:
@@ -178,8 +196,125 @@ class DeviceChoice(Rule):
                 )
             return updated_node
         kind, condition = choice
+        numeric = self._numeric_use(original_node)
+        if numeric is not None:
+            self.report(
+                original_node,
+                "needs-review",
+                f"GPU index used as a number (`{numeric}`); every process would use this GPU: choose the device with accel.device() by hand",
+            )
+            return updated_node
         self.report(original_node, "fixed", "device choice -> accel.device()")
         return self._value(kind, condition)
+
+    def _numeric_use(self, choice: cst.IfExp) -> str | None:
+        """For ``gpu_id = 0 if ... else "cpu"``: a use of ``gpu_id`` as a number
+        (``gpu_id == 0``, ``gpu_id + 1``), which a torch.device would break."""
+        if not isinstance(choice.body, cst.Integer) and not isinstance(
+            choice.orelse, cst.Integer
+        ):
+            return None
+        assign = self.parent(choice)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return None
+        key = self.index.key(assign.targets[0].target)
+        if key is None:
+            return None
+        for name in m.findall(self.index.module, m.Name() | m.Attribute()):
+            if name is assign.targets[0].target or self.index.key(name) != key:  # type: ignore[arg-type]
+                continue
+            parent = self.index.parent(name)
+            if isinstance(
+                parent, (cst.Comparison, cst.BinaryOperation, cst.ComparisonTarget)
+            ) or (isinstance(parent, cst.SubscriptElement)):
+                return cst.Module([]).code_for_node(parent)
+        return None
+
+    def _is_set_device(self, small: cst.BaseSmallStatement) -> bool:
+        return isinstance(small, cst.Expr) and self.is_call_to(small.value, _SET_DEVICE)
+
+    def _report_set_device(self, small: cst.BaseSmallStatement) -> None:
+        self.report(
+            small,
+            "fixed",
+            "torch.cuda.set_device(...) removed: the runtime makes this process's own GPU the current one",
+        )
+
+    def leave_SimpleStatementLine(
+        self,
+        original_node: cst.SimpleStatementLine,
+        updated_node: cst.SimpleStatementLine,
+    ) -> cst.SimpleStatementLine:
+        """``torch.cuda.set_device(i)``: the runtime already made this process's GPU
+        the current one; setting another would put every process on GPU ``i``.
+        (A line holding nothing else is removed by its block, below.)"""
+        if not any(self._is_set_device(s) for s in original_node.body) or all(
+            self._is_set_device(s) for s in original_node.body
+        ):
+            return updated_node
+        kept = []
+        for original, small in zip(original_node.body, updated_node.body, strict=True):
+            if self._is_set_device(original):
+                self._report_set_device(original)
+            else:
+                kept.append(small)
+        last = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(body=[*kept[:-1], last])
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        return updated_node.with_changes(
+            body=self._without_set_device(original_node.body, updated_node.body)
+        )
+
+    def leave_Module(
+        self, original_node: cst.Module, updated_node: cst.Module
+    ) -> cst.Module:
+        return updated_node.with_changes(
+            body=self._without_set_device(original_node.body, updated_node.body)
+        )
+
+    def _without_set_device(
+        self,
+        original: Sequence[cst.BaseStatement],
+        updated: Sequence[cst.BaseStatement],
+    ) -> list[cst.BaseStatement]:
+        """The block's statements less those that only call set_device; their
+        leading blank lines and comments stay, on the next statement."""
+        if len(original) != len(updated):
+            return list(updated)
+        body: list[cst.BaseStatement] = []
+        carried: list[cst.EmptyLine] = []
+        for before, after in zip(original, updated, strict=True):
+            if isinstance(before, cst.SimpleStatementLine) and all(
+                self._is_set_device(s) for s in before.body
+            ):
+                for small in before.body:
+                    self._report_set_device(small)
+                carried.extend(after.leading_lines)
+                continue
+            if carried:
+                after = after.with_changes(
+                    leading_lines=[*carried, *after.leading_lines]
+                )
+                carried = []
+            body.append(after)
+        if not body:  # the block held nothing else
+            return [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=carried)]
+        return body
+
+    def visit_Call(self, node: cst.Call) -> None:
+        statement = self.parent(node)
+        if self.is_call_to(node, _SET_DEVICE) and not (
+            isinstance(statement, cst.Expr)
+            and isinstance(self.parent(statement), cst.SimpleStatementLine)
+        ):
+            self.report(
+                node,
+                "needs-review",
+                "torch.cuda.set_device(...) conflicts with the runtime, which makes this process's own GPU the current one; remove it",
+            )
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
@@ -187,7 +322,7 @@ class DeviceChoice(Rule):
         names = self.qualnames(original_node.func)
         if "torch.device" in names and original_node.args:
             first = original_node.args[0].value
-            if is_cuda_string(first) and len(original_node.args) <= 2:
+            if is_cuda_name(first) and len(original_node.args) <= 2:
                 self.report(
                     original_node, "fixed", "torch.device('cuda') -> accel.device()"
                 )
@@ -235,7 +370,7 @@ class DeviceChoice(Rule):
             if not (positional_target or keyword_target):
                 continue
             value = arg.value
-            if is_cuda_string(value) or (
+            if is_cuda_name(value) or (
                 positional_target and isinstance(value, cst.Integer)
             ):
                 args[i] = args[i].with_changes(value=self._device_call())
@@ -260,7 +395,7 @@ class DeviceChoice(Rule):
         if (
             len(original_node.targets) == 1
             and attr_chain(original_node.targets[0].target) is not None
-            and is_cuda_string(original_node.value)
+            and is_cuda_name(original_node.value)
         ):
             self.report(
                 original_node.value,

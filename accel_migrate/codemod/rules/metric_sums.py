@@ -13,7 +13,17 @@ of it:
 - a batch-mean loss (``test_loss += criterion(out, y).item()``, averaged later over
   ``len(loader)``) becomes ``test_loss += accel.global_loss(criterion(out, y)).item()``.
   Divided by a step count (``/ len(loader)``) it is still a batch mean; multiplied
-  by the batch size (``loss.item() * x.size(0)``) it is a sum.
+  by the batch size (``loss.item() * x.size(0)``) it is a sum. A loss function
+  reached through a parameter (``criterion`` passed in by the caller as
+  ``nn.CrossEntropyLoss()`` or ``F.cross_entropy``) counts as what the callers
+  pass;
+- per-batch values collected in objects made before the loop, with
+  ``meter.update(loss.item(), x.size(0))``, ``values.append(...)`` or
+  ``values[k] = ...``, are made the original's per-batch values: a batch mean
+  becomes ``accel.global_loss(...)`` (a number from one of the script's functions,
+  ``accel.global_loss(torch.as_tensor(...)).item()``), a sum or a count
+  ``accel.reduce(...)``. What the object then holds, and everything computed from
+  it after the loop (``sum(values)``, ``meter.avg``), is the original's.
 
 ## Why
 Evaluation loaders are sharded like training loaders, so no sample is counted
@@ -41,13 +51,17 @@ accel.print(correct / len(test_loader.dataset))
 ## Fix safety
 ``accel.reduce`` is a collective, placed only where every process goes (see
 AM008). An increment whose kind the rule cannot tell (a sum or a batch mean:
-``total += my_metric(out, y)``) is left alone and reported as needs-review.
+``total += my_metric(out, y)``) is left alone and reported as needs-review, and
+so are collected values of another kind (per-sample predictions appended to a
+list: each process holds its share). Combining per batch is one collective per
+batch and per value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
 
 import libcst as cst
 import libcst.matchers as m
@@ -56,10 +70,17 @@ from ..analysis import Key, attr_chain, variable_names
 from ..patterns import counts_samples, string_value
 from ..rule import Rule
 
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+
 Kind = Literal["sum", "mean", "unknown"]
 
 _SUM_METHODS = {"sum", "size", "numel", "count_nonzero"}
 _MEAN_LOSS_HINTS = ("loss", "cross_entropy", "kl_div")
+#: Methods that collect a value into an object made before the loop.
+_COLLECTORS = {"append", "insert", "update", "add", "add_"}
+#: Objects whose collected values are already combined across processes.
+_SYNCED_PREFIXES = ("torchmetrics.",)
 
 
 class MetricSums(Rule):
@@ -73,13 +94,17 @@ class MetricSums(Rule):
         self._after: dict[cst.For, list[str]] = {}
         #: AugAssign (original node) -> "reduce" or "global_loss" for its increment.
         self._wrap: dict[cst.AugAssign, str] = {}
+        #: Collected values (original nodes) -> "reduce", "global_loss" or
+        #: "global_number" (a number from a function of this file).
+        self._collect: dict[cst.BaseExpression, str] = {}
 
     # -- planning, on the original tree -----------------------------------------------
     def visit_For(self, node: cst.For) -> None:
         if not self.index.loader_loop(node.iter)[0]:
             return
         increments = list(self._increments(node))
-        if not increments:
+        collections = list(self._collections(node))
+        if not increments and not collections:
             return
         if not self.index.uniform(node):
             for aug in increments:
@@ -88,7 +113,15 @@ class MetricSums(Rule):
                     "needs-review",
                     "sum over a sharded loader in a rank-dependent branch: not combined across processes",
                 )
+            for statement, _, what in collections:
+                self.report(
+                    statement,
+                    "needs-review",
+                    f"values collected with `{what}` in a rank-dependent branch hold this process's share; not combined across processes",
+                )
             return
+        for statement, values, what in collections:
+            self._plan_collection(statement, values, what, node)
         reduce_after: list[str] = []
         for aug in increments:
             name = attr_chain(aug.target)
@@ -121,6 +154,147 @@ class MetricSums(Rule):
                 )
         if reduce_after:
             self._after[node] = reduce_after
+
+    # -- values collected per batch ------------------------------------------------------
+    def _collections(
+        self, loop: cst.For
+    ) -> Iterator[tuple[cst.CSTNode, list[cst.BaseExpression], str]]:
+        """Per-batch values collected into an object made before the loop: the
+        statement (or call), the values, and how it is written."""
+        divergence = self.index.divergence
+        for call in m.findall(loop.body, m.Call(func=m.Attribute())):
+            assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            method = call.func.attr.value
+            if method not in _COLLECTORS or call not in divergence.local_mutations:
+                continue
+            receiver = call.func.value
+            if not self._made_before(receiver, loop):
+                continue
+            if any(a.star for a in call.args):
+                continue
+            values = [a.value for a in call.args]
+            name = attr_chain(receiver)
+            yield call, values, f"{name}.{method}(...)"
+        for statement in m.findall(loop.body, m.Assign() | m.AugAssign()):
+            if isinstance(statement, cst.Assign):
+                if statement not in divergence.local_stores:
+                    continue
+                targets = [t.target for t in statement.targets]
+            else:
+                assert isinstance(statement, cst.AugAssign)
+                if not isinstance(statement.target, cst.Subscript):
+                    continue
+                if not divergence.rank_local(statement):
+                    continue
+                targets = [statement.target]
+            if len(targets) != 1 or not isinstance(targets[0], cst.Subscript):
+                continue
+            container = targets[0].value
+            if not self._made_before(container, loop):
+                continue
+            name = attr_chain(container)
+            op = "=" if isinstance(statement, cst.Assign) else "+="
+            yield statement, [statement.value], f"{name}[...] {op} ..."  # type: ignore[union-attr]
+
+    def _made_before(self, receiver: cst.BaseExpression, loop: cst.For) -> bool:
+        """A variable set before ``loop`` (and not in it): an object that outlives
+        the loop's batches. Not a loader, a progress bar, or a metric object that
+        combines itself across processes."""
+        key = self.index.key(receiver)
+        if key is None or key in self.index.loaders:
+            return False
+        values = self.index.values.get(key, [])
+        if not values or any(v is not None and self._inside(v, loop) for v in values):
+            return False
+        for value in values:
+            if isinstance(value, cst.Call):
+                names = self.qualnames(value.func)
+                if any(n.startswith(_SYNCED_PREFIXES) for n in names):
+                    return False
+                if names & _TQDM:
+                    return False
+        return True
+
+    def _plan_collection(
+        self,
+        statement: cst.CSTNode,
+        values: list[cst.BaseExpression],
+        what: str,
+        loop: cst.For,
+    ) -> None:
+        plan: dict[cst.BaseExpression, str] = {}
+        for value in values:
+            if self._has_runtime_call(value) or not self._rank_local(value, loop):
+                continue
+            kind = self._kind(value, loop)
+            if kind == "unknown":
+                self.report(
+                    statement,
+                    "needs-review",
+                    f"values collected with `{what}` hold this process's share "
+                    "(the rule cannot tell whether they are sums or batch means)",
+                )
+                return
+            if kind == "sum":
+                plan[value] = "reduce"
+            elif self._returns_number(value):
+                if self._torch_name is None:
+                    self.report(
+                        statement,
+                        "needs-review",
+                        f"values collected with `{what}` hold this process's share (batch means that are numbers; the file does not import torch)",
+                    )
+                    return
+                plan[value] = "global_number"
+            else:
+                plan[value] = "global_loss"
+        if not plan:
+            return
+        self._collect.update(plan)
+        self.report(
+            statement,
+            "fixed",
+            f"`{what}` collects per-batch values -> the whole batch's "
+            "(accel.global_loss for batch means, accel.reduce for sums and counts)",
+        )
+
+    def _rank_local(self, value: cst.BaseExpression, loop: cst.For) -> bool:
+        """Does ``value`` depend on this process's batch? (A constant step of a
+        counter, ``meter.update(x, 1)``'s ``1``, does not.)"""
+        if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
+            return False
+        return bool(variable_names(value)) or bool(m.findall(value, m.Call()))
+
+    @cached_property
+    def _torch_name(self) -> str | None:
+        for statement in self.index.module.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Import):
+                        for alias in small.names:
+                            if attr_chain(alias.name) == "torch":
+                                asname = alias.asname
+                                return (
+                                    "torch"
+                                    if asname is None
+                                    else attr_chain(asname.name)  # type: ignore[arg-type]
+                                )
+        return None
+
+    def _returns_number(self, value: cst.BaseExpression) -> bool:
+        """A call of a function of this file whose every return is a number
+        (``....item()``, ``float(...)``, times or over a constant)."""
+        if not isinstance(value, cst.Call):
+            return False
+        target = self.index.callee(value)
+        if target is None:
+            return False
+        returns = [
+            r.value  # type: ignore[attr-defined]
+            for r in m.findall(target[0].body, m.Return())
+            if r.value is not None  # type: ignore[attr-defined]
+        ]
+        return bool(returns) and all(_is_number(r) for r in returns)
 
     def _increments(self, loop: cst.For) -> Iterator[cst.AugAssign]:
         """``x += ...`` in the loop, on a variable set to zero before the loop."""
@@ -184,22 +358,36 @@ class MetricSums(Rule):
             return True
         return False
 
-    def _kind(self, value: cst.BaseExpression, loop: cst.For, depth: int = 0) -> Kind:
-        """Is the increment a sum (counts, sum-reduced losses) or a batch mean?"""
+    def _kind(
+        self, value: cst.BaseExpression, context: cst.CSTNode, depth: int = 0
+    ) -> Kind:
+        """Is the value a sum (counts, sum-reduced losses) or a batch mean?
+        Variables are read from their assignments inside ``context`` (the loop, or
+        the function a value is returned from)."""
         if depth > 3:
             return "unknown"
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, cst.Divide):
                 # `/ len(loader)`, `/ steps`: the divisor does not make a mean a sum.
-                return self._kind(value.left, loop, depth)
-            if isinstance(value.operator, cst.Multiply) and (
-                counts_samples(self.index, value.left)
-                or counts_samples(self.index, value.right)
-            ):
-                return "sum"  # a batch mean times the batch size
+                return self._kind(value.left, context, depth)
+            if isinstance(value.operator, cst.Multiply):
+                if counts_samples(self.index, value.left) or counts_samples(
+                    self.index, value.right
+                ):
+                    return "sum"  # a batch mean times the batch size
+                if isinstance(value.right, (cst.Integer, cst.Float)):
+                    return self._kind(value.left, context, depth)
+                if isinstance(value.left, (cst.Integer, cst.Float)):
+                    return self._kind(value.right, context, depth)
         reduction = self._reduction(value)
         if reduction == "sum":
             return "sum"
+        read = _read_of(value)
+        if isinstance(read, cst.Call) and (
+            self._mean_loss(read)
+            or m.matches(read, m.Call(func=m.Attribute(attr=m.Name("mean")), args=[]))
+        ):
+            return "mean"  # `criterion(out.view(-1, out.size(-1)), y).item()`
         calls = list(m.findall(value, m.Call()))
         if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _SUM_METHODS for c in calls):  # type: ignore[attr-defined]
             return "sum"
@@ -211,23 +399,135 @@ class MetricSums(Rule):
             return "sum"
         if any(self._mean_loss(c) for c in calls):  # type: ignore[arg-type]
             return "mean"
+        if any(
+            m.matches(c, m.Call(func=m.Attribute(attr=m.Name("mean")), args=[]))
+            for c in calls
+        ):
+            return "mean"  # the mean over this process's batch
         if isinstance(value, cst.Integer):
             return "sum"
+        inner = _read_of(value)
+        if isinstance(inner, cst.Call) and self.index.local_function(inner.func):
+            return self._returned_kind(inner, depth)
         # `loss.item()` where `loss = criterion(...)` earlier in the loop.
         keys = [self.index.key(n) for n in variable_names(value)]
+        kinds = set()
+        for key in keys:
+            if key is None:
+                continue
+            for v in self.index.values.get(key, ()):
+                if v is None:
+                    kinds.add(self._unpacked_kind(key, context, depth))
+                elif m.matches(v, m.Name("None")):
+                    continue  # `loss = None` when no targets are given
+                elif self._inside(v, context):
+                    kinds.add(self._kind(v, context, depth + 1))
+        if kinds == {"sum"} or kinds == {"mean"}:
+            return kinds.pop()  # type: ignore[return-value]
+        return "unknown"
+
+    def _returned_kind(self, call: cst.Call, depth: int) -> Kind:
+        """The kind of what a function of this file returns."""
+        target = self.index.callee(call)
+        if target is None:
+            return "unknown"
+        function = target[0]
         kinds = {
-            self._kind(v, loop, depth + 1)
-            for key in keys
-            if key is not None
-            for v in self.index.values.get(key, ())
-            if v is not None and self._inside(v, loop)
+            self._kind(r.value, function, depth + 1)  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if r.value is not None and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
         }
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
 
-    def _inside(self, node: cst.CSTNode, loop: cst.For) -> bool:
-        return any(a is loop for a in self.index.ancestors(node))
+    def _unpacked_kind(self, key: Key, context: cst.CSTNode, depth: int) -> Kind:
+        """``logits, loss = model(x, y)``: the kind of the model's ``forward``
+        returns at that position (a model class of this file)."""
+        for assign in m.findall(context, m.Assign()):
+            assert isinstance(assign, cst.Assign)
+            target = assign.targets[0].target if len(assign.targets) == 1 else None
+            if not isinstance(target, (cst.Tuple, cst.List)):
+                continue
+            positions = [
+                i
+                for i, e in enumerate(target.elements)
+                if isinstance(e.value, cst.Name) and self.index.key(e.value) == key
+            ]
+            if len(positions) != 1 or not isinstance(assign.value, cst.Call):
+                continue
+            forward = self._forward_of(assign.value.func)
+            if forward is None:
+                return "unknown"
+            kinds = set()
+            for returned in m.findall(forward.body, m.Return()):
+                value = returned.value  # type: ignore[attr-defined]
+                if not isinstance(value, cst.Tuple) or len(value.elements) != len(
+                    target.elements
+                ):
+                    return "unknown"
+                kinds.add(
+                    self._kind(value.elements[positions[0]].value, forward, depth + 1)
+                )
+            if kinds == {"sum"} or kinds == {"mean"}:
+                return kinds.pop()  # type: ignore[return-value]
+            return "unknown"
+        return "unknown"
+
+    def _forward_of(self, model: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The ``forward`` of the class of this file that ``model`` holds."""
+        key = self.index.key(model)
+        classes = set()
+        for source in self._sources(key) if key is not None else []:
+            core = _unwrapped(self.index, source)
+            cls = (
+                self.index.local_class(core.func)
+                if isinstance(core, cst.Call)
+                else None
+            )
+            if cls is None:
+                return None
+            classes.add(cls)
+        if len(classes) != 1:
+            return None
+        cls = classes.pop()
+        for statement in cls.body.body:  # type: ignore[union-attr]
+            if (
+                isinstance(statement, cst.FunctionDef)
+                and statement.name.value == "forward"
+            ):
+                return statement
+        return None
+
+    @cached_property
+    def _passed(self) -> dict[Key, list[cst.BaseExpression]]:
+        """Parameters of the file's functions -> the arguments their calls pass."""
+        passed: dict[Key, list[cst.BaseExpression]] = {}
+        for call in self.index.calls:
+            for key, value in self.index.arguments(call):
+                passed.setdefault(key, []).append(value)
+        return passed
+
+    def _sources(self, key: Key, depth: int = 0) -> list[cst.BaseExpression]:
+        """What ``key`` may hold: the values assigned to it and, for a parameter,
+        the arguments of its calls, through plain aliases (``a = b``)."""
+        found: list[cst.BaseExpression] = []
+        for value in [*self.index.values.get(key, ()), *self._passed.get(key, ())]:
+            if value is None:
+                continue
+            inner = self.index.key(value) if depth < 3 else None
+            if (
+                inner is not None
+                and inner != key
+                and (inner in self.index.values or inner in self._passed)
+            ):
+                found.extend(self._sources(inner, depth + 1))
+            else:
+                found.append(value)
+        return found
+
+    def _inside(self, node: cst.CSTNode, context: cst.CSTNode) -> bool:
+        return any(a is context for a in self.index.ancestors(node))
 
     def _reduction(self, node: cst.CSTNode) -> str | None:
         for arg in m.findall(node, m.Arg(keyword=m.Name("reduction"))):
@@ -236,28 +536,77 @@ class MetricSums(Rule):
 
     def _mean_loss(self, call: cst.Call) -> bool:
         """A loss call with the default (mean) reduction: ``F.nll_loss(...)``,
-        ``criterion(...)`` where ``criterion = nn.CrossEntropyLoss()``."""
+        ``criterion(...)`` where ``criterion = nn.CrossEntropyLoss()``, or where
+        every caller passes such a loss (``F.cross_entropy`` itself included)."""
         if self._reduction(call) is not None:
             return self._reduction(call) == "mean"
-        for name in self.qualnames(call.func):
-            if name.startswith("torch.nn.functional.") and any(
-                h in name for h in _MEAN_LOSS_HINTS
-            ):
-                return True
+        if self._mean_loss_function(call.func):
+            return True
         key: Key | None = self.index.key(call.func)
-        for value in self.index.values.get(key, ()) if key else ():
-            if isinstance(value, cst.Call) and self._reduction(value) in (None, "mean"):
-                if any(
-                    q.startswith("torch.nn.") and q.endswith("Loss")
-                    for q in self.qualnames(value.func)
-                ):
-                    return True
-        return False
+        sources = self._sources(key) if key is not None else []
+        return bool(sources) and all(
+            self._mean_loss_module(_unwrapped(self.index, v))
+            or self._mean_loss_function(v)
+            for v in sources
+        )
+
+    def _mean_loss_function(self, func: cst.BaseExpression) -> bool:
+        return any(
+            name.startswith("torch.nn.functional.")
+            and any(h in name for h in _MEAN_LOSS_HINTS)
+            for name in self.qualnames(func)
+        )
+
+    def _mean_loss_module(self, value: cst.BaseExpression) -> bool:
+        return (
+            isinstance(value, cst.Call)
+            and self._reduction(value) in (None, "mean")
+            and any(
+                q.startswith("torch.nn.") and q.endswith("Loss")
+                for q in self.qualnames(value.func)
+            )
+        )
 
     # -- rewriting --------------------------------------------------------------------
+    def _collected(
+        self, original: cst.BaseExpression, updated: cst.BaseExpression
+    ) -> cst.BaseExpression:
+        how = self._collect.get(original)
+        if how == "reduce":
+            return self.runtime_call("reduce", [cst.Arg(value=updated)])
+        if how == "global_loss":
+            return self._global_loss(updated)
+        if how == "global_number":
+            tensor = cst.parse_expression(f"{self._torch_name}.as_tensor(x)")
+            assert isinstance(tensor, cst.Call)
+            tensor = tensor.with_changes(args=[cst.Arg(value=updated)])
+            inner = self.runtime_call("global_loss", [cst.Arg(value=tensor)])
+            return cst.Call(func=cst.Attribute(value=inner, attr=cst.Name("item")))
+        return updated
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        if original_node.value in self._collect:
+            return updated_node.with_changes(
+                value=self._collected(original_node.value, updated_node.value)
+            )
+        return updated_node
+
+    def leave_Assign(
+        self, original_node: cst.Assign, updated_node: cst.Assign
+    ) -> cst.Assign:
+        if original_node.value in self._collect:
+            return updated_node.with_changes(
+                value=self._collected(original_node.value, updated_node.value)
+            )
+        return updated_node
+
     def leave_AugAssign(
         self, original_node: cst.AugAssign, updated_node: cst.AugAssign
     ) -> cst.AugAssign:
+        if original_node.value in self._collect:
+            return updated_node.with_changes(
+                value=self._collected(original_node.value, updated_node.value)
+            )
         how = self._wrap.get(original_node)
         if how is None:
             return updated_node
@@ -314,6 +663,50 @@ class MetricSums(Rule):
             for name in names
         ]
         return cst.FlattenSentinel([updated_node, *lines])
+
+
+_TQDM = frozenset(
+    f"{module}.{name}"
+    for module in ("tqdm", "tqdm.auto", "tqdm.notebook", "tqdm.std", "tqdm.rich")
+    for name in ("tqdm", "trange")
+)
+_SAME_OBJECT = frozenset(
+    {"to", "cuda", "cpu", "float", "double", "half", "train", "eval"}
+)
+
+
+def _unwrapped(index: ModuleIndex, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``accel.prepare_model(Net().to(d))`` -> ``Net()``; ``nn.L1Loss().to(d)`` ->
+    ``nn.L1Loss()``."""
+    while True:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _SAME_OBJECT
+        ):
+            expr = expr.func.value
+        elif index.is_runtime_call(expr, "prepare_model") and expr.args:  # type: ignore[attr-defined]
+            expr = expr.args[0].value  # type: ignore[attr-defined]
+        else:
+            return expr
+
+
+def _read_of(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``f(x).item()`` and ``float(f(x))`` -> ``f(x)``."""
+    if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("item")), args=[])):
+        return value.func.value  # type: ignore[attr-defined]
+    if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
+        return value.args[0].value  # type: ignore[attr-defined]
+    return value
+
+
+def _is_number(value: cst.BaseExpression) -> bool:
+    """``x.item()``, ``float(x)``, and those times, over, plus or minus a number."""
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.BinaryOperation):
+        return _is_number(value.left) and _is_number(value.right)
+    return _read_of(value) is not value
 
 
 def _zeroes(statement: cst.CSTNode, name: str) -> bool:

@@ -8,7 +8,8 @@
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
   is what the original script printed (``scaler.scale(loss)`` backpropagates
-  ``loss``). A loss times the batch size
+  ``loss``). A sum of such losses made in that loop and only logged
+  (``errD = errD_real + errD_fake``) counts as one. A loss times the batch size
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
   combines.
 
@@ -80,7 +81,53 @@ class PrintMainProcess(Rule):
             key = self.index.key(receiver) if receiver is not None else None
             if key is not None:
                 losses.setdefault(key, set()).add(self._loop(call))
+        # `errD = errD_real + errD_fake`: a sum of backpropagated losses, logged but
+        # never backpropagated itself, is a loss of the same batch too.
+        changed = True
+        while changed:
+            changed = False
+            for key, values in self.index.values.items():
+                if key in losses or not values:
+                    continue
+                loops = [self._sum_of_losses(v, losses) for v in values]
+                if all(loops) and (common := set.intersection(*loops)):  # type: ignore[arg-type]
+                    losses[key] = common
+                    changed = True
         return losses
+
+    def _sum_of_losses(
+        self,
+        value: cst.BaseExpression | None,
+        losses: dict[Key, set[cst.CSTNode | None]],
+    ) -> set[cst.CSTNode | None] | None:
+        """The loops in which every term of ``a + b - c`` (numbers aside, one loss
+        at least) is backpropagated; None when ``value`` is not such a sum."""
+        if not (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, (cst.Add, cst.Subtract))
+        ):
+            return None
+        terms: list[cst.BaseExpression] = []
+        pending: list[cst.BaseExpression] = [value]
+        while pending:
+            term = pending.pop()
+            if isinstance(term, cst.BinaryOperation) and isinstance(
+                term.operator, (cst.Add, cst.Subtract)
+            ):
+                pending += [term.left, term.right]
+            else:
+                terms.append(term)
+        loops: set[cst.CSTNode | None] | None = None
+        for term in terms:
+            if isinstance(term, (cst.Integer, cst.Float)):
+                continue
+            key = self.index.key(term)
+            if key is None or key not in losses:
+                return None
+            loops = set(losses[key]) if loops is None else loops & losses[key]
+        if loops is None:
+            return None
+        return {loop for loop in loops if self._loop(value) is loop} or None
 
     def _loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         for ancestor in self.index.ancestors(node):

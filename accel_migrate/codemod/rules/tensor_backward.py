@@ -114,18 +114,24 @@ class TensorBackward(Rule):
             else updated_func.value
         )
         args = [cst.Arg(value=receiver), *updated_node.args]
+        # The call is rewritten either way (accel.backward is what every process
+        # must call); a concern makes it one needs-review finding, not also "fixed".
+        concerns = []
         if self._sum_reduced(func.value):
-            self.report(
-                original_node,
-                "needs-review",
-                'loss uses reduction="sum": each process sums its share of the batch, so the averaged gradient is 1/world_size of the original',
+            concerns.append(
+                'the loss uses reduction="sum": each process sums its share of the batch, so the averaged gradient is 1/world_size of the original'
             )
         if self._retains_graph(original_node):
+            concerns.append(
+                "retain_graph=True: under DDP a second backward through the same forward is not averaged across processes; add the losses and call accel.backward once"
+            )
+        if concerns:
             self.report(
                 original_node,
                 "needs-review",
-                "retain_graph=True: under DDP a second backward through the same forward is not averaged across processes; add the losses and call accel.backward once",
+                "x.backward() -> accel.backward(x), but " + "; ".join(concerns),
             )
+            return self.runtime_call("backward", args)
         self.report(original_node, "fixed", "x.backward() -> accel.backward(x)")
         return self.runtime_call("backward", args)
 

@@ -26,6 +26,13 @@ file again further down, ``accel.barrier()`` follows the save so that no process
 reads it before it is written (needs-review where only some processes reach the
 save). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
 process has its own buffer and reads it back.
+
+A save into a file the script opens from a path, ``with open(path, "wb") as f:
+torch.save(obj, f)``, would be every process writing the same file: when the
+``with`` holds nothing else it becomes ``accel.save(obj, path)``. Otherwise the
+save is left as it is, and the write-mode ``open`` is opened on the main process
+only (AM017); a handle opened in a mode that cannot be read from the code is
+reported as needs-review.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from ..patterns import string_value
 from ..rule import Rule
 
 _SAVE = {"torch.save", "torch.serialization.save"}
@@ -55,10 +63,177 @@ class TorchSave(Rule):
         target = _target(original_node)
         if target is not None and self._in_memory(target):
             return updated_node  # every process writes its own buffer: nothing shared
+        if original_node in self.collapsed_saves:
+            return updated_node  # the whole `with open(...)` becomes accel.save
+        if target is not None and self._opened_handle(target) is not None:
+            opened = self._opened_handle(target)
+            if opened is not None and write_mode(opened) is None:
+                self.report(
+                    original_node,
+                    "needs-review",
+                    "torch.save into a file opened from a path: every process writes the same file; save with accel.save(obj, path)",
+                )
+            # A write-mode `open(...)` is opened on the main process only (AM017):
+            # the other processes write into a stand-in that keeps nothing.
+            return updated_node
         self.report(
             original_node, "fixed", "torch.save -> accel.save (main process, atomic)"
         )
         return updated_node.with_changes(func=self.runtime_attr("save"))
+
+    # -- saves into a file handle --------------------------------------------------------
+    def _opened_handle(self, target: cst.BaseExpression) -> cst.Call | None:
+        """The ``open(path, ...)`` call whose file ``target`` names: the target of
+        an enclosing ``with open(...) as f``, or a variable only ever set to
+        ``open(...)``."""
+        if not isinstance(target, cst.Name):
+            return None
+        for ancestor in self.index.ancestors(target):
+            if isinstance(ancestor, cst.With):
+                for item in ancestor.items:
+                    if (
+                        item.asname is not None
+                        and isinstance(item.asname.name, cst.Name)
+                        and item.asname.name.value == target.value
+                    ):
+                        opened = item.item
+                        if self.is_call_to(opened, OPEN_CALLS):
+                            return opened  # type: ignore[return-value]
+                        return None
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                break
+        key = self.index.key(target)
+        if key is None:
+            return None
+        values = self.index.values.get(key, [])
+        if values and all(self.is_call_to(v, OPEN_CALLS) for v in values):
+            return values[0]  # type: ignore[return-value]
+        return None
+
+    def _collapsible(
+        self, node: cst.With
+    ) -> tuple[cst.Call, cst.BaseExpression] | None:
+        """``with open(path, "wb") as f: torch.save(obj, f)``, and nothing else: the
+        save and the path."""
+        if len(node.items) != 1 or node.asynchronous is not None:
+            return None
+        item = node.items[0]
+        opened = item.item
+        if not (
+            self.is_call_to(opened, OPEN_CALLS)
+            and isinstance(item.asname, cst.AsName)
+            and isinstance(item.asname.name, cst.Name)
+        ):
+            return None
+        assert isinstance(opened, cst.Call)
+        mode = write_mode(opened)
+        if mode is None or "w" not in mode or len(opened.args) > 2:
+            return None
+        if any(
+            arg.keyword is not None and arg.keyword.value != "mode"
+            for arg in opened.args
+        ):
+            return None
+        body = node.body
+        if not (
+            isinstance(body, cst.IndentedBlock)
+            and len(body.body) == 1
+            and isinstance(body.body[0], cst.SimpleStatementLine)
+            and len(body.body[0].body) == 1
+            and isinstance(body.body[0].body[0], cst.Expr)
+        ):
+            return None
+        save = body.body[0].body[0].value
+        if not self.is_call_to(save, _SAVE):
+            return None
+        assert isinstance(save, cst.Call)
+        handle = item.asname.name.value
+        target = _target(save)
+        if not (isinstance(target, cst.Name) and target.value == handle):
+            return None
+        obj = _argument(save, 0, "obj")
+        if obj is None or any(
+            n.value == handle for n in m.findall(obj, m.Name())  # type: ignore[attr-defined]
+        ):
+            return None
+        if any(
+            arg.keyword is not None and arg.keyword.value not in ("obj", "f")
+            for arg in save.args
+        ):
+            return None
+        return save, opened.args[0].value
+
+    @cached_property
+    def collapsed_saves(self) -> set[cst.Call]:
+        return {
+            found[0]
+            for with_node in m.findall(self.index.module, m.With())
+            if (found := self._collapsible(with_node)) is not None  # type: ignore[arg-type]
+        }
+
+    def leave_With(
+        self, original_node: cst.With, updated_node: cst.With
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        found = self._collapsible(original_node)
+        if found is None:
+            return updated_node
+        save, path = found
+        body = updated_node.body
+        assert isinstance(body, cst.IndentedBlock)
+        line = body.body[0]
+        assert isinstance(line, cst.SimpleStatementLine)
+        updated_save = line.body[0].value  # type: ignore[attr-defined]
+        obj = _argument(updated_save, 0, "obj")
+        assert obj is not None
+        new_path = updated_node.items[0].item.args[0].value  # type: ignore[attr-defined]
+        call = self.runtime_call("save", [cst.Arg(value=obj), cst.Arg(value=new_path)])
+        self.report(
+            save,
+            "fixed",
+            "torch.save into a file opened from a path -> accel.save(obj, path) (main process, atomic)",
+        )
+        statement = cst.SimpleStatementLine(
+            body=[cst.Expr(call)],
+            leading_lines=updated_node.leading_lines,
+            trailing_whitespace=line.trailing_whitespace,
+        )
+        if not self._read_again(path, save):
+            return statement
+        if not self.index.uniform(original_node):
+            self.report(
+                save,
+                "needs-review",
+                "the file is loaded again later, but saved where only some processes go: the others may read it before the main process has written it",
+            )
+            return statement
+        self.report(
+            save,
+            "fixed",
+            "the file is loaded again later -> accel.barrier() after the save, so that no process reads it before it is written",
+        )
+        barrier = cst.SimpleStatementLine(
+            body=[cst.Expr(self.runtime_call("barrier", []))]
+        )
+        return cst.FlattenSentinel([statement, barrier])
+
+    def _read_again(self, path: cst.BaseExpression, save: cst.Call) -> bool:
+        line = self.get_metadata(PositionProvider, save).start.line
+        for call in self.index.calls:
+            if not (self.is_call_to(call, _LOAD) or self.is_call_to(call, OPEN_CALLS)):
+                continue
+            source = (
+                _argument(call, 0, "f")
+                if self.is_call_to(call, _LOAD)
+                else (call.args[0].value if call.args else None)
+            )
+            if source is None:
+                continue
+            if self.is_call_to(source, OPEN_CALLS) and source.args:  # type: ignore[attr-defined]
+                source = source.args[0].value  # type: ignore[attr-defined]
+            later = self.get_metadata(PositionProvider, call).start.line
+            if later > line and self._same_file(path, source):
+                return True
+        return False
 
     @cached_property
     def read_back(self) -> set[cst.Call]:
@@ -75,6 +250,8 @@ class TorchSave(Rule):
                 continue
             target = _target(call)
             if target is None or self._in_memory(target):
+                continue
+            if call in self.collapsed_saves or self._opened_handle(target):
                 continue
             line = self.get_metadata(PositionProvider, call).start.line
             if any(
@@ -127,6 +304,17 @@ class TorchSave(Rule):
 
 
 _BUFFERS = {"io.BytesIO", "_io.BytesIO"}
+OPEN_CALLS = frozenset({"builtins.open", "io.open"})
+
+
+def write_mode(call: cst.Call) -> str | None:
+    """The mode of ``open(path, mode)`` when it writes (``w``, ``a``, ``x`` or
+    ``+``), given as a string literal; None otherwise."""
+    mode = _argument(call, 1, "mode")
+    value = string_value(mode) if mode is not None else None
+    if value is not None and any(c in value for c in "wax+"):
+        return value
+    return None
 
 
 def _target(call: cst.Call) -> cst.BaseExpression | None:

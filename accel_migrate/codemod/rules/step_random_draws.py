@@ -1,0 +1,78 @@
+"""AM020 step-random-draws: random numbers drawn in a training step differ from the original's.
+
+## What
+Reports, as needs-review, a random draw (``torch.randn``, ``torch.rand``,
+``torch.randint``, ``torch.randperm``, ``torch.normal``, ``random.*``,
+``numpy.random.*``) made in a training step that reads a data loader: inside a
+loop that runs a backward and takes its batches from a loader, in the step
+itself or in a function the step calls. Draws from an explicit ``generator=``
+and draws in setup code before training are not reported, nor are draws in a
+loop that reads no loader (AM019 reports that loop: every process makes the
+same data there). Nothing is rewritten.
+
+## Why
+The original script draws the random numbers of a step for the whole batch (GAN
+noise ``torch.randn(b_size, nz)``, diffusion time steps, masks, augmentation
+choices) from one random state. After migration each process draws its own,
+from its own state, for its share of the batch: the numbers are not slices of the
+original's (processes seeded alike may even draw the same numbers), so the loss
+curve cannot match the original's step for step, although training is just as
+valid statistically.
+
+## Example
+```python
+# before
+for real, _ in loader:
+    noise = torch.randn(real.size(0), nz, device=device)
+    loss = criterion(netD(netG(noise)), ones)
+    loss.backward()
+# after
+# (unchanged: reported as needs-review)
+for real, _ in loader:
+    noise = torch.randn(real.size(0), nz, device=device)
+    loss = criterion(netD(netG(noise)), ones)
+    accel.backward(loss)
+```
+
+## Fix safety
+Report only. Where step-for-step parity matters, draw the numbers for the whole
+global batch from a generator seeded alike on every process and take this
+process's rows, or accept that the run is statistically, not numerically,
+equivalent.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..divergence import is_random_draw
+from ..rule import Rule
+
+
+class StepRandomDraws(Rule):
+    code = "AM020"
+    name = "step-random-draws"
+    summary = "random draws in a training step -> reported (each process draws its own)"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = [q for q in self.qualnames(node.func) if is_random_draw(q)]
+        if not names:
+            return
+        if any(
+            arg.keyword is not None and arg.keyword.value == "generator"
+            for arg in node.args
+        ):
+            return
+        for path in self.index.loop_paths(node):
+            if any(self.index.runs_backward(loop.body) for loop in path) and any(
+                self.index.reads_loader(loop) for loop in path
+            ):
+                name = sorted(names)[0]
+                self.report(
+                    node,
+                    "needs-review",
+                    f"random draw in a training step (`{name}`): each process draws its own "
+                    "numbers for its share of the batch, not its slice of the original's; "
+                    "the losses will not match the original's step for step",
+                )
+                return

@@ -1,0 +1,124 @@
+"""AM019 unsharded-data: a training loop that does not read a data loader trains every process on all the data.
+
+## What
+Reports, as needs-review, a loop that runs a backward (directly or through the
+script's own functions) and takes its batches out of data made before it,
+without a ``DataLoader``: a slice of a tensor or list (``data[i:i + n]``, also
+in a function it calls, ``get_batch(train_data, i)``) or an item picked by the
+loop's counter (``x[i]``), when neither it nor any loop around it can read a
+loader: every one of them is a ``for`` over ``range(...)`` (or
+``itertools.count()``, or a literal list, also through ``enumerate`` or
+``tqdm``), or a ``while`` that calls no ``next(...)``. A loop over anything else
+(a loader, a parameter, a generator) may be reading a loader, and a step that
+makes its own data (``torch.randn(...)``) has none to split: neither is
+reported. Nothing is rewritten.
+
+## Why
+The runtime gives each process its share of the data through
+``accel.prepare_dataloader`` (AM006). Data that does not go through a loader is
+not split: every process trains on all of it, in the same order, so a run on N
+processes does the work of one N times over (its gradients are the same on every
+process, and so is the result).
+
+## Example
+```python
+# before
+for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+    data, targets = get_batch(train_data, i)
+    loss = criterion(model(data), targets)
+    loss.backward()
+# after
+# (unchanged: reported as needs-review)
+for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+    data, targets = get_batch(train_data, i)
+    loss = criterion(model(data), targets)
+    accel.backward(loss)
+```
+
+## Fix safety
+Report only. To split such data, wrap it in a ``Dataset`` and a ``DataLoader``,
+or take this process's part by hand (``train_data[accel.rank()::accel.world_size()]``,
+keeping in mind that the loss is then a mean over a smaller batch).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..rule import Rule
+
+MESSAGE = (
+    "the training data is not split across processes: each trains on all of it "
+    "(this loop runs a backward on data sliced without a data loader; read it "
+    "through a torch.utils.data.DataLoader, or take this process's part with "
+    "accel.rank())"
+)
+
+
+def _targets(loop: cst.For | cst.While) -> set[str]:
+    if not isinstance(loop, cst.For):
+        return set()
+    return {n.value for n in m.findall(loop.target, m.Name())}  # type: ignore[attr-defined]
+
+
+class UnshardedData(Rule):
+    code = "AM019"
+    name = "unsharded-data"
+    summary = "training loop without a data loader -> reported (every process trains on all the data)"
+
+    def visit_Module(self, node: cst.Module) -> None:
+        reported: set[cst.CSTNode] = set()
+        for call in self.index.calls:
+            if not self.index.is_backward_call(call):
+                continue
+            for path in self.index.loop_paths(call):
+                if not path or not all(self.index.reads_no_data(loop) for loop in path):
+                    continue  # a loop that reads a loader, or may
+                loop = path[0]
+                if not self._reads_stored_data(loop.body, path, 0):
+                    continue  # data made in the step: the same on every process
+                if loop not in reported:
+                    reported.add(loop)
+                    self.report(loop, "needs-review", MESSAGE)
+
+    def _reads_stored_data(
+        self,
+        body: cst.CSTNode,
+        path: tuple[cst.For | cst.While, ...],
+        depth: int,
+    ) -> bool:
+        """Does the step take its data out of something made before it: a slice
+        (``data[i:i + n]``) or an item picked by a loop counter (``x[i]``) of a
+        variable it does not set itself, here or in a function it calls
+        (``get_batch(train_data, i)``)?"""
+        counters = set().union(*(_targets(loop) for loop in path))
+        assigned = {
+            n.value  # type: ignore[attr-defined]
+            for target in m.findall(body, m.AssignTarget())
+            for n in m.findall(target, m.Name())  # type: ignore[arg-type]
+        }
+        for node in m.findall(body, m.Subscript(value=m.Name())):
+            assert isinstance(node, cst.Subscript)
+            base = node.value
+            assert isinstance(base, cst.Name)
+            if base.value in assigned or base.value in counters:
+                continue
+            for element in node.slice:
+                index = element.slice
+                if isinstance(index, cst.Slice):
+                    return True
+                if isinstance(index, cst.Index) and any(
+                    n.value in counters  # type: ignore[attr-defined]
+                    for n in m.findall(index.value, m.Name())
+                ):
+                    return True
+        if depth >= 2:
+            return False
+        for call in m.findall(body, m.Call()):
+            target = self.index.callee(call)  # type: ignore[arg-type]
+            if target is not None and self._reads_stored_data(
+                target[0].body, (), depth + 1
+            ):
+                return True
+        return False
