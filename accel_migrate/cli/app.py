@@ -48,6 +48,7 @@ def cli() -> None:
     accel-migrate PATH...            show the diff and findings; write nothing
     accel-migrate PATH... --write    rewrite the files in place
     accel-migrate PATH... --check    exit 1 if anything would change
+    accel-migrate PATH... --diff     a plain diff that `git apply` accepts
     accel-migrate -                  read stdin, write the migrated code to stdout
     accel-migrate launch --nproc 2 train.py ARGS...
     accel-migrate verify train.py -- ARGS...   compare the original's and the migrated losses
@@ -68,6 +69,28 @@ def cli() -> None:
     help="Print a plain unified diff (with --check too).",
 )
 @click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "github", "sarif"]),
+    default="text",
+    show_default=True,
+    help="How to report: for people, for scripts, GitHub annotations, SARIF 2.1.0.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Files migrated in parallel (default: the number of CPUs).",
+)
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Read the settings from FILE, not from the nearest pyproject.toml.",
+)
+@click.option(
     "--select",
     default=None,
     metavar="CODES",
@@ -75,9 +98,37 @@ def cli() -> None:
 )
 @click.option(
     "--ignore",
-    default="",
+    default=None,
     metavar="CODES",
     help="Comma-separated rule codes (prefixes) to skip.",
+)
+@click.option(
+    "--exclude",
+    default=None,
+    metavar="PATTERNS",
+    help="Comma-separated gitignore-style patterns; replaces the default excludes.",
+)
+@click.option(
+    "--extend-exclude",
+    default=None,
+    metavar="PATTERNS",
+    help="Comma-separated gitignore-style patterns to exclude as well.",
+)
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply the excludes to files named on the command line too (pre-commit).",
+)
+@click.option(
+    "--respect-gitignore/--no-respect-gitignore",
+    default=None,
+    help="Skip what .gitignore files ignore (default: yes).",
+)
+@click.option(
+    "--alias",
+    default=None,
+    metavar="NAME",
+    help="Name of the runtime import (import accel_migrate.runtime as NAME).",
 )
 @click.option(
     "--color/--no-color",
@@ -90,8 +141,16 @@ def migrate(
     write: bool,
     check: bool,
     plain_diff: bool,
+    output_format: str,
+    jobs: int | None,
+    config: str | None,
     select: str | None,
-    ignore: str,
+    ignore: str | None,
+    exclude: str | None,
+    extend_exclude: str | None,
+    force_exclude: bool,
+    respect_gitignore: bool | None,
+    alias: str | None,
     color: bool | None,
     quiet: bool,
 ) -> int:
@@ -102,12 +161,24 @@ def migrate(
         raise click.UsageError("--write and --check exclude each other")
     if "-" in paths and len(paths) > 1:
         raise click.UsageError("'-' (stdin) cannot be combined with other paths")
+    if "-" in paths and output_format != "text":
+        raise click.UsageError("'-' (stdin) works with --output-format text only")
     return run_migrate(
         list(paths),
         mode="write" if write else "check" if check else "preview",
         plain_diff=plain_diff,
+        output_format=output_format,
+        jobs=jobs,
+        config=config,
         select=_codes(select) if select is not None else None,
-        ignore=_codes(ignore),
+        ignore=_codes(ignore) if ignore is not None else None,
+        exclude=_patterns(exclude) if exclude is not None else None,
+        extend_exclude=(
+            _patterns(extend_exclude) if extend_exclude is not None else None
+        ),
+        force_exclude=force_exclude,
+        respect_gitignore=respect_gitignore,
+        alias=alias,
         color=color,
         quiet=quiet,
     )
@@ -241,6 +312,10 @@ def rules(code: str | None) -> int:
 
 def _codes(raw: str) -> frozenset[str]:
     return frozenset(c.strip().upper() for c in raw.split(",") if c.strip())
+
+
+def _patterns(raw: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,16 +1,53 @@
-"""``accel-migrate PATH...``: migrate files, show or write the result, report."""
+"""``accel-migrate PATH...``: find the files, migrate them (in parallel), show or
+write the result, report.
+
+Writes happen here, in this process, one file at a time and in the order the files
+were found; each is atomic. An interrupt (SIGINT, SIGTERM) stops the run between
+two writes: every file is either as it was or fully migrated.
+"""
 
 from __future__ import annotations
 
+import ast
+import signal
 import sys
-from typing import Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
 
 from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
+from ..codemod.findings import Failure
 from . import render
-from .app import EXIT_FAILED, EXIT_OK, EXIT_WOULD_CHANGE
-from .files import FileError, discover, read_source, write_atomic
+from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WOULD_CHANGE
+from .batch import Batch, default_jobs
+from .config import ConfigError, Settings, load_settings
+from .files import FileError, discover, write_atomic
+from .report_formats import Report, to_github, to_json, to_sarif
 
 Mode = Literal["preview", "write", "check"]
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so that ``finally`` blocks run."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_migrate(
@@ -18,55 +55,152 @@ def run_migrate(
     *,
     mode: Mode,
     plain_diff: bool,
-    select: frozenset[str] | None,
-    ignore: frozenset[str],
+    output_format: str = "text",
+    jobs: int | None = None,
+    config: str | None = None,
+    select: frozenset[str] | None = None,
+    ignore: frozenset[str] | None = None,
+    exclude: tuple[str, ...] | None = None,
+    extend_exclude: tuple[str, ...] | None = None,
+    force_exclude: bool = False,
+    respect_gitignore: bool | None = None,
+    alias: str | None = None,
+    color: bool | None = None,
+    quiet: bool = False,
+) -> int:
+    try:
+        settings = load_settings(
+            paths,
+            config=config,
+            select=select,
+            ignore=ignore,
+            exclude=exclude,
+            extend_exclude=extend_exclude,
+            respect_gitignore=respect_gitignore,
+            alias=alias,
+        )
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    options = MigrateOptions(
+        select=settings.select, ignore=settings.ignore, alias=settings.alias
+    )
+    if paths == ["-"]:
+        return _run_stdin(options, mode, plain_diff)
+    with _sigterm_raises():
+        try:
+            return _run_files(
+                paths,
+                settings,
+                options,
+                mode=mode,
+                plain_diff=plain_diff,
+                output_format=output_format,
+                jobs=jobs or default_jobs(),
+                force_exclude=force_exclude,
+                color=color,
+                quiet=quiet,
+            )
+        except KeyboardInterrupt:
+            code = EXIT_INTERRUPTED
+        except Terminated:
+            code = EXIT_TERMINATED
+    print(
+        "error: interrupted; every file is either unchanged or fully migrated",
+        file=sys.stderr,
+    )
+    return code
+
+
+def _run_files(
+    paths: list[str],
+    settings: Settings,
+    options: MigrateOptions,
+    *,
+    mode: Mode,
+    plain_diff: bool,
+    output_format: str,
+    jobs: int,
+    force_exclude: bool,
     color: bool | None,
     quiet: bool,
 ) -> int:
-    options = MigrateOptions(select=select, ignore=ignore)
-    if paths == ["-"]:
-        return _run_stdin(options, mode, plain_diff)
+    text = output_format == "text"
     out_color = sys.stdout.isatty() if color is None else color
     err_color = sys.stderr.isatty() if color is None else color
-    results: list[MigrationResult] = []
-    failures: list[str] = []
-    for path in discover(paths):
-        try:
-            result = migrate_source(read_source(path), path, options)
-        except (FileError, MigrationError) as exc:
-            failures.append(str(exc))
-            continue
-        except Exception as exc:  # a bug must not stop the batch or lose the file
-            failures.append(f"{path}:1:1: internal error: {type(exc).__name__}: {exc}")
-            continue
-        if result.changed:
-            if mode == "preview" or plain_diff:
-                render.write_diff(
-                    render.unified_diff(result),
-                    sys.stdout,
-                    out_color and not plain_diff,
-                )
-            if mode == "write":
-                try:
-                    write_atomic(
-                        path,
-                        (
-                            result.output
-                            if isinstance(result.output, bytes)
-                            else result.output.encode()
-                        ),
-                    )
-                except FileError as exc:
-                    failures.append(str(exc))
-                    continue
-        results.append(result)
-    sys.stdout.flush()
-    render.write_report(
-        results, failures, sys.stderr, err_color, mode=mode, quiet=quiet
+    # Diffs go to stdout in the text format (always in preview mode, with --diff
+    # otherwise); the other formats carry them only when --diff asks for them.
+    show_diff = plain_diff or (text and mode == "preview")
+    print_diff = show_diff and output_format in ("text", "github")
+    files = list(discover(paths, settings, force_exclude=force_exclude))
+    report = Report(mode=mode)
+    batch = Batch(files, options, jobs=jobs)
+    bar_wanted = (
+        not quiet and len(files) > 1 and sys.stdout.isatty() and sys.stderr.isatty()
     )
-    if failures:
+    batch.start()  # worker processes exist before the progress bar's thread
+    with render.ProgressBar(len(files), enabled=bar_wanted) as bar:
+        batch.on_done = bar.advance
+        try:
+            for _, outcome in batch.results():
+                if isinstance(outcome, MigrationResult) and outcome.changed:
+                    if show_diff:
+                        diff = render.unified_diff(outcome)
+                        if print_diff:
+                            render.write_diff(
+                                diff, sys.stdout, out_color and not plain_diff
+                            )
+                        else:
+                            report.diffs[len(report.outcomes)] = diff
+                    if mode == "write":
+                        outcome = _write(outcome)  # type: ignore[assignment]
+                report.outcomes.append(outcome)
+        finally:
+            batch.stop()
+    sys.stdout.flush()
+    report.exit_code = _exit_code(report, mode)
+    if output_format == "json":
+        sys.stdout.write(to_json(report))
+    elif output_format == "sarif":
+        sys.stdout.write(to_sarif(report))
+    elif output_format == "github":
+        sys.stdout.write(to_github(report))
+        print(render.summary(report.outcomes, mode), file=sys.stderr)
+    else:
+        render.write_report(
+            report.outcomes, sys.stderr, err_color, mode=mode, quiet=quiet
+        )
+    return report.exit_code
+
+
+def _write(result: MigrationResult) -> MigrationResult | Failure:
+    """Write ``result`` in place: only output that parses, only over the bytes
+    that were read."""
+    source, output = _as_bytes(result.source), _as_bytes(result.output)
+    try:
+        ast.parse(output)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return Failure(
+            result.path,
+            getattr(exc, "lineno", None) or 1,
+            1,
+            "internal error: the migrated code does not parse; file left unchanged",
+        )
+    try:
+        write_atomic(result.path, output, expected=source)
+    except FileError as exc:
+        return Failure(result.path, 1, 1, exc.message)
+    return result
+
+
+def _as_bytes(data: str | bytes) -> bytes:
+    return data if isinstance(data, bytes) else data.encode()
+
+
+def _exit_code(report: Report, mode: Mode) -> int:
+    if report.failures:
         return EXIT_FAILED
-    if mode == "check" and any(r.changed for r in results):
+    if mode == "check" and any(r.changed for r in report.results):
         return EXIT_WOULD_CHANGE
     return EXIT_OK
 
@@ -77,6 +211,8 @@ def _run_stdin(options: MigrateOptions, mode: Mode, plain_diff: bool) -> int:
         result = migrate_source(source, "<stdin>", options)
     except (FileError, MigrationError) as exc:
         error = str(exc)
+    except RecursionError:
+        error = "<stdin>:1:1: cannot migrate: the code is nested too deeply"
     except Exception as exc:  # a bug must not lose the input
         error = f"<stdin>:1:1: internal error: {type(exc).__name__}: {exc}"
     else:

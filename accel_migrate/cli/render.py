@@ -1,7 +1,8 @@
-"""Rendering results for people: diffs, the findings table, the summary line.
+"""Rendering results for people: diffs, the findings table, the summary tables and
+line, the progress bar.
 
-The only place that turns findings into text. Imported lazily: rich is not needed
-for ``--help``.
+With report_formats.py (JSON, GitHub, SARIF), the only place that turns findings
+into text. Imported lazily: rich is not needed for ``--help``.
 """
 
 from __future__ import annotations
@@ -12,13 +13,22 @@ import os
 import tokenize
 from collections import Counter
 from collections.abc import Sequence
+from types import TracebackType
 from typing import IO
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
-from ..codemod.findings import MigrationResult
+from ..codemod.findings import Failure, MigrationResult
+from .report_formats import Outcome, display_path, rule_names, summarize
 
 _STATUS_STYLE = {"fixed": "green", "needs-review": "bold yellow", "info": "cyan"}
 
@@ -28,17 +38,6 @@ def decode(source: str | bytes) -> str:
         return source
     encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
     return source.decode(encoding)
-
-
-def display_path(path: str) -> str:
-    """Relative to the working folder when inside it (what ``git apply`` expects)."""
-    if path in ("-", "<stdin>"):
-        return path
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
 
 
 def _lines(text: str) -> list[str]:
@@ -108,14 +107,17 @@ def findings_table(results: Sequence[MigrationResult]) -> Table | None:
 
 
 def write_report(
-    results: Sequence[MigrationResult],
-    failures: Sequence[str],
+    outcomes: Sequence[Outcome],
     stream: IO[str],
     color: bool,
     *,
     mode: str,
     quiet: bool = False,
 ) -> None:
+    """Findings table, the summary tables (for more than one file), one line per
+    failure, and the summary line last."""
+    results = [o for o in outcomes if isinstance(o, MigrationResult)]
+    failures = [o for o in outcomes if isinstance(o, Failure)]
     console = Console(
         file=stream,
         force_terminal=color,
@@ -128,13 +130,62 @@ def write_report(
     table = None if quiet else findings_table(results)
     if table is not None:
         console.print(table)
+    if not quiet and len(outcomes) > 1:
+        for part in summary_tables(outcomes, mode):
+            console.print(part)
     # One line each, however long: editors and grep read ``path:line:col: ...``.
     for failure in failures:
         console.print(Text(f"error: {failure}", style="bold red"), soft_wrap=True)
-    console.print(summary(results, len(failures), mode), soft_wrap=True)
+    console.print(summary(outcomes, mode), soft_wrap=True)
 
 
-def summary(results: Sequence[MigrationResult], failed: int, mode: str) -> str:
+def summary_tables(outcomes: Sequence[Outcome], mode: str) -> list[Table]:
+    """Files by status; rewrites per rule; the findings that need review."""
+    counts = summarize(outcomes)
+    files = Table(title="summary", title_justify="left", show_header=False)
+    files.add_column("what")
+    files.add_column("files", justify="right")
+    files.add_row("scanned", str(counts.scanned))
+    files.add_row(
+        "migrated" if mode == "write" else "would be migrated", str(counts.changed)
+    )
+    files.add_row("unchanged", str(counts.unchanged))
+    files.add_row("skipped", str(counts.skipped_total))
+    for reason in (
+        "not a training entry point",
+        "already distributed",
+        "suppressed",
+        "generated",
+    ):
+        files.add_row(f"  {reason}", str(counts.skipped.get(reason, 0)))
+    files.add_row("failed", str(counts.failed))
+    files.add_row("statements suppressed", str(counts.suppressed))
+    tables = [files]
+    if counts.rewrites:
+        names = rule_names()
+        rewrites = Table(title="rewrites per rule", title_justify="left")
+        rewrites.add_column("rule")
+        rewrites.add_column("name")
+        rewrites.add_column("rewrites", justify="right")
+        for code, number in counts.rewrites.items():
+            rewrites.add_row(code, names.get(code, ("",))[0], str(number))
+        tables.append(rewrites)
+    if counts.review:
+        review = Table(title="needs review", title_justify="left")
+        review.add_column("location", no_wrap=True)
+        review.add_column("rule")
+        review.add_column("message")
+        for path, finding in counts.review:
+            review.add_row(
+                f"{display_path(path)}:{finding.line}", finding.code, finding.message
+            )
+        tables.append(review)
+    return tables
+
+
+def summary(outcomes: Sequence[Outcome], mode: str) -> str:
+    results = [o for o in outcomes if isinstance(o, MigrationResult)]
+    failed = len(outcomes) - len(results)
     counts = Counter(r.status for r in results)
     verb = "migrated" if mode == "write" else "would be migrated"
     parts = [f"{counts['changed']} file{'s' if counts['changed'] != 1 else ''} {verb}"]
@@ -147,12 +198,58 @@ def summary(results: Sequence[MigrationResult], failed: int, mode: str) -> str:
                 f"{n} skipped ({reason})" for reason, n in sorted(reasons.items())
             )
         )
+    suppressed = sum(len(r.suppressed) for r in results)
+    if suppressed:
+        parts.append(
+            f"{suppressed} statement{'s' if suppressed != 1 else ''} suppressed"
+        )
     review = sum(len(r.needs_review) for r in results)
     if review:
         parts.append(f"{review} finding{'s' if review != 1 else ''} need review")
     if failed:
         parts.append(f"{failed} failed")
     return ", ".join(parts) + "."
+
+
+class ProgressBar:
+    """A transient progress bar on stderr, for runs on a terminal."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task = None
+        self.total = total
+
+    def __enter__(self) -> ProgressBar:
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("migrating"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("files"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+                redirect_stdout=True,
+                redirect_stderr=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("migrate", total=self.total)
+        return self
+
+    def advance(self) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
 
 def _width(stream: IO[str]) -> int | None:

@@ -1,0 +1,259 @@
+"""Migrating many files: in this process, or in worker processes (``--jobs N``).
+
+Workers only read and migrate; they hand back plain data (a result, or a Failure)
+and never write. The caller writes, one file at a time, in the order the files were
+found, so an interrupt can stop the run between two atomic writes only.
+
+A worker that dies (a crash in native code, the out-of-memory killer) breaks the
+pool; the files it may have been working on are then run one at a time, each in a
+fresh process, so the culprit is named and every other file is still done.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+
+from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
+from ..codemod.findings import Failure
+from .files import FileError, read_source
+
+Outcome = MigrationResult | Failure
+Task = Callable[[str, str, MigrateOptions], Outcome]
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def migrate_file(path: str, location: str, options: MigrateOptions) -> Outcome:
+    """Read ``location`` and migrate it; ``path`` is how the user named it.
+
+    Everything that can go wrong with one file comes back as a Failure.
+    """
+    try:
+        source = read_source(location)
+    except FileError as exc:
+        return Failure(path, 1, 1, exc.message)
+    try:
+        result = migrate_source(source, path, options)
+    except MigrationError as exc:
+        return exc.failure()
+    except RecursionError:
+        return Failure(path, 1, 1, "cannot migrate: the code is nested too deeply")
+    except MemoryError:
+        return Failure(path, 1, 1, "cannot migrate: out of memory")
+    except Exception as exc:  # a bug must not stop the batch or lose the file
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        return Failure(path, 1, 1, f"internal error: {type(exc).__name__}: {message}")
+    return result
+
+
+def _light(outcome: Outcome) -> Outcome:
+    """What crosses the process boundary: sources only for files that change."""
+    if isinstance(outcome, MigrationResult) and not outcome.changed:
+        empty = b"" if isinstance(outcome.source, bytes) else ""
+        return replace(outcome, source=empty, output=empty)
+    return outcome
+
+
+def _work(task: Task, path: str, location: str, options: MigrateOptions) -> Outcome:
+    return _light(task(path, location, options))
+
+
+def _init_worker(run_pid: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent decides, workers go on
+    # until it stops them.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threading.Thread(
+        target=_exit_when_gone, args=(run_pid,), name="run-watch", daemon=True
+    ).start()
+
+
+def _run_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # killed but not yet reaped by its own parent: gone for our purposes
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _exit_when_gone(run_pid: int) -> None:
+    """A killed run (SIGKILL, the OOM killer) must not leave workers migrating on.
+
+    The workers' parent is the forkserver, which outlives the run while any worker
+    holds its liveness pipe, so the kernel's parent-death signal cannot help here.
+    """
+    while _run_alive(run_pid):
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """forkserver where there is one: workers start from a clean, preloaded process
+    (no threads of ours, no state of the caller), and fast."""
+    if (
+        sys.platform != "win32"
+        and "forkserver" in multiprocessing.get_all_start_methods()
+    ):
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["accel_migrate.cli.batch"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class Batch:
+    """Run ``task`` over ``paths``; ``results()`` yields them in ``paths`` order."""
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        options: MigrateOptions,
+        *,
+        jobs: int,
+        task: Task = migrate_file,
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        self.paths = list(paths)
+        self.options = options
+        self.jobs = max(1, min(jobs, len(self.paths)))
+        self.task = task
+        self.on_done = on_done or (lambda: None)
+        self.locations = [os.path.abspath(p) for p in self.paths]
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def parallel(self) -> bool:
+        return self.jobs > 1
+
+    def start(self) -> None:
+        """Start the workers (before any thread of the caller, such as a progress
+        bar, exists)."""
+        if self.parallel and self._pool is None:
+            self._pool = self._new_pool(self.jobs)
+
+    def _new_pool(self, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=_context(),
+            initializer=_init_worker,
+            initargs=(os.getpid(),),
+        )
+
+    def results(self) -> Iterator[tuple[int, Outcome]]:
+        if not self.parallel:
+            for index, path in enumerate(self.paths):
+                outcome = self.task(path, self.locations[index], self.options)
+                self.on_done()
+                yield index, outcome
+            return
+        self.start()
+        done: dict[int, Outcome] = {}
+        emitted = 0
+        try:
+            for index, outcome in self._run_parallel():
+                done[index] = outcome
+                self.on_done()
+                while emitted in done:
+                    yield emitted, done.pop(emitted)
+                    emitted += 1
+        finally:
+            self.stop()
+
+    def _order(self, indices: Sequence[int]) -> list[int]:
+        """Largest files first: the long ones do not end up alone at the end."""
+
+        def size(index: int) -> int:
+            try:
+                return os.stat(self.locations[index]).st_size
+            except OSError:
+                return 0
+
+        return sorted(indices, key=lambda i: (-size(i), i))
+
+    def _run_parallel(self) -> Iterator[tuple[int, Outcome]]:
+        remaining = self._order(range(len(self.paths)))
+        while remaining:
+            assert self._pool is not None
+            pool = self._pool
+            futures: dict[Future[Outcome], int] = {
+                pool.submit(
+                    _work,
+                    self.task,
+                    self.paths[i],
+                    self.locations[i],
+                    self.options,
+                ): i
+                for i in remaining
+            }
+            order = {index: n for n, index in enumerate(remaining)}
+            unfinished = set(futures)
+            broken: list[int] = []
+            while unfinished:
+                finished, unfinished = wait(unfinished, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        outcome = future.result()
+                    except BrokenProcessPool:
+                        broken.append(futures[future])
+                        continue
+                    yield futures[future], outcome
+            if not broken:
+                return
+            # A worker died. Those it may have held are the first unfinished tasks
+            # in the order they were handed out: run them alone, then the rest.
+            pool.shutdown(wait=False, cancel_futures=True)
+            broken.sort(key=order.__getitem__)
+            suspects, rest = broken[: self.jobs + 1], broken[self.jobs + 1 :]
+            for index in suspects:
+                yield index, self._isolated(index)
+            remaining = rest
+            self._pool = self._new_pool(self.jobs) if rest else None
+
+    def _isolated(self, index: int) -> Outcome:
+        path = self.paths[index]
+        with self._new_pool(1) as pool:
+            future = pool.submit(
+                _work, self.task, path, self.locations[index], self.options
+            )
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                return Failure(
+                    path,
+                    1,
+                    1,
+                    "internal error: the process migrating this file died "
+                    "(a crash in native code, or out of memory)",
+                )
+
+    def stop(self) -> None:
+        """Stop the workers now (after an interrupt, or at the end)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=5)

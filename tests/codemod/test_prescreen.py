@@ -1,0 +1,255 @@
+"""The cheap pre-screen (text, then Python's ``ast``) and the full libcst pass agree.
+
+The pre-screen may only answer for a file the full pass leaves alone, with the same
+skip reason and findings; every other file goes to the full pass. Checked on every
+golden fixture, on a generated legacy-like tree (the benchmark's), on a sample of
+the installed torch source (all of it with ACCEL_MIGRATE_FULL_AGREEMENT=1), and on
+the cases the pre-screen has to be careful about.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.codemod import (
+    MigrateOptions,
+    MigrationError,
+    MigrationResult,
+    migrate_source,
+)
+from accel_migrate.codemod.engine import (
+    DISTRIBUTED_WORDS,
+    TRAINING_WORDS,
+    is_distributed_name,
+    prescreen,
+)
+from accel_migrate.codemod.patterns import (
+    DATALOADER_CALLS,
+    DISTRIBUTED_PREFIXES,
+    OPTIMIZER_PREFIXES,
+)
+from tests.conftest import FIXTURES, ROOT
+
+FULL = MigrateOptions(prescreen=False)
+
+
+def agree(source: bytes, path: str = "case.py") -> str:
+    """Both ways of migrating ``source`` give the same result; and the pre-screen
+    answers only for files the full pass leaves alone, with the same verdict.
+    Returns what the pre-screen decided ("full pass" when it left it to libcst)."""
+    return _agree(source, path)[0]
+
+
+def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
+    try:
+        full = migrate_source(source, path, FULL)
+    except MigrationError as exc:
+        with pytest.raises(MigrationError) as raised:
+            migrate_source(source, path)
+        assert str(raised.value) == str(exc)
+        return "error", None
+    quick = migrate_source(source, path)
+    assert (quick.output, quick.findings, quick.skip_reason, quick.suppressed) == (
+        full.output,
+        full.findings,
+        full.skip_reason,
+        full.suppressed,
+    )
+    if full.skip_reason in ("generated", "suppressed"):
+        return full.skip_reason, full  # decided before any screen
+    verdict = prescreen(source.decode("utf-8-sig", errors="replace"))
+    if verdict is None:
+        return "full pass", full
+    assert not full.changed, "the pre-screen skipped a file the full pass changes"
+    assert verdict.skip_reason == full.skip_reason
+    assert verdict.findings == full.findings
+    return verdict.skip_reason, full
+
+
+CASES = sorted(FIXTURES.glob("*/*.in.py"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_prescreen_agrees_with_the_full_pass_on_every_fixture(case: Path) -> None:
+    """Every fixture the full pass changes reaches it (is not screened out)."""
+    decided, full = _agree(case.read_bytes(), str(case))
+    if full is not None and full.changed:
+        assert decided == "full pass"
+
+
+def test_most_fixtures_are_changed() -> None:
+    """The agreement above is not vacuous: most fixtures are training scripts."""
+    changed = [c for c in CASES if b".backward(" in c.read_bytes()]
+    assert len(changed) > len(CASES) // 2
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location(
+        "codemod_throughput", ROOT / "bench" / "codemod_throughput.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_prescreen_agrees_on_the_benchmarks_mixed_tree(tmp_path: Path) -> None:
+    _bench_module().make_mixed_tree(tmp_path, files=100, seed=1)
+    decided: dict[str, int] = {}
+    for path in sorted(tmp_path.rglob("*.py")):
+        what = agree(path.read_bytes(), str(path))
+        decided[what] = decided.get(what, 0) + 1
+    # the tree has every kind: decided cheaply, left to libcst, and broken
+    assert decided["not a training entry point"] > 50
+    assert decided["already distributed"] > 0
+    assert decided["full pass"] > 10
+    assert decided["generated"] > 0
+    assert decided["error"] > 0
+
+
+def _torch_sample() -> list[Path]:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    root = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(root.rglob("*.py"))
+    if os.environ.get("ACCEL_MIGRATE_FULL_AGREEMENT") == "1":
+        return files
+    # Every file that mentions a distributed or training word with an import of
+    # torch.distributed (the hard cases), and a spread of the rest; small files only,
+    # to keep the test short (the benchmark's --agree checks the whole tree).
+    hard = [
+        f
+        for f in files
+        if f.stat().st_size < 40_000
+        and "import" in (text := f.read_text(encoding="utf-8", errors="replace"))
+        and ("torch.distributed" in text or ".backward(" in text)
+    ]
+    spread = [f for f in files[::97] if f.stat().st_size < 40_000]
+    return sorted(set(hard[::4] + spread))
+
+
+@pytest.mark.skipif(not _torch_sample(), reason="torch is not installed")
+def test_prescreen_agrees_on_the_torch_source() -> None:
+    decided: dict[str, int] = {}
+    for path in _torch_sample():
+        what = agree(path.read_bytes(), str(path))
+        decided[what] = decided.get(what, 0) + 1
+    assert decided.get("not a training entry point", 0) > 10
+    assert decided.get("already distributed", 0) > 5
+
+
+# --- the cases the pre-screen must get right -----------------------------------------
+
+LOOP = "for x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("x = 1\n", "not a training entry point"),
+        ("", "not a training entry point"),
+        ("import torch\nmodel = torch.nn.Linear(2, 2)\n", "not a training entry point"),
+        # words in strings and comments only: decided after the ast walk
+        (
+            "import torch\n# loss.backward() and torch.optim.SGD\nx = 'backward'\n",
+            "not a training entry point",
+        ),
+        ("import torch\n" + LOOP, "full pass"),
+        # optimizers and loaders through aliases
+        (
+            "from torch import optim as o\nimport torch\no.SGD([], lr=1)\n",
+            "full pass",
+        ),
+        (
+            "import torch\nfrom torch.utils.data import DataLoader as DL\nDL([])\n",
+            "full pass",
+        ),
+        ("import torch.utils.data as tud\ntud.DataLoader([])\n", "full pass"),
+        # already migrated: the runtime import makes it a training entry point
+        ("import torch\nimport accel_migrate.runtime as accel\n", "full pass"),
+        # a user's own class named like a package: libcst qualifies names with it
+        (
+            "import torch\nclass torch_thing: pass\nclass torch:\n    optim = 1\n",
+            "full pass",
+        ),
+        # distributed: the import the full screen names first
+        (
+            "import os\nfrom torch.distributed import init_process_group\n",
+            "already distributed",
+        ),
+        # a call through an alias: only libcst's scopes can say which call it is
+        (
+            "import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n",
+            "full pass",
+        ),
+        (
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+            + LOOP,
+            "already distributed",
+        ),
+        ("from accelerate import Accelerator\n", "already distributed"),
+        # a call that may be distributed before any import: libcst decides
+        (
+            "import torch\ntorch.distributed.init_process_group('gloo')\n"
+            "import torch.distributed.fsdp\n",
+            "full pass",
+        ),
+        # spaces inside a dotted import: libcst spells it differently
+        ("from torch . distributed . fsdp import X\n", "full pass"),
+        # not distributed: names that only start like a distributed package
+        (
+            "import torch\ndef accelerated_step(): pass\naccelerated_step()\n",
+            "not a training entry point",
+        ),
+        # non-ASCII before the import on the same line: columns in characters
+        (
+            "x = 'é'; import torch.distributed.launch\n",
+            "already distributed",
+        ),
+        # old Mac line endings
+        (
+            "import os\rimport torch.distributed.run\rx = 1\r",
+            "already distributed",
+        ),
+    ],
+)
+def test_prescreen_edge_cases(source: str, expected: str) -> None:
+    assert agree(source.encode()) == expected
+
+
+def test_accelerated_step_is_not_taken_for_accelerate() -> None:
+    """A script that calls its own ``accelerated_step()`` is migrated (it used to be
+    taken for an Accelerate script because the name starts with "accelerate")."""
+    source = (
+        "import torch\n"
+        "def accelerated_step(model, opt, x):\n"
+        "    loss = model(x).sum()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "model = torch.nn.Linear(2, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "accelerated_step(model, opt, torch.randn(4, 2))\n"
+    )
+    result = migrate_source(source.encode(), "train.py")
+    assert result.changed
+    assert result.skip_reason is None
+    assert not is_distributed_name("accelerated_step")
+    assert is_distributed_name("accelerate.Accelerator")
+    assert is_distributed_name("torch.distributed.launcher.api.elastic_launch")
+
+
+def test_keywords_are_derived_from_the_screens_tables() -> None:
+    """A new pattern in patterns.py is a new keyword of the pre-screen."""
+    words = {w for group in TRAINING_WORDS for w in group}
+    for name in (*DATALOADER_CALLS, *OPTIMIZER_PREFIXES):
+        assert {p for p in name.split(".") if p} <= words
+    distributed = {w for group in DISTRIBUTED_WORDS for w in group}
+    for name in DISTRIBUTED_PREFIXES:
+        assert set(name.split(".")) <= distributed
