@@ -50,9 +50,11 @@ class Runtime:
         )
         strategy_cls.check(env, config)
         self.device = pick_device(env, accelerator)
+        # DDP or FSDP asked for by name under the launcher needs a process group
+        # even in a world of one (`launch --nproc 1 --strategy ddp`).
         self.comm: Collectives = (
             ProcessGroupCollectives(env, self.device, config.timeout)
-            if env.distributed
+            if env.distributed or (env.launched and strategy_cls.distributed)
             else Collectives(env, self.device)
         )
         self.precision: Precision = precision_class(
@@ -171,16 +173,8 @@ class Runtime:
         if self._backward_checked:
             return
         self._backward_checked = True
-        if self.precision.hooks_optimizer_step and not self.optimizers():
-            # Only a prepared optimizer's step divides the loss scale back out: a
-            # script that updates parameters by hand would step with gradients
-            # 65536 times too large.
-            raise ConfigError(
-                f"precision {self.precision.name} scales the loss, and only a prepared "
-                "optimizer's step removes that scale again, but this script has no "
-                "prepared optimizer (it updates the parameters by hand?): wrap the "
-                "optimizer in accel.prepare_optimizer(...), or use --precision bf16 or fp32"
-            )
+        if not self.optimizers():
+            self._check_manual_updates()
         for module in self.modules():
             if module.forward_module is None and any(
                 p.grad is not None for p in module.original_module.parameters()
@@ -190,6 +184,28 @@ class Runtime:
                     "model itself (model(x)), not one of its submodules or methods, so "
                     "that its gradients are averaged across processes"
                 )
+
+    def _check_manual_updates(self) -> None:
+        """A script without a prepared optimizer updates the parameters by hand."""
+        if self.precision.hooks_optimizer_step:
+            # Only a prepared optimizer's step divides the loss scale back out: the
+            # update would use gradients 65536 times too large.
+            raise ConfigError(
+                f"precision {self.precision.name} scales the loss, and only a prepared "
+                "optimizer's step removes that scale again, but this script has no "
+                "prepared optimizer (it updates the parameters by hand?): wrap the "
+                "optimizer in accel.prepare_optimizer(...), or use --precision bf16 or fp32"
+            )
+        if self.strategy.shards_parameters and self.modules():
+            # In-place updates of the shards by hand were measured to drift from
+            # the original after an evaluation pass (fixtures/realworld/manual_sgd.py
+            # at world 2: 7.5e-2): refused rather than trained wrong.
+            raise ConfigError(
+                f"strategy {self.strategy.name} shards the parameters, and updates made "
+                "by hand (p.data.add_(...)) without a prepared optimizer are not "
+                "supported: wrap an optimizer in accel.prepare_optimizer(...), or use "
+                "--strategy ddp"
+            )
 
     def close(self) -> None:
         # A DistributedDataParallel still alive when its process group is destroyed

@@ -132,3 +132,26 @@ def test_a_killed_job_resumes_to_the_same_parameters(tmp_path: Path) -> None:
     )
     leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
     assert leftovers == [], "no incomplete state folder is left behind"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--strategy", "fsdp"), "updates made by hand"),
+        (("--precision", "fp16"), "no prepared optimizer"),
+    ],
+    ids=["fsdp", "fp16"],
+)
+def test_parameters_updated_by_hand_are_refused_where_unsupported(
+    options: tuple[str, ...], message: str
+) -> None:
+    done, _ = _run("--nproc", "1", *options, str(SCRIPTS / "manual_sgd.py"))
+    assert done.returncode == 1
+    assert message in done.stderr, done.stderr
+    assert "trained" not in done.stdout
+
+
+def test_parameters_updated_by_hand_train_under_ddp() -> None:
+    done, _ = _run("--nproc", "1", "--strategy", "ddp", str(SCRIPTS / "manual_sgd.py"))
+    assert done.returncode == 0, done.stderr
+    assert "trained" in done.stdout
