@@ -1,6 +1,6 @@
 """Codemod throughput: ``accel-migrate --check`` over big trees, against ``ast.parse``.
 
-    python bench/codemod_throughput.py [--jobs 2] [--torch PATH] [--mixed-files 3000]
+    python bench/codemod_throughput.py [--jobs 2] [--torch PATH] [--mixed-files 1000]
                                        [--skip-torch] [--skip-mixed] [--agree]
 
 Trees:
@@ -386,7 +386,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--torch", type=Path, default=None, help="torch source folder")
-    parser.add_argument("--mixed-files", type=int, default=3000)
+    parser.add_argument("--mixed-files", type=int, default=1000)
     parser.add_argument("--skip-torch", action="store_true")
     parser.add_argument("--skip-mixed", action="store_true")
     parser.add_argument("--agree", action="store_true")

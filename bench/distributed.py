@@ -1,0 +1,248 @@
+"""Distributed step time: the runtime's DDP and FSDP against hand-written loops and
+HF Accelerate, in the same invocation.
+
+    python bench/distributed.py [--rounds 3] [--steps 30]
+
+CPU: world 2 over gloo, one thread per rank. CUDA (where ``torch.cuda`` has
+devices): world 1..N over NCCL, on a larger MLP so that a step is not all launch
+latency. Contenders, all on the same model, data and global batch:
+
+- runtime DDP / FSDP: ``workloads/train_mlp.py`` migrated by the current codemod,
+  under ``accel-migrate launch --strategy ddp|fsdp``;
+- hand-written: ``workloads/ddp_mlp.py`` (DistributedDataParallel) and
+  ``workloads/fsdp_mlp.py`` (``fully_shard`` on the root, as the runtime does),
+  under torchrun;
+- Accelerate: ``workloads/accelerate_mlp.py`` (``split_batches=True``: the same
+  global batch) in ``bench/.venv-accelerate``; skipped with a note when that
+  environment is missing or Accelerate cannot run the strategy here.
+
+Ratios pair each round's runs (they ran seconds apart) and take the median over
+the rounds. On the CPU a tiny MLP (a step of about a millisecond) also measures
+the runtime's fixed cost per DDP step against the hand-written loop, in
+microseconds of CPU time.
+
+Targets: the runtime's DDP within 2% of hand-written DDP; the runtime no slower
+than Accelerate (DDP and FSDP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from _common import (
+    THREADS,
+    WORKLOADS,
+    Contender,
+    accelerate_python,
+    cuda_devices,
+    launch,
+    load,
+    median_step,
+    migrate_workload,
+    ms,
+    paired_ratio,
+    run_rounds,
+    spread,
+    table,
+    torchrun,
+    verdict,
+    workdir,
+)
+
+WARMUP = 10
+DDP_TARGET = 1.02  # runtime DDP / hand-written DDP
+ACCELERATE_TARGET = 1.0  # runtime / Accelerate
+TINY = ["--features", "16", "--hidden", "16", "--layers", "1", "--batch-size", "16"]
+CUDA_MODEL = ["--hidden", "4096", "--layers", "4", "--batch-size", "1024"]
+
+
+def contenders(
+    world: int, migrated: object, args: list[str], accelerate: str | None, why: str
+) -> dict[str, Contender]:
+    def accelerate_contender(name: str, extra: list[str]) -> Contender:
+        if accelerate is None:
+            return Contender(name, None, note=why)
+        return Contender(
+            name,
+            torchrun(world, accelerate),
+            WORKLOADS / "accelerate_mlp.py",
+            [*args, *extra],
+        )
+
+    return {
+        "runtime ddp": Contender(
+            "runtime DDP (`launch --strategy ddp`)",
+            launch(world, "ddp"),
+            migrated,  # type: ignore[arg-type]
+            args,
+        ),
+        "hand ddp": Contender(
+            "hand-written DistributedDataParallel",
+            torchrun(world),
+            WORKLOADS / "ddp_mlp.py",
+            args,
+        ),
+        "accelerate ddp": accelerate_contender("Accelerate (DDP)", []),
+        "runtime fsdp": Contender(
+            "runtime FSDP (`launch --strategy fsdp`)",
+            launch(world, "fsdp"),
+            migrated,  # type: ignore[arg-type]
+            args,
+        ),
+        "hand fsdp": Contender(
+            "hand-written fully_shard (root, as the runtime)",
+            torchrun(world),
+            WORKLOADS / "fsdp_mlp.py",
+            [*args, "--wrap", "root"],
+        ),
+        "accelerate fsdp": accelerate_contender("Accelerate (FSDP2)", ["--fsdp"]),
+    }
+
+
+def rows_for(setting: str, group: dict[str, Contender]) -> list[list[str]]:
+    comparisons = {
+        # key: (what it is compared with, target, label)
+        "runtime ddp": [
+            ("hand ddp", DDP_TARGET, "hand-written"),
+            ("accelerate ddp", ACCELERATE_TARGET, "Accelerate"),
+        ],
+        "runtime fsdp": [
+            ("hand fsdp", None, "hand-written (root)"),
+            ("accelerate fsdp", ACCELERATE_TARGET, "Accelerate"),
+        ],
+    }
+    rows = []
+    for key, contender in group.items():
+        if contender.skipped:
+            rows.append([setting, contender.name, contender.note, "", "", "", "", ""])
+            continue
+        value = median_step(contender, WARMUP)
+        cpu = median_step(contender, WARMUP, "step_cpu")
+        low, high = spread(contender, WARMUP)
+        ratios, targets, met = [], [], []
+        for other, target, label in comparisons.get(key, []):
+            if group[other].skipped:
+                ratios.append(f"{label}: n/a")
+                continue
+            ratio = paired_ratio(contender, group[other], WARMUP)
+            ratios.append(f"{label}: {ratio:.3f}")
+            if target is not None:
+                targets.append(f"{label} <= {target:g}")
+                met.append(verdict(ratio <= target))
+        rows.append(
+            [
+                setting,
+                contender.name,
+                ms(value),
+                f"{ms(low)}-{ms(high)}",
+                ms(cpu),
+                "; ".join(ratios),
+                "; ".join(targets),
+                "; ".join(met),
+            ]
+        )
+    return rows
+
+
+def fixed_cost_rows(
+    group: dict[str, Contender], tiny: dict[str, Contender]
+) -> list[list[str]]:
+    rows = []
+    for key, contender in tiny.items():
+        setting = "CPU, world 2, tiny MLP"
+        if contender.skipped:
+            rows.append([setting, contender.name, contender.note, *[""] * 5])
+            continue
+        cpu = median_step(contender, WARMUP, "step_cpu")
+        note = ""
+        hand, big = tiny["hand ddp"], group["runtime ddp"]
+        if key == "runtime ddp" and not hand.skipped and not big.skipped:
+            added = cpu - median_step(hand, WARMUP, "step_cpu")
+            share = added / median_step(big, WARMUP, "step_cpu")
+            note = (
+                f"runtime adds {added * 1e6:+.0f} us CPU/step "
+                f"= {share:+.2%} of the 2.6 M step's CPU"
+            )
+        low, high = spread(contender, WARMUP)
+        rows.append(
+            [
+                setting,
+                contender.name,
+                f"{median_step(contender, WARMUP) * 1e3:.2f}",
+                f"{low * 1e3:.2f}-{high * 1e3:.2f}",
+                f"{cpu * 1e3:.2f}",
+                note,
+                "",
+                "",
+            ]
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30, help="steps per epoch")
+    parser.add_argument("--no-cpu", action="store_true", help="CUDA worlds only")
+    options = parser.parse_args(argv)
+    started_load = load()
+    accelerate, why = accelerate_python()
+    rows: list[list[str]] = []
+    with workdir() as folder:
+        migrated = migrate_workload(folder)
+        if not options.no_cpu:
+            args = ["--steps-per-epoch", str(options.steps), "--epochs", "2"]
+            # Keep the CPU runs on the CPU even on a GPU machine.
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+            tiny_args = [*TINY, "--steps-per-epoch", "300", "--epochs", "2"]
+            tiny = {
+                "runtime ddp": Contender(
+                    "runtime DDP", launch(2, "ddp"), migrated, tiny_args
+                ),
+                "hand ddp": Contender(
+                    "hand-written DDP", torchrun(2), WORKLOADS / "ddp_mlp.py", tiny_args
+                ),
+            }
+            try:
+                group = contenders(2, migrated, args, accelerate, why)
+                run_rounds([*group.values(), *tiny.values()], options.rounds, folder)
+            finally:
+                if visible is None:
+                    del os.environ["CUDA_VISIBLE_DEVICES"]
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = visible
+            rows += rows_for("CPU, world 2, gloo", group)
+            rows += fixed_cost_rows(group, tiny)
+        devices = cuda_devices()
+        if devices == 0:
+            rows.append(["CUDA, NCCL", "all", "skipped: no CUDA", "", "", "", "", ""])
+        for world in range(1, devices + 1):
+            args = [*CUDA_MODEL, "--steps-per-epoch", "100", "--epochs", "2"]
+            group = contenders(world, migrated, args, accelerate, why)
+            run_rounds(list(group.values()), options.rounds, folder)
+            rows += rows_for(f"CUDA, world {world}, NCCL", group)
+    print(
+        table(
+            f"Distributed step time (median of {options.rounds} runs; CPU: "
+            f"{THREADS} thread per rank, {2 * options.steps - 1 - WARMUP} timed steps "
+            f"a run; load {started_load}-{load()})",
+            [
+                "setting",
+                "contender",
+                "step ms",
+                "run medians ms",
+                "CPU ms/step (rank 0)",
+                "ratio (runtime / other, wall)",
+                "target",
+                "met",
+            ],
+            rows,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

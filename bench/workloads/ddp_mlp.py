@@ -1,0 +1,60 @@
+"""Baseline: the same training loop, written by hand for DistributedDataParallel.
+
+What a user writes without a tool: ``init_process_group``, a
+``DistributedSampler``, the per-rank batch (global batch / world size, so every
+step trains on the same global batch as the original), ``DistributedDataParallel``,
+and the epoch's mean loss reduced once per epoch. Start it with torchrun.
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+from train_mlp import MLP, parse_args, synthetic
+
+
+def main():
+    args = parse_args()
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+
+    torch.manual_seed(args.seed)
+    dataset = synthetic(
+        args.batch_size * args.steps_per_epoch, args.features, args.classes, 1
+    )
+    sampler = DistributedSampler(dataset, shuffle=True, seed=args.seed)
+    loader = DataLoader(dataset, batch_size=args.batch_size // world, sampler=sampler)
+    model = MLP(args.features, args.hidden, args.layers, args.classes).to(device)
+    model = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        model.train()
+        total = 0.0
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        mean = torch.tensor([total / len(loader)], device=device)
+        dist.all_reduce(mean)
+        if rank == 0:
+            print(f"epoch {epoch} mean loss {mean.item() / world:.6f}")
+
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
