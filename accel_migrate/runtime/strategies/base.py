@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -88,3 +89,15 @@ def strategy_class(name: str) -> type[Strategy]:
         raise ConfigError(
             f"strategy {name!r} is not one of: auto, {', '.join(sorted(_REGISTRY))}"
         ) from None
+
+
+def optimizers_holding(params: set[nn.Parameter]) -> list[torch.optim.Optimizer]:
+    """Every live optimizer holding one of ``params``, prepared by the script or not."""
+    found = []
+    for obj in gc.get_objects():
+        # type(), not isinstance: some objects warn when their __class__ is read.
+        if issubclass(type(obj), torch.optim.Optimizer) and any(
+            p in params for group in obj.param_groups for p in group["params"]
+        ):
+            found.append(obj)
+    return found

@@ -17,7 +17,6 @@ as well as NCCL on GPUs.
 
 from __future__ import annotations
 
-import gc
 import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .base import Strategy
+from .base import Strategy, optimizers_holding
 
 # `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
 # where they are used, never at module level: importing them pulls in sympy and
@@ -59,7 +58,7 @@ class FSDPStrategy(Strategy):
             if after[name] is not old:
                 self._replaced[old] = after[name]
         self._sharded.append(module)
-        for optimizer in _optimizers_holding(set(before.values())):
+        for optimizer in optimizers_holding(set(before.values())):
             self.setup_optimizer(optimizer)
         return module
 
@@ -171,15 +170,3 @@ class FSDPStrategy(Strategy):
             list(parameters), max_norm, norm_type=norm_type
         )
         return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-
-
-def _optimizers_holding(params: set[nn.Parameter]) -> list[torch.optim.Optimizer]:
-    """Every live optimizer holding one of ``params``, prepared by the script or not."""
-    found = []
-    for obj in gc.get_objects():
-        # type(), not isinstance: some objects warn when their __class__ is read.
-        if issubclass(type(obj), torch.optim.Optimizer) and any(
-            p in params for group in obj.param_groups for p in group["params"]
-        ):
-            found.append(obj)
-    return found
