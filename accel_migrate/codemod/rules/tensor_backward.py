@@ -31,6 +31,11 @@ gradient is then 1/world_size of the original's (scale the learning rate, or
 use a mean). So is ``backward(retain_graph=True)``: under DDP the gradients of a
 second backward through the same forward are not averaged across processes, and
 the processes' models drift apart (add the losses and call backward once).
+And so is a loss that goes through a statistic of the batch (``x.var(0)``,
+``(f.mean(0) - g.mean(0)).pow(2)``, as in feature matching): each process
+computes it over its own share of the batch, which no weighting of the
+per-process losses turns back into the original's. A plain mean over the batch
+of per-sample losses (``losses.mean(0)`` as the whole loss) is fine.
 """
 
 from __future__ import annotations
@@ -72,6 +77,40 @@ class TensorBackward(Rule):
             ):
                 return True
         return False
+
+    def _batch_statistic(self, expr: cst.CSTNode | None, depth: int = 0) -> str | None:
+        """A statistic over the batch dimension that the loss goes through
+        non-linearly (``(f.mean(0) - g.mean(0)).pow(2)``, ``x.var(0)``), following
+        variables a few assignments back: its spelling, or None."""
+        if expr is None or depth > 3:
+            return None
+        for call in m.findall(
+            expr,
+            m.Call(
+                func=m.Attribute(attr=m.Name("mean") | m.Name("var") | m.Name("std"))
+            ),
+        ):
+            assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            dims = [
+                a.value
+                for a in call.args
+                if a.keyword is None or a.keyword.value == "dim"
+            ][:1]
+            if not (dims and m.matches(dims[0], m.Integer("0"))):
+                continue
+            # The mean over the batch of per-sample losses, as the whole loss, is
+            # what per-process weighting rebuilds exactly; anything else is not.
+            if call.func.attr.value != "mean" or call is not expr:
+                return f".{call.func.attr.value}(0)"
+        for name in m.findall(expr, m.Name()):
+            key = self.index.key(name)  # type: ignore[arg-type]
+            if key is None:
+                continue
+            for value in self.index.values.get(key, ()):
+                found = self._batch_statistic(value, depth + 1)
+                if found is not None:
+                    return found
+        return None
 
     def _user_object(self, receiver: cst.BaseExpression) -> bool:
         if isinstance(receiver, cst.Name) and receiver.value in {"self", "cls"}:
@@ -120,6 +159,11 @@ class TensorBackward(Rule):
         if self._sum_reduced(func.value):
             concerns.append(
                 'the loss uses reduction="sum": each process sums its share of the batch, so the averaged gradient is 1/world_size of the original'
+            )
+        statistic = self._batch_statistic(func.value)
+        if statistic is not None:
+            concerns.append(
+                f"the loss goes through a statistic of the batch (`{statistic}`): each process computes it over its share of the batch only, so the loss and its gradients differ from the original's"
             )
         if self._retains_graph(original_node):
             concerns.append(
