@@ -14,15 +14,15 @@ for attributes set on ``self`` in a method.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from libcst.metadata import (
     MetadataWrapper,
     ParentNodeProvider,
-    QualifiedNameProvider,
+    QualifiedName,
     ScopeProvider,
 )
 
@@ -85,12 +85,41 @@ def method_call(node: cst.CSTNode, *names: str) -> cst.Attribute | None:
     return None
 
 
+class LazyQualifiedNames:
+    """What libcst's ``QualifiedNameProvider`` answers, computed only for the nodes
+    asked about. The provider visits every node of the module to attach a lazy
+    value to each: after every rule that changes the tree, that visit alone cost
+    more than the rule (measured: 0.5 s of 0.7 s on a 900-line file)."""
+
+    def __init__(self, scopes: Mapping[cst.CSTNode, Any]) -> None:
+        self._scopes = scopes
+        self._cache: dict[cst.CSTNode, Collection[QualifiedName]] = {}
+
+    def get(self, node: cst.CSTNode, default: Any = None) -> Any:
+        found = self._cache.get(node)
+        if found is not None:
+            return found
+        if node not in self._scopes:
+            return default  # not in this tree (a node a rule has just built)
+        scope = self._scopes[node]
+        found = scope.get_qualified_names_for(node) if scope is not None else set()
+        self._cache[node] = found
+        return found
+
+
 class ModuleIndex:
-    def __init__(self, wrapper: MetadataWrapper, alias: str) -> None:
+    def __init__(
+        self,
+        wrapper: MetadataWrapper,
+        alias: str,
+        qualnames: LazyQualifiedNames | None = None,
+    ) -> None:
         self.module = wrapper.module
         self.alias = alias
         self._scopes = wrapper.resolve(ScopeProvider)
-        self._qualnames = wrapper.resolve(QualifiedNameProvider)
+        self._qualnames = qualnames or LazyQualifiedNames(self._scopes)
+        #: libcst's QualifiedNameProvider answers, for the nodes asked about.
+        self.qualified_names = self._qualnames
         self._parents = wrapper.resolve(ParentNodeProvider)
         collector = _Collector(self)
         self.module.visit(collector)
@@ -102,10 +131,7 @@ class ModuleIndex:
 
     # -- basic lookups ---------------------------------------------------------------
     def qualnames(self, node: cst.CSTNode) -> set[str]:
-        found = self._qualnames.get(node, ())
-        if callable(found):  # computed lazily by libcst
-            found = found()
-        return {q.name for q in found}
+        return {q.name for q in self._qualnames.get(node, ())}
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
+from .analysis import LazyQualifiedNames
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -508,10 +509,11 @@ class _Names(cst.CSTVisitor):
 class _Screen(cst.CSTVisitor):
     """Is this a training entry point? Is it already distributed? Already migrated?"""
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    METADATA_DEPENDENCIES = (ScopeProvider, PositionProvider)
 
-    def __init__(self) -> None:
+    def __init__(self, qualnames: LazyQualifiedNames) -> None:
         super().__init__()
+        self._qualnames = qualnames
         self.uses_torch = False
         self.training = False
         self.distributed: tuple[int, int, str] | None = None
@@ -519,7 +521,7 @@ class _Screen(cst.CSTVisitor):
 
     @classmethod
     def of(cls, wrapper: MetadataWrapper) -> _Screen:
-        screen = cls()
+        screen = cls(LazyQualifiedNames(wrapper.resolve(ScopeProvider)))
         wrapper.visit(screen)
         screen.training = screen.training and screen.uses_torch
         return screen
@@ -550,9 +552,7 @@ class _Screen(cst.CSTVisitor):
                 self._flag(node, f"{name}.{cst.Module([]).code_for_node(alias.name)}")
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualnames = {
-            q.name for q in self.get_metadata(QualifiedNameProvider, node.func, set())
-        }
+        qualnames = {q.name for q in self._qualnames.get(node.func, set())}
         for name in qualnames:
             self._flag(node, name)
         if qualnames & DATALOADER_CALLS or any(

@@ -29,7 +29,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from .analysis import ModuleIndex
+from .analysis import LazyQualifiedNames, ModuleIndex
 from .findings import Finding, Status
 from .linemap import LineMap
 
@@ -57,12 +57,24 @@ class RuleContext:
         default_factory=dict
     )
     _index: tuple[MetadataWrapper, ModuleIndex] | None = None
+    _qualnames: tuple[MetadataWrapper, LazyQualifiedNames] | None = None
 
     def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
         """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""
         if self._index is None or self._index[0] is not wrapper:
-            self._index = (wrapper, ModuleIndex(wrapper, self.alias))
+            self._index = (
+                wrapper,
+                ModuleIndex(wrapper, self.alias, self.qualified_names_of(wrapper)),
+            )
         return self._index[1]
+
+    def qualified_names_of(self, wrapper: MetadataWrapper) -> LazyQualifiedNames:
+        if self._qualnames is None or self._qualnames[0] is not wrapper:
+            self._qualnames = (
+                wrapper,
+                LazyQualifiedNames(wrapper.resolve(ScopeProvider)),
+            )
+        return self._qualnames[1]
 
     def code_and_suppressed(
         self, wrapper: MetadataWrapper
@@ -107,8 +119,9 @@ class RuleContext:
 class Rule(cst.CSTTransformer):
     """Base class. Subclasses set ``code``, ``name`` and ``summary`` and register."""
 
+    # Qualified names are answered by the ModuleIndex's LazyQualifiedNames (see
+    # get_metadata): only the scopes are computed for the whole tree.
     METADATA_DEPENDENCIES = (
-        QualifiedNameProvider,
         ScopeProvider,
         PositionProvider,
         ParentNodeProvider,
@@ -180,6 +193,13 @@ class Rule(cst.CSTTransformer):
     def get_metadata(
         self, key: Any, node: cst.CSTNode, default: Any = _UNDEFINED_DEFAULT
     ) -> Any:
+        if key is QualifiedNameProvider:
+            found = self.context.qualified_names_of(self.wrapper).get(node)
+            if found is None:
+                if default is _UNDEFINED_DEFAULT:
+                    raise KeyError(f"no qualified names for {type(node).__name__}")
+                return default
+            return found
         if key in _LAZY_METADATA and key not in self.metadata:
             self.metadata[key] = self.wrapper.resolve(key)  # type: ignore[index]
         return super().get_metadata(key, node, default)
