@@ -143,10 +143,26 @@ class Contender:
         self.starter, self.note = None, why
 
 
+#: How torchrun reports a rank that aborted: with torch 2.13 a gloo job, even a
+#: plain hand-written DDP script, now and then aborts at exit ("terminate called
+#: without an active exception") on this kind of machine. Such a run is run again,
+#: once, rather than losing the contender for the whole table.
+_ABORTED = "exitcode: -6"
+
+
 def run(contender: Contender, folder: Path, threads: int = THREADS) -> None:
     """Run the contender once; append its per-rank reports, or mark it skipped."""
     if contender.skipped:
         return
+    if not _run_once(contender, folder, threads, retry_abort=True):
+        print(f"--- {contender.name}: aborted at exit; run again", file=sys.stderr)
+        _run_once(contender, folder, threads, retry_abort=False)
+
+
+def _run_once(
+    contender: Contender, folder: Path, threads: int, *, retry_abort: bool
+) -> bool:
+    """False when the run aborted at exit and may be retried; True otherwise."""
     assert contender.starter is not None and contender.target is not None
     tag = f"run{time.monotonic_ns()}"
     report = folder / f"{tag}.json"
@@ -166,22 +182,25 @@ def run(contender: Contender, folder: Path, threads: int = THREADS) -> None:
         )
     except subprocess.TimeoutExpired:
         contender.skip(f"failed: no result within {RUN_TIMEOUT} s")
-        return
+        return True
     for line in done.stdout.splitlines():
         if line.startswith("UNSUPPORTED:"):
             contender.skip("skipped: " + line.removeprefix("UNSUPPORTED:").strip())
-            return
+            return True
     reports = sorted(folder.glob(f"{tag}.rank*.json"))
+    if done.returncode != 0 and retry_abort and _ABORTED in done.stderr:
+        return False
     if done.returncode != 0 or not reports:
         lines = done.stderr.strip().splitlines() or ["(no output)"]
         errors = [line for line in lines if "Error" in line or "error:" in line]
         contender.skip(f"failed: exit {done.returncode}: {(errors or lines)[-1][:160]}")
         print(f"--- {contender.name} failed: {' '.join(command)}", file=sys.stderr)
         print("\n".join(lines[-40:]), file=sys.stderr)
-        return
+        return True
     contender.runs.append(
         sorted((json.loads(p.read_text()) for p in reports), key=lambda r: r["rank"])
     )
+    return True
 
 
 def run_rounds(contenders: Sequence[Contender], rounds: int, folder: Path) -> None:
