@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import os
 import weakref
 from typing import Any
 
@@ -12,7 +13,8 @@ from torch import nn
 
 from .comm import Collectives, PendingReduce, ProcessGroupCollectives
 from .config import ConfigError, RuntimeConfig, load_config
-from .env import DistEnv
+from .env import DONE_DIR_VARIABLE, DistEnv
+from .faults import process_failed
 from .module import PreparedModule
 from .precision import Precision, precision_class
 from .strategies import Strategy, strategy_class
@@ -223,7 +225,21 @@ class Runtime:
         for module in self.modules():
             module.release_forward_module()
         gc.collect()
+        _mark_finished(self.env.rank)
         self.comm.close()
+
+
+def _mark_finished(rank: int) -> None:
+    """Tell the launcher that this rank's work is done: an abort after this point
+    (torch's gloo teardown race) does not lose anything."""
+    folder = os.environ.get(DONE_DIR_VARIABLE)
+    if not folder or process_failed():
+        return
+    try:
+        with open(os.path.join(folder, f"rank{rank}"), "w"):
+            pass
+    except OSError:
+        pass
 
 
 _RUNTIME: Runtime | None = None

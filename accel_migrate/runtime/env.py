@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+#: Set by ``accel-migrate launch``: the folder where each rank leaves a mark once its
+#: script has finished without an exception, before the process group is torn down.
+DONE_DIR_VARIABLE = "ACCEL_MIGRATE_DONE_DIR"
+
 
 class LaunchEnvironmentError(RuntimeError):
     """The torchrun variables are missing, inconsistent or not integers."""

@@ -155,3 +155,18 @@ def test_parameters_updated_by_hand_train_under_ddp() -> None:
     done, _ = _run("--nproc", "1", "--strategy", "ddp", str(SCRIPTS / "manual_sgd.py"))
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout
+
+
+def test_an_abort_after_every_rank_finished_does_not_fail_the_job() -> None:
+    """torch 2.13's gloo teardown now and then aborts one rank at exit; when every
+    rank had finished its script, the job succeeded and says so."""
+    done, _ = _run("--nproc", "2", str(SCRIPTS / "abort_at_exit.py"), "finished")
+    assert done.returncode == 0, done.stderr
+    assert "trained" in done.stdout
+    assert "aborted in torch's process-group teardown after its script" in done.stderr
+
+
+def test_an_abort_before_the_work_is_done_fails_the_job() -> None:
+    done, _ = _run("--nproc", "2", str(SCRIPTS / "abort_at_exit.py"), "early")
+    assert done.returncode == 1
+    assert "error: the job failed: rank 1" in done.stderr
