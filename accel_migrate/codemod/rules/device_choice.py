@@ -17,7 +17,8 @@ Rewrites the expressions that pick a CUDA device:
   ``.to(f"cuda:{args.gpu}")``, ``"cuda:%d" % i``) and a GPU index chosen against
   the CPU (``gpu_id = 0 if torch.cuda.is_available() else "cpu"``, which
   ``.to(gpu_id)`` then uses) become ``accel.device()``
-- ``torch.cuda.set_device(i)`` statements are removed
+- ``torch.cuda.set_device(i)`` statements are removed, and with them an
+  ``if torch.cuda.is_available():`` (no ``else``) that held nothing else
 
 ## Why
 Under ``accel-migrate launch`` every process must use its own GPU
@@ -69,6 +70,8 @@ _AVAILABLE = {"torch.cuda.is_available", "torch.accelerator.is_available"}
 _CURRENT_ACCELERATOR = {"torch.accelerator.current_accelerator"}
 _DEVICE_KEYWORDS = {"device", "map_location"}
 _SET_DEVICE = {"torch.cuda.set_device"}
+#: Calls that only ask about the GPUs.
+_GPU_QUERIES = {"torch.cuda.is_available", "torch.cuda.device_count"}
 
 
 class DeviceChoice(Rule):
@@ -294,6 +297,11 @@ class DeviceChoice(Rule):
                     self._report_set_device(small)
                 carried.extend(after.leading_lines)
                 continue
+            if self._only_sets_device(before):
+                # `if torch.cuda.is_available(): torch.cuda.set_device(i)`: nothing
+                # is left of it (its set_device line was reported by its block).
+                carried.extend(after.leading_lines)
+                continue
             if carried:
                 after = after.with_changes(
                     leading_lines=[*carried, *after.leading_lines]
@@ -303,6 +311,25 @@ class DeviceChoice(Rule):
         if not body:  # the block held nothing else
             return [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=carried)]
         return body
+
+    def _only_sets_device(self, statement: cst.BaseStatement) -> bool:
+        """An ``if`` without ``else`` whose block only calls set_device, on a test
+        that does nothing but ask about the GPUs (so dropping it changes nothing)."""
+        if not (
+            isinstance(statement, cst.If)
+            and statement.orelse is None
+            and isinstance(statement.body, cst.IndentedBlock)
+            and all(
+                isinstance(line, cst.SimpleStatementLine)
+                and all(self._is_set_device(s) for s in line.body)
+                for line in statement.body.body
+            )
+        ):
+            return False
+        return all(
+            self.is_call_to(call, _GPU_QUERIES)
+            for call in m.findall(statement.test, m.Call())
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         statement = self.parent(node)
