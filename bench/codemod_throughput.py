@@ -284,7 +284,7 @@ def measure(name: str, tree: Path, jobs: int) -> Row:
 def _agree_one(path: str) -> tuple[str, str | None]:
     """(path, disagreement or None) for one file."""
     from accel_migrate.codemod import MigrateOptions, MigrationError, migrate_source
-    from accel_migrate.codemod.engine import prescreen
+    from accel_migrate.codemod.screen import prescreen
 
     data = Path(path).read_bytes()
     try:
