@@ -1,0 +1,32 @@
+"""Findings name the user's lines, whatever earlier rules did to the lines."""
+
+from __future__ import annotations
+
+from accel_migrate.codemod.linemap import LineMap
+
+
+def test_lines_shifted_by_an_inserted_import() -> None:
+    original = "a\nprint(1)\nprint(2)\nb\n"
+    current = "import accel\na\naccel.print(1)\naccel.print(2)\nb\n"
+    line_map = LineMap(original, current)
+    assert [line_map.original(n) for n in range(2, 6)] == [1, 2, 3, 4]
+
+
+def test_a_merged_block_maps_to_the_line_most_like_it() -> None:
+    """``with open(p) as f: torch.save(...)`` became one ``accel.save`` line: a
+    finding on the ``state_dict()`` inside it belongs to the ``torch.save`` line,
+    not to the ``with`` that starts the block."""
+    original = (
+        "a\nif x:\n    with open(p, 'wb') as f:\n"
+        "        torch.save(model.state_dict(), f)\nb\n"
+    )
+    current = "a\nif x:\n    accel.save(accel.state_dict(model), p)\nb\n"
+    line_map = LineMap(original, current)
+    assert [line_map.original(n) for n in range(1, 5)] == [1, 2, 4, 5]
+
+
+def test_a_split_line_maps_every_part_to_it() -> None:
+    original = "a\nx = f(1); y = g(2)\nb\n"
+    current = "a\nx = f(1)\ny = g(2)\nb\n"
+    line_map = LineMap(original, current)
+    assert [line_map.original(n) for n in range(1, 5)] == [1, 2, 2, 3]
