@@ -251,6 +251,8 @@ def migrate(
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
     """Run SCRIPT on several processes (torchrun underneath)."""
+    if not _have_torch("launch"):
+        return EXIT_USAGE
     from .launch_command import run_launch
 
     return run_launch(script, list(script_args), **options)
@@ -296,6 +298,8 @@ def verify(script: str, script_args: tuple[str, ...], **options: Any) -> int:
     accel-migrate verify train.py --nproc 2 --steps 20 -- --epochs 1
     Exit 0: same losses within tolerance; 1: they differ; 123: a run crashed.
     """
+    if not _have_torch("verify"):
+        return EXIT_USAGE
     from .verify_command import run_verify
 
     return run_verify(script, list(script_args), **options)
@@ -308,6 +312,20 @@ def rules(code: str | None) -> int:
     from .rules_command import run_rules
 
     return run_rules(code)
+
+
+def _have_torch(command: str) -> bool:
+    """``launch`` and ``verify`` run the script with the environment's torch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(
+            f"error: accel-migrate {command} needs PyTorch in this environment: "
+            "pip install torch (or pip install 'accel-migrate[torch]')",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _codes(raw: str) -> frozenset[str]:

@@ -3,6 +3,14 @@
 Light by design: it imports torch and nothing of the codemod or the CLI.
 """
 
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # the codemod and CLI install without torch; this cannot
+    raise ImportError(
+        "accel_migrate.runtime needs PyTorch: pip install torch "
+        "(or pip install 'accel-migrate[torch]')"
+    ) from exc
+
 from .amp import autocast, grad_scaler
 from .api import (
     backward,

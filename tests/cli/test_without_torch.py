@@ -1,0 +1,72 @@
+"""torch is an extra: the codemod, the CLI and the pre-commit hooks work without it
+(a hook environment should not download PyTorch); the runtime, ``launch`` and
+``verify`` say clearly that they need it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from .test_cli import TRAIN
+
+# ``sys.modules["torch"] = None`` makes every ``import torch`` fail, as it does
+# where torch is not installed.
+WITHOUT_TORCH = """\
+import sys
+sys.modules["torch"] = None
+from accel_migrate.cli.app import main
+code = main(sys.argv[1:])
+assert "torch" not in [m.partition(".")[0] for m in sys.modules if sys.modules[m]]
+sys.exit(code)
+"""
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_migrating_needs_no_torch(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    result = run("--check", "--diff", str(script))
+    assert result.returncode == 1, result.stderr
+    assert "+import accel_migrate.runtime as accel" in result.stdout
+    result = run("--write", "-q", str(script))
+    assert result.returncode == 0, result.stderr
+    assert "accel.prepare_model" in script.read_text()
+
+
+def test_launch_and_verify_say_they_need_torch(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    for command in ("launch", "verify"):
+        result = run(command, str(script))
+        assert result.returncode == 2
+        assert result.stderr.strip() == (
+            f"error: accel-migrate {command} needs PyTorch in this environment: "
+            "pip install torch (or pip install 'accel-migrate[torch]')"
+        )
+
+
+def test_the_runtime_says_it_needs_torch() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['torch'] = None; import accel_migrate.runtime",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "ImportError: accel_migrate.runtime needs PyTorch: pip install torch "
+        "(or pip install 'accel-migrate[torch]')"
+    )
