@@ -259,32 +259,43 @@ class _AstScreen:
 
 def _imported_name(tree: ast.Module, written: str) -> str | None:
     """The one qualified name libcst's scopes give the dotted call name ``written``,
-    when its first name is bound by module-level imports only and they agree; None
-    when anything else could bind it (an assignment, a parameter, a nested import, a
-    class or def of that name, ``global``, a ``match`` capture...) or when libcst's
-    answer would depend on where the call is (a bare name: an access before the
-    import has no qualified name)."""
+    when its first name is bound by imports only and they agree; None when anything
+    else could bind it (an assignment, a parameter, an aliased import inside a
+    function, a class or def of that name, ``global``, a ``match`` capture, a star
+    import...) or when libcst's answer would depend on where the call is (the
+    call's own name imported: an access before the import has no qualified name)."""
     head, dot, rest = written.partition(".")
     if not dot:
-        return None
+        return None  # a bare name is an access: see above
+    module_level = {id(s) for s in _module_level_imports(tree.body)}
     names: set[str] = set()
-    for statement in _module_level_imports(tree.body):
-        for alias in statement.names:
-            if alias.asname is None and (
-                alias.name == written or alias.name.startswith(written + ".")
-            ):
-                return None  # the call's own name is imported: an access, see above
-            bound = alias.asname or alias.name.partition(".")[0]
-            if bound != head:
-                continue
-            if isinstance(statement, ast.ImportFrom):
-                if statement.level or statement.module is None:
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.asname is None and (
+                    alias.name == written or alias.name.startswith(written + ".")
+                ):
                     return None
-                names.add(f"{statement.module}.{alias.name}{dot}{rest}")
-            elif alias.asname:
-                names.add(alias.name + dot + rest)
-            else:
-                names.add(written)  # ``import a.b``: ``a.x.y`` is ``a.x.y``
+                if alias.asname == head:
+                    if id(node) not in module_level:
+                        return None
+                    names.add(alias.name + dot + rest)
+                elif alias.asname is None and alias.name.partition(".")[0] == head:
+                    # ``import a.b``, here or in a function: ``a.x`` is ``a.x``
+                    names.add(written)
+        elif kind is ast.ImportFrom:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name == "*":
+                    return None
+                if (alias.asname or alias.name) == head:
+                    if (
+                        id(node) not in module_level
+                        or node.level  # type: ignore[attr-defined]
+                        or node.module is None  # type: ignore[attr-defined]
+                    ):
+                        return None
+                    names.add(f"{node.module}.{alias.name}{dot}{rest}")  # type: ignore[attr-defined]
     if len(names) != 1 or _bound_otherwise(tree, head):
         return None
     return names.pop()
@@ -318,8 +329,7 @@ def _blocks(statement: ast.stmt) -> Iterable[list[ast.stmt]]:
 
 
 def _bound_otherwise(tree: ast.Module, name: str) -> bool:
-    """Is ``name`` bound by anything but a module-level import?"""
-    module_level = {id(s) for s in _module_level_imports(tree.body)}
+    """Is ``name`` bound by anything but an import?"""
     for node in ast.walk(tree):
         kind = type(node)
         if kind is ast.Name:
@@ -328,14 +338,6 @@ def _bound_otherwise(tree: ast.Module, name: str) -> bool:
         elif kind is ast.arg:
             if node.arg == name:  # type: ignore[attr-defined]
                 return True
-        elif kind in (ast.Import, ast.ImportFrom):
-            if id(node) not in module_level and any(
-                (a.asname or a.name.partition(".")[0]) == name or a.name == "*"
-                for a in node.names  # type: ignore[attr-defined]
-            ):
-                return True
-            if kind is ast.ImportFrom and any(a.name == "*" for a in node.names):  # type: ignore[attr-defined]
-                return True  # ``from m import *`` may bind it
         elif kind in (ast.Global, ast.Nonlocal):
             if name in node.names:  # type: ignore[attr-defined]
                 return True

@@ -229,6 +229,17 @@ LOOP = "for x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step
             "dist.init_process_group()\n",
             "full pass",
         ),
+        # a plain import inside a function gives the same name; an alias would not
+        (
+            "import torch\ndef f():\n    import torch.cuda\n"
+            "    torch.distributed.init_process_group()\n",
+            "already distributed",
+        ),
+        (
+            "import torch.distributed as dist\ndef f():\n    import dist\n"
+            "    dist.init_process_group()\n",
+            "full pass",
+        ),
         # a bare name before its import: libcst gives it no qualified name
         (
             "import torch\ninit_process_group()\n"
