@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 from libcst.metadata import (
     MetadataWrapper,
-    ParentNodeProvider,
     QualifiedName,
     ScopeProvider,
 )
+
+from .parents import ParentProvider
 
 if TYPE_CHECKING:
     from .divergence import Divergence
@@ -120,7 +121,7 @@ class ModuleIndex:
         self._qualnames = qualnames or LazyQualifiedNames(self._scopes)
         #: libcst's QualifiedNameProvider answers, for the nodes asked about.
         self.qualified_names = self._qualnames
-        self._parents = wrapper.resolve(ParentNodeProvider)
+        self._parents = wrapper.resolve(ParentProvider)
         collector = _Collector(self)
         self.module.visit(collector)
         self.values: dict[Key, list[cst.BaseExpression | None]] = collector.values

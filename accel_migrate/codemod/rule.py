@@ -23,7 +23,6 @@ import libcst as cst
 from libcst._metadata_dependent import _UNDEFINED_DEFAULT
 from libcst.metadata import (
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
     QualifiedNameProvider,
     ScopeProvider,
@@ -32,11 +31,12 @@ from libcst.metadata import (
 from .analysis import LazyQualifiedNames, ModuleIndex
 from .findings import Finding, Status
 from .linemap import LineMap
+from .parents import ParentProvider
 
 RUNTIME_MODULE = "accel_migrate.runtime"
 
 _REGISTRY: dict[str, type[Rule]] = {}
-_LAZY_METADATA = frozenset({PositionProvider, ParentNodeProvider})
+_LAZY_METADATA = frozenset({PositionProvider, ParentProvider})
 
 
 @dataclass
@@ -124,7 +124,7 @@ class Rule(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (
         ScopeProvider,
         PositionProvider,
-        ParentNodeProvider,
+        ParentProvider,
     )
 
     code: ClassVar[str]
@@ -276,7 +276,7 @@ class Rule(cst.CSTTransformer):
         )
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.get_metadata(ParentNodeProvider, node, None)
+        return self.get_metadata(ParentProvider, node, None)
 
     def runtime_attr(self, name: str) -> cst.Attribute:
         return cst.Attribute(value=cst.Name(self.context.alias), attr=cst.Name(name))
