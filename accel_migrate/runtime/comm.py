@@ -95,6 +95,7 @@ class ProcessGroupCollectives(Collectives):
     def __init__(self, env: DistEnv, device: torch.device, timeout: float) -> None:
         super().__init__(env, device)
         self.timeout = timeout
+        self._side: Any = None
         if not dist.is_initialized():
             backend = "nccl" if device.type == "cuda" else "gloo"
             store, rank, world = next(
@@ -113,6 +114,25 @@ class ProcessGroupCollectives(Collectives):
                 device_id=device if device.type == "cuda" else None,
             )
             install_excepthook(env.rank)
+
+    def _side_group(self) -> Any:
+        """A second gloo group for reductions that overlap the backward pass.
+
+        gloo runs one group's collectives one after another: a loss reduction
+        started before backward held FSDP's gradient reduce-scatters back (a step
+        6% slower than without it, measured at world 2). On its own group it runs
+        beside them. Made on first use; every rank reaches that use at the same
+        point of the script (see ``Runtime.start_loss_reduce``). NCCL keeps the
+        default group: a second communicator costs GPU memory, and a tiny
+        all-reduce ahead of backward on the stream costs microseconds.
+        """
+        if self.device.type == "cuda":
+            return None
+        if self._side is None:
+            self._side = dist.new_group(
+                backend="gloo", timeout=timedelta(seconds=self.timeout)
+            )
+        return self._side
 
     def _named(self, operation: str) -> Any:
         return named_collective(self.env.rank, operation, self.timeout)
@@ -134,7 +154,9 @@ class ProcessGroupCollectives(Collectives):
     ) -> PendingReduce:
         work = self._on_device(tensor.detach().clone())
         with self._named(f"all_reduce ({op})"):
-            handle = dist.all_reduce(work, op=_TORCH_OPS[op], async_op=True)
+            handle = dist.all_reduce(
+                work, op=_TORCH_OPS[op], async_op=True, group=self._side_group()
+            )
         return PendingReduce(
             work,
             handle,
