@@ -70,7 +70,7 @@ def test_fp16_skips_exactly_the_step_with_an_inf(strategy: str) -> None:
         ), dtype
 
 
-@pytest.mark.parametrize("order", ["before", "after", "unprepared"])
+@pytest.mark.parametrize("order", ["before", "after", "unprepared", "resumed"])
 def test_fsdp_remaps_optimizers_built_in_any_order(order: str) -> None:
     expected = [
         float(v) for _, v in STEP_LOSS.findall(plain("optimizer_order.py", order))

@@ -58,7 +58,16 @@ class FSDPStrategy(Strategy):
             if after[name] is not old:
                 self._replaced[old] = after[name]
         self._sharded.append(module)
-        for optimizer in optimizers_holding(set(before.values())):
+        # In the model's parameter order, the same on every rank (gc's is not
+        # promised to be): setup_optimizer may take part in a collective.
+        order = {p: i for i, p in enumerate(before.values())}
+        holding = optimizers_holding(set(order))
+        holding.sort(
+            key=lambda opt: min(
+                order.get(p, len(order)) for g in opt.param_groups for p in g["params"]
+            )
+        )
+        for optimizer in holding:
             self.setup_optimizer(optimizer)
         return module
 
@@ -100,21 +109,42 @@ class FSDPStrategy(Strategy):
 
     # -- optimizers -----------------------------------------------------------------------
     def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
-        """Point the optimizer at the sharded parameters."""
+        """Point the optimizer at the sharded parameters.
+
+        An optimizer may already hold state for the old parameters: a script that
+        resumes loads it before the model's first forward, where the model is
+        sharded. That full state is sharded like the parameters (rank 0's values,
+        as for any FSDP load). Whether to is decided together: a rank that loaded
+        nothing must still take part.
+        """
+        held = [
+            p
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if p in self._replaced
+        ]
+        if not held:
+            self._hook_state_dict(optimizer)
+            return
+        resumed = self._any_rank(any(optimizer.state.get(p) for p in held))
+        loaded = torch.optim.Optimizer.state_dict(optimizer) if resumed else None
         for group in optimizer.param_groups:
             params = group["params"]
             for i, param in enumerate(params):
                 new = self._replaced.get(param)
-                if new is None:
-                    continue
-                if optimizer.state.get(param):
-                    raise RuntimeError(
-                        "an optimizer already has state for parameters that FSDP has just "
-                        "sharded; build or load the optimizer state after the model's first "
-                        "forward (accel.load_state_dict(optimizer, state))"
-                    )
-                params[i] = new
+                if new is not None:
+                    optimizer.state.pop(param, None)
+                    params[i] = new
         self._hook_state_dict(optimizer)
+        if loaded is not None:
+            from ._fsdp_state import scatter_optimizer_state
+
+            scatter_optimizer_state(optimizer, loaded, self.comm)
+
+    def _any_rank(self, flag: bool) -> bool:
+        if self.env.world_size == 1:
+            return flag
+        return bool(self.comm.all_reduce(torch.tensor([float(flag)]), "sum").item())
 
     def _hook_state_dict(self, optimizer: torch.optim.Optimizer) -> None:
         if getattr(optimizer, "_accel_fsdp_state_dict", False):

@@ -4,8 +4,11 @@ argv: ORDER in {before, after, unprepared}. Trains 4 steps and prints the losses
 - before: the optimizer is built from the plain model, before prepare_model
 - after: built from the prepared model, before its first forward
 - unprepared: built before prepare_model and never passed to prepare_optimizer
+- resumed: built from the prepared model and given a saved state (the momentum
+  buffers of one earlier step) before the model's first forward, as a resume does
 """
 
+import copy
 import sys
 
 import torch
@@ -26,6 +29,17 @@ elif order == "after":
     optimizer = accel.prepare_optimizer(
         torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     )
+elif order == "resumed":
+    earlier = copy.deepcopy(net)
+    saved = torch.optim.SGD(earlier.parameters(), lr=0.1, momentum=0.9)
+    torch.manual_seed(1)  # one earlier step on the data below
+    nn.functional.mse_loss(earlier(torch.randn(12, 5)), torch.randn(12, 1)).backward()
+    saved.step()
+    model = accel.prepare_model(net)
+    optimizer = accel.prepare_optimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    )
+    optimizer.load_state_dict(saved.state_dict())
 else:
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     model = accel.prepare_model(net)
