@@ -2,6 +2,7 @@
 
     python bench/codemod_throughput.py [--jobs 2] [--torch PATH] [--mixed-files 1000]
                                        [--skip-torch] [--skip-mixed] [--agree]
+                                       [--torchfix-torch] [--no-torchfix]
 
 Trees:
 - the installed ``torch`` package's own source (2,285 files, 1.2 M lines for torch
@@ -16,6 +17,12 @@ is the real command line, ``accel-migrate --check -q --jobs N --output-format js
 TREE``, timed from outside as a user waits for it. The table gives files/s and
 lines/s, and the ratio of the two times. Target: torch checked in under 3x the
 ``ast.parse`` time with 2 jobs.
+
+TorchFix (a libcst-based PyTorch linter, ``torchfix -j N TREE``) is the second
+yardstick, installed on first use in its own environment (``bench/.venv-torchfix``;
+skipped with a note where it cannot be installed). It runs on the mixed tree; on
+the torch tree only with ``--torchfix-torch``, because it takes about 560 s there
+(2 jobs), more than the whole ``make bench`` budget.
 
 ``--agree`` also checks, file by file, that the cheap pre-screen (text and ``ast``)
 and the full libcst pass agree on every file the pre-screen decides (slow: it runs
@@ -42,6 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = 3.0
+TORCHFIX_VENV = ROOT / "bench" / ".venv-torchfix"
 
 
 def torch_source() -> Path | None:
@@ -227,6 +235,8 @@ class Row:
     jobs: int
     summary: dict
     exit_code: int
+    #: TorchFix's seconds, or why it did not run.
+    torchfix: float | str = "not run"
 
 
 def time_ast_parse(files: list[Path]) -> tuple[float, int]:
@@ -270,12 +280,51 @@ def time_tool(tree: Path, jobs: int) -> tuple[float, dict, int]:
     return elapsed, summary, proc.returncode
 
 
-def measure(name: str, tree: Path, jobs: int) -> Row:
+def torchfix_command() -> tuple[list[str] | None, str]:
+    """``torchfix`` from its own environment (made once), or None and why."""
+    script = TORCHFIX_VENV / "bin" / "torchfix"
+    if not script.exists():
+        if os.environ.get("BENCH_NO_INSTALL"):
+            return None, "skipped: no bench/.venv-torchfix"
+        print("(setting up bench/.venv-torchfix: torchfix; once)", file=sys.stderr)
+        for step in (
+            [sys.executable, "-m", "venv", str(TORCHFIX_VENV)],
+            [str(TORCHFIX_VENV / "bin" / "pip"), "install", "--quiet", "torchfix"],
+        ):
+            try:
+                done = subprocess.run(step, capture_output=True, timeout=600)
+            except subprocess.TimeoutExpired:
+                done = None
+            if done is None or done.returncode != 0:
+                shutil.rmtree(TORCHFIX_VENV, ignore_errors=True)
+                return None, "skipped: torchfix could not be installed"
+    return [str(script)], "torchfix"
+
+
+def time_torchfix(tree: Path, jobs: int, command: list[str]) -> float | str:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [*command, "--jobs", str(jobs), str(tree)],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
+    elapsed = time.perf_counter() - start
+    # 0: nothing found, 1: violations found; anything else is a crash.
+    return elapsed if proc.returncode in (0, 1) else f"failed ({proc.returncode})"
+
+
+def measure(name: str, tree: Path, jobs: int, torchfix: list[str] | str | None) -> Row:
     files = python_files(tree)
     time_tool(tree, jobs)  # warm the file cache and the bytecode of the tool
     parse_s, lines = time_ast_parse(files)
     tool_s, summary, code = time_tool(tree, jobs)
-    return Row(name, len(files), lines, parse_s, tool_s, jobs, summary, code)
+    row = Row(name, len(files), lines, parse_s, tool_s, jobs, summary, code)
+    if isinstance(torchfix, list):
+        row.torchfix = time_torchfix(tree, jobs, torchfix)
+    elif torchfix is not None:
+        row.torchfix = torchfix
+    return row
 
 
 # -- agreement -------------------------------------------------------------------------
@@ -340,6 +389,8 @@ def print_table(rows: list[Row], agreements: dict[str, str]) -> None:
         "files/s",
         "lines/s",
         "ratio",
+        "TorchFix s",
+        "TorchFix / accel-migrate",
         "changed/unchanged/skipped/failed",
     ]
     body = []
@@ -357,6 +408,16 @@ def print_table(rows: list[Row], agreements: dict[str, str]) -> None:
                 f"{row.files / row.tool_s:,.0f}",
                 f"{row.lines / row.tool_s:,.0f}",
                 f"{row.tool_s / row.parse_s:.2f}x",
+                (
+                    f"{row.torchfix:.1f} (-j {row.jobs})"
+                    if isinstance(row.torchfix, float)
+                    else row.torchfix
+                ),
+                (
+                    f"{row.torchfix / row.tool_s:.1f}x"
+                    if isinstance(row.torchfix, float)
+                    else ""
+                ),
                 "/".join(
                     str(s.get(k, "?"))
                     for k in ("changed", "unchanged", "skipped", "failed")
@@ -390,7 +451,18 @@ def main() -> int:
     parser.add_argument("--skip-torch", action="store_true")
     parser.add_argument("--skip-mixed", action="store_true")
     parser.add_argument("--agree", action="store_true")
+    parser.add_argument(
+        "--torchfix-torch",
+        action="store_true",
+        help="also time TorchFix on the torch tree (about 560 s)",
+    )
+    parser.add_argument("--no-torchfix", action="store_true")
     args = parser.parse_args()
+    torchfix: list[str] | str | None = None
+    if not args.no_torchfix:
+        torchfix, why = torchfix_command()
+        if torchfix is None:
+            torchfix = why
 
     rows: list[Row] = []
     agreements: dict[str, str] = {}
@@ -408,7 +480,10 @@ def main() -> int:
             make_mixed_tree(mixed, args.mixed_files)
             trees.append(("mixed", mixed))
         for name, tree in trees:
-            rows.append(measure(name, tree, args.jobs))
+            yardstick = torchfix
+            if name == "torch" and not args.torchfix_torch and torchfix is not None:
+                yardstick = "not run (about 560 s; --torchfix-torch)"
+            rows.append(measure(name, tree, args.jobs, yardstick))
             if args.agree:
                 total, disagreements = agreement(tree, args.jobs)
                 agreements[name] = (

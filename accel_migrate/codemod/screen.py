@@ -213,6 +213,9 @@ class _AstScreen:
     def verdict(self, text: str) -> Verdict | None:
         if self.defined & _LEADING_WORDS:
             return None
+        # By position only: in ``X(...).m()`` both calls start at the same place,
+        # and libcst names the outer one, which ``ast.walk`` (breadth first) also
+        # meets first.
         first_call = min(
             (
                 hit
@@ -220,6 +223,7 @@ class _AstScreen:
                 if any(is_distributed_name(q) for q in self.candidates(hit[2]))
             ),
             default=None,
+            key=lambda hit: hit[:2],
         )
         first_import = min(self.imports, default=None, key=lambda hit: hit[:2])
         if first_call is not None and (
@@ -269,6 +273,7 @@ def _imported_name(tree: ast.Module, written: str) -> str | None:
         return None  # a bare name is an access: see above
     module_level = {id(s) for s in _module_level_imports(tree.body)}
     names: set[str] = set()
+    seen_at_module_level = False
     for node in ast.walk(tree):
         kind = type(node)
         if kind is ast.Import:
@@ -281,9 +286,11 @@ def _imported_name(tree: ast.Module, written: str) -> str | None:
                     if id(node) not in module_level:
                         return None
                     names.add(alias.name + dot + rest)
+                    seen_at_module_level = True
                 elif alias.asname is None and alias.name.partition(".")[0] == head:
                     # ``import a.b``, here or in a function: ``a.x`` is ``a.x``
                     names.add(written)
+                    seen_at_module_level |= id(node) in module_level
         elif kind is ast.ImportFrom:
             for alias in node.names:  # type: ignore[attr-defined]
                 if alias.name == "*":
@@ -296,7 +303,10 @@ def _imported_name(tree: ast.Module, written: str) -> str | None:
                     ):
                         return None
                     names.add(f"{node.module}.{alias.name}{dot}{rest}")  # type: ignore[attr-defined]
-    if len(names) != 1 or _bound_otherwise(tree, head):
+                    seen_at_module_level = True
+    # An import inside a function or class is not seen from the module's code:
+    # without a module-level one, a call outside that scope has no qualified name.
+    if not seen_at_module_level or len(names) != 1 or _bound_otherwise(tree, head):
         return None
     return names.pop()
 

@@ -30,3 +30,11 @@ def test_a_split_line_maps_every_part_to_it() -> None:
     current = "a\nx = f(1)\ny = g(2)\nb\n"
     line_map = LineMap(original, current)
     assert [line_map.original(n) for n in range(1, 5)] == [1, 2, 2, 3]
+
+
+def test_only_python_line_breaks_count() -> None:
+    """A form feed or U+2028 inside a line does not start a new line."""
+    original = "a = 1\f\nprint('\u2028')\nb\n"
+    current = "import accel\na = 1\f\naccel.print('\u2028')\nb\n"
+    line_map = LineMap(original, current)
+    assert [line_map.original(n) for n in range(2, 5)] == [1, 2, 3]

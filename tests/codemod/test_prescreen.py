@@ -240,6 +240,17 @@ LOOP = "for x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step
             "    dist.init_process_group()\n",
             "full pass",
         ),
+        # an import only inside a function: the module's call has no qualified name
+        (
+            "def f():\n    import torch\ntorch.distributed.init_process_group('gloo')\n",
+            "full pass",
+        ),
+        # chained calls start at one place: libcst names the outer call
+        (
+            "import torch.nn as nn\n"
+            "model = nn.parallel.DistributedDataParallel(model).cuda()\n",
+            "already distributed",
+        ),
         # a bare name before its import: libcst gives it no qualified name
         (
             "import torch\ninit_process_group()\n"

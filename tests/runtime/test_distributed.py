@@ -87,6 +87,31 @@ def test_fsdp_remaps_optimizers_built_in_any_order(order: str) -> None:
     assert got[-1] < got[0], "it trained"
 
 
+def test_fsdp_refuses_a_resumed_optimizer_over_two_models_on_every_rank() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accel_migrate",
+            "launch",
+            "--nproc",
+            "2",
+            "--strategy",
+            "fsdp",
+            str(SCRIPTS / "optimizer_order.py"),
+            "resumed_two_models",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,  # a rank left waiting in a collective would hang until this
+        check=False,
+    )
+    assert done.returncode != 0
+    message = "an optimizer over the parameters of several prepared models"
+    assert done.stderr.count(message) >= 2, done.stderr  # both ranks, no hang
+    assert "expected an error" not in done.stderr
+
+
 class Net(nn.Module):
     """The class of tests/runtime/scripts/checkpoints.py, as the original script has it."""
 

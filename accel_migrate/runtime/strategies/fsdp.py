@@ -7,8 +7,8 @@ as well as NCCL on GPUs.
 - Before sharding, rank 0's parameters and buffers are broadcast: ranks whose
   random initialisation differed would otherwise shard different models.
 - Sharding replaces the module's parameters. Every optimizer that holds the old
-  ones, prepared or not, is remapped to the new ones; an optimizer that already
-  has state for the old ones is refused (its state would not match the shards).
+  ones, prepared or not, is remapped to the new ones; state it already holds for
+  them (a resume that loads it before the first forward) is sharded with them.
 - State dicts are full and keep the original keys: gathered to rank 0 (on the
   CPU) for saving, scattered from rank 0 for loading (see ``_fsdp_state``).
   Optimizer state dicts keep PyTorch's own layout (integer parameter ids), so a
@@ -17,6 +17,7 @@ as well as NCCL on GPUs.
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping
@@ -58,8 +59,12 @@ class FSDPStrategy(Strategy):
             if after[name] is not old:
                 self._replaced[old] = after[name]
         self._sharded.append(module)
-        # In the model's parameter order, the same on every rank (gc's is not
-        # promised to be): setup_optimizer may take part in a collective.
+        # setup_optimizer may take part in a collective, so every rank must find
+        # the same optimizers in the same order: an optimizer the script dropped
+        # may live on in a reference cycle until a collection, whose timing differs
+        # between ranks (collect first), and gc's order is not promised (sort by
+        # the model's parameter order).
+        gc.collect()
         order = {p: i for i, p in enumerate(before.values())}
         holding = optimizers_holding(set(order))
         holding.sort(
@@ -127,6 +132,15 @@ class FSDPStrategy(Strategy):
             self._hook_state_dict(optimizer)
             return
         resumed = self._any_rank(any(optimizer.state.get(p) for p in held))
+        if resumed and self._sharded_optimizer(optimizer):
+            # Part of its state is sharded already (another model it spans ran
+            # first); resharding the whole of it is not supported. The same
+            # answer on every rank: nobody waits in a collective.
+            raise RuntimeError(
+                "an optimizer over the parameters of several prepared models was "
+                "given a state before the models' first forward; under FSDP, load "
+                "it after every model has run once (optimizer.load_state_dict(...))"
+            )
         loaded = torch.optim.Optimizer.state_dict(optimizer) if resumed else None
         for group in optimizer.param_groups:
             params = group["params"]

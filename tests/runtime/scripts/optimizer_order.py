@@ -6,6 +6,8 @@ argv: ORDER in {before, after, unprepared}. Trains 4 steps and prints the losses
 - unprepared: built before prepare_model and never passed to prepare_optimizer
 - resumed: built from the prepared model and given a saved state (the momentum
   buffers of one earlier step) before the model's first forward, as a resume does
+- resumed_two_models: one optimizer over two prepared models, given a saved state
+  before their first forward (refused under FSDP, on every rank)
 """
 
 import copy
@@ -40,6 +42,19 @@ elif order == "resumed":
         torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     )
     optimizer.load_state_dict(saved.state_dict())
+elif order == "resumed_two_models":
+    first, second = accel.prepare_model(net[0]), accel.prepare_model(net[2])
+    optimizer = accel.prepare_optimizer(
+        torch.optim.SGD(
+            [*first.parameters(), *second.parameters()], lr=0.1, momentum=0.9
+        )
+    )
+    for p in [*first.parameters(), *second.parameters()]:
+        p.grad = torch.ones_like(p)
+    optimizer.step()  # now it has momentum buffers for the unsharded parameters
+    optimizer.zero_grad()
+    second(torch.relu(first(torch.ones(2, 5))))
+    raise SystemExit("the two models ran: expected an error")
 else:
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     model = accel.prepare_model(net)
