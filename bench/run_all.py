@@ -5,7 +5,8 @@
 Each benchmark is its own script under ``bench/`` and prints one Markdown table
 (pasted as is into docs/performance.md). They run in separate processes, so one
 that fails does not stop the others; this script exits non-zero only if one does.
-The Accelerate environment (``bench/.venv-accelerate``) is set up first, once.
+The Accelerate environment (``bench/.venv-accelerate``) is set up first, once;
+the codemod benchmark sets up TorchFix's (``bench/.venv-torchfix``) on first use.
 """
 
 from __future__ import annotations
