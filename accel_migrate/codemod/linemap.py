@@ -7,18 +7,15 @@ line numbers shifted by earlier edits. Findings must name the user's lines.
 from __future__ import annotations
 
 import difflib
-import re
 from bisect import bisect_right
 
-# Python's own line breaks; str.splitlines would also split on \f, \v, \x85 and
-# U+2028, which are not line breaks to a parser.
-_NEWLINE = re.compile(r"\r\n|\r|\n")
+from .source import NEWLINE
 
 
 class LineMap:
     def __init__(self, original: str, current: str) -> None:
-        self._original = _NEWLINE.split(original)
-        self._current = _NEWLINE.split(current)
+        self._original = NEWLINE.split(original)
+        self._current = NEWLINE.split(current)
         matcher = difflib.SequenceMatcher(
             None, self._original, self._current, autojunk=False
         )

@@ -9,7 +9,6 @@ that on every fixture, the benchmark tree and the torch source).
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from .patterns import (
     is_optimizer_class,
 )
 from .rule import RUNTIME_MODULE
+from .source import NEWLINE
 
 SCREEN_CODE = "AM100"
 BACKWARD = "backward"
@@ -358,20 +358,17 @@ def _bound_otherwise(tree: ast.Module, name: str) -> bool:
     return False
 
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
 def _written_as(text: str, statement: ast.stmt, names: tuple[str, ...]) -> bool:
     """Are the dotted ``names`` spelled without spaces in ``statement``'s lines?"""
     end = statement.end_lineno or statement.lineno
-    lines = _NEWLINE.split(text, end)[statement.lineno - 1 : end]
+    lines = NEWLINE.split(text, end)[statement.lineno - 1 : end]
     segment = "\n".join(lines)
     return all(name in segment for name in names)
 
 
 def _column(text: str, line: int, utf8_offset: int) -> int:
     """libcst's 1-based column (in characters) for ``ast``'s UTF-8 byte offset."""
-    lines = _NEWLINE.split(text, line)
+    lines = NEWLINE.split(text, line)
     current = lines[line - 1] if line - 1 < len(lines) else ""
     return len(current.encode()[:utf8_offset].decode(errors="ignore")) + 1
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 
 from .findings import MigrationError
+
+#: Python's own line breaks. ``str.splitlines`` also splits on ``\f``, ``\v``,
+#: ``\x85`` and U+2028, which are not line breaks to the parser (line numbers of
+#: ``ast`` and libcst would drift from ours).
+NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def check_decodable(path: str, data: bytes) -> str:

@@ -10,14 +10,27 @@ from pathlib import Path
 
 from .test_cli import TRAIN
 
-# ``sys.modules["torch"] = None`` makes every ``import torch`` fail, as it does
-# where torch is not installed.
+# Every ``import torch`` fails, as where torch is not installed, and each attempt
+# is counted: migrating must not even try.
 WITHOUT_TORCH = """\
 import sys
-sys.modules["torch"] = None
+
+attempts = []
+
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            attempts.append(name)
+            raise ImportError(f"No module named {name!r}")
+        return None
+
+
+sys.meta_path.insert(0, NoTorch())
 from accel_migrate.cli.app import main
+
 code = main(sys.argv[1:])
-assert "torch" not in [m.partition(".")[0] for m in sys.modules if sys.modules[m]]
+print(f"torch imports tried: {len(attempts)}", file=sys.stderr)
 sys.exit(code)
 """
 
@@ -37,8 +50,10 @@ def test_migrating_needs_no_torch(tmp_path: Path) -> None:
     result = run("--check", "--diff", str(script))
     assert result.returncode == 1, result.stderr
     assert "+import accel_migrate.runtime as accel" in result.stdout
+    assert "torch imports tried: 0" in result.stderr
     result = run("--write", "-q", str(script))
     assert result.returncode == 0, result.stderr
+    assert "torch imports tried: 0" in result.stderr
     assert "accel.prepare_model" in script.read_text()
 
 
@@ -48,10 +63,11 @@ def test_launch_and_verify_say_they_need_torch(tmp_path: Path) -> None:
     for command in ("launch", "verify"):
         result = run(command, str(script))
         assert result.returncode == 2
-        assert result.stderr.strip() == (
+        assert result.stderr.splitlines() == [
             f"error: accel-migrate {command} needs PyTorch in this environment: "
-            "pip install torch (or pip install 'accel-migrate[torch]')"
-        )
+            "pip install torch (or pip install 'accel-migrate[torch]')",
+            "torch imports tried: 1",
+        ]
 
 
 def test_the_runtime_says_it_needs_torch() -> None:
