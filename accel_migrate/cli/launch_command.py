@@ -16,6 +16,7 @@ from typing import Any
 
 from ..runtime.config import ConfigError, RuntimeConfig, config_environment, load_config
 from ..runtime.env import DONE_DIR_VARIABLE
+from ..runtime.faults import RECORDED_AT
 from .app import EXIT_OK, EXIT_USAGE
 
 EXIT_JOB_FAILED = 1
@@ -150,7 +151,7 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
         if _only_aborted_after_finishing(failure, done_dir, processes):
             return EXIT_OK
         # The failing process printed its traceback first; say which one it was.
-        rank, first = failure.get_first_failure()
+        rank, first = root_failure(failure)
         print(
             f"error: the job failed: rank {rank} (pid {first.pid}) exited with code "
             f"{first.exitcode} first; its traceback is above",
@@ -160,6 +161,37 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
     finally:
         shutil.rmtree(done_dir, ignore_errors=True)
     return EXIT_OK
+
+
+def root_failure(failure: Any) -> tuple[int, Any]:
+    """The rank whose own error started the job's failure.
+
+    torchrun's ``get_first_failure`` orders failures by whole seconds, and a rank
+    stopped by its peer's failure (it exits with code 1 too, in the same second)
+    wins the tie when its rank is lower. Only a rank that raised an error of its
+    own records an error file (``faults.record_error``), so those come first,
+    ordered by the time they recorded.
+    """
+    recorded = {
+        rank: when
+        for rank, process in failure.failures.items()
+        if (when := _recorded_time(process)) is not None
+    }
+    if not recorded:
+        return failure.get_first_failure()
+    rank = min(recorded, key=lambda r: (recorded[r], r))
+    return rank, failure.failures[rank]
+
+
+def _recorded_time(process: Any) -> float | None:
+    message = getattr(process, "error_file_data", {}).get("message")
+    if not isinstance(message, dict):
+        return None
+    extra = message.get("extraInfo", {})
+    try:
+        return float(extra.get(RECORDED_AT, extra.get("timestamp")))
+    except (TypeError, ValueError):
+        return None
 
 
 def _only_aborted_after_finishing(failure: Any, done_dir: str, processes: int) -> bool:

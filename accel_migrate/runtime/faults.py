@@ -75,6 +75,7 @@ def named_collective(rank: int, operation: str, timeout: float) -> Iterator[None
 
 
 _FAILED = False
+RECORDED_AT = "accel_migrate_time"
 
 
 def process_failed() -> bool:
@@ -114,6 +115,9 @@ def record_error(error: BaseException) -> None:
             "extraInfo": {
                 "py_callstack": "".join(traceback.format_exception(error)),
                 "timestamp": str(int(time.time())),
+                # torchrun's timestamp has whole seconds; the launcher orders two
+                # recorded failures of the same second by this one.
+                RECORDED_AT: repr(time.time()),
             },
         }
     }

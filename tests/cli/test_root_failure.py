@@ -1,0 +1,69 @@
+"""The launcher names the rank whose own error failed the job, not a rank that was
+stopped because of it (torchrun orders failures by whole seconds only)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from torch.distributed.elastic.multiprocessing.errors import (
+    ChildFailedError,
+    ProcessFailure,
+)
+
+from accel_migrate.cli.launch_command import root_failure
+from accel_migrate.runtime import faults
+
+
+def _recorded(tmp_path: Path, rank: int, error: BaseException) -> str:
+    path = tmp_path / f"error{rank}.json"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+        faults.record_error(error)
+    return str(path)
+
+
+def _failure(rank: int, error_file: str) -> ProcessFailure:
+    return ProcessFailure(
+        local_rank=rank, pid=1000 + rank, exitcode=1, error_file=error_file
+    )
+
+
+def test_the_rank_that_raised_wins_over_a_stopped_lower_rank(tmp_path: Path) -> None:
+    raised = _failure(1, _recorded(tmp_path, 1, ValueError("bad batch")))
+    # The stopped rank recorded nothing; torchrun stamps it when it sees it exit,
+    # which is the same second or an earlier one on a tie of whole seconds.
+    stopped = _failure(0, str(tmp_path / "none.json"))
+    stopped.timestamp = raised.timestamp
+    failure = ChildFailedError("train.py", {0: stopped, 1: raised})
+    assert (
+        failure.get_first_failure()[0] == 0
+    ), "torchrun's own choice is the stopped rank"
+    assert root_failure(failure)[0] == 1
+
+
+def test_two_recorded_errors_are_ordered_within_the_second(tmp_path: Path) -> None:
+    later_rank0 = _recorded(tmp_path, 0, ValueError("second"))
+    earlier_rank1 = _recorded(tmp_path, 1, ValueError("first"))
+    data = json.loads(Path(earlier_rank1).read_text())
+    extra = data["message"]["extraInfo"]
+    extra[faults.RECORDED_AT] = repr(float(extra[faults.RECORDED_AT]) - 0.5)
+    Path(earlier_rank1).write_text(json.dumps(data))
+    failure = ChildFailedError(
+        "train.py", {0: _failure(0, later_rank0), 1: _failure(1, earlier_rank1)}
+    )
+    rank, process = root_failure(failure)
+    assert rank == 1
+    assert "first" in str(process.message)
+
+
+def test_without_recorded_errors_torchruns_choice_stands(tmp_path: Path) -> None:
+    killed = [_failure(r, str(tmp_path / f"none{r}.json")) for r in (0, 1)]
+    killed[0].timestamp = int(time.time()) + 5
+    failure = ChildFailedError("train.py", {0: killed[0], 1: killed[1]})
+    assert root_failure(failure)[0] == 1
