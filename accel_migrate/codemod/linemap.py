@@ -1,7 +1,8 @@
-"""Map line numbers of a rewritten source back to the original source.
+"""Map places in a rewritten source back to the original source.
 
-Rules run one after another, and the runtime import is added first, so a rule sees
-line numbers shifted by earlier edits. Findings must name the user's lines.
+Rules run one after another, so a rule sees lines shifted and lines rewritten by
+earlier edits (``print(x.cuda())`` is ``accel.print(x.cuda())`` by the time another
+rule looks at ``x.cuda()``). Findings must name the user's lines and columns.
 """
 
 from __future__ import annotations
@@ -29,14 +30,26 @@ class LineMap:
 
     def original(self, line: int) -> int:
         """The 1-based original line for 1-based ``line`` of the current source."""
+        return self._original_index(line) + 1
+
+    def original_place(self, line: int, column: int) -> tuple[int, int]:
+        """The original (1-based line, 0-based column) for a place in the current
+        source: the column moves with the text around it, so a call that an edit
+        before it on the same line shifted is named where the user wrote it."""
+        index = self._original_index(line)
+        current = self._current[line - 1] if 0 < line <= len(self._current) else ""
+        original = self._original[index] if index < len(self._original) else ""
+        return index + 1, _original_column(original, current, column)
+
+    def _original_index(self, line: int) -> int:
         where = bisect_right(self._starts, line - 1) - 1
         if where < 0:
-            return line
+            return line - 1
         start, original_start, length, original_length, equal = self._blocks[where]
         offset = line - 1 - start
         if equal or length == original_length or original_length <= 1:
             # line for line (``print`` -> ``accel.print``), or nothing to choose from
-            return original_start + min(offset, max(original_length - 1, 0)) + 1
+            return original_start + min(offset, max(original_length - 1, 0))
         # A rule merged or split lines (``with open(p) as f: torch.save(x, f)`` became
         # ``accel.save(x, p)``): the original line of the block most like this one.
         text = self._current[line - 1] if line - 1 < len(self._current) else ""
@@ -45,7 +58,20 @@ class LineMap:
             candidates,
             key=lambda i: (_likeness(self._original[i], text), -i),
         )
-        return best + 1
+        return best
+
+
+def _original_column(original: str, current: str, column: int) -> int:
+    if original == current or column <= 0:
+        return column
+    matcher = difflib.SequenceMatcher(None, original, current, autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        if b <= column < b + size:
+            return a + column - b
+        if b > column:
+            # The column is in text an edit wrote: the place where that edit starts.
+            return a
+    return len(original)
 
 
 def _likeness(a: str, b: str) -> float:

@@ -109,11 +109,17 @@ class RuleContext:
         return kept
 
     def original_line(self, current_code: str, line: int) -> int:
+        return self.original_place(current_code, line, 0)[0]
+
+    def original_place(
+        self, current_code: str, line: int, column: int
+    ) -> tuple[int, int]:
+        """The user's (line, 0-based column) for a place in ``current_code``."""
         if current_code == self.original_code:
-            return line
+            return line, column
         if self._linemap is None or self._linemap[0] != current_code:
             self._linemap = (current_code, LineMap(self.original_code, current_code))
-        return self._linemap[1].original(line)
+        return self._linemap[1].original_place(line, column)
 
 
 class Rule(cst.CSTTransformer):
@@ -287,9 +293,11 @@ class Rule(cst.CSTTransformer):
     def report(self, node: cst.CSTNode, status: Status, message: str) -> None:
         """Record a finding at ``node`` (a node of the tree being visited)."""
         position = self.get_metadata(PositionProvider, node).start
-        line = self.context.original_line(self._current_code, position.line)
+        line, column = self.context.original_place(
+            self._current_code, position.line, position.column
+        )
         self.context.findings.append(
-            Finding(line, position.column + 1, self.code, status, message)
+            Finding(line, column + 1, self.code, status, message)
         )
         if status == "fixed":
             self.context.changed = True

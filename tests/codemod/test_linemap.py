@@ -38,3 +38,31 @@ def test_only_python_line_breaks_count() -> None:
     current = "import accel\na = 1\f\naccel.print('\u2028')\nb\n"
     line_map = LineMap(original, current)
     assert [line_map.original(n) for n in range(2, 5)] == [1, 2, 3]
+
+
+def test_a_column_moves_with_the_text_around_it() -> None:
+    """``print(x.cuda())`` became ``accel.print(x.cuda())``: a finding on ``x.cuda()``
+    is at the user's column 6, not at 12 in the rewritten line."""
+    original = "a\nprint(x.cuda())\n"
+    current = "import accel\na\naccel.print(x.cuda())\n"
+    line_map = LineMap(original, current)
+    assert line_map.original_place(3, 12) == (2, 6)
+    assert line_map.original_place(2, 0) == (1, 0)
+
+
+def test_a_column_in_a_merged_block_is_found_in_its_original_line() -> None:
+    original = "with open(p, 'wb') as f:\n    torch.save(model.state_dict(), f)\n"
+    current = "accel.save(model.state_dict(), p)\n"
+    column = current.index("model.state_dict")
+    assert LineMap(original, current).original_place(1, column) == (
+        2,
+        original.splitlines()[1].index("model.state_dict"),
+    )
+
+
+def test_a_column_in_written_text_names_where_the_edit_starts() -> None:
+    """``scaler.scale(loss).backward()`` became ``accel.backward(scaler.scale(loss))``:
+    the new call starts where the user's expression did."""
+    original = "    scaler.scale(loss).backward()\n"
+    current = "    accel.backward(scaler.scale(loss))\n"
+    assert LineMap(original, current).original_place(1, 4) == (1, 4)
