@@ -16,7 +16,7 @@ from typing import Any
 
 from ..runtime.config import ConfigError, RuntimeConfig, config_environment, load_config
 from ..runtime.env import DONE_DIR_VARIABLE
-from ..runtime.faults import RECORDED_AT
+from ..runtime.faults import RECORDED_AT, STOPPED_BY_PEER
 from .app import EXIT_OK, EXIT_USAGE
 
 EXIT_JOB_FAILED = 1
@@ -164,34 +164,42 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
 
 
 def root_failure(failure: Any) -> tuple[int, Any]:
-    """The rank whose own error started the job's failure.
+    """The rank whose own failure failed the job.
 
     torchrun's ``get_first_failure`` orders failures by whole seconds, and a rank
-    stopped by its peer's failure (it exits with code 1 too, in the same second)
-    wins the tie when its rank is lower. Only a rank that raised an error of its
-    own records an error file (``faults.record_error``), so those come first,
-    ordered by the time they recorded.
+    that was only stopped by its peer's failure (it exits with code 1 in the same
+    second) wins the tie when its rank is lower. The runtime's processes record
+    what ended them (``faults.record_error``): an error of their own comes first,
+    ordered by the time recorded; then a process that died without a record (a
+    signal, ``sys.exit``); a process stopped by a peer only when nothing else failed.
     """
-    recorded = {
+    records = {rank: _record(process) for rank, process in failure.failures.items()}
+    raised = {
         rank: when
-        for rank, process in failure.failures.items()
-        if (when := _recorded_time(process)) is not None
+        for rank, (when, stopped) in records.items()
+        if when is not None and not stopped
     }
-    if not recorded:
-        return failure.get_first_failure()
-    rank = min(recorded, key=lambda r: (recorded[r], r))
-    return rank, failure.failures[rank]
+    if raised:
+        rank = min(raised, key=lambda r: (raised[r], r))
+        return rank, failure.failures[rank]
+    silent = [rank for rank, (when, _) in records.items() if when is None]
+    if silent:
+        rank = min(silent, key=lambda r: (failure.failures[r].timestamp, r))
+        return rank, failure.failures[rank]
+    return failure.get_first_failure()
 
 
-def _recorded_time(process: Any) -> float | None:
+def _record(process: Any) -> tuple[float | None, bool]:
+    """(time recorded, stopped by a peer) from a process's error file."""
     message = getattr(process, "error_file_data", {}).get("message")
     if not isinstance(message, dict):
-        return None
+        return None, False
     extra = message.get("extraInfo", {})
     try:
-        return float(extra.get(RECORDED_AT, extra.get("timestamp")))
+        when = float(extra.get(RECORDED_AT, extra.get("timestamp")))
     except (TypeError, ValueError):
-        return None
+        return None, False
+    return when, bool(extra.get(STOPPED_BY_PEER, False))
 
 
 def _only_aborted_after_finishing(failure: Any, done_dir: str, processes: int) -> bool:

@@ -76,6 +76,7 @@ def named_collective(rank: int, operation: str, timeout: float) -> Iterator[None
 
 _FAILED = False
 RECORDED_AT = "accel_migrate_time"
+STOPPED_BY_PEER = "accel_migrate_stopped_by_peer"
 
 
 def process_failed() -> bool:
@@ -97,6 +98,7 @@ def install_excepthook(rank: int) -> None:
             message = lines[0].removeprefix(f"rank {rank}: ")
             sys.stderr.write(f"[rank{rank}]: stopped: {message}\n")
             sys.stderr.flush()
+            record_error(error, stopped=True)
             return
         record_error(error)
         previous(kind, error, tb)
@@ -104,8 +106,12 @@ def install_excepthook(rank: int) -> None:
     sys.excepthook = hook
 
 
-def record_error(error: BaseException) -> None:
-    """Write the error file torchrun reads to name the root cause of a failed job."""
+def record_error(error: BaseException, stopped: bool = False) -> None:
+    """Write the error file torchrun reads to name the root cause of a failed job.
+
+    A process ``stopped`` because another one went away says so: the launcher then
+    names the other one, even when it died without a word (a signal, ``os._exit``).
+    """
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path or os.path.exists(path):
         return
@@ -118,6 +124,7 @@ def record_error(error: BaseException) -> None:
                 # torchrun's timestamp has whole seconds; the launcher orders two
                 # recorded failures of the same second by this one.
                 RECORDED_AT: repr(time.time()),
+                STOPPED_BY_PEER: stopped,
             },
         }
     }

@@ -20,31 +20,57 @@ from accel_migrate.cli.launch_command import root_failure
 from accel_migrate.runtime import faults
 
 
-def _recorded(tmp_path: Path, rank: int, error: BaseException) -> str:
+def _recorded(
+    tmp_path: Path, rank: int, error: BaseException, stopped: bool = False
+) -> str:
     path = tmp_path / f"error{rank}.json"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
-        faults.record_error(error)
+        faults.record_error(error, stopped=stopped)
     return str(path)
 
 
-def _failure(rank: int, error_file: str) -> ProcessFailure:
+def _failure(rank: int, error_file: str, exitcode: int = 1) -> ProcessFailure:
     return ProcessFailure(
-        local_rank=rank, pid=1000 + rank, exitcode=1, error_file=error_file
+        local_rank=rank, pid=1000 + rank, exitcode=exitcode, error_file=error_file
     )
+
+
+def _stopped(tmp_path: Path, rank: int) -> ProcessFailure:
+    error = faults.PeerFailedError(f"rank {rank}: all_reduce could not complete")
+    return _failure(rank, _recorded(tmp_path, rank, error, stopped=True))
 
 
 def test_the_rank_that_raised_wins_over_a_stopped_lower_rank(tmp_path: Path) -> None:
     raised = _failure(1, _recorded(tmp_path, 1, ValueError("bad batch")))
-    # The stopped rank recorded nothing; torchrun stamps it when it sees it exit,
-    # which is the same second or an earlier one on a tie of whole seconds.
-    stopped = _failure(0, str(tmp_path / "none.json"))
+    # Both in the same whole second, as torchrun sees them.
+    stopped = _stopped(tmp_path, 0)
     stopped.timestamp = raised.timestamp
     failure = ChildFailedError("train.py", {0: stopped, 1: raised})
     assert (
         failure.get_first_failure()[0] == 0
     ), "torchrun's own choice is the stopped rank"
     assert root_failure(failure)[0] == 1
+
+
+def test_a_silent_death_wins_over_a_rank_it_stopped(tmp_path: Path) -> None:
+    """Rank 1 died of a signal (no record); rank 0, stopped by it, recorded that
+    it was stopped, in the same second."""
+    aborted = _failure(1, str(tmp_path / "none.json"), exitcode=-6)
+    stopped = _stopped(tmp_path, 0)
+    aborted.timestamp = stopped.timestamp
+    failure = ChildFailedError("train.py", {0: stopped, 1: aborted})
+    assert (
+        failure.get_first_failure()[0] == 0
+    ), "torchrun's own choice is the stopped rank"
+    assert root_failure(failure)[0] == 1
+
+
+def test_only_stopped_ranks_leave_torchruns_choice(tmp_path: Path) -> None:
+    failure = ChildFailedError(
+        "train.py", {0: _stopped(tmp_path, 0), 1: _stopped(tmp_path, 1)}
+    )
+    assert root_failure(failure) == failure.get_first_failure()
 
 
 def test_two_recorded_errors_are_ordered_within_the_second(tmp_path: Path) -> None:
