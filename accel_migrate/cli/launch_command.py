@@ -171,7 +171,8 @@ def root_failure(failure: Any) -> tuple[int, Any]:
     second) wins the tie when its rank is lower. The runtime's processes record
     what ended them (``faults.record_error``): an error of their own comes first,
     ordered by the time recorded; then a process that died without a record (a
-    signal, ``sys.exit``); a process stopped by a peer only when nothing else failed.
+    signal, ``sys.exit``) other than those torchrun closed; the rest in torchrun's
+    order.
     """
     records = {rank: _record(process) for rank, process in failure.failures.items()}
     raised = {
@@ -182,7 +183,12 @@ def root_failure(failure: Any) -> tuple[int, Any]:
     if raised:
         rank = min(raised, key=lambda r: (raised[r], r))
         return rank, failure.failures[rank]
-    silent = [rank for rank, (when, _) in records.items() if when is None]
+    # SIGTERM is torchrun's own closing signal for the processes still running.
+    silent = [
+        rank
+        for rank, (when, _) in records.items()
+        if when is None and failure.failures[rank].exitcode != -signal.SIGTERM
+    ]
     if silent:
         rank = min(silent, key=lambda r: (failure.failures[r].timestamp, r))
         return rank, failure.failures[rank]

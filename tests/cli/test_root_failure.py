@@ -66,6 +66,17 @@ def test_a_silent_death_wins_over_a_rank_it_stopped(tmp_path: Path) -> None:
     assert root_failure(failure)[0] == 1
 
 
+def test_a_rank_torchrun_closed_is_not_the_cause(tmp_path: Path) -> None:
+    """torchrun sends SIGTERM to the ranks still running once one failed, and
+    counts them as failures too, stamped in the same second."""
+    aborted = _failure(1, str(tmp_path / "none1.json"), exitcode=-6)
+    closed = _failure(0, str(tmp_path / "none0.json"), exitcode=-15)
+    closed.timestamp = aborted.timestamp
+    failure = ChildFailedError("train.py", {0: closed, 1: aborted})
+    assert failure.get_first_failure()[0] == 0
+    assert root_failure(failure)[0] == 1
+
+
 def test_only_stopped_ranks_leave_torchruns_choice(tmp_path: Path) -> None:
     failure = ChildFailedError(
         "train.py", {0: _stopped(tmp_path, 0), 1: _stopped(tmp_path, 1)}
