@@ -150,13 +150,8 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
     except ChildFailedError as failure:
         if _only_aborted_after_finishing(failure, done_dir, processes):
             return EXIT_OK
-        # The failing process printed its traceback first; say which one it was.
         rank, first = root_failure(failure)
-        print(
-            f"error: the job failed: rank {rank} (pid {first.pid}) exited with code "
-            f"{first.exitcode} first; its traceback is above",
-            file=sys.stderr,
-        )
+        print(f"error: the job failed: {failure_summary(rank, first)}", file=sys.stderr)
         return EXIT_JOB_FAILED
     finally:
         shutil.rmtree(done_dir, ignore_errors=True)
@@ -193,6 +188,21 @@ def root_failure(failure: Any) -> tuple[int, Any]:
         rank = min(silent, key=lambda r: (failure.failures[r].timestamp, r))
         return rank, failure.failures[rank]
     return failure.get_first_failure()
+
+
+def failure_summary(rank: int, process: Any) -> str:
+    """``rank 1 (pid 42) exited with code 1 first; its traceback is above``."""
+    if process.exitcode < 0:
+        try:
+            how = f"was ended by {signal.Signals(-process.exitcode).name}"
+        except ValueError:
+            how = f"was ended by signal {-process.exitcode}"
+    else:
+        how = f"exited with code {process.exitcode}"
+    when, stopped = _record(process)
+    # A process that raised printed its traceback before anything else failed.
+    where = "; its traceback is above" if when is not None and not stopped else ""
+    return f"rank {rank} (pid {process.pid}) {how} first{where}"
 
 
 def _record(process: Any) -> tuple[float | None, bool]:

@@ -16,7 +16,7 @@ from torch.distributed.elastic.multiprocessing.errors import (
     ProcessFailure,
 )
 
-from accel_migrate.cli.launch_command import root_failure
+from accel_migrate.cli.launch_command import failure_summary, root_failure
 from accel_migrate.runtime import faults
 
 
@@ -104,3 +104,12 @@ def test_without_recorded_errors_torchruns_choice_stands(tmp_path: Path) -> None
     killed[0].timestamp = int(time.time()) + 5
     failure = ChildFailedError("train.py", {0: killed[0], 1: killed[1]})
     assert root_failure(failure)[0] == 1
+
+
+def test_the_summary_says_how_the_rank_ended(tmp_path: Path) -> None:
+    raised = _failure(1, _recorded(tmp_path, 1, ValueError("bad batch")))
+    assert failure_summary(1, raised) == (
+        "rank 1 (pid 1001) exited with code 1 first; its traceback is above"
+    )
+    aborted = _failure(0, str(tmp_path / "none.json"), exitcode=-6)
+    assert failure_summary(0, aborted) == "rank 0 (pid 1000) was ended by SIGABRT first"
