@@ -137,14 +137,19 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     os.environ.update(config_environment(config))
-    # Where torchrun copies the failing worker's error report (otherwise it logs
-    # that it has nowhere to put it).
-    os.environ.setdefault("TORCHELASTIC_ERROR_FILE", _error_file())
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
 
-    done_dir = tempfile.mkdtemp(prefix="accel-migrate-done-")
+    # One folder for the job's bookkeeping, removed when the job ends.
+    work = tempfile.mkdtemp(prefix="accel-migrate-launch-")
+    done_dir = os.path.join(work, "done")
+    os.mkdir(done_dir)
     os.environ[DONE_DIR_VARIABLE] = done_dir
+    # Where torchrun copies the failing worker's error report (otherwise it logs
+    # that it has nowhere to put it); torchrun creates it only when a worker fails.
+    ours = "TORCHELASTIC_ERROR_FILE" not in os.environ
+    if ours:
+        os.environ["TORCHELASTIC_ERROR_FILE"] = os.path.join(work, "error.json")
     try:
         torchrun(argv)
     except ChildFailedError as failure:
@@ -154,7 +159,9 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
         print(f"error: the job failed: {failure_summary(rank, first)}", file=sys.stderr)
         return EXIT_JOB_FAILED
     finally:
-        shutil.rmtree(done_dir, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+        if ours:
+            del os.environ["TORCHELASTIC_ERROR_FILE"]
     return EXIT_OK
 
 
@@ -239,12 +246,3 @@ def _only_aborted_after_finishing(failure: Any, done_dir: str, processes: int) -
         file=sys.stderr,
     )
     return True
-
-
-def _error_file() -> str:
-    import tempfile
-
-    handle, path = tempfile.mkstemp(prefix="accel-migrate-error-", suffix=".json")
-    os.close(handle)
-    os.unlink(path)  # torchrun creates it only when a worker fails
-    return path

@@ -3,6 +3,7 @@ and two launchers as two nodes on loopback."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -21,17 +22,27 @@ LAUNCH = [sys.executable, "-m", "accel_migrate", "launch"]
 
 
 def _run(
-    *args: str, timeout: float = 120
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
     done = subprocess.run(
-        [*LAUNCH, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [*LAUNCH, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
     )
     return done, time.monotonic() - start
 
 
-def test_a_failing_rank_stops_the_job_with_one_traceback() -> None:
-    done, seconds = _run("--nproc", "2", str(SCRIPTS / "rank_raises.py"))
+def test_a_failing_rank_stops_the_job_with_one_traceback(tmp_path: Path) -> None:
+    done, seconds = _run(
+        "--nproc",
+        "2",
+        str(SCRIPTS / "rank_raises.py"),
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     assert done.returncode == 1
     assert seconds < 30
     err = done.stderr
@@ -41,6 +52,8 @@ def test_a_failing_rank_stops_the_job_with_one_traceback() -> None:
         "[rank0]: stopped:"
     ), "the root cause comes first"
     assert "error: the job failed: rank 1" in err
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith("accel-")]
+    assert leftovers == [], "the launcher's bookkeeping is removed"
 
 
 def test_a_collective_one_rank_skips_times_out_with_a_named_message() -> None:
