@@ -151,7 +151,8 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
     if ours:
         os.environ["TORCHELASTIC_ERROR_FILE"] = os.path.join(work, "error.json")
     try:
-        torchrun(argv)
+        # torchrun would otherwise leave a folder in the temp folder for every run.
+        torchrun(["--log-dir", os.path.join(work, "logs"), *argv])
     except ChildFailedError as failure:
         if _only_aborted_after_finishing(failure, done_dir, processes):
             return EXIT_OK
