@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,38 +42,36 @@ def _stopped(tmp_path: Path, rank: int) -> ProcessFailure:
     return _failure(rank, _recorded(tmp_path, rank, error, stopped=True))
 
 
-def test_the_rank_that_raised_wins_over_a_stopped_lower_rank(tmp_path: Path) -> None:
-    raised = _failure(1, _recorded(tmp_path, 1, ValueError("bad batch")))
-    # Both in the same whole second, as torchrun sees them.
-    stopped = _stopped(tmp_path, 0)
-    stopped.timestamp = raised.timestamp
-    failure = ChildFailedError("train.py", {0: stopped, 1: raised})
-    assert (
-        failure.get_first_failure()[0] == 0
-    ), "torchrun's own choice is the stopped rank"
-    assert root_failure(failure)[0] == 1
+def _raised(tmp_path: Path, rank: int) -> ProcessFailure:
+    return _failure(rank, _recorded(tmp_path, rank, ValueError("bad batch")))
 
 
-def test_a_silent_death_wins_over_a_rank_it_stopped(tmp_path: Path) -> None:
-    """Rank 1 died of a signal (no record); rank 0, stopped by it, recorded that
-    it was stopped, in the same second."""
-    aborted = _failure(1, str(tmp_path / "none.json"), exitcode=-6)
-    stopped = _stopped(tmp_path, 0)
-    aborted.timestamp = stopped.timestamp
-    failure = ChildFailedError("train.py", {0: stopped, 1: aborted})
-    assert (
-        failure.get_first_failure()[0] == 0
-    ), "torchrun's own choice is the stopped rank"
-    assert root_failure(failure)[0] == 1
+def _aborted(tmp_path: Path, rank: int) -> ProcessFailure:
+    """Died of a signal, so without a record."""
+    return _failure(rank, str(tmp_path / f"none{rank}.json"), exitcode=-6)
 
 
-def test_a_rank_torchrun_closed_is_not_the_cause(tmp_path: Path) -> None:
-    """torchrun sends SIGTERM to the ranks still running once one failed, and
-    counts them as failures too, stamped in the same second."""
-    aborted = _failure(1, str(tmp_path / "none1.json"), exitcode=-6)
-    closed = _failure(0, str(tmp_path / "none0.json"), exitcode=-15)
-    closed.timestamp = aborted.timestamp
-    failure = ChildFailedError("train.py", {0: closed, 1: aborted})
+def _closed(tmp_path: Path, rank: int) -> ProcessFailure:
+    """Sent SIGTERM by torchrun once another rank had failed; torchrun counts it
+    as a failure too."""
+    return _failure(rank, str(tmp_path / f"none{rank}.json"), exitcode=-15)
+
+
+@pytest.mark.parametrize(
+    ("cause", "consequence"),
+    [(_raised, _stopped), (_aborted, _stopped), (_aborted, _closed)],
+    ids=["raised-vs-stopped", "aborted-vs-stopped", "aborted-vs-closed"],
+)
+def test_the_cause_wins_over_a_lower_rank_it_ended(
+    cause: Callable[[Path, int], ProcessFailure],
+    consequence: Callable[[Path, int], ProcessFailure],
+    tmp_path: Path,
+) -> None:
+    """Rank 1 failed and ended rank 0, both in the same whole second, as torchrun
+    stamps them; torchrun's own choice is then rank 0."""
+    ended, failed = consequence(tmp_path, 0), cause(tmp_path, 1)
+    ended.timestamp = failed.timestamp
+    failure = ChildFailedError("train.py", {0: ended, 1: failed})
     assert failure.get_first_failure()[0] == 0
     assert root_failure(failure)[0] == 1
 
