@@ -71,7 +71,7 @@ class MainProcessOnly:
         return f"<{self._name} on the main process only>"
 
 
-def on_main_process(factory: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def on_main_process(factory: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``factory(*args, **kwargs)`` on the main process; elsewhere a stand-in that
     accepts every call and does nothing (see ``MainProcessOnly``)."""
     if is_main_process():

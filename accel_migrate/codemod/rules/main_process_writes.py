@@ -12,7 +12,10 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   ``wandb.log({...}, step=step)`` becomes
   ``accel.on_main_process(wandb.log, {...}, step=step)``;
 - files opened for writing, ``open(path, "w")`` (modes with ``w``, ``a``, ``x`` or
-  ``+``, also in ``with``): ``accel.on_main_process(open, path, "w")``.
+  ``+``, also in ``with``): ``accel.on_main_process(open, path, "w")``;
+- functions that write a file by its path: ``torchvision.utils.save_image``,
+  ``numpy.save`` / ``savez`` / ``savez_compressed`` / ``savetxt`` and
+  ``matplotlib.pyplot.savefig``.
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
@@ -104,16 +107,34 @@ RUN_FUNCTIONS = frozenset(
         ),
     }
 )
+#: Functions that write a file at a path, with where that path is given
+#: (position, keyword).
+PATH_WRITERS: dict[str, tuple[int, str]] = {
+    "torchvision.utils.save_image": (1, "fp"),
+    "numpy.save": (0, "file"),
+    "numpy.savez": (0, "file"),
+    "numpy.savez_compressed": (0, "file"),
+    "numpy.savetxt": (0, "fname"),
+    "matplotlib.pyplot.savefig": (0, "fname"),
+}
 RUN_STATE = frozenset({"wandb.run", "wandb.config", "wandb.summary"})
 _READERS = frozenset(
-    {"builtins.open", "io.open", "torch.load", "json.load", "pickle.load"}
+    {
+        "builtins.open",
+        "io.open",
+        "torch.load",
+        "json.load",
+        "pickle.load",
+        "numpy.load",
+        "numpy.loadtxt",
+    }
 )
 
 
 class MainProcessWrites(Rule):
     code = "AM017"
     name = "main-process-writes"
-    summary = "SummaryWriter / wandb / open(path, 'w') -> accel.on_main_process(...)"
+    summary = "SummaryWriter / wandb / open(path, 'w') / save_image -> accel.on_main_process(...)"
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
@@ -124,15 +145,15 @@ class MainProcessWrites(Rule):
         elif names & RUN_FUNCTIONS:
             name = sorted(names & RUN_FUNCTIONS)[0]
             what = f"{name}(...) runs on the main process only"
+        elif writers := names & PATH_WRITERS.keys():
+            name = sorted(writers)[0]
+            if self._read_again(original_node, _path_argument(original_node, name)):
+                self._report_read_again(original_node)
+                return updated_node
+            what = f"{name}(...) writes its file on the main process only"
         elif names & OPEN_CALLS and (mode := write_mode(original_node)) is not None:
-            if self._read_again(original_node):
-                self.report(
-                    original_node,
-                    "needs-review",
-                    "a file that every process writes and the script reads again later: "
-                    "open it for writing on the main process only (accel.on_main_process) "
-                    "and add accel.barrier() before it is read",
-                )
+            if self._read_again(original_node, _path_argument(original_node)):
+                self._report_read_again(original_node)
                 return updated_node
             what = f'file opened for writing ("{mode}") on the main process only'
         else:
@@ -176,9 +197,31 @@ class MainProcessWrites(Rule):
             found.append((line, cst.Module([]).code_for_node(source)))
         return found
 
-    def _read_again(self, call: cst.Call) -> bool:
-        if not call.args:
+    def _report_read_again(self, call: cst.Call) -> None:
+        self.report(
+            call,
+            "needs-review",
+            "a file that every process writes and the script reads again later: "
+            "write it on the main process only (accel.on_main_process) "
+            "and add accel.barrier() before it is read",
+        )
+
+    def _read_again(self, call: cst.Call, path: cst.BaseExpression | None) -> bool:
+        if path is None:
             return False
-        path = cst.Module([]).code_for_node(call.args[0].value)
+        code = cst.Module([]).code_for_node(path)
         line = self.get_metadata(PositionProvider, call).start.line
-        return any(later > line and code == path for later, code in self._reads)
+        return any(later > line and read == code for later, read in self._reads)
+
+
+def _path_argument(
+    call: cst.Call, writer: str | None = None
+) -> cst.BaseExpression | None:
+    """The path a call writes to: ``open``'s first argument, or where ``writer``
+    (a PATH_WRITERS name) takes it."""
+    position, keyword = PATH_WRITERS[writer] if writer else (0, "file")
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return positional[position].value if len(positional) > position else None
