@@ -333,6 +333,7 @@ def measure(name: str, tree: Path, jobs: int, torchfix: list[str] | str | None) 
 def _agree_one(path: str) -> tuple[str, str | None]:
     """(path, disagreement or None) for one file."""
     from accel_migrate.codemod import MigrateOptions, MigrationError, migrate_source
+    from accel_migrate.codemod.findings import SKIP_GENERATED, SKIP_SUPPRESSED
     from accel_migrate.codemod.screen import prescreen
 
     data = Path(path).read_bytes()
@@ -355,6 +356,8 @@ def _agree_one(path: str) -> tuple[str, str | None]:
     )
     if not same:
         return path, f"pre-screen {quick.skip_reason!r}, full pass {full.status}"
+    if full.skip_reason in (SKIP_GENERATED, SKIP_SUPPRESSED):
+        return path, None  # decided from the text before any screen runs
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
