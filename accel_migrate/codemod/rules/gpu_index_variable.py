@@ -61,30 +61,24 @@ class GpuIndexVariable(Rule):
     name = "gpu-index-variable"
     summary = "device = 0; x.to(device) -> x.to(accel.device()); device = 0 passed on -> reported"
 
-    def _bindings(self, name: cst.Name) -> list[Assignment] | None:
-        """Every binding of ``name`` in its scope, when all are plain assignments."""
+    def _integer_bindings(self, name: cst.Name) -> list[Assignment] | None:
+        """Every binding of ``name`` in its scope, when each is ``name = <integer>``
+        (also ``a = name = 3``); None when any other binding exists."""
         scope = self.get_metadata(ScopeProvider, name, None)
-        if scope is None:
-            return None
-        found = list(scope[name.value])
-        if not found or not all(isinstance(a, Assignment) for a in found):
+        found = list(scope[name.value]) if scope is not None else []
+        if not found or not all(
+            isinstance(b, Assignment)
+            and isinstance(b.node, cst.Name)
+            and self._assigned_integer(b.node)
+            for b in found
+        ):
             return None
         return found  # type: ignore[return-value]
 
-    def _integer_value(self, target: cst.CSTNode) -> cst.Integer | None:
-        """``target = 3`` (also ``a = target = 3``): the integer; else None."""
+    def _assigned_integer(self, target: cst.Name) -> bool:
         holder = self.parent(target)
         assign = self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
-        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Integer):
-            return assign.value
-        return None
-
-    def _only_integers(self, name: cst.Name) -> bool:
-        bindings = self._bindings(name)
-        return bindings is not None and all(
-            isinstance(b.node, cst.Name) and self._integer_value(b.node) is not None
-            for b in bindings
-        )
+        return isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Integer)
 
     def _device_position(self, node: cst.CSTNode) -> bool:
         """``x.to(node)``: the first positional argument of a ``.to`` call."""
@@ -109,7 +103,7 @@ class GpuIndexVariable(Rule):
         if not (
             isinstance(first, cst.Name)
             and self._device_position(first)
-            and self._only_integers(first)
+            and self._integer_bindings(first) is not None
         ):
             return updated_node
         self.report(
@@ -131,10 +125,7 @@ class GpuIndexVariable(Rule):
                 self._report_passed_on(name, node.value)
 
     def _report_passed_on(self, name: cst.Name, value: cst.Integer) -> None:
-        bindings = self._bindings(name)
-        if bindings is None or not self._only_integers(name):
-            return
-        for binding in bindings:
+        for binding in self._integer_bindings(name) or ():
             if binding.node is not name:
                 continue
             for access in sorted(binding.references, key=self._place):
