@@ -8,6 +8,10 @@
   (to a function or a class, into another variable or a container, or returns
   it), is left alone and reported as needs-review at the assignment, naming that
   use. Comparisons and printouts of it are not uses that pick a GPU.
+- ``.to(args.gpu)``, with ``args = parser.parse_args()``: a command-line option
+  named like a GPU index (``gpu``, ``gpu_id``, ``device_id``...; not ``device``,
+  which scripts as often set to ``"cuda"``) is reported as needs-review: its value
+  is not in the code, and it may be ``None``, which ``.to()`` ignores.
 
 ## Why
 ``.to(0)`` means "GPU 0". Under ``accel-migrate launch`` every process has its own
@@ -50,6 +54,13 @@ from ..rule import Rule
 _GPU_NAME = re.compile(
     r"(?:cuda_?)?(?:device|dev|gpu)(?:_?(?:id|idx|index|num|no))?", re.IGNORECASE
 )
+#: Option names that say "a GPU index" (``args.gpu``), but not ``args.device``,
+#: which scripts as often set to ``"cuda"``.
+_GPU_INDEX_ATTRIBUTE = re.compile(
+    r"(?:cuda_?)?gpu(?:_?(?:id|idx|index|num|no))?"
+    r"|(?:cuda_?)?device_?(?:id|idx|index|num|no)",
+    re.IGNORECASE,
+)
 #: Calls that only show a value (``print(device)``, ``logger.info(...)``).
 _OUTPUT_CALLS = frozenset(
     {"print", "debug", "info", "warning", "warn", "error", "log", "write", "format"}
@@ -74,6 +85,28 @@ class GpuIndexVariable(Rule):
         ):
             return None
         return found  # type: ignore[return-value]
+
+    def _parsed_arguments(self, node: cst.BaseExpression) -> bool:
+        """``args`` of ``args = parser.parse_args()``, its only binding."""
+        if not isinstance(node, cst.Name):
+            return False
+        scope = self.get_metadata(ScopeProvider, node, None)
+        found = list(scope[node.value]) if scope is not None else []
+        for binding in found:
+            holder = (
+                self.parent(binding.node) if isinstance(binding, Assignment) else None
+            )
+            assign = (
+                self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
+            )
+            value = assign.value if isinstance(assign, cst.Assign) else None
+            if not (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "parse_args"
+            ):
+                return False
+        return bool(found)
 
     def _assigned_integer(self, target: cst.Name) -> bool:
         holder = self.parent(target)
@@ -100,6 +133,20 @@ class GpuIndexVariable(Rule):
         if not original_node.args:
             return updated_node
         first = original_node.args[0].value
+        if (
+            isinstance(first, cst.Attribute)
+            and _GPU_INDEX_ATTRIBUTE.fullmatch(first.attr.value)
+            and self._device_position(first)
+            and self._parsed_arguments(first.value)
+        ):
+            shown = cst.Module([]).code_for_node(first)
+            self.report(
+                original_node,
+                "needs-review",
+                f"`.to({shown})`: a GPU index from the command line puts every "
+                "process on that GPU; use accel.device()",
+            )
+            return updated_node
         if not (
             isinstance(first, cst.Name)
             and self._device_position(first)
