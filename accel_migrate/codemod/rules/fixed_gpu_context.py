@@ -1,0 +1,89 @@
+"""AM023 fixed-gpu-context: the script pins its processes to one GPU.
+
+## What
+Reports, as needs-review, code that chooses a GPU for the whole process:
+
+- ``with torch.cuda.device(0):`` (and any other ``torch.cuda.device(...)`` call),
+  which makes that GPU the current one;
+- ``os.environ["CUDA_VISIBLE_DEVICES"] = "0"`` and
+  ``os.environ.setdefault("CUDA_VISIBLE_DEVICES", ...)``, which hide every other
+  GPU from the process.
+
+## Why
+Under ``accel-migrate launch`` every process has its own GPU, which the runtime
+makes current (``cuda:LOCAL_RANK``). A script that makes GPU 0 current puts
+whatever it then creates on "the current GPU" back on GPU 0 in every process; a
+script that sets ``CUDA_VISIBLE_DEVICES`` leaves each process one visible GPU,
+and process 1 then finds no ``cuda:1`` at all. Launchers choose GPUs for the
+processes they start; the script should not.
+
+## Example
+```python
+# reported
+os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
+with torch.cuda.device(args.gpu):
+    train()
+```
+Remove them, or set ``CUDA_VISIBLE_DEVICES`` for the whole job before
+``accel-migrate launch`` instead.
+
+## Fix safety
+Nothing is rewritten: removing a ``with`` block's header or an environment setting
+changes code around it that the codemod cannot judge (the block may do more than
+choose the GPU; the variable may be read again).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..patterns import string_value
+from ..rule import Rule
+
+_VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+class FixedGpuContext(Rule):
+    code = "AM023"
+    name = "fixed-gpu-context"
+    summary = (
+        "with torch.cuda.device(i) / CUDA_VISIBLE_DEVICES set by the script -> reported"
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.is_call_to(node, {"torch.cuda.device"}):
+            self.report(
+                node,
+                "needs-review",
+                "torch.cuda.device(...) makes one GPU current in every process; the "
+                "runtime already makes each process's own GPU current: remove it",
+            )
+        elif (
+            isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "setdefault"
+            and "os.environ" in self.qualnames(node.func.value)
+            and node.args
+            and string_value(node.args[0].value) == _VISIBLE
+        ):
+            self._report_visible(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            subscript = target.target
+            if (
+                isinstance(subscript, cst.Subscript)
+                and "os.environ" in self.qualnames(subscript.value)
+                and len(subscript.slice) == 1
+                and isinstance(subscript.slice[0].slice, cst.Index)
+                and string_value(subscript.slice[0].slice.value) == _VISIBLE
+            ):
+                self._report_visible(node)
+
+    def _report_visible(self, node: cst.CSTNode) -> None:
+        self.report(
+            node,
+            "needs-review",
+            f"the script sets {_VISIBLE}: every process would see the same GPUs "
+            "(and process 1 no cuda:1); set it for the whole job before "
+            "accel-migrate launch instead",
+        )
