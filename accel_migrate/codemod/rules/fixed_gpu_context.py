@@ -19,7 +19,12 @@ processes they start; the script should not.
 
 ## Example
 ```python
-# reported
+# before
+os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
+with torch.cuda.device(args.gpu):
+    train()
+# after
+# (unchanged: both reported as needs-review)
 os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
 with torch.cuda.device(args.gpu):
     train()
