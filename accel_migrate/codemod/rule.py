@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import libcst as cst
 from libcst._metadata_dependent import _UNDEFINED_DEFAULT
 from libcst.metadata import (
+    Assignment,
     MetadataWrapper,
     PositionProvider,
     QualifiedNameProvider,
@@ -283,6 +284,28 @@ class Rule(cst.CSTTransformer):
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.get_metadata(ParentProvider, node, None)
+
+    def plain_assignments(
+        self, name: cst.Name
+    ) -> list[tuple[Assignment, cst.BaseExpression]] | None:
+        """Every binding of ``name`` in its scope with its value, when each one is a
+        plain ``name = value`` (also ``a = name = value``); None when any other
+        binding exists (a parameter, loop target, import, ``+=``, walrus...)."""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        found = []
+        for binding in scope[name.value] if scope is not None else ():
+            holder = (
+                self.parent(binding.node) if isinstance(binding, Assignment) else None
+            )
+            assign = (
+                self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
+            )
+            if not isinstance(binding.node, cst.Name) or not isinstance(
+                assign, cst.Assign
+            ):
+                return None
+            found.append((binding, assign.value))
+        return found or None
 
     def runtime_attr(self, name: str) -> cst.Attribute:
         return cst.Attribute(value=cst.Name(self.context.alias), attr=cst.Name(name))

@@ -4,7 +4,8 @@
 Reports, as needs-review, code that chooses a GPU for the whole process:
 
 - ``with torch.cuda.device(0):`` (and any other ``torch.cuda.device(...)`` call),
-  which makes that GPU the current one;
+  which makes that GPU the current one, unless it is given ``accel.device()``
+  (directly, or through a variable only ever bound to it);
 - ``os.environ["CUDA_VISIBLE_DEVICES"] = "0"`` and
   ``os.environ.setdefault("CUDA_VISIBLE_DEVICES", ...)``, which hide every other
   GPU from the process.
@@ -56,7 +57,7 @@ class FixedGpuContext(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.is_call_to(node, {"torch.cuda.device"}):
+        if self.is_call_to(node, {"torch.cuda.device"}) and not self._own_gpu(node):
             self.report(
                 node,
                 "needs-review",
@@ -71,6 +72,20 @@ class FixedGpuContext(Rule):
             and string_value(node.args[0].value) == _VISIBLE
         ):
             self._report_visible(node)
+
+    def _own_gpu(self, call: cst.Call) -> bool:
+        """``torch.cuda.device(accel.device())``, or of a variable only ever bound
+        to it (AM001 rewrites ``device = torch.device("cuda")`` so): the process's
+        own GPU, already the current one."""
+        if not call.args:
+            return False
+        value = call.args[0].value
+        if isinstance(value, cst.Name):
+            found = self.plain_assignments(value)
+            return found is not None and all(
+                self.index.is_runtime_call(v, "device") for _, v in found
+            )
+        return self.index.is_runtime_call(value, "device")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

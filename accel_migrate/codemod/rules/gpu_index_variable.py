@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.metadata import Assignment, PositionProvider, ScopeProvider
+from libcst.metadata import Assignment, PositionProvider
 
 from ..analysis import attr_chain
 from ..rule import Rule
@@ -73,45 +73,21 @@ class GpuIndexVariable(Rule):
     summary = "device = 0; x.to(device) -> x.to(accel.device()); device = 0 passed on -> reported"
 
     def _integer_bindings(self, name: cst.Name) -> list[Assignment] | None:
-        """Every binding of ``name`` in its scope, when each is ``name = <integer>``
-        (also ``a = name = 3``); None when any other binding exists."""
-        scope = self.get_metadata(ScopeProvider, name, None)
-        found = list(scope[name.value]) if scope is not None else []
-        if not found or not all(
-            isinstance(b, Assignment)
-            and isinstance(b.node, cst.Name)
-            and self._assigned_integer(b.node)
-            for b in found
-        ):
+        """Every binding of ``name``, when each is ``name = <integer>``."""
+        found = self.plain_assignments(name)
+        if found is None or not all(isinstance(v, cst.Integer) for _, v in found):
             return None
-        return found  # type: ignore[return-value]
+        return [binding for binding, _ in found]
 
     def _parsed_arguments(self, node: cst.BaseExpression) -> bool:
         """``args`` of ``args = parser.parse_args()``, its only binding."""
-        if not isinstance(node, cst.Name):
-            return False
-        scope = self.get_metadata(ScopeProvider, node, None)
-        found = list(scope[node.value]) if scope is not None else []
-        for binding in found:
-            holder = (
-                self.parent(binding.node) if isinstance(binding, Assignment) else None
-            )
-            assign = (
-                self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
-            )
-            value = assign.value if isinstance(assign, cst.Assign) else None
-            if not (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value == "parse_args"
-            ):
-                return False
-        return bool(found)
-
-    def _assigned_integer(self, target: cst.Name) -> bool:
-        holder = self.parent(target)
-        assign = self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
-        return isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Integer)
+        found = self.plain_assignments(node) if isinstance(node, cst.Name) else None
+        return found is not None and all(
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "parse_args"
+            for _, value in found
+        )
 
     def _device_position(self, node: cst.CSTNode) -> bool:
         """``x.to(node)``: the first positional argument of a ``.to`` call."""
