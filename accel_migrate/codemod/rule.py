@@ -294,15 +294,16 @@ class Rule(cst.CSTTransformer):
         scope = self.get_metadata(ScopeProvider, name, None)
         found = []
         for binding in scope[name.value] if scope is not None else ():
-            holder = (
-                self.parent(binding.node) if isinstance(binding, Assignment) else None
-            )
+            # A builtin's binding has no node at all.
+            if not isinstance(binding, Assignment) or not isinstance(
+                binding.node, cst.Name
+            ):
+                return None
+            holder = self.parent(binding.node)
             assign = (
                 self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
             )
-            if not isinstance(binding.node, cst.Name) or not isinstance(
-                assign, cst.Assign
-            ):
+            if not isinstance(assign, cst.Assign):
                 return None
             found.append((binding, assign.value))
         return found or None
