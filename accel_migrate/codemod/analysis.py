@@ -129,6 +129,10 @@ class ModuleIndex:
         self.classes: list[cst.ClassDef] = collector.classes
         self.calls: list[cst.Call] = collector.calls
         self.for_loops: list[cst.For] = collector.for_loops
+        #: Names a ``match`` pattern binds (libcst's scopes do not record them),
+        #: and whether a ``from m import *`` may bind any name.
+        self.match_captures: set[str] = collector.match_captures
+        self.star_import: bool = collector.star_import
 
     # -- basic lookups ---------------------------------------------------------------
     def qualnames(self, node: cst.CSTNode) -> set[str]:
@@ -698,6 +702,8 @@ class _Collector(cst.CSTVisitor):
         self.classes: list[cst.ClassDef] = []
         self.calls: list[cst.Call] = []
         self.for_loops: list[cst.For] = []
+        self.match_captures: set[str] = set()
+        self.star_import = False
 
     def _bind_target(
         self, target: cst.BaseExpression, value: cst.BaseExpression | None
@@ -728,3 +734,18 @@ class _Collector(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self.for_loops.append(node)
+
+    def visit_ImportStar(self, node: cst.ImportStar) -> None:
+        self.star_import = True
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self.match_captures.add(node.name.value)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self.match_captures.add(node.name.value)
+
+    def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
+        if node.rest is not None:
+            self.match_captures.add(node.rest.value)

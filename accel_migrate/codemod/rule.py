@@ -23,6 +23,7 @@ import libcst as cst
 from libcst._metadata_dependent import _UNDEFINED_DEFAULT
 from libcst.metadata import (
     Assignment,
+    ClassScope,
     MetadataWrapper,
     PositionProvider,
     QualifiedNameProvider,
@@ -290,10 +291,19 @@ class Rule(cst.CSTTransformer):
     ) -> list[tuple[Assignment, cst.BaseExpression]] | None:
         """Every binding of ``name`` in its scope with its value, when each one is a
         plain ``name = value`` (also ``a = name = value``); None when any other
-        binding exists (a parameter, loop target, import, ``+=``, walrus...)."""
+        binding exists (a parameter, loop target, import, ``+=``, walrus, a
+        ``match`` capture...), in a class body (which reads a global of the same
+        name until its own assignment runs), or after ``from m import *``."""
         scope = self.get_metadata(ScopeProvider, name, None)
+        if (
+            scope is None
+            or isinstance(scope, ClassScope)
+            or self.index.star_import
+            or name.value in self.index.match_captures
+        ):
+            return None
         found = []
-        for binding in scope[name.value] if scope is not None else ():
+        for binding in scope[name.value]:
             # A builtin's binding has no node at all.
             if not isinstance(binding, Assignment) or not isinstance(
                 binding.node, cst.Name
@@ -328,9 +338,21 @@ class Rule(cst.CSTTransformer):
 
 
 def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
-    """A comma after every argument but the last (the last keeps the user's style)."""
+    """A comma after every argument but the last (the last keeps the user's style),
+    and parentheses around a generator that is no longer the only argument
+    (``tqdm(b for b in loader)`` with ``disable=`` added would not parse)."""
     tidy = []
     for i, arg in enumerate(args):
+        if (
+            len(args) > 1
+            and isinstance(arg.value, cst.GeneratorExp)
+            and not arg.value.lpar
+        ):
+            arg = arg.with_changes(
+                value=arg.value.with_changes(
+                    lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
+                )
+            )
         if i < len(args) - 1 and arg.comma is cst.MaybeSentinel.DEFAULT:
             arg = arg.with_changes(
                 comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -68,8 +68,7 @@ class FixedGpuContext(Rule):
             isinstance(node.func, cst.Attribute)
             and node.func.attr.value == "setdefault"
             and "os.environ" in self.qualnames(node.func.value)
-            and node.args
-            and string_value(node.args[0].value) == _VISIBLE
+            and _names_visible(node)
         ):
             self._report_visible(node)
 
@@ -89,15 +88,22 @@ class FixedGpuContext(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            subscript = target.target
-            if (
-                isinstance(subscript, cst.Subscript)
-                and "os.environ" in self.qualnames(subscript.value)
-                and len(subscript.slice) == 1
-                and isinstance(subscript.slice[0].slice, cst.Index)
-                and string_value(subscript.slice[0].slice.value) == _VISIBLE
-            ):
+            if self._environ_entry(target.target):
                 self._report_visible(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and self._environ_entry(node.target):
+            self._report_visible(node)
+
+    def _environ_entry(self, target: cst.BaseExpression) -> bool:
+        """``os.environ["CUDA_VISIBLE_DEVICES"]``."""
+        return (
+            isinstance(target, cst.Subscript)
+            and "os.environ" in self.qualnames(target.value)
+            and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)
+            and string_value(target.slice[0].slice.value) == _VISIBLE
+        )
 
     def _report_visible(self, node: cst.CSTNode) -> None:
         self.report(
@@ -107,3 +113,23 @@ class FixedGpuContext(Rule):
             "(and process 1 no cuda:1); set it for the whole job before "
             "accel-migrate launch instead",
         )
+
+
+def _names_visible(call: cst.Call) -> bool:
+    """``setdefault("CUDA_VISIBLE_DEVICES", ...)``, the key given by position, as
+    ``key=`` or first in a ``*[...]`` literal."""
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            literal = arg.value
+            return (
+                arg.star == "*"
+                and i == 0
+                and isinstance(literal, (cst.List, cst.Tuple))
+                and bool(literal.elements)
+                and string_value(literal.elements[0].value) == _VISIBLE
+            )
+        if (arg.keyword is None and i == 0) or (
+            arg.keyword is not None and arg.keyword.value == "key"
+        ):
+            return string_value(arg.value) == _VISIBLE
+    return False

@@ -57,6 +57,7 @@ from functools import cached_property
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from ..patterns import string_value
 from ..rule import Rule, tidy_args
 from .torch_save import OPEN_CALLS, write_mode
 
@@ -127,8 +128,18 @@ _READERS = frozenset(
         "pickle.load",
         "numpy.load",
         "numpy.loadtxt",
+        "numpy.genfromtxt",
+        "matplotlib.pyplot.imread",
+        "matplotlib.image.imread",
+        "PIL.Image.open",
+        "torchvision.io.read_image",
+        "imageio.imread",
+        "imageio.v2.imread",
+        "imageio.v3.imread",
     }
 )
+#: Suffixes numpy adds to a path given without one.
+_NUMPY_SUFFIXES = (".npy", ".npz")
 
 
 class MainProcessWrites(Rule):
@@ -147,7 +158,9 @@ class MainProcessWrites(Rule):
             what = f"{name}(...) runs on the main process only"
         elif writers := names & PATH_WRITERS.keys():
             name = sorted(writers)[0]
-            if self._read_again(original_node, _path_argument(original_node, name)):
+            path = _path_argument(original_node, name)
+            # Anywhere in the file: a loop may read it back before this line.
+            if self._read_again(original_node, path, anywhere=True):
                 self._report_read_again(original_node)
                 return updated_node
             what = f"{name}(...) writes its file on the main process only"
@@ -194,7 +207,7 @@ class MainProcessWrites(Rule):
             if self.is_call_to(source, OPEN_CALLS) and source.args:  # type: ignore[attr-defined]
                 source = source.args[0].value  # type: ignore[attr-defined]
             line = self.get_metadata(PositionProvider, call).start.line
-            found.append((line, cst.Module([]).code_for_node(source)))
+            found.append((line, _path_key(source)))
         return found
 
     def _report_read_again(self, call: cst.Call) -> None:
@@ -206,12 +219,30 @@ class MainProcessWrites(Rule):
             "and add accel.barrier() before it is read",
         )
 
-    def _read_again(self, call: cst.Call, path: cst.BaseExpression | None) -> bool:
+    def _read_again(
+        self,
+        call: cst.Call,
+        path: cst.BaseExpression | None,
+        anywhere: bool = False,
+    ) -> bool:
         if path is None:
             return False
-        code = cst.Module([]).code_for_node(path)
+        key = _path_key(path)
         line = self.get_metadata(PositionProvider, call).start.line
-        return any(later > line and read == code for later, read in self._reads)
+        return any(
+            (anywhere or later > line) and read == key for later, read in self._reads
+        )
+
+
+def _path_key(path: cst.BaseExpression) -> str:
+    """A path's code, or a string path without the suffix numpy would add
+    (``np.savez("w")`` writes ``w.npz``)."""
+    value = string_value(path)
+    if value is None:
+        return cst.Module([]).code_for_node(path)
+    for suffix in _NUMPY_SUFFIXES:
+        value = value.removesuffix(suffix)
+    return repr(value)
 
 
 def _path_argument(
