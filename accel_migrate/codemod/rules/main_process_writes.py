@@ -42,7 +42,8 @@ accel.on_main_process(wandb.log, {"loss": accel.global_loss(loss).item()}, step=
 ## Fix safety
 Safe for output that only the script's user reads: what the main process writes
 is what the original script wrote (with AM008 and AM009 the logged values are
-global). A file that the script writes and then reads again on every process is
+global). A file that the script writes and then reads back on every process (on a
+later line, or anywhere in a loop around the write, whose next pass reads it) is
 left as it is and reported as needs-review (the other processes would find no
 file, or read it before it is written). Reading ``wandb.run``, ``wandb.config`` or
 ``wandb.summary`` is reported as needs-review: they are only set on the main
@@ -158,9 +159,7 @@ class MainProcessWrites(Rule):
             what = f"{name}(...) runs on the main process only"
         elif writers := names & PATH_WRITERS.keys():
             name = sorted(writers)[0]
-            path = _path_argument(original_node, name)
-            # Anywhere in the file: a loop may read it back before this line.
-            if self._read_again(original_node, path, anywhere=True):
+            if self._read_again(original_node, _path_argument(original_node, name)):
                 self._report_read_again(original_node)
                 return updated_node
             what = f"{name}(...) writes its file on the main process only"
@@ -195,8 +194,8 @@ class MainProcessWrites(Rule):
         )
 
     @cached_property
-    def _reads(self) -> list[tuple[int, str]]:
-        """(line, code of the path) of every call that reads a file."""
+    def _reads(self) -> list[tuple[int, str, frozenset[int]]]:
+        """(line, path key, enclosing loops) of every call that reads a file."""
         found = []
         for call in self.index.calls:
             if not self.is_call_to(call, _READERS) or not call.args:
@@ -207,30 +206,36 @@ class MainProcessWrites(Rule):
             if self.is_call_to(source, OPEN_CALLS) and source.args:  # type: ignore[attr-defined]
                 source = source.args[0].value  # type: ignore[attr-defined]
             line = self.get_metadata(PositionProvider, call).start.line
-            found.append((line, _path_key(source)))
+            found.append((line, _path_key(source), self._loops(call)))
         return found
+
+    def _loops(self, node: cst.CSTNode) -> frozenset[int]:
+        return frozenset(
+            id(a)
+            for a in self.index.ancestors(node)
+            if isinstance(a, (cst.For, cst.While))
+        )
 
     def _report_read_again(self, call: cst.Call) -> None:
         self.report(
             call,
             "needs-review",
-            "a file that every process writes and the script reads again later: "
+            "a file that every process writes and the script reads back: "
             "write it on the main process only (accel.on_main_process) "
             "and add accel.barrier() before it is read",
         )
 
-    def _read_again(
-        self,
-        call: cst.Call,
-        path: cst.BaseExpression | None,
-        anywhere: bool = False,
-    ) -> bool:
+    def _read_again(self, call: cst.Call, path: cst.BaseExpression | None) -> bool:
+        """Is the file at ``path`` read after ``call`` writes it: on a later line, or
+        anywhere in a loop around the write (the next pass reads it)?"""
         if path is None:
             return False
         key = _path_key(path)
         line = self.get_metadata(PositionProvider, call).start.line
+        loops = self._loops(call)
         return any(
-            (anywhere or later > line) and read == key for later, read in self._reads
+            read == key and (later > line or bool(around & loops))
+            for later, read, around in self._reads
         )
 
 
