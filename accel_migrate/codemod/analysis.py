@@ -693,6 +693,22 @@ def _bind(
             yield arg.keyword.value, arg.value
 
 
+def _unpacked(
+    target: cst.Tuple | cst.List, value: cst.BaseExpression | None
+) -> list[cst.BaseExpression | None]:
+    """What each element of ``a, b = value`` receives: the items of a tuple or list
+    display of the same length without ``*`` (``enc, dec = Enc(), Dec()``), else
+    unknown (None) for each."""
+    if (
+        isinstance(value, (cst.Tuple, cst.List))
+        and len(value.elements) == len(target.elements)
+        and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+        and not any(isinstance(e, cst.StarredElement) for e in target.elements)
+    ):
+        return [e.value for e in value.elements]
+    return [None] * len(target.elements)
+
+
 class _Collector(cst.CSTVisitor):
     def __init__(self, index: ModuleIndex) -> None:
         super().__init__()
@@ -709,8 +725,9 @@ class _Collector(cst.CSTVisitor):
         self, target: cst.BaseExpression, value: cst.BaseExpression | None
     ) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind_target(element.value, None)
+            values = _unpacked(target, value)
+            for element, item in zip(target.elements, values):
+                self._bind_target(element.value, item)
             return
         key = self.index.key(target)
         if key is not None:

@@ -128,6 +128,13 @@ def _full_pass(
     module = wrapper.module
     findings = tuple(sorted(context.kept_findings()))
     suppressed = tuple(sorted({start for start, _ in context.suppressed}))
+    if any(f in findings for f in context.blocking):
+        # All or nothing: a file is never half-migrated. What the rules fixed was
+        # not kept; what they could not fix is still true of the original. (A
+        # blocking finding inside a `# accel-migrate: skip` statement is dropped
+        # with it: the user has taken that statement over.)
+        review = tuple(f for f in findings if f.status == "needs-review")
+        return MigrationResult(path, source, source, review, suppressed=suppressed)
     if not context.changed:
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:

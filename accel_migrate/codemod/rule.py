@@ -52,6 +52,8 @@ class RuleContext:
     changed: bool = False
     #: (first, last) original lines of statements left alone by ``# accel-migrate: skip``.
     suppressed: set[tuple[int, int]] = field(default_factory=set)
+    #: Needs-review findings that stop the migration of the whole file (``block``).
+    blocking: list[Finding] = field(default_factory=list)
     _linemap: tuple[str, LineMap] | None = None
     #: Per metadata wrapper (rules that change nothing share one): its code, its
     #: suppressed statements, its ModuleIndex.
@@ -92,6 +94,20 @@ class RuleContext:
             self._per_wrapper.clear()  # only the current wrapper is asked again
             cached = self._per_wrapper[id(wrapper)] = (wrapper, code, suppressed)
         return cached[1], cached[2]
+
+    def block(self, finding: Finding) -> None:
+        """Leave the whole file unchanged, for the reason ``finding`` gives.
+
+        For a training setup that cannot be migrated whole (a trained model that is
+        not prepared): sharding its data or rewriting its backward alone would
+        make every process train its own copy. The rules still run (their other
+        needs-review findings are reported); the engine then hands back the
+        original source with the needs-review findings only.
+        """
+        if finding.status != "needs-review":
+            raise ValueError("a blocking finding is a needs-review finding")
+        self.findings.append(finding)
+        self.blocking.append(finding)
 
     def kept_findings(self) -> list[Finding]:
         """The findings, less those inside suppressed statements, and less a second
@@ -335,6 +351,15 @@ class Rule(cst.CSTTransformer):
         )
         if status == "fixed":
             self.context.changed = True
+
+    def block(self, node: cst.CSTNode, message: str) -> None:
+        """A needs-review finding at ``node`` that leaves the whole file unchanged
+        (see ``RuleContext.block``)."""
+        position = self.get_metadata(PositionProvider, node).start
+        line, column = self.context.original_place(
+            self._current_code, position.line, position.column
+        )
+        self.context.block(Finding(line, column + 1, self.code, "needs-review", message))
 
 
 def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:

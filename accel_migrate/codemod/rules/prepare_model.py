@@ -42,6 +42,7 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
 from ..analysis import Key, method_call
 from ..patterns import (
@@ -52,6 +53,14 @@ from ..patterns import (
     is_optimizer_class,
 )
 from ..rule import Rule
+from ..trained_models import (
+    ALL_OR_NOTHING,
+    binding_story,
+    element_containers,
+    extra_values,
+    parameter_calls,
+    snippet,
+)
 
 #: Module methods that return the module itself.
 SAME_OBJECT = frozenset(
@@ -98,7 +107,18 @@ class PrepareModel(Rule):
             expr = attribute.value
         return expr
 
+    def _branches(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """The values ``a if cond else b`` may take (``build().cuda() if
+        torch.cuda.is_available() else build()``), or ``expr`` itself."""
+        core = self._core(expr)
+        if isinstance(core, cst.IfExp):
+            return [*self._branches(core.body), *self._branches(core.orelse)]
+        return [expr]
+
     def _builds_module(self, expr: cst.BaseExpression) -> bool:
+        return any(self._builds_one(b) for b in self._branches(expr))
+
+    def _builds_one(self, expr: cst.BaseExpression) -> bool:
         core = self._core(expr)
         if not isinstance(core, cst.Call):
             return False
@@ -111,16 +131,41 @@ class PrepareModel(Rule):
 
     def _fresh(self, key: Key, value: cst.BaseExpression | None) -> bool:
         """A value that builds a new object rather than changing the variable's own."""
-        if value is None or self.index.is_runtime_call(
-            self._core(value), "prepare_model"
-        ):
+        if value is None:
             return False
-        core = self._core(value)
-        if not isinstance(core, cst.Call):
-            return False
+        for branch in self._branches(value):
+            core = self._core(branch)
+            if not isinstance(core, cst.Call) or self.index.is_runtime_call(
+                core, "prepare_model"
+            ):
+                return False
         return not any(
-            self.index.key(n) == key for n in m.findall(value, m.Name() | m.Attribute())
+            self.index.key(n) == key and not self._reads_import(n)
+            for n in m.findall(value, m.Name() | m.Attribute())
         )
+
+    def _line(self, node: cst.CSTNode) -> int:
+        position = self.get_metadata(PositionProvider, node).start
+        return self.context.original_line(self._current_code, position.line)
+
+    def _reads_import(self, node: cst.CSTNode) -> bool:
+        """``model`` in ``model = model.mnist()`` after ``import model``: a name
+        that, where it is read, is bound only by imports so far (the model shadows
+        the module it is built from)."""
+        if not isinstance(node, cst.Name):
+            return False
+        scope = self.get_metadata(ScopeProvider, node, None)
+        if scope is None:
+            return False
+        here = self._line(node)
+        earlier = [
+            a
+            for a in scope[node.value]
+            if a.node is not None
+            and self.get_metadata(PositionProvider, a.node, None) is not None
+            and self._line(a.node) < here
+        ]
+        return bool(earlier) and all(isinstance(a, ImportAssignment) for a in earlier)
 
     def _owner_class(self, receiver: cst.BaseExpression) -> cst.ClassDef | None:
         """The module class of this file whose method reads ``self.parameters()``
@@ -150,18 +195,15 @@ class PrepareModel(Rule):
         trained_classes: set[cst.ClassDef] = set()
         for call in self.index.calls:
             if self.is_optimizer_call(call):
-                for inner in m.findall(
-                    call,
-                    m.Call(
-                        func=m.Attribute(
-                            attr=m.Name("parameters") | m.Name("named_parameters")
-                        )
-                    ),
-                ):
+                for inner in self._parameter_calls(call):
                     receiver = inner.func.value  # type: ignore[attr-defined]
                     owner = self._owner_class(receiver)
                     if owner is not None:
                         trained_classes.add(owner)
+                        continue
+                    container = self._container(receiver)
+                    if container is not None:
+                        self.trained_containers.add(container)
                         continue
                     key = self.index.root_key(receiver)
                     if key is not None:
@@ -170,6 +212,101 @@ class PrepareModel(Rule):
             if any(self._constructs(v, c) for v in values for c in trained_classes):
                 keys.add(key)
         return self.index.flows_into(keys, SAME_OBJECT)
+
+    def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:
+        return parameter_calls(self.index, call, self.extra_values)
+
+    @cached_property
+    def extra_values(self) -> dict[Key, list[cst.BaseExpression]]:
+        return extra_values(self.index)
+
+    @cached_property
+    def elements(self) -> dict[Key, Key]:
+        """Loop variables and the list they step through (``for net in nets``)."""
+        return element_containers(self.index)
+
+    @cached_property
+    def trained_containers(self) -> set[Key]:
+        """Lists of models whose elements' parameters feed an optimizer (filled by
+        ``optimized``)."""
+        return set()
+
+    def _container(self, receiver: cst.BaseExpression) -> Key | None:
+        """The list ``nets`` that ``nets[0]`` or ``net`` (``for net in nets``) is
+        an element of."""
+        if isinstance(receiver, cst.Subscript):
+            key = self.index.key(receiver.value)
+            return key if key is not None and key in self._lists else None
+        key = self.index.key(receiver)
+        return self.elements.get(key) if key is not None else None
+
+    @cached_property
+    def _lists(self) -> set[Key]:
+        """Variables assigned a list or tuple display or a list comprehension."""
+        return {
+            key
+            for key, values in self.index.values.items()
+            if any(isinstance(v, (cst.List, cst.Tuple, cst.ListComp)) for v in values)
+        }
+
+    def _items(self, value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+        """The models a list display or comprehension builds, or [] when it is none."""
+        if isinstance(value, (cst.List, cst.Tuple)):
+            if any(isinstance(e, cst.StarredElement) for e in value.elements):
+                return []
+            return [e.value for e in value.elements]
+        if isinstance(value, cst.ListComp):
+            return [value.elt]
+        return []
+
+    def _container_state(self, key: Key) -> str:
+        """"wrap": every value is a list of models built right there; "prepared":
+        they are wrapped already; "unknown": anything else."""
+        values = self.index.values.get(key, [])
+        items = [item for v in values for item in self._items(v)]
+        if not values or not all(self._items(v) for v in values):
+            return "unknown"
+        if all(self.index.is_runtime_call(self._core(i), "prepare_model") for i in items):
+            return "prepared"
+        if all(self._fresh(key, i) and self._builds_module(i) for i in items):
+            return "wrap"
+        return "unknown"
+
+    @cached_property
+    def model_containers(self) -> set[Key]:
+        """Lists of trained models whose elements this rule wraps."""
+        self.optimized  # noqa: B018  (fills trained_containers)
+        return {k for k in self.trained_containers if self._container_state(k) == "wrap"}
+
+    def _returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
+        return [
+            r.value  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if self.index.enclosing_function(r) is function
+        ]
+
+    def _prepared_by_factory(self, value: cst.BaseExpression | None) -> bool:
+        """``get_model()``, a function of this file each of whose ``return``s hands
+        back a model this rule prepares there: wrapping the call too would say it
+        twice."""
+        core = self._core(value) if value is not None else None
+        if not isinstance(core, cst.Call) or self.index.local_class(core.func):
+            return False
+        function = self.index.local_function(core.func)
+        if function is None:
+            return False
+        returns = self._returns(function)
+        return bool(returns) and all(
+            r is not None
+            and all(self._prepared_expr(self._core(b)) for b in self._branches(r))
+            for r in returns
+        )
+
+    def _prepared_expr(self, core: cst.BaseExpression) -> bool:
+        if self.index.is_runtime_call(core, "prepare_model"):
+            return True
+        key = self.index.key(core)
+        return key is not None and key in (self.models | self.prepared)
 
     @cached_property
     def model_arguments(self) -> dict[cst.BaseExpression, Key]:
@@ -232,27 +369,77 @@ class PrepareModel(Rule):
         self.report(original, "fixed", "model -> accel.prepare_model(...)")
         return self.runtime_call("prepare_model", [cst.Arg(value=updated)])
 
+    def _wraps(self, key: Key | None, value: cst.BaseExpression | None) -> bool:
+        return (
+            key in self.models
+            and self._fresh(key, value)  # type: ignore[arg-type]
+            and not self._prepared_by_factory(value)
+        )
+
     def leave_Assign(
         self, original_node: cst.Assign, updated_node: cst.Assign
     ) -> cst.Assign:
         if len(original_node.targets) != 1:
             return updated_node
-        key = self.index.key(original_node.targets[0].target)
-        if key in self.models and self._fresh(key, original_node.value):
+        target = original_node.targets[0].target
+        key = self.index.key(target)
+        if self._wraps(key, original_node.value):
             return updated_node.with_changes(
                 value=self._wrap(original_node.value, updated_node.value)
             )
+        if key in self.model_containers:
+            return updated_node.with_changes(
+                value=self._wrap_items(original_node.value, updated_node.value)
+            )
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return self._wrap_unpacked(target, original_node, updated_node)
         return updated_node
+
+    def _wrap_items(
+        self, original: cst.BaseExpression, updated: cst.BaseExpression
+    ) -> cst.BaseExpression:
+        """``[Net(False), Net(True)]`` -> each element wrapped (a list of models:
+        each one is prepared on its own, as the script uses each on its own)."""
+        if isinstance(original, cst.ListComp) and isinstance(updated, cst.ListComp):
+            return updated.with_changes(elt=self._wrap(original.elt, updated.elt))
+        if isinstance(original, (cst.List, cst.Tuple)) and isinstance(
+            updated, (cst.List, cst.Tuple)
+        ):
+            elements = [
+                new.with_changes(value=self._wrap(old.value, new.value))
+                for old, new in zip(original.elements, updated.elements)
+            ]
+            return updated.with_changes(elements=elements)
+        return updated
+
+    def _wrap_unpacked(
+        self,
+        target: cst.Tuple | cst.List,
+        original_node: cst.Assign,
+        updated_node: cst.Assign,
+    ) -> cst.Assign:
+        """``encoder, decoder = Encoder(), Decoder()``: each model wrapped in place."""
+        original, updated = original_node.value, updated_node.value
+        if not (
+            isinstance(original, (cst.Tuple, cst.List))
+            and isinstance(updated, (cst.Tuple, cst.List))
+            and len(original.elements) == len(target.elements)
+            and len(updated.elements) == len(target.elements)
+            and not any(isinstance(e, cst.StarredElement) for e in target.elements)
+        ):
+            return updated_node
+        elements = []
+        for name, old, new in zip(target.elements, original.elements, updated.elements):
+            if self._wraps(self.index.key(name.value), old.value):
+                new = new.with_changes(value=self._wrap(old.value, new.value))
+            elements.append(new)
+        return updated_node.with_changes(value=updated.with_changes(elements=elements))
 
     def leave_AnnAssign(
         self, original_node: cst.AnnAssign, updated_node: cst.AnnAssign
     ) -> cst.AnnAssign:
         key = self.index.key(original_node.target)
-        if (
-            key in self.models
-            and updated_node.value is not None
-            and self._fresh(key, original_node.value)
-        ):
+        if updated_node.value is not None and self._wraps(key, original_node.value):
             return updated_node.with_changes(value=self._wrap(original_node.value, updated_node.value))  # type: ignore[arg-type]
         return updated_node
 
@@ -266,10 +453,9 @@ class PrepareModel(Rule):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         if not self.is_optimizer_call(original_node):
             return updated_node
-        for inner in m.findall(
-            original_node, m.Call(func=m.Attribute(attr=m.Name("parameters")))
-        ):
-            owner = self._owner_class(inner.func.value)  # type: ignore[attr-defined]
+        for inner in self._parameter_calls(original_node):
+            receiver = inner.func.value  # type: ignore[attr-defined]
+            owner = self._owner_class(receiver)
             if owner is not None:
                 if not self._class_is_prepared(owner):
                     self.report(
@@ -278,15 +464,57 @@ class PrepareModel(Rule):
                         f"`{owner.name.value}` is trained but no instance is built in this file; wrap it with accel.prepare_model where it is built",
                     )
                 continue
-            key = self.index.root_key(inner.func.value)  # type: ignore[attr-defined]
-            if key is not None and not self._is_prepared(key):
-                name = cst.Module([]).code_for_node(inner.func.value)  # type: ignore[attr-defined]
-                self.report(
-                    inner,
-                    "needs-review",
-                    f"`{name}` is trained but not built in this file; wrap it with accel.prepare_model where it is built",
-                )
+            self._check_prepared(inner, receiver)
         return updated_node
+
+    def _check_prepared(self, inner: cst.Call, receiver: cst.BaseExpression) -> None:
+        """Block the file when the model whose parameters ``inner`` hands an
+        optimizer is not, or cannot be shown to be, prepared."""
+        container = self._container(receiver)
+        if container is not None:
+            if self._container_state(container) in {"wrap", "prepared"}:
+                return
+            place, why = self._story(container, inner)
+            name = snippet(receiver)
+            why = f"`{name}` is an element of `{container[1]}`: " + why
+        else:
+            key = self.index.root_key(receiver)
+            if key is not None and self._is_prepared(key):
+                return
+            if key is None:
+                place, why = inner, (
+                    f"`{snippet(receiver)}` is trained, but accel-migrate cannot tell "
+                    "which model it is; wrap the model with accel.prepare_model(...) "
+                    "where it is built"
+                )
+            else:
+                place, why = self._story(key, inner)
+        if (place, why) in self._blocked:
+            return  # one model handed to several optimizers
+        self._blocked.add((place, why))
+        self.block(place, why + ALL_OR_NOTHING)
+
+    @cached_property
+    def _blocked(self) -> set[tuple[cst.CSTNode, str]]:
+        return set()
+
+    def _story(self, key: Key, fallback: cst.CSTNode) -> tuple[cst.CSTNode, str]:
+        """Where the trained ``key`` gets its value, and a true sentence on why
+        this rule does not wrap it there."""
+        name = key[1]
+        for value in self.index.values.get(key, []):
+            if value is None:
+                continue
+            place = value
+            if self._fresh(key, value):
+                continue  # a form wrapped elsewhere; the unwrappable one is the story
+            return place, (
+                f"`{name}` is built in this file at line {self._line(place)} in a form "
+                f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
+                "accel.prepare_model(...) there"
+            )
+        place, why = binding_story(self.index, key, self._line)
+        return place or fallback, why
 
     @cached_property
     def prepared(self) -> set[Key]:
@@ -297,10 +525,22 @@ class PrepareModel(Rule):
         )
 
     def _is_prepared(self, key: Key) -> bool:
-        """The variable is, or receives its value from, a model this rule prepares."""
-        return bool(
-            self.index.flows_into({key}, SAME_OBJECT)
-            & (self.models | self.prepared | set(self.model_arguments.values()))
+        """The variable is, or receives its value from, a model this rule prepares
+        (here, in a factory function of this file, or as an element of a list)."""
+        sources = self.index.flows_into({key}, SAME_OBJECT)
+        if sources & (self.models | self.prepared | set(self.model_arguments.values())):
+            return True
+        return any(
+            self._prepared_by_factory(v) or self._branches_prepared(v)
+            for source in sources
+            for v in self.index.values.get(source, [])
+            if v is not None
+        )
+
+    def _branches_prepared(self, value: cst.BaseExpression) -> bool:
+        return all(
+            self.index.is_runtime_call(self._core(b), "prepare_model")
+            for b in self._branches(value)
         )
 
     def _class_is_prepared(self, cls: cst.ClassDef) -> bool:

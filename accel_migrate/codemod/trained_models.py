@@ -1,0 +1,194 @@
+"""Where a trained model comes from: what AM004 needs beyond ``ModuleIndex``.
+
+- ``parameter_calls``: the ``x.parameters()`` calls whose parameters an optimizer
+  receives, also through variables (``params = list(enc.parameters()) +
+  list(dec.parameters())``, ``params += ...``, ``itertools.chain(...)``).
+- ``element_containers``: loop and comprehension variables that step through a
+  list of models (``for net in nets``, ``[SGD(n.parameters()) for n in nets]``).
+- ``binding_story``: a true sentence on how a variable is bound, for a
+  needs-review message (imported, a parameter, unpacked, built in a form that
+  cannot be wrapped).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import Assignment, ImportAssignment
+
+from .analysis import Key, ModuleIndex, method_call, variable_names
+
+_PARAMETERS = m.Call(
+    func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))
+)
+#: How far ``opt = SGD(params)`` is followed back through variables.
+_DEPTH = 4
+_SNIPPET = 60
+
+
+def extra_values(index: ModuleIndex) -> dict[Key, list[cst.BaseExpression]]:
+    """What ``x += value``, ``x.extend(value)`` and ``x.append(value)`` add to ``x``
+    (the collector records plain assignments only)."""
+    found: dict[Key, list[cst.BaseExpression]] = defaultdict(list)
+    for node in m.findall(index.module, m.AugAssign()):
+        key = index.key(node.target)  # type: ignore[attr-defined]
+        if key is not None:
+            found[key].append(node.value)  # type: ignore[attr-defined]
+    for call in index.calls:
+        attribute = method_call(call, "extend", "append", "add_param_group")
+        if attribute is not None and call.args:
+            key = index.key(attribute.value)
+            if key is not None:
+                found[key].extend(a.value for a in call.args)
+    return found
+
+
+def parameter_calls(
+    index: ModuleIndex,
+    call: cst.Call,
+    extra: dict[Key, list[cst.BaseExpression]],
+) -> list[cst.Call]:
+    """The ``.parameters()`` calls in an optimizer's arguments, and in the values
+    of the variables they name."""
+    found: list[cst.Call] = []
+    seen: set[Key] = set()
+
+    def walk(node: cst.CSTNode, depth: int) -> None:
+        for inner in m.findall(node, _PARAMETERS):
+            if inner not in found:
+                found.append(inner)  # type: ignore[arg-type]
+        if depth >= _DEPTH:
+            return
+        for name in variable_names(node):
+            key = index.key(name)
+            if key is None or key in seen:
+                continue
+            seen.add(key)
+            for value in [*index.values.get(key, ()), *extra.get(key, ())]:
+                if value is not None:
+                    walk(value, depth + 1)
+
+    for inner in m.findall(call, _PARAMETERS):
+        found.append(inner)  # type: ignore[arg-type]
+    params = next(
+        (a.value for a in call.args if a.keyword is None or a.keyword.value == "params"),
+        None,
+    )
+    if params is not None:
+        # a variable, a list of groups, list(a) + list(b), itertools.chain(a, b)...
+        walk(params, 0)
+    return found
+
+
+def element_containers(index: ModuleIndex) -> dict[Key, Key]:
+    """Variables bound by ``for x in xs``, ``for i, x in enumerate(xs)``,
+    ``for x, y in zip(xs, ys)`` (statements and comprehensions), and the variable
+    ``xs`` each steps through."""
+    found: dict[Key, Key] = {}
+    loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = [
+        (loop.target, loop.iter) for loop in index.for_loops
+    ]
+    loops += [
+        (c.target, c.iter)  # type: ignore[attr-defined]
+        for c in m.findall(index.module, m.CompFor())
+    ]
+    for target, iterable in loops:
+        for element, source in _pairs(index, target, iterable):
+            element_key, source_key = index.key(element), index.key(source)
+            if element_key is not None and source_key is not None:
+                found[element_key] = source_key
+    return found
+
+
+def _pairs(
+    index: ModuleIndex, target: cst.BaseExpression, iterable: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    if isinstance(iterable, cst.Name):
+        return [(target, iterable)]
+    if not isinstance(iterable, cst.Call) or not isinstance(
+        target, (cst.Tuple, cst.List)
+    ):
+        return []
+    names = index.qualnames(iterable.func)
+    positional = [a.value for a in iterable.args if a.keyword is None and not a.star]
+    elements = [e.value for e in target.elements]
+    if "builtins.enumerate" in names and len(positional) == 1 and len(elements) == 2:
+        return [(elements[1], positional[0])]
+    if "builtins.zip" in names and len(positional) == len(elements):
+        return list(zip(elements, positional))
+    return []
+
+
+def snippet(node: cst.CSTNode) -> str:
+    code = " ".join(cst.Module([]).code_for_node(node).split())
+    return code if len(code) <= _SNIPPET else code[: _SNIPPET - 3] + "..."
+
+
+def binding_story(
+    index: ModuleIndex, key: Key, line: Callable[[cst.CSTNode], int]
+) -> tuple[cst.CSTNode | None, str]:
+    """Where ``key`` is bound and a true sentence saying how, when it is not one
+    of the plain ``x = <call>`` forms AM004 wraps. ``line``: a node's first line
+    in the user's file (positions belong to the rule)."""
+    scope, name = key
+    assignments = list(scope[name]) if hasattr(scope, "__getitem__") else []  # type: ignore[index]
+    for assignment in assignments:
+        node = assignment.node
+        if isinstance(assignment, ImportAssignment):
+            return node, (
+                f"`{name}` comes from an import (`{snippet(node)}`, line {line(node)}), "
+                f"so it is built in another file; wrap it with accel.prepare_model(...) "
+                f"where it is built, or right after the import (`{name} = accel.prepare_model({name})`)"
+            )
+        if isinstance(node, cst.Param):
+            function = index.enclosing_function(node)
+            where = f"`{function.name.value}()`" if function is not None else "a function"
+            return node, (
+                f"`{name}` is a parameter of {where} (line {line(node)}) and no call "
+                f"in this file passes it a model accel-migrate prepares; wrap the model "
+                f"with accel.prepare_model(...) where it is built"
+            )
+    for assignment in assignments:
+        node = assignment.node
+        if isinstance(assignment, Assignment) and isinstance(node, cst.Name):
+            found = _statement(index, node)
+            if found is not None:
+                statement, code = found
+                return statement, (
+                    f"`{name}` is bound in this file at line {line(statement)} in a form "
+                    f"accel-migrate cannot wrap (`{code}`); wrap the model "
+                    f"with accel.prepare_model(...) where it is built"
+                )
+    return None, (
+        f"`{name}` is trained but accel-migrate cannot find where it is built; wrap "
+        f"the model with accel.prepare_model(...) where it is built"
+    )
+
+
+def _statement(
+    index: ModuleIndex, node: cst.CSTNode
+) -> tuple[cst.CSTNode, str] | None:
+    """The assignment, ``for`` or ``with`` that binds ``node``, and its code (a
+    loop's header only)."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.For, cst.CompFor)):
+            code = f"for {snippet(ancestor.target)} in {snippet(ancestor.iter)}"
+            return ancestor, code
+        if isinstance(
+            ancestor, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.WithItem)
+        ):
+            return ancestor, snippet(ancestor)
+        if isinstance(ancestor, cst.BaseStatement):
+            return ancestor, snippet(node)
+    return None
+
+
+#: The end of every blocking message of AM004.
+ALL_OR_NOTHING = (
+    ". Nothing in this file was migrated: a training setup is migrated whole or "
+    "not at all (sharding its data and rewriting its backward without preparing "
+    "the model would train an unsynchronised copy in each process)"
+)
