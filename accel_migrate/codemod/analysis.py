@@ -726,7 +726,7 @@ class _Collector(cst.CSTVisitor):
     ) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             values = _unpacked(target, value)
-            for element, item in zip(target.elements, values):
+            for element, item in zip(target.elements, values, strict=True):
                 self._bind_target(element.value, item)
             return
         key = self.index.key(target)

@@ -359,7 +359,9 @@ class Rule(cst.CSTTransformer):
         line, column = self.context.original_place(
             self._current_code, position.line, position.column
         )
-        self.context.block(Finding(line, column + 1, self.code, "needs-review", message))
+        self.context.block(
+            Finding(line, column + 1, self.code, "needs-review", message)
+        )
 
 
 def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:

@@ -74,7 +74,11 @@ def parameter_calls(
     for inner in m.findall(call, _PARAMETERS):
         found.append(inner)  # type: ignore[arg-type]
     params = next(
-        (a.value for a in call.args if a.keyword is None or a.keyword.value == "params"),
+        (
+            a.value
+            for a in call.args
+            if a.keyword is None or a.keyword.value == "params"
+        ),
         None,
     )
     if params is not None:
@@ -118,8 +122,49 @@ def _pairs(
     if "builtins.enumerate" in names and len(positional) == 1 and len(elements) == 2:
         return [(elements[1], positional[0])]
     if "builtins.zip" in names and len(positional) == len(elements):
-        return list(zip(elements, positional))
+        return list(zip(elements, positional, strict=True))
     return []
+
+
+def root_key(index: ModuleIndex, expr: cst.BaseExpression) -> Key | None:
+    """The variable ``model`` of ``model.encoder`` or ``model[0]`` (a part of it)."""
+    while True:
+        key = index.key(expr)
+        if key is not None or not isinstance(expr, (cst.Attribute, cst.Subscript)):
+            return key
+        expr = expr.value
+
+
+def list_items(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """What a list or tuple display (no ``*``) or a list comprehension holds:
+    its elements, or its one element expression; [] for anything else."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        if any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return []
+        return [e.value for e in value.elements]
+    if isinstance(value, cst.ListComp):
+        return [value.elt]
+    return []
+
+
+def list_variables(index: ModuleIndex) -> set[Key]:
+    """Variables assigned a list or tuple display or a list comprehension."""
+    return {
+        key
+        for key, values in index.values.items()
+        if any(isinstance(v, (cst.List, cst.Tuple, cst.ListComp)) for v in values)
+    }
+
+
+def returns_of(
+    index: ModuleIndex, function: cst.FunctionDef
+) -> list[cst.BaseExpression | None]:
+    """The values ``function`` returns (not those of functions defined in it)."""
+    return [
+        r.value  # type: ignore[attr-defined]
+        for r in m.findall(function.body, m.Return())
+        if index.enclosing_function(r) is function
+    ]
 
 
 def snippet(node: cst.CSTNode) -> str:
@@ -145,7 +190,9 @@ def binding_story(
             )
         if isinstance(node, cst.Param):
             function = index.enclosing_function(node)
-            where = f"`{function.name.value}()`" if function is not None else "a function"
+            where = (
+                f"`{function.name.value}()`" if function is not None else "a function"
+            )
             return node, (
                 f"`{name}` is a parameter of {where} (line {line(node)}) and no call "
                 f"in this file passes it a model accel-migrate prepares; wrap the model "
@@ -168,9 +215,7 @@ def binding_story(
     )
 
 
-def _statement(
-    index: ModuleIndex, node: cst.CSTNode
-) -> tuple[cst.CSTNode, str] | None:
+def _statement(index: ModuleIndex, node: cst.CSTNode) -> tuple[cst.CSTNode, str] | None:
     """The assignment, ``for`` or ``with`` that binds ``node``, and its code (a
     loop's header only)."""
     for ancestor in index.ancestors(node):

@@ -1,15 +1,41 @@
 """AM004 prepare-model: the trained model is wrapped by ``accel.prepare_model(...)``.
 
 ## What
-Finds the model the script trains: a module built in this file (a class deriving
+Finds the models the script trains: modules built in this file (a class deriving
 from ``nn.Module``, a ``torch.nn`` layer, a ``torchvision``/``timm``/``transformers``
-factory, or any call) that is moved to the device or whose ``.parameters()`` feed an
-optimizer. Its construction is wrapped: ``model = accel.prepare_model(Net().to(device))``,
-also where it is built right in the arguments of a call to a function or class of
-this file (``Trainer(accel.prepare_model(Net()), data)``). A module class whose own
-methods build an optimizer from ``self.parameters()`` is trained through its
-instances. Modules built inside another module's ``__init__`` (sub-layers) and loss
-modules are not models.
+factory, or any call) that are moved to the device or whose ``.parameters()`` feed
+an optimizer, also through a variable (``params = list(enc.parameters()) +
+list(dec.parameters())``, ``itertools.chain(a.parameters(), b.parameters())``).
+Each construction is wrapped where it is built:
+
+- ``model = accel.prepare_model(Net().to(device))``;
+- ``encoder, decoder = accel.prepare_model(Encoder()), accel.prepare_model(Decoder())``;
+- a list of models, each element: ``nets = [accel.prepare_model(Net(False)), ...]``
+  (the script uses each one on its own);
+- a conditional expression as a whole:
+  ``accel.prepare_model(build().cuda() if cuda else build())``;
+- a model named after the module it comes from (``from mnist import model;
+  model = model.mnist()``);
+- in a factory function of this file (``def get_model(): net = Net(); ...;
+  return net.cuda()``): there, and not again around ``get_model()``;
+- right in the arguments of a call to a function or class of this file
+  (``Trainer(accel.prepare_model(Net()), data)``).
+
+``nn.DataParallel(...)`` around any of these is removed by AM003. A module class
+whose own methods build an optimizer from ``self.parameters()`` is trained through
+its instances. Modules built inside another module's ``__init__`` (sub-layers) and
+loss modules are not models.
+
+## All or nothing
+A trained model that this rule cannot wrap or show prepared (it comes from an
+import, it is a parameter no call of this file passes a model, it is unpacked from
+a call, it is built in a form such as ``cached if ok else Net()``) stops the
+migration of the whole file: the file is left unchanged, with one needs-review
+finding at the model's place that says how it is bound and where to add
+``accel.prepare_model(...)``. Sharding the data and rewriting ``backward`` without
+the model would make every process train its own unsynchronised copy on its part
+of the data, with nothing to show for it. The unit is the file: a file is never
+half-migrated.
 
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
@@ -21,19 +47,26 @@ after this line.
 ## Example
 ```python
 # before
-model = Net().to(device)
-optimizer = optim.Adadelta(model.parameters(), lr=args.lr)
+encoder, decoder = Encoder().to(device), Decoder().to(device)
+optimizer = optim.Adam(list(encoder.parameters()) + list(decoder.parameters()))
 # after
-model = accel.prepare_model(Net().to(device))
-optimizer = accel.prepare_optimizer(optim.Adadelta(model.parameters(), lr=args.lr))
+encoder, decoder = accel.prepare_model(Encoder().to(device)), accel.prepare_model(Decoder().to(device))
+optimizer = accel.prepare_optimizer(optim.Adam(list(encoder.parameters()) + list(decoder.parameters())))
+```
+
+```python
+# left unchanged, with a needs-review finding at the import
+from models import net
+optimizer = optim.SGD(net.parameters(), lr=0.1)
 ```
 
 ## Fix safety
 Safe: attribute reads and writes, ``state_dict()`` keys, ``train()``/``eval()`` and
 ``parameters()`` behave as on the user's module; with one process and fp32 the
-call returns the module itself. When the parameters of a variable feed an
-optimizer but the file never builds it (it arrives from another module), a
-needs-review finding asks for ``accel.prepare_model`` where it is built.
+call returns the module itself, and preparing a prepared model returns it. Where
+a trained model cannot be shown prepared, nothing in the file is rewritten (see
+All or nothing). A module class trained through its own optimizer with no
+instance built in this file gets a needs-review finding.
 """
 
 from __future__ import annotations
@@ -58,7 +91,11 @@ from ..trained_models import (
     binding_story,
     element_containers,
     extra_values,
+    list_items,
+    list_variables,
     parameter_calls,
+    returns_of,
+    root_key,
     snippet,
 )
 
@@ -205,7 +242,7 @@ class PrepareModel(Rule):
                     if container is not None:
                         self.trained_containers.add(container)
                         continue
-                    key = self.index.root_key(receiver)
+                    key = root_key(self.index, receiver)
                     if key is not None:
                         keys.add(key)
         for key, values in self.index.values.items():
@@ -231,42 +268,29 @@ class PrepareModel(Rule):
         ``optimized``)."""
         return set()
 
+    @cached_property
+    def lists(self) -> set[Key]:
+        return list_variables(self.index)
+
     def _container(self, receiver: cst.BaseExpression) -> Key | None:
         """The list ``nets`` that ``nets[0]`` or ``net`` (``for net in nets``) is
         an element of."""
         if isinstance(receiver, cst.Subscript):
             key = self.index.key(receiver.value)
-            return key if key is not None and key in self._lists else None
+            return key if key is not None and key in self.lists else None
         key = self.index.key(receiver)
         return self.elements.get(key) if key is not None else None
 
-    @cached_property
-    def _lists(self) -> set[Key]:
-        """Variables assigned a list or tuple display or a list comprehension."""
-        return {
-            key
-            for key, values in self.index.values.items()
-            if any(isinstance(v, (cst.List, cst.Tuple, cst.ListComp)) for v in values)
-        }
-
-    def _items(self, value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
-        """The models a list display or comprehension builds, or [] when it is none."""
-        if isinstance(value, (cst.List, cst.Tuple)):
-            if any(isinstance(e, cst.StarredElement) for e in value.elements):
-                return []
-            return [e.value for e in value.elements]
-        if isinstance(value, cst.ListComp):
-            return [value.elt]
-        return []
-
     def _container_state(self, key: Key) -> str:
-        """"wrap": every value is a list of models built right there; "prepared":
+        """ "wrap": every value is a list of models built right there; "prepared":
         they are wrapped already; "unknown": anything else."""
         values = self.index.values.get(key, [])
-        items = [item for v in values for item in self._items(v)]
-        if not values or not all(self._items(v) for v in values):
+        items = [item for v in values for item in list_items(v)]
+        if not values or not all(list_items(v) for v in values):
             return "unknown"
-        if all(self.index.is_runtime_call(self._core(i), "prepare_model") for i in items):
+        if all(
+            self.index.is_runtime_call(self._core(i), "prepare_model") for i in items
+        ):
             return "prepared"
         if all(self._fresh(key, i) and self._builds_module(i) for i in items):
             return "wrap"
@@ -276,14 +300,9 @@ class PrepareModel(Rule):
     def model_containers(self) -> set[Key]:
         """Lists of trained models whose elements this rule wraps."""
         self.optimized  # noqa: B018  (fills trained_containers)
-        return {k for k in self.trained_containers if self._container_state(k) == "wrap"}
-
-    def _returns(self, function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
-        return [
-            r.value  # type: ignore[attr-defined]
-            for r in m.findall(function.body, m.Return())
-            if self.index.enclosing_function(r) is function
-        ]
+        return {
+            k for k in self.trained_containers if self._container_state(k) == "wrap"
+        }
 
     def _prepared_by_factory(self, value: cst.BaseExpression | None) -> bool:
         """``get_model()``, a function of this file each of whose ``return``s hands
@@ -295,7 +314,7 @@ class PrepareModel(Rule):
         function = self.index.local_function(core.func)
         if function is None:
             return False
-        returns = self._returns(function)
+        returns = returns_of(self.index, function)
         return bool(returns) and all(
             r is not None
             and all(self._prepared_expr(self._core(b)) for b in self._branches(r))
@@ -407,7 +426,7 @@ class PrepareModel(Rule):
         ):
             elements = [
                 new.with_changes(value=self._wrap(old.value, new.value))
-                for old, new in zip(original.elements, updated.elements)
+                for old, new in zip(original.elements, updated.elements, strict=False)
             ]
             return updated.with_changes(elements=elements)
         return updated
@@ -429,7 +448,9 @@ class PrepareModel(Rule):
         ):
             return updated_node
         elements = []
-        for name, old, new in zip(target.elements, original.elements, updated.elements):
+        for name, old, new in zip(
+            target.elements, original.elements, updated.elements, strict=True
+        ):
             if self._wraps(self.index.key(name.value), old.value):
                 new = new.with_changes(value=self._wrap(old.value, new.value))
             elements.append(new)
@@ -478,7 +499,7 @@ class PrepareModel(Rule):
             name = snippet(receiver)
             why = f"`{name}` is an element of `{container[1]}`: " + why
         else:
-            key = self.index.root_key(receiver)
+            key = root_key(self.index, receiver)
             if key is not None and self._is_prepared(key):
                 return
             if key is None:

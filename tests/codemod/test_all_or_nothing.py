@@ -1,0 +1,79 @@
+"""All or nothing: a training setup whose trained model cannot be shown prepared
+leaves the whole file unchanged, with the reason at the model's place."""
+
+from __future__ import annotations
+
+import pytest
+
+from accel_migrate.codemod import migrate_source
+from accel_migrate.codemod.findings import Finding
+from accel_migrate.codemod.rule import RuleContext
+
+IMPORTED = """\
+import torch
+from torch.utils.data import DataLoader
+
+from models import net
+
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)
+for x in loader:
+    optimizer.zero_grad()
+    net(x).sum().backward()
+    optimizer.step()
+    print(x)
+"""
+
+
+def test_an_unprepared_trained_model_leaves_the_file_unchanged() -> None:
+    result = migrate_source(IMPORTED, "train.py")
+    assert result.output == IMPORTED
+    assert result.status == "unchanged"
+    # Nothing was fixed, so no `fixed` finding may claim otherwise.
+    assert [f.status for f in result.findings] == ["needs-review"]
+    (finding,) = result.findings
+    assert (finding.line, finding.code) == (4, "AM004")
+    assert "`from models import net`" in finding.message
+    assert "Nothing in this file was migrated" in finding.message
+
+
+def test_the_same_setup_with_the_model_built_here_is_migrated() -> None:
+    built = IMPORTED.replace(
+        "from models import net\n", "from models import Net\n\nnet = Net()\n"
+    )
+    result = migrate_source(built, "train.py")
+    assert "accel.prepare_model(Net())" in result.output
+    assert "accel.prepare_dataloader(" in result.output
+    assert "accel.backward(" in result.output
+    assert not result.needs_review
+
+
+def test_other_needs_review_findings_are_kept() -> None:
+    source = IMPORTED.replace(
+        "    net(x).sum().backward()\n",
+        "    noise = torch.randn(2)\n    (net(x) + noise).sum().backward()\n",
+    )
+    result = migrate_source(source, "train.py")
+    assert result.output == source
+    assert {f.code for f in result.findings} == {"AM004", "AM020"}
+    assert all(f.status == "needs-review" for f in result.findings)
+
+
+def test_a_skip_marker_on_the_models_line_lifts_the_block() -> None:
+    # The user has taken that statement over (the model is prepared elsewhere).
+    source = IMPORTED.replace(
+        "from models import net\n", "from models import net  # accel-migrate: skip\n"
+    )
+    result = migrate_source(source, "train.py")
+    assert "accel.prepare_dataloader(" in result.output
+    assert not any(f.code == "AM004" for f in result.findings)
+
+
+def test_a_blocking_finding_is_a_needs_review_finding() -> None:
+    context = RuleContext(alias="accel", original_code="")
+    with pytest.raises(ValueError):
+        context.block(Finding(1, 1, "AM004", "fixed", "model -> prepared"))
+    context.block(Finding(1, 1, "AM004", "needs-review", "why"))
+    assert context.blocking == context.findings == [
+        Finding(1, 1, "AM004", "needs-review", "why")
+    ]
