@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
@@ -237,3 +238,121 @@ ALL_OR_NOTHING = (
     "not at all (sharding its data and rewriting its backward without preparing "
     "the model would train an unsynchronised copy in each process)"
 )
+
+
+#: Methods a script calls on a model it trains (not `.parameters()`: a frozen
+#: feature extractor is asked for them to turn requires_grad off).
+MODEL_METHODS = ("train", "zero_grad")
+
+
+class AllOrNothing:
+    """AM004's blocking findings: a trained model it cannot show prepared leaves
+    the whole file unchanged (``Rule.block``). A mixin of the rule: it reads the
+    rule's analysis (``models``, ``optimized``, ``elements``...)."""
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for key, call in self._stepped_models.items():
+            values = [v for v in self.index.values.get(key, []) if v is not None]
+            place = (
+                values[0] if values else binding_story(self.index, key, self._line)[0]
+            )
+            place = place or call
+            self.block(
+                place,
+                f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in a "
+                f"training loop (line {self._line(call)}), but its parameters reach no "
+                "optimizer built in this file, so accel-migrate cannot tell how it is "
+                "trained; wrap it with accel.prepare_model(...) where it is built "
+                f"(line {self._line(place)}) and its optimizer with "
+                "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
+            )
+
+    @cached_property
+    def _model_evidence(self) -> dict[Key, str]:
+        """Variables that are models by what the script does with them
+        (``model.train()``, ``model.zero_grad()``)."""
+        found: dict[Key, str] = {}
+        for call in self.index.calls:
+            attribute = method_call(call, *MODEL_METHODS)
+            if attribute is not None:
+                key = self.index.key(attribute.value)
+                if key is not None and key not in found:
+                    found[key] = snippet(call)
+        return found
+
+    @cached_property
+    def _stepped_models(self) -> dict[Key, cst.Call]:
+        """Models the loop of a backward calls (``out = model(x)``) that this rule
+        neither prepares nor sees trained by an optimizer of this file (its
+        optimizer is built elsewhere): reached by a backward, and not prepared."""
+        found: dict[Key, cst.Call] = {}
+        for loop in self.index.for_loops:
+            if not self.index.runs_backward(loop.body):
+                continue
+            for call in m.findall(loop.body, m.Call()):
+                key = self.index.key(call.func)  # type: ignore[attr-defined]
+                if (
+                    key is None
+                    or key in found
+                    or key not in self._model_evidence
+                    or key in self.optimized
+                    or self._is_prepared(key)
+                ):
+                    continue
+                container = self.elements.get(key)
+                if container is not None and self._container_state(container) in {
+                    "wrap",
+                    "prepared",
+                }:
+                    continue
+                found[key] = call  # type: ignore[assignment]
+        return found
+
+    def _check_prepared(self, inner: cst.Call, receiver: cst.BaseExpression) -> None:
+        """Block the file when the model whose parameters ``inner`` hands an
+        optimizer is not, or cannot be shown to be, prepared."""
+        container = self._container(receiver)
+        if container is not None:
+            if self._container_state(container) in {"wrap", "prepared"}:
+                return
+            place, why = self._story(container, inner)
+            name = snippet(receiver)
+            why = f"`{name}` is an element of `{container[1]}`: " + why
+        else:
+            key = root_key(self.index, receiver)
+            if key is not None and self._is_prepared(key):
+                return
+            if key is None:
+                place, why = inner, (
+                    f"`{snippet(receiver)}` is trained, but accel-migrate cannot tell "
+                    "which model it is; wrap the model with accel.prepare_model(...) "
+                    "where it is built"
+                )
+            else:
+                place, why = self._story(key, inner)
+        if (place, why) in self._blocked:
+            return  # one model handed to several optimizers
+        self._blocked.add((place, why))
+        self.block(place, why + ALL_OR_NOTHING)
+
+    @cached_property
+    def _blocked(self) -> set[tuple[cst.CSTNode, str]]:
+        return set()
+
+    def _story(self, key: Key, fallback: cst.CSTNode) -> tuple[cst.CSTNode, str]:
+        """Where the trained ``key`` gets its value, and a true sentence on why
+        this rule does not wrap it there."""
+        name = key[1]
+        for value in self.index.values.get(key, []):
+            if value is None:
+                continue
+            place = value
+            if self._fresh(key, value):
+                continue  # a form wrapped elsewhere; the unwrappable one is the story
+            return place, (
+                f"`{name}` is built in this file at line {self._line(place)} in a form "
+                f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
+                "accel.prepare_model(...) there"
+            )
+        place, why = binding_story(self.index, key, self._line)
+        return place or fallback, why

@@ -74,6 +74,8 @@ def test_a_blocking_finding_is_a_needs_review_finding() -> None:
     with pytest.raises(ValueError):
         context.block(Finding(1, 1, "AM004", "fixed", "model -> prepared"))
     context.block(Finding(1, 1, "AM004", "needs-review", "why"))
-    assert context.blocking == context.findings == [
-        Finding(1, 1, "AM004", "needs-review", "why")
-    ]
+    assert (
+        context.blocking
+        == context.findings
+        == [Finding(1, 1, "AM004", "needs-review", "why")]
+    )

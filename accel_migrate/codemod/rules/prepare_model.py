@@ -29,8 +29,10 @@ loss modules are not models.
 ## All or nothing
 A trained model that this rule cannot wrap or show prepared (it comes from an
 import, it is a parameter no call of this file passes a model, it is unpacked from
-a call, it is built in a form such as ``cached if ok else Net()``) stops the
-migration of the whole file: the file is left unchanged, with one needs-review
+a call, it is built in a form such as ``cached if ok else Net()``), or a model
+that a training loop calls (``model.train()`` shows it is one) whose optimizer is
+not built in this file (``build_optimizer(cfg, model)``), stops the migration of
+the whole file: the file is left unchanged, with one needs-review
 finding at the model's place that says how it is bound and where to add
 ``accel.prepare_model(...)``. Sharding the data and rewriting ``backward`` without
 the model would make every process train its own unsynchronised copy on its part
@@ -66,7 +68,9 @@ Safe: attribute reads and writes, ``state_dict()`` keys, ``train()``/``eval()`` 
 call returns the module itself, and preparing a prepared model returns it. Where
 a trained model cannot be shown prepared, nothing in the file is rewritten (see
 All or nothing). A module class trained through its own optimizer with no
-instance built in this file gets a needs-review finding.
+instance built in this file gets a needs-review finding. A
+``# accel-migrate: skip`` comment on the statement the blocking finding points at
+lifts the block (the user has taken that model over).
 """
 
 from __future__ import annotations
@@ -87,8 +91,7 @@ from ..patterns import (
 )
 from ..rule import Rule
 from ..trained_models import (
-    ALL_OR_NOTHING,
-    binding_story,
+    AllOrNothing,
     element_containers,
     extra_values,
     list_items,
@@ -96,7 +99,6 @@ from ..trained_models import (
     parameter_calls,
     returns_of,
     root_key,
-    snippet,
 )
 
 #: Module methods that return the module itself.
@@ -117,7 +119,7 @@ SAME_OBJECT = frozenset(
 )
 
 
-class PrepareModel(Rule):
+class PrepareModel(AllOrNothing, Rule):
     code = "AM004"
     name = "prepare-model"
     summary = (
@@ -487,55 +489,6 @@ class PrepareModel(Rule):
                 continue
             self._check_prepared(inner, receiver)
         return updated_node
-
-    def _check_prepared(self, inner: cst.Call, receiver: cst.BaseExpression) -> None:
-        """Block the file when the model whose parameters ``inner`` hands an
-        optimizer is not, or cannot be shown to be, prepared."""
-        container = self._container(receiver)
-        if container is not None:
-            if self._container_state(container) in {"wrap", "prepared"}:
-                return
-            place, why = self._story(container, inner)
-            name = snippet(receiver)
-            why = f"`{name}` is an element of `{container[1]}`: " + why
-        else:
-            key = root_key(self.index, receiver)
-            if key is not None and self._is_prepared(key):
-                return
-            if key is None:
-                place, why = inner, (
-                    f"`{snippet(receiver)}` is trained, but accel-migrate cannot tell "
-                    "which model it is; wrap the model with accel.prepare_model(...) "
-                    "where it is built"
-                )
-            else:
-                place, why = self._story(key, inner)
-        if (place, why) in self._blocked:
-            return  # one model handed to several optimizers
-        self._blocked.add((place, why))
-        self.block(place, why + ALL_OR_NOTHING)
-
-    @cached_property
-    def _blocked(self) -> set[tuple[cst.CSTNode, str]]:
-        return set()
-
-    def _story(self, key: Key, fallback: cst.CSTNode) -> tuple[cst.CSTNode, str]:
-        """Where the trained ``key`` gets its value, and a true sentence on why
-        this rule does not wrap it there."""
-        name = key[1]
-        for value in self.index.values.get(key, []):
-            if value is None:
-                continue
-            place = value
-            if self._fresh(key, value):
-                continue  # a form wrapped elsewhere; the unwrappable one is the story
-            return place, (
-                f"`{name}` is built in this file at line {self._line(place)} in a form "
-                f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
-                "accel.prepare_model(...) there"
-            )
-        place, why = binding_story(self.index, key, self._line)
-        return place or fallback, why
 
     @cached_property
     def prepared(self) -> set[Key]:
