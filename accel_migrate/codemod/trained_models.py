@@ -315,9 +315,13 @@ class AllOrNothing:
         if container is not None:
             if self._container_state(container) in {"wrap", "prepared"}:
                 return
-            place, why = self._story(container, inner)
-            name = snippet(receiver)
-            why = f"`{name}` is an element of `{container[1]}`: " + why
+            place, _ = self._story(container, inner)
+            why = (
+                f"`{snippet(receiver)}` is an element of `{container[1]}`, which "
+                f"gets its value at line {self._line(place)} in a form "
+                f"accel-migrate cannot wrap item by item (`{snippet(place)}`); wrap "
+                "each model in it with accel.prepare_model(...) where it is built"
+            )
         else:
             key = root_key(self.index, receiver)
             if key is not None and self._is_prepared(key):
