@@ -18,6 +18,7 @@ from ..runtime.config import ConfigError, RuntimeConfig, config_environment, loa
 from ..runtime.env import DONE_DIR_VARIABLE
 from ..runtime.faults import RECORDED_AT, STOPPED_BY_PEER
 from .app import EXIT_OK, EXIT_USAGE
+from .unmigrated import unmigrated_warning
 
 EXIT_JOB_FAILED = 1
 
@@ -136,6 +137,9 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    warning = unmigrated_warning(script, processes, options["nnodes"])
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
     os.environ.update(config_environment(config))
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
