@@ -111,48 +111,48 @@ def test_one_process_repeats_nothing_so_no_warning(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def no_torchrun(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """Stands in for torchrun; the launcher's environment changes are undone."""
-    calls: list[list[str]] = []
+def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Stands in for torchrun's run(): records what stderr held when it started."""
+    import torch.distributed
+    import torch.distributed.run as torch_run
+
+    errs: list[str] = []
     fake = types.ModuleType("torch.distributed.run")
-    fake.main = calls.append  # type: ignore[attr-defined]
+    fake.get_args_parser = torch_run.get_args_parser  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch.distributed.run", fake)
+    monkeypatch.setattr(torch.distributed, "run", fake, raising=False)
     saved = dict(os.environ)
-    yield calls
+    yield errs
     os.environ.clear()
     os.environ.update(saved)
 
 
 def test_launch_warns_before_starting_an_unmigrated_script(
-    tmp_path: Path,
-    no_torchrun: list[list[str]],
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, started: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = put(tmp_path / "train.py", PLAIN)
-    started: list[str] = []
-    sys.modules["torch.distributed.run"].main = lambda argv: started.append(  # type: ignore[attr-defined]
+    sys.modules["torch.distributed.run"].run = lambda parsed: started.append(  # type: ignore[attr-defined]
         capsys.readouterr().err
     )
     assert main(["launch", "--nproc", "2", str(script)]) == 0
     assert len(started) == 1, "torchrun was started once"
-    err_before_start = started[0]
-    assert err_before_start == (
+    warning = started[0].splitlines()[0]
+    assert warning == (
         f"warning: {script} never imports accel_migrate.runtime: it was not migrated, "
         "so each of the 2 processes runs the whole single-process script. Every line "
         "prints once per process, every process trains its own model on all the data, "
         "and every process writes the same checkpoint files. Migrate it first: "
-        f"accel-migrate migrate --write {script}\n"
+        f"accel-migrate migrate --write {script}"
     )
 
 
 def test_launch_of_a_migrated_script_says_nothing(
-    tmp_path: Path,
-    no_torchrun: list[list[str]],
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, started: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = put(
         tmp_path / "train.py", "import accel_migrate.runtime as accel\n" + PLAIN
     )
+    sys.modules["torch.distributed.run"].run = started.append  # type: ignore[attr-defined]
     assert main(["launch", "--nproc", "2", str(script)]) == 0
-    assert len(no_torchrun) == 1
+    assert len(started) == 1
     assert "warning" not in capsys.readouterr().err
