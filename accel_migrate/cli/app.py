@@ -193,9 +193,13 @@ def migrate(
 )
 @click.option(
     "--nproc",
+    "--nproc-per-node",
+    "--nproc_per_node",
+    "nproc",
     default="auto",
     show_default=True,
     metavar="N",
+    envvar="PET_NPROC_PER_NODE",
     help="Processes per node: a number, or 'auto' (one per GPU, or 1 without GPUs).",
 )
 @click.option(
@@ -217,29 +221,127 @@ def migrate(
     help="global: keep the script's batch and split it; per-device: each process takes whole batches.",
 )
 @click.option(
-    "--nnodes", default="1", show_default=True, help="Number of nodes (or MIN:MAX)."
+    "--nnodes",
+    default="1",
+    show_default=True,
+    envvar="PET_NNODES",
+    help="Number of nodes (or MIN:MAX).",
 )
 @click.option(
     "--node-rank",
+    "--node_rank",
+    "node_rank",
     type=int,
     default=None,
+    envvar="PET_NODE_RANK",
     help="This node's rank (multi-node, static rendezvous).",
 )
 @click.option(
     "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "rdzv_endpoint",
     default=None,
     metavar="HOST:PORT",
+    envvar="PET_RDZV_ENDPOINT",
     help="Rendezvous endpoint (multi-node).",
 )
 @click.option(
-    "--rdzv-id", default=None, help="Job id shared by all nodes (multi-node)."
+    "--rdzv-id",
+    "--rdzv_id",
+    "rdzv_id",
+    default=None,
+    envvar="PET_RDZV_ID",
+    help="Job id shared by all nodes (multi-node).",
+)
+@click.option(
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "rdzv_backend",
+    default=None,
+    envvar="PET_RDZV_BACKEND",
+    help="Rendezvous backend (multi-node; default c10d with --rdzv-endpoint).",
+)
+@click.option(
+    "--rdzv-conf",
+    "--rdzv_conf",
+    "rdzv_conf",
+    default=None,
+    metavar="KEY=VALUE,...",
+    envvar="PET_RDZV_CONF",
+    help="Extra rendezvous settings, as torchrun takes them.",
+)
+@click.option(
+    "--master-addr",
+    "--master_addr",
+    "master_addr",
+    default=None,
+    envvar="PET_MASTER_ADDR",
+    help="Address of the node of rank 0 (static rendezvous, with --master-port).",
+)
+@click.option(
+    "--master-port",
+    "--master_port",
+    "master_port",
+    type=int,
+    default=None,
+    envvar="PET_MASTER_PORT",
+    help="Port on the node of rank 0 (static rendezvous).",
+)
+@click.option(
+    "--standalone",
+    is_flag=True,
+    default=False,
+    envvar="PET_STANDALONE",
+    help="One node, a local rendezvous on a free port (the default for one node).",
 )
 @click.option(
     "--max-restarts",
+    "--max_restarts",
+    "max_restarts",
     type=int,
     default=0,
     show_default=True,
+    envvar="PET_MAX_RESTARTS",
     help="Restart the job this many times on failure.",
+)
+@click.option(
+    "--log-dir",
+    "--log_dir",
+    "log_dir",
+    default=None,
+    envvar="PET_LOG_DIR",
+    help="Keep torchrun's per-rank logs in this folder.",
+)
+@click.option(
+    "-r",
+    "--redirects",
+    default=None,
+    envvar="PET_REDIRECTS",
+    help="Send ranks' output to files in --log-dir: 0-3 (none, out, err, both) or RANK:N,...",
+)
+@click.option(
+    "-t",
+    "--tee",
+    default=None,
+    envvar="PET_TEE",
+    help="Also copy ranks' output to files in --log-dir, rank-prefixed on the console.",
+)
+@click.option(
+    "--local-ranks-filter",
+    "--local_ranks_filter",
+    "local_ranks_filter",
+    default=None,
+    metavar="RANKS",
+    envvar="PET_LOCAL_RANKS_FILTER",
+    help="Show only these local ranks' output (comma-separated), with --tee or --redirects.",
+)
+@click.option(
+    "-m",
+    "--module",
+    "module",
+    is_flag=True,
+    default=False,
+    help="SCRIPT is a module name, run as python -m SCRIPT.",
 )
 @click.option(
     "--timeout",
@@ -255,7 +357,13 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
         return EXIT_USAGE
     from .launch_command import run_launch
 
-    return run_launch(script, list(script_args), **options)
+    context = click.get_current_context()
+    # Where each option came from, for the start-up banner.
+    sources = {
+        name: str(getattr(context.get_parameter_source(name), "name", "DEFAULT"))
+        for name in options
+    }
+    return run_launch(script, list(script_args), sources=sources, **options)
 
 
 @cli.command(context_settings={"help_option_names": ["-h", "--help"]})

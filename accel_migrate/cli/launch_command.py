@@ -12,12 +12,21 @@ import shutil
 import signal
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from ..runtime.config import ConfigError, RuntimeConfig, config_environment, load_config
 from ..runtime.env import DONE_DIR_VARIABLE
 from ..runtime.faults import RECORDED_AT, STOPPED_BY_PEER
 from .app import EXIT_OK, EXIT_USAGE
+from .launch_options import (
+    banner,
+    check_options,
+    extra_torchrun_arguments,
+    module_file,
+    unknown_option,
+)
+from .unmigrated import unmigrated_warning
 
 EXIT_JOB_FAILED = 1
 
@@ -56,9 +65,18 @@ def torchrun_arguments(
     rdzv_endpoint: str | None,
     rdzv_id: str | None,
     max_restarts: int,
+    rdzv_backend: str | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    module: bool = False,
 ) -> list[str]:
     args: list[str] = []
-    if rdzv_endpoint is None and nnodes in ("1", "1:1"):
+    if master_addr is not None or (master_port is not None and rdzv_endpoint is None):
+        # Static rendezvous, as torchrun's --master-addr/--master-port give it.
+        args += ["--nnodes", nnodes, "--node-rank", str(node_rank or 0)]
+        args += ["--master-addr", master_addr or "127.0.0.1"]
+        args += ["--master-port", str(master_port or 29500)]
+    elif rdzv_endpoint is None and nnodes in ("1", "1:1"):
         args.append("--standalone")
     else:
         if rdzv_endpoint is None:
@@ -67,7 +85,7 @@ def torchrun_arguments(
             "--nnodes",
             nnodes,
             "--rdzv-backend",
-            "c10d",
+            rdzv_backend or "c10d",
             "--rdzv-endpoint",
             rdzv_endpoint,
         ]
@@ -75,6 +93,8 @@ def torchrun_arguments(
         if node_rank is not None:
             args += ["--node-rank", str(node_rank)]
     args += ["--nproc-per-node", str(processes), "--max-restarts", str(max_restarts)]
+    if module:
+        args.append("--module")
     return [*args, script, *script_args]
 
 
@@ -108,9 +128,21 @@ def slurm_options(options: dict[str, Any], environ: dict[str, str]) -> dict[str,
     }
 
 
-def run_launch(script: str, script_args: list[str], **options: Any) -> int:
-    options = slurm_options(options, dict(os.environ))
+def run_launch(
+    script: str,
+    script_args: list[str],
+    sources: dict[str, str] | None = None,
+    **options: Any,
+) -> int:
+    sources = dict(sources or {})
+    slurm = slurm_options(options, dict(os.environ))
+    if slurm is not options:
+        options = slurm
+        sources["nnodes"] = "SLURM"
     try:
+        unknown = unknown_option(script)
+        if unknown is not None:
+            raise ConfigError(unknown)
         config = load_config(
             {
                 "strategy": options["strategy"],
@@ -119,26 +151,57 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
                 "timeout": options["timeout"],
             }
         )
-        if not os.path.isfile(script):
+        module = bool(options.get("module"))
+        source_file: str | None = script
+        if module:
+            found = module_file(script, Path.cwd())
+            source_file = str(found) if found is not None else None
+        elif not os.path.isfile(script):
             raise ConfigError(f"{script}: no such script")
         processes = _processes_per_node(options["nproc"])
+        check_options(options, processes)
         _check(config, processes, options["nnodes"])
         argv = torchrun_arguments(
             script,
-            script_args,
+            [],
             processes=processes,
             nnodes=options["nnodes"],
             node_rank=options["node_rank"],
             rdzv_endpoint=options["rdzv_endpoint"],
             rdzv_id=options["rdzv_id"],
             max_restarts=options["max_restarts"],
+            rdzv_backend=options.get("rdzv_backend"),
+            master_addr=options.get("master_addr"),
+            master_port=options.get("master_port"),
+            module=module,
         )
+        argv = [*extra_torchrun_arguments(options), *argv]
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    warning = (
+        unmigrated_warning(source_file, processes, options["nnodes"])
+        if source_file is not None
+        else None
+    )
+    if warning is not None:
+        print(
+            warning.replace(source_file or "", script, 1), file=sys.stderr, flush=True
+        )
+    import torch
+
+    if options["node_rank"] in (None, 0):
+        line = banner(
+            config,
+            processes,
+            options,
+            sources,
+            cuda=torch.cuda.is_available(),
+            slurm=sources.get("nnodes") == "SLURM",
+        )
+        print(line, file=sys.stderr, flush=True)
     os.environ.update(config_environment(config))
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import main as torchrun
 
     # One folder for the job's bookkeeping, removed when the job ends.
     work = tempfile.mkdtemp(prefix="accel-migrate-launch-")
@@ -150,9 +213,10 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
     ours = "TORCHELASTIC_ERROR_FILE" not in os.environ
     if ours:
         os.environ["TORCHELASTIC_ERROR_FILE"] = os.path.join(work, "error.json")
+    # torchrun would otherwise leave a folder in the temp folder for every run.
+    log_dir = options.get("log_dir") or os.path.join(work, "logs")
     try:
-        # torchrun would otherwise leave a folder in the temp folder for every run.
-        torchrun(["--log-dir", os.path.join(work, "logs"), *argv])
+        start_torchrun(["--log-dir", log_dir, *argv], script_args)
     except ChildFailedError as failure:
         if _only_aborted_after_finishing(failure, done_dir, processes):
             return EXIT_OK
@@ -164,6 +228,20 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
         if ours:
             del os.environ["TORCHELASTIC_ERROR_FILE"]
     return EXIT_OK
+
+
+def start_torchrun(argv: list[str], script_args: list[str]) -> None:
+    """torchrun with ``argv`` (its options and the script), then ``script_args``.
+
+    The script's arguments are set on the parsed namespace, not parsed: torchrun's
+    argparse accepts abbreviations, so a script's ``--log`` or ``--nproc`` would be
+    taken for (or be ambiguous with) torchrun's ``--log-dir`` or ``--nproc-per-node``.
+    """
+    from torch.distributed import run as torchrun
+
+    parsed = torchrun.get_args_parser().parse_args(argv)
+    parsed.training_script_args = list(script_args)
+    torchrun.run(parsed)
 
 
 def root_failure(failure: Any) -> tuple[int, Any]:

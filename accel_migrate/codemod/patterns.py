@@ -88,10 +88,15 @@ def is_optimizer_class(qualname: str) -> bool:
 
 
 def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and (
-        bool(index.qualnames(expr.func) & DATALOADER_CALLS)
-        or index.is_runtime_call(expr, "prepare_dataloader")
-    )
+    if not isinstance(expr, cst.Call):
+        return False
+    if index.qualnames(expr.func) & DATALOADER_CALLS:
+        from .unshardable import unshardable_reason
+
+        # One the runtime cannot shard stays unwrapped (AM006): every process
+        # reads all of it, so no rule may treat it as a sharded loader.
+        return unshardable_reason(index, expr) is None
+    return index.is_runtime_call(expr, "prepare_dataloader")
 
 
 def string_value(node: cst.CSTNode) -> str | None:

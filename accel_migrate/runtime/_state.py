@@ -71,6 +71,8 @@ class Runtime:
         self._loaders: list[weakref.ref[Any]] = []
         self._batch_share: tuple[int, int] | None = None
         self._backward_checked = False
+        # Set once guards.check_backward has run (never needed in a world of one).
+        self.backward_guarded = not env.distributed
         # accel.global_loss of the loss given to accel.backward: see start_loss_reduce.
         self._last_backward_loss: weakref.ref[torch.Tensor] | None = None
         self._loss_in_flight: tuple[weakref.ref[torch.Tensor], PendingReduce] | None = (

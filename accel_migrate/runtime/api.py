@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from . import data as _data
+from . import guards as _guards
 from ._state import get_runtime, peek_runtime
 from .comm import ReduceOp
 from .env import DistEnv
@@ -96,6 +97,8 @@ def prepare_optimizer(optimizer: Opt) -> Opt:
     runtime.track_optimizer(optimizer)
     if runtime.passthrough:
         return optimizer
+    if runtime.env.distributed:
+        _guards.guard_first_step(runtime, optimizer)
     runtime.strategy.setup_optimizer(optimizer)
     if runtime.precision.hooks_optimizer_step:
         _route_step(optimizer, runtime.precision)
@@ -138,6 +141,8 @@ def backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
     """``loss.backward()``, weighted so that averaged gradients are those of the
     global batch, and scaled by the precision plugin."""
     runtime = get_runtime()
+    if not runtime.backward_guarded:
+        _guards.check_backward(runtime, loss)
     runtime.start_loss_reduce(loss)
     weight = runtime.loss_weight()
     if weight != 1.0:

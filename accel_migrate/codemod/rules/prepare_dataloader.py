@@ -23,9 +23,22 @@ train_loader = accel.prepare_dataloader(DataLoader(train_set, batch_size=64, shu
 ## Fix safety
 Safe for map-style datasets (``__getitem__`` and ``__len__``); the shuffled order
 is the one the original script would have drawn, even when processes' random
-states drift apart. An ``IterableDataset`` cannot be split by index: the runtime
-then stops with a clear error when the script runs on several processes.
-``len(loader)`` and ``loader.dataset`` keep their original meaning.
+states drift apart. ``len(loader)`` and ``loader.dataset`` keep their original
+meaning.
+
+A loader the runtime cannot shard is left unwrapped and reported needs-review,
+never fixed: one over an ``IterableDataset`` (a class of the file deriving from
+it, torch's ``ChainDataset`` and iterable datapipes, torchtext's datasets,
+``webdataset``, ``load_dataset(..., streaming=True)``), whose samples have no
+index to split by, and one with ``batch_size=None``, which yields single samples.
+The runtime would stop such a loader at its first use on several processes.
+Unwrapped, every process reads all of it, and no other rule combines sums over it
+across processes.
+
+```python
+# left as it is, with a needs-review finding
+stream = DataLoader(TokenStream(files), batch_size=32)  # class TokenStream(IterableDataset)
+```
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ import libcst as cst
 
 from ..patterns import DATALOADER_CALLS
 from ..rule import Rule
+from ..unshardable import unshardable_reason
 
 
 class PrepareDataloader(Rule):
@@ -50,6 +64,10 @@ class PrepareDataloader(Rule):
         if isinstance(arg, cst.Arg) and self.index.is_runtime_call(
             self.parent(arg), "prepare_dataloader"
         ):
+            return updated_node
+        reason = unshardable_reason(self.index, original_node)
+        if reason is not None:
+            self.report(original_node, "needs-review", reason)
             return updated_node
         self.report(
             original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"

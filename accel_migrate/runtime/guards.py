@@ -1,0 +1,225 @@
+"""Defence in depth: the first step refuses parameters that no prepared model owns.
+
+The codemod can miss a model (built by a factory in another file, stored in a
+dict...). The script then still runs at world size N: its loader is sharded and
+its backward rewritten, but the missed model's gradients are never averaged, so
+every process trains its own copy on its own share of the data, rank 0 saves
+one of them, and nothing complains. These checks catch that at the first step:
+
+- the first ``accel.backward`` walks the loss's autograd graph to its leaves
+  (``AccumulateGrad`` nodes) and looks for ``nn.Parameter`` leaves that belong to
+  no prepared model and that an optimizer will update;
+- the first ``step()`` of each prepared optimizer looks for parameters with a
+  gradient that belong to no prepared model.
+
+Each check runs once, at world size > 1 only, and the ranks agree through one
+collective, so every rank raises the same error and none waits for the others.
+A plain tensor with ``requires_grad`` (an image optimised by style transfer) is
+not a parameter and is left alone; so is a parameter no optimizer holds (a
+frozen-by-convention perceptual-loss network): its gradient is never applied.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from .module import PreparedModule
+from .strategies.base import optimizers_holding
+
+if TYPE_CHECKING:
+    from ._state import Runtime
+
+_FIX = (
+    "wrap the model with accel.prepare_model(...) where it is built, "
+    "before its optimizer is created"
+)
+#: Parameter names listed per module before "and N more".
+_NAMES_SHOWN = 4
+
+
+class UnpreparedParametersError(RuntimeError):
+    """Parameters of no prepared model would be trained, unsynchronised, on every rank."""
+
+
+# -- which parameters are prepared -------------------------------------------------------
+def prepared_parameters(runtime: Runtime) -> set[torch.Tensor]:
+    """Every parameter object of the prepared models, as they are now.
+
+    FSDP replaces a module's parameters with sharded ones, and its forward and
+    backward use yet other objects (the gathered, unsharded parameters): those
+    are the leaves a loss's graph reaches, so they are collected too.
+    """
+    found: set[torch.Tensor] = set()
+    for model in runtime.modules():
+        original = model.original_module
+        found.update(original.parameters())
+        for sub in original.modules():
+            found.update(_fsdp_unsharded(sub))
+    return found
+
+
+def _fsdp_unsharded(module: nn.Module) -> Iterable[torch.Tensor]:
+    get_state = getattr(module, "_get_fsdp_state", None)
+    if get_state is None:
+        return ()
+    # torch's FSDP2 internals (torch 2.13): read defensively, so that a later
+    # torch that moves them makes the check miss, never refuse a correct run.
+    try:
+        group = get_state()._fsdp_param_group
+        params = group.fsdp_params if group is not None else []
+        return [
+            unsharded
+            for fsdp_param in params
+            if (unsharded := getattr(fsdp_param, "_unsharded_param", None)) is not None
+        ]
+    except Exception:
+        return ()
+
+
+def _fsdp_unreadable(runtime: Runtime) -> bool:
+    """FSDP is in use but its unsharded parameters could not be found."""
+    for model in runtime.modules():
+        for sub in model.original_module.modules():
+            if hasattr(sub, "_get_fsdp_state") and not list(_fsdp_unsharded(sub)):
+                return True
+    return False
+
+
+def graph_parameters(loss: torch.Tensor) -> list[nn.Parameter]:
+    """The ``nn.Parameter`` leaves that a backward from ``loss`` gives gradients to."""
+    root = loss.grad_fn
+    if root is None:
+        return []
+    seen: set[Any] = {root}
+    stack = [root]
+    leaves: list[nn.Parameter] = []
+    while stack:
+        node = stack.pop()
+        variable = getattr(node, "variable", None)  # AccumulateGrad
+        if isinstance(variable, nn.Parameter) and variable.requires_grad:
+            leaves.append(variable)
+        for next_node, _ in node.next_functions:
+            if next_node is not None and next_node not in seen:
+                seen.add(next_node)
+                stack.append(next_node)
+    return leaves
+
+
+# -- naming them ---------------------------------------------------------------------------
+def describe(params: list[torch.Tensor]) -> str:
+    """``Discriminator (model.0.weight, model.0.bias)``: the modules that own ``params``.
+
+    Only called on the way to an error, so a scan of every live module is fine.
+    """
+    wanted = {id(p): p for p in params}
+    modules = [
+        obj
+        for obj in gc.get_objects()
+        if issubclass(type(obj), nn.Module) and not isinstance(obj, PreparedModule)
+    ]
+    children = {id(child) for m in modules for child in m.children()}
+    owners: dict[str, list[str]] = {}
+    named: set[int] = set()
+    for module in modules:
+        if id(module) in children:
+            continue  # named through the module that holds it
+        names = []
+        for name, p in module.named_parameters():
+            if id(p) in wanted and id(p) not in named:
+                names.append(name)
+                named.add(id(p))
+        if names:
+            owners.setdefault(type(module).__name__, []).extend(names)
+    parts = []
+    for owner, names in owners.items():
+        shown = ", ".join(names[:_NAMES_SHOWN])
+        more = len(names) - _NAMES_SHOWN
+        parts.append(f"{owner} ({shown}{f', and {more} more' if more > 0 else ''})")
+    loose = [p for key, p in wanted.items() if key not in named]
+    if loose:
+        shapes = ", ".join(str(tuple(p.shape)) for p in loose[:_NAMES_SHOWN])
+        parts.append(f"{len(loose)} nn.Parameter(s) of no module, shape {shapes}")
+    return "; ".join(parts)
+
+
+def _agree(runtime: Runtime, message: str | None) -> None:
+    """Raise ``message`` (the first rank's that has one) on every rank, or on none."""
+    flag = torch.tensor([1.0 if message else 0.0])
+    if not runtime.comm.all_reduce(flag, "max").item():
+        return
+    messages = runtime.comm.all_gather_object(message)
+    first = next(m for m in messages if m)
+    raise UnpreparedParametersError(first)
+
+
+# -- the checks -----------------------------------------------------------------------------
+def check_backward(runtime: Runtime, loss: torch.Tensor) -> None:
+    """Before the first ``accel.backward`` at world size > 1."""
+    runtime.backward_guarded = True
+    message = None
+    leaves = graph_parameters(loss)
+    if leaves:
+        prepared = prepared_parameters(runtime)
+        stray = [p for p in leaves if p not in prepared]
+        if stray and not (
+            runtime.strategy.shards_parameters and _fsdp_unreadable(runtime)
+        ):
+            updated = _held_by_optimizers(stray)
+            if updated:
+                message = (
+                    f"accel.backward: the loss reaches parameters that belong to no "
+                    f"prepared model, and an optimizer updates them: "
+                    f"{describe(updated)}. Their gradients are not averaged across the "
+                    f"{runtime.env.world_size} processes, so every process would train "
+                    f"its own copy on its own share of the data. Fix: {_FIX}"
+                )
+    _agree(runtime, message)
+
+
+def _held_by_optimizers(params: list[nn.Parameter]) -> list[nn.Parameter]:
+    wanted = set(params)
+    held = {
+        p
+        for optimizer in optimizers_holding(wanted)
+        for group in optimizer.param_groups
+        for p in group["params"]
+        if p in wanted
+    }
+    return [p for p in params if p in held]
+
+
+def guard_first_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
+    """Check the prepared ``optimizer`` at its first step, then remove the hook."""
+    handle: Any = None
+
+    def hook(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        handle.remove()  # once: later steps pay nothing
+        check_step(runtime, opt)
+
+    handle = optimizer.register_step_pre_hook(hook)
+
+
+def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
+    prepared = prepared_parameters(runtime)
+    stray = []
+    seen: set[int] = set()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None and p not in prepared and id(p) not in seen:
+                seen.add(id(p))
+                stray.append(p)
+    message = None
+    if stray:
+        message = (
+            f"{type(optimizer).__name__}.step(): this prepared optimizer updates "
+            f"parameters that belong to no prepared model: {describe(stray)}. Their "
+            f"gradients are not averaged across the {runtime.env.world_size} "
+            f"processes, so every process would train its own copy on its own share "
+            f"of the data. Fix: {_FIX}"
+        )
+    _agree(runtime, message)

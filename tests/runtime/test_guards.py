@@ -1,0 +1,272 @@
+"""The first step refuses parameters of no prepared model (runtime.guards), in one
+process with a stand-in runtime; tests/runtime/test_launch.py runs it for real."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import accel_migrate.runtime as accel
+from accel_migrate.runtime import guards
+from accel_migrate.runtime._state import reset_runtime
+from accel_migrate.runtime.comm import Collectives
+from accel_migrate.runtime.env import DistEnv
+from accel_migrate.runtime.module import PreparedModule
+
+
+class Critic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+class PeerComm(Collectives):
+    """Rank 0 of two, whose peer found ``peer_message`` (or nothing)."""
+
+    def __init__(self, peer_message: str | None = None) -> None:
+        super().__init__(DistEnv(0, 2, 0, 2, launched=True), torch.device("cpu"))
+        self.peer_message = peer_message
+        self.calls: list[str] = []
+
+    def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
+        self.calls.append(f"all_reduce {op}")
+        peer = 1.0 if self.peer_message else 0.0
+        return torch.maximum(tensor, torch.tensor([peer]))
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        self.calls.append("all_gather_object")
+        return [obj, self.peer_message]
+
+
+class Strategy:
+    shards_parameters = False
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        return module
+
+
+class Precision:
+    @staticmethod
+    def forward_context() -> Any:
+        return contextlib.nullcontext()
+
+
+class GuardRuntime:
+    """What guards reads of a Runtime: world 2, its prepared models, a comm."""
+
+    def __init__(self, comm: PeerComm | None = None) -> None:
+        self.env = DistEnv(0, 2, 0, 2, launched=True)
+        self.comm = comm or PeerComm()
+        self.strategy = Strategy()
+        self.precision = Precision()
+        self.backward_guarded = False
+        self.prepared: list[PreparedModule] = []
+
+    def prepare(self, module: nn.Module) -> PreparedModule:
+        prepared = PreparedModule(module, self)  # type: ignore[arg-type]
+        self.prepared.append(prepared)
+        return prepared
+
+    def modules(self) -> list[PreparedModule]:
+        return self.prepared
+
+    def on_module_ready(self, module: PreparedModule) -> None:
+        return None
+
+
+def test_graph_parameters_are_the_parameter_leaves_only() -> None:
+    critic = Critic()
+    image = torch.randn(2, 3, requires_grad=True)  # a plain leaf: not a parameter
+    frozen = nn.Linear(3, 3).requires_grad_(False)
+    loss = critic(frozen(image)).sum()
+    found = guards.graph_parameters(loss)
+    assert {id(p) for p in found} == {id(p) for p in critic.parameters()}
+    assert guards.graph_parameters(torch.tensor(1.0)) == []
+
+
+def test_backward_through_an_unprepared_trained_model_is_refused() -> None:
+    runtime = GuardRuntime()
+    generator = runtime.prepare(nn.Linear(3, 3))
+    critic = Critic()
+    _optimizer = torch.optim.SGD(critic.parameters(), lr=0.1)  # will update it
+    loss = critic(generator(torch.randn(2, 3))).mean()
+    with pytest.raises(guards.UnpreparedParametersError) as error:
+        guards.check_backward(runtime, loss)  # type: ignore[arg-type]
+    message = str(error.value)
+    assert message.startswith(
+        "accel.backward: the loss reaches parameters that belong to no prepared "
+        "model, and an optimizer updates them: Critic (body.0.weight, body.0.bias, "
+        "body.2.weight, body.2.bias)."
+    )
+    assert "Linear" not in message  # the prepared generator is not named
+    assert "accel.prepare_model(...) where it is built" in message
+    assert "2 processes" in message
+    assert runtime.backward_guarded
+
+
+def test_backward_of_prepared_models_only_passes_after_one_collective() -> None:
+    runtime = GuardRuntime()
+    generator = runtime.prepare(nn.Linear(3, 3))
+    critic = runtime.prepare(Critic())
+    _optimizer = torch.optim.SGD(
+        [*generator.parameters(), *critic.parameters()], lr=0.1
+    )
+    loss = critic(generator(torch.randn(2, 3))).mean()
+    guards.check_backward(runtime, loss)  # type: ignore[arg-type]
+    assert runtime.comm.calls == ["all_reduce max"]
+
+
+def test_an_unprepared_network_no_optimizer_holds_is_allowed() -> None:
+    # A perceptual-loss network left trainable by mistake: its gradients are
+    # computed but never applied, so every rank trains the same.
+    runtime = GuardRuntime()
+    generator = runtime.prepare(nn.Linear(3, 3))
+    _optimizer = torch.optim.SGD(generator.parameters(), lr=0.1)
+    perceptual = Critic()
+    loss = perceptual(generator(torch.randn(2, 3))).mean()
+    guards.check_backward(runtime, loss)  # type: ignore[arg-type]
+
+
+def test_a_loose_trained_parameter_is_named_by_its_shape() -> None:
+    runtime = GuardRuntime()
+    model = runtime.prepare(nn.Linear(3, 1))
+    temperature = nn.Parameter(torch.ones(1))
+    _optimizer = torch.optim.Adam([*model.parameters(), temperature])
+    loss = (model(torch.randn(2, 3)) * temperature).mean()
+    with pytest.raises(
+        guards.UnpreparedParametersError,
+        match=r"1 nn.Parameter\(s\) of no module, shape \(1,\)",
+    ):
+        guards.check_backward(runtime, loss)  # type: ignore[arg-type]
+
+
+def test_a_rank_that_found_nothing_raises_its_peers_message() -> None:
+    # Otherwise it would go on to the next collective and wait there for a peer
+    # that has stopped.
+    runtime = GuardRuntime(PeerComm("the peer's message"))
+    model = runtime.prepare(nn.Linear(3, 1))
+    loss = model(torch.randn(2, 3)).mean()
+    with pytest.raises(guards.UnpreparedParametersError, match=r"^the peer's message$"):
+        guards.check_backward(runtime, loss)  # type: ignore[arg-type]
+
+
+def test_a_prepared_optimizer_over_an_unprepared_model_fails_at_its_first_step() -> (
+    None
+):
+    runtime = GuardRuntime()
+    critic = Critic()
+    optimizer = torch.optim.SGD(critic.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    critic(torch.randn(2, 3)).mean().backward()  # a backward the codemod missed
+    before = [p.detach().clone() for p in critic.parameters()]
+    with pytest.raises(guards.UnpreparedParametersError) as error:
+        optimizer.step()
+    assert str(error.value).startswith(
+        "SGD.step(): this prepared optimizer updates parameters that belong to no "
+        "prepared model: Critic (body.0.weight, body.0.bias, body.2.weight, body.2.bias)."
+    )
+    assert all(
+        torch.equal(b, p) for b, p in zip(before, critic.parameters(), strict=True)
+    )
+
+
+def test_the_step_check_runs_once_and_then_costs_nothing() -> None:
+    runtime = GuardRuntime()
+    model = runtime.prepare(Critic())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    assert len(optimizer._optimizer_step_pre_hooks) == 1
+    for _ in range(3):
+        model(torch.randn(2, 3)).mean().backward()
+        optimizer.step()
+    assert optimizer._optimizer_step_pre_hooks == {}
+    assert runtime.comm.calls == ["all_reduce max"]
+
+
+def test_parameters_without_gradients_are_not_updated_so_not_refused() -> None:
+    runtime = GuardRuntime()
+    model = runtime.prepare(nn.Linear(3, 1))
+    head = nn.Linear(1, 1)  # in the optimizer, unused this step
+    optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    model(torch.randn(2, 3)).mean().backward()
+    optimizer.step()
+
+
+def test_a_world_of_one_never_walks_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any) -> None:
+        raise AssertionError("guards ran in a world of one")
+
+    monkeypatch.setattr(guards, "check_backward", refuse)
+    monkeypatch.setattr(guards, "guard_first_step", refuse)
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    previous = reset_runtime(None)
+    try:
+        critic = Critic()  # not prepared: in one process that is the original script
+        optimizer = accel.prepare_optimizer(
+            torch.optim.SGD(critic.parameters(), lr=0.1)
+        )
+        accel.backward(critic(torch.randn(2, 3)).mean())
+        optimizer.step()
+    finally:
+        reset_runtime(previous)
+
+
+# -- for real: two processes ------------------------------------------------------------
+SCRIPT = Path(__file__).parent / "scripts" / "unprepared_model.py"
+LAUNCH = [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"]
+
+
+def _launch(mode: str, strategy: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*LAUNCH, "--strategy", strategy, str(SCRIPT), mode],
+        capture_output=True,
+        text=True,
+        timeout=180,  # a rank left waiting in a collective would hang until this
+        check=False,
+    )
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    ("mode", "strategy", "message"),
+    [
+        ("unprepared", "ddp", "accel.backward: the loss reaches parameters"),
+        ("gan", "fsdp", "accel.backward: the loss reaches parameters"),
+        ("plain_backward", "ddp", "SGD.step(): this prepared optimizer updates"),
+    ],
+)
+def test_an_unprepared_model_fails_loudly_on_every_rank(
+    mode: str, strategy: str, message: str
+) -> None:
+    done = _launch(mode, strategy)
+    assert done.returncode == 1, done.stderr
+    for rank in (0, 1):
+        assert (
+            f"[rank{rank}]: accel_migrate.runtime.guards.UnpreparedParametersError: {message}"
+            in done.stderr
+        ), done.stderr
+    assert "Classifier (body.0.weight" in done.stderr
+    assert "step 0" not in done.stdout, "it stopped at the first step"
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    ("mode", "strategy"), [("prepared", "fsdp"), ("perceptual", "ddp")]
+)
+def test_prepared_models_train(mode: str, strategy: str) -> None:
+    done = _launch(mode, strategy)
+    assert done.returncode == 0, done.stderr
+    assert "trained" in done.stdout
+    assert "UnpreparedParametersError" not in done.stderr
