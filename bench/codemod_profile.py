@@ -2,11 +2,12 @@
 
     python bench/codemod_profile.py [--jobs 2] [--skip-cli] [--repeat 3]
 
-The tree is made of real-shaped training scripts: every ``fixtures/realworld``
-script, every golden input (``fixtures/*/*.in.py``), ``examples/``, and a "long"
-GAN-style part: each pair of neighbouring ``fixtures/realworld`` scripts joined
-into one file (150-300 lines, two models, two loops, as a research repository's
-``train_gan.py`` with its helpers often is).
+The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
+script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
+``fixtures/realworld`` scripts joined into one file (200-260 lines, two models,
+two loops, as a research repository's ``train_gan.py`` with its helpers often
+is), and one of 300+ lines. ``--goldens`` adds every golden input
+(``fixtures/*/*.in.py``) and ``examples/`` (100 files).
 
 Three tables:
 - **phases**: self time of each phase (read, pre-screen, parse, screen, metadata
@@ -55,13 +56,12 @@ TARGET_RERUN_S = 1.0
 # -- the tree ---------------------------------------------------------------------------
 
 
-def make_tree(root: Path) -> list[Path]:
+def make_tree(root: Path, goldens: bool = False) -> list[Path]:
     realworld = sorted((ROOT / "fixtures" / "realworld").glob("*.py"))
-    sources = (
-        realworld
-        + sorted((ROOT / "fixtures").glob("*/*.in.py"))
-        + sorted((ROOT / "examples").glob("*.py"))
-    )
+    sources = list(realworld)
+    if goldens:
+        sources += sorted((ROOT / "fixtures").glob("*/*.in.py"))
+        sources += sorted((ROOT / "examples").glob("*.py"))
     written = []
     for n, path in enumerate(sources):
         target = root / "scripts" / f"{n:03d}_{path.name.replace('.in.py', '.py')}"
@@ -103,12 +103,12 @@ class Profile:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        frame = [time.perf_counter(), 0.0]
+        frame = [time.process_time(), 0.0]
         self._stack.append(frame)
         try:
             yield
         finally:
-            elapsed = time.perf_counter() - frame[0]
+            elapsed = time.process_time() - frame[0]
             self._stack.pop()
             self.totals[name] += elapsed - frame[1]
             self.calls[name] += 1
@@ -143,9 +143,7 @@ def instrument(profile: Profile) -> None:
     profile.wrap(engine, "prescreen", "pre-screen")
     profile.wrap(engine, "parse", "parse (libcst)")
     profile.wrap(screen.FullScreen, "of", "screen")
-    profile.wrap(
-        MetadataWrapper, "resolve", lambda _, key: f"metadata {key.__name__}"
-    )
+    profile.wrap(MetadataWrapper, "resolve", lambda _, key: f"metadata {key.__name__}")
     profile.wrap(
         MetadataWrapper,
         "resolve_many",
@@ -179,11 +177,11 @@ def profile_tree(paths: list[Path]) -> tuple[Profile, float]:
     profile = Profile()
     instrument(profile)
     options = MigrateOptions()
-    start = time.perf_counter()
+    start = time.process_time()
     for path in paths:
         with profile.phase("other"):
             migrate_file(str(path), str(path), options)
-    return profile, time.perf_counter() - start
+    return profile, time.process_time() - start
 
 
 def phase_rows(profile: Profile, wall: float) -> list[list[str]]:
@@ -283,11 +281,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-cli", action="store_true")
     parser.add_argument("--skip-profile", action="store_true")
+    parser.add_argument(
+        "--goldens",
+        action="store_true",
+        help="add every golden input and examples/ to the tree (100 files)",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
         root = Path(folder) / "tree"
-        paths = make_tree(root)
+        paths = make_tree(root, options.goldens)
         lines = sum(lines_of(p) for p in paths)
         longest = root / "long" / "train_300_lines.py"
         print(f"Tree: {len(paths)} training scripts, {lines} lines\n")
@@ -334,7 +337,7 @@ def main() -> int:
             profile, wall = profile_tree(paths)
             print(
                 table(
-                    "Full pass over the tree, self time per phase (ms)",
+                    "Full pass over the tree, self time per phase (CPU ms)",
                     ["phase", "calls", "ms", "%"],
                     phase_rows(profile, wall),
                 )
