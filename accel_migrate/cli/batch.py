@@ -142,7 +142,11 @@ def _context() -> multiprocessing.context.BaseContext:
         and "forkserver" in multiprocessing.get_all_start_methods()
     ):
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["accel_migrate.cli.batch"])
+        # The rule modules too: registered_rules() imports them on the first file,
+        # which each worker would otherwise pay for itself.
+        context.set_forkserver_preload(
+            ["accel_migrate.cli.batch", "accel_migrate.codemod.rules"]
+        )
         return context
     return multiprocessing.get_context("spawn")
 
