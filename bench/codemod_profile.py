@@ -147,7 +147,8 @@ def instrument(profile: Profile) -> None:
     profile.wrap(
         MetadataWrapper,
         "resolve_many",
-        lambda _, keys: "metadata " + "+".join(sorted(k.__name__ for k in keys)),
+        lambda _, keys: "metadata "
+        + ("+".join(sorted(k.__name__ for k in keys)) or "(none asked)"),
     )
     profile.wrap(analysis.ModuleIndex, "__init__", "module index")
     profile.wrap(linemap.LineMap, "__init__", "line map")
