@@ -2,8 +2,9 @@
 files costs about as much as reading them.
 
 One entry per (file content, settings): the key is a SHA-256 of the bytes read, of
-the tool's version and of its own code (a changed rule is a new tool), of the
-selected and ignored rules, the alias and the pre-screen switch. The path is not
+the tool's version and of its own code (a changed rule is a new tool), and of
+every field of MigrateOptions (the selected and ignored rules, the alias, the
+pre-screen switch). The path is not
 in the key: a migration does not depend on where the file lies, and the cached
 result is handed back under the path asked about.
 
@@ -21,6 +22,7 @@ itself (a read-only folder, a full disk) only costs the speed-up.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -76,14 +78,15 @@ class ResultCache:
     def for_options(
         cls, options: MigrateOptions, folder: Path | None = None
     ) -> ResultCache:
+        # Every field of the options, so that one added later is in the key too.
         described = json.dumps(
             {
                 "version": __version__,
                 "code": code_fingerprint(),
-                "select": None if options.select is None else sorted(options.select),
-                "ignore": sorted(options.ignore),
-                "alias": options.alias,
-                "prescreen": options.prescreen,
+                **{
+                    f.name: _plain(getattr(options, f.name))
+                    for f in dataclasses.fields(options)
+                },
             },
             sort_keys=True,
         )
@@ -125,6 +128,14 @@ class ResultCache:
                 raise
         except OSError:
             pass
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, (frozenset, set)):
+        return sorted(repr(v) for v in value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return repr(value)
 
 
 def _encode(source: bytes, outcome: Outcome) -> bytes | None:
