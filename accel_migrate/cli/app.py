@@ -135,6 +135,11 @@ def cli() -> None:
     default=None,
     help="Colour the output (default: when on a terminal).",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Neither read nor write the results cache (~/.cache/accel-migrate).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the summary line.")
 def migrate(
     paths: tuple[str, ...],
@@ -152,6 +157,7 @@ def migrate(
     respect_gitignore: bool | None,
     alias: str | None,
     color: bool | None,
+    no_cache: bool,
     quiet: bool,
 ) -> int:
     """Migrate PATH... (files or folders; '-' for stdin)."""
@@ -181,6 +187,7 @@ def migrate(
         alias=alias,
         color=color,
         quiet=quiet,
+        cache=not no_cache,
     )
 
 

@@ -22,9 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from functools import partial
 
 from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
 from ..codemod.findings import Failure
+from .cache import ResultCache
 from .files import FileError, read_source
 
 Outcome = MigrationResult | Failure
@@ -38,15 +40,35 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def migrate_file(path: str, location: str, options: MigrateOptions) -> Outcome:
+def migrate_file(
+    path: str,
+    location: str,
+    options: MigrateOptions,
+    cache: ResultCache | None = None,
+) -> Outcome:
     """Read ``location`` and migrate it; ``path`` is how the user named it.
 
-    Everything that can go wrong with one file comes back as a Failure.
+    Everything that can go wrong with one file comes back as a Failure. With a
+    cache, the outcome for these very bytes is taken from it, or stored in it.
     """
     try:
         source = read_source(location)
     except FileError as exc:
         return Failure(path, 1, 1, exc.message)
+    if cache is None:
+        return _migrate(path, source, options)
+    outcome = cache.get(path, source)
+    if outcome is None:
+        outcome = _migrate(path, source, options)
+        cache.put(source, outcome)
+    return outcome
+
+
+#: The task the cache may answer for (a name no test or caller rebinds).
+_CACHEABLE: Task = migrate_file
+
+
+def _migrate(path: str, source: bytes, options: MigrateOptions) -> Outcome:
     try:
         result = migrate_source(source, path, options)
     except MigrationError as exc:
@@ -120,7 +142,11 @@ def _context() -> multiprocessing.context.BaseContext:
         and "forkserver" in multiprocessing.get_all_start_methods()
     ):
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["accel_migrate.cli.batch"])
+        # The rule modules too: registered_rules() imports them on the first file,
+        # which each worker would otherwise pay for itself.
+        context.set_forkserver_preload(
+            ["accel_migrate.cli.batch", "accel_migrate.codemod.rules"]
+        )
         return context
     return multiprocessing.get_context("spawn")
 
@@ -136,11 +162,19 @@ class Batch:
         jobs: int,
         task: Task = migrate_file,
         on_done: Callable[[], None] | None = None,
+        cache: ResultCache | None = None,
     ) -> None:
         self.paths = list(paths)
         self.options = options
         self.jobs = max(1, min(jobs, len(self.paths)))
-        self.task = task
+        # Only the default task reads the cache: a task of its own (a test's) runs.
+        self.cache = cache if task is _CACHEABLE else None
+        self.task: Task = (
+            partial(_CACHEABLE, cache=self.cache) if self.cache else task  # type: ignore[call-arg]
+        )
+        #: Outcomes found in the cache before any worker starts (with -j).
+        self._hits: dict[int, Outcome] = {}
+        self._looked_up = False
         self.on_done = on_done or (lambda: None)
         self.locations = [os.path.abspath(p) for p in self.paths]
         self._pool: ProcessPoolExecutor | None = None
@@ -153,7 +187,26 @@ class Batch:
         """Start the workers (before any thread of the caller, such as a progress
         bar, exists)."""
         if self.parallel and self._pool is None:
-            self._pool = self._new_pool(self.jobs)
+            self._look_up()
+            misses = len(self.paths) - len(self._hits)
+            # Workers cost a process start and an import of libcst each: none for
+            # a re-run over unchanged files, one for a single changed file.
+            self.jobs = max(1, min(self.jobs, misses))
+            if self.parallel:
+                self._pool = self._new_pool(self.jobs)
+
+    def _look_up(self) -> None:
+        if self.cache is None or self._looked_up:
+            return
+        self._looked_up = True
+        for index, path in enumerate(self.paths):
+            try:
+                source = read_source(self.locations[index])
+            except FileError:
+                continue  # the task reports it
+            found = self.cache.get(path, source)
+            if found is not None:
+                self._hits[index] = found
 
     def _new_pool(self, workers: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
@@ -164,13 +217,15 @@ class Batch:
         )
 
     def results(self) -> Iterator[tuple[int, Outcome]]:
+        self.start()
         if not self.parallel:
             for index, path in enumerate(self.paths):
-                outcome = self.task(path, self.locations[index], self.options)
+                outcome = self._hits.pop(index, None) or self.task(
+                    path, self.locations[index], self.options
+                )
                 self.on_done()
                 yield index, outcome
             return
-        self.start()
         done: dict[int, Outcome] = {}
         emitted = 0
         try:
@@ -195,7 +250,11 @@ class Batch:
         return sorted(indices, key=lambda i: (-size(i), i))
 
     def _run_parallel(self) -> Iterator[tuple[int, Outcome]]:
-        remaining = self._order(range(len(self.paths)))
+        yield from self._hits.items()
+        remaining = self._order(
+            [i for i in range(len(self.paths)) if i not in self._hits]
+        )
+        self._hits = {}
         while remaining:
             assert self._pool is not None
             pool = self._pool

@@ -20,6 +20,7 @@ from ..codemod.findings import Failure
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WOULD_CHANGE
 from .batch import Batch, default_jobs
+from .cache import ResultCache
 from .config import ConfigError, Settings, load_settings
 from .files import FileError, discover, write_atomic
 from .report_formats import Report, to_github, to_json, to_sarif
@@ -67,6 +68,7 @@ def run_migrate(
     alias: str | None = None,
     color: bool | None = None,
     quiet: bool = False,
+    cache: bool = True,
 ) -> int:
     try:
         settings = load_settings(
@@ -100,6 +102,7 @@ def run_migrate(
                 force_exclude=force_exclude,
                 color=color,
                 quiet=quiet,
+                cache=ResultCache.for_options(options) if cache else None,
             )
         except KeyboardInterrupt:
             code = EXIT_INTERRUPTED
@@ -124,6 +127,7 @@ def _run_files(
     force_exclude: bool,
     color: bool | None,
     quiet: bool,
+    cache: ResultCache | None = None,
 ) -> int:
     text = output_format == "text"
     out_color = sys.stdout.isatty() if color is None else color
@@ -134,7 +138,7 @@ def _run_files(
     print_diff = show_diff and output_format in ("text", "github")
     files = list(discover(paths, settings, force_exclude=force_exclude))
     report = Report(mode=mode)
-    batch = Batch(files, options, jobs=jobs)
+    batch = Batch(files, options, jobs=jobs, cache=cache)
     bar_wanted = (
         not quiet and len(files) > 1 and sys.stdout.isatty() and sys.stderr.isatty()
     )

@@ -1,0 +1,387 @@
+"""Codemod profile: where a full pass spends its time, per phase and per rule.
+
+    python bench/codemod_profile.py [--jobs 2] [--skip-cli] [--repeat 3]
+
+The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
+script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
+``fixtures/realworld`` scripts joined into one file (200-260 lines, two models,
+two loops, as a research repository's ``train_gan.py`` with its helpers often
+is), and one of 300+ lines. ``--goldens`` adds every golden input
+(``fixtures/*/*.in.py``) and ``examples/`` (100 files).
+
+Three tables:
+- **phases**: self time of each phase (read, pre-screen, parse, screen, metadata
+  (scopes, positions, parents), module index, line map, each rule's own visit,
+  import insertion, output check) summed over the tree, in this process with the
+  engine's functions wrapped by a timer. A phase's time does not include the
+  phases it calls (a rule that asks for positions pays "metadata", not itself).
+- **the 300-line script**: one full pass of the longest file, unwrapped (best of
+  ``--repeat``), with the target of 0.3 s.
+- **command line**: ``accel-migrate --check -q --jobs N TREE`` timed from outside
+  (no cache, then a second run over the unchanged tree with the cache), against
+  libcst's ``parse_module`` of the same files in this process, with the targets
+  (``-j 1`` within 5x the parse time; a re-run under 1 s).
+
+A benchmark that prints numbers, not a timed test. Exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _common import machine, table  # noqa: E402
+
+TARGET_SCRIPT_S = 0.3
+TARGET_PARSE_RATIO = 5.0
+TARGET_RERUN_S = 1.0
+
+
+# -- the tree ---------------------------------------------------------------------------
+
+
+def make_tree(root: Path, goldens: bool = False) -> list[Path]:
+    realworld = sorted((ROOT / "fixtures" / "realworld").glob("*.py"))
+    sources = list(realworld)
+    if goldens:
+        sources += sorted((ROOT / "fixtures").glob("*/*.in.py"))
+        sources += sorted((ROOT / "examples").glob("*.py"))
+    written = []
+    for n, path in enumerate(sources):
+        target = root / "scripts" / f"{n:03d}_{path.name.replace('.in.py', '.py')}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+        written.append(target)
+    for first, second in itertools.pairwise(realworld):
+        target = root / "long" / f"train_{first.stem}_{second.stem}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(first.read_bytes() + b"\n\n" + second.read_bytes())
+        written.append(target)
+    # One script of 300+ lines (the target's size): scripts joined until it is.
+    joined = b""
+    for path in sorted(realworld, key=lambda p: -lines_of(p)):
+        joined += path.read_bytes() + b"\n\n"
+        if joined.count(b"\n") >= 300:
+            break
+    target = root / "long" / "train_300_lines.py"
+    target.write_bytes(joined)
+    written.append(target)
+    return written
+
+
+def lines_of(path: Path) -> int:
+    return path.read_bytes().count(b"\n")
+
+
+# -- a self-time profiler over the engine's functions ----------------------------------
+
+
+class Profile:
+    """Self time per phase: the time inside a wrapped call, less the wrapped calls
+    it makes."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._stack: list[list[float]] = []
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        frame = [time.process_time(), 0.0]
+        self._stack.append(frame)
+        try:
+            yield
+        finally:
+            elapsed = time.process_time() - frame[0]
+            self._stack.pop()
+            self.totals[name] += elapsed - frame[1]
+            self.calls[name] += 1
+            if self._stack:
+                self._stack[-1][1] += elapsed
+
+    def wrap(self, owner: Any, attribute: str, name: str | Callable[..., str]) -> None:
+        original = owner.__dict__[attribute]
+        is_classmethod = isinstance(original, classmethod)
+        function = original.__func__ if is_classmethod else original
+        profile = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            label = name(*args) if callable(name) else name
+            with profile.phase(label):
+                return function(*args, **kwargs)
+
+        setattr(owner, attribute, classmethod(timed) if is_classmethod else timed)
+
+
+def instrument(profile: Profile) -> None:
+    import ast
+
+    from libcst.metadata import MetadataWrapper
+
+    from accel_migrate.cli import batch, files
+    from accel_migrate.codemod import analysis, engine, linemap, rule, screen
+
+    profile.wrap(files, "read_source", "read")
+    batch.read_source = files.read_source  # batch imported it by name
+    profile.wrap(engine, "_parse_ast", "pre-screen")
+    profile.wrap(engine, "prescreen", "pre-screen")
+    profile.wrap(engine, "parse", "parse (libcst)")
+    profile.wrap(screen.FullScreen, "of", "screen")
+    profile.wrap(MetadataWrapper, "resolve", lambda _, key: f"metadata {key.__name__}")
+    profile.wrap(
+        MetadataWrapper,
+        "resolve_many",
+        lambda _, keys: "metadata "
+        + ("+".join(sorted(k.__name__ for k in keys)) or "(none asked)"),
+    )
+    profile.wrap(analysis.ModuleIndex, "__init__", "module index")
+    profile.wrap(linemap.LineMap, "__init__", "line map")
+    profile.wrap(rule, "suppressed_statements", "suppressions")
+    profile.wrap(engine, "_add_runtime_import", "import insertion")
+    profile.wrap(engine, "_free_alias", "import insertion")
+    profile.wrap(rule.Rule, "run", lambda cls, *_: f"rule {cls.code}")
+
+    class _TimedAst:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(ast, name)
+
+        def parse(self, *args: Any, **kwargs: Any) -> Any:
+            with profile.phase("output check"):
+                return ast.parse(*args, **kwargs)
+
+    # The engine's ast.parse of the migrated code is the output check (the
+    # pre-screen's parse goes through _parse_ast, timed above).
+    engine.ast = _TimedAst()  # type: ignore[assignment]
+
+
+def profile_tree(paths: list[Path]) -> tuple[Profile, float]:
+    """The self-time profile of migrating ``paths`` (CPU seconds)."""
+    from accel_migrate.cli.batch import migrate_file
+    from accel_migrate.codemod import MigrateOptions
+
+    profile = Profile()
+    instrument(profile)
+    options = MigrateOptions()
+    start = time.process_time()
+    for path in paths:
+        with profile.phase("other"):
+            migrate_file(str(path), str(path), options)
+    return profile, time.process_time() - start
+
+
+def phase_rows(profile: Profile, wall: float) -> list[list[str]]:
+    order = [
+        "read",
+        "pre-screen",
+        "parse (libcst)",
+        "screen",
+        *sorted(k for k in profile.totals if k.startswith("metadata")),
+        "module index",
+        "line map",
+        "suppressions",
+    ]
+    rules = sorted(k for k in profile.totals if k.startswith("rule "))
+    order += [*rules, "import insertion", "output check", "other"]
+    rows = []
+    for name in order:
+        if name not in profile.totals:
+            continue
+        seconds = profile.totals[name]
+        rows.append(
+            [
+                name,
+                profile.calls[name],
+                f"{seconds * 1e3:.0f}",
+                f"{100 * seconds / wall:.1f}",
+            ]
+        )
+    rows.append(["**total**", "", f"{wall * 1e3:.0f}", "100.0"])
+    return rows
+
+
+# -- one long script, unwrapped ---------------------------------------------------------
+
+
+def time_script(path: Path, repeat: int) -> float:
+    """CPU seconds (this process), best of ``repeat``."""
+    from accel_migrate.codemod import MigrateOptions, migrate_source
+
+    source = path.read_bytes()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        migrate_source(source, str(path), MigrateOptions())
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def time_libcst_parse(paths: list[Path]) -> float:
+    """CPU seconds (this process)."""
+    import libcst as cst
+
+    start = time.process_time()
+    for path in paths:
+        cst.parse_module(path.read_bytes())
+    return time.process_time() - start
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_cli(tree: Path, jobs: int, cache: Path | None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and its workers)."""
+    command = [sys.executable, "-m", "accel_migrate", "--check", "-q"]
+    command += ["--jobs", str(jobs), "--output-format", "json"]
+    command += ["--no-respect-gitignore", str(tree)]
+    environment = dict(os.environ, PYTHONPATH=str(ROOT))
+    if cache is None:
+        if supports_cache():
+            command.insert(4, "--no-cache")
+    else:
+        environment["ACCEL_MIGRATE_CACHE_DIR"] = str(cache)
+    cpu = children_cpu()
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=environment)
+    elapsed = time.perf_counter() - start
+    try:
+        json.loads(proc.stdout)["summary"]
+    except (json.JSONDecodeError, KeyError):
+        sys.stderr.write(proc.stderr[-2000:])
+    return elapsed, children_cpu() - cpu
+
+
+def supports_cache() -> bool:
+    from accel_migrate.cli import app
+
+    return any(
+        "--no-cache" in getattr(p, "opts", ()) for p in app.migrate.params
+    )  # the benchmark also runs on a tree from before the cache existed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-cli", action="store_true")
+    parser.add_argument("--skip-profile", action="store_true")
+    parser.add_argument(
+        "--goldens",
+        action="store_true",
+        help="add every golden input and examples/ to the tree (100 files)",
+    )
+    options = parser.parse_args()
+    print(f"Machine: {machine()}\n")
+    with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
+        root = Path(folder) / "tree"
+        paths = make_tree(root, options.goldens)
+        lines = sum(lines_of(p) for p in paths)
+        longest = root / "long" / "train_300_lines.py"
+        print(f"Tree: {len(paths)} training scripts, {lines} lines\n")
+
+        script_s = time_script(longest, options.repeat)
+        parse_s = min(time_libcst_parse(paths) for _ in range(2))
+        cli_rows = []
+        if not options.skip_cli:
+            cache_ok = supports_cache()
+            for jobs in sorted({1, options.jobs}):
+                seconds, cpu = time_cli(root, jobs, None)
+                ratio = (cpu if jobs == 1 else seconds) / parse_s
+                cli_rows.append(
+                    [
+                        f"--check -j {jobs}" + (" --no-cache" if cache_ok else ""),
+                        f"{seconds:.2f}",
+                        f"{cpu:.2f}",
+                        f"{ratio:.1f}x",
+                        f"{TARGET_PARSE_RATIO:.0f}x (CPU)" if jobs == 1 else "",
+                        (
+                            ("yes" if ratio <= TARGET_PARSE_RATIO else "no")
+                            if jobs == 1
+                            else ""
+                        ),
+                    ]
+                )
+            if cache_ok:
+                cache = Path(folder) / "cache"
+                time_cli(root, 1, cache)  # fills the cache
+                seconds, cpu = time_cli(root, 1, cache)
+                cli_rows.append(
+                    [
+                        "--check -j 1, re-run (cache)",
+                        f"{seconds:.2f}",
+                        f"{cpu:.2f}",
+                        f"{cpu / parse_s:.1f}x",
+                        f"< {TARGET_RERUN_S:.0f} s",
+                        "yes" if seconds < TARGET_RERUN_S else "no",
+                    ]
+                )
+
+        if not options.skip_profile:
+            # Last: the profiler wraps the engine's functions for good.
+            profile, wall = profile_tree(paths)
+            print(
+                table(
+                    "Full pass over the tree, self time per phase (CPU ms)",
+                    ["phase", "calls", "ms", "%"],
+                    phase_rows(profile, wall),
+                )
+            )
+            print()
+        print(
+            table(
+                "One long training script, full pass (CPU s, best of "
+                f"{options.repeat})",
+                ["script", "lines", "seconds", "target", "met"],
+                [
+                    [
+                        longest.name,
+                        lines_of(longest),
+                        f"{script_s:.3f}",
+                        f"< {TARGET_SCRIPT_S}",
+                        "yes" if script_s < TARGET_SCRIPT_S else "no",
+                    ]
+                ],
+            )
+        )
+        print()
+        if cli_rows:
+            cli_rows.insert(
+                0,
+                [
+                    "libcst parse_module, in process",
+                    "",
+                    f"{parse_s:.2f}",
+                    "1.0x",
+                    "",
+                    "",
+                ],
+            )
+            print(
+                table(
+                    "Command line over the tree (seconds; ratio: CPU, wall for -j N)",
+                    ["run", "wall", "CPU", "x libcst parse", "target", "met"],
+                    cli_rows,
+                )
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
