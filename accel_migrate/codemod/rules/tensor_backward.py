@@ -2,40 +2,67 @@
 
 ## What
 Rewrites ``x.backward(...)`` on tensors, arguments kept
-(``retain_graph=True``, a gradient tensor). A ``backward`` method of the user's own
-objects is left alone: calls on ``self``, on ``super()``, inside a method that is
-itself named ``backward`` (custom autograd functions), and on variables holding
-instances of this file's classes (other than ``nn.Module`` outputs).
+(``retain_graph=True``, a gradient tensor), and ``torch.autograd.backward(tensors,
+grad_tensors, ...)`` (one tensor or a list of them) to ``accel.backward(tensors,
+gradient, ...)``. The runtime is told how the loss reduces the batch, as the
+shared analysis (``codemod/reduction.py``) finds it: ``reduction="sum"`` for a
+sum over the batch (a loss function's ``reduction="sum"``, ``torch.sum(...)``
+terms, a helper of the file that returns ``BCE + KLD``), and ``count=`` for a
+mean over tokens (``CrossEntropyLoss(ignore_index=pad)`` gets
+``count=(target != pad).sum()``, a masked mean ``(l * mask).sum() / mask.sum()``
+gets ``count=mask.sum()``). A ``backward`` method of the user's own objects is
+left alone: calls on ``self``, on ``super()``, inside a method that is itself
+named ``backward`` (custom autograd functions), and on variables holding
+instances of this file's classes (other than ``nn.Module`` outputs). So is a
+``backward`` function of another module: ``dist_autograd.backward(...)`` is
+already-distributed RPC code.
 
 ## Why
 ``accel.backward`` applies what the strategy and precision need before the real
 ``backward``: the fp16 loss scale, and a weight that keeps the averaged gradient
-equal to the gradient of the global batch when a batch does not split evenly
-across processes (a short last batch).
+equal to the gradient of the global batch. That weight depends on the loss's
+reduction: a mean over samples is weighted by the process's share of the
+samples (exact for a short last batch too), a sum by 1 (the global loss is the
+sum of the processes' sums), a mean over tokens by its share of all processes'
+tokens. ``accel.global_loss`` of that loss, in logs, combines it the same way.
 
 ## Example
 ```python
 # before
-loss = F.nll_loss(output, target)
+def loss_function(recon_x, x, mu, logvar):
+    BCE = F.binary_cross_entropy(recon_x, x, reduction="sum")
+    return BCE - 0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+
+loss = loss_function(recon, data, mu, logvar)
+loss.backward()
+loss = criterion(logits.view(-1, vocab), target.view(-1))  # ignore_index=PAD
 loss.backward()
 # after
-loss = F.nll_loss(output, target)
-accel.backward(loss)
+loss = loss_function(recon, data, mu, logvar)
+accel.backward(loss, reduction="sum")
+loss = criterion(logits.view(-1, vocab), target.view(-1))  # ignore_index=PAD
+accel.backward(loss, count=(target.view(-1) != PAD).sum())
 ```
 
 ## Fix safety
-Safe for mean-reduced losses, the default of every ``torch.nn`` loss. A loss
-built with ``reduction="sum"`` is a sum over this process's share only; the
-rewrite is still made but reported as needs-review, because the averaged
-gradient is then 1/world_size of the original's (scale the learning rate, or
-use a mean). So is ``backward(retain_graph=True)``: under DDP the gradients of a
-second backward through the same forward are not averaged across processes, and
-the processes' models drift apart (add the losses and call backward once).
-And so is a loss that goes through a statistic of the batch (``x.var(0)``,
-``(f.mean(0) - g.mean(0)).pow(2)``, as in feature matching): each process
-computes it over its own share of the batch, which no weighting of the
-per-process losses turns back into the original's. A plain mean over the batch
-of per-sample losses (``losses.mean(0)`` as the whole loss) is fine.
+Safe where the reduction is known; a loss with no sign of another is a mean over
+samples, the default of every ``torch.nn`` loss. The call is rewritten in every
+case, but reported as needs-review, with the mean weighting, where the reduction
+is not known: a ``reduction=`` that is not written in the file, class
+``weight=`` of a cross-entropy, a sum plus a mean, a reduction passed through
+``sqrt``/``log``, or a token mean whose count cannot be written at the backward
+(the target is reassigned in between, or the loss is computed in a helper).
+``torch.autograd.backward`` of losses with different reductions is reported
+too (one call gets one weight). So is ``backward(retain_graph=True)``: under
+DDP the gradients of a second backward through the same forward are not
+averaged across processes, and the processes' models drift apart (add the
+losses and call backward once). And so is a loss that goes through a statistic
+of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
+matching): each process computes it over its own share of the batch, which no
+weighting of the per-process losses turns back into the original's. A plain
+mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
+is fine. A ``cross_entropy`` without ``ignore_index`` is taken as a mean over
+samples: targets equal to its default ``-100`` are not looked for.
 """
 
 from __future__ import annotations
@@ -44,7 +71,6 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
-
 from libcst.metadata import QualifiedNameSource
 
 from ..analysis import attr_chain
@@ -134,7 +160,7 @@ class TensorBackward(Rule):
             self.report(
                 original_node,
                 "needs-review",
-                f"`{attr_chain(func)}(...)` is not a tensor's backward: left as it is",
+                f"`{attr_chain(func)}(...)` is a module's function, not a tensor's backward: left as it is",
             )
             return updated_node
         if self._user_object(func.value) or self._in_backward_method(original_node):
@@ -166,10 +192,13 @@ class TensorBackward(Rule):
         finding. The call is rewritten either way (accel.backward is what every
         process must call); a concern makes it needs-review, not also "fixed"."""
         concerns = []
+        statistics = {self._batch_statistic(loss) for loss in losses} - {None}
         reduction, reduction_concern = self._reduction(original, losses)
+        if statistics:
+            # Already a concern of its own; no weighting of the shares is right.
+            reduction, reduction_concern = LossReduction("mean"), None
         if reduction_concern:
             concerns.append(reduction_concern)
-        statistics = {self._batch_statistic(loss) for loss in losses} - {None}
         for statistic in sorted(statistics):  # type: ignore[type-var]
             concerns.append(
                 f"the loss goes through a statistic of the batch (`{statistic}`): each process computes it over its share of the batch only, so the loss and its gradients differ from the original's"
@@ -187,7 +216,9 @@ class TensorBackward(Rule):
             told = ", count=..."
         message = f"{what}{told})"
         if concerns:
-            self.report(original, "needs-review", f"{message}, but " + "; ".join(concerns))
+            self.report(
+                original, "needs-review", f"{message}, but " + "; ".join(concerns)
+            )
         elif reduction.kind == "sum":
             self.report(original, "fixed", f"{message}: the loss sums over the batch")
         elif told:
@@ -255,7 +286,9 @@ class TensorBackward(Rule):
             name = before.keyword.value if before.keyword is not None else None
             if name == "tensors" or (name is None and not args):
                 tensors = before.value
-                args.insert(0, after.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
+                args.insert(
+                    0, after.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+                )
             elif name == "grad_tensors":
                 args.append(after.with_changes(keyword=cst.Name("gradient")))
             else:
@@ -279,7 +312,7 @@ class TensorBackward(Rule):
     def _imported(self, receiver: cst.BaseExpression) -> bool:
         """Is ``receiver`` an imported module or name (``dist_autograd``,
         ``torch.autograd``), not a variable of the script?"""
-        return any(
+        return isinstance(receiver, (cst.Name, cst.Attribute)) and any(
             q.source is QualifiedNameSource.IMPORT
             for q in self.index.qualified_names.get(receiver, ())
         )
