@@ -162,7 +162,8 @@ def backward(
     losses = _loss_share.as_tensors(loss)
     fraction = _loss_share.loss_fraction(runtime, reduction, count)
     runtime.record_losses(losses, fraction)
-    if len(losses) == 1:
+    if losses:
+        # (of a sequence, the first: the overlap follows the order of the calls)
         runtime.start_loss_reduce(losses[0])
     weight = runtime.env.world_size * fraction if runtime.env.distributed else 1.0
     if weight != 1.0:

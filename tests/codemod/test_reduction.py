@@ -132,3 +132,18 @@ def test_a_second_run_changes_nothing() -> None:
     once = str(migrate_source(source, "train.py").output)
     assert "count=(y != PAD).sum()" in once
     assert str(migrate_source(once, "train.py").output) == once
+
+
+def test_dist_autograd_backward_is_never_rewritten() -> None:
+    """RPC code is already distributed (the screen's to skip); AM007 never makes
+    ``dist_autograd.backward(ctx, [loss])`` a tensor's backward."""
+    source = (
+        SETUP
+        + "import torch.distributed.autograd as dist_autograd\n"
+        + "with dist_autograd.context() as ctx:\n"
+        + "    loss = F.mse_loss(model(torch.randn(2, 4)), torch.randn(2, 4))\n"
+        + "    dist_autograd.backward(ctx, [loss])\n"
+    )
+    result = migrate_source(source, "train.py")
+    assert "dist_autograd.backward(ctx, [loss])" in str(result.output)
+    assert "accel.backward" not in str(result.output)

@@ -256,7 +256,7 @@ class TensorBackward(Rule):
             )
         if first.kind == "token-mean" and first.count is None:
             return first, (
-                f"{first.reason}: the runtime weighs it as a mean over samples; pass count=<this process's count> to accel.backward"
+                f"{first.reason}; the runtime weighs it as a mean over samples; pass count=<this process's count> to accel.backward"
             )
         return first, None
 
