@@ -15,6 +15,7 @@ from .comm import Collectives, PendingReduce, ProcessGroupCollectives
 from .config import ConfigError, RuntimeConfig, load_config
 from .env import DONE_DIR_VARIABLE, DistEnv
 from .faults import process_failed
+from .loss_share import RecordedLoss
 from .module import PreparedModule
 from .precision import Precision, precision_class
 from .strategies import Strategy, strategy_class
@@ -79,6 +80,9 @@ class Runtime:
             None
         )
         self._reduce_during_backward = False
+        # The tensors of the last accel.backward and their fractions of the global
+        # loss, so that accel.global_loss weighs a logged loss as it was trained.
+        self._recorded_losses: list[RecordedLoss] = []
 
     @property
     def passthrough(self) -> bool:
@@ -125,6 +129,10 @@ class Runtime:
         local, total = self._batch_share
         return local * self.env.world_size / total if total else 1.0
 
+    def batch_share_known(self) -> bool:
+        """Has a sharded loader said which part of the global batch this rank holds?"""
+        return self._batch_share is not None
+
     def batch_fraction(self) -> float:
         if self._batch_share is None:
             return 1.0 / self.env.world_size
@@ -132,13 +140,28 @@ class Runtime:
         return local / total if total else 0.0
 
     # -- the global-batch loss -----------------------------------------------------------
-    def _weighted_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        fraction = self.batch_fraction()
+    def _weighted_loss(
+        self, loss: torch.Tensor, fraction: float | None = None
+    ) -> torch.Tensor:
+        if fraction is None:
+            fraction = self.recorded_fraction(loss)
         local = loss.detach().float()
         return local * fraction if fraction else torch.zeros_like(local)
 
+    def recorded_fraction(self, loss: torch.Tensor) -> float:
+        """The fraction ``loss`` was weighted by in the last ``accel.backward``
+        (a sum-reduced or token-mean loss), else a sample-mean's."""
+        for recorded in self._recorded_losses:
+            if recorded.matches(loss):
+                return recorded.fraction
+        return self.batch_fraction()
+
+    def record_losses(self, losses: list[torch.Tensor], fraction: float) -> None:
+        self._recorded_losses = [RecordedLoss.of(t, fraction) for t in losses]
+
     def start_loss_reduce(self, loss: torch.Tensor) -> None:
-        """Called by ``accel.backward`` before the backward pass.
+        """Called by ``accel.backward`` before the backward pass, after
+        ``record_losses``.
 
         A migrated loop asks for the global loss of every loss it backpropagates
         (``total += accel.global_loss(loss).item()``), a collective of its own
@@ -162,9 +185,14 @@ class Runtime:
                 self.comm.all_reduce_async(self._weighted_loss(loss), "sum"),
             )
 
-    def global_loss(self, loss: torch.Tensor) -> torch.Tensor:
-        """Each rank's mean loss weighted by its share of the global batch, summed."""
+    def global_loss(
+        self, loss: torch.Tensor, fraction: float | None = None
+    ) -> torch.Tensor:
+        """Each rank's loss weighted by its fraction of the global loss, summed:
+        ``fraction`` when given, else the one ``accel.backward`` used for it."""
         in_flight = self._loss_in_flight
+        if fraction is not None:
+            return self.comm.all_reduce(self._weighted_loss(loss, fraction), "sum")
         if in_flight is not None and in_flight[0]() is loss:
             self._loss_in_flight = None
             return in_flight[1].result()

@@ -11,7 +11,7 @@ import builtins
 import os
 import tempfile
 import types
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -21,9 +21,11 @@ from torch.utils.data import DataLoader
 
 from . import data as _data
 from . import guards as _guards
+from . import loss_share as _loss_share
 from ._state import get_runtime, peek_runtime
 from .comm import ReduceOp
 from .env import DistEnv
+from .loss_share import Reduction
 from .module import PreparedModule
 
 T = TypeVar("T")
@@ -137,17 +139,48 @@ def unwrap(module: nn.Module) -> nn.Module:
 
 
 # -- the training step ---------------------------------------------------------------------
-def backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+def backward(
+    loss: torch.Tensor | Sequence[torch.Tensor],
+    gradient: torch.Tensor | Sequence[torch.Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
+    *,
+    reduction: Reduction = "mean",
+    count: Any = None,
+) -> None:
     """``loss.backward()``, weighted so that averaged gradients are those of the
-    global batch, and scaled by the precision plugin."""
+    global batch, and scaled by the precision plugin.
+
+    ``loss`` may be a sequence of tensors (``torch.autograd.backward([l1, l2])``,
+    with ``gradient`` a sequence too); each gets the same weight and loss scale.
+    ``reduction`` says how the loss reduces the batch: ``"mean"`` over samples
+    (every ``torch.nn`` loss's default), or ``"sum"``. A mean over something
+    else than samples, tokens of a padded batch, passes ``count``: the number
+    of elements this rank's loss averages over (``(target != pad).sum()``); the
+    counts are summed across ranks, so the gradient is that of the global mean.
+    With ``count`` this is one more small collective per call.
+    """
     runtime = get_runtime()
+    losses = _loss_share.as_tensors(loss)
     if not runtime.backward_guarded:
-        _guards.check_backward(runtime, loss)
-    runtime.start_loss_reduce(loss)
-    weight = runtime.loss_weight()
+        _guards.check_backward(runtime, losses)
+    fraction = _loss_share.loss_fraction(runtime, reduction, count)
+    runtime.record_losses(losses, fraction)
+    if losses:
+        # (of a sequence, the first: the overlap follows the order of the calls)
+        runtime.start_loss_reduce(losses[0])
+    weight = runtime.env.world_size * fraction if runtime.env.distributed else 1.0
     if weight != 1.0:
-        loss = loss * weight
-    runtime.precision.scale_loss(loss).backward(*args, **kwargs)
+        losses = [tensor * weight for tensor in losses]
+    scaled = [runtime.precision.scale_loss(tensor) for tensor in losses]
+    torch.autograd.backward(
+        scaled[0] if isinstance(loss, torch.Tensor) else scaled,
+        gradient,
+        retain_graph,
+        create_graph,
+        inputs=inputs,
+    )
     runtime.check_first_backward()
 
 
@@ -194,18 +227,31 @@ def clip_grad_value_(
     torch.nn.utils.clip_grad_value_(parameters, clip_value)
 
 
-def global_loss(loss: torch.Tensor) -> torch.Tensor:
+def global_loss(
+    loss: torch.Tensor, reduction: Reduction | None = None, count: Any = None
+) -> torch.Tensor:
     """The loss of the whole global batch: each rank's mean weighted by its share.
+
+    A loss given to ``accel.backward`` (or its ``.data``, ``.detach()``) is
+    combined as it was weighted there: the sum of the ranks' sums for
+    ``reduction="sum"``, token-weighted for a ``count``. Another tensor is a
+    mean over samples unless ``reduction``/``count`` say otherwise (the same
+    meaning as for ``accel.backward``; ``count`` is then one more collective).
 
     A collective. For the loss last given to ``accel.backward`` the reduction is
     started during the backward pass once the script has shown that it asks for
     it every step (see ``Runtime.start_loss_reduce``), so it costs a wait, not a
     round trip.
     """
+    if reduction is not None or count is not None:
+        _loss_share.check_reduction(reduction or "mean", count)
     runtime = peek_runtime()
     if runtime is None or not runtime.env.distributed:
         return loss
-    return runtime.global_loss(loss)
+    if reduction is None and count is None:
+        return runtime.global_loss(loss)
+    fraction = _loss_share.loss_fraction(runtime, reduction or "mean", count)
+    return runtime.global_loss(loss, fraction)
 
 
 # -- metrics and output ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ frozen-by-convention perceptual-loss network): its gradient is never applied.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -90,13 +90,15 @@ def _fsdp_unreadable(runtime: Runtime) -> bool:
     return False
 
 
-def graph_parameters(loss: torch.Tensor) -> list[nn.Parameter]:
-    """The ``nn.Parameter`` leaves that a backward from ``loss`` gives gradients to."""
-    root = loss.grad_fn
-    if root is None:
-        return []
-    seen: set[Any] = {root}
-    stack = [root]
+def graph_parameters(
+    losses: torch.Tensor | Sequence[torch.Tensor],
+) -> list[nn.Parameter]:
+    """The ``nn.Parameter`` leaves that a backward from ``losses`` gives gradients to."""
+    if isinstance(losses, torch.Tensor):
+        losses = [losses]
+    roots = [t.grad_fn for t in losses if t.grad_fn is not None]
+    seen: set[Any] = set(roots)
+    stack = list(roots)
     leaves: list[nn.Parameter] = []
     while stack:
         node = stack.pop()
@@ -158,11 +160,11 @@ def _agree(runtime: Runtime, message: str | None) -> None:
 
 
 # -- the checks -----------------------------------------------------------------------------
-def check_backward(runtime: Runtime, loss: torch.Tensor) -> None:
+def check_backward(runtime: Runtime, losses: Sequence[torch.Tensor]) -> None:
     """Before the first ``accel.backward`` at world size > 1."""
     runtime.backward_guarded = True
     message = None
-    leaves = graph_parameters(loss)
+    leaves = graph_parameters(losses)
     if leaves:
         prepared = prepared_parameters(runtime)
         stray = [p for p in leaves if p not in prepared]

@@ -51,6 +51,9 @@ from ..patterns import counts_samples
 from ..rule import Rule
 
 _STRIPPED = {"data", "detach", "cpu", "clone", "float"}
+_AUTOGRAD_BACKWARD = frozenset(
+    {"torch.autograd.backward", "torch.autograd.__init__.backward"}
+)
 
 
 class PrintMainProcess(Rule):
@@ -78,9 +81,18 @@ class PrintMainProcess(Rule):
             ):
                 # scaler.scale(loss): a GradScaler that AM013 left as it is
                 receiver = receiver.args[0].value
-            key = self.index.key(receiver) if receiver is not None else None
-            if key is not None:
-                losses.setdefault(key, set()).add(self._loop(call))
+            if receiver is None and self.qualnames(call.func) & _AUTOGRAD_BACKWARD:
+                receiver = call.args[0].value if call.args else None
+            # torch.autograd.backward([l1, l2]): each loss is backpropagated
+            receivers = (
+                [e.value for e in receiver.elements]
+                if isinstance(receiver, (cst.List, cst.Tuple))
+                else [receiver]
+            )
+            for each in receivers:
+                key = self.index.key(each) if each is not None else None
+                if key is not None:
+                    losses.setdefault(key, set()).add(self._loop(call))
         # `errD = errD_real + errD_fake`: a sum of backpropagated losses, logged but
         # never backpropagated itself, is a loss of the same batch too.
         changed = True

@@ -2,40 +2,67 @@
 
 ## What
 Rewrites ``x.backward(...)`` on tensors, arguments kept
-(``retain_graph=True``, a gradient tensor). A ``backward`` method of the user's own
-objects is left alone: calls on ``self``, on ``super()``, inside a method that is
-itself named ``backward`` (custom autograd functions), and on variables holding
-instances of this file's classes (other than ``nn.Module`` outputs).
+(``retain_graph=True``, a gradient tensor), and ``torch.autograd.backward(tensors,
+grad_tensors, ...)`` (one tensor or a list of them) to ``accel.backward(tensors,
+gradient, ...)``. The runtime is told how the loss reduces the batch, as the
+shared analysis (``codemod/reduction.py``) finds it: ``reduction="sum"`` for a
+sum over the batch (a loss function's ``reduction="sum"``, ``torch.sum(...)``
+terms, a helper of the file that returns ``BCE + KLD``), and ``count=`` for a
+mean over tokens (``CrossEntropyLoss(ignore_index=pad)`` gets
+``count=(target != pad).sum()``, a masked mean ``(l * mask).sum() / mask.sum()``
+gets ``count=mask.sum()``). A ``backward`` method of the user's own objects is
+left alone: calls on ``self``, on ``super()``, inside a method that is itself
+named ``backward`` (custom autograd functions), and on variables holding
+instances of this file's classes (other than ``nn.Module`` outputs). So is a
+``backward`` function of another module: ``dist_autograd.backward(...)`` is
+already-distributed RPC code.
 
 ## Why
 ``accel.backward`` applies what the strategy and precision need before the real
 ``backward``: the fp16 loss scale, and a weight that keeps the averaged gradient
-equal to the gradient of the global batch when a batch does not split evenly
-across processes (a short last batch).
+equal to the gradient of the global batch. That weight depends on the loss's
+reduction: a mean over samples is weighted by the process's share of the
+samples (exact for a short last batch too), a sum by 1 (the global loss is the
+sum of the processes' sums), a mean over tokens by its share of all processes'
+tokens. ``accel.global_loss`` of that loss, in logs, combines it the same way.
 
 ## Example
 ```python
 # before
-loss = F.nll_loss(output, target)
+def loss_function(recon_x, x, mu, logvar):
+    BCE = F.binary_cross_entropy(recon_x, x, reduction="sum")
+    return BCE - 0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+
+loss = loss_function(recon, data, mu, logvar)
+loss.backward()
+loss = criterion(logits.view(-1, vocab), target.view(-1))  # ignore_index=PAD
 loss.backward()
 # after
-loss = F.nll_loss(output, target)
-accel.backward(loss)
+loss = loss_function(recon, data, mu, logvar)
+accel.backward(loss, reduction="sum")
+loss = criterion(logits.view(-1, vocab), target.view(-1))  # ignore_index=PAD
+accel.backward(loss, count=(target.view(-1) != PAD).sum())
 ```
 
 ## Fix safety
-Safe for mean-reduced losses, the default of every ``torch.nn`` loss. A loss
-built with ``reduction="sum"`` is a sum over this process's share only; the
-rewrite is still made but reported as needs-review, because the averaged
-gradient is then 1/world_size of the original's (scale the learning rate, or
-use a mean). So is ``backward(retain_graph=True)``: under DDP the gradients of a
-second backward through the same forward are not averaged across processes, and
-the processes' models drift apart (add the losses and call backward once).
-And so is a loss that goes through a statistic of the batch (``x.var(0)``,
-``(f.mean(0) - g.mean(0)).pow(2)``, as in feature matching): each process
-computes it over its own share of the batch, which no weighting of the
-per-process losses turns back into the original's. A plain mean over the batch
-of per-sample losses (``losses.mean(0)`` as the whole loss) is fine.
+Safe where the reduction is known; a loss with no sign of another is a mean over
+samples, the default of every ``torch.nn`` loss. The call is rewritten in every
+case, but reported as needs-review, with the mean weighting, where the reduction
+is not known: a ``reduction=`` that is not written in the file, class
+``weight=`` of a cross-entropy, a sum plus a mean, a reduction passed through
+``sqrt``/``log``, or a token mean whose count cannot be written at the backward
+(the target is reassigned in between, or the loss is computed in a helper).
+``torch.autograd.backward`` of losses with different reductions is reported
+too (one call gets one weight). So is ``backward(retain_graph=True)``: under
+DDP the gradients of a second backward through the same forward are not
+averaged across processes, and the processes' models drift apart (add the
+losses and call backward once). And so is a loss that goes through a statistic
+of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
+matching): each process computes it over its own share of the batch, which no
+weighting of the per-process losses turns back into the original's. A plain
+mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
+is fine. A ``cross_entropy`` without ``ignore_index`` is taken as a mean over
+samples: targets equal to its default ``-100`` are not looked for.
 """
 
 from __future__ import annotations
@@ -44,8 +71,11 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import QualifiedNameSource
 
-from ..patterns import MODULE_BASES, string_value
+from ..analysis import attr_chain
+from ..patterns import MODULE_BASES
+from ..reduction import LossReduction, loss_reduction
 from ..rule import Rule
 
 
@@ -58,25 +88,6 @@ class TensorBackward(Rule):
     def non_tensor_classes(self) -> set[cst.ClassDef]:
         modules = self.index.local_subclasses(MODULE_BASES)
         return {cls for cls in self.index.classes if cls not in modules}
-
-    def _sum_reduced(self, expr: cst.CSTNode | None, depth: int = 0) -> bool:
-        """Is ``expr`` built from a loss with reduction="sum" (or size_average=False),
-        following variables a few assignments back?"""
-        if expr is None or depth > 3:
-            return False
-        for arg in m.findall(
-            expr, m.Arg(keyword=m.Name("reduction") | m.Name("size_average"))
-        ):
-            value = arg.value  # type: ignore[attr-defined]
-            if string_value(value) == "sum" or m.matches(value, m.Name("False")):
-                return True
-        for name in m.findall(expr, m.Name()):
-            key = self.index.key(name)  # type: ignore[arg-type]
-            if key is not None and any(
-                self._sum_reduced(v, depth + 1) for v in self.index.values.get(key, ())
-            ):
-                return True
-        return False
 
     def _batch_statistic(self, expr: cst.CSTNode | None, depth: int = 0) -> str | None:
         """A statistic over the batch dimension that the loss goes through
@@ -136,10 +147,22 @@ class TensorBackward(Rule):
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
         func = original_node.func
+        if self.qualnames(func) & _AUTOGRAD_BACKWARD:
+            return self._autograd_backward(original_node, updated_node)
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
             return updated_node
         if self.index.is_runtime_call(original_node, "backward"):
             return updated_node  # already migrated
+        names = self.qualnames(func)
+        if names & _RPC_BACKWARD or self._imported(func.value):
+            # A module's function, not a tensor's method: dist_autograd.backward
+            # belongs to already-distributed RPC code and is never rewritten.
+            self.report(
+                original_node,
+                "needs-review",
+                f"`{attr_chain(func)}(...)` is a module's function, not a tensor's backward: left as it is",
+            )
+            return updated_node
         if self._user_object(func.value) or self._in_backward_method(original_node):
             return updated_node
         if any(arg.star for arg in original_node.args):
@@ -153,43 +176,177 @@ class TensorBackward(Rule):
             else updated_func.value
         )
         args = [cst.Arg(value=receiver), *updated_node.args]
-        # The call is rewritten either way (accel.backward is what every process
-        # must call); a concern makes it one needs-review finding, not also "fixed".
+        return self._rewritten(
+            original_node, [func.value], args, "x.backward() -> accel.backward(x", 1
+        )
+
+    def _rewritten(
+        self,
+        original: cst.Call,
+        losses: list[cst.BaseExpression],
+        args: list[cst.Arg],
+        what: str,
+        retain_position: int,
+    ) -> cst.Call:
+        """``accel.backward(*args)`` told the reduction of ``losses``, with one
+        finding. The call is rewritten either way (accel.backward is what every
+        process must call); a concern makes it needs-review, not also "fixed"."""
         concerns = []
-        if self._sum_reduced(func.value):
-            concerns.append(
-                'the loss uses reduction="sum": each process sums its share of the batch, so the averaged gradient is 1/world_size of the original'
-            )
-        statistic = self._batch_statistic(func.value)
-        if statistic is not None:
+        statistics = {self._batch_statistic(loss) for loss in losses} - {None}
+        reduction, reduction_concern = self._reduction(original, losses)
+        if statistics:
+            # Already a concern of its own; no weighting of the shares is right.
+            reduction, reduction_concern = LossReduction("mean"), None
+        if reduction_concern:
+            concerns.append(reduction_concern)
+        for statistic in sorted(statistics):  # type: ignore[type-var]
             concerns.append(
                 f"the loss goes through a statistic of the batch (`{statistic}`): each process computes it over its share of the batch only, so the loss and its gradients differ from the original's"
             )
-        if self._retains_graph(original_node):
+        if self._retains_graph(original, retain_position):
             concerns.append(
                 "retain_graph=True: under DDP a second backward through the same forward is not averaged across processes; add the losses and call accel.backward once"
             )
+        told = ""
+        if reduction.kind == "sum":
+            args.append(_keyword("reduction", cst.SimpleString('"sum"')))
+            told = ', reduction="sum"'
+        elif reduction.kind == "token-mean" and reduction.count is not None:
+            args.append(_keyword("count", reduction.count))
+            told = ", count=..."
+        message = f"{what}{told})"
         if concerns:
             self.report(
-                original_node,
-                "needs-review",
-                "x.backward() -> accel.backward(x), but " + "; ".join(concerns),
+                original, "needs-review", f"{message}, but " + "; ".join(concerns)
             )
-            return self.runtime_call("backward", args)
-        self.report(original_node, "fixed", "x.backward() -> accel.backward(x)")
+        elif reduction.kind == "sum":
+            self.report(original, "fixed", f"{message}: the loss sums over the batch")
+        elif told:
+            self.report(
+                original,
+                "fixed",
+                f"{message}: the loss is a mean over {reduction.what}, weighted by the count of all processes",
+            )
+        else:
+            self.report(original, "fixed", message)
         return self.runtime_call("backward", args)
 
+    def _reduction(
+        self, call: cst.Call, losses: list[cst.BaseExpression]
+    ) -> tuple[LossReduction, str | None]:
+        """The reduction the runtime is told, and a concern when it cannot be told."""
+        found = [loss_reduction(self.index, loss, call) for loss in losses]
+        first = found[0]
+        if any(
+            r.kind != first.kind
+            or (r.count is None) != (first.count is None)
+            or (
+                r.count is not None
+                and first.count is not None
+                and not r.count.deep_equals(first.count)
+            )
+            for r in found[1:]
+        ):
+            return LossReduction("mean"), (
+                "the losses reduce the batch differently (each gets the same weight); backpropagate them in separate calls"
+            )
+        if first.kind == "unknown":
+            return first, (
+                f"the loss's reduction is not known ({first.reason}); the runtime weighs it as a mean over samples"
+            )
+        if first.kind == "token-mean" and first.count is None:
+            return first, (
+                f"{first.reason}; the runtime weighs it as a mean over samples; pass count=<this process's count> to accel.backward"
+            )
+        return first, None
+
+    def _autograd_backward(
+        self, original: cst.Call, updated: cst.Call
+    ) -> cst.BaseExpression:
+        """``torch.autograd.backward(tensors, grad_tensors, retain_graph,
+        create_graph, grad_variables, inputs)`` -> ``accel.backward(tensors,
+        gradient, retain_graph, create_graph, inputs=inputs)``."""
+        positional = [a for a in original.args if a.keyword is None]
+        keywords = {a.keyword.value for a in original.args if a.keyword is not None}
+        if (
+            any(a.star for a in original.args)
+            or len(positional) > 4
+            or "grad_variables" in keywords
+            or not (positional or "tensors" in keywords)
+        ):
+            self.report(
+                original,
+                "needs-review",
+                "torch.autograd.backward(...) with these arguments is not rewritten: pass the tensors, grad_tensors, retain_graph, create_graph or inputs= by name",
+            )
+            return updated
+        args = []
+        tensors: cst.BaseExpression | None = None
+        for before, after in zip(original.args, updated.args, strict=True):
+            name = before.keyword.value if before.keyword is not None else None
+            if name == "tensors" or (name is None and not args):
+                tensors = before.value
+                args.insert(
+                    0, after.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+                )
+            elif name == "grad_tensors":
+                args.append(after.with_changes(keyword=cst.Name("gradient")))
+            else:
+                args.append(after)
+        assert tensors is not None
+        losses = (
+            [e.value for e in tensors.elements]
+            if isinstance(tensors, (cst.List, cst.Tuple)) and tensors.elements
+            else [tensors]
+        )
+        if any(isinstance(loss, cst.StarredElement) for loss in losses):
+            losses = [tensors]
+        return self._rewritten(
+            original,
+            losses,
+            args,
+            "torch.autograd.backward(...) -> accel.backward(...",
+            2,
+        )
+
+    def _imported(self, receiver: cst.BaseExpression) -> bool:
+        """Is ``receiver`` an imported module or name (``dist_autograd``,
+        ``torch.autograd``), not a variable of the script?"""
+        return isinstance(receiver, (cst.Name, cst.Attribute)) and any(
+            q.source is QualifiedNameSource.IMPORT
+            for q in self.index.qualified_names.get(receiver, ())
+        )
+
     @staticmethod
-    def _retains_graph(call: cst.Call) -> bool:
-        """``backward(retain_graph=...)`` with anything but False/None."""
+    def _retains_graph(call: cst.Call, position: int) -> bool:
+        """``backward(retain_graph=...)`` with anything but False/None;
+        ``position``: where the original call takes it positionally."""
         positional = [arg for arg in call.args if arg.keyword is None]
         named = [
             arg
             for arg in call.args
             if arg.keyword is not None and arg.keyword.value == "retain_graph"
         ]
-        # Tensor.backward(gradient, retain_graph, create_graph, inputs)
-        value = positional[1:2] + named
+        # Tensor.backward(gradient, retain_graph, ...): 1;
+        # torch.autograd.backward(tensors, grad_tensors, retain_graph, ...): 2
+        value = positional[position : position + 1] + named
         return any(
             not m.matches(arg.value, m.Name("False") | m.Name("None")) for arg in value
         )
+
+
+_AUTOGRAD_BACKWARD = frozenset(
+    {"torch.autograd.backward", "torch.autograd.__init__.backward"}
+)
+_RPC_BACKWARD = frozenset({"torch.distributed.autograd.backward"})
+
+
+def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""),
+            whitespace_after=cst.SimpleWhitespace(""),
+        ),
+    )

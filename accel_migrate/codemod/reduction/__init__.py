@@ -1,0 +1,417 @@
+"""How a loss reduces its batch: a mean over samples, a sum, or a mean over tokens.
+
+The runtime weighs each process's loss so that the averaged gradient is the
+original's over the global batch; the weight depends on this fact (see
+``accel_migrate/runtime/loss_share.py``). A shared analysis, so that every rule
+that asks (the backward rewrite, logged losses) gets the same answer:
+
+- a loss function's ``reduction=`` (``F.*`` losses and ``nn.*Loss`` modules,
+  also a criterion made once and called later), ``size_average=False``,
+  ``reduce=False``; ``ignore_index=`` of a mean makes it a mean over the
+  targets that are not ignored (tokens), and so does a masked mean
+  ``(l * mask).sum() / mask.sum()``;
+- explicit sums and means (``torch.sum(x)``, ``x.sum()``, ``.mean()``; over
+  dimension 0 or all of them, not per-sample ones like ``.sum(1)``);
+- how terms combine: ``a + b``, times or over a constant, a sum over the
+  batch size (``/ len(x)``: a mean), through variables and through the
+  returns of this file's functions (``def loss_function(...): return BCE + KLD``).
+
+Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
+``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples
+of one length. (``cross_entropy``'s default ``ignore_index=-100`` is assumed to
+match no target.) Where nothing says otherwise a loss is a mean over samples,
+the default of every ``torch.nn`` loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..analysis import attr_chain, variable_names
+from .facts import (
+    _CONSTANT,
+    _ELEMENTS,
+    _FUNCTIONAL_LOSSES,
+    _NONLINEAR,
+    _SAME_VALUE,
+    _STATISTICS,
+    Fact,
+    Kind,
+    _added,
+    _agree,
+    _constructed,
+    _counts_samples,
+    _loss_call,
+    _nonlinear,
+    _reduced,
+    _same_region,
+    _scaled,
+    _setting,
+    _statistic,
+    code,
+)
+from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
+
+if TYPE_CHECKING:
+    from ..analysis import Key, ModuleIndex
+
+__all__ = ["Fact", "Kind", "LossReduction", "loss_reduction"]
+
+
+@dataclass(frozen=True)
+class LossReduction:
+    """The reduction of a backpropagated loss, for the runtime call at ``at``.
+
+    ``count``: for a token mean, the count expression to pass there, or None
+    with ``reason`` saying why none can be written."""
+
+    kind: Kind
+    reason: str = ""
+    count: cst.BaseExpression | None = None
+    what: str = ""  # for a token mean: what it averages over
+
+
+def loss_reduction(
+    index: ModuleIndex, loss: cst.BaseExpression, at: cst.CSTNode
+) -> LossReduction:
+    """The reduction of ``loss`` (an expression of the original tree) as seen
+    by the call ``at`` that backpropagates or logs it."""
+    fact = _Reducer(index).fact(loss, at, 0)
+    if fact.kind == "unknown":
+        return LossReduction("unknown", fact.reason)
+    if fact.kind == "sum":
+        return LossReduction("sum")
+    if fact.kind != "token-mean":
+        return LossReduction("mean")
+    if fact.count is None or fact.anchor is None:
+        return LossReduction(
+            "token-mean", fact.reason or _unplaceable(fact), what=fact.what
+        )
+    blocker = placement_blocker(index, fact.count, fact.anchor, at)
+    if blocker is not None:
+        return LossReduction(
+            "token-mean", f"{_unplaceable(fact)} ({blocker})", what=fact.what
+        )
+    return LossReduction("token-mean", count=fact.count.deep_clone(), what=fact.what)
+
+
+def _unplaceable(fact: Fact) -> str:
+    return (
+        f"the loss is a mean over {fact.what}, and this process's count of them "
+        "cannot be written where it is backpropagated"
+    )
+
+
+class _Reducer:
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+        #: Variables being evaluated, and what they stand for meanwhile: in
+        #: ``loss = loss / steps`` the right side's ``loss`` is the earlier value.
+        self._bound: dict[Key, Fact] = {}
+
+    @cached_property
+    def _augmented(self) -> dict[Key, list[cst.AugAssign]]:
+        """``total += term``: the terms added to a variable (``index.values`` has
+        only its plain assignments)."""
+        found: dict[Key, list[cst.AugAssign]] = {}
+        for node in m.findall(self.index.module, m.AugAssign()):
+            assert isinstance(node, cst.AugAssign)
+            key = self.index.key(node.target)
+            if key is not None:
+                found.setdefault(key, []).append(node)
+        return found
+
+    # -- leaves ---------------------------------------------------------------------
+    def fact(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> Fact:
+        if depth > 6:
+            return _ELEMENTS
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return _CONSTANT
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return self._variable(expr, at, depth)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.fact(expr.expression, at, depth)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._binary(expr, at, depth)
+        if isinstance(expr, cst.Call):
+            return self._call(expr, at, depth)
+        return _ELEMENTS
+
+    def _variable(
+        self, expr: cst.Name | cst.Attribute, at: cst.CSTNode, depth: int
+    ) -> Fact:
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            return self.fact(expr.value, at, depth)
+        key = self.index.key(expr)
+        if key is None:
+            return _ELEMENTS
+        if key in self._bound:
+            return self._bound[key]
+        values = [v for v in self.index.values.get(key, ()) if v is not None]
+        increments = [
+            a
+            for a in self._augmented.get(key, ())
+            if isinstance(a.operator, (cst.AddAssign, cst.SubtractAssign))
+        ]
+        if not values:
+            return _ELEMENTS
+        if all(_constructed(self.index, v) for v in values) and not increments:
+            return _CONSTANT
+        own = [v for v in values if self._reads(v, key)]
+        values = [v for v in values if not self._reads(v, key)] or values
+        self._bound[key] = _ELEMENTS  # a value read in its own definition
+        try:
+            facts = [self.fact(v, v, depth + 1) for v in values]
+            base = _agree(facts)
+            if base is not None and own:
+                # `loss = loss / steps`: the same loss, transformed.
+                self._bound[key] = base
+                facts += [self.fact(v, v, depth + 1) for v in own]
+                values = values + own
+        finally:
+            del self._bound[key]
+        chosen = _agree(facts)
+        reaching = self._reaching(key, at) if chosen is None else None
+        if reaching is not None and reaching in values:
+            # `loss = ...` twice in one loop body: the one just before the use.
+            chosen = facts[values.index(reaching)]
+        if chosen is None:
+            # Several assignments: those in the loop or function of the use.
+            near = [
+                f
+                for v, f in zip(values, facts, strict=True)
+                if _same_region(self.index, v, at)
+            ]
+            chosen = _agree(near) if near else None
+        if chosen is None:
+            return Fact(
+                "unknown",
+                f"`{code(expr)}` is assigned losses of different reductions",
+            )
+        for increment in increments:
+            chosen = _added(chosen, self.fact(increment.value, increment, depth + 1))
+        return chosen
+
+    def _reaching(self, key: Key, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value of the last ``name = value`` before ``at`` in its block, when
+        nothing else binds the name in between."""
+        statement = statement_of(self.index, at)
+        block = self.index.parent(statement) if statement is not None else None
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return None
+        body = list(block.body)
+        position = next(i for i, s in enumerate(body) if s is statement)
+        for prior in reversed(body[:position]):
+            small = prior.body if isinstance(prior, cst.SimpleStatementLine) else ()
+            for node in small:
+                if (
+                    isinstance(node, cst.Assign)
+                    and len(node.targets) == 1
+                    and self.index.key(node.targets[0].target) == key
+                ):
+                    return node.value
+            for node in m.findall(prior, BINDINGS):
+                if any(
+                    self.index.key(n) == key
+                    for target in bound_targets(node)
+                    for n in m.findall(target, m.Name())
+                ):
+                    return None
+        return None
+
+    def _reads(self, value: cst.BaseExpression, key: Key) -> bool:
+        return any(self.index.key(n) == key for n in variable_names(value))
+
+    # -- operators --------------------------------------------------------------------
+    def _binary(self, expr: cst.BinaryOperation, at: cst.CSTNode, depth: int) -> Fact:
+        left = self.fact(expr.left, at, depth + 1)
+        right = self.fact(expr.right, at, depth + 1)
+        op = expr.operator
+        if isinstance(op, (cst.Add, cst.Subtract)):
+            return _added(left, right)
+        if isinstance(op, cst.Multiply):
+            for a, b, b_expr in ((left, right, expr.right), (right, left, expr.left)):
+                if a.kind == "mean" and _counts_samples(self.index, b_expr):
+                    return Fact("sum")  # a batch mean times the batch size
+                if a.reduced and b.kind in ("constant", "elements"):
+                    # A weight of a reduced loss (`0.5 * kld`, `args.alpha * loss`).
+                    return a
+            return _scaled(left, right)
+        if isinstance(op, cst.Divide):
+            return self._divided(left, right, expr.right)
+        if isinstance(op, cst.Power) and left.reduced:
+            return _nonlinear(left, f"`{code(expr)}`")
+        return _scaled(left, right)
+
+    def _divided(self, left: Fact, right: Fact, divisor: cst.BaseExpression) -> Fact:
+        if left.kind == "sum":
+            if right.kind == "sum":
+                # `(l * mask).sum() / mask.sum()`: a mean over what the mask counts.
+                anchor = self._anchor(divisor)
+                return Fact(
+                    "token-mean",
+                    count=divisor,
+                    anchor=anchor,
+                    what=f"the elements `{code(divisor)}` counts",
+                )
+            if _counts_samples(self.index, divisor):
+                return Fact("mean")
+            if right.kind == "constant" or _setting(self.index, divisor):
+                return left
+            return Fact(
+                "unknown",
+                f"a sum over the batch is divided by `{code(divisor)}`, which the "
+                "analysis cannot tell apart as this process's count or a constant",
+            )
+        if left.kind in ("mean", "token-mean", "constant", "unknown"):
+            return left  # `/ accumulation_steps`: a mean stays a mean
+        return _ELEMENTS
+
+    def _anchor(self, expr: cst.BaseExpression) -> cst.CSTNode:
+        return expr
+
+    # -- calls ------------------------------------------------------------------------
+    def _call(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Fact:
+        func = call.func
+        names = self.index.qualnames(func)
+        functional = {
+            n.rsplit(".", 1)[1]
+            for n in names
+            if n.startswith("torch.nn.functional.")
+            and n.rsplit(".", 1)[1] in _FUNCTIONAL_LOSSES
+        }
+        if functional:
+            return _loss_call(self.index, functional.pop(), call, call, None)
+        if names & {"torch.sum", "torch.mean"}:
+            if not call.args:
+                return _ELEMENTS
+            inner = self.fact(call.args[0].value, at, depth + 1)
+            how = "sum" if "torch.sum" in names else "mean"
+            return _reduced(inner, how, call.args[1:], call)
+        if any(
+            n.rsplit(".", 1)[-1] in _STATISTICS for n in names if n.startswith("torch.")
+        ):
+            return _statistic(call, call.args[1:])
+        if any(
+            n.rsplit(".", 1)[-1] in _NONLINEAR for n in names if n.startswith("torch.")
+        ):
+            inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
+            reduced = [f for f in inputs if f.reduced]
+            if reduced:
+                return _nonlinear(reduced[0], f"`{code(func)}(...)`")
+            return _ELEMENTS
+        if "builtins.sum" in names and len(call.args) == 1:
+            return self._builtin_sum(call.args[0].value, at, depth)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in ("sum", "mean", "nansum", "nanmean"):
+                inner = self.fact(func.value, at, depth + 1)
+                how = "sum" if "sum" in method else "mean"
+                return _reduced(inner, how, call.args, call)
+            if method in _SAME_VALUE:
+                return self.fact(func.value, at, depth + 1)
+            if method in _STATISTICS:
+                return _statistic(call, call.args)
+            if method in _NONLINEAR:
+                receiver = self.fact(func.value, at, depth + 1)
+                if receiver.reduced:
+                    return _nonlinear(receiver, f"`.{method}(...)`")
+                return _ELEMENTS
+        module = self._loss_module(func)
+        if module is not None:
+            name = attr_chain(module.func) or ""
+            return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        target = self.index.callee(call)
+        if target is not None and not self.index.local_class(func):
+            return self._returned(target[0], depth)
+        inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
+        reduced = [f for f in inputs if f.reduced or f.kind == "unknown"]
+        if len(reduced) == 1 and len(call.args) == 1:
+            # `scaler.scale(loss)`: a call the analysis does not know, of the loss
+            # alone, is taken to keep what it is (a scale, a cast).
+            return reduced[0]
+        if reduced:
+            return Fact(
+                "unknown",
+                f"the loss goes through `{code(func)}(...)`, which the analysis does not know",
+            )
+        return _ELEMENTS
+
+    def _builtin_sum(
+        self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int
+    ) -> Fact:
+        if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)):
+            loop = iterable.for_in
+            if m.matches(
+                loop.iter,
+                m.Call(
+                    func=m.Attribute(
+                        attr=m.Name("parameters") | m.Name("named_parameters")
+                    )
+                ),
+            ):
+                return _CONSTANT  # a regulariser of the weights: no batch in it
+            return self.fact(iterable.elt, at, depth + 1)
+        if isinstance(iterable, (cst.List, cst.Tuple)):
+            facts = [self.fact(e.value, at, depth + 1) for e in iterable.elements]
+            result = facts[0] if facts else _CONSTANT
+            for fact in facts[1:]:
+                result = _added(result, fact)
+            return result
+        inner = self.fact(iterable, at, depth + 1)
+        return Fact("sum") if inner.kind == "elements" else inner
+
+    def _returned(self, function: cst.FunctionDef, depth: int) -> Fact:
+        returns = [
+            r.value  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if r.value is not None  # type: ignore[attr-defined]
+            and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
+        ]
+        facts = [self.fact(r, r, depth + 1) for r in returns]
+        chosen = _agree(facts)
+        if chosen is None:
+            return Fact(
+                "unknown",
+                f"`{function.name.value}` returns losses of different reductions",
+            )
+        if chosen.kind == "token-mean":
+            # Its count is written in terms of the function's own variables.
+            return replace(
+                chosen,
+                count=None,
+                reason=f"the loss is a mean over {chosen.what}, computed inside "
+                f"`{function.name.value}`: its count of them is not known where "
+                "the loss is backpropagated",
+            )
+        return chosen
+
+    def _loss_module(self, func: cst.BaseExpression) -> cst.Call | None:
+        """``criterion`` in ``criterion(out, y)`` where every assignment of it is a
+        ``torch.nn`` loss module (``nn.CrossEntropyLoss(...).to(device)`` too)."""
+        key = self.index.key(func)
+        if key is None:
+            return None
+        values = self.index.values.get(key, ())
+        modules = []
+        for value in values:
+            while (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in ("to", "cuda", "cpu", "float", "double")
+            ):
+                value = value.func.value
+            if not isinstance(value, cst.Call) or not any(
+                q.startswith("torch.nn.") and q.endswith("Loss")
+                for q in self.index.qualnames(value.func)
+            ):
+                return None
+            modules.append(value)
+        if len(modules) != 1:
+            return None
+        return modules[0]

@@ -1,0 +1,391 @@
+"""Facts of loss expressions and how they combine (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..analysis import attr_chain
+from ..patterns import string_value
+from .placement import bound_once, code, pure
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+
+Kind = Literal["mean", "sum", "token-mean", "unknown"]
+#: Facts of sub-expressions: also per-element values and batch-independent terms.
+_Kind = Literal["mean", "sum", "token-mean", "unknown", "elements", "constant"]
+
+_REDUCED = ("mean", "sum", "token-mean")
+#: ``torch.nn.functional`` losses, and the position of their target argument.
+_FUNCTIONAL_LOSSES = frozenset(
+    {
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "cosine_embedding_loss",
+        "cross_entropy",
+        "ctc_loss",
+        "gaussian_nll_loss",
+        "hinge_embedding_loss",
+        "huber_loss",
+        "kl_div",
+        "l1_loss",
+        "margin_ranking_loss",
+        "mse_loss",
+        "multi_margin_loss",
+        "multilabel_margin_loss",
+        "multilabel_soft_margin_loss",
+        "nll_loss",
+        "poisson_nll_loss",
+        "smooth_l1_loss",
+        "soft_margin_loss",
+        "triplet_margin_loss",
+    }
+)
+#: Losses whose mean skips the targets equal to ``ignore_index``.
+_IGNORING = frozenset({"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"})
+#: Methods that keep what a value is (shape, dtype, device, autograd).
+_SAME_VALUE = frozenset(
+    {
+        "clone",
+        "contiguous",
+        "cpu",
+        "cuda",
+        "detach",
+        "double",
+        "flatten",
+        "float",
+        "half",
+        "item",
+        "reshape",
+        "squeeze",
+        "to",
+        "type_as",
+        "unsqueeze",
+        "view",
+        "view_as",
+        "bfloat16",
+    }
+)
+#: Functions and methods through which a batch reduction is not one any more.
+_NONLINEAR = frozenset(
+    {"sqrt", "rsqrt", "log", "log1p", "exp", "pow", "square", "abs", "sigmoid", "tanh"}
+)
+#: Statistics of the batch other than its sum or mean.
+_STATISTICS = frozenset({"var", "std", "var_mean", "std_mean", "median", "logsumexp"})
+#: torch constructors: a tensor made from them holds no sample of the batch.
+_CONSTRUCTORS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "ones",
+        "zeros",
+        "full",
+        "eye",
+        "arange",
+        "linspace",
+        "tensor",
+        "as_tensor",
+        "empty",
+    )
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """What an expression is. ``kind`` "token-mean" has the ``count`` of tokens
+    it averages over, an expression valid where ``anchor`` is evaluated (None
+    when none can be written); "unknown" has the ``reason``."""
+
+    kind: _Kind
+    reason: str = ""
+    count: cst.BaseExpression | None = None
+    anchor: cst.CSTNode | None = None
+    what: str = ""  # for a token mean: what it averages over, for messages
+
+    @property
+    def reduced(self) -> bool:
+        return self.kind in _REDUCED
+
+
+_ELEMENTS = Fact("elements")
+_CONSTANT = Fact("constant")
+
+
+def _loss_call(
+    index: ModuleIndex,
+    name: str,
+    call: cst.Call,
+    settings: cst.Call,
+    criterion: cst.BaseExpression | None,
+) -> Fact:
+    """The fact of a loss call; ``settings`` holds its keywords (the call itself,
+    or the ``nn.*Loss(...)`` that built the criterion)."""
+    keywords = {a.keyword.value: a.value for a in settings.args if a.keyword}
+    spelled = code(criterion) if criterion is not None else f"F.{name}"
+    if "reduction" in keywords:
+        reduction = string_value(keywords["reduction"])
+        if reduction is None:
+            return Fact(
+                "unknown",
+                f"`{spelled}` has reduction=`{code(keywords['reduction'])}`, which is "
+                "not written in the file",
+            )
+    elif m.matches(keywords.get("reduce"), m.Name("False")):
+        reduction = "none"
+    elif m.matches(keywords.get("size_average"), m.Name("False")):
+        reduction = "sum"
+    else:
+        reduction = "mean"
+    if reduction == "none":
+        return _ELEMENTS
+    if reduction == "sum":
+        return Fact("sum")
+    if reduction not in ("mean", "batchmean"):
+        return Fact("unknown", f"`{spelled}` has reduction={reduction!r}")
+    if name not in _IGNORING:
+        return Fact("mean")
+    if "weight" in keywords and not m.matches(keywords["weight"], m.Name("None")):
+        return Fact(
+            "unknown",
+            f"`{spelled}` has class weights: its mean divides by the weights of "
+            "this process's targets, not of the global batch's",
+        )
+    ignore = keywords.get("ignore_index")
+    if ignore is None:
+        return Fact("mean")
+    targets = [a.value for a in call.args if a.keyword is None][1:2] + [
+        a.value for a in call.args if a.keyword and a.keyword.value == "target"
+    ]
+    what = f"the targets that are not `ignore_index` ({code(ignore)}) of `{spelled}`"
+    if (
+        len(targets) != 1
+        or not pure(targets[0])
+        or not pure(ignore)
+        or not bound_once(index, ignore)
+    ):
+        return Fact("token-mean", what=what)
+    target = targets[0]
+    if not isinstance(target, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    count = cst.Call(
+        func=cst.Attribute(
+            value=cst.Comparison(
+                left=target,
+                comparisons=[
+                    cst.ComparisonTarget(operator=cst.NotEqual(), comparator=ignore)
+                ],
+                lpar=[cst.LeftParen()],
+                rpar=[cst.RightParen()],
+            ),
+            attr=cst.Name("sum"),
+        )
+    )
+    # The names of the target are read at the call, those of ignore_index where
+    # the criterion was built (usually a module-level constant).
+    return Fact("token-mean", count=count, anchor=call, what=what)
+
+
+def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> Fact:
+    """``x.sum(...)`` / ``x.mean(...)`` of a value with fact ``inner``."""
+    dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
+    if dims:
+        dim = dims[0]
+        values = (
+            [e.value for e in dim.elements]
+            if isinstance(dim, (cst.Tuple, cst.List))
+            else [dim]
+        )
+        if not all(isinstance(v, cst.Integer) or _negative(v) for v in values):
+            if inner.reduced:
+                return inner
+            return Fact(
+                "unknown",
+                f"`{code(call)}` reduces over dimensions the analysis cannot read",
+            )
+        over_batch = any(isinstance(v, cst.Integer) and v.value == "0" for v in values)
+        if not over_batch:
+            return inner if inner.reduced or inner.kind == "unknown" else _ELEMENTS
+    if inner.kind in ("elements",):
+        return Fact(how)  # type: ignore[arg-type]
+    return inner
+
+
+def _statistic(call: cst.Call, args: Iterable[cst.Arg]) -> Fact:
+    """``x.var(0)``, ``x.std()``: over the batch, neither a sum nor a mean."""
+    dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
+    if dims and not m.matches(dims[0], m.Integer("0")):
+        return _ELEMENTS
+    return Fact(
+        "unknown",
+        f"the loss goes through a statistic of the batch (`{code(call)}`)",
+    )
+
+
+def _constructed(index: ModuleIndex, value: cst.BaseExpression) -> bool:
+    """``torch.ones(1).cuda()``: a tensor the script makes, not one of the batch."""
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _SAME_VALUE
+    ):
+        value = value.func.value
+    return isinstance(value, cst.Call) and bool(
+        index.qualnames(value.func) & _CONSTRUCTORS
+    )
+
+
+def _negative(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.UnaryOperation)
+        and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, cst.Integer)
+    )
+
+
+def _added(left: Fact, right: Fact) -> Fact:
+    """The fact of ``left + right``."""
+    for fact in (left, right):
+        if fact.kind == "unknown":
+            return fact
+    if left.kind == right.kind:
+        if left.kind == "token-mean" and not _same_count(left, right):
+            return Fact(
+                "unknown",
+                f"the loss adds means over different counts ({left.what}; {right.what})",
+            )
+        return left
+    kinds = {left.kind, right.kind}
+    if kinds == {"sum", "constant"}:
+        return Fact(
+            "unknown",
+            "the loss adds a term that does not depend on the batch to a sum over "
+            "the batch: each process would add it once",
+        )
+    if "constant" in kinds:
+        return left if right.kind == "constant" else right
+    if "elements" in kinds:
+        other = left if right.kind == "elements" else right
+        if other.kind == "mean":
+            return other  # an opaque term next to a mean: a mean, as by default
+        return Fact(
+            "unknown",
+            f"the loss adds a term whose reduction the analysis cannot read to a "
+            f"{_kind_name(other)}",
+        )
+    return Fact(
+        "unknown",
+        f"the loss mixes reductions: a {_kind_name(left)} plus a {_kind_name(right)}",
+    )
+
+
+def _kind_name(fact: Fact) -> str:
+    return {
+        "mean": "mean over the batch",
+        "sum": "sum over the batch",
+        "token-mean": f"mean over {fact.what}",
+    }.get(fact.kind, fact.kind)
+
+
+def _same_count(left: Fact, right: Fact) -> bool:
+    if left.count is None or right.count is None:
+        return False
+    return left.count.deep_equals(right.count) and left.anchor is right.anchor
+
+
+def _scaled(left: Fact, right: Fact) -> Fact:
+    for fact in (left, right):
+        if fact.kind == "unknown":
+            return fact
+    if left.kind == "constant":
+        return right
+    if right.kind == "constant":
+        return left
+    if left.reduced and right.reduced:
+        return _nonlinear(left, "a product of two batch reductions")
+    return _ELEMENTS
+
+
+def _nonlinear(fact: Fact, how: str) -> Fact:
+    return Fact(
+        "unknown",
+        f"the loss passes a {_kind_name(fact)} through {how}: each process would "
+        "apply it to its share's value, not to the global batch's",
+    )
+
+
+def _agree(facts: list[Fact]) -> Fact | None:
+    if not facts:
+        return None
+    first = facts[0]
+    for fact in facts[1:]:
+        if fact.kind != first.kind:
+            return None
+        if fact.kind == "token-mean" and not _same_count(first, fact):
+            return None
+    return first
+
+
+def _same_region(index: ModuleIndex, node: cst.CSTNode, at: cst.CSTNode) -> bool:
+    """Are ``node`` and ``at`` in the same innermost loop (or function)?"""
+
+    def region(n: cst.CSTNode) -> cst.CSTNode | None:
+        for ancestor in index.ancestors(n):
+            if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef)):
+                return ancestor
+        return None
+
+    return region(node) is region(at)
+
+
+def _setting(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``args.batch_size``, ``config.accum``, a name set to a number or to one of
+    those: a setting of the run, the same for every batch."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.Attribute):
+        chain = attr_chain(expr)
+        return chain is not None and expr.attr.value not in ("shape", "data", "grad")
+    key = index.key(expr) if isinstance(expr, cst.Name) and depth < 3 else None
+    if key is None:
+        return False
+    values = index.values.get(key, ())
+    return bool(values) and all(
+        v is not None and _setting(index, v, depth + 1) for v in values
+    )
+
+
+def _counts_samples(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
+) -> bool:
+    """``x.size(0)``, ``len(x)``, ``x.shape[0]``, ``x.numel()``, also through a
+    variable set to one (a sum is not a count of samples here)."""
+    if m.matches(
+        expr,
+        m.Call(func=m.Attribute(attr=m.Name("size")), args=[m.Arg(m.Integer("0"))]),
+    ) or m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("numel")), args=[])):
+        return True
+    if isinstance(expr, cst.Call) and "builtins.len" in index.qualnames(expr.func):
+        return True
+    if m.matches(
+        expr,
+        m.Subscript(
+            value=m.Attribute(attr=m.Name("shape")),
+            slice=[m.SubscriptElement(m.Index(m.Integer("0")))],
+        ),
+    ):
+        return True
+    if isinstance(expr, cst.Call) and m.matches(
+        expr.func, m.Name("float") | m.Name("int")
+    ):
+        return len(expr.args) == 1 and _counts_samples(index, expr.args[0].value, depth)
+    key = index.key(expr) if isinstance(expr, cst.Name) and depth < 2 else None
+    if key is None:
+        return False
+    values = index.values.get(key, ())
+    return bool(values) and all(
+        v is not None and _counts_samples(index, v, depth + 1) for v in values
+    )

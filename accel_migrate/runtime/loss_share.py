@@ -1,0 +1,111 @@
+"""Which part of the global-batch loss one rank's loss stands for.
+
+The original script computed its loss over the whole global batch; each rank
+computes the same formula over its share of it. How the shares add up to the
+original depends on the loss's reduction:
+
+- ``"mean"`` over samples (every ``torch.nn`` loss by default): the global mean
+  is the shares' means weighted by their sample counts, ``local / total``;
+- ``"sum"``: the global sum is the sum of the shares' sums, each with weight 1;
+- a mean over tokens (``CrossEntropyLoss(ignore_index=pad)``, a masked mean
+  ``(l * mask).sum() / mask.sum()``): the global mean is the shares' means
+  weighted by their token counts, ``count / sum of all ranks' counts``. The
+  script passes its count; the counts are summed across ranks here.
+
+That weight is the rank's *fraction* of the global loss. The gradient exchange
+averages over ranks, so ``accel.backward`` multiplies the loss by
+``world_size * fraction``, and ``accel.global_loss`` sums ``fraction * loss``.
+When no loader is sharded every rank sees the same batch: each one's loss is the
+whole loss, with fraction ``1 / world_size``, whatever the reduction.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+
+if TYPE_CHECKING:
+    from ._state import Runtime
+
+Reduction = Literal["mean", "sum"]
+REDUCTIONS: tuple[str, ...] = ("mean", "sum")
+
+
+def check_reduction(reduction: str, count: Any) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"reduction must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduction!r}"
+        )
+    if count is not None and reduction != "mean":
+        raise ValueError(
+            "count= is the number of elements a mean is taken over (tokens); a "
+            f"loss with reduction={reduction!r} takes no count"
+        )
+
+
+def loss_fraction(runtime: Runtime, reduction: str, count: Any = None) -> float:
+    """This rank's fraction of the global loss (see the module docstring).
+
+    With ``count`` a collective: every rank must call it with a count.
+    """
+    check_reduction(reduction, count)
+    env = runtime.env
+    if not env.distributed:
+        return 1.0
+    if count is not None:
+        local = torch.as_tensor(count).detach().to(torch.float64).sum()
+        total = float(runtime.comm.all_reduce(local, "sum").item())
+        # No rank has anything to average over: every loss is 0/0 and weighs nothing.
+        return float(local.item()) / total if total else 0.0
+    if reduction == "sum":
+        return 1.0 if runtime.batch_share_known() else 1.0 / env.world_size
+    return runtime.batch_fraction()
+
+
+@dataclass(frozen=True)
+class RecordedLoss:
+    """A tensor given to ``accel.backward`` and the fraction it was weighted by.
+
+    ``loss.data`` and ``loss.detach()`` share the tensor's storage: a logged
+    ``accel.global_loss(loss.data)`` is recognised as the same loss.
+    """
+
+    tensor: weakref.ref[torch.Tensor]
+    address: int
+    shape: torch.Size
+    fraction: float
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor, fraction: float) -> RecordedLoss:
+        return cls(weakref.ref(tensor), tensor.data_ptr(), tensor.shape, fraction)
+
+    def matches(self, tensor: torch.Tensor) -> bool:
+        recorded = self.tensor()
+        if recorded is None:
+            return False
+        if recorded is tensor:
+            return True
+        return (
+            tensor.data_ptr() == self.address
+            and tensor.shape == self.shape
+            and tensor.dtype == recorded.dtype
+            and tensor.device == recorded.device
+        )
+
+
+def as_tensors(loss: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``torch.autograd.backward`` takes one tensor or a sequence of them."""
+    if isinstance(loss, torch.Tensor):
+        return [loss]
+    tensors = list(loss)
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(
+                f"accel.backward expects a tensor or a sequence of tensors, got a "
+                f"{type(tensor).__name__} in the sequence"
+            )
+    return tensors

@@ -1,0 +1,149 @@
+"""The shared loss-reduction analysis, seen through the backward AM007 writes.
+
+Each case is a training loop whose last line backpropagates ``loss``; the test
+reads what the runtime is told.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from accel_migrate.codemod import migrate_source
+
+SETUP = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "import torch.nn.functional as F\n"
+    "from torch.utils.data import DataLoader\n"
+    "PAD = 0\n"
+    "model = nn.Linear(4, 4)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "loader = DataLoader(list(range(8)), batch_size=4)\n"
+    "ce = nn.CrossEntropyLoss(ignore_index=PAD).to('cpu')\n"
+    "summed = nn.L1Loss(reduction='sum')\n"
+    "def helper(out, y):\n"
+    "    part = F.mse_loss(out, y, reduction='sum')\n"
+    "    return part + 0.5 * torch.sum(out ** 2)\n"
+)
+
+
+def _backward(body: str) -> tuple[str, str]:
+    source = (
+        SETUP
+        + "for x, y in loader:\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+    )
+    result = migrate_source(source, "train.py")
+    line = next(
+        text.strip()
+        for text in str(result.output).splitlines()
+        if "accel.backward(" in text
+    )
+    finding = next(f for f in result.findings if f.code == "AM007")
+    return line, finding.status
+
+
+@pytest.mark.parametrize(
+    ("body", "call"),
+    [
+        ("loss = F.nll_loss(model(x), y)\nloss.backward()", "accel.backward(loss)"),
+        ("loss = summed(model(x), y)\nloss.backward()", 'reduction="sum"'),
+        ("loss = helper(model(x), y)\nloss.backward()", 'reduction="sum"'),
+        ("loss = helper(model(x), y) / 4\nloss.backward()", 'reduction="sum"'),
+        (
+            "loss = helper(model(x), y) / len(x)\nloss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
+            "loss = ce(model(x), y.view(-1))\nloss.backward()",
+            "count=(y.view(-1) != PAD).sum()",
+        ),
+        (
+            "m = (y != PAD).float()\n"
+            "loss = (F.mse_loss(model(x), y, reduction='none') * m).sum() / m.sum()\n"
+            "loss.backward()",
+            "count=m.sum()",
+        ),
+        (
+            "loss = F.mse_loss(model(x), y)\nloss = loss / 2\nloss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
+            "loss = F.mse_loss(model(x), y) + 1e-3 * sum(p.abs().sum() for p in model.parameters())\n"
+            "loss.backward()",
+            "accel.backward(loss)",
+        ),
+    ],
+)
+def test_known_reductions_are_told(body: str, call: str) -> None:
+    line, status = _backward(body)
+    assert call in line
+    assert status == "fixed"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            "loss = F.mse_loss(model(x), y) + model(x).sum()\nloss.backward()",
+            "a mean over the batch plus a sum over the batch",
+        ),
+        (
+            "loss = torch.sqrt(F.mse_loss(model(x), y))\nloss.backward()",
+            "through `torch.sqrt(...)`",
+        ),
+        (
+            "loss = F.mse_loss(model(x), y, reduction=args.r)\nloss.backward()",
+            "not written in the file",
+        ),
+        (
+            "loss = ce(model(x), y)\ny = y + 1\nloss.backward()",
+            "`y` is assigned in between",
+        ),
+        (
+            "loss = ce(model(x), y)\ny.masked_fill_(y == 1, PAD)\nloss.backward()",
+            "changed in place in between",
+        ),
+        (
+            "loss = summed(model(x), y) + 1.0\nloss.backward()",
+            "does not depend on the batch",
+        ),
+    ],
+)
+def test_unknown_reductions_are_reported_with_their_reason(
+    body: str, reason: str
+) -> None:
+    source = (
+        SETUP
+        + "for x, y in loader:\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+    )
+    result = migrate_source(source, "train.py")
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert finding.status == "needs-review"
+    assert reason in finding.message
+    assert "reduction=" not in str(result.output).split("accel.backward(")[-1]
+
+
+def test_a_second_run_changes_nothing() -> None:
+    source = (
+        SETUP + "for x, y in loader:\n    loss = ce(model(x), y)\n    loss.backward()\n"
+    )
+    once = str(migrate_source(source, "train.py").output)
+    assert "count=(y != PAD).sum()" in once
+    assert str(migrate_source(once, "train.py").output) == once
+
+
+def test_dist_autograd_backward_is_never_rewritten() -> None:
+    """RPC code is already distributed (the screen's to skip); AM007 never makes
+    ``dist_autograd.backward(ctx, [loss])`` a tensor's backward."""
+    source = (
+        SETUP
+        + "import torch.distributed.autograd as dist_autograd\n"
+        + "with dist_autograd.context() as ctx:\n"
+        + "    loss = F.mse_loss(model(torch.randn(2, 4)), torch.randn(2, 4))\n"
+        + "    dist_autograd.backward(ctx, [loss])\n"
+    )
+    result = migrate_source(source, "train.py")
+    assert "dist_autograd.backward(ctx, [loss])" in str(result.output)
+    assert "accel.backward" not in str(result.output)
