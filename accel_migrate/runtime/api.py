@@ -143,6 +143,7 @@ def backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
     if weight != 1.0:
         loss = loss * weight
     runtime.precision.scale_loss(loss).backward(*args, **kwargs)
+    runtime.after_backward()
     runtime.check_first_backward()
 
 
