@@ -73,8 +73,10 @@ def test_a_second_backward_after_the_rebuild_is_refused_on_every_rank(
     tmp_path: Path,
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"]
-        + [str(SCRIPT), str(tmp_path / "out.pt"), "unsupported"],
+        [
+            *(sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"),
+            *(str(SCRIPT), str(tmp_path / "out.pt"), "unsupported"),
+        ],
         capture_output=True,
         text=True,
         timeout=180,  # a rank left waiting in a collective would hang until this

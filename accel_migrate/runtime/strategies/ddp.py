@@ -45,7 +45,7 @@ _FIRST, _FIND_UNUSED = 0, 1
 class _Watch:
     """Which wrappers' forward outputs the backward passes since the last check used."""
 
-    __slots__ = ("used", "forwards", "reduced_at", "__weakref__")
+    __slots__ = ("forwards", "reduced_at", "used")
 
     def __init__(self) -> None:
         self.used: set[int] = set()
