@@ -233,7 +233,7 @@ class MetricSums(Rule):
     def _form(
         self,
         value: cst.BaseExpression,
-        loop: cst.For,
+        loop: cst.CSTNode,
         reads: list[cst.BaseExpression],
         depth: int = 0,
     ) -> Form:
@@ -277,6 +277,9 @@ class MetricSums(Rule):
         if isinstance(value, cst.Call):
             if self.index.local_function(value.func):
                 inner: list[cst.BaseExpression] = []
+                returned = self._returned_form(value, depth)
+                if returned != "other":
+                    return returned  # a linear mean (accuracy in percent), or not
                 forms = {self._form(a.value, loop, inner, depth) for a in value.args}
                 if forms - {"constant", "other"} or self._returns_float(value):
                     return "opaque"
@@ -487,6 +490,26 @@ class MetricSums(Rule):
             if r.value is not None  # type: ignore[attr-defined]
         ]
         return bool(returns) and all(_is_number(r) for r in returns)
+
+    def _returned_form(self, call: cst.Call, depth: int) -> Form:
+        """ "linear" when every return of the called function of this file is
+        linear in batch means it computes itself (``return
+        pred.eq(target).float().mean().item() * 100.0``), "opaque" when one is not,
+        else "other"."""
+        target = self.index.callee(call)
+        if target is None or depth > 2:
+            return "other"
+        function = target[0]
+        forms = {
+            self._form(r.value, function, [], depth + 1)  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if r.value is not None  # type: ignore[attr-defined]
+        }
+        if "linear" in forms and forms <= {"linear", "constant"}:
+            return "linear"
+        if forms & {"nonlinear", "opaque"}:
+            return "opaque"
+        return "other"
 
     def _returns_float(self, call: cst.Call) -> bool:
         """A function of this file whose every return is a Python number, also
