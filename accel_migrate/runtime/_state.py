@@ -201,6 +201,19 @@ class Runtime:
             self._reduce_during_backward = True
         return self.comm.all_reduce(self._weighted_loss(loss), "sum")
 
+    def after_backward(self) -> None:
+        """Let the strategy see each prepared model after a backward pass (DDP: a
+        model whose backward left parameters without gradients is averaged here and
+        rebuilt with find_unused_parameters, see ``strategies.ddp``)."""
+        if not self.strategy.distributed:
+            return
+        for module in self.modules():
+            forward_module = module.forward_module
+            if forward_module is not None:
+                replacement = self.strategy.after_backward(forward_module)
+                if replacement is not None:
+                    module.replace_forward_module(replacement)
+
     def check_first_backward(self) -> None:
         """Catch gradients that bypassed the prepared forward (and so were never synced)."""
         if self._backward_checked:

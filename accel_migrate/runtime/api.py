@@ -181,6 +181,7 @@ def backward(
         create_graph,
         inputs=inputs,
     )
+    runtime.after_backward()
     runtime.check_first_backward()
 
 

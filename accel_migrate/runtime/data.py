@@ -17,6 +17,17 @@ RNG when an epoch starts. Ranks' RNG states drift apart (dropout, uneven work), 
 every rank replays rank 0's RNG state to draw the order, and rank 0 keeps the state
 the original script would have had. A digest check catches samplers that use
 another RNG; then rank 0's batches are broadcast.
+
+Lazy epochs: an epoch of more than ``EAGER_LIMIT`` batches (minGPT-style trainers:
+``RandomSampler(ds, replacement=True, num_samples=int(1e10))``, left with ``break``
+after ``max_iters``) is not drawn up front. Its batches are drawn one at a time, as
+the original draws them: the first under rank 0's RNG state (where a sampler draws
+its seed), the later ones under a copy of the state that draw left, kept apart from
+the training's RNG and the same on every rank. Agreement is checked at the first
+step (on disagreement rank 0's batches are broadcast, each step) and again at steps
+2, 4, 8, ... (a late disagreement fails on every rank). A checkpoint records where
+the epoch started (RNG state, the sampler's generator) and the step, and resuming
+draws the epoch again up to that step.
 """
 
 from __future__ import annotations
@@ -29,6 +40,10 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler
 
 if TYPE_CHECKING:
     from ._state import Runtime
+
+
+#: Epochs of more batches than this are drawn lazily (see the module docstring).
+EAGER_LIMIT = 65536
 
 
 class ShardingError(RuntimeError):
@@ -54,10 +69,27 @@ class _EpochBatches(Sampler[list[int]]):
         self.current: list[list[Any]] = []
         self._resumed: list[list[Any]] | None = None
         self.resume_step = 0
+        #: A lazy epoch: where it started (for checkpoints), and a resumed one's.
+        self.replay: dict[str, Any] | None = None
+        self._replayed: dict[str, Any] | None = None
 
     def resume(self, batches: list[list[Any]], step: int) -> None:
         """Iterate ``batches`` from ``step`` next time, instead of drawing an epoch."""
         self._resumed, self.resume_step = batches, step
+
+    def resume_lazily(self, replay: dict[str, Any], step: int) -> None:
+        """Draw the lazy epoch that started at ``replay`` again, and go on at ``step``."""
+        self._replayed, self.resume_step = replay, step
+
+    def _is_lazy(self) -> bool:
+        if self._resumed is not None:
+            return False
+        if self._replayed is not None:
+            return True
+        try:
+            return len(self.inner) > EAGER_LIMIT  # type: ignore[arg-type]
+        except TypeError:
+            return True  # no length: possibly endless
 
     def _epoch(self) -> tuple[list[list[Any]], int]:
         """This epoch's batches and the step to start at; resets a pending resume."""
@@ -98,6 +130,9 @@ class GlobalBatchSlices(_EpochBatches):
     """Each rank yields its slice of every global batch."""
 
     def __iter__(self) -> Iterator[list[Any]]:
+        if self._is_lazy():
+            yield from self._lazy_slices()
+            return
         world, rank = self.runtime.env.world_size, self.runtime.env.rank
         batches, first = self._epoch()
         plan = []
@@ -111,6 +146,107 @@ class GlobalBatchSlices(_EpochBatches):
             # batch's structure; the loader empties it before the script sees it.
             yield batch[lo : lo + local] if local else batch[:1]
 
+    def _lazy_slices(self) -> Iterator[list[Any]]:
+        world, rank = self.runtime.env.world_size, self.runtime.env.rank
+        plan = _LazyPlan(self.inner)
+        self.plan, self.current = plan, []  # type: ignore[assignment]
+        for step, batch in _lazy_global_batches(self, plan):
+            lo, hi = chunk_bounds(len(batch), world, rank)
+            plan.shares[step] = (hi - lo, len(batch))
+            plan.shares.pop(step - _KEPT_SHARES, None)  # read by now, or never
+            yield batch[lo:hi] if hi > lo else batch[:1]
+
+
+_KEPT_SHARES = 4096
+
+
+class _LazyPlan:
+    """``plan`` of a lazy epoch: only the shares of steps drawn and not yet read."""
+
+    def __init__(self, inner: Any) -> None:
+        self.shares: dict[int, tuple[int, int]] = {}
+        try:
+            self.length = len(inner)
+        except TypeError:
+            self.length = 1 << 62
+
+    def __getitem__(self, step: int) -> tuple[int, int]:
+        for old in [s for s in self.shares if s < step]:
+            del self.shares[old]  # a loader with workers reads a few steps behind
+        return self.shares[step]
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def _generator_of(inner: Any) -> torch.Generator | None:
+    for candidate in (inner, getattr(inner, "sampler", None)):
+        generator = getattr(candidate, "generator", None)
+        if isinstance(generator, torch.Generator):
+            return generator
+    return None
+
+
+def _lazy_global_batches(
+    owner: _EpochBatches, plan: _LazyPlan
+) -> Iterator[tuple[int, list[Any]]]:
+    """(step, global batch) of a lazy epoch from its start, the same on every rank;
+    a resumed epoch is drawn again and its steps before the resume are skipped."""
+    comm, rank = owner.runtime.comm, owner.runtime.env.rank
+    replayed, skip = owner._replayed, owner.resume_step
+    owner._replayed, owner.resume_step = None, 0
+    generator = _generator_of(owner.inner)
+    if replayed is None:
+        start = comm.broadcast_object(torch.get_rng_state() if rank == 0 else None)
+        replay = {
+            "rng": start,
+            "generator": None if generator is None else generator.get_state(),
+        }
+    else:
+        replay, start = replayed, replayed["rng"]
+        if generator is not None and replay["generator"] is not None:
+            generator.set_state(replay["generator"])
+    owner.replay = replay
+    own = torch.get_rng_state()
+    torch.set_rng_state(start)
+    try:
+        iterator = iter(owner.inner)
+        first = next(iterator, None)
+    finally:
+        drawn = torch.get_rng_state()
+        if rank != 0 or replayed is not None:
+            torch.set_rng_state(own)
+    if first is None:
+        return
+    broadcast = len(set(comm.all_gather_object(_digest([list(first)])))) > 1
+    digest, check_at, step, batch = 0, 1, 0, list(first)
+    while True:
+        if broadcast:
+            batch = comm.broadcast_object(batch if rank == 0 else None)
+        else:
+            digest = hash((digest, tuple(batch)))
+            if step == check_at:
+                check_at *= 2
+                if len(set(comm.all_gather_object(digest))) > 1:
+                    raise ShardingError(
+                        f"the sampler gave different batches on different ranks by "
+                        f"step {step} of an epoch of {len(plan)} batches (it draws "
+                        f"from a random generator of its own, not torch's): seed it "
+                        f"the same on every rank"
+                    )
+        if step >= skip:
+            yield step, batch
+        own = torch.get_rng_state()
+        torch.set_rng_state(drawn)
+        try:
+            following = next(iterator, None)
+        finally:
+            drawn = torch.get_rng_state()
+            torch.set_rng_state(own)
+        if following is None:
+            return
+        step, batch = step + 1, list(following)
+
 
 class PerDeviceBatches(_EpochBatches):
     """Each rank yields whole batches of the original size from its share of samples."""
@@ -122,6 +258,12 @@ class PerDeviceBatches(_EpochBatches):
 
     def _draw(self) -> list[list[Any]]:
         world, rank = self.runtime.env.world_size, self.runtime.env.rank
+        if self._is_lazy():
+            raise ShardingError(
+                f"batch mode 'per-device' deals out a whole epoch's samples, and this "
+                f"epoch has {len(self.inner)} batches: use the default batch mode "  # type: ignore[arg-type]
+                f"'global', which draws the batches one at a time"
+            )
         batches = self._global_batches()
         size = self.batch_size or max((len(b) for b in batches), default=1)
         order = [index for batch in batches for index in batch]
@@ -198,13 +340,22 @@ def _position(self: Any) -> dict[str, Any]:
     batches: _EpochBatches = self.batch_sampler
     started, step = self._accel_epochs_started, self._accel_step
     if started and 0 < step < len(batches.plan):
+        if isinstance(batches.plan, _LazyPlan):
+            return {
+                "epoch": started - 1,
+                "step": step,
+                "batches": None,
+                "replay": batches.replay,
+            }
         return {"epoch": started - 1, "step": step, "batches": batches.current}
     return {"epoch": started, "step": 0, "batches": None}
 
 
 def _resume(self: Any, position: dict[str, Any]) -> None:
     self._accel_epochs_started = int(position["epoch"])
-    if position["batches"] is not None:
+    if position.get("replay") is not None:
+        self.batch_sampler.resume_lazily(position["replay"], int(position["step"]))
+    elif position["batches"] is not None:
         self.batch_sampler.resume(position["batches"], int(position["step"]))
 
 

@@ -50,12 +50,18 @@ class PreparedModule(nn.Module):
         forward_module = self.ensure_ready()
         object.__setattr__(self, "_forward_calls", self._forward_calls + 1)
         with self._runtime.precision.forward_context():
-            return forward_module(*args, **kwargs)
+            output = forward_module(*args, **kwargs)
+        self._runtime.strategy.watch_forward(forward_module, output)
+        return output
 
     @property
     def forward_module(self) -> nn.Module | None:
         """The strategy's wrapper, once the first forward has built it."""
         return self._forward_module
+
+    def replace_forward_module(self, forward_module: nn.Module) -> None:
+        """Use a new wrapper of the same module from now on (see ``Runtime.after_backward``)."""
+        object.__setattr__(self, "_forward_module", forward_module)
 
     def release_forward_module(self) -> None:
         """Drop the strategy's wrapper (at shutdown, before the process group goes)."""

@@ -23,7 +23,17 @@ of it:
   becomes ``accel.global_loss(...)`` (a number from one of the script's functions,
   ``accel.global_loss(torch.as_tensor(...)).item()``), a sum or a count
   ``accel.reduce(...)``. What the object then holds, and everything computed from
-  it after the loop (``sum(values)``, ``meter.avg``), is the original's.
+  it after the loop (``sum(values)``, ``meter.avg``), is the original's;
+- a batch mean that is a Python number is never given to ``accel.global_loss``
+  (which takes a tensor). Linear in the batch's losses (``acc =
+  (pred == y).float().mean().item()``; ``total += acc``), it is weighted by each
+  process's share of the batch: ``accel.global_loss(torch.as_tensor(acc)).item()``,
+  right also for unequal shares. A non-linear function of them (PSNR: ``psnr = 10 *
+  log10(1 / mse.item())``; ``avg_psnr += psnr``) cannot be combined from the
+  processes' values, so the losses it is computed from are made the whole batch's
+  (``mse.item()`` -> ``accel.global_loss(mse).item()``): every process then computes
+  the original's value, and the sum needs no combining. A number computed by a
+  function of this file (``avg += psnr_of(mse.item())``) is reported.
 
 ## Why
 Evaluation loaders are sharded like training loaders, so no sample is counted
@@ -74,6 +84,8 @@ if TYPE_CHECKING:
     from ..analysis import ModuleIndex
 
 Kind = Literal["sum", "mean", "unknown"]
+#: How a per-batch value depends on this process's batch (see ``_form``).
+Form = Literal["constant", "linear", "nonlinear", "opaque", "other"]
 
 _SUM_METHODS = {"sum", "size", "numel", "count_nonzero"}
 _MEAN_LOSS_HINTS = ("loss", "cross_entropy", "kl_div")
@@ -81,6 +93,11 @@ _MEAN_LOSS_HINTS = ("loss", "cross_entropy", "kl_div")
 _COLLECTORS = {"append", "insert", "update", "add", "add_"}
 #: Objects whose collected values are already combined across processes.
 _SYNCED_PREFIXES = ("torchmetrics.",)
+#: Functions of numbers (or of 0-d tensors) that read nothing but their arguments.
+_PURE_PREFIXES = ("math.", "numpy.", "torch.")
+_PURE_BUILTINS = frozenset(
+    f"builtins.{name}" for name in ("abs", "round", "pow", "min", "max", "float")
+)
 
 
 class MetricSums(Rule):
@@ -97,6 +114,9 @@ class MetricSums(Rule):
         #: Collected values (original nodes) -> "reduce", "global_loss" or
         #: "global_number" (a number from a function of this file).
         self._collect: dict[cst.BaseExpression, str] = {}
+        #: Reads of batch-mean losses (``mse.item()``, ``mse``) that a non-linear
+        #: metric is computed from: made the whole batch's (``accel.global_loss``).
+        self._reads: set[cst.BaseExpression] = set()
 
     # -- planning, on the original tree -----------------------------------------------
     def visit_For(self, node: cst.For) -> None:
@@ -134,12 +154,7 @@ class MetricSums(Rule):
                     f"cannot tell whether `{name}` sums or averages over batches; it holds this process's share only",
                 )
             elif kind == "mean":
-                self._wrap[aug] = "global_loss"
-                self.report(
-                    aug,
-                    "fixed",
-                    f"`{name}` adds batch-mean losses -> accel.global_loss(...) per batch",
-                )
+                self._plan_mean(aug, name, node)
             elif self._read_inside(node, name, aug):
                 self._wrap[aug] = "reduce"
                 self.report(
@@ -154,6 +169,154 @@ class MetricSums(Rule):
                 )
         if reduce_after:
             self._after[node] = reduce_after
+
+    # -- numbers computed from batch means ------------------------------------------------
+    def _plan_mean(self, aug: cst.AugAssign, name: str, loop: cst.For) -> None:
+        """``name += value``, a batch mean: combined per batch as the whole batch's.
+
+        ``accel.global_loss`` takes a tensor. A Python number (``loss.item()``,
+        ``10 * log10(1 / mse.item())``) is combined according to how it depends on
+        the batch: linearly (``acc = (...).mean().item()``): weighted by each
+        process's share, as a tensor; through a non-linear function (PSNR): the
+        losses it is computed from are made the whole batch's first, so every
+        process computes the original's value; anything else: reported.
+        """
+        reads: list[cst.BaseExpression] = []
+        form = self._form(aug.value, loop, reads)
+        value = f"`{_code(aug.value)}`"
+        if form == "nonlinear":
+            self._reads.update(reads)
+            self.report(
+                aug,
+                "fixed",
+                f"`{name}` adds {value}, a non-linear function of batch-mean losses: "
+                "it is computed from the whole batch's losses (accel.global_loss), the "
+                "same on every process",
+            )
+        elif form == "opaque":
+            self.report(
+                aug,
+                "needs-review",
+                f"`{name}` adds {value}, a number that a function of this file "
+                "computes from this process's share of the batch; the rule cannot "
+                "tell whether it is linear in the batch, and per-process values of a "
+                "non-linear one (PSNR) cannot be combined into the original's: compute "
+                "it from accel.global_loss(loss).item() in the loop",
+            )
+        elif (
+            form == "linear"
+            and not _direct_reads(aug.value)
+            and all(_read_of(r) is not r for r in reads)  # a number, not a tensor
+        ):
+            if self._torch_name is None:
+                self.report(
+                    aug,
+                    "needs-review",
+                    f"`{name}` adds {value}, a batch mean that is a number; it holds "
+                    "this process's share (the file does not import torch)",
+                )
+                return
+            self._wrap[aug] = "global_number"
+            self.report(
+                aug,
+                "fixed",
+                f"`{name}` adds batch means -> accel.global_loss(...) per batch",
+            )
+        else:
+            self._wrap[aug] = "global_loss"
+            self.report(
+                aug,
+                "fixed",
+                f"`{name}` adds batch-mean losses -> accel.global_loss(...) per batch",
+            )
+
+    def _form(
+        self,
+        value: cst.BaseExpression,
+        loop: cst.CSTNode,
+        reads: list[cst.BaseExpression],
+        depth: int = 0,
+    ) -> Form:
+        """How ``value`` depends on this process's batch: not at all ("constant"),
+        linearly on batch-mean losses ("linear": plus, minus, times or over a
+        constant), through other arithmetic or pure functions of them
+        ("nonlinear"), through a function of this file ("opaque"), or otherwise
+        ("other": tensors, sums, unknown names). ``reads`` collects the batch-mean
+        reads it is computed from (``mse.item()``, ``float(mse)``, ``mse``)."""
+        if depth > 3:
+            return "other"
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return "constant"
+        if isinstance(value, cst.UnaryOperation) and isinstance(
+            value.operator, (cst.Minus, cst.Plus)
+        ):
+            return self._form(value.expression, loop, reads, depth)
+        if _read_of(value) is not value:
+            if self._kind(value, loop) != "mean":
+                return "other"
+            reads.append(value)
+            return "linear"
+        if isinstance(value, cst.BinaryOperation):
+            left = self._form(value.left, loop, reads, depth)
+            right = self._form(value.right, loop, reads, depth)
+            forms = {left, right}
+            if forms & {"other", "opaque"}:
+                return (
+                    "opaque" if "opaque" in forms and "other" not in forms else "other"
+                )
+            if forms == {"constant"}:
+                return "constant"
+            op = value.operator
+            if isinstance(op, (cst.Add, cst.Subtract)):
+                return "nonlinear" if "nonlinear" in forms else "linear"
+            if isinstance(op, cst.Multiply) and "constant" in forms:
+                return left if right == "constant" else right
+            if isinstance(op, cst.Divide) and right == "constant":
+                return left
+            return "nonlinear"
+        if isinstance(value, cst.Call):
+            if self.index.local_function(value.func):
+                inner: list[cst.BaseExpression] = []
+                returned = self._returned_form(value, depth)
+                if returned != "other":
+                    return returned  # a linear mean (accuracy in percent), or not
+                forms = {self._form(a.value, loop, inner, depth) for a in value.args}
+                if forms - {"constant", "other"} or self._returns_float(value):
+                    return "opaque"
+                return "other"
+            names = self.qualnames(value.func)
+            if not names or not all(
+                n.startswith(_PURE_PREFIXES) or n in _PURE_BUILTINS for n in names
+            ):
+                return "other"
+            if not value.args or any(a.star or a.keyword for a in value.args):
+                return "other"
+            forms = {self._form(a.value, loop, reads, depth) for a in value.args}
+            if forms & {"other", "opaque"}:
+                return (
+                    "opaque" if "opaque" in forms and "other" not in forms else "other"
+                )
+            return "constant" if forms == {"constant"} else "nonlinear"
+        if isinstance(value, cst.Name):
+            key = self.index.key(value)
+            values = self.index.values.get(key, []) if key is not None else []
+            if not values or any(v is None for v in values):
+                return "other"
+            if all(isinstance(v, (cst.Integer, cst.Float)) for v in values):
+                return "constant"
+            if len(values) != 1 or not self._inside(values[0], loop):
+                return "other"
+            source = values[0]
+            if isinstance(source, cst.Call) and (
+                self._mean_loss(source)
+                or m.matches(
+                    source, m.Call(func=m.Attribute(attr=m.Name("mean")), args=[])
+                )
+            ):
+                reads.append(value)  # a batch-mean loss tensor
+                return "linear"
+            return self._form(source, loop, reads, depth + 1)
+        return "other"
 
     # -- values collected per batch ------------------------------------------------------
     def _collections(
@@ -235,9 +398,32 @@ class MetricSums(Rule):
                     "(the rule cannot tell whether they are sums or batch means)",
                 )
                 return
+            reads: list[cst.BaseExpression] = []
+            form = self._form(value, loop, reads) if kind == "mean" else "other"
+            if form == "opaque":
+                self.report(
+                    statement,
+                    "needs-review",
+                    f"values collected with `{what}` are numbers that a function of "
+                    f"this file computes from this process's share of each batch "
+                    f"(`{_code(value)}`); the rule cannot tell whether it is linear in "
+                    "the batch, and per-process values of a non-linear one (PSNR) "
+                    "cannot be combined into the original's: compute them from "
+                    "accel.global_loss(loss).item() in the loop",
+                )
+                return
+            if form == "nonlinear":
+                # Computed from the whole batch's losses: the original's values.
+                self._reads.update(reads)
+                plan[value] = "as_is"
+                continue
             if kind == "sum":
                 plan[value] = "reduce"
-            elif self._returns_number(value):
+            elif self._returns_number(value) or (
+                form == "linear"
+                and not _direct_reads(value)
+                and all(_read_of(r) is not r for r in reads)
+            ):
                 if self._torch_name is None:
                     self.report(
                         statement,
@@ -251,6 +437,15 @@ class MetricSums(Rule):
         if not plan:
             return
         self._collect.update(plan)
+        if set(plan.values()) == {"as_is"}:
+            self.report(
+                statement,
+                "fixed",
+                f"`{what}` collects numbers computed from batch-mean losses -> "
+                "computed from the whole batch's losses (accel.global_loss), the same "
+                "on every process",
+            )
+            return
         self.report(
             statement,
             "fixed",
@@ -295,6 +490,52 @@ class MetricSums(Rule):
             if r.value is not None  # type: ignore[attr-defined]
         ]
         return bool(returns) and all(_is_number(r) for r in returns)
+
+    def _returned_form(self, call: cst.Call, depth: int) -> Form:
+        """ "linear" when every return of the called function of this file is
+        linear in batch means it computes itself (``return
+        pred.eq(target).float().mean().item() * 100.0``), "opaque" when one is not,
+        else "other"."""
+        target = self.index.callee(call)
+        if target is None or depth > 2:
+            return "other"
+        function = target[0]
+        forms = {
+            self._form(r.value, function, [], depth + 1)  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if r.value is not None  # type: ignore[attr-defined]
+        }
+        if "linear" in forms and forms <= {"linear", "constant"}:
+            return "linear"
+        if forms & {"nonlinear", "opaque"}:
+            return "opaque"
+        return "other"
+
+    def _returns_float(self, call: cst.Call) -> bool:
+        """A function of this file whose every return is a Python number, also
+        through math or NumPy (``return 10 * math.log10(1 / mse.item())``)."""
+        target = self.index.callee(call)
+        if target is None:
+            return False
+        returns = [
+            r.value  # type: ignore[attr-defined]
+            for r in m.findall(target[0].body, m.Return())
+            if r.value is not None  # type: ignore[attr-defined]
+        ]
+        return bool(returns) and all(self._looks_float(r) for r in returns)
+
+    def _looks_float(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.BinaryOperation):
+            sides = (value.left, value.right)
+            return all(
+                self._looks_float(v) or isinstance(v, (cst.Integer, cst.Float))
+                for v in sides
+            ) and not all(isinstance(v, (cst.Integer, cst.Float)) for v in sides)
+        if isinstance(value, cst.Call) and any(
+            n.startswith(("math.", "numpy.")) for n in self.qualnames(value.func)
+        ):
+            return True
+        return _is_number(value)
 
     def _increments(self, loop: cst.For) -> Iterator[cst.AugAssign]:
         """``x += ...`` in the loop, on a variable set to zero before the loop."""
@@ -577,12 +818,30 @@ class MetricSums(Rule):
         if how == "global_loss":
             return self._global_loss(updated)
         if how == "global_number":
-            tensor = cst.parse_expression(f"{self._torch_name}.as_tensor(x)")
-            assert isinstance(tensor, cst.Call)
-            tensor = tensor.with_changes(args=[cst.Arg(value=updated)])
-            inner = self.runtime_call("global_loss", [cst.Arg(value=tensor)])
-            return cst.Call(func=cst.Attribute(value=inner, attr=cst.Name("item")))
-        return updated
+            return self._global_number(updated)
+        return updated  # "as_is": its batch-mean reads are made the whole batch's
+
+    def _global_number(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """A batch mean that is a number -> ``accel.global_loss(torch.as_tensor(v)).item()``."""
+        tensor = cst.parse_expression(f"{self._torch_name}.as_tensor(x)")
+        assert isinstance(tensor, cst.Call)
+        tensor = tensor.with_changes(args=[cst.Arg(value=value)])
+        inner = self.runtime_call("global_loss", [cst.Arg(value=tensor)])
+        return cst.Call(func=cst.Attribute(value=inner, attr=cst.Name("item")))
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        if original_node in self._reads:
+            return self._global_loss(updated_node)
+        return updated_node
+
+    def leave_Name(
+        self, original_node: cst.Name, updated_node: cst.Name
+    ) -> cst.BaseExpression:
+        if original_node in self._reads:
+            return self.runtime_call("global_loss", [cst.Arg(value=updated_node)])
+        return updated_node
 
     def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
         if original_node.value in self._collect:
@@ -613,6 +872,8 @@ class MetricSums(Rule):
         value = updated_node.value
         if how == "global_loss":
             value = self._global_loss(value)
+        elif how == "global_number":
+            value = self._global_number(value)
         else:
             value = self.runtime_call("reduce", [cst.Arg(value=value)])
         return updated_node.with_changes(value=value)
@@ -698,6 +959,24 @@ def _read_of(value: cst.BaseExpression) -> cst.BaseExpression:
     if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
         return value.args[0].value  # type: ignore[attr-defined]
     return value
+
+
+def _direct_reads(value: cst.BaseExpression) -> bool:
+    """``loss.item()``, ``float(loss)``, and those plus, minus, times or over a
+    number: forms ``_global_loss`` rewrites read by read."""
+    if isinstance(value, cst.BinaryOperation):
+        sides = (value.left, value.right)
+        if not any(_direct_reads(side) for side in sides):
+            return False
+        return all(
+            _direct_reads(side) or isinstance(side, (cst.Integer, cst.Float))
+            for side in sides
+        )
+    return _read_of(value) is not value
+
+
+def _code(node: cst.BaseExpression) -> str:
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def _is_number(value: cst.BaseExpression) -> bool:

@@ -64,6 +64,14 @@ class Strategy:
     ) -> Any:
         return module.load_state_dict(state, strict=strict)
 
+    def watch_forward(self, forward_module: nn.Module, output: Any) -> None:
+        """See a prepared model's forward output (DDP: which backward uses it)."""
+        return None
+
+    def after_backward(self, forward_module: nn.Module) -> nn.Module | None:
+        """Called after each ``accel.backward``; may return a wrapper to use instead."""
+        return None
+
     @contextmanager
     def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:
         """Skip the gradient exchange of the backward passes run inside."""

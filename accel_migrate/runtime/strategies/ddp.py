@@ -1,9 +1,35 @@
-"""Data parallel: every rank holds the whole model; gradients are averaged."""
+"""Data parallel: every rank holds the whole model; gradients are averaged.
+
+Models whose backward uses only some of their outputs
+-----------------------------------------------------
+A multi-head model (InfoGAN's discriminator: ``validity, _, _ = D(x)`` in one
+backward, ``_, label, code = D(x)`` in another) leaves the unused heads without a
+gradient. DDP built with ``find_unused_parameters=False`` then never finishes its
+reduction: the optimizer step uses gradients that were not averaged, and the next
+forward raises "Expected to have finished reduction in the prior iteration".
+``find_unused_parameters=True`` from the start would cost a graph traversal at every
+forward of every model, which most never need.
+
+So every model starts without it, and the strategy watches: each forward puts a
+hook on the outputs that require grad (a few per forward, not one per parameter),
+so after a backward it knows which models that backward ran through. A model the
+backward ran through whose reducer did not finish is one with unused outputs. That
+step is made right on the spot (its gradients are averaged here, every parameter
+with a gradient on any rank, as DDP would have), and the model gets a new DDP
+wrapper with ``find_unused_parameters=True`` for the rest of the run. A model only
+forwarded, whose outputs a later backward uses (DCGAN's generator during the
+discriminator's step), is not touched. Every rank decides from its own graph, which
+is the same on every rank when the model's use of its outputs does not depend on the
+data; one that does (a head used for some batches only) hangs DDP in the original
+too, and here fails at the collective timeout.
+"""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -12,9 +38,39 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .base import Strategy
 
+# Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt with.
+_FIRST, _FIND_UNUSED = 0, 1
+
+
+class _Watch:
+    """Which wrappers' forward outputs the backward passes since the last check used."""
+
+    __slots__ = ("forwards", "reduced_at", "used")
+
+    def __init__(self) -> None:
+        self.used: set[int] = set()
+        #: Watched forwards so far, and their count at the last reduced backward.
+        self.forwards = 0
+        self.reduced_at = -1
+
+    def hook(self, generation: int) -> Any:
+        used = self.used
+
+        def mark(grad: torch.Tensor) -> None:
+            used.add(generation)
+
+        return mark
+
 
 class DDPStrategy(Strategy):
     name = "ddp"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Keyed by the user's module: it outlives a wrapper that is replaced.
+        self._watches: weakref.WeakKeyDictionary[nn.Module, _Watch] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         if not any(p.requires_grad for p in module.parameters()):
@@ -22,8 +78,22 @@ class DDPStrategy(Strategy):
             # DDP refuses it. Still start every rank from rank 0's weights.
             _broadcast(module)
             return module
+        self._watches[module] = _Watch()
+        return self._wrap(module, find_unused_parameters=False)
+
+    def _wrap(
+        self, module: nn.Module, find_unused_parameters: bool
+    ) -> DistributedDataParallel:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(module, device_ids=device_ids)
+        return DistributedDataParallel(
+            module,
+            device_ids=device_ids,
+            find_unused_parameters=find_unused_parameters,
+            # The rebuild skips the broadcast: every rank's parameters are already
+            # rank 0's, and writing them in place would break a graph kept for a
+            # second backward (retain_graph=True).
+            init_sync=not find_unused_parameters,
+        )
 
     @contextmanager
     def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:
@@ -32,6 +102,125 @@ class DDPStrategy(Strategy):
                 yield
         else:
             yield
+
+    # -- unused outputs (see the module docstring) --------------------------------------
+    def watch_forward(self, forward_module: nn.Module, output: Any) -> None:
+        if not (
+            isinstance(forward_module, DistributedDataParallel)
+            and forward_module.require_backward_grad_sync  # not inside no_sync
+            and torch.is_grad_enabled()
+        ):
+            return
+        watch = self._watches.get(forward_module.module)
+        if watch is None:
+            return
+        generation = _FIND_UNUSED if forward_module.find_unused_parameters else _FIRST
+        watch.forwards += 1
+        mark = watch.hook(generation)
+        for tensor in _tensors(output):
+            if tensor.requires_grad:
+                tensor.register_hook(mark)
+
+    def after_backward(self, forward_module: nn.Module) -> nn.Module | None:
+        if not isinstance(forward_module, DistributedDataParallel):
+            return None
+        watch = self._watches.get(forward_module.module)
+        if watch is None or not watch.used:
+            return None  # this backward did not run through the model
+        used = set(watch.used)
+        watch.used.clear()  # cleared, not replaced: the hooks hold this set
+        # A second backward with no forward since the last reduced one (a graph
+        # kept with retain_graph=True): DDP expects one backward per forward.
+        again = watch.reduced_at == watch.forwards
+        watch.reduced_at = watch.forwards
+        if not forward_module.find_unused_parameters:
+            if again:
+                # DDP ignored its hooks: these gradients were not averaged. Those of
+                # the backward before were, so averaging the sum is exact.
+                _average_gradients(forward_module.module, self.device)
+                return None
+            try:
+                forward_module.reducer._check_reducer_finalized()
+                return None
+            except RuntimeError:
+                pass
+            # Some parameters got no gradient: DDP is still waiting for them.
+            _average_gradients(forward_module.module, self.device)
+            forward_module.reducer._remove_autograd_hooks()
+            replacement = self._wrap(forward_module.module, find_unused_parameters=True)
+            replacement.train(forward_module.training)
+            return replacement
+        if used == {_FIRST}:
+            # A second backward through a forward run before the rebuild: the old
+            # wrapper's hooks are gone, so average it here.
+            _average_gradients(forward_module.module, self.device)
+            return None
+        if used != {_FIND_UNUSED}:
+            raise RuntimeError(
+                "accel-migrate: one backward ran through outputs of a model computed "
+                "both before and after the runtime rebuilt its DDP wrapper with "
+                "find_unused_parameters=True; their gradients cannot be averaged "
+                "correctly. Compute the model's outputs again after the first backward"
+            )
+        if again:
+            # DDP with find_unused_parameters records which parameters this backward
+            # used for its next reduction, which is then wrong: refuse, on every rank.
+            raise RuntimeError(
+                "accel-migrate: two backward passes through one forward of a model "
+                "that leaves some parameters without gradients (retain_graph=True) "
+                "are not supported under DDP: add the losses and call backward once, "
+                "or run the model's forward again before the second backward"
+            )
+        return None
+
+
+def _tensors(output: Any) -> Iterator[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        yield output
+    elif isinstance(output, (list, tuple)):
+        for item in output:
+            yield from _tensors(item)
+    elif isinstance(output, dict):
+        for item in output.values():
+            yield from _tensors(item)
+
+
+def _average_gradients(module: nn.Module, device: torch.device) -> None:
+    """What DDP's reduction would have done: every gradient averaged over ranks.
+
+    A parameter without a gradient here but with one on another rank contributed
+    zero here; one without a gradient anywhere keeps none, as in the original.
+    """
+    params = [p for p in module.parameters() if p.requires_grad]
+    present = torch.tensor(
+        [p.grad is not None for p in params], dtype=torch.int64, device=device
+    )
+    dist.all_reduce(present)
+    grads = []
+    for param, count in zip(params, present.tolist(), strict=True):
+        if not count:
+            continue
+        if param.grad is None:
+            param.grad = torch.zeros_like(param)
+        if param.grad.is_sparse:
+            raise RuntimeError(
+                "accel-migrate: a model whose backward leaves some parameters "
+                "without a gradient has sparse gradients, which the runtime cannot "
+                "average: build its DDP wrapper with find_unused_parameters=True"
+            )
+        grads.append(param.grad)
+    world = dist.get_world_size()
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for grad in grads:
+        by_dtype.setdefault(grad.dtype, []).append(grad)
+    for group in by_dtype.values():
+        flat = torch.cat([g.reshape(-1) for g in group])
+        dist.all_reduce(flat)
+        flat.div_(world)
+        offset = 0
+        for grad in group:
+            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+            offset += grad.numel()
 
 
 def _broadcast(module: nn.Module) -> None:

@@ -1,0 +1,92 @@
+"""DDP and models whose backward leaves parameters without gradients (multi-head
+models, ``validity, _ = D(x)``): trained at world 2 as the original trains, see
+``runtime/strategies/ddp.py``. The InfoGAN-shaped end-to-end case (migrated by the
+codemod) is ``fixtures/parity/infogan_heads.py`` in ``tests/parity``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.parity.harness import max_parameter_error
+
+pytestmark = pytest.mark.multiprocess
+
+SCRIPT = Path(__file__).parent / "scripts" / "unused_outputs.py"
+LOSS = re.compile(r"^(\w+) step (\d+) loss (\S+)$", re.MULTILINE)
+FIND_UNUSED = re.compile(r"^(\w+) find_unused (\w+)$", re.MULTILINE)
+
+
+def _run(command: list[str]) -> str:
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, dict]]:
+    folder = tmp_path_factory.mktemp("unused")
+    out = {}
+    for name, prefix in (
+        ("original", [sys.executable]),
+        ("world2", [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"]),
+    ):
+        path = folder / f"{name}.pt"
+        stdout = _run([*prefix, str(SCRIPT), str(path)])
+        out[name] = (stdout, torch.load(path))
+    return out
+
+
+def test_losses_match_the_original_at_world_2(runs) -> None:
+    expected = LOSS.findall(runs["original"][0])
+    got = LOSS.findall(runs["world2"][0])
+    assert [row[:2] for row in got] == [row[:2] for row in expected]
+    assert {row[0] for row in expected} == {"retain", "dcgan", "accumulate", "all_used"}
+    for (mode, step, e), (_, _, g) in zip(expected, got, strict=True):
+        assert abs(float(g) - float(e)) <= 1e-5 * abs(float(e)), f"{mode} step {step}"
+
+
+def test_parameters_match_the_original_at_world_2(runs) -> None:
+    assert max_parameter_error(runs["original"][1], runs["world2"][1]) < 1e-5
+
+
+def test_only_models_with_unused_parameters_find_them(runs) -> None:
+    # Plain python: no wrapper at all.
+    assert set(dict(FIND_UNUSED.findall(runs["original"][0])).values()) == {"None"}
+    assert dict(FIND_UNUSED.findall(runs["world2"][0])) == {
+        "retain": "False",  # every parameter used by the first backward
+        "dcgan_g": "False",  # only forwarded before D's backward: left as built
+        "dcgan_d": "True",
+        "accumulate": "True",
+        "all_used": "False",
+    }
+
+
+def test_a_second_backward_after_the_rebuild_is_refused_on_every_rank(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"),
+            *(str(SCRIPT), str(tmp_path / "out.pt"), "unsupported"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,  # a rank left waiting in a collective would hang until this
+        check=False,
+    )
+    assert done.returncode != 0
+    assert (
+        done.stderr.count("two backward passes through one forward") >= 2
+    ), done.stderr
+    assert "expected an error" not in done.stderr
+    # It trained the first step (rebuilt and averaged), and refused the second.
+    assert "unsupported step 0 loss" in done.stdout
+    assert "unsupported step 1 loss" not in done.stdout
