@@ -117,6 +117,7 @@ def run_launch(script: str, script_args: list[str], **options: Any) -> int:
                 "precision": options["precision"],
                 "batch_mode": options["batch_mode"],
                 "timeout": options["timeout"],
+                "sync_batchnorm": (False if options.get("no_sync_batchnorm") else None),
             }
         )
         if not os.path.isfile(script):

@@ -1,0 +1,304 @@
+"""BatchNorm over the global batch, on CPU (gloo) as well as CUDA (NCCL).
+
+In the default global-batch mode every rank takes its slice of the original
+script's batch, so a BatchNorm layer in train mode that normalised by its own
+slice would see half the samples at world 2: other statistics, other losses.
+Here the statistics are those of the global batch, as in the original script:
+
+- forward: each rank's per-channel mean, sum of squared deviations and count are
+  gathered (one collective of ``world * (2C + 1)`` numbers) and combined in rank
+  order, the same on every rank (Chan's parallel variance: no cancellation of
+  ``E[x^2] - E[x]^2``). A rank with an empty slice of a short last batch gives
+  count 0. ``running_mean``/``running_var`` are updated as torch's BatchNorm
+  would with the global batch (unbiased variance with the global count),
+  including ``momentum=None`` (a cumulative average).
+- backward: the per-channel sums of the output gradient and of the gradient
+  times the normalised input are all-reduced (``2C`` numbers), which gives the
+  input gradient of the global batch. The weight and bias gradients are local
+  sums; the strategy averages them like every other parameter's.
+- eval mode (running statistics) runs torch's own BatchNorm, with no collective.
+
+torch's ``SyncBatchNorm`` refuses CPU tensors and replaces the modules. Here the
+modules stay the same objects: their class is swapped for a subclass with the
+same name (``print(model)`` still says ``BatchNorm2d``; ``isinstance`` holds;
+state dict keys are unchanged), which pickles as torch's own class again.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.autograd.function import once_differentiable
+from torch.nn.modules.batchnorm import _BatchNorm
+
+_CONVERTIBLE = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+_SYNCED: dict[type, type] = {}
+
+
+class PerProcessBatchNormWarning(UserWarning):
+    """BatchNorm layers normalise by each process's own samples."""
+
+
+def _reduce_dims(x: torch.Tensor) -> list[int]:
+    return [0, *range(2, x.dim())]
+
+
+def _shape(x: torch.Tensor) -> list[int]:
+    """Broadcast a per-channel vector against ``x`` (N, C, ...)."""
+    return [1, -1, *([1] * (x.dim() - 2))]
+
+
+def _all_gather(tensor: torch.Tensor, group: Any) -> torch.Tensor:
+    world = dist.get_world_size(group)
+    parts = [torch.empty_like(tensor) for _ in range(world)]
+    dist.all_gather(parts, tensor, group=group)
+    return torch.stack(parts)
+
+
+def global_statistics(
+    x: torch.Tensor, group: Any = None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Per-channel mean and biased variance of the global batch, and its count."""
+    channels = x.shape[1]
+    count = x.numel() // channels if channels else 0
+    stats = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    dims = _reduce_dims(x)
+    if count:
+        # Two passes accumulated in float64 (as torch's CPU BatchNorm accumulates):
+        # the mean, then the squared deviations from it, corrected for the rounding
+        # of the mean to the input's precision.
+        mean = stats.sum(dims, dtype=torch.float64) / count
+        centered = stats - mean.to(stats.dtype).view(_shape(x))
+        residual = centered.sum(dims, dtype=torch.float64)
+        m2 = centered.square().sum(dims, dtype=torch.float64) - residual**2 / count
+    else:
+        mean = stats.new_zeros(channels, dtype=torch.float64)
+        m2 = stats.new_zeros(channels, dtype=torch.float64)
+    local = torch.cat([mean, m2, mean.new_tensor([float(count)])])
+    gathered = _all_gather(local, group)
+    means, m2s = gathered[:, :channels], gathered[:, channels : 2 * channels]
+    counts = gathered[:, 2 * channels :]
+    total = counts.sum()
+    if int(total.item()) == 0:
+        return mean.to(stats.dtype), m2.to(stats.dtype), 0
+    mean_all = (counts * means).sum(0) / total
+    m2_all = (m2s + counts * (means - mean_all) ** 2).sum(0)
+    return (
+        mean_all.to(stats.dtype),
+        (m2_all / total).to(stats.dtype),
+        int(total.item()),
+    )
+
+
+class _SyncBatchNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        x: torch.Tensor,
+        weight: torch.Tensor | None,
+        bias: torch.Tensor | None,
+        mean: torch.Tensor,
+        invstd: torch.Tensor,
+        total: int,
+        group: Any,
+    ) -> torch.Tensor:
+        shape = _shape(x)
+        compute = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        out = (compute - mean.view(shape)) * invstd.view(shape)
+        if weight is not None:
+            out = out * weight.to(out.dtype).view(shape)
+        if bias is not None:
+            out = out + bias.to(out.dtype).view(shape)
+        ctx.save_for_backward(x, weight, mean, invstd)
+        ctx.total, ctx.group = total, group
+        ctx.has_bias = bias is not None
+        return out.to(x.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
+        x, weight, mean, invstd = ctx.saved_tensors
+        shape, dims = _shape(x), _reduce_dims(x)
+        compute = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        grad = grad_out.to(compute.dtype)
+        xhat = (compute - mean.view(shape)) * invstd.view(shape)
+        sum_grad = grad.sum(dims)
+        sum_grad_xhat = (grad * xhat).sum(dims)
+        # Every rank reaches this collective: all ran the same forward (global
+        # mode gives each rank a slice, an empty one included, of every batch).
+        sums = torch.cat([sum_grad, sum_grad_xhat])
+        dist.all_reduce(sums, group=ctx.group)
+        channels = x.shape[1]
+        mean_grad = sums[:channels] / ctx.total
+        mean_grad_xhat = sums[channels:] / ctx.total
+        scale = invstd if weight is None else invstd * weight.to(invstd.dtype)
+        grad_x = (
+            (grad - mean_grad.view(shape) - xhat * mean_grad_xhat.view(shape))
+            * scale.view(shape)
+        ).to(x.dtype)
+        grad_weight = (
+            sum_grad_xhat.to(weight.dtype)
+            if weight is not None and ctx.needs_input_grad[1]
+            else None
+        )
+        grad_bias = (
+            sum_grad.to(weight.dtype if weight is not None else grad_out.dtype)
+            if ctx.has_bias and ctx.needs_input_grad[2]
+            else None
+        )
+        return grad_x, grad_weight, grad_bias, None, None, None, None
+
+
+def _synced_forward(self: _BatchNorm, x: torch.Tensor) -> torch.Tensor:
+    self._check_input_dim(x)
+    # As torch's _BatchNorm.forward: which statistics, and how fast they move.
+    factor = 0.0 if self.momentum is None else self.momentum
+    if self.training and self.track_running_stats:
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked)
+    if not self.training:
+        # Eval mode: running statistics (or, with track_running_stats=False, the
+        # process's own batch, as torch's SyncBatchNorm does): no collective, so an
+        # evaluation that only the main process runs cannot hang.
+        return _BatchNorm.forward(self, x)  # type: ignore[no-any-return]
+    group = getattr(self, "_accel_group", None)
+    mean, var, total = global_statistics(x, group)
+    if total <= 1:
+        raise ValueError(
+            f"Expected more than 1 value per channel when training, got input size "
+            f"{list(x.shape)} on this process and {total} value(s) per channel over "
+            f"the global batch"
+        )
+    if self.track_running_stats and self.running_mean is not None:
+        with torch.no_grad():
+            unbiased = var * (total / (total - 1))
+            self.running_mean.mul_(1 - factor).add_(
+                mean.to(self.running_mean.dtype), alpha=factor
+            )
+            self.running_var.mul_(1 - factor).add_(
+                unbiased.to(self.running_var.dtype), alpha=factor
+            )
+    invstd = torch.rsqrt(var + self.eps)
+    return _SyncBatchNormFunction.apply(
+        x, self.weight, self.bias, mean.detach(), invstd.detach(), total, group
+    )
+
+
+def _reduce_ex(self: nn.Module, protocol: Any) -> Any:
+    # Pickled (torch.save(model), copy.deepcopy) as torch's own class: loading it
+    # needs nothing of accel-migrate.
+    base = type(self).__mro__[1]
+    reduced = object.__reduce_ex__(self, protocol)
+    args = tuple(base if a is type(self) else a for a in reduced[1])
+    return (reduced[0], args, *reduced[2:])
+
+
+def synced_class(cls: type) -> type:
+    """The subclass of ``cls`` that normalises by the global batch (same name)."""
+    if cls not in _SYNCED:
+        _SYNCED[cls] = type(
+            cls.__name__,
+            (cls,),
+            {
+                "__module__": __name__,
+                "__qualname__": cls.__qualname__,
+                "forward": _synced_forward,
+                "__reduce_ex__": _reduce_ex,
+                "_accel_synced": True,
+            },
+        )
+    return _SYNCED[cls]
+
+
+def batchnorm_layers(module: nn.Module) -> list[nn.Module]:
+    """torch's BatchNorm layers (or subclasses keeping its forward) in ``module``."""
+    return [
+        m
+        for m in module.modules()
+        if isinstance(m, _CONVERTIBLE)
+        and not getattr(m, "_accel_synced", False)
+        and type(m).forward is _BatchNorm.forward
+    ]
+
+
+def convert(module: nn.Module, group: Any = None) -> int:
+    """Make every BatchNorm layer of ``module`` normalise by the global batch.
+
+    The layers are changed in place (their parameters, buffers and state dict
+    keys stay); returns how many were converted.
+    """
+    layers = batchnorm_layers(module)
+    for layer in layers:
+        layer.__class__ = synced_class(type(layer))
+        if group is not None:
+            layer._accel_group = group  # type: ignore[assignment]
+    return len(layers)
+
+
+_WARNED = False
+
+
+def _warn_per_process(reason: str) -> None:
+    global _WARNED
+    if _WARNED:
+        return
+    _WARNED = True
+    warnings.warn(
+        f"BatchNorm statistics are per-process ({reason}): in train mode each "
+        "process normalises by its own samples, so losses differ from the original "
+        "script's at more than one process",
+        PerProcessBatchNormWarning,
+        stacklevel=3,
+    )
+
+
+def prepare(module: nn.Module, runtime: Any) -> None:
+    """Called when a prepared model's strategy wrapper is built (first forward).
+
+    Global-batch mode with several processes: convert the BatchNorm layers.
+    Opted out, or per-device batches: warn once (main process) that the
+    statistics are per-process.
+    """
+    env = runtime.env
+    if not env.distributed or not dist.is_initialized():
+        return
+    if not any(isinstance(m, _BatchNorm) for m in module.modules()):
+        return
+    config = runtime.config
+    if config.batch_mode == "per-device":
+        if env.is_main:
+            _warn_per_process("batch mode per-device")
+        return
+    if not config.sync_batchnorm:
+        if env.is_main:
+            _warn_per_process(
+                f"sync-batchnorm off, from {config.source_of('sync_batchnorm')}"
+            )
+        return
+    convert(module)
+    unconverted = [
+        type(m).__name__
+        for m in module.modules()
+        if isinstance(m, _BatchNorm) and not getattr(m, "_accel_synced", False)
+    ]
+    if unconverted and env.is_main:
+        _warn_per_process(
+            f"{', '.join(sorted(set(unconverted)))} has its own forward and is not "
+            "synchronised"
+        )
+
+
+__all__ = [
+    "PerProcessBatchNormWarning",
+    "batchnorm_layers",
+    "convert",
+    "global_statistics",
+    "prepare",
+    "synced_class",
+]
