@@ -26,6 +26,7 @@ state dict keys are unchanged), which pickles as torch's own class again.
 
 from __future__ import annotations
 
+import copyreg
 import warnings
 from typing import Any
 
@@ -192,11 +193,11 @@ def _synced_forward(self: _BatchNorm, x: torch.Tensor) -> torch.Tensor:
 
 def _reduce_ex(self: nn.Module, protocol: Any) -> Any:
     # Pickled (torch.save(model), copy.deepcopy) as torch's own class: loading it
-    # needs nothing of accel-migrate.
+    # needs nothing of accel-migrate. copyreg._reconstructor is what protocols 0
+    # and 1 use for any object; the state is the module's, unchanged.
     base = type(self).__mro__[1]
-    reduced = object.__reduce_ex__(self, protocol)
-    args = tuple(base if a is type(self) else a for a in reduced[1])
-    return (reduced[0], args, *reduced[2:])
+    state = object.__reduce_ex__(self, 2)[2]
+    return (copyreg._reconstructor, (base, object, None), state)
 
 
 def synced_class(cls: type) -> type:

@@ -2,8 +2,8 @@
 BatchNorm on the concatenated global batch (every rank can build the whole batch
 from the seed and compares its slice).
 
-Prints one ``case NAME out E grad_x E grad_w E running E`` line per case on each
-rank, with the largest relative errors.
+Prints (rank 0, for every rank) one ``case NAME rank R out E grad_x E grad_w E
+running E`` line per case, with the largest relative errors.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ CASES = {
 #: cannot resolve it to 1e-5 (torch's own BatchNorm neither), so both are compared
 #: with a float64 truth.
 OFFSET = "2d-offset"
+ROWS: list[str] = []
 
 
 def relative(expected: torch.Tensor | None, actual: torch.Tensor | None) -> float:
@@ -77,7 +78,9 @@ def offset_case() -> None:
     expected = truth(x_full.double())
     torch_error = relative(expected, layer(x_full))
     mine_error = relative(expected[lo:hi], synced(x_full[lo:hi]))
-    print(f"case {OFFSET} rank {rank} mine {mine_error:.3e} torch {torch_error:.3e}")
+    ROWS.append(
+        f"case {OFFSET} rank {rank} mine {mine_error:.3e} torch {torch_error:.3e}"
+    )
 
 
 def run(name: str) -> None:
@@ -130,13 +133,14 @@ def run(name: str) -> None:
     probe = torch.randn(shape, dtype=dtype)
     with torch.no_grad():
         worst["out"] = max(worst["out"], relative(reference(probe), synced(probe)))
-    print(
+    ROWS.append(
         f"case {name} rank {rank} "
-        + " ".join(f"{key} {value:.3e}" for key, value in worst.items()),
-        flush=True,
+        + " ".join(f"{key} {value:.3e}" for key, value in worst.items())
     )
 
 
 for case in sys.argv[1:] or [*CASES, OFFSET]:
     offset_case() if case == OFFSET else run(case)
-accel.barrier()
+# One process prints every rank's rows: lines of two processes would interleave.
+for rows in accel.gather(ROWS):
+    accel.print("\n".join(rows))
