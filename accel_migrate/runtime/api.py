@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from . import checkpoint_keys as _checkpoint
 from . import data as _data
 from ._state import get_runtime, peek_runtime
 from .comm import ReduceOp
@@ -248,13 +249,23 @@ def print(*args: Any, **kwargs: Any) -> None:
 
 
 # -- checkpoints -------------------------------------------------------------------------------
-def state_dict(obj: Any) -> Any:
-    """The full state dict with the original keys (no ``module.`` prefix)."""
-    return obj.state_dict()  # a PreparedModule answers through its strategy
+def state_dict(obj: Any, prefix: str = "") -> Any:
+    """The full state dict with the original keys (no ``module.`` prefix).
+
+    ``prefix="module."`` writes the keys ``nn.DataParallel`` (or DDP) gave the
+    original script, ``module.conv1.weight``: a checkpoint that code which wraps
+    the model before loading reads as it is.
+    """
+    state = obj.state_dict()  # a PreparedModule answers through its strategy
+    return _checkpoint.add_prefix(state, prefix) if prefix else state
 
 
 def load_state_dict(obj: Any, state: Mapping[str, Any], strict: bool = True) -> Any:
+    """``obj.load_state_dict(state)``; a model also takes the keys of a model that
+    was wrapped in ``nn.DataParallel`` or DDP (``module.conv1.weight``), as the
+    original script wrote them."""
     if isinstance(obj, nn.Module):
+        state = _checkpoint.without_wrapper_prefix(unwrap(obj), state)
         return obj.load_state_dict(state, strict=strict)
     return obj.load_state_dict(state)
 
