@@ -314,6 +314,37 @@ def _umask() -> int:
     return current
 
 
+def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``torch.load`` where every process reads GPU tensors onto its own device.
+
+    A checkpoint keeps the device its tensors were saved from (usually GPU 0):
+    with a plain ``torch.load`` every process would put them there. Without a
+    ``map_location``, tensors saved on a GPU come back on this process's device
+    (the CPU where it has no GPU) and CPU tensors stay on the CPU (RNG states
+    must). A ``map_location`` given is used as it is.
+    """
+    if map_location is None:
+        map_location = _own_device_location
+    return torch.load(f, map_location, *args, **kwargs)
+
+
+def _own_device_location(storage: Any, location: str) -> Any:
+    """``torch.load``'s map_location callable: a GPU storage to this process's
+    device; anything else where torch would put it (None)."""
+    if not location.startswith("cuda"):
+        return None
+    runtime = peek_runtime()
+    if runtime is not None:
+        target = runtime.device
+    elif torch.cuda.is_available():
+        # No runtime yet: never start one here (it is a rendezvous, and only
+        # some processes may load).
+        target = torch.device("cuda", _env().local_rank % torch.cuda.device_count())
+    else:
+        target = torch.device("cpu")
+    return storage if target.type == "cpu" else storage.cuda(target.index)
+
+
 # -- resuming ----------------------------------------------------------------------------------
 def save_state(directory: str | os.PathLike[str], *objects: Any, **values: Any) -> None:
     """Save everything needed to resume: prepared models and optimizers, the loss
