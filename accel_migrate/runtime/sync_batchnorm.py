@@ -69,13 +69,11 @@ def global_statistics(
     stats = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     dims = _reduce_dims(x)
     if count:
-        # Two passes accumulated in float64 (as torch's CPU BatchNorm accumulates):
-        # the mean, then the squared deviations from it, corrected for the rounding
-        # of the mean to the input's precision.
+        # The mean accumulated in float64 (as torch's CPU BatchNorm does), the
+        # variance by Welford (no cancellation of E[x^2] - E[x]^2): two fused
+        # passes, no temporary the size of the input.
         mean = stats.sum(dims, dtype=torch.float64) / count
-        centered = stats - mean.to(stats.dtype).view(_shape(x))
-        residual = centered.sum(dims, dtype=torch.float64)
-        m2 = centered.square().sum(dims, dtype=torch.float64) - residual**2 / count
+        m2 = torch.var(stats, dim=dims, correction=0).double() * count
     else:
         mean = stats.new_zeros(channels, dtype=torch.float64)
         m2 = stats.new_zeros(channels, dtype=torch.float64)
@@ -96,6 +94,9 @@ def global_statistics(
 
 
 class _SyncBatchNormFunction(torch.autograd.Function):
+    """Normalise by given global statistics; backward all-reduces the two
+    per-channel gradient sums. The heavy work is torch's own fused kernels."""
+
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any,
@@ -103,44 +104,70 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         weight: torch.Tensor | None,
         bias: torch.Tensor | None,
         mean: torch.Tensor,
-        invstd: torch.Tensor,
+        var: torch.Tensor,
+        eps: float,
         total: int,
         group: Any,
     ) -> torch.Tensor:
-        shape = _shape(x)
-        compute = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        out = (compute - mean.view(shape)) * invstd.view(shape)
-        if weight is not None:
-            out = out * weight.to(out.dtype).view(shape)
-        if bias is not None:
-            out = out + bias.to(out.dtype).view(shape)
+        # torch's BatchNorm with these statistics as its "running" ones: the same
+        # fused transform (and rounding) as its training forward. Its CPU kernels
+        # divide by the count: an empty slice does not go through them.
+        out = (
+            torch.batch_norm(
+                x,
+                weight,
+                bias,
+                mean,
+                var,
+                False,
+                0.0,
+                eps,
+                torch.backends.cudnn.enabled,
+            )
+            if x.numel()
+            else x.clone()
+        )
+        invstd = torch.rsqrt(var + eps)
         ctx.save_for_backward(x, weight, mean, invstd)
-        ctx.total, ctx.group = total, group
+        ctx.eps, ctx.total, ctx.group = eps, total, group
         ctx.has_bias = bias is not None
-        return out.to(x.dtype)
+        return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
         x, weight, mean, invstd = ctx.saved_tensors
-        shape, dims = _shape(x), _reduce_dims(x)
-        compute = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        grad = grad_out.to(compute.dtype)
-        xhat = (compute - mean.view(shape)) * invstd.view(shape)
-        sum_grad = grad.sum(dims)
-        sum_grad_xhat = (grad * xhat).sum(dims)
+        shape, channels = _shape(x), x.shape[1]
+        grad_out = grad_out.contiguous()
+        # sum(grad) and sum(grad * xhat) per channel, in one fused pass.
+        if x.numel():
+            _, sum_grad_xhat, sum_grad = torch.ops.aten.native_batch_norm_backward(
+                grad_out,
+                x,
+                weight,
+                None,
+                None,
+                mean,
+                invstd,
+                True,
+                ctx.eps,
+                [False, True, True],
+            )
+        else:
+            sum_grad = sum_grad_xhat = invstd.new_zeros(channels)
         # Every rank reaches this collective: all ran the same forward (global
         # mode gives each rank a slice, an empty one included, of every batch).
-        sums = torch.cat([sum_grad, sum_grad_xhat])
+        sums = torch.cat([sum_grad, sum_grad_xhat]).to(invstd.dtype)
         dist.all_reduce(sums, group=ctx.group)
-        channels = x.shape[1]
         mean_grad = sums[:channels] / ctx.total
         mean_grad_xhat = sums[channels:] / ctx.total
-        scale = invstd if weight is None else invstd * weight.to(invstd.dtype)
-        grad_x = (
-            (grad - mean_grad.view(shape) - xhat * mean_grad_xhat.view(shape))
-            * scale.view(shape)
-        ).to(x.dtype)
+        # grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)), as
+        # g * a + x * b + c with per-channel a, b, c: two fused passes.
+        a = invstd if weight is None else invstd * weight.to(invstd.dtype)
+        b = -a * invstd * mean_grad_xhat
+        c = -a * mean_grad - mean * b
+        grad_x = torch.addcmul(c.view(shape).to(x.dtype), x, b.view(shape).to(x.dtype))
+        grad_x.addcmul_(grad_out, a.view(shape).to(x.dtype))
         grad_weight = (
             sum_grad_xhat.to(weight.dtype)
             if weight is not None and ctx.needs_input_grad[1]
@@ -151,7 +178,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             if ctx.has_bias and ctx.needs_input_grad[2]
             else None
         )
-        return grad_x, grad_weight, grad_bias, None, None, None, None
+        return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
 def _synced_forward(self: _BatchNorm, x: torch.Tensor) -> torch.Tensor:
@@ -185,9 +212,8 @@ def _synced_forward(self: _BatchNorm, x: torch.Tensor) -> torch.Tensor:
             self.running_var.mul_(1 - factor).add_(
                 unbiased.to(self.running_var.dtype), alpha=factor
             )
-    invstd = torch.rsqrt(var + self.eps)
     return _SyncBatchNormFunction.apply(
-        x, self.weight, self.bias, mean.detach(), invstd.detach(), total, group
+        x, self.weight, self.bias, mean, var, self.eps, total, group
     )
 
 
