@@ -162,11 +162,14 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         mean_grad = sums[:channels] / ctx.total
         mean_grad_xhat = sums[channels:] / ctx.total
         # grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)), as
-        # g * a + x * b + c with per-channel a, b, c: two fused passes.
+        # b * (x - mean) + c + a * g with per-channel a, b, c: one temporary,
+        # updated in place. Centred first: x * b + c would cancel where the
+        # mean is large next to the spread.
         a = invstd if weight is None else invstd * weight.to(invstd.dtype)
         b = -a * invstd * mean_grad_xhat
-        c = -a * mean_grad - mean * b
-        grad_x = torch.addcmul(c.view(shape).to(x.dtype), x, b.view(shape).to(x.dtype))
+        c = -a * mean_grad
+        grad_x = x - mean.view(shape).to(x.dtype)
+        grad_x.mul_(b.view(shape).to(x.dtype)).add_(c.view(shape).to(x.dtype))
         grad_x.addcmul_(grad_out, a.view(shape).to(x.dtype))
         grad_weight = (
             sum_grad_xhat.to(weight.dtype)
