@@ -228,6 +228,12 @@ def migrate(
     help="global: keep the script's batch and split it; per-device: each process takes whole batches.",
 )
 @click.option(
+    "--no-sync-batchnorm",
+    is_flag=True,
+    default=False,
+    help="BatchNorm normalises by each process's own samples (faster; losses differ from the original's).",
+)
+@click.option(
     "--nnodes",
     default="1",
     show_default=True,

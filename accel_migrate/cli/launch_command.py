@@ -149,6 +149,7 @@ def run_launch(
                 "precision": options["precision"],
                 "batch_mode": options["batch_mode"],
                 "timeout": options["timeout"],
+                "sync_batchnorm": (False if options.get("no_sync_batchnorm") else None),
             }
         )
         module = bool(options.get("module"))

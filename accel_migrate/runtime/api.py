@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from . import checkpoint_keys as _checkpoint
 from . import data as _data
 from . import guards as _guards
 from . import loss_share as _loss_share
@@ -300,13 +301,23 @@ def print(*args: Any, **kwargs: Any) -> None:
 
 
 # -- checkpoints -------------------------------------------------------------------------------
-def state_dict(obj: Any) -> Any:
-    """The full state dict with the original keys (no ``module.`` prefix)."""
-    return obj.state_dict()  # a PreparedModule answers through its strategy
+def state_dict(obj: Any, prefix: str = "") -> Any:
+    """The full state dict with the original keys (no ``module.`` prefix).
+
+    ``prefix="module."`` writes the keys ``nn.DataParallel`` (or DDP) gave the
+    original script, ``module.conv1.weight``: a checkpoint that code which wraps
+    the model before loading reads as it is.
+    """
+    state = obj.state_dict()  # a PreparedModule answers through its strategy
+    return _checkpoint.add_prefix(state, prefix) if prefix else state
 
 
 def load_state_dict(obj: Any, state: Mapping[str, Any], strict: bool = True) -> Any:
+    """``obj.load_state_dict(state)``; a model also takes the keys of a model that
+    was wrapped in ``nn.DataParallel`` or DDP (``module.conv1.weight``), as the
+    original script wrote them."""
     if isinstance(obj, nn.Module):
+        state = _checkpoint.without_wrapper_prefix(unwrap(obj), state)
         return obj.load_state_dict(state, strict=strict)
     return obj.load_state_dict(state)
 
@@ -353,6 +364,37 @@ def _umask() -> int:
     current = os.umask(0o022)
     os.umask(current)
     return current
+
+
+def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``torch.load`` where every process reads GPU tensors onto its own device.
+
+    A checkpoint keeps the device its tensors were saved from (usually GPU 0):
+    with a plain ``torch.load`` every process would put them there. Without a
+    ``map_location``, tensors saved on a GPU come back on this process's device
+    (the CPU where it has no GPU) and CPU tensors stay on the CPU (RNG states
+    must). A ``map_location`` given is used as it is.
+    """
+    if map_location is None:
+        map_location = _own_device_location
+    return torch.load(f, map_location, *args, **kwargs)
+
+
+def _own_device_location(storage: Any, location: str) -> Any:
+    """``torch.load``'s map_location callable: a GPU storage to this process's
+    device; anything else where torch would put it (None)."""
+    if not location.startswith("cuda"):
+        return None
+    runtime = peek_runtime()
+    if runtime is not None:
+        target = runtime.device
+    elif torch.cuda.is_available():
+        # No runtime yet: never start one here (it is a rendezvous, and only
+        # some processes may load).
+        target = torch.device("cuda", _env().local_rank % torch.cuda.device_count())
+    else:
+        target = torch.device("cpu")
+    return storage if target.type == "cpu" else storage.cuda(target.index)
 
 
 # -- resuming ----------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ class RuntimeConfig:
     batch_mode: BatchMode = "global"
     #: Seconds a collective may wait before the job fails instead of hanging.
     timeout: float = 1800.0
+    #: BatchNorm in train mode normalises by the global batch (global batch mode,
+    #: more than one process); off: by each process's own samples (faster).
+    sync_batchnorm: bool = True
     #: Where each setting came from, for error messages ("--strategy", "pyproject.toml", ...).
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -91,7 +94,20 @@ def read_tool_table(pyproject: Path) -> dict[str, object]:
     return table
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def _validated(key: str, value: object, source: str) -> object:
+    if key == "sync_batchnorm":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ConfigError(
+            f"{_toml_key(key)}={value!r} from {source} is not true or false"
+        )
     if key == "timeout":
         try:
             seconds = float(value)  # type: ignore[arg-type]
@@ -123,8 +139,11 @@ def load_config(
     sources: dict[str, str] = {}
     for key, value in (overrides or {}).items():
         if value is not None:
-            values[key] = _validated(key, value, f"--{_toml_key(key)}")
-            sources[key] = f"--{_toml_key(key)}"
+            flag = f"--{_toml_key(key)}"
+            if key == "sync_batchnorm" and value is False:
+                flag = "--no-sync-batchnorm"
+            values[key] = _validated(key, value, flag)
+            sources[key] = flag
     for key in keys:
         if key not in values and env_name(key) in environ:
             values[key] = _validated(key, environ[env_name(key)], env_name(key))
@@ -149,4 +168,5 @@ def config_environment(config: RuntimeConfig) -> dict[str, str]:
         env_name("precision"): config.precision,
         env_name("batch_mode"): config.batch_mode,
         env_name("timeout"): repr(config.timeout),
+        env_name("sync_batchnorm"): "1" if config.sync_batchnorm else "0",
     }

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from . import sync_batchnorm
+
 if TYPE_CHECKING:
     from ._state import Runtime
 
@@ -41,6 +43,9 @@ class PreparedModule(nn.Module):
         """Build the strategy's wrapper now, if the first forward has not."""
         forward_module = self._forward_module
         if forward_module is None:
+            # BatchNorm of the global batch: done here, not in prepare_model, so
+            # that layers the script adds or replaces after preparing are seen.
+            sync_batchnorm.prepare(self._original_module, self._runtime)
             forward_module = self._runtime.strategy.setup_module(self._original_module)
             object.__setattr__(self, "_forward_module", forward_module)
             self._runtime.on_module_ready(self)

@@ -26,6 +26,9 @@ CASES = {
     ("mlp_regression", "fsdp", "fp32"): (1e-5, 1e-5),
     ("cnn_eval", "fsdp", "fp32"): (1e-5, 1e-5),
     ("function_device", "fsdp", "fp32"): (1e-5, 1e-5),
+    # BatchNorm of the global batch (runtime/sync_batchnorm.py) under FSDP.
+    ("batchnorm_cnn", "fsdp", "fp32"): (1e-5, 1e-5),
+    ("batchnorm_gan", "fsdp", "fp32"): (1e-5, 1e-5),
     ("cnn_eval", "ddp", "bf16"): (5e-2, 5e-2),
     ("cnn_eval", "fsdp", "bf16"): (5e-2, 5e-2),
     # fp16 on a fixture whose gradients never overflow the initial loss scale: a

@@ -32,6 +32,13 @@ torch.save(accel.state_dict(model), "net.pt")   # with AM004, AM010 and AM011
 Safe. ``device_ids`` and ``output_device`` lose their meaning: each process uses
 its own GPU. Removing ``.module`` is safe because a prepared model's state dict
 already has the unprefixed keys ``model.module.state_dict()`` produced.
+
+``model.state_dict()`` of the wrapped model itself had DataParallel's keys
+(``module.conv1.weight``); the migrated model's keys are the plain ones
+(``conv1.weight``). An info finding says so at every such call.
+``accel.load_state_dict`` accepts both, so the migrated script resumes from the
+original's checkpoints; ``accel.state_dict(model, prefix="module.")`` writes the
+original's format, for code that loads into a wrapped model.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class DataParallel(Rule):
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
         if not self._is_dp(original_node):
+            self._report_key_format(original_node)
             return updated_node
         module = next(
             (
@@ -116,6 +124,29 @@ class DataParallel(Rule):
             "`.module` of a DataParallel model -> the model itself",
         )
         return updated_node.value
+
+    def _report_key_format(self, call: cst.Call) -> None:
+        """``model.state_dict()`` of a model that was wrapped: the original's keys
+        had DataParallel's ``module.`` prefix, the migrated script's have not."""
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "state_dict"
+            and not call.args
+        ):
+            return
+        key = self.index.key(func.value)
+        if key is None or key not in self.wrapped:
+            return
+        self.report(
+            call,
+            "info",
+            "the saved keys change: where the original wrapped the model in "
+            "DataParallel, its state_dict() keys were 'module.'-prefixed "
+            "(module.conv1.weight); the migrated script's are not. "
+            "accel.load_state_dict reads both; accel.state_dict(model, "
+            'prefix="module.") writes the original\'s',
+        )
 
     def _asks_for_class(self, node: cst.Attribute) -> bool:
         """``type(model.module)``, ``isinstance(model.module, C)``,

@@ -1,0 +1,167 @@
+"""BatchNorm of the global batch (runtime/sync_batchnorm.py): against torch's own
+BatchNorm on the concatenated batch at world 2 over gloo, the conversion in place,
+and the opt-out's configuration and warning."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from accel_migrate.runtime.config import ConfigError, config_environment, load_config
+from accel_migrate.runtime.sync_batchnorm import batchnorm_layers, convert
+
+SCRIPTS = Path(__file__).parent / "scripts"
+ROW = re.compile(
+    r"^case (\S+) rank (\d) out (\S+) grad_x (\S+) grad_w (\S+) running (\S+)$",
+    re.MULTILINE,
+)
+OFFSET = re.compile(r"^case 2d-offset rank (\d) mine (\S+) torch (\S+)$", re.MULTILINE)
+
+
+def _launch(
+    script: Path, *args: str, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accel_migrate",
+            "launch",
+            "--nproc",
+            "2",
+            *options,
+            str(script),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.mark.multiprocess
+def test_matches_torch_batchnorm_on_the_concatenated_batch() -> None:
+    out = _launch(SCRIPTS / "sync_batchnorm_check.py").stdout
+    rows = ROW.findall(out)
+    assert len(rows) == 2 * 10, out
+    for name, rank, *errors in rows:
+        tolerance = 1e-12 if name.endswith("float64") else 1e-5
+        for what, error in zip(
+            ("out", "grad_x", "grad_w", "running"), errors, strict=True
+        ):
+            assert float(error) < tolerance, f"{name} rank {rank}: {what} {error}"
+    offsets = OFFSET.findall(out)
+    assert len(offsets) == 2, out
+    for rank, mine, theirs in offsets:
+        # No cancellation: at least as close to the float64 truth as torch's own.
+        assert float(mine) <= float(theirs), f"rank {rank}: {mine} vs torch {theirs}"
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+        self.bn = nn.BatchNorm2d(2)
+        self.head = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3, affine=False))
+
+
+def test_conversion_keeps_objects_names_and_keys() -> None:
+    net = _Net()
+    bn, keys = net.bn, list(net.state_dict())
+    assert convert(net) == 2
+    assert net.bn is bn and isinstance(bn, nn.BatchNorm2d)
+    assert type(bn).__name__ == "BatchNorm2d" and "BatchNorm2d(2" in repr(net)
+    assert list(net.state_dict()) == keys
+    assert convert(net) == 0, "already converted layers are left alone"
+    assert batchnorm_layers(net) == []
+
+
+def test_converted_model_pickles_as_torchs_own_classes() -> None:
+    net = _Net()
+    convert(net)
+    buffer = io.BytesIO()
+    torch.save(net, buffer)
+    assert b"accel_migrate" not in buffer.getvalue()
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert type(loaded.bn) is nn.BatchNorm2d
+    assert type(pickle.loads(pickle.dumps(net.head[1]))) is nn.BatchNorm1d
+
+
+def test_eval_mode_is_torchs_batchnorm_without_a_process_group() -> None:
+    torch.manual_seed(0)
+    plain = _Net()
+    plain.bn.running_mean.uniform_()
+    converted = _Net()
+    converted.load_state_dict(plain.state_dict())
+    convert(converted)
+    plain.eval(), converted.eval()
+    x = torch.randn(4, 2, 5, 5)
+    assert torch.equal(plain.bn(x), converted.bn(x))
+
+
+def test_a_subclass_with_its_own_forward_is_not_converted() -> None:
+    class Custom(nn.BatchNorm2d):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(x) * 2
+
+    net = nn.Sequential(Custom(2), nn.BatchNorm2d(2))
+    assert convert(net) == 1
+    assert type(net[0]) is Custom
+
+
+def test_configuration(tmp_path: Path) -> None:
+    assert load_config(environ={}, cwd=tmp_path).sync_batchnorm is True
+    off = load_config({"sync_batchnorm": False}, environ={}, cwd=tmp_path)
+    assert off.sync_batchnorm is False
+    assert off.source_of("sync_batchnorm") == "--no-sync-batchnorm"
+    assert (
+        load_config(environ=config_environment(off), cwd=tmp_path).sync_batchnorm
+        is False
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.accel-migrate]\nsync-batchnorm = false\n"
+    )
+    assert load_config(environ={}, cwd=tmp_path).sync_batchnorm is False
+    environ = {"ACCEL_MIGRATE_SYNC_BATCHNORM": "true"}
+    assert load_config(environ=environ, cwd=tmp_path).sync_batchnorm is True
+    with pytest.raises(
+        ConfigError, match="sync-batchnorm='maybe' from ACCEL_MIGRATE_SYNC_BATCHNORM"
+    ):
+        load_config(environ={"ACCEL_MIGRATE_SYNC_BATCHNORM": "maybe"}, cwd=tmp_path)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    "options, reason",
+    [
+        (
+            ("--no-sync-batchnorm",),
+            "sync-batchnorm off, from ACCEL_MIGRATE_SYNC_BATCHNORM",
+        ),
+        (("--batch-mode", "per-device"), "batch mode per-device"),
+    ],
+)
+def test_per_process_statistics_are_warned_once(
+    options: tuple[str, ...], reason: str, tmp_path: Path
+) -> None:
+    from tests.conftest import FIXTURES
+    from tests.parity.harness import migrate_to
+
+    script = migrate_to(FIXTURES / "parity" / "batchnorm_cnn.py", tmp_path)
+    done = _launch(script, "--epochs", "1", options=options)
+    warnings = re.findall(
+        r"BatchNorm statistics are per-process \(([^)]*)\)", done.stderr
+    )
+    assert warnings == [reason], done.stderr
