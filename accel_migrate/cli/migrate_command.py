@@ -22,6 +22,7 @@ from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WOULD_CHANGE
 from .batch import Batch, default_jobs
 from .config import ConfigError, Settings, load_settings
 from .files import FileError, discover, write_atomic
+from .project import Outcome, Project
 from .report_formats import Report, to_github, to_json, to_sarif
 
 Mode = Literal["preview", "write", "check"]
@@ -139,24 +140,40 @@ def _run_files(
         not quiet and len(files) > 1 and sys.stdout.isatty() and sys.stderr.isatty()
     )
     batch.start()  # worker processes exist before the progress bar's thread
+    # What an already-distributed file imports is left alone (cli/project.py): the
+    # files it may import wait for the whole batch; every other file is written as
+    # it comes.
+    project = Project(files, batch.locations)
+    held = project.suspects()
+    outcomes: list[Outcome | None] = [None] * len(files)
+
+    def emit(index: int, outcome: Outcome) -> None:
+        if isinstance(outcome, MigrationResult) and outcome.changed:
+            if show_diff:
+                diff = render.unified_diff(outcome)
+                if print_diff:
+                    render.write_diff(diff, sys.stdout, out_color and not plain_diff)
+                else:
+                    report.diffs[index] = diff
+            if mode == "write":
+                outcome = _write(outcome)  # type: ignore[assignment]
+        outcomes[index] = outcome
+
     with render.ProgressBar(len(files), enabled=bar_wanted) as bar:
         batch.on_done = bar.advance
         try:
-            for _, outcome in batch.results():
-                if isinstance(outcome, MigrationResult) and outcome.changed:
-                    if show_diff:
-                        diff = render.unified_diff(outcome)
-                        if print_diff:
-                            render.write_diff(
-                                diff, sys.stdout, out_color and not plain_diff
-                            )
-                        else:
-                            report.diffs[len(report.outcomes)] = diff
-                    if mode == "write":
-                        outcome = _write(outcome)  # type: ignore[assignment]
-                report.outcomes.append(outcome)
+            for index, outcome in batch.results():
+                if index in held:
+                    outcomes[index] = outcome
+                else:
+                    emit(index, outcome)
         finally:
             batch.stop()
+    if held:
+        kept = project.keep_distributed_imports(outcomes)
+        for index in sorted(held):
+            emit(index, kept[index])  # type: ignore[arg-type]
+    report.outcomes.extend(o for o in outcomes if o is not None)
     sys.stdout.flush()
     report.exit_code = _exit_code(report, mode)
     if output_format == "json":

@@ -150,6 +150,12 @@ def _any_group(text: str, groups: tuple[tuple[str, ...], ...]) -> bool:
     return any(all(has(word) for word in group) for group in groups)
 
 
+def may_be_distributed(text: str) -> bool:
+    """False when no name or call that the screens take for distributed training
+    can be in ``text``."""
+    return _any_group(text, DISTRIBUTED_WORDS)
+
+
 def prescreen(text: str, tree: ast.Module | None = None) -> Verdict | None:
     """The full screen's verdict for a file it would leave alone, decided cheaply;
     None when only the full pass can tell (then it runs).
@@ -160,7 +166,7 @@ def prescreen(text: str, tree: ast.Module | None = None) -> Verdict | None:
     screen would name first.
     """
     maybe_training = "torch" in text and _any_group(text, TRAINING_WORDS)
-    maybe_distributed = _any_group(text, DISTRIBUTED_WORDS)
+    maybe_distributed = may_be_distributed(text)
     if not maybe_training and not maybe_distributed:
         return Verdict(SKIP_NOT_TRAINING)
     if tree is None:

@@ -300,8 +300,7 @@ LOOP = "for x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step
             "already distributed",
         ),
         (
-            "import torch\nimport torch.distributed.autograd as dist_autograd\n"
-            + LOOP,
+            "import torch\nimport torch.distributed.autograd as dist_autograd\n" + LOOP,
             "already distributed",
         ),
         (
