@@ -529,6 +529,7 @@ def test_a_name_like_a_local_module_in_a_plain_script_changes_nothing(
     put("proj/main.py", "from train import train\n" + TRAIN)
     put("proj/train.py", LIBRARY)
     code, out, _ = run(capsys, "--check", "--output-format", "json", "proj")
+    assert code == EXIT_WOULD_CHANGE
     files = _by_path(json.loads(out))
     assert {p: f["status"] for p, f in files.items()} == {
         "proj/main.py": "changed",
