@@ -144,7 +144,11 @@ def _run_files(
     # files it may import wait for the whole batch; every other file is written as
     # it comes.
     project = Project(files, batch.locations)
-    held = project.suspects()
+    # Writing, a file waits only if a file that may be distributed imports it (a
+    # cheap pass before the batch); otherwise nothing is written, and every file
+    # that would change or be reported waits (the pass runs only on those, after).
+    held = project.suspects() if mode == "write" else set()
+    wait_all = mode != "write"
     outcomes: list[Outcome | None] = [None] * len(files)
 
     def emit(index: int, outcome: Outcome) -> None:
@@ -163,7 +167,8 @@ def _run_files(
         batch.on_done = bar.advance
         try:
             for index, outcome in batch.results():
-                if index in held:
+                if index in held or (wait_all and _protectable(outcome)):
+                    held.add(index)
                     outcomes[index] = outcome
                 else:
                     emit(index, outcome)
@@ -188,6 +193,14 @@ def _run_files(
             report.outcomes, sys.stderr, err_color, mode=mode, quiet=quiet
         )
     return report.exit_code
+
+
+def _protectable(outcome: Outcome) -> bool:
+    return (
+        isinstance(outcome, MigrationResult)
+        and outcome.skip_reason is None
+        and (outcome.changed or bool(outcome.findings))
+    )
 
 
 def _write(result: MigrationResult) -> MigrationResult | Failure:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 from ..codemod.findings import SKIP_DISTRIBUTED, Failure, Finding, MigrationResult
@@ -37,37 +38,51 @@ class Project:
         self.index = {real: i for i, real in enumerate(self.files)}
         folders = [os.path.dirname(real) for real in self.index]
         self.base = os.path.commonpath(folders) if len(folders) > 1 else ""
+        #: Each file's imports, read once per run.
+        self._imports: dict[str, tuple[tuple[int, tuple[str, ...]], ...]] = {}
 
-    def imported_by(self, entry: int) -> set[int]:
-        """The batch's files that file ``entry`` imports, directly or through
-        another of them."""
+    def imported_by(self, entries: Iterable[int]) -> dict[int, int]:
+        """The batch's files that the files ``entries`` import, directly or through
+        another of them, each with the first entry that reaches it. One walk for
+        all entries (a file is visited once, under the first entry's roots)."""
+        reached: dict[str, int] = {}
         if not self.base:
-            return set()
-        start = self.files[entry]
-        roots = _roots(os.path.dirname(start), self.base)
-        queue, seen = [start], {start}
+            return {}
+        queue: deque[tuple[str, int, list[str]]] = deque()
+        for entry in entries:
+            start = self.files[entry]
+            if start not in reached:
+                reached[start] = entry
+                roots = _roots(os.path.dirname(start), self.base)
+                queue.append((start, entry, roots))
+        starts = set(reached)
         while queue:
-            for found in _local_imports(queue.pop(), roots, self.index):
-                if found not in seen:
-                    seen.add(found)
-                    queue.append(found)
-        return {self.index[real] for real in seen if real != start}
+            current, entry, roots = queue.popleft()
+            for found in _local_imports(current, roots, self.index, self._imports):
+                if found not in reached:
+                    reached[found] = entry
+                    queue.append((found, entry, roots))
+        return {
+            self.index[real]: entry
+            for real, entry in reached.items()
+            if real not in starts
+        }
 
     def suspects(self) -> set[int]:
         """Files whose result must wait for the whole batch: those imported by a
         file that may be distributed (a word of the screen in its text). Cheap:
-        substring tests, and ``ast`` only for those few files."""
-        found: set[int] = set()
+        substring tests, and ``ast`` for the imports of those files only."""
         if not self.base:
-            return found
+            return set()
+        candidates = []
         for entry, real in enumerate(self.files):
             try:
                 text = read_source(real).decode("utf-8", errors="replace")
             except FileError:
                 continue
             if may_be_distributed(text):
-                found |= self.imported_by(entry)
-        return found
+                candidates.append(entry)
+        return set(self.imported_by(candidates))
 
     def keep_distributed_imports(
         self, outcomes: Sequence[Outcome | None]
@@ -75,12 +90,10 @@ class Project:
         """``outcomes`` (by file), with the local modules that an already-distributed
         file imports turned into unchanged, skipped results."""
         result = list(outcomes)
-        importer: dict[int, int] = {}  # library -> the distributed file importing it
-        for entry, outcome in enumerate(outcomes):
-            if _distributed(outcome):
-                for library in self.imported_by(entry):
-                    importer.setdefault(library, entry)
-        for library, entry in sorted(importer.items()):
+        entries = [i for i, outcome in enumerate(outcomes) if _distributed(outcome)]
+        if not entries:
+            return result
+        for library, entry in sorted(self.imported_by(entries).items()):
             outcome = result[library]
             if (
                 isinstance(outcome, MigrationResult)
@@ -133,44 +146,57 @@ def _roots(folder: str, base: str) -> list[str]:
 
 
 def _local_imports(
-    path: str, roots: Sequence[str], files: dict[str, int]
+    path: str,
+    roots: Sequence[str],
+    files: dict[str, int],
+    cache: dict[str, tuple[tuple[int, tuple[str, ...]], ...]],
 ) -> Iterable[str]:
     """The files of the batch that ``path`` imports (real paths)."""
+    package = os.path.dirname(path)
+    if path not in cache:
+        cache[path] = _read_imports(path)
+    for level, names in cache[path]:
+        if level:
+            folder = package
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            bases: Sequence[str] = (folder,)
+        else:
+            bases = roots
+        for name in names:
+            yield from _module_files(name, tuple(bases), files)
+
+
+def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """(relative level, dotted module names) of each import statement of ``path``."""
     try:
         tree = ast.parse(read_source(path))
     except (FileError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return
-    package = os.path.dirname(path)
+        return ()
+    found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield from _module_files(alias.name, roots, files)
+            found.append((0, tuple(alias.name for alias in node.names)))
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                folder = package
-                for _ in range(node.level - 1):
-                    folder = os.path.dirname(folder)
-                bases = [folder]
-                module = node.module or ""
-            else:
-                bases = list(roots)
-                module = node.module or ""
-            names = [a.name for a in node.names if a.name != "*"]
-            for name in [module] + [f"{module}.{n}".lstrip(".") for n in names]:
-                if name:
-                    yield from _module_files(name, bases, files)
+            module = node.module or ""
+            names = [f"{module}.{a.name}".lstrip(".") for a in node.names]
+            found.append(
+                (node.level, tuple(n for n in (module, *names) if n and "*" not in n))
+            )
+    return tuple(found)
 
 
 def _module_files(
-    dotted: str, roots: Sequence[str], files: dict[str, int]
+    dotted: str, roots: tuple[str, ...], files: dict[str, int]
 ) -> Iterable[str]:
     """The batch's files for ``dotted`` and the packages it passes through
-    (``import a.b`` runs ``a/__init__.py`` and ``a/b.py``)."""
+    (``import a.b`` runs ``a/__init__.py`` and ``a/b.py``). Paths are joined to
+    real folders, so a file of the batch is found by its name (a module that is
+    itself a link to another file is not followed)."""
     parts = dotted.split(".")
     for root in roots:
         for depth in range(1, len(parts) + 1):
             stem = os.path.join(root, *parts[:depth])
             for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
-                real = os.path.realpath(candidate)
-                if real in files:
-                    yield real
+                if candidate in files:
+                    yield candidate
