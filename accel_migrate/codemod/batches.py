@@ -1,6 +1,6 @@
 """What a loop over a prepared (sharded) data loader draws, and the loader's batch size.
 
-Shared by the rules about per-process batches (AM024 batch-size shapes, AM025
+Shared by the rules about per-process batches (AM025 batch-size shapes, AM026
 sample counters): which ``DataLoader(...)`` calls a ``for`` loop provably steps
 through, each wrapped in ``accel.prepare_dataloader``; the variables its target
 binds (the batch, and an ``enumerate`` counter); and the batch size each loader was

@@ -1,4 +1,4 @@
-"""AM024 batch-size-shapes: the loader's batch size used as a shape in a step.
+"""AM025 batch-size-shapes: the loader's batch size used as a shape in a step.
 
 ## What
 In a loop over a prepared data loader (training or evaluation), a batch size a
@@ -104,7 +104,7 @@ KEEP_ROWS = frozenset(
 
 
 class BatchSizeShapes(Rule):
-    code = "AM024"
+    code = "AM025"
     name = "batch-size-shapes"
     summary = "loader batch size used as a shape in a step -> the batch's own size, or reported"
 

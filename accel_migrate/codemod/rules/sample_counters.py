@@ -1,4 +1,4 @@
-"""AM025 sample-counters: a logged sample count ``batch_idx * len(data)`` counts the global batch.
+"""AM026 sample-counters: a logged sample count ``batch_idx * len(data)`` counts the global batch.
 
 ## What
 In a loop ``for batch_idx, (data, target) in enumerate(loader)`` over a prepared
@@ -60,7 +60,7 @@ LOG_METHODS = frozenset(
 
 
 class SampleCounters(Rule):
-    code = "AM025"
+    code = "AM026"
     name = "sample-counters"
     summary = "logged batch_idx * len(data) -> batch_idx * accel.reduce(len(data))"
 
