@@ -23,6 +23,7 @@ from .batch import Batch, default_jobs
 from .cache import ResultCache
 from .config import ConfigError, Settings, load_settings
 from .files import FileError, discover, write_atomic
+from .project import Outcome, Project
 from .report_formats import Report, to_github, to_json, to_sarif
 
 Mode = Literal["preview", "write", "check"]
@@ -143,24 +144,45 @@ def _run_files(
         not quiet and len(files) > 1 and sys.stdout.isatty() and sys.stderr.isatty()
     )
     batch.start()  # worker processes exist before the progress bar's thread
+    # What an already-distributed file imports is left alone (cli/project.py): the
+    # files it may import wait for the whole batch; every other file is written as
+    # it comes.
+    project = Project(files, batch.locations)
+    # Writing, a file waits only if a file that may be distributed imports it (a
+    # cheap pass before the batch); otherwise nothing is written, and every file
+    # that would change or be reported waits (the pass runs only on those, after).
+    held = project.suspects() if mode == "write" else set()
+    wait_all = mode != "write"
+    outcomes: list[Outcome | None] = [None] * len(files)
+
+    def emit(index: int, outcome: Outcome) -> None:
+        if isinstance(outcome, MigrationResult) and outcome.changed:
+            if show_diff:
+                diff = render.unified_diff(outcome)
+                if print_diff:
+                    render.write_diff(diff, sys.stdout, out_color and not plain_diff)
+                else:
+                    report.diffs[index] = diff
+            if mode == "write":
+                outcome = _write(outcome)  # type: ignore[assignment]
+        outcomes[index] = outcome
+
     with render.ProgressBar(len(files), enabled=bar_wanted) as bar:
         batch.on_done = bar.advance
         try:
-            for _, outcome in batch.results():
-                if isinstance(outcome, MigrationResult) and outcome.changed:
-                    if show_diff:
-                        diff = render.unified_diff(outcome)
-                        if print_diff:
-                            render.write_diff(
-                                diff, sys.stdout, out_color and not plain_diff
-                            )
-                        else:
-                            report.diffs[len(report.outcomes)] = diff
-                    if mode == "write":
-                        outcome = _write(outcome)  # type: ignore[assignment]
-                report.outcomes.append(outcome)
+            for index, outcome in batch.results():
+                if index in held or (wait_all and _protectable(outcome)):
+                    held.add(index)
+                    outcomes[index] = outcome
+                else:
+                    emit(index, outcome)
         finally:
             batch.stop()
+    if held:
+        kept = project.keep_distributed_imports(outcomes)
+        for index in sorted(held):
+            emit(index, kept[index])  # type: ignore[arg-type]
+    report.outcomes.extend(o for o in outcomes if o is not None)
     sys.stdout.flush()
     report.exit_code = _exit_code(report, mode)
     if output_format == "json":
@@ -175,6 +197,14 @@ def _run_files(
             report.outcomes, sys.stderr, err_color, mode=mode, quiet=quiet
         )
     return report.exit_code
+
+
+def _protectable(outcome: Outcome) -> bool:
+    return (
+        isinstance(outcome, MigrationResult)
+        and outcome.skip_reason is None
+        and (outcome.changed or bool(outcome.findings))
+    )
 
 
 def _write(result: MigrationResult) -> MigrationResult | Failure:

@@ -30,7 +30,7 @@ from .findings import (
     MigrationResult,
 )
 from .rule import RUNTIME_MODULE, RuleContext, registered_rules
-from .screen import FullScreen, distributed_finding, prescreen
+from .screen import FullScreen, distributed_finding, is_test_module, prescreen
 from .source import check_decodable, syntax_error_place
 
 DEFAULT_ALIAS = "accel"
@@ -82,6 +82,8 @@ def migrate_source(
     if is_generated(text):
         return MigrationResult(path, source, source, skip_reason=SKIP_GENERATED)
     tree = _parse_ast(text, path)
+    if is_test_module(path, tree):
+        return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if options.prescreen:
         verdict = prescreen(text, tree)
         if verdict is not None:

@@ -43,7 +43,9 @@ _NOT_OPTIMIZERS = (
     "torch.optim.Optimizer",
 )
 
-#: Usage of any of these means the script is already distributed.
+#: Usage of any of these means the script is already distributed: process groups and
+#: launchers, wrappers, samplers, RPC and distributed autograd, DTensor and device
+#: meshes, plain collectives, torch.multiprocessing workers, MPI, and the frameworks.
 DISTRIBUTED_PREFIXES = (
     "torch.distributed.init_process_group",
     "torch.distributed.launch",
@@ -54,7 +56,58 @@ DISTRIBUTED_PREFIXES = (
     "torch.nn.parallel.distributed.DistributedDataParallel",
     "torch.utils.data.DistributedSampler",
     "torch.utils.data.distributed.DistributedSampler",
+    "torch.distributed.rpc",
+    "torch.distributed.autograd",
+    "torch.distributed.tensor",
+    "torch.distributed._tensor",
+    "torch.distributed.device_mesh",
+    "torch.distributed.DeviceMesh",
+    "torch.distributed.init_device_mesh",
+    "torch.distributed.nn",
+    "torch.distributed.optim",
+    "torch.distributed.algorithms",
+    "torch.distributed.pipelining",
+    "torch.distributed._functional_collectives",
+    *(
+        f"{module}.{name}"
+        for module in ("torch.distributed", "torch.distributed.distributed_c10d")
+        for name in (
+            "all_gather",
+            "all_gather_coalesced",
+            "all_gather_into_tensor",
+            "all_gather_object",
+            "all_reduce",
+            "all_reduce_coalesced",
+            "all_to_all",
+            "all_to_all_single",
+            "barrier",
+            "batch_isend_irecv",
+            "broadcast",
+            "broadcast_object_list",
+            "gather",
+            "gather_object",
+            "irecv",
+            "isend",
+            "monitored_barrier",
+            "new_group",
+            "new_subgroups",
+            "recv",
+            "recv_object_list",
+            "reduce",
+            "reduce_scatter",
+            "reduce_scatter_tensor",
+            "scatter",
+            "scatter_object_list",
+            "send",
+            "send_object_list",
+        )
+    ),
     "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+    # Hogwild: workers started on one shared model; stdlib multiprocessing's Process
+    # is often a helper (a logger, a data writer), torch's is the training pattern.
+    "torch.multiprocessing.Process",
+    "mpi4py",
     "accelerate",
     "lightning",
     "lightning_fabric",

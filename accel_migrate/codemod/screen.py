@@ -31,6 +31,12 @@ BACKWARD = "backward"
 #: Method calls that, with a ``.backward()`` in the same file, make a training step:
 #: an optimizer's (or a GradScaler's, or a scheduler's beside one) step.
 STEP_METHODS = ("step", "zero_grad")
+#: ``model.share_memory()``: a model put in shared memory for worker processes that
+#: train it together (Hogwild). A method, so it has no qualified name: matched by
+#: its name with no arguments (``nn.Module.share_memory``; tensors and storages
+#: have ``share_memory_``).
+SHARED_MODEL_METHOD = "share_memory"
+SHARED_MODEL = "share_memory(), a model shared with worker processes"
 
 
 def distributed_finding(line: int, column: int, name: str) -> Finding:
@@ -41,6 +47,41 @@ def distributed_finding(line: int, column: int, name: str) -> Finding:
         "info",
         f"already distributed (uses {name}); left unchanged",
     )
+
+
+# -- test files -------------------------------------------------------------------------
+
+
+def is_test_module(path: str, tree: ast.Module) -> bool:
+    """A pytest or unittest file: ``conftest.py``, or ``test_*.py`` / ``*_test.py``
+    that defines tests (a ``test*`` function, a class with ``test*`` methods, or a
+    ``TestCase`` subclass). It may train a small model, but it is not a training
+    entry point: nobody launches it on N processes."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    if name == "conftest":
+        return True
+    if not (name.startswith("test_") or name.endswith("_test")):
+        return False
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if statement.name.startswith("test"):
+                return True
+        elif isinstance(statement, ast.ClassDef):
+            if any(_last_name(base) == "TestCase" for base in statement.bases):
+                return True
+            if any(
+                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and item.name.startswith("test")
+                for item in statement.body
+            ):
+                return True
+    return False
+
+
+def _last_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
 
 
 # -- the pre-screen: text and ast -----------------------------------------------------
@@ -86,7 +127,7 @@ TRAINING_WORDS = (
     *_components(OPTIMIZER_PREFIXES),
 )
 #: A distributed script uses one of these (all words of a group).
-DISTRIBUTED_WORDS = _components(_DISTRIBUTED)
+DISTRIBUTED_WORDS = (*_components(_DISTRIBUTED), (SHARED_MODEL_METHOD,))
 #: Leading words of the qualified names both screens look for. A class or function
 #: with one of these names makes libcst's scope-qualified names (``Class.attr``)
 #: look like them: such a file goes to the full pass.
@@ -96,7 +137,23 @@ _LEADING_WORDS = frozenset(
 
 
 def _any_group(text: str, groups: tuple[tuple[str, ...], ...]) -> bool:
-    return any(all(word in text for word in group) for group in groups)
+    # Many groups share their first words (torch, distributed): each word is looked
+    # for once.
+    seen: dict[str, bool] = {}
+
+    def has(word: str) -> bool:
+        found = seen.get(word)
+        if found is None:
+            found = seen[word] = word in text
+        return found
+
+    return any(all(has(word) for word in group) for group in groups)
+
+
+def may_be_distributed(text: str) -> bool:
+    """False when no name or call that the screens take for distributed training
+    can be in ``text``."""
+    return _any_group(text, DISTRIBUTED_WORDS)
 
 
 def prescreen(text: str, tree: ast.Module | None = None) -> Verdict | None:
@@ -109,7 +166,7 @@ def prescreen(text: str, tree: ast.Module | None = None) -> Verdict | None:
     screen would name first.
     """
     maybe_training = "torch" in text and _any_group(text, TRAINING_WORDS)
-    maybe_distributed = _any_group(text, DISTRIBUTED_WORDS)
+    maybe_distributed = may_be_distributed(text)
     if not maybe_training and not maybe_distributed:
         return Verdict(SKIP_NOT_TRAINING)
     if tree is None:
@@ -154,6 +211,7 @@ class _AstScreen:
         #: (line, offset, flagged name, its dotted parts as written, statement)
         self.imports: list[tuple[int, int, str, tuple[str, ...], ast.stmt]] = []
         self.calls: list[tuple[int, int, str]] = []
+        self.shared: list[tuple[int, int]] = []
         for node in ast.walk(tree):
             kind = type(node)
             if kind is ast.Call:
@@ -162,6 +220,10 @@ class _AstScreen:
                     # super().backward() too: conservative
                     self.backward |= func.attr == BACKWARD
                     self.steps |= func.attr in STEP_METHODS
+                    if func.attr == SHARED_MODEL_METHOD and not (
+                        node.args or node.keywords  # type: ignore[attr-defined]
+                    ):
+                        self.shared.append((node.lineno, node.col_offset))  # type: ignore[attr-defined]
                 name = _chain(func)
                 if name is not None:
                     self.calls.append((node.lineno, node.col_offset, name))  # type: ignore[attr-defined]
@@ -226,6 +288,17 @@ class _AstScreen:
             key=lambda hit: hit[:2],
         )
         first_import = min(self.imports, default=None, key=lambda hit: hit[:2])
+        first_shared = min(self.shared, default=None)
+        if first_shared is not None and all(
+            # at the same place, the full screen names the call's qualified name
+            other is None or first_shared < other[:2]
+            for other in (first_call, first_import)
+        ):
+            line, offset = first_shared
+            return Verdict(
+                SKIP_DISTRIBUTED,
+                (distributed_finding(line, _column(text, line, offset), SHARED_MODEL),),
+            )
         if first_call is not None and (
             first_import is None or first_call[:2] < first_import[:2]
         ):
@@ -401,7 +474,9 @@ class FullScreen(cst.CSTVisitor):
         return screen
 
     def _flag(self, node: cst.CSTNode, name: str) -> None:
-        if self.distributed is None and is_distributed_name(name):
+        if self.distributed is None and (
+            name == SHARED_MODEL or is_distributed_name(name)
+        ):
             start = self.get_metadata(PositionProvider, node).start
             self.distributed = (start.line, start.column + 1, name)
 
@@ -436,6 +511,8 @@ class FullScreen(cst.CSTVisitor):
         if isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             self.steps |= method in STEP_METHODS
+            if method == SHARED_MODEL_METHOD and not node.args:
+                self._flag(node, SHARED_MODEL)
             if (
                 method == BACKWARD
                 and cst.Module([]).code_for_node(node.func.value) != "super()"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -430,3 +431,107 @@ def test_progress_bar_on_a_terminal_unless_quiet(tmp_path: Path, quiet: bool) ->
     assert proc.returncode == EXIT_WOULD_CHANGE
     assert ("migrating" in shown) is not quiet
     assert "4 files would be migrated" in shown
+
+
+# --- what an already-distributed entry point imports ----------------------------------
+
+HOGWILD_MAIN = """\
+import torch
+import torch.multiprocessing as mp
+
+from train import train
+
+model = torch.nn.Linear(2, 2)
+model.share_memory()
+workers = [mp.Process(target=train, args=(rank, model)) for rank in range(2)]
+"""
+
+LIBRARY = TRAIN.replace(
+    "model = torch.nn.Linear",
+    "def train(rank, model):\n    pass\n\n\nmodel = torch.nn.Linear",
+)
+
+DDP_LAUNCHER = """\
+import torch.distributed as dist
+
+from .engine import fit
+
+dist.init_process_group("gloo")
+fit()
+"""
+
+
+def _by_path(document: dict) -> dict[str, dict]:
+    return {entry["path"]: entry for entry in document["files"]}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_library_of_an_already_distributed_script_is_left_alone(
+    jobs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put("proj/main.py", HOGWILD_MAIN)
+    put("proj/train.py", LIBRARY)
+    put("proj/single.py", TRAIN)  # not imported by main.py: migrated as usual
+    code, out, _ = run(capsys, "--write", "-j", jobs, "--output-format", "json", "proj")
+    assert code == EXIT_OK
+    files = _by_path(json.loads(out))
+    assert Path("proj/train.py").read_text() == LIBRARY
+    library = files["proj/train.py"]
+    assert library["skip_reason"] == "already distributed"
+    [finding] = library["findings"]
+    assert (finding["code"], finding["status"]) == ("AM100", "info")
+    assert finding["message"] == (
+        "imported by proj/main.py, which is already distributed; left unchanged"
+    )
+    assert files["proj/main.py"]["skip_reason"] == "already distributed"
+    assert files["proj/single.py"]["status"] == "changed"
+    assert Path("proj/single.py").read_text() != TRAIN
+    # the order of the report is the order the files were found
+    assert list(files) == ["proj/main.py", "proj/single.py", "proj/train.py"]
+
+
+def test_the_library_alone_is_migrated(capsys: pytest.CaptureFixture[str]) -> None:
+    """Migrated without its distributed importer, it is a training script (so the
+    test above shows the project pass at work, not the screen)."""
+    put("proj/main.py", HOGWILD_MAIN)
+    put("proj/train.py", LIBRARY)
+    code, _, _ = run(capsys, "--check", "proj/train.py")
+    assert code == EXIT_WOULD_CHANGE
+
+
+def test_relative_and_package_imports_are_followed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``from .engine import fit`` in a package, and what engine imports in turn
+    (``from pkg import steps``); a module nobody imports is migrated."""
+    put("repo/pkg/__init__.py", "")
+    put("repo/pkg/launch.py", DDP_LAUNCHER)
+    put(
+        "repo/pkg/engine.py", "from pkg import steps\n\n\ndef fit():\n    steps.run()\n"
+    )
+    put("repo/pkg/steps.py", LIBRARY.replace("def train(rank, model)", "def run()"))
+    put("repo/pkg/other.py", TRAIN)
+    code, out, _ = run(capsys, "--check", "--output-format", "json", "repo")
+    assert code == EXIT_WOULD_CHANGE  # other.py
+    files = _by_path(json.loads(out))
+    assert files["repo/pkg/steps.py"]["findings"][0]["message"] == (
+        "imported by repo/pkg/launch.py, which is already distributed; left unchanged"
+    )
+    assert files["repo/pkg/steps.py"]["status"] == "skipped"
+    assert files["repo/pkg/other.py"]["status"] == "changed"
+
+
+def test_a_name_like_a_local_module_in_a_plain_script_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A single-GPU script importing its library: both migrate (the pass only acts
+    on already-distributed importers)."""
+    put("proj/main.py", "from train import train\n" + TRAIN)
+    put("proj/train.py", LIBRARY)
+    code, out, _ = run(capsys, "--check", "--output-format", "json", "proj")
+    assert code == EXIT_WOULD_CHANGE
+    files = _by_path(json.loads(out))
+    assert {p: f["status"] for p, f in files.items()} == {
+        "proj/main.py": "changed",
+        "proj/train.py": "changed",
+    }

@@ -9,6 +9,7 @@ the cases the pre-screen has to be careful about.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import sys
@@ -31,6 +32,7 @@ from accel_migrate.codemod.screen import (
     DISTRIBUTED_WORDS,
     TRAINING_WORDS,
     is_distributed_name,
+    is_test_module,
     prescreen,
 )
 from tests.conftest import FIXTURES, ROOT
@@ -62,6 +64,10 @@ def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
     )
     if full.skip_reason in ("generated", "suppressed"):
         return full.skip_reason, full  # decided before any screen
+    if is_test_module(path, ast.parse(source)):
+        assert full.skip_reason == "not a training entry point"
+        assert not full.findings
+        return "test file", full  # decided before any screen
     verdict = prescreen(source.decode("utf-8-sig", errors="replace"))
     if verdict is None:
         return "full pass", full
@@ -115,7 +121,7 @@ def test_prescreen_agrees_on_the_benchmarks_mixed_tree(tmp_path: Path) -> None:
     assert decided["generated"] > 0
     assert decided["error"] > 0
     # a test that computes gradients without an optimizer step does not train
-    assert tests == {"not a training entry point"}
+    assert tests <= {"not a training entry point", "test file"}
 
 
 def _torch_sample() -> list[Path]:
@@ -286,6 +292,84 @@ LOOP = "for x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step
             "import os\rimport torch.distributed.run\rx = 1\r",
             "already distributed",
         ),
+        # -- the wider screen: MPI, RPC, DTensor, collectives, Hogwild workers --
+        ("from mpi4py import MPI\nimport torch\n" + LOOP, "already distributed"),
+        ("import mpi4py.MPI as MPI\n", "already distributed"),
+        (
+            "import torch\nimport torch.distributed.rpc as rpc\n" + LOOP,
+            "already distributed",
+        ),
+        (
+            "import torch\nimport torch.distributed.autograd as dist_autograd\n" + LOOP,
+            "already distributed",
+        ),
+        (
+            "import torch\nfrom torch.distributed.tensor.parallel import "
+            "parallelize_module\n" + LOOP,
+            "already distributed",
+        ),
+        (
+            "import torch\nfrom torch.distributed.device_mesh import "
+            "init_device_mesh\n" + LOOP,
+            "already distributed",
+        ),
+        (
+            "import torch\nfrom torch.distributed import init_device_mesh\n" + LOOP,
+            "already distributed",
+        ),
+        # plain collectives, through the module alias: the call is named
+        (
+            "import torch\nimport torch.distributed as dist\n"
+            + LOOP
+            + "    dist.all_reduce(loss)\n",
+            "already distributed",
+        ),
+        (
+            "import torch\nimport torch.distributed as dist\n"
+            + LOOP
+            + "dist.barrier()\n",
+            "already distributed",
+        ),
+        (
+            "import torch\nfrom torch.distributed import broadcast, all_gather\n"
+            + LOOP,
+            "already distributed",
+        ),
+        # ... but not rank queries and guards: a library's "am I distributed?"
+        (
+            "import torch\nimport torch.distributed as dist\n"
+            "if dist.is_available() and dist.is_initialized():\n    pass\n" + LOOP,
+            "full pass",
+        ),
+        # Hogwild: torch.multiprocessing workers on a model in shared memory
+        (
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "model = torch.nn.Linear(2, 2)\nmodel.share_memory()\n"
+            "p = mp.Process(target=print, args=(model,))\n",
+            "already distributed",
+        ),
+        (
+            "import torch\nimport multiprocessing\n"
+            "model = torch.nn.Linear(2, 2)\nmodel.share_memory()\n"
+            "p = multiprocessing.Process(target=print, args=(model,))\n",
+            "already distributed",
+        ),
+        (
+            "import torch.multiprocessing as mp\nimport torch\n"
+            "def main():\n    p = mp.Process(target=main)\n",
+            "already distributed",
+        ),
+        # a tensor shared with DataLoader workers is not a shared model
+        (
+            "import torch\ncache = torch.zeros(3)\ncache.share_memory_()\n" + LOOP,
+            "full pass",
+        ),
+        # set_start_method is not a worker
+        (
+            "import torch\nimport torch.multiprocessing as mp\n"
+            "mp.set_start_method('spawn')\n" + LOOP,
+            "full pass",
+        ),
     ],
 )
 def test_prescreen_edge_cases(source: str, expected: str) -> None:
@@ -321,3 +405,58 @@ def test_keywords_are_derived_from_the_screens_tables() -> None:
     distributed = {w for group in DISTRIBUTED_WORDS for w in group}
     for name in DISTRIBUTED_PREFIXES:
         assert set(name.split(".")) <= distributed
+
+
+# --- test files are not training entry points ----------------------------------------
+
+TRAINING_TEST = (
+    "import torch\n"
+    "def test_training_reduces_the_loss():\n"
+    "    model = torch.nn.Linear(2, 1)\n"
+    "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "    loss = model(torch.randn(4, 2)).sum()\n"
+    "    loss.backward()\n"
+    "    opt.step()\n"
+)
+
+
+@pytest.mark.parametrize(
+    "path", ["tests/test_train.py", "train_test.py", "pkg\\test_model.py"]
+)
+def test_a_pytest_file_that_trains_is_not_an_entry_point(path: str) -> None:
+    assert migrate_source(TRAINING_TEST, "train.py").changed  # the same code
+    result = migrate_source(TRAINING_TEST, path)
+    assert not result.changed
+    assert result.skip_reason == "not a training entry point"
+    assert agree(TRAINING_TEST.encode(), path) == "test file"
+
+
+def test_unittest_cases_and_conftest_are_not_entry_points() -> None:
+    body = TRAINING_TEST.replace("def test_training_reduces_the_loss():", "if 1:")
+    unittest_case = (
+        "import unittest\nclass Check(unittest.TestCase):\n    def setUp(self): pass\n"
+        + body
+    )
+    pytest_class = (
+        "class TestTraining:\n    def test_it(self): pass\n" + body  # pytest class
+    )
+    for path, source in (
+        ("test_unit.py", unittest_case),
+        ("test_cls.py", pytest_class),
+        ("conftest.py", body),
+    ):
+        assert migrate_source(body, "train.py").changed
+        result = migrate_source(source, path)
+        assert (result.changed, result.skip_reason) == (
+            False,
+            "not a training entry point",
+        ), path
+
+
+def test_a_script_named_like_a_test_without_tests_is_still_migrated() -> None:
+    """``test_model.py`` that trains at module level (no test functions) is a script:
+    the name alone does not decide."""
+    body = TRAINING_TEST.replace("def test_training_reduces_the_loss():", "if 1:")
+    assert migrate_source(body, "test_model.py").changed
+    assert not is_test_module("testing.py", ast.parse(TRAINING_TEST))
+    assert not is_test_module("contest.py", ast.parse(TRAINING_TEST))

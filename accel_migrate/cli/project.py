@@ -1,0 +1,202 @@
+"""The files of one batch are one project: what an already-distributed entry point
+imports stays as it is.
+
+A library module (``train.py`` of a Hogwild ``main.py``, the ``engine.py`` of a DDP
+launcher) may look like a single-GPU training script on its own: it has the loop,
+the loader, the optimizer. Rewritten, it would call the runtime inside a program that
+already runs its own processes and process group. So the local imports of each
+already-distributed file are followed (transitively, to the files of this batch
+only), and any of them that would be rewritten or reported is left unchanged
+instead, with one finding naming the file that imports it.
+
+Files are written as they are migrated; only those that a file which may be
+distributed imports (``suspects``, found before the batch starts) wait for the end.
+
+Static only: imports are read with Python's ``ast``; nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from ..codemod.findings import SKIP_DISTRIBUTED, Failure, Finding, MigrationResult
+from ..codemod.screen import SCREEN_CODE, may_be_distributed
+from .files import FileError, read_source
+
+Outcome = MigrationResult | Failure
+
+
+class Project:
+    """The batch's files, and which of them an already-distributed file imports."""
+
+    def __init__(self, paths: Sequence[str], locations: Sequence[str]) -> None:
+        self.paths = list(paths)
+        self.files = [os.path.realpath(loc) for loc in locations]
+        self.index = {real: i for i, real in enumerate(self.files)}
+        folders = [os.path.dirname(real) for real in self.index]
+        self.base = os.path.commonpath(folders) if len(folders) > 1 else ""
+        #: Each file's imports, read once per run.
+        self._imports: dict[str, tuple[tuple[int, tuple[str, ...]], ...]] = {}
+
+    def imported_by(self, entries: Iterable[int]) -> dict[int, int]:
+        """The batch's files that the files ``entries`` import, directly or through
+        another of them, each with the first entry that reaches it. One walk for
+        all entries (a file is visited once, under the first entry's roots)."""
+        reached: dict[str, int] = {}
+        if not self.base:
+            return {}
+        queue: deque[tuple[str, int, list[str]]] = deque()
+        for entry in entries:
+            start = self.files[entry]
+            if start not in reached:
+                reached[start] = entry
+                roots = _roots(os.path.dirname(start), self.base)
+                queue.append((start, entry, roots))
+        starts = set(reached)
+        while queue:
+            current, entry, roots = queue.popleft()
+            for found in _local_imports(current, roots, self.index, self._imports):
+                if found not in reached:
+                    reached[found] = entry
+                    queue.append((found, entry, roots))
+        return {
+            self.index[real]: entry
+            for real, entry in reached.items()
+            if real not in starts
+        }
+
+    def suspects(self) -> set[int]:
+        """Files whose result must wait for the whole batch: those imported by a
+        file that may be distributed (a word of the screen in its text). Cheap:
+        substring tests, and ``ast`` for the imports of those files only."""
+        if not self.base:
+            return set()
+        candidates = []
+        for entry, real in enumerate(self.files):
+            try:
+                text = read_source(real).decode("utf-8", errors="replace")
+            except FileError:
+                continue
+            if may_be_distributed(text):
+                candidates.append(entry)
+        return set(self.imported_by(candidates))
+
+    def keep_distributed_imports(
+        self, outcomes: Sequence[Outcome | None]
+    ) -> list[Outcome | None]:
+        """``outcomes`` (by file), with the local modules that an already-distributed
+        file imports turned into unchanged, skipped results."""
+        result = list(outcomes)
+        entries = [i for i, outcome in enumerate(outcomes) if _distributed(outcome)]
+        if not entries:
+            return result
+        for library, entry in sorted(self.imported_by(entries).items()):
+            outcome = result[library]
+            if (
+                isinstance(outcome, MigrationResult)
+                and outcome.skip_reason is None
+                and (outcome.changed or outcome.findings)
+            ):
+                result[library] = MigrationResult(
+                    outcome.path,
+                    outcome.source,
+                    outcome.source,
+                    (
+                        Finding(
+                            1,
+                            1,
+                            SCREEN_CODE,
+                            "info",
+                            f"imported by {self.paths[entry]}, which is already "
+                            "distributed; left unchanged",
+                        ),
+                    ),
+                    skip_reason=SKIP_DISTRIBUTED,
+                )
+        return result
+
+
+def _distributed(outcome: Outcome | None) -> bool:
+    return (
+        isinstance(outcome, MigrationResult) and outcome.skip_reason == SKIP_DISTRIBUTED
+    )
+
+
+def _roots(folder: str, base: str) -> list[str]:
+    """Where an absolute import may find a module of the project: the script's own
+    folder (Python's ``sys.path[0]``), the folder above its package (run as
+    ``python -m pkg.launch``), then each folder above it up to the batch's common
+    folder (a project run from its root)."""
+    roots = [folder]
+    top = folder
+    while os.path.isfile(os.path.join(top, "__init__.py")):
+        top = os.path.dirname(top)
+        if top == os.path.dirname(top):
+            break
+    inside = base.rstrip(os.sep) + os.sep
+    while folder != base and folder.startswith(inside):
+        folder = os.path.dirname(folder)
+        roots.append(folder)
+    if top not in roots:
+        roots.append(top)
+    return roots
+
+
+def _local_imports(
+    path: str,
+    roots: Sequence[str],
+    files: dict[str, int],
+    cache: dict[str, tuple[tuple[int, tuple[str, ...]], ...]],
+) -> Iterable[str]:
+    """The files of the batch that ``path`` imports (real paths)."""
+    package = os.path.dirname(path)
+    if path not in cache:
+        cache[path] = _read_imports(path)
+    for level, names in cache[path]:
+        if level:
+            folder = package
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            bases: Sequence[str] = (folder,)
+        else:
+            bases = roots
+        for name in names:
+            yield from _module_files(name, tuple(bases), files)
+
+
+def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """(relative level, dotted module names) of each import statement of ``path``."""
+    try:
+        tree = ast.parse(read_source(path))
+    except (FileError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.append((0, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = [f"{module}.{a.name}".lstrip(".") for a in node.names]
+            found.append(
+                (node.level, tuple(n for n in (module, *names) if n and "*" not in n))
+            )
+    return tuple(found)
+
+
+def _module_files(
+    dotted: str, roots: tuple[str, ...], files: dict[str, int]
+) -> Iterable[str]:
+    """The batch's files for ``dotted`` and the packages it passes through
+    (``import a.b`` runs ``a/__init__.py`` and ``a/b.py``). Paths are joined to
+    real folders, so a file of the batch is found by its name (a module that is
+    itself a link to another file is not followed)."""
+    parts = dotted.split(".")
+    for root in roots:
+        for depth in range(1, len(parts) + 1):
+            stem = os.path.join(root, *parts[:depth])
+            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if candidate in files:
+                    yield candidate

@@ -1,0 +1,300 @@
+"""AM025 batch-size-shapes: the loader's batch size used as a shape in a step.
+
+## What
+In a loop over a prepared data loader (training or evaluation), a batch size a
+prepared loader was configured with (``batch_size``, ``args.batch_size``,
+``opt.batch_size``: the expression given to ``DataLoader(batch_size=...)``, also
+through ``**kwargs``) used as a shape:
+
+- ``x.view(batch_size, ...)`` / ``x.reshape(batch_size, ...)`` where ``x`` is the
+  batch the loop draws from that loader is rewritten to ``x.view(x.size(0), ...)``:
+  the batch's own size, which is the configured one wherever the original ran;
+- any other use as a shape (``recon.view(args.batch_size, 1, 28, 28)`` on a model's
+  output, ``torch.ones(batch_size, 1)`` labels, ``torch.randn(batch_size, nz)``
+  noise, ``torch.full((batch_size,), 1.0)``, ``torch.arange(batch_size)``,
+  ``.expand``/``.repeat``/``.new_zeros``...) is reported as needs-review.
+
+## Why
+By default the migrated script keeps the original's global batch and splits it:
+each process gets ``batch_size / N`` samples of every batch. A tensor shaped with
+the configured batch size has ``N`` times too many rows: reshaping the batch fails
+at world size 2, and labels of the wrong length fail or broadcast wrongly in the
+loss.
+
+## Example
+```python
+# before
+train_loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
+for images, _ in train_loader:
+    images = images.reshape(batch_size, -1).to(device)
+    real_labels = torch.ones(batch_size, 1).to(device)
+# after
+train_loader = accel.prepare_dataloader(DataLoader(dataset, batch_size=batch_size, shuffle=True))
+for images, _ in train_loader:
+    images = images.reshape(images.size(0), -1).to(accel.device())
+    real_labels = torch.ones(batch_size, 1).to(accel.device())  # needs-review
+```
+
+## Fix safety
+The rewrite is made only where the value is provably the same: the tensor is a
+batch the loop binds from a loader whose batch size is that very variable, and it
+is not rebound in the loop except by calls that keep its first dimension
+(``.to``, ``.float()``, this very reshape). In the original such a reshape works
+only when the batch is full, and then ``x.size(0)`` is the configured size. For
+the reported cases, take the size from the batch (``x.size(0)``), or launch with
+``--batch-mode per-device`` (each process takes whole batches of the configured
+size; the global batch is then ``N`` times larger).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+from libcst.metadata import ScopeProvider
+
+from ..analysis import Key, attr_chain
+from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
+from ..patterns import DATALOADER_CALLS
+from ..rule import Rule
+
+#: Tensor methods whose arguments are a shape.
+SHAPE_METHODS = frozenset(
+    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty"}
+)
+RESHAPES = frozenset({"view", "reshape"})
+#: torch functions whose leading arguments are a shape (or a length).
+SHAPE_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "arange",
+        "Tensor",
+        "FloatTensor",
+        "LongTensor",
+        "cuda.FloatTensor",
+        "cuda.LongTensor",
+    )
+)
+#: Methods that keep a tensor's first dimension (a batch rebound by them is still
+#: the batch).
+KEEP_ROWS = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "long",
+        "type",
+        "contiguous",
+        "detach",
+        "clone",
+        "requires_grad_",
+    }
+)
+
+
+class BatchSizeShapes(Rule):
+    code = "AM025"
+    name = "batch-size-shapes"
+    summary = "loader batch size used as a shape in a step -> the batch's own size, or reported"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._loops: dict[cst.For, LoaderLoop | None] = {}
+        #: shape arguments to rewrite: the argument node -> the batch's name
+        self._rewrite: dict[cst.Arg, str] = {}
+
+    def _loop(self, loop: cst.For) -> LoaderLoop | None:
+        if loop not in self._loops:
+            self._loops[loop] = loader_loop(self.index, loop)
+        return self._loops[loop]
+
+    def _enclosing_loops(self, node: cst.CSTNode) -> list[tuple[cst.For, LoaderLoop]]:
+        found = []
+        for path in self.index.loop_paths(node):
+            for loop in path:
+                if isinstance(loop, cst.For):
+                    info = self._loop(loop)
+                    if info is not None:
+                        found.append((loop, info))
+        return found
+
+    @cached_property
+    def _batch_sizes(self) -> list[cst.BaseExpression]:
+        """The batch sizes of every prepared loader of the file."""
+        found = []
+        for call in self.index.calls:
+            if not self.qualnames(call.func) & DATALOADER_CALLS:
+                continue
+            holder = self.index.parent(call)
+            wrapper = self.index.parent(holder) if holder is not None else None
+            if wrapper is not None and self.index.is_runtime_call(
+                wrapper, "prepare_dataloader"
+            ):
+                size = batch_size_of(self.index, call)
+                if size is not None:
+                    found.append(size)
+        return found
+
+    def _configured(self, expr: cst.BaseExpression) -> bool:
+        """Is ``expr`` spelled as the batch size of a prepared loader? (Of another
+        loader than the loop's too: the original's sizes are often equal.)"""
+        return any(
+            same_variable(self.index, expr, size, strict=False)
+            for size in self._batch_sizes
+        )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method in SHAPE_METHODS:
+            dims = _shape_args(node)
+        elif self.qualnames(func) & SHAPE_FUNCTIONS:
+            dims = _shape_args(node)
+        else:
+            return
+        sizes = [
+            (arg, expr)
+            for arg, expr in dims
+            if isinstance(expr, (cst.Name, cst.Attribute))
+        ]
+        if not sizes:
+            return
+        loops = self._enclosing_loops(node)
+        if not loops:
+            return
+        hits = [(arg, expr) for arg, expr in sizes if self._configured(expr)]
+        if not hits:
+            return
+        arg, expr = hits[0]
+        spelled = attr_chain(expr) or "batch_size"
+        if method in RESHAPES and arg is node.args[0] and expr is arg.value:
+            batch = self._provable_batch(node, expr, loops)
+            if batch is not None:
+                self._rewrite[arg] = batch
+                self.report(
+                    node,
+                    "fixed",
+                    f"the loader's batch size `{spelled}` used as a shape: each "
+                    f"process's batch is its share of the global batch -> "
+                    f"{batch}.size(0)",
+                )
+                return
+        self.report(
+            node,
+            "needs-review",
+            f"the loader's batch size `{spelled}` is used as a shape in a step: "
+            f"with the global batch split across processes each process's batch has "
+            f"{spelled} / N samples, so this shape is wrong at world size > 1; take "
+            "the size from the batch (`x.size(0)`), or launch with "
+            "`--batch-mode per-device`",
+        )
+
+    def _provable_batch(
+        self,
+        call: cst.Call,
+        size: cst.BaseExpression,
+        loops: list[tuple[cst.For, LoaderLoop]],
+    ) -> str | None:
+        """The batch variable ``call`` reshapes, when its first dimension is provably
+        the batch size ``size`` (of the loader its loop draws it from)."""
+        receiver = call.func.value  # type: ignore[attr-defined]
+        while (
+            isinstance(receiver, cst.Call)
+            and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value in KEEP_ROWS
+        ):
+            receiver = receiver.func.value
+        if not isinstance(receiver, cst.Name):
+            return None
+        key = self.index.key(receiver)
+        for loop, info in loops:
+            if key not in info.batch:
+                continue
+            sizes = [batch_size_of(self.index, c) for c in info.loaders]
+            if not all(
+                s is not None and same_variable(self.index, size, s, strict=True)
+                for s in sizes
+            ):
+                return None
+            if self._rebound(receiver, key, loop, size):
+                return None
+            return receiver.value
+        return None
+
+    def _rebound(
+        self, name: cst.Name, key: Key | None, loop: cst.For, size: cst.BaseExpression
+    ) -> bool:
+        """Is the batch rebound in the loop by anything but ``x = x.<keeps rows>``?"""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None or key is None:
+            return True
+        for binding in scope[name.value]:
+            node = binding.node
+            if not isinstance(node, cst.CSTNode) or not self._inside(node, loop.body):
+                continue
+            holder = self.index.parent(node)
+            assign = (
+                self.index.parent(holder)
+                if isinstance(holder, cst.AssignTarget)
+                else None
+            )
+            if not isinstance(assign, cst.Assign) or not self._keeps_rows(
+                assign.value, name.value, size
+            ):
+                return True
+        return False
+
+    def _inside(self, node: cst.CSTNode, block: cst.CSTNode) -> bool:
+        return any(a is block for a in self.index.ancestors(node))
+
+    def _keeps_rows(
+        self, value: cst.BaseExpression, name: str, size: cst.BaseExpression
+    ) -> bool:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            if method in RESHAPES:
+                first = value.args[0] if value.args else None
+                if first is None or first.keyword is not None:
+                    return False
+                if not same_variable(self.index, first.value, size, strict=True):
+                    return False
+            elif method not in KEEP_ROWS:
+                return False
+            value = value.func.value
+        return isinstance(value, cst.Name) and value.value == name
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        batch = self._rewrite.get(original_node)
+        if batch is None:
+            return updated_node
+        return updated_node.with_changes(
+            value=cst.Call(
+                func=cst.Attribute(value=cst.Name(batch), attr=cst.Name("size")),
+                args=[cst.Arg(cst.Integer("0"))],
+            )
+        )
+
+
+def _shape_args(call: cst.Call) -> list[tuple[cst.Arg, cst.BaseExpression]]:
+    """The leading positional arguments, and the elements of a tuple or list given
+    as the first (``torch.full((batch_size,), 1.0)``)."""
+    found: list[tuple[cst.Arg, cst.BaseExpression]] = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break
+        if isinstance(arg.value, (cst.Tuple, cst.List)):
+            found += [(arg, e.value) for e in arg.value.elements]
+        else:
+            found.append((arg, arg.value))
+    return found
