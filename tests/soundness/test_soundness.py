@@ -1,0 +1,119 @@
+"""The soundness figure: every corpus script (``fixtures/soundness/``) run as the
+original and, migrated, at world 2 under ``accel-migrate launch`` (DDP over gloo),
+then classified MATCH, FLAGGED, LOUD, SILENT or HANG (see ``corpus.py`` for the
+precise rules and docs/soundness.md for the published table).
+
+SILENT and HANG fail. ``EXPECTED`` pins the class of every other case, so that a
+MATCH that becomes FLAGGED (or the reverse) is seen and the table updated. Cases
+that are SILENT or HANG today are listed in ``UNSOUND_TODAY`` with the cause and
+run as ``xfail(strict=True)``: fixing the tool turns them into an XPASS that asks
+for the entry to move to ``EXPECTED``.
+
+``ACCEL_MIGRATE_SOUNDNESS_DOC=1`` rewrites the table in docs/soundness.md from this
+run (between its ``soundness-table`` markers).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+from .corpus import BROKEN, Case, Outcome, classify, discover, render_table
+
+pytestmark = pytest.mark.multiprocess
+
+CASES = discover()
+#: Jobs run at once. A world-2 job is three processes, mostly waiting on each other.
+PARALLEL = max(2, min(4, (os.cpu_count() or 2) + 1))
+DOC = ROOT / "docs" / "soundness.md"
+START, END = "<!-- soundness-table:start -->", "<!-- soundness-table:end -->"
+
+#: The class each sound case has today.
+EXPECTED: dict[str, str] = {}
+
+#: Cases that are SILENT or HANG today: the cause (the xfail's reason).
+UNSOUND_TODAY: dict[str, str] = {}
+
+
+def _selected(session: pytest.Session) -> set[str]:
+    """The cases whose test_case was selected (``-k``); all when none was."""
+    names = {
+        item.callspec.params["case"].name
+        for item in session.items
+        if isinstance(item, pytest.Function)
+        and hasattr(item, "callspec")
+        and "case" in item.callspec.params
+    }
+    return names or {c.name for c in CASES}
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, Outcome]:
+    root = tmp_path_factory.mktemp("soundness")
+    selected = _selected(request.session)
+    runnable = [c for c in CASES if not c.missing() and c.name in selected]
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        jobs = {c.name: pool.submit(classify, c, root) for c in runnable}
+        return {name: job.result() for name, job in jobs.items()}
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 25, f"{len(CASES)} cases"
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+def test_table(outcomes: dict[str, Outcome], capsys: pytest.CaptureFixture) -> None:
+    """Prints the table; with ACCEL_MIGRATE_SOUNDNESS_DOC=1 writes it to the docs."""
+    ordered = [outcomes[c.name] for c in CASES if c.name in outcomes]
+    table = render_table(ordered)
+    with capsys.disabled():
+        print("\n" + table)
+    if os.environ.get("ACCEL_MIGRATE_SOUNDNESS_DOC") == "1":
+        assert len(ordered) == len(CASES), "the published table needs every case"
+        _write_doc(table)
+    assert ordered, "no case ran"
+
+
+def _write_doc(table: str, doc: Path = DOC) -> None:
+    text = doc.read_text()
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    doc.write_text(f"{head}{START}\n{table}{END}{tail}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_case(
+    case: Case, outcomes: dict[str, Outcome], request: pytest.FixtureRequest
+) -> None:
+    missing = case.missing()
+    if missing:
+        pytest.skip(f"{case.name} imports {', '.join(missing)}, not installed")
+    if case.name in UNSOUND_TODAY:
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason=UNSOUND_TODAY[case.name])
+        )
+    outcome = outcomes[case.name]
+    assert outcome.klass != BROKEN, outcome.detail
+    assert outcome.klass not in ("SILENT", "HANG"), f"{outcome.klass}: {outcome.detail}"
+    assert (
+        case.name in EXPECTED
+    ), f"new case: add {case.name!r}: {outcome.klass!r} to EXPECTED"
+    assert outcome.klass == EXPECTED[case.name], (
+        f"was {EXPECTED[case.name]}, now {outcome.klass} ({outcome.detail}): "
+        "update EXPECTED and the table in docs/soundness.md"
+    )
+
+
+def test_expected_tables_name_real_cases() -> None:
+    names = {c.name for c in CASES}
+    assert set(EXPECTED) <= names
+    assert set(UNSOUND_TODAY) <= names
+    assert not set(EXPECTED) & set(UNSOUND_TODAY)
+    assert set(EXPECTED.values()) <= {"MATCH", "FLAGGED", "LOUD"}
