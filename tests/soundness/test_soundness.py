@@ -46,6 +46,7 @@ EXPECTED: dict[str, str] = {
     "factory_model": "MATCH",
     "hogwild": "FLAGGED",
     "model_list": "FLAGGED",
+    "predictions_csv": "FLAGGED",
     "module_shadow": "FLAGGED",
     "sgan_tensor_type": "FLAGGED",
     "tqdm_loop": "MATCH",
@@ -60,10 +61,13 @@ UNSOUND_TODAY: dict[str, str] = {
     "(issue 11 section 3)",
     "batch_size_shape": "x.view(args.batch_size, -1) crashes at world 2 (each rank "
     "has half the batch) with torch's RuntimeError, no finding (issue 13)",
-    "checkpoint_resume": "crashes at world 2 with an unclear error, no finding "
-    "(save_checkpoint's shutil.copyfile after accel.save runs on every rank, issue 12)",
+    "checkpoint_resume": "save_checkpoint's shutil.copyfile runs on every rank after "
+    "the main-process-only accel.save: rank 1 fails with FileNotFoundError "
+    "'checkpoint.pth.tar', no finding (issue 12)",
     "cifar_bn_resnet": "BatchNorm normalises by each rank's half batch; no finding "
     "(issue 13)",
+    "dcgan_bn_discriminator": "BatchNorm2d in G and D normalises by each rank's half "
+    "batch: differs from step 0 (rel 4e-4), no finding (issue 13)",
     "ddp_tutorial_trainer": "the loss returned by _run_batch and printed in "
     "_run_epoch stays rank 0's half-batch loss (rel 0.4), no finding (issue 12)",
     "infogan_heads": "`validity, _ = D(x)` leaves DDP parameters unused: the world-2 "
@@ -72,7 +76,8 @@ UNSOUND_TODAY: dict[str, str] = {
     "runtime materialises the epoch's batches before the first one (issue 11)",
     "mnist_cnn": "dropout draws per-rank masks; no finding (issue 13)",
     "psnr_metric": "accel.global_loss is placed around a Python float "
-    "(psnr = 10 * log10(1 / mse.item())) and crashes (issue 11)",
+    "(psnr = 10 * log10(1 / mse.item())): AttributeError 'float' object has no "
+    "attribute 'detach', no finding (issue 11)",
     "seq2seq_ignore_index": "CrossEntropyLoss(ignore_index=PAD) is a token mean, "
     "weighted per sample by the runtime; no finding (issue 13)",
     "sum_loss_autoencoder": "reduction='sum' loss helper weighted as a mean: loss "
