@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -42,21 +44,62 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _run(command: list[str], cwd: Path) -> str:
-    done = subprocess.run(
+class RunFailed(AssertionError):
+    """A run that exited non-zero, with what it wrote (for callers that classify it)."""
+
+    def __init__(self, message: str, returncode: int, stdout: str, stderr: str):
+        super().__init__(message)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+def _limit_memory(limit: int | None):
+    if limit is None:
+        return None
+
+    def apply() -> None:
+        # Per process, inherited by torchrun's workers: a run that grows without
+        # bound fails with MemoryError instead of taking the shared machine down.
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def _run(
+    command: list[str],
+    cwd: Path,
+    timeout: float = TIMEOUT,
+    memory_limit: int | None = None,
+) -> str:
+    # Own process group: on a timeout the launcher's workers are killed too, not
+    # left behind waiting in a collective.
+    process = subprocess.Popen(
         command,
         cwd=cwd,
         env=_environment(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=TIMEOUT,
-        check=False,
+        start_new_session=True,
+        preexec_fn=_limit_memory(memory_limit),
     )
-    if done.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(command)} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        raise subprocess.TimeoutExpired(
+            command, timeout, output=stdout, stderr=stderr
+        ) from expired
+    if process.returncode != 0:
+        raise RunFailed(
+            f"{' '.join(command)} exited {process.returncode}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            process.returncode,
+            stdout,
+            stderr,
         )
-    return done.stdout
+    return stdout
 
 
 def _read(stdout: str, out: Path) -> Run:
@@ -65,9 +108,13 @@ def _read(stdout: str, out: Path) -> Run:
     return Run(stdout, losses, state)
 
 
-def run_original(script: Path, workdir: Path, *args: str) -> Run:
+def run_original(
+    script: Path, workdir: Path, *args: str, timeout: float = TIMEOUT
+) -> Run:
     out = workdir / f"{script.stem}.original.pt"
-    stdout = _run([sys.executable, str(script), "--out", str(out), *args], workdir)
+    stdout = _run(
+        [sys.executable, str(script), "--out", str(out), *args], workdir, timeout
+    )
     return _read(stdout, out)
 
 
@@ -82,7 +129,13 @@ def migrate_to(script: Path, workdir: Path) -> Path:
 
 
 def run_launched(
-    script: Path, workdir: Path, nproc: int, *args: str, launch: tuple[str, ...] = ()
+    script: Path,
+    workdir: Path,
+    nproc: int,
+    *args: str,
+    launch: tuple[str, ...] = (),
+    timeout: float = TIMEOUT,
+    memory_limit: int | None = None,
 ) -> Run:
     out = workdir / f"{script.stem}.w{nproc}.{'-'.join(launch) or 'default'}.pt"
     command = [
@@ -94,7 +147,12 @@ def run_launched(
         str(nproc),
         *launch,
     ]
-    stdout = _run([*command, str(script), "--out", str(out), *args], workdir)
+    stdout = _run(
+        [*command, str(script), "--out", str(out), *args],
+        workdir,
+        timeout,
+        memory_limit,
+    )
     return _read(stdout, out)
 
 

@@ -1,0 +1,407 @@
+"""The soundness corpus (``fixtures/soundness/``): cases, runs and their class.
+
+A case is a single script, or a project folder whose ``main.py`` imports local
+helper modules (copied next to the migrated copy, unchanged: with one file
+argument the codemod reads local imports but never writes them). Its header
+comments configure it, one ``# soundness: KEY VALUE`` line each:
+
+- ``shape TEXT``: the real-world shape it stands for (the table's second column);
+- ``cause CODE [CODE...]``: the finding codes that must name the cause for the case
+  to count as FLAGGED (without it, any needs-review finding does);
+- ``unchanged``: the codemod must leave it alone (already distributed);
+- ``args ...`` / ``launch ...``: extra script arguments (both runs) / launcher flags;
+- ``tolerance X REASON``: relative tolerance instead of 1e-5 (float16 scripts);
+- ``compare PREFIX [PREFIX...]``: printed lines compared besides ``eval `` lines;
+- ``second-run ARGS``: a second run in the same folders (resuming), compared too;
+- ``requires MODULE``: skipped, with the reason, where MODULE is not installed.
+
+Classes, in the order they are decided:
+
+- HANG: the migrated run produced no result within ``TIMEOUT`` seconds, hit the
+  per-process memory limit (``MEMORY_LIMIT``: a run that grows without bound), or
+  failed with the runtime's ``CollectiveTimeoutError`` (ranks waiting on each other);
+- LOUD: the migrated run exited non-zero and the first failure is a clear error of
+  accel-migrate's own runtime: an exception of a class defined in
+  ``accel_migrate.runtime``, or one raised by a ``raise`` statement in
+  ``accel_migrate/runtime/`` (the innermost traceback frame is there and its line is
+  that ``raise``), or the launcher refused the job before starting (exit 2, ``error:``);
+- MATCH: it ran, and every per-step loss, every compared line and every final
+  parameter equals the original's within the tolerance (or, for ``unchanged``
+  cases, the codemod left the file byte-identical);
+- FLAGGED: it differs, crashes with an error that is not LOUD, or was left
+  unmigrated, and a needs-review finding (one of ``cause`` where given) exists;
+- SILENT: the same without such a finding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from accel_migrate.codemod import MigrationResult, migrate_source
+from tests.conftest import FIXTURES
+from tests.parity.harness import (
+    Run,
+    RunFailed,
+    migrate_to,
+    run_launched,
+    run_original,
+)
+
+CORPUS = FIXTURES / "soundness"
+FP32_TOLERANCE = 1e-5
+#: Seconds one run may take (a world-2 job is three processes on a busy 2-core machine).
+TIMEOUT = 150
+#: Seconds a collective may wait before the runtime fails the job (``--timeout``).
+COLLECTIVE_TIMEOUT = 60
+#: Address space per process of the migrated run (a run that materialises an
+#: unbounded sampler would otherwise take the machine down).
+MEMORY_LIMIT = 3 << 30
+WORLD = 2
+CLASSES = ("MATCH", "FLAGGED", "LOUD", "SILENT", "HANG")
+#: An original that does not run is a defect of the corpus, not of the tool.
+BROKEN = "BROKEN"
+
+_DIRECTIVE = re.compile(r"^# soundness: ([\w-]+)[ \t]*(.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    script: Path
+    shape: str
+    causes: tuple[str, ...] = ()
+    unchanged: bool = False
+    args: tuple[str, ...] = ()
+    launch: tuple[str, ...] = ()
+    tolerance: float = FP32_TOLERANCE
+    compare: tuple[str, ...] = ("eval ",)
+    second_run: tuple[str, ...] | None = None
+    requires: tuple[str, ...] = ()
+
+    @property
+    def helpers(self) -> list[Path]:
+        """The local modules of a project folder (everything but its main script)."""
+        if self.script.name != "main.py":
+            return []
+        return sorted(p for p in self.script.parent.glob("*.py") if p != self.script)
+
+    def missing(self) -> list[str]:
+        return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+
+def parse_case(name: str, script: Path) -> Case:
+    values: dict[str, object] = {}
+    for key, value in _DIRECTIVE.findall(script.read_text()):
+        words = tuple(value.split())
+        if key == "shape":
+            values["shape"] = value.strip()
+        elif key == "cause":
+            values["causes"] = words
+        elif key == "unchanged":
+            values["unchanged"] = True
+        elif key in ("args", "launch", "requires"):
+            values[key] = words
+        elif key == "tolerance":
+            values["tolerance"] = float(words[0])
+        elif key == "compare":
+            values["compare"] = tuple(
+                dict.fromkeys(("eval ", *(f"{w} " for w in words)))
+            )
+        elif key == "second-run":
+            values["second_run"] = words
+        else:
+            raise ValueError(f"{script}: unknown directive `# soundness: {key}`")
+    if "shape" not in values:
+        raise ValueError(f"{script}: no `# soundness: shape ...` line")
+    return Case(name, script, **values)  # type: ignore[arg-type]
+
+
+def discover(root: Path = CORPUS) -> list[Case]:
+    singles = [(p.stem, p) for p in root.glob("*.py")]
+    projects = [(p.parent.name, p) for p in root.glob("*/main.py")]
+    return [parse_case(name, path) for name, path in sorted(singles + projects)]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    shape: str
+    klass: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first failure in a job's stderr: exception type, message, where raised."""
+
+    kind: str
+    message: str
+    file: str = ""
+    code: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}" if self.message else self.kind
+
+    @property
+    def loud(self) -> bool:
+        if self.kind == "launcher":
+            return True
+        if self.kind.endswith(("CollectiveTimeoutError", "PeerFailedError")):
+            return False
+        if self.kind.startswith("accel_migrate.runtime."):
+            return True
+        in_runtime = "/accel_migrate/runtime/" in self.file.replace("\\", "/")
+        return in_runtime and self.code.startswith("raise ")
+
+    @property
+    def hang(self) -> bool:
+        return (
+            self.kind.endswith("CollectiveTimeoutError") or self.kind == "MemoryError"
+        )
+
+
+_FRAME = re.compile(r'^\s+File "([^"]+)", line \d+')
+_CHAINED = ("During handling of the above exception", "The above exception was")
+
+
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:\s?")
+
+
+def first_failure(stderr: str, returncode: int) -> Failure:
+    """The failure that ended the job: each rank's first traceback's final exception
+    (torchrun prefixes worker lines with ``[rankN]:``), a rank's own error before
+    one that was only stopped by a peer, the lowest rank first."""
+    ranks: dict[int, list[str]] = {}
+    plain: list[str] = []
+    for line in stderr.splitlines():
+        prefix = _RANK_PREFIX.match(line)
+        if prefix:
+            ranks.setdefault(int(prefix.group(1)), []).append(line[prefix.end() :])
+        else:
+            plain.append(line)
+    found = [f for _, lines in sorted(ranks.items()) if (f := _traceback(lines))]
+    own = [f for f in found if not f.kind.endswith("PeerFailedError")]
+    if own or found:
+        return (own or found)[0]
+    last = _traceback(plain)
+    if last is not None:
+        return last
+    if returncode == 2 and plain and plain[-1].startswith("error:"):
+        return Failure("launcher", plain[-1].removeprefix("error:").strip())
+    tail = plain[-1] if plain else ""
+    return Failure("exit", f"code {returncode}, no traceback; last line: {tail}")
+
+
+def _traceback(lines: list[str]) -> Failure | None:
+    """The first traceback's final exception (after any chained ones), if any."""
+    i = 0
+    last: Failure | None = None
+    while i < len(lines):
+        if not lines[i].rstrip().endswith("Traceback (most recent call last):"):
+            i += 1
+            continue
+        file = code = ""
+        j = i + 1
+        while j < len(lines) and lines[j][:1] in (" ", "\t"):
+            frame = _FRAME.match(lines[j])
+            if frame:
+                file = frame.group(1)
+                following = lines[j + 1] if j + 1 < len(lines) else ""
+                code = following.strip() if not _FRAME.match(following) else ""
+            j += 1
+        kind, _, message = (lines[j] if j < len(lines) else "").partition(":")
+        last = Failure(kind.strip(), message.strip(), file, code)
+        rest = [line for line in lines[j + 1 : j + 4] if line.strip()]
+        if not (rest and rest[0].startswith(_CHAINED)):
+            return last
+        i = j + 1
+    return last
+
+
+def _line_error(before: str, after: str) -> float | None:
+    """Worst relative error between two lines that differ only in numbers; None
+    when they differ otherwise."""
+    b_words, a_words = before.split(), after.split()
+    if len(b_words) != len(a_words):
+        return None
+    worst = 0.0
+    for bw, aw in zip(b_words, a_words, strict=True):
+        if bw == aw:
+            continue
+        try:
+            expected, actual = float(bw.strip("%,()[]")), float(aw.strip("%,()[]"))
+        except ValueError:
+            return None
+        worst = max(worst, abs(actual - expected) / max(abs(expected), 1e-12))
+    return worst
+
+
+def differences(case: Case, original: Run, migrated: Run) -> list[str]:
+    """What differs between the two runs beyond the case's tolerance."""
+    found = []
+    tol = case.tolerance
+    if not original.losses:
+        return ["the original printed no `step N loss X` line"]
+    if len(original.losses) != len(migrated.losses):
+        found.append(f"{len(migrated.losses)} steps, original {len(original.losses)}")
+    else:
+        errors = [
+            abs(a - e) / max(abs(e), 1e-12)
+            for e, a in zip(original.losses, migrated.losses, strict=True)
+        ]
+        worst = max(errors)
+        if worst > tol:
+            found.append(f"loss step {errors.index(worst)} rel {worst:.1e}")
+    for prefix in case.compare:
+        before, after = original.lines(prefix), migrated.lines(prefix)
+        if len(before) != len(after):
+            found.append(
+                f"{len(after)} `{prefix.strip()}` lines, original {len(before)}"
+            )
+            continue
+        for b, a in zip(before, after, strict=True):
+            error = _line_error(b, a)
+            if error is None or error > tol:
+                what = "text" if error is None else f"rel {error:.1e}"
+                found.append(f"`{prefix.strip()}` line {what}: {a!r} vs {b!r}")
+                break
+    found.extend(_parameter_differences(original, migrated, tol))
+    return found
+
+
+def _flatten(state: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(state, dict):
+        flat: dict[str, object] = {}
+        for key, value in state.items():
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): state}
+
+
+def _parameter_differences(original: Run, migrated: Run, tol: float) -> list[str]:
+    import torch
+
+    before, after = _flatten(original.state), _flatten(migrated.state)
+    if not before:
+        return ["the original saved no state with --out"]
+    if before.keys() != after.keys():
+        extra = sorted(set(after) - set(before))[:2]
+        lost = sorted(set(before) - set(after))[:2]
+        return [f"saved keys differ (new {extra}, missing {lost})"]
+    worst, where = 0.0, ""
+    for key, tensor in before.items():
+        other = after[key]
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+            continue
+        scale = tensor.abs().max().clamp_min(1e-12)
+        error = float((other.to(tensor.dtype) - tensor).abs().max() / scale)  # type: ignore[union-attr]
+        if error > worst:
+            worst, where = error, key
+    return [f"param {where} rel {worst:.1e}"] if worst > tol else []
+
+
+def _review(case: Case, result: MigrationResult) -> tuple[list[str], list[str]]:
+    """(codes that name the cause, every needs-review code)."""
+    codes = sorted({f.code for f in result.needs_review})
+    named = [c for c in codes if not case.causes or c in case.causes]
+    return named, codes
+
+
+def _unsound(
+    case: Case, named: list[str], codes: list[str], what: str
+) -> tuple[str, str]:
+    if named:
+        return "FLAGGED", f"{what}; needs-review {', '.join(named)}"
+    others = f" (needs-review {', '.join(codes)} only)" if codes else ""
+    return "SILENT", f"{what}; nothing names it{others}"
+
+
+def classify(case: Case, root: Path) -> Outcome:
+    klass, detail = _classify(case, root / case.name)
+    return Outcome(case.name, case.shape, klass, detail)
+
+
+def _classify(case: Case, work: Path) -> tuple[str, str]:
+    result = migrate_source(case.script.read_bytes(), str(case.script))
+    named, codes = _review(case, result)
+    original_dir, migrated_dir = work / "original", work / f"world{WORLD}"
+    original_dir.mkdir(parents=True)
+    migrated_dir.mkdir(parents=True)
+    try:
+        original = run_original(case.script, original_dir, *case.args, timeout=TIMEOUT)
+        second = (
+            run_original(case.script, original_dir, *case.second_run, timeout=TIMEOUT)
+            if case.second_run
+            else None
+        )
+    except (RunFailed, subprocess.TimeoutExpired) as exc:
+        return BROKEN, f"the original does not run: {str(exc)[-400:]}"
+    if not result.changed:
+        if case.unchanged:
+            return "MATCH", f"left unchanged ({result.skip_reason or 'no change'})"
+        return _unsound(case, named, codes, "left unmigrated")
+    for helper in case.helpers:
+        shutil.copy(helper, migrated_dir / helper.name)
+    migrated = migrate_to(case.script, migrated_dir)
+    launch = ("--timeout", str(COLLECTIVE_TIMEOUT), *case.launch)
+    try:
+        run = _launch(migrated, migrated_dir, case.args, launch)
+        second_run = (
+            _launch(migrated, migrated_dir, case.second_run, launch)
+            if case.second_run
+            else None
+        )
+    except subprocess.TimeoutExpired:
+        return "HANG", f"no result within {TIMEOUT} s"
+    except RunFailed as failed:
+        error = first_failure(failed.stderr, failed.returncode)
+        if error.hang:
+            return "HANG", _short(str(error))
+        if error.loud:
+            return "LOUD", _short(str(error))
+        return _unsound(case, named, codes, f"crashes: {_short(str(error))}")
+    found = differences(case, original, run)
+    if second is not None and second_run is not None:
+        found += [f"second run: {d}" for d in differences(case, second, second_run)]
+    prefix = "rewrote an already-distributed script; " if case.unchanged else ""
+    if not found and not case.unchanged:
+        steps = f"{len(original.losses)} steps"
+        return "MATCH", steps + (f"; needs-review {', '.join(codes)}" if codes else "")
+    return _unsound(case, named, codes, prefix + "; ".join(found[:2]) or "differs")
+
+
+def _launch(
+    script: Path, folder: Path, args: tuple[str, ...], launch: tuple[str, ...]
+) -> Run:
+    return run_launched(
+        script,
+        folder,
+        WORLD,
+        *args,
+        launch=launch,
+        timeout=TIMEOUT,
+        memory_limit=MEMORY_LIMIT,
+    )
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def render_table(outcomes: list[Outcome]) -> str:
+    """A Markdown table, one row per case, then the totals per class."""
+    rows = ["| script | shape | class | detail |", "|---|---|---|---|"]
+    for o in outcomes:
+        detail = o.detail.replace("|", "\\|")
+        rows.append(
+            f"| `{o.name}` | {o.shape.replace('|', '/')} | **{o.klass}** | {detail} |"
+        )
+    totals = {k: sum(o.klass == k for o in outcomes) for k in (*CLASSES, BROKEN)}
+    summary = ", ".join(f"{k} {n}" for k, n in totals.items() if n or k in CLASSES)
+    return "\n".join(rows) + f"\n\nTotal {len(outcomes)}: {summary}.\n"
