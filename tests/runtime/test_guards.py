@@ -54,6 +54,9 @@ class Strategy:
     def setup_module(self, module: nn.Module) -> nn.Module:
         return module
 
+    def watch_forward(self, forward_module: nn.Module, output: Any) -> None:
+        return None
+
 
 class Precision:
     @staticmethod
