@@ -37,56 +37,45 @@ START, END = "<!-- soundness-table:start -->", "<!-- soundness-table:end -->"
 EXPECTED: dict[str, str] = {
     "amp_autocast": "MATCH",
     "args_gpu_imagenet": "FLAGGED",
+    "autograd_backward": "MATCH",
+    "batch_size_shape": "MATCH",
     "chain_optimizer": "MATCH",
     "cifar100_utils": "MATCH",
-    "conditional_model": "FLAGGED",
-    "data_parallel": "FLAGGED",
+    "cifar_bn_resnet": "MATCH",
+    "conditional_model": "MATCH",
+    "data_parallel": "MATCH",
+    "dcgan_bn_discriminator": "MATCH",
     "ddp_spawn": "MATCH",
     "early_stopping": "MATCH",
     "factory_model": "MATCH",
-    "hogwild": "FLAGGED",
+    "hogwild": "MATCH",
+    "infogan_heads": "MATCH",
+    "mingpt_sampler": "MATCH",
     "model_list": "FLAGGED",
+    "module_shadow": "MATCH",
     "predictions_csv": "FLAGGED",
-    "module_shadow": "FLAGGED",
+    "psnr_metric": "MATCH",
+    "seq2seq_ignore_index": "FLAGGED",
     "sgan_tensor_type": "FLAGGED",
     "tqdm_loop": "MATCH",
+    "tuple_models": "MATCH",
     "wgan_gp": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
 UNSOUND_TODAY: dict[str, str] = {
-    "autograd_backward": "torch.autograd.backward([l1, l2]) becomes "
-    "accel.backward(torch.autograd, [l1, l2]) and the printed losses stay rank-local "
-    "(issue 11 section 3)",
-    "batch_size_shape": "x.view(args.batch_size, -1) crashes at world 2 (each rank "
-    "has half the batch) with torch's RuntimeError, no finding (issue 13)",
     "checkpoint_resume": "save_checkpoint's shutil.copyfile runs on every rank after "
     "the main-process-only accel.save: rank 1 fails with FileNotFoundError "
     "'checkpoint.pth.tar', no finding (issue 12)",
-    "cifar_bn_resnet": "BatchNorm normalises by each rank's half batch; no finding "
-    "(issue 13)",
-    "dcgan_bn_discriminator": "BatchNorm2d in G and D normalises by each rank's half "
-    "batch: differs from step 0 (rel 4e-4), no finding (issue 13)",
     "ddp_tutorial_trainer": "the loss returned by _run_batch and printed in "
     "_run_epoch stays rank 0's half-batch loss (rel 0.4), no finding (issue 12)",
-    "infogan_heads": "`validity, _ = D(x)` leaves DDP parameters unused: the world-2 "
-    "run crashes in torch ('Expected to have finished reduction'), no finding (issue 11)",
-    "mingpt_sampler": "RandomSampler(replacement=True, num_samples=int(1e10)): the "
-    "runtime materialises the epoch's batches before the first one (issue 11)",
     "mnist_cnn": "dropout draws per-rank masks; no finding (issue 13)",
-    "psnr_metric": "accel.global_loss is placed around a Python float "
-    "(psnr = 10 * log10(1 / mse.item())): AttributeError 'float' object has no "
-    "attribute 'detach', no finding (issue 11)",
-    "seq2seq_ignore_index": "CrossEntropyLoss(ignore_index=PAD) is a token mean, "
-    "weighted per sample by the runtime; no finding (issue 13)",
-    "sum_loss_autoencoder": "reduction='sum' loss helper weighted as a mean: loss "
-    "and gradients halved at world 2, no finding (issues 12, 13)",
-    "tuple_models": "`encoder, decoder = Encoder(), Decoder()` is not prepared but "
-    "the loader is sharded and backward rewritten: two unsynchronised copies, no "
-    "finding (issue 11)",
-    "vae_sum_loss": "reduction='sum' loss helper weighted as a mean (halved), and "
-    "randn_like in the model's method is not reported (issues 12, 13)",
+    "sum_loss_autoencoder": "the logged `loss.item() / len(x)` divides the global "
+    "sum by this rank's batch size: printed 2x at world 2, no finding (issue 13)",
+    "vae_sum_loss": "the eval sum loss is combined as a mean (halved), the logged "
+    "`loss.item() / len(data)` is 2x, and randn_like in the model's method is not "
+    "reported (issues 12, 13)",
 }
 
 
