@@ -29,7 +29,7 @@ model = torch.nn.Linear(2, 2).to("cuda")
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     opt.zero_grad()
-    loss = model(torch.randn(4, 2)).sum()
+    loss = model(torch.randn(4, 2)).mean()
     loss.backward()
     opt.step()
     print(loss.item())
