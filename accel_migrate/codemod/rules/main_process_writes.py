@@ -73,9 +73,11 @@ global). A file that the script writes and then reads back on every process (on 
 later line, or anywhere in a loop around the write, whose next pass reads it) is
 left as it is and reported as needs-review (the other processes would find no
 file, or read it before it is written). A copy, move or rename whose
-destination the script reads back is followed by ``accel.barrier()`` where every
-process reaches it, and left as it is with a needs-review finding where only
-some do. A file operation whose result is used (``dst = shutil.copy(...)``) is
+destination the script uses again (reads it, lists it, tests it, passes it to a
+call other than a main-process write) is followed by ``accel.barrier()`` where
+every process reaches it, and left as it is with a needs-review finding where
+only some do. On several nodes the destination must be on a folder that all of
+them share: a copy to a node's own disk (``/tmp``) is made on the main node only. A file operation whose result is used (``dst = shutil.copy(...)``) is
 left as it is and reported as needs-review, and so is a copy or move of a path
 each process makes for itself (``tempfile``, ``os.getpid()``); removing such a
 path is left to every process. ``os.makedirs`` is AM018's: every process makes
@@ -94,6 +96,15 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from ..file_changes import (
+    FILE_CHANGERS,
+    PATH_CHANGERS,
+    PATH_READERS,
+    PER_PROCESS,
+    SAVES,
+    argument,
+    shifted,
+)
 from ..patterns import string_value
 from ..rule import Rule, tidy_args
 from .output_folders import is_path
@@ -156,39 +167,6 @@ PATH_WRITERS: dict[str, tuple[int, str]] = {
     "numpy.savetxt": (0, "fname"),
     "matplotlib.pyplot.savefig": (0, "fname"),
 }
-#: Functions that change files by their paths, with where the path they make is
-#: given (position, keyword); None for those that only remove.
-FILE_CHANGERS: dict[str, tuple[int, str] | None] = {
-    "shutil.copyfile": (1, "dst"),
-    "shutil.copy": (1, "dst"),
-    "shutil.copy2": (1, "dst"),
-    "shutil.copytree": (1, "dst"),
-    "shutil.move": (1, "dst"),
-    "shutil.rmtree": None,
-    "os.remove": None,
-    "os.unlink": None,
-    "os.rmdir": None,
-    "os.removedirs": None,
-    "os.rename": (1, "dst"),
-    "os.renames": (1, "new"),
-    "os.replace": (1, "dst"),
-}
-#: ``pathlib.Path`` methods that change files: where the path they make is
-#: ("self": the path itself), None for those that only remove.
-PATH_CHANGERS: dict[str, tuple[int, str] | str | None] = {
-    "write_text": "self",
-    "write_bytes": "self",
-    "rename": (0, "target"),
-    "replace": (0, "target"),
-    "unlink": None,
-    "rmdir": None,
-}
-_PATH_READERS = frozenset({"read_text", "read_bytes", "open"})
-#: Calls whose value differs between processes: a path made from one names a
-#: different file on each (a temporary file each process made for itself).
-_PER_PROCESS = frozenset(
-    {"os.getpid", "uuid.uuid1", "uuid.uuid4", "socket.gethostname"}
-)
 RUN_STATE = frozenset({"wandb.run", "wandb.config", "wandb.summary"})
 _READERS = frozenset(
     {
@@ -265,7 +243,7 @@ class MainProcessWrites(Rule):
             name = sorted(names)[0]
             where = FILE_CHANGERS[name]
             if where is not None:
-                made = _argument(call, *where)
+                made = argument(call, *where)
             return name, made, positional
         func = call.func
         if not (
@@ -278,7 +256,7 @@ class MainProcessWrites(Rule):
         if method == "self":
             made = func.value
         elif isinstance(method, tuple):
-            made = _argument(call, *method)
+            made = argument(call, *method)
         return f"Path.{func.attr.value}", made, [func.value, *positional]
 
     def _change_files(
@@ -310,7 +288,9 @@ class MainProcessWrites(Rule):
                     "copies or moves is written by every process",
                 )
             return updated  # each process removes its own temporary file
-        if made is not None and self._read_again(original, made):
+        if made is not None and (
+            self._read_again(original, made) or self._used_again(original, made)
+        ):
             line = self.parent(self.parent(original))
             if not (
                 isinstance(line, cst.SimpleStatementLine)
@@ -319,7 +299,7 @@ class MainProcessWrites(Rule):
                 self.report(
                     original,
                     "needs-review",
-                    f"{name}(...) makes a file that the script reads back, where only "
+                    f"{name}(...) makes a file that the script uses again, where only "
                     "some processes go: run it on the main process only "
                     "(accel.on_main_process) and add accel.barrier() where every "
                     "process passes, before it is read",
@@ -329,8 +309,9 @@ class MainProcessWrites(Rule):
             self.report(
                 original,
                 "fixed",
-                "the file is read again later -> accel.barrier() after it, so that "
-                "no process reads it before the main process has made it",
+                "the path it makes is used again later -> accel.barrier() after it, "
+                "so that no process reads or tests it before the main process has "
+                "made it",
             )
         self.report(
             original,
@@ -344,6 +325,42 @@ class MainProcessWrites(Rule):
         return updated.with_changes(
             func=self.runtime_attr("on_main_process"),
             args=tidy_args([cst.Arg(value=func), *updated.args]),
+        )
+
+    def _used_again(self, call: cst.Call, made: cst.BaseExpression) -> bool:
+        """Is the path ``call`` makes passed to another call later (or anywhere in
+        a loop around it), other than one that runs on the main process only (a
+        save, a write or another file operation): ``ImageFolder(dst)``,
+        ``os.path.exists(dst)``?"""
+        code = cst.Module([]).code_for_node
+        wanted = code(made)
+        key = self.index.key(made) if isinstance(made, cst.Name) else None
+        line = self.get_metadata(PositionProvider, call).start.line
+        loops = self._loops(call)
+        for other in self.index.calls:
+            if other is call or any(
+                isinstance(c, cst.Call) and self._main_only(c)
+                for c in (other, *self.index.ancestors(other))
+            ):
+                continue  # a path built in a main-only call's arguments
+            for arg in other.args:
+                if code(arg.value) != wanted or (
+                    key is not None and self.index.key(arg.value) != key
+                ):
+                    continue
+                later = self.get_metadata(PositionProvider, other).start.line
+                if later > line or self._loops(other) & loops:
+                    return True
+        return False
+
+    def _main_only(self, call: cst.Call) -> bool:
+        """A call that this rule or AM010 puts on the main process only."""
+        if isinstance(self.parent(call), cst.Expr) and (
+            self._file_change(call) is not None
+        ):
+            return True
+        return self.is_call_to(call, SAVES | PATH_WRITERS.keys()) or (
+            self.index.is_runtime_call(call, "save", "on_main_process")
         )
 
     @cached_property
@@ -371,7 +388,7 @@ class MainProcessWrites(Rule):
         ``tempfile`` path, ``os.getpid()``), directly or through variables?"""
         for call in m.findall(expr, m.Call()):
             names = self.qualnames(call.func)  # type: ignore[attr-defined]
-            if names & _PER_PROCESS or any(n.startswith("tempfile.") for n in names):
+            if names & PER_PROCESS or any(n.startswith("tempfile.") for n in names):
                 return True
         if depth > 3:
             return False
@@ -418,9 +435,9 @@ class MainProcessWrites(Rule):
             func = call.func
             if (
                 isinstance(func, cst.Attribute)
-                and func.attr.value in _PATH_READERS
+                and func.attr.value in PATH_READERS
                 and is_path(self, func.value)
-                and (func.attr.value != "open" or write_mode(_shifted(call)) is None)
+                and (func.attr.value != "open" or write_mode(shifted(call)) is None)
             ):
                 line = self.get_metadata(PositionProvider, call).start.line
                 found.append((line, _path_key(func.value), self._loops(call)))
@@ -478,16 +495,3 @@ def _path_argument(
             return arg.value
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     return positional[position].value if len(positional) > position else None
-
-
-def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[position].value if len(positional) > position else None
-
-
-def _shifted(call: cst.Call) -> cst.Call:
-    """``p.open(mode)`` as ``open(p, mode)``, so that ``write_mode`` reads its mode."""
-    return call.with_changes(args=[cst.Arg(value=cst.Name("_")), *call.args])
