@@ -40,6 +40,7 @@ EXPECTED: dict[str, str] = {
     "autograd_backward": "MATCH",
     "batch_size_shape": "MATCH",
     "chain_optimizer": "MATCH",
+    "checkpoint_resume": "MATCH",
     "cifar100_utils": "MATCH",
     "cifar_bn_resnet": "MATCH",
     "conditional_model": "MATCH",
@@ -65,9 +66,6 @@ EXPECTED: dict[str, str] = {
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
 UNSOUND_TODAY: dict[str, str] = {
-    "checkpoint_resume": "save_checkpoint's shutil.copyfile runs on every rank after "
-    "the main-process-only accel.save: rank 1 fails with FileNotFoundError "
-    "'checkpoint.pth.tar', no finding (issue 12)",
     "ddp_tutorial_trainer": "the loss returned by _run_batch and printed in "
     "_run_epoch stays rank 0's half-batch loss (rel 0.4), no finding (issue 12)",
     "mnist_cnn": "dropout draws per-rank masks; no finding (issue 13)",

@@ -15,7 +15,14 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   ``+``, also in ``with``): ``accel.on_main_process(open, path, "w")``;
 - functions that write a file by its path: ``torchvision.utils.save_image``,
   ``numpy.save`` / ``savez`` / ``savez_compressed`` / ``savetxt`` and
-  ``matplotlib.pyplot.savefig``.
+  ``matplotlib.pyplot.savefig``;
+- calls that copy, move or remove files: ``shutil.copyfile`` / ``copy`` /
+  ``copy2`` / ``copytree`` / ``move`` / ``rmtree``, ``os.remove`` / ``unlink`` /
+  ``rmdir`` / ``removedirs`` / ``rename`` / ``renames`` / ``replace``, and the
+  ``pathlib.Path`` methods ``write_text``, ``write_bytes``, ``rename``,
+  ``replace``, ``unlink`` and ``rmdir`` (on a value known to be a ``Path``).
+  Wherever they are: at module level, in a loop, or in a helper function the
+  training code calls (``save_checkpoint``).
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
@@ -23,7 +30,16 @@ TensorBoard event file and a wandb run, and append the same lines to the same
 CSV or JSON log at the same time (interleaved, or truncated by each other's
 ``"w"``). The stand-in keeps the script unchanged around it: ``writer.add_scalar``,
 ``f.write``, ``csv.writer(f)``, ``json.dump(x, f)`` and ``torch.save(obj, f)`` still
-run on every process and do nothing but on the main one. The arguments are still
+run on every process and do nothing but on the main one.
+
+A checkpoint is written on the main process only (``accel.save``, AM010), so a
+``shutil.copyfile(filename, "model_best.pth.tar")`` after it would fail on the
+other processes (no such file yet) or copy a stale one, and two processes
+removing or renaming the same file race (``FileNotFoundError`` on the slower).
+On the main process the copy, move or removal runs after the save, in the
+order of the script. Each call is moved on its own, rather than the helper that
+holds it: the helper's other statements (and the arguments, which may hold a
+collective) still run on every process. The arguments are still
 evaluated on every process, so a logged ``accel.global_loss(loss)`` (a
 collective) is reached by all of them.
 
@@ -37,6 +53,17 @@ wandb.log({"loss": loss.item()}, step=step)
 writer = accel.on_main_process(SummaryWriter, log_dir=run_dir)
 log = accel.on_main_process(open, os.path.join(run_dir, "metrics.csv"), "w")
 accel.on_main_process(wandb.log, {"loss": accel.global_loss(loss).item()}, step=step)
+
+# before
+def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+    torch.save(state, filename)
+    if is_best:
+        shutil.copyfile(filename, "model_best.pth.tar")
+# after
+def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+    accel.save(state, filename)                      # AM010
+    if is_best:
+        accel.on_main_process(shutil.copyfile, filename, "model_best.pth.tar")
 ```
 
 ## Fix safety
@@ -45,7 +72,17 @@ is what the original script wrote (with AM008 and AM009 the logged values are
 global). A file that the script writes and then reads back on every process (on a
 later line, or anywhere in a loop around the write, whose next pass reads it) is
 left as it is and reported as needs-review (the other processes would find no
-file, or read it before it is written). Reading ``wandb.run``, ``wandb.config`` or
+file, or read it before it is written). A copy, move or rename whose
+destination the script uses again (reads it, lists it, tests it, passes it to a
+call other than a main-process write) is followed by ``accel.barrier()`` where
+every process reaches it, and left as it is with a needs-review finding where
+only some do. On several nodes the destination must be on a folder that all of
+them share: a copy to a node's own disk (``/tmp``) is made on the main node only. A file operation whose result is used (``dst = shutil.copy(...)``) is
+left as it is and reported as needs-review, and so is a copy or move of a path
+each process makes for itself (``tempfile``, ``os.getpid()``); removing such a
+path is left to every process. ``os.makedirs`` is AM018's: every process makes
+the folder. Files changed another way (``os.system``, ``subprocess``) are not
+seen. Reading ``wandb.run``, ``wandb.config`` or
 ``wandb.summary`` is reported as needs-review: they are only set on the main
 process (under a sweep the config comes from the wandb server, on the main
 process only).
@@ -56,10 +93,21 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from ..file_changes import (
+    FILE_CHANGERS,
+    PATH_CHANGERS,
+    PATH_READERS,
+    PER_PROCESS,
+    SAVES,
+    argument,
+    shifted,
+)
 from ..patterns import string_value
 from ..rule import Rule, tidy_args
+from .output_folders import is_path
 from .torch_save import OPEN_CALLS, write_mode
 
 LOGGER_CLASSES = frozenset(
@@ -146,7 +194,7 @@ _NUMPY_SUFFIXES = (".npy", ".npz")
 class MainProcessWrites(Rule):
     code = "AM017"
     name = "main-process-writes"
-    summary = "SummaryWriter / wandb / open(path, 'w') / save_image -> accel.on_main_process(...)"
+    summary = "SummaryWriter / wandb / open(path, 'w') / save_image / shutil.copyfile / os.remove -> accel.on_main_process(...)"
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
@@ -163,6 +211,8 @@ class MainProcessWrites(Rule):
                 self._report_read_again(original_node)
                 return updated_node
             what = f"{name}(...) writes its file on the main process only"
+        elif (change := self._file_change(original_node)) is not None:
+            return self._change_files(original_node, updated_node, *change)
         elif names & OPEN_CALLS and (mode := write_mode(original_node)) is not None:
             if self._read_again(original_node, _path_argument(original_node)):
                 self._report_read_again(original_node)
@@ -178,6 +228,176 @@ class MainProcessWrites(Rule):
             func=self.runtime_attr("on_main_process"),
             args=tidy_args([cst.Arg(value=func), *updated_node.args]),
         )
+
+    # -- copies, moves and removals of files -------------------------------------------
+    def _file_change(
+        self, call: cst.Call
+    ) -> tuple[str, cst.BaseExpression | None, list[cst.BaseExpression]] | None:
+        """For a call that copies, moves, removes or fills a file by its path: its
+        name, the path it makes (None when it only removes) and every path it
+        touches."""
+        made: cst.BaseExpression | None = None
+        names = self.qualnames(call.func) & FILE_CHANGERS.keys()
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if names:
+            name = sorted(names)[0]
+            where = FILE_CHANGERS[name]
+            if where is not None:
+                made = argument(call, *where)
+            return name, made, positional
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in PATH_CHANGERS
+            and is_path(self, func.value)
+        ):
+            return None
+        method = PATH_CHANGERS[func.attr.value]
+        if method == "self":
+            made = func.value
+        elif isinstance(method, tuple):
+            made = argument(call, *method)
+        return f"Path.{func.attr.value}", made, [func.value, *positional]
+
+    def _change_files(
+        self,
+        original: cst.Call,
+        updated: cst.Call,
+        name: str,
+        made: cst.BaseExpression | None,
+        paths: list[cst.BaseExpression],
+    ) -> cst.BaseExpression:
+        if any(arg.star for arg in original.args):
+            return updated
+        if not isinstance(self.parent(original), cst.Expr):
+            self.report(
+                original,
+                "needs-review",
+                f"{name}(...) changes files on every process, racing with the others, "
+                "and its result is used: on the main process only "
+                "(accel.on_main_process) the others would get no result",
+            )
+            return updated
+        if any(self._per_process(path) for path in paths):
+            if made is not None:
+                self.report(
+                    original,
+                    "needs-review",
+                    f"{name}(...) with a path each process makes for itself "
+                    "(tempfile, os.getpid): left on every process; check that what it "
+                    "copies or moves is written by every process",
+                )
+            return updated  # each process removes its own temporary file
+        if made is not None and (
+            self._read_again(original, made) or self._used_again(original, made)
+        ):
+            line = self.parent(self.parent(original))
+            if not (
+                isinstance(line, cst.SimpleStatementLine)
+                and self.index.uniform(original)
+            ):
+                self.report(
+                    original,
+                    "needs-review",
+                    f"{name}(...) makes a file that the script uses again, where only "
+                    "some processes go: run it on the main process only "
+                    "(accel.on_main_process) and add accel.barrier() where every "
+                    "process passes, before it is read",
+                )
+                return updated
+            self._barrier_after.add(original)
+            self.report(
+                original,
+                "fixed",
+                "the path it makes is used again later -> accel.barrier() after it, "
+                "so that no process reads or tests it before the main process has "
+                "made it",
+            )
+        self.report(
+            original,
+            "fixed",
+            f"{name}(...) changes files on the main process only, where accel.save "
+            "and the other writes go, in order -> accel.on_main_process(...)",
+        )
+        func = updated.func
+        if func.lpar:
+            func = func.with_changes(lpar=(), rpar=())
+        return updated.with_changes(
+            func=self.runtime_attr("on_main_process"),
+            args=tidy_args([cst.Arg(value=func), *updated.args]),
+        )
+
+    def _used_again(self, call: cst.Call, made: cst.BaseExpression) -> bool:
+        """Is the path ``call`` makes passed to another call later (or anywhere in
+        a loop around it), other than one that runs on the main process only (a
+        save, a write or another file operation): ``ImageFolder(dst)``,
+        ``os.path.exists(dst)``?"""
+        code = cst.Module([]).code_for_node
+        wanted = code(made)
+        key = self.index.key(made) if isinstance(made, cst.Name) else None
+        line = self.get_metadata(PositionProvider, call).start.line
+        loops = self._loops(call)
+        for other in self.index.calls:
+            if other is call or any(
+                isinstance(c, cst.Call) and self._main_only(c)
+                for c in (other, *self.index.ancestors(other))
+            ):
+                continue  # a path built in a main-only call's arguments
+            for arg in other.args:
+                if code(arg.value) != wanted or (
+                    key is not None and self.index.key(arg.value) != key
+                ):
+                    continue
+                later = self.get_metadata(PositionProvider, other).start.line
+                if later > line or self._loops(other) & loops:
+                    return True
+        return False
+
+    def _main_only(self, call: cst.Call) -> bool:
+        """A call that this rule or AM010 puts on the main process only."""
+        if isinstance(self.parent(call), cst.Expr) and (
+            self._file_change(call) is not None
+        ):
+            return True
+        return self.is_call_to(call, SAVES | PATH_WRITERS.keys()) or (
+            self.index.is_runtime_call(call, "save", "on_main_process")
+        )
+
+    @cached_property
+    def _barrier_after(self) -> set[cst.Call]:
+        """Calls (of the original tree) that a barrier follows."""
+        return set()
+
+    def leave_SimpleStatementLine(
+        self,
+        original_node: cst.SimpleStatementLine,
+        updated_node: cst.SimpleStatementLine,
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if not any(
+            isinstance(s, cst.Expr) and s.value in self._barrier_after
+            for s in original_node.body
+        ):
+            return updated_node
+        barrier = cst.SimpleStatementLine(
+            body=[cst.Expr(self.runtime_call("barrier", []))]
+        )
+        return cst.FlattenSentinel([updated_node, barrier])
+
+    def _per_process(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Is ``expr`` made from a value that differs between processes (a
+        ``tempfile`` path, ``os.getpid()``), directly or through variables?"""
+        for call in m.findall(expr, m.Call()):
+            names = self.qualnames(call.func)  # type: ignore[attr-defined]
+            if names & PER_PROCESS or any(n.startswith("tempfile.") for n in names):
+                return True
+        if depth > 3:
+            return False
+        for name in m.findall(expr, m.Name()):
+            key = self.index.key(name)
+            for value in self.index.values.get(key, []) if key is not None else []:
+                if value is not None and self._per_process(value, depth + 1):
+                    return True
+        return False
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if not self.qualnames(node) & RUN_STATE:
@@ -198,7 +418,11 @@ class MainProcessWrites(Rule):
         """(line, path key, enclosing loops) of every call that reads a file."""
         found = []
         for call in self.index.calls:
-            if not self.is_call_to(call, _READERS) or not call.args:
+            # accel.load: what AM024 made of torch.load (a second run sees it)
+            reader = self.is_call_to(call, _READERS)
+            if not (reader or self.index.is_runtime_call(call, "load")):
+                continue
+            if not call.args:
                 continue
             if self.is_call_to(call, OPEN_CALLS) and write_mode(call) is not None:
                 continue
@@ -207,6 +431,16 @@ class MainProcessWrites(Rule):
                 source = source.args[0].value  # type: ignore[attr-defined]
             line = self.get_metadata(PositionProvider, call).start.line
             found.append((line, _path_key(source), self._loops(call)))
+        for call in self.index.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in PATH_READERS
+                and is_path(self, func.value)
+                and (func.attr.value != "open" or write_mode(shifted(call)) is None)
+            ):
+                line = self.get_metadata(PositionProvider, call).start.line
+                found.append((line, _path_key(func.value), self._loops(call)))
         return found
 
     def _loops(self, node: cst.CSTNode) -> frozenset[int]:

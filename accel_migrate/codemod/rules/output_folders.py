@@ -150,23 +150,25 @@ class OutputFolders(Rule):
             args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(args=tidy_args([*args, _exist_ok()]))
 
-    def _is_path(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
-        """``Path(...)``, ``Path(...) / "x"``, ``p.parent``, or a variable only ever
-        set to one of those."""
-        if depth > 3:
-            return False
-        if isinstance(expr, cst.Call):
-            return bool(self.qualnames(expr.func) & _PATHS)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(
-            expr.operator, cst.Divide
-        ):
-            return self._is_path(expr.left, depth + 1)
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "parent":
-            return self._is_path(expr.value, depth + 1)
-        if m.matches(expr, m.Name() | m.Attribute()):
-            key = self.index.key(expr)
-            values = self.index.values.get(key, []) if key is not None else []
-            return bool(values) and all(
-                v is not None and self._is_path(v, depth + 1) for v in values
-            )
+    def _is_path(self, expr: cst.BaseExpression) -> bool:
+        return is_path(self, expr)
+
+
+def is_path(rule: Rule, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``Path(...)``, ``Path(...) / "x"``, ``p.parent``, or a variable only ever
+    set to one of those."""
+    if depth > 3:
         return False
+    if isinstance(expr, cst.Call):
+        return bool(rule.qualnames(expr.func) & _PATHS)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return is_path(rule, expr.left, depth + 1)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "parent":
+        return is_path(rule, expr.value, depth + 1)
+    if m.matches(expr, m.Name() | m.Attribute()):
+        key = rule.index.key(expr)
+        values = rule.index.values.get(key, []) if key is not None else []
+        return bool(values) and all(
+            v is not None and is_path(rule, v, depth + 1) for v in values
+        )
+    return False
