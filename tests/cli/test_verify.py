@@ -3,6 +3,7 @@ fails with its cause named, and a crash is reported as a crash."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,16 @@ from tests.conftest import FIXTURES
 VERIFY = [sys.executable, "-m", "accel_migrate", "verify"]
 
 
-def _verify(*args: str) -> subprocess.CompletedProcess[str]:
+def _verify(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*VERIFY, *args], capture_output=True, text=True, timeout=300, check=False
+        [*VERIFY, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -38,8 +46,16 @@ def test_a_faithful_migration_passes_and_writes_a_report(tmp_path: Path) -> None
 
 
 @pytest.mark.multiprocess
-def test_batchnorm_differs_and_is_named() -> None:
-    done = _verify(str(FIXTURES / "verify" / "batchnorm_train.py"), "--steps", "8")
+def test_batchnorm_with_per_process_statistics_differs_and_is_named() -> None:
+    """By default BatchNorm computes the global batch's statistics and verify
+    passes (test_parity_ddp's batchnorm fixtures); opted out, it differs and
+    verify names the cause."""
+    done = _verify(
+        str(FIXTURES / "verify" / "batchnorm_train.py"),
+        "--steps",
+        "8",
+        env={"ACCEL_MIGRATE_SYNC_BATCHNORM": "0"},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL: the losses diverge at step" in done.stdout
     assert "likely cause: BatchNorm in training mode" in done.stdout
