@@ -42,6 +42,7 @@ EXPECTED: dict[str, str] = {
     "conditional_model": "FLAGGED",
     "data_parallel": "FLAGGED",
     "ddp_spawn": "MATCH",
+    "ddp_tutorial_trainer": "MATCH",
     "early_stopping": "MATCH",
     "factory_model": "MATCH",
     "hogwild": "FLAGGED",
@@ -68,8 +69,6 @@ UNSOUND_TODAY: dict[str, str] = {
     "(issue 13)",
     "dcgan_bn_discriminator": "BatchNorm2d in G and D normalises by each rank's half "
     "batch: differs from step 0 (rel 4e-4), no finding (issue 13)",
-    "ddp_tutorial_trainer": "the loss returned by _run_batch and printed in "
-    "_run_epoch stays rank 0's half-batch loss (rel 0.4), no finding (issue 12)",
     "infogan_heads": "`validity, _ = D(x)` leaves DDP parameters unused: the world-2 "
     "run crashes in torch ('Expected to have finished reduction'), no finding (issue 11)",
     "mingpt_sampler": "RandomSampler(replacement=True, num_samples=int(1e10)): the "
