@@ -29,6 +29,7 @@ from .parents import ParentProvider
 
 if TYPE_CHECKING:
     from .divergence import Divergence
+    from .returned_loss import ReturnedLosses
 
 Key = tuple[object, str]
 Seed = Callable[[cst.BaseExpression], bool]
@@ -627,6 +628,14 @@ class ModuleIndex:
         from .divergence import Divergence
 
         return Divergence(self)
+
+    @cached_property
+    def returned_losses(self) -> ReturnedLosses:
+        """Functions that return a loss they backpropagate, and the callers'
+        variables that hold it (see ``returned_loss``)."""
+        from .returned_loss import ReturnedLosses
+
+        return ReturnedLosses(self)
 
     def uniform(self, node: cst.CSTNode) -> bool:
         """True when every rank reaches ``node`` together (a collective is safe there)."""

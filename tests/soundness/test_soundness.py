@@ -47,6 +47,7 @@ EXPECTED: dict[str, str] = {
     "data_parallel": "MATCH",
     "dcgan_bn_discriminator": "MATCH",
     "ddp_spawn": "MATCH",
+    "ddp_tutorial_trainer": "MATCH",
     "early_stopping": "MATCH",
     "factory_model": "MATCH",
     "hogwild": "MATCH",
@@ -66,8 +67,6 @@ EXPECTED: dict[str, str] = {
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
 UNSOUND_TODAY: dict[str, str] = {
-    "ddp_tutorial_trainer": "the loss returned by _run_batch and printed in "
-    "_run_epoch stays rank 0's half-batch loss (rel 0.4), no finding (issue 12)",
     "mnist_cnn": "dropout draws per-rank masks; no finding (issue 13)",
     "sum_loss_autoencoder": "the logged `loss.item() / len(x)` divides the global "
     "sum by this rank's batch size: printed 2x at world 2, no finding (issue 13)",

@@ -34,6 +34,9 @@ of it:
   (``mse.item()`` -> ``accel.global_loss(mse).item()``): every process then computes
   the original's value, and the sum needs no combining. A number computed by a
   function of this file (``avg += psnr_of(mse.item())``) is reported.
+- loss tensors that a function of this file backpropagates and returns, collected
+  as they are (``losses.append(self._run_batch(x, y))``), are reported: what the
+  collection is used for is not followed (see AM008 for reads of them).
 
 ## Why
 Evaluation loaders are sharded like training loaders, so no sample is counted
@@ -181,6 +184,18 @@ class MetricSums(Rule):
         losses it is computed from are made the whole batch's first, so every
         process computes the original's value; anything else: reported.
         """
+        returned = self._returned_tensor(aug.value)
+        if returned is not None:
+            # `total += self._run_batch(x, y)`: the loss tensor itself, which
+            # global_loss takes as it is (a tensor stays a tensor).
+            self._wrap[aug] = "global_loss"
+            self.report(
+                aug,
+                "fixed",
+                f"`{name}` adds the batch-mean loss `{returned}` returns -> "
+                "accel.global_loss(...) per batch",
+            )
+            return
         reads: list[cst.BaseExpression] = []
         form = self._form(aug.value, loop, reads)
         value = f"`{_code(aug.value)}`"
@@ -389,6 +404,17 @@ class MetricSums(Rule):
         for value in values:
             if self._has_runtime_call(value) or not self._rank_local(value, loop):
                 continue
+            returned = self._returned_tensor(value)
+            if returned is not None:
+                self.report(
+                    statement,
+                    "needs-review",
+                    f"values collected with `{what}` are the loss tensors "
+                    f"`{returned}` returns, this process's share of each batch; the "
+                    "rule does not follow what the collection is used for: collect "
+                    "accel.global_loss(loss).item() for the whole batch's",
+                )
+                return
             kind = self._kind(value, loop)
             if kind == "unknown":
                 self.report(
@@ -452,6 +478,18 @@ class MetricSums(Rule):
             f"`{what}` collects per-batch values -> the whole batch's "
             "(accel.global_loss for batch means, accel.reduce for sums and counts)",
         )
+
+    def _returned_tensor(self, value: cst.BaseExpression) -> str | None:
+        """The function whose returned loss tensor ``value`` is (``loss`` from
+        ``loss = self._run_batch(x, y)``, or the call itself), if it is one."""
+        returned = self.index.returned_losses
+        if isinstance(value, cst.Call):
+            found = returned.returned_by(value)
+        else:
+            key = self.index.key(value)
+            call = returned.call_of(key) if key is not None else None
+            found = returned.returned_by(call) if call is not None else None
+        return found.function.name.value if found is not None else None
 
     def _rank_local(self, value: cst.BaseExpression, loop: cst.For) -> bool:
         """Does ``value`` depend on this process's batch? (A constant step of a

@@ -12,6 +12,14 @@
   (``errD = errD_real + errD_fake``) counts as one. A loss times the batch size
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
   combines.
+- A loss that a function of the file backpropagates and returns (``Trainer._run_batch``:
+  ``loss.backward()``; ``return loss``, also ``return loss, acc``) is a loss of the
+  caller's loop: ``loss = self._run_batch(x, y)``; ``print(loss.item())`` (or
+  ``self._run_batch(x, y).item()``) reads ``accel.global_loss(loss)``, with
+  ``reduction="sum"`` when the returned loss sums over its batch. The other values
+  returned with it (``acc``) are reported when read: the rule does not know how they
+  reduce. A comparison of the returned loss tensor (``if loss < best:``) is reported:
+  it decides on this process's share.
 
 ## Why
 With N processes every ``print`` would appear N times, and each process's loss is
@@ -45,15 +53,32 @@ from functools import cached_property
 
 import libcst as cst
 
-from ..analysis import Key, attr_chain, method_call
+from ..analysis import Key, attr_chain
 from ..divergence import Divergence
 from ..patterns import counts_samples
+from ..reduction import loss_reduction
+from ..reduction.placement import code
+from ..returned_loss import ReturnedLoss, backpropagated
 from ..rule import Rule
 
 _STRIPPED = {"data", "detach", "cpu", "clone", "float"}
-_AUTOGRAD_BACKWARD = frozenset(
-    {"torch.autograd.backward", "torch.autograd.__init__.backward"}
-)
+
+
+def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor under ``.data``, ``.detach()``, ``.cpu()``..."""
+    while isinstance(node, (cst.Attribute, cst.Call)):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _STRIPPED
+            and not node.args
+        ):
+            node = node.func.value
+        elif isinstance(node, cst.Attribute) and node.attr.value == "data":
+            node = node.value
+        else:
+            break
+    return node
 
 
 class PrintMainProcess(Rule):
@@ -66,33 +91,14 @@ class PrintMainProcess(Rule):
         """Backpropagated variables, and the innermost loop of each of their backward."""
         losses: dict[Key, set[cst.CSTNode | None]] = {}
         for call in self.index.calls:
-            receiver: cst.BaseExpression | None = None
-            if self.index.is_runtime_call(call, "backward") and call.args:
-                receiver = call.args[0].value
-            elif (
-                isinstance(call.func, cst.Attribute)
-                and call.func.attr.value == "backward"
-            ):
-                receiver = call.func.value
-            if (
-                isinstance(receiver, cst.Call)
-                and method_call(receiver, "scale")
-                and len(receiver.args) == 1
-            ):
-                # scaler.scale(loss): a GradScaler that AM013 left as it is
-                receiver = receiver.args[0].value
-            if receiver is None and self.qualnames(call.func) & _AUTOGRAD_BACKWARD:
-                receiver = call.args[0].value if call.args else None
-            # torch.autograd.backward([l1, l2]): each loss is backpropagated
-            receivers = (
-                [e.value for e in receiver.elements]
-                if isinstance(receiver, (cst.List, cst.Tuple))
-                else [receiver]
-            )
-            for each in receivers:
-                key = self.index.key(each) if each is not None else None
+            for each in backpropagated(self.index, call):
+                key = self.index.key(each)
                 if key is not None:
                     losses.setdefault(key, set()).add(self._loop(call))
+        # `loss = self._run_batch(x, y)`: a loss the step function backpropagated and
+        # returned is a loss of the caller's loop.
+        for key, call in self.index.returned_losses.bound.items():
+            losses.setdefault(key, set()).add(self._loop(call))
         # `errD = errD_real + errD_fake`: a sum of backpropagated losses, logged but
         # never backpropagated itself, is a loss of the same batch too.
         changed = True
@@ -158,6 +164,16 @@ class PrintMainProcess(Rule):
             return call.args[0].value
         return None
 
+    def _returned(self, tensor: cst.BaseExpression) -> ReturnedLoss | None:
+        """The returned loss that ``tensor`` (a call, or a variable set from one) is."""
+        returned = self.index.returned_losses
+        if isinstance(tensor, cst.Call):
+            found = returned.returned_by(tensor)
+            return found if found is not None and found.position is None else None
+        key = self.index.key(tensor)
+        call = returned.call_of(key) if key is not None else None
+        return returned.returned_by(call) if call is not None else None
+
     def _placement(self, node: cst.BaseExpression, at: cst.CSTNode) -> str | None:
         """Is ``node`` a backpropagated loss, read in the loop of its backward
         ("loop"), or later in the function of that loop ("after")?
@@ -165,18 +181,9 @@ class PrintMainProcess(Rule):
         After the loop the name may hold something else by then; a needs-review
         finding says so instead of guessing.
         """
-        while isinstance(node, (cst.Attribute, cst.Call)):
-            if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value in _STRIPPED
-                and not node.args
-            ):
-                node = node.func.value
-            elif isinstance(node, cst.Attribute) and node.attr.value == "data":
-                node = node.value
-            else:
-                break
+        node = _stripped(node)
+        if isinstance(node, cst.Call) and self._returned(node) is not None:
+            return "loop"  # `self._run_batch(x, y).item()`: read where it is made
         key = self.index.key(node)
         if key is None or key not in self.loss_loops:
             return None
@@ -264,6 +271,7 @@ class PrintMainProcess(Rule):
             )
             return None
         if place is None:
+            self._report_companion(original)
             return None
         if self._scaled_by_count(original):
             if not self._sum_over_loader(original):
@@ -281,12 +289,36 @@ class PrintMainProcess(Rule):
                 "loss read where only some processes may go (rank-dependent branch); it shows this process's share only",
             )
             return None
+        args = [cst.Arg(value=tensor)]
+        returned = self._returned(_stripped(self._read_of(original)))  # type: ignore[arg-type]
+        if returned is not None:
+            # Combined as the step function's loss reduces its batch: a sum-reduced
+            # loss is the sum of the processes' sums.
+            how = loss_reduction(self.index, returned.value, returned.value)
+            if how.kind == "sum":
+                args.append(
+                    cst.Arg(
+                        keyword=cst.Name("reduction"),
+                        value=cst.SimpleString('"sum"'),
+                        equal=cst.AssignEqual(
+                            whitespace_before=cst.SimpleWhitespace(""),
+                            whitespace_after=cst.SimpleWhitespace(""),
+                        ),
+                    )
+                )
+            self.report(
+                original,
+                "fixed",
+                f"logged loss returned by `{returned.function.name.value}` -> "
+                "accel.global_loss(loss) (the global-batch loss)",
+            )
+            return self.runtime_call("global_loss", args)
         self.report(
             original,
             "fixed",
             "logged loss -> accel.global_loss(loss) (the global-batch loss)",
         )
-        return self.runtime_call("global_loss", [cst.Arg(value=tensor)])
+        return self.runtime_call("global_loss", args)
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
@@ -315,6 +347,41 @@ class PrintMainProcess(Rule):
             )
             return updated_node.with_changes(func=self.runtime_attr("print"))
         return updated_node
+
+    def _report_companion(self, read: cst.Call) -> None:
+        """``acc.item()`` of a value returned with a loss (``loss, acc = step()``):
+        this process's share, of a kind the rule does not know."""
+        tensor = _stripped(self._read_of(read))  # type: ignore[arg-type]
+        key = self.index.key(tensor)
+        call = self.index.returned_losses.companions.get(key) if key else None
+        if call is None:
+            return
+        returned = self.index.returned_losses.returned_by(call)
+        assert returned is not None
+        self.report(
+            read,
+            "needs-review",
+            f"`{code(tensor)}` is returned with the loss by "
+            f"`{returned.function.name.value}`: a value of this process's share of "
+            "the batch, which the rule cannot tell a mean, a sum or neither; it "
+            "shows this process's share only",
+        )
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        """``if loss < best:`` on a returned loss tensor: a decision on this
+        process's share, which no read here makes global (``loss.item()`` is)."""
+        for side in (node.left, *(c.comparator for c in node.comparisons)):
+            returned = self._returned(_stripped(side))
+            if returned is not None:
+                self.report(
+                    node,
+                    "needs-review",
+                    f"compares the loss `{returned.function.name.value}` returns, "
+                    "this process's share of the batch: processes can decide "
+                    "differently (stop at different steps and hang); compare "
+                    "accel.global_loss(loss).item() instead",
+                )
+                return
 
     def _main_only(self, node: cst.Call) -> bool:
         for arg in node.args:
