@@ -33,8 +33,13 @@ def stepped_classes(index: ModuleIndex) -> frozenset[cst.ClassDef]:
         return frozenset()  # no model class here: skip the walk over every call
     found: set[cst.ClassDef] = set()
     for call in index.calls:
-        if not isinstance(call.func, cst.Name):
-            continue
+        func = call.func
+        if not isinstance(func, cst.Name) and not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            continue  # `model(x)` or `self.model(x)`: a variable holding a model
         classes = (model_classes(index, call.func) & modules) - found
         if classes and any(training_step(index, p) for p in index.loop_paths(call)):
             found |= classes

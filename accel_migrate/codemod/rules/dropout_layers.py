@@ -102,7 +102,8 @@ class DropoutLayers(Rule):
         self.report(
             node,
             "needs-review",
-            f"dropout in `{cls.name.value}`, a model a training step calls (`{name}`): "
+            f"dropout in `{cls.name.value}` (`{name}`), which runs in a model a "
+            "training step calls: "
             "in train mode each process draws its own dropout masks for its share of "
             "the batch, not its slice of the original's, so the losses match the "
             "original's only statistically, not step for step; to compare the rest "
