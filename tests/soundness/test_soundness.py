@@ -53,6 +53,7 @@ EXPECTED: dict[str, str] = {
     "hogwild": "MATCH",
     "infogan_heads": "MATCH",
     "mingpt_sampler": "MATCH",
+    "mnist_cnn": "FLAGGED",
     "model_list": "FLAGGED",
     "module_shadow": "MATCH",
     "predictions_csv": "FLAGGED",
@@ -61,18 +62,15 @@ EXPECTED: dict[str, str] = {
     "sgan_tensor_type": "FLAGGED",
     "tqdm_loop": "MATCH",
     "tuple_models": "MATCH",
+    "vae_sum_loss": "FLAGGED",
     "wgan_gp": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
 UNSOUND_TODAY: dict[str, str] = {
-    "mnist_cnn": "dropout draws per-rank masks; no finding (issue 13)",
     "sum_loss_autoencoder": "the logged `loss.item() / len(x)` divides the global "
     "sum by this rank's batch size: printed 2x at world 2, no finding (issue 13)",
-    "vae_sum_loss": "the eval sum loss is combined as a mean (halved), the logged "
-    "`loss.item() / len(data)` is 2x, and randn_like in the model's method is not "
-    "reported (issues 12, 13)",
 }
 
 

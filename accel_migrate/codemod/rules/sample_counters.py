@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+import libcst.matchers as m
 
 from ..batches import LoaderLoop, loader_loop
 from ..rule import Rule
@@ -70,6 +71,9 @@ class SampleCounters(Rule):
         self._rewrite: set[cst.BaseExpression] = set()
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Divide):
+            self._per_sample_loss(node)
+            return
         if not isinstance(node.operator, cst.Multiply):
             return
         for counter, size in ((node.left, node.right), (node.right, node.left)):
@@ -104,6 +108,66 @@ class SampleCounters(Rule):
                     "the original's count",
                 )
             return
+
+    def _per_sample_loss(self, node: cst.BinaryOperation) -> None:
+        """``loss.item() / len(data)`` in a log: the loss becomes the global batch's
+        (AM008), so the length must be the global batch's too."""
+        batch = _counted(node.right, self.qualnames)
+        loss = _item_of(node.left)
+        if loss is not None and self.index.is_runtime_call(loss, "global_loss"):
+            # AM008 ran first: ``accel.global_loss(loss).item()``
+            loss = loss.args[0].value if loss.args else None  # type: ignore[attr-defined]
+        if batch is None or not isinstance(loss, cst.Name):
+            return
+        loop = self._enclosing_for(node)
+        info = self._innermost_loop(node)
+        if loop is None or info is None or self.index.key(batch) not in info.batch:
+            return
+        if self.index.key(loss) not in self._backward_losses(loop):
+            return
+        if not self._logged(node):
+            return
+        if self.index.uniform(node):
+            self._rewrite.add(node.right)
+            self.report(
+                node,
+                "fixed",
+                "logged per-sample loss: the logged loss is the global batch's -> "
+                "divided by the global batch's length (accel.reduce)",
+            )
+        else:
+            self.report(
+                node,
+                "needs-review",
+                "logged per-sample loss divided by this process's batch length: each "
+                "process's batch is its share of the global batch, and not every "
+                "process reaches this line together, so it cannot be summed here",
+            )
+
+    def _enclosing_for(self, node: cst.CSTNode) -> cst.For | None:
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return None
+            if isinstance(ancestor, cst.For):
+                return ancestor
+        return None
+
+    def _backward_losses(self, loop: cst.For) -> set[object]:
+        """The variables ``loss.backward()`` / ``accel.backward(loss)`` in the loop
+        differentiate."""
+        found: set[object] = set()
+        for call in m.findall(loop.body, m.Call()):
+            if not self.index.is_backward_call(call):
+                continue
+            func = call.func  # type: ignore[attr-defined]
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                target = func.value
+                if self.index.is_runtime_call(call, "backward") and call.args:  # type: ignore[attr-defined]
+                    target = call.args[0].value  # type: ignore[attr-defined]
+                key = self.index.key(target)
+                if key is not None:
+                    found.add(key)
+        return found
 
     def _innermost_loop(self, node: cst.CSTNode) -> LoaderLoop | None:
         for ancestor in self.index.ancestors(node):
@@ -140,6 +204,18 @@ class SampleCounters(Rule):
 
     def _reduced(self, size: cst.BaseExpression) -> cst.Call:
         return self.runtime_call("reduce", [cst.Arg(size)])
+
+
+def _item_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor read by ``loss.item()`` or ``float(loss)``."""
+    if not isinstance(expr, cst.Call):
+        return None
+    func = expr.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "item" and not expr.args:
+        return func.value
+    if isinstance(func, cst.Name) and func.value == "float" and len(expr.args) == 1:
+        return expr.args[0].value
+    return None
 
 
 def _counted(

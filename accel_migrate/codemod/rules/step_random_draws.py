@@ -5,7 +5,10 @@ Reports, as needs-review, a random draw (``torch.randn``, ``torch.rand``,
 ``torch.randint``, ``torch.randperm``, ``torch.normal``, ``random.*``,
 ``numpy.random.*``) made in a training step that reads a data loader: inside a
 loop that runs a backward and takes its batches from a loader, in the step
-itself or in a function the step calls. Draws from an explicit ``generator=``
+itself, in a function the step calls, or in a method of a model class defined
+in the file (its ``forward`` and the methods ``forward`` calls on ``self``, as
+a VAE's ``reparameterize`` draws ``torch.randn_like(std)``) when the step calls
+an instance of that class. Draws from an explicit ``generator=``
 and draws in setup code before training are not reported, nor are draws in a
 loop that reads no loader (AM019 reports that loop: every process makes the
 same data there). Nothing is rewritten.
@@ -46,6 +49,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..divergence import is_random_draw
+from ..model_methods import forward_methods, stepped_classes, training_step
 from ..rule import Rule
 
 
@@ -63,16 +67,41 @@ class StepRandomDraws(Rule):
             for arg in node.args
         ):
             return
-        for path in self.index.loop_paths(node):
-            if any(self.index.runs_backward(loop.body) for loop in path) and any(
-                self.index.reads_loader(loop) for loop in path
-            ):
-                name = sorted(names)[0]
-                self.report(
-                    node,
-                    "needs-review",
-                    f"random draw in a training step (`{name}`): each process draws its own "
-                    "numbers for its share of the batch, not its slice of the original's; "
-                    "the losses will not match the original's step for step",
-                )
-                return
+        name = sorted(names)[0]
+        if any(self._training_step(path) for path in self.index.loop_paths(node)):
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in a training step (`{name}`): each process draws its own "
+                "numbers for its share of the batch, not its slice of the original's; "
+                "the losses will not match the original's step for step",
+            )
+            return
+        model = self._stepped_model_method(node)
+        if model is not None:
+            cls, method = model
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in `{cls}.{method}` (`{name}`), which runs on every call "
+                f"of a `{cls}` model in a training step: each process draws its own "
+                "numbers for its share of the batch, not its slice of the original's; "
+                "the losses will not match the original's step for step",
+            )
+
+    def _training_step(self, path: tuple[cst.For | cst.While, ...]) -> bool:
+        return training_step(self.index, path)
+
+    def _stepped_model_method(self, node: cst.Call) -> tuple[str, str] | None:
+        """(class, method) when ``node`` is in a method of a local module class
+        that its ``forward`` runs, and the class's instances are called in a
+        training step."""
+        function = self.index.enclosing_function(node)
+        cls = self.index.enclosing_class(node) if function is not None else None
+        if function is None or cls is None:
+            return None
+        if function not in forward_methods(cls):
+            return None
+        if cls in stepped_classes(self.index):
+            return cls.name.value, function.name.value
+        return None

@@ -1,0 +1,120 @@
+"""Model classes of this file that a training step runs, and what their forward runs.
+
+Shared by the rules about per-process randomness in a model (AM020's draws in a
+model's methods, AM027's dropout layers): which local classes are instances
+called in a training step, and which of their methods ``forward`` runs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import libcst as cst
+import libcst.matchers as m
+
+from .analysis import ModuleIndex
+
+
+def training_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
+    """Is a chain of loops (``ModuleIndex.loop_paths``) a training step: a loop that
+    runs a backward and one that takes its batches from a data loader?"""
+    return any(index.runs_backward(loop.body) for loop in path) and any(
+        index.reads_loader(loop) for loop in path
+    )
+
+
+@lru_cache(maxsize=8)
+def stepped_classes(index: ModuleIndex) -> frozenset[cst.ClassDef]:
+    """Local classes an instance of which a training step calls (``model(x)`` with
+    ``model = Net().to(device)``), and the local classes their methods build
+    (``self.block = Block()``): those run in the step too."""
+    modules = index.local_subclasses(["torch.nn."])
+    if not modules:
+        return frozenset()  # no model class here: skip the walk over every call
+    found: set[cst.ClassDef] = set()
+    for call in index.calls:
+        func = call.func
+        if not isinstance(func, cst.Name) and not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            continue  # `model(x)` or `self.model(x)`: a variable holding a model
+        classes = (model_classes(index, call.func) & modules) - found
+        if classes and any(training_step(index, p) for p in index.loop_paths(call)):
+            found |= classes
+    todo = list(found)
+    while todo:
+        cls = todo.pop()
+        for call in m.findall(cls.body, m.Call()):
+            inner = index.local_class(call.func)  # type: ignore[attr-defined]
+            if inner is not None and inner not in found:
+                found.add(inner)
+                todo.append(inner)
+    return frozenset(found)
+
+
+#: Methods that return the module itself (``VAE().to(device)``).
+_SELF_RETURNING = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train"})
+
+
+def forward_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    """``forward`` and the methods it calls on ``self``, transitively."""
+    methods = {
+        s.name.value: s
+        for s in (cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ())
+        if isinstance(s, cst.FunctionDef)
+    }
+    found: list[cst.FunctionDef] = []
+    todo = ["forward"]
+    while todo:
+        method = methods.get(todo.pop())
+        if method is None or method in found:
+            continue
+        found.append(method)
+        for call in m.findall(
+            method.body, m.Call(func=m.Attribute(value=m.Name("self")))
+        ):
+            todo.append(call.func.attr.value)  # type: ignore[attr-defined]
+    return found
+
+
+def model_classes(index: ModuleIndex, func: cst.BaseExpression) -> set[cst.ClassDef]:
+    """Local classes whose instances a call ``func(...)`` may call: ``model`` bound
+    to ``VAE()``, ``VAE().to(device)`` or ``accel.prepare_model(VAE())``, also
+    through a function's parameter that its callers pass such a model."""
+    return _classes_of(index, func, 0)
+
+
+def _classes_of(
+    index: ModuleIndex, expr: cst.BaseExpression | None, depth: int
+) -> set[cst.ClassDef]:
+    if expr is None or depth > _DEPTH:
+        return set()
+    if isinstance(expr, cst.Call):
+        cls = index.local_class(expr.func)
+        if cls is not None:
+            return {cls}
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
+            return _classes_of(index, func.value, depth + 1)
+        if index.is_runtime_call(expr, "prepare_model") and expr.args:
+            return _classes_of(index, expr.args[0].value, depth + 1)
+        return set()
+    key = index.key(expr)
+    if key is None:
+        return set()
+    found: set[cst.ClassDef] = set()
+    for value in index.values.get(key, []):
+        found |= _classes_of(index, value, depth + 1)
+    function = index.enclosing_function(expr)
+    if function is not None and key == index.function_scope_key(function, key[1]):
+        for site in index.call_sites(function):
+            for param, arg in index.arguments(site):
+                if param == key:
+                    found |= _classes_of(index, arg, depth + 1)
+    return found
+
+
+#: How far a model is followed back through variables and parameters.
+_DEPTH = 6

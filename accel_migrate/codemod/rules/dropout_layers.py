@@ -1,0 +1,138 @@
+"""AM027 dropout-layers: dropout in a trained model draws its masks on each process.
+
+## What
+Reports, as needs-review, a dropout layer of a model class defined in the file
+whose instances a training step calls (a loop that runs a backward and takes
+its batches from a data loader): ``nn.Dropout``, ``nn.Dropout1d/2d/3d``,
+``nn.AlphaDropout``, ``nn.FeatureAlphaDropout`` built in the class, and
+``F.dropout`` (and its variants) called in its ``forward`` or a method
+``forward`` calls. A probability written as ``0`` and a functional call with
+``training=False`` are not reported. Nothing is rewritten.
+
+## Why
+In train mode dropout draws a random mask for every sample of the batch. The
+original draws the masks of the whole batch from one random state; after
+migration each process draws its own masks, from its own state, for its share
+of the batch. They are not slices of the original's masks, so the losses at
+world N match the original's only statistically, not step for step, and a
+step-for-step comparison (``accel-migrate verify``) cannot tell this noise from
+a bug of the migration.
+
+## Example
+```python
+# before
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 10)
+        self.dropout = nn.Dropout(0.25)
+    def forward(self, x):
+        return self.fc(self.dropout(x))
+# after
+# (unchanged: reported as needs-review)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 10)
+        self.dropout = nn.Dropout(0.25)
+    def forward(self, x):
+        return self.fc(self.dropout(x))
+```
+
+## Fix safety
+Report only: the migrated training is as valid as the original's. To check the
+rest of the migration step for step, run the original and the migrated script
+with the dropout probability set to 0; the losses then match where nothing else
+differs.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..model_methods import forward_methods, stepped_classes
+from ..rule import Rule
+
+_LAYERS = frozenset(
+    f"torch.nn.{n}"
+    for n in (
+        "Dropout",
+        "Dropout1d",
+        "Dropout2d",
+        "Dropout3d",
+        "AlphaDropout",
+        "FeatureAlphaDropout",
+    )
+)
+_FUNCTIONS = frozenset(
+    {
+        f"torch.nn.functional.{n}"
+        for n in (
+            "dropout",
+            "dropout1d",
+            "dropout2d",
+            "dropout3d",
+            "alpha_dropout",
+            "feature_alpha_dropout",
+        )
+    }
+    | {"torch.dropout", "torch.alpha_dropout", "torch.feature_dropout"}
+)
+
+
+class DropoutLayers(Rule):
+    code = "AM027"
+    name = "dropout-layers"
+    summary = (
+        "dropout in a trained model -> reported (each process draws its own masks)"
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.qualnames(node.func)
+        layer = sorted(names & _LAYERS)
+        function = sorted(names & _FUNCTIONS)
+        if not (layer or function) or _disabled(node, functional=bool(function)):
+            return
+        cls = self.index.enclosing_class(node)
+        if cls is None or cls not in stepped_classes(self.index):
+            return
+        if function and self.index.enclosing_function(node) not in forward_methods(cls):
+            return
+        name = (layer or function)[0]
+        self.report(
+            node,
+            "needs-review",
+            f"dropout in `{cls.name.value}` (`{name}`), which runs in a model a "
+            "training step calls: "
+            "in train mode each process draws its own dropout masks for its share of "
+            "the batch, not its slice of the original's, so the losses match the "
+            "original's only statistically, not step for step; to compare the rest "
+            "of the migration exactly, run both with the dropout probability set to 0",
+        )
+
+
+def _disabled(node: cst.Call, functional: bool) -> bool:
+    """``nn.Dropout(0)``, ``F.dropout(x, 0.0)``, ``F.dropout(x, training=False)``."""
+    positional = [a for a in node.args if a.keyword is None]
+    p_arg = next((a for a in node.args if a.keyword and a.keyword.value == "p"), None)
+    index = 1 if functional else 0
+    if p_arg is None and len(positional) > index:
+        p_arg = positional[index]
+    if p_arg is not None and _zero(p_arg.value):
+        return True
+    training = next(
+        (a for a in node.args if a.keyword and a.keyword.value == "training"), None
+    )
+    if training is None and functional and len(positional) > 2:
+        training = positional[2]
+    return (
+        training is not None
+        and isinstance(training.value, cst.Name)
+        and training.value.value == "False"
+    )
+
+
+def _zero(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Integer | cst.Float):
+        return float(expr.value) == 0.0
+    return False
