@@ -60,6 +60,7 @@ EXPECTED: dict[str, str] = {
     "psnr_metric": "MATCH",
     "seq2seq_ignore_index": "FLAGGED",
     "sgan_tensor_type": "FLAGGED",
+    "sum_loss_autoencoder": "MATCH",
     "tqdm_loop": "MATCH",
     "tuple_models": "MATCH",
     "vae_sum_loss": "FLAGGED",
@@ -68,10 +69,7 @@ EXPECTED: dict[str, str] = {
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {
-    "sum_loss_autoencoder": "the logged `loss.item() / len(x)` divides the global "
-    "sum by this rank's batch size: printed 2x at world 2, no finding (issue 13)",
-}
+UNSOUND_TODAY: dict[str, str] = {}
 
 
 def _selected(session: pytest.Session) -> set[str]:
