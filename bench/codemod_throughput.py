@@ -166,12 +166,22 @@ if __name__ == "__main__":
 """
 
 
+def _findings_of(case: Path) -> str:
+    findings = case.with_name(case.name.replace(".in.py", ".findings.txt"))
+    return findings.read_text(encoding="utf-8") if findings.exists() else ""
+
+
 def make_mixed_tree(root: Path, files: int, seed: int = 0) -> None:
     """A deterministic legacy-repo-like tree of ``files`` Python files."""
     rng = random.Random(seed)
-    training = sorted((ROOT / "fixtures").glob("*/*.in.py")) + sorted(
-        (ROOT / "examples").glob("*.py")
-    )
+    # Training scripts: the golden inputs the codemod migrates (those it skips,
+    # already-distributed or not training, are the other kinds' business), and the
+    # examples.
+    training = [
+        case
+        for case in sorted((ROOT / "fixtures").glob("*/*.in.py"))
+        if "skipped:" not in _findings_of(case)
+    ] + sorted((ROOT / "examples").glob("*.py"))
     kinds = (
         ["library"] * 50
         + ["model"] * 20
