@@ -74,12 +74,13 @@ UNSOUND_TODAY: dict[str, str] = {}
 
 def _selected(session: pytest.Session) -> set[str]:
     """The cases whose test_case was selected (``-k``); all when none was."""
+    # (other test modules have a "case" parameter too: only this one's are Cases)
     names = {
         item.callspec.params["case"].name
         for item in session.items
         if isinstance(item, pytest.Function)
         and hasattr(item, "callspec")
-        and "case" in item.callspec.params
+        and isinstance(item.callspec.params.get("case"), Case)
     }
     return names or {c.name for c in CASES}
 
