@@ -234,6 +234,36 @@ def migrate(
     help="BatchNorm normalises by each process's own samples (faster; losses differ from the original's).",
 )
 @click.option(
+    "--fsdp-wrap",
+    type=click.Choice(["blocks", "root"]),
+    default=None,
+    help="FSDP units: each repeated block and the root (default), or the root only.",
+)
+@click.option(
+    "--fsdp-block-classes",
+    default=None,
+    metavar="NAMES",
+    help="Comma-separated class names that are FSDP blocks (instead of the detected ones).",
+)
+@click.option(
+    "--fsdp-min-params",
+    type=int,
+    default=None,
+    help="With no repeated blocks: a submodule of at least this many parameters is an FSDP unit.",
+)
+@click.option(
+    "--no-reshard-after-forward",
+    is_flag=True,
+    default=False,
+    help="FSDP keeps each unit's gathered parameters from forward to backward (more memory, fewer all-gathers).",
+)
+@click.option(
+    "--activation-checkpointing",
+    is_flag=True,
+    default=False,
+    help="FSDP recomputes each block's activations in backward instead of keeping them.",
+)
+@click.option(
     "--nnodes",
     default="1",
     show_default=True,

@@ -150,6 +150,15 @@ def run_launch(
                 "batch_mode": options["batch_mode"],
                 "timeout": options["timeout"],
                 "sync_batchnorm": (False if options.get("no_sync_batchnorm") else None),
+                "fsdp_wrap": options.get("fsdp_wrap"),
+                "fsdp_block_classes": options.get("fsdp_block_classes"),
+                "fsdp_min_params": options.get("fsdp_min_params"),
+                "fsdp_reshard_after_forward": (
+                    False if options.get("no_reshard_after_forward") else None
+                ),
+                "activation_checkpointing": (
+                    True if options.get("activation_checkpointing") else None
+                ),
             }
         )
         module = bool(options.get("module"))

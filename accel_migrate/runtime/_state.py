@@ -65,7 +65,7 @@ class Runtime:
             strategy_cls.name, config.precision
         )(self.device, self.comm)
         self.strategy: Strategy = strategy_cls(
-            env, self.device, self.comm, self.precision
+            env, self.device, self.comm, self.precision, config
         )
         self._modules: list[weakref.ref[nn.Module]] = []
         self._optimizers: list[weakref.ref[torch.optim.Optimizer]] = []

@@ -16,10 +16,13 @@ from typing import Literal, get_args
 StrategyName = Literal["auto", "single", "ddp", "fsdp"]
 PrecisionName = Literal["fp32", "bf16", "fp16"]
 BatchMode = Literal["global", "per-device"]
+#: FSDP units: one per repeated block plus the root ("blocks"), or the root only.
+FsdpWrap = Literal["blocks", "root"]
 
 STRATEGIES: tuple[str, ...] = get_args(StrategyName)
 PRECISIONS: tuple[str, ...] = get_args(PrecisionName)
 BATCH_MODES: tuple[str, ...] = get_args(BatchMode)
+FSDP_WRAPS: tuple[str, ...] = get_args(FsdpWrap)
 
 ENV_PREFIX = "ACCEL_MIGRATE_"
 
@@ -38,6 +41,21 @@ class RuntimeConfig:
     #: BatchNorm in train mode normalises by the global batch (global batch mode,
     #: more than one process); off: by each process's own samples (faster).
     sync_batchnorm: bool = True
+    #: Under FSDP: ``fully_shard`` each repeated block, then the root ("blocks"),
+    #: or the root only ("root"). See ``strategies/fsdp_units.py``.
+    fsdp_wrap: FsdpWrap = "blocks"
+    #: Class names that are FSDP blocks, instead of the repeated children of
+    #: ModuleList/Sequential containers.
+    fsdp_block_classes: tuple[str, ...] = ()
+    #: With no repeated blocks: a submodule of at least this many parameters is a
+    #: unit of its own (0: off).
+    fsdp_min_params: int = 0
+    #: Free each unit's gathered parameters after its forward (gather again for
+    #: backward): less memory, one more all-gather per unit.
+    fsdp_reshard_after_forward: bool = True
+    #: Under FSDP: recompute each block's activations in backward instead of
+    #: keeping them.
+    activation_checkpointing: bool = False
     #: Where each setting came from, for error messages ("--strategy", "pyproject.toml", ...).
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -55,7 +73,11 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "strategy": STRATEGIES,
     "precision": PRECISIONS,
     "batch_mode": BATCH_MODES,
+    "fsdp_wrap": FSDP_WRAPS,
 }
+_BOOLEANS = frozenset(
+    {"sync_batchnorm", "fsdp_reshard_after_forward", "activation_checkpointing"}
+)
 
 
 def env_name(key: str) -> str:
@@ -99,7 +121,30 @@ _FALSE = ("0", "false", "no", "off")
 
 
 def _validated(key: str, value: object, source: str) -> object:
-    if key == "sync_batchnorm":
+    if key == "fsdp_block_classes":
+        names = (
+            [n for n in value.split(",") if n.strip()]
+            if isinstance(value, str)
+            else value
+        )
+        if not isinstance(names, (list, tuple)) or not all(
+            isinstance(n, str) and n.strip().isidentifier() for n in names
+        ):
+            raise ConfigError(
+                f"fsdp-block-classes={value!r} from {source} is not a list of class names"
+            )
+        return tuple(n.strip() for n in names)
+    if key == "fsdp_min_params":
+        try:
+            count = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            count = -1
+        if isinstance(value, bool) or count < 0:
+            raise ConfigError(
+                f"fsdp-min-params={value!r} from {source} is not a whole number >= 0"
+            )
+        return count
+    if key in _BOOLEANS:
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()
@@ -119,6 +164,11 @@ def _validated(key: str, value: object, source: str) -> object:
             raise ConfigError(f"timeout={value!r} from {source} must be positive")
         return seconds
     choices = _CHOICES[key]
+    if key == "strategy" and str(value).lower() in ("tpu", "xla"):
+        raise ConfigError(
+            f"strategy={value!r} from {source}: TPU/XLA is not supported (torch-xla's "
+            "last release pins torch 2.9; see docs/runtime.md)"
+        )
     if value not in choices:
         raise ConfigError(
             f"{_toml_key(key)}={value!r} from {source} is not one of: {', '.join(choices)}"
@@ -142,6 +192,8 @@ def load_config(
             flag = f"--{_toml_key(key)}"
             if key == "sync_batchnorm" and value is False:
                 flag = "--no-sync-batchnorm"
+            if key == "fsdp_reshard_after_forward" and value is False:
+                flag = "--no-reshard-after-forward"
             values[key] = _validated(key, value, flag)
             sources[key] = flag
     for key in keys:
@@ -169,4 +221,13 @@ def config_environment(config: RuntimeConfig) -> dict[str, str]:
         env_name("batch_mode"): config.batch_mode,
         env_name("timeout"): repr(config.timeout),
         env_name("sync_batchnorm"): "1" if config.sync_batchnorm else "0",
+        env_name("fsdp_wrap"): config.fsdp_wrap,
+        env_name("fsdp_block_classes"): ",".join(config.fsdp_block_classes),
+        env_name("fsdp_min_params"): str(config.fsdp_min_params),
+        env_name("fsdp_reshard_after_forward"): (
+            "1" if config.fsdp_reshard_after_forward else "0"
+        ),
+        env_name("activation_checkpointing"): (
+            "1" if config.activation_checkpointing else "0"
+        ),
     }

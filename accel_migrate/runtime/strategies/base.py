@@ -39,11 +39,13 @@ class Strategy:
         device: torch.device,
         comm: Collectives,
         precision: Precision,
+        config: RuntimeConfig | None = None,
     ) -> None:
         self.env = env
         self.device = device
         self.comm = comm
         self.precision = precision
+        self.config = config if config is not None else RuntimeConfig()
 
     @classmethod
     def check(cls, env: DistEnv, config: RuntimeConfig) -> None:

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .base import Strategy, optimizers_holding
+from .fsdp_units import block_units
 
 # `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
 # where they are used, never at module level: importing them pulls in sympy and
@@ -53,7 +54,15 @@ class FSDPStrategy(Strategy):
         self._broadcast_from_rank0(module)
         before = dict(module.named_parameters())
         policy = self.precision.fsdp_policy() or MixedPrecisionPolicy()
-        fully_shard(module, mp_policy=policy)
+        reshard = self.config.fsdp_reshard_after_forward
+        for block in block_units(module, self.config):
+            if self.config.activation_checkpointing:
+                from torch.distributed._composable import checkpoint
+
+                checkpoint(block)
+            fully_shard(block, mp_policy=policy, reshard_after_forward=reshard)
+        # The root's unit holds what no block does (embeddings, heads).
+        fully_shard(module, mp_policy=policy, reshard_after_forward=reshard)
         after = dict(module.named_parameters())
         for name, old in before.items():
             if after[name] is not old:

@@ -1,0 +1,73 @@
+"""Which submodules of a model become FSDP units of their own.
+
+Sharding only the root gathers every parameter for the whole forward and keeps
+every gradient full until the end of backward: peak memory per rank is about
+DDP's. With one unit per block (as torchtitan shards each transformer block, and
+as Accelerate's and Fabric's auto-wrap policies do), a rank holds the full
+parameters of one block at a time and its gradients are reduce-scattered block by
+block.
+
+The blocks, outermost first, never one inside another:
+- with ``fsdp-block-classes``: every submodule of one of those class names;
+- else the children of an ``nn.ModuleList``/``nn.Sequential`` of two or more
+  children that all have one class and own parameters (a transformer's layers, a
+  ResNet stage's residual blocks);
+- else, with ``fsdp-min-params`` N > 0: each outermost submodule of at least N
+  parameters that is not the whole model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torch import nn
+
+from ..config import RuntimeConfig
+
+
+def block_units(model: nn.Module, config: RuntimeConfig) -> list[nn.Module]:
+    """The submodules to ``fully_shard`` before the root, in module order."""
+    if config.fsdp_wrap == "root":
+        return []
+    if config.fsdp_block_classes:
+        names = set(config.fsdp_block_classes)
+        return list(_outermost(model, lambda m: type(m).__name__ in names))
+    repeated = set(_repeated_children(model))
+    if repeated:
+        return list(_outermost(model, lambda m: m in repeated))
+    if config.fsdp_min_params > 0:
+        return list(
+            _outermost(model, lambda m: _size(m) >= config.fsdp_min_params, root=False)
+        )
+    return []
+
+
+def _repeated_children(model: nn.Module) -> Iterator[nn.Module]:
+    for container in model.modules():
+        if not isinstance(container, (nn.ModuleList, nn.Sequential)):
+            continue
+        children = list(container.children())
+        if len(children) < 2 or len({type(c) for c in children}) != 1:
+            continue
+        if all(_size(c) > 0 for c in children):
+            yield from children
+
+
+def _outermost(model: nn.Module, chosen, root: bool = True) -> Iterator[nn.Module]:  # type: ignore[no-untyped-def]
+    """Submodules for which ``chosen`` holds, not descending into a chosen one;
+    the model itself only when ``root``."""
+    seen: set[int] = set()
+    stack = [model] if root else list(reversed(list(model.children())))
+    while stack:
+        module = stack.pop()
+        if id(module) in seen:
+            continue  # a module registered twice is one unit
+        seen.add(id(module))
+        if module is not model and chosen(module):
+            yield module
+            continue
+        stack.extend(reversed(list(module.children())))
+
+
+def _size(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

@@ -1,0 +1,133 @@
+"""FSDP block by block: which submodules become units (no processes), and a
+6-block model trained under FSDP at world 2 with activation checkpointing, which
+must match the plain single-process run, units and checkpoint keys included."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from accel_migrate.runtime.config import ConfigError, RuntimeConfig, load_config
+from accel_migrate.runtime.strategies.fsdp_units import block_units
+
+SCRIPT = Path(__file__).parent / "scripts" / "fsdp_blocks.py"
+LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+
+class Tower(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.layers = nn.ModuleList(Block() for _ in range(3))
+        self.head = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def test_repeated_children_of_one_class_are_the_blocks() -> None:
+    model = Tower()
+    assert block_units(model, RuntimeConfig()) == list(model.layers)
+
+
+def test_a_sequential_of_mixed_layers_has_no_blocks() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    assert block_units(model, RuntimeConfig()) == []
+
+
+def test_parameterless_repeats_are_not_blocks() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.ReLU()))
+    assert block_units(model, RuntimeConfig()) == []
+
+
+def test_block_classes_override_the_detection() -> None:
+    model = Tower()
+    config = RuntimeConfig(fsdp_block_classes=("Sequential",))
+    assert block_units(model, config) == [model.head]
+
+
+def test_size_policy_for_models_without_repeated_blocks() -> None:
+    model = nn.Sequential(nn.Linear(4, 100), nn.ReLU(), nn.Linear(100, 2))
+    config = RuntimeConfig(fsdp_min_params=400)
+    assert block_units(model, config) == [model[0]]
+    assert block_units(model, RuntimeConfig()) == []
+
+
+def test_root_only_wrap() -> None:
+    assert block_units(Tower(), RuntimeConfig(fsdp_wrap="root")) == []
+
+
+def test_config_values_are_checked(tmp_path: Path) -> None:
+    environ = {
+        "ACCEL_MIGRATE_FSDP_BLOCK_CLASSES": "Block, DecoderLayer",
+        "ACCEL_MIGRATE_FSDP_MIN_PARAMS": "1000",
+        "ACCEL_MIGRATE_ACTIVATION_CHECKPOINTING": "yes",
+    }
+    config = load_config(environ=environ, cwd=tmp_path)
+    assert config.fsdp_block_classes == ("Block", "DecoderLayer")
+    assert config.fsdp_min_params == 1000
+    assert config.activation_checkpointing is True
+    with pytest.raises(ConfigError, match="fsdp-min-params='-3'"):
+        load_config(environ={"ACCEL_MIGRATE_FSDP_MIN_PARAMS": "-3"}, cwd=tmp_path)
+    with pytest.raises(ConfigError, match="fsdp-wrap='layers'"):
+        load_config(environ={"ACCEL_MIGRATE_FSDP_WRAP": "layers"}, cwd=tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.accel-migrate]\nfsdp-block-classes = ["Block"]\n'
+    )
+    assert load_config(environ={}, cwd=tmp_path).fsdp_block_classes == ("Block",)
+
+
+def test_tpu_is_refused_with_the_reason(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="TPU/XLA is not supported"):
+        load_config(environ={"ACCEL_MIGRATE_STRATEGY": "tpu"}, cwd=tmp_path)
+
+
+@pytest.mark.multiprocess
+def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> None:
+    plain = subprocess.run(
+        [sys.executable, str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    launched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accel_migrate",
+            "launch",
+            "--nproc",
+            "2",
+            "--strategy",
+            "fsdp",
+            "--activation-checkpointing",
+            str(SCRIPT),
+            "runtime",
+            str(tmp_path / "fsdp.pt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert "units 7" in launched.stdout  # six blocks and the root
+    expected = [float(v) for _, v in LOSS.findall(plain.stdout)]
+    got = [float(v) for _, v in LOSS.findall(launched.stdout)]
+    assert len(expected) == 8
+    assert got == pytest.approx(expected, rel=1e-5)
+    before = torch.load(tmp_path / "plain.pt")
+    after = torch.load(tmp_path / "fsdp.pt")
+    assert list(after) == list(before)
+    for key, value in before.items():
+        torch.testing.assert_close(after[key], value, rtol=1e-5, atol=1e-6)
