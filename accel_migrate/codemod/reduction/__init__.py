@@ -326,6 +326,15 @@ class _Reducer:
         if module is not None:
             name = attr_chain(module.func) or ""
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        helper = self.index.helper(func, "loss")
+        if helper is not None:
+            # A loss built in a local module (the project view): its reduction.
+            if helper.reduction in ("mean", "sum"):
+                return Fact(helper.reduction)  # type: ignore[arg-type]
+            return Fact(
+                "unknown",
+                f"{helper.describe()}, whose count of terms cannot be written here",
+            )
         target = self.index.callee(call)
         if target is not None and not self.index.local_class(func):
             return self._returned(target[0], depth)
