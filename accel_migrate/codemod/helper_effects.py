@@ -20,6 +20,7 @@ import libcst as cst
 from .project_facts import HelperFact
 
 if TYPE_CHECKING:
+    from .analysis import ModuleIndex
     from .rule import Rule
 
 
@@ -48,9 +49,10 @@ def helper_call(
             original,
             "needs-review",
             f"{helper.describe()}, on every process (racing writes, repeated "
-            "output), and it does more than write and print (it hands back or "
-            "changes a value), so it cannot run on the main process alone; guard "
-            f"its writes in {helper.file} with accel.is_main_process()",
+            "output); it cannot be shown to do nothing else (hand back or change "
+            "a value, call code the analysis does not know), so it is not moved "
+            f"to the main process; guard its writes in {helper.file} with "
+            "accel.is_main_process()",
         )
         return updated
     rule.report(
@@ -65,3 +67,22 @@ def helper_call(
         func=rule.runtime_attr("on_main_process"),
         args=tidy_args([cst.Arg(value=func), *updated.args]),
     )
+
+
+def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
+    """Why passing a sharded loader to a local module's helper needs review
+    (``utils.evaluate(net, test_loader)``): what the helper sums or logs over it
+    is this process's share, and its module is not rewritten."""
+    helper = index.helper(call.func)
+    if helper is None or helper.returns == "loader":
+        return None
+    for arg in call.args:
+        key = index.key(arg.value)
+        if key is not None and key in index.loaders:
+            return (
+                f"`{key[1]}` is sharded (each process reads its share) and is passed "
+                f"to {helper.where}, which is not rewritten: sums, counts and logs "
+                "it makes over the loader are this process's only; reduce them "
+                "there with accel.reduce"
+            )
+    return None

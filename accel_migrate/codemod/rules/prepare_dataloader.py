@@ -6,6 +6,9 @@ spelling (``from torch.utils.data import DataLoader as DL`` included), for
 training and evaluation loaders alike. A loader built in a local module the
 script imports (``test_loader = utils.get_test_dataloader()``, known from the
 project view) is wrapped where it is called: the module itself is not written.
+A sharded loader passed to such a module's function (``utils.evaluate(net,
+test_loader)``) is reported as needs-review: what that function sums over it is
+this process's share, and nothing there reduces it.
 
 ## Why
 Every process must see its own share of the data. By default the runtime keeps
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..helper_effects import loader_passed_to_helper
 from ..patterns import DATALOADER_CALLS
 from ..rule import Rule
 from ..unshardable import unshardable_reason
@@ -62,6 +66,9 @@ class PrepareDataloader(Rule):
     ) -> cst.BaseExpression:
         helper = self.index.helper(original_node.func, "loader")
         if helper is None and not self.is_call_to(original_node, DATALOADER_CALLS):
+            passed = loader_passed_to_helper(self.index, original_node)
+            if passed is not None:
+                self.report(original_node, "needs-review", passed)
             return updated_node
         arg = self.parent(original_node)
         if isinstance(arg, cst.Arg) and self.index.is_runtime_call(
