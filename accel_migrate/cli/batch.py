@@ -26,6 +26,7 @@ from functools import partial
 
 from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
 from ..codemod.findings import Failure
+from ..codemod.project_view import ProjectView
 from .cache import ResultCache
 from .files import FileError, read_source
 
@@ -57,11 +58,16 @@ def migrate_file(
         return Failure(path, 1, 1, exc.message)
     if cache is None:
         return _migrate(path, source, options)
-    outcome = cache.get(path, source)
+    project = _project_digest(options)
+    outcome = cache.get(path, source, project)
     if outcome is None:
         outcome = _migrate(path, source, options)
-        cache.put(source, outcome)
+        cache.put(source, outcome, project)
     return outcome
+
+
+def _project_digest(options: MigrateOptions) -> str:
+    return options.project.digest() if options.project else ""
 
 
 #: The task the cache may answer for (a name no test or caller rebinds).
@@ -178,6 +184,20 @@ class Batch:
         self.on_done = on_done or (lambda: None)
         self.locations = [os.path.abspath(p) for p in self.paths]
         self._pool: ProcessPoolExecutor | None = None
+        self._file_options: list[MigrateOptions] | None = None
+
+    def options_for(self, index: int) -> MigrateOptions:
+        """The options of file ``index``: with the facts of its local imports, from
+        one project view of the whole batch (each module parsed once)."""
+        if self.options.project is not None:
+            return self.options
+        if self._file_options is None:
+            view = ProjectView(self.locations)
+            self._file_options = [
+                replace(self.options, project=view.facts_for(location))
+                for location in self.locations
+            ]
+        return self._file_options[index]
 
     @property
     def parallel(self) -> bool:
@@ -204,7 +224,9 @@ class Batch:
                 source = read_source(self.locations[index])
             except FileError:
                 continue  # the task reports it
-            found = self.cache.get(path, source)
+            found = self.cache.get(
+                path, source, _project_digest(self.options_for(index))
+            )
             if found is not None:
                 self._hits[index] = found
 
@@ -221,7 +243,7 @@ class Batch:
         if not self.parallel:
             for index, path in enumerate(self.paths):
                 outcome = self._hits.pop(index, None) or self.task(
-                    path, self.locations[index], self.options
+                    path, self.locations[index], self.options_for(index)
                 )
                 self.on_done()
                 yield index, outcome
@@ -264,7 +286,7 @@ class Batch:
                     self.task,
                     self.paths[i],
                     self.locations[i],
-                    self.options,
+                    self.options_for(i),
                 ): i
                 for i in remaining
             }
@@ -296,7 +318,7 @@ class Batch:
         path = self.paths[index]
         with self._new_pool(1) as pool:
             future = pool.submit(
-                _work, self.task, path, self.locations[index], self.options
+                _work, self.task, path, self.locations[index], self.options_for(index)
             )
             try:
                 return future.result()

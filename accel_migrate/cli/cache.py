@@ -93,15 +93,19 @@ class ResultCache:
         settings = hashlib.sha256(described.encode()).hexdigest()
         return cls(folder or default_folder(), settings)
 
-    def _entry(self, source: bytes) -> Path:
-        key = hashlib.sha256(self.settings.encode() + b"\0" + source).hexdigest()
+    def _entry(self, source: bytes, project: str = "") -> Path:
+        # ``project``: the digest of the facts of the file's local imports (a
+        # changed utils.py is a new result for the train.py that imports it).
+        salt = self.settings + (f"\0{project}" if project else "")
+        key = hashlib.sha256(salt.encode() + b"\0" + source).hexdigest()
         return self.folder / FORMAT / key[:2] / key
 
-    def get(self, path: str, source: bytes) -> Outcome | None:
-        """The cached outcome of migrating ``source``, named ``path``; None when
-        there is none, or it cannot be trusted."""
+    def get(self, path: str, source: bytes, project: str = "") -> Outcome | None:
+        """The cached outcome of migrating ``source``, named ``path``, with the
+        project facts of digest ``project``; None when there is none, or it cannot
+        be trusted."""
         try:
-            data = self._entry(source).read_bytes()
+            data = self._entry(source, project).read_bytes()
         except OSError:
             return None
         try:
@@ -109,11 +113,11 @@ class ResultCache:
         except Exception:  # corrupt, truncated, foreign: never trusted
             return None
 
-    def put(self, source: bytes, outcome: Outcome) -> None:
+    def put(self, source: bytes, outcome: Outcome, project: str = "") -> None:
         data = _encode(source, outcome)
         if data is None:
             return
-        entry = self._entry(source)
+        entry = self._entry(source, project)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(

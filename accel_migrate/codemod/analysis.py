@@ -26,6 +26,7 @@ from libcst.metadata import (
 )
 
 from .parents import ParentProvider
+from .project_facts import HelperFact, ProjectFacts
 
 if TYPE_CHECKING:
     from .divergence import Divergence
@@ -115,8 +116,11 @@ class ModuleIndex:
         wrapper: MetadataWrapper,
         alias: str,
         qualnames: LazyQualifiedNames | None = None,
+        project: ProjectFacts | None = None,
     ) -> None:
         self.module = wrapper.module
+        #: What the file's local imports define (``project_view``).
+        self.project = project or ProjectFacts()
         self.alias = alias
         self._scopes = wrapper.resolve(ScopeProvider)
         self._qualnames = qualnames or LazyQualifiedNames(self._scopes)
@@ -136,6 +140,16 @@ class ModuleIndex:
         self.star_import: bool = collector.star_import
 
     # -- basic lookups ---------------------------------------------------------------
+    def helper(self, func: cst.BaseExpression, returns: str = "") -> HelperFact | None:
+        """The project fact of the local module's function or class ``func`` names
+        (one that returns ``returns``, where given)."""
+        if not self.project:
+            return None
+        fact = self.project.lookup(self.qualnames(func))
+        if fact is None or (returns and fact.returns != returns):
+            return None
+        return fact
+
     def qualnames(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self._qualnames.get(node, ())}
 

@@ -29,6 +29,8 @@ from .findings import (
     MigrationError,
     MigrationResult,
 )
+from .project_facts import ProjectFacts
+from .project_view import read_project
 from .rule import RUNTIME_MODULE, RuleContext, registered_rules
 from .screen import FullScreen, distributed_finding, is_test_module, prescreen
 from .source import check_decodable, syntax_error_place
@@ -45,6 +47,9 @@ class MigrateOptions:
     #: Decide files that are plainly not training entry points without libcst.
     #: Off, every file takes the full libcst pass (same results, slower).
     prescreen: bool = True
+    #: What the file's local imports define (``project_view``); None: read them
+    #: from the file's folder (a single file), never writing them.
+    project: ProjectFacts | None = None
 
     def selected(self, code: str) -> bool:
         chosen = self.select is None or any(code.startswith(s) for s in self.select)
@@ -121,7 +126,8 @@ def _full_pass(
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
-    context = RuleContext(alias=alias, original_code=module.code)
+    project = options.project if options.project is not None else read_project(path)
+    context = RuleContext(alias=alias, original_code=module.code, project=project)
     for rule in registered_rules():
         if options.selected(rule.code):
             changed, modified = rule.run(wrapper, context)

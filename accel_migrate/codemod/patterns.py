@@ -149,6 +149,11 @@ def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
         # One the runtime cannot shard stays unwrapped (AM006): every process
         # reads all of it, so no rule may treat it as a sharded loader.
         return unshardable_reason(index, expr) is None
+    # `utils.get_test_dataloader()`: a local module's function returning a loader
+    # (the project view), wrapped by AM006 where it is called.
+    helper = index.helper(expr.func, "loader")
+    if helper is not None:
+        return not helper.unshardable
     return index.is_runtime_call(expr, "prepare_dataloader")
 
 

@@ -34,6 +34,7 @@ from .analysis import LazyQualifiedNames, ModuleIndex
 from .findings import Finding, Status
 from .linemap import LineMap
 from .parents import ParentProvider
+from .project_facts import ProjectFacts
 
 RUNTIME_MODULE = "accel_migrate.runtime"
 
@@ -61,6 +62,8 @@ class RuleContext:
         default_factory=dict
     )
     _index: tuple[MetadataWrapper, ModuleIndex] | None = None
+    #: What the file's local imports define (the project view), if known.
+    project: ProjectFacts | None = None
     _qualnames: tuple[MetadataWrapper, LazyQualifiedNames] | None = None
 
     def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
@@ -68,7 +71,12 @@ class RuleContext:
         if self._index is None or self._index[0] is not wrapper:
             self._index = (
                 wrapper,
-                ModuleIndex(wrapper, self.alias, self.qualified_names_of(wrapper)),
+                ModuleIndex(
+                    wrapper,
+                    self.alias,
+                    self.qualified_names_of(wrapper),
+                    project=self.project,
+                ),
             )
         return self._index[1]
 

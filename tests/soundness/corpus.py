@@ -85,10 +85,11 @@ class Case:
 
     @property
     def helpers(self) -> list[Path]:
-        """The local modules of a project folder (everything but its main script)."""
+        """The local modules of a project folder (everything but its main script),
+        its packages' modules included (``models/resnet.py``)."""
         if self.script.name != "main.py":
             return []
-        return sorted(p for p in self.script.parent.glob("*.py") if p != self.script)
+        return sorted(p for p in self.script.parent.rglob("*.py") if p != self.script)
 
     def missing(self) -> list[str]:
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
@@ -346,7 +347,9 @@ def _classify(case: Case, work: Path) -> tuple[str, str]:
             return "MATCH", f"left unchanged ({result.skip_reason or 'no change'})"
         return _unsound(case, named, codes, "left unmigrated")
     for helper in case.helpers:
-        shutil.copy(helper, migrated_dir / helper.name)
+        copy = migrated_dir / helper.relative_to(case.script.parent)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(helper, copy)
     migrated = migrate_to(case.script, migrated_dir)
     launch = ("--timeout", str(COLLECTIVE_TIMEOUT), *case.launch)
     try:

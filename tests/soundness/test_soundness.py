@@ -41,6 +41,7 @@ EXPECTED: dict[str, str] = {
     "batch_size_shape": "MATCH",
     "chain_optimizer": "MATCH",
     "checkpoint_resume": "MATCH",
+    "cifar100_project": "MATCH",
     "cifar100_utils": "MATCH",
     "cifar_bn_resnet": "MATCH",
     "conditional_model": "MATCH",

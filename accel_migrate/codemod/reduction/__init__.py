@@ -73,7 +73,7 @@ class LossReduction:
     kind: Kind
     reason: str = ""
     count: cst.BaseExpression | None = None
-    what: str = ""  # for a token mean: what it averages over
+    what: str = ""  # for a token mean: what it averages over; a sum: its source
 
 
 def loss_reduction(
@@ -85,7 +85,7 @@ def loss_reduction(
     if fact.kind == "unknown":
         return LossReduction("unknown", fact.reason)
     if fact.kind == "sum":
-        return LossReduction("sum")
+        return LossReduction("sum", what=fact.what)
     if fact.kind != "token-mean":
         return LossReduction("mean")
     if fact.count is None or fact.anchor is None:
@@ -326,6 +326,16 @@ class _Reducer:
         if module is not None:
             name = attr_chain(module.func) or ""
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        helper = self.index.helper(func, "loss")
+        if helper is not None:
+            # A loss built in a local module (the project view): its reduction.
+            if helper.reduction in ("mean", "sum"):
+                # (``what`` of a sum: where it was learnt, for the finding)
+                return Fact(helper.reduction, what=helper.describe())  # type: ignore[arg-type]
+            return Fact(
+                "unknown",
+                f"{helper.describe()}, whose count of terms cannot be written here",
+            )
         target = self.index.callee(call)
         if target is not None and not self.index.local_class(func):
             return self._returned(target[0], depth)

@@ -23,6 +23,11 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   ``replace``, ``unlink`` and ``rmdir`` (on a value known to be a ``Path``).
   Wherever they are: at module level, in a loop, or in a helper function the
   training code calls (``save_checkpoint``).
+- calls of a local module's helper that writes files or prints
+  (``utils.save_checkpoint(...)``, ``Logger("log.txt")``, a progress bar), known
+  from the project view: ``accel.on_main_process(save_checkpoint, ...)`` where
+  all it does is write and print; a needs-review finding naming its file where
+  it also hands back or changes a value, or calls collectives.
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
@@ -105,6 +110,7 @@ from ..file_changes import (
     argument,
     shifted,
 )
+from ..helper_effects import helper_call
 from ..patterns import string_value
 from ..rule import Rule, tidy_args
 from .output_folders import is_path
@@ -199,6 +205,9 @@ class MainProcessWrites(Rule):
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
+        helper = self.index.helper(original_node.func)
+        if helper is not None and helper.side_effects and not helper.returns:
+            return helper_call(self, original_node, updated_node, helper)
         names = self.qualnames(original_node.func)
         if names & LOGGER_CLASSES:
             what = "logger created on the main process only"

@@ -3,7 +3,12 @@
 ## What
 Wraps every construction of ``torch.utils.data.DataLoader``, whatever the import
 spelling (``from torch.utils.data import DataLoader as DL`` included), for
-training and evaluation loaders alike.
+training and evaluation loaders alike. A loader built in a local module the
+script imports (``test_loader = utils.get_test_dataloader()``, known from the
+project view) is wrapped where it is called: the module itself is not written.
+A sharded loader passed to such a module's function (``utils.evaluate(net,
+test_loader)``) is reported as needs-review: what that function sums over it is
+this process's share, and nothing there reduces it.
 
 ## Why
 Every process must see its own share of the data. By default the runtime keeps
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..helper_effects import loader_passed_to_helper
 from ..patterns import DATALOADER_CALLS
 from ..rule import Rule
 from ..unshardable import unshardable_reason
@@ -58,13 +64,35 @@ class PrepareDataloader(Rule):
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
-        if not self.is_call_to(original_node, DATALOADER_CALLS):
+        helper = self.index.helper(original_node.func, "loader")
+        if helper is None and not self.is_call_to(original_node, DATALOADER_CALLS):
+            passed = loader_passed_to_helper(self.index, original_node)
+            if passed is not None:
+                self.report(original_node, "needs-review", passed)
             return updated_node
         arg = self.parent(original_node)
         if isinstance(arg, cst.Arg) and self.index.is_runtime_call(
             self.parent(arg), "prepare_dataloader"
         ):
             return updated_node
+        if helper is not None:
+            # The loader is built in a local module (never written): wrapped here.
+            if helper.unshardable:
+                self.report(
+                    original_node,
+                    "needs-review",
+                    f"{helper.describe()} that cannot be sharded ({helper.unshardable}); "
+                    "every process reads all of it",
+                )
+                return updated_node
+            self.report(
+                original_node,
+                "fixed",
+                f"{helper.describe()} -> accel.prepare_dataloader(...)",
+            )
+            return self.runtime_call(
+                "prepare_dataloader", [cst.Arg(value=updated_node)]
+            )
         reason = unshardable_reason(self.index, original_node)
         if reason is not None:
             self.report(original_node, "needs-review", reason)

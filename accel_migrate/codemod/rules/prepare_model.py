@@ -163,6 +163,8 @@ class PrepareModel(AllOrNothing, Rule):
             return False
         if self.index.local_class(core.func) in self.module_classes:
             return True
+        if self.index.helper(core.func, "model") is not None:
+            return True  # `get_network(args)` of a local module (the project view)
         return any(
             is_nn_module_constructor(q) or q.startswith(MODEL_FACTORY_PREFIXES)
             for q in self.qualnames(core.func)
@@ -387,7 +389,14 @@ class PrepareModel(AllOrNothing, Rule):
     def _wrap(
         self, original: cst.BaseExpression, updated: cst.BaseExpression
     ) -> cst.Call:
-        self.report(original, "fixed", "model -> accel.prepare_model(...)")
+        core = self._core(original)
+        helper = (
+            self.index.helper(core.func, "model")
+            if isinstance(core, cst.Call)
+            else None
+        )
+        what = helper.describe() if helper is not None else "model"
+        self.report(original, "fixed", f"{what} -> accel.prepare_model(...)")
         return self.runtime_call("prepare_model", [cst.Arg(value=updated)])
 
     def _wraps(self, key: Key | None, value: cst.BaseExpression | None) -> bool:

@@ -220,7 +220,10 @@ class TensorBackward(Rule):
                 original, "needs-review", f"{message}, but " + "; ".join(concerns)
             )
         elif reduction.kind == "sum":
-            self.report(original, "fixed", f"{message}: the loss sums over the batch")
+            source = f" ({reduction.what})" if reduction.what else ""
+            self.report(
+                original, "fixed", f"{message}: the loss sums over the batch{source}"
+            )
         elif told:
             self.report(
                 original,

@@ -1,0 +1,88 @@
+"""Calls into a local module's helper that writes files or prints (AM017's part
+of the project view): ``save_checkpoint(state, is_best)`` from ``utils.py``,
+``Logger("log.txt")``, ``progress_bar(i, n, msg)``.
+
+The helper's module is not rewritten (it is a library of the script, read but
+never written with one file argument, and not a training entry point in a
+batch), so the call is moved instead: ``accel.on_main_process(save_checkpoint,
+state, is_best)``. That is safe only where all the helper does is write and
+print (``HelperFact.effects_only``: nothing handed back, nothing of its
+arguments or of the module changed, no collective). Otherwise the call is left
+as it is, with a needs-review finding that names the helper and its file.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .project_facts import HelperFact
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+    from .rule import Rule
+
+
+def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
+    from .rule import tidy_args as tidy
+
+    return tidy(args)
+
+
+def helper_call(
+    rule: Rule, original: cst.Call, updated: cst.Call, helper: HelperFact
+) -> cst.BaseExpression:
+    used = not isinstance(rule.parent(original), cst.Expr)
+    if helper.collectives:
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}: on every process its writes race and its output "
+            "is repeated, and on the main process alone its collectives would wait "
+            f"for the others forever; guard its writes in {helper.file} with "
+            "accel.is_main_process()",
+        )
+        return updated
+    if not helper.effects_only or (used and helper.kind == "function"):
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}, on every process (racing writes, repeated "
+            "output); it cannot be shown to do nothing else (hand back or change "
+            "a value, call code the analysis does not know), so it is not moved "
+            f"to the main process; guard its writes in {helper.file} with "
+            "accel.is_main_process()",
+        )
+        return updated
+    rule.report(
+        original,
+        "fixed",
+        f"{helper.describe()}, and nothing else -> accel.on_main_process(...)",
+    )
+    func = updated.func
+    if func.lpar:
+        func = func.with_changes(lpar=(), rpar=())
+    return updated.with_changes(
+        func=rule.runtime_attr("on_main_process"),
+        args=tidy_args([cst.Arg(value=func), *updated.args]),
+    )
+
+
+def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
+    """Why passing a sharded loader to a local module's helper needs review
+    (``utils.evaluate(net, test_loader)``): what the helper sums or logs over it
+    is this process's share, and its module is not rewritten."""
+    helper = index.helper(call.func)
+    if helper is None or helper.returns == "loader":
+        return None
+    for arg in call.args:
+        key = index.key(arg.value)
+        if key is not None and key in index.loaders:
+            return (
+                f"`{key[1]}` is sharded (each process reads its share) and is passed "
+                f"to {helper.where}, which is not rewritten: sums, counts and logs "
+                "it makes over the loader are this process's only; reduce them "
+                "there with accel.reduce"
+            )
+    return None

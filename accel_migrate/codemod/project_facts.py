@@ -1,0 +1,113 @@
+"""What a file learns from the local modules it imports (the project view).
+
+For each function and class of a local module (``utils.py``, ``models/``,
+``mingpt/trainer.py``) the view records what calling it gives and does:
+
+- ``returns``: "loader" (a ``torch.utils.data.DataLoader``), "model" (an
+  ``nn.Module`` subclass instance, also through a factory such as
+  ``get_network(args)`` whose every return is one), "optimizer" (a
+  ``torch.optim`` class), "loss" (with its ``reduction``: "mean", "sum",
+  "token-mean" or "unknown");
+- ``writes``: what it writes or removes (``torch.save``, ``shutil.copyfile``,
+  ``os.remove``, ``open(..., "w")``, a class whose constructor opens a file);
+  ``prints``: it prints (``print``, ``sys.stdout.write``);
+- ``collectives``: it calls ``torch.distributed`` or the runtime itself;
+  ``effects_only``: all it does is those writes and prints (no value handed
+  back, nothing of its arguments or of the module changed), so it may run on
+  the main process alone.
+
+Facts are plain frozen data: they cross into the batch's worker processes and
+are part of the cache key of the file that imports them (``digest``).
+
+Static only: modules are parsed with ``ast`` (see ``project_view``); nothing is
+imported, run or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: What a helper's call returns.
+RETURN_KINDS = ("loader", "model", "optimizer", "loss")
+_DESCRIBED = {
+    "loader": "a DataLoader",
+    "model": "a model (an nn.Module)",
+    "optimizer": "an optimizer",
+    "loss": "a loss",
+}
+
+
+@dataclass(frozen=True)
+class HelperFact:
+    """What one function or class of a local module gives and does."""
+
+    #: Its name in its module: ``get_test_dataloader``, ``Logger``.
+    name: str
+    #: The file it is defined in, as the user names it (``utils.py``, ``models/__init__.py``).
+    file: str
+    kind: str = "function"  # or "class"
+    returns: str = ""  # one of RETURN_KINDS, or "" when not known
+    reduction: str = ""  # for a loss: mean / sum / token-mean / unknown
+    #: Why a returned loader cannot be sharded ("" when it can).
+    unshardable: str = ""
+    writes: tuple[str, ...] = ()
+    prints: bool = False
+    collectives: bool = False
+    effects_only: bool = False
+
+    @property
+    def where(self) -> str:
+        return f"`{self.name}` in {self.file}"
+
+    def describe(self) -> str:
+        """``get_test_dataloader in utils.py returns a DataLoader``."""
+        parts = []
+        if self.returns:
+            verb = "builds" if self.kind == "class" else "returns"
+            what = _DESCRIBED[self.returns]
+            if self.returns == "loss" and self.reduction:
+                what += f" ({self.reduction}-reduced)"
+            parts.append(f"{verb} {what}")
+        if self.writes:
+            parts.append(f"writes files ({', '.join(self.writes)})")
+        if self.prints:
+            parts.append("prints")
+        if self.collectives:
+            parts.append("calls collectives")
+        return f"{self.where} " + (", ".join(parts) or "has no known effect")
+
+    @property
+    def side_effects(self) -> bool:
+        return bool(self.writes or self.prints)
+
+
+@dataclass(frozen=True)
+class ProjectFacts:
+    """The helpers one file imports from local modules, by the qualified name the
+    file's code gives them (libcst's: ``utils.get_test_dataloader`` for both
+    ``import utils`` and ``from utils import get_test_dataloader``)."""
+
+    helpers: tuple[tuple[str, HelperFact], ...] = ()
+    #: The local module files read (for messages and the cache key).
+    files: tuple[str, ...] = ()
+
+    def lookup(self, qualnames: Iterable[str]) -> HelperFact | None:
+        table = dict(self.helpers)
+        for name in qualnames:
+            fact = table.get(name)
+            if fact is not None:
+                return fact
+        return None
+
+    def returning(self, qualnames: Iterable[str], kind: str) -> HelperFact | None:
+        fact = self.lookup(qualnames)
+        return fact if fact is not None and fact.returns == kind else None
+
+    def digest(self) -> str:
+        """A hash of every fact: a file's cached result is valid for these facts only."""
+        return hashlib.sha256(repr(self).encode()).hexdigest()
+
+    def __bool__(self) -> bool:
+        return bool(self.helpers)

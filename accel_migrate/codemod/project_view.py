@@ -1,0 +1,282 @@
+"""The project view: local imports resolved to files, and the facts of what they
+define (``project_facts``), built once per run.
+
+An import is local when the module is a file under the importing script's
+roots: its own folder (Python's ``sys.path[0]``), the folder above its package,
+and, in a batch, each folder above it up to the batch's common folder.
+``import utils``, ``from models import get_network`` (a package's
+``__init__.py`` and what it re-exports), ``from mingpt.trainer import Trainer``
+and relative imports are followed; a name's facts follow calls into other local
+modules (``get_network`` -> ``models.vgg.vgg16_bn`` -> ``class VGG(nn.Module)``).
+
+Static only: files are parsed with ``ast``; nothing is imported, run or written.
+Each file is parsed once per view (the batch builds one view for all its files).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .project_facts import HelperFact, ProjectFacts
+
+#: A local target: (real path of the module file, name in it; "" for the module).
+Target = tuple[str, str]
+_MAX_FILE = 2_000_000
+_IMPORT_LINE = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))",
+    re.MULTILINE,
+)
+_DEPTH = 12
+
+
+@dataclass
+class _Scan:
+    """One parsed module: its imports (local name -> target) and definitions."""
+
+    path: str
+    tree: ast.Module | None
+    names: dict[str, str | Target] = field(default_factory=dict)
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(
+        default_factory=dict
+    )
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+
+
+def roots_of(script: str, base: str = "") -> tuple[str, ...]:
+    """Where an absolute import of ``script`` may find a local module (see the
+    module docstring)."""
+    folder = os.path.dirname(os.path.realpath(script))
+    roots = [folder]
+    top = folder
+    while os.path.isfile(os.path.join(top, "__init__.py")):
+        parent = os.path.dirname(top)
+        if parent == top:
+            break
+        top = parent
+    if base:
+        inside = base.rstrip(os.sep) + os.sep
+        current = folder
+        while current != base and current.startswith(inside):
+            current = os.path.dirname(current)
+            roots.append(current)
+    if top not in roots:
+        roots.append(top)
+    return tuple(roots)
+
+
+class ProjectView:
+    """Local modules and their facts, for the scripts of one run."""
+
+    def __init__(self, scripts: Sequence[str] = (), display_base: str = "") -> None:
+        reals = [os.path.realpath(s) for s in scripts]
+        folders = [os.path.dirname(r) for r in reals]
+        self.base = os.path.commonpath(folders) if len(folders) > 1 else ""
+        self.display_base = display_base
+        self._scans: dict[tuple[str, tuple[str, ...]], _Scan] = {}
+        self._facts: dict[tuple[Target, tuple[str, ...]], HelperFact | None] = {}
+
+    # -- files -------------------------------------------------------------------
+    def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
+        parts = dotted.split(".")
+        for root in bases:
+            stem = os.path.join(root, *parts)
+            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if os.path.isfile(candidate):
+                    return os.path.realpath(candidate)
+        return None
+
+    def _display(self, path: str, script: str) -> str:
+        base = self.display_base or self.base or os.path.dirname(script)
+        try:
+            shown = os.path.relpath(path, base)
+        except ValueError:
+            return path
+        return path if shown.startswith("..") else shown
+
+    def _scan(self, path: str, roots: tuple[str, ...]) -> _Scan:
+        key = (path, roots)
+        if key in self._scans:
+            return self._scans[key]
+        scan = self._scans[key] = _Scan(path, _parse(path))
+        if scan.tree is None:
+            return scan
+        for node in ast.walk(scan.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        scan.names[alias.asname] = self._absolute(alias.name, roots)
+                    else:
+                        first = alias.name.split(".")[0]
+                        scan.names[first] = self._absolute(first, roots)
+            elif isinstance(node, ast.ImportFrom):
+                module = self._from_module(path, node, roots)
+                for alias in node.names:
+                    if alias.name != "*":
+                        scan.names[alias.asname or alias.name] = _attribute(
+                            self, module, alias.name
+                        )
+        for statement in scan.tree.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scan.functions[statement.name] = statement
+            elif isinstance(statement, ast.ClassDef):
+                scan.classes[statement.name] = statement
+            elif isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        scan.assigned.setdefault(target.id, []).append(statement.value)
+        return scan
+
+    def _absolute(self, dotted: str, roots: tuple[str, ...]) -> str | Target:
+        found = self._module_file(dotted, roots)
+        return (found, "") if found else dotted
+
+    def _from_module(
+        self, path: str, node: ast.ImportFrom, roots: tuple[str, ...]
+    ) -> str | Target:
+        if not node.level:
+            return self._absolute(node.module or "", roots)
+        folder = os.path.dirname(path)
+        for _ in range(node.level - 1):
+            folder = os.path.dirname(folder)
+        if not node.module:
+            init = os.path.join(folder, "__init__.py")
+            return (os.path.realpath(init), "") if os.path.isfile(init) else "?"
+        found = self._module_file(node.module, (folder,))
+        return (found, "") if found else "?"
+
+    # -- facts of one file --------------------------------------------------------
+    def facts_for(self, script: str) -> ProjectFacts:
+        """The helpers ``script`` imports from local modules, keyed by the
+        qualified names libcst gives them in ``script``."""
+        real = os.path.realpath(script)
+        roots = roots_of(real, self.base)
+        if not self._may_import_local(real, roots):
+            return ProjectFacts()  # no parse: a batch's cheap common case
+        tree = _parse(real)
+        if tree is None:
+            return ProjectFacts()
+        helpers: dict[str, HelperFact] = {}
+        files: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = self._absolute(alias.name, roots)
+                    if isinstance(target, tuple):
+                        self._module_helpers(
+                            alias.name, target[0], real, roots, helpers, files
+                        )
+            elif isinstance(node, ast.ImportFrom):
+                module = self._from_module(real, node, roots)
+                if not isinstance(module, tuple):
+                    continue
+                spelled = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    if alias.name == "*":
+                        continue
+                    prefix = (
+                        f"{spelled}.{alias.name}"
+                        if node.module
+                        else spelled + alias.name
+                    )
+                    target = _attribute(self, module, alias.name)
+                    if isinstance(target, tuple) and not target[1]:
+                        self._module_helpers(
+                            prefix, target[0], real, roots, helpers, files
+                        )
+                    elif isinstance(target, tuple):
+                        fact = self.fact(target, roots, real)
+                        if fact is not None:
+                            helpers[prefix] = fact
+                            files.add(fact.file)
+        return ProjectFacts(tuple(sorted(helpers.items())), tuple(sorted(files)))
+
+    def _may_import_local(self, path: str, roots: tuple[str, ...]) -> bool:
+        """Does an import line of ``path`` name a relative or local module? (A
+        text scan: a file that imports nothing local is not parsed.)"""
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(_MAX_FILE)
+        except OSError:
+            return False
+        for dots, module, names in _IMPORT_LINE.findall(text):
+            if dots:
+                return True
+            heads = [module] if module else names.split(b",")
+            for head in heads:
+                first = head.strip().split(b".")[0].split()[0:1]
+                if first and self._module_file(first[0].decode(), roots):
+                    return True
+        return False
+
+    def _module_helpers(
+        self,
+        prefix: str,
+        path: str,
+        script: str,
+        roots: tuple[str, ...],
+        helpers: dict[str, HelperFact],
+        files: set[str],
+    ) -> None:
+        if path == script:
+            return
+        scan = self._scan(path, roots)
+        for name in [*scan.functions, *scan.classes]:
+            fact = self.fact((path, name), roots, script)
+            if fact is not None:
+                helpers[f"{prefix}.{name}"] = fact
+                files.add(fact.file)
+
+    def attribute(self, module: str | Target, name: str) -> str | Target:
+        return _attribute(self, module, name)
+
+    def fact(
+        self, target: Target, roots: tuple[str, ...], script: str, depth: int = 0
+    ) -> HelperFact | None:
+        key = (target, roots)
+        if key in self._facts:
+            return self._facts[key]
+        if depth > _DEPTH or target[0] == os.path.realpath(script):
+            return None
+        self._facts[key] = None  # a cycle reads "not known"
+        from .project_helpers import HelperFacts
+
+        fact = HelperFacts(self, target, roots, script, depth).result()
+        self._facts[key] = fact
+        return fact
+
+
+def _attribute(view: ProjectView, module: str | Target, name: str) -> str | Target:
+    """``module.name``: a submodule file, or a name of the module."""
+    if isinstance(module, tuple):
+        path, inner = module
+        if inner:
+            return (path, f"{inner}.{name}")
+        if os.path.basename(path) == "__init__.py":
+            sub = view._module_file(name, (os.path.dirname(path),))
+            if sub:
+                return (sub, "")
+        return (path, name)
+    return f"{module}.{name}" if module else name
+
+
+def _parse(path: str) -> ast.Module | None:
+    try:
+        if os.path.getsize(path) > _MAX_FILE:
+            return None
+        with open(path, "rb") as handle:
+            return ast.parse(handle.read(), filename=path)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def read_project(path: str) -> ProjectFacts:
+    """The facts of ``path``'s local imports (read from disk, never written); none
+    for a source that is not a file (stdin, a string)."""
+    if not path or path.startswith("<") or not os.path.isfile(path):
+        return ProjectFacts()
+    return ProjectView([path]).facts_for(path)
