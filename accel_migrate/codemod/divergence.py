@@ -79,7 +79,14 @@ def is_random_draw(qualname: str) -> bool:
     return len(parts) == 3 and parts[:2] == ["numpy", "random"]
 
 
-_UNIFORM_RUNTIME_CALLS = ("reduce", "global_loss", "gather", "world_size", "rank")
+_UNIFORM_RUNTIME_CALLS = (
+    "reduce",
+    "global_loss",
+    "gather",
+    "gather_in_order",
+    "world_size",
+    "rank",
+)
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
 
 
