@@ -49,6 +49,7 @@ EXPECTED: dict[str, str] = {
     "dcgan_bn_discriminator": "MATCH",
     "ddp_spawn": "MATCH",
     "ddp_tutorial_trainer": "MATCH",
+    "early_stop_f1": "FLAGGED",
     "early_stopping": "MATCH",
     "factory_model": "MATCH",
     "hogwild": "MATCH",
