@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import attr_chain
 
@@ -79,7 +80,14 @@ def is_random_draw(qualname: str) -> bool:
     return len(parts) == 3 and parts[:2] == ["numpy", "random"]
 
 
-_UNIFORM_RUNTIME_CALLS = ("reduce", "global_loss", "gather", "world_size", "rank")
+_UNIFORM_RUNTIME_CALLS = (
+    "reduce",
+    "global_loss",
+    "gather",
+    "gather_in_order",
+    "world_size",
+    "rank",
+)
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
 
 
@@ -98,6 +106,9 @@ class Divergence:
         #: differs between ranks.
         self.local_mutations: set[cst.Call] = set()
         self.local_stores: set[cst.Assign] = set()
+        #: Calls made as statements with an argument that differs between ranks
+        #: (``scheduler.step(val_loss)``).
+        self.local_calls: set[cst.Call] = set()
         self._current_globals: set[str] = set()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
@@ -200,6 +211,7 @@ class Divergence:
         self.local_increments.clear()
         self.local_mutations.clear()
         self.local_stores.clear()
+        self.local_calls.clear()
         self._walk(self.index.module.body, set(self.tainted_globals))
         for function in self.index.functions:
             body = (
@@ -232,7 +244,11 @@ class Divergence:
             after_else = (
                 self._block(node.orelse, set(tainted)) if node.orelse else tainted
             )
-            return after_body | after_else
+            result = after_body | after_else
+            if self._tainted(node.test, tainted):
+                # Set on some ranks only (`patience = 0` / `patience += 1`).
+                self._bind_all(node, result)
+            return result
         if isinstance(node, cst.Else):
             return self._block(node.body, tainted)
         if isinstance(node, cst.For):
@@ -313,6 +329,8 @@ class Divergence:
                 self._bind(node.target, True, tainted)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
             call = node.value
+            if any(self._tainted(arg.value, tainted) for arg in call.args):
+                self.local_calls.add(call)
             if (
                 isinstance(call.func, cst.Attribute)
                 and call.func.attr.value in _MUTATORS
@@ -325,6 +343,17 @@ class Divergence:
             if function is not None and self._tainted(node.value, tainted):
                 self.tainted_returns.add(function)
         return tainted
+
+    def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
+        """Every variable that a statement under ``node`` sets is rank-local."""
+        for statement in m.findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
+            if isinstance(statement, cst.Assign):
+                targets = [t.target for t in statement.targets]
+            else:
+                targets = [statement.target]  # type: ignore[attr-defined]
+            for target in targets:
+                if isinstance(target, (cst.Name, cst.Attribute, cst.Tuple, cst.List)):
+                    self._bind(target, True, tainted)
 
     def _bind(
         self, target: cst.BaseExpression, is_tainted: bool, tainted: set[str]

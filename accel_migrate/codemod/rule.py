@@ -55,6 +55,9 @@ class RuleContext:
     suppressed: set[tuple[int, int]] = field(default_factory=set)
     #: Needs-review findings that stop the migration of the whole file (``block``).
     blocking: list[Finding] = field(default_factory=list)
+    #: Original (line, column) of ``xs.append(v)`` calls that AM009 (metric sums)
+    #: cannot classify and leaves to AM029 (collected outputs).
+    deferred_collections: set[tuple[int, int]] = field(default_factory=set)
     _linemap: tuple[str, LineMap] | None = None
     #: Per metadata wrapper (rules that change nothing share one): its code, its
     #: suppressed statements, its ModuleIndex.

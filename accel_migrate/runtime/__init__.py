@@ -40,9 +40,11 @@ from .api import (
 )
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
+from .ordered import GatherOrderError, gather_in_order
 
 __all__ = [
     "ConfigError",
+    "GatherOrderError",
     "MainProcessOnly",
     "RuntimeConfig",
     "autocast",
@@ -52,6 +54,7 @@ __all__ = [
     "clip_grad_value_",
     "device",
     "gather",
+    "gather_in_order",
     "global_loss",
     "grad_scaler",
     "is_main_process",

@@ -255,6 +255,8 @@ class PerDeviceBatches(_EpochBatches):
         super().__init__(inner, runtime)
         self.batch_size: int | None = getattr(inner, "batch_size", None)
         self.drop_last: bool = bool(getattr(inner, "drop_last", False))
+        #: Sizes of the epoch's global batches as the original drew them.
+        self.global_sizes: list[int] = []
 
     def _draw(self) -> list[list[Any]]:
         world, rank = self.runtime.env.world_size, self.runtime.env.rank
@@ -267,6 +269,8 @@ class PerDeviceBatches(_EpochBatches):
         batches = self._global_batches()
         size = self.batch_size or max((len(b) for b in batches), default=1)
         order = [index for batch in batches for index in batch]
+        # The original's batch sizes, for putting collected outputs back in order.
+        self.global_sizes = [len(batch) for batch in batches]
         per_rank = -(-len(order) // world)
         order += order[: per_rank * world - len(order)]
         mine = order[rank::world]
@@ -319,6 +323,7 @@ def _sharded_iter(self: Any) -> Iterator[Any]:
     first_step = batches.resume_step
     self._accel_epochs_started += 1
     self._accel_step = first_step
+    self._accel_first_step = first_step  # where this pass started (ordered gathers)
     loader_iter = super(type(self), self).__iter__  # the loader class's own iteration
     if first_step:
         # A resumed epoch: the original drew its worker seed when the epoch began,
@@ -382,6 +387,7 @@ def _sharded_class(cls: type) -> type:
                 "_accel_sharded": True,
                 "_accel_epochs_started": 0,
                 "_accel_step": 0,
+                "_accel_first_step": 0,
             },
         )
     return _SHARDED_CLASSES[cls]

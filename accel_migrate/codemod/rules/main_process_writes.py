@@ -77,7 +77,10 @@ is what the original script wrote (with AM008 and AM009 the logged values are
 global). A file that the script writes and then reads back on every process (on a
 later line, or anywhere in a loop around the write, whose next pass reads it) is
 left as it is and reported as needs-review (the other processes would find no
-file, or read it before it is written). A copy, move or rename whose
+file, or read it before it is written), unless it is written in a ``with open(...)``
+statement that every process reaches together, outside any loop: then it is
+written on the main process and ``accel.barrier()`` follows the ``with`` (the file
+is closed by then), so every process reads what the main process wrote. A copy, move or rename whose
 destination the script uses again (reads it, lists it, tests it, passes it to a
 call other than a main-process write) is followed by ``accel.barrier()`` where
 every process reaches it, and left as it is with a needs-review finding where
@@ -224,8 +227,18 @@ class MainProcessWrites(Rule):
             return self._change_files(original_node, updated_node, *change)
         elif names & OPEN_CALLS and (mode := write_mode(original_node)) is not None:
             if self._read_again(original_node, _path_argument(original_node)):
-                self._report_read_again(original_node)
-                return updated_node
+                block = self._closed_before_read(original_node)
+                if block is None:
+                    self._report_read_again(original_node)
+                    return updated_node
+                self._barrier_after_with.add(block)
+                self.report(
+                    original_node,
+                    "fixed",
+                    "the file is read back later -> accel.barrier() after the `with` "
+                    "that writes it, so that no process reads it before the main "
+                    "process has written and closed it",
+                )
             what = f'file opened for writing ("{mode}") on the main process only'
         else:
             return updated_node
@@ -376,6 +389,31 @@ class MainProcessWrites(Rule):
     def _barrier_after(self) -> set[cst.Call]:
         """Calls (of the original tree) that a barrier follows."""
         return set()
+
+    def _closed_before_read(self, call: cst.Call) -> cst.With | None:
+        """The ``with open(path, "w") as f:`` statement ``call`` opens, when a barrier
+        after it is safe and enough: every process reaches it together, and no loop
+        is around it (whose next pass could read before the barrier)."""
+        item = self.parent(call)
+        block = self.parent(item) if isinstance(item, cst.WithItem) else None
+        if not isinstance(block, cst.With) or self._loops(call):
+            return None
+        return block if self.index.uniform(block) else None
+
+    @cached_property
+    def _barrier_after_with(self) -> set[cst.With]:
+        """``with`` statements (of the original tree) that a barrier follows."""
+        return set()
+
+    def leave_With(
+        self, original_node: cst.With, updated_node: cst.With
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if original_node not in self._barrier_after_with:
+            return updated_node
+        barrier = cst.SimpleStatementLine(
+            body=[cst.Expr(self.runtime_call("barrier", []))]
+        )
+        return cst.FlattenSentinel([updated_node, barrier])
 
     def leave_SimpleStatementLine(
         self,

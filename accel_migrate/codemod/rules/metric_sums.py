@@ -82,6 +82,7 @@ import libcst.matchers as m
 from ..analysis import Key, attr_chain, variable_names
 from ..patterns import counts_samples, string_value
 from ..rule import Rule
+from .collected_outputs import defer_to_collected_outputs
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -417,6 +418,8 @@ class MetricSums(Rule):
                 return
             kind = self._kind(value, loop)
             if kind == "unknown":
+                if defer_to_collected_outputs(self, statement):
+                    return  # outputs collected per batch (predictions): AM029's
                 self.report(
                     statement,
                     "needs-review",

@@ -1,0 +1,385 @@
+"""AM029 collected-outputs: predictions collected over a sharded loader are gathered in the original order.
+
+## What
+In a loop over a data loader, a list made empty before the loop that collects
+the model's outputs (predictions, probabilities, labels) is this process's share
+of them. The rule gathers it right after the loop, in the original order:
+
+- per sample, ``results += preds.tolist()`` or ``results.extend(preds.tolist())``:
+  ``results = accel.gather_in_order(results, test_loader)``;
+- per batch, ``all_preds.append(p.cpu())`` (later ``torch.cat(all_preds)``):
+  ``all_preds = accel.gather_in_order(all_preds, test_loader, per_batch=True)``, one
+  entry per original batch.
+
+Every process then holds what the original collected: the same values, in the
+same order, each sample once, so ``torch.cat``, a metric over them and a CSV
+written from them (by the main process: AM017) are the original's.
+
+## Why
+Eval loaders are sharded like training loaders (AM006): each process sees its
+share of every batch, so a submission file written from ``results`` held about
+``1/N`` of the rows. ``accel.gather_in_order`` knows how the runtime split every
+batch (contiguous slices of each global batch, no padding, in the default mode;
+round-robin with repeated samples cut in per-device mode) and puts the pieces
+back, also when the loader shuffles.
+
+## Example
+```python
+# before
+results = []
+with torch.no_grad():
+    for (xb,) in test_loader:
+        results += model(xb).argmax(1).tolist()
+write_submission(results)
+# after
+results = []
+with torch.no_grad():
+    for (xb,) in test_loader:
+        results += model(xb).argmax(1).tolist()
+    results = accel.gather_in_order(results, test_loader)
+write_submission(results)
+```
+
+## Fix safety
+Rewritten only when the shape is proven: the list is a variable bound nowhere but
+to ``[]`` (or ``list()``) outside the loop; inside the loop it is used by that one
+statement, which runs once per batch (not in a nested loop or comprehension, not
+under an ``if`` or ``try``; a ``with`` is fine), and the loop has no ``break``,
+``continue`` or ``return``; the loader is a variable (or ``self.`` attribute) that
+the loop does not rebind; and every process reaches the loop together
+(``accel.gather_in_order`` is a collective, never placed in a per-sample loop nor
+where only some processes go). Otherwise the collection is reported as
+needs-review: it holds this process's share. The runtime checks that the values
+match the shares (one per sample, or per batch one entry as long as the batch's
+share) and fails on every process with ``GatherOrderError`` when they do not, so
+a per-batch number taken for a prediction is an error, never a wrong order.
+Values that are numbers per batch (``losses.append(loss.item())``) are AM009's.
+Each gather pickles the collection once to every process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import PositionProvider
+
+from ..analysis import ModuleIndex, attr_chain
+from ..rule import Rule
+
+#: Methods that keep one value per sample (or per row) of what they are called on.
+_PER_SAMPLE_METHODS = frozenset(
+    {
+        "cpu",
+        "cuda",
+        "detach",
+        "numpy",
+        "tolist",
+        "clone",
+        "to",
+        "float",
+        "double",
+        "half",
+        "long",
+        "int",
+        "bool",
+        "squeeze",
+        "flatten",
+        "view",
+        "reshape",
+        "argmax",
+        "argmin",
+        "softmax",
+        "log_softmax",
+        "sigmoid",
+        "exp",
+        "round",
+        "contiguous",
+    }
+)
+#: Of those, methods that reduce everything to one value when given no dimension.
+_NEED_DIM = frozenset({"argmax", "argmin", "softmax", "log_softmax"})
+
+Granularity = Literal["sample", "batch"]
+
+
+@dataclass(frozen=True)
+class Collection:
+    statement: cst.CSTNode  # the AugAssign, or the append/extend call
+    name: str
+    granularity: Granularity
+    #: Not one value per sample: a selection (``idx[pred != y].tolist()``) or a
+    #: value the rule does not know keeps the rows. Reported, never gathered.
+    selection: bool = False
+
+
+def outputs_like(value: cst.BaseExpression) -> bool:
+    """An expression that keeps one value per sample of what it starts from: a
+    name, a call (``model(x)``), a subscript, through methods such as ``.cpu()``,
+    ``.argmax(1)``, ``.tolist()``; never ``.item()``, ``.sum()`` or arithmetic."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        method = value.func.attr.value
+        if method not in _PER_SAMPLE_METHODS:
+            return False
+        if method in _NEED_DIM and not value.args:
+            return False
+        value = value.func.value
+    if isinstance(value, cst.Call) and attr_chain(value.func) in {"list"}:
+        return len(value.args) == 1 and outputs_like(value.args[0].value)
+    if isinstance(value, cst.Subscript):
+        return all(_keeps_rows(e.slice) for e in value.slice) and outputs_like(
+            value.value
+        )
+    return isinstance(value, (cst.Name, cst.Call, cst.Attribute))
+
+
+def _keeps_rows(index: cst.BaseSlice) -> bool:
+    """``out[0]`` (one output of several), ``x[:, 1]``, ``batch["logits"]``: not a
+    selection of rows by a mask or a list of indices."""
+    if isinstance(index, cst.Slice):
+        return index.lower is None and index.upper is None and index.step is None
+    value = index.value  # type: ignore[attr-defined]
+    return isinstance(value, (cst.Integer, cst.SimpleString)) or (
+        isinstance(value, cst.UnaryOperation)
+        and isinstance(value.expression, cst.Integer)
+    )
+
+
+def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
+    """``node`` collects outputs into a list variable: ``xs += v.tolist()``,
+    ``xs.extend(v)``, ``xs.append(v)`` with ``v`` outputs-like (``outputs_like``),
+    where ``xs`` is bound only to an empty list."""
+    if isinstance(node, cst.AugAssign):
+        if not isinstance(node.operator, cst.AddAssign):
+            return None
+        target, value, granularity = node.target, node.value, "sample"
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        if method not in {"append", "extend"} or len(node.args) != 1:
+            return None
+        arg = node.args[0]
+        if arg.star or arg.keyword is not None:
+            return None
+        target, value = node.func.value, arg.value
+        granularity = "batch" if method == "append" else "sample"
+    else:
+        return None
+    if not isinstance(target, cst.Name):
+        return None
+    listed = m.matches(
+        value,
+        m.Call(func=m.Attribute(attr=m.Name("tolist"))) | m.Call(func=m.Name("list")),
+    )
+    if isinstance(node, cst.AugAssign) and not listed:
+        return None  # `xs += v` takes a list on the right: `.tolist()` or `list(...)`
+    selection = not outputs_like(value)
+    if selection and granularity == "batch":
+        return None  # a number per batch (`losses.append(loss.item())`): AM009's
+    key = index.key(target)
+    values = index.values.get(key, []) if key is not None else []
+    if not values or not all(_empty_list(v) for v in values):
+        return None
+    return Collection(node, target.value, granularity, selection)  # type: ignore[arg-type]
+
+
+def _empty_list(value: cst.BaseExpression | None) -> bool:
+    if isinstance(value, cst.List):
+        return not value.elements
+    return m.matches(value, m.Call(func=m.Name("list"), args=[]))
+
+
+def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
+    """The output collections in ``loop``'s body (nested statements included)."""
+    found = []
+    for node in m.findall(loop.body, m.AugAssign() | m.Call(func=m.Attribute())):
+        collection = collection_of(index, node)
+        if collection is not None:
+            found.append(collection)
+    return found
+
+
+def original_place(rule: Rule, node: cst.CSTNode) -> tuple[int, int]:
+    position = rule.get_metadata(PositionProvider, node).start
+    return rule.context.original_place(
+        rule._current_code, position.line, position.column
+    )
+
+
+def defer_to_collected_outputs(rule: Rule, call: cst.CSTNode) -> bool:
+    """For AM009: ``call`` (``xs.append(v)`` that AM009 cannot classify) collects
+    outputs into a list: leave it to this rule, which runs later."""
+    if collection_of(rule.index, call) is None:
+        return False
+    rule.context.deferred_collections.add(original_place(rule, call))
+    return True
+
+
+class CollectedOutputs(Rule):
+    code = "AM029"
+    name = "collected-outputs"
+    summary = "outputs collected over a sharded loader -> accel.gather_in_order(...) after the loop"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: Loop (original node) -> (list name, loader source, per batch) to gather after it.
+        self._after: dict[cst.For, list[tuple[str, str, bool]]] = {}
+
+    def visit_For(self, node: cst.For) -> None:
+        if not self.index.loader_loop(node.iter)[0]:
+            return
+        for collection in collections_in(self.index, node):
+            if self._loop_of(collection.statement) is not node:
+                continue  # an inner loader loop's
+            if collection.granularity == "batch" and (
+                original_place(self, collection.statement)
+                not in self.context.deferred_collections
+            ):
+                continue  # per-batch numbers and losses: AM009's
+            loader, reason = self._check(collection, node)
+            what = f"`{collection.name}`"
+            if reason is not None:
+                self.report(
+                    collection.statement,
+                    "needs-review",
+                    f"{what} collects outputs over a sharded loader and holds this "
+                    f"process's share only; not gathered: {reason}",
+                )
+                continue
+            assert loader is not None
+            per_batch = collection.granularity == "batch"
+            self._after.setdefault(node, []).append(
+                (collection.name, loader, per_batch)
+            )
+            extra = ", per_batch=True" if per_batch else ""
+            self.report(
+                collection.statement,
+                "fixed",
+                f"{what} collects outputs over the sharded `{loader}` -> "
+                f"accel.gather_in_order({collection.name}, {loader}{extra}) after "
+                "the loop (every process holds the original's, in order)",
+            )
+
+    def _loop_of(self, node: cst.CSTNode) -> cst.For | None:
+        for ancestor in self.index.ancestors(node):
+            if (
+                isinstance(ancestor, cst.For)
+                and self.index.loader_loop(ancestor.iter)[0]
+            ):
+                return ancestor
+        return None
+
+    def _check(
+        self, collection: Collection, loop: cst.For
+    ) -> tuple[str | None, str | None]:
+        """(the loader's source, None) when the shape is proven; else (None, why)."""
+        statement = collection.statement
+        if collection.selection:
+            return None, (
+                "the rule cannot tell that it holds one value per sample (a selection "
+                "such as `idx[pred != y]`, or a computed value), which gathering in "
+                "order needs"
+            )
+        for ancestor in self.index.ancestors(statement):
+            if ancestor is loop:
+                break
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return None, "it is filled in a loop inside the loop over batches"
+            if isinstance(
+                ancestor,
+                (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp, cst.Lambda),
+            ):
+                return None, "it is filled in a comprehension"
+            if isinstance(ancestor, (cst.If, cst.Try, cst.IfExp, cst.BooleanOperation)):
+                return None, "it is filled under a condition, not once per batch"
+            if isinstance(ancestor, cst.FunctionDef):
+                return None, "it is filled in a nested function"
+        uses = [
+            n
+            for n in m.findall(loop, m.Name(collection.name))
+            if self.index.key(n) == self.index.key(_target_name(statement))
+        ]
+        if len(uses) != 1:
+            return None, f"`{collection.name}` is used elsewhere in the loop too"
+        if m.findall(loop.body, m.Break() | m.Continue() | m.Return()):
+            return None, "the loop may leave a batch early (break, continue or return)"
+        if any(
+            self.index.loader_loop(a.iter)[0]
+            for a in self.index.ancestors(loop)
+            if isinstance(a, cst.For)
+        ):
+            return None, "the loop is inside another loop over a loader"
+        loader = self._loader(loop.iter)
+        if loader is None:
+            return None, "the loader is not a variable the rule can name after the loop"
+        if not self.index.uniform(loop):
+            return (
+                None,
+                "not every process reaches the loop together (a collective there could hang)",
+            )
+        return loader, None
+
+    def _loader(self, iterable: cst.BaseExpression) -> str | None:
+        inner = self.index._loop_wrapped(iterable)
+        while inner is not None and not self.index.is_runtime_call(
+            iterable, "prepare_dataloader"
+        ):
+            if (
+                isinstance(iterable, cst.Call)
+                and sum(a.keyword is None for a in iterable.args) != 1
+                and attr_chain(iterable.func) != "enumerate"
+            ):
+                return None  # zip(a, b): which loader?
+            iterable, inner = inner, self.index._loop_wrapped(inner)
+        if isinstance(iterable, cst.Name):
+            return iterable.value
+        if (
+            isinstance(iterable, cst.Attribute)
+            and isinstance(iterable.value, cst.Name)
+            and iterable.value.value == "self"
+        ):
+            return attr_chain(iterable)
+        return None
+
+    def leave_For(
+        self, original_node: cst.For, updated_node: cst.For
+    ) -> cst.For | cst.FlattenSentinel[cst.BaseStatement]:
+        planned = self._after.get(original_node)
+        if not planned:
+            return updated_node
+        lines = []
+        for name, loader, per_batch in planned:
+            args = [
+                cst.Arg(value=cst.Name(name)),
+                cst.Arg(value=cst.parse_expression(loader)),
+            ]
+            if per_batch:
+                args.append(
+                    cst.Arg(
+                        keyword=cst.Name("per_batch"),
+                        value=cst.Name("True"),
+                        equal=cst.AssignEqual(
+                            whitespace_before=cst.SimpleWhitespace(""),
+                            whitespace_after=cst.SimpleWhitespace(""),
+                        ),
+                    )
+                )
+            lines.append(
+                cst.SimpleStatementLine(
+                    body=[
+                        cst.Assign(
+                            targets=[cst.AssignTarget(target=cst.Name(name))],
+                            value=self.runtime_call("gather_in_order", args),
+                        )
+                    ]
+                )
+            )
+        return cst.FlattenSentinel([updated_node, *lines])
+
+
+def _target_name(statement: cst.CSTNode) -> cst.Name:
+    if isinstance(statement, cst.AugAssign):
+        return statement.target  # type: ignore[return-value]
+    assert isinstance(statement, cst.Call) and isinstance(statement.func, cst.Attribute)
+    return statement.func.value  # type: ignore[return-value]

@@ -1,0 +1,320 @@
+"""AM028 rank-local-decisions: a decision taken on one process's share of the data stops the migration.
+
+## What
+After the other rules have made the script's metrics global (AM008's
+``accel.global_loss`` for logged and compared losses, AM009's ``accel.reduce`` of
+metric sums, AM029's ordered gathers), a value that still differs between
+processes (computed from this process's share of the data, from its clock or
+its random draws) and that decides what the training does is reported, and the
+file is left unchanged:
+
+- an early exit: ``if epochs_since_improvement == patience: break``, ``if
+  val_loss > best: patience += 1 ... if patience > n: break``, a time budget
+  ``if time.time() - start > limit: break``, out of a loop that trains or
+  evaluates;
+- a learning-rate decision: ``scheduler.step(val_loss)`` of a ``ReduceLROnPlateau``
+  (or any ``torch.optim.lr_scheduler``) on such a value, ``if acc < prev:
+  g["lr"] *= 0.5``;
+- a checkpoint choice: ``is_best = acc > best_acc`` then ``if is_best:
+  torch.save(...)`` or ``save_checkpoint(...)``;
+- training, evaluating or a collective under such a condition.
+
+When the value is global already, nothing is reported: the usual case, since the
+rules before this one make sums, counts and losses global where they can prove
+how.
+
+## Why
+Every process runs the script on its share of each batch. A decision on a
+process's own value is taken differently by different processes: at world 2 one
+process stops at epoch 5 and the other trains on into epoch 6, where its
+gradient all-reduce waits for a process that never comes (the job hangs until
+the collective timeout); learning rates differ between processes, so their
+replicas drift apart silently; the main process saves the "best" checkpoint on
+its share's accuracy, not on the original's.
+
+## Example
+```python
+# before
+val_acc = external_metric(model, val_loader)  # a metric the rules cannot see into
+if val_acc > best:
+    best, bad_epochs = val_acc, 0
+else:
+    bad_epochs += 1
+    if bad_epochs == patience:
+        break
+# after
+# (unchanged) AM028 [needs-review] `val_acc > best` differs between processes ... and it
+# decides an early exit: ranks can stop at different epochs and hang in the next
+# collective
+```
+
+## Fix safety
+This rule never rewrites: a value that only this process holds cannot be made
+the original's here (an average of the processes' values is not the original's
+value, so the decision would still differ from the original's). The fix is where
+the value is computed: a sum and a count reduced with ``accel.reduce`` (AM009
+does it for the shapes it recognises), or a loss read through
+``accel.global_loss``. A decision that changes nothing shared (a print, an
+assignment) is not reported; a later decision on the assigned value is. A save
+under a condition on the clock (``if time.time() - start > 3600: torch.save(...)``)
+is not reported: the main process's clock decides as the original's did (AM011
+reports the state dict's collective under FSDP there); an exit or a collective
+under it is. Only the
+outermost rank-dependent condition of a nest is reported. The analysis errs
+towards rank-dependent (see ``codemod/divergence.py``), so a value that is the
+same on every process for a reason the analysis does not see is reported too.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..patterns import DATALOADER_CALLS
+from ..rule import Rule
+
+#: Runtime calls that are collectives (or may be: a state dict under FSDP).
+_COLLECTIVES = (
+    "reduce",
+    "global_loss",
+    "gather",
+    "gather_in_order",
+    "barrier",
+    "save_state",
+    "load_state",
+    "backward",
+)
+_SAVES = frozenset({"torch.save"})
+_CLOCKS = ("time.", "datetime.")
+_SCHEDULERS = "torch.optim.lr_scheduler."
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+EXIT = "an early exit: ranks can stop at different epochs (or steps) and hang in the next collective"
+LEARNING_RATE = "the learning rate: the processes' learning rates can diverge and their model replicas drift apart"
+CHECKPOINT = (
+    "which checkpoint is saved: the main process chooses on its own share's value, "
+    "not on the original's (and under FSDP the state dict is gathered by a "
+    "collective that only some processes reach)"
+)
+COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
+
+
+class RankLocalDecisions(Rule):
+    code = "AM028"
+    name = "rank-local-decisions"
+    summary = "control flow on a value that differs between processes (early stop, LR decay, is_best) -> needs-review, file unchanged"
+    #: After every rule that makes values global (AM008, AM009, AM029).
+    phase = 60
+
+    def visit_If(self, node: cst.If) -> None:
+        self._decision(node, node.test, [node.body, node.orelse])
+
+    def visit_While(self, node: cst.While) -> None:
+        self._decision(node, node.test, [node.body])
+
+    def visit_For(self, node: cst.For) -> None:
+        if not self.index.loader_loop(node.iter)[0] and not self._made_loader(
+            node.iter
+        ):
+            self._decision(node, node.iter, [node.body])
+
+    def _made_loader(self, iterable: cst.BaseExpression) -> bool:
+        """``get_loader(args)``: a function of this file that returns a DataLoader,
+        which has as many batches on every process once sharded."""
+        if not isinstance(iterable, cst.Call):
+            return False
+        function = self.index.local_function(iterable.func)
+        if function is None:
+            return False
+        for ret in m.findall(function.body, m.Return()):
+            value = ret.value  # type: ignore[attr-defined]
+            if isinstance(value, cst.Call) and (
+                self.qualnames(value.func) & DATALOADER_CALLS
+                or self.index.is_runtime_call(value, "prepare_dataloader")
+            ):
+                return True
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """``scheduler.step(value)`` on a value that differs between processes."""
+        divergence = self.index.divergence
+        if node not in divergence.local_calls or not self._steps_scheduler(node):
+            return
+        if self._inside_reported(node):
+            return
+        self._block_on(node, _code(node.args[0].value), LEARNING_RATE)
+
+    # -- decisions ------------------------------------------------------------------
+    def _decision(
+        self,
+        node: cst.CSTNode,
+        test: cst.BaseExpression,
+        blocks: list[cst.CSTNode | None],
+    ) -> None:
+        divergent = self.index.divergence.divergent
+        if node.body not in divergent or self._inside_reported(node):  # type: ignore[attr-defined]
+            return
+        hazard = self._hazard(node, test, [b for b in blocks if b is not None])
+        if hazard is not None:
+            self._block_on(node, _code(test), hazard)
+
+    def _inside_reported(self, node: cst.CSTNode) -> bool:
+        """Inside a block that is rank-dependent already (its outer decision is
+        reported, or was judged harmless with everything under it)."""
+        divergent = self.index.divergence.divergent
+        return any(a in divergent for a in self.index.ancestors(node))
+
+    def _hazard(
+        self, node: cst.CSTNode, test: cst.BaseExpression, blocks: list[cst.CSTNode]
+    ) -> str | None:
+        run = [n for block in blocks for n in _run_by(block)]
+        hazards = []
+        if any(self._collective(n) for n in run):
+            hazards.append(COLLECTIVE)
+        if self._exits(node, run):
+            hazards.append(EXIT)
+        if any(_sets_learning_rate(n) for n in run) or any(
+            isinstance(n, cst.Call) and self._steps_scheduler(n) for n in run
+        ):
+            hazards.append(LEARNING_RATE)
+        if not self._reads_clock(test) and any(
+            isinstance(n, cst.Call) and self._saves(n, 0) for n in run
+        ):
+            # (A save on the main process's clock is the original's decision; the
+            # state dict's collective under FSDP is AM011's finding.)
+            hazards.append(CHECKPOINT)
+        return "; and ".join(hazards) or None
+
+    def _reads_clock(self, test: cst.BaseExpression) -> bool:
+        return any(
+            any(q.startswith(_CLOCKS) for q in self.qualnames(call.func))  # type: ignore[attr-defined]
+            for call in m.findall(test, m.Call())
+        )
+
+    def _collective(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Call):
+            return self.index.is_runtime_call(node, *_COLLECTIVES)
+        if isinstance(node, cst.BaseStatement):
+            return self.index.divergence.trains(node)
+        return False
+
+    def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> bool:
+        """A break, continue or return under ``node`` that leaves a loop (or a
+        function) that trains, evaluates or runs a collective."""
+        loops = [
+            a for a in self.index.ancestors(node) if isinstance(a, (cst.For, cst.While))
+        ]
+        for exit_node in run:
+            if isinstance(exit_node, (cst.Break, cst.Continue)):
+                if _loop_of(self, exit_node, node) is not None:
+                    continue  # leaves a loop inside the decision only
+                if loops and self._heavy(loops[0]):
+                    return True
+            elif isinstance(exit_node, cst.Return):
+                function = self.index.enclosing_function(node)
+                scope = function if function is not None else None
+                if scope is not None and self._heavy(scope):
+                    return True
+        return False
+
+    def _heavy(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` train, evaluate or run a collective?"""
+        body = getattr(node, "body", None)
+        statements = list(getattr(body, "body", ())) if body is not None else []
+        if any(self.index.divergence.trains(s) for s in statements):
+            return True
+        return any(
+            isinstance(n, cst.Call) and self._collective(n) for n in _run_by(node)
+        )
+
+    def _steps_scheduler(self, call: cst.Call) -> bool:
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "step"
+            and call.args
+            and call.args[0].keyword is None
+        ):
+            return False
+        key = self.index.key(func.value)
+        for value in self.index.values.get(key, []) if key is not None else []:
+            if isinstance(value, cst.Call) and any(
+                q.startswith(_SCHEDULERS) for q in self.qualnames(value.func)
+            ):
+                return True
+        return False
+
+    def _saves(self, call: cst.Call, depth: int) -> bool:
+        if self.qualnames(call.func) & _SAVES or self.index.is_runtime_call(
+            call, "save", "save_state"
+        ):
+            return True
+        function = self.index.local_function(call.func)
+        if function is None or depth > 2:
+            return False
+        return any(
+            isinstance(n, cst.Call) and self._saves(n, depth + 1)
+            for n in _run_by(function.body)
+        )
+
+    def _block_on(self, node: cst.CSTNode, value: str, hazard: str) -> None:
+        self.block(
+            node,
+            f"`{value}` differs between processes (it is computed, or set under a "
+            f"condition that is, from this "
+            f"process's share of the data, its clock or its random draws) and it "
+            f"decides {hazard}; the file is left unchanged: make the value global "
+            "where it is computed (accel.reduce of its sums and counts, "
+            "accel.global_loss for a loss)",
+        )
+
+
+def _run_by(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes that run when ``node`` runs: not the bodies it defines."""
+    found: list[cst.CSTNode] = []
+
+    class _Walk(cst.CSTVisitor):
+        def on_visit(self, inner: cst.CSTNode) -> bool:
+            if inner is not node and isinstance(inner, _NESTED_SCOPES):
+                return False
+            found.append(inner)
+            return True
+
+    node.visit(_Walk())
+    return found
+
+
+def _loop_of(
+    rule: Rule, exit_node: cst.CSTNode, decision: cst.CSTNode
+) -> cst.CSTNode | None:
+    """The loop a break or continue leaves, when it is inside ``decision``."""
+    for ancestor in rule.index.ancestors(exit_node):
+        if ancestor is decision:
+            return None
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor
+    return None
+
+
+def _sets_learning_rate(node: cst.CSTNode) -> bool:
+    """``g["lr"] = ...``, ``param_group["lr"] *= ...``."""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign):
+        targets = [node.target]
+    return any(
+        m.matches(
+            t,
+            m.Subscript(
+                slice=[m.SubscriptElement(slice=m.Index(value=m.SimpleString()))]
+            ),
+        )
+        and t.slice[0].slice.value.evaluated_value == "lr"  # type: ignore[attr-defined]
+        for t in targets
+    )
+
+
+def _code(node: cst.CSTNode) -> str:
+    text = cst.Module([]).code_for_node(node).strip()
+    return text if len(text) <= 60 else text[:57] + "..."
