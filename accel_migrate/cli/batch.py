@@ -57,6 +57,7 @@ def migrate_file(
         return Failure(path, 1, 1, exc.message)
     if cache is None:
         return _migrate(path, source, options)
+    cache = cache.retarget(options)  # per-file-ignores: this file's own options
     outcome = cache.get(path, source)
     if outcome is None:
         outcome = _migrate(path, source, options)
@@ -163,9 +164,12 @@ class Batch:
         task: Task = migrate_file,
         on_done: Callable[[], None] | None = None,
         cache: ResultCache | None = None,
+        per_file: Sequence[MigrateOptions] | None = None,
     ) -> None:
         self.paths = list(paths)
         self.options = options
+        #: Each file's options (per-file-ignores), in ``paths`` order; else ``options``.
+        self._options = list(per_file) if per_file is not None else None
         self.jobs = max(1, min(jobs, len(self.paths)))
         # Only the default task reads the cache: a task of its own (a test's) runs.
         self.cache = cache if task is _CACHEABLE else None
@@ -178,6 +182,9 @@ class Batch:
         self.on_done = on_done or (lambda: None)
         self.locations = [os.path.abspath(p) for p in self.paths]
         self._pool: ProcessPoolExecutor | None = None
+
+    def options_of(self, index: int) -> MigrateOptions:
+        return self.options if self._options is None else self._options[index]
 
     @property
     def parallel(self) -> bool:
@@ -204,7 +211,7 @@ class Batch:
                 source = read_source(self.locations[index])
             except FileError:
                 continue  # the task reports it
-            found = self.cache.get(path, source)
+            found = self.cache.retarget(self.options_of(index)).get(path, source)
             if found is not None:
                 self._hits[index] = found
 
@@ -221,7 +228,7 @@ class Batch:
         if not self.parallel:
             for index, path in enumerate(self.paths):
                 outcome = self._hits.pop(index, None) or self.task(
-                    path, self.locations[index], self.options
+                    path, self.locations[index], self.options_of(index)
                 )
                 self.on_done()
                 yield index, outcome
@@ -264,7 +271,7 @@ class Batch:
                     self.task,
                     self.paths[i],
                     self.locations[i],
-                    self.options,
+                    self.options_of(i),
                 ): i
                 for i in remaining
             }
@@ -296,7 +303,7 @@ class Batch:
         path = self.paths[index]
         with self._new_pool(1) as pool:
             future = pool.submit(
-                _work, self.task, path, self.locations[index], self.options
+                _work, self.task, path, self.locations[index], self.options_of(index)
             )
             try:
                 return future.result()

@@ -21,6 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
+from . import suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -45,6 +46,8 @@ class MigrateOptions:
     #: Decide files that are plainly not training entry points without libcst.
     #: Off, every file takes the full libcst pass (same results, slower).
     prescreen: bool = True
+    #: Honour ``# accel-migrate: skip`` (off only to find unused suppressions).
+    honour_suppressions: bool = True
 
     def selected(self, code: str) -> bool:
         chosen = self.select is None or any(code.startswith(s) for s in self.select)
@@ -92,7 +95,16 @@ def migrate_source(
             )
     del tree
     try:
-        return _full_pass(source, path, options)
+        result = _full_pass(source, path, options)
+        if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
+            result = suppression.review(
+                result,
+                text,
+                options,
+                module=lambda: parse(source, path),
+                migrate=lambda again: _full_pass(source, path, again),
+            )
+        return result
     except RecursionError:
         raise MigrationError(
             path, 1, 1, "cannot migrate: the code is nested too deeply"
@@ -121,7 +133,11 @@ def _full_pass(
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
-    context = RuleContext(alias=alias, original_code=module.code)
+    context = RuleContext(
+        alias=alias,
+        original_code=module.code,
+        honour_suppressions=options.honour_suppressions,
+    )
     for rule in registered_rules():
         if options.selected(rule.code):
             changed, modified = rule.run(wrapper, context)
