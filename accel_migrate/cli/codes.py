@@ -5,8 +5,8 @@ A code may be a prefix (``AM01`` selects AM010-AM019), as in ruff; a code or
 prefix that matches no rule is a usage error: a typo in ``--select`` or
 ``--ignore`` would otherwise turn a CI check into a check of nothing.
 
-Light: only the standard library and pathspec (the caller passes the known codes,
-so that ``--help`` does not pay for importing the rules).
+Light at import: the rules are imported only when the known codes are asked for
+(``--help`` does not pay for them).
 """
 
 from __future__ import annotations
@@ -58,9 +58,10 @@ def check(codes: Iterable[str] | None, where: str, known: frozenset[str]) -> Non
 class PerFileIgnores:
     """``[tool.accel-migrate.per-file-ignores]``: gitignore-style glob -> codes.
 
-    A pattern is matched against the file's path relative to the folder of the
-    configuration file; a pattern without a slash also matches a file name
-    anywhere below it (``"test_*.py"``), as in ruff and git.
+    A pattern is matched (by ignore.py, as ``exclude`` patterns are) against the
+    file's path relative to the folder of the configuration file, and against each
+    folder above it: ``"legacy/"`` covers the files inside; a pattern without a
+    slash matches a name anywhere below (``"test_*.py"``), as in ruff and git.
     """
 
     base: Path
@@ -69,18 +70,22 @@ class PerFileIgnores:
     def codes_for(self, path: str) -> frozenset[str]:
         if not self.entries:
             return frozenset()
-        import pathspec
+        from .ignore import PatternSet
 
         absolute = Path(os.path.abspath(path))
         try:
-            relative = absolute.relative_to(self.base).as_posix()
+            parts = absolute.relative_to(self.base).parts
         except ValueError:
             return frozenset()  # outside the project the table belongs to
+        # The file, or a folder above it: "legacy/" covers what is inside.
+        entries = [
+            (str(self.base.joinpath(*parts[:n])), n < len(parts))
+            for n in range(1, len(parts) + 1)
+        ]
         found: set[str] = set()
         for pattern, codes in self.entries:
-            if pathspec.PathSpec.from_lines("gitignore", [pattern]).match_file(
-                relative
-            ):
+            spec = PatternSet(str(self.base), [pattern])
+            if any(spec.match(entry, is_dir) for entry, is_dir in entries):
                 found |= codes
         return frozenset(found)
 

@@ -161,7 +161,7 @@ def _run_files(
     # Diffs go to stdout in the text format (always in preview mode, with --diff
     # otherwise); the other formats carry them only when --diff asks for them.
     show_diff = plain_diff or (text and mode == "preview")
-    print_diff = show_diff and output_format in ("text", "github")
+    print_diff = show_diff and output_format in ("text", "concise", "github")
     files = list(discover(paths, settings, force_exclude=force_exclude))
     report = Report(mode=mode)
     batch = Batch(

@@ -162,6 +162,8 @@ def to_json(report: Report) -> str:
             "skip_reason": outcome.skip_reason,
             "findings": [_finding_json(f, names) for f in outcome.findings],
             "suppressed_lines": list(outcome.suppressed),
+            # What each of suppressed_lines was left alone by ("every rule", "AM008").
+            "suppressed_rules": list(outcome.suppressed_rules),
         }
         if index in report.diffs:
             entry["diff"] = report.diffs[index]
