@@ -66,7 +66,8 @@ def cli() -> None:
     "--diff",
     "plain_diff",
     is_flag=True,
-    help="Print a plain unified diff (with --check too).",
+    help="Print a unified diff (with --check too); coloured only on a terminal "
+    "or with --color always, so that `git apply` takes it piped.",
 )
 @click.option(
     "--output-format",
