@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .codemod.other_codes import OTHER_CODES, OtherCode
 from .codemod.rule import Rule, registered_rules
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
 
 
-def page(rule: type[Rule]) -> str:
-    doc = rule.doc().strip()
+def page(rule: type[Rule] | OtherCode) -> str:
+    doc = (rule.doc if isinstance(rule, OtherCode) else rule.doc()).strip()
     title, _, body = doc.partition("\n")
     return f"# {title.strip()}\n\n{body.strip()}\n"
 
@@ -33,12 +34,23 @@ def index(rules: list[type[Rule]]) -> str:
     for rule in rules:
         summary = rule.summary.replace("|", "\\|")
         lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {summary} |")
+    lines += [
+        "",
+        "Findings that come from no rule (selected and ignored like rule codes):",
+        "",
+        "| code | name | reports |",
+        "| --- | --- | --- |",
+    ]
+    for other in OTHER_CODES:
+        summary = other.summary.replace("|", "\\|")
+        lines.append(f"| [{other.code}]({other.code}.md) | {other.name} | {summary} |")
     return "\n".join(lines) + "\n"
 
 
 def expected_pages() -> dict[str, str]:
     rules = registered_rules()
     pages = {f"{rule.code}.md": page(rule) for rule in rules}
+    pages.update({f"{other.code}.md": page(other) for other in OTHER_CODES})
     pages["README.md"] = index(rules)
     return pages
 

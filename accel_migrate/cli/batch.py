@@ -59,6 +59,8 @@ def migrate_file(
     if cache is None:
         return _migrate(path, source, options)
     project = _project_digest(options)
+    # per-file-ignores: this file's own options (its project facts are keyed apart)
+    cache = cache.retarget(replace(options, project=None))
     outcome = cache.get(path, source, project)
     if outcome is None:
         outcome = _migrate(path, source, options)
@@ -169,9 +171,12 @@ class Batch:
         task: Task = migrate_file,
         on_done: Callable[[], None] | None = None,
         cache: ResultCache | None = None,
+        per_file: Sequence[MigrateOptions] | None = None,
     ) -> None:
         self.paths = list(paths)
         self.options = options
+        #: Each file's options (per-file-ignores), in ``paths`` order; else ``options``.
+        self._options = list(per_file) if per_file is not None else None
         self.jobs = max(1, min(jobs, len(self.paths)))
         # Only the default task reads the cache: a task of its own (a test's) runs.
         self.cache = cache if task is _CACHEABLE else None
@@ -190,14 +195,18 @@ class Batch:
         """The options of file ``index``: with the facts of its local imports, from
         one project view of the whole batch (each module parsed once)."""
         if self.options.project is not None:
-            return self.options
+            return self.options_of(index)
         if self._file_options is None:
             view = ProjectView(self.locations)
             self._file_options = [
-                replace(self.options, project=view.facts_for(location))
-                for location in self.locations
+                replace(self.options_of(i), project=view.facts_for(location))
+                for i, location in enumerate(self.locations)
             ]
         return self._file_options[index]
+
+    def options_of(self, index: int) -> MigrateOptions:
+        """The options of file ``index`` with its per-file-ignores."""
+        return self.options if self._options is None else self._options[index]
 
     @property
     def parallel(self) -> bool:
@@ -224,8 +233,9 @@ class Batch:
                 source = read_source(self.locations[index])
             except FileError:
                 continue  # the task reports it
-            found = self.cache.get(
-                path, source, _project_digest(self.options_for(index))
+            options = self.options_for(index)
+            found = self.cache.retarget(replace(options, project=None)).get(
+                path, source, _project_digest(options)
             )
             if found is not None:
                 self._hits[index] = found

@@ -73,6 +73,14 @@ class ResultCache:
     folder: Path
     #: A hash of everything but the file's content that decides a result.
     settings: str
+    #: The options ``settings`` is the hash of.
+    options: MigrateOptions | None = None
+
+    def retarget(self, options: MigrateOptions) -> ResultCache:
+        """The same cache, for ``options`` (a file with per-file-ignores)."""
+        if options == self.options:
+            return self
+        return ResultCache.for_options(options, self.folder)
 
     @classmethod
     def for_options(
@@ -91,7 +99,7 @@ class ResultCache:
             sort_keys=True,
         )
         settings = hashlib.sha256(described.encode()).hexdigest()
-        return cls(folder or default_folder(), settings)
+        return cls(folder or default_folder(), settings, options)
 
     def _entry(self, source: bytes, project: str = "") -> Path:
         # ``project``: the digest of the facts of the file's local imports (a
@@ -164,6 +172,7 @@ def _encode(source: bytes, outcome: Outcome) -> bytes | None:
             ],
             "skip_reason": outcome.skip_reason,
             "suppressed": list(outcome.suppressed),
+            "suppressed_rules": list(outcome.suppressed_rules),
         }
     body = json.dumps(payload, separators=(",", ":")).encode()
     # The source's hash is stored too: an entry is only ever read for its own bytes.
@@ -195,4 +204,5 @@ def _decode(data: bytes, path: str, source: bytes) -> Outcome | None:
         ),
         skip_reason=payload["skip_reason"],
         suppressed=tuple(int(n) for n in payload["suppressed"]),
+        suppressed_rules=tuple(str(r) for r in payload.get("suppressed_rules", ())),
     )

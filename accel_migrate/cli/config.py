@@ -48,6 +48,10 @@ class Settings:
 
     select: frozenset[str] | None = None
     ignore: frozenset[str] = frozenset()
+    #: Codes run as well as ``select``'s (all rules run when ``select`` is None).
+    extend_select: frozenset[str] = frozenset()
+    #: ``[tool.accel-migrate.per-file-ignores]``: (glob, codes), relative to ``base``.
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     #: Added patterns, each with the folder it is relative to.
     extend_exclude: tuple[tuple[Path, str], ...] = ()
@@ -66,6 +70,13 @@ class Settings:
         for base, pattern in self.extend_exclude:
             groups.append((base, (pattern,)))
         return groups
+
+    @property
+    def selected(self) -> frozenset[str] | None:
+        """``select`` with ``extend-select`` added (None: every rule)."""
+        if self.select is None:
+            return None
+        return self.select | self.extend_select
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -123,7 +134,9 @@ def read_table(path: Path, *, explicit: bool) -> dict[str, object]:
 
 _KEYS = {
     "select",
+    "extend-select",
     "ignore",
+    "per-file-ignores",
     "exclude",
     "extend-exclude",
     "respect-gitignore",
@@ -179,6 +192,18 @@ def settings_from_table(
             settings,
             ignore=_codes(_strings(table["ignore"], "ignore", where), "ignore", where),
         )
+    if "extend-select" in table:
+        values = _strings(table["extend-select"], "extend-select", where)
+        settings = replace(
+            settings, extend_select=_codes(values, "extend-select", where)
+        )
+    if "per-file-ignores" in table:
+        from .codes import per_file_ignores
+
+        entries = per_file_ignores(table["per-file-ignores"], where, base)
+        for pattern, codes in entries:
+            _codes(sorted(codes), f"per-file-ignores {pattern!r}", where)
+        settings = replace(settings, per_file_ignores=entries)
     if "exclude" in table:
         settings = replace(
             settings, exclude=_strings(table["exclude"], "exclude", where)
@@ -223,12 +248,17 @@ def load_settings(
     config: str | None = None,
     select: frozenset[str] | None = None,
     ignore: frozenset[str] | None = None,
+    extend_select: frozenset[str] | None = None,
     exclude: tuple[str, ...] | None = None,
     extend_exclude: tuple[str, ...] | None = None,
     respect_gitignore: bool | None = None,
     alias: str | None = None,
+    known_codes: frozenset[str] | None = None,
 ) -> Settings:
-    """The configuration file's settings, with the command line's on top."""
+    """The configuration file's settings, with the command line's on top.
+
+    With ``known_codes``, every rule code (of the file and of the command line)
+    must name a rule: ConfigError otherwise."""
     if config is not None:
         path = Path(config)
         if not path.is_file():
@@ -245,10 +275,25 @@ def load_settings(
         settings_from_table(table, where, base),
         source=path if table or config is not None else None,
     )
+    if known_codes is not None:
+        from .codes import check
+
+        check(settings.select, f"select in {where}", known_codes)
+        check(settings.extend_select, f"extend-select in {where}", known_codes)
+        check(settings.ignore, f"ignore in {where}", known_codes)
+        for pattern, codes in settings.per_file_ignores:
+            check(codes, f"per-file-ignores {pattern!r} in {where}", known_codes)
+        check(select, "--select", known_codes)
+        check(extend_select, "--extend-select", known_codes)
+        check(ignore, "--ignore", known_codes)
     if select is not None:
         settings = replace(settings, select=select)
     if ignore is not None:
         settings = replace(settings, ignore=ignore)
+    if extend_select is not None:
+        settings = replace(
+            settings, extend_select=settings.extend_select | extend_select
+        )
     if exclude is not None:
         settings = replace(settings, exclude=exclude, base=Path.cwd())
     if extend_exclude is not None:

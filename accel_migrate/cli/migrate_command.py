@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Literal
 
 from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
@@ -21,10 +22,11 @@ from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WOULD_CHANGE
 from .batch import Batch, default_jobs
 from .cache import ResultCache
+from .codes import PerFileIgnores, known_codes
 from .config import ConfigError, Settings, load_settings
 from .files import FileError, discover, write_atomic
 from .project import Outcome, Project
-from .report_formats import Report, to_github, to_json, to_sarif
+from .report_formats import Report, display_path, to_github, to_json, to_sarif
 
 Mode = Literal["preview", "write", "check"]
 
@@ -62,6 +64,7 @@ def run_migrate(
     config: str | None = None,
     select: frozenset[str] | None = None,
     ignore: frozenset[str] | None = None,
+    extend_select: frozenset[str] | None = None,
     exclude: tuple[str, ...] | None = None,
     extend_exclude: tuple[str, ...] | None = None,
     force_exclude: bool = False,
@@ -70,26 +73,44 @@ def run_migrate(
     color: bool | None = None,
     quiet: bool = False,
     cache: bool = True,
+    exit_zero: bool = False,
+    stdin_filename: str | None = None,
 ) -> int:
+    stdin = paths == ["-"]
     try:
         settings = load_settings(
-            paths,
+            # The configuration of a file read from stdin is that of its name.
+            [stdin_filename] if stdin and stdin_filename else paths,
             config=config,
             select=select,
             ignore=ignore,
+            extend_select=extend_select,
             exclude=exclude,
             extend_exclude=extend_exclude,
             respect_gitignore=respect_gitignore,
             alias=alias,
+            known_codes=known_codes(),
         )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     options = MigrateOptions(
-        select=settings.select, ignore=settings.ignore, alias=settings.alias
+        select=settings.selected, ignore=settings.ignore, alias=settings.alias
     )
-    if paths == ["-"]:
-        return _run_stdin(options, mode, plain_diff)
+    per_file = PerFileIgnores(settings.base, settings.per_file_ignores)
+    if stdin:
+        name = stdin_filename or "<stdin>"
+        if stdin_filename:
+            options = _for_file(options, per_file, stdin_filename)
+        code = _run_stdin(
+            options,
+            mode,
+            plain_diff,
+            name=name,
+            quiet=quiet,
+            concise=output_format == "concise",
+        )
+        return EXIT_OK if exit_zero and code == EXIT_WOULD_CHANGE else code
     with _sigterm_raises():
         try:
             return _run_files(
@@ -104,6 +125,8 @@ def run_migrate(
                 color=color,
                 quiet=quiet,
                 cache=ResultCache.for_options(options) if cache else None,
+                per_file=per_file,
+                exit_zero=exit_zero,
             )
         except KeyboardInterrupt:
             code = EXIT_INTERRUPTED
@@ -129,17 +152,29 @@ def _run_files(
     color: bool | None,
     quiet: bool,
     cache: ResultCache | None = None,
+    per_file: PerFileIgnores | None = None,
+    exit_zero: bool = False,
 ) -> int:
-    text = output_format == "text"
+    text = output_format in ("text", "concise")
     out_color = sys.stdout.isatty() if color is None else color
     err_color = sys.stderr.isatty() if color is None else color
     # Diffs go to stdout in the text format (always in preview mode, with --diff
     # otherwise); the other formats carry them only when --diff asks for them.
     show_diff = plain_diff or (text and mode == "preview")
-    print_diff = show_diff and output_format in ("text", "github")
+    print_diff = show_diff and output_format in ("text", "concise", "github")
     files = list(discover(paths, settings, force_exclude=force_exclude))
     report = Report(mode=mode)
-    batch = Batch(files, options, jobs=jobs, cache=cache)
+    batch = Batch(
+        files,
+        options,
+        jobs=jobs,
+        cache=cache,
+        per_file=(
+            [_for_file(options, per_file, f) for f in files]
+            if per_file is not None and per_file.entries
+            else None
+        ),
+    )
     bar_wanted = (
         not quiet and len(files) > 1 and sys.stdout.isatty() and sys.stderr.isatty()
     )
@@ -160,7 +195,7 @@ def _run_files(
             if show_diff:
                 diff = render.unified_diff(outcome)
                 if print_diff:
-                    render.write_diff(diff, sys.stdout, out_color and not plain_diff)
+                    render.write_diff(diff, sys.stdout, out_color)
                 else:
                     report.diffs[index] = diff
             if mode == "write":
@@ -185,6 +220,8 @@ def _run_files(
     report.outcomes.extend(o for o in outcomes if o is not None)
     sys.stdout.flush()
     report.exit_code = _exit_code(report, mode)
+    if exit_zero and report.exit_code == EXIT_WOULD_CHANGE:
+        report.exit_code = EXIT_OK
     if output_format == "json":
         sys.stdout.write(to_json(report))
     elif output_format == "sarif":
@@ -192,11 +229,25 @@ def _run_files(
     elif output_format == "github":
         sys.stdout.write(to_github(report))
         print(render.summary(report.outcomes, mode), file=sys.stderr)
+    elif output_format == "concise":
+        render.write_concise(
+            report.outcomes, sys.stderr, err_color, mode=mode, quiet=quiet
+        )
     else:
         render.write_report(
             report.outcomes, sys.stderr, err_color, mode=mode, quiet=quiet
         )
     return report.exit_code
+
+
+def _for_file(
+    options: MigrateOptions, per_file: PerFileIgnores, path: str
+) -> MigrateOptions:
+    """``options`` with the per-file-ignores that match ``path``."""
+    codes = per_file.codes_for(path)
+    if not codes:
+        return options
+    return replace(options, ignore=options.ignore | codes)
 
 
 def _protectable(outcome: Outcome) -> bool:
@@ -239,16 +290,31 @@ def _exit_code(report: Report, mode: Mode) -> int:
     return EXIT_OK
 
 
-def _run_stdin(options: MigrateOptions, mode: Mode, plain_diff: bool) -> int:
+def _run_stdin(
+    options: MigrateOptions,
+    mode: Mode,
+    plain_diff: bool,
+    *,
+    name: str = "<stdin>",
+    quiet: bool = False,
+    concise: bool = False,
+) -> int:
+    """Read stdin, write the migrated code (or the diff) to stdout; findings go to
+    stderr as ``NAME:line:col: ...`` lines (none with ``-q``)."""
     source = sys.stdin.buffer.read()
+    shown = display_path(name)
     try:
-        result = migrate_source(source, "<stdin>", options)
+        result = migrate_source(source, name, options)
     except (FileError, MigrationError) as exc:
-        error = str(exc)
+        error = (
+            f"{shown}:{exc.line}:{exc.column}: {exc.message}"
+            if isinstance(exc, MigrationError)
+            else str(exc)
+        )
     except RecursionError:
-        error = "<stdin>:1:1: cannot migrate: the code is nested too deeply"
+        error = f"{shown}:1:1: cannot migrate: the code is nested too deeply"
     except Exception as exc:  # a bug must not lose the input
-        error = f"<stdin>:1:1: internal error: {type(exc).__name__}: {exc}"
+        error = f"{shown}:1:1: internal error: {type(exc).__name__}: {exc}"
     else:
         error = None
     if error is not None:
@@ -264,8 +330,12 @@ def _run_stdin(options: MigrateOptions, mode: Mode, plain_diff: bool) -> int:
         sys.stdout.buffer.write(
             output if isinstance(output, bytes) else output.encode()
         )
-    for finding in result.findings:
-        print(finding.format("<stdin>"), file=sys.stderr)
+    if not quiet:
+        for finding in result.findings:
+            if concise:
+                print(render.concise_line(shown, finding), file=sys.stderr)
+            else:
+                print(finding.format(shown), file=sys.stderr)
     if mode == "check" and result.changed:
         return EXIT_WOULD_CHANGE
     return EXIT_OK

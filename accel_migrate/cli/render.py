@@ -27,7 +27,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..codemod.findings import Failure, MigrationResult
+from ..codemod.findings import Failure, Finding, MigrationResult
 from .report_formats import Outcome, display_path, rule_names, summarize
 
 _STATUS_STYLE = {"fixed": "green", "needs-review": "bold yellow", "info": "cyan"}
@@ -133,10 +133,86 @@ def write_report(
     if not quiet and len(outcomes) > 1:
         for part in summary_tables(outcomes, mode):
             console.print(part)
+    if not quiet:
+        places = suppressions_table(results)
+        if places is not None:
+            console.print(places)
     # One line each, however long: editors and grep read ``path:line:col: ...``.
     for failure in failures:
-        console.print(Text(f"error: {failure}", style="bold red"), soft_wrap=True)
+        console.print(
+            Text(f"error: {failure_line(failure)}", style="bold red"), soft_wrap=True
+        )
     console.print(summary(outcomes, mode), soft_wrap=True)
+
+
+def failure_line(failure: Failure) -> str:
+    return (
+        f"{display_path(failure.path)}:{failure.line}:{failure.column}: "
+        f"{failure.message}"
+    )
+
+
+def concise_line(path: str, finding: Finding) -> str:
+    """``path:line:col: CODE [status] message``: one line, as ruff's concise
+    format (its ``[*]`` marks what it fixes; the status says it here)."""
+    return finding.format(path)
+
+
+def write_concise(
+    outcomes: Sequence[Outcome],
+    stream: IO[str],
+    color: bool,
+    *,
+    mode: str,
+    quiet: bool = False,
+) -> None:
+    """One line per finding and per failure, then the summary line."""
+    console = Console(
+        file=stream,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        markup=False,
+        emoji=False,
+    )
+    if not quiet:
+        for outcome in outcomes:
+            if isinstance(outcome, MigrationResult):
+                shown = display_path(outcome.path)
+                for finding in outcome.findings:
+                    style = "yellow" if finding.status == "needs-review" else ""
+                    console.print(
+                        Text(concise_line(shown, finding), style=style), soft_wrap=True
+                    )
+    for outcome in outcomes:
+        if isinstance(outcome, Failure):
+            console.print(
+                Text(f"error: {failure_line(outcome)}", style="bold red"),
+                soft_wrap=True,
+            )
+    console.print(summary(outcomes, mode), soft_wrap=True)
+
+
+def suppressions_table(results: Sequence[MigrationResult]) -> Table | None:
+    """Where ``# accel-migrate: skip`` left statements alone, and for which rules."""
+    rows = []
+    for result in results:
+        rules = result.suppressed_rules
+        for n, line in enumerate(result.suppressed):
+            rows.append(
+                (
+                    f"{display_path(result.path)}:{line}",
+                    rules[n] if n < len(rules) else "every rule",
+                )
+            )
+    if not rows:
+        return None
+    table = Table(title="suppressed statements", title_justify="left", expand=False)
+    table.add_column("location", no_wrap=True)
+    table.add_column("left alone by")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def summary_tables(outcomes: Sequence[Outcome], mode: str) -> list[Table]:
@@ -205,7 +281,7 @@ def summary(outcomes: Sequence[Outcome], mode: str) -> str:
         )
     review = sum(len(r.needs_review) for r in results)
     if review:
-        parts.append(f"{review} finding{'s' if review != 1 else ''} need review")
+        parts.append(f"{review} finding{'s need' if review != 1 else ' needs'} review")
     if failed:
         parts.append(f"{failed} failed")
     return ", ".join(parts) + "."

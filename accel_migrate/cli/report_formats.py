@@ -23,23 +23,19 @@ Outcome = MigrationResult | Failure
 FORMATS = ("text", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/accel-migrate/accel-migrate"
-#: Findings of the screen itself (engine.SCREEN_CODE), not of a rule.
-SCREEN_RULE = (
-    "AM100",
-    "already-distributed",
-    "the file already trains on many processes",
-)
 
 
 def display_path(path: str) -> str:
-    """Relative to the working folder when inside it (what ``git apply`` expects)."""
+    """How every report names a file: relative to the working folder when inside it
+    (what ``git apply`` expects), else as given; normalised (``./a/../b.py`` and
+    ``b.py`` are one name), so that diffs, findings, errors and summaries agree."""
     if path in ("-", "<stdin>"):
         return path
     try:
         relative = os.path.relpath(path)
     except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
+        return os.path.normpath(path)
+    return os.path.normpath(path) if relative.startswith("..") else relative
 
 
 @dataclass
@@ -101,11 +97,31 @@ def summarize(outcomes: Sequence[Outcome]) -> Summary:
 
 def rule_names() -> dict[str, tuple[str, str]]:
     """code -> (name, summary) for every registered rule and the screen."""
+    from ..codemod.other_codes import OTHER_CODES
     from ..codemod.rule import registered_rules
 
     names = {rule.code: (rule.name, rule.summary) for rule in registered_rules()}
-    names[SCREEN_RULE[0]] = SCREEN_RULE[1:]
+    for other in OTHER_CODES:
+        names[other.code] = (other.name, other.summary)
     return names
+
+
+def rule_docs() -> dict[str, str]:
+    """code -> the rule page's markdown (docs/rules/CODE.md), for every code."""
+    from ..codemod.other_codes import OTHER_CODES
+    from ..codemod.rule import registered_rules
+    from ..docgen import page
+
+    docs = {rule.code: page(rule) for rule in registered_rules()}
+    docs.update({other.code: page(other) for other in OTHER_CODES})
+    return docs
+
+
+def _what(doc: str) -> str:
+    """The first paragraph of a page's "What" section (SARIF's fullDescription)."""
+    _, _, rest = doc.partition("## What\n")
+    paragraph = rest.strip().split("\n\n", 1)[0]
+    return " ".join(paragraph.split()) or doc.partition("\n")[0].lstrip("# ")
 
 
 # -- JSON ------------------------------------------------------------------------------
@@ -146,6 +162,8 @@ def to_json(report: Report) -> str:
             "skip_reason": outcome.skip_reason,
             "findings": [_finding_json(f, names) for f in outcome.findings],
             "suppressed_lines": list(outcome.suppressed),
+            # What each of suppressed_lines was left alone by ("every rule", "AM008").
+            "suppressed_rules": list(outcome.suppressed_rules),
         }
         if index in report.diffs:
             entry["diff"] = report.diffs[index]
@@ -255,21 +273,54 @@ def _location(path: str, line: int, column: int) -> dict:
     }
 
 
+#: The SARIF rule of the files that could not be processed (exit 123): a result
+#: each, so that code scanning shows them (a tool notification alone is only on the
+#: run's status page), as well as a notification (the run did not fully succeed).
+FAILED_RULE = {
+    "id": "not-processed",
+    "name": "file-not-processed",
+    "shortDescription": {"text": "the file could not be read, parsed or migrated"},
+    "fullDescription": {
+        "text": "accel-migrate could not process this file (it does not parse, "
+        "cannot be read or decoded, or the migration failed); it was left unchanged "
+        "and the run exits 123."
+    },
+    "help": {
+        "text": "Fix the file so that Python parses it, or report the error: "
+        "nothing in it was migrated.",
+        "markdown": "Fix the file so that Python parses it, or report the error: "
+        "nothing in it was migrated. See the exit codes in the "
+        f"[user guide]({INFORMATION_URI}/blob/main/docs/user-guide.md).",
+    },
+    "helpUri": f"{INFORMATION_URI}/blob/main/docs/user-guide.md",
+    "defaultConfiguration": {"level": "error"},
+}
+
+
 def to_sarif(report: Report) -> str:
     names = rule_names()
+    docs = rule_docs()
     used = sorted(set(names) | {f.code for r in report.results for f in r.findings})
     rules = []
     for code in used:
         name, summary = names.get(code, (code, code))
+        doc = docs.get(code, "")
+        uri = f"{INFORMATION_URI}/blob/main/docs/rules/{code}.md"
         rules.append(
             {
                 "id": code,
                 "name": name,
                 "shortDescription": {"text": summary or name},
-                "helpUri": f"{INFORMATION_URI}/blob/main/docs/rules/{code}.md",
+                "fullDescription": {"text": _what(doc) if doc else summary or name},
+                "help": {
+                    "text": f"{code} {name}: {summary}. The rule's page: {uri}",
+                    "markdown": doc or summary or name,
+                },
+                "helpUri": uri,
                 "defaultConfiguration": {"level": "warning"},
             }
         )
+    rules.append(FAILED_RULE)
     index = {rule["id"]: n for n, rule in enumerate(rules)}
     results = []
     for outcome in report.results:
@@ -287,6 +338,18 @@ def to_sarif(report: Report) -> str:
                     "properties": {"status": finding.status},
                 }
             )
+    for failure in report.failures:
+        results.append(
+            {
+                "ruleId": FAILED_RULE["id"],
+                "ruleIndex": index[FAILED_RULE["id"]],
+                "level": "error",
+                "kind": "fail",
+                "message": {"text": failure.message},
+                "locations": [_location(failure.path, failure.line, failure.column)],
+                "properties": {"status": "failed"},
+            }
+        )
     notifications = [
         {
             "level": "error",

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
+from ..codemod.other_codes import OTHER_CODES
 from ..codemod.rule import registered_rules
 from .app import EXIT_OK, EXIT_USAGE
 
@@ -22,6 +23,8 @@ def run_rules(code: str | None) -> int:
         table.add_column("rewrites")
         for rule in rules:
             table.add_row(rule.code, rule.name, rule.summary)
+        for other in OTHER_CODES:
+            table.add_row(other.code, other.name, other.summary)
         console.print(table)
         return EXIT_OK
     wanted = code.upper()
@@ -29,5 +32,18 @@ def run_rules(code: str | None) -> int:
         if wanted in (rule.code, rule.name.upper()):
             console.print(Markdown(rule.doc()))
             return EXIT_OK
-    print(f"error: no rule {code!r}; `accel-migrate rules` lists them", file=sys.stderr)
+    for other in OTHER_CODES:
+        if wanted in (other.code, other.name.upper()):
+            console.print(Markdown(other.doc))
+            return EXIT_OK
+    from .codes import suggestion
+
+    choices = [r.code for r in rules] + [o.code for o in OTHER_CODES]
+    choices += [r.name for r in rules] + [o.name for o in OTHER_CODES]
+    near = suggestion(code, choices)
+    hint = f" (did you mean {near}?)" if near else ""
+    print(
+        f"error: no rule {code!r}{hint}; `accel-migrate rules` lists them",
+        file=sys.stderr,
+    )
     return EXIT_USAGE

@@ -21,6 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
+from . import suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -50,6 +51,8 @@ class MigrateOptions:
     #: What the file's local imports define (``project_view``); None: read them
     #: from the file's folder (a single file), never writing them.
     project: ProjectFacts | None = None
+    #: Honour ``# accel-migrate: skip`` (off only to find unused suppressions).
+    honour_suppressions: bool = True
 
     def selected(self, code: str) -> bool:
         chosen = self.select is None or any(code.startswith(s) for s in self.select)
@@ -97,7 +100,16 @@ def migrate_source(
             )
     del tree
     try:
-        return _full_pass(source, path, options)
+        result = _full_pass(source, path, options)
+        if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
+            result = suppression.review(
+                result,
+                text,
+                options,
+                module=lambda: parse(source, path),
+                migrate=lambda again: _full_pass(source, path, again),
+            )
+        return result
     except RecursionError:
         raise MigrationError(
             path, 1, 1, "cannot migrate: the code is nested too deeply"
@@ -127,7 +139,12 @@ def _full_pass(
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
     project = options.project if options.project is not None else read_project(path)
-    context = RuleContext(alias=alias, original_code=module.code, project=project)
+    context = RuleContext(
+        alias=alias,
+        original_code=module.code,
+        project=project,
+        honour_suppressions=options.honour_suppressions,
+    )
     for rule in registered_rules():
         if options.selected(rule.code):
             changed, modified = rule.run(wrapper, context)

@@ -35,6 +35,9 @@ class MigrationResult:
     skip_reason: str | None = None
     #: First lines of the statements left alone because of ``# accel-migrate: skip``.
     suppressed: tuple[int, ...] = ()
+    #: For each of ``suppressed``: the rules it was left alone for ("every rule",
+    #: or "AM010, AM011"). Empty when not known (a result made elsewhere).
+    suppressed_rules: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:

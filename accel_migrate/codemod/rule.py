@@ -4,13 +4,13 @@ A rule is a libcst transformer in its own module under ``rules/``. Defining a
 subclass with a ``code`` registers it; the module docstring is its documentation.
 
 A statement with ``# accel-migrate: skip`` on one of its lines (for a compound
-statement: on its header) is left alone by every rule: the base class neither
-visits it nor lets a rule replace it.
+statement: on its header) is left alone by every rule (with ``skip[AM010]``: by
+that rule): the base class neither visits it nor lets the rule replace it. The
+comments are parsed in suppression.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -35,10 +35,13 @@ from .findings import Finding, Status
 from .linemap import LineMap
 from .parents import ParentProvider
 from .project_facts import ProjectFacts
+from .suppression import SKIP_COMMENT, Codes, applies, suppressed_statements
 
 RUNTIME_MODULE = "accel_migrate.runtime"
 
 _REGISTRY: dict[str, type[Rule]] = {}
+#: ``accel.`` in a message: the runtime under the default alias (not ``accel_x.``).
+_RUNTIME_NAME = re.compile(r"(?<![\w.])accel\.")
 _LAZY_METADATA = frozenset({PositionProvider, ParentProvider})
 
 
@@ -53,6 +56,10 @@ class RuleContext:
     changed: bool = False
     #: (first, last) original lines of statements left alone by ``# accel-migrate: skip``.
     suppressed: set[tuple[int, int]] = field(default_factory=set)
+    #: What each of ``suppressed`` was suppressed for (None: every rule).
+    suppressed_codes: dict[tuple[int, int], Codes] = field(default_factory=dict)
+    #: False: ``# accel-migrate: skip`` is not honoured (to find unused ones).
+    honour_suppressions: bool = True
     #: Needs-review findings that stop the migration of the whole file (``block``).
     blocking: list[Finding] = field(default_factory=list)
     #: Original (line, column) of ``xs.append(v)`` calls that AM009 (metric sums)
@@ -61,7 +68,7 @@ class RuleContext:
     _linemap: tuple[str, LineMap] | None = None
     #: Per metadata wrapper (rules that change nothing share one): its code, its
     #: suppressed statements, its ModuleIndex.
-    _per_wrapper: dict[int, tuple[MetadataWrapper, str, frozenset[int]]] = field(
+    _per_wrapper: dict[int, tuple[MetadataWrapper, str, dict[int, Codes]]] = field(
         default_factory=dict
     )
     _index: tuple[MetadataWrapper, ModuleIndex] | None = None
@@ -93,18 +100,25 @@ class RuleContext:
 
     def code_and_suppressed(
         self, wrapper: MetadataWrapper
-    ) -> tuple[str, frozenset[int]]:
+    ) -> tuple[str, dict[int, Codes]]:
         cached = self._per_wrapper.get(id(wrapper))
         if cached is None or cached[0] is not wrapper:
             code = wrapper.module.code
             suppressed = (
                 suppressed_statements(wrapper.module)
-                if SKIP_COMMENT.search(code)
-                else frozenset()
+                if self.honour_suppressions and SKIP_COMMENT.search(code)
+                else {}
             )
             self._per_wrapper.clear()  # only the current wrapper is asked again
             cached = self._per_wrapper[id(wrapper)] = (wrapper, code, suppressed)
         return cached[1], cached[2]
+
+    def aliased(self, message: str) -> str:
+        """``message`` naming the runtime by the alias this file's import uses
+        (``accel_rt.backward`` where ``accel`` was taken)."""
+        if self.alias == "accel" or "accel." not in message:
+            return message
+        return _RUNTIME_NAME.sub(self.alias + ".", message)
 
     def block(self, finding: Finding) -> None:
         """Leave the whole file unchanged, for the reason ``finding`` gives.
@@ -127,7 +141,11 @@ class RuleContext:
         kept: list[Finding] = []
         fixed_at: set[tuple[int, int, str, str]] = set()
         for f in self.findings:
-            if any(first <= f.line <= last for first, last in self.suppressed):
+            if any(
+                first <= f.line <= last
+                and applies(self.suppressed_codes.get((first, last)), f.code)
+                for first, last in self.suppressed
+            ):
                 continue
             if f.status == "fixed":
                 place = (f.line, f.column, f.code, f.message.rpartition("->")[2])
@@ -269,17 +287,23 @@ class Rule(cst.CSTTransformer):
             super().on_leave_attribute(original_node, attribute)
 
     # -- suppression: a statement marked ``# accel-migrate: skip`` is not visited -------
+    def _skips(self, node: cst.CSTNode) -> bool:
+        return bool(self._suppressed) and (
+            id(node) in self._suppressed
+            and applies(self._suppressed[id(node)], self.code)
+        )
+
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._suppressed and id(node) in self._suppressed:
+        if self._skips(node):
             position = self.get_metadata(PositionProvider, node, None)
             if position is not None:
                 original = self.context.original_line
-                self.context.suppressed.add(
-                    (
-                        original(self._current_code, position.start.line),
-                        original(self._current_code, position.end.line),
-                    )
+                lines = (
+                    original(self._current_code, position.start.line),
+                    original(self._current_code, position.end.line),
                 )
+                self.context.suppressed.add(lines)
+                self.context.suppressed_codes[lines] = self._suppressed[id(node)]
             return False
         hook = self._hook("visit_", type(node))
         return hook is None or hook(self, node) is not False
@@ -287,7 +311,7 @@ class Rule(cst.CSTTransformer):
     def on_leave(  # type: ignore[override]
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
     ) -> Any:
-        if self._suppressed and id(original_node) in self._suppressed:
+        if self._skips(original_node):
             return updated_node  # its children were not visited: unchanged
         hook = self._hook("leave_", type(original_node))
         if hook is None:
@@ -358,7 +382,7 @@ class Rule(cst.CSTTransformer):
             self._current_code, position.line, position.column
         )
         self.context.findings.append(
-            Finding(line, column + 1, self.code, status, message)
+            Finding(line, column + 1, self.code, status, self.context.aliased(message))
         )
         if status == "fixed":
             self.context.changed = True
@@ -371,7 +395,13 @@ class Rule(cst.CSTTransformer):
             self._current_code, position.line, position.column
         )
         self.context.block(
-            Finding(line, column + 1, self.code, "needs-review", message)
+            Finding(
+                line,
+                column + 1,
+                self.code,
+                "needs-review",
+                self.context.aliased(message),
+            )
         )
 
 
@@ -397,91 +427,6 @@ def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
             )
         tidy.append(arg)
     return tidy
-
-
-#: ``# accel-migrate: skip`` (not ``skip-file``), alone or after other comment text.
-SKIP_COMMENT = re.compile(r"accel-migrate:[ \t]*skip(?![-\w])")
-
-#: Fields of compound statements that hold nested statements, not the header.
-_NOT_HEADER = frozenset(
-    {
-        "body",
-        "orelse",
-        "handlers",
-        "finalbody",
-        "cases",
-        "leading_lines",
-        "lines_after_decorators",
-        "footer",
-    }
-)
-
-
-def suppressed_statements(module: cst.Module) -> frozenset[int]:
-    """``id()`` of the statements marked ``# accel-migrate: skip``: a simple statement
-    with the comment on any of its lines, a compound statement (with its body) with
-    the comment on its header, an ``else``/``except``/``finally``/``case`` clause
-    with the comment on its own header."""
-    finder = _Suppressions()
-    module.visit(finder)
-    return frozenset(finder.found)
-
-
-class _Suppressions(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[int] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.SimpleStatementLine):
-            if _marked(node.body) or _marked(node.trailing_whitespace):
-                self.found.append(id(node))
-            return False
-        body = getattr(node, "body", None)
-        if isinstance(body, cst.BaseSuite) and not isinstance(node, cst.Module):
-            if _header_marked(node, body):
-                self.found.append(id(node))
-                return False
-        return True
-
-
-def _header_marked(node: cst.CSTNode, body: cst.BaseSuite) -> bool:
-    if isinstance(body, cst.SimpleStatementSuite):  # `if x: y  # ...`: one line
-        if _marked(body):
-            return True
-    elif _marked(body.header):
-        return True
-    return any(
-        _marked(getattr(node, f.name))
-        for f in dataclasses.fields(node)
-        if f.name not in _NOT_HEADER
-    )
-
-
-def _marked(value: object) -> bool:
-    nodes = value if isinstance(value, (list, tuple)) else [value]
-    for node in nodes:
-        if not isinstance(node, cst.CSTNode):
-            continue
-        if isinstance(node, cst.Comment):
-            if SKIP_COMMENT.search(node.value):
-                return True
-            continue
-        for comment in _comments(node):
-            if SKIP_COMMENT.search(comment):
-                return True
-    return False
-
-
-def _comments(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            found.append(comment.value)
-
-    node.visit(_Collect())
-    return found
 
 
 def registered_rules() -> list[type[Rule]]:

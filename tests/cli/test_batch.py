@@ -356,7 +356,7 @@ def test_summary_tables_of_a_batch(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.rstrip().splitlines()[-1] == (
         "3 files would be migrated, 1 unchanged, 1 skipped (already distributed), "
         "1 skipped (not a training entry point), 1 skipped (suppressed), "
-        "1 statement suppressed, 1 finding need review, 1 failed."
+        "1 statement suppressed, 1 finding needs review, 1 failed."
     )
 
 

@@ -124,17 +124,19 @@ def test_quiet_leaves_out_the_findings_table(
     assert err.strip() == "1 file would be migrated."
 
 
-def test_color_colours_the_preview_but_never_the_plain_diff(
+def test_color_always_colours_the_preview_and_the_diff_never_does_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     put("train.py")
-    code, out, _ = run(capsys, "--color", "train.py")
-    assert code == EXIT_OK
-    assert "\x1b[" in out
-    code, out, _ = run(capsys, "--color", "--diff", "train.py")
-    assert code == EXIT_OK
-    assert "\x1b[" not in out
-    assert out.startswith("--- a/train.py\n")
+    for argv in (["--color", "always"], ["--color", "always", "--diff"]):
+        code, out, _ = run(capsys, *argv, "train.py")
+        assert code == EXIT_OK
+        assert "\x1b[32m+    accel.backward(loss)" in out
+    for argv in (["--color", "never"], ["--no-color"], []):  # [] : not a terminal
+        code, out, _ = run(capsys, *argv, "--diff", "train.py")
+        assert code == EXIT_OK
+        assert "\x1b[" not in out
+        assert out.startswith("--- a/train.py\n")
 
 
 def test_select_and_ignore_choose_the_rules(
@@ -574,7 +576,8 @@ def test_rules_lists_every_rule_in_order(capsys: pytest.CaptureFixture[str]) -> 
     assert codes[:2] == ["AM001", "AM002"]
     code, out, _ = run(capsys, "rules")
     assert code == EXIT_OK
-    assert re.findall(r"\bAM\d{3}\b", out) == codes
+    # The rules, then the codes of findings that come from no rule.
+    assert re.findall(r"\bAM\d{3}\b", out) == [*codes, "AM100", "AM101"]
 
 
 @pytest.mark.parametrize("name", ["AM004", "am004", "prepare-model"])

@@ -150,3 +150,61 @@ def test_generated_files_are_skipped() -> None:
     # only the head of the file counts: code that writes the marker is not generated
     late = TRAIN + "\n" * 20 + 'HEADER = "# @generated"\n'
     assert migrate_source(late.encode(), "gen.py").changed
+
+
+def test_skip_with_codes_leaves_the_statement_to_the_other_rules() -> None:
+    source = TRAIN.replace(
+        "    print(loss.item())\n",
+        "    print(loss.item())  # accel-migrate: skip[AM008]\n",
+    )
+    result, output = migrate(source)
+    assert "    print(loss.item())  # accel-migrate: skip[AM008]\n" in output
+    assert "accel.backward(loss)" in output
+    assert result.suppressed == (10,)
+    assert result.suppressed_rules == ("AM008",)
+    assert not [f for f in result.findings if f.line == 10]
+
+
+def test_skip_with_a_code_that_does_not_apply_changes_nothing_there() -> None:
+    source = TRAIN.replace(
+        "    loss.backward()\n",
+        "    loss.backward()  # accel-migrate: skip[AM010, AM011]\n",
+    )
+    result, output = migrate(source)
+    assert "    accel.backward(loss)  # accel-migrate: skip[AM010, AM011]\n" in output
+    [unused] = [f for f in result.findings if f.code == "AM101"]
+    assert (unused.line, unused.status) == (8, "info")
+    assert "AM010, AM011 would neither rewrite nor report" in unused.message
+
+
+def test_text_after_a_bare_skip_still_skips_every_rule() -> None:
+    source = TRAIN.replace(
+        "    loss.backward()\n", "    loss.backward()  # accel-migrate: skip (legacy)\n"
+    )
+    result, output = migrate(source)
+    assert "accel.backward" not in output
+    assert result.suppressed_rules == ("every rule",)
+    assert not [f for f in result.findings if f.code == "AM101"]
+
+
+def test_a_file_without_skip_comments_is_migrated_once() -> None:
+    """The unused-suppression check costs nothing where there is no comment."""
+    from accel_migrate.codemod import engine
+
+    calls = []
+    original = engine._full_pass
+
+    def counting(*args):
+        calls.append(args)
+        return original(*args)
+
+    engine._full_pass = counting
+    try:
+        migrate(TRAIN)
+        assert len(calls) == 1
+        migrate(
+            TRAIN.replace("    opt.step()\n", "    opt.step()  # accel-migrate: skip\n")
+        )
+        assert len(calls) == 3  # the file, then the file with suppressions off
+    finally:
+        engine._full_pass = original

@@ -22,8 +22,10 @@ After migration the script's autocast and GradScaler defer to the runtime
 (AM013, AM014): the precision is whatever the run is launched with, fp32 unless
 told otherwise. A script that trained in fp16 and is launched without
 ``--precision fp16`` trains in fp32 (the runtime warns once); one that switches
-AMP off with a flag must be launched in fp32 (the runtime stops an fp16/bf16 run
-where the script turns AMP off).
+AMP off with a flag must be launched in fp32 to train as it did with the flag
+off: the run's precision wins, so in an fp16 or bf16 run the prepared model's
+forward autocasts even where the script turns AMP off (the runtime warns once in
+fp16, and goes on).
 
 ## Example
 ```python
@@ -106,7 +108,7 @@ class AmpPrecision(Rule):
             self.report(
                 call,
                 "info",
-                f"AMP is switched by `{expression}`: launch with {when_on} when it is true and --precision fp32 when it is false (the runtime stops an fp16/bf16 run whose script turns AMP off)",
+                f"AMP is switched by `{expression}`: launch with {when_on} when it is true and --precision fp32 when it is false (the run's precision wins: in an fp16 or bf16 run the prepared model's forward autocasts even where the script turns AMP off, with one warning in fp16)",
             )
 
     def _place(self, node: cst.CSTNode) -> tuple[int, int]:

@@ -1,0 +1,103 @@
+"""Finding codes that are not rules: the screen's (AM100) and the suppression
+comments' (AM101). They have rule pages (docs/rules/) like the rules, are listed by
+``accel-migrate rules``, and are selected and ignored like rule codes.
+
+Light: no libcst (the CLI reads the names for reports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OtherCode:
+    code: str
+    name: str
+    summary: str
+    #: The rule page, in the rules' docstring layout (What / Why / Example / Fix safety).
+    doc: str
+
+
+ALREADY_DISTRIBUTED = OtherCode(
+    "AM100",
+    "already-distributed",
+    "the file already trains on many processes: it is left unchanged",
+    """AM100 already-distributed: the file already trains on many processes; it is left unchanged.
+
+## What
+Not a rewrite: the screen that runs before every rule. A file that already
+trains on many processes is skipped as a whole, with one info finding at the
+first such use, naming it: ``torch.distributed`` (a process group, collectives,
+DDP, FSDP, ``DistributedSampler``, RPC, device meshes, the elastic launcher),
+``torch.multiprocessing.spawn`` / ``start_processes`` / ``Process``, ``mpi4py``,
+or a model's ``share_memory()`` (Hogwild). The summary counts it as "skipped
+(already distributed)".
+
+## Why
+Its author already chose how the processes split the work: migrating it again
+would wrap a wrapped model, shard data twice or start a second process group.
+Files that an already-distributed script imports are left alone too (their
+rewrites could change what that script runs).
+
+## Example
+```python
+# before
+import torch.distributed as dist
+dist.init_process_group("nccl")
+model = torch.nn.parallel.DistributedDataParallel(model)
+# after
+import torch.distributed as dist  # unchanged: AM100, already distributed
+dist.init_process_group("nccl")
+model = torch.nn.parallel.DistributedDataParallel(model)
+```
+
+## Fix safety
+Nothing is rewritten. To migrate such a file anyway, take out its own
+distributed setup first; ``--ignore AM100`` only hides the finding.
+""",
+)
+
+UNUSED_SUPPRESSION = OtherCode(
+    "AM101",
+    "unused-suppression",
+    "a `# accel-migrate: skip` comment that suppresses nothing, or names no rule",
+    """AM101 unused-suppression: a `# accel-migrate: skip` comment that suppresses nothing, or names no rule.
+
+## What
+Reports, at the comment, a suppression that does nothing, as ruff's RUF100 does
+for ``noqa``:
+
+- info: the file migrated without the comment gives no finding (no rewrite, no
+  review) inside the statement it marks, for every rule (``skip``) or for the
+  rules it names (``skip[AM010, AM011]``);
+- info: the comment marks no statement (written on a line of its own, above
+  the statement, where it applies to nothing), or ``skip[]`` names no rule;
+- needs-review: a code in the brackets that names no rule (a typo such as
+  ``skip[AM07]`` would otherwise let the rewrite it meant to stop happen).
+
+Select or ignore it like a rule (``--ignore AM101``). The check migrates a
+file with such comments a second time, without them; files without one pay
+nothing. When the file without the comments would be left unchanged as a whole
+(a blocking finding), unused suppressions are not reported.
+
+## Why
+A suppression outlives the code it was written for: after a refactor, a stale
+``skip`` hides nothing today and silently hides a rewrite tomorrow.
+
+## Example
+```python
+# before
+total = 0  # accel-migrate: skip
+loss.backward()  # accel-migrate: skip[AM999]
+# after
+total = 0  # accel-migrate: skip   (AM101: unused suppression)
+accel.backward(loss)  # accel-migrate: skip[AM999]   (AM101: AM999 is not a rule code)
+```
+
+## Fix safety
+Nothing is rewritten: remove the comment, or correct its codes.
+""",
+)
+
+OTHER_CODES: tuple[OtherCode, ...] = (ALREADY_DISTRIBUTED, UNUSED_SUPPRESSION)
