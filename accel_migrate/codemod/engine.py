@@ -139,17 +139,18 @@ def _full_pass(
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
     project = options.project if options.project is not None else read_project(path)
+    rules = [rule for rule in registered_rules() if options.selected(rule.code)]
     context = RuleContext(
         alias=alias,
         original_code=module.code,
         project=project,
         honour_suppressions=options.honour_suppressions,
+        running=frozenset(rule.code for rule in rules),
     )
-    for rule in registered_rules():
-        if options.selected(rule.code):
-            changed, modified = rule.run(wrapper, context)
-            if modified:
-                wrapper = MetadataWrapper(changed, unsafe_skip_copy=True)
+    for rule in rules:
+        changed, modified = rule.run(wrapper, context)
+        if modified:
+            wrapper = MetadataWrapper(changed, unsafe_skip_copy=True)
     module = wrapper.module
     findings = tuple(sorted(context.kept_findings()))
     suppressed = tuple(sorted({start for start, _ in context.suppressed}))

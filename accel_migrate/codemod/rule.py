@@ -65,6 +65,9 @@ class RuleContext:
     #: Original (line, column) of ``xs.append(v)`` calls that AM009 (metric sums)
     #: cannot classify and leaves to AM029 (collected outputs).
     deferred_collections: set[tuple[int, int]] = field(default_factory=set)
+    #: Codes of the rules this pass runs (empty: every rule), for a rule that
+    #: leaves a case to a later one.
+    running: frozenset[str] = frozenset()
     _linemap: tuple[str, LineMap] | None = None
     #: Per metadata wrapper (rules that change nothing share one): its code, its
     #: suppressed statements, its ModuleIndex.
@@ -119,6 +122,9 @@ class RuleContext:
         if self.alias == "accel" or "accel." not in message:
             return message
         return _RUNTIME_NAME.sub(self.alias + ".", message)
+
+    def runs(self, code: str) -> bool:
+        return not self.running or code in self.running
 
     def block(self, finding: Finding) -> None:
         """Leave the whole file unchanged, for the reason ``finding`` gives.

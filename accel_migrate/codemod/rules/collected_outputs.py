@@ -209,8 +209,9 @@ def original_place(rule: Rule, node: cst.CSTNode) -> tuple[int, int]:
 
 def defer_to_collected_outputs(rule: Rule, call: cst.CSTNode) -> bool:
     """For AM009: ``call`` (``xs.append(v)`` that AM009 cannot classify) collects
-    outputs into a list: leave it to this rule, which runs later."""
-    if collection_of(rule.index, call) is None:
+    outputs into a list: leave it to this rule, which runs later (unless it is
+    not selected: then AM009 reports it as before)."""
+    if not rule.context.runs("AM029") or collection_of(rule.index, call) is None:
         return False
     rule.context.deferred_collections.add(original_place(rule, call))
     return True
