@@ -3,12 +3,21 @@ comparing against them; read the diff before committing it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
+
+
+def parallel_jobs() -> int:
+    """How many torchrun jobs one module's pool starts at once: its share of the
+    cores, plus one (a world-2 job is three processes, often waiting on each other).
+    Under ``pytest -n N`` the N workers share the machine, so each pool takes 1/N."""
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    return max(2, min(4, (os.cpu_count() or 2) // workers + 1))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
