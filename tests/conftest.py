@@ -43,3 +43,28 @@ def _own_results_cache(
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
     monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(folder / "accel-migrate"))
+
+
+#: The longest test files (their module fixtures run pools of torchrun jobs), in
+#: the order `pytest -n N --dist loadfile` should hand them out: first, so that the
+#: end of the run is short files spread over every worker, not one worker finishing
+#: the soundness corpus alone.
+LONG_FIRST = (
+    "tests/soundness/test_soundness.py",
+    "tests/parity/test_parity_realworld.py",
+    "tests/parity/test_parity_ddp.py",
+    "tests/parity/test_parity_precision.py",
+)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the order of the files as they are
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: each file's own order is kept
