@@ -21,8 +21,13 @@ $(STAMP): pyproject.toml constraints.txt
 demo: setup
 	$(BIN)/python examples/demo.py
 
+# One pytest worker per core (pytest-xdist), each test file on one worker: the
+# files' module fixtures start their torchrun jobs once, and a worker waiting on a
+# job leaves its core to the other. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= auto
+
 test: setup lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/black --check accel_migrate tests bench examples

@@ -3,12 +3,21 @@ comparing against them; read the diff before committing it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
+
+
+def parallel_jobs() -> int:
+    """How many torchrun jobs one module's pool starts at once: its share of the
+    cores, plus one (a world-2 job is three processes, often waiting on each other).
+    Under ``pytest -n N`` the N workers share the machine, so each pool takes 1/N."""
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    return max(2, min(4, (os.cpu_count() or 2) // workers + 1))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,3 +43,28 @@ def _own_results_cache(
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
     monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(folder / "accel-migrate"))
+
+
+#: The longest test files (their module fixtures run pools of torchrun jobs), in
+#: the order `pytest -n N --dist loadfile` should hand them out: first, so that the
+#: end of the run is short files spread over every worker, not one worker finishing
+#: the soundness corpus alone.
+LONG_FIRST = (
+    "tests/soundness/test_soundness.py",
+    "tests/parity/test_parity_realworld.py",
+    "tests/parity/test_parity_ddp.py",
+    "tests/parity/test_parity_precision.py",
+)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the order of the files as they are
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: each file's own order is kept

@@ -1,16 +1,22 @@
 """Parity under FSDP and mixed precision, world 2 over gloo, against the fp32
 original on one process. Tolerances (relative, per step and on final parameters)
-are documented in docs/runtime.md#precision-and-tolerances."""
+are documented in docs/runtime.md#precision-and-tolerances.
+
+The launches are independent jobs: one module fixture starts every selected case's,
+a few at a time (``parallel_jobs``), and each test checks its own case's result."""
 
 from __future__ import annotations
 
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parallel_jobs
 
 from .harness import (
+    Run,
     max_parameter_error,
     migrate_to,
     relative_errors,
@@ -38,28 +44,65 @@ CASES = {
 }
 
 
+Case = tuple[str, str, str]
+
+
+def _selected(session: pytest.Session) -> list[Case]:
+    """The cases whose test was selected (``-k``); all when none was."""
+    chosen = {
+        item.callspec.params["case"]
+        for item in session.items
+        if isinstance(item, pytest.Function)
+        and item.module is not None
+        and item.module.__name__ == __name__
+        and hasattr(item, "callspec")
+    }
+    return sorted(chosen or CASES)
+
+
+def _launch(migrated: Path, workdir: Path, case: Case) -> Run | str:
+    _, strategy, precision = case
+    try:
+        return run_launched(
+            migrated,
+            workdir,
+            2,
+            launch=("--strategy", strategy, "--precision", precision),
+        )
+    except (AssertionError, subprocess.TimeoutExpired) as exc:
+        return str(exc)  # raised by the case's own test
+
+
 @pytest.fixture(scope="module")
-def originals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
-    runs = {}
-    for name in {case[0] for case in CASES}:
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[Case, tuple[Run, Run | str]]:
+    """Each selected case: (the original's run, the world-2 run or why it failed)."""
+    cases = _selected(request.session)
+    originals = {}
+    for name in sorted({case[0] for case in cases}):
         workdir = tmp_path_factory.mktemp(name)
         script: Path = PARITY / f"{name}.py"
-        runs[name] = (
+        originals[name] = (
             run_original(script, workdir),
             migrate_to(script, workdir),
             workdir,
         )
-    return runs
+    with ThreadPoolExecutor(max_workers=parallel_jobs()) as pool:
+        jobs = {
+            case: pool.submit(_launch, *originals[case[0]][1:], case) for case in cases
+        }
+        return {
+            case: (originals[case[0]][0], job.result()) for case, job in jobs.items()
+        }
 
 
 @pytest.mark.parametrize("case", sorted(CASES), ids=lambda c: "-".join(c))
-def test_parity(case: tuple[str, str, str], originals: dict[str, tuple]) -> None:
-    name, strategy, precision = case
+def test_parity(case: Case, runs: dict[Case, tuple[Run, Run | str]]) -> None:
     loss_tolerance, parameter_tolerance = CASES[case]
-    original, migrated, workdir = originals[name]
-    run = run_launched(
-        migrated, workdir, 2, launch=("--strategy", strategy, "--precision", precision)
-    )
+    original, run = runs[case]
+    if isinstance(run, str):
+        raise AssertionError(run)
     errors = relative_errors(original.losses, run.losses)
     worst = max(errors)
     assert (

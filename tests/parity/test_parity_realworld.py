@@ -21,7 +21,6 @@ be removed. Nothing is skipped silently.
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from accel_migrate.codemod import migrate_source
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parallel_jobs
 
 from .harness import (
     Run,
@@ -72,7 +71,7 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 #: The script whose migrated copy also runs at world 1 (must be identical).
 WORLD_1_SCRIPT = "checkpoints"
 #: Jobs run at once. A world-2 job is three processes, mostly waiting on each other.
-PARALLEL = max(2, min(4, (os.cpu_count() or 2) + 1))
+PARALLEL = parallel_jobs()
 
 
 def _expect(request: pytest.FixtureRequest, script: str, check: str) -> None:

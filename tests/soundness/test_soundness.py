@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, parallel_jobs
 
 from .corpus import BROKEN, Case, Outcome, classify, discover, render_table
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.multiprocess
 
 CASES = discover()
 #: Jobs run at once. A world-2 job is three processes, mostly waiting on each other.
-PARALLEL = max(2, min(4, (os.cpu_count() or 2) + 1))
+PARALLEL = parallel_jobs()
 DOC = ROOT / "docs" / "soundness.md"
 START, END = "<!-- soundness-table:start -->", "<!-- soundness-table:end -->"
 
