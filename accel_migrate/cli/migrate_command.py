@@ -186,7 +186,10 @@ def _run_files(
     # Writing, a file waits only if a file that may be distributed imports it (a
     # cheap pass before the batch); otherwise nothing is written, and every file
     # that would change or be reported waits (the pass runs only on those, after).
-    held = project.suspects() if mode == "write" else set()
+    # A helper module that another migrated file imports is migrated at the call
+    # sites (AM102): it waits for its importer's result.
+    libraries = project.libraries()
+    held = (project.suspects() | set(libraries)) if mode == "write" else set()
     wait_all = mode != "write"
     outcomes: list[Outcome | None] = [None] * len(files)
 
@@ -214,7 +217,9 @@ def _run_files(
         finally:
             batch.stop()
     if held:
-        kept = project.keep_distributed_imports(outcomes)
+        kept = project.keep_libraries(
+            project.keep_distributed_imports(outcomes), libraries
+        )
         for index in sorted(held):
             emit(index, kept[index])  # type: ignore[arg-type]
     report.outcomes.extend(o for o in outcomes if o is not None)

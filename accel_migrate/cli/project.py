@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 
 from ..codemod.findings import SKIP_DISTRIBUTED, Failure, Finding, MigrationResult
+from ..codemod.other_codes import LIBRARY_MODULE
 from ..codemod.screen import SCREEN_CODE, may_be_distributed
 from .files import FileError, read_source
 
@@ -84,6 +86,70 @@ class Project:
                 candidates.append(entry)
         return set(self.imported_by(candidates))
 
+    def libraries(self) -> dict[int, int]:
+        """Files of the batch that another file of the batch imports and that run
+        no backward pass of their own, each with its first importer: their
+        helpers are migrated where the importer calls them (AM102). Imports are
+        parsed only for files whose text names a module of the batch."""
+        if not self.base:
+            return {}
+        stems = {
+            os.path.basename(
+                os.path.dirname(f) if f.endswith("__init__.py") else f
+            ).removesuffix(".py")
+            for f in self.files
+        }
+        texts: list[str | None] = []
+        for real in self.files:
+            try:
+                texts.append(read_source(real).decode("utf-8", errors="replace"))
+            except FileError:
+                texts.append(None)
+        found: dict[int, int] = {}
+        for entry, real in enumerate(self.files):
+            text = texts[entry]
+            if text is None or not _names_local_module(text, stems):
+                continue
+            roots = _roots(os.path.dirname(real), self.base)
+            for target in _local_imports(real, roots, self.index, self._imports):
+                library = self.index[target]
+                own = texts[library]
+                if library != entry and own is not None and ".backward(" not in own:
+                    found.setdefault(library, entry)
+        return found
+
+    def keep_libraries(
+        self, outcomes: Sequence[Outcome | None], libraries: dict[int, int]
+    ) -> list[Outcome | None]:
+        """``outcomes`` with each changed library (``libraries``) whose importer
+        the rules ran on (a training file, migrated now or already) turned into
+        an unchanged result: its needs-review findings and one info finding
+        naming the importer. (A second run over a migrated project keeps it so.)"""
+        result = list(outcomes)
+        for library, entry in sorted(libraries.items()):
+            outcome, importer = result[library], result[entry]
+            if not (
+                isinstance(outcome, MigrationResult)
+                and outcome.skip_reason is None
+                and outcome.changed
+                and isinstance(importer, MigrationResult)
+                and importer.skip_reason is None
+            ):
+                continue
+            review = tuple(f for f in outcome.findings if f.status == "needs-review")
+            note = Finding(
+                1,
+                1,
+                LIBRARY_MODULE.code,
+                "info",
+                f"imported by {self.paths[entry]}, which migrates its helpers where "
+                "it calls them; left unchanged",
+            )
+            result[library] = MigrationResult(
+                outcome.path, outcome.source, outcome.source, (note, *review)
+            )
+        return result
+
     def keep_distributed_imports(
         self, outcomes: Sequence[Outcome | None]
     ) -> list[Outcome | None]:
@@ -117,6 +183,20 @@ class Project:
                     skip_reason=SKIP_DISTRIBUTED,
                 )
         return result
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)|import[ \t]+([\w.]+))", re.M)
+
+
+def _names_local_module(text: str, stems: set[str]) -> bool:
+    """Does an import line of ``text`` name one of ``stems`` (or import relatively)?"""
+    for dots, module, imported in _IMPORT.findall(text):
+        if dots:
+            return True
+        first = (module or imported).split(".")[0]
+        if first in stems:
+            return True
+    return False
 
 
 def _distributed(outcome: Outcome | None) -> bool:

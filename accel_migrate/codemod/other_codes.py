@@ -100,4 +100,47 @@ Nothing is rewritten: remove the comment, or correct its codes.
 """,
 )
 
-OTHER_CODES: tuple[OtherCode, ...] = (ALREADY_DISTRIBUTED, UNUSED_SUPPRESSION)
+LIBRARY_MODULE = OtherCode(
+    "AM102",
+    "library-module",
+    "a helper module that another file of the batch imports: migrated at the call sites",
+    """AM102 library-module: a helper module that another file of the batch imports is migrated at the call sites.
+
+## What
+Not a rewrite: a decision of batch mode (several files or a folder). A file of
+the batch that another migrated file of the batch imports, and that runs no
+backward pass of its own (``utils.py`` with ``get_test_dataloader()``,
+``models/__init__.py`` with ``get_network(args)``, a ``Logger`` class), is left
+unchanged, with one info finding naming the importing file. That file's rules
+have read it (the project view) and migrated its helpers where they are called:
+``accel.prepare_dataloader(utils.get_test_dataloader(...))``,
+``accel.on_main_process(save_checkpoint, ...)``. Its own needs-review findings
+are kept.
+
+## Why
+The batch then gives what ``accel-migrate train.py`` gives for the entry point
+alone (helper modules are read, never written): one place where each loader and
+model is prepared, and the helper still works, unchanged, for the other scripts
+that import it. A helper module with a backward pass of its own (a library
+trainer such as minGPT's ``trainer.py``) is migrated as a training file.
+
+## Example
+```python
+# utils.py, imported by train.py: unchanged (AM102)
+def get_test_dataloader(batch_size):
+    return DataLoader(test_set, batch_size=batch_size)
+# train.py
+test_loader = accel.prepare_dataloader(utils.get_test_dataloader(args.b))
+```
+
+## Fix safety
+Nothing is rewritten in the helper module. To migrate it on its own, run
+accel-migrate on that file alone.
+""",
+)
+
+OTHER_CODES: tuple[OtherCode, ...] = (
+    ALREADY_DISTRIBUTED,
+    UNUSED_SUPPRESSION,
+    LIBRARY_MODULE,
+)

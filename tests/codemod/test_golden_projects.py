@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from accel_migrate.cli.project import Project
 from accel_migrate.codemod import MigrateOptions, MigrationResult, migrate_source
 from accel_migrate.codemod.project_view import ProjectView
 from tests.conftest import FIXTURES
@@ -22,15 +23,20 @@ PROJECTS = sorted(p for p in (FIXTURES / "projects").glob("*/in") if p.is_dir())
 
 
 def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
-    """Every file of ``root`` migrated as one batch (one view of the project)."""
+    """Every file of ``root`` migrated as one batch (one view of the project), with
+    the batch's decisions across files (a helper module migrated at its call sites
+    is left unchanged: AM102), as ``accel-migrate ROOT`` makes them."""
     files = sorted(root.rglob("*.py"))
     view = ProjectView([str(f) for f in files])
-    return {
-        f.relative_to(root): migrate_source(
+    results = [
+        migrate_source(
             f.read_bytes(), str(f), MigrateOptions(project=view.facts_for(str(f)))
         )
         for f in files
-    }
+    ]
+    project = Project([f.relative_to(root).as_posix() for f in files], files)
+    kept = project.keep_libraries(results, project.libraries())
+    return {f.relative_to(root): r for f, r in zip(files, kept, strict=True)}
 
 
 def _findings_text(results: dict[Path, MigrationResult]) -> str:

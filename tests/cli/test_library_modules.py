@@ -1,0 +1,57 @@
+"""Batch mode: a helper module that another migrated file imports, with no
+backward pass of its own, is left unchanged (AM102); its helpers are migrated
+where they are called, so the batch gives what the entry point alone gives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.cli import main
+from tests.conftest import FIXTURES
+
+PROJECT = FIXTURES / "projects" / "cifar100" / "in"
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "proj"
+    shutil.copytree(PROJECT, root)
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+def test_the_helper_module_is_left_unchanged_and_says_why(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    utils = (tree / "utils.py").read_bytes()
+    main(["--write", "--no-cache", "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    assert (tree / "utils.py").read_bytes() == utils
+    files = {f["path"]: f for f in report["files"]}
+    codes = [x["code"] for x in files["proj/utils.py"]["findings"]]
+    assert codes == ["AM102"]
+    assert "train.py" in files["proj/utils.py"]["findings"][0]["message"]
+    assert (
+        "accel.prepare_dataloader(get_test_dataloader("
+        in (tree / "train.py").read_text()
+    )
+
+
+def test_the_batch_migrates_the_entry_point_as_it_alone_is_migrated(
+    tree: Path, tmp_path: Path
+) -> None:
+    alone = tmp_path / "alone"
+    shutil.copytree(tree, alone)
+    main(["--write", "--no-cache", "-q", "proj"])
+    main(["--write", "--no-cache", "-q", "alone/train.py"])
+    assert (tree / "train.py").read_bytes() == (alone / "train.py").read_bytes()
+    assert (tree / "utils.py").read_bytes() == (alone / "utils.py").read_bytes()
+
+
+def test_a_second_run_over_the_migrated_project_changes_nothing(tree: Path) -> None:
+    main(["--write", "--no-cache", "-q", "proj"])
+    assert main(["--check", "--no-cache", "-q", "proj"]) == 0
