@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -198,6 +199,8 @@ class ProjectView:
     def _may_import_local(self, path: str, roots: tuple[str, ...]) -> bool:
         """Does an import line of ``path`` name a relative or local module? (A
         text scan: a file that imports nothing local is not parsed.)"""
+        if not _regular(path):
+            return False  # a FIFO, a device: opening it could block forever
         try:
             with open(path, "rb") as handle:
                 text = handle.read(_MAX_FILE)
@@ -264,7 +267,16 @@ def _attribute(view: ProjectView, module: str | Target, name: str) -> str | Targ
     return f"{module}.{name}" if module else name
 
 
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _parse(path: str) -> ast.Module | None:
+    if not _regular(path):
+        return None
     try:
         if os.path.getsize(path) > _MAX_FILE:
             return None

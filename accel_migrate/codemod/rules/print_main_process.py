@@ -3,7 +3,9 @@
 ## What
 - ``print(...)`` becomes ``accel.print(...)``, which prints on the main process
   only. Prints to ``sys.stderr`` and prints inside ``except`` blocks stay as they
-  are: errors should show from whichever process has them.
+  are: errors should show from whichever process has them. ``tqdm.write(...)``
+  (a print that clears and redraws the progress bars) becomes
+  ``accel.on_main_process(tqdm.write, ...)``.
 - ``loss.item()`` (also ``loss.data.item()``, ``float(loss)``) of a tensor the
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
@@ -79,6 +81,12 @@ def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
         else:
             break
     return node
+
+
+#: ``tqdm.write``: a print that keeps progress bars intact.
+TQDM_WRITE = frozenset(
+    {"tqdm.tqdm.write", "tqdm.auto.tqdm.write", "tqdm.std.tqdm.write"}
+)
 
 
 class PrintMainProcess(Rule):
@@ -346,6 +354,20 @@ class PrintMainProcess(Rule):
                 original_node, "fixed", "print -> accel.print (main process only)"
             )
             return updated_node.with_changes(func=self.runtime_attr("print"))
+        if not self.qualnames(original_node.func).isdisjoint(
+            TQDM_WRITE
+        ) and self._main_only(original_node):
+            # tqdm.write clears and redraws the (main process's) bars: keep it,
+            # on the main process only.
+            self.report(
+                original_node,
+                "fixed",
+                "tqdm.write -> accel.on_main_process(tqdm.write, ...) (main process only)",
+            )
+            return self.runtime_call(
+                "on_main_process",
+                [cst.Arg(updated_node.func), *updated_node.args],
+            )
         return updated_node
 
     def _report_companion(self, read: cst.Call) -> None:
