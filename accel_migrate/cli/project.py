@@ -42,6 +42,17 @@ class Project:
         self.base = os.path.commonpath(folders) if len(folders) > 1 else ""
         #: Each file's imports, read once per run.
         self._imports: dict[str, tuple[tuple[int, tuple[str, ...]], ...]] = {}
+        #: Each file's text, read once per run (None: unreadable).
+        self._texts: dict[int, str | None] = {}
+
+    def _text(self, index: int) -> str | None:
+        if index not in self._texts:
+            try:
+                raw = read_source(self.files[index])
+                self._texts[index] = raw.decode("utf-8", errors="replace")
+            except FileError:
+                self._texts[index] = None
+        return self._texts[index]
 
     def imported_by(self, entries: Iterable[int]) -> dict[int, int]:
         """The batch's files that the files ``entries`` import, directly or through
@@ -77,12 +88,9 @@ class Project:
         if not self.base:
             return set()
         candidates = []
-        for entry, real in enumerate(self.files):
-            try:
-                text = read_source(real).decode("utf-8", errors="replace")
-            except FileError:
-                continue
-            if may_be_distributed(text):
+        for entry in range(len(self.files)):
+            text = self._text(entry)
+            if text is not None and may_be_distributed(text):
                 candidates.append(entry)
         return set(self.imported_by(candidates))
 
@@ -99,12 +107,7 @@ class Project:
             ).removesuffix(".py")
             for f in self.files
         }
-        texts: list[str | None] = []
-        for real in self.files:
-            try:
-                texts.append(read_source(real).decode("utf-8", errors="replace"))
-            except FileError:
-                texts.append(None)
+        texts = [self._text(i) for i in range(len(self.files))]
         found: dict[int, int] = {}
         for entry, real in enumerate(self.files):
             text = texts[entry]
