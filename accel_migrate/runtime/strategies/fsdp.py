@@ -40,6 +40,7 @@ from .fsdp_units import block_units
 class FSDPStrategy(Strategy):
     name = "fsdp"
     shards_parameters = True
+    sharded_checkpoint = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
