@@ -1,11 +1,22 @@
 """``accel.save_state(dir)`` / ``accel.load_state(dir)``: resume a job where it stopped.
 
 A state folder holds everything a run needs to continue as if it had never
-stopped: every prepared model and optimizer (full state dicts, gathered under
-FSDP), the precision's loss scale, the script's own objects passed in (LR
-schedulers...) and small values (``epoch=...``), and per rank: the RNG states
-(torch CPU and CUDA, ``random``, NumPy) and where each prepared loader stands
-(epoch, step, and the epoch's batches, so a resumed epoch sees the same samples).
+stopped: every prepared model and optimizer, the precision's loss scale, the
+script's own objects passed in (LR schedulers...) and small values
+(``epoch=...``), and per rank: the RNG states (torch CPU and CUDA, ``random``,
+NumPy) and where each prepared loader stands (epoch, step, and the epoch's
+batches, so a resumed epoch sees the same samples).
+
+Models and optimizers: under FSDP each rank writes its own shards
+(``torch.distributed.checkpoint``, see ``sharded_checkpoint``), nothing gathered;
+otherwise their full state dicts, replicated, written once by rank 0. Both load
+at any world size. So does the rest in batch mode 'global', where every world
+size draws the same global batches: the data positions are global (rank 0's are
+taken), and rank 0's RNG states, which draw the data order, are restored. Other
+ranks' RNG streams cannot be mapped to another split of the batches (a warning
+says so). Per-device batches are each rank's own: such a state resumes only at
+its world size. ``python -m accel_migrate.runtime.checkpoint convert DIR OUT.pt``
+writes a folder's state as plain state dicts.
 
 Writing is atomic for the folder as a whole: everything goes into a temporary
 folder next to it, which replaces the old one only once every rank has written
@@ -76,6 +87,11 @@ def save_state(
     staging = target.with_name(f".{target.name}.incomplete")
     env, comm = runtime.env, runtime.comm
     sharded = runtime.strategy.sharded_checkpoint
+    if sharded:
+        # A model saved before its first forward is sharded first: unsharded,
+        # each rank's copy would pass for a replica, and ranks may differ.
+        for module in runtime.modules():
+            module.ensure_ready()
     models = [_original(m) for m in runtime.models()]
     shared: dict[str, Any] = {
         "objects": [o.state_dict() for o in objects],
