@@ -71,7 +71,12 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        # One state per device the saving node had; a job resumed on a node with
+        # fewer devices restores those it has.
+        for device, device_state in enumerate(
+            state["cuda"][: torch.cuda.device_count()]
+        ):
+            torch.cuda.set_rng_state(device_state, device)
     numpy = sys.modules.get("numpy")
     if "numpy" in state and numpy is not None:
         numpy.random.set_state(state["numpy"])

@@ -13,6 +13,8 @@ as well as NCCL on GPUs.
   CPU) for saving, scattered from rank 0 for loading (see ``_fsdp_state``).
   Optimizer state dicts keep PyTorch's own layout (integer parameter ids), so a
   checkpoint loads into the original script's optimizer too.
+- ``accel.save_state`` does not gather: each rank writes its own shards
+  (``sharded_checkpoint``; see ``runtime/sharded_checkpoint.py``).
 """
 
 from __future__ import annotations
