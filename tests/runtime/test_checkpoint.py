@@ -3,6 +3,8 @@ interrupted save never replaces a complete one."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,67 @@ def test_a_different_script_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="holds 1 models"):
         accel.load_state(tmp_path / "state")
     assert extra is not None and kept
+
+
+def _saved_by(folder: Path, world: int, batch_mode: str | None) -> None:
+    """Make ``folder`` look as if ``world`` processes had saved it."""
+    manifest_path = folder / checkpoint.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["world_size"] = world
+    if batch_mode is None:
+        del manifest["batch_mode"]  # as a state of format 1 was
+    else:
+        manifest["batch_mode"] = batch_mode
+    manifest_path.write_text(json.dumps(manifest))
+    for rank in range(1, world):
+        shutil.copy(folder / "rank0.pt", folder / f"rank{rank}.pt")
+
+
+@pytest.mark.parametrize("batch_mode", ["per-device", None])
+def test_another_world_size_is_refused_unless_batches_were_global(
+    tmp_path: Path, batch_mode: str | None
+) -> None:
+    _setup()
+    accel.save_state(tmp_path / "state")
+    _saved_by(tmp_path / "state", 2, batch_mode)
+    with pytest.raises(RuntimeError, match="saved by 2 processes, this job has 1"):
+        accel.load_state(tmp_path / "state")
+
+
+def test_a_gathered_state_resumes_at_another_world_size(tmp_path: Path) -> None:
+    model, optimizer, scheduler = _setup()
+    _train(model, optimizer)
+    accel.save_state(tmp_path / "state", scheduler, epoch=1)
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    after_save = torch.rand(1)
+    _saved_by(tmp_path / "state", 3, "global")
+    _train(model, optimizer)
+    with pytest.warns(UserWarning, match="a state saved by 3: the data order"):
+        resume = accel.load_state(tmp_path / "state", scheduler)
+    assert resume is not None and resume.values == {"epoch": 1}
+    for name, tensor in saved.items():
+        assert torch.equal(model.state_dict()[name], tensor)
+    assert torch.equal(torch.rand(1), after_save), "rank 0's RNG continues"
+
+
+def test_a_mid_epoch_state_needs_its_loaders_prepared(tmp_path: Path) -> None:
+    _setup()
+    accel.save_state(tmp_path / "state")
+    own = torch.load(tmp_path / "state" / "rank0.pt", weights_only=False)
+    own["loaders"] = [{"epoch": 0, "step": 3, "batches": [[0, 1], [2, 3]]}]
+    torch.save(own, tmp_path / "state" / "rank0.pt")
+    with pytest.raises(RuntimeError, match="middle of an epoch of 1 prepared loaders"):
+        accel.load_state(tmp_path / "state")
+
+
+def test_a_gathered_state_converts_to_plain_state_dicts(tmp_path: Path) -> None:
+    model, optimizer, scheduler = _setup()
+    _train(model, optimizer)
+    accel.save_state(tmp_path / "state", scheduler)
+    out = tmp_path / "plain.pt"
+    assert checkpoint.main(["convert", str(tmp_path / "state"), str(out)]) == 0
+    plain = torch.load(out, weights_only=False)
+    assert plain["models"][0].keys() == model.state_dict().keys()
+    fresh = torch.optim.Adam(nn.Linear(3, 2).parameters(), lr=0.1)
+    fresh.load_state_dict(plain["optimizers"][0])  # PyTorch's own layout
+    assert plain["objects"][0]["last_epoch"] == 0

@@ -27,6 +27,9 @@ class Strategy:
     #: Whether a prepared model's parameters are split across processes (then
     #: the module object itself cannot be pickled whole).
     shards_parameters: ClassVar[bool] = False
+    #: Whether ``accel.save_state`` writes each rank's shards (DCP) instead of
+    #: gathering full state dicts to rank 0: the state is DTensors.
+    sharded_checkpoint: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

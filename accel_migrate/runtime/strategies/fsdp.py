@@ -13,6 +13,8 @@ as well as NCCL on GPUs.
   CPU) for saving, scattered from rank 0 for loading (see ``_fsdp_state``).
   Optimizer state dicts keep PyTorch's own layout (integer parameter ids), so a
   checkpoint loads into the original script's optimizer too.
+- ``accel.save_state`` does not gather: each rank writes its own shards
+  (``sharded_checkpoint``; see ``runtime/sharded_checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from .fsdp_units import block_units
 class FSDPStrategy(Strategy):
     name = "fsdp"
     shards_parameters = True
+    sharded_checkpoint = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
