@@ -80,7 +80,7 @@ from libcst.metadata import QualifiedNameSource
 from ..analysis import attr_chain
 from ..patterns import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
-from ..rule import Rule
+from ..rule import Rule, keyword_arg
 
 
 class TensorBackward(Rule):
@@ -213,10 +213,10 @@ class TensorBackward(Rule):
             )
         told = ""
         if reduction.kind == "sum":
-            args.append(_keyword("reduction", cst.SimpleString('"sum"')))
+            args.append(keyword_arg("reduction", cst.SimpleString('"sum"')))
             told = ', reduction="sum"'
         elif reduction.kind == "token-mean" and reduction.count is not None:
-            args.append(_keyword("count", reduction.count))
+            args.append(keyword_arg("count", reduction.count))
             told = ", count=..."
         message = f"{what}{told})"
         if concerns:
@@ -346,14 +346,3 @@ _AUTOGRAD_BACKWARD = frozenset(
     {"torch.autograd.backward", "torch.autograd.__init__.backward"}
 )
 _RPC_BACKWARD = frozenset({"torch.distributed.autograd.backward"})
-
-
-def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
-    return cst.Arg(
-        keyword=cst.Name(name),
-        value=value,
-        equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""),
-            whitespace_after=cst.SimpleWhitespace(""),
-        ),
-    )
