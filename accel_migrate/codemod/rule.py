@@ -411,6 +411,18 @@ class Rule(cst.CSTTransformer):
         )
 
 
+def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    """``name=value``, spelled as PEP 8 spells a keyword argument."""
+    return cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""),
+            whitespace_after=cst.SimpleWhitespace(""),
+        ),
+    )
+
+
 def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
     """A comma after every argument but the last (the last keeps the user's style),
     and parentheses around a generator that is no longer the only argument

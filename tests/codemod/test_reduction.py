@@ -69,6 +69,12 @@ def _backward(body: str) -> tuple[str, str]:
             "accel.backward(loss)",
         ),
         (
+            # Labels padded with -100: cross_entropy's default ignore_index skips them.
+            "y[y == PAD] = -100\n"
+            "loss = F.cross_entropy(model(x).view(-1, 4), y.view(-1))\nloss.backward()",
+            "count=(y.view(-1) != -100).sum()",
+        ),
+        (
             "loss = F.mse_loss(model(x), y) + 1e-3 * sum(p.abs().sum() for p in model.parameters())\n"
             "loss.backward()",
             "accel.backward(loss)",
@@ -107,6 +113,14 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
         (
             "loss = summed(model(x), y) + 1.0\nloss.backward()",
             "does not depend on the batch",
+        ),
+        (
+            "out = model(x)\nloss = out.loss\nloss.backward()",
+            "`out.loss` is computed inside the model",
+        ),
+        (
+            "loss = model(x)['loss']\nloss.backward()",
+            "is computed inside the model",
         ),
     ],
 )
@@ -147,3 +161,26 @@ def test_dist_autograd_backward_is_never_rewritten() -> None:
     result = migrate_source(source, "train.py")
     assert "dist_autograd.backward(ctx, [loss])" in str(result.output)
     assert "accel.backward" not in str(result.output)
+
+
+def test_default_ignore_index_is_a_mean_over_samples_without_minus_100() -> None:
+    """Without -100 in the file (nor a collator that pads with it), the default
+    ignore_index matches no target: a plain mean, and the output stays plain."""
+    line, status = _backward(
+        "loss = F.cross_entropy(model(x).view(-1, 4), y.view(-1))\nloss.backward()"
+    )
+    assert line == "accel.backward(loss)"
+    assert status == "fixed"
+
+
+def test_a_collator_that_pads_with_minus_100_makes_a_token_mean() -> None:
+    source = (
+        "from transformers import DataCollatorForSeq2Seq\n"
+        + SETUP
+        + "collate = DataCollatorForSeq2Seq(tok)\n"
+        + "for x, y in loader:\n"
+        + "    loss = F.cross_entropy(model(x), y)\n"
+        + "    loss.backward()\n"
+    )
+    output = str(migrate_source(source, "train.py").output)
+    assert "accel.backward(loss, count=(y != -100).sum())" in output

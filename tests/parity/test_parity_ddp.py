@@ -7,13 +7,15 @@ must agree within 1e-5 relative error at every step and in the final parameters.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parallel_jobs
 
 from .harness import (
+    Run,
     max_parameter_error,
     migrate_to,
     relative_errors,
@@ -27,17 +29,68 @@ SCRIPTS = sorted((FIXTURES / "parity").glob("*.py"))
 FP32_TOLERANCE = 1e-5
 
 
-@pytest.fixture(scope="module", params=SCRIPTS, ids=lambda p: p.stem)
-def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    script: Path = request.param
-    workdir = tmp_path_factory.mktemp(script.stem)
+Runs = tuple[Run, Run, Run]
+
+
+def _runs(script: Path, workdir: Path, pool: ThreadPoolExecutor) -> Future[Runs]:
+    """The original and the migrated script at world 1 and 2, as one job: the
+    launches start together and the pool keeps the cores busy across scripts."""
     migrated = migrate_to(script, workdir)
-    original = run_original(script, workdir)
-    return (
-        original,
-        run_launched(migrated, workdir, 1),
-        run_launched(migrated, workdir, 2),
-    )
+    world2 = pool.submit(run_launched, migrated, workdir, 2)
+    world1 = pool.submit(run_launched, migrated, workdir, 1)
+    original = pool.submit(run_original, script, workdir)
+    done: Future[Runs] = Future()
+
+    def finish(_: Future) -> None:
+        if all(f.done() for f in (original, world1, world2)) and not done.done():
+            try:
+                done.set_result((original.result(), world1.result(), world2.result()))
+            except BaseException as exc:  # the case's own tests raise it
+                done.set_exception(exc)
+
+    for job in (original, world1, world2):
+        job.add_done_callback(finish)
+    return done
+
+
+@pytest.fixture(scope="module")
+def all_runs(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, Future[Runs]]:
+    """Every selected script's runs, started once for the module, a few jobs at
+    a time (``parallel_jobs``); each test waits for its own script's."""
+    names = _selected(request.session)
+    pool = ThreadPoolExecutor(max_workers=parallel_jobs())
+    request.addfinalizer(pool.shutdown)
+    return {
+        s.stem: _runs(s, tmp_path_factory.mktemp(s.stem), pool)
+        for s in SCRIPTS
+        if s.stem in names
+    }
+
+
+def _selected(session: pytest.Session) -> set[str]:
+    """The scripts whose tests were selected (``-k``); all when none was."""
+    chosen = {
+        item.callspec.params["script"].stem
+        for item in session.items
+        if isinstance(item, pytest.Function)
+        and item.module is not None
+        and item.module.__name__ == __name__
+        and hasattr(item, "callspec")
+        and isinstance(item.callspec.params.get("script"), Path)
+    }
+    return chosen or {s.stem for s in SCRIPTS}
+
+
+@pytest.fixture(params=SCRIPTS, ids=lambda p: p.stem)
+def script(request: pytest.FixtureRequest) -> Path:
+    return request.param
+
+
+@pytest.fixture
+def runs(script: Path, all_runs: dict[str, Future[Runs]]) -> Runs:
+    return all_runs[script.stem].result()
 
 
 def test_world_1_is_identical(runs) -> None:

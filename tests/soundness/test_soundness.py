@@ -55,6 +55,7 @@ EXPECTED: dict[str, str] = {
     "factory_model": "MATCH",
     "hogwild": "MATCH",
     "infogan_heads": "MATCH",
+    "labels_minus_100": "MATCH",
     "mingpt_sampler": "MATCH",
     "mnist_cnn": "FLAGGED",
     "model_list": "FLAGGED",

@@ -18,9 +18,13 @@ that asks (the backward rewrite, logged losses) gets the same answer:
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples
-of one length. (``cross_entropy``'s default ``ignore_index=-100`` is assumed to
-match no target.) Where nothing says otherwise a loss is a mean over samples,
-the default of every ``torch.nn`` loss.
+of one length. ``cross_entropy``'s default ``ignore_index=-100`` makes a
+token mean only in a file that can write -100 into targets (the literal, or a
+Hugging Face collator that pads labels with it); the count ``(y != -100).sum()``
+is exact either way. A loss the model computes itself (``outputs.loss``,
+``outputs["loss"]``) has an unknown reduction: Hugging Face models average over
+the label tokens that are not -100. Where nothing says otherwise a loss is a
+mean over samples, the default of every ``torch.nn`` loss.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain, variable_names
+from ..patterns import string_value
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
@@ -100,6 +105,17 @@ def loss_reduction(
     return LossReduction("token-mean", count=fact.count.deep_clone(), what=fact.what)
 
 
+def _computed_by_model(expr: cst.BaseExpression) -> Fact:
+    return Fact(
+        "unknown",
+        f"`{code(expr)}` is computed inside the model, from labels the analysis "
+        "does not see: a Hugging Face model averages it over the label tokens that "
+        "are not -100 (shifted by one in a causal LM), a count that differs between "
+        "the processes' shares. Pass that count as `count=` where the loss is "
+        "backpropagated, unless every sample has the same number of label tokens",
+    )
+
+
 def _unplaceable(fact: Fact) -> str:
     return (
         f"the loss is a mean over {fact.what}, and this process's count of them "
@@ -140,6 +156,8 @@ class _Reducer:
             return self._binary(expr, at, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, at, depth)
+        if isinstance(expr, cst.Subscript) and self._model_loss(expr):
+            return _computed_by_model(expr)
         return _ELEMENTS
 
     def _variable(
@@ -147,6 +165,8 @@ class _Reducer:
     ) -> Fact:
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
             return self.fact(expr.value, at, depth)
+        if self._model_loss(expr):
+            return _computed_by_model(expr)
         key = self.index.key(expr)
         if key is None:
             return _ELEMENTS
@@ -223,6 +243,28 @@ class _Reducer:
                 ):
                     return None
         return None
+
+    def _model_loss(self, expr: cst.BaseExpression) -> bool:
+        """``outputs.loss`` / ``outputs["loss"]`` of a call's result: a loss the
+        model computed in its forward, from labels the analysis does not see."""
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value != "loss":
+                return False
+            base = expr.value
+        elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            index = expr.slice[0].slice
+            if not (
+                isinstance(index, cst.Index) and string_value(index.value) == "loss"
+            ):
+                return False
+            base = expr.value
+        else:
+            return False
+        if isinstance(base, cst.Call):
+            return True
+        key = self.index.key(base) if isinstance(base, cst.Name) else None
+        values = self.index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(isinstance(v, cst.Call) for v in values)
 
     def _reads(self, value: cst.BaseExpression, key: Key) -> bool:
         return any(self.index.key(n) == key for n in variable_names(value))

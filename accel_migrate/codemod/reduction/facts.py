@@ -156,7 +156,12 @@ def _loss_call(
         )
     ignore = keywords.get("ignore_index")
     if ignore is None:
-        return Fact("mean")
+        if not writes_default_ignore(index):
+            return Fact("mean")
+        # Labels padded with -100 (Hugging Face's convention) are skipped by the
+        # default ignore_index: a mean over the other tokens, of a different count
+        # on each process. Counting them is exact also where none is -100.
+        ignore = cst.UnaryOperation(operator=cst.Minus(), expression=cst.Integer("100"))
     targets = [a.value for a in call.args if a.keyword is None][1:2] + [
         a.value for a in call.args if a.keyword and a.keyword.value == "target"
     ]
@@ -187,6 +192,36 @@ def _loss_call(
     # The names of the target are read at the call, those of ignore_index where
     # the criterion was built (usually a module-level constant).
     return Fact("token-mean", count=count, anchor=call, what=what)
+
+
+#: Names that pad labels with -100 (the default ``ignore_index``) where they are used.
+_DEFAULT_IGNORE_WRITERS = frozenset(
+    {
+        "DataCollatorForSeq2Seq",
+        "DataCollatorForLanguageModeling",
+        "DataCollatorForTokenClassification",
+        "DataCollatorWithFlattening",
+        "label_pad_token_id",
+    }
+)
+_MINUS_100 = m.UnaryOperation(operator=m.Minus(), expression=m.Integer("100"))
+
+
+def writes_default_ignore(index: ModuleIndex) -> bool:
+    """Can the file's targets hold -100, the default ``ignore_index`` of
+    ``cross_entropy``/``nll_loss``? It writes the literal, or uses a collator or
+    setting that pads labels with it."""
+    cached = getattr(index, "_writes_default_ignore", None)
+    if cached is None:
+        cached = bool(
+            m.findall(
+                index.module,
+                _MINUS_100
+                | m.Name(value=m.MatchIfTrue(_DEFAULT_IGNORE_WRITERS.__contains__)),
+            )
+        )
+        index._writes_default_ignore = cached  # type: ignore[attr-defined]
+    return cached
 
 
 def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> Fact:

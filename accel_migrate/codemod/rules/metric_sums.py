@@ -81,7 +81,8 @@ import libcst.matchers as m
 
 from ..analysis import Key, attr_chain, variable_names
 from ..patterns import counts_samples, string_value
-from ..rule import Rule
+from ..reduction.logged import logged_weight
+from ..rule import Rule, keyword_arg
 from .collected_outputs import defer_to_collected_outputs
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ class MetricSums(Rule):
         self._after: dict[cst.For, list[str]] = {}
         #: AugAssign (original node) -> "reduce" or "global_loss" for its increment.
         self._wrap: dict[cst.AugAssign, str] = {}
+        #: AugAssign (original node) -> the token count its global_loss is given.
+        self._counts: dict[cst.AugAssign, cst.BaseExpression] = {}
         #: Collected values (original nodes) -> "reduce", "global_loss" or
         #: "global_number" (a number from a function of this file).
         self._collect: dict[cst.BaseExpression, str] = {}
@@ -240,10 +243,26 @@ class MetricSums(Rule):
             )
         else:
             self._wrap[aug] = "global_loss"
+            weight = logged_weight(self.index, aug.value, aug)
+            if weight.problem:
+                self.report(
+                    aug,
+                    "needs-review",
+                    f"`{name}` adds batch-mean losses -> accel.global_loss(...) per "
+                    f"batch, weighted as means over samples, but {weight.problem}",
+                )
+                return
+            if weight.count is not None:
+                self._counts[aug] = weight.count
             self.report(
                 aug,
                 "fixed",
-                f"`{name}` adds batch-mean losses -> accel.global_loss(...) per batch",
+                f"`{name}` adds batch-mean losses -> accel.global_loss(...) per batch"
+                + (
+                    ", weighted by each process's count of tokens"
+                    if weight.count is not None
+                    else ""
+                ),
             )
 
     def _form(
@@ -912,18 +931,21 @@ class MetricSums(Rule):
             return updated_node
         value = updated_node.value
         if how == "global_loss":
-            value = self._global_loss(value)
+            value = self._global_loss(value, self._counts.get(original_node))
         elif how == "global_number":
             value = self._global_number(value)
         else:
             value = self.runtime_call("reduce", [cst.Arg(value=value)])
         return updated_node.with_changes(value=value)
 
-    def _global_loss(self, value: cst.BaseExpression) -> cst.BaseExpression:
+    def _global_loss(
+        self, value: cst.BaseExpression, count: cst.BaseExpression | None = None
+    ) -> cst.BaseExpression:
         """``x.item()`` -> ``accel.global_loss(x).item()``, ``float(x)`` ->
         ``float(accel.global_loss(x))``, ``a / n`` and ``a * 2`` -> the loss's side,
-        ``a + b`` -> both terms; other forms (tensors) wrapped whole.
-        ``global_loss`` takes a tensor, never a number."""
+        ``a + b`` -> both terms; other forms (tensors) wrapped whole (the walk of
+        ``reduction.logged.loss_leaves``). ``global_loss`` takes a tensor, never a
+        number. ``count``: the token count of the one loss wrapped."""
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, (cst.Add, cst.Subtract)):
                 return value.with_changes(  # the global loss of each term
@@ -933,17 +955,22 @@ class MetricSums(Rule):
             if isinstance(value.operator, cst.Divide) or m.findall(
                 value.left, m.Call()
             ):
-                return value.with_changes(left=self._global_loss(value.left))
-            return value.with_changes(right=self._global_loss(value.right))
+                return value.with_changes(left=self._global_loss(value.left, count))
+            return value.with_changes(right=self._global_loss(value.right, count))
+        weight = [keyword_arg("count", count.deep_clone())] if count is not None else []
         if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("item")), args=[])):
             func = value.func  # type: ignore[attr-defined]
-            inner = self.runtime_call("global_loss", [cst.Arg(value=func.value)])
+            inner = self.runtime_call(
+                "global_loss", [cst.Arg(value=func.value), *weight]
+            )
             return value.with_changes(func=func.with_changes(value=inner))  # type: ignore[attr-defined]
         if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
             arg = value.args[0]  # type: ignore[attr-defined]
-            inner = self.runtime_call("global_loss", [cst.Arg(value=arg.value)])
+            inner = self.runtime_call(
+                "global_loss", [cst.Arg(value=arg.value), *weight]
+            )
             return value.with_changes(args=[arg.with_changes(value=inner)])  # type: ignore[attr-defined]
-        return self.runtime_call("global_loss", [cst.Arg(value=value)])
+        return self.runtime_call("global_loss", [cst.Arg(value=value), *weight])
 
     def leave_For(
         self, original_node: cst.For, updated_node: cst.For

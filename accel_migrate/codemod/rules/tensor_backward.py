@@ -61,8 +61,12 @@ of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
 matching): each process computes it over its own share of the batch, which no
 weighting of the per-process losses turns back into the original's. A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
-is fine. A ``cross_entropy`` without ``ignore_index`` is taken as a mean over
-samples: targets equal to its default ``-100`` are not looked for.
+is fine. A ``cross_entropy`` without ``ignore_index`` is a mean over
+tokens, with the count ``(y != -100).sum()``, in a file that writes -100 into
+its targets or uses a Hugging Face collator that pads labels with it; elsewhere
+it is taken as a mean over samples. A loss the model computes itself
+(``outputs.loss``) is reported: Hugging Face models average it over the label
+tokens that are not -100, a count the analysis cannot see.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ from libcst.metadata import QualifiedNameSource
 from ..analysis import attr_chain
 from ..patterns import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
-from ..rule import Rule
+from ..rule import Rule, keyword_arg
 
 
 class TensorBackward(Rule):
@@ -209,10 +213,10 @@ class TensorBackward(Rule):
             )
         told = ""
         if reduction.kind == "sum":
-            args.append(_keyword("reduction", cst.SimpleString('"sum"')))
+            args.append(keyword_arg("reduction", cst.SimpleString('"sum"')))
             told = ', reduction="sum"'
         elif reduction.kind == "token-mean" and reduction.count is not None:
-            args.append(_keyword("count", reduction.count))
+            args.append(keyword_arg("count", reduction.count))
             told = ", count=..."
         message = f"{what}{told})"
         if concerns:
@@ -342,14 +346,3 @@ _AUTOGRAD_BACKWARD = frozenset(
     {"torch.autograd.backward", "torch.autograd.__init__.backward"}
 )
 _RPC_BACKWARD = frozenset({"torch.distributed.autograd.backward"})
-
-
-def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
-    return cst.Arg(
-        keyword=cst.Name(name),
-        value=value,
-        equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""),
-            whitespace_after=cst.SimpleWhitespace(""),
-        ),
-    )
