@@ -184,3 +184,30 @@ def test_a_collator_that_pads_with_minus_100_makes_a_token_mean() -> None:
     )
     output = str(migrate_source(source, "train.py").output)
     assert "accel.backward(loss, count=(y != -100).sum())" in output
+
+
+PACKED = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "from torch.nn.utils.rnn import pack_padded_sequence\n"
+    "from torch.utils.data import DataLoader\n"
+    "rnn = nn.LSTM(4, 4).cuda()\n"
+    "head = nn.Linear(4, 3).cuda()\n"
+    "opt = torch.optim.SGD(list(rnn.parameters()) + list(head.parameters()), lr=0.1)\n"
+    "loader = DataLoader(data, batch_size=4)\n"
+    "for x, y, lengths in loader:\n"
+    "    out, _ = rnn(pack_padded_sequence(x, lengths, enforce_sorted=False))\n"
+    "    rows = pack_padded_sequence(y, lengths, enforce_sorted=False).data\n"
+    "    loss = nn.functional.cross_entropy(head(out.data), rows)\n"
+    "    loss.backward()\n"
+)
+
+
+def test_a_loss_over_packed_sequences_is_a_mean_over_their_tokens() -> None:
+    result = migrate_source(PACKED, "train.py")
+    output = str(result.output)
+    assert "accel.backward(loss, count=rows.numel())" in output
+    # `out.data` of a PackedSequence is its rows, not a detached tensor: the
+    # forward reaches the backward and must keep its graph (AM021 leaves it).
+    assert "no_grad" not in output
+    assert not [f for f in result.findings if f.code == "AM021"]

@@ -58,6 +58,7 @@ EXPECTED: dict[str, str] = {
     "labels_minus_100": "MATCH",
     "mingpt_sampler": "MATCH",
     "mnist_cnn": "FLAGGED",
+    "packed_rnn": "MATCH",
     "model_list": "FLAGGED",
     "module_shadow": "MATCH",
     "predictions_csv": "MATCH",

@@ -10,6 +10,9 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   ``reduce=False``; ``ignore_index=`` of a mean makes it a mean over the
   targets that are not ignored (tokens), and so does a masked mean
   ``(l * mask).sum() / mask.sum()``;
+- a mean over packed sequences (``criterion(out.data, packed.data)``, where an
+  argument comes from ``pack_padded_sequence``/``pack_sequence``) is a mean over
+  their tokens, counted by ``target.numel()``;
 - explicit sums and means (``torch.sum(x)``, ``x.sum()``, ``.mean()``; over
   dimension 0 or all of them, not per-sample ones like ``.sum(1)``);
 - how terms combine: ``a + b``, times or over a constant, a sum over the

@@ -147,7 +147,7 @@ def _loss_call(
     if reduction not in ("mean", "batchmean"):
         return Fact("unknown", f"`{spelled}` has reduction={reduction!r}")
     if name not in _IGNORING:
-        return Fact("mean")
+        return _packed_mean(index, call, spelled) or Fact("mean")
     if "weight" in keywords and not m.matches(keywords["weight"], m.Name("None")):
         return Fact(
             "unknown",
@@ -157,14 +157,12 @@ def _loss_call(
     ignore = keywords.get("ignore_index")
     if ignore is None:
         if not writes_default_ignore(index):
-            return Fact("mean")
+            return _packed_mean(index, call, spelled) or Fact("mean")
         # Labels padded with -100 (Hugging Face's convention) are skipped by the
         # default ignore_index: a mean over the other tokens, of a different count
         # on each process. Counting them is exact also where none is -100.
         ignore = cst.UnaryOperation(operator=cst.Minus(), expression=cst.Integer("100"))
-    targets = [a.value for a in call.args if a.keyword is None][1:2] + [
-        a.value for a in call.args if a.keyword and a.keyword.value == "target"
-    ]
+    targets = _targets(call)
     what = f"the targets that are not `ignore_index` ({code(ignore)}) of `{spelled}`"
     if (
         len(targets) != 1
@@ -192,6 +190,71 @@ def _loss_call(
     # The names of the target are read at the call, those of ignore_index where
     # the criterion was built (usually a module-level constant).
     return Fact("token-mean", count=count, anchor=call, what=what)
+
+
+def _targets(call: cst.Call) -> list[cst.BaseExpression]:
+    """The target argument of a loss call (the second positional or ``target=``)."""
+    return [a.value for a in call.args if a.keyword is None][1:2] + [
+        a.value for a in call.args if a.keyword and a.keyword.value == "target"
+    ]
+
+
+_PACKERS = frozenset(
+    {
+        "torch.nn.utils.rnn.pack_padded_sequence",
+        "torch.nn.utils.rnn.pack_sequence",
+    }
+)
+
+
+def _packed_mean(index: ModuleIndex, call: cst.Call, spelled: str) -> Fact | None:
+    """A mean over packed sequences (``criterion(out.data, packed_targets.data)``):
+    over the tokens of the batch, whose number is each process's own. Every row
+    of the target is counted, so ``target.numel()`` weighs it exactly (for
+    class-probability targets it is proportional, which is enough)."""
+    inputs = [a.value for a in call.args if a.keyword is None][:1] + [
+        a.value for a in call.args if a.keyword and a.keyword.value == "input"
+    ]
+    targets = _targets(call)
+    if not any(packed_sequence(index, e, 0) for e in inputs + targets):
+        return None
+    what = f"the tokens of the packed sequences of `{spelled}`"
+    if len(targets) != 1 or not pure(targets[0]):
+        return Fact("token-mean", what=what)
+    target = targets[0]
+    if not isinstance(target, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    count = cst.Call(func=cst.Attribute(value=target, attr=cst.Name("numel")))
+    return Fact("token-mean", count=count, anchor=call, what=what)
+
+
+def packed_sequence(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
+) -> bool:
+    """Is ``expr`` the data of a PackedSequence (``pack_padded_sequence(...).data``,
+    ``[0]`` of one, a variable set to one, a layer applied to one)?"""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.Call):
+        if index.qualnames(expr.func) & _PACKERS:
+            return True
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_VALUE:
+            return packed_sequence(index, expr.func.value, depth + 1)
+        # `head(out.data)`, `lstm(packed, hidden)`: a layer of packed rows (its
+        # first argument) gives packed rows.
+        first = [a.value for a in expr.args if a.keyword is None][:1]
+        return bool(first) and packed_sequence(index, first[0], depth + 1)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        return packed_sequence(index, expr.value, depth + 1)
+    if isinstance(expr, cst.Subscript):
+        return packed_sequence(index, expr.value, depth + 1)
+    if isinstance(expr, cst.Name):
+        key = index.key(expr)
+        values = index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(
+            v is not None and packed_sequence(index, v, depth + 1) for v in values
+        )
+    return False
 
 
 #: Names that pad labels with -100 (the default ``ignore_index``) where they are used.

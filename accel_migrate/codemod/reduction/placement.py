@@ -37,6 +37,7 @@ _PURE = frozenset(
         "sum",
         "detach",
         "clone",
+        "numel",
     }
 )
 

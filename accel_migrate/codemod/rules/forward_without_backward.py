@@ -4,7 +4,8 @@
 In a loop that runs a backward, a statement that calls a prepared model (AM004)
 and whose results never reach a backward is put under ``torch.no_grad()``. A
 result never reaches a backward when every use of the variables it sets is
-detached: ``.detach()``, ``.item()``, ``.data``, ``.tolist()``, ``.shape``, a
+detached: ``.detach()``, ``.item()``, ``.data`` (not of a PackedSequence,
+whose ``.data`` is its rows), ``.tolist()``, ``.shape``, a
 comparison, a ``print``, an ``if`` test, or another variable set from it that is
 itself only used so. A discarded result (``_``) has no use at all.
 
@@ -48,6 +49,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
+from ..reduction.facts import packed_sequence
 from ..rule import Rule
 from .prepare_model import SAME_OBJECT
 
@@ -133,7 +135,9 @@ class ForwardWithoutBackward(Rule):
         for call in m.findall(assign.value, m.Call()):
             assert isinstance(call, cst.Call)
             if self.index.holds_tagged(call.func, self.models):
-                return call
+                # Fed a PackedSequence, the model returns one, whose `.data` is
+                # its rows (a field), not a detached tensor.
+                return None if packed_sequence(self.index, call) else call
         return None
 
     def _dead(self, key: Key, seen: set[Key], depth: int) -> bool:

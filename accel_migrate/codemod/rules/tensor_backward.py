@@ -61,7 +61,8 @@ of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
 matching): each process computes it over its own share of the batch, which no
 weighting of the per-process losses turns back into the original's. A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
-is fine. A ``cross_entropy`` without ``ignore_index`` is a mean over
+is fine. A loss over packed sequences (an argument from ``pack_padded_sequence``) gets
+``count=target.numel()``. A ``cross_entropy`` without ``ignore_index`` is a mean over
 tokens, with the count ``(y != -100).sum()``, in a file that writes -100 into
 its targets or uses a Hugging Face collator that pads labels with it; elsewhere
 it is taken as a mean over samples. A loss the model computes itself
