@@ -159,6 +159,7 @@ def run_launch(
                 "activation_checkpointing": (
                     True if options.get("activation_checkpointing") else None
                 ),
+                "zero_stage": options.get("zero_stage"),
             }
         )
         module = bool(options.get("module"))
