@@ -5,7 +5,8 @@ optional extra (``pip install "accel-migrate[deepspeed]"``) and is skipped,
 with that reason, where DeepSpeed is not installed. It starts ONE torchrun
 launch (world 2) that trains ZeRO stages 1, 2, 3 in fp32 and stage 2 in bf16
 (tests/runtime/scripts/deepspeed_zero.py), each against the single-process
-original, and resumes stage 3 from a state saved at step 2.
+original (4 optimizer steps of 2 accumulated micro-batches each, Adam, StepLR,
+clipping), and resumes stage 3 from a state saved at step 2.
 
 Tolerances (docs/runtime.md, "DeepSpeed ZeRO"): fp32 relative 1e-5 for the
 first two steps, then a band of 1e-2 (Adam divides by the root of a second
@@ -31,7 +32,10 @@ from accel_migrate.runtime.config import ConfigError, RuntimeConfig, load_config
 from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.precision import PrecisionUnavailableError, precision_class
 from accel_migrate.runtime.strategies import strategy_class
-from accel_migrate.runtime.strategies.deepspeed_zero import deepspeed_config
+from accel_migrate.runtime.strategies.deepspeed_zero import (
+    check_launch,
+    deepspeed_config,
+)
 
 SCRIPT = Path(__file__).parent / "scripts" / "deepspeed_zero.py"
 HAVE_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -83,6 +87,31 @@ def test_a_missing_deepspeed_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
     config = RuntimeConfig(strategy="deepspeed", sources=(("strategy", "--strategy"),))
     with pytest.raises(ConfigError, match=r'pip install "accel-migrate\[deepspeed\]"'):
         strategy_class("deepspeed").check(env, config)
+
+
+def test_the_launcher_refuses_before_starting_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One line from ``accel-migrate launch`` (exit 2), not a traceback per rank."""
+    real = importlib.util.find_spec
+    present = {"deepspeed": HAVE_DEEPSPEED}
+
+    def find_spec(name: str, *args: Any) -> Any:
+        if name == "deepspeed":
+            return real("json") if present["deepspeed"] else None
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    present["deepspeed"] = False
+    with pytest.raises(ConfigError, match=r"needs DeepSpeed: pip install"):
+        check_launch(RuntimeConfig(strategy="deepspeed"))
+    present["deepspeed"] = True
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(
+        ConfigError, match="fp16' under --strategy deepspeed needs a CUDA"
+    ):
+        check_launch(RuntimeConfig(strategy="deepspeed", precision="fp16"))
+    check_launch(RuntimeConfig(strategy="deepspeed", precision="bf16"))
 
 
 @pytest.mark.skipif(
@@ -160,6 +189,10 @@ def test_zero_trains_like_the_original(
     result = results[(stage, precision)]
     plain, got = result["plain"], result["runtime"]
     assert got["engine"] == "DeepSpeedEngine"
+    assert got["zero_stage"] == stage
+    assert got["zero_optimizer"] == (
+        "DeepSpeedZeroOptimizer_Stage3" if stage == 3 else "DeepSpeedZeroOptimizer"
+    )
     losses = _relative(got["losses"], plain["losses"])
     norms = _relative(got["norms"], plain["norms"])
     assert len(losses) == 4

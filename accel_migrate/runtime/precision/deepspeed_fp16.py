@@ -21,8 +21,11 @@ class DeepSpeedFP16Precision(Precision):
     def __init__(self, device: torch.device, comm: Collectives | None = None) -> None:
         super().__init__(device, comm)
         if device.type != "cuda":
-            raise PrecisionUnavailableError(
-                f"precision 'fp16' under --strategy deepspeed needs a CUDA GPU: "
-                f"DeepSpeed's fp16 mode does not run on {device.type}; use --precision "
-                "bf16 or fp32"
-            )
+            raise PrecisionUnavailableError(fp16_refusal(device.type))
+
+
+def fp16_refusal(device_type: str) -> str:
+    return (
+        f"precision 'fp16' under --strategy deepspeed needs a CUDA GPU: DeepSpeed's "
+        f"fp16 mode does not run on {device_type}; use --precision bf16 or fp32"
+    )

@@ -74,6 +74,15 @@ def deepspeed_config(
     return config
 
 
+def check_launch(config: RuntimeConfig) -> None:
+    """What ``accel-migrate launch`` refuses before it starts any process."""
+    DeepSpeedStrategy.check(DistEnv(launched=True), config)
+    if config.precision == "fp16" and not torch.cuda.is_available():
+        from ..precision.deepspeed_fp16 import fp16_refusal
+
+        raise ConfigError(fp16_refusal("cpu"))
+
+
 class DeepSpeedStrategy(Strategy):
     name = "deepspeed"
     wraps_optimizer = True

@@ -1,8 +1,8 @@
 """ZeRO stages 1-3 (fp32) and stage 2 (bf16) in one torchrun launch.
 
 For each configuration the runtime is rebuilt (a new DeepSpeed engine over the
-same process group), a small MLP trains 4 steps with Adam, a StepLR scheduler
-and ``accel.clip_grad_norm_``, and the same run is done in plain PyTorch on the
+same process group), a small MLP trains 4 steps of 2 accumulated micro-batches
+with Adam, a StepLR scheduler and ``accel.clip_grad_norm_``, and the same run is done in plain PyTorch on the
 whole global batch (the single-process original, computed on every rank). Stage 3
 also saves its state after step 2, and a second engine resumes from it. Rank 0
 prints one JSON line per configuration; tests/runtime/test_deepspeed.py checks it.
@@ -25,6 +25,8 @@ from accel_migrate.runtime.config import load_config
 from accel_migrate.runtime.env import DistEnv
 
 STEPS = 4
+#: Micro-batches per optimizer step: the script's loop accumulates gradients.
+ACCUMULATE = 2
 SAVE_AT = 2
 
 
@@ -41,7 +43,7 @@ def data() -> torch.utils.data.DataLoader:
     x = torch.randn(STEPS * 8, 6, generator=generator)
     y = torch.randint(0, 3, (STEPS * 8,), generator=generator)
     return torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(x, y), batch_size=8
+        torch.utils.data.TensorDataset(x, y), batch_size=8 // ACCUMULATE
     )
 
 
@@ -52,17 +54,20 @@ def plain(precision: str) -> dict[str, object]:
         if precision == "bf16"
         else nullcontext()
     )
-    losses, norms = [], []
-    for x, y in data():
-        optimizer.zero_grad()
+    losses, norms, running = [], [], 0.0
+    for i, (x, y) in enumerate(data()):
         with autocast:
             out = model(x)
-        loss = nn.functional.cross_entropy(out, y)
+        loss = nn.functional.cross_entropy(out, y) / ACCUMULATE
         loss.backward()
-        norms.append(nn.utils.clip_grad_norm_(model.parameters(), 0.5).item())
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
+        running += loss.item()
+        if (i + 1) % ACCUMULATE == 0:
+            norms.append(nn.utils.clip_grad_norm_(model.parameters(), 0.5).item())
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(running)
+            running = 0.0
     state = {k: v.tolist() for k, v in model.state_dict().items()}
     exp_avg = [optimizer.state[p]["exp_avg"].tolist() for p in model.parameters()]
     return {"losses": losses, "norms": norms, "state": state, "exp_avg": exp_avg}
@@ -82,17 +87,21 @@ def runtime_run(
     start = 0
     if resume:
         start = accel.load_state(folder, scheduler).step
-    losses, norms = [], []
-    for step, (x, y) in enumerate(loader, start=start):
-        optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(model(x), y)
+    losses, norms, running = [], [], 0.0
+    for i, (x, y) in enumerate(loader, start=start):
+        loss = nn.functional.cross_entropy(model(x), y) / ACCUMULATE
         accel.backward(loss)
-        norms.append(accel.clip_grad_norm_(model.parameters(), 0.5).item())
-        optimizer.step()
-        scheduler.step()
-        losses.append(accel.global_loss(loss).item())
-        if folder is not None and not resume and step + 1 == SAVE_AT:
-            accel.save_state(folder, scheduler)
+        running += accel.global_loss(loss).item()
+        if (i + 1) % ACCUMULATE == 0:
+            norms.append(accel.clip_grad_norm_(model.parameters(), 0.5).item())
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(running)
+            running = 0.0
+            if folder is not None and not resume and i + 1 == SAVE_AT * ACCUMULATE:
+                accel.save_state(folder, scheduler)
+    engine = _state.get_runtime().strategy.engine
     state = {k: v.tolist() for k, v in accel.state_dict(model).items()}
     full = optimizer.state_dict()
     exp_avg = [full["state"][i]["exp_avg"].tolist() for i in sorted(full["state"])]
@@ -102,7 +111,9 @@ def runtime_run(
         "state": state,
         "exp_avg": exp_avg,
         "lr": optimizer.param_groups[0]["lr"],
-        "engine": type(_state.get_runtime().strategy.engine).__name__,
+        "engine": type(engine).__name__,
+        "zero_stage": int(engine.zero_optimization_stage()),
+        "zero_optimizer": type(engine.optimizer).__name__,
     }
 
 
