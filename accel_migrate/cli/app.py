@@ -501,7 +501,9 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
     help="Optimizer steps to compare.",
 )
 @click.option(
-    "--strategy", type=click.Choice(["auto", "single", "ddp", "fsdp"]), default=None
+    "--strategy",
+    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed"]),
+    default=None,
 )
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None)
 @click.option(

@@ -231,3 +231,26 @@ def test_zero3_resumes_from_a_saved_state(results: dict[tuple[int, str], Any]) -
         rtol=1e-5,
         atol=1e-6,
     )
+
+
+def test_verify_applies_the_deepspeed_band_after_the_exact_steps() -> None:
+    from accel_migrate.verify.compare import BANDS, compare
+
+    def record(losses: list[float]) -> dict[str, Any]:
+        return {
+            "losses": losses,
+            "loss_steps": list(range(len(losses))),
+            "steps": len(losses),
+            "parameters": [{"numel": 2, "sum": 1.0, "sumsq": 0.5}],
+            "facts": {"batchnorm_training": False, "dropout_training": False},
+        }
+
+    band = BANDS[("deepspeed", "fp32")]
+    assert band == (EXACT_STEPS, FP32_BAND)  # the test's numbers are verify's
+    original = record([1.0, 0.5, 0.4, 0.3])
+    drifted = record([1.0, 0.5, 0.4 * (1 + 5e-3), 0.3])
+    assert compare(original, drifted, 1e-5, 2, band).agrees
+    assert not compare(original, drifted, 1e-5, 2).agrees  # ddp's: exact throughout
+    early = record([1.0, 0.5 * (1 + 5e-3), 0.4, 0.3])
+    verdict = compare(original, early, 1e-5, 2, band)
+    assert not verdict.agrees and verdict.first_divergence.step == 1

@@ -103,6 +103,14 @@ class Strategy:
     def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         return None
 
+    def full_parameters(
+        self, optimizer: torch.optim.Optimizer
+    ) -> list[torch.Tensor] | None:
+        """The full values of ``optimizer``'s parameters as the script built it,
+        where its ``param_groups`` now hold something else (an engine's
+        partitions); None: read ``param_groups``. A collective where not None."""
+        return None
+
     def clip_grad_norm_(
         self,
         parameters: Iterable[torch.Tensor],

@@ -314,6 +314,24 @@ class DeepSpeedStrategy(Strategy):
                 _set_full(param, value, None, safe_set_full_fp32_param)
         return result
 
+    def full_parameters(
+        self, optimizer: torch.optim.Optimizer
+    ) -> list[torch.Tensor] | None:
+        if self.engine is None or optimizer is not self._optimizer:
+            return None
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        values = []
+        with self._gathered():
+            for params in self._groups:
+                for param in params:
+                    master = (
+                        safe_get_full_fp32_param(param) if param.requires_grad else None
+                    )
+                    value = param if master is None else master
+                    values.append(value.detach().clone().reshape(_shape(param)))
+        return values
+
     def _inner(self) -> torch.optim.Optimizer:
         return self.engine.optimizer.optimizer
 
