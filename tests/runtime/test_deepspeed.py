@@ -160,12 +160,20 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, str], A
         cwd=tmp_path_factory.mktemp("deepspeed"),
     )
     assert launched.returncode == 0, launched.stdout[-4000:] + launched.stderr[-4000:]
-    found = {}
+    found: dict[Any, Any] = {}
     for line in launched.stdout.splitlines():
         if line.startswith("{"):
             result = json.loads(line)
-            found[(result["stage"], result["precision"])] = result
-    assert sorted(found) == sorted(CONFIGURATIONS), launched.stdout[-4000:]
+            key = (
+                (result["stage"], result["precision"]) if "stage" in result else "extra"
+            )
+            found[key] = result
+    extra = found.pop("extra", None)
+    assert extra is not None, launched.stdout[-4000:]
+    found["second_model"] = extra["second_model"]
+    assert sorted(k for k in found if k != "second_model") == sorted(
+        CONFIGURATIONS
+    ), launched.stdout[-4000:]
     return found
 
 
@@ -254,3 +262,13 @@ def test_verify_applies_the_deepspeed_band_after_the_exact_steps() -> None:
     early = record([1.0, 0.5 * (1 + 5e-3), 0.4, 0.3])
     verdict = compare(original, early, 1e-5, 2, band)
     assert not verdict.agrees and verdict.first_divergence.step == 1
+
+
+@pytest.mark.multiprocess
+def test_a_second_trained_model_is_refused_in_one_line(
+    results: dict[Any, Any],
+) -> None:
+    message = results["second_model"]
+    assert message is not None, "a second engine was built"
+    assert "--strategy deepspeed trains one prepared model" in message
+    assert "\n" not in message

@@ -140,6 +140,17 @@ def main() -> None:
                 stage, precision, f"{shared}/s{stage}", True
             )
         accel.print(json.dumps(result))
+    # Under the last runtime: a second trained model is refused in one line
+    # (before any engine is built, so nothing waits in a collective).
+    second = accel.prepare_model(nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(second.parameters(), lr=0.1)  # alive at forward
+    try:
+        second(torch.zeros(1, 2))
+        refused = None
+    except RuntimeError as exc:
+        refused = str(exc)
+    del optimizer
+    accel.print(json.dumps({"second_model": refused}))
 
 
 main()
