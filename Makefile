@@ -7,9 +7,15 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint format bench docs clean
+.PHONY: setup setup-deepspeed demo test lint format bench docs clean
 
 setup: $(STAMP)
+
+# The optional DeepSpeed extra, for the ZeRO tests (tests/runtime/test_deepspeed.py
+# skips without it). Not part of `setup`: building its sdist took about 60 s in a
+# fresh venv, which CI's time budget has no room for. DS_BUILD_OPS=0: no kernels.
+setup-deepspeed: setup
+	DS_BUILD_OPS=0 $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,deepspeed]'
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)

@@ -281,7 +281,7 @@ def _command_like(first: str) -> str | None:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["auto", "single", "ddp", "fsdp"]),
+    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed"]),
     default=None,
     help="Default: [tool.accel-migrate] in pyproject.toml, else auto (ddp for >1 process).",
 )
@@ -332,6 +332,12 @@ def _command_like(first: str) -> str | None:
     is_flag=True,
     default=False,
     help="FSDP recomputes each block's activations in backward instead of keeping them.",
+)
+@click.option(
+    "--zero-stage",
+    type=click.Choice(["1", "2", "3"]),
+    default=None,
+    help="DeepSpeed ZeRO stage (--strategy deepspeed; default 2): 1 shards optimizer state, 2 also gradients, 3 also parameters.",
 )
 @click.option(
     "--nnodes",
@@ -495,7 +501,9 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
     help="Optimizer steps to compare.",
 )
 @click.option(
-    "--strategy", type=click.Choice(["auto", "single", "ddp", "fsdp"]), default=None
+    "--strategy",
+    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed"]),
+    default=None,
 )
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None)
 @click.option(

@@ -53,6 +53,11 @@ def _check(config: RuntimeConfig, processes: int, nnodes: str) -> None:
             f"strategy 'single' (from {config.source_of('strategy')}) runs one process, "
             f"but --nproc {processes} --nnodes {nnodes} asks for more; use ddp, fsdp or auto"
         )
+    if config.strategy == "deepspeed":
+        # Here, not in every worker's traceback: DeepSpeed missing, fp16 on the CPU.
+        from ..runtime.strategies.deepspeed_zero import check_launch
+
+        check_launch(config)
 
 
 def torchrun_arguments(
@@ -159,6 +164,7 @@ def run_launch(
                 "activation_checkpointing": (
                     True if options.get("activation_checkpointing") else None
                 ),
+                "zero_stage": options.get("zero_stage"),
             }
         )
         module = bool(options.get("module"))

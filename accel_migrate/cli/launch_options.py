@@ -30,6 +30,7 @@ KNOWN_OPTIONS = (
     "--fsdp-min-params",
     "--no-reshard-after-forward",
     "--activation-checkpointing",
+    "--zero-stage",
     "--nnodes",
     "--node-rank",
     "--node_rank",

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from ..codemod import MigrationError, MigrationResult, migrate_source
 from ..runtime.config import ConfigError, load_config
-from ..verify.compare import TOLERANCES, Verdict, compare
+from ..verify.compare import BANDS, TOLERANCES, Verdict, compare
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -83,6 +83,9 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
         )
         return EXIT_USAGE
     tolerance = options["tolerance"] or TOLERANCES[config.precision]
+    band = (
+        None if options["tolerance"] else BANDS.get((config.strategy, config.precision))
+    )
     env = _environment(path.resolve())
     steps = str(options["steps"])
     with tempfile.TemporaryDirectory(prefix="accel-migrate-verify-") as folder:
@@ -152,7 +155,7 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
                     _crash_report(path, migration, failure)
                 )
             return EXIT_FAILED
-    verdict = compare(original, result, tolerance, options["nproc"])
+    verdict = compare(original, result, tolerance, options["nproc"], band)
     _print_verdict(verdict, Console(highlight=False, markup=False, emoji=False))
     if options["report"]:
         Path(options["report"]).write_text(
@@ -173,7 +176,7 @@ def _number(value: float | None) -> str:
 
 def _print_verdict(verdict: Verdict, console: Console) -> None:
     table = Table(
-        title=f"losses: original (1 process) vs migrated; tolerance {verdict.tolerance:g}",
+        title=f"losses: original (1 process) vs migrated; tolerance {verdict.tolerance_text}",
         title_justify="left",
     )
     for column in ("#", "step", "original", "migrated", "relative error"):
@@ -182,7 +185,7 @@ def _print_verdict(verdict: Verdict, console: Console) -> None:
         style = (
             "bold red"
             if row is verdict.first_divergence
-            else ("red" if row.error > verdict.tolerance else "")
+            else ("red" if row.error > verdict.limit(row) else "")
         )
         error = "-" if math.isinf(row.error) else f"{row.error:.1e}"
         table.add_row(
@@ -208,7 +211,7 @@ def summary(verdict: Verdict) -> str:
         return (
             f"PASS: {len(verdict.rows)} losses over {verdict.original_steps} steps agree "
             f"(worst relative error {verdict.worst_error:.1e}, parameters {verdict.parameter_error:.1e}, "
-            f"tolerance {verdict.tolerance:g})"
+            f"tolerance {verdict.tolerance_text})"
         )
     if verdict.first_divergence is not None:
         row = verdict.first_divergence
@@ -218,7 +221,7 @@ def summary(verdict: Verdict) -> str:
         )
     return (
         f"FAIL: steps {verdict.original_steps} vs {verdict.migrated_steps}, "
-        f"parameter error {verdict.parameter_error:.1e} (tolerance {verdict.tolerance:g})"
+        f"parameter error {verdict.parameter_error:.1e} (tolerance {verdict.parameter_tolerance:g})"
     )
 
 

@@ -175,12 +175,12 @@ def backward(
     if weight != 1.0:
         losses = [tensor * weight for tensor in losses]
     scaled = [runtime.precision.scale_loss(tensor) for tensor in losses]
-    torch.autograd.backward(
+    runtime.strategy.backward(
         scaled[0] if isinstance(loss, torch.Tensor) else scaled,
         gradient,
         retain_graph,
         create_graph,
-        inputs=inputs,
+        inputs,
     )
     runtime.after_backward()
     runtime.check_first_backward()
@@ -335,7 +335,8 @@ def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
     ):
         # Every rank raises, so none waits for the others in a later collective.
         raise RuntimeError(
-            "accel.save(model, ...) of a whole model is not supported under FSDP: its "
+            "accel.save(model, ...) of a whole model is not supported under FSDP or "
+            "ZeRO stage 3: its "
             "parameters are split across processes. Save accel.state_dict(model) and "
             "load it into a new model instead"
         )

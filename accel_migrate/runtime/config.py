@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-StrategyName = Literal["auto", "single", "ddp", "fsdp"]
+StrategyName = Literal["auto", "single", "ddp", "fsdp", "deepspeed"]
 PrecisionName = Literal["fp32", "bf16", "fp16"]
 BatchMode = Literal["global", "per-device"]
 #: FSDP units: one per repeated block plus the root ("blocks"), or the root only.
@@ -23,6 +23,8 @@ STRATEGIES: tuple[str, ...] = get_args(StrategyName)
 PRECISIONS: tuple[str, ...] = get_args(PrecisionName)
 BATCH_MODES: tuple[str, ...] = get_args(BatchMode)
 FSDP_WRAPS: tuple[str, ...] = get_args(FsdpWrap)
+#: DeepSpeed ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters.
+ZERO_STAGES: tuple[int, ...] = (1, 2, 3)
 
 ENV_PREFIX = "ACCEL_MIGRATE_"
 
@@ -56,6 +58,8 @@ class RuntimeConfig:
     #: Under FSDP: recompute each block's activations in backward instead of
     #: keeping them.
     activation_checkpointing: bool = False
+    #: Under ``--strategy deepspeed``: the ZeRO stage (see ``strategies/deepspeed.py``).
+    zero_stage: int = 2
     #: Where each setting came from, for error messages ("--strategy", "pyproject.toml", ...).
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -144,6 +148,16 @@ def _validated(key: str, value: object, source: str) -> object:
                 f"fsdp-min-params={value!r} from {source} is not a whole number >= 0"
             )
         return count
+    if key == "zero_stage":
+        try:
+            stage = int(str(value).strip())
+        except ValueError:
+            stage = -1
+        if isinstance(value, bool) or stage not in ZERO_STAGES:
+            raise ConfigError(
+                f"zero-stage={value!r} from {source} is not one of: 1, 2, 3"
+            )
+        return stage
     if key in _BOOLEANS:
         if isinstance(value, bool):
             return value
@@ -230,4 +244,5 @@ def config_environment(config: RuntimeConfig) -> dict[str, str]:
         env_name("activation_checkpointing"): (
             "1" if config.activation_checkpointing else "0"
         ),
+        env_name("zero_stage"): str(config.zero_stage),
     }

@@ -207,6 +207,11 @@ def guard_first_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None
 
 
 def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
+    if runtime.strategy.wraps_optimizer:
+        # Its parameters are the engine's partitions now; the strategy checked
+        # them against the model's before building the engine (the same answer
+        # on every rank, so no rank waits in _agree).
+        return
     prepared = prepared_parameters(runtime)
     stray = []
     seen: set[int] = set()

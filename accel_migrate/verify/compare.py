@@ -8,6 +8,9 @@ from typing import Any
 
 #: Default relative tolerance per precision (docs/runtime.md#precision-and-tolerances).
 TOLERANCES = {"fp32": 1e-5, "bf16": 5e-2, "fp16": 1e-2}
+#: Per strategy (docs/runtime.md#deepspeed-zero): (strategy, precision) -> (the
+#: first steps held to the precision's tolerance, the band allowed after them).
+BANDS: dict[tuple[str, str], tuple[int, float]] = {("deepspeed", "fp32"): (2, 1e-2)}
 
 
 @dataclass(frozen=True)
@@ -39,13 +42,30 @@ class Verdict:
     parameter_error: float
     first_divergence: Row | None
     causes: tuple[str, ...]
+    #: (steps held to ``tolerance``, the tolerance after them and for parameters).
+    band: tuple[int, float] | None = None
+
+    def limit(self, row: Row) -> float:
+        if self.band is None or row.index < self.band[0]:
+            return self.tolerance
+        return self.band[1]
+
+    @property
+    def parameter_tolerance(self) -> float:
+        return self.tolerance if self.band is None else self.band[1]
+
+    @property
+    def tolerance_text(self) -> str:
+        if self.band is None:
+            return f"{self.tolerance:g}"
+        return f"{self.tolerance:g} for {self.band[0]} steps, then {self.band[1]:g}"
 
     @property
     def agrees(self) -> bool:
         return (
             self.first_divergence is None
             and self.original_steps == self.migrated_steps
-            and self.parameter_error <= self.tolerance
+            and self.parameter_error <= self.parameter_tolerance
             and bool(self.rows)
         )
 
@@ -77,6 +97,7 @@ def compare(
     migrated: dict[str, Any],
     tolerance: float,
     world_size: int,
+    band: tuple[int, float] | None = None,
 ) -> Verdict:
     a, b = original["losses"], migrated["losses"]
     steps = original["loss_steps"] + migrated["loss_steps"][len(a) :]
@@ -89,7 +110,6 @@ def compare(
         )
         for i in range(max(len(a), len(b)))
     )
-    first = next((row for row in rows if row.error > tolerance), None)
     verdict = Verdict(
         rows=rows,
         tolerance=tolerance,
@@ -98,9 +118,12 @@ def compare(
         parameter_error=_parameter_error(
             original["parameters"], migrated["parameters"]
         ),
-        first_divergence=first,
+        first_divergence=None,
         causes=(),
+        band=band,
     )
+    first = next((row for row in rows if row.error > verdict.limit(row)), None)
+    verdict = Verdict(**{**verdict.__dict__, "first_divergence": first})
     if verdict.agrees:
         return verdict
     return Verdict(
@@ -152,7 +175,7 @@ def likely_causes(
             f"losses drift apart from step {first.step}: numerical precision, or a "
             f"nondeterministic operation"
         )
-    if not causes and verdict.parameter_error > verdict.tolerance:
+    if not causes and verdict.parameter_error > verdict.parameter_tolerance:
         causes.append(
             "the losses agree but the final parameters do not: an update the loss does not show"
         )

@@ -58,9 +58,21 @@ class Recorder:
     # -- results -----------------------------------------------------------------------
     def parameters(self) -> list[dict[str, Any]]:
         """Per parameter, in optimizer order: numel, sum and sum of squares (fp64)."""
+        # Run as a script: the runtime is there only if the migrated copy loaded it.
+        state = sys.modules.get("accel_migrate.runtime._state")
+        runtime = state.peek_runtime() if state is not None else None
         checksums = []
         for optimizer in self.optimizers:
-            for group in optimizer.param_groups:
+            # Under DeepSpeed param_groups hold the engine's flat partitions.
+            engine_view = (
+                runtime.strategy.full_parameters(optimizer) if runtime else None
+            )
+            groups = (
+                [{"params": engine_view}]
+                if engine_view is not None
+                else optimizer.param_groups
+            )
+            for group in groups:
                 for param in group["params"]:
                     full = param.detach()
                     if hasattr(

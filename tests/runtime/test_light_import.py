@@ -21,6 +21,7 @@ HEAVY = (
     "libcst",
     "click",
     "rich",
+    "deepspeed",  # the optional extra: imported when its strategy prepares a model
 )
 
 

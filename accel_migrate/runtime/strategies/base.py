@@ -30,6 +30,10 @@ class Strategy:
     #: Whether ``accel.save_state`` writes each rank's shards (DCP) instead of
     #: gathering full state dicts to rank 0: the state is DTensors.
     sharded_checkpoint: ClassVar[bool] = False
+    #: Whether an engine of the strategy replaces a prepared optimizer's parameters
+    #: with its own (DeepSpeed's flat partitions): the first-step guard, which
+    #: compares them with the models' parameters, is then checked by the strategy.
+    wraps_optimizer: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -82,8 +86,29 @@ class Strategy:
         """Skip the gradient exchange of the backward passes run inside."""
         yield
 
+    def backward(
+        self,
+        tensors: torch.Tensor | list[torch.Tensor],
+        gradient: Any,
+        retain_graph: bool | None,
+        create_graph: bool,
+        inputs: Any,
+    ) -> None:
+        """Run the backward pass of ``accel.backward`` (already weighted and scaled)."""
+        torch.autograd.backward(
+            tensors, gradient, retain_graph, create_graph, inputs=inputs
+        )
+
     # -- optimizers -----------------------------------------------------------------
     def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        return None
+
+    def full_parameters(
+        self, optimizer: torch.optim.Optimizer
+    ) -> list[torch.Tensor] | None:
+        """The full values of ``optimizer``'s parameters as the script built it,
+        where its ``param_groups`` now hold something else (an engine's
+        partitions); None: read ``param_groups``. A collective where not None."""
         return None
 
     def clip_grad_norm_(
