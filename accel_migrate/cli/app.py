@@ -518,6 +518,12 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
     default=None,
     help="Write a markdown report (diff summary, findings, parity table, verdict).",
 )
+@click.option(
+    "--deterministic",
+    is_flag=True,
+    default=False,
+    help="Run both with dropout off and the step's random draws identical per sample.",
+)
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def verify(script: str, script_args: tuple[str, ...], **options: Any) -> int:
@@ -525,7 +531,8 @@ def verify(script: str, script_args: tuple[str, ...], **options: Any) -> int:
 
     \b
     accel-migrate verify train.py --nproc 2 --steps 20 -- --epochs 1
-    Exit 0: same losses within tolerance; 1: they differ; 123: a run crashed.
+    Exit 0: same losses within tolerance, or different only by stochastic
+    layers (checked with them off); 1: they differ; 123: a run crashed.
     """
     if not _have_torch("verify"):
         return EXIT_USAGE

@@ -6,12 +6,14 @@ The user's script is never written; it is run, because the user asked for it.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,14 @@ from rich.text import Text
 
 from ..codemod import MigrationError, MigrationResult, migrate_source
 from ..runtime.config import ConfigError, load_config
-from ..verify.compare import BANDS, TOLERANCES, Verdict, compare
+from ..verify import FAILURE_END, FAILURE_START
+from ..verify.compare import (
+    BANDS,
+    TOLERANCES,
+    Verdict,
+    compare,
+    stochastic_sources,
+)
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -57,8 +66,96 @@ def _run(
     return json.loads(record.read_text())
 
 
+def line_map(original: str, migrated: str) -> dict[int, tuple[int, bool]]:
+    """Migrated line -> (the user's line, whether the migration rewrote it); lines
+    the migration added are absent."""
+    before, after = original.splitlines(), migrated.splitlines()
+    mapping: dict[int, tuple[int, bool]] = {}
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for k in range(j2 - j1):
+                mapping[j1 + k + 1] = (i1 + k + 1, False)
+        elif tag == "replace":
+            for k in range(j2 - j1):
+                mapping[j1 + k + 1] = (i1 + min(k, i2 - i1 - 1) + 1, True)
+    return mapping
+
+
+@dataclass(frozen=True)
+class Pair:
+    original: dict[str, Any]
+    migrated: dict[str, Any]
+
+
+class _Runs:
+    """Runs the original on one process and the migrated copy on N, as asked."""
+
+    def __init__(
+        self, path: Path, migration: MigrationResult, work: Path, options: Any
+    ) -> None:
+        self.path, self.work, self.options = path, work, options
+        self.env = _environment(path.resolve())
+        self.migrated = work / path.name
+        output = migration.output
+        text = output if isinstance(output, bytes) else output.encode()
+        self.migrated.write_bytes(text)
+        mapping = line_map(
+            path.read_bytes().decode(errors="replace"), text.decode(errors="replace")
+        )
+        self.line_map = work / "line_map.json"
+        self.line_map.write_text(json.dumps(mapping))
+
+    def pair(self, err: Console, deterministic: bool) -> Pair:
+        options, work, steps = self.options, self.work, str(self.options["steps"])
+        flag = ["--deterministic"] if deterministic else []
+        mode = " (deterministic)" if deterministic else ""
+        record = "det" if deterministic else "run"
+        launch = ["--nproc", str(options["nproc"])]
+        if options["strategy"]:
+            launch += ["--strategy", options["strategy"]]
+        if options["precision"]:
+            launch += ["--precision", options["precision"]]
+        shown = ["--display-path", str(self.path), "--line-map", str(self.line_map)]
+        err.print(f"running the original on 1 process for {steps} steps{mode} ...")
+        original = _run(
+            "the original",
+            [
+                *[sys.executable, "-m", "accel_migrate.verify.runner"],
+                *["--record", str(work / f"original-{record}.json")],
+                *["--steps", steps, "--mode", "original", *flag],
+                *["--display-path", str(self.path)],
+                *[str(self.path.resolve()), "--", *options["script_args"]],
+            ],
+            self.env,
+            work / f"original-{record}.json",
+        )
+        err.print(
+            f"running the migrated copy on {options['nproc']} processes{mode} ..."
+        )
+        migrated = _run(
+            "the migrated script",
+            [
+                *[
+                    sys.executable,
+                    "-m",
+                    "accel_migrate",
+                    "launch",
+                    *launch,
+                    str(RUNNER),
+                ],
+                *["--record", str(work / f"migrated-{record}.json")],
+                *["--steps", steps, "--mode", "migrated", *flag, *shown],
+                *[str(self.migrated), "--", *options["script_args"]],
+            ],
+            self.env,
+            work / f"migrated-{record}.json",
+        )
+        return Pair(original, migrated)
+
+
 def run_verify(script: str, script_args: list[str], **options: Any) -> int:
-    err = Console(stderr=True, highlight=False, markup=False, emoji=False)
+    err = _console(stderr=True)
     path = Path(script)
     try:
         config = load_config(
@@ -86,83 +183,101 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
     band = (
         None if options["tolerance"] else BANDS.get((config.strategy, config.precision))
     )
-    env = _environment(path.resolve())
-    steps = str(options["steps"])
+    nproc, deterministic = options["nproc"], bool(options.get("deterministic"))
+    options = {**options, "script_args": script_args}
+    checked: Verdict | None = None
     with tempfile.TemporaryDirectory(prefix="accel-migrate-verify-") as folder:
-        work = Path(folder)
-        migrated = work / path.name
-        output = migration.output
-        migrated.write_bytes(output if isinstance(output, bytes) else output.encode())
-        launch = ["--nproc", str(options["nproc"])]
-        if options["strategy"]:
-            launch += ["--strategy", options["strategy"]]
-        if options["precision"]:
-            launch += ["--precision", options["precision"]]
+        runs = _Runs(path, migration, Path(folder), options)
         try:
-            err.print(f"running the original on 1 process for {steps} steps ...")
-            original = _run(
-                "the original",
-                [
-                    sys.executable,
-                    "-m",
-                    "accel_migrate.verify.runner",
-                    "--record",
-                    str(work / "original.json"),
-                    "--steps",
-                    steps,
-                    "--mode",
-                    "original",
-                    str(path.resolve()),
-                    "--",
-                    *script_args,
-                ],
-                env,
-                work / "original.json",
-            )
-            err.print(f"running the migrated copy on {options['nproc']} processes ...")
-            result = _run(
-                "the migrated script",
-                [
-                    sys.executable,
-                    "-m",
-                    "accel_migrate",
-                    "launch",
-                    *launch,
-                    str(RUNNER),
-                    "--record",
-                    str(work / "migrated.json"),
-                    "--steps",
-                    steps,
-                    "--mode",
-                    "migrated",
-                    str(migrated),
-                    "--",
-                    *script_args,
-                ],
-                env,
-                work / "migrated.json",
-            )
+            pair = runs.pair(err, deterministic)
+            verdict = compare(pair.original, pair.migrated, tolerance, nproc, band)
+            sources = stochastic_sources(pair.original, pair.migrated)
+            if not deterministic and not verdict.agrees and sources and nproc > 1:
+                # Is the noise the only cause? The same runs with it taken out
+                # must then agree exactly.
+                err.print(
+                    f"the losses differ and the script is stochastic "
+                    f"({', '.join(sources)}): checking the rest with --deterministic"
+                )
+                again = runs.pair(err, deterministic=True)
+                checked = compare(
+                    again.original, again.migrated, tolerance, nproc, band
+                )
         except RunFailed as failure:
             err.print(
                 Text(
-                    f"error: {failure.which} crashed (exit code {failure.code}); this is not a parity result:",
+                    f"error: {failure.which} crashed (exit code {failure.code}); "
+                    "this is not a parity result:",
                     style="bold red",
                 )
             )
-            err.print(_tail(failure.stderr))
+            err.print(failure_text(failure.stderr))
             if options["report"]:
                 Path(options["report"]).write_text(
                     _crash_report(path, migration, failure)
                 )
             return EXIT_FAILED
-    verdict = compare(original, result, tolerance, options["nproc"], band)
-    _print_verdict(verdict, Console(highlight=False, markup=False, emoji=False))
+    outcome = Outcome(verdict, checked, deterministic)
+    _print_outcome(outcome, _console(stderr=False))
     if options["report"]:
         Path(options["report"]).write_text(
-            markdown_report(path, migration, verdict, options["nproc"])
+            markdown_report(path, migration, outcome, nproc)
         )
         err.print(f"report written to {options['report']}")
-    return EXIT_OK if verdict.agrees else EXIT_DIFFERS
+    return EXIT_OK if outcome.passes else EXIT_DIFFERS
+
+
+def _console(stderr: bool) -> Console:
+    """Rich wraps at 80 columns (or ``COLUMNS``) when the output is not a terminal:
+    a log or a pipe gets whole lines instead."""
+    console = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+    if not console.is_terminal:
+        console = Console(
+            stderr=stderr,
+            highlight=False,
+            markup=False,
+            emoji=False,
+            width=100_000,
+            soft_wrap=True,
+        )
+    return console
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The comparison, and the deterministic one that checked a stochastic difference."""
+
+    verdict: Verdict
+    checked: Verdict | None
+    deterministic: bool
+
+    @property
+    def stochastic_only(self) -> bool:
+        return self.checked is not None and self.checked.agrees
+
+    @property
+    def passes(self) -> bool:
+        return self.verdict.agrees or self.stochastic_only
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        if self.checked is not None and not self.checked.agrees:
+            return self.verdict.causes + tuple(
+                f"with stochastic layers off: {cause}" for cause in self.checked.causes
+            )
+        return self.verdict.causes
+
+
+def failure_text(stderr: str) -> str:
+    """The first failing rank's traceback as the runner printed it (once, the user's
+    file and lines), else the end of the output without the launcher's log lines."""
+    start = stderr.find(FAILURE_START)
+    if start >= 0:
+        end = stderr.find(FAILURE_END, start)
+        if end >= 0:
+            block = stderr[start:end].splitlines()[1:]
+            return "\n".join(block)
+    return _tail(stderr)
 
 
 def _tail(text: str, lines: int = 40) -> str:
@@ -174,9 +289,26 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.8g}"
 
 
-def _print_verdict(verdict: Verdict, console: Console) -> None:
+def _print_outcome(outcome: Outcome, console: Console) -> None:
+    _print_table(outcome.verdict, console)
+    if outcome.checked is not None:
+        console.print(
+            Text(
+                f"not exact ({summary(outcome.verdict)}); with stochastic layers off:",
+                style="yellow",
+            )
+        )
+        _print_table(outcome.checked, console, " (--deterministic)")
+    console.print(
+        Text(summary_of(outcome), style="bold green" if outcome.passes else "bold red")
+    )
+    for cause in outcome.causes:
+        console.print(f"  likely cause: {cause}")
+
+
+def _print_table(verdict: Verdict, console: Console, label: str = "") -> None:
     table = Table(
-        title=f"losses: original (1 process) vs migrated; tolerance {verdict.tolerance_text}",
+        title=f"losses: original (1 process) vs migrated{label}; tolerance {verdict.tolerance_text}",
         title_justify="left",
     )
     for column in ("#", "step", "original", "migrated", "relative error"):
@@ -199,11 +331,26 @@ def _print_verdict(verdict: Verdict, console: Console) -> None:
     console.print(table)
     for line in plot(verdict):
         console.print(line)
-    console.print(
-        Text(summary(verdict), style="bold green" if verdict.agrees else "bold red")
-    )
-    for cause in verdict.causes:
-        console.print(f"  likely cause: {cause}")
+
+
+def summary_of(outcome: Outcome) -> str:
+    """The verdict line: PASS, PASS as statistically equivalent, or FAIL."""
+    if outcome.stochastic_only and outcome.checked is not None:
+        checked = outcome.checked
+        return (
+            f"PASS (stochastic layers: statistically equivalent): the losses differ "
+            f"only by the noise of the stochastic layers; with dropout off and the "
+            f"step's random draws made identical (--deterministic), "
+            f"{len(checked.rows)} losses over {checked.original_steps} steps agree "
+            f"(worst relative error {checked.worst_error:.1e}, parameters "
+            f"{checked.parameter_error:.1e}, tolerance {checked.tolerance_text})"
+        )
+    line = summary(outcome.verdict if outcome.checked is None else outcome.checked)
+    if outcome.deterministic and outcome.verdict.agrees:
+        line += "; dropout off and the step's random draws identical (--deterministic)"
+    if outcome.checked is not None and not outcome.checked.agrees:
+        line = line.replace("FAIL:", "FAIL (with stochastic layers off):", 1)
+    return line
 
 
 def summary(verdict: Verdict) -> str:
@@ -284,17 +431,19 @@ def _migration_section(path: Path, migration: MigrationResult) -> list[str]:
 
 
 def markdown_report(
-    path: Path, migration: MigrationResult, verdict: Verdict, nproc: int
+    path: Path, migration: MigrationResult, outcome: Outcome, nproc: int
 ) -> str:
+    verdict = outcome.checked if outcome.checked is not None else outcome.verdict
     lines = [
         f"# accel-migrate verify: `{path.name}`",
         "",
-        f"**{summary(verdict)}**",
+        f"**{summary_of(outcome)}**",
         "",
-        *[f"- likely cause: {cause}" for cause in verdict.causes],
+        *[f"- likely cause: {cause}" for cause in outcome.causes],
         "",
         *_migration_section(path, migration),
-        f"## Losses: original (1 process) vs migrated ({nproc} processes)",
+        f"## Losses: original (1 process) vs migrated ({nproc} processes)"
+        + (" with stochastic layers off" if outcome.checked is not None else ""),
         "",
         "| # | step | original | migrated | relative error |",
         "| ---: | ---: | ---: | ---: | ---: |",
@@ -315,7 +464,7 @@ def _crash_report(path: Path, migration: MigrationResult, failure: RunFailed) ->
             f"**ERROR: {failure.which} crashed (exit code {failure.code}); no parity result.**",
             "",
             "```",
-            _tail(failure.stderr),
+            failure_text(failure.stderr),
             "```",
             "",
             *_migration_section(path, migration),

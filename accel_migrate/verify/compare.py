@@ -134,6 +134,28 @@ def compare(
     )
 
 
+def stochastic_sources(original: dict[str, Any], migrated: dict[str, Any]) -> list[str]:
+    """The stochastic layers and per-step draws the runs made, e.g. ``dropout``."""
+    sources = []
+    facts = [original["facts"], migrated["facts"]]
+    if any(f.get("dropout_training") or f.get("dropout_calls") for f in facts):
+        sources.append("dropout")
+    draws: dict[str, int] = {}
+    for f in facts:
+        for name, count in (f.get("step_draws") or {}).items():
+            draws[name] = max(draws.get(name, 0), count)
+    sources += [f"torch.{name}" for name in sorted(draws)]
+    return sources
+
+
+def _ratio(row: Row | None) -> float | None:
+    if row is None or not row.original or row.migrated is None:
+        return None
+    if not (math.isfinite(row.original) and math.isfinite(row.migrated)):
+        return None
+    return row.migrated / row.original if row.original else None
+
+
 def likely_causes(
     original: dict[str, Any],
     migrated: dict[str, Any],
@@ -143,8 +165,9 @@ def likely_causes(
     causes = []
     facts = {
         k: original["facts"].get(k) or migrated["facts"].get(k)
-        for k in original["facts"]
+        for k in {*original["facts"], *migrated["facts"]}
     }
+    first = verdict.first_divergence
     if verdict.original_steps != verdict.migrated_steps or len(
         original["losses"]
     ) != len(migrated["losses"]):
@@ -154,21 +177,66 @@ def likely_causes(
             f"{len(migrated['losses'])} backward calls): a loss or step the migration missed, "
             f"or data that is not split the same way"
         )
+    if migrated["facts"].get("ranks_disagree"):
+        causes.append(
+            f"unprepared model: the processes' copies disagree after training "
+            f"({migrated['facts']['ranks_disagree']} differs between ranks), so its "
+            f"gradients are not averaged: a model or parameter the migration did not "
+            f"prepare, trained by each process on its own share of the data"
+        )
+    initial = _parameter_error(
+        original.get("initial_parameters") or [],
+        migrated.get("initial_parameters") or [],
+    )
+    if initial > verdict.tolerance:
+        causes.append(
+            "the initial weights differ (before the first update): a random generator, "
+            "seed or checkpoint the migration does not see"
+        )
+    ratio = _ratio(first) if first is not None and first.index == 0 else None
+    if (
+        ratio is not None
+        and world_size > 1
+        and (abs(ratio * world_size - 1) < 1e-3 or abs(ratio / world_size - 1) < 1e-3)
+    ):
+        causes.append(
+            f"reduction mismatch: the migrated loss is {ratio:.4g} times the original's "
+            f'from the first step, as a sum-reduced loss (reduction="sum" or '
+            f"torch.sum) weighted as a per-sample mean at world {world_size}: tell the "
+            f'runtime, accel.backward(loss, reduction="sum")'
+        )
+    elif facts.get("ignored_targets") and first is not None and first.index == 0:
+        causes.append(
+            "reduction mismatch: a token-level mean (cross-entropy with ignore_index "
+            "targets in the batch) weighted by samples, not by the tokens each process "
+            "counts: tell the runtime the count it averages over, "
+            "accel.backward(loss, count=(target != ignore_index).sum())"
+        )
     if facts.get("batchnorm_training") and world_size > 1:
         causes.append(
             f"BatchNorm in training mode: each process normalises over its own share of the "
             f"batch (1/{world_size} of it), not the whole batch; use "
             f"torch.nn.SyncBatchNorm.convert_sync_batchnorm(model) for the original statistics"
         )
-    if facts.get("dropout_training") and world_size > 1:
+    sources = stochastic_sources(original, migrated)
+    if sources and world_size > 1 and not facts.get("deterministic"):
         causes.append(
-            "dropout: each process draws its own random masks, so the noise differs from the original's"
+            f"stochastic layers ({', '.join(sources)}): each process draws its own "
+            f"random masks and numbers for its share of the batch, so the noise differs "
+            f"from the original's; verify --deterministic compares the rest exactly"
         )
-    first = verdict.first_divergence
+    unkeyed = facts.get("unkeyed_draws") or {}
+    if unkeyed and facts.get("deterministic"):
+        names = ", ".join(
+            f"{name} ({count}x)" for name, count in sorted(unkeyed.items())
+        )
+        causes.append(
+            f"random draws that --deterministic cannot make identical: {names}"
+        )
     if not causes and first is not None and first.index == 0:
         causes.append(
-            "the first loss already differs: the data order or the initial weights differ "
-            "(a sampler or random generator the migration does not see)"
+            "data order: the first loss differs although the initial weights agree, so "
+            "the batches differ (a sampler or random generator the migration does not see)"
         )
     if not causes and first is not None:
         causes.append(

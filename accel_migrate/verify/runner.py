@@ -6,6 +6,12 @@ stop after N optimizer steps, and record a checksum of the trained parameters.
 ``--mode original`` records ``Tensor.backward`` calls; ``--mode migrated`` records
 ``accel.backward`` calls as the global-batch loss (the value the original would
 have seen), on every rank, and rank 0 writes the file. The script is not changed.
+``--deterministic`` disables dropout and keys the step's random draws in the same
+way in both modes (``stochastic.py``). Facts for the diagnosis are recorded too:
+stochastic calls, loss reductions, the initial weights, and (migrated) whether
+the processes' trained parameters still agree. A failure of the script is printed
+once, between markers, without this runner's frames and with the user's file and
+line numbers (``--display-path``, ``--line-map``).
 """
 
 from __future__ import annotations
@@ -20,25 +26,57 @@ from typing import Any
 
 import torch
 
+from accel_migrate.verify import facts as _facts
+from accel_migrate.verify.stochastic import BatchPosition, Stochastic
+
 
 class StopVerification(BaseException):
     """Raised after the last recorded step; not an error."""
 
 
 class Recorder:
-    def __init__(self, steps: int, mode: str) -> None:
+    def __init__(self, steps: int, mode: str, deterministic: bool = False) -> None:
         self.steps = steps
+        self.deterministic = deterministic
         self.mode = mode
         self.losses: list[float] = []
         self.loss_steps: list[int] = []
         self.completed = 0
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.facts = {"batchnorm_training": False, "dropout_training": False}
+        self.facts: dict[str, Any] = {
+            "batchnorm_training": False,
+            "dropout_training": False,
+        }
+        self.batch_size: int | None = None
+        self.stochastic = Stochastic(
+            deterministic, step=lambda: self.completed, position=self.position
+        )
+        self.losses_seen = _facts.LossFacts()
+        self.initial: list[dict[str, Any]] | None = None
+        self.trained: _facts.TrainedLeaves = _facts.TrainedLeaves()
+
+    def position(self) -> BatchPosition:
+        """Where this process's samples sit in the current global batch."""
+        if self.mode == "migrated":
+            share = _facts.batch_share()
+            if share is not None:
+                return share
+        return BatchPosition(0, self.batch_size)
+
+    def on_batch(self, batch: Any) -> None:
+        self.batch_size = _facts.leading_size(batch)
+        self.stochastic.training = True
 
     # -- hooks -------------------------------------------------------------------------
-    def on_loss(self, value: float) -> None:
+    def on_loss(self, value: float, loss: torch.Tensor | None = None) -> None:
+        if loss is not None and not self.losses:
+            self.trained.remember(loss)
         self.losses.append(value)
         self.loss_steps.append(self.completed)
+
+    def before_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
+        if self.initial is None:  # the weights the first update starts from
+            self.initial = _facts.checksums(optimizer)
 
     def on_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         if not any(o is optimizer for o in self.optimizers):
@@ -54,42 +92,23 @@ class Recorder:
             self.facts["batchnorm_training"] = True
         if isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.p > 0:
             self.facts["dropout_training"] = True
+        if isinstance(module, torch.nn.RNNBase) and module.dropout > 0:
+            self.facts["dropout_training"] = True
 
     # -- results -----------------------------------------------------------------------
     def parameters(self) -> list[dict[str, Any]]:
         """Per parameter, in optimizer order: numel, sum and sum of squares (fp64)."""
-        # Run as a script: the runtime is there only if the migrated copy loaded it.
-        state = sys.modules.get("accel_migrate.runtime._state")
-        runtime = state.peek_runtime() if state is not None else None
-        checksums = []
-        for optimizer in self.optimizers:
-            # Under DeepSpeed param_groups hold the engine's flat partitions.
-            engine_view = (
-                runtime.strategy.full_parameters(optimizer) if runtime else None
-            )
-            groups = (
-                [{"params": engine_view}]
-                if engine_view is not None
-                else optimizer.param_groups
-            )
-            for group in groups:
-                for param in group["params"]:
-                    full = param.detach()
-                    if hasattr(
-                        full, "full_tensor"
-                    ):  # an FSDP shard: gather (collective)
-                        full = full.full_tensor()
-                    values = full.double()
-                    checksums.append(
-                        {
-                            "numel": int(values.numel()),
-                            "sum": float(values.sum()),
-                            "sumsq": float((values * values).sum()),
-                        }
-                    )
-        return checksums
+        return [c for optimizer in self.optimizers for c in _facts.checksums(optimizer)]
 
     def result(self, stopped: bool) -> dict[str, Any]:
+        facts = {
+            **self.facts,
+            **self.stochastic.facts(),
+            **self.losses_seen.facts(),
+            "deterministic": self.deterministic,
+        }
+        if self.mode == "migrated":
+            facts["ranks_disagree"] = self.trained.disagreement()
         return {
             "mode": self.mode,
             "steps": self.completed,
@@ -97,21 +116,37 @@ class Recorder:
             "losses": self.losses,
             "loss_steps": self.loss_steps,
             "parameters": self.parameters(),
-            "facts": self.facts,
+            "initial_parameters": self.initial or [],
+            "facts": facts,
         }
 
 
 def _install(recorder: Recorder) -> None:
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+    register_optimizer_step_pre_hook(recorder.before_step)
     register_optimizer_step_post_hook(recorder.on_step)
     torch.nn.modules.module.register_module_forward_pre_hook(recorder.on_forward)
+    recorder.stochastic.install()
+    recorder.losses_seen.install()
+    next_batch = _BaseDataLoaderIter.__next__
+
+    def __next__(self: Any) -> Any:
+        batch = next_batch(self)
+        recorder.on_batch(batch)
+        return batch
+
+    _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
     if recorder.mode == "original":
         original_backward = torch.Tensor.backward
 
         def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if self.numel() == 1:
-                recorder.on_loss(float(self.detach()))
+                recorder.on_loss(float(self.detach()), self)
             return original_backward(self, *args, **kwargs)
 
         torch.Tensor.backward = backward  # type: ignore[method-assign]
@@ -121,7 +156,7 @@ def _install(recorder: Recorder) -> None:
         original = accel.backward
 
         def accel_backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            recorder.on_loss(float(accel.global_loss(loss).detach()))
+            recorder.on_loss(float(accel.global_loss(loss).detach()), loss)
             return original(loss, *args, **kwargs)
 
         accel.backward = accel_backward  # type: ignore[assignment]
@@ -132,12 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--mode", choices=["original", "migrated"], required=True)
+    parser.add_argument("--deterministic", action="store_true")
+    parser.add_argument("--display-path", default=None)
+    parser.add_argument("--line-map", default=None)
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     script_args = options.args[1:] if options.args[:1] == ["--"] else options.args
 
-    recorder = Recorder(options.steps, options.mode)
+    recorder = Recorder(options.steps, options.mode, options.deterministic)
     _install(recorder)
     script = Path(options.script).resolve()
     sys.argv = [str(script), *script_args]
@@ -150,6 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
             raise
+    except Exception as error:  # the script's own failure: show it as the user's
+        line_map = (
+            json.loads(Path(options.line_map).read_text()) if options.line_map else {}
+        )
+        sys.stderr.write(
+            _facts.user_traceback(
+                error,
+                script,
+                Path(options.display_path) if options.display_path else script,
+                {int(k): (v[0], bool(v[1])) for k, v in line_map.items()},
+            )
+        )
+        sys.stderr.flush()
+        return 1
     result = recorder.result(stopped)
     if int(os.environ.get("RANK", "0")) == 0:
         Path(options.record).write_text(json.dumps(result))

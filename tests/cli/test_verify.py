@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from accel_migrate.verify.compare import compare
 from tests.conftest import FIXTURES
@@ -108,4 +109,134 @@ def test_compare_names_the_first_divergent_step_and_the_causes() -> None:
     shorter = compare(_record([1.0, 0.5]), _record([1.0]), 1e-5, 2)
     assert not shorter.agrees and any(
         "different numbers of steps" in c for c in shorter.causes
+    )
+
+
+# -- stochastic layers (issue 13) -------------------------------------------------------
+def _one_line(text: str, start: str) -> str:
+    """The whole line that starts with ``start``: piped output is never wrapped."""
+    return next(line for line in text.splitlines() if line.startswith(start))
+
+
+@pytest.mark.multiprocess
+def test_mnist_with_dropout_verifies_exactly_with_deterministic(
+    tmp_path: Path,
+) -> None:
+    report = tmp_path / "report.md"
+    done = _verify(
+        str(FIXTURES / "verify" / "mnist_dropout.py"),
+        "--steps",
+        "4",
+        "--deterministic",
+        "--report",
+        str(report),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = _one_line(done.stdout, "PASS: 4 losses over 4 steps agree")
+    assert line.endswith(
+        "dropout off and the step's random draws identical (--deterministic)"
+    )
+    assert "(deterministic)" in done.stderr
+    assert "random draws identical (--deterministic)**" in report.read_text()
+
+
+@pytest.mark.multiprocess
+def test_stochastic_layers_alone_pass_as_statistically_equivalent() -> None:
+    """Without the option the losses differ (each process draws its own masks);
+    verify checks that nothing else differs and exits 0, saying why."""
+    done = _verify(str(FIXTURES / "verify" / "mnist_dropout.py"), "--steps", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not exact (FAIL: the losses diverge at step 0" in done.stdout
+    line = _one_line(done.stdout, "PASS (stochastic layers: statistically equivalent)")
+    assert "4 losses over 4 steps agree" in line
+    assert "likely cause: stochastic layers (dropout, torch.randn_like)" in done.stdout
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    ("script", "cause"),
+    [
+        ("sum_loss.py", "reduction mismatch: the migrated loss is 0.5 times"),
+        ("token_mean.py", "reduction mismatch: a token-level mean"),
+        ("unprepared_scale.py", "unprepared model: the processes' copies disagree"),
+        ("data_order.py", "data order: the first loss differs although the initial"),
+    ],
+)
+def test_the_diagnosis_names_the_actual_cause(script: str, cause: str) -> None:
+    done = _verify(str(FIXTURES / "verify" / script), "--steps", "4")
+    assert done.returncode == 1, done.stdout + done.stderr
+    causes = [line for line in done.stdout.splitlines() if "likely cause:" in line]
+    assert len(causes) == 1 and cause in causes[0], done.stdout
+
+
+@pytest.mark.multiprocess
+def test_a_crash_of_the_migrated_copy_is_shown_once_as_the_users_code() -> None:
+    script = FIXTURES / "verify" / "shape_crash.py"
+    done = _verify(str(script), "--steps", "4")
+    assert done.returncode == 123, done.stdout + done.stderr
+    assert "the migrated script crashed" in done.stderr
+    error = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x3 and 6x1)"
+    assert done.stderr.count(error) == 1, done.stderr
+    assert done.stderr.count("Traceback (most recent call last)") == 1
+    # the user's file and line (the migrated copy has an import line more)
+    line = (
+        script.read_text()
+        .splitlines()
+        .index(
+            "        loss = nn.functional.mse_loss(model(flatten(x, BATCH_SIZE)), y)"
+        )
+    )
+    assert f'File "{script}", line {line + 1}, in <module>' in done.stderr
+    for noise in (
+        "accel_migrate/verify/runner.py",
+        "runpy.py",
+        "accel-migrate-verify-",
+    ):
+        assert noise not in done.stderr, noise
+
+
+def test_keyed_draws_give_each_process_the_original_rows() -> None:
+    """A per-sample draw at world 2, rank 1 (samples 2-3 of 4) is the original's
+    rows 2-3; a draw that is not per sample is the original's whole draw."""
+    from accel_migrate.verify.stochastic import BatchPosition, Stochastic
+
+    def draws(position: BatchPosition) -> list[torch.Tensor]:
+        stochastic = Stochastic(True, step=lambda: 3, position=lambda: position)
+        stochastic.training = True
+        keyed = stochastic._draw("randn", torch.randn)
+        keyed_like = stochastic._draw("randint_like", torch.randint_like)
+        size = position.size or 0
+        return [
+            keyed(size, 5),
+            keyed(7),
+            keyed_like(torch.zeros(size, 2), 0, 9),
+        ]
+
+    original = draws(BatchPosition(0, 4))
+    rank1 = draws(BatchPosition(2, 2))
+    assert torch.equal(rank1[0], original[0][2:])
+    assert torch.equal(rank1[1], original[1])
+    assert torch.equal(rank1[2], original[2][2:])
+    assert not torch.equal(original[0][0], original[0][1])
+
+
+def test_the_line_map_names_the_users_lines() -> None:
+    from accel_migrate.cli.verify_command import line_map
+
+    before = "import torch\nx = 1\nloss.backward()\ny = 2\n"
+    after = "import torch\nimport accel_migrate.runtime as accel\nx = 1\naccel.backward(loss)\ny = 2\n"
+    mapping = line_map(before, after)
+    assert mapping == {1: (1, False), 3: (2, False), 4: (3, True), 5: (4, False)}
+
+
+def test_compare_names_a_halved_sum_loss_and_initial_weights() -> None:
+    halved = compare(_record([2.0, 1.0]), _record([1.0, 0.5]), 1e-5, 2)
+    assert any("0.5 times the original's" in c for c in halved.causes)
+    other = _record([1.0, 0.5])
+    other["initial_parameters"] = [{"numel": 2, "sum": 1.0, "sumsq": 0.5}]
+    moved = _record([1.3, 0.5])
+    moved["initial_parameters"] = [{"numel": 2, "sum": 2.0, "sumsq": 2.5}]
+    assert compare(other, moved, 1e-5, 2).causes == (
+        "the initial weights differ (before the first update): a random generator, "
+        "seed or checkpoint the migration does not see",
     )

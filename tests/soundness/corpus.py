@@ -30,6 +30,8 @@ Classes, in the order they are decided:
   cases, the codemod left the file byte-identical);
 - FLAGGED: it differs, crashes with an error that is not LOUD, or was left
   unmigrated, and a needs-review finding (one of ``cause`` where given) exists;
+  or it differs, an info finding names stochastic layers (AM027, dropout), and
+  the two runs are equal with them off (verify's ``--deterministic`` runner);
 - SILENT: the same without such a finding.
 """
 
@@ -39,6 +41,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,8 @@ from tests.conftest import FIXTURES
 from tests.parity.harness import (
     Run,
     RunFailed,
+    _read,
+    _run,
     migrate_to,
     run_launched,
     run_original,
@@ -62,6 +67,9 @@ COLLECTIVE_TIMEOUT = 60
 #: unbounded sampler would otherwise take the machine down).
 MEMORY_LIMIT = 3 << 30
 WORLD = 2
+#: Info findings that name stochastic layers as a difference's cause: the case is
+#: FLAGGED when the runs are equal with those layers off (verify --deterministic).
+STOCHASTIC_CODES = {"AM027"}
 CLASSES = ("MATCH", "FLAGGED", "LOUD", "SILENT", "HANG")
 #: An original that does not run is a defect of the corpus, not of the tool.
 BROKEN = "BROKEN"
@@ -372,6 +380,19 @@ def _classify(case: Case, work: Path) -> tuple[str, str]:
     if second is not None and second_run is not None:
         found += [f"second run: {d}" for d in differences(case, second, second_run)]
     prefix = "rewrote an already-distributed script; " if case.unchanged else ""
+    stochastic = sorted(
+        {f.code for f in result.findings if f.status == "info"} & STOCHASTIC_CODES
+    )
+    if found and not named and stochastic and not (case.unchanged or case.second_run):
+        # The info finding says the difference is the noise of stochastic layers:
+        # checked, as verify --deterministic does, with that noise taken out.
+        again = _deterministic_differences(case, migrated, work)
+        if not again:
+            return "FLAGGED", (
+                f"{'; '.join(found[:2])}; info {', '.join(stochastic)}: stochastic "
+                f"layers only (equal with them off, verify --deterministic)"
+            )
+        found = [f"with stochastic layers off: {d}" for d in again]
     if not found and not case.unchanged:
         steps = f"{len(original.losses)} steps"
         return "MATCH", steps + (f"; needs-review {', '.join(codes)}" if codes else "")
@@ -390,6 +411,58 @@ def _launch(
         timeout=TIMEOUT,
         memory_limit=MEMORY_LIMIT,
     )
+
+
+def _deterministic_differences(case: Case, migrated: Path, work: Path) -> list[str]:
+    """Both runs again under verify's runner with dropout off and the step's draws
+    keyed (``--deterministic``); the differences that remain."""
+    from accel_migrate.cli.verify_command import RUNNER
+
+    runner = ["--steps", str(10**9), "--deterministic"]
+    folders = work / "deterministic-original", work / f"deterministic-world{WORLD}"
+    for folder in folders:
+        folder.mkdir()
+    outs = [folder / f"{case.script.stem}.pt" for folder in folders]
+    original = _read(
+        _run(
+            [
+                *[sys.executable, str(RUNNER), *runner, "--mode", "original"],
+                *["--record", str(folders[0] / "record.json"), str(case.script)],
+                *["--", "--out", str(outs[0]), *case.args],
+            ],
+            folders[0],
+            TIMEOUT,
+        ),
+        outs[0],
+    )
+    launched = _read(
+        _run(
+            [
+                *[
+                    sys.executable,
+                    "-m",
+                    "accel_migrate",
+                    "launch",
+                    "--nproc",
+                    str(WORLD),
+                ],
+                *["--timeout", str(COLLECTIVE_TIMEOUT), *case.launch, str(RUNNER)],
+                *[
+                    *runner,
+                    "--mode",
+                    "migrated",
+                    "--record",
+                    str(folders[1] / "r.json"),
+                ],
+                *[str(migrated), "--", "--out", str(outs[1]), *case.args],
+            ],
+            folders[1],
+            TIMEOUT,
+            MEMORY_LIMIT,
+        ),
+        outs[1],
+    )
+    return differences(case, original, launched)
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -1,7 +1,7 @@
 """AM027 dropout-layers: dropout in a trained model draws its masks on each process.
 
 ## What
-Reports, as needs-review, a dropout layer of a model class defined in the file
+Reports, as info, a dropout layer of a model class defined in the file
 whose instances a training step calls (a loop that runs a backward and takes
 its batches from a data loader): ``nn.Dropout``, ``nn.Dropout1d/2d/3d``,
 ``nn.AlphaDropout``, ``nn.FeatureAlphaDropout`` built in the class, and
@@ -29,7 +29,7 @@ class Net(nn.Module):
     def forward(self, x):
         return self.fc(self.dropout(x))
 # after
-# (unchanged: reported as needs-review)
+# (unchanged: reported as info)
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -40,10 +40,13 @@ class Net(nn.Module):
 ```
 
 ## Fix safety
-Report only: the migrated training is as valid as the original's. To check the
-rest of the migration step for step, run the original and the migrated script
-with the dropout probability set to 0; the losses then match where nothing else
-differs.
+Report only, as info: the migrated training is as valid as the original's, and
+nothing needs changing. ``accel-migrate verify --deterministic`` checks the rest
+of the migration step for step: it runs the original and the migrated script with
+dropout off and the step's random draws made identical per sample, and the losses
+then match where nothing else differs. Plain ``verify`` does that check by itself
+when the losses differ and reports "stochastic layers: statistically equivalent"
+when they are the only cause.
 """
 
 from __future__ import annotations
@@ -101,13 +104,14 @@ class DropoutLayers(Rule):
         name = (layer or function)[0]
         self.report(
             node,
-            "needs-review",
+            "info",
             f"dropout in `{cls.name.value}` (`{name}`), which runs in a model a "
             "training step calls: "
             "in train mode each process draws its own dropout masks for its share of "
             "the batch, not its slice of the original's, so the losses match the "
-            "original's only statistically, not step for step; to compare the rest "
-            "of the migration exactly, run both with the dropout probability set to 0",
+            "original's only statistically, not step for step; "
+            "`accel-migrate verify --deterministic` compares the rest of the "
+            "migration exactly (dropout off in both runs)",
         )
 
 

@@ -1,0 +1,226 @@
+"""What the runner records besides the losses, for ``compare``'s diagnosis, and how
+it shows a failure of the script as the user's own."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from . import FAILURE_END, FAILURE_START
+from .stochastic import BatchPosition
+
+#: Loss functions (``nn.*Loss`` modules call these) and whether they take ignore_index.
+_LOSSES = {
+    "cross_entropy": True,
+    "nll_loss": True,
+    "mse_loss": False,
+    "l1_loss": False,
+    "smooth_l1_loss": False,
+    "huber_loss": False,
+    "binary_cross_entropy": False,
+    "binary_cross_entropy_with_logits": False,
+    "kl_div": False,
+}
+
+
+def checksums(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Per parameter of ``optimizer``: numel, sum and sum of squares (fp64)."""
+    rows = []
+    # Run as a script: the runtime is there only if the migrated copy loaded it.
+    state = sys.modules.get("accel_migrate.runtime._state")
+    runtime = state.peek_runtime() if state is not None else None
+    # Under DeepSpeed param_groups hold the engine's flat partitions.
+    engine_view = runtime.strategy.full_parameters(optimizer) if runtime else None
+    groups = (
+        [{"params": engine_view}] if engine_view is not None else optimizer.param_groups
+    )
+    for group in groups:
+        for param in group["params"]:
+            full = param.detach()
+            if hasattr(full, "full_tensor"):  # an FSDP shard: gather (collective)
+                full = full.full_tensor()
+            values = full.double()
+            rows.append(
+                {
+                    "numel": int(values.numel()),
+                    "sum": float(values.sum()),
+                    "sumsq": float((values * values).sum()),
+                }
+            )
+    return rows
+
+
+def leading_size(batch: Any) -> int | None:
+    """The first dimension of the batch's first tensor: its number of samples."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else None
+    values = batch.values() if isinstance(batch, Mapping) else batch
+    if isinstance(values, (list, tuple)) or isinstance(batch, Mapping):
+        for value in values:
+            size = leading_size(value)
+            if size is not None:
+                return size
+    return None
+
+
+def batch_share() -> BatchPosition | None:
+    """The runtime's share of the current global batch, as [offset, offset + size)."""
+    from accel_migrate.runtime import _state
+    from accel_migrate.runtime.data import chunk_bounds
+
+    runtime = _state._RUNTIME
+    share = None if runtime is None else runtime._batch_share
+    if share is None:
+        return None
+    local, total = share
+    lo, _ = chunk_bounds(total, runtime.env.world_size, runtime.env.rank)
+    return BatchPosition(lo, local)
+
+
+@dataclass
+class LossFacts:
+    """Loss reductions that a per-sample-mean weighting does not reproduce."""
+
+    sum_reduction: int = 0
+    ignored_targets: int = 0
+    calls: int = 0
+
+    def facts(self) -> dict[str, Any]:
+        return {
+            "sum_reduction": self.sum_reduction,
+            "ignored_targets": self.ignored_targets,
+        }
+
+    def install(self) -> None:
+        for name, ignores in _LOSSES.items():
+            setattr(F, name, self._wrap(getattr(F, name), ignores))
+
+    def _wrap(self, original: Callable[..., Any], ignores: bool) -> Any:
+        @functools.wraps(original)
+        def loss(*args: Any, **kwargs: Any) -> Any:
+            reduction = kwargs.get("reduction", "mean")
+            if reduction == "sum":
+                self.sum_reduction += 1
+            if ignores and reduction == "mean" and len(args) > 1:
+                target, index = args[1], kwargs.get("ignore_index", -100)
+                if (
+                    isinstance(target, torch.Tensor)
+                    and not target.is_floating_point()
+                    and bool((target == index).any())
+                ):
+                    self.ignored_targets += 1
+            return original(*args, **kwargs)
+
+        return loss
+
+
+@dataclass
+class TrainedLeaves:
+    """The leaves the first recorded loss trains; at the end, do ranks agree on them?"""
+
+    leaves: list[torch.Tensor] = field(default_factory=list)
+
+    def remember(self, loss: torch.Tensor) -> None:
+        roots = [loss.grad_fn] if loss.grad_fn is not None else []
+        seen, stack = set(roots), list(roots)
+        while stack:
+            node = stack.pop()
+            variable = getattr(node, "variable", None)  # AccumulateGrad
+            if isinstance(variable, torch.Tensor) and not hasattr(
+                variable, "full_tensor"  # FSDP shards: synchronised by construction
+            ):
+                self.leaves.append(variable)
+            for next_node, _ in node.next_functions:
+                if next_node is not None and next_node not in seen:
+                    seen.add(next_node)
+                    stack.append(next_node)
+
+    def disagreement(self) -> str | None:
+        """A description of the first trained tensor that differs between ranks."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        if dist.get_world_size() < 2:
+            return None
+        mine = [
+            (
+                tuple(t.shape),
+                float(t.detach().double().sum()),
+                float(t.detach().double().square().sum()),
+            )
+            for t in self.leaves
+        ]
+        every: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(every, mine)
+        for index, values in enumerate(zip(*every, strict=False)):
+            first = values[0]
+            if any(_apart(first, other) for other in values[1:]):
+                leaf = self.leaves[index]
+                kind = "parameter" if isinstance(leaf, torch.nn.Parameter) else "tensor"
+                return f"a trained {kind} of shape {tuple(leaf.shape)}"
+        return None
+
+
+def _apart(a: tuple[Any, float, float], b: tuple[Any, float, float]) -> bool:
+    if a[0] != b[0]:
+        return True
+    scale = max(a[2], 1e-12) ** 0.5
+    return abs(a[1] - b[1]) > 1e-6 * scale or abs(a[2] - b[2]) > 1e-6 * max(a[2], 1e-12)
+
+
+def user_traceback(
+    error: BaseException,
+    script: Path,
+    display: Path,
+    line_map: dict[int, tuple[int, bool]],
+) -> str:
+    """``error``'s traceback from the script's first frame on, the runner's frames
+    left out, and the migrated copy's file and line numbers given as the user's
+    (``line_map``: migrated line -> (original line, rewritten by the migration);
+    a line the migration added is named as such)."""
+    import os
+
+    frames = traceback.extract_tb(error.__traceback__)
+    start = next(
+        (i for i, f in enumerate(frames) if Path(f.filename) == script), len(frames)
+    )
+    source = _lines(display)
+    out = [f"{FAILURE_START} (rank {os.environ.get('RANK', '0')}) ===\n"]
+    out.append("Traceback (most recent call last):\n")
+    for frame in frames[start:] or frames:
+        filename, line, text = frame.filename, frame.lineno, frame.line
+        if Path(filename) == script:
+            filename = str(display)
+            mapped, rewritten = (
+                line_map.get(line or 0, (None, True)) if line_map else (line, False)
+            )
+            if mapped is None:
+                text = f"{text}    # added by the migration (line {line} of the migrated copy)"
+            elif rewritten:
+                line = mapped
+                text = f"{text}    # the migration of this line"
+            else:
+                line = mapped
+                text = source[mapped - 1].strip() if 0 < mapped <= len(source) else text
+        out.append(f'  File "{filename}", line {line}, in {frame.name}\n')
+        if text:
+            out.append(f"    {text}\n")
+    out.extend(traceback.format_exception_only(type(error), error))
+    out.append(FAILURE_END + "\n")
+    return "".join(out)
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
