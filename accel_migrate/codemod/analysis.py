@@ -130,6 +130,11 @@ class ModuleIndex:
         collector = _Collector(self)
         self.module.visit(collector)
         self.values: dict[Key, list[cst.BaseExpression | None]] = collector.values
+        #: ``a, b = f(x)``: the value each target was unpacked from, its position
+        #: and the number of targets (its ``values`` entry is None: not known).
+        self.unpacked: dict[Key, list[tuple[cst.BaseExpression, int, int]]] = (
+            collector.unpacked
+        )
         self.functions: list[cst.FunctionDef] = collector.functions
         self.classes: list[cst.ClassDef] = collector.classes
         self.calls: list[cst.Call] = collector.calls
@@ -145,10 +150,28 @@ class ModuleIndex:
         (one that returns ``returns``, where given)."""
         if not self.project:
             return None
-        fact = self.project.lookup(self.qualnames(func))
+        names = self.qualnames(func)
+        if not names and self.star_import and isinstance(func, cst.Name):
+            # `from utils import *`: the view lists what it binds (project_view)
+            scope = self._scopes.get(func)
+            if scope is not None and not scope[func.value]:
+                names = {f"<star>.{func.value}"}
+        fact = self.project.lookup(names)
         if fact is None or (returns and fact.returns != returns):
             return None
         return fact
+
+    def bound_in_module(self, name: str) -> bool:
+        """Is ``name`` assigned, defined or imported anywhere in the file (or may a
+        ``from m import *`` bind it)? Then a builtin of that name cannot be used."""
+        if self.star_import:
+            known = self.project.star_names
+            if known is None or name in known:
+                return True
+        if any(key[1] == name for key in self.values):
+            return True
+        scopes = {s for s in self._scopes.values() if s is not None}
+        return any(name in scope.assignments for scope in scopes)
 
     def qualnames(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self._qualnames.get(node, ())}
@@ -299,14 +322,46 @@ class ModuleIndex:
         through: (
             Callable[[cst.BaseExpression], cst.BaseExpression | None] | None
         ) = None,
+        returns: bool = False,
+        positional: Callable[[cst.BaseExpression, int, int], bool] | None = None,
     ) -> set[Key]:
         """Variables that may hold what ``seed`` recognises.
 
         ``same_object``: methods that return their receiver (``.to`` on a module).
         ``through``: the argument a wrapping call stands for, if it is one
         (``tqdm(loader)`` for a loader).
+        ``returns``: a call of a local function holds it when every ``return`` of
+        the function does (``loader = make_loader()``), and ``a, b = f()`` unpacks
+        it where every ``return`` of ``f`` is a tuple display of that length whose
+        item holds it (``return train_loader, val_loader``).
+        ``positional``: whether ``value``'s item ``i`` of ``n`` holds it, for
+        ``a, b = value`` the module cannot see into (another module's function).
         """
         tagged: set[Key] = set()
+        active: set[cst.FunctionDef] = set()
+        returned_by: dict[cst.FunctionDef, list[cst.BaseExpression | None]] = {}
+
+        def returned(call: cst.Call) -> list[cst.BaseExpression] | None:
+            function = self.local_function(call.func)
+            if function is None or function in active:
+                return None
+            if function not in returned_by:
+                returned_by[function] = _returned_values(function)
+            values = returned_by[function]
+            if not values or any(v is None for v in values):
+                return None
+            return values  # type: ignore[return-value]
+
+        def holds_all(function_call: cst.Call, pick: Callable[[Any], Any]) -> bool:
+            values = returned(function_call)
+            if values is None:
+                return False
+            function = self.local_function(function_call.func)
+            active.add(function)  # type: ignore[arg-type]
+            try:
+                return all(holds(pick(v)) for v in values)
+            finally:
+                active.discard(function)  # type: ignore[arg-type]
 
         def holds(expr: cst.BaseExpression | None) -> bool:
             while expr is not None:
@@ -315,12 +370,33 @@ class ModuleIndex:
                 key = self.key(expr)
                 if key is not None:
                     return key in tagged
+                if returns and isinstance(expr, cst.Call):
+                    if holds_all(expr, lambda v: v):
+                        return True
                 attribute = method_call(expr, *same_object) if same_object else None
                 if attribute is not None:
                     expr = attribute.value
                     continue
                 expr = through(expr) if through is not None else None
             return False
+
+        def item(value: Any, i: int, n: int) -> cst.BaseExpression | None:
+            if (
+                isinstance(value, (cst.Tuple, cst.List))
+                and len(value.elements) == n
+                and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+            ):
+                return value.elements[i].value
+            return None
+
+        def unpacks(value: cst.BaseExpression, i: int, n: int) -> bool:
+            if positional is not None and positional(value, i, n):
+                return True
+            return (
+                returns
+                and isinstance(value, cst.Call)
+                and holds_all(value, lambda v: item(v, i, n))
+            )
 
         changed = True
         while changed:
@@ -329,6 +405,11 @@ class ModuleIndex:
                 if key not in tagged and any(holds(v) for v in values):
                     tagged.add(key)
                     changed = True
+            if returns or positional is not None:
+                for key, sources in self.unpacked.items():
+                    if key not in tagged and any(unpacks(*s) for s in sources):
+                        tagged.add(key)
+                        changed = True
             for call in self.calls:
                 target = self.callee(call)
                 if target is None:
@@ -401,8 +482,21 @@ class ModuleIndex:
             or self._loader_item(e)
             or self.key(e) in items,
             through=self._loop_wrapped,
+            returns=True,
+            positional=self._unpacked_loader,
         )
         return found | items
+
+    def _unpacked_loader(self, value: cst.BaseExpression, i: int, n: int) -> bool:
+        """``train_loader, val_loader = utils.get_loaders(args)``: item ``i`` of a
+        tuple of loaders a local module's function returns (AM006 prepares them
+        there), or of ``map(accel.prepare_dataloader, ...)`` (what it writes)."""
+        from .patterns import loader_tuple_helper, prepared_loader_map
+
+        if prepared_loader_map(self, value):
+            return True
+        helper = loader_tuple_helper(self, value)
+        return helper is not None and len(helper.items) == n
 
     @cached_property
     def _direct_loaders(self) -> set[Key]:
@@ -410,7 +504,10 @@ class ModuleIndex:
         from .patterns import is_loader_seed
 
         return self.tagged(
-            lambda e: is_loader_seed(self, e), through=self._loop_wrapped
+            lambda e: is_loader_seed(self, e),
+            through=self._loop_wrapped,
+            returns=True,
+            positional=self._unpacked_loader,
         )
 
     @cached_property
@@ -460,7 +557,7 @@ class ModuleIndex:
         """Variables holding a dict or list of data loaders
         (``loaders = {x: DataLoader(...) for x in ["train", "val"]}``,
         ``{"val": val_loader}``), parameters given one included."""
-        return self.tagged(self._holds_loaders)
+        return self.tagged(self._holds_loaders, returns=True)
 
     def _holds_loaders(self, expr: cst.BaseExpression | None) -> bool:
         """A dict, list or tuple display (or comprehension) of data loaders."""
@@ -659,6 +756,16 @@ class ModuleIndex:
 _MAX_PATHS = 32
 
 
+def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
+    """What each ``return`` of ``function``'s own body hands back (None: a bare
+    ``return``); empty for a function without one."""
+    return [
+        node.value
+        for node in _nodes_run_by(function.body)
+        if isinstance(node, cst.Return)
+    ]
+
+
 def _nodes_run_by(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes under ``node`` that run when it runs: not the bodies of the
     functions, classes and lambdas it defines."""
@@ -737,6 +844,9 @@ class _Collector(cst.CSTVisitor):
         super().__init__()
         self.index = index
         self.values: dict[Key, list[cst.BaseExpression | None]] = defaultdict(list)
+        self.unpacked: dict[Key, list[tuple[cst.BaseExpression, int, int]]] = (
+            defaultdict(list)
+        )
         self.functions: list[cst.FunctionDef] = []
         self.classes: list[cst.ClassDef] = []
         self.calls: list[cst.Call] = []
@@ -749,8 +859,14 @@ class _Collector(cst.CSTVisitor):
     ) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             values = _unpacked(target, value)
-            for element, item in zip(target.elements, values, strict=True):
+            plain = not any(isinstance(e, cst.StarredElement) for e in target.elements)
+            for position, (element, item) in enumerate(
+                zip(target.elements, values, strict=True)
+            ):
                 self._bind_target(element.value, item)
+                inner = self.index.key(element.value)
+                if item is None and value is not None and plain and inner is not None:
+                    self.unpacked[inner].append((value, position, len(target.elements)))
             return
         key = self.index.key(target)
         if key is not None:

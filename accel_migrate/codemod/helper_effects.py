@@ -86,3 +86,45 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
                 "there with accel.reduce"
             )
     return None
+
+
+def optimizer_method(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
+    """The model class of a local module whose method ``call`` runs, when that
+    method hands back an optimizer over the model's own parameters
+    (``model.configure_optimizers(config)`` with ``model = GPT(config)`` and
+    ``GPT`` in mingpt/model.py): every value of the receiver is an instance."""
+
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    key = index.key(func.value)
+    values = index.values.get(key, []) if key is not None else []
+    if not values:
+        return None
+    found = None
+    for value in values:
+        value = _constructed(index, value)
+        if not isinstance(value, cst.Call):
+            return None
+        fact = index.helper(value.func, "model")
+        if fact is None or func.attr.value not in fact.optimizer_methods:
+            return None
+        found = fact
+    return found
+
+
+def _constructed(
+    index: ModuleIndex, value: cst.BaseExpression | None
+) -> cst.BaseExpression | None:
+    """``GPT(cfg)`` of ``accel.prepare_model(GPT(cfg).to(device))``."""
+    from .analysis import method_call
+
+    while value is not None:
+        inner = method_call(value, "to", "cuda")
+        if inner is not None:
+            value = inner.value
+        elif index.is_runtime_call(value, "prepare_model") and value.args:  # type: ignore[attr-defined]
+            value = value.args[0].value  # type: ignore[attr-defined]
+        else:
+            return value
+    return None

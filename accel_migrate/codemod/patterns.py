@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -155,6 +155,43 @@ def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     if helper is not None:
         return not helper.unshardable
     return index.is_runtime_call(expr, "prepare_dataloader")
+
+
+def loader_tuple_helper(index: ModuleIndex, expr: cst.BaseExpression) -> Any:
+    """The project fact of a local module's function that returns a tuple of
+    shardable DataLoaders (``return train_loader, val_loader``), if ``expr`` calls
+    one."""
+    if not isinstance(expr, cst.Call):
+        return None
+    helper = index.helper(expr.func)
+    if (
+        helper is None
+        or helper.container != "tuple"
+        or helper.unshardable
+        or not helper.items
+        or any(kind != "loader" for kind in helper.items)
+    ):
+        return None
+    return helper
+
+
+def prepared_loader_map(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
+    """``map(accel.prepare_dataloader, ...)``: AM006's rewrite of a call that
+    returns a tuple of loaders."""
+    if not (
+        isinstance(expr, cst.Call)
+        and len(expr.args) == 2
+        and not any(a.keyword or a.star for a in expr.args)
+        and "builtins.map" in index.qualnames(expr.func)
+    ):
+        return False
+    from .analysis import RUNTIME, attr_chain
+
+    first = expr.args[0].value
+    names = {f"{RUNTIME}.prepare_dataloader"}
+    return bool(index.qualnames(first) & names) or (
+        attr_chain(first) == f"{index.alias}.prepare_dataloader"
+    )
 
 
 def string_value(node: cst.CSTNode) -> str | None:

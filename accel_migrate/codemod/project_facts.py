@@ -52,6 +52,14 @@ class HelperFact:
     reduction: str = ""  # for a loss: mean / sum / token-mean / unknown
     #: Why a returned loader cannot be sharded ("" when it can).
     unshardable: str = ""
+    #: "tuple" or "dict" when every return is a display of that shape holding a
+    #: loader (``return train_loader, val_loader``); ``items``: the kind of each
+    #: item of the tuple ("" where not known), or of the dict's values.
+    container: str = ""
+    items: tuple[str, ...] = ()
+    #: For a model class: its methods whose every return is an optimizer built
+    #: over the instance's own parameters (minGPT's ``configure_optimizers``).
+    optimizer_methods: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     prints: bool = False
     collectives: bool = False
@@ -64,6 +72,9 @@ class HelperFact:
     def describe(self) -> str:
         """``get_test_dataloader in utils.py returns a DataLoader``."""
         parts = []
+        if self.container:
+            loaders = "DataLoaders" if set(self.items) == {"loader"} else "values"
+            parts.append(f"returns a {self.container} of {loaders}")
         if self.returns:
             verb = "builds" if self.kind == "class" else "returns"
             what = _DESCRIBED[self.returns]
@@ -92,6 +103,9 @@ class ProjectFacts:
     helpers: tuple[tuple[str, HelperFact], ...] = ()
     #: The local module files read (for messages and the cache key).
     files: tuple[str, ...] = ()
+    #: Every name the file's star imports bind (``from utils import *``), where
+    #: each is of a local module whose names could be read; None otherwise.
+    star_names: tuple[str, ...] | None = None
 
     def lookup(self, qualnames: Iterable[str]) -> HelperFact | None:
         table = dict(self.helpers)

@@ -25,6 +25,7 @@ from .patterns import (
 )
 from .project_facts import HelperFact
 from .reduction.facts import _FUNCTIONAL_LOSSES, _IGNORING
+from .shell_commands import RUNNERS, kind, literal_command
 
 if TYPE_CHECKING:
     from .project_view import ProjectView, Target
@@ -131,9 +132,39 @@ class HelperFacts:
                     return True
         return False
 
+    def _optimizer_methods(self, cls: ast.ClassDef) -> tuple[str, ...]:
+        """Methods whose every return is an optimizer (``torch.optim.AdamW(groups,
+        ...)``) and that read the instance's own parameters (``self.parameters()``,
+        ``self.named_parameters()``): they hand back the model's optimizer."""
+        found = []
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            returns = [r for r in _own_nodes(method) if isinstance(r, ast.Return)]
+            if not returns or any(r.value is None for r in returns):
+                continue
+            kinds = {self.kind_of(r.value, method, 0)[0] for r in returns}  # type: ignore[arg-type]
+            reads_own = any(
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("parameters", "named_parameters")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+                for node in _own_nodes(method)
+            )
+            if kinds == {"optimizer"} and reads_own:
+                found.append(method.name)
+        return tuple(found)
+
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
-            return HelperFact(cls.name, self.file, "class", returns="model")
+            return HelperFact(
+                cls.name,
+                self.file,
+                "class",
+                returns="model",
+                optimizer_methods=self._optimizer_methods(cls),
+            )
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -162,6 +193,10 @@ class HelperFacts:
                 reductions = {f[1] for f in found}
                 reduction = reductions.pop() if len(reductions) == 1 else "unknown"
                 unshardable = next((f[2] for f in found if f[2]), "")
+        container, items = "", ()
+        if not kind and returns:
+            container, items, why = self._container(returns, function)
+            unshardable = unshardable or why
         effects = _Effects(self, in_class=False)
         effects.body(function.body)
         if any(r.value is not None for r in returns):
@@ -172,12 +207,49 @@ class HelperFacts:
             "function",
             returns=kind,
             reduction=reduction if kind == "loss" else "",
-            unshardable=unshardable if kind == "loader" else "",
+            unshardable=unshardable if kind == "loader" or container else "",
+            container=container,
+            items=items,
             writes=tuple(sorted(effects.writes)),
             prints=effects.prints,
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
         )
+
+    def _container(
+        self, returns: list[ast.Return], function: ast.AST
+    ) -> tuple[str, tuple[str, ...], str]:
+        """("tuple" or "dict", the kinds of its items, why a loader of them cannot
+        be sharded) when every return is a display of one shape holding a loader
+        (``return train_loader, val_loader``; ``return {"train": ..., "val": ...}``)."""
+        values = [r.value for r in returns]
+        if all(
+            isinstance(v, ast.Tuple)
+            and not any(isinstance(e, ast.Starred) for e in v.elts)
+            for v in values
+        ):
+            shape, elements = "tuple", [v.elts for v in values]  # type: ignore[union-attr]
+            if len({len(e) for e in elements}) != 1:
+                return ("", (), "")
+        elif all(isinstance(v, ast.Dict) and None not in v.keys for v in values):
+            shape, elements = "dict", [v.values for v in values]  # type: ignore[union-attr]
+        else:
+            return ("", (), "")
+        found = [[self.kind_of(e, function, 0) for e in each] for each in elements]
+        if shape == "tuple":
+            columns = list(zip(*found, strict=True))
+            items = tuple(
+                c[0][0] if len({k for k, _, _ in c}) == 1 else "" for c in columns
+            )
+        else:
+            kinds = {k for each in found for k, _, _ in each}
+            items = (kinds.pop(),) if len(kinds) == 1 else ("",)
+        if "loader" not in items and not any(
+            k == "loader" for each in found for k, _, _ in each
+        ):
+            return ("", (), "")
+        why = next((w for each in found for k, _, w in each if w), "")
+        return (shape, items, why)
 
     def kind_of(
         self, expr: ast.expr, function: ast.AST, depth: int
@@ -398,6 +470,15 @@ class _Effects:
                 return
             if target in _WRITERS:
                 self.writes.add(target)
+                return
+            if target in RUNNERS:
+                if kind(literal_command(call)) == "read":
+                    self.prints = True  # `nvidia-smi`: prints facts, changes nothing
+                    return
+                # a shell command (`os.system("cp ...")`): what it changes cannot
+                # be seen, so the helper is never moved, only reported
+                self.writes.add(f"{target} (a shell command)")
+                self.pure = False
                 return
             if target in _PRINTS:
                 self.prints = True

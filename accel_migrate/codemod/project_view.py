@@ -32,6 +32,8 @@ _IMPORT_LINE = re.compile(
     re.MULTILINE,
 )
 _DEPTH = 12
+#: The prefix of the names a local star import binds (``ProjectFacts`` keys).
+STAR = "<star>"
 
 
 @dataclass
@@ -121,6 +123,10 @@ class ProjectView:
                         scan.names[alias.asname or alias.name] = _attribute(
                             self, module, alias.name
                         )
+                    elif isinstance(module, tuple) and not module[1]:
+                        # a package's `from .layers import *`: its names re-exported
+                        for name in self.public_names(module[0], roots) or ():
+                            scan.names.setdefault(name, _attribute(self, module, name))
         for statement in scan.tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 scan.functions[statement.name] = statement
@@ -163,6 +169,27 @@ class ProjectView:
             return ProjectFacts()
         helpers: dict[str, HelperFact] = {}
         files: set[str] = set()
+        # `from utils import *` binds utils' public names; a star import of a
+        # module that is not local (or not read) may rebind any of them after it,
+        # so names are taken from star imports only when every one is local.
+        stars = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+        ]
+        star_names: list[str] | None = [] if stars else None
+        for star in stars:
+            module = self._from_module(real, star, roots)
+            names = (
+                self.public_names(module[0], roots)
+                if isinstance(module, tuple)
+                else None
+            )
+            if names is None or star_names is None:
+                star_names = None
+            else:
+                star_names.extend(names)
+        stars_local = star_names is not None
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -178,6 +205,8 @@ class ProjectView:
                 spelled = "." * node.level + (node.module or "")
                 for alias in node.names:
                     if alias.name == "*":
+                        if stars_local:
+                            self._star_helpers(module, real, roots, helpers, files)
                         continue
                     prefix = (
                         f"{spelled}.{alias.name}"
@@ -194,7 +223,48 @@ class ProjectView:
                         if fact is not None:
                             helpers[prefix] = fact
                             files.add(fact.file)
-        return ProjectFacts(tuple(sorted(helpers.items())), tuple(sorted(files)))
+        return ProjectFacts(
+            tuple(sorted(helpers.items())),
+            tuple(sorted(files)),
+            tuple(sorted(set(star_names))) if star_names is not None else None,
+        )
+
+    def _star_helpers(
+        self,
+        module: Target,
+        script: str,
+        roots: tuple[str, ...],
+        helpers: dict[str, HelperFact],
+        files: set[str],
+    ) -> None:
+        """The facts of the names ``from module import *`` binds, keyed
+        ``<star>.name`` (libcst gives such names no qualified name)."""
+        for name in self.public_names(module[0], roots) or ():
+            fact = self.fact(_attribute(self, module, name), roots, script)  # type: ignore[arg-type]
+            if fact is not None:
+                helpers[f"{STAR}.{name}"] = fact
+                files.add(fact.file)
+
+    def public_names(self, path: str, roots: tuple[str, ...]) -> tuple[str, ...] | None:
+        """What ``from <module at path> import *`` binds: its ``__all__`` where that
+        is a literal list or tuple of strings, else its top-level names that do not
+        start with ``_``; None where that cannot be read (``__all__`` built at run
+        time, a file that does not parse)."""
+        scan = self._scan(path, roots)
+        if scan.tree is None:
+            return None
+        listed = scan.assigned.get("__all__")
+        if listed is not None:
+            if len(listed) != 1 or not isinstance(listed[0], (ast.List, ast.Tuple)):
+                return None
+            names = [e.value for e in listed[0].elts if isinstance(e, ast.Constant)]
+            if len(names) != len(listed[0].elts) or not all(
+                isinstance(n, str) for n in names
+            ):
+                return None
+            return tuple(names)  # type: ignore[arg-type]
+        found = [*scan.functions, *scan.classes, *scan.assigned, *scan.names]
+        return tuple(dict.fromkeys(n for n in found if not n.startswith("_")))
 
     def _may_import_local(self, path: str, roots: tuple[str, ...]) -> bool:
         """Does an import line of ``path`` name a relative or local module? (A

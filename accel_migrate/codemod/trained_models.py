@@ -257,6 +257,27 @@ class AllOrNothing:
                 values[0] if values else binding_story(self.index, key, self._line)[0]
             )
             place = place or call
+            method = self._optimizer_from_method(key)
+            if method is not None:
+                bound, _ = binding_story(self.index, key, self._line)
+                story = (
+                    f"it is bound at line {self._line(bound)}: `{snippet(bound)}`"
+                    if bound is not None
+                    else "it is not built in this file"
+                )
+                self.block(
+                    method,
+                    f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in "
+                    f"a training loop (line {self._line(call)}) and stepped by the "
+                    f"optimizer `{snippet(method)}` returns (line "
+                    f"{self._line(method)}), a method of a class this file neither "
+                    "defines nor imports, so accel-migrate cannot show that optimizer "
+                    f"is over its parameters, nor prepare the model here ({story}); "
+                    "wrap the model with accel.prepare_model(...) where it is built "
+                    "and the optimizer with accel.prepare_optimizer(...)"
+                    + ALL_OR_NOTHING,
+                )
+                continue
             self.block(
                 place,
                 f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in a "
@@ -266,6 +287,25 @@ class AllOrNothing:
                 f"(line {self._line(place)}) and its optimizer with "
                 "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
             )
+
+    def _optimizer_from_method(self, key: Key) -> cst.Call | None:
+        """``optimizer = model.configure_optimizers(config)`` (then
+        ``optimizer.step()``): the model's own method hands back its optimizer."""
+        stepped = {
+            self.index.key(a.value)
+            for call in self.index.calls
+            if (a := method_call(call, "step")) is not None
+        }
+        for other, values in self.index.values.items():
+            if other not in stepped:
+                continue
+            for value in values:
+                receiver = method_call(value, "configure_optimizers")
+                if receiver is not None and self.index.key(
+                    receiver.value
+                ) in self.index.flows_into({key}):
+                    return value  # type: ignore[return-value]
+        return None
 
     @cached_property
     def _model_evidence(self) -> dict[Key, str]:
@@ -286,7 +326,15 @@ class AllOrNothing:
         neither prepares nor sees trained by an optimizer of this file (its
         optimizer is built elsewhere): reached by a backward, and not prepared."""
         found: dict[Key, cst.Call] = {}
-        for loop in self.index.for_loops:
+        # `while True: batch = next(data_iter)` steps as much as a `for` does
+        # (minGPT's Trainer.run); a `while` that reads no loader is not a step.
+        loops: list[cst.For | cst.While] = [*self.index.for_loops]
+        loops += [
+            w
+            for w in m.findall(self.index.module, m.While())
+            if self.index.reads_loader(w)  # type: ignore[arg-type]
+        ]
+        for loop in loops:
             if not self.index.runs_backward(loop.body):
                 continue
             for call in m.findall(loop.body, m.Call()):

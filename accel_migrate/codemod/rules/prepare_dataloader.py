@@ -6,6 +6,16 @@ spelling (``from torch.utils.data import DataLoader as DL`` included), for
 training and evaluation loaders alike. A loader built in a local module the
 script imports (``test_loader = utils.get_test_dataloader()``, known from the
 project view) is wrapped where it is called: the module itself is not written.
+Such a function returning a tuple of loaders (``return train_loader,
+val_loader``) is prepared where the tuple is unpacked into one name each:
+``train_loader, val_loader = map(accel.prepare_dataloader, get_loaders(args))``.
+Kept whole (``loaders = get_loaders(args)``), returned in a dict, or mixed with
+other values, its loaders cannot be prepared at the call, and the file is left
+unchanged with a needs-review finding (all or nothing: sharded data is never
+paired with an unsharded setup or the reverse). Loaders built by functions of
+this file are wrapped where they are built, and the variables their returns
+reach (also through ``a, b = f()``) are loaders for the other rules (AM009
+reduces the sums over them).
 A sharded loader passed to such a module's function (``utils.evaluate(net,
 test_loader)``) is reported as needs-review: what that function sums over it is
 this process's share, and nothing there reduces it.
@@ -51,8 +61,9 @@ from __future__ import annotations
 import libcst as cst
 
 from ..helper_effects import loader_passed_to_helper
-from ..patterns import DATALOADER_CALLS
-from ..rule import Rule
+from ..patterns import DATALOADER_CALLS, prepared_loader_map
+from ..project_facts import HelperFact
+from ..rule import Rule, tidy_args
 from ..unshardable import unshardable_reason
 
 
@@ -64,6 +75,9 @@ class PrepareDataloader(Rule):
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
+        held = self.index.helper(original_node.func)
+        if held is not None and held.container:
+            return self._container(original_node, updated_node, held)
         helper = self.index.helper(original_node.func, "loader")
         if helper is None and not self.is_call_to(original_node, DATALOADER_CALLS):
             passed = loader_passed_to_helper(self.index, original_node)
@@ -101,3 +115,76 @@ class PrepareDataloader(Rule):
             original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"
         )
         return self.runtime_call("prepare_dataloader", [cst.Arg(value=updated_node)])
+
+    def _container(
+        self, original: cst.Call, updated: cst.Call, helper: HelperFact
+    ) -> cst.BaseExpression:
+        """A local module's function returning a tuple (or dict) of loaders: each
+        is prepared where the tuple is unpacked into as many names (``a, b =
+        map(accel.prepare_dataloader, get_loaders(args))``); any other use leaves
+        the file unchanged (its loaders cannot all be prepared here)."""
+        arg = self.parent(original)
+        if isinstance(arg, cst.Arg) and prepared_loader_map(
+            self.index, self.parent(arg)  # type: ignore[arg-type]
+        ):
+            return updated  # prepared already (a second run)
+        where = f"{helper.describe()}"
+        if helper.unshardable:
+            self.block(
+                original,
+                f"{where}, one of which cannot be sharded ({helper.unshardable}); "
+                "its loaders are not prepared, so nothing of this file is migrated",
+            )
+            return updated
+        if helper.container != "tuple" or set(helper.items) != {"loader"}:
+            shape = (
+                "a dict" if helper.container == "dict" else "a tuple of other values"
+            )
+            self.block(
+                original,
+                f"{where}: accel-migrate prepares the loaders a helper returns in a "
+                f"tuple it unpacks into one name each, not in {shape}, and "
+                f"{helper.file} is not rewritten; nothing of this file is migrated "
+                "(prepare each loader with accel.prepare_dataloader(...) where it is "
+                "taken out)",
+            )
+            return updated
+        statement = self.parent(original)
+        targets = statement.targets if isinstance(statement, cst.Assign) else ()
+        target = targets[0].target if len(targets) == 1 else None
+        if not (
+            isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == len(helper.items)
+            and not any(isinstance(e, cst.StarredElement) for e in target.elements)
+        ):
+            self.block(
+                original,
+                f"{where}, not unpacked into one name per loader where it is "
+                "called: its loaders cannot be prepared here, and the module is not "
+                "rewritten; nothing of this file is migrated (write `a, b = "
+                f"{helper.name}(...)`)",
+            )
+            return updated
+        if self.index.bound_in_module("map"):
+            self.block(
+                original,
+                f"{where}; `map` may not be the builtin in this file (it is bound "
+                "here, or a star import may bind it), so they cannot be prepared "
+                "with map(accel.prepare_dataloader, ...); nothing of this file is "
+                "migrated",
+            )
+            return updated
+        self.report(
+            original,
+            "fixed",
+            f"{where} -> map(accel.prepare_dataloader, ...) (each of them prepared)",
+        )
+        return cst.Call(
+            func=cst.Name("map"),
+            args=tidy_args(
+                [
+                    cst.Arg(value=self.runtime_attr("prepare_dataloader")),
+                    cst.Arg(value=updated),
+                ]
+            ),
+        )

@@ -82,6 +82,7 @@ import libcst.matchers as m
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
 from ..analysis import Key, method_call
+from ..helper_effects import optimizer_method
 from ..patterns import (
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
@@ -235,6 +236,12 @@ class PrepareModel(AllOrNothing, Rule):
         keys: set[Key] = set()
         trained_classes: set[cst.ClassDef] = set()
         for call in self.index.calls:
+            if optimizer_method(self.index, call) is not None:
+                # `model.configure_optimizers(cfg)`: an optimizer over `model`'s
+                # parameters (its class's method, read in its module)
+                key = self.index.key(call.func.value)  # type: ignore[attr-defined]
+                if key is not None:
+                    keys.add(key)
             if self.is_optimizer_call(call):
                 for inner in self._parameter_calls(call):
                     receiver = inner.func.value  # type: ignore[attr-defined]

@@ -6,7 +6,10 @@ learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
 ``timm.optim`` and ``transformers``, and classes of this file deriving from
 ``torch.optim.Optimizer``. Works wherever the call is: an assignment,
 ``self.optimizer = ...``, or ``return optim.Adam(...)`` in a
-``configure_optimizers`` method.
+``configure_optimizers`` method. The optimizer a local module's model class hands
+back from a method over its own parameters (``optimizer =
+model.configure_optimizers(config)``, ``GPT`` in mingpt/model.py, known from the
+project view) is wrapped where that method is called.
 
 ## Why
 The runtime needs to know the optimizers: under FSDP their parameters are
@@ -35,6 +38,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from ..helper_effects import optimizer_method
 from ..patterns import OPTIMIZER_BASES, is_optimizer_class
 from ..rule import Rule
 
@@ -55,8 +59,20 @@ class PrepareOptimizer(Rule):
         is_optimizer = local in self.optimizer_classes or any(
             is_optimizer_class(q) for q in self.qualnames(original_node.func)
         )
-        if not is_optimizer or self._already_prepared(original_node):
+        method = None if is_optimizer else optimizer_method(self.index, original_node)
+        if (not is_optimizer and method is None) or self._already_prepared(
+            original_node
+        ):
             return updated_node
+        if method is not None:
+            name = original_node.func.attr.value  # type: ignore[attr-defined]
+            self.report(
+                original_node,
+                "fixed",
+                f"`{method.name}.{name}` in {method.file} returns an optimizer over "
+                "the model's own parameters -> accel.prepare_optimizer(...)",
+            )
+            return self.runtime_call("prepare_optimizer", [cst.Arg(value=updated_node)])
         self.report(original_node, "fixed", "optimizer -> accel.prepare_optimizer(...)")
         return self.runtime_call("prepare_optimizer", [cst.Arg(value=updated_node)])
 
