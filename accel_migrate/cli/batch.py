@@ -64,7 +64,7 @@ def migrate_file(
     outcome = cache.get(path, source, project)
     if outcome is None:
         outcome = _migrate(path, source, options)
-        cache.put(source, outcome, project)
+        cache.put(path, source, outcome, project)
     return outcome
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from .. import __version__
 from ..codemod import MigrateOptions, MigrationResult
 from ..codemod.findings import Failure, Finding
+from ..codemod.screen import test_module_name
 
 ENVIRONMENT = "ACCEL_MIGRATE_CACHE_DIR"
 #: Bumped when the entry format changes (old entries are then left unread).
@@ -101,10 +102,17 @@ class ResultCache:
         settings = hashlib.sha256(described.encode()).hexdigest()
         return cls(folder or default_folder(), settings, options)
 
-    def _entry(self, source: bytes, project: str = "") -> Path:
+    def _entry(self, path: str, source: bytes, project: str = "") -> Path:
         # ``project``: the digest of the facts of the file's local imports (a
         # changed utils.py is a new result for the train.py that imports it).
-        salt = self.settings + (f"\0{project}" if project else "")
+        # A test module's name decides too: test_train.py that defines tests is
+        # skipped, the same bytes as train.py are a training script. Otherwise
+        # the path is not in the key (a moved or copied file hits).
+        salt = (
+            self.settings
+            + ("\0test-name" if test_module_name(path) else "")
+            + (f"\0{project}" if project else "")
+        )
         key = hashlib.sha256(salt.encode() + b"\0" + source).hexdigest()
         return self.folder / FORMAT / key[:2] / key
 
@@ -113,7 +121,7 @@ class ResultCache:
         project facts of digest ``project``; None when there is none, or it cannot
         be trusted."""
         try:
-            data = self._entry(source, project).read_bytes()
+            data = self._entry(path, source, project).read_bytes()
         except OSError:
             return None
         try:
@@ -121,11 +129,13 @@ class ResultCache:
         except Exception:  # corrupt, truncated, foreign: never trusted
             return None
 
-    def put(self, source: bytes, outcome: Outcome, project: str = "") -> None:
+    def put(
+        self, path: str, source: bytes, outcome: Outcome, project: str = ""
+    ) -> None:
         data = _encode(source, outcome)
         if data is None:
             return
-        entry = self._entry(source, project)
+        entry = self._entry(path, source, project)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(

@@ -52,15 +52,26 @@ def distributed_finding(line: int, column: int, name: str) -> Finding:
 # -- test files -------------------------------------------------------------------------
 
 
+def _module_name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def test_module_name(path: str) -> bool:
+    """Is ``path`` named as pytest names test modules (the only way a file's path
+    decides its migration)?"""
+    name = _module_name(path)
+    return name == "conftest" or name.startswith("test_") or name.endswith("_test")
+
+
 def is_test_module(path: str, tree: ast.Module) -> bool:
     """A pytest or unittest file: ``conftest.py``, or ``test_*.py`` / ``*_test.py``
     that defines tests (a ``test*`` function, a class with ``test*`` methods, or a
     ``TestCase`` subclass). It may train a small model, but it is not a training
     entry point: nobody launches it on N processes."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    name = _module_name(path)
     if name == "conftest":
         return True
-    if not (name.startswith("test_") or name.endswith("_test")):
+    if not test_module_name(path):
         return False
     for statement in tree.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -141,6 +141,21 @@ def test_changed_content_misses(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.needs_review  # type: ignore[union-attr]
 
 
+def test_the_same_bytes_under_a_test_name_miss() -> None:
+    """test_train.py that defines a test is a test module (skipped); the same
+    bytes as train.py are a training script: a test name is part of the key."""
+    both = TRAIN + "\n\ndef test_loss_falls():\n    assert True\n"
+    put("train.py", both)
+    put("test_train.py", both)
+    options = MigrateOptions()
+    cache = ResultCache.for_options(options)
+    trained = migrate_file("train.py", "train.py", options, cache)
+    tested = migrate_file("test_train.py", "test_train.py", options, cache)
+    assert tested == migrate_file("test_train.py", "test_train.py", options)
+    assert tested != trained
+    assert migrate_file("train.py", "train.py", options, cache) == trained
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -176,7 +191,9 @@ def test_an_entry_for_other_bytes_is_not_trusted(tmp_path: Path) -> None:
     migrate_file("a.py", "a.py", options, cache)
     migrate_file("b.py", "b.py", options, cache)
     a_bytes, b_bytes = Path("a.py").read_bytes(), Path("b.py").read_bytes()
-    cache._entry(a_bytes).write_bytes(cache._entry(b_bytes).read_bytes())
+    cache._entry("a.py", a_bytes).write_bytes(
+        cache._entry("b.py", b_bytes).read_bytes()
+    )
     assert cache.get("a.py", a_bytes) is None
 
 
