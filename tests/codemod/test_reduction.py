@@ -122,6 +122,10 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
             "loss = model(x)['loss']\nloss.backward()",
             "is computed inside the model",
         ),
+        (
+            "loss = F.cross_entropy(model(x), y, **opts)\nloss.backward()",
+            "takes its settings from `**opts`",
+        ),
     ],
 )
 def test_unknown_reductions_are_reported_with_their_reason(

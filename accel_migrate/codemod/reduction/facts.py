@@ -126,6 +126,14 @@ def _loss_call(
     or the ``nn.*Loss(...)`` that built the criterion)."""
     keywords = {a.keyword.value: a.value for a in settings.args if a.keyword}
     spelled = code(criterion) if criterion is not None else f"F.{name}"
+    unpacked = [a for a in settings.args if a.star == "**"]
+    if unpacked:
+        # `nn.CrossEntropyLoss(**opts)`: reduction= or ignore_index= may be in it.
+        return Fact(
+            "unknown",
+            f"`{spelled}` takes its settings from `**{code(unpacked[0].value)}`, "
+            "which may set its reduction or ignore_index",
+        )
     if "reduction" in keywords:
         reduction = string_value(keywords["reduction"])
         if reduction is None:
