@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
 from accel_migrate.verify.compare import compare
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, parallel_jobs
 
 VERIFY = [sys.executable, "-m", "accel_migrate", "verify"]
 
@@ -30,14 +33,88 @@ def _verify(
     )
 
 
+VERIFY_FIXTURES = FIXTURES / "verify"
+#: Every verify run of this module's multi-process tests, by name: its arguments
+#: ("{report}" is the run's report file) and environment. They start together
+#: from one pool (``runs``), each run a job of several processes.
+JOBS: dict[str, tuple[tuple[str, ...], dict[str, str] | None]] = {
+    "faithful": (
+        (
+            str(FIXTURES / "parity" / "cnn_eval.py"),
+            "--steps",
+            "6",
+            "--report",
+            "{report}",
+            "--",
+            "--epochs",
+            "2",
+        ),
+        None,
+    ),
+    "batchnorm": (
+        (str(VERIFY_FIXTURES / "batchnorm_train.py"), "--steps", "8"),
+        {"ACCEL_MIGRATE_SYNC_BATCHNORM": "0"},
+    ),
+    "crash": (
+        (str(VERIFY_FIXTURES / "crashes.py"), "--steps", "5", "--report", "{report}"),
+        None,
+    ),
+    "deterministic": (
+        (
+            str(VERIFY_FIXTURES / "mnist_dropout.py"),
+            "--steps",
+            "4",
+            "--deterministic",
+            "--report",
+            "{report}",
+        ),
+        None,
+    ),
+    "stochastic": ((str(VERIFY_FIXTURES / "mnist_dropout.py"), "--steps", "4"), None),
+    **{
+        name: ((str(VERIFY_FIXTURES / name), "--steps", "4"), None)
+        for name in (
+            "sum_loss.py",
+            "token_mean.py",
+            "unprepared_scale.py",
+            "data_order.py",
+            "shape_crash.py",
+        )
+    },
+}
+
+
+@dataclass(frozen=True)
+class Ran:
+    done: subprocess.CompletedProcess[str]
+    report: Path
+
+
+@pytest.fixture(scope="module")
+def runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, Future[Ran]]]:
+    """Every job, started once for the module a few at a time (``parallel_jobs``);
+    a test waits for its own."""
+    root = tmp_path_factory.mktemp("verify")
+    pool = ThreadPoolExecutor(max_workers=parallel_jobs())
+
+    def run(name: str) -> Ran:
+        args, env = JOBS[name]
+        report = root / f"{name}.md"
+        return Ran(_verify(*(a.format(report=report) for a in args), env=env), report)
+
+    try:
+        yield {name: pool.submit(run, name) for name in JOBS}
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 @pytest.mark.multiprocess
-def test_a_faithful_migration_passes_and_writes_a_report(tmp_path: Path) -> None:
+def test_a_faithful_migration_passes_and_writes_a_report(runs) -> None:
     script = FIXTURES / "parity" / "cnn_eval.py"
     before = script.read_bytes()
-    report = tmp_path / "report.md"
-    done = _verify(
-        str(script), "--steps", "6", "--report", str(report), "--", "--epochs", "2"
-    )
+    done, report = runs["faithful"].result().done, runs["faithful"].result().report
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS: 6 losses over 6 steps agree" in done.stdout
     assert script.read_bytes() == before, "the original is never touched"
@@ -47,27 +124,19 @@ def test_a_faithful_migration_passes_and_writes_a_report(tmp_path: Path) -> None
 
 
 @pytest.mark.multiprocess
-def test_batchnorm_with_per_process_statistics_differs_and_is_named() -> None:
+def test_batchnorm_with_per_process_statistics_differs_and_is_named(runs) -> None:
     """By default BatchNorm computes the global batch's statistics and verify
     passes (test_parity_ddp's batchnorm fixtures); opted out, it differs and
     verify names the cause."""
-    done = _verify(
-        str(FIXTURES / "verify" / "batchnorm_train.py"),
-        "--steps",
-        "8",
-        env={"ACCEL_MIGRATE_SYNC_BATCHNORM": "0"},
-    )
+    done = runs["batchnorm"].result().done
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL: the losses diverge at step" in done.stdout
     assert "likely cause: BatchNorm in training mode" in done.stdout
 
 
 @pytest.mark.multiprocess
-def test_a_crash_is_reported_with_its_traceback(tmp_path: Path) -> None:
-    report = tmp_path / "report.md"
-    done = _verify(
-        str(FIXTURES / "verify" / "crashes.py"), "--steps", "5", "--report", str(report)
-    )
+def test_a_crash_is_reported_with_its_traceback(runs) -> None:
+    done, report = runs["crash"].result().done, runs["crash"].result().report
     assert done.returncode == 123
     assert "the original crashed" in done.stderr
     assert "RuntimeError: the data file ran out at step 2" in done.stderr
@@ -119,18 +188,9 @@ def _one_line(text: str, start: str) -> str:
 
 
 @pytest.mark.multiprocess
-def test_mnist_with_dropout_verifies_exactly_with_deterministic(
-    tmp_path: Path,
-) -> None:
-    report = tmp_path / "report.md"
-    done = _verify(
-        str(FIXTURES / "verify" / "mnist_dropout.py"),
-        "--steps",
-        "4",
-        "--deterministic",
-        "--report",
-        str(report),
-    )
+def test_mnist_with_dropout_verifies_exactly_with_deterministic(runs) -> None:
+    ran = runs["deterministic"].result()
+    done, report = ran.done, ran.report
     assert done.returncode == 0, done.stdout + done.stderr
     line = _one_line(done.stdout, "PASS: 4 losses over 4 steps agree")
     assert line.endswith(
@@ -141,10 +201,10 @@ def test_mnist_with_dropout_verifies_exactly_with_deterministic(
 
 
 @pytest.mark.multiprocess
-def test_stochastic_layers_alone_pass_as_statistically_equivalent() -> None:
+def test_stochastic_layers_alone_pass_as_statistically_equivalent(runs) -> None:
     """Without the option the losses differ (each process draws its own masks);
     verify checks that nothing else differs and exits 0, saying why."""
-    done = _verify(str(FIXTURES / "verify" / "mnist_dropout.py"), "--steps", "4")
+    done = runs["stochastic"].result().done
     assert done.returncode == 0, done.stdout + done.stderr
     assert "not exact (FAIL: the losses diverge at step 0" in done.stdout
     line = _one_line(done.stdout, "PASS (stochastic layers: statistically equivalent)")
@@ -162,17 +222,17 @@ def test_stochastic_layers_alone_pass_as_statistically_equivalent() -> None:
         ("data_order.py", "data order: the first loss differs although the initial"),
     ],
 )
-def test_the_diagnosis_names_the_actual_cause(script: str, cause: str) -> None:
-    done = _verify(str(FIXTURES / "verify" / script), "--steps", "4")
+def test_the_diagnosis_names_the_actual_cause(script: str, cause: str, runs) -> None:
+    done = runs[script].result().done
     assert done.returncode == 1, done.stdout + done.stderr
     causes = [line for line in done.stdout.splitlines() if "likely cause:" in line]
     assert len(causes) == 1 and cause in causes[0], done.stdout
 
 
 @pytest.mark.multiprocess
-def test_a_crash_of_the_migrated_copy_is_shown_once_as_the_users_code() -> None:
+def test_a_crash_of_the_migrated_copy_is_shown_once_as_the_users_code(runs) -> None:
     script = FIXTURES / "verify" / "shape_crash.py"
-    done = _verify(str(script), "--steps", "4")
+    done = runs["shape_crash.py"].result().done
     assert done.returncode == 123, done.stdout + done.stderr
     assert "the migrated script crashed" in done.stderr
     error = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x3 and 6x1)"
