@@ -53,6 +53,7 @@ def cli() -> None:
     accel-migrate launch --nproc 2 train.py ARGS...
     accel-migrate verify train.py -- ARGS...   compare the original's and the migrated losses
     accel-migrate rules [CODE]       list the rules, or show one rule's documentation
+    accel-migrate env                versions, devices and runtime settings, for bug reports
     """
 
 
@@ -533,6 +534,21 @@ def rules(code: str | None) -> int:
     from .rules_command import run_rules
 
     return run_rules(code)
+
+
+@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+def env(output_format: str) -> int:
+    """Print versions, devices and the resolved runtime configuration (for bug reports)."""
+    from .env_command import run_env
+
+    return run_env(output_format)
 
 
 def _have_torch(command: str) -> bool:
