@@ -176,6 +176,18 @@ def _validated(key: str, value: object, source: str) -> object:
     return value
 
 
+def validated(key: str, value: object, source: str) -> object:
+    """``value`` for setting ``key`` (``strategy``, ``batch_mode``...) as a job would
+    use it, or ``ConfigError`` naming ``source``; ``accel-migrate config`` checks what
+    it writes with this, so that it writes only what a job accepts."""
+    return _validated(key, value, source)
+
+
+def setting_keys() -> tuple[str, ...]:
+    """The settings of ``RuntimeConfig``, in declaration order."""
+    return tuple(f.name for f in fields(RuntimeConfig) if f.name != "sources")
+
+
 def load_config(
     overrides: dict[str, object] | None = None,
     *,
