@@ -53,6 +53,8 @@ def cli() -> None:
     accel-migrate launch --nproc 2 train.py ARGS...
     accel-migrate verify train.py -- ARGS...   compare the original's and the migrated losses
     accel-migrate rules [CODE]       list the rules, or show one rule's documentation
+    accel-migrate config             write the runtime settings into pyproject.toml
+    accel-migrate env                versions, devices and runtime settings, for bug reports
     """
 
 
@@ -548,6 +550,65 @@ def rules(code: str | None) -> int:
     from .rules_command import run_rules
 
     return run_rules(code)
+
+
+@cli.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+def env(output_format: str) -> int:
+    """Print versions, devices and the resolved runtime configuration (for bug reports)."""
+    from .env_command import run_env
+
+    return run_env(output_format)
+
+
+@cli.command("config", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--strategy", default=None, help="auto, single, ddp or fsdp.")
+@click.option("--precision", default=None, help="fp32, bf16 or fp16.")
+@click.option("--batch-mode", default=None, help="global or per-device.")
+@click.option("--timeout", default=None, help="Seconds a collective may wait.")
+@click.option("--sync-batchnorm/--no-sync-batchnorm", default=None)
+@click.option("--fsdp-wrap", default=None, help="blocks or root.")
+@click.option("--fsdp-block-classes", default=None, metavar="NAMES")
+@click.option("--fsdp-min-params", default=None, metavar="N")
+@click.option(
+    "--reshard-after-forward/--no-reshard-after-forward",
+    "fsdp_reshard_after_forward",
+    default=None,
+)
+@click.option("--activation-checkpointing/--no-activation-checkpointing", default=None)
+@click.option(
+    "--file",
+    "file",
+    default="pyproject.toml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The file to write the table into (created if missing).",
+)
+@click.option(
+    "-y",
+    "--yes",
+    is_flag=True,
+    help="Ask nothing: write strategy, precision and batch mode (from the "
+    "flags, else the defaults) and the other settings flagged.",
+)
+@click.option("--force", is_flag=True, help="Replace settings the table already has.")
+def config_command(file: str, yes: bool, force: bool, **flags: Any) -> int:
+    """Write the runtime settings into [tool.accel-migrate] of pyproject.toml.
+
+    \b
+    On a terminal it asks (strategy, precision, batch mode), with defaults.
+    accel-migrate config --strategy fsdp --precision bf16 --yes   asks nothing
+    Other tables and comments of the file are kept as they are.
+    """
+    from .config_command import run_config
+
+    return run_config(flags, file=file, yes=yes, force=force)
 
 
 def _have_torch(command: str) -> bool:

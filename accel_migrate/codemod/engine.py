@@ -30,6 +30,7 @@ from .findings import (
     MigrationError,
     MigrationResult,
 )
+from .formatting import black_like_input, place_runtime_import
 from .project_facts import ProjectFacts
 from .project_view import read_project
 from .rule import RUNTIME_MODULE, RuleContext, registered_rules
@@ -164,10 +165,13 @@ def _full_pass(
     if not context.changed:
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:
-        module = _add_runtime_import(module, alias)
-    output: str | bytes = module.bytes if isinstance(source, bytes) else module.code
+        module = place_runtime_import(_add_runtime_import(module, alias), alias)
+    code = black_like_input(context.original_code, module.code)
+    output: str | bytes = (
+        code.encode(module.encoding) if isinstance(source, bytes) else code
+    )
     try:
-        ast.parse(module.code)
+        ast.parse(code)
     except (
         SyntaxError
     ) as exc:  # a bug in a rule: never hand out code that does not parse

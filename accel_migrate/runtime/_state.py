@@ -14,7 +14,7 @@ from torch import nn
 from .comm import Collectives, PendingReduce, ProcessGroupCollectives
 from .config import ConfigError, RuntimeConfig, load_config
 from .env import DONE_DIR_VARIABLE, DistEnv
-from .faults import process_failed
+from .faults import mark_failed, peer_gone, process_failed, report_stopped
 from .loss_share import RecordedLoss
 from .module import PreparedModule
 from .precision import Precision, precision_class
@@ -263,13 +263,29 @@ class Runtime:
         # A DistributedDataParallel still alive when its process group is destroyed
         # can abort the process at exit (seen with gloo); release the wrappers first.
         if self._loss_in_flight is not None:
-            self._loss_in_flight[1].result()
-            self._loss_in_flight = None
+            pending, self._loss_in_flight = self._loss_in_flight[1], None
+            self._finish_reduction(pending)
         for module in self.modules():
             module.release_forward_module()
         gc.collect()
         _mark_finished(self.env.rank)
         self.comm.close()
+
+    def _finish_reduction(self, pending: PendingReduce) -> None:
+        """Wait for a loss reduction nobody asked for, at exit. This runs as an
+        atexit hook: an error escaping it would print a second traceback ("Exception
+        ignored in atexit callback") under the failing rank's. A process already
+        failing (its error is reported) does not wait; a peer gone meanwhile gets
+        the same one line as in a collective of the script."""
+        if process_failed():
+            return
+        try:
+            pending.result()
+        except RuntimeError as error:
+            if not peer_gone(error):
+                raise
+            mark_failed()
+            report_stopped(self.env.rank, error)
 
 
 def _mark_finished(rank: int) -> None:

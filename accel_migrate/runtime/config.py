@@ -7,6 +7,7 @@ on as the environment variables below), environment variables set by the user,
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, fields
@@ -27,6 +28,10 @@ FSDP_WRAPS: tuple[str, ...] = get_args(FsdpWrap)
 ZERO_STAGES: tuple[int, ...] = (1, 2, 3)
 
 ENV_PREFIX = "ACCEL_MIGRATE_"
+#: Set by the launcher next to the settings it passes on: for each, the value it
+#: set and where that value came from (its flag, pyproject.toml, the default), so
+#: that messages in the processes name that, not the variable that carried it.
+SOURCES_VARIABLE = ENV_PREFIX + "SOURCES"
 
 
 class ConfigError(ValueError):
@@ -190,6 +195,18 @@ def _validated(key: str, value: object, source: str) -> object:
     return value
 
 
+def validated(key: str, value: object, source: str) -> object:
+    """``value`` for setting ``key`` (``strategy``, ``batch_mode``...) as a job would
+    use it, or ``ConfigError`` naming ``source``; ``accel-migrate config`` checks what
+    it writes with this, so that it writes only what a job accepts."""
+    return _validated(key, value, source)
+
+
+def setting_keys() -> tuple[str, ...]:
+    """The settings of ``RuntimeConfig``, in declaration order."""
+    return tuple(f.name for f in fields(RuntimeConfig) if f.name != "sources")
+
+
 def load_config(
     overrides: dict[str, object] | None = None,
     *,
@@ -214,6 +231,7 @@ def load_config(
         if key not in values and env_name(key) in environ:
             values[key] = _validated(key, environ[env_name(key)], env_name(key))
             sources[key] = env_name(key)
+    _carried_sources(environ, sources)
     missing = [key for key in keys if key not in values]
     if missing:
         pyproject = find_pyproject(cwd or Path.cwd())
@@ -227,8 +245,38 @@ def load_config(
     return RuntimeConfig(**values, sources=tuple(sorted(sources.items())))  # type: ignore[arg-type]
 
 
+def _carried_sources(environ: dict[str, str], sources: dict[str, str]) -> None:
+    """The launcher's sources for the values it set (and that are still set)."""
+    try:
+        carried = json.loads(environ.get(SOURCES_VARIABLE, "{}"))
+    except ValueError:
+        return
+    if not isinstance(carried, dict):
+        return
+    for key, where in list(sources.items()):
+        entry = carried.get(key)
+        if (
+            where == env_name(key)
+            and isinstance(entry, list)
+            and len(entry) == 2
+            and entry[0] == environ.get(env_name(key))
+        ):
+            sources[key] = str(entry[1])
+
+
 def config_environment(config: RuntimeConfig) -> dict[str, str]:
-    """Environment variables that make child processes resolve to ``config``."""
+    """Environment variables that make child processes resolve to ``config``, and
+    say where each value came from."""
+    settings = _settings_environment(config)
+    carried = {
+        key: [settings[env_name(key)], config.source_of(key)]
+        for key in setting_keys()
+        if env_name(key) in settings
+    }
+    return {**settings, SOURCES_VARIABLE: json.dumps(carried)}
+
+
+def _settings_environment(config: RuntimeConfig) -> dict[str, str]:
     return {
         env_name("strategy"): config.strategy,
         env_name("precision"): config.precision,

@@ -84,6 +84,13 @@ def process_failed() -> bool:
     return _FAILED
 
 
+def mark_failed() -> None:
+    """This process is failing (a peer went away at exit): it leaves without the
+    closing barrier and does not tell the launcher that its work is done."""
+    global _FAILED
+    _FAILED = True
+
+
 def install_excepthook(rank: int) -> None:
     """Secondary failures in one line; the first failure recorded for torchrun."""
     previous = sys.excepthook
@@ -94,16 +101,28 @@ def install_excepthook(rank: int) -> None:
         global _FAILED
         _FAILED = True
         if peer_gone(error):
-            lines = str(error).strip().splitlines() or [type(error).__name__]
-            message = lines[0].removeprefix(f"rank {rank}: ")
-            sys.stderr.write(f"[rank{rank}]: stopped: {message}\n")
-            sys.stderr.flush()
-            record_error(error, stopped=True)
+            report_stopped(rank, error)
             return
         record_error(error)
         previous(kind, error, tb)
 
     sys.excepthook = hook
+
+
+def report_stopped(rank: int, error: BaseException) -> None:
+    """One line for a process stopped because a peer went away (the peer's own
+    traceback is the one to read), and the record that says so for the launcher."""
+    if isinstance(error, PeerFailedError):
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        message = lines[0].removeprefix(f"rank {rank}: ")
+    else:  # the backend's own words (gloo's source path, "GLHF!") help nobody
+        message = (
+            "a collective could not complete: another process of the job closed "
+            "its connection (it failed, or finished without reaching this collective)"
+        )
+    sys.stderr.write(f"[rank{rank}]: stopped: {message}\n")
+    sys.stderr.flush()
+    record_error(error, stopped=True)
 
 
 def record_error(error: BaseException, stopped: bool = False) -> None:

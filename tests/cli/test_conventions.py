@@ -422,7 +422,11 @@ def test_every_report_names_a_file_the_same_way(
 
 @pytest.mark.parametrize(
     "argv, near",
-    [(["rule", "AM001"], "rules"), (["verfy", "train.py"], "verify"), (["envv"], None)],
+    [
+        (["rule", "AM001"], "rules"),
+        (["verfy", "train.py"], "verify"),
+        (["envv"], "env"),
+    ],
 )
 def test_a_command_like_word_that_is_no_file_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], argv: list[str], near: str | None

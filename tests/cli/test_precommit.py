@@ -117,3 +117,65 @@ def test_the_checking_hook_fails_without_touching_the_file(tmp_path: Path) -> No
     assert "Failed" in result.stdout
     assert "+    accel.backward(loss)" in result.stdout
     assert (repo / "train.py").read_text() == TRAIN
+
+
+# --- the documented snippet, with its tag as rev ------------------------------------
+
+
+def documented_snippet() -> dict:
+    """The ``.pre-commit-config.yaml`` that docs/repositories.md tells users to write."""
+    text = (ROOT / "docs" / "repositories.md").read_text()
+    section = text[text.index("## Pre-commit") :]
+    block = section[section.index("```yaml\n") + len("```yaml\n") :]
+    return yaml.safe_load(block[: block.index("```")])
+
+
+def test_the_documented_snippet_runs_with_its_tag_as_rev(tmp_path: Path) -> None:
+    """pre-commit itself fetches ``rev`` from the repository, installs the hook from
+    that checkout and runs it. The release tag is made here, in a clone (the
+    maintainer tags the real repository, see docs/repositories.md); offline, the
+    hook's environment finds the dependencies on PYTHONPATH instead of an index."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    config = documented_snippet()
+    [entry] = config["repos"]
+    assert entry["rev"] == f"v{version}", "the documented rev is this version's tag"
+    assert [hook["id"] for hook in entry["hooks"]] == ["accel-migrate"]
+
+    upstream = tmp_path / "accel-migrate"
+    git(tmp_path, "clone", "-q", "--no-local", str(ROOT), str(upstream))
+    git(upstream, "tag", entry["rev"])
+    entry["repo"] = str(upstream)
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", ".")
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    (repo / "train.py").write_text(TRAIN)
+    git(repo, "add", ".")
+    import sysconfig
+
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+        "PRE_COMMIT_COLOR": "never",
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of "build without isolation"
+        "PYTHONPATH": os.pathsep.join(
+            [sysconfig.get_paths()["purelib"], os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "files were modified by this hook" in result.stdout
+    assert "accel.backward(loss)" in (repo / "train.py").read_text()

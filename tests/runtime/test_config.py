@@ -76,3 +76,29 @@ def test_environment_round_trip(tmp_path: Path) -> None:
     )
     again = load_config(environ=config_environment(config), cwd=tmp_path)
     assert (again.strategy, again.precision, again.timeout) == ("ddp", "bf16", 30.0)
+
+
+def test_the_launchers_sources_reach_its_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from accel_migrate.runtime import amp
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.accel-migrate]\nbatch-mode = "per-device"\n')
+    launcher = load_config({"precision": "fp16"}, environ={}, cwd=tmp_path)
+    carried = config_environment(launcher)
+    process = load_config(environ=carried, cwd=tmp_path)
+    # Before, every setting was said to come from the variable that carried it.
+    assert process.source_of("precision") == "--precision"
+    where = f"{pyproject.resolve()} [tool.accel-migrate]"
+    assert process.source_of("batch_mode") == where
+    assert process.source_of("strategy") == "default"
+    changed = {**carried, "ACCEL_MIGRATE_PRECISION": "bf16"}  # set again by hand
+    again = load_config(environ=changed, cwd=tmp_path)
+    assert again.source_of("precision") == "ACCEL_MIGRATE_PRECISION"
+
+    monkeypatch.setattr(amp, "_warned", set())
+    with pytest.warns(UserWarning, match=r"this run is fp16 \(from --precision\)"):
+        amp.check_script_amp(SimpleNamespace(config=process), False, "autocast")

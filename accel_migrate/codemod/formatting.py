@@ -1,0 +1,184 @@
+"""The migrated file in the shape the project's formatter gives it.
+
+Two steps after the rules, both for files that changed only:
+
+- ``place_runtime_import``: the added ``import accel_migrate.runtime as accel`` goes
+  where isort (ruff's ``I001``, default settings) puts it: in the third-party
+  section of the first import block, in order among the straight imports, which
+  come before the ``from`` imports. The file's own imports are never reordered:
+  where they are not isort-clean, the new line is still put by that rule among them.
+- ``black_like_input``: when the input was black-clean (black's default mode),
+  the output is formatted by black, so that the rewritten statements (longer
+  calls) are wrapped as black wraps them and the file stays black-clean. black
+  leaves black-clean code as it is, so only the rewritten statements change. A
+  file that was not black-clean is not formatted: its style is the user's.
+
+black is optional (a development dependency; the pre-commit hook's environment
+does not install it): without it, the second step does nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Sequence
+
+import libcst as cst
+
+RUNTIME_MODULE = "accel_migrate.runtime"
+
+_FUTURE, _STDLIB, _OTHER, _LOCAL = "future", "stdlib", "other", "local"
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _imports(statement: cst.BaseStatement) -> list[cst.Import | cst.ImportFrom] | None:
+    """The imports of an import line, or None for any other statement."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    parts = list(statement.body)
+    if parts and all(isinstance(p, (cst.Import, cst.ImportFrom)) for p in parts):
+        return parts  # type: ignore[return-value]
+    return None
+
+
+def _is_runtime_import(statement: cst.BaseStatement, alias: str) -> bool:
+    parts = _imports(statement)
+    if parts is None or len(parts) != 1 or not isinstance(parts[0], cst.Import):
+        return False
+    names = parts[0].names
+    if isinstance(names, cst.ImportStar) or len(names) != 1:
+        return False
+    name = names[0]
+    return (
+        _dotted(name.name) == RUNTIME_MODULE
+        and name.asname is not None
+        and isinstance(name.asname.name, cst.Name)
+        and name.asname.name.value == alias
+    )
+
+
+def _section(part: cst.Import | cst.ImportFrom) -> str:
+    if isinstance(part, cst.ImportFrom):
+        if part.relative:
+            return _LOCAL
+        module = _dotted(part.module) if part.module is not None else ""
+    else:
+        module = _dotted(part.names[0].name)
+    top = module.split(".")[0]
+    if top == "__future__":
+        return _FUTURE
+    if top in sys.stdlib_module_names:
+        return _STDLIB
+    return _OTHER
+
+
+def _starts_group(statement: cst.SimpleStatementLine) -> bool:
+    """A blank line above an import separates isort sections."""
+    return any(line.comment is None for line in statement.leading_lines)
+
+
+def place_runtime_import(module: cst.Module, alias: str) -> cst.Module:
+    """Move the added runtime import to isort's place in the first import block."""
+    body = list(module.body)
+    ours_at = next(
+        (i for i, s in enumerate(body) if _is_runtime_import(s, alias)), None
+    )
+    if ours_at is None:
+        return module
+    ours = body.pop(ours_at)
+    assert isinstance(ours, cst.SimpleStatementLine)
+    start = next((i for i, s in enumerate(body) if _imports(s) is not None), None)
+    if start is None:
+        return module
+    end = start
+    while end < len(body) and _imports(body[end]) is not None:
+        end += 1
+    groups: list[list[int]] = []
+    for index in range(start, end):
+        line = body[index]
+        assert isinstance(line, cst.SimpleStatementLine)
+        if not groups or _starts_group(line):
+            groups.append([])
+        groups[-1].append(index)
+    placed = _place(body, groups, ours)
+    if placed is None:
+        return module
+    return module.with_changes(body=placed)
+
+
+def _place(
+    body: list[cst.BaseStatement],
+    groups: Sequence[Sequence[int]],
+    ours: cst.SimpleStatementLine,
+) -> list[cst.BaseStatement] | None:
+    def sections(index: int) -> set[str]:
+        return {_section(p) for p in _imports(body[index]) or ()}
+
+    key = RUNTIME_MODULE.lower()
+    bare = ours.with_changes(leading_lines=())
+    third_party = next(
+        (g for g in groups if any(_OTHER in sections(i) for i in g)), None
+    )
+    if third_party is not None:
+        others = [i for i in third_party if _OTHER in sections(i)]
+        for index in others:
+            [first, *_] = _imports(body[index]) or [None]
+            after_ours = isinstance(first, cst.ImportFrom) or (
+                isinstance(first, cst.Import)
+                and _dotted(first.names[0].name).lower() > key
+            )
+            if after_ours:
+                return _insert_before(body, index, bare, index == third_party[0])
+        at = others[-1] + 1
+        return [*body[:at], bare, *body[at:]]
+    standard = [g for g in groups if sections(g[0]) & {_FUTURE, _STDLIB}]
+    if not standard:
+        return None  # only relative imports: where the visitor put it is as good
+    at = standard[-1][-1] + 1
+    new_group = ours.with_changes(leading_lines=(cst.EmptyLine(),))
+    return [*body[:at], new_group, *body[at:]]
+
+
+def _insert_before(
+    body: list[cst.BaseStatement],
+    index: int,
+    ours: cst.SimpleStatementLine,
+    first_of_group: bool,
+) -> list[cst.BaseStatement]:
+    target = body[index]
+    assert isinstance(target, cst.SimpleStatementLine)
+    if first_of_group:
+        # The group's separating blank line (and a heading comment) stay above it.
+        ours = ours.with_changes(leading_lines=target.leading_lines)
+        target = target.with_changes(leading_lines=())
+    return [*body[:index], ours, target, *body[index + 1 :]]
+
+
+def black_like_input(original: str, migrated: str) -> str:
+    """``migrated`` formatted by black when ``original`` was black-clean."""
+    try:
+        import black
+    except ImportError:
+        return migrated
+    if "\r" in original:
+        return migrated  # black's string API works on LF text only
+    mode = black.Mode()
+    try:
+        if black.format_str(original, mode=mode) != original:
+            return migrated
+        formatted = black.format_str(migrated, mode=mode)
+    except Exception:  # black cannot format it (new syntax, an internal error)
+        return migrated
+    # black checks this itself only in its safe file mode; one more parse is cheap.
+    try:
+        same = ast.dump(ast.parse(formatted)) == ast.dump(ast.parse(migrated))
+    except SyntaxError:
+        same = False
+    return formatted if same else migrated
