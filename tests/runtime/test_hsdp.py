@@ -1,7 +1,8 @@
 """HSDP (strategies/hsdp.py): the worlds it refuses, in one line, before any
 process group; and two launcher "nodes" on loopback, 2 processes each, training a
 4-block model with Adam and clipping like the plain single-process run, with a
-(2, 2) mesh, per-block units, full state dict keys, and save_state/load_state."""
+(2, 2) mesh, per-block units, full state dict keys, the unsharded originals
+freed, and save_state/load_state."""
 
 from __future__ import annotations
 
@@ -114,6 +115,9 @@ def test_two_loopback_nodes_train_like_the_original(tmp_path: Path) -> None:
     out = outputs[0][0]
     assert outputs[1][0] == "", "rank 0 (node 0) prints, nobody else"
     assert "units 5" in out  # four blocks and the root
+    # The runtime once kept every replaced parameter alive: a whole unsharded
+    # copy of the model on each rank (bench/memory.py).
+    assert "original parameters freed True" in out
     assert "mesh (2, 2) ('replicate', 'shard') placements ['Replicate', 'Shard']" in out
     expected = _losses(plain.stdout)
     got = _losses(out)

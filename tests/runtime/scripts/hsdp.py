@@ -1,6 +1,6 @@
 """A 4-block residual MLP trained 6 steps with Adam and gradient clipping; prints
-the losses and, under the runtime, the FSDP units and the mesh its parameters
-live on; saves the final state dict. The same file runs plain (one process, no
+the losses and, under the runtime, the FSDP units, the mesh its parameters
+live on and whether the unsharded original parameters were freed; saves the final state dict. The same file runs plain (one process, no
 runtime) and under the runtime.
 
 argv: MODE OUT [STATE_DIR]. Under the runtime with STATE_DIR, the state is saved
@@ -8,7 +8,9 @@ after step 2 (``accel.save_state``), and after the 6 steps it is loaded again an
 steps 3-5 are run a second time ("again G loss L"): a resume inside the same job.
 """
 
+import gc
 import sys
+import weakref
 
 import torch
 from torch import nn
@@ -55,6 +57,8 @@ loader = torch.utils.data.DataLoader(
     torch.utils.data.TensorDataset(data, target), batch_size=8
 )
 if USE_RUNTIME:
+    # Sharding replaces the parameters; the full originals must then be freed.
+    original = weakref.ref(model.blocks[0].fc1.weight)
     model = accel.prepare_model(model)
     optimizer = accel.prepare_optimizer(optimizer)
     loader = accel.prepare_dataloader(loader)
@@ -83,6 +87,8 @@ if USE_RUNTIME:
 
     modules = list(accel.unwrap(model).modules())
     accel.print(f"units {sum(isinstance(m, FSDPModule) for m in modules)}")
+    gc.collect()
+    accel.print(f"original parameters freed {original() is None}")
     weight = accel.unwrap(model).blocks[0].fc1.weight
     accel.print(
         f"mesh {tuple(weight.device_mesh.shape)} {weight.device_mesh.mesh_dim_names} "
