@@ -14,19 +14,35 @@ Target: FSDP holds about half of DDP's parameter and optimizer memory per rank
 (ratio at most 0.55 at world 2). Peak RSS per rank is shown for reference: FSDP
 still gathers the whole model for forward and backward (the runtime shards the
 model as one group), so its peak moves less than its resident state.
+
+Peak model state (``--part peak``; issue 16): the peak bytes of live tensors per
+rank (parameters, gradients, optimizer state, gathered parameters; counted by a
+``TorchDispatchMode``, see ``workloads/model_state_peak.py``) of a 12-block model
+with Adam, at world 1 (the original) and world 2 and 4 under DDP, root-only FSDP
+(``--fsdp-wrap root``) and per-block FSDP; plus ``torch.cuda.max_memory_allocated``
+where CUDA is used. Target: per-block FSDP at world W peaks at most (world 1's
+peak / W + one block's parameters) x 1.10.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from _common import (
+    BENCH,
     ORIGINAL,
+    PYTHON,
     WORKLOADS,
     Contender,
+    child_environment,
     cuda_devices,
     launch,
     mib,
@@ -41,6 +57,13 @@ from _common import (
 
 RSS_TARGET = 1.05
 SHARD_TARGET = 0.55
+PEAK_TARGET = 1.10
+PEAK_WORKLOAD = WORKLOADS / "model_state_peak.py"
+PEAK_KINDS = (
+    ("DDP", "ddp", []),
+    ("FSDP, root only", "fsdp", ["--fsdp-wrap", "root"]),
+    ("FSDP, per block", "fsdp", []),
+)
 
 
 def median_of(contender: Contender, read: Any) -> float:
@@ -65,10 +88,114 @@ PARAMS_AND_OPTIMIZER = ("parameters", "optimizer")
 ALL_STATE = ("parameters", "gradients", "optimizer")
 
 
+def _peak_run(
+    command: list[str], report: Path, world: int
+) -> list[dict[str, Any]] | str:
+    """Per-rank reports of one run of the peak workload, or why there are none.
+    Ranks beyond the GPUs there are run on the CPU (the tracker counts either)."""
+    env = child_environment()
+    if world > cuda_devices():
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    mode = "plain" if len(command) == 1 else "runtime"
+    done = subprocess.run(
+        [*command, str(PEAK_WORKLOAD), mode, str(report)],
+        cwd=BENCH.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    found = sorted(report.parent.glob(f"{report.stem}*.json"))
+    if done.returncode != 0 or not found:
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        print(
+            f"--- {' '.join(command)} failed:", *lines[-30:], sep="\n", file=sys.stderr
+        )
+        return f"failed: exit {done.returncode}"
+    return [json.loads(p.read_text()) for p in found]
+
+
+def model_state_peaks(folder: Path, worlds: list[int]) -> str:
+    """The peak-model-state table: the original at world 1, then each strategy."""
+    jobs: dict[tuple[int, str], list[str]] = {(1, "original (no runtime)"): [PYTHON]}
+    for world in worlds:
+        for name, strategy, flags in PEAK_KINDS:
+            jobs[world, name] = [*launch(world, strategy), *flags]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {
+            key: pool.submit(_peak_run, command, folder / f"peak{i}.json", key[0])
+            for i, (key, command) in enumerate(jobs.items())
+        }
+        results = {key: future.result() for key, future in futures.items()}
+    base = results[1, "original (no runtime)"]
+    rows = []
+    for (world, name), reports in results.items():
+        if isinstance(reports, str):
+            rows.append([world, name, reports, "", "", "", "", "", ""])
+            continue
+        peak = max(r["peak"] for r in reports)
+        cuda = [r["cuda_peak"] for r in reports if r["cuda_peak"] is not None]
+        target, ratio, met = "", "", ""
+        if not isinstance(base, str):
+            one = max(r["peak"] for r in base)
+            ratio = f"{peak / one:.3f}"
+            if name == "FSDP, per block":
+                bound = (one / world + reports[0]["block"]) * PEAK_TARGET
+                target = f"<= {mib(bound)} (1/{world} + 1 block, +10%)"
+                met = verdict(peak <= bound)
+        rows.append(
+            [
+                world,
+                name,
+                max(r["units"] for r in reports) or "",
+                mib(peak),
+                mib(max(r["resident"] for r in reports)),
+                mib(max(cuda)) if cuda else "no CUDA",
+                ratio,
+                target,
+                met,
+            ]
+        )
+    block = next((r[0]["block"] for r in results.values() if not isinstance(r, str)), 0)
+    return table(
+        "Peak model state per rank, 12 blocks + Adam "
+        f"(live tensor bytes, largest rank; one block {mib(block)} MiB)",
+        [
+            "world",
+            "strategy",
+            "FSDP units",
+            "peak MiB",
+            "after the last step MiB",
+            "peak CUDA MiB",
+            "peak / world 1's",
+            "target MiB",
+            "met",
+        ],
+        rows,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--part",
+        choices=("all", "resident", "peak"),
+        default="all",
+        help="resident: the world 1 / world 2 table; peak: the peak model state table",
+    )
+    parser.add_argument(
+        "--worlds", default="2,4", help="worlds of the peak table (comma-separated)"
+    )
     options = parser.parse_args(argv)
+    if options.part in ("all", "peak"):
+        with workdir() as folder:
+            worlds = [int(w) for w in options.worlds.split(",")]
+            print(model_state_peaks(folder, worlds))
+            print()
+    if options.part == "peak":
+        return 0
     args = ["--steps-per-epoch", "10", "--epochs", "1"]
     cuda = cuda_devices() > 0
     rows = []

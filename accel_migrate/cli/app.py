@@ -283,7 +283,7 @@ def _command_like(first: str) -> str | None:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed"]),
+    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed", "hsdp"]),
     default=None,
     help="Default: [tool.accel-migrate] in pyproject.toml, else auto (ddp for >1 process).",
 )

@@ -30,7 +30,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 )
 
 # The runtime's choices (accel_migrate.runtime.config; a test keeps them equal).
-STRATEGIES = ("auto", "single", "ddp", "fsdp")
+STRATEGIES = ("auto", "single", "ddp", "fsdp", "deepspeed", "hsdp")
 PRECISIONS = ("fp32", "bf16", "fp16")
 BATCH_MODES = ("global", "per-device")
 

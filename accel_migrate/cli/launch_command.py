@@ -58,6 +58,12 @@ def _check(config: RuntimeConfig, processes: int, nnodes: str) -> None:
         from ..runtime.strategies.deepspeed_zero import check_launch
 
         check_launch(config)
+    if config.strategy == "hsdp" and nnodes in ("1", "1:1"):
+        raise ConfigError(
+            f"strategy 'hsdp' (from {config.source_of('strategy')}) replicates across "
+            "nodes, but --nnodes is 1; on one node HSDP is plain FSDP: use "
+            "--strategy fsdp (or --nnodes 2 or more)"
+        )
 
 
 def torchrun_arguments(

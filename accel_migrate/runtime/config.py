@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
-StrategyName = Literal["auto", "single", "ddp", "fsdp", "deepspeed"]
+StrategyName = Literal["auto", "single", "ddp", "fsdp", "deepspeed", "hsdp"]
 PrecisionName = Literal["fp32", "bf16", "fp16"]
 BatchMode = Literal["global", "per-device"]
 #: FSDP units: one per repeated block plus the root ("blocks"), or the root only.

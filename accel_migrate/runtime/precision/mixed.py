@@ -219,13 +219,13 @@ class ShardedPrecision(Precision):
 class ShardedBF16Precision(ShardedPrecision):
     name = "bf16"
     dtype = torch.bfloat16
-    strategies = ("fsdp",)
+    strategies = ("fsdp", "hsdp")
 
 
 class ShardedFP16Precision(LossScaling, ShardedPrecision):
     name = "fp16"
     dtype = torch.float16
-    strategies = ("fsdp",)
+    strategies = ("fsdp", "hsdp")
     agree_across_ranks = True
 
     def __init__(self, device: torch.device, comm: Collectives | None = None) -> None:
