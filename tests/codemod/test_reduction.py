@@ -122,6 +122,30 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
             "loss = model(x)['loss']\nloss.backward()",
             "is computed inside the model",
         ),
+        (
+            "loss_dict = model(x)\nloss = sum(v for v in loss_dict.values())\n"
+            "loss.backward()",
+            "computed inside `model(x)`",
+        ),
+        (
+            "loss_dict = model(x)\nloss = sum(loss_dict.values())\nloss.backward()",
+            "computed inside `model(x)`",
+        ),
+        (
+            # was told reduction="sum": the dict's values are means, not samples
+            "parts = {'a': F.mse_loss(model(x), y)}\nloss = sum(parts.values())\n"
+            "loss.backward()",
+            "the values of a dict (`parts.values()`)",
+        ),
+        (
+            "z = model(x)\nloss = F.cross_entropy(z @ z.t(), y)\nloss.backward()",
+            "compares the samples of the batch with each other (`z @ z.t()`)",
+        ),
+        (
+            "e = model(x)\nd = torch.cdist(e, e)\nloss = d.min(1)[0].mean()\n"
+            "loss.backward()",
+            "compares the samples of the batch with each other (`torch.cdist(e, e)`)",
+        ),
     ],
 )
 def test_unknown_reductions_are_reported_with_their_reason(
