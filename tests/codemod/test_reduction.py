@@ -49,6 +49,16 @@ def _backward(body: str) -> tuple[str, str]:
         ("loss = F.nll_loss(model(x), y)\nloss.backward()", "accel.backward(loss)"),
         ("loss = summed(model(x), y)\nloss.backward()", 'reduction="sum"'),
         ("loss = helper(model(x), y)\nloss.backward()", 'reduction="sum"'),
+        (
+            # the values of a dict literal, not a sum over the batch (was "sum")
+            "d = {'a': F.mse_loss(model(x), y), 'b': F.l1_loss(model(x), y)}\n"
+            "loss = sum(d.values())\nloss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
+            "d = {'a': summed(model(x), y)}\nloss = sum(d.values())\nloss.backward()",
+            'reduction="sum"',
+        ),
         ("loss = helper(model(x), y) / 4\nloss.backward()", 'reduction="sum"'),
         (
             "loss = helper(model(x), y) / len(x)\nloss.backward()",
@@ -132,9 +142,9 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
             "computed inside `model(x)`",
         ),
         (
-            # was told reduction="sum": the dict's values are means, not samples
-            "parts = {'a': F.mse_loss(model(x), y)}\nloss = sum(parts.values())\n"
-            "loss.backward()",
+            # was told reduction="sum": the dict's values are losses, not samples
+            "parts = {'a': F.mse_loss(model(x), y)}\nparts['b'] = model(x).sum()\n"
+            "loss = sum(parts.values())\nloss.backward()",
             "the values of a dict (`parts.values()`)",
         ),
         (

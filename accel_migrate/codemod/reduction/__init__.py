@@ -25,7 +25,9 @@ is exact either way. A loss the model computes itself (``outputs.loss``,
 ``outputs["loss"]``) has an unknown reduction: Hugging Face models average over
 the label tokens that are not -100. So has the sum of a dict of losses a model
 or criterion returned (``sum(loss_dict.values())`` after ``loss_dict =
-model(images, targets)``), and of a dict's values the analysis does not read.
+model(images, targets)``), and of a dict's values the analysis does not read;
+``sum(d.values())`` of a dict literal (also one a function of this file returns,
+with no key added later) is the sum of its values' terms.
 Where nothing says otherwise a loss is a
 mean over samples, the default of every ``torch.nn`` loss.
 """
@@ -63,6 +65,7 @@ from .facts import (
     _statistic,
     code,
 )
+from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 
 if TYPE_CHECKING:
@@ -116,27 +119,6 @@ def _computed_by_model(expr: cst.BaseExpression) -> Fact:
         "are not -100 (shifted by one in a causal LM), a count that differs between "
         "the processes' shares. Pass that count as `count=` where the loss is "
         "backpropagated, unless every sample has the same number of label tokens",
-    )
-
-
-_DICT_VIEW = m.Call(
-    func=m.Attribute(attr=m.Name("values") | m.Name("keys") | m.Name("items")), args=[]
-)
-
-
-def _dict_view(expr: cst.BaseExpression) -> bool:
-    """``d.values()``, ``d.keys()``, ``d.items()``."""
-    return m.matches(expr, _DICT_VIEW)
-
-
-def _computed_in_call(call: cst.Call) -> Fact:
-    return Fact(
-        "unknown",
-        f"the losses summed are computed inside `{code(call)}`, whose reductions the "
-        "analysis does not see: a loss normalised by a count of the batch (objects, "
-        "boxes, tokens) has a different count on each process's share. Pass that "
-        "count as `count=` where the loss is backpropagated, unless every loss is a "
-        "mean over samples",
     )
 
 
@@ -290,31 +272,6 @@ class _Reducer:
         values = self.index.values.get(key, ()) if key is not None else ()
         return bool(values) and all(isinstance(v, cst.Call) for v in values)
 
-    def _model_loss_dict(self, iterable: cst.BaseExpression) -> cst.Call | None:
-        """The call that made the losses ``sum(...)`` adds, where they are the
-        values of a dict a model or criterion returned: ``sum(loss for loss in
-        loss_dict.values())``, ``sum(loss_dict[k] * w[k] for k in loss_dict.keys())``,
-        ``sum(loss_dict.values())`` after ``loss_dict = model(images, targets)``
-        (torchvision detection, DETR's criterion). A function of this file is not
-        such a call: its returns are read."""
-        source = iterable
-        if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)):
-            source = iterable.for_in.iter
-        if _dict_view(source):
-            source = source.func.value  # type: ignore[attr-defined]
-        key = self.index.key(source) if isinstance(source, cst.Name) else None
-        values = self.index.values.get(key, ()) if key is not None else ()
-        calls = [v for v in values if isinstance(v, cst.Call)]
-        if not values or len(calls) != len(values):
-            return None
-        for call in calls:
-            func = self.index.key(call.func)
-            if self.index.callee(call) is not None or not self.index.values.get(
-                func, ()  # type: ignore[arg-type]
-            ):
-                return None  # a local function or class, a library call (dict(...))
-        return calls[0]
-
     def _reads(self, value: cst.BaseExpression, key: Key) -> bool:
         return any(self.index.key(n) == key for n in variable_names(value))
 
@@ -446,9 +403,9 @@ class _Reducer:
     def _builtin_sum(
         self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int
     ) -> Fact:
-        losses = self._model_loss_dict(iterable)
+        losses = model_loss_dict(self.index, iterable)
         if losses is not None:
-            return _computed_in_call(losses)
+            return computed_in_call(losses)
         if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)):
             loop = iterable.for_in
             if m.matches(
@@ -467,14 +424,10 @@ class _Reducer:
             for fact in facts[1:]:
                 result = _added(result, fact)
             return result
-        if _dict_view(iterable):
+        if dict_view(iterable):
             # The values of a dict are losses, not the batch's samples: `sum` adds
             # terms whose reductions are those of the dict's values.
-            return Fact(
-                "unknown",
-                f"the loss adds the values of a dict (`{code(iterable)}`) whose "
-                "reductions the analysis does not read",
-            )
+            return dict_values_fact(self.index, self.fact, iterable, depth)
         inner = self.fact(iterable, at, depth + 1)
         return Fact("sum") if inner.kind == "elements" else inner
 

@@ -76,7 +76,8 @@ dict of losses a model or criterion returned (``losses = sum(loss for loss in
 loss_dict.values())`` after ``loss_dict = model(images, targets)``, as in
 torchvision's detection references and DETR), whose losses may be normalised by
 a count of the batch (objects, boxes), and the sum of any dict's values whose
-reductions the analysis does not read (it is not a sum over the batch).
+reductions the analysis does not read (it is not a sum over the batch; the
+values of a dict literal, also one a helper of the file returns, are read).
 """
 
 from __future__ import annotations
