@@ -49,6 +49,16 @@ def _backward(body: str) -> tuple[str, str]:
         ("loss = F.nll_loss(model(x), y)\nloss.backward()", "accel.backward(loss)"),
         ("loss = summed(model(x), y)\nloss.backward()", 'reduction="sum"'),
         ("loss = helper(model(x), y)\nloss.backward()", 'reduction="sum"'),
+        (
+            # the values of a dict literal, not a sum over the batch (was "sum")
+            "d = {'a': F.mse_loss(model(x), y), 'b': F.l1_loss(model(x), y)}\n"
+            "loss = sum(d.values())\nloss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
+            "d = {'a': summed(model(x), y)}\nloss = sum(d.values())\nloss.backward()",
+            'reduction="sum"',
+        ),
         ("loss = helper(model(x), y) / 4\nloss.backward()", 'reduction="sum"'),
         (
             "loss = helper(model(x), y) / len(x)\nloss.backward()",
@@ -125,6 +135,30 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
         (
             "loss = F.cross_entropy(model(x), y, **opts)\nloss.backward()",
             "takes its settings from `**opts`",
+        ),
+        (
+            "loss_dict = model(x)\nloss = sum(v for v in loss_dict.values())\n"
+            "loss.backward()",
+            "computed inside `model(x)`",
+        ),
+        (
+            "loss_dict = model(x)\nloss = sum(loss_dict.values())\nloss.backward()",
+            "computed inside `model(x)`",
+        ),
+        (
+            # was told reduction="sum": the dict's values are losses, not samples
+            "parts = {'a': F.mse_loss(model(x), y)}\nparts['b'] = model(x).sum()\n"
+            "loss = sum(parts.values())\nloss.backward()",
+            "the values of a dict (`parts.values()`)",
+        ),
+        (
+            "z = model(x)\nloss = F.cross_entropy(z @ z.t(), y)\nloss.backward()",
+            "compares the samples of the batch with each other (`z @ z.t()`)",
+        ),
+        (
+            "e = model(x)\nd = torch.cdist(e, e)\nloss = d.min(1)[0].mean()\n"
+            "loss.backward()",
+            "compares the samples of the batch with each other (`torch.cdist(e, e)`)",
         ),
     ],
 )

@@ -73,11 +73,29 @@ EXPECTED: dict[str, str] = {
     "tuple_models": "MATCH",
     "vae_sum_loss": "FLAGGED",
     "wgan_gp": "FLAGGED",
+    "simclr_ntxent": "FLAGGED",
+    "triplet_batch_hard": "FLAGGED",
+    "detection_loss_dict": "FLAGGED",
+    "ema_warmup_cosine": "MATCH",
+    "grad_accum_trainer": "MATCH",
+    "distill_frozen_teacher": "MATCH",
+    "weighted_sampler": "MATCH",
+    "char_rnn_bptt": "MATCH",
+    "mixup_randperm": "FLAGGED",
+    "multitask_loss_dict": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {}
+UNSOUND_TODAY: dict[str, str] = {
+    "loss_terms_logged": (
+        "SILENT: AM008 (rules/print_main_process.py, loss_loops/_sum_of_losses) "
+        "makes global only reads of tensors the loop backpropagates and sums of "
+        "them; a term of the backpropagated loss (`losses[name].item()`, a value "
+        "of the dict whose sum is backpropagated) is printed as the main "
+        "process's share, with no finding"
+    ),
+}
 
 
 def _selected(session: pytest.Session) -> set[str]:

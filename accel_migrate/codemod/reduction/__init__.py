@@ -26,7 +26,12 @@ token mean only in a file that can write -100 into targets (the literal, or a
 Hugging Face collator that pads labels with it); the count ``(y != -100).sum()``
 is exact either way. A loss the model computes itself (``outputs.loss``,
 ``outputs["loss"]``) has an unknown reduction: Hugging Face models average over
-the label tokens that are not -100. Where nothing says otherwise a loss is a
+the label tokens that are not -100. So has the sum of a dict of losses a model
+or criterion returned (``sum(loss_dict.values())`` after ``loss_dict =
+model(images, targets)``), and of a dict's values the analysis does not read;
+``sum(d.values())`` of a dict literal (also one a function of this file returns,
+with no key added later) is the sum of its values' terms.
+Where nothing says otherwise a loss is a
 mean over samples, the default of every ``torch.nn`` loss.
 """
 
@@ -63,6 +68,7 @@ from .facts import (
     _statistic,
     code,
 )
+from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 
 if TYPE_CHECKING:
@@ -400,6 +406,9 @@ class _Reducer:
     def _builtin_sum(
         self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int
     ) -> Fact:
+        losses = model_loss_dict(self.index, iterable)
+        if losses is not None:
+            return computed_in_call(losses)
         if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)):
             loop = iterable.for_in
             if m.matches(
@@ -418,6 +427,10 @@ class _Reducer:
             for fact in facts[1:]:
                 result = _added(result, fact)
             return result
+        if dict_view(iterable):
+            # The values of a dict are losses, not the batch's samples: `sum` adds
+            # terms whose reductions are those of the dict's values.
+            return dict_values_fact(self.index, self.fact, iterable, depth)
         inner = self.fact(iterable, at, depth + 1)
         return Fact("sum") if inner.kind == "elements" else inner
 

@@ -59,7 +59,12 @@ averaged across processes, and the processes' models drift apart (add the
 losses and call backward once). And so is a loss that goes through a statistic
 of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
 matching): each process computes it over its own share of the batch, which no
-weighting of the per-process losses turns back into the original's. A plain
+weighting of the per-process losses turns back into the original's. The same
+holds for a loss that compares the batch's samples with each other: a
+contrastive loss over ``torch.mm(z, z.t())`` (in-batch negatives), a batch-hard
+triplet loss over ``torch.cdist(emb, emb)``, a similarity matrix of
+``a.unsqueeze(1)`` against ``b.unsqueeze(0)``, also computed in a helper
+function or a loss module of the file (``codemod/reduction/pairwise.py``). A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
 is fine. A loss over packed sequences (an argument from ``pack_padded_sequence``) gets
 ``count=target.numel()``. A ``cross_entropy`` without ``ignore_index`` is a mean over
@@ -67,7 +72,13 @@ tokens, with the count ``(y != -100).sum()``, in a file that writes -100 into
 its targets or uses a Hugging Face collator that pads labels with it; elsewhere
 it is taken as a mean over samples. A loss the model computes itself
 (``outputs.loss``) is reported: Hugging Face models average it over the label
-tokens that are not -100, a count the analysis cannot see.
+tokens that are not -100, a count the analysis cannot see. So is the sum of a
+dict of losses a model or criterion returned (``losses = sum(loss for loss in
+loss_dict.values())`` after ``loss_dict = model(images, targets)``, as in
+torchvision's detection references and DETR), whose losses may be normalised by
+a count of the batch (objects, boxes), and the sum of any dict's values whose
+reductions the analysis does not read (it is not a sum over the batch; the
+values of a dict literal, also one a helper of the file returns, are read).
 """
 
 from __future__ import annotations
@@ -81,6 +92,7 @@ from libcst.metadata import QualifiedNameSource
 from ..analysis import attr_chain
 from ..patterns import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
+from ..reduction.pairwise import pairwise_comparison
 from ..rule import Rule, keyword_arg
 
 
@@ -198,8 +210,11 @@ class TensorBackward(Rule):
         process must call); a concern makes it needs-review, not also "fixed"."""
         concerns = []
         statistics = {self._batch_statistic(loss) for loss in losses} - {None}
+        pairs = {pairwise_comparison(self.index, loss, original) for loss in losses} - {
+            None
+        }
         reduction, reduction_concern = self._reduction(original, losses)
-        if statistics:
+        if statistics or pairs:
             # Already a concern of its own; no weighting of the shares is right.
             reduction, reduction_concern = LossReduction("mean"), None
         if reduction_concern:
@@ -207,6 +222,10 @@ class TensorBackward(Rule):
         for statistic in sorted(statistics):  # type: ignore[type-var]
             concerns.append(
                 f"the loss goes through a statistic of the batch (`{statistic}`): each process computes it over its share of the batch only, so the loss and its gradients differ from the original's"
+            )
+        for pair in sorted(pairs):  # type: ignore[type-var]
+            concerns.append(
+                f"the loss compares the samples of the batch with each other (`{pair}`): each process compares only its share's samples (fewer negatives, other hardest pairs), so the loss and its gradients differ from the original's; compute it on the outputs gathered from every process"
             )
         if self._retains_graph(original, retain_position):
             concerns.append(

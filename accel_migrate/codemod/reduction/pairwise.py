@@ -1,0 +1,174 @@
+"""Losses that compare the samples of a batch with each other.
+
+A contrastive loss (SimCLR's NT-Xent: ``torch.mm(z, z.t())``, every other sample
+of the batch a negative), a batch-hard triplet loss (``torch.cdist(emb, emb)``,
+the hardest positive and negative mined in the batch) or a similarity matrix
+``F.cosine_similarity(a.unsqueeze(1), b.unsqueeze(0), dim=-1)`` is a function of
+the whole batch, not a mean of per-sample terms: each process would compare only
+its share's samples with each other, and no weighting of the per-process losses
+gives back the original's loss or gradients.
+
+The search follows the loss's variables a few assignments back (the assignment
+just before the use where a block has one: ``loss = ...`` twice in a loop), into the
+bodies of this file's functions (``nt_xent(z1, z2)``) and the ``forward`` of
+instances of its classes (``criterion = NTXentLoss(); criterion(z1, z2)``) that
+the loss is computed by. Products with a transposed attribute (``x @
+self.weight.t()``: a layer's weights) and transposes of other dimensions
+(``q @ k.transpose(-2, -1)``: attention over tokens) are not comparisons of
+samples.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from . import _Reducer
+from .placement import code
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+
+#: Functions that compare every row of one input with every row of another.
+_DISTANCES = frozenset({"torch.cdist", "torch.pdist", "torch.nn.functional.pdist"})
+_PRODUCTS = frozenset({"torch.mm", "torch.matmul"})
+_SIMILARITIES = frozenset(
+    {
+        "torch.cosine_similarity",
+        "torch.nn.functional.cosine_similarity",
+        "torch.nn.functional.pairwise_distance",
+        "torch.pairwise_distance",
+    }
+)
+_DEPTH = 4
+
+
+def pairwise_comparison(
+    index: ModuleIndex, expr: cst.BaseExpression, at: cst.CSTNode
+) -> str | None:
+    """The spelling of a comparison of the batch's samples with each other that
+    ``expr`` (a loss, used by ``at``) is computed from, or None."""
+    return _Search(index).find(expr, 0, at)
+
+
+class _Search:
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+        self.reducer = _Reducer(index)
+        self.visited: set[int] = set()
+
+    def find(self, expr: cst.CSTNode | None, depth: int, at: cst.CSTNode) -> str | None:
+        if expr is None or depth > _DEPTH or id(expr) in self.visited:
+            return None
+        self.visited.add(id(expr))
+        for node in m.findall(expr, m.Call() | m.BinaryOperation()):
+            found = self._compares(node)
+            if found is not None:
+                return found
+            if isinstance(node, cst.Call):
+                body = self._callee_body(node)
+                found = self.find(body, depth + 1, body) if body is not None else None
+                if found is not None:
+                    return found
+        for name in m.findall(expr, m.Name()):
+            key = self.index.key(name)  # type: ignore[arg-type]
+            if key is None:
+                continue
+            values = [v for v in self.index.values.get(key, ()) if v is not None]
+            reaching = self.reducer._reaching(key, at)
+            for value in [reaching] if reaching in values else values:
+                found = self.find(value, depth + 1, value)
+                if found is not None:
+                    return found
+        return None
+
+    def _compares(self, node: cst.CSTNode) -> str | None:
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.MatrixMultiply) and _rows_transposed(
+                node.right
+            ):
+                return code(node)
+            return None
+        assert isinstance(node, cst.Call)
+        names = self.index.qualnames(node.func)
+        args = [a.value for a in node.args if a.keyword is None]
+        if names & _DISTANCES:
+            return code(node)
+        if names & _PRODUCTS and len(args) == 2 and _rows_transposed(args[1]):
+            return code(node)
+        if (
+            isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("mm", "matmul")
+            and len(args) == 1
+            and _rows_transposed(args[0])
+        ):
+            return code(node)
+        if names & _SIMILARITIES and any(_broadcast_rows(a) for a in args):
+            return code(node)
+        return None
+
+    def _callee_body(self, call: cst.Call) -> cst.CSTNode | None:
+        """The body of this file's function ``call`` runs, or of the ``forward``
+        of the local class whose instance it calls."""
+        function = self.index.local_function(call.func)
+        if function is not None:
+            return function.body
+        key = self.index.key(call.func)
+        values = self.index.values.get(key, ()) if key is not None else ()
+        classes = {
+            self.index.local_class(v.func) for v in values if isinstance(v, cst.Call)
+        }
+        if len(classes) != 1 or None in classes:
+            return None
+        (cls,) = classes
+        assert cls is not None
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == (
+                "forward"
+            ):
+                return statement.body
+        return None
+
+
+def _rows_transposed(expr: cst.BaseExpression) -> bool:
+    """``z.t()``, ``z.T``, ``z.transpose(0, 1)``, ``z.permute(1, 0)``,
+    ``torch.t(z)`` of a value that is not an attribute (a layer's weight)."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "T":
+        return _local(expr.value)
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return False
+    method = expr.func.attr.value
+    ints = [a.value.value for a in expr.args if isinstance(a.value, cst.Integer)]
+    if method == "t" and not expr.args:
+        return _local(expr.func.value)
+    if method in ("transpose", "permute") and sorted(ints) == ["0", "1"]:
+        return len(expr.args) == 2 and _local(expr.func.value)
+    if method == "t" and len(expr.args) == 1:  # torch.t(z)
+        return m.matches(expr.func.value, m.Name("torch")) and _local(
+            expr.args[0].value
+        )
+    return False
+
+
+def _local(value: cst.BaseExpression) -> bool:
+    """A tensor of the step (a name, a call's result), not ``self.weight``."""
+    return not isinstance(value, cst.Attribute)
+
+
+def _broadcast_rows(expr: cst.BaseExpression) -> bool:
+    """``z.unsqueeze(0)`` or ``z[None, :]``: every row against every other."""
+    if m.matches(
+        expr,
+        m.Call(
+            func=m.Attribute(attr=m.Name("unsqueeze")), args=[m.Arg(m.Integer("0"))]
+        ),
+    ):
+        return True
+    return (
+        isinstance(expr, cst.Subscript)
+        and bool(expr.slice)
+        and isinstance(expr.slice[0].slice, cst.Index)
+        and m.matches(expr.slice[0].slice.value, m.Name("None"))
+    )
