@@ -58,6 +58,7 @@ EXPECTED: dict[str, str] = {
     "infogan_heads": "MATCH",
     "labels_minus_100": "MATCH",
     "mingpt_sampler": "MATCH",
+    "loss_terms_logged": "MATCH",
     "mnist_cnn": "FLAGGED",
     "packed_rnn": "MATCH",
     "model_list": "FLAGGED",
@@ -87,15 +88,7 @@ EXPECTED: dict[str, str] = {
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {
-    "loss_terms_logged": (
-        "SILENT: AM008 (rules/print_main_process.py, loss_loops/_sum_of_losses) "
-        "makes global only reads of tensors the loop backpropagates and sums of "
-        "them; a term of the backpropagated loss (`losses[name].item()`, a value "
-        "of the dict whose sum is backpropagated) is printed as the main "
-        "process's share, with no finding"
-    ),
-}
+UNSOUND_TODAY: dict[str, str] = {}
 
 
 def _selected(session: pytest.Session) -> set[str]:

@@ -11,7 +11,12 @@
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
   is what the original script printed (``scaler.scale(loss)`` backpropagates
   ``loss``). A sum of such losses made in that loop and only logged
-  (``errD = errD_real + errD_fake``) counts as one. A loss times the batch size
+  (``errD = errD_real + errD_fake``) counts as one. So does each term of a
+  backpropagated sum, logged on its own (``rec`` and ``kld`` of ``loss = rec +
+  kld``; ``losses["cls"]`` of ``loss = sum(losses.values())``, also in a loop over
+  a literal or the dict's keys), combined with its own reduction
+  (``reduction="sum"``, ``count=``); a term whose reduction is unknown is
+  reported. A loss times the batch size
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
   combines.
 - A loss that a function of the file backpropagates and returns (``Trainer._run_batch``:
@@ -61,9 +66,54 @@ from ..patterns import counts_samples
 from ..reduction import loss_reduction
 from ..reduction.placement import code
 from ..returned_loss import ReturnedLoss, backpropagated
-from ..rule import Rule
+from ..rule import Rule, keyword_arg
 
 _STRIPPED = {"data", "detach", "cpu", "clone", "float"}
+
+
+def _fixed_iterable(iterable: cst.BaseExpression) -> bool:
+    if isinstance(iterable, (cst.Tuple, cst.List)):
+        return True
+    return (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Attribute)
+        and iterable.func.attr.value in ("keys", "values", "items")
+        and isinstance(iterable.func.value, cst.Name)
+        and not iterable.args
+    )
+
+
+def _terms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """The variables a loss adds up: ``a + b - c`` (also weighted, ``0.5 * b``),
+    and the dict of ``sum(d.values())``."""
+    if value is None:
+        return []
+    if isinstance(value, cst.BinaryOperation):
+        if isinstance(value.operator, (cst.Add, cst.Subtract)):
+            return _terms(value.left) + _terms(value.right)
+        if isinstance(value.operator, cst.Multiply):
+            sides = [value.left, value.right]
+            named = [x for x in sides if isinstance(x, cst.Name)]
+            numbers = [x for x in sides if isinstance(x, (cst.Integer, cst.Float))]
+            return named if len(named) == 1 and numbers else []
+        return []
+    if isinstance(value, cst.Name):
+        return [value]
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "sum"
+        and len(value.args) == 1
+    ):
+        inner = value.args[0].value
+        if (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Attribute)
+            and inner.func.attr.value == "values"
+            and isinstance(inner.func.value, cst.Name)
+        ):
+            return [inner.func.value]
+    return []
 
 
 def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -120,6 +170,21 @@ class PrintMainProcess(Rule):
                     losses[key] = common
                     changed = True
         return losses
+
+    @cached_property
+    def term_loops(self) -> dict[Key, set[cst.CSTNode | None]]:
+        """The terms of a backpropagated loss (``rec`` and ``kld`` of ``loss = rec +
+        kld``; the dict ``losses`` of ``loss = sum(losses.values())``), and the
+        loops of that loss's backward. Logged, each is a value of this process's
+        share of the batch, made global with its own reduction."""
+        terms: dict[Key, set[cst.CSTNode | None]] = {}
+        for key, loops in self.loss_loops.items():
+            for value in self.index.values.get(key, ()):
+                for term in _terms(value):
+                    term_key = self.index.key(term)
+                    if term_key is not None and term_key not in self.loss_loops:
+                        terms.setdefault(term_key, set()).update(loops)
+        return terms
 
     def _sum_of_losses(
         self,
@@ -192,10 +257,10 @@ class PrintMainProcess(Rule):
         node = _stripped(node)
         if isinstance(node, cst.Call) and self._returned(node) is not None:
             return "loop"  # `self._run_batch(x, y).item()`: read where it is made
-        key = self.index.key(node)
-        if key is None or key not in self.loss_loops:
+        loops = self._loops_of(node)
+        if loops is None:
             return None
-        if self._loop(at) in self.loss_loops[key]:
+        if self._loop(at) in loops or self._fixed_inner_loop(at, loops):
             return "loop"
         if self.index.enclosing_function(at) in {
             (
@@ -203,11 +268,74 @@ class PrintMainProcess(Rule):
                 if not isinstance(loop, cst.FunctionDef)
                 else loop
             )
-            for loop in self.loss_loops[key]
+            for loop in loops
             if loop is not None
         }:
             return "after"
         return None
+
+    def _fixed_inner_loop(
+        self, at: cst.CSTNode, loops: set[cst.CSTNode | None]
+    ) -> bool:
+        """Is ``at`` in loops nested in one of ``loops`` that each run the same
+        number of times on every process (over a literal tuple or list, or the
+        keys/values/items of a dict: ``for name in ("cls", "reg"):``)?"""
+        for ancestor in self.index.ancestors(at):
+            if ancestor in loops:
+                return True
+            if isinstance(ancestor, cst.FunctionDef | cst.While):
+                return False
+            if isinstance(ancestor, cst.For) and not _fixed_iterable(ancestor.iter):
+                return False
+        return False
+
+    def _sum_string(self, at: cst.CSTNode) -> cst.SimpleString:
+        """``"sum"``, in the quotes an enclosing f-string leaves free (before
+        Python 3.12 an f-string cannot hold its own quote)."""
+        for ancestor in self.index.ancestors(at):
+            if isinstance(ancestor, cst.FormattedString):
+                if '"' in ancestor.start:
+                    return cst.SimpleString("'sum'")
+                break
+        return cst.SimpleString('"sum"')
+
+    def _loops_of(self, node: cst.BaseExpression) -> set[cst.CSTNode | None] | None:
+        """The loops of the backward of the loss ``node`` is, or is a term of."""
+        key = self.index.key(node)
+        if key is not None and key in self.loss_loops:
+            return self.loss_loops[key]
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+            key = self.index.key(node.value)  # `losses["cls"]` of a summed dict
+        if key is not None and key in self.term_loops:
+            return self.term_loops[key]
+        return None
+
+    def _term_reduction(
+        self, tensor: cst.BaseExpression, at: cst.CSTNode
+    ) -> list[cst.Arg] | str:
+        """The ``global_loss`` keywords of a logged term of the backpropagated
+        loss (which the runtime did not see given to ``accel.backward``), or why
+        it cannot be combined like the original's."""
+        node = _stripped(tensor)
+        key = self.index.key(node)
+        if key is not None and key in self.loss_loops:
+            return []
+        if isinstance(node, cst.Subscript):
+            reduction = loss_reduction(self.index, node.value, at)
+            if reduction.kind != "mean":
+                return (
+                    f"`{code(node)}` is a term of the backpropagated loss whose "
+                    "reduction the rule cannot read from the dict"
+                )
+            return []
+        reduction = loss_reduction(self.index, node, at)
+        if reduction.kind == "mean":
+            return []
+        if reduction.kind == "sum":
+            return [keyword_arg("reduction", self._sum_string(at))]
+        if reduction.kind == "token-mean" and reduction.count is not None:
+            return [keyword_arg("count", reduction.count)]
+        return f"`{code(node)}`, a term of the backpropagated loss: {reduction.reason}"
 
     @cached_property
     def global_reads(self) -> frozenset[cst.Call]:
@@ -304,16 +432,7 @@ class PrintMainProcess(Rule):
             # loss is the sum of the processes' sums.
             how = loss_reduction(self.index, returned.value, returned.value)
             if how.kind == "sum":
-                args.append(
-                    cst.Arg(
-                        keyword=cst.Name("reduction"),
-                        value=cst.SimpleString('"sum"'),
-                        equal=cst.AssignEqual(
-                            whitespace_before=cst.SimpleWhitespace(""),
-                            whitespace_after=cst.SimpleWhitespace(""),
-                        ),
-                    )
-                )
+                args.append(keyword_arg("reduction", self._sum_string(original)))
             self.report(
                 original,
                 "fixed",
@@ -321,12 +440,20 @@ class PrintMainProcess(Rule):
                 "accel.global_loss(loss) (the global-batch loss)",
             )
             return self.runtime_call("global_loss", args)
+        weight = self._term_reduction(self._read_of(original), original)  # type: ignore[arg-type]
+        if isinstance(weight, str):
+            self.report(
+                original,
+                "needs-review",
+                f"logged loss term: {weight}; it shows this process's share only",
+            )
+            return None
         self.report(
             original,
             "fixed",
             "logged loss -> accel.global_loss(loss) (the global-batch loss)",
         )
-        return self.runtime_call("global_loss", args)
+        return self.runtime_call("global_loss", args + weight)
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
