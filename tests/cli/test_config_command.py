@@ -142,7 +142,7 @@ def test_on_a_terminal_it_asks_with_defaults_and_asks_again_after_a_bad_answer(
     monkeypatch.setattr("sys.stdin", TerminalInput("fsdp\n\nper-dev\nper-device\ny\n"))
     assert main(["config", "--timeout", "60"]) == EXIT_OK
     out = capsys.readouterr().out
-    assert "strategy (auto, single, ddp, fsdp) [auto]: " in out
+    assert "strategy (auto, single, ddp, fsdp, deepspeed, hsdp) [auto]: " in out
     assert "precision (fp32, bf16, fp16) [fp32]: " in out
     assert (
         "batch-mode='per-dev' from your answer is not one of: global, per-device" in out

@@ -50,6 +50,7 @@ class PeerComm(Collectives):
 
 class Strategy:
     shards_parameters = False
+    wraps_optimizer = False
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         return module

@@ -148,7 +148,7 @@ def test_configuration(tmp_path: Path) -> None:
     [
         (
             ("--no-sync-batchnorm",),
-            "sync-batchnorm off, from ACCEL_MIGRATE_SYNC_BATCHNORM",
+            "sync-batchnorm off, from --no-sync-batchnorm",
         ),
         (("--batch-mode", "per-device"), "batch mode per-device"),
     ],
