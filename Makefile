@@ -33,7 +33,7 @@ demo: setup
 TEST_WORKERS ?= auto
 
 test: setup lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 lint: setup
 	$(BIN)/black --check accel_migrate tests bench examples
