@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import threading
 from collections.abc import Sequence
 
 import libcst as cst
@@ -161,12 +162,19 @@ def _insert_before(
     return [*body[:index], ours, target, *body[index + 1 :]]
 
 
+#: One first import of black at a time: a thread that imports it while another
+#: is still doing so can get the half-initialised module (no ``black.Mode``), as
+#: the soundness corpus's thread pool did.
+_BLACK_IMPORT = threading.Lock()
+
+
 def black_like_input(original: str, migrated: str) -> str:
     """``migrated`` formatted by black when ``original`` was black-clean."""
-    try:
-        import black
-    except ImportError:
-        return migrated
+    with _BLACK_IMPORT:
+        try:
+            import black
+        except ImportError:
+            return migrated
     if "\r" in original:
         return migrated  # black's string API works on LF text only
     mode = black.Mode()

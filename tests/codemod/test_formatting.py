@@ -122,3 +122,30 @@ def test_without_black_the_import_is_still_placed(
     assert isinstance(out, str)
     assert "import absl\n" + IMPORT + "import numpy as np\n" in out
     assert "    optimizer = accel.prepare_optimizer(optim.SGD(" in out
+
+
+def test_threads_that_migrate_at_once_all_see_a_whole_black() -> None:
+    """The first import of black, made by several threads at once (the soundness
+    corpus's pool), gave some of them the half-initialised module
+    (``AttributeError: module 'black' has no attribute 'Mode'``)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\n"
+        "from accel_migrate.codemod.formatting import black_like_input\n"
+        "errors = []\n"
+        "def go():\n"
+        "    try:\n"
+        "        black_like_input('x = 1\\n', 'x = 1\\n')\n"
+        "    except Exception as e:\n"
+        "        errors.append(repr(e))\n"
+        "threads = [threading.Thread(target=go) for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(len(errors), errors[:1])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.startswith("0 "), done.stdout
