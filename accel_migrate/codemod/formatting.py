@@ -4,8 +4,10 @@ Two steps after the rules, both for files that changed only:
 
 - ``place_runtime_import``: the added ``import accel_migrate.runtime as accel`` goes
   where isort (ruff's ``I001``, default settings) puts it: in the third-party
-  section of the first import block, in order among the straight imports, which
-  come before the ``from`` imports. The file's own imports are never reordered:
+  section of the import block that holds the file's first torch import, in order
+  among the straight imports, which come before the ``from`` imports (never above
+  code that the file runs before importing torch; with no top-level torch import
+  it stays where it was added). The file's own imports are never reordered:
   where they are not isort-clean, the new line is still put by that rule among them.
 - ``black_like_input``: when the input was black-clean (black's default mode),
   the output is formatted by black, so that the rewritten statements (longer
@@ -80,6 +82,21 @@ def _section(part: cst.Import | cst.ImportFrom) -> str:
     return _OTHER
 
 
+def _imports_torch(statement: cst.BaseStatement) -> bool:
+    for part in _imports(statement) or ():
+        if isinstance(part, cst.ImportFrom):
+            modules = (
+                [_dotted(part.module)] if part.module and not part.relative else []
+            )
+        elif isinstance(part.names, Sequence):
+            modules = [_dotted(alias.name) for alias in part.names]
+        else:
+            modules = []
+        if any(m.split(".")[0] == "torch" for m in modules):
+            return True
+    return False
+
+
 def _starts_group(statement: cst.SimpleStatementLine) -> bool:
     """A blank line above an import separates isort sections."""
     return any(line.comment is None for line in statement.leading_lines)
@@ -95,10 +112,16 @@ def place_runtime_import(module: cst.Module, alias: str) -> cst.Module:
         return module
     ours = body.pop(ours_at)
     assert isinstance(ours, cst.SimpleStatementLine)
-    start = next((i for i, s in enumerate(body) if _imports(s) is not None), None)
-    if start is None:
+    # The runtime imports torch: it goes in the block of the file's first torch
+    # import, so that no statement of the file (`os.environ[...] = ...` before
+    # `import torch`) runs after it that ran before torch was imported.
+    first_torch = next((i for i, s in enumerate(body) if _imports_torch(s)), None)
+    if first_torch is None:
         return module
-    end = start
+    start = first_torch
+    while start > 0 and _imports(body[start - 1]) is not None:
+        start -= 1
+    end = first_torch
     while end < len(body) and _imports(body[end]) is not None:
         end += 1
     groups: list[list[int]] = []
@@ -127,24 +150,18 @@ def _place(
     third_party = next(
         (g for g in groups if any(_OTHER in sections(i) for i in g)), None
     )
-    if third_party is not None:
-        others = [i for i in third_party if _OTHER in sections(i)]
-        for index in others:
-            [first, *_] = _imports(body[index]) or [None]
-            after_ours = isinstance(first, cst.ImportFrom) or (
-                isinstance(first, cst.Import)
-                and _dotted(first.names[0].name).lower() > key
-            )
-            if after_ours:
-                return _insert_before(body, index, bare, index == third_party[0])
-        at = others[-1] + 1
-        return [*body[:at], bare, *body[at:]]
-    standard = [g for g in groups if sections(g[0]) & {_FUTURE, _STDLIB}]
-    if not standard:
-        return None  # only relative imports: where the visitor put it is as good
-    at = standard[-1][-1] + 1
-    new_group = ours.with_changes(leading_lines=(cst.EmptyLine(),))
-    return [*body[:at], new_group, *body[at:]]
+    if third_party is None:
+        return None  # (the block holds a torch import: not reached)
+    others = [i for i in third_party if _OTHER in sections(i)]
+    for index in others:
+        [first, *_] = _imports(body[index]) or [None]
+        after_ours = isinstance(first, cst.ImportFrom) or (
+            isinstance(first, cst.Import) and _dotted(first.names[0].name).lower() > key
+        )
+        if after_ours:
+            return _insert_before(body, index, bare, index == third_party[0])
+    at = others[-1] + 1
+    return [*body[:at], bare, *body[at:]]
 
 
 def _insert_before(

@@ -94,10 +94,11 @@ def test_a_script_that_was_not_black_clean_is_not_reformatted() -> None:
     assert "import absl\n" + IMPORT + "import numpy as np\n" in out
 
 
-def test_a_first_block_of_standard_imports_gets_a_section_after_them(
+def test_code_before_the_torch_imports_still_runs_before_the_runtime_import(
     tmp_path: Path,
 ) -> None:
-    # The shape of scripts that put their folder on sys.path before importing.
+    # The shape of scripts that put their folder on sys.path before importing:
+    # the runtime import (which imports torch) joins the torch block below it.
     source = CLEAN.replace(
         '"""Train a regressor."""\n\nimport argparse\nimport os\n\n',
         '"""Train a regressor."""\n\nimport argparse\nimport os\nimport sys\n\n'
@@ -107,7 +108,7 @@ def test_a_first_block_of_standard_imports_gets_a_section_after_them(
     out = migrate_source(source, "train.py").output
     assert isinstance(out, str)
     assert (
-        "import argparse\nimport os\nimport sys\n\n" + IMPORT + "\nsys.path.insert("
+        "sys.path.insert(0, os.path.dirname(__file__))\n\nimport absl\n" + IMPORT
     ) in out
     assert black.format_str(out, mode=black.Mode()) == out
     checked = ruff_isort_clean(out, tmp_path)
@@ -149,3 +150,26 @@ def test_threads_that_migrate_at_once_all_see_a_whole_black() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert done.stdout.startswith("0 "), done.stdout
+
+
+def test_the_runtime_import_never_goes_above_code_run_before_torch() -> None:
+    """``os.environ[...] = ...`` set before ``import torch`` (thread counts,
+    visible devices) must still run before torch is imported: the runtime
+    import, which imports torch, goes in the block of the first torch import,
+    not in the first (standard-library) block above that code."""
+    source = (
+        "import os\n\n"
+        'os.environ["OMP_NUM_THREADS"] = "4"\n'
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n\n"
+        "model = torch.nn.Linear(2, 1).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in DataLoader(data, batch_size=4):\n"
+        "    loss = model(x).mean()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    lines = str(migrate_source(source, "train.py").output).splitlines()
+    setting = lines.index('os.environ["OMP_NUM_THREADS"] = "4"')
+    assert lines.index(IMPORT.rstrip()) == setting + 1
+    assert lines[setting + 2] == "import torch"
