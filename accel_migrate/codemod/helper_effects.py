@@ -24,12 +24,6 @@ if TYPE_CHECKING:
     from .rule import Rule
 
 
-def tidy_args(args: list[cst.Arg]) -> list[cst.Arg]:
-    from .rule import tidy_args as tidy
-
-    return tidy(args)
-
-
 def helper_call(
     rule: Rule, original: cst.Call, updated: cst.Call, helper: HelperFact
 ) -> cst.BaseExpression:
@@ -60,13 +54,7 @@ def helper_call(
         "fixed",
         f"{helper.describe()}, and nothing else -> accel.on_main_process(...)",
     )
-    func = updated.func
-    if func.lpar:
-        func = func.with_changes(lpar=(), rpar=())
-    return updated.with_changes(
-        func=rule.runtime_attr("on_main_process"),
-        args=tidy_args([cst.Arg(value=func), *updated.args]),
-    )
+    return rule.on_main_process(updated)
 
 
 def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:

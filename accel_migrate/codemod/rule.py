@@ -381,6 +381,16 @@ class Rule(cst.CSTTransformer):
     def runtime_call(self, name: str, args: Iterable[cst.Arg]) -> cst.Call:
         return cst.Call(func=self.runtime_attr(name), args=tidy_args(list(args)))
 
+    def on_main_process(self, call: cst.Call) -> cst.Call:
+        """``f(a, b)`` -> ``accel.on_main_process(f, a, b)``, in the call's own layout."""
+        func = call.func
+        if func.lpar:
+            func = func.with_changes(lpar=(), rpar=())
+        return call.with_changes(
+            func=self.runtime_attr("on_main_process"),
+            args=tidy_args([cst.Arg(value=func), *call.args]),
+        )
+
     def report(self, node: cst.CSTNode, status: Status, message: str) -> None:
         """Record a finding at ``node`` (a node of the tree being visited)."""
         position = self.get_metadata(PositionProvider, node).start

@@ -115,7 +115,7 @@ from ..file_changes import (
 )
 from ..helper_effects import helper_call
 from ..patterns import string_value
-from ..rule import Rule, tidy_args
+from ..rule import Rule
 from .output_folders import is_path
 from .torch_save import OPEN_CALLS, write_mode
 
@@ -243,13 +243,7 @@ class MainProcessWrites(Rule):
         else:
             return updated_node
         self.report(original_node, "fixed", f"{what} -> accel.on_main_process(...)")
-        func = updated_node.func
-        if func.lpar:
-            func = func.with_changes(lpar=(), rpar=())
-        return updated_node.with_changes(
-            func=self.runtime_attr("on_main_process"),
-            args=tidy_args([cst.Arg(value=func), *updated_node.args]),
-        )
+        return self.on_main_process(updated_node)
 
     # -- copies, moves and removals of files -------------------------------------------
     def _file_change(
@@ -341,13 +335,7 @@ class MainProcessWrites(Rule):
             f"{name}(...) changes files on the main process only, where accel.save "
             "and the other writes go, in order -> accel.on_main_process(...)",
         )
-        func = updated.func
-        if func.lpar:
-            func = func.with_changes(lpar=(), rpar=())
-        return updated.with_changes(
-            func=self.runtime_attr("on_main_process"),
-            args=tidy_args([cst.Arg(value=func), *updated.args]),
-        )
+        return self.on_main_process(updated)
 
     def _used_again(self, call: cst.Call, made: cst.BaseExpression) -> bool:
         """Is the path ``call`` makes passed to another call later (or anywhere in

@@ -50,7 +50,7 @@ import libcst as cst
 
 from ..file_changes import argument
 from ..patterns import string_value
-from ..rule import Rule, tidy_args
+from ..rule import Rule
 from ..shell_commands import RUNNERS, command_words, kind
 
 
@@ -110,13 +110,7 @@ class ShellCommands(Rule):
             f"{name}(`{shown}`) removes files -> accel.on_main_process(...) "
             "(the other processes would race to remove them)",
         )
-        func = updated_node.func
-        if func.lpar:
-            func = func.with_changes(lpar=(), rpar=())
-        return updated_node.with_changes(
-            func=self.runtime_attr("on_main_process"),
-            args=tidy_args([cst.Arg(value=func), *updated_node.args]),
-        )
+        return self.on_main_process(updated_node)
 
 
 def _words(command: cst.BaseExpression | None) -> list[str] | None:
