@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -282,7 +283,7 @@ def writes_default_ignore(index: ModuleIndex) -> bool:
     """Can the file's targets hold -100, the default ``ignore_index`` of
     ``cross_entropy``/``nll_loss``? It writes the literal, or uses a collator or
     setting that pads labels with it."""
-    cached = getattr(index, "_writes_default_ignore", None)
+    cached = _WRITES_DEFAULT_IGNORE.get(index)
     if cached is None:
         cached = bool(
             m.findall(
@@ -291,8 +292,12 @@ def writes_default_ignore(index: ModuleIndex) -> bool:
                 | m.Name(value=m.MatchIfTrue(_DEFAULT_IGNORE_WRITERS.__contains__)),
             )
         )
-        index._writes_default_ignore = cached  # type: ignore[attr-defined]
+        _WRITES_DEFAULT_IGNORE[index] = cached
     return cached
+
+
+#: Per module index (one per tree), computed once: a traversal of the module.
+_WRITES_DEFAULT_IGNORE: WeakKeyDictionary[ModuleIndex, bool] = WeakKeyDictionary()
 
 
 def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> Fact:
