@@ -84,18 +84,19 @@ def _fixed_iterable(iterable: cst.BaseExpression) -> bool:
 
 
 def _terms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
-    """The variables a loss adds up: ``a + b - c`` (also weighted, ``0.5 * b``),
-    and the dict of ``sum(d.values())``."""
+    """The variables a loss adds up: ``a + b - c`` (also weighted, ``0.5 * b``,
+    ``beta * b``, ``b / n``), and the dict of ``sum(d.values())``."""
     if value is None:
         return []
     if isinstance(value, cst.BinaryOperation):
         if isinstance(value.operator, (cst.Add, cst.Subtract)):
             return _terms(value.left) + _terms(value.right)
         if isinstance(value.operator, cst.Multiply):
-            sides = [value.left, value.right]
-            named = [x for x in sides if isinstance(x, cst.Name)]
-            numbers = [x for x in sides if isinstance(x, (cst.Integer, cst.Float))]
-            return named if len(named) == 1 and numbers else []
+            # `0.5 * kld`, `beta * kld`: a weight the same on every process is
+            # unchanged by global_loss, so either named side may be the term.
+            return [x for x in (value.left, value.right) if isinstance(x, cst.Name)]
+        if isinstance(value.operator, cst.Divide):
+            return [value.left] if isinstance(value.left, cst.Name) else []
         return []
     if isinstance(value, cst.Name):
         return [value]
