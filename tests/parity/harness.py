@@ -13,12 +13,13 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from accel_migrate.codemod import migrate_source
+from accel_migrate.codemod import MigrationResult, migrate_source
 
 STEP_LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
 TIMEOUT = 180
@@ -118,8 +119,27 @@ def run_original(
     return _read(stdout, out)
 
 
+_MIGRATIONS: dict[tuple[str, bytes], MigrationResult] = {}
+_MIGRATIONS_LOCK = threading.Lock()
+
+
+def migration(script: Path) -> MigrationResult:
+    """The codemod's result for ``script``, computed once per test process: several
+    checks (and suites) run the same script, and a full pass costs seconds of CPU.
+    Keyed on the bytes too, so a script edited between calls is migrated again."""
+    source = script.read_bytes()
+    key = (str(script), source)
+    with _MIGRATIONS_LOCK:
+        found = _MIGRATIONS.get(key)
+    if found is None:
+        found = migrate_source(source, str(script))
+        with _MIGRATIONS_LOCK:
+            _MIGRATIONS[key] = found
+    return found
+
+
 def migrate_to(script: Path, workdir: Path) -> Path:
-    result = migrate_source(script.read_bytes(), str(script))
+    result = migration(script)
     assert result.changed, f"{script.name}: nothing was migrated"
     target = workdir / f"{script.stem}_migrated.py"
     target.write_bytes(

@@ -45,7 +45,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from accel_migrate.codemod import MigrationResult, migrate_source
+from accel_migrate.codemod import MigrationResult
 from tests.conftest import FIXTURES
 from tests.parity.harness import (
     Run,
@@ -53,6 +53,7 @@ from tests.parity.harness import (
     _read,
     _run,
     migrate_to,
+    migration,
     run_launched,
     run_original,
 )
@@ -336,7 +337,7 @@ def classify(case: Case, root: Path) -> Outcome:
 
 
 def _classify(case: Case, work: Path) -> tuple[str, str]:
-    result = migrate_source(case.script.read_bytes(), str(case.script))
+    result = migration(case.script)
     named, codes = _review(case, result)
     original_dir, migrated_dir = work / "original", work / f"world{WORLD}"
     original_dir.mkdir(parents=True)
