@@ -14,9 +14,14 @@ one of them, and nothing complains. These checks catch that at the first step:
 
 Each check runs once, at world size > 1 only, and the ranks agree through one
 collective, so every rank raises the same error and none waits for the others.
-A plain tensor with ``requires_grad`` (an image optimised by style transfer) is
-not a parameter and is left alone; so is a parameter no optimizer holds (a
-frozen-by-convention perceptual-loss network): its gradient is never applied.
+A parameter no optimizer holds (a frozen-by-convention perceptual-loss network)
+is left alone: its gradient is never applied. The backward check looks at
+``nn.Parameter`` leaves only: a plain tensor with ``requires_grad`` in the graph
+may be data (an adversarial perturbation made each step, an image optimised by
+style transfer). The step check sees every tensor the prepared optimizer holds,
+so a plain one of no module that it steps (``w = torch.zeros(1,
+requires_grad=True)``, ``SGD([w, b])``; the codemod reports these, AM031) is
+refused there, with the fix for a tensor: make it a module's parameter.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ if TYPE_CHECKING:
 _FIX = (
     "wrap the model with accel.prepare_model(...) where it is built, "
     "before its optimizer is created"
+)
+_FIX_TENSOR = (
+    "make each an nn.Parameter of a module the script prepares "
+    "(model.name = nn.Parameter(...) before accel.prepare_model(...), or a small "
+    "nn.Module that holds them)"
 )
 #: Parameter names listed per module before "and N more".
 _NAMES_SHOWN = 4
@@ -94,16 +104,24 @@ def graph_parameters(
     losses: torch.Tensor | Sequence[torch.Tensor],
 ) -> list[nn.Parameter]:
     """The ``nn.Parameter`` leaves that a backward from ``losses`` gives gradients to."""
+    return [t for t in graph_leaves(losses) if isinstance(t, nn.Parameter)]
+
+
+def graph_leaves(
+    losses: torch.Tensor | Sequence[torch.Tensor],
+) -> list[torch.Tensor]:
+    """Every leaf tensor (parameter or plain) a backward from ``losses`` gives a
+    gradient to."""
     if isinstance(losses, torch.Tensor):
         losses = [losses]
     roots = [t.grad_fn for t in losses if t.grad_fn is not None]
     seen: set[Any] = set(roots)
     stack = list(roots)
-    leaves: list[nn.Parameter] = []
+    leaves: list[torch.Tensor] = []
     while stack:
         node = stack.pop()
         variable = getattr(node, "variable", None)  # AccumulateGrad
-        if isinstance(variable, nn.Parameter) and variable.requires_grad:
+        if isinstance(variable, torch.Tensor) and variable.requires_grad:
             leaves.append(variable)
         for next_node, _ in node.next_functions:
             if next_node is not None and next_node not in seen:
@@ -143,10 +161,24 @@ def describe(params: list[torch.Tensor]) -> str:
         more = len(names) - _NAMES_SHOWN
         parts.append(f"{owner} ({shown}{f', and {more} more' if more > 0 else ''})")
     loose = [p for key, p in wanted.items() if key not in named]
-    if loose:
-        shapes = ", ".join(str(tuple(p.shape)) for p in loose[:_NAMES_SHOWN])
-        parts.append(f"{len(loose)} nn.Parameter(s) of no module, shape {shapes}")
+    for kind, tensors in (
+        ("nn.Parameter(s)", [p for p in loose if isinstance(p, nn.Parameter)]),
+        (
+            "plain tensor(s) with requires_grad",
+            [p for p in loose if not isinstance(p, nn.Parameter)],
+        ),
+    ):
+        if tensors:
+            shapes = ", ".join(str(tuple(p.shape)) for p in tensors[:_NAMES_SHOWN])
+            parts.append(f"{len(tensors)} {kind} of no module, shape {shapes}")
     return "; ".join(parts)
+
+
+def _fix(params: list[torch.Tensor]) -> str:
+    """What to do: a plain tensor cannot be wrapped, only made a parameter."""
+    if all(isinstance(p, nn.Parameter) for p in params):
+        return _FIX
+    return f"{_FIX}; for a tensor of no module, {_FIX_TENSOR}"
 
 
 def _agree(runtime: Runtime, message: str | None) -> None:
@@ -227,6 +259,6 @@ def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
             f"parameters that belong to no prepared model: {describe(stray)}. Their "
             f"gradients are not averaged across the {runtime.env.world_size} "
             f"processes, so every process would train its own copy on its own share "
-            f"of the data. Fix: {_FIX}"
+            f"of the data. Fix: {_fix(stray)}"
         )
     _agree(runtime, message)

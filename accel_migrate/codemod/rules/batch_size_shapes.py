@@ -9,6 +9,13 @@ through ``**kwargs``) used as a shape:
 - ``x.view(batch_size, ...)`` / ``x.reshape(batch_size, ...)`` where ``x`` is the
   batch the loop draws from that loader is rewritten to ``x.view(x.size(0), ...)``:
   the batch's own size, which is the configured one wherever the original ran;
+- the same when the batch size is a parameter of the function that reshapes
+  (``def train(model, loader, batch_size)``) and every call in this file passes
+  it the loop's loader's batch size (``train(model, train_loader,
+  args.batch_size)``); where some call passes another value, it is reported,
+  naming each call's line and value (also when a call passes an integer literal,
+  ``log_images(model, loader, 32)``: likely the batch size, which this rule cannot
+  show);
 - any other use as a shape (``recon.view(args.batch_size, 1, 28, 28)`` on a model's
   output, ``torch.ones(batch_size, 1)`` labels, ``torch.randn(batch_size, nz)``
   noise, ``torch.full((batch_size,), 1.0)``, ``torch.arange(batch_size)``,
@@ -39,7 +46,10 @@ for images, _ in train_loader:
 The rewrite is made only where the value is provably the same: the tensor is a
 batch the loop binds from a loader whose batch size is that very variable, and it
 is not rebound in the loop except by calls that keep its first dimension
-(``.to``, ``.float()``, this very reshape). In the original such a reshape works
+(``.to``, ``.float()``, this very reshape); a parameter counts as that variable
+only when its function never rebinds it and every call of the function in this
+file passes that variable (or the same integer literal), followed up to three
+calls deep. In the original such a reshape works
 only when the batch is full, and then ``x.size(0)`` is the configured size. For
 the reported cases, take the size from the batch (``x.size(0)``), or launch with
 ``--batch-mode per-device`` (each process takes whole batches of the configured
@@ -51,9 +61,9 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import ScopeProvider
+from libcst.metadata import PositionProvider, ScopeProvider
 
-from ..analysis import Key, attr_chain
+from ..analysis import Key, ModuleIndex, attr_chain
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..patterns import DATALOADER_CALLS
 from ..rule import Rule
@@ -63,6 +73,10 @@ SHAPE_METHODS = frozenset(
     {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty"}
 )
 RESHAPES = frozenset({"view", "reshape"})
+#: How many calls deep a batch size handed down as a parameter is followed.
+_PARAMETER_DEPTH = 3
+#: Calls named in a needs-review message about a parameter.
+_CALLS_SHOWN = 3
 #: torch functions whose leading arguments are a shape (or a length).
 SHAPE_FUNCTIONS = frozenset(
     f"torch.{name}"
@@ -146,12 +160,57 @@ class BatchSizeShapes(Rule):
                     found.append(size)
         return found
 
-    def _configured(self, expr: cst.BaseExpression) -> bool:
+    def _configured(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Is ``expr`` spelled as the batch size of a prepared loader? (Of another
-        loader than the loop's too: the original's sizes are often equal.)"""
-        return any(
-            same_variable(self.index, expr, size, strict=False)
-            for size in self._batch_sizes
+        loader than the loop's too: the original's sizes are often equal.) A
+        parameter is when a call of its function passes it one."""
+        if any(_same_size(self.index, expr, size, False) for size in self._batch_sizes):
+            return True
+        passed = self._passed(expr) if depth < _PARAMETER_DEPTH else None
+        return passed is not None and any(
+            value is not None and self._configured(value, depth + 1)
+            for _, value in passed
+        )
+
+    def _passed(
+        self, expr: cst.BaseExpression
+    ) -> list[tuple[cst.Call, cst.BaseExpression | None]] | None:
+        """For a parameter of a function of this file that its body never rebinds,
+        what each call of the function passes it (None where a call passes it
+        nothing this rule can read: its default, ``*args``); None when ``expr`` is
+        no such parameter or nothing here calls the function."""
+        if not isinstance(expr, cst.Name):
+            return None
+        key = self.index.key(expr)
+        scope = key[0] if key is not None else None
+        function = getattr(scope, "node", None)
+        if not isinstance(function, cst.FunctionDef) or (
+            self.index.function_scope_key(function, expr.value) != key
+        ):
+            return None
+        if not all(isinstance(b.node, cst.Param) for b in scope[expr.value]):  # type: ignore[index]
+            return None
+        sites = self.index.call_sites(function)
+        if not sites:
+            return None
+        found: list[tuple[cst.Call, cst.BaseExpression | None]] = []
+        for site in sites:
+            args = [a for k, a in self.index.arguments(site) if k == key]
+            found.append((site, args[0] if len(args) == 1 else None))
+        return found
+
+    def _provably(
+        self, size: cst.BaseExpression, loader_size: cst.BaseExpression, depth: int = 0
+    ) -> bool:
+        """Is ``size`` provably the value ``loader_size``: the same variable, or a
+        parameter every call passes that variable (the loader's batch size handed
+        down: ``train(model, loader, args.batch_size)``)?"""
+        if _same_size(self.index, size, loader_size, True):
+            return True
+        passed = self._passed(size) if depth < _PARAMETER_DEPTH else None
+        return passed is not None and all(
+            value is not None and self._provably(value, loader_size, depth + 1)
+            for _, value in passed
         )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -175,6 +234,8 @@ class BatchSizeShapes(Rule):
             return
         hits = [(arg, expr) for arg, expr in sizes if self._configured(expr)]
         if not hits:
+            if method in RESHAPES:
+                self._literal_parameter(node, loops)
             return
         arg, expr = hits[0]
         spelled = attr_chain(expr) or "batch_size"
@@ -193,7 +254,7 @@ class BatchSizeShapes(Rule):
         self.report(
             node,
             "needs-review",
-            f"the loader's batch size `{spelled}` is used as a shape in a step: "
+            self._what_size(spelled, expr) + " is used as a shape in a step: "
             f"with the global batch split across processes each process's batch has "
             f"{spelled} / N samples, so this shape is wrong at world size > 1; take "
             "the size from the batch (`x.size(0)`), or launch with "
@@ -208,13 +269,7 @@ class BatchSizeShapes(Rule):
     ) -> str | None:
         """The batch variable ``call`` reshapes, when its first dimension is provably
         the batch size ``size`` (of the loader its loop draws it from)."""
-        receiver = call.func.value  # type: ignore[attr-defined]
-        while (
-            isinstance(receiver, cst.Call)
-            and isinstance(receiver.func, cst.Attribute)
-            and receiver.func.attr.value in KEEP_ROWS
-        ):
-            receiver = receiver.func.value
+        receiver = _receiver(call)
         if not isinstance(receiver, cst.Name):
             return None
         key = self.index.key(receiver)
@@ -222,15 +277,71 @@ class BatchSizeShapes(Rule):
             if key not in info.batch:
                 continue
             sizes = [batch_size_of(self.index, c) for c in info.loaders]
-            if not all(
-                s is not None and same_variable(self.index, size, s, strict=True)
-                for s in sizes
-            ):
+            if not all(s is not None and self._provably(size, s) for s in sizes):
                 return None
             if self._rebound(receiver, key, loop, size):
                 return None
             return receiver.value
         return None
+
+    def _literal_parameter(
+        self, call: cst.Call, loops: list[tuple[cst.For, LoaderLoop]]
+    ) -> None:
+        """``images.view(batch_size, -1)`` on the loop's batch, where
+        ``batch_size`` is a parameter some call passes an integer literal
+        (``log_images(model, loader, 32)``): likely the loader's batch size,
+        which this rule cannot show; reported."""
+        first = call.args[0] if call.args else None
+        if first is None or first.keyword is not None or first.star:
+            return
+        passed = self._passed(first.value)
+        if not passed or not any(isinstance(v, cst.Integer) for _, v in passed):
+            return
+        receiver = _receiver(call)
+        key = self.index.key(receiver) if isinstance(receiver, cst.Name) else None
+        if key is None or not any(key in info.batch for _, info in loops):
+            return
+        name = first.value.value  # type: ignore[attr-defined]
+        self.report(
+            call,
+            "needs-review",
+            f"`{name}`{self._handed_down(first.value)} is the first dimension of "
+            f"a reshape of the batch `{receiver.value}` in a step: "  # type: ignore[union-attr]
+            "with the global batch split across processes each process's batch has "
+            "the loader's batch size / N samples, so if that literal is the loader's "
+            "batch size this reshape fails at world size > 1; take the size from the "
+            f"batch (`{receiver.value}.size(0)`), or launch with "  # type: ignore[union-attr]
+            "`--batch-mode per-device`",
+        )
+
+    def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str:
+        handed = self._handed_down(expr)
+        if not handed:
+            return f"the loader's batch size `{spelled}`"
+        return f"`{spelled}`{handed}, the loader's batch size at a call,"
+
+    def _handed_down(self, expr: cst.BaseExpression) -> str:
+        """`` (a parameter of `train()`; the call at line 40 passes `64`)``, for a
+        parameter; empty otherwise."""
+        passed = self._passed(expr)
+        if not passed:
+            return ""
+        callee = self.index.callee(passed[0][0])
+        name = callee[0].name.value if callee is not None else "a function"
+        calls = "; ".join(
+            f"line {self._line(site)} passes "
+            + (
+                f"`{cst.Module([]).code_for_node(value)}`"
+                if value is not None
+                else "no value it can read"
+            )
+            for site, value in passed[:_CALLS_SHOWN]
+        )
+        return f" (a parameter of `{name}()`: {calls})"
+
+    def _line(self, node: cst.CSTNode) -> int:
+        position = self.get_metadata(PositionProvider, node)
+        return self.context.original_line(self._current_code, position.start.line)
 
     def _rebound(
         self, name: cst.Name, key: Key | None, loop: cst.For, size: cst.BaseExpression
@@ -298,3 +409,25 @@ def _shape_args(call: cst.Call) -> list[tuple[cst.Arg, cst.BaseExpression]]:
         else:
             found.append((arg, arg.value))
     return found
+
+
+def _same_size(
+    index: ModuleIndex, a: cst.BaseExpression, b: cst.BaseExpression, strict: bool
+) -> bool:
+    """One variable (``same_variable``), or one integer literal (``64``)."""
+    if isinstance(a, cst.Integer) and isinstance(b, cst.Integer):
+        return a.evaluated_value == b.evaluated_value
+    return same_variable(index, a, b, strict=strict)
+
+
+def _receiver(call: cst.Call) -> cst.BaseExpression:
+    """What ``call`` (``x.to(device).view(...)``) reshapes, less the calls that
+    keep its rows."""
+    receiver = call.func.value  # type: ignore[attr-defined]
+    while (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value in KEEP_ROWS
+    ):
+        receiver = receiver.func.value
+    return receiver
