@@ -4,9 +4,10 @@ files costs about as much as reading them.
 One entry per (file content, settings): the key is a SHA-256 of the bytes read, of
 the tool's version and of its own code (a changed rule is a new tool), and of
 every field of MigrateOptions (the selected and ignored rules, the alias, the
-pre-screen switch). The path is not
-in the key: a migration does not depend on where the file lies, and the cached
-result is handed back under the path asked about.
+pre-screen switch), and of the pyproject.toml files that black reads its settings
+from. The path is not in the key: beyond those settings, a migration does not
+depend on where the file lies, and the cached result is handed back under the
+path asked about.
 
 The folder is ``$ACCEL_MIGRATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/accel-migrate``,
 else ``~/.cache/accel-migrate``; ``--no-cache`` neither reads nor writes it.
@@ -34,6 +35,7 @@ from pathlib import Path
 from .. import __version__
 from ..codemod import MigrateOptions, MigrationResult
 from ..codemod.findings import Failure, Finding
+from ..codemod.formatting import black_settings_key
 from ..codemod.screen import test_module_name
 
 ENVIRONMENT = "ACCEL_MIGRATE_CACHE_DIR"
@@ -112,6 +114,8 @@ class ResultCache:
             self.settings
             + ("\0test-name" if test_module_name(path) else "")
             + (f"\0{project}" if project else "")
+            # The project's black settings shape the output (formatting.py).
+            + f"\0black\0{black_settings_key(path)}"
         )
         key = hashlib.sha256(salt.encode() + b"\0" + source).hexdigest()
         return self.folder / FORMAT / key[:2] / key

@@ -225,7 +225,9 @@ def run_config(
                 current = table.get(toml_key(key), getattr(defaults, key))
                 settings[key] = _ask(key, current)
             else:
-                settings[key] = getattr(defaults, key)
+                # --yes answers as Enter does on a terminal: the table's value
+                # first (with --force, a setting not given is kept, not reset).
+                settings[key] = table.get(toml_key(key), getattr(defaults, key))
         new_text = edit(text, settings, path, force)
     except Refused as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -15,6 +15,18 @@ from .app import EXIT_OK, EXIT_USAGE
 
 def run_rules(code: str | None) -> int:
     console = Console()
+    if console.is_terminal:
+        return _run_rules(console, code)
+    # Piped or redirected: rich pads each line of a page (lists, code blocks) with
+    # spaces to its width; a pipe gets the same lines without the padding.
+    with console.capture() as captured:
+        status = _run_rules(console, code)
+    lines = captured.get().splitlines()
+    sys.stdout.write("".join(f"{line.rstrip()}\n" for line in lines))
+    return status
+
+
+def _run_rules(console: Console, code: str | None) -> int:
     rules = registered_rules()
     if code is None:
         table = Table(title="accel-migrate rules", title_justify="left")

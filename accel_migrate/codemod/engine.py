@@ -166,7 +166,7 @@ def _full_pass(
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:
         module = place_runtime_import(_add_runtime_import(module, alias), alias)
-    code = black_like_input(context.original_code, module.code)
+    code = black_like_input(context.original_code, module.code, path)
     output: str | bytes = (
         code.encode(module.encoding) if isinstance(source, bytes) else code
     )
