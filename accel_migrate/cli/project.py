@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from ..codemod.findings import SKIP_DISTRIBUTED, Failure, Finding, MigrationResult
 from ..codemod.other_codes import LIBRARY_MODULE
+from ..codemod.rule import RUNTIME_MODULE
 from ..codemod.screen import SCREEN_CODE, may_be_distributed
 from .files import FileError, read_source
 
@@ -140,13 +141,28 @@ class Project:
             ):
                 continue
             review = tuple(f for f in outcome.findings if f.status == "needs-review")
+            # an importer left whole (a blocked setup) migrates no helper either;
+            # one migrated before (a second run) still does
+            source = importer.source
+            migrated = importer.changed or (
+                RUNTIME_MODULE
+                in (
+                    source.decode("utf-8", "replace")
+                    if isinstance(source, bytes)
+                    else source
+                )
+            )
+            why = (
+                "which migrates its helpers where it calls them"
+                if migrated
+                else "which is left unchanged (see its findings)"
+            )
             note = Finding(
                 1,
                 1,
                 LIBRARY_MODULE.code,
                 "info",
-                f"imported by {self.paths[entry]}, which migrates its helpers where "
-                "it calls them; left unchanged",
+                f"imported by {self.paths[entry]}, {why}; left unchanged",
             )
             result[library] = MigrationResult(
                 outcome.path, outcome.source, outcome.source, (note, *review)

@@ -14,7 +14,9 @@ For each function and class of a local module (``utils.py``, ``models/``,
 - ``collectives``: it calls ``torch.distributed`` or the runtime itself;
   ``effects_only``: all it does is those writes and prints (no value handed
   back, nothing of its arguments or of the module changed), so it may run on
-  the main process alone.
+  the main process alone;
+- ``trains``: a class trains the model its caller hands it (a library trainer,
+  ``library_trainers``).
 
 Facts are plain frozen data: they cross into the batch's worker processes and
 are part of the cache key of the file that imports them (``digest``).
@@ -60,6 +62,9 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a class that trains what its caller hands it (a library trainer such
+    #: as minGPT's ``Trainer``): how, as a phrase (``library_trainers``); "" if not.
+    trains: str = ""
     writes: tuple[str, ...] = ()
     prints: bool = False
     collectives: bool = False

@@ -165,6 +165,8 @@ class HelperFacts:
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
             )
+        from .library_trainers import handed_in_training  # it imports this module
+
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -179,6 +181,7 @@ class HelperFacts:
             prints=effects.prints,
             collectives=effects.collectives,
             effects_only=effects.pure,
+            trains=handed_in_training(cls),
         )
 
     # -- functions ---------------------------------------------------------------

@@ -251,6 +251,7 @@ class AllOrNothing:
     rule's analysis (``models``, ``optimized``, ``elements``...)."""
 
     def visit_Module(self, node: cst.Module) -> None:
+        self._block_library_trainers()
         for key, call in self._stepped_models.items():
             values = [v for v in self.index.values.get(key, []) if v is not None]
             place = (
@@ -286,6 +287,39 @@ class AllOrNothing:
                 "trained; wrap it with accel.prepare_model(...) where it is built "
                 f"(line {self._line(place)}) and its optimizer with "
                 "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
+            )
+
+    def _block_library_trainers(self) -> None:
+        """``Trainer(config, model, dataset)`` of a local module whose class trains
+        what it is handed (``library_trainers``): the setup is split across files,
+        so this file is left whole, as the library's is."""
+        seen: set[str] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind != "class"
+                or not fact.trains
+                or fact.collectives  # the library already runs the runtime's calls
+                or fact.where in seen
+            ):
+                continue
+            seen.add(fact.where)
+            self.block(
+                call,
+                f"`{snippet(call)}` hands its arguments to {fact.where}, which "
+                f"trains with them there: {fact.trains}. accel-migrate migrates a "
+                "training setup one file at a time and does not prepare a model "
+                f"across files, so {fact.file} is not migrated for this model; wrap "
+                "the model with accel.prepare_model(...) where it is built, and in "
+                f"{fact.file} its optimizer with accel.prepare_optimizer(...), the "
+                "loader with accel.prepare_dataloader(...), the backward with "
+                "accel.backward(...), and make the loss it hands back global "
+                "(accel.global_loss) where it is logged. Nothing in this file was "
+                f"migrated: while each process trains a full copy in {fact.file}, "
+                "sharding this file's loaders, reducing its metrics or moving its "
+                "logs and saves to the main process would mix a migrated half with "
+                "an unmigrated one",
             )
 
     def _optimizer_from_method(self, key: Key) -> cst.Call | None:

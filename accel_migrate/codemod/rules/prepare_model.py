@@ -39,6 +39,16 @@ the model would make every process train its own unsynchronised copy on its part
 of the data, with nothing to show for it. The unit is the file: a file is never
 half-migrated.
 
+A library trainer splits a setup across files: minGPT's ``Trainer(config, model,
+dataset)`` in ``mingpt/trainer.py`` is handed the model its caller builds and
+trains it there (optimizer, loader, backward), so that file is left unchanged as
+above. A script that hands a model to such a class of a local module (the project
+view: a class whose method with a backward runs what ``__init__`` was handed) is
+left unchanged too, with one needs-review finding at the call naming the library
+file and the line of its backward: sharding the script's eval loaders, reducing
+its metrics or moving its logs and saves while each process trains a full copy
+in the library would mix a migrated half with an unmigrated one.
+
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
 processes, and under FSDP its parameters are sharded. ``prepare_model`` also moves

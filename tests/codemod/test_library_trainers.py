@@ -1,0 +1,133 @@
+"""A library trainer class (minGPT's ``Trainer(config, model, dataset)``) that
+trains the model its caller hands it: the caller's file is left whole
+(``library_trainers``, AM004), as the library's is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accel_migrate.codemod import migrate_source
+from accel_migrate.codemod.project_view import read_project
+
+TRAINER = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Trainer:
+    def __init__(self, config, model, dataset):
+        self.config = config
+        self.model = model
+        self.dataset = dataset
+
+    def run(self):
+        model, config = self.model, self.config
+        optimizer = model.configure_optimizers(config)
+        loader = DataLoader(self.dataset, batch_size=8)
+        model.train()
+        for x, y in loader:
+            logits, self.loss = model(x, y)
+            model.zero_grad()
+            self.loss.backward()
+            optimizer.step()
+
+
+class OwnModel:
+    def __init__(self, loader):
+        self.loader = loader
+        self.model = torch.nn.Linear(2, 2)
+
+    def run(self):
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        for x, y in self.loader:
+            self.model(x).sum().backward()
+            opt.step()
+
+
+class HandedOptimizer:
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def step(self, loss):
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+
+
+class Evaluator:
+    def __init__(self, model):
+        self.model = model
+
+    def score(self, x):
+        return self.model(x)
+"""
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+from trainer import Trainer
+
+model = torch.nn.Linear(4, 4)
+trainer = Trainer(config, model, train_set)
+trainer.run()
+correct = 0
+for x, y in DataLoader(test_set, batch_size=16):
+    correct += (model(x).argmax(1) == y).sum().item()
+print(f"train loss {trainer.loss.item():.4f} correct {correct}")
+torch.save(model.state_dict(), "model.pt")
+"""
+
+
+def _project(tmp_path: Path, trainer: str = TRAINER) -> Path:
+    (tmp_path / "trainer.py").write_text(trainer)
+    script = tmp_path / "main.py"
+    script.write_text(SCRIPT)
+    return script
+
+
+def test_a_class_that_trains_what_it_is_handed(tmp_path: Path) -> None:
+    _project(tmp_path)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import trainer\n")  # every name of the module
+    table = dict(read_project(str(probe)).helpers)
+    assert table["trainer.Trainer"].trains == (
+        "`run` calls backward (line 19) in a step that runs `self.model`, which it "
+        "is handed (`__init__`'s `model`)"
+    )
+    # it builds its own model (migrated in its own file); an optimizer handed in
+    # is no model; a class with no backward trains nothing
+    assert table["trainer.OwnModel"].trains == ""
+    assert table["trainer.HandedOptimizer"].trains == ""
+    assert table["trainer.Evaluator"].trains == ""
+
+
+def test_the_caller_is_left_whole_naming_the_library(tmp_path: Path) -> None:
+    script = _project(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.py")}
+    result = migrate_source(script.read_bytes(), str(script))
+    # on the previous code the eval loader was sharded, `correct` reduced and the
+    # print and save moved to the main process, while each process trained a
+    # full copy in trainer.py
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert len(blocking) == 1 and blocking[0].status == "needs-review"
+    assert blocking[0].line == 7
+    message = blocking[0].message
+    assert message.startswith(
+        "`Trainer(config, model, train_set)` hands its arguments to `Trainer` in "
+        "trainer.py, which trains with them there: `run` calls backward (line 19)"
+    )
+    assert "Nothing in this file was migrated" in message
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*.py")} == before
+
+
+def test_a_library_already_on_the_runtime_does_not_block(tmp_path: Path) -> None:
+    migrated = TRAINER.replace(
+        "import torch\n", "import torch\nimport accel_migrate.runtime as accel\n"
+    ).replace("self.loss.backward()", "accel.backward(self.loss); self.loss.backward")
+    script = _project(tmp_path, migrated)
+    fact = dict(read_project(str(script)).helpers)["trainer.Trainer"]
+    assert fact.trains and fact.collectives
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not any("hands its arguments" in f.message for f in result.findings)
