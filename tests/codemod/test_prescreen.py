@@ -23,6 +23,7 @@ from accel_migrate.codemod import (
     MigrationResult,
     migrate_source,
 )
+from accel_migrate.codemod.engine import SKIP_FILE, is_generated
 from accel_migrate.codemod.patterns import (
     DATALOADER_CALLS,
     DISTRIBUTED_PREFIXES,
@@ -48,6 +49,10 @@ def agree(source: bytes, path: str = "case.py") -> str:
 
 
 def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
+    if _screen_answers(source, path) is None:
+        # Only the full pass can tell, and it runs with or without the screen:
+        # there is nothing of the screen's to check (and nothing to run twice).
+        return "full pass", None
     try:
         full = migrate_source(source, path, FULL)
     except MigrationError as exc:
@@ -55,36 +60,41 @@ def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
             migrate_source(source, path)
         assert str(raised.value) == str(exc)
         return "error", None
-    text = source.decode("utf-8-sig", errors="replace")
-    decided_early = full.skip_reason in (
-        "generated",
-        "suppressed",
-    ) or is_test_module(path, ast.parse(source))
-    verdict = None if decided_early else prescreen(text, ast.parse(source))
-    if decided_early or verdict is not None:
-        # Answered before the full pass: cheap, and compared whole. (With no
-        # verdict, the default options run the very _full_pass that FULL ran: the
-        # only option they differ in is read once, before it. Running it again
-        # would double this test's cost and compare a computation with itself.)
-        quick = migrate_source(source, path)
-        assert (quick.output, quick.findings, quick.skip_reason, quick.suppressed) == (
-            full.output,
-            full.findings,
-            full.skip_reason,
-            full.suppressed,
-        )
+    quick = migrate_source(source, path)
+    assert (quick.output, quick.findings, quick.skip_reason, quick.suppressed) == (
+        full.output,
+        full.findings,
+        full.skip_reason,
+        full.suppressed,
+    )
     if full.skip_reason in ("generated", "suppressed"):
         return full.skip_reason, full  # decided before any screen
-    if decided_early:
+    if is_test_module(path, ast.parse(source)):
         assert full.skip_reason == "not a training entry point"
         assert not full.findings
         return "test file", full  # decided before any screen
-    if verdict is None:
-        return "full pass", full
+    verdict = prescreen(source.decode("utf-8-sig", errors="replace"))
+    assert verdict is not None
     assert not full.changed, "the pre-screen skipped a file the full pass changes"
     assert verdict.skip_reason == full.skip_reason
     assert verdict.findings == full.findings
     return verdict.skip_reason, full
+
+
+def _screen_answers(source: bytes, path: str) -> object | None:
+    """What answers for ``source`` before the full pass (a skip comment, a
+    generated header, a parse error, a test module, the pre-screen's verdict), as
+    migrate_source checks them; None when the full pass decides."""
+    text = source.decode("utf-8-sig", errors="replace")
+    if SKIP_FILE.search(text) or is_generated(text):
+        return "decided before any screen"
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "a parse error"
+    if is_test_module(path, tree):
+        return "a test module"
+    return prescreen(text, tree)
 
 
 CASES = sorted(FIXTURES.glob("*/*.in.py"))

@@ -13,7 +13,11 @@ comments configure it, one ``# soundness: KEY VALUE`` line each:
 - ``tolerance X REASON``: relative tolerance instead of 1e-5 (float16 scripts);
 - ``compare PREFIX [PREFIX...]``: printed lines compared besides ``eval `` lines;
 - ``second-run ARGS``: a second run in the same folders (resuming), compared too;
-- ``requires MODULE``: skipped, with the reason, where MODULE is not installed.
+- ``requires MODULE``: skipped, with the reason, where MODULE is not installed;
+- ``extended REASON``: a shape another case already exercises (REASON names it):
+  run only in the whole-corpus run (``ACCEL_MIGRATE_SOUNDNESS_ALL=1``, implied by
+  ``ACCEL_MIGRATE_SOUNDNESS_DOC=1``, which publishes the table), skipped with the
+  reason in CI, whose 30-minute budget has no room for repeats.
 
 Classes, in the order they are decided:
 
@@ -38,6 +42,7 @@ Classes, in the order they are decided:
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -91,6 +96,8 @@ class Case:
     compare: tuple[str, ...] = ("eval ",)
     second_run: tuple[str, ...] | None = None
     requires: tuple[str, ...] = ()
+    #: Why the case only runs in the whole-corpus run ("" : it always runs).
+    extended: str = ""
 
     @property
     def helpers(self) -> list[Path]:
@@ -122,6 +129,8 @@ def parse_case(name: str, script: Path) -> Case:
             values["compare"] = tuple(
                 dict.fromkeys(("eval ", *(f"{w} " for w in words)))
             )
+        elif key == "extended":
+            values["extended"] = value.strip() or "repeats another case's shape"
         elif key == "second-run":
             values["second_run"] = words
         else:
@@ -129,6 +138,14 @@ def parse_case(name: str, script: Path) -> Case:
     if "shape" not in values:
         raise ValueError(f"{script}: no `# soundness: shape ...` line")
     return Case(name, script, **values)  # type: ignore[arg-type]
+
+
+def whole_corpus() -> bool:
+    """Is this the whole-corpus run (extended cases included)?"""
+    return "1" in (
+        os.environ.get("ACCEL_MIGRATE_SOUNDNESS_ALL"),
+        os.environ.get("ACCEL_MIGRATE_SOUNDNESS_DOC"),
+    )
 
 
 def discover(root: Path = CORPUS) -> list[Case]:
