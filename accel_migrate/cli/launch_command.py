@@ -18,7 +18,7 @@ from typing import Any
 from ..runtime.config import ConfigError, RuntimeConfig, config_environment, load_config
 from ..runtime.env import DONE_DIR_VARIABLE
 from ..runtime.faults import RECORDED_AT, STOPPED_BY_PEER
-from .app import EXIT_OK, EXIT_USAGE
+from .exit_codes import EXIT_OK, EXIT_USAGE
 from .launch_options import (
     banner,
     check_options,

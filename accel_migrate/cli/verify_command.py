@@ -32,7 +32,7 @@ from ..verify.compare import (
     stochastic_sources,
 )
 from . import render
-from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 EXIT_DIFFERS = 1
 RUNNER = Path(__file__).resolve().parents[1] / "verify" / "runner.py"

@@ -1,9 +1,16 @@
-"""What AM017 (main-process-writes) knows about calls that copy, move, rename or
-remove files by their paths: which they are, and where the path they make is."""
+"""What AM017 (main-process-writes) knows about calls that copy, move, rename,
+remove or write files by their paths: which they are, and where the path they
+make is; and paths that name a different file on each process."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
+import libcst.matchers as m
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
 
 #: Functions that change files by their paths, with where the path they make is
 #: given (position, keyword); None for those that only remove.
@@ -50,3 +57,41 @@ def argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression 
 def shifted(call: cst.Call) -> cst.Call:
     """``p.open(mode)`` as ``open(p, mode)``, so that ``write_mode`` reads its mode."""
     return call.with_changes(args=[cst.Arg(value=cst.Name("_")), *call.args])
+
+
+#: Functions that write a file at a path, with where that path is given
+#: (position, keyword).
+PATH_WRITERS: dict[str, tuple[int, str]] = {
+    "torchvision.utils.save_image": (1, "fp"),
+    "numpy.save": (0, "file"),
+    "numpy.savez": (0, "file"),
+    "numpy.savez_compressed": (0, "file"),
+    "numpy.savetxt": (0, "fname"),
+    "matplotlib.pyplot.savefig": (0, "fname"),
+}
+
+
+def written_path(
+    call: cst.Call, writer: str | None = None
+) -> cst.BaseExpression | None:
+    """The path a call writes to: ``open``'s first argument, or where ``writer``
+    (a PATH_WRITERS name) takes it."""
+    position, keyword = PATH_WRITERS[writer] if writer else (0, "file")
+    return argument(call, position, keyword)
+
+
+def per_process(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Is ``expr`` made from a value that differs between processes (a
+    ``tempfile`` path, ``os.getpid()``), directly or through variables?"""
+    for call in m.findall(expr, m.Call()):
+        names = index.qualnames(call.func)  # type: ignore[attr-defined]
+        if names & PER_PROCESS or any(n.startswith("tempfile.") for n in names):
+            return True
+    if depth > 3:
+        return False
+    for name in m.findall(expr, m.Name()):
+        key = index.key(name)
+        for value in index.values.get(key, []) if key is not None else []:
+            if value is not None and per_process(index, value, depth + 1):
+                return True
+    return False

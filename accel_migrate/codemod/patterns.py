@@ -240,6 +240,14 @@ def is_cpu_string(node: cst.CSTNode) -> bool:
     return string_value(node) == "cpu"
 
 
+#: ``tqdm`` progress bars (the functions; each wraps an iterable or counts itself).
+TQDM_CALLS = frozenset(
+    f"{module}.{name}"
+    for module in ("tqdm", "tqdm.auto", "tqdm.notebook", "tqdm.std", "tqdm.rich")
+    for name in ("tqdm", "trange")
+)
+
+
 #: Methods whose result counts this process's samples (``x.size(0)``, ``mask.sum()``).
 COUNT_METHODS = frozenset({"size", "numel", "sum", "count_nonzero"})
 

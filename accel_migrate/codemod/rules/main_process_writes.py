@@ -101,20 +101,19 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..file_changes import (
     FILE_CHANGERS,
     PATH_CHANGERS,
-    PATH_READERS,
-    PER_PROCESS,
+    PATH_WRITERS,
     SAVES,
     argument,
-    shifted,
+    per_process,
+    written_path,
 )
+from ..file_reads import FileReads, loops
 from ..helper_effects import helper_call
-from ..patterns import string_value
 from ..rule import Rule
 from .output_folders import is_path
 from .torch_save import OPEN_CALLS, write_mode
@@ -166,38 +165,7 @@ RUN_FUNCTIONS = frozenset(
         ),
     }
 )
-#: Functions that write a file at a path, with where that path is given
-#: (position, keyword).
-PATH_WRITERS: dict[str, tuple[int, str]] = {
-    "torchvision.utils.save_image": (1, "fp"),
-    "numpy.save": (0, "file"),
-    "numpy.savez": (0, "file"),
-    "numpy.savez_compressed": (0, "file"),
-    "numpy.savetxt": (0, "fname"),
-    "matplotlib.pyplot.savefig": (0, "fname"),
-}
 RUN_STATE = frozenset({"wandb.run", "wandb.config", "wandb.summary"})
-_READERS = frozenset(
-    {
-        "builtins.open",
-        "io.open",
-        "torch.load",
-        "json.load",
-        "pickle.load",
-        "numpy.load",
-        "numpy.loadtxt",
-        "numpy.genfromtxt",
-        "matplotlib.pyplot.imread",
-        "matplotlib.image.imread",
-        "PIL.Image.open",
-        "torchvision.io.read_image",
-        "imageio.imread",
-        "imageio.v2.imread",
-        "imageio.v3.imread",
-    }
-)
-#: Suffixes numpy adds to a path given without one.
-_NUMPY_SUFFIXES = (".npy", ".npz")
 
 
 class MainProcessWrites(Rule):
@@ -219,14 +187,16 @@ class MainProcessWrites(Rule):
             what = f"{name}(...) runs on the main process only"
         elif writers := names & PATH_WRITERS.keys():
             name = sorted(writers)[0]
-            if self._read_again(original_node, _path_argument(original_node, name)):
+            if self._file_reads.read_again(
+                original_node, written_path(original_node, name)
+            ):
                 self._report_read_again(original_node)
                 return updated_node
             what = f"{name}(...) writes its file on the main process only"
         elif (change := self._file_change(original_node)) is not None:
             return self._change_files(original_node, updated_node, *change)
         elif names & OPEN_CALLS and (mode := write_mode(original_node)) is not None:
-            if self._read_again(original_node, _path_argument(original_node)):
+            if self._file_reads.read_again(original_node, written_path(original_node)):
                 block = self._closed_before_read(original_node)
                 if block is None:
                     self._report_read_again(original_node)
@@ -294,7 +264,7 @@ class MainProcessWrites(Rule):
                 "(accel.on_main_process) the others would get no result",
             )
             return updated
-        if any(self._per_process(path) for path in paths):
+        if any(per_process(self.index, path) for path in paths):
             if made is not None:
                 self.report(
                     original,
@@ -305,7 +275,8 @@ class MainProcessWrites(Rule):
                 )
             return updated  # each process removes its own temporary file
         if made is not None and (
-            self._read_again(original, made) or self._used_again(original, made)
+            self._file_reads.read_again(original, made)
+            or self._used_again(original, made)
         ):
             line = self.parent(self.parent(original))
             if not (
@@ -346,7 +317,7 @@ class MainProcessWrites(Rule):
         wanted = code(made)
         key = self.index.key(made) if isinstance(made, cst.Name) else None
         line = self.get_metadata(PositionProvider, call).start.line
-        loops = self._loops(call)
+        around = loops(self.index, call)
         for other in self.index.calls:
             if other is call or any(
                 isinstance(c, cst.Call) and self._main_only(c)
@@ -359,7 +330,7 @@ class MainProcessWrites(Rule):
                 ):
                     continue
                 later = self.get_metadata(PositionProvider, other).start.line
-                if later > line or self._loops(other) & loops:
+                if later > line or loops(self.index, other) & around:
                     return True
         return False
 
@@ -384,7 +355,7 @@ class MainProcessWrites(Rule):
         is around it (whose next pass could read before the barrier)."""
         item = self.parent(call)
         block = self.parent(item) if isinstance(item, cst.WithItem) else None
-        if not isinstance(block, cst.With) or self._loops(call):
+        if not isinstance(block, cst.With) or loops(self.index, call):
             return None
         return block if self.index.uniform(block) else None
 
@@ -398,10 +369,7 @@ class MainProcessWrites(Rule):
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         if original_node not in self._barrier_after_with:
             return updated_node
-        barrier = cst.SimpleStatementLine(
-            body=[cst.Expr(self.runtime_call("barrier", []))]
-        )
-        return cst.FlattenSentinel([updated_node, barrier])
+        return self._barrier_after_statement(updated_node)
 
     def leave_SimpleStatementLine(
         self,
@@ -413,26 +381,15 @@ class MainProcessWrites(Rule):
             for s in original_node.body
         ):
             return updated_node
+        return self._barrier_after_statement(updated_node)
+
+    def _barrier_after_statement(
+        self, statement: cst.BaseStatement
+    ) -> cst.FlattenSentinel[cst.BaseStatement]:
         barrier = cst.SimpleStatementLine(
             body=[cst.Expr(self.runtime_call("barrier", []))]
         )
-        return cst.FlattenSentinel([updated_node, barrier])
-
-    def _per_process(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
-        """Is ``expr`` made from a value that differs between processes (a
-        ``tempfile`` path, ``os.getpid()``), directly or through variables?"""
-        for call in m.findall(expr, m.Call()):
-            names = self.qualnames(call.func)  # type: ignore[attr-defined]
-            if names & PER_PROCESS or any(n.startswith("tempfile.") for n in names):
-                return True
-        if depth > 3:
-            return False
-        for name in m.findall(expr, m.Name()):
-            key = self.index.key(name)
-            for value in self.index.values.get(key, []) if key is not None else []:
-                if value is not None and self._per_process(value, depth + 1):
-                    return True
-        return False
+        return cst.FlattenSentinel([statement, barrier])
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if not self.qualnames(node) & RUN_STATE:
@@ -449,41 +406,8 @@ class MainProcessWrites(Rule):
         )
 
     @cached_property
-    def _reads(self) -> list[tuple[int, str, frozenset[int]]]:
-        """(line, path key, enclosing loops) of every call that reads a file."""
-        found = []
-        for call in self.index.calls:
-            # accel.load: what AM024 made of torch.load (a second run sees it)
-            reader = self.is_call_to(call, _READERS)
-            if not (reader or self.index.is_runtime_call(call, "load")):
-                continue
-            if not call.args:
-                continue
-            if self.is_call_to(call, OPEN_CALLS) and write_mode(call) is not None:
-                continue
-            source = call.args[0].value
-            if self.is_call_to(source, OPEN_CALLS) and source.args:  # type: ignore[attr-defined]
-                source = source.args[0].value  # type: ignore[attr-defined]
-            line = self.get_metadata(PositionProvider, call).start.line
-            found.append((line, _path_key(source), self._loops(call)))
-        for call in self.index.calls:
-            func = call.func
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in PATH_READERS
-                and is_path(self, func.value)
-                and (func.attr.value != "open" or write_mode(shifted(call)) is None)
-            ):
-                line = self.get_metadata(PositionProvider, call).start.line
-                found.append((line, _path_key(func.value), self._loops(call)))
-        return found
-
-    def _loops(self, node: cst.CSTNode) -> frozenset[int]:
-        return frozenset(
-            id(a)
-            for a in self.index.ancestors(node)
-            if isinstance(a, (cst.For, cst.While))
-        )
+    def _file_reads(self) -> FileReads:
+        return FileReads(self)
 
     def _report_read_again(self, call: cst.Call) -> None:
         self.report(
@@ -493,40 +417,3 @@ class MainProcessWrites(Rule):
             "write it on the main process only (accel.on_main_process) "
             "and add accel.barrier() before it is read",
         )
-
-    def _read_again(self, call: cst.Call, path: cst.BaseExpression | None) -> bool:
-        """Is the file at ``path`` read after ``call`` writes it: on a later line, or
-        anywhere in a loop around the write (the next pass reads it)?"""
-        if path is None:
-            return False
-        key = _path_key(path)
-        line = self.get_metadata(PositionProvider, call).start.line
-        loops = self._loops(call)
-        return any(
-            read == key and (later > line or bool(around & loops))
-            for later, read, around in self._reads
-        )
-
-
-def _path_key(path: cst.BaseExpression) -> str:
-    """A path's code, or a string path without the suffix numpy would add
-    (``np.savez("w")`` writes ``w.npz``)."""
-    value = string_value(path)
-    if value is None:
-        return cst.Module([]).code_for_node(path)
-    for suffix in _NUMPY_SUFFIXES:
-        value = value.removesuffix(suffix)
-    return repr(value)
-
-
-def _path_argument(
-    call: cst.Call, writer: str | None = None
-) -> cst.BaseExpression | None:
-    """The path a call writes to: ``open``'s first argument, or where ``writer``
-    (a PATH_WRITERS name) takes it."""
-    position, keyword = PATH_WRITERS[writer] if writer else (0, "file")
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[position].value if len(positional) > position else None

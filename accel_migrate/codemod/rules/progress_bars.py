@@ -32,13 +32,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..patterns import TQDM_CALLS
 from ..rule import Rule, tidy_args
 
-TQDM_CALLS = frozenset(
-    f"{module}.{name}"
-    for module in ("tqdm", "tqdm.auto", "tqdm.notebook", "tqdm.std", "tqdm.rich")
-    for name in ("tqdm", "trange")
-)
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
 

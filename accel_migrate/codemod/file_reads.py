@@ -1,0 +1,120 @@
+"""Where a script reads back a file it writes, for AM017 (main-process-writes).
+
+A file written on the main process only must not be read by another process
+before it is written: the rule leaves such a write alone (or adds a barrier).
+A read is a call of a reader (``open``, ``torch.load``, ``numpy.load``, ...,
+``accel.load``) or of a ``pathlib.Path`` method that reads, on the same path
+code; a string path is compared without the suffix numpy adds.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+from .file_changes import PATH_READERS, shifted
+from .patterns import string_value
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+    from .rule import Rule
+
+READERS = frozenset(
+    {
+        "builtins.open",
+        "io.open",
+        "torch.load",
+        "json.load",
+        "pickle.load",
+        "numpy.load",
+        "numpy.loadtxt",
+        "numpy.genfromtxt",
+        "matplotlib.pyplot.imread",
+        "matplotlib.image.imread",
+        "PIL.Image.open",
+        "torchvision.io.read_image",
+        "imageio.imread",
+        "imageio.v2.imread",
+        "imageio.v3.imread",
+    }
+)
+#: Suffixes numpy adds to a path given without one.
+_NUMPY_SUFFIXES = (".npy", ".npz")
+
+
+class FileReads:
+    """The file reads of the module ``rule`` runs on."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.index = rule.index
+
+    @cached_property
+    def reads(self) -> list[tuple[int, str, frozenset[int]]]:
+        """(line, path key, enclosing loops) of every call that reads a file."""
+        # Helpers of two rules; imported here, not at the top, because importing
+        # the rules package imports the rule that uses this module.
+        from .rules.output_folders import is_path
+        from .rules.torch_save import OPEN_CALLS, write_mode
+
+        rule = self.rule
+        found = []
+        for call in self.index.calls:
+            # accel.load: what AM024 made of torch.load (a second run sees it)
+            reader = rule.is_call_to(call, READERS)
+            if not (reader or self.index.is_runtime_call(call, "load")):
+                continue
+            if not call.args:
+                continue
+            if rule.is_call_to(call, OPEN_CALLS) and write_mode(call) is not None:
+                continue
+            source = call.args[0].value
+            if rule.is_call_to(source, OPEN_CALLS) and source.args:  # type: ignore[attr-defined]
+                source = source.args[0].value  # type: ignore[attr-defined]
+            line = rule.get_metadata(PositionProvider, call).start.line
+            found.append((line, path_key(source), loops(self.index, call)))
+        for call in self.index.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in PATH_READERS
+                and is_path(rule, func.value)
+                and (func.attr.value != "open" or write_mode(shifted(call)) is None)
+            ):
+                line = rule.get_metadata(PositionProvider, call).start.line
+                found.append((line, path_key(func.value), loops(self.index, call)))
+        return found
+
+    def read_again(self, call: cst.Call, path: cst.BaseExpression | None) -> bool:
+        """Is the file at ``path`` read after ``call`` writes it: on a later line, or
+        anywhere in a loop around the write (the next pass reads it)?"""
+        if path is None:
+            return False
+        key = path_key(path)
+        line = self.rule.get_metadata(PositionProvider, call).start.line
+        around_write = loops(self.index, call)
+        return any(
+            read == key and (later > line or bool(around & around_write))
+            for later, read, around in self.reads
+        )
+
+
+def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:
+    """The loops around ``node`` (their ids)."""
+    return frozenset(
+        id(a) for a in index.ancestors(node) if isinstance(a, (cst.For, cst.While))
+    )
+
+
+def path_key(path: cst.BaseExpression) -> str:
+    """A path's code, or a string path without the suffix numpy would add
+    (``np.savez("w")`` writes ``w.npz``)."""
+    value = string_value(path)
+    if value is None:
+        return cst.Module([]).code_for_node(path)
+    for suffix in _NUMPY_SUFFIXES:
+        value = value.removesuffix(suffix)
+    return repr(value)

@@ -1,0 +1,206 @@
+"""Where a loop over a sharded loader accumulates this process's share.
+
+- an increment ``x += ...`` of a variable set to zero before the loop (and not
+  a step counter, the same on every process);
+- a value collected into an object made before the loop (``meter.update(v)``,
+  ``values.append(v)``, ``values[k] = v``); not into a loader, a progress bar,
+  or a metric object that combines itself across processes (torchmetrics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..analysis import attr_chain, variable_names
+from ..patterns import TQDM_CALLS
+from .kinds import inside
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+
+#: Methods that collect a value into an object made before the loop.
+_COLLECTORS = {"append", "insert", "update", "add", "add_"}
+#: Objects whose collected values are already combined across processes.
+_SYNCED_PREFIXES = ("torchmetrics.",)
+
+
+def sum_increments(index: ModuleIndex, loop: cst.For) -> Iterator[cst.AugAssign]:
+    """``x += ...`` in the loop, on a variable set to zero before the loop."""
+    for aug in m.findall(loop.body, m.AugAssign(operator=m.AddAssign())):
+        assert isinstance(aug, cst.AugAssign)
+        name = attr_chain(aug.target)
+        if name is None or has_runtime_call(index, aug.value):
+            continue
+        if not index.divergence.rank_local(aug):
+            continue  # a step counter: the same on every rank
+        if _zeroed_before(index, loop, name):
+            yield aug
+
+
+def has_runtime_call(index: ModuleIndex, node: cst.CSTNode) -> bool:
+    return any(
+        index.is_runtime_call(c, "reduce", "global_loss", "gather")
+        for c in m.findall(node, m.Call())
+    )
+
+
+def _zeroed_before(index: ModuleIndex, loop: cst.For, name: str) -> bool:
+    node: cst.CSTNode = loop
+    for ancestor in index.ancestors(loop):
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            body: Sequence[cst.CSTNode] = ancestor.body
+            position = next((i for i, s in enumerate(body) if s is node), 0)
+            if any(_zeroes(statement, name) for statement in body[:position]):
+                return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        node = ancestor
+    return False
+
+
+def reduced_after(index: ModuleIndex, loop: cst.For, name: str) -> bool:
+    """``name = accel.reduce(name)`` already follows the loop (a second run)."""
+    block = index.parent(loop)
+    body = getattr(block, "body", ())
+    position = next((i for i, s in enumerate(body) if s is loop), None)
+    if position is None:
+        return False
+    for statement in body[position + 1 :]:
+        assign = (
+            statement.body[0]
+            if isinstance(statement, cst.SimpleStatementLine)
+            else None
+        )
+        if not (
+            isinstance(assign, cst.Assign)
+            and index.is_runtime_call(assign.value, "reduce")
+        ):
+            return False
+        if attr_chain(assign.targets[0].target) == name:
+            return True
+    return False
+
+
+def read_inside(
+    index: ModuleIndex, loop: cst.For, name: str, aug: cst.AugAssign
+) -> bool:
+    for reference in m.findall(loop.body, m.Name() | m.Attribute()):
+        if attr_chain(reference) != name:  # type: ignore[arg-type]
+            continue
+        if any(a is aug for a in index.ancestors(reference)):
+            continue
+        return True
+    return False
+
+
+def collected_values(
+    index: ModuleIndex, loop: cst.For
+) -> Iterator[tuple[cst.CSTNode, list[cst.BaseExpression], str]]:
+    """Per-batch values collected into an object made before the loop: the
+    statement (or call), the values, and how it is written."""
+    divergence = index.divergence
+    for call in m.findall(loop.body, m.Call(func=m.Attribute())):
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        method = call.func.attr.value
+        if method not in _COLLECTORS or call not in divergence.local_mutations:
+            continue
+        receiver = call.func.value
+        if not _made_before(index, receiver, loop):
+            continue
+        if any(a.star for a in call.args):
+            continue
+        values = [a.value for a in call.args]
+        name = attr_chain(receiver)
+        yield call, values, f"{name}.{method}(...)"
+    for statement in m.findall(loop.body, m.Assign() | m.AugAssign()):
+        if isinstance(statement, cst.Assign):
+            if statement not in divergence.local_stores:
+                continue
+            targets = [t.target for t in statement.targets]
+        else:
+            assert isinstance(statement, cst.AugAssign)
+            if not isinstance(statement.target, cst.Subscript):
+                continue
+            if not divergence.rank_local(statement):
+                continue
+            targets = [statement.target]
+        if len(targets) != 1 or not isinstance(targets[0], cst.Subscript):
+            continue
+        container = targets[0].value
+        if not _made_before(index, container, loop):
+            continue
+        name = attr_chain(container)
+        op = "=" if isinstance(statement, cst.Assign) else "+="
+        yield statement, [statement.value], f"{name}[...] {op} ..."  # type: ignore[union-attr]
+
+
+def _made_before(
+    index: ModuleIndex, receiver: cst.BaseExpression, loop: cst.For
+) -> bool:
+    """A variable set before ``loop`` (and not in it): an object that outlives
+    the loop's batches. Not a loader, a progress bar, or a metric object that
+    combines itself across processes."""
+    key = index.key(receiver)
+    if key is None or key in index.loaders:
+        return False
+    values = index.values.get(key, [])
+    if not values or any(v is not None and inside(index, v, loop) for v in values):
+        return False
+    for value in values:
+        if isinstance(value, cst.Call):
+            names = index.qualnames(value.func)
+            if any(n.startswith(_SYNCED_PREFIXES) for n in names):
+                return False
+            if names & TQDM_CALLS:
+                return False
+    return True
+
+
+def batch_dependent(value: cst.BaseExpression) -> bool:
+    """Does ``value`` depend on this process's batch? (A constant step of a
+    counter, ``meter.update(x, 1)``'s ``1``, does not.)"""
+    if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
+        return False
+    return bool(variable_names(value)) or bool(m.findall(value, m.Call()))
+
+
+def _zeroes(statement: cst.CSTNode, name: str) -> bool:
+    """``name = 0`` / ``0.0`` / ``torch.zeros(...)`` / ``torch.tensor(0.0)`` (also ``a = b = 0``)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and any(
+            attr_chain(t.target) == name for t in small.targets
+        ):
+            return _is_zero(small.value)
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                if isinstance(target.target, cst.Tuple) and isinstance(
+                    small.value, cst.Tuple
+                ):
+                    for t, v in zip(
+                        target.target.elements, small.value.elements, strict=False
+                    ):
+                        if attr_chain(t.value) == name:
+                            return _is_zero(v.value)
+    return False
+
+
+def _is_zero(value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return float(value.evaluated_value) == 0.0
+    if isinstance(value, cst.Call):
+        chain = attr_chain(value.func) or ""
+        if chain.endswith(("zeros", "zeros_like")):
+            return True
+        if (
+            chain.endswith("tensor")
+            and value.args
+            and isinstance(value.args[0].value, (cst.Integer, cst.Float))
+        ):
+            return float(value.args[0].value.evaluated_value) == 0.0  # type: ignore[union-attr]
+    return False

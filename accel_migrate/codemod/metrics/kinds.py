@@ -1,0 +1,288 @@
+"""Is a per-batch value a sum or a batch mean?
+
+A sum (``correct += pred.eq(y).sum().item()``, ``total += y.size(0)``, a loss
+with ``reduction="sum"``, a batch mean times the batch size) is combined across
+processes with ``accel.reduce``; a batch mean (``criterion(out, y).item()``,
+``x.mean()``) with ``accel.global_loss``. Variables are read from their
+assignments inside the loop (or the function a value is returned from); a
+call of a function of this file counts as what it returns; ``logits, loss =
+model(x, y)`` as what the model's ``forward`` returns there; a loss function
+reached through a parameter as what the callers pass.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..analysis import Key, variable_names
+from ..patterns import COUNT_METHODS, counts_samples, string_value
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+
+Kind = Literal["sum", "mean", "unknown"]
+
+_MEAN_LOSS_HINTS = ("loss", "cross_entropy", "kl_div")
+_SAME_OBJECT = frozenset(
+    {"to", "cuda", "cpu", "float", "double", "half", "train", "eval"}
+)
+
+
+class BatchKinds:
+    """The kinds of the per-batch values of one module."""
+
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+
+    def kind(
+        self, value: cst.BaseExpression, context: cst.CSTNode, depth: int = 0
+    ) -> Kind:
+        """Is the value a sum (counts, sum-reduced losses) or a batch mean?
+        Variables are read from their assignments inside ``context`` (the loop, or
+        the function a value is returned from)."""
+        if depth > 3:
+            return "unknown"
+        if isinstance(value, cst.BinaryOperation):
+            if isinstance(value.operator, cst.Divide):
+                # `/ len(loader)`, `/ steps`: the divisor does not make a mean a sum.
+                return self.kind(value.left, context, depth)
+            if isinstance(value.operator, cst.Multiply):
+                if counts_samples(self.index, value.left) or counts_samples(
+                    self.index, value.right
+                ):
+                    return "sum"  # a batch mean times the batch size
+                if isinstance(value.right, (cst.Integer, cst.Float)):
+                    return self.kind(value.left, context, depth)
+                if isinstance(value.left, (cst.Integer, cst.Float)):
+                    return self.kind(value.right, context, depth)
+        reduction = _reduction(value)
+        if reduction == "sum":
+            return "sum"
+        read = read_of(value)
+        if isinstance(read, cst.Call) and (
+            self.mean_loss(read)
+            or m.matches(read, m.Call(func=m.Attribute(attr=m.Name("mean")), args=[]))
+        ):
+            return "mean"  # `criterion(out.view(-1, out.size(-1)), y).item()`
+        calls = list(m.findall(value, m.Call()))
+        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in COUNT_METHODS for c in calls):  # type: ignore[attr-defined]
+            return "sum"
+        if m.findall(
+            value, m.Subscript(value=m.Attribute(attr=m.Name("shape")))
+        ) or any(
+            "builtins.len" in self.index.qualnames(c.func) for c in calls  # type: ignore[attr-defined]
+        ):
+            return "sum"
+        if any(self.mean_loss(c) for c in calls):  # type: ignore[arg-type]
+            return "mean"
+        if any(
+            m.matches(c, m.Call(func=m.Attribute(attr=m.Name("mean")), args=[]))
+            for c in calls
+        ):
+            return "mean"  # the mean over this process's batch
+        if isinstance(value, cst.Integer):
+            return "sum"
+        inner = read_of(value)
+        if isinstance(inner, cst.Call) and self.index.local_function(inner.func):
+            return self._returned_kind(inner, depth)
+        # `loss.item()` where `loss = criterion(...)` earlier in the loop.
+        keys = [self.index.key(n) for n in variable_names(value)]
+        kinds = set()
+        for key in keys:
+            if key is None:
+                continue
+            for v in self.index.values.get(key, ()):
+                if v is None:
+                    kinds.add(self._unpacked_kind(key, context, depth))
+                elif m.matches(v, m.Name("None")):
+                    continue  # `loss = None` when no targets are given
+                elif inside(self.index, v, context):
+                    kinds.add(self.kind(v, context, depth + 1))
+        if kinds == {"sum"} or kinds == {"mean"}:
+            return kinds.pop()  # type: ignore[return-value]
+        return "unknown"
+
+    def _returned_kind(self, call: cst.Call, depth: int) -> Kind:
+        """The kind of what a function of this file returns."""
+        target = self.index.callee(call)
+        if target is None:
+            return "unknown"
+        function = target[0]
+        kinds = {
+            self.kind(r.value, function, depth + 1)  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if r.value is not None and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
+        }
+        if kinds == {"sum"} or kinds == {"mean"}:
+            return kinds.pop()  # type: ignore[return-value]
+        return "unknown"
+
+    def _unpacked_kind(self, key: Key, context: cst.CSTNode, depth: int) -> Kind:
+        """``logits, loss = model(x, y)``: the kind of the model's ``forward``
+        returns at that position (a model class of this file)."""
+        for assign in m.findall(context, m.Assign()):
+            assert isinstance(assign, cst.Assign)
+            target = assign.targets[0].target if len(assign.targets) == 1 else None
+            if not isinstance(target, (cst.Tuple, cst.List)):
+                continue
+            positions = [
+                i
+                for i, e in enumerate(target.elements)
+                if isinstance(e.value, cst.Name) and self.index.key(e.value) == key
+            ]
+            if len(positions) != 1 or not isinstance(assign.value, cst.Call):
+                continue
+            forward = self._forward_of(assign.value.func)
+            if forward is None:
+                return "unknown"
+            kinds = set()
+            for returned in m.findall(forward.body, m.Return()):
+                value = returned.value  # type: ignore[attr-defined]
+                if not isinstance(value, cst.Tuple) or len(value.elements) != len(
+                    target.elements
+                ):
+                    return "unknown"
+                kinds.add(
+                    self.kind(value.elements[positions[0]].value, forward, depth + 1)
+                )
+            if kinds == {"sum"} or kinds == {"mean"}:
+                return kinds.pop()  # type: ignore[return-value]
+            return "unknown"
+        return "unknown"
+
+    def _forward_of(self, model: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The ``forward`` of the class of this file that ``model`` holds."""
+        key = self.index.key(model)
+        classes = set()
+        for source in self._sources(key) if key is not None else []:
+            core = unwrapped(self.index, source)
+            cls = (
+                self.index.local_class(core.func)
+                if isinstance(core, cst.Call)
+                else None
+            )
+            if cls is None:
+                return None
+            classes.add(cls)
+        if len(classes) != 1:
+            return None
+        cls = classes.pop()
+        for statement in cls.body.body:  # type: ignore[union-attr]
+            if (
+                isinstance(statement, cst.FunctionDef)
+                and statement.name.value == "forward"
+            ):
+                return statement
+        return None
+
+    @cached_property
+    def _passed(self) -> dict[Key, list[cst.BaseExpression]]:
+        """Parameters of the file's functions -> the arguments their calls pass."""
+        passed: dict[Key, list[cst.BaseExpression]] = {}
+        for call in self.index.calls:
+            for key, value in self.index.arguments(call):
+                passed.setdefault(key, []).append(value)
+        return passed
+
+    def _sources(self, key: Key, depth: int = 0) -> list[cst.BaseExpression]:
+        """What ``key`` may hold: the values assigned to it and, for a parameter,
+        the arguments of its calls, through plain aliases (``a = b``)."""
+        found: list[cst.BaseExpression] = []
+        for value in [*self.index.values.get(key, ()), *self._passed.get(key, ())]:
+            if value is None:
+                continue
+            inner = self.index.key(value) if depth < 3 else None
+            if (
+                inner is not None
+                and inner != key
+                and (inner in self.index.values or inner in self._passed)
+            ):
+                found.extend(self._sources(inner, depth + 1))
+            else:
+                found.append(value)
+        return found
+
+    def mean_loss(self, call: cst.Call) -> bool:
+        """A loss call with the default (mean) reduction: ``F.nll_loss(...)``,
+        ``criterion(...)`` where ``criterion = nn.CrossEntropyLoss()``, or where
+        every caller passes such a loss (``F.cross_entropy`` itself included)."""
+        if _reduction(call) is not None:
+            return _reduction(call) == "mean"
+        if self._mean_loss_function(call.func):
+            return True
+        key: Key | None = self.index.key(call.func)
+        sources = self._sources(key) if key is not None else []
+        return bool(sources) and all(
+            self._mean_loss_module(unwrapped(self.index, v))
+            or self._mean_loss_function(v)
+            for v in sources
+        )
+
+    def _mean_loss_function(self, func: cst.BaseExpression) -> bool:
+        return any(
+            name.startswith("torch.nn.functional.")
+            and any(h in name for h in _MEAN_LOSS_HINTS)
+            for name in self.index.qualnames(func)
+        )
+
+    def _mean_loss_module(self, value: cst.BaseExpression) -> bool:
+        return (
+            isinstance(value, cst.Call)
+            and _reduction(value) in (None, "mean")
+            and any(
+                q.startswith("torch.nn.") and q.endswith("Loss")
+                for q in self.index.qualnames(value.func)
+            )
+        )
+
+
+def inside(index: ModuleIndex, node: cst.CSTNode, context: cst.CSTNode) -> bool:
+    return any(a is context for a in index.ancestors(node))
+
+
+def _reduction(node: cst.CSTNode) -> str | None:
+    for arg in m.findall(node, m.Arg(keyword=m.Name("reduction"))):
+        return string_value(arg.value)  # type: ignore[attr-defined]
+    return None
+
+
+def unwrapped(index: ModuleIndex, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``accel.prepare_model(Net().to(d))`` -> ``Net()``; ``nn.L1Loss().to(d)`` ->
+    ``nn.L1Loss()``."""
+    while True:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _SAME_OBJECT
+        ):
+            expr = expr.func.value
+        elif index.is_runtime_call(expr, "prepare_model") and expr.args:  # type: ignore[attr-defined]
+            expr = expr.args[0].value  # type: ignore[attr-defined]
+        else:
+            return expr
+
+
+def read_of(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``f(x).item()`` and ``float(f(x))`` -> ``f(x)``."""
+    if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("item")), args=[])):
+        return value.func.value  # type: ignore[attr-defined]
+    if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
+        return value.args[0].value  # type: ignore[attr-defined]
+    return value
+
+
+def returned_tensor(index: ModuleIndex, value: cst.BaseExpression) -> str | None:
+    """The function whose returned loss tensor ``value`` is (``loss`` from
+    ``loss = self._run_batch(x, y)``, or the call itself), if it is one."""
+    returned = index.returned_losses
+    if isinstance(value, cst.Call):
+        found = returned.returned_by(value)
+    else:
+        key = index.key(value)
+        call = returned.call_of(key) if key is not None else None
+        found = returned.returned_by(call) if call is not None else None
+    return found.function.name.value if found is not None else None
