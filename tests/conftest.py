@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_python
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 
@@ -43,6 +45,17 @@ def _own_results_cache(
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
     monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(folder / "accel-migrate"))
+
+
+@pytest.fixture(autouse=True)
+def _warm_launch_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's torchrun workers start from a warm interpreter that has imported
+    torch (``PYTHON_EXEC``, torchrun's own override; tests/warm_python.py), unless
+    the test sets its own or ACCEL_MIGRATE_TEST_WARM=0."""
+    if "PYTHON_EXEC" not in os.environ:
+        warm = warm_python.environment(dict(os.environ))
+        if "PYTHON_EXEC" in warm:
+            monkeypatch.setenv("PYTHON_EXEC", warm["PYTHON_EXEC"])
 
 
 #: The longest test files (their module fixtures run pools of torchrun jobs), in

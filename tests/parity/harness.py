@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from accel_migrate.codemod import MigrationResult, migrate_source
+from tests import warm_python
 
 STEP_LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
 TIMEOUT = 180
@@ -73,12 +74,18 @@ def _run(
     timeout: float = TIMEOUT,
     memory_limit: int | None = None,
 ) -> str:
+    env = _environment()
+    if command[0] == sys.executable:
+        # A forked interpreter that has imported torch already, for the command and
+        # (PYTHON_EXEC) the launcher's workers: tests/warm_python.py.
+        command = [warm_python.python(env), *command[1:]]
+        env = warm_python.environment(env)
     # Own process group: on a timeout the launcher's workers are killed too, not
     # left behind waiting in a collective.
     process = subprocess.Popen(
         command,
         cwd=cwd,
-        env=_environment(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,0 +1,118 @@
+"""The warm interpreter the parity and soundness harnesses start processes with
+(tests/warm_python.py) must look like a fresh ``python`` to the command: its
+arguments, folder, environment, output, exit status, traceback and death by a
+signal, and it must fall back to the real interpreter for what it cannot copy."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import warm_python
+
+pytestmark = pytest.mark.skipif(
+    not warm_python.enabled(), reason="ACCEL_MIGRATE_TEST_WARM=0"
+)
+
+PROBE = """
+import os, sys, torch
+print("argv", sys.argv, "path0", sys.path[0] == os.path.dirname(os.path.realpath(__file__)))
+print("name", __name__, "cwd", os.getcwd(), "flag", os.environ.get("PROBE_FLAG"))
+print("own group", os.getpgid(0) == os.getpid(), "parent", os.getppid() != {caller})
+print("torch ready", torch.ones(2).sum().item())
+what = sys.argv[1] if len(sys.argv) > 1 else ""
+if what == "raise":
+    def inner():
+        raise ValueError("from the probe")
+    inner()
+if what == "exit":
+    sys.exit(7)
+if what == "signal":
+    os.kill(os.getpid(), signal.SIGTERM)
+if what == "stdin":
+    print("read", sys.stdin.read().strip())
+"""
+
+
+@pytest.fixture(scope="module")
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("warm") / "probe.py"
+    path.write_text("import signal\n" + PROBE.format(caller=os.getpid()))
+    return path
+
+
+def _run(
+    env: dict[str, str], *args: str, cwd: Path, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [warm_python.python(env), *args],
+        env={**env, "PROBE_FLAG": "on"},
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_runs_a_script_as_a_fresh_interpreter_would(
+    env: dict[str, str], probe: Path
+) -> None:
+    done = _run(env, "-u", probe.name, "plain", cwd=probe.parent)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "argv ['probe.py', 'plain'] path0 True"
+    assert lines[1] == f"name __main__ cwd {probe.parent} flag on"
+    assert lines[2] == "own group True parent True"
+    assert lines[3] == "torch ready 2.0"
+
+
+def test_exit_status_traceback_and_signal_are_the_commands(
+    env: dict[str, str], probe: Path
+) -> None:
+    raised = _run(env, str(probe), "raise", cwd=probe.parent)
+    assert raised.returncode == 1
+    frames = [line for line in raised.stderr.splitlines() if line.startswith("  File")]
+    # from the script's own first frame, as `python probe.py` prints it
+    assert frames[0].startswith(f'  File "{probe}", line ')
+    assert frames[0].endswith(", in <module>") and frames[1].endswith(", in inner")
+    assert raised.stderr.strip().endswith("ValueError: from the probe")
+    assert _run(env, str(probe), "exit", cwd=probe.parent).returncode == 7
+    killed = _run(env, str(probe), "signal", cwd=probe.parent)
+    assert killed.returncode == -signal.SIGTERM
+    read = _run(env, str(probe), "stdin", cwd=probe.parent, stdin="piped in\n")
+    assert read.stdout.splitlines()[-1] == "read piped in"
+
+
+def test_what_it_cannot_copy_runs_the_real_interpreter(
+    env: dict[str, str], probe: Path
+) -> None:
+    # -W is not an option the server reproduces; a different thread count is an
+    # environment torch was not imported under: both exec the real interpreter,
+    # whose parent is the shim's caller (this process), not the server.
+    for args, extra in ((("-W", "ignore"), {}), ((), {"OMP_NUM_THREADS": "2"})):
+        done = subprocess.run(
+            [warm_python.python(env), *args, str(probe)],
+            env={**env, **extra},
+            cwd=probe.parent,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "own group False parent False" in done.stdout
+
+
+def test_the_shim_is_not_the_real_interpreter(env: dict[str, str]) -> None:
+    assert warm_python.python(env) != sys.executable
+    assert warm_python.environment(env)["PYTHON_EXEC"] == warm_python.python(env)

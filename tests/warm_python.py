@@ -1,0 +1,417 @@
+"""A warm Python for the tests' subprocesses: ``import torch`` once, fork per run.
+
+Every multi-process test starts interpreters that import torch, and on the 2-core
+CI machine that import costs about 3 s of CPU: more than most fixture scripts
+spend training. So the suites that start many of them (the soundness corpus, the
+parity harness) run their interpreters through a *shim*: a tiny executable that
+asks a server, which has imported torch already, to fork a child that runs the
+command as a fresh ``python`` would. ``PYTHON_EXEC`` (torchrun's own override of
+its workers' interpreter) sends the workers of ``accel-migrate launch`` there too.
+
+The forked child is made to look like a fresh interpreter: its own process group,
+the caller's stdin/stdout/stderr, working folder, environment, memory limit and
+``sys.argv``/``sys.path[0]``; a traceback starts at the script's own first frame;
+the exit code or signal comes back to the shim, which exits the same way. The
+child dies when its shim does (a lifeline socket), so a timeout that kills the
+shim's process group still stops everything below it.
+
+Anything the server cannot reproduce falls back to exec'ing the real interpreter:
+options other than ``-u``/``-B`` with ``-m``/``-c``/a script, or an environment
+that differs in what is read at start-up or by ``import torch`` (``PYTHON*``,
+``OMP_*``, ``MKL_*``, ``TORCH_*`` but torchrun's ``TORCHELASTIC_*``...), and
+everything when the server is not running. ``ACCEL_MIGRATE_TEST_WARM=0`` turns it
+off (``python()`` is then ``sys.executable``).
+
+This is test infrastructure only: it changes how fast the tests start processes,
+never what the product does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+
+#: Environment variables that decide how an interpreter starts or how torch
+#: imports; a request that differs from the server in one of them is exec'd.
+_START_PREFIXES = (
+    "PYTHON",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "GOMP_",
+    "OPENBLAS_",
+    "LD_",
+    "TORCH",
+    "PYTORCH",
+    "CUDA",
+    "LC_",
+    "LANG",
+)
+#: Read by torchrun's workers at run time, not at import: they may differ.
+_RUNTIME_PREFIXES = ("TORCHELASTIC_", "TORCH_NCCL_", "PYTHON_EXEC")
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+_SIGNALS += (signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _start_environment(env: dict[str, str]) -> dict[str, str]:
+    return {
+        key: value
+        for key, value in env.items()
+        if key.startswith(_START_PREFIXES) and not key.startswith(_RUNTIME_PREFIXES)
+    }
+
+
+# -- the test side ------------------------------------------------------------------
+
+_LOCK = threading.Lock()
+#: One server per start-up environment (see ``_start_environment``), per process.
+_SERVERS: dict[frozenset[tuple[str, str]], tuple[subprocess.Popen[bytes], Path]] = {}
+
+
+def enabled() -> bool:
+    return os.environ.get("ACCEL_MIGRATE_TEST_WARM", "1") != "0"
+
+
+def python(env: dict[str, str]) -> str:
+    """The interpreter to run a command with ``env`` under: the shim of a server
+    started (once per test process) with that environment, or ``sys.executable``
+    (turned off, or an environment whose ``import torch`` starts threads: a fork
+    of a threaded process can deadlock)."""
+    if not enabled() or env.get("OMP_NUM_THREADS") != "1":
+        return sys.executable
+    key = frozenset(_start_environment(env).items())
+    with _LOCK:
+        found = _SERVERS.get(key)
+        if found is None or found[0].poll() is not None:
+            found = _SERVERS[key] = _start(env)
+        return str(found[1])
+
+
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with torchrun's workers sent to a shim (torchrun gives them
+    ``OMP_NUM_THREADS=1`` where it is unset, with more than one process)."""
+    workers = {**env, "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}
+    shim = python(workers)
+    return {**env, "PYTHON_EXEC": shim} if shim != sys.executable else env
+
+
+def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    folder = Path(tempfile.mkdtemp(prefix="accel-migrate-warm-"))
+    sock = folder / "server.sock"
+    shim = folder / "python"
+    shim.write_text(_SHIM.format(real=sys.executable, sock=str(sock)))
+    shim.chmod(0o755)
+    root = Path(__file__).resolve().parents[1]
+    # Run as a file, not ``-m tests.warm_python``: no ``tests`` package is left in
+    # the children's sys.modules.
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), str(sock)],
+        cwd=root,
+        env=env,
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+    )
+    atexit.register(_stop, server, folder)
+    return server, shim
+
+
+def _stop(server: subprocess.Popen[bytes], folder: Path) -> None:
+    if server.stdin is not None:
+        server.stdin.close()  # the server's end of life
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    for name in ("server.sock", "python"):
+        (folder / name).unlink(missing_ok=True)
+    folder.rmdir()
+
+
+#: The shim: stdlib only, no site (-IS), so it starts in milliseconds. It waits
+#: for the server's socket for a moment (the server imports torch first).
+_SHIM = """#!{real} -IS
+import json, os, signal, socket, sys, time
+REAL, SOCK = {real!r}, {sock!r}
+
+def real():
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+
+connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+for _ in range(300):
+    try:
+        connection.connect(SOCK)
+        break
+    except (FileNotFoundError, ConnectionRefusedError):
+        time.sleep(0.05)
+else:
+    real()
+try:
+    limit = __import__("resource").getrlimit(__import__("resource").RLIMIT_AS)
+    request = dict(argv=sys.argv[1:], cwd=os.getcwd(), env=dict(os.environ), limit=limit)
+    socket.send_fds(connection, [json.dumps(request).encode() + b"\\n"], [0, 1, 2])
+    replies = connection.makefile("r")
+    kind, _, value = replies.readline().strip().partition(" ")
+except OSError:
+    real()
+if kind != "pid":
+    connection.close()
+    real()
+pid = int(value)
+for number in {signals!r}:
+    signal.signal(number, lambda number, frame: os.kill(pid, number))
+kind, _, value = replies.readline().strip().partition(" ")
+if kind == "signal":
+    if int(value) != signal.SIGKILL:
+        signal.signal(int(value), signal.SIG_DFL)
+    os.kill(os.getpid(), int(value))
+os._exit(int(value) if kind == "exit" else 1)
+""".replace("{signals!r}", repr(tuple(int(s) for s in _SIGNALS)))
+
+
+# -- the server side ----------------------------------------------------------------
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def serve(path: str) -> tuple[socket.socket, dict]:
+    """Accept requests until stdin closes; returns only in a forked child that is to
+    run a request (the connection and the request)."""
+    import selectors
+
+    import torch  # noqa: F401  (the point of the server)
+
+    start = _start_environment(dict(os.environ))
+    # A forked copy of a threaded process can deadlock on a lock another thread
+    # held; with OMP_NUM_THREADS=1 importing torch starts none.
+    threaded = _threads() != 1
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
+    events = selectors.DefaultSelector()
+    events.register(listener, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    while True:
+        for key, _ in events.select():
+            if key.fileobj is sys.stdin:
+                listener.close()
+                os._exit(0)
+            connection, _ = listener.accept()
+            if os.fork() == 0:
+                events.close()
+                listener.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                found = _monitor(connection, start, threaded)
+                if found is not None:
+                    return found
+                os._exit(0)
+            connection.close()
+
+
+def _monitor(
+    connection: socket.socket, start: dict[str, str], threaded: bool
+) -> tuple | None:
+    """Read the request, fork the child that runs it (returning in the child), wait
+    for it and report how it ended. None in the monitor once it has reported."""
+    message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+    while not message.endswith(b"\n"):
+        more = connection.recv(1 << 20)
+        if not more:
+            return None
+        message += more
+    request = json.loads(message)
+    plan = _plan(request["argv"])
+    why = _why_not(plan, request["env"], start, threaded)
+    if why:
+        _log(f"exec {request['argv'][:3]}: {why}", request["env"])
+        connection.sendall(b"exec\n")
+        return None
+    child = os.fork()
+    if child == 0:
+        return connection, {**request, "fds": fds, "plan": plan}
+    for fd in fds:
+        os.close(fd)
+    connection.sendall(f"pid {child}\n".encode())
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        connection.sendall(f"signal {os.WTERMSIG(status)}\n".encode())
+    else:
+        connection.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+    return None
+
+
+def _why_not(
+    plan: dict | None, env: dict[str, str], start: dict[str, str], threaded: bool
+) -> str:
+    if plan is None:
+        return "options"
+    if threaded:
+        return "the server has threads"
+    differ = sorted(set(_start_environment(env).items()) ^ set(start.items()))
+    return f"environment differs in {sorted({k for k, _ in differ})}" if differ else ""
+
+
+def _log(line: str, env: dict[str, str]) -> None:
+    path = env.get("ACCEL_MIGRATE_TEST_WARM_LOG")
+    if path:
+        with open(path, "a") as log:
+            log.write(line + "\n")
+
+
+def _plan(argv: list[str]) -> dict | None:
+    """What ``python ARGV`` runs, for the forms the server reproduces."""
+    unbuffered = False
+    for index, argument in enumerate(argv):
+        if argument == "-u":
+            unbuffered = True
+        elif argument == "-B":
+            continue
+        elif argument in ("-m", "-c") and index + 1 < len(argv):
+            kind = "module" if argument == "-m" else "code"
+            return dict(
+                kind=kind, target=argv[index + 1], args=argv[index + 2 :], u=unbuffered
+            )
+        elif argument.startswith("-"):
+            return None
+        else:
+            return dict(
+                kind="path", target=argument, args=argv[index + 1 :], u=unbuffered
+            )
+    return None
+
+
+def run(connection: socket.socket, request: dict) -> None:
+    """In the forked child: become the requested interpreter and run the command."""
+    os.setpgid(0, 0)
+    for number in _SIGNALS:
+        if number != signal.SIGINT:
+            signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in zip((0, 1, 2), request["fds"], strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, tuple(request["limit"]))
+    _fresh_random_state()
+    plan = request["plan"]
+    unbuffered = plan["u"] or bool(os.environ.get("PYTHONUNBUFFERED"))
+    _stdio(unbuffered)
+    _lifeline(connection)
+    sys.dont_write_bytecode = sys.dont_write_bytecode or "-B" in request["argv"]
+    import runpy
+    import types
+
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main  # this module's functions keep their globals
+    try:
+        if plan["kind"] == "module":
+            sys.argv = ["-m", *plan["args"]]
+            sys.path[0] = os.getcwd()
+            runpy._run_module_as_main(plan["target"], alter_argv=True)  # type: ignore[attr-defined]
+        else:
+            if plan["kind"] == "code":
+                sys.argv = ["-c", *plan["args"]]
+                sys.path[0] = ""
+                name, source = "<string>", plan["target"]
+            else:
+                name = plan["target"]
+                sys.argv = [name, *plan["args"]]
+                sys.path[0] = os.path.dirname(os.path.realpath(name))
+                with io.open_code(name) as file:
+                    source = file.read()
+                main.__file__ = name
+                main.__cached__ = None
+            main.__builtins__ = __builtins__
+            main.__spec__ = None
+            main.__package__ = None
+            exec(compile(source, name, "exec"), main.__dict__)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        _report(*sys.exc_info())
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        _report(*sys.exc_info())
+        sys.exit(1)
+
+
+def _fresh_random_state() -> None:
+    """Python's and numpy's global generators are seeded from OS entropy when they
+    are imported: every fork would share the server's. A fresh interpreter's are
+    its own (torch's default generator has a fixed seed, so it needs nothing)."""
+    import random
+
+    random.seed()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+
+
+def _report(kind: type, value: BaseException, tb: TracebackType | None) -> None:
+    """The traceback a fresh interpreter prints: from the command's own first frame."""
+    ours = os.path.realpath(__file__)
+    while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) == ours:
+        tb = tb.tb_next
+    value.__traceback__ = tb
+    sys.excepthook(kind, value, tb)
+
+
+def _stdio(unbuffered: bool) -> None:
+    """New stdin/stdout/stderr on fds 0-2, buffered as a fresh interpreter's are."""
+    encoding, errors = sys.stdout.encoding, sys.stdout.errors
+
+    def writer(fd: int, error_stream: bool) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, "w", closefd=False)
+        tty = raw.isatty()
+        buffer = raw if unbuffered else io.BufferedWriter(raw)
+        return io.TextIOWrapper(
+            buffer,  # type: ignore[arg-type]
+            encoding=encoding,
+            errors="backslashreplace" if error_stream else errors,
+            line_buffering=tty or (error_stream and not unbuffered),
+            write_through=unbuffered,
+        )
+
+    sys.stdout = sys.__stdout__ = writer(1, False)
+    sys.stderr = sys.__stderr__ = writer(2, True)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+        encoding=encoding,
+        errors=errors,
+    )
+
+
+def _lifeline(connection: socket.socket) -> None:
+    """Kill this process group when the shim is gone (killed by a timeout)."""
+
+    def watch() -> None:
+        try:
+            while connection.recv(1):
+                pass
+        except OSError:
+            pass
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="warm-python-lifeline", daemon=True).start()
+
+
+if __name__ == "__main__":
+    run(*serve(sys.argv[1]))
