@@ -194,6 +194,21 @@ def prepared_loader_map(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     )
 
 
+def strip_methods(
+    expr: cst.BaseExpression, methods: frozenset[str]
+) -> cst.BaseExpression:
+    """``expr`` less the calls of ``methods`` it ends in: ``Net().to(d).eval()`` ->
+    ``Net()`` for the methods that return their module, ``x.to(d).float()`` -> ``x``
+    for those that keep a tensor's rows."""
+    while (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in methods
+    ):
+        expr = expr.func.value
+    return expr
+
+
 def string_value(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.SimpleString) and node.prefix.lower() in ("", "u"):
         return node.evaluated_value  # type: ignore[return-value]

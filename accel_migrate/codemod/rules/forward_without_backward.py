@@ -49,6 +49,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
+from ..patterns import strip_methods
 from ..reduction.facts import packed_sequence
 from ..rule import Rule
 from .prepare_model import SAME_OBJECT
@@ -97,7 +98,9 @@ class ForwardWithoutBackward(Rule):
     @cached_property
     def models(self) -> set[Key]:
         return self.index.tagged(
-            lambda e: self.index.is_runtime_call(_core(e), "prepare_model"),
+            lambda e: self.index.is_runtime_call(
+                strip_methods(e, SAME_OBJECT), "prepare_model"
+            ),
             SAME_OBJECT,
         )
 
@@ -254,9 +257,10 @@ class ForwardWithoutBackward(Rule):
             return "the script registers hooks, which may keep activations for a loss"
         key = self.index.key(forward.func)
         for value in self.index.values.get(key, []) if key else []:
+            core = strip_methods(_unprepared(value), SAME_OBJECT)
             cls = (
-                self.index.local_class(_core(_unprepared(value)).func)
-                if isinstance(_core(_unprepared(value)), cst.Call)
+                self.index.local_class(core.func)
+                if isinstance(core, cst.Call)
                 else None
             )
             if cls is not None and _stores_on_self(cls):
@@ -311,18 +315,8 @@ class ForwardWithoutBackward(Rule):
         )
 
 
-def _core(expr: cst.BaseExpression) -> cst.BaseExpression:
-    while (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value in SAME_OBJECT
-    ):
-        expr = expr.func.value
-    return expr
-
-
 def _unprepared(expr: cst.BaseExpression) -> cst.BaseExpression:
-    core = _core(expr)
+    core = strip_methods(expr, SAME_OBJECT)
     if (
         isinstance(core, cst.Call)
         and attr_chain(core.func) is not None

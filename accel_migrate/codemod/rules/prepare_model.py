@@ -99,6 +99,7 @@ from ..patterns import (
     OPTIMIZER_BASES,
     is_nn_module_constructor,
     is_optimizer_class,
+    strip_methods,
 )
 from ..rule import Rule
 from ..trained_models import (
@@ -153,9 +154,7 @@ class PrepareModel(AllOrNothing, Rule):
         return any(is_optimizer_class(q) for q in self.qualnames(node.func))
 
     def _core(self, expr: cst.BaseExpression) -> cst.BaseExpression:
-        while (attribute := method_call(expr, *SAME_OBJECT)) is not None:
-            expr = attribute.value
-        return expr
+        return strip_methods(expr, SAME_OBJECT)
 
     def _branches(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
         """The values ``a if cond else b`` may take (``build().cuda() if
