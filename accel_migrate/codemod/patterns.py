@@ -209,6 +209,26 @@ def strip_methods(
     return expr
 
 
+def torch_alias(module: cst.Module) -> str | None:
+    """The name the file's first top-level ``import torch`` binds (``torch``, or
+    ``t`` for ``import torch as t``), for the rewrites that write ``torch.`` calls;
+    None where there is none (``from torch import nn`` alone binds no ``torch``)."""
+    from .analysis import attr_chain
+
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not isinstance(small, cst.Import):
+                continue
+            for alias in small.names:
+                if attr_chain(alias.name) == "torch":
+                    if alias.asname is None:
+                        return "torch"
+                    return attr_chain(alias.asname.name)  # type: ignore[arg-type]
+    return None
+
+
 def string_value(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.SimpleString) and node.prefix.lower() in ("", "u"):
         return node.evaluated_value  # type: ignore[return-value]

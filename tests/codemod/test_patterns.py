@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from accel_migrate.codemod.patterns import strip_methods
+from accel_migrate.codemod.patterns import strip_methods, torch_alias
 from accel_migrate.codemod.rules.batch_size_shapes import KEEP_ROWS
 from accel_migrate.codemod.rules.prepare_model import SAME_OBJECT
 
@@ -30,3 +30,21 @@ def test_strip_methods_removes_only_the_calls_of_the_set_at_the_end(
 ) -> None:
     node = cst.parse_expression(expr)
     assert cst.Module([]).code_for_node(strip_methods(node, methods)) == stripped
+
+
+@pytest.mark.parametrize(
+    ("source", "alias"),
+    [
+        ("import torch\n", "torch"),
+        ("import os, torch as t\n", "t"),
+        ("import torch.nn as nn\nimport torch\n", "torch"),
+        ("from torch import nn\n", None),
+        # only the file's top level: a function's import binds a local name
+        ("def f():\n    import torch\n", None),
+        ("", None),
+    ],
+)
+def test_torch_alias_is_the_name_a_top_level_import_torch_binds(
+    source: str, alias: str | None
+) -> None:
+    assert torch_alias(cst.parse_module(source)) == alias

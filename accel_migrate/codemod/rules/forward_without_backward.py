@@ -49,7 +49,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
-from ..patterns import strip_methods
+from ..patterns import strip_methods, torch_alias
 from ..reduction.facts import packed_sequence
 from ..rule import Rule
 from .prepare_model import SAME_OBJECT
@@ -106,17 +106,7 @@ class ForwardWithoutBackward(Rule):
 
     @cached_property
     def torch_name(self) -> str | None:
-        for statement in self.index.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if attr_chain(alias.name) == "torch":
-                            if alias.asname is None:
-                                return "torch"
-                            return attr_chain(alias.asname.name)  # type: ignore[arg-type]
-        return None
+        return torch_alias(self.index.module)
 
     @cached_property
     def hooks(self) -> bool:
