@@ -118,6 +118,24 @@ DISTRIBUTED_PREFIXES = (
 )
 
 
+#: Module methods that return the module itself.
+SAME_OBJECT = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "train",
+        "eval",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "requires_grad_",
+        "apply",
+    }
+)
+
+
 def is_nn_module_constructor(qualname: str) -> bool:
     """``torch.nn.Linear`` yes; ``torch.nn.functional.relu``, ``torch.nn.MSELoss`` no."""
     if not qualname.startswith("torch.nn."):

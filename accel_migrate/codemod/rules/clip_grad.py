@@ -50,8 +50,8 @@ from libcst.metadata import ScopeProvider
 
 from ..amp import bind, code, is_false
 from ..analysis import Key, variable_names
+from ..patterns import SAME_OBJECT
 from ..rule import Rule, tidy_args
-from .prepare_model import SAME_OBJECT
 
 _CLIPS = {
     "torch.nn.utils.clip_grad_norm_": "clip_grad_norm_",

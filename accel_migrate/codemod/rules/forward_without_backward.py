@@ -49,10 +49,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
-from ..patterns import strip_methods, torch_alias
+from ..patterns import SAME_OBJECT, strip_methods, torch_alias
 from ..reduction.facts import packed_sequence
 from ..rule import Rule
-from .prepare_model import SAME_OBJECT
 
 #: Attributes whose value carries no gradient of the tensor they are read from.
 _DETACHING = frozenset(

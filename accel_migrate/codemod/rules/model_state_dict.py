@@ -37,8 +37,8 @@ from functools import cached_property
 import libcst as cst
 
 from ..analysis import Key
+from ..patterns import SAME_OBJECT
 from ..rule import Rule
-from .prepare_model import SAME_OBJECT
 
 
 class ModelStateDict(Rule):
