@@ -8,7 +8,7 @@ import libcst as cst
 import libcst.matchers as m
 
 if TYPE_CHECKING:
-    from .analysis import ModuleIndex
+    from .analysis import Key, ModuleIndex
 
 DATALOADER_CALLS = frozenset(
     {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
@@ -134,6 +134,14 @@ SAME_OBJECT = frozenset(
         "apply",
     }
 )
+
+
+def prepared_models(index: ModuleIndex) -> set[Key]:
+    """Variables that may hold a model ``accel.prepare_model`` wrapped, also after
+    methods that return it (``accel.prepare_model(net).to(device)``)."""
+    return index.tagged(
+        lambda e: index.is_runtime_call(e, "prepare_model"), SAME_OBJECT
+    )
 
 
 def is_nn_module_constructor(qualname: str) -> bool:
