@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -79,17 +80,24 @@ def existing_table(text: str, path: Path) -> dict[str, Any]:
     return table
 
 
-def edit(text: str, settings: dict[str, object], path: Path, force: bool) -> str:
-    """``text`` with ``settings`` (validated values by setting name) in the table."""
-    data = _loads(text, path)
-    table = existing_table(text, path)
-    taken = [toml_key(k) for k in settings if toml_key(k) in table]
+def _refuse_taken(
+    keys: Iterable[str], table: dict[str, Any], path: Path, force: bool
+) -> None:
+    """Without ``--force``, no setting the table has already is written over."""
+    taken = [toml_key(k) for k in keys if toml_key(k) in table]
     if taken and not force:
         raise Refused(
             f"{path}: [tool.accel-migrate] already sets {', '.join(taken)}; "
             f"--force replaces {'it' if len(taken) == 1 else 'them'} (the table's "
             "other keys are kept)"
         )
+
+
+def edit(text: str, settings: dict[str, object], path: Path, force: bool) -> str:
+    """``text`` with ``settings`` (validated values by setting name) in the table."""
+    data = _loads(text, path)
+    table = existing_table(text, path)
+    _refuse_taken(settings, table, path, force)
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     header = next((i for i, line in enumerate(lines) if _HEADER.match(line)), None)
@@ -209,13 +217,7 @@ def run_config(
                 "to be asked"
             )
         table = existing_table(text, path)
-        taken = [toml_key(k) for k in keys if toml_key(k) in table]
-        if taken and not force:
-            raise Refused(
-                f"{path}: [tool.accel-migrate] already sets {', '.join(taken)}; "
-                f"--force replaces {'it' if len(taken) == 1 else 'them'} (the table's "
-                "other keys are kept)"
-            )
+        _refuse_taken(keys, table, path, force)
         defaults = module.RuntimeConfig()
         settings: dict[str, object] = {}
         for key in [k for k in module.setting_keys() if k in keys]:

@@ -8,7 +8,7 @@ import libcst as cst
 import libcst.matchers as m
 
 if TYPE_CHECKING:
-    from .analysis import ModuleIndex
+    from .analysis import Key, ModuleIndex
 
 DATALOADER_CALLS = frozenset(
     {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
@@ -118,6 +118,32 @@ DISTRIBUTED_PREFIXES = (
 )
 
 
+#: Module methods that return the module itself.
+SAME_OBJECT = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "train",
+        "eval",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "requires_grad_",
+        "apply",
+    }
+)
+
+
+def prepared_models(index: ModuleIndex) -> set[Key]:
+    """Variables that may hold a model ``accel.prepare_model`` wrapped, also after
+    methods that return it (``accel.prepare_model(net).to(device)``)."""
+    return index.tagged(
+        lambda e: index.is_runtime_call(e, "prepare_model"), SAME_OBJECT
+    )
+
+
 def is_nn_module_constructor(qualname: str) -> bool:
     """``torch.nn.Linear`` yes; ``torch.nn.functional.relu``, ``torch.nn.MSELoss`` no."""
     if not qualname.startswith("torch.nn."):
@@ -192,6 +218,41 @@ def prepared_loader_map(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return bool(index.qualnames(first) & names) or (
         attr_chain(first) == f"{index.alias}.prepare_dataloader"
     )
+
+
+def strip_methods(
+    expr: cst.BaseExpression, methods: frozenset[str]
+) -> cst.BaseExpression:
+    """``expr`` less the calls of ``methods`` it ends in: ``Net().to(d).eval()`` ->
+    ``Net()`` for the methods that return their module, ``x.to(d).float()`` -> ``x``
+    for those that keep a tensor's rows."""
+    while (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in methods
+    ):
+        expr = expr.func.value
+    return expr
+
+
+def torch_alias(module: cst.Module) -> str | None:
+    """The name the file's first top-level ``import torch`` binds (``torch``, or
+    ``t`` for ``import torch as t``), for the rewrites that write ``torch.`` calls;
+    None where there is none (``from torch import nn`` alone binds no ``torch``)."""
+    from .analysis import attr_chain
+
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not isinstance(small, cst.Import):
+                continue
+            for alias in small.names:
+                if attr_chain(alias.name) == "torch":
+                    if alias.asname is None:
+                        return "torch"
+                    return attr_chain(alias.asname.name)  # type: ignore[arg-type]
+    return None
 
 
 def string_value(node: cst.CSTNode) -> str | None:

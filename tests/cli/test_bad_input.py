@@ -19,10 +19,7 @@ from accel_migrate.cli.app import EXIT_FAILED, EXIT_OK, EXIT_WOULD_CHANGE
 
 from .test_cli import TRAIN, listing, put, run
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.in_tmp
 
 
 def deep(depth: int) -> str:

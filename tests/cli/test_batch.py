@@ -35,12 +35,7 @@ NEEDS_REVIEW = TRAIN.replace(
 )
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_",))
 
 
 def found(*paths: str, **kwargs) -> list[str]:

@@ -24,10 +24,7 @@ NEEDS_REVIEW = TRAIN.replace(
 )
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.in_tmp(cache=True)
 
 
 def entries(folder: Path) -> list[Path]:

@@ -41,12 +41,7 @@ TRAIN_REWRITTEN = {3, 4, 8, 10}
 SYNTAX_ERROR = "import torch\nx = (1,\ny = 2\n"
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_",))
 
 
 def put(path: Path | str, content: str | bytes = TRAIN) -> Path:

@@ -4,7 +4,6 @@ checked by the runtime's own validation, and nothing else of pyproject.toml touc
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,7 @@ line-length = 100
 """
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_",))
 
 
 class TerminalInput(io.StringIO):

@@ -21,13 +21,7 @@ from tests.conftest import ROOT
 
 from .test_cli import SYNTAX_ERROR, TRAIN, put, run, run_stdin
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_") or name == "NO_COLOR":
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_", "NO_COLOR"))
 
 
 def one_error_line(err: str) -> str:

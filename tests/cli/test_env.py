@@ -4,7 +4,6 @@ each setting with the source a launched job would name."""
 from __future__ import annotations
 
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -17,13 +16,7 @@ from accel_migrate.cli.app import EXIT_OK, EXIT_USAGE
 
 from .test_without_torch import WITHOUT_TORCH
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_",))
 
 
 def test_env_prints_versions_devices_and_each_settings_source(

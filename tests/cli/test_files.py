@@ -18,10 +18,7 @@ from accel_migrate.cli.files import (
 from accel_migrate.codemod.findings import MigrationError
 from accel_migrate.codemod.source import check_decodable
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.in_tmp
 
 
 def touch(*names: str) -> None:

@@ -67,13 +67,7 @@ def project(folder: str, black_table: str, script: str) -> Path:
     return train
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_",), cache=True)
 
 
 def longest(path: Path) -> int:

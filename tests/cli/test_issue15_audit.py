@@ -4,7 +4,6 @@ block; ``rules CODE`` piped gets its lines without rich's padding."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -16,14 +15,7 @@ from accel_migrate.cli.app import EXIT_OK
 
 from .test_cli import put, run
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith("ACCEL_MIGRATE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_",), cache=True)
 
 
 MODELS = """\

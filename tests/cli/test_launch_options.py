@@ -23,12 +23,11 @@ LAUNCH = [sys.executable, "-m", "accel_migrate", "launch", "--nproc-per-node", "
 MIGRATED = "import accel_migrate.runtime as accel\naccel.print('hello')\n"
 
 
+pytestmark = pytest.mark.in_tmp(clear=("ACCEL_MIGRATE_", "PET_", "SLURM_"))
+
+
 @pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith(("ACCEL_MIGRATE_", "PET_", "SLURM_")):
-            monkeypatch.delenv(name)
+def _migrated_script(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(MIGRATED)
 
 

@@ -29,9 +29,7 @@ REVIEW = TRAIN.replace(
 )
 
 
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.in_tmp
 
 
 def batch() -> None:

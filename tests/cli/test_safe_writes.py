@@ -20,10 +20,7 @@ from accel_migrate.codemod import migrate_source
 
 from .test_cli import TRAIN, listing, put
 
-
-@pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.in_tmp
 
 
 def test_write_goes_through_a_temporary_file_in_the_same_folder(

@@ -65,7 +65,7 @@ from libcst.metadata import PositionProvider, ScopeProvider
 
 from ..analysis import Key, ModuleIndex, attr_chain
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
-from ..patterns import DATALOADER_CALLS
+from ..patterns import DATALOADER_CALLS, strip_methods
 from ..rule import Rule
 
 #: Tensor methods whose arguments are a shape.
@@ -423,11 +423,4 @@ def _same_size(
 def _receiver(call: cst.Call) -> cst.BaseExpression:
     """What ``call`` (``x.to(device).view(...)``) reshapes, less the calls that
     keep its rows."""
-    receiver = call.func.value  # type: ignore[attr-defined]
-    while (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value in KEEP_ROWS
-    ):
-        receiver = receiver.func.value
-    return receiver
+    return strip_methods(call.func.value, KEEP_ROWS)  # type: ignore[attr-defined]

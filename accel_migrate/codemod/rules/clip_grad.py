@@ -50,8 +50,8 @@ from libcst.metadata import ScopeProvider
 
 from ..amp import bind, code, is_false
 from ..analysis import Key, variable_names
+from ..patterns import prepared_models
 from ..rule import Rule, tidy_args
-from .prepare_model import SAME_OBJECT
 
 _CLIPS = {
     "torch.nn.utils.clip_grad_norm_": "clip_grad_norm_",
@@ -82,9 +82,7 @@ class ClipGrad(Rule):
 
     @cached_property
     def models(self) -> set[Key]:
-        return self.index.tagged(
-            lambda e: self.index.is_runtime_call(e, "prepare_model"), SAME_OBJECT
-        )
+        return prepared_models(self.index)
 
     @cached_property
     def optimizers(self) -> set[Key]:

@@ -49,9 +49,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
+from ..patterns import SAME_OBJECT, strip_methods, torch_alias
 from ..reduction.facts import packed_sequence
 from ..rule import Rule
-from .prepare_model import SAME_OBJECT
 
 #: Attributes whose value carries no gradient of the tensor they are read from.
 _DETACHING = frozenset(
@@ -97,23 +97,15 @@ class ForwardWithoutBackward(Rule):
     @cached_property
     def models(self) -> set[Key]:
         return self.index.tagged(
-            lambda e: self.index.is_runtime_call(_core(e), "prepare_model"),
+            lambda e: self.index.is_runtime_call(
+                strip_methods(e, SAME_OBJECT), "prepare_model"
+            ),
             SAME_OBJECT,
         )
 
     @cached_property
     def torch_name(self) -> str | None:
-        for statement in self.index.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if attr_chain(alias.name) == "torch":
-                            if alias.asname is None:
-                                return "torch"
-                            return attr_chain(alias.asname.name)  # type: ignore[arg-type]
-        return None
+        return torch_alias(self.index.module)
 
     @cached_property
     def hooks(self) -> bool:
@@ -254,9 +246,10 @@ class ForwardWithoutBackward(Rule):
             return "the script registers hooks, which may keep activations for a loss"
         key = self.index.key(forward.func)
         for value in self.index.values.get(key, []) if key else []:
+            core = strip_methods(_unprepared(value), SAME_OBJECT)
             cls = (
-                self.index.local_class(_core(_unprepared(value)).func)
-                if isinstance(_core(_unprepared(value)), cst.Call)
+                self.index.local_class(core.func)
+                if isinstance(core, cst.Call)
                 else None
             )
             if cls is not None and _stores_on_self(cls):
@@ -311,18 +304,8 @@ class ForwardWithoutBackward(Rule):
         )
 
 
-def _core(expr: cst.BaseExpression) -> cst.BaseExpression:
-    while (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value in SAME_OBJECT
-    ):
-        expr = expr.func.value
-    return expr
-
-
 def _unprepared(expr: cst.BaseExpression) -> cst.BaseExpression:
-    core = _core(expr)
+    core = strip_methods(expr, SAME_OBJECT)
     if (
         isinstance(core, cst.Call)
         and attr_chain(core.func) is not None

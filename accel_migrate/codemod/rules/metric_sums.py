@@ -89,6 +89,7 @@ from ..metrics.accumulators import (
 )
 from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
+from ..patterns import torch_alias
 from ..reduction.logged import logged_weight
 from ..rule import Rule, keyword_arg
 from .collected_outputs import defer_to_collected_outputs
@@ -356,19 +357,7 @@ class MetricSums(Rule):
 
     @cached_property
     def _torch_name(self) -> str | None:
-        for statement in self.index.module.body:
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.Import):
-                        for alias in small.names:
-                            if attr_chain(alias.name) == "torch":
-                                asname = alias.asname
-                                return (
-                                    "torch"
-                                    if asname is None
-                                    else attr_chain(asname.name)  # type: ignore[arg-type]
-                                )
-        return None
+        return torch_alias(self.index.module)
 
     # -- rewriting --------------------------------------------------------------------
     def _collected(

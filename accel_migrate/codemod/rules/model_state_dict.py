@@ -37,8 +37,8 @@ from functools import cached_property
 import libcst as cst
 
 from ..analysis import Key
+from ..patterns import prepared_models
 from ..rule import Rule
-from .prepare_model import SAME_OBJECT
 
 
 class ModelStateDict(Rule):
@@ -48,9 +48,7 @@ class ModelStateDict(Rule):
 
     @cached_property
     def models(self) -> set[Key]:
-        return self.index.tagged(
-            lambda e: self.index.is_runtime_call(e, "prepare_model"), SAME_OBJECT
-        )
+        return prepared_models(self.index)
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -92,45 +92,24 @@ import libcst.matchers as m
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
 from ..analysis import Key, method_call
-from ..helper_effects import optimizer_method
+from ..optimized_models import OptimizedModels
 from ..patterns import (
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
     OPTIMIZER_BASES,
+    SAME_OBJECT,
     is_nn_module_constructor,
     is_optimizer_class,
+    strip_methods,
 )
 from ..rule import Rule
 from ..trained_models import (
     AllOrNothing,
-    element_containers,
-    extra_values,
-    list_items,
-    list_variables,
-    parameter_calls,
     returns_of,
-    root_key,
-)
-
-#: Module methods that return the module itself.
-SAME_OBJECT = frozenset(
-    {
-        "to",
-        "cuda",
-        "cpu",
-        "train",
-        "eval",
-        "float",
-        "double",
-        "half",
-        "bfloat16",
-        "requires_grad_",
-        "apply",
-    }
 )
 
 
-class PrepareModel(AllOrNothing, Rule):
+class PrepareModel(AllOrNothing, OptimizedModels, Rule):
     code = "AM004"
     name = "prepare-model"
     summary = (
@@ -153,9 +132,7 @@ class PrepareModel(AllOrNothing, Rule):
         return any(is_optimizer_class(q) for q in self.qualnames(node.func))
 
     def _core(self, expr: cst.BaseExpression) -> cst.BaseExpression:
-        while (attribute := method_call(expr, *SAME_OBJECT)) is not None:
-            expr = attribute.value
-        return expr
+        return strip_methods(expr, SAME_OBJECT)
 
     def _branches(self, expr: cst.BaseExpression) -> list[cst.BaseExpression]:
         """The values ``a if cond else b`` may take (``build().cuda() if
@@ -218,112 +195,6 @@ class PrepareModel(AllOrNothing, Rule):
             and self._line(a.node) < here
         ]
         return bool(earlier) and all(isinstance(a, ImportAssignment) for a in earlier)
-
-    def _owner_class(self, receiver: cst.BaseExpression) -> cst.ClassDef | None:
-        """The module class of this file whose method reads ``self.parameters()``
-        (or ``self.encoder.parameters()``): its instances are what is trained."""
-        root = receiver
-        while isinstance(root, cst.Attribute):
-            root = root.value
-        if isinstance(root, cst.Name) and root.value == "self":
-            cls = self.index.enclosing_class(root)
-            if cls in self.module_classes:
-                return cls
-        return None
-
-    def _constructs(self, expr: cst.BaseExpression | None, cls: cst.ClassDef) -> bool:
-        """Does ``expr`` build an instance of ``cls`` (prepared or not)?"""
-        if expr is None:
-            return False
-        core = self._core(expr)
-        if self.index.is_runtime_call(core, "prepare_model") and core.args:  # type: ignore[attr-defined]
-            core = self._core(core.args[0].value)  # type: ignore[attr-defined]
-        return isinstance(core, cst.Call) and self.index.local_class(core.func) is cls
-
-    @cached_property
-    def optimized(self) -> set[Key]:
-        """Variables whose parameters feed an optimizer."""
-        keys: set[Key] = set()
-        trained_classes: set[cst.ClassDef] = set()
-        for call in self.index.calls:
-            if optimizer_method(self.index, call) is not None:
-                # `model.configure_optimizers(cfg)`: an optimizer over `model`'s
-                # parameters (its class's method, read in its module)
-                key = self.index.key(call.func.value)  # type: ignore[attr-defined]
-                if key is not None:
-                    keys.add(key)
-            if self.is_optimizer_call(call):
-                for inner in self._parameter_calls(call):
-                    receiver = inner.func.value  # type: ignore[attr-defined]
-                    owner = self._owner_class(receiver)
-                    if owner is not None:
-                        trained_classes.add(owner)
-                        continue
-                    container = self._container(receiver)
-                    if container is not None:
-                        self.trained_containers.add(container)
-                        continue
-                    key = root_key(self.index, receiver)
-                    if key is not None:
-                        keys.add(key)
-        for key, values in self.index.values.items():
-            if any(self._constructs(v, c) for v in values for c in trained_classes):
-                keys.add(key)
-        return self.index.flows_into(keys, SAME_OBJECT)
-
-    def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:
-        return parameter_calls(self.index, call, self.extra_values)
-
-    @cached_property
-    def extra_values(self) -> dict[Key, list[cst.BaseExpression]]:
-        return extra_values(self.index)
-
-    @cached_property
-    def elements(self) -> dict[Key, Key]:
-        """Loop variables and the list they step through (``for net in nets``)."""
-        return element_containers(self.index)
-
-    @cached_property
-    def trained_containers(self) -> set[Key]:
-        """Lists of models whose elements' parameters feed an optimizer (filled by
-        ``optimized``)."""
-        return set()
-
-    @cached_property
-    def lists(self) -> set[Key]:
-        return list_variables(self.index)
-
-    def _container(self, receiver: cst.BaseExpression) -> Key | None:
-        """The list ``nets`` that ``nets[0]`` or ``net`` (``for net in nets``) is
-        an element of."""
-        if isinstance(receiver, cst.Subscript):
-            key = self.index.key(receiver.value)
-            return key if key is not None and key in self.lists else None
-        key = self.index.key(receiver)
-        return self.elements.get(key) if key is not None else None
-
-    def _container_state(self, key: Key) -> str:
-        """ "wrap": every value is a list of models built right there; "prepared":
-        they are wrapped already; "unknown": anything else."""
-        values = self.index.values.get(key, [])
-        items = [item for v in values for item in list_items(v)]
-        if not values or not all(list_items(v) for v in values):
-            return "unknown"
-        if all(
-            self.index.is_runtime_call(self._core(i), "prepare_model") for i in items
-        ):
-            return "prepared"
-        if all(self._fresh(key, i) and self._builds_module(i) for i in items):
-            return "wrap"
-        return "unknown"
-
-    @cached_property
-    def model_containers(self) -> set[Key]:
-        """Lists of trained models whose elements this rule wraps."""
-        self.optimized  # noqa: B018  (fills trained_containers)
-        return {
-            k for k in self.trained_containers if self._container_state(k) == "wrap"
-        }
 
     def _prepared_by_factory(self, value: cst.BaseExpression | None) -> bool:
         """``get_model()``, a function of this file each of whose ``return``s hands

@@ -43,6 +43,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from ..file_changes import argument
 from ..patterns import string_value
 from ..rule import Rule
 
@@ -151,7 +152,7 @@ class TorchSave(Rule):
         target = _target(save)
         if not (isinstance(target, cst.Name) and target.value == handle):
             return None
-        obj = _argument(save, 0, "obj")
+        obj = argument(save, 0, "obj")
         if obj is None or any(
             n.value == handle for n in m.findall(obj, m.Name())  # type: ignore[attr-defined]
         ):
@@ -183,7 +184,7 @@ class TorchSave(Rule):
         line = body.body[0]
         assert isinstance(line, cst.SimpleStatementLine)
         updated_save = line.body[0].value  # type: ignore[attr-defined]
-        obj = _argument(updated_save, 0, "obj")
+        obj = argument(updated_save, 0, "obj")
         assert obj is not None
         new_path = updated_node.items[0].item.args[0].value  # type: ignore[attr-defined]
         call = self.runtime_call("save", [cst.Arg(value=obj), cst.Arg(value=new_path)])
@@ -222,7 +223,7 @@ class TorchSave(Rule):
             if not (self.is_call_to(call, _LOAD) or self.is_call_to(call, OPEN_CALLS)):
                 continue
             source = (
-                _argument(call, 0, "f")
+                argument(call, 0, "f")
                 if self.is_call_to(call, _LOAD)
                 else (call.args[0].value if call.args else None)
             )
@@ -242,7 +243,7 @@ class TorchSave(Rule):
         loads = [
             (self.get_metadata(PositionProvider, call).start.line, path)
             for call in self.index.calls
-            if self.is_call_to(call, _LOAD) and (path := _argument(call, 0, "f"))
+            if self.is_call_to(call, _LOAD) and (path := argument(call, 0, "f"))
         ]
         found = set()
         for call in self.index.calls:
@@ -310,7 +311,7 @@ OPEN_CALLS = frozenset({"builtins.open", "io.open"})
 def write_mode(call: cst.Call) -> str | None:
     """The mode of ``open(path, mode)`` when it writes (``w``, ``a``, ``x`` or
     ``+``), given as a string literal; None otherwise."""
-    mode = _argument(call, 1, "mode")
+    mode = argument(call, 1, "mode")
     value = string_value(mode) if mode is not None else None
     if value is not None and any(c in value for c in "wax+"):
         return value
@@ -319,12 +320,4 @@ def write_mode(call: cst.Call) -> str | None:
 
 def _target(call: cst.Call) -> cst.BaseExpression | None:
     """The ``f`` argument of ``torch.save(obj, f, ...)``."""
-    return _argument(call, 1, "f")
-
-
-def _argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[position].value if len(positional) > position else None
+    return argument(call, 1, "f")
