@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import suppression
+from . import fastvisit, suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -38,6 +38,9 @@ from .screen import FullScreen, distributed_finding, is_test_module, prescreen
 from .source import check_decodable, syntax_error_place
 
 DEFAULT_ALIAS = "accel"
+
+# Every analysis here is a libcst visitor: visit without building copies.
+fastvisit.install()
 
 
 @dataclass(frozen=True)
