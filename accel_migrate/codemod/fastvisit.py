@@ -156,21 +156,16 @@ class _Dispatch:
             return found
 
 
-_BATCHED_TYPES: dict[int, tuple[Any, frozenset[str]]] = {}
-
-
 def _batched_attribute_types(visitor: Any) -> frozenset[str]:
-    """Node type names a batched visitor has ``visit_<Node>_<field>`` hooks for."""
-    cached = _BATCHED_TYPES.get(id(visitor))
-    if cached is not None and cached[0] is visitor:
-        return cached[1]
-    names = frozenset(
-        key.split("_", 2)[1]
-        for key in visitor.visitor_methods
-        if key.count("_") >= 2 and key.startswith(("visit_", "leave_"))
-    )
-    _BATCHED_TYPES.clear()
-    _BATCHED_TYPES[id(visitor)] = (visitor, names)
+    """Node type names a batched visitor has ``visit_<Node>_<field>`` hooks for
+    (kept on the visitor: one batch, one tree)."""
+    names = visitor.__dict__.get("_fastvisit_attribute_types")
+    if names is None:
+        names = visitor._fastvisit_attribute_types = frozenset(
+            key.split("_", 2)[1]
+            for key in visitor.visitor_methods
+            if key.count("_") >= 2 and key.startswith(("visit_", "leave_"))
+        )
     return names
 
 
