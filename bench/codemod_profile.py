@@ -1,6 +1,7 @@
 """Codemod profile: where a full pass spends its time, per phase and per rule.
 
     python bench/codemod_profile.py [--jobs 2] [--skip-cli] [--repeat 3]
+    python bench/codemod_profile.py --visits [--repeat 2]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -21,6 +22,11 @@ Three tables:
   (no cache, then a second run over the unchanged tree with the cache), against
   libcst's ``parse_module`` of the same files in this process, with the targets
   (``-j 1`` within 5x the parse time; a re-run under 1 s).
+
+``--visits`` prints only a fourth table: the full pass of a benchmark set (8
+scripts) with libcst's own ``CSTNode.visit`` against the engine's read-only visit
+(``codemod/fastvisit.py``), alternating in one process, so that a loaded machine
+slows both alike.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -276,6 +282,54 @@ def supports_cache() -> bool:
     )  # the benchmark also runs on a tree from before the cache existed
 
 
+VISIT_SET = (
+    "realworld/batchify.py",
+    "realworld/gan.py",
+    "realworld/trainer_class.py",
+    "realworld/checkpoints.py",
+    "soundness/wgan_gp.py",
+    "soundness/mnist_cnn.py",
+    "soundness/cifar_bn_resnet.py",
+)
+
+
+def compare_visits(longest: Path, repeat: int) -> list[list[str]]:
+    """Per script: CPU seconds of a full pass with libcst's visit and with the
+    engine's (the best of ``repeat`` rounds each, the two alternating)."""
+    from accel_migrate.codemod import MigrateOptions, fastvisit, migrate_source
+
+    paths = [ROOT / "fixtures" / name for name in VISIT_SET] + [longest]
+    best: dict[tuple[Path, bool], float] = defaultdict(lambda: float("inf"))
+    migrate_source(paths[0].read_bytes(), str(paths[0]))  # imports, warm caches
+    try:
+        for _ in range(repeat):
+            for fast in (False, True):
+                (fastvisit.install if fast else fastvisit.uninstall)()
+                for path in paths:
+                    source = path.read_bytes()
+                    start = time.process_time()
+                    migrate_source(source, str(path), MigrateOptions())
+                    elapsed = time.process_time() - start
+                    best[path, fast] = min(best[path, fast], elapsed)
+    finally:
+        fastvisit.install()
+    rows = []
+    for path in [*paths, None]:
+        chosen = paths if path is None else [path]
+        before = sum(best[p, False] for p in chosen)
+        after = sum(best[p, True] for p in chosen)
+        rows.append(
+            [
+                "**all**" if path is None else path.name,
+                sum(lines_of(p) for p in chosen),
+                f"{before:.2f}",
+                f"{after:.2f}",
+                f"{before / after:.2f}x",
+            ]
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
@@ -287,6 +341,11 @@ def main() -> int:
         action="store_true",
         help="add every golden input and examples/ to the tree (100 files)",
     )
+    parser.add_argument(
+        "--visits",
+        action="store_true",
+        help="only compare libcst's visit with the engine's on 8 scripts",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -294,6 +353,16 @@ def main() -> int:
         paths = make_tree(root, options.goldens)
         lines = sum(lines_of(p) for p in paths)
         longest = root / "long" / "train_300_lines.py"
+        if options.visits:
+            print(
+                table(
+                    "Full pass, libcst's visit against the engine's read-only "
+                    f"visit (CPU s, best of {options.repeat})",
+                    ["script", "lines", "libcst visit", "fastvisit", "speed-up"],
+                    compare_visits(longest, options.repeat),
+                )
+            )
+            return 0
         print(f"Tree: {len(paths)} training scripts, {lines} lines\n")
 
         script_s = time_script(longest, options.repeat)

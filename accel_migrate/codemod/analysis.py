@@ -59,22 +59,28 @@ def attr_chain(node: cst.BaseExpression) -> str | None:
 
 def variable_names(node: cst.CSTNode) -> list[cst.Name]:
     """Names used as variables in ``node``: not attribute names, not keywords."""
-    found: list[cst.Name] = []
+    names = _VariableNames()
+    node.visit(names)
+    return names.found
 
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.append(name)
 
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
-            return False
+class _VariableNames(cst.CSTVisitor):
+    # A module-level class (not one per call): fastvisit resolves a visitor
+    # class's hooks once.
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.Name] = []
 
-        def visit_Arg(self, arg: cst.Arg) -> bool:
-            arg.value.visit(self)
-            return False
+    def visit_Name(self, name: cst.Name) -> None:
+        self.found.append(name)
 
-    node.visit(_Names())
-    return found
+    def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+        attribute.value.visit(self)
+        return False
+
+    def visit_Arg(self, arg: cst.Arg) -> bool:
+        arg.value.visit(self)
+        return False
 
 
 def method_call(node: cst.CSTNode, *names: str) -> cst.Attribute | None:
@@ -769,19 +775,24 @@ def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | Non
 def _nodes_run_by(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes under ``node`` that run when it runs: not the bodies of the
     functions, classes and lambdas it defines."""
-    found: list[cst.CSTNode] = []
+    walk = _RunBy(node)
+    node.visit(walk)
+    return walk.found
 
-    class _Walk(cst.CSTVisitor):
-        def on_visit(self, inner: cst.CSTNode) -> bool:
-            if inner is not node and isinstance(
-                inner, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-            ):
-                return False
-            found.append(inner)
-            return True
 
-    node.visit(_Walk())
-    return found
+class _RunBy(cst.CSTVisitor):
+    def __init__(self, root: cst.CSTNode) -> None:
+        super().__init__()
+        self.root = root
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, inner: cst.CSTNode) -> bool:
+        if inner is not self.root and isinstance(
+            inner, (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+        ):
+            return False
+        self.found.append(inner)
+        return True
 
 
 def _calls_run_by(node: cst.CSTNode) -> list[cst.Call]:

@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import suppression
+from . import fastvisit, suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -34,10 +34,19 @@ from .formatting import black_like_input, place_runtime_import
 from .project_facts import ProjectFacts
 from .project_view import read_project
 from .rule import RUNTIME_MODULE, RuleContext, registered_rules
-from .screen import FullScreen, distributed_finding, is_test_module, prescreen
+from .screen import (
+    FullScreen,
+    Verdict,
+    distributed_finding,
+    is_test_module,
+    prescreen,
+)
 from .source import check_decodable, syntax_error_place
 
 DEFAULT_ALIAS = "accel"
+
+# Every analysis here is a libcst visitor: visit without building copies.
+fastvisit.install()
 
 
 @dataclass(frozen=True)
@@ -86,20 +95,11 @@ def migrate_source(
     """Migrate ``source``. Raises MigrationError for a file that cannot be migrated."""
     options = options or MigrateOptions()
     text = _decode(source, path)
-    if SKIP_FILE.search(text) and _has_comment(text, SKIP_FILE):
-        return MigrationResult(path, source, source, skip_reason=SKIP_SUPPRESSED)
-    if is_generated(text):
-        return MigrationResult(path, source, source, skip_reason=SKIP_GENERATED)
-    tree = _parse_ast(text, path)
-    if is_test_module(path, tree):
-        return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
-    if options.prescreen:
-        verdict = prescreen(text, tree)
-        if verdict is not None:
-            return MigrationResult(
-                path, source, source, verdict.findings, skip_reason=verdict.skip_reason
-            )
-    del tree
+    verdict = early_verdict(text, path, options.prescreen)
+    if verdict is not None:
+        return MigrationResult(
+            path, source, source, verdict.findings, skip_reason=verdict.skip_reason
+        )
     try:
         result = _full_pass(source, path, options)
         if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
@@ -115,6 +115,21 @@ def migrate_source(
         raise MigrationError(
             path, 1, 1, "cannot migrate: the code is nested too deeply"
         ) from None
+
+
+def early_verdict(text: str, path: str, screen: bool = True) -> Verdict | None:
+    """What decides ``text`` before the full pass, in migrate_source's order: a
+    ``# accel-migrate: skip-file`` comment, a generated header, Python's parse (a
+    MigrationError when it fails), a test module, then the pre-screen (``screen``:
+    ``MigrateOptions.prescreen``). None: only the full pass can tell."""
+    if SKIP_FILE.search(text) and _has_comment(text, SKIP_FILE):
+        return Verdict(SKIP_SUPPRESSED)
+    if is_generated(text):
+        return Verdict(SKIP_GENERATED)
+    tree = _parse_ast(text, path)
+    if is_test_module(path, tree):
+        return Verdict(SKIP_NOT_TRAINING)
+    return prescreen(text, tree) if screen else None
 
 
 def _full_pass(

@@ -23,7 +23,7 @@ from accel_migrate.codemod import (
     MigrationResult,
     migrate_source,
 )
-from accel_migrate.codemod.engine import SKIP_FILE, is_generated
+from accel_migrate.codemod.engine import _decode, early_verdict
 from accel_migrate.codemod.patterns import (
     DATALOADER_CALLS,
     DISTRIBUTED_PREFIXES,
@@ -84,17 +84,29 @@ def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
 def _screen_answers(source: bytes, path: str) -> object | None:
     """What answers for ``source`` before the full pass (a skip comment, a
     generated header, a parse error, a test module, the pre-screen's verdict), as
-    migrate_source checks them; None when the full pass decides."""
-    text = source.decode("utf-8-sig", errors="replace")
-    if SKIP_FILE.search(text) or is_generated(text):
-        return "decided before any screen"
+    migrate_source decides it (``early_verdict``); None when the full pass decides."""
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return early_verdict(_decode(source, path), path)
+    except MigrationError:
         return "a parse error"
-    if is_test_module(path, tree):
-        return "a test module"
-    return prescreen(text, tree)
+
+
+def test_early_verdict_in_migrate_sources_order() -> None:
+    """The skip comment is read before the parse, the parse before the screen, and
+    only a comment (not a string) skips the file."""
+    broken = "# accel-migrate: skip-file\nthis is not python(\n"
+    assert early_verdict(broken, "train.py").skip_reason == "suppressed"
+    with pytest.raises(MigrationError, match="cannot parse"):
+        early_verdict("this is not python(\n", "train.py")
+    assert early_verdict("import torch\n", "test_train.py").skip_reason == (
+        "not a training entry point"
+    )
+    training = (
+        'NOTE = "accel-migrate: skip-file"\nimport torch\n'
+        "opt = torch.optim.SGD(params, lr=0.1)\nloss.backward()\nopt.step()\n"
+    )
+    assert early_verdict(training, "train.py") is None
+    assert early_verdict("import os\n", "train.py", screen=False) is None
 
 
 CASES = sorted(FIXTURES.glob("*/*.in.py"))

@@ -1,0 +1,233 @@
+"""A read-only visit for libcst's ``CSTVisitor``: the same callbacks, in the same
+order, without building a copy of the tree.
+
+libcst visits every node through ``_visit_and_replace_children``, which builds
+(and validates) a new node from the visited children even for a visitor, whose
+result is then thrown away. Every analysis the engine runs is such a visitor
+(libcst's scopes and expression contexts, the module index, the screen,
+``matchers.findall``), so on a training script about half of a visit went to
+building copies nobody reads.
+
+``install()`` replaces ``CSTNode.visit`` by one that, for a ``CSTVisitor``, walks
+each node's fields in the order libcst visits them (recorded once per node
+class from libcst's own ``_visit_and_replace_children``) and makes the same
+``on_visit`` / ``on_visit_attribute`` / ``on_leave_attribute`` / ``on_leave``
+calls; a transformer takes libcst's own path. Looking up a visitor's
+``visit_<Node>`` hook once per visitor class and node class (where the visitor
+keeps libcst's default dispatch) removes the rest of the per-node cost. A test
+compares every callback with libcst's, on every fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any
+
+import libcst as cst
+from libcst._batched_visitor import _BatchedCSTVisitor
+
+_CSTNode = cst.CSTNode
+_CSTVisitor = cst.CSTVisitor
+_ORIGINAL_VISIT = cst.CSTNode.visit
+
+#: Node classes whose ``_visit_and_replace_children`` skips a field's callbacks
+#: when it is None (``format_spec``): those keep libcst's path for the node itself.
+_CONDITIONAL = frozenset(
+    getattr(cst, name)
+    for name in ("FormattedStringExpression", "TemplatedStringExpression")
+    if hasattr(cst, name)
+)
+
+#: Per node class: the fields libcst visits, in its order (None: libcst's path).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+class _Recorder(_CSTVisitor):
+    """Records the fields one node's ``_visit_and_replace_children`` visits."""
+
+    def __init__(self, target: cst.CSTNode) -> None:
+        super().__init__()
+        self.target = target
+        self.fields: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return False
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        pass
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if node is self.target:
+            self.fields.append(attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+
+def _fields(node: cst.CSTNode) -> tuple[str, ...] | None:
+    kind = type(node)
+    try:
+        return _FIELDS[kind]
+    except KeyError:
+        pass
+    if kind in _CONDITIONAL:
+        fields = None
+    else:
+        recorder = _Recorder(node)
+        node._visit_and_replace_children(recorder)
+        fields = tuple(recorder.fields)
+    _FIELDS[kind] = fields
+    return fields
+
+
+Hook = Callable[..., Any] | None
+#: libcst's do-nothing ``visit_<Node>`` / ``visit_<Node>_<field>`` methods, which
+#: every visitor inherits: a hook that is one of them is no hook.
+_TYPED = cst.CSTVisitor.__mro__[1:]
+
+
+def _inherited_no_op(visitor_class: type, name: str, hook: Any) -> bool:
+    for base in _TYPED:
+        if name in base.__dict__:
+            return base.__dict__[name] is hook
+    return False
+
+
+class _Dispatch:
+    """How to call one visitor class's hooks: resolved once per node class when the
+    class keeps libcst's default ``on_visit``/``on_leave``/attribute dispatch (which
+    looks ``visit_<Node>`` up by name on every call)."""
+
+    def __init__(self, visitor_class: type) -> None:
+        base = _CSTVisitor
+        self.visitor_class = visitor_class
+        self.default_visit = visitor_class.on_visit is base.on_visit
+        self.default_leave = visitor_class.on_leave is base.on_leave
+        self.default_attributes = (
+            visitor_class.on_visit_attribute is base.on_visit_attribute
+            and visitor_class.on_leave_attribute is base.on_leave_attribute
+        )
+        self.batched = visitor_class is _BatchedCSTVisitor
+        self.visit_hooks: dict[type, Hook] = {}
+        self.leave_hooks: dict[type, Hook] = {}
+        #: Per node class: whether any attribute hook may exist for it.
+        self.attribute_hooks: dict[type, bool] = {}
+
+    def _lookup(self, name: str) -> Hook:
+        hook = getattr(self.visitor_class, name, None)
+        if hook is None or _inherited_no_op(self.visitor_class, name, hook):
+            return None
+        if isinstance(hook, FunctionType):
+            return hook
+        # A staticmethod, a callable object...: looked up on the visitor each time.
+        return lambda visitor, node: getattr(visitor, name)(node)
+
+    def visit_hook(self, kind: type) -> Hook:
+        try:
+            return self.visit_hooks[kind]
+        except KeyError:
+            hook = self.visit_hooks[kind] = self._lookup(f"visit_{kind.__name__}")
+            return hook
+
+    def leave_hook(self, kind: type) -> Hook:
+        try:
+            return self.leave_hooks[kind]
+        except KeyError:
+            hook = self.leave_hooks[kind] = self._lookup(f"leave_{kind.__name__}")
+            return hook
+
+    def has_attribute_hooks(
+        self, kind: type, fields: tuple[str, ...], visitor: Any
+    ) -> bool:
+        if self.batched:
+            return kind.__name__ in _batched_attribute_types(visitor)
+        if not self.default_attributes:
+            return True
+        try:
+            return self.attribute_hooks[kind]
+        except KeyError:
+            found = any(
+                self._lookup(f"{prefix}_{kind.__name__}_{name}") is not None
+                for name in fields
+                for prefix in ("visit", "leave")
+            )
+            self.attribute_hooks[kind] = found
+            return found
+
+
+def _batched_attribute_types(visitor: Any) -> frozenset[str]:
+    """Node type names a batched visitor has ``visit_<Node>_<field>`` hooks for
+    (kept on the visitor: one batch, one tree)."""
+    names = visitor.__dict__.get("_fastvisit_attribute_types")
+    if names is None:
+        names = visitor._fastvisit_attribute_types = frozenset(
+            key.split("_", 2)[1]
+            for key in visitor.visitor_methods
+            if key.count("_") >= 2 and key.startswith(("visit_", "leave_"))
+        )
+    return names
+
+
+def _dispatch(visitor: Any) -> _Dispatch:
+    # Kept on the class itself (not in a table): a visitor class defined inside a
+    # function is a new class per call, and goes away with its dispatch.
+    kind = type(visitor)
+    found = kind.__dict__.get("_fastvisit_dispatch")
+    if found is None:
+        found = _Dispatch(kind)
+        kind._fastvisit_dispatch = found  # type: ignore[attr-defined]
+    return found
+
+
+def _walk(node: cst.CSTNode, visitor: Any, dispatch: _Dispatch) -> None:
+    kind = type(node)
+    if dispatch.default_visit:
+        hook = dispatch.visit_hook(kind)
+        go = hook is None or hook(visitor, node) is not False
+    else:
+        go = visitor.on_visit(node)
+    if go:
+        fields = _fields(node)
+        if fields is None:
+            # libcst's own path for this node; its children come back here.
+            node._visit_and_replace_children(visitor)
+        elif dispatch.has_attribute_hooks(kind, fields, visitor):
+            for name in fields:
+                visitor.on_visit_attribute(node, name)
+                _walk_field(getattr(node, name), visitor, dispatch)
+                visitor.on_leave_attribute(node, name)
+        else:
+            for name in fields:
+                _walk_field(getattr(node, name), visitor, dispatch)
+    if dispatch.default_leave:
+        hook = dispatch.leave_hook(kind)
+        if hook is not None:
+            hook(visitor, node)
+    else:
+        visitor.on_leave(node)
+
+
+def _walk_field(value: Any, visitor: Any, dispatch: _Dispatch) -> None:
+    if isinstance(value, _CSTNode):
+        _walk(value, visitor, dispatch)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _walk(item, visitor, dispatch)
+    # None or MaybeSentinel: libcst makes the attribute calls and visits nothing.
+
+
+def _visit(self: cst.CSTNode, visitor: Any) -> Any:
+    if isinstance(visitor, _CSTVisitor):
+        _walk(self, visitor, _dispatch(visitor))
+        return self
+    return _ORIGINAL_VISIT(self, visitor)
+
+
+def install() -> None:
+    """Use the read-only visit for every ``CSTVisitor`` in this process."""
+    cst.CSTNode.visit = _visit  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    cst.CSTNode.visit = _ORIGINAL_VISIT  # type: ignore[method-assign]
