@@ -14,7 +14,7 @@ import ast
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -95,6 +95,13 @@ def migrate_source(
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if options.prescreen:
         verdict = prescreen(text, tree)
+        if verdict is not None and verdict.skip_reason == SKIP_NOT_TRAINING:
+            # No loop of its own, but it may train through a library class
+            # (minGPT's `Trainer(config, model, dataset).run()`): AM004 says so.
+            if options.project is None:
+                options = replace(options, project=read_project(path))
+            if options.project.library_trainers:  # type: ignore[union-attr]
+                verdict = None
         if verdict is not None:
             return MigrationResult(
                 path, source, source, verdict.findings, skip_reason=verdict.skip_reason
@@ -135,11 +142,11 @@ def _full_pass(
             (distributed_finding(line, column, name),),
             skip_reason=SKIP_DISTRIBUTED,
         )
-    if not screen.training:
+    project = options.project if options.project is not None else read_project(path)
+    if not screen.training and not project.library_trainers:
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
-    project = options.project if options.project is not None else read_project(path)
     rules = [rule for rule in registered_rules() if options.selected(rule.code)]
     context = RuleContext(
         alias=alias,
@@ -162,6 +169,8 @@ def _full_pass(
         # with it: the user has taken that statement over.)
         review = tuple(f for f in findings if f.status == "needs-review")
         return MigrationResult(path, source, source, review, suppressed=suppressed)
+    if not screen.training:  # it imports a library trainer but hands it nothing
+        return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if not context.changed:
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:

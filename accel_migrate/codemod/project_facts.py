@@ -124,6 +124,17 @@ class ProjectFacts:
         fact = self.lookup(qualnames)
         return fact if fact is not None and fact.returns == kind else None
 
+    @property
+    def library_trainers(self) -> tuple[HelperFact, ...]:
+        """The imported classes that train what their caller hands them and do
+        not call the runtime themselves (``library_trainers``): a script that
+        constructs one trains through it, even with no loop of its own."""
+        return tuple(
+            fact
+            for _, fact in self.helpers
+            if fact.kind == "class" and fact.trains and not fact.collectives
+        )
+
     def digest(self) -> str:
         """A hash of every fact: a file's cached result is valid for these facts only."""
         return hashlib.sha256(repr(self).encode()).hexdigest()
