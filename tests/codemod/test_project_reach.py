@@ -7,6 +7,9 @@
 - a script with no loop of its own that trains through a library class
   (``Trainer(config, model, dataset).run()``, chargpt) gets AM004's blocking
   finding, not "not a training entry point";
+- a loss the model's ``forward`` computes in another file (``logits, loss =
+  model(x, y)``) keeps its reduction: a mean over the targets that are not
+  ``ignore_index`` is weighted by their count, or is needs-review.
 """
 
 from __future__ import annotations
@@ -150,3 +153,101 @@ def test_importing_a_trainer_without_handing_it_a_model_is_not_training(
     result = migrate_source(script.read_bytes(), str(script))
     assert result.skip_reason == "not a training entry point"
     assert not result.findings
+
+
+# -- 3. a loss computed in another file's forward ------------------------------------
+
+LOOP = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from mingpt.model import GPT
+
+config = GPT.get_default_config()
+config.vocab_size, config.block_size = 10, 8
+model = GPT(config)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+data = torch.randint(0, 10, (32, 9))
+loader = DataLoader(TensorDataset(data[:, :-1], data[:, 1:]), batch_size=8)
+for x, y in loader:
+    {step}
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(loss.item())
+"""
+
+
+def _migrate_loop(tree: Path, step: str, name: str = "train.py"):  # type: ignore[no-untyped-def]
+    script = tree / "projects" / "adder" / name
+    script.write_text(LOOP.replace("{step}", step))
+    # as a batch of the whole tree: the old code found mingpt this way too
+    view = ProjectView(sorted(str(p) for p in tree.rglob("*.py")))
+    options = MigrateOptions(project=view.facts_for(str(script)))
+    return migrate_source(script.read_bytes(), str(script), options)
+
+
+@pytest.mark.parametrize(
+    "step", ["logits, loss = model(x, y)", "logits, loss = model(x, targets=y)"]
+)
+def test_a_token_mean_of_another_files_forward_is_weighted_by_its_count(
+    tree: Path, step: str
+) -> None:
+    """Before: ``accel.backward(loss)``, [fixed]: weighted as a mean over samples
+    while each process's count of targets that are not -1 can differ."""
+    result = _migrate_loop(tree, step)
+    text = result.output.decode()  # type: ignore[union-attr]
+    assert "accel.backward(loss, count=(y != -1).sum())" in text
+    [am007] = [f for f in result.findings if f.code == "AM007"]
+    assert am007.status == "fixed"
+    assert "`GPT.forward` in mingpt/model.py" in am007.message
+
+
+def test_targets_changed_before_the_backward_is_needs_review(tree: Path) -> None:
+    result = _migrate_loop(tree, "logits, loss = model(x, y)\n    y = y.flip(0)")
+    [am007] = [f for f in result.findings if f.code == "AM007"]
+    assert am007.status == "needs-review"
+    assert "count=" not in result.output.decode()  # type: ignore[union-attr]
+    assert "`y` is assigned in between" in am007.message
+
+
+def test_a_forward_that_shifts_its_targets_is_needs_review(tree: Path) -> None:
+    model = tree / "mingpt" / "model.py"
+    model.write_text(
+        model.read_text().replace(
+            "targets.view(-1), ignore_index=-1",
+            "targets[:, 1:].reshape(-1), ignore_index=-1",
+        )
+    )
+    result = _migrate_loop(tree, "logits, loss = model(x, y)")
+    [am007] = [f for f in result.findings if f.code == "AM007"]
+    assert am007.status == "needs-review"
+    assert "count=" not in result.output.decode()  # type: ignore[union-attr]
+    assert (
+        "the targets that are not `ignore_index` (-1) of `F.cross_entropy`, "
+        "computed inside `GPT.forward` in mingpt/model.py" in am007.message
+    )
+
+
+def test_a_plain_mean_of_another_files_forward_stays_a_sample_mean(
+    tree: Path,
+) -> None:
+    model = tree / "mingpt" / "model.py"
+    model.write_text(model.read_text().replace(", ignore_index=-1", ""))
+    result = _migrate_loop(tree, "logits, loss = model(x, y)")
+    [am007] = [f for f in result.findings if f.code == "AM007"]
+    assert am007.status == "fixed"
+    assert "accel.backward(loss)\n" in result.output.decode()  # type: ignore[union-attr]
+
+
+def test_a_loss_unpacked_from_two_model_calls_is_needs_review(tree: Path) -> None:
+    result = _migrate_loop(
+        tree,
+        "logits, loss = model(x, y)\n"
+        "    if loss.item() > 9:\n"
+        "        logits, loss = model(x.flip(0), y.flip(0))",
+    )
+    [am007] = [f for f in result.findings if f.code == "AM007"]
+    assert am007.status == "needs-review"
+    assert "`loss` is unpacked from 2 model calls" in am007.message
+    assert "count=" not in result.output.decode()  # type: ignore[union-attr]
