@@ -14,7 +14,7 @@ import ast
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -95,11 +95,13 @@ def migrate_source(
     """Migrate ``source``. Raises MigrationError for a file that cannot be migrated."""
     options = options or MigrateOptions()
     text = _decode(source, path)
-    verdict = early_verdict(text, path, options.prescreen)
+    verdict, project = _early(text, path, options.prescreen, options.project)
     if verdict is not None:
         return MigrationResult(
             path, source, source, verdict.findings, skip_reason=verdict.skip_reason
         )
+    if project is not None and options.project is None:
+        options = replace(options, project=project)
     try:
         result = _full_pass(source, path, options)
         if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
@@ -117,19 +119,37 @@ def migrate_source(
         ) from None
 
 
-def early_verdict(text: str, path: str, screen: bool = True) -> Verdict | None:
+def early_verdict(
+    text: str, path: str, screen: bool = True, project: ProjectFacts | None = None
+) -> Verdict | None:
     """What decides ``text`` before the full pass, in migrate_source's order: a
     ``# accel-migrate: skip-file`` comment, a generated header, Python's parse (a
     MigrationError when it fails), a test module, then the pre-screen (``screen``:
     ``MigrateOptions.prescreen``). None: only the full pass can tell."""
+    return _early(text, path, screen, project)[0]
+
+
+def _early(
+    text: str, path: str, screen: bool, project: ProjectFacts | None
+) -> tuple[Verdict | None, ProjectFacts | None]:
+    """early_verdict, and the project facts it read (if it read them)."""
     if SKIP_FILE.search(text) and _has_comment(text, SKIP_FILE):
-        return Verdict(SKIP_SUPPRESSED)
+        return Verdict(SKIP_SUPPRESSED), project
     if is_generated(text):
-        return Verdict(SKIP_GENERATED)
+        return Verdict(SKIP_GENERATED), project
     tree = _parse_ast(text, path)
     if is_test_module(path, tree):
-        return Verdict(SKIP_NOT_TRAINING)
-    return prescreen(text, tree) if screen else None
+        return Verdict(SKIP_NOT_TRAINING), project
+    verdict = prescreen(text, tree) if screen else None
+    if verdict is not None and verdict.skip_reason == SKIP_NOT_TRAINING:
+        # No loop of its own, but it may train through a library class (minGPT's
+        # `Trainer(config, model, dataset).run()`): the full pass, where AM004
+        # says so.
+        if project is None:
+            project = read_project(path)
+        if project.library_trainers:
+            verdict = None
+    return verdict, project
 
 
 def _full_pass(
@@ -150,11 +170,11 @@ def _full_pass(
             (distributed_finding(line, column, name),),
             skip_reason=SKIP_DISTRIBUTED,
         )
-    if not screen.training:
+    project = options.project if options.project is not None else read_project(path)
+    if not screen.training and not project.library_trainers:
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
-    project = options.project if options.project is not None else read_project(path)
     rules = [rule for rule in registered_rules() if options.selected(rule.code)]
     context = RuleContext(
         alias=alias,
@@ -177,6 +197,8 @@ def _full_pass(
         # with it: the user has taken that statement over.)
         review = tuple(f for f in findings if f.status == "needs-review")
         return MigrationResult(path, source, source, review, suppressed=suppressed)
+    if not screen.training:  # it imports a library trainer but hands it nothing
+        return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if not context.changed:
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:

@@ -7,7 +7,8 @@ For each function and class of a local module (``utils.py``, ``models/``,
   ``nn.Module`` subclass instance, also through a factory such as
   ``get_network(args)`` whose every return is one), "optimizer" (a
   ``torch.optim`` class), "loss" (with its ``reduction``: "mean", "sum",
-  "token-mean" or "unknown");
+  "token-mean" or "unknown"); for a model class, the loss its ``forward``
+  returns (``forward_loss``, ``forward_losses``);
 - ``writes``: what it writes or removes (``torch.save``, ``shutil.copyfile``,
   ``os.remove``, ``open(..., "w")``, a class whose constructor opens a file);
   ``prints``: it prints (``print``, ``sys.stdout.write``);
@@ -42,6 +43,26 @@ _DESCRIBED = {
 
 
 @dataclass(frozen=True)
+class ForwardLoss:
+    """The loss a model class's ``forward`` returns (``forward_losses``): at
+    ``position`` of its tuple of ``length``, reduced as ``reduction`` (mean /
+    sum / token-mean / unknown); ``what``: for a token mean, what it averages
+    over, as a finding says it."""
+
+    position: int
+    length: int
+    reduction: str
+    what: str = ""
+    #: For a token mean whose count the caller can write: the ``forward``
+    #: parameter that holds the targets (``targets``), its position among the
+    #: positional parameters after ``self`` (-1: keyword only), and the ignored
+    #: value as written (``-1``); the count is ``(<argument> != <ignored>).sum()``.
+    target_parameter: str = ""
+    target_position: int = -1
+    ignored: str = ""
+
+
+@dataclass(frozen=True)
 class HelperFact:
     """What one function or class of a local module gives and does."""
 
@@ -62,6 +83,9 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a model class: the loss its ``forward`` computes and returns in a
+    #: tuple (minGPT's ``return logits, loss``), or None.
+    forward_loss: ForwardLoss | None = None
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``): how, as a phrase (``library_trainers``); "" if not.
     trains: str = ""
@@ -123,6 +147,17 @@ class ProjectFacts:
     def returning(self, qualnames: Iterable[str], kind: str) -> HelperFact | None:
         fact = self.lookup(qualnames)
         return fact if fact is not None and fact.returns == kind else None
+
+    @property
+    def library_trainers(self) -> tuple[HelperFact, ...]:
+        """The imported classes that train what their caller hands them and do
+        not call the runtime themselves (``library_trainers``): a script that
+        constructs one trains through it, even with no loop of its own."""
+        return tuple(
+            fact
+            for _, fact in self.helpers
+            if fact.kind == "class" and fact.trains and not fact.collectives
+        )
 
     def digest(self) -> str:
         """A hash of every fact: a file's cached result is valid for these facts only."""

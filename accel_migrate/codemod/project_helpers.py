@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .file_changes import FILE_CHANGERS, SAVES
+from .forward_losses import forward_loss
 from .patterns import (
     DATALOADER_CALLS,
     MODEL_FACTORY_PREFIXES,
@@ -164,6 +165,7 @@ class HelperFacts:
                 "class",
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
+                forward_loss=forward_loss(self, cls),
             )
         from .library_trainers import handed_in_training  # it imports this module
 

@@ -3,7 +3,14 @@ define (``project_facts``), built once per run.
 
 An import is local when the module is a file under the importing script's
 roots: its own folder (Python's ``sys.path[0]``), the folder above its package,
-and, in a batch, each folder above it up to the batch's common folder.
+in a batch each folder above it up to the batch's common folder, and each
+folder above it up to its project root: the nearest folder above it with a
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` (``pip install -e .``
+or running from that folder puts it on ``sys.path``: minGPT's
+``projects/adder/adder.py`` imports ``mingpt`` from the root). Those files are
+read, never written; a fact names the file it came from, relative to the
+project root when it lies outside the script's folder. The runtime's own
+package (``accel_migrate``) is never a local module, even inside its repository.
 ``import utils``, ``from models import get_network`` (a package's
 ``__init__.py`` and what it re-exports), ``from mingpt.trainer import Trainer``
 and relative imports are followed; a name's facts follow calls into other local
@@ -50,6 +57,29 @@ class _Scan:
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
 
 
+#: What marks a project's root folder (see the module docstring).
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+#: Folders of installed packages: nothing above them is the file's project.
+_INSTALLED = frozenset({"site-packages", "dist-packages"})
+#: The runtime's package: known by its names, never read as a local helper.
+_RUNTIME_PACKAGE = "accel_migrate"
+
+
+def project_root(folder: str) -> str:
+    """The nearest folder at or above ``folder`` with a ``ROOT_MARKERS`` entry;
+    "" when there is none."""
+    current = folder
+    while True:
+        if os.path.basename(current) in _INSTALLED:
+            return ""  # an installed package's file: its project is not here
+        if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return ""
+        current = parent
+
+
 def roots_of(script: str, base: str = "") -> tuple[str, ...]:
     """Where an absolute import of ``script`` may find a local module (see the
     module docstring)."""
@@ -69,6 +99,12 @@ def roots_of(script: str, base: str = "") -> tuple[str, ...]:
             roots.append(current)
     if top not in roots:
         roots.append(top)
+    root = project_root(folder)
+    current = folder
+    while root and current != root:
+        current = os.path.dirname(current)
+        if current not in roots:
+            roots.append(current)
     return tuple(roots)
 
 
@@ -86,6 +122,8 @@ class ProjectView:
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
         parts = dotted.split(".")
+        if parts[0] == _RUNTIME_PACKAGE:
+            return None
         for root in bases:
             stem = os.path.join(root, *parts)
             for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
@@ -97,6 +135,10 @@ class ProjectView:
         base = self.display_base or self.base or os.path.dirname(script)
         try:
             shown = os.path.relpath(path, base)
+            if shown.startswith(".."):
+                # read from the project root (an editable install's package)
+                root = project_root(os.path.dirname(os.path.realpath(script)))
+                shown = os.path.relpath(path, root) if root else shown
         except ValueError:
             return path
         return path if shown.startswith("..") else shown

@@ -68,6 +68,7 @@ from .facts import (
     _statistic,
     code,
 )
+from .forward import forward_loss_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 
@@ -188,7 +189,8 @@ class _Reducer:
             if isinstance(a.operator, (cst.AddAssign, cst.SubtractAssign))
         ]
         if not values:
-            return _ELEMENTS
+            # `logits, loss = model(x, y)`: a loss of another file's forward
+            return forward_loss_fact(self.index, key) or _ELEMENTS
         if all(_constructed(self.index, v) for v in values) and not increments:
             return _CONSTANT
         own = [v for v in values if self._reads(v, key)]

@@ -47,7 +47,14 @@ view: a class whose method with a backward runs what ``__init__`` was handed) is
 left unchanged too, with one needs-review finding at the call naming the library
 file and the line of its backward: sharding the script's eval loaders, reducing
 its metrics or moving its logs and saves while each process trains a full copy
-in the library would mix a migrated half with an unmigrated one.
+in the library would mix a migrated half with an unmigrated one. A script with
+no training loop of its own that only builds the model and calls
+``Trainer(config, model, dataset).run()`` (minGPT's chargpt) gets the same
+finding: it is a training entry point, trained through the library. With one
+file argument the library is found as the script will import it: from the
+script's folder up to the project root (the nearest folder with
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``, which ``pip install
+-e .`` puts on the path), read and never written.
 
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across

@@ -70,7 +70,14 @@ is fine. A loss over packed sequences (an argument from ``pack_padded_sequence``
 ``count=target.numel()``. A ``cross_entropy`` without ``ignore_index`` is a mean over
 tokens, with the count ``(y != -100).sum()``, in a file that writes -100 into
 its targets or uses a Hugging Face collator that pads labels with it; elsewhere
-it is taken as a mean over samples. A loss the model computes itself
+it is taken as a mean over samples. A loss the ``forward`` of a model class of
+another local file computes and returns (minGPT's ``return logits, loss``, read
+by ``logits, loss = model(x, y)``) keeps the reduction learnt there: a
+``cross_entropy(..., targets.view(-1), ignore_index=-1)`` of a ``forward``
+parameter gets ``count=(y != -1).sum()`` of the argument passed for it, and a
+token mean whose count cannot be written so (shifted targets, an
+``ignore_index`` that is not an integer literal) is needs-review, naming the
+file. A loss the model computes itself
 (``outputs.loss``) is reported: Hugging Face models average it over the label
 tokens that are not -100, a count the analysis cannot see. So is the sum of a
 dict of losses a model or criterion returned (``losses = sum(loss for loss in
