@@ -19,9 +19,15 @@ Peak model state (``--part peak``; issue 16): the peak bytes of live tensors per
 rank (parameters, gradients, optimizer state, gathered parameters; counted by a
 ``TorchDispatchMode``, see ``workloads/model_state_peak.py``) of a 12-block model
 with Adam, at world 1 (the original) and world 2 and 4 under DDP, root-only FSDP
-(``--fsdp-wrap root``) and per-block FSDP; plus ``torch.cuda.max_memory_allocated``
-where CUDA is used. Target: per-block FSDP at world W peaks at most (world 1's
-peak / W + one block's parameters) x 1.10.
+(``--fsdp-wrap root``), per-block FSDP and a hand-written per-block
+``fully_shard`` (plain torch under torchrun, same workload and tracker); with
+``--options`` also ``reshard_after_forward=False`` (runtime and hand-written) and
+the hand-written loop without backward prefetch; with an environment that has
+DeepSpeed (``--deepspeed-python``, default ``bench/.venv-deepspeed``; never the main
+one, where the test suite would start running DeepSpeed's tests), the runtime's
+ZeRO stages 1-3. Plus ``torch.cuda.max_memory_allocated`` where CUDA is used.
+Target: per-block FSDP and ZeRO-3 at world W peak at most (world 1's peak / W +
+one block's parameters) x 1.10.
 """
 
 from __future__ import annotations
