@@ -95,6 +95,7 @@ def test_the_buckets_are_sized_from_the_model_not_deepspeeds_defaults() -> None:
             "stage3_max_live_parameters": 2 * bucket,
             "stage3_max_reuse_distance": bucket,
             "stage3_model_persistence_threshold": bucket,
+            "sub_group_size": bucket,
         }
         assert {k: zero[k] for k in stage3 if k in zero} == (
             stage3 if stage == 3 else {}

@@ -85,6 +85,8 @@ def zero_buckets(zero_stage: int, parameter_sizes: Iterable[int]) -> dict[str, i
     parameters stays gathered from forward to backward. Parameters of at most
     ``stage3_param_persistence_threshold`` elements (1e5, kept) are never
     partitioned; ``stage3_model_persistence_threshold`` bounds their total.
+    Stage 3's optimizer steps ``sub_group_size`` elements of the partition at a
+    time (default 1e9: all of it at once).
     """
     bucket = bucket_elements(parameter_sizes)
     sizes: dict[str, int] = {
@@ -98,6 +100,10 @@ def zero_buckets(zero_stage: int, parameter_sizes: Iterable[int]) -> dict[str, i
             stage3_max_live_parameters=min(DS_LIVE, 2 * bucket),
             stage3_max_reuse_distance=min(DS_LIVE, bucket),
             stage3_model_persistence_threshold=bucket,
+            # The optimizer steps each sub-group of this rank's partition on its
+            # own; one flat partition makes a torch optimizer's temporaries (Adam's
+            # sqrt and division) 1/W of the model each, measured at the step.
+            sub_group_size=min(DS_LIVE, bucket),
         )
     return sizes
 
