@@ -98,10 +98,12 @@ def single(python: str = PYTHON) -> list[str]:
     return [python]
 
 
-def launch(nproc: int, strategy: str = "auto", precision: str = "fp32") -> list[str]:
-    """``accel-migrate launch`` (torchrun underneath)."""
+def launch(
+    nproc: int, strategy: str = "auto", precision: str = "fp32", python: str = PYTHON
+) -> list[str]:
+    """``accel-migrate launch`` (torchrun underneath), in ``python``'s environment."""
     return [
-        PYTHON,
+        python,
         "-m",
         "accel_migrate",
         "launch",

@@ -10,8 +10,10 @@ latency. Contenders, all on the same model, data and global batch:
 - runtime DDP / FSDP: ``workloads/train_mlp.py`` migrated by the current codemod,
   under ``accel-migrate launch --strategy ddp|fsdp``;
 - hand-written: ``workloads/ddp_mlp.py`` (DistributedDataParallel) and
-  ``workloads/fsdp_mlp.py`` (``fully_shard`` on the root, as the runtime does),
-  under torchrun;
+  ``workloads/fsdp_mlp.py`` with ``fully_shard`` on each layer and then the root
+  (the runtime's per-block FSDP: the MLP's layers are an ``nn.ModuleList`` of one
+  class), and on the root only (the runtime's ``--fsdp-wrap root``, for
+  reference), under torchrun;
 - Accelerate: ``workloads/accelerate_mlp.py`` (``split_batches=True``: the same
   global batch) in ``bench/.venv-accelerate``; skipped with a note when that
   environment is missing or Accelerate cannot run the strategy here.
@@ -21,8 +23,9 @@ the rounds. On the CPU a tiny MLP (a step of about a millisecond) also measures
 the runtime's fixed cost per DDP step against the hand-written loop, in
 microseconds of CPU time.
 
-Targets: the runtime's DDP within 2% of hand-written DDP; the runtime no slower
-than Accelerate (DDP and FSDP).
+Targets: the runtime's DDP within 2% of hand-written DDP, its per-block FSDP
+within 2% of the hand-written per-block ``fully_shard``; the runtime no slower
+than Accelerate (DDP and FSDP). ``--fsdp-only``: the FSDP contenders alone.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from _common import (
 
 WARMUP = 10
 DDP_TARGET = 1.02  # runtime DDP / hand-written DDP
+FSDP_TARGET = 1.02  # runtime per-block FSDP / hand-written per-block fully_shard
 ACCELERATE_TARGET = 1.0  # runtime / Accelerate
 TINY = ["--features", "16", "--hidden", "16", "--layers", "1", "--batch-size", "16"]
 CUDA_MODEL = ["--hidden", "4096", "--layers", "4", "--batch-size", "1024"]
@@ -91,7 +95,13 @@ def contenders(
             args,
         ),
         "hand fsdp": Contender(
-            "hand-written fully_shard (root, as the runtime)",
+            "hand-written fully_shard (each layer + root, as the runtime)",
+            torchrun(world),
+            WORKLOADS / "fsdp_mlp.py",
+            [*args, "--wrap", "layers"],
+        ),
+        "hand fsdp root": Contender(
+            "hand-written fully_shard (root only)",
             torchrun(world),
             WORKLOADS / "fsdp_mlp.py",
             [*args, "--wrap", "root"],
@@ -108,7 +118,7 @@ def rows_for(setting: str, group: dict[str, Contender]) -> list[list[str]]:
             ("accelerate ddp", ACCELERATE_TARGET, "Accelerate"),
         ],
         "runtime fsdp": [
-            ("hand fsdp", None, "hand-written (root)"),
+            ("hand fsdp", FSDP_TARGET, "hand-written (per layer)"),
             ("accelerate fsdp", ACCELERATE_TARGET, "Accelerate"),
         ],
     }
@@ -185,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30, help="steps per epoch")
     parser.add_argument("--no-cpu", action="store_true", help="CUDA worlds only")
+    parser.add_argument(
+        "--fsdp-only",
+        action="store_true",
+        help="only the FSDP contenders (runtime, hand-written, Accelerate)",
+    )
     options = parser.parse_args(argv)
     started_load = load()
     accelerate, why = accelerate_python()
@@ -207,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             }
             try:
                 group = contenders(2, migrated, args, accelerate, why)
+                if options.fsdp_only:
+                    group = {k: c for k, c in group.items() if "fsdp" in k}
+                    tiny = {}
                 run_rounds([*group.values(), *tiny.values()], options.rounds, folder)
             finally:
                 if visible is None:
@@ -214,13 +232,16 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = visible
             rows += rows_for("CPU, world 2, gloo", group)
-            rows += fixed_cost_rows(group, tiny)
+            if tiny:
+                rows += fixed_cost_rows(group, tiny)
         devices = cuda_devices()
         if devices == 0:
             rows.append(["CUDA, NCCL", "all", "skipped: no CUDA", "", "", "", "", ""])
         for world in range(1, devices + 1):
             args = [*CUDA_MODEL, "--steps-per-epoch", "100", "--epochs", "2"]
             group = contenders(world, migrated, args, accelerate, why)
+            if options.fsdp_only:
+                group = {k: c for k, c in group.items() if "fsdp" in k}
             run_rounds(list(group.values()), options.rounds, folder)
             rows += rows_for(f"CUDA, world {world}, NCCL", group)
     print(

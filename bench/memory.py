@@ -19,9 +19,15 @@ Peak model state (``--part peak``; issue 16): the peak bytes of live tensors per
 rank (parameters, gradients, optimizer state, gathered parameters; counted by a
 ``TorchDispatchMode``, see ``workloads/model_state_peak.py``) of a 12-block model
 with Adam, at world 1 (the original) and world 2 and 4 under DDP, root-only FSDP
-(``--fsdp-wrap root``) and per-block FSDP; plus ``torch.cuda.max_memory_allocated``
-where CUDA is used. Target: per-block FSDP at world W peaks at most (world 1's
-peak / W + one block's parameters) x 1.10.
+(``--fsdp-wrap root``), per-block FSDP and a hand-written per-block
+``fully_shard`` (plain torch under torchrun, same workload and tracker); with
+``--options`` also ``reshard_after_forward=False`` (runtime and hand-written) and
+the hand-written loop without backward prefetch; with an environment that has
+DeepSpeed (``--deepspeed-python``, default ``bench/.venv-deepspeed``; never the main
+one, where the test suite would start running DeepSpeed's tests), the runtime's
+ZeRO stages 1-3. Plus ``torch.cuda.max_memory_allocated`` where CUDA is used.
+Target: per-block FSDP and ZeRO-3 at world W peak at most (world 1's peak / W +
+one block's parameters) x 1.10.
 """
 
 from __future__ import annotations
@@ -59,11 +65,30 @@ RSS_TARGET = 1.05
 SHARD_TARGET = 0.55
 PEAK_TARGET = 1.10
 PEAK_WORKLOAD = WORKLOADS / "model_state_peak.py"
+#: (row, launcher: a strategy of `accel-migrate launch` or "torchrun" for the
+#: hand-written loop, launcher flags, workload flags)
 PEAK_KINDS = (
-    ("DDP", "ddp", []),
-    ("FSDP, root only", "fsdp", ["--fsdp-wrap", "root"]),
-    ("FSDP, per block", "fsdp", []),
+    ("DDP", "ddp", [], []),
+    ("FSDP, root only", "fsdp", ["--fsdp-wrap", "root"], []),
+    ("FSDP, per block", "fsdp", [], []),
+    ("hand-written fully_shard, per block", "torchrun", [], []),
 )
+#: The FSDP2 options that might move the per-block peak (``--part peak --options``).
+PEAK_OPTIONS = (
+    (
+        "FSDP, per block, --no-reshard-after-forward",
+        "fsdp",
+        ["--no-reshard-after-forward"],
+        [],
+    ),
+    ("hand-written, reshard_after_forward=False", "torchrun", [], ["--no-reshard"]),
+    ("hand-written, no backward prefetch", "torchrun", [], ["--no-prefetch"]),
+)
+PER_BLOCK = ("FSDP, per block", "hand-written fully_shard, per block")
+#: The runtime's ZeRO stages, in an environment with DeepSpeed (``--deepspeed-python``).
+ZERO_STAGES = (1, 2, 3)
+DEEPSPEED_VENV = BENCH / ".venv-deepspeed"
+SHARDS_ALL = (*PER_BLOCK, "ZeRO-3")  # the rows the 1/W + one block target is for
 
 
 def median_of(contender: Contender, read: Any) -> float:
@@ -89,16 +114,15 @@ ALL_STATE = ("parameters", "gradients", "optimizer")
 
 
 def _peak_run(
-    command: list[str], report: Path, world: int
+    command: list[str], mode: str, flags: list[str], report: Path, world: int
 ) -> list[dict[str, Any]] | str:
     """Per-rank reports of one run of the peak workload, or why there are none.
     Ranks beyond the GPUs there are run on the CPU (the tracker counts either)."""
     env = child_environment()
     if world > cuda_devices():
         env["CUDA_VISIBLE_DEVICES"] = ""
-    mode = "plain" if len(command) == 1 else "runtime"
     done = subprocess.run(
-        [*command, str(PEAK_WORKLOAD), mode, str(report)],
+        [*command, str(PEAK_WORKLOAD), mode, str(report), *flags],
         cwd=BENCH.parent,
         env=env,
         capture_output=True,
@@ -116,23 +140,63 @@ def _peak_run(
     return [json.loads(p.read_text()) for p in found]
 
 
-def model_state_peaks(folder: Path, worlds: list[int]) -> str:
-    """The peak-model-state table: the original at world 1, then each strategy."""
-    jobs: dict[tuple[int, str], list[str]] = {(1, "original (no runtime)"): [PYTHON]}
+def deepspeed_python(given: str | None) -> str | None:
+    """The interpreter of an environment with DeepSpeed, or None: the ZeRO rows are
+    skipped. DeepSpeed stays out of the main environment, where the test suite
+    would start running its DeepSpeed tests."""
+    if given:
+        return given
+    python = DEEPSPEED_VENV / "bin" / "python"
+    return str(python) if python.exists() else None
+
+
+def model_state_peaks(
+    folder: Path,
+    worlds: list[int],
+    options: bool,
+    deepspeed: str | None = None,
+    only: list[str] | None = None,
+) -> str:
+    """The peak-model-state table: the original at world 1, then each strategy
+    (those whose row name contains one of ``only``, when given)."""
+    Job = tuple[list[str], str, list[str]]  # command, workload mode, workload flags
+    jobs: dict[tuple[int, str], Job] = {
+        (1, "original (no runtime)"): ([PYTHON], "plain", [])
+    }
+    kinds = PEAK_KINDS + (PEAK_OPTIONS if options else ())
     for world in worlds:
-        for name, strategy, flags in PEAK_KINDS:
-            jobs[world, name] = [*launch(world, strategy), *flags]
+        for name, starter, flags, workload_flags in kinds:
+            if starter == "torchrun":
+                jobs[world, name] = (torchrun(world), "hand", workload_flags)
+            else:
+                command = [*launch(world, starter), *flags]
+                jobs[world, name] = (command, "runtime", workload_flags)
+        for stage in ZERO_STAGES if deepspeed else ():
+            command = [
+                *launch(world, "deepspeed", python=deepspeed),  # type: ignore[arg-type]
+                "--zero-stage",
+                str(stage),
+            ]
+            jobs[world, f"ZeRO-{stage}"] = (command, "runtime", [])
+    if only:
+        jobs = {
+            key: job
+            for key, job in jobs.items()
+            if key[0] == 1 or any(part in key[1] for part in only)
+        }
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {
-            key: pool.submit(_peak_run, command, folder / f"peak{i}.json", key[0])
-            for i, (key, command) in enumerate(jobs.items())
+            key: pool.submit(
+                _peak_run, *job, folder / f"peak{i}.json", key[0]  # type: ignore[misc]
+            )
+            for i, (key, job) in enumerate(jobs.items())
         }
         results = {key: future.result() for key, future in futures.items()}
     base = results[1, "original (no runtime)"]
     rows = []
     for (world, name), reports in results.items():
         if isinstance(reports, str):
-            rows.append([world, name, reports, "", "", "", "", "", ""])
+            rows.append([world, name, reports, *[""] * 8])
             continue
         peak = max(r["peak"] for r in reports)
         cuda = [r["cuda_peak"] for r in reports if r["cuda_peak"] is not None]
@@ -140,7 +204,7 @@ def model_state_peaks(folder: Path, worlds: list[int]) -> str:
         if not isinstance(base, str):
             one = max(r["peak"] for r in base)
             ratio = f"{peak / one:.3f}"
-            if name == "FSDP, per block":
+            if name in SHARDS_ALL:
                 bound = (one / world + reports[0]["block"]) * PEAK_TARGET
                 target = f"<= {mib(bound)} (1/{world} + 1 block, +10%)"
                 met = verdict(peak <= bound)
@@ -150,6 +214,8 @@ def model_state_peaks(folder: Path, worlds: list[int]) -> str:
                 name,
                 max(r["units"] for r in reports) or "",
                 mib(peak),
+                mib(max(r["setup_peak"] for r in reports)),
+                mib(max(r["training_peak"] for r in reports)),
                 mib(max(r["resident"] for r in reports)),
                 mib(max(cuda)) if cuda else "no CUDA",
                 ratio,
@@ -166,6 +232,8 @@ def model_state_peaks(folder: Path, worlds: list[int]) -> str:
             "strategy",
             "FSDP units",
             "peak MiB",
+            "of it: setup",
+            "training",
             "after the last step MiB",
             "peak CUDA MiB",
             "peak / world 1's",
@@ -188,11 +256,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--worlds", default="2,4", help="worlds of the peak table (comma-separated)"
     )
+    parser.add_argument(
+        "--options",
+        action="store_true",
+        help="peak table: also reshard_after_forward=False and no backward prefetch",
+    )
+    parser.add_argument(
+        "--deepspeed-python",
+        help="peak table: the Python of an environment with DeepSpeed, for the ZeRO "
+        f"rows (default: {DEEPSPEED_VENV.relative_to(BENCH.parent)}/bin/python if "
+        "it exists; else no ZeRO rows)",
+    )
+    parser.add_argument(
+        "--rows",
+        help="peak table: only the rows whose name contains one of these "
+        "(comma-separated), besides world 1",
+    )
     options = parser.parse_args(argv)
     if options.part in ("all", "peak"):
         with workdir() as folder:
             worlds = [int(w) for w in options.worlds.split(",")]
-            print(model_state_peaks(folder, worlds))
+            deepspeed = deepspeed_python(options.deepspeed_python)
+            print(
+                model_state_peaks(
+                    folder,
+                    worlds,
+                    options.options,
+                    deepspeed,
+                    options.rows.split(",") if options.rows else None,
+                )
+            )
+            if deepspeed is None:
+                print(f"(no ZeRO rows: no {DEEPSPEED_VENV}; see --deepspeed-python)")
             print()
     if options.part == "peak":
         return 0

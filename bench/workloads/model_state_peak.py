@@ -2,6 +2,14 @@
 
     python model_state_peak.py plain REPORT.json          # the original, one process
     accel-migrate launch ... model_state_peak.py runtime REPORT.json
+    torchrun ... model_state_peak.py hand REPORT.json [--no-reshard] [--no-prefetch]
+
+``hand``: the same loop written by hand for FSDP2, ``fully_shard`` on each block
+and then the root (as torchtitan does), plain torch with no runtime;
+``--no-reshard``: ``reshard_after_forward=False``; ``--no-prefetch``: no backward
+prefetch (FSDP2 has no switch for its default one-block-ahead prefetch in
+backward, so ``FSDPParamGroup._backward_prefetch`` is replaced by a no-op here;
+torch 2.13's private name, benchmark only).
 
 The model: an input layer, 12 residual MLP blocks (LayerNorm, 256 -> 1024 ->
 256) in an ``nn.ModuleList``, a head; 6.3 M parameters, 2.0 MiB of fp32
@@ -17,7 +25,9 @@ so FSDP's ``resize_(0)`` of a freed unsharded parameter counts as freed). The
 mode is entered before the model is built. Where CUDA is used,
 ``torch.cuda.max_memory_allocated`` is recorded too.
 
-Writes, per rank (``.rank<N>`` before the suffix under a launcher): ``peak`` and
+Writes, per rank (``.rank<N>`` before the suffix under a launcher): ``peak``
+(the larger of ``setup_peak``, up to the end of the prepare calls or of the
+hand-written sharding, and ``training_peak``, in the training loop) and
 ``resident`` (live bytes after the last step) of the tracker, ``block`` (one
 block's parameter bytes), ``units`` (FSDP units), ``cuda_peak``.
 """
@@ -39,7 +49,7 @@ from torch.utils._python_dispatch import (
 )
 from torch.utils._pytree import tree_flatten
 
-MODE, REPORT = sys.argv[1], Path(sys.argv[2])
+MODE, REPORT, FLAGS = sys.argv[1], Path(sys.argv[2]), set(sys.argv[3:])
 WIDTH, BLOCKS, STEPS, BATCH = 256, 12, 3, 4
 
 
@@ -110,29 +120,67 @@ class Net(nn.Module):
         return self.head(x)
 
 
+def hand_sharded(model: Net) -> torch.optim.Optimizer:
+    """Per-block ``fully_shard`` as a user writes it, then the optimizer."""
+    from torch.distributed.fsdp import fully_shard
+
+    if "--no-prefetch" in FLAGS:
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import (
+            FSDPParamGroup,
+        )
+
+        FSDPParamGroup._backward_prefetch = lambda self: None  # type: ignore[method-assign]
+    reshard = "--no-reshard" not in FLAGS
+    for block in model.blocks:
+        fully_shard(block, reshard_after_forward=reshard)
+    fully_shard(model, reshard_after_forward=reshard)
+    return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
 def main() -> None:
-    runtime = MODE == "runtime"
+    runtime, hand = MODE == "runtime", MODE == "hand"
+    world = 1
     if runtime:
         import accel_migrate.runtime as accel
 
         device = accel.device()
+    elif hand:
+        import torch.distributed as dist
+
+        cuda = torch.cuda.is_available()
+        dist.init_process_group("nccl" if cuda else "gloo")
+        world = dist.get_world_size()
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device("cuda", local) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
     else:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     data = torch.randn(BATCH * STEPS, 32)
     target = torch.randint(0, 10, (BATCH * STEPS,))
+    dataset = torch.utils.data.TensorDataset(data, target)
+    # Hand-written: the same global batch, split over the ranks (as the runtime's).
+    sampler = (
+        torch.utils.data.DistributedSampler(dataset, shuffle=False) if hand else None
+    )
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(data, target), batch_size=BATCH
+        dataset, batch_size=BATCH // world, sampler=sampler
     )
     tracker = LiveBytes()
     with tracker:
         model = Net().to(device)
         block = sum(p.numel() * p.element_size() for p in model.blocks[0].parameters())
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        if hand:
+            optimizer = hand_sharded(model)
+        else:
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         if runtime:
             model = accel.prepare_model(model)
             optimizer = accel.prepare_optimizer(optimizer)
             loader = accel.prepare_dataloader(loader)
+        # Where the peak is: while the model is built and sharded, or in training.
+        setup_peak, tracker.peak = tracker.peak, tracker.live()
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             optimizer.zero_grad()
@@ -143,11 +191,13 @@ def main() -> None:
                 loss.backward()
             optimizer.step()
         resident = tracker.live()
+    training_peak = tracker.peak
     units = 0
-    if runtime and "torch.distributed.fsdp" in sys.modules:
+    if (runtime or hand) and "torch.distributed.fsdp" in sys.modules:
         from torch.distributed.fsdp import FSDPModule
 
-        units = sum(isinstance(m, FSDPModule) for m in accel.unwrap(model).modules())
+        plain = accel.unwrap(model) if runtime else model
+        units = sum(isinstance(m, FSDPModule) for m in plain.modules())
     rank = int(os.environ.get("RANK", "0"))
     path = REPORT
     if "WORLD_SIZE" in os.environ:
@@ -156,7 +206,9 @@ def main() -> None:
         json.dumps(
             {
                 "rank": rank,
-                "peak": tracker.peak,
+                "peak": max(setup_peak, training_peak),
+                "setup_peak": setup_peak,
+                "training_peak": training_peak,
                 "resident": resident,
                 "block": block,
                 "units": units,
@@ -168,6 +220,8 @@ def main() -> None:
             }
         )
     )
+    if hand:
+        dist.destroy_process_group()
 
 
 main()

@@ -33,8 +33,10 @@ from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.precision import PrecisionUnavailableError, precision_class
 from accel_migrate.runtime.strategies import strategy_class
 from accel_migrate.runtime.strategies.deepspeed_zero import (
+    bucket_elements,
     check_launch,
     deepspeed_config,
+    zero_buckets,
 )
 
 SCRIPT = Path(__file__).parent / "scripts" / "deepspeed_zero.py"
@@ -46,16 +48,67 @@ CONFIGURATIONS = [(1, "fp32"), (2, "fp32"), (3, "fp32"), (2, "bf16")]
 
 def test_the_batch_triple_is_built_from_the_runtime_numbers() -> None:
     config = deepspeed_config(
-        micro_batch=4, world_size=2, zero_stage=3, precision="fp32"
+        micro_batch=4,
+        world_size=2,
+        zero_stage=3,
+        precision="fp32",
+        parameter_sizes=[8, 4],
     )
     assert config["train_batch_size"] == 4 * 1 * 2
     assert config["gradient_accumulation_steps"] == 1
     assert config["managed_gradient_accumulation"] is False  # the loop owns steps
-    assert config["zero_optimization"] == {"stage": 3}
+    assert config["zero_optimization"]["stage"] == 3
     assert "fp16" not in config and "bf16" not in config
-    fp16 = deepspeed_config(micro_batch=1, world_size=8, zero_stage=1, precision="fp16")
+    fp16 = deepspeed_config(
+        micro_batch=1,
+        world_size=8,
+        zero_stage=1,
+        precision="fp16",
+        parameter_sizes=[8, 4],
+    )
     assert fp16["fp16"]["enabled"] is True
     assert fp16["train_batch_size"] == 8
+
+
+def test_the_buckets_are_sized_from_the_model_not_deepspeeds_defaults() -> None:
+    """DeepSpeed allocates ``reduce_bucket_size`` elements whole on every rank:
+    its default (5e8, 1.9 GiB of fp32) for a 6.3 M-parameter model was the
+    2 GiB ZeRO peak in docs/performance.md."""
+    # bench/workloads/model_state_peak.py's model: Linear(32, 256), 12 blocks of
+    # LayerNorm(256) and Linear 256 -> 1024 -> 256, Linear(256, 10).
+    block = [256, 256, 1024 * 256, 1024, 256 * 1024, 256]
+    sizes = [32 * 256, 256, *block * 12, 256 * 10, 10]
+    assert sum(sizes) == 6_323_978
+    bucket = 395_250  # ceil(total / 16), even: above the largest weight (262144)
+    for stage in (1, 2, 3):
+        zero = deepspeed_config(
+            micro_batch=4,
+            world_size=2,
+            zero_stage=stage,
+            precision="fp32",
+            parameter_sizes=sizes,
+        )["zero_optimization"]
+        assert zero["reduce_bucket_size"] == bucket
+        assert zero["allgather_bucket_size"] == bucket
+        stage3 = {
+            "stage3_prefetch_bucket_size": bucket,
+            "stage3_max_live_parameters": 2 * bucket,
+            "stage3_max_reuse_distance": bucket,
+            "stage3_model_persistence_threshold": bucket,
+            "sub_group_size": bucket,
+        }
+        assert {k: zero[k] for k in stage3 if k in zero} == (
+            stage3 if stage == 3 else {}
+        )
+    # At least the largest parameter (DeepSpeed copies a larger one outside the
+    # bucket), even for the stage 1/2 alignment assert, and never above the
+    # defaults: a 10 B-parameter model keeps DeepSpeed's own sizes.
+    assert bucket_elements([1000] * 8 + [10]) == 1000
+    assert bucket_elements([7]) == 8
+    assert bucket_elements([4096 * 4096] * 600) == 500_000_000
+    big = zero_buckets(3, [4096 * 4096] * 600)
+    assert big["stage3_prefetch_bucket_size"] == 50_000_000
+    assert big["stage3_max_live_parameters"] == 1_000_000_000
 
 
 def test_zero_stage_is_a_setting_like_the_others(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ prepared under this strategy, never at ``import accel_migrate.runtime``.
   off, so the script's own loop decides where a step is (every
   ``optimizer.step()`` is the boundary, however many ``accel.backward`` calls
   came before), and ``train_batch_size`` is micro x 1 x world by construction.
+  The ZeRO buffer sizes are bounded by the model (``zero_buckets``): DeepSpeed's
+  defaults allocate a 1.9 GiB gradient bucket per rank whatever the model.
 - ``accel.backward`` runs ``engine.backward``; ``optimizer.step()`` and
   ``zero_grad()`` run the engine's. ``accel.clip_grad_norm_`` hands the clip to
   DeepSpeed's step (on the global gradient, as torch's) and returns the global
@@ -51,17 +53,80 @@ from .base import Strategy, optimizers_holding
 INSTALL_HINT = 'pip install "accel-migrate[deepspeed]"'
 
 
+#: DeepSpeed 0.19's defaults, in elements: ``reduce_bucket_size`` and
+#: ``allgather_bucket_size`` 5e8, ``stage3_prefetch_bucket_size`` 5e7,
+#: ``stage3_max_live_parameters`` / ``stage3_max_reuse_distance`` 1e9.
+DS_BUCKET, DS_PREFETCH, DS_LIVE = 500_000_000, 50_000_000, 1_000_000_000
+#: A bucket holds at most this fraction of the model (and at least its largest
+#: parameter). DeepSpeed allocates its gradient bucket whole (``torch.empty(
+#: reduce_bucket_size)``), so the default costs 1.9 GiB of fp32 per rank for any
+#: model; 1/16 of the model keeps the bucket under 1/16 of one copy of it, while
+#: the number of collectives per backward stays about 16 (latency, not bandwidth).
+BUCKET_FRACTION = 16
+
+
+def bucket_elements(parameter_sizes: Iterable[int]) -> int:
+    """Elements per bucket for a model with these trainable parameter sizes."""
+    sizes = [int(n) for n in parameter_sizes]
+    bound = max(max(sizes, default=1), math.ceil(sum(sizes) / BUCKET_FRACTION))
+    bound += bound % 2  # stage 1/2 assert allgather_bucket_size is even (alignment)
+    return min(DS_BUCKET, bound)
+
+
+def zero_buckets(zero_stage: int, parameter_sizes: Iterable[int]) -> dict[str, int]:
+    """The ``zero_optimization`` sizes, bounded by the model instead of 5e8.
+
+    ``reduce_bucket_size`` is the gradient buffer each rank allocates (stage 3
+    keeps it between steps); ``allgather_bucket_size`` the chunk of the
+    parameter all-gather after a stage 1/2 step. Stage 3 also gathers
+    parameters ahead of use (``prefetch``), keeps gathered ones alive up to
+    ``max_live_parameters`` and does not release one that is used again within
+    ``max_reuse_distance`` elements: by default 1e9, so a model under a billion
+    parameters stays gathered from forward to backward. Parameters of at most
+    ``stage3_param_persistence_threshold`` elements (1e5, kept) are never
+    partitioned; ``stage3_model_persistence_threshold`` bounds their total.
+    Stage 3's optimizer steps ``sub_group_size`` elements of the partition at a
+    time (default 1e9: all of it at once).
+    """
+    bucket = bucket_elements(parameter_sizes)
+    sizes: dict[str, int] = {
+        "reduce_bucket_size": bucket,
+        "allgather_bucket_size": bucket,
+    }
+    if zero_stage == 3:
+        sizes.update(
+            stage3_prefetch_bucket_size=min(DS_PREFETCH, bucket),
+            # The module being run (up to one bucket) plus one prefetched bucket.
+            stage3_max_live_parameters=min(DS_LIVE, 2 * bucket),
+            stage3_max_reuse_distance=min(DS_LIVE, bucket),
+            stage3_model_persistence_threshold=bucket,
+            # The optimizer steps each sub-group of this rank's partition on its
+            # own; one flat partition makes a torch optimizer's temporaries (Adam's
+            # sqrt and division) 1/W of the model each, measured at the step.
+            sub_group_size=min(DS_LIVE, bucket),
+        )
+    return sizes
+
+
 def deepspeed_config(
-    *, micro_batch: int, world_size: int, zero_stage: int, precision: str
+    *,
+    micro_batch: int,
+    world_size: int,
+    zero_stage: int,
+    precision: str,
+    parameter_sizes: Iterable[int],
 ) -> dict[str, Any]:
-    """The engine's config, from the runtime's own numbers only."""
+    """The engine's config, from the runtime's own numbers and the model's sizes."""
     accumulation = 1  # DeepSpeed's count; the script's loop owns accumulation
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro_batch,
         "gradient_accumulation_steps": accumulation,
         "train_batch_size": micro_batch * accumulation * world_size,
         "managed_gradient_accumulation": False,
-        "zero_optimization": {"stage": zero_stage},
+        "zero_optimization": {
+            "stage": zero_stage,
+            **zero_buckets(zero_stage, parameter_sizes),
+        },
         # Any torch optimizer the script built (SGD, Adadelta...) is stepped on
         # the partitions; DeepSpeed's own fused optimizers would need kernels.
         "zero_allow_untested_optimizer": True,
@@ -137,6 +202,7 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
             world_size=self.env.world_size,
             zero_stage=self.stage,
             precision=self.precision.name,
+            parameter_sizes=[p.numel() for p in module.parameters() if p.requires_grad],
         )
         engine, *_ = deepspeed.initialize(
             model=module, optimizer=optimizer, config=config, dist_init_required=False
