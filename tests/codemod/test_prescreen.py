@@ -13,6 +13,7 @@ import ast
 import importlib.util
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from accel_migrate.codemod.patterns import (
     DISTRIBUTED_PREFIXES,
     OPTIMIZER_PREFIXES,
 )
+from accel_migrate.codemod.project_facts import ProjectFacts
 from accel_migrate.codemod.screen import (
     DISTRIBUTED_WORDS,
     TRAINING_WORDS,
@@ -41,26 +43,33 @@ from tests.conftest import FIXTURES, ROOT
 FULL = MigrateOptions(prescreen=False)
 
 
-def agree(source: bytes, path: str = "case.py") -> str:
+def agree(
+    source: bytes, path: str = "case.py", project: ProjectFacts | None = None
+) -> str:
     """Both ways of migrating ``source`` give the same result; and the pre-screen
     answers only for files the full pass leaves alone, with the same verdict.
-    Returns what the pre-screen decided ("full pass" when it left it to libcst)."""
-    return _agree(source, path)[0]
+    Returns what the pre-screen decided ("full pass" when it left it to libcst).
+    ``project``: the facts of its local imports, read from disk when None."""
+    return _agree(source, path, project)[0]
 
 
-def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
-    if _screen_answers(source, path) is None:
+def _agree(
+    source: bytes, path: str, project: ProjectFacts | None = None
+) -> tuple[str, MigrationResult | None]:
+    full_options = replace(FULL, project=project)
+    quick_options = MigrateOptions(project=project)
+    if _screen_answers(source, path, project) is None:
         # Only the full pass can tell, and it runs with or without the screen:
         # there is nothing of the screen's to check (and nothing to run twice).
         return "full pass", None
     try:
-        full = migrate_source(source, path, FULL)
+        full = migrate_source(source, path, full_options)
     except MigrationError as exc:
         with pytest.raises(MigrationError) as raised:
-            migrate_source(source, path)
+            migrate_source(source, path, quick_options)
         assert str(raised.value) == str(exc)
         return "error", None
-    quick = migrate_source(source, path)
+    quick = migrate_source(source, path, quick_options)
     assert (quick.output, quick.findings, quick.skip_reason, quick.suppressed) == (
         full.output,
         full.findings,
@@ -81,12 +90,14 @@ def _agree(source: bytes, path: str) -> tuple[str, MigrationResult | None]:
     return verdict.skip_reason, full
 
 
-def _screen_answers(source: bytes, path: str) -> object | None:
+def _screen_answers(
+    source: bytes, path: str, project: ProjectFacts | None = None
+) -> object | None:
     """What answers for ``source`` before the full pass (a skip comment, a
     generated header, a parse error, a test module, the pre-screen's verdict), as
     migrate_source decides it (``early_verdict``); None when the full pass decides."""
     try:
-        return early_verdict(_decode(source, path), path)
+        return early_verdict(_decode(source, path), path, project=project)
     except MigrationError:
         return "a parse error"
 
@@ -182,7 +193,10 @@ def _torch_sample() -> list[Path]:
 def test_prescreen_agrees_on_the_torch_source() -> None:
     decided: dict[str, int] = {}
     for path in _torch_sample():
-        what = agree(path.read_bytes(), str(path))
+        # An installed library's modules are checked for the screen, not as a
+        # project: following every torch module's local imports (for a library
+        # trainer class, which torch has none of) would cost minutes per file.
+        what = agree(path.read_bytes(), str(path), ProjectFacts())
         decided[what] = decided.get(what, 0) + 1
     assert decided.get("not a training entry point", 0) > 10
     assert decided.get("already distributed", 0) > 5
