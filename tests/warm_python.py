@@ -109,7 +109,8 @@ def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
     folder = Path(tempfile.mkdtemp(prefix="accel-migrate-warm-"))
     sock = folder / "server.sock"
     shim = folder / "python"
-    shim.write_text(_SHIM.format(real=sys.executable, sock=str(sock)))
+    signals = tuple(int(number) for number in _SIGNALS)
+    shim.write_text(_SHIM.format(real=sys.executable, sock=str(sock), signals=signals))
     shim.chmod(0o755)
     root = Path(__file__).resolve().parents[1]
     # Run as a file, not ``-m tests.warm_python``: no ``tests`` package is left in
@@ -140,7 +141,7 @@ def _stop(server: subprocess.Popen[bytes], folder: Path) -> None:
 #: The shim: stdlib only, no site (-IS), so it starts in milliseconds. It waits
 #: for the server's socket for a moment (the server imports torch first).
 _SHIM = """#!{real} -IS
-import json, os, signal, socket, sys, time
+import json, os, resource, signal, socket, sys, time
 REAL, SOCK = {real!r}, {sock!r}
 
 def real():
@@ -156,7 +157,7 @@ for _ in range(300):
 else:
     real()
 try:
-    limit = __import__("resource").getrlimit(__import__("resource").RLIMIT_AS)
+    limit = resource.getrlimit(resource.RLIMIT_AS)
     request = dict(argv=sys.argv[1:], cwd=os.getcwd(), env=dict(os.environ), limit=limit)
     socket.send_fds(connection, [json.dumps(request).encode() + b"\\n"], [0, 1, 2])
     replies = connection.makefile("r")
@@ -167,7 +168,7 @@ if kind != "pid":
     connection.close()
     real()
 pid = int(value)
-for number in {signals!r}:
+for number in {signals}:
     signal.signal(number, lambda number, frame: os.kill(pid, number))
 kind, _, value = replies.readline().strip().partition(" ")
 if kind == "signal":
@@ -175,7 +176,7 @@ if kind == "signal":
         signal.signal(int(value), signal.SIG_DFL)
     os.kill(os.getpid(), int(value))
 os._exit(int(value) if kind == "exit" else 1)
-""".replace("{signals!r}", repr(tuple(int(s) for s in _SIGNALS)))
+"""
 
 
 # -- the server side ----------------------------------------------------------------
