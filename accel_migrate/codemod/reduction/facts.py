@@ -183,7 +183,18 @@ def _loss_call(
     target = targets[0]
     if not isinstance(target, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
         target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    count = cst.Call(
+    # The names of the target are read at the call, those of ignore_index where
+    # the criterion was built (usually a module-level constant).
+    return Fact(
+        "token-mean", count=not_ignored_count(target, ignore), anchor=call, what=what
+    )
+
+
+def not_ignored_count(
+    target: cst.BaseExpression, ignore: cst.BaseExpression
+) -> cst.Call:
+    """``(target != ignore).sum()``: the number of targets a loss does not ignore."""
+    return cst.Call(
         func=cst.Attribute(
             value=cst.Comparison(
                 left=target,
@@ -196,9 +207,6 @@ def _loss_call(
             attr=cst.Name("sum"),
         )
     )
-    # The names of the target are read at the call, those of ignore_index where
-    # the criterion was built (usually a module-level constant).
-    return Fact("token-mean", count=count, anchor=call, what=what)
 
 
 def _targets(call: cst.Call) -> list[cst.BaseExpression]:

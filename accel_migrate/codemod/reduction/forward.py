@@ -5,9 +5,10 @@ class of a local module whose ``forward`` returns ``(logits, loss)``
 (``forward_losses``: the project view's ``HelperFact.forward_loss``). The loss's
 reduction is the one learnt from that file: a mean over samples or a sum is
 weighed as such; a mean over the targets that are not ``ignore_index`` is a
-token mean whose count is written in the forward's own terms, in another file,
-so no count can be passed where the loss is backpropagated: needs-review, with
-the file named.
+token mean, counted as ``(y != ignore).sum()`` of the argument the call passes
+for the forward's targets parameter. Where that argument cannot be told, the
+count is not known where the loss is backpropagated: needs-review, with the
+file named.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .facts import Fact
+from .facts import Fact, not_ignored_count
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -89,7 +90,7 @@ def _model_class(index: ModuleIndex, value: cst.BaseExpression) -> HelperFact | 
     if not isinstance(value, cst.Call):
         return None
     key = index.key(value.func)
-    bound = [v for v in index.values.get(key, [])] if key is not None else []
+    bound = list(index.values.get(key, [])) if key is not None else []
     if not bound or any(v is None for v in bound):
         return None
     found: set[HelperFact] = set()
@@ -136,19 +137,4 @@ def _count(loss: ForwardLoss, call: cst.Call) -> cst.BaseExpression | None:
         return None
     if not isinstance(argument, (cst.Name, cst.Attribute)):
         return None
-    return cst.Call(
-        func=cst.Attribute(
-            value=cst.Comparison(
-                left=argument.deep_clone(),
-                comparisons=[
-                    cst.ComparisonTarget(
-                        operator=cst.NotEqual(),
-                        comparator=cst.parse_expression(loss.ignored),
-                    )
-                ],
-                lpar=[cst.LeftParen()],
-                rpar=[cst.RightParen()],
-            ),
-            attr=cst.Name("sum"),
-        )
-    )
+    return not_ignored_count(argument.deep_clone(), cst.parse_expression(loss.ignored))
