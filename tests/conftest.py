@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+# One thread per process, as torchrun gives each worker: before anything imports
+# torch, so that the test processes and every command they start (the originals a
+# test compares with, the launcher) agree, and start from the warm interpreter.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[1]

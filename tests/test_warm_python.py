@@ -116,3 +116,58 @@ def test_what_it_cannot_copy_runs_the_real_interpreter(
 def test_the_shim_is_not_the_real_interpreter(env: dict[str, str]) -> None:
     assert warm_python.python(env) != sys.executable
     assert warm_python.environment(env)["PYTHON_EXEC"] == warm_python.python(env)
+
+
+PATHS = """
+import os, subprocess, sys
+import helper_mod
+print("helper", helper_mod.WHERE, "first", sys.path[1] == os.environ["EXPECT_FIRST"])
+print("parent", os.getppid() != {caller})
+# with ACCEL_MIGRATE_TEST_WARM_EXECUTABLE=1, the command's own Python is warm too
+child = subprocess.run([sys.executable, "-c", "import os; print(os.getppid())"],
+                       capture_output=True, text=True, check=True)
+print("child warm", int(child.stdout) != os.getpid())
+"""
+
+
+def test_pythonpath_is_the_commands_unless_it_shadows_an_import(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    script = tmp_path / "paths.py"
+    script.write_text(PATHS.format(caller=os.getpid()))
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "helper_mod.py").write_text("WHERE = 'ours'\n")
+    extra = {
+        "PYTHONPATH": str(ours),
+        "EXPECT_FIRST": str(ours),
+        "ACCEL_MIGRATE_TEST_WARM_EXECUTABLE": "1",
+    }
+    done = subprocess.run(
+        [warm_python.python(env), str(script)],
+        env={**env, **extra},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "helper ours first True",
+        "parent True",  # run by the server
+        "child warm True",  # its parent is the server's monitor, not the command
+    ]
+    # An entry with a module the server has imported (torch) would give a fresh
+    # interpreter another torch: the real interpreter runs it.
+    (ours / "torch").mkdir()
+    (ours / "torch" / "__init__.py").write_text("")
+    shadowed = subprocess.run(
+        [warm_python.python(env), "-c", "import os; print(os.getppid())"],
+        env={**env, **extra},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert shadowed.returncode == 0, shadowed.stderr
+    assert int(shadowed.stdout) == os.getpid()

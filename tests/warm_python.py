@@ -29,9 +29,11 @@ never what the product does.
 from __future__ import annotations
 
 import atexit
+import importlib
 import io
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -63,12 +65,54 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 _SIGNALS += (signal.SIGUSR1, signal.SIGUSR2)
 
 
+#: Modules the server imports after torch (none starts a thread).
+PRELOADED = (
+    "torch._dynamo",
+    "torch.distributed.run",
+    "torch.distributed.fsdp",
+    "torch.distributed.checkpoint",
+)
+
+
+_IMPORTS_SET: dict[str, str] = {}
+_SHIM_PATH = ""
+#: The server's own PYTHONPATH entries, as they sit on its sys.path.
+_SERVER_PATH: list[str] = []
+
+
 def _start_environment(env: dict[str, str]) -> dict[str, str]:
+    """What a server's interpreter must have started with for a command: PYTHONPATH
+    aside, which the child applies to its own ``sys.path`` (``_python_path``)."""
     return {
         key: value
         for key, value in env.items()
-        if key.startswith(_START_PREFIXES) and not key.startswith(_RUNTIME_PREFIXES)
+        if key.startswith(_START_PREFIXES)
+        and not key.startswith(_RUNTIME_PREFIXES)
+        and key != "PYTHONPATH"
     }
+
+
+def _path_entries(value: str, cwd: str) -> list[str]:
+    """PYTHONPATH's entries as a fresh interpreter puts them on sys.path (absolute)."""
+    return [
+        os.path.abspath(os.path.join(cwd, entry)) for entry in value.split(os.pathsep)
+    ]
+
+
+def _shadowed(entries: list[str]) -> str:
+    """A module the server has imported that a new PYTHONPATH entry would have given
+    a fresh interpreter from elsewhere ("" when none)."""
+    loaded = {name.partition(".")[0] for name in sys.modules}
+    for entry in entries:
+        if entry in _SERVER_PATH or not os.path.isdir(entry):
+            continue
+        for name in os.listdir(entry):
+            stem = name.partition(".")[0]
+            if stem in loaded and (
+                name == stem or name.endswith((".py", ".so", ".pth"))
+            ):
+                return f"{entry} has {name}, imported already"
+    return ""
 
 
 # -- the test side ------------------------------------------------------------------
@@ -95,6 +139,12 @@ def python(env: dict[str, str]) -> str:
         if found is None or found[0].poll() is not None:
             found = _SERVERS[key] = _start(env)
         return str(found[1])
+
+
+def executable() -> str:
+    """The interpreter for a test's own ``subprocess`` commands under this process's
+    environment (tests/conftest.py gives the session ``OMP_NUM_THREADS=1``)."""
+    return python(dict(os.environ))
 
 
 def environment(env: dict[str, str]) -> dict[str, str]:
@@ -193,7 +243,25 @@ def serve(path: str) -> tuple[socket.socket, dict]:
 
     import torch  # noqa: F401  (the point of the server)
 
+    global _SHIM_PATH, _SERVER_PATH
+    _SHIM_PATH = os.path.join(os.path.dirname(path), "python")
+    _SERVER_PATH = (
+        _path_entries(os.environ["PYTHONPATH"], os.getcwd())
+        if os.environ.get("PYTHONPATH")
+        else []
+    )
+
     start = _start_environment(dict(os.environ))
+    before = dict(os.environ)
+    # What nearly every command imports next, and the costliest part of it:
+    # building any torch optimizer imports torch._dynamo (2.5 s of CPU here, as
+    # much as torch itself); the launcher and the runtime import torch.distributed.
+    for name in PRELOADED:
+        importlib.import_module(name)
+    # Variables those imports set (TORCHINDUCTOR_CACHE_DIR): a fresh interpreter
+    # would have set them too, where the caller had not.
+    global _IMPORTS_SET
+    _IMPORTS_SET = {k: v for k, v in os.environ.items() if before.get(k) != v}
     # A forked copy of a threaded process can deadlock on a lock another thread
     # held; with OMP_NUM_THREADS=1 importing torch starts none.
     threaded = _threads() != 1
@@ -234,7 +302,7 @@ def _monitor(
         message += more
     request = json.loads(message)
     plan = _plan(request["argv"])
-    why = _why_not(plan, request["env"], start, threaded)
+    why = _why_not(plan, request["env"], request["cwd"], start, threaded)
     if why:
         _log(f"exec {request['argv'][:3]}: {why}", request["env"])
         connection.sendall(b"exec\n")
@@ -245,7 +313,8 @@ def _monitor(
     for fd in fds:
         os.close(fd)
     connection.sendall(f"pid {child}\n".encode())
-    _, status = os.waitpid(child, 0)
+    _, status, usage = os.wait4(child, 0)
+    _log_cpu(request, usage)
     if os.WIFSIGNALED(status):
         connection.sendall(f"signal {os.WTERMSIG(status)}\n".encode())
     else:
@@ -254,14 +323,26 @@ def _monitor(
 
 
 def _why_not(
-    plan: dict | None, env: dict[str, str], start: dict[str, str], threaded: bool
+    plan: dict | None,
+    env: dict[str, str],
+    cwd: str,
+    start: dict[str, str],
+    threaded: bool,
 ) -> str:
     if plan is None:
         return "options"
     if threaded:
         return "the server has threads"
-    differ = sorted(set(_start_environment(env).items()) ^ set(start.items()))
-    return f"environment differs in {sorted({k for k, _ in differ})}" if differ else ""
+    # (a command started by one run here inherits what the preloaded imports set)
+    inherited = {k: v for k, v in env.items() if _IMPORTS_SET.get(k) != v}
+    differ = sorted(set(_start_environment(inherited).items()) ^ set(start.items()))
+    if differ:
+        return f"environment differs in {sorted({k for k, _ in differ})}"
+    return (
+        _shadowed(_path_entries(env.get("PYTHONPATH", ""), cwd))
+        if env.get("PYTHONPATH")
+        else ""
+    )
 
 
 def _log(line: str, env: dict[str, str]) -> None:
@@ -269,6 +350,19 @@ def _log(line: str, env: dict[str, str]) -> None:
     if path:
         with open(path, "a") as log:
             log.write(line + "\n")
+
+
+def _log_cpu(request: dict, usage: resource.struct_rusage) -> None:
+    """``ACCEL_MIGRATE_TEST_WARM_CPU=path``: one line per command run here, its CPU
+    seconds (with its own waited children: wait4), the test and the command, to see
+    where the suite's CPU goes (docs/performance.md, "The test suite's time")."""
+    path = request["env"].get("ACCEL_MIGRATE_TEST_WARM_CPU")
+    if path:
+        test = request["env"].get("PYTEST_CURRENT_TEST", "-").split(" ")[0]
+        command = " ".join(request["argv"])[:300].replace("\t", " ")
+        seconds = usage.ru_utime + usage.ru_stime
+        with open(path, "a") as log:
+            log.write(f"{seconds:.2f}\t{test}\t{command}\n")
 
 
 def _plan(argv: list[str]) -> dict | None:
@@ -306,6 +400,13 @@ def run(connection: socket.socket, request: dict) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    _python_path(os.environ.get("PYTHONPATH", ""))
+    for name, value in _IMPORTS_SET.items():
+        os.environ.setdefault(name, value)
+    if os.environ.get("ACCEL_MIGRATE_TEST_WARM_EXECUTABLE") == "1":
+        # Asked for by a test whose command starts more Python (verify starts the
+        # original and the launcher with sys.executable): those are warm too.
+        sys.executable = _SHIM_PATH
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, tuple(request["limit"]))
@@ -352,6 +453,17 @@ def run(connection: socket.socket, request: dict) -> None:
     except BaseException:
         _report(*sys.exc_info())
         sys.exit(1)
+
+
+def _python_path(value: str) -> None:
+    """The server's PYTHONPATH entries on sys.path (after the script's folder)
+    replaced by this command's, where a fresh interpreter has them."""
+    rest = list(sys.path[1:])
+    for entry in _SERVER_PATH:
+        if entry in rest:
+            rest.remove(entry)
+    ours = _path_entries(value, os.getcwd()) if value else []
+    sys.path[1:] = [*dict.fromkeys(ours), *(e for e in rest if e not in ours)]
 
 
 def _fresh_random_state() -> None:

@@ -16,10 +16,11 @@ import pytest
 
 from accel_migrate.cli import main
 from accel_migrate.cli.app import EXIT_OK, EXIT_USAGE
+from tests import warm_python
 
 torch_run = pytest.importorskip("torch.distributed.run")
 
-LAUNCH = [sys.executable, "-m", "accel_migrate", "launch", "--nproc-per-node", "2"]
+LAUNCH = ["-m", "accel_migrate", "launch", "--nproc-per-node", "2"]
 MIGRATED = "import accel_migrate.runtime as accel\naccel.print('hello')\n"
 
 
@@ -287,7 +288,17 @@ def test_for_real_script_options_pass_and_one_ranks_output_is_shown(
         "print('rank', os.environ['RANK'], sys.argv[1:], flush=True)\n"
     )
     done = subprocess.run(
-        [*LAUNCH, "--local-ranks-filter", "1", "each.py", "--log", "x", "--nproc", "3"],
+        [
+            warm_python.executable(),
+            *LAUNCH,
+            "--local-ranks-filter",
+            "1",
+            "each.py",
+            "--log",
+            "x",
+            "--nproc",
+            "3",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

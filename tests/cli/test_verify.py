@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,21 +14,31 @@ import pytest
 import torch
 
 from accel_migrate.verify.compare import compare
+from tests import warm_python
 from tests.conftest import FIXTURES, parallel_jobs
 
-VERIFY = [sys.executable, "-m", "accel_migrate", "verify"]
+VERIFY = ["-m", "accel_migrate", "verify"]
 
 
 def _verify(
     *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    # verify gives its runs OMP_NUM_THREADS=1 where it is unset; given here, verify
+    # and every Python it starts (the original, the launcher, its workers) run
+    # from the warm interpreter (tests/warm_python.py).
+    full = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "ACCEL_MIGRATE_TEST_WARM_EXECUTABLE": "1",
+        **(env or {}),
+    }
     return subprocess.run(
-        [*VERIFY, *args],
+        [warm_python.python(full), *VERIFY, *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env=None if env is None else {**os.environ, **env},
+        env=warm_python.environment(full),
     )
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+
+from tests import warm_python
 
 pytestmark = pytest.mark.multiprocess
 
@@ -23,7 +24,7 @@ def launch(
     script: str, *args: str, nproc: int = 2, options: tuple[str, ...] = ()
 ) -> str:
     command = [
-        sys.executable,
+        warm_python.executable(),
         "-m",
         "accel_migrate",
         "launch",
@@ -44,7 +45,7 @@ def launch(
 
 def plain(script: str, *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *args],
+        [warm_python.executable(), str(SCRIPTS / script), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -90,7 +91,7 @@ def test_fsdp_remaps_optimizers_built_in_any_order(order: str) -> None:
 def test_fsdp_refuses_a_resumed_optimizer_over_two_models_on_every_rank() -> None:
     done = subprocess.run(
         [
-            sys.executable,
+            warm_python.executable(),
             "-m",
             "accel_migrate",
             "launch",

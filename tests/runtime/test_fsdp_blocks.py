@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from torch import nn
 
 from accel_migrate.runtime.config import ConfigError, RuntimeConfig, load_config
 from accel_migrate.runtime.strategies.fsdp_units import block_units
+from tests import warm_python
 
 SCRIPT = Path(__file__).parent / "scripts" / "fsdp_blocks.py"
 LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
@@ -94,7 +94,7 @@ def test_tpu_is_refused_with_the_reason(tmp_path: Path) -> None:
 @pytest.mark.multiprocess
 def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> None:
     plain = subprocess.run(
-        [sys.executable, str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
+        [warm_python.executable(), str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -102,7 +102,7 @@ def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> N
     )
     launched = subprocess.run(
         [
-            sys.executable,
+            warm_python.executable(),
             "-m",
             "accel_migrate",
             "launch",

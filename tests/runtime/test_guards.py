@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from accel_migrate.runtime._state import reset_runtime
 from accel_migrate.runtime.comm import Collectives
 from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.module import PreparedModule
+from tests import warm_python
 
 
 class Critic(nn.Module):
@@ -229,12 +229,12 @@ def test_a_world_of_one_never_walks_the_graph(monkeypatch: pytest.MonkeyPatch) -
 
 # -- for real: two processes ------------------------------------------------------------
 SCRIPT = Path(__file__).parent / "scripts" / "unprepared_model.py"
-LAUNCH = [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"]
+LAUNCH = ["-m", "accel_migrate", "launch", "--nproc", "2"]
 
 
 def _launch(mode: str, strategy: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*LAUNCH, "--strategy", strategy, str(SCRIPT), mode],
+        [warm_python.executable(), *LAUNCH, "--strategy", strategy, str(SCRIPT), mode],
         capture_output=True,
         text=True,
         timeout=180,  # a rank left waiting in a collective would hang until this

@@ -6,19 +6,19 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests import warm_python
 from tests.conftest import FIXTURES
 from tests.parity.harness import STEP_LOSS, migrate_to
 
 pytestmark = pytest.mark.multiprocess
 
 SCRIPTS = Path(__file__).parent / "scripts"
-LAUNCH = [sys.executable, "-m", "accel_migrate", "launch"]
+LAUNCH = ["-m", "accel_migrate", "launch"]
 
 
 def _run(
@@ -26,7 +26,7 @@ def _run(
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
     done = subprocess.run(
-        [*LAUNCH, *args],
+        [warm_python.executable(), *LAUNCH, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -81,6 +81,7 @@ def test_two_nodes_on_loopback_train_like_one(tmp_path: Path) -> None:
     nodes = [
         subprocess.Popen(
             [
+                warm_python.executable(),
                 *LAUNCH,
                 "--nnodes",
                 "2",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import resource
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from accel_migrate.runtime.data import (
     ShardingError,
     shard_loader,
 )
+from tests import warm_python
 
 from .fakes import FakeRuntime
 
@@ -157,10 +157,10 @@ def test_per_device_mode_refuses_a_huge_epoch() -> None:
 @pytest.mark.multiprocess
 def test_launched_at_world_2_like_the_original_and_resumed(tmp_path: Path) -> None:
     script = str(Path(__file__).parent / "scripts" / "lazy_sampler.py")
-    launch = [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"]
+    launch = [warm_python.executable(), "-m", "accel_migrate", "launch", "--nproc", "2"]
     runs = {}
     for name, command in (
-        ("original", [sys.executable, script, str(tmp_path / "plain")]),
+        ("original", [warm_python.executable(), script, str(tmp_path / "plain")]),
         ("world2", [*launch, script, str(tmp_path / "state")]),
         ("resumed", [*launch, script, str(tmp_path / "state"), "--resume"]),
     ):

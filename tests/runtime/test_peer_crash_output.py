@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import warm_python
 
 pytestmark = pytest.mark.multiprocess
 
@@ -19,7 +20,15 @@ def test_a_peer_crash_during_a_loss_reduction_prints_one_traceback(
     tmp_path: Path,
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2", str(SCRIPT)],
+        [
+            warm_python.executable(),
+            "-m",
+            "accel_migrate",
+            "launch",
+            "--nproc",
+            "2",
+            str(SCRIPT),
+        ],
         capture_output=True,
         text=True,
         timeout=180,

@@ -12,7 +12,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 import torch
 
 from accel_migrate.runtime import checkpoint
+from tests import warm_python
 
 pytestmark = pytest.mark.multiprocess
 
@@ -32,7 +32,7 @@ WARNING = "resuming at {world} processes a state saved by 2"
 def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [
-            sys.executable,
+            warm_python.executable(),
             "-m",
             "accel_migrate",
             "launch",
@@ -68,7 +68,7 @@ def _one_process(*args: str) -> subprocess.CompletedProcess[str]:
         "ACCEL_MIGRATE_STRATEGY": "ddp",
     }
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
+        [warm_python.executable(), str(SCRIPT), *args],
         capture_output=True,
         text=True,
         timeout=180,

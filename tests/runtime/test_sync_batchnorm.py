@@ -8,7 +8,6 @@ import io
 import pickle
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from torch import nn
 
 from accel_migrate.runtime.config import ConfigError, config_environment, load_config
 from accel_migrate.runtime.sync_batchnorm import batchnorm_layers, convert
+from tests import warm_python
 
 SCRIPTS = Path(__file__).parent / "scripts"
 ROW = re.compile(
@@ -31,7 +31,7 @@ def _launch(
 ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [
-            sys.executable,
+            warm_python.executable(),
             "-m",
             "accel_migrate",
             "launch",

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests import warm_python
 from tests.parity.harness import max_parameter_error
 
 pytestmark = pytest.mark.multiprocess
@@ -35,8 +35,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, dict]
     folder = tmp_path_factory.mktemp("unused")
     out = {}
     for name, prefix in (
-        ("original", [sys.executable]),
-        ("world2", [sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"]),
+        ("original", [warm_python.executable()]),
+        (
+            "world2",
+            [warm_python.executable(), "-m", "accel_migrate", "launch", "--nproc", "2"],
+        ),
     ):
         path = folder / f"{name}.pt"
         stdout = _run([*prefix, str(SCRIPT), str(path)])
@@ -74,7 +77,14 @@ def test_a_second_backward_after_the_rebuild_is_refused_on_every_rank(
 ) -> None:
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "accel_migrate", "launch", "--nproc", "2"),
+            *(
+                warm_python.executable(),
+                "-m",
+                "accel_migrate",
+                "launch",
+                "--nproc",
+                "2",
+            ),
             *(str(SCRIPT), str(tmp_path / "out.pt"), "unsupported"),
         ],
         capture_output=True,
