@@ -29,8 +29,10 @@ KNOWN_OPTIONS = (
     "--fsdp-block-classes",
     "--fsdp-min-params",
     "--no-reshard-after-forward",
+    "--fsdp-cpu-offload",
     "--activation-checkpointing",
     "--zero-stage",
+    "--deepspeed-config",
     "--nnodes",
     "--node-rank",
     "--node_rank",
@@ -166,6 +168,17 @@ def module_file(module: str, folder: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def offload_note(config: RuntimeConfig, cuda: bool) -> str | None:
+    """A line for ``fsdp-cpu-offload`` where it changes nothing: no GPU."""
+    if not config.fsdp_cpu_offload or cuda or config.strategy not in ("fsdp", "hsdp"):
+        return None
+    return (
+        f"note: fsdp-cpu-offload (from {config.source_of('fsdp_cpu_offload')}) "
+        "changes nothing without a GPU: the shards and the optimizer state are in "
+        "host memory already"
+    )
 
 
 _SOURCE_WORDS = {"COMMANDLINE": "flag", "ENVIRONMENT": "environment"}

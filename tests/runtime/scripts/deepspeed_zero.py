@@ -114,6 +114,12 @@ def runtime_run(
         "engine": type(engine).__name__,
         "zero_stage": int(engine.zero_optimization_stage()),
         "zero_optimizer": type(engine.optimizer).__name__,
+        # What fsdp-cpu-offload and a deepspeed-config file reached the engine as.
+        "offload_optimizer": str(
+            getattr(engine.zero_offload_optimizer(), "device", None)
+        ),
+        "offload_param": str(getattr(engine.zero_offload_param(), "device", None)),
+        "reduce_bucket_size": int(engine.zero_reduce_bucket_size()),
     }
 
 
