@@ -93,7 +93,7 @@ def test_the_launch_flag_reaches_the_processes(
         )
 
 
-def test_the_note_is_for_fsdp_without_a_gpu_only() -> None:
+def test_the_note_says_where_the_setting_changes_nothing() -> None:
     asked = RuntimeConfig(strategy="fsdp", fsdp_cpu_offload=True)
     assert offload_note(asked, cuda=False) == (
         "note: fsdp-cpu-offload (from default) changes nothing without a GPU: the "
@@ -101,8 +101,14 @@ def test_the_note_is_for_fsdp_without_a_gpu_only() -> None:
     )
     assert offload_note(asked, cuda=True) is None
     assert offload_note(RuntimeConfig(strategy="fsdp"), cuda=False) is None
+    zero = RuntimeConfig(strategy="deepspeed", fsdp_cpu_offload=True)
+    assert offload_note(zero, cuda=True) is None
+    assert "changes nothing without a GPU" in str(offload_note(zero, cuda=False))
     ddp = RuntimeConfig(strategy="ddp", fsdp_cpu_offload=True)
-    assert offload_note(ddp, cuda=False) is None
+    assert offload_note(ddp, cuda=True) == (
+        "note: fsdp-cpu-offload (from default) changes nothing under strategy "
+        "'ddp': it offloads the shards of fsdp, hsdp and deepspeed"
+    )
 
 
 def test_offloaded_shards_get_a_gloo_backend_beside_nccl() -> None:
