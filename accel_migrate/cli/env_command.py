@@ -101,6 +101,8 @@ def render_text(report: dict[str, Any]) -> str:
         shown = (",".join(value) or "(none)") if isinstance(value, list) else value
         if isinstance(value, bool):
             shown = "true" if value else "false"
+        if value == "":
+            shown = "(none)"  # deepspeed-config unset
         lines.append(f"- {name}: {shown} ({entry['source']})")
     return "\n".join(lines) + "\n"
 

@@ -95,6 +95,7 @@ def env(output_format: str) -> int:
     "fsdp_reshard_after_forward",
     default=None,
 )
+@click.option("--fsdp-cpu-offload/--no-fsdp-cpu-offload", default=None)
 @click.option("--activation-checkpointing/--no-activation-checkpointing", default=None)
 @click.option(
     "--file",

@@ -24,6 +24,7 @@ from .launch_options import (
     check_options,
     extra_torchrun_arguments,
     module_file,
+    offload_note,
     unknown_option,
 )
 from .unmigrated import unmigrated_warning
@@ -167,10 +168,12 @@ def run_launch(
                 "fsdp_reshard_after_forward": (
                     False if options.get("no_reshard_after_forward") else None
                 ),
+                "fsdp_cpu_offload": (True if options.get("fsdp_cpu_offload") else None),
                 "activation_checkpointing": (
                     True if options.get("activation_checkpointing") else None
                 ),
                 "zero_stage": options.get("zero_stage"),
+                "deepspeed_config": options.get("deepspeed_config"),
             }
         )
         module = bool(options.get("module"))
@@ -222,6 +225,9 @@ def run_launch(
             slurm=sources.get("nnodes") == "SLURM",
         )
         print(line, file=sys.stderr, flush=True)
+        note = offload_note(config, torch.cuda.is_available())
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
     os.environ.update(config_environment(config))
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 

@@ -29,8 +29,10 @@ KNOWN_OPTIONS = (
     "--fsdp-block-classes",
     "--fsdp-min-params",
     "--no-reshard-after-forward",
+    "--fsdp-cpu-offload",
     "--activation-checkpointing",
     "--zero-stage",
+    "--deepspeed-config",
     "--nnodes",
     "--node-rank",
     "--node_rank",
@@ -166,6 +168,25 @@ def module_file(module: str, folder: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def offload_note(config: RuntimeConfig, cuda: bool) -> str | None:
+    """A line for ``fsdp-cpu-offload`` where it changes nothing: a strategy with
+    no shards to offload, or no GPU (the shards are in host memory already)."""
+    if not config.fsdp_cpu_offload:
+        return None
+    asked = f"note: fsdp-cpu-offload (from {config.source_of('fsdp_cpu_offload')})"
+    if config.strategy not in ("fsdp", "hsdp", "deepspeed"):
+        return (
+            f"{asked} changes nothing under strategy {config.strategy!r}: it "
+            "offloads the shards of fsdp, hsdp and deepspeed"
+        )
+    if cuda:
+        return None
+    return (
+        f"{asked} changes nothing without a GPU: the shards and the optimizer "
+        "state are in host memory already"
+    )
 
 
 _SOURCE_WORDS = {"COMMANDLINE": "flag", "ENVIRONMENT": "environment"}

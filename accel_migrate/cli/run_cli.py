@@ -81,6 +81,12 @@ from .exit_codes import EXIT_USAGE
     help="FSDP keeps each unit's gathered parameters from forward to backward (more memory, fewer all-gathers).",
 )
 @click.option(
+    "--fsdp-cpu-offload",
+    is_flag=True,
+    default=False,
+    help="FSDP on a GPU keeps the sharded parameters, gradients and optimizer state in host memory; the optimizer steps on the CPU (no effect on a CPU device).",
+)
+@click.option(
     "--activation-checkpointing",
     is_flag=True,
     default=False,
@@ -91,6 +97,12 @@ from .exit_codes import EXIT_USAGE
     type=click.Choice(["1", "2", "3"]),
     default=None,
     help="DeepSpeed ZeRO stage (--strategy deepspeed; default 2): 1 shards optimizer state, 2 also gradients, 3 also parameters.",
+)
+@click.option(
+    "--deepspeed-config",
+    default=None,
+    metavar="FILE",
+    help="A JSON file of DeepSpeed entries merged over the generated config (--strategy deepspeed); entries that change the batch, accumulation, clipping, precision or stage are refused.",
 )
 @click.option(
     "--nnodes",

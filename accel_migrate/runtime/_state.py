@@ -57,7 +57,12 @@ class Runtime:
         # DDP or FSDP asked for by name under the launcher needs a process group
         # even in a world of one (`launch --nproc 1 --strategy ddp`).
         self.comm: Collectives = (
-            ProcessGroupCollectives(env, self.device, config.timeout)
+            ProcessGroupCollectives(
+                env,
+                self.device,
+                config.timeout,
+                host_tensors=strategy_cls.host_collectives(config),
+            )
             if env.distributed or (env.launched and strategy_cls.distributed)
             else Collectives(env, self.device)
         )

@@ -89,15 +89,30 @@ class Collectives:
         return None
 
 
+def process_group_backend(device: torch.device, host_tensors: bool = False) -> str:
+    """NCCL on a GPU, gloo on the CPU; on a GPU with ``host_tensors`` (shards kept
+    in host memory: FSDP's CPU offload) both, NCCL for CUDA tensors and gloo for
+    CPU ones, as torch's ``"cpu:gloo,cuda:nccl"`` backend string routes them."""
+    if device.type != "cuda":
+        return "gloo"
+    return "cpu:gloo,cuda:nccl" if host_tensors else "nccl"
+
+
 class ProcessGroupCollectives(Collectives):
     """Collectives over the default torch.distributed process group."""
 
-    def __init__(self, env: DistEnv, device: torch.device, timeout: float) -> None:
+    def __init__(
+        self,
+        env: DistEnv,
+        device: torch.device,
+        timeout: float,
+        host_tensors: bool = False,
+    ) -> None:
         super().__init__(env, device)
         self.timeout = timeout
         self._side: Any = None
         if not dist.is_initialized():
-            backend = "nccl" if device.type == "cuda" else "gloo"
+            backend = process_group_backend(device, host_tensors)
             store, rank, world = next(
                 dist.rendezvous("env://", timeout=timedelta(seconds=timeout))
             )

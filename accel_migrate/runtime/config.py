@@ -60,11 +60,18 @@ class RuntimeConfig:
     #: Free each unit's gathered parameters after its forward (gather again for
     #: backward): less memory, one more all-gather per unit.
     fsdp_reshard_after_forward: bool = True
+    #: Under FSDP on a GPU: keep the sharded parameters, gradients and optimizer
+    #: state in host memory (FSDP2's ``CPUOffloadPolicy``); the optimizer steps on
+    #: the CPU. On a CPU device it changes nothing (they live there already).
+    fsdp_cpu_offload: bool = False
     #: Under FSDP: recompute each block's activations in backward instead of
     #: keeping them.
     activation_checkpointing: bool = False
     #: Under ``--strategy deepspeed``: the ZeRO stage (see ``strategies/deepspeed.py``).
     zero_stage: int = 2
+    #: Under ``--strategy deepspeed``: a JSON file of DeepSpeed entries merged over
+    #: the generated config ("": none; see ``strategies/deepspeed_user.py``).
+    deepspeed_config: str = ""
     #: Where each setting came from, for error messages ("--strategy", "pyproject.toml", ...).
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -85,7 +92,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fsdp_wrap": FSDP_WRAPS,
 }
 _BOOLEANS = frozenset(
-    {"sync_batchnorm", "fsdp_reshard_after_forward", "activation_checkpointing"}
+    {
+        "sync_batchnorm",
+        "fsdp_reshard_after_forward",
+        "fsdp_cpu_offload",
+        "activation_checkpointing",
+    }
 )
 
 
@@ -153,6 +165,12 @@ def _validated(key: str, value: object, source: str) -> object:
                 f"fsdp-min-params={value!r} from {source} is not a whole number >= 0"
             )
         return count
+    if key == "deepspeed_config":
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"deepspeed-config={value!r} from {source} is not a file name"
+            )
+        return value.strip()
     if key == "zero_stage":
         try:
             stage = int(str(value).strip())
@@ -242,6 +260,10 @@ def load_config(
                     where = f"{pyproject} [tool.accel-migrate]"
                     values[key] = _validated(key, table[_toml_key(key)], where)
                     sources[key] = where
+                    if key == "deepspeed_config" and values[key]:
+                        # A file named in pyproject.toml is next to it, wherever
+                        # the job is started from.
+                        values[key] = str(pyproject.parent / str(values[key]))
     return RuntimeConfig(**values, sources=tuple(sorted(sources.items())))  # type: ignore[arg-type]
 
 
@@ -289,8 +311,10 @@ def _settings_environment(config: RuntimeConfig) -> dict[str, str]:
         env_name("fsdp_reshard_after_forward"): (
             "1" if config.fsdp_reshard_after_forward else "0"
         ),
+        env_name("fsdp_cpu_offload"): "1" if config.fsdp_cpu_offload else "0",
         env_name("activation_checkpointing"): (
             "1" if config.activation_checkpointing else "0"
         ),
         env_name("zero_stage"): str(config.zero_stage),
+        env_name("deepspeed_config"): config.deepspeed_config,
     }

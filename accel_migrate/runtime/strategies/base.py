@@ -55,6 +55,12 @@ class Strategy:
         self.config = config if config is not None else RuntimeConfig()
 
     @classmethod
+    def host_collectives(cls, config: RuntimeConfig) -> bool:
+        """Whether collectives also run on CPU tensors on a GPU (a gloo backend
+        beside NCCL): true where the strategy keeps shards in host memory."""
+        return False
+
+    @classmethod
     def check(cls, env: DistEnv, config: RuntimeConfig) -> None:
         """Refuse a world this strategy cannot run in, repeating what was asked."""
         return None

@@ -115,8 +115,16 @@ def deepspeed_config(
     zero_stage: int,
     precision: str,
     parameter_sizes: Iterable[int],
+    cpu_offload: bool = False,
+    pin_memory: bool = False,
 ) -> dict[str, Any]:
-    """The engine's config, from the runtime's own numbers and the model's sizes."""
+    """The engine's config, from the runtime's own numbers and the model's sizes.
+
+    ``cpu_offload`` (``fsdp-cpu-offload``): ZeRO-Offload, the optimizer state in
+    host memory (every stage) and under stage 3 the parameters too; the
+    script's torch optimizer then steps there (``zero_force_ds_cpu_optimizer``
+    off: DeepSpeed would otherwise insist on its own CPU Adam, a kernel build).
+    """
     accumulation = 1  # DeepSpeed's count; the script's loop owns accumulation
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro_batch,
@@ -135,6 +143,14 @@ def deepspeed_config(
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
     }
+    if cpu_offload:
+        host = {"device": "cpu", "pin_memory": pin_memory}
+        zero = config["zero_optimization"]
+        zero["offload_optimizer"] = dict(host)
+        if zero_stage == 3:
+            zero["offload_param"] = dict(host)
+    # Only read with offload, which a user's deepspeed-config may also ask for.
+    config["zero_force_ds_cpu_optimizer"] = False
     if precision == "fp16":
         config["fp16"] = {"enabled": True, "auto_cast": True}
     return config
@@ -143,6 +159,16 @@ def deepspeed_config(
 def check_launch(config: RuntimeConfig) -> None:
     """What ``accel-migrate launch`` refuses before it starts any process."""
     DeepSpeedStrategy.check(DistEnv(launched=True), config)
+    if config.deepspeed_config:
+        from .deepspeed_user import check_user_config, read_user_config
+
+        source = config.source_of("deepspeed_config")
+        check_user_config(
+            read_user_config(config.deepspeed_config, source),
+            precision=config.precision,
+            zero_stage=config.zero_stage,
+            source=source,
+        )
     if config.precision == "fp16" and not torch.cuda.is_available():
         from ..precision.deepspeed_fp16 import fp16_refusal
 
@@ -203,7 +229,20 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
             zero_stage=self.stage,
             precision=self.precision.name,
             parameter_sizes=[p.numel() for p in module.parameters() if p.requires_grad],
+            cpu_offload=self.config.fsdp_cpu_offload,
+            pin_memory=self.device.type == "cuda",
         )
+        if self.config.deepspeed_config:
+            from .deepspeed_user import merge_user_config, read_user_config
+
+            source = self.config.source_of("deepspeed_config")
+            config = merge_user_config(
+                config,
+                read_user_config(self.config.deepspeed_config, source),
+                precision=self.precision.name,
+                zero_stage=self.stage,
+                source=source,
+            )
         engine, *_ = deepspeed.initialize(
             model=module, optimizer=optimizer, config=config, dist_init_required=False
         )
@@ -371,9 +410,12 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
         else:
             from deepspeed.utils import safe_get_full_grad
 
-            if self.stage == 2:
+            offloaded = bool(getattr(self.engine.optimizer, "offload_optimizer", False))
+            if self.stage == 2 or offloaded:
                 # Reduced at each backward; the step's first act (a local copy
-                # into the partitions' flat gradients) makes them readable.
+                # into the partitions' flat gradients) makes them readable. Stage
+                # 3 with ZeRO-Offload copies into its host fp32 gradients then
+                # too (without, safe_get_full_grad read the last step's, clipped).
                 if not self._finalized:
                     self.engine.optimizer.finalize_gradient_accumulation_boundary()
                     self._finalized = True

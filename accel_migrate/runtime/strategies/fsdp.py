@@ -15,6 +15,13 @@ as well as NCCL on GPUs.
   checkpoint loads into the original script's optimizer too.
 - ``accel.save_state`` does not gather: each rank writes its own shards
   (``sharded_checkpoint``; see ``runtime/sharded_checkpoint.py``).
+- ``fsdp-cpu-offload``: FSDP2's ``CPUOffloadPolicy`` on every unit. On a GPU the
+  shards, their gradients and the optimizer state live in (pinned) host memory,
+  each unit is copied to the GPU for its all-gather and the optimizer steps on
+  the CPU; the process group then also has a gloo backend for those CPU shards
+  (``host_collectives``). On a CPU device the policy runs unpinned and changes
+  nothing: the shards live in host memory already (pinning would need an
+  accelerator, torch 2.13 refuses it).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
+from ..config import RuntimeConfig
 from .base import Strategy, optimizers_holding
 from .fsdp_units import block_units
 
@@ -61,18 +69,20 @@ class FSDPStrategy(Strategy):
         self._broadcast_from_rank0(module)
         before = dict(module.named_parameters())
         policy = self.precision.fsdp_policy() or MixedPrecisionPolicy()
-        reshard = self.config.fsdp_reshard_after_forward
-        mesh = self.device_mesh()
+        options: dict[str, Any] = {
+            "mesh": self.device_mesh(),
+            "mp_policy": policy,
+            "reshard_after_forward": self.config.fsdp_reshard_after_forward,
+            "offload_policy": self.offload_policy(),
+        }
         for block in block_units(module, self.config):
             if self.config.activation_checkpointing:
                 from torch.distributed._composable import checkpoint
 
                 checkpoint(block)
-            fully_shard(
-                block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard
-            )
+            fully_shard(block, **options)
         # The root's unit holds what no block does (embeddings, heads).
-        fully_shard(module, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
+        fully_shard(module, **options)
         after = dict(module.named_parameters())
         for name, old in before.items():
             if after[name] is not old:
@@ -94,6 +104,23 @@ class FSDPStrategy(Strategy):
         for optimizer in holding:
             self.setup_optimizer(optimizer)
         return module
+
+    @classmethod
+    def host_collectives(cls, config: RuntimeConfig) -> bool:
+        # Offloaded shards are CPU tensors: gathering a state dict, clipping's
+        # norm and DCP's planning run collectives on them, which NCCL refuses
+        # ("No backend type associated with device type cpu").
+        return config.fsdp_cpu_offload
+
+    def offload_policy(self) -> Any:
+        """``CPUOffloadPolicy`` under ``fsdp-cpu-offload``, else FSDP2's default."""
+        from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+
+        if not self.config.fsdp_cpu_offload:
+            return OffloadPolicy()
+        # Pinning asks the accelerator for page-locked memory; without one torch
+        # 2.13 raises "Cannot access accelerator device when none is available".
+        return CPUOffloadPolicy(pin_memory=self.device.type == "cuda")
 
     def device_mesh(self) -> Any | None:
         """The mesh ``fully_shard`` shards over; None: every process, one dimension

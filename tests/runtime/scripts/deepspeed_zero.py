@@ -76,8 +76,14 @@ def plain(precision: str) -> dict[str, object]:
 def runtime_run(
     stage: int, precision: str, folder: str | None, resume: bool
 ) -> dict[str, object]:
+    # "fp32+offload": the same with fsdp-cpu-offload (ZeRO-Offload).
+    precision, _, extra = precision.partition("+")
     config = replace(
-        load_config(), strategy="deepspeed", zero_stage=stage, precision=precision
+        load_config(),
+        strategy="deepspeed",
+        zero_stage=stage,
+        precision=precision,
+        fsdp_cpu_offload=extra == "offload",
     )
     _state.reset_runtime(_state.Runtime(config, DistEnv.from_environ()))
     model, optimizer, scheduler = build()
@@ -114,17 +120,26 @@ def runtime_run(
         "engine": type(engine).__name__,
         "zero_stage": int(engine.zero_optimization_stage()),
         "zero_optimizer": type(engine.optimizer).__name__,
+        # What fsdp-cpu-offload and a deepspeed-config file reached the engine as.
+        "offload_optimizer": str(
+            getattr(engine.zero_offload_optimizer(), "device", None)
+        ),
+        "offload_param": str(getattr(engine.zero_offload_param(), "device", None)),
+        "reduce_bucket_size": int(engine.zero_reduce_bucket_size()),
     }
 
 
 def main() -> None:
     folder = tempfile.mkdtemp() if accel.rank() == 0 else None
-    configurations = [(1, "fp32"), (2, "fp32"), (3, "fp32"), (2, "bf16")]
+    configurations = [
+        *((1, "fp32"), (2, "fp32"), (3, "fp32"), (2, "bf16")),
+        (3, "fp32+offload"),
+    ]
     if len(sys.argv) > 1:
         configurations = [(int(s), p) for s, p in (a.split(":") for a in sys.argv[1:])]
     for stage, precision in configurations:
-        reference = plain(precision)
-        saving = stage == 3
+        reference = plain(precision.partition("+")[0])
+        saving = stage == 3 and precision == "fp32"
         shared = accel.gather(folder)[0] if saving else None  # rank 0's temp dir
         got = runtime_run(
             stage, precision, f"{shared}/s{stage}" if saving else None, False

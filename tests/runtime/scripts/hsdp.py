@@ -6,6 +6,9 @@ runtime) and under the runtime.
 argv: MODE OUT [STATE_DIR]. Under the runtime with STATE_DIR, the state is saved
 after step 2 (``accel.save_state``), and after the 6 steps it is loaded again and
 steps 3-5 are run a second time ("again G loss L"): a resume inside the same job.
+MODE "resume" (runtime, any strategy and world) loads STATE_DIR first and runs
+the steps after it ("again G loss L"): a state saved under HSDP resumed under
+plain FSDP at another world size (docs/runtime.md, HSDP).
 """
 
 import gc
@@ -15,7 +18,8 @@ import weakref
 import torch
 from torch import nn
 
-USE_RUNTIME = sys.argv[1] == "runtime"
+USE_RUNTIME = sys.argv[1] in ("runtime", "resume")
+RESUME_ONLY = sys.argv[1] == "resume"
 OUT = sys.argv[2]
 STATE = sys.argv[3] if len(sys.argv) > 3 else None
 if USE_RUNTIME:
@@ -81,6 +85,12 @@ def train(label: str, first: int) -> None:
             accel.save_state(STATE)
 
 
+if RESUME_ONLY:
+    resumed = accel.load_state(STATE)
+    assert resumed is not None and resumed.epoch == 0, resumed
+    train("again", resumed.step)
+    accel.save(accel.state_dict(model), OUT)
+    sys.exit(0)
 train("step", 0)
 if USE_RUNTIME:
     from torch.distributed.fsdp import FSDPModule
