@@ -156,7 +156,11 @@ def _install(recorder: Recorder) -> None:
         original = accel.backward
 
         def accel_backward(loss: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            recorder.on_loss(float(accel.global_loss(loss).detach()), loss)
+            # combined as backward weights it: a token mean's count= (or a sum's
+            # reduction=) changes each rank's share of the global loss
+            reduction, count = kwargs.get("reduction"), kwargs.get("count")
+            value = accel.global_loss(loss, reduction, count)
+            recorder.on_loss(float(value.detach()), loss)
             return original(loss, *args, **kwargs)
 
         accel.backward = accel_backward  # type: ignore[assignment]

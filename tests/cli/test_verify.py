@@ -84,6 +84,7 @@ JOBS: dict[str, tuple[tuple[str, ...], dict[str, str] | None]] = {
         name: ((str(VERIFY_FIXTURES / name), "--steps", "4"), None)
         for name in (
             "token_mean.py",
+            "token_mean_counted.py",
             "unprepared_scale.py",
             "shape_crash.py",
         )
@@ -232,6 +233,15 @@ def test_the_diagnosis_names_the_actual_cause(script: str, cause: str, runs) -> 
     assert done.returncode == 1, done.stdout + done.stderr
     causes = [line for line in done.stdout.splitlines() if "likely cause:" in line]
     assert len(causes) == 1 and cause in causes[0], done.stdout
+
+
+@pytest.mark.multiprocess
+def test_a_token_mean_given_its_count_is_compared_token_weighted(runs) -> None:
+    # the migration passes count= (real tokens) to accel.backward: verify records
+    # the processes' losses combined that way, not as means over samples
+    done = runs["token_mean_counted.py"].result().done
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: 4 losses over 4 steps agree" in done.stdout
 
 
 @pytest.mark.multiprocess
