@@ -5,8 +5,9 @@ An import is local when the module is a file under the importing script's
 roots: its own folder (Python's ``sys.path[0]``), the folder above its package,
 in a batch each folder above it up to the batch's common folder, and each
 folder above it up to its project root: the nearest folder above it with a
-``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` (``pip install -e .``
-or running from that folder puts it on ``sys.path``: minGPT's
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``, below the home
+folder (``pip install -e .`` or running from that folder puts it on
+``sys.path``: minGPT's
 ``projects/adder/adder.py`` imports ``mingpt`` from the root). Those files are
 read, never written; a fact names the file it came from, relative to the
 project root when it lies outside the script's folder. The runtime's own
@@ -67,11 +68,16 @@ _RUNTIME_PACKAGE = "accel_migrate"
 
 def project_root(folder: str) -> str:
     """The nearest folder at or above ``folder`` with a ``ROOT_MARKERS`` entry;
-    "" when there is none."""
+    "" when there is none. The home folder and the filesystem's root are never
+    one: a ``.git`` of dotfiles in ``~`` would make every script under it one
+    project, its ``utils.py`` everyone's ``import utils``."""
     current = folder
+    home = os.path.expanduser("~")
     while True:
         if os.path.basename(current) in _INSTALLED:
             return ""  # an installed package's file: its project is not here
+        if current == home or os.path.dirname(current) == current:
+            return ""
         if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
             return current
         parent = os.path.dirname(current)

@@ -65,6 +65,20 @@ def test_roots_run_up_to_the_nearest_project_marker(
     )
 
 
+def test_the_home_folder_is_never_a_project_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a dotfiles repository in ~ must not make every script under it one project
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "utils.py").write_text("def get_loader():\n    return None\n")
+    script = tmp_path / "experiments" / "mnist" / "train.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("import torch\nimport utils\n")
+    assert roots_of(str(script)) == (str(script.parent),)
+    assert not read_project(str(script))
+
+
 def test_an_installed_package_has_no_project_above_it(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     module = tmp_path / "venv" / "lib" / "site-packages" / "pkg" / "mod.py"

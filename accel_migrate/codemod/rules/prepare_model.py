@@ -53,8 +53,8 @@ no training loop of its own that only builds the model and calls
 finding: it is a training entry point, trained through the library. With one
 file argument the library is found as the script will import it: from the
 script's folder up to the project root (the nearest folder with
-``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``, which ``pip install
--e .`` puts on the path), read and never written.
+``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` below the home
+folder, which ``pip install -e .`` puts on the path), read and never written.
 
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
