@@ -238,7 +238,8 @@ def strip_methods(
 def torch_alias(module: cst.Module) -> str | None:
     """The name the file's first top-level ``import torch`` binds (``torch``, or
     ``t`` for ``import torch as t``), for the rewrites that write ``torch.`` calls;
-    None where there is none (``from torch import nn`` alone binds no ``torch``)."""
+    ``torch`` for ``import torch.nn`` too; None where there is none (``from torch
+    import nn`` or ``import torch.nn as nn`` alone binds no ``torch``)."""
     from .analysis import attr_chain
 
     for statement in module.body:
@@ -248,9 +249,10 @@ def torch_alias(module: cst.Module) -> str | None:
             if not isinstance(small, cst.Import):
                 continue
             for alias in small.names:
-                if attr_chain(alias.name) == "torch":
-                    if alias.asname is None:
-                        return "torch"
+                name = attr_chain(alias.name) or ""
+                if alias.asname is None and name.partition(".")[0] == "torch":
+                    return "torch"  # ``import torch.nn`` binds ``torch`` too
+                if name == "torch" and alias.asname is not None:
                     return attr_chain(alias.asname.name)  # type: ignore[arg-type]
     return None
 

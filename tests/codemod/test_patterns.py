@@ -38,6 +38,8 @@ def test_strip_methods_removes_only_the_calls_of_the_set_at_the_end(
         ("import os, torch as t\n", "t"),
         ("import torch.nn as nn\nimport torch\n", "torch"),
         ("from torch import nn\n", None),
+        ("import torch.nn\n", "torch"),  # binds torch, as `import torch` does
+        ("import torch.nn as nn\n", None),
         # only the file's top level: a function's import binds a local name
         ("def f():\n    import torch\n", None),
         ("", None),
