@@ -41,6 +41,7 @@ _Transformer = cst.CSTTransformer
 _Removal = cst.RemovalSentinel
 _Flatten = cst.FlattenSentinel
 _Maybe = cst.MaybeSentinel
+_MAYBE = cst.MaybeSentinel.DEFAULT
 
 #: How libcst visits a field (``libcst._nodes.internal``'s helpers), and two
 #: fields whose helper depends on the value.
@@ -142,6 +143,8 @@ def _read_spec(kind: type) -> Spec | None:
 
 
 Hook = Callable[..., Any] | None
+#: A dispatch entry's hook that says "call the transformer's own on_visit/on_leave".
+_OWN = object()
 
 
 def _no_op(name: str, hook: Any) -> bool:
@@ -191,6 +194,7 @@ class Dispatch:
         self.attribute_calls = attribute_calls
         self.visit_hooks: dict[type, Hook] = {}
         self.leave_hooks: dict[type, Hook] = {}
+        self.entries: dict[type, tuple[Any, Any, Spec | None]] = {}
 
     def _lookup(self, prefix: str, kind: type) -> Hook:
         name = prefix + kind.__name__
@@ -215,6 +219,17 @@ class Dispatch:
             hook = self.leave_hooks[kind] = self._leave_hook(kind)
             return hook
 
+    def entry(self, kind: type) -> tuple[Any, Any, Spec | None]:
+        """What ``_Walk.node`` needs for ``kind``: the visit hook (None: none;
+        ``_OWN``: the transformer's ``on_visit``), the leave hook (likewise) and
+        the fields."""
+        found = self.entries[kind] = (
+            self.visit_hook(kind) if self.default_visit else _OWN,
+            self.leave_hook(kind) if self.default_leave else _OWN,
+            spec_of(kind),
+        )
+        return found
+
 
 class _Walk:
     """One ``transform``: the transformer, its dispatch, and whether a leave
@@ -228,27 +243,30 @@ class _Walk:
         self.changed = False
 
     def node(self, node: cst.CSTNode) -> Any:
-        visitor, dispatch = self.visitor, self.dispatch
+        visitor = self.visitor
         kind = type(node)
-        if dispatch.default_visit:
-            hook = dispatch.visit_hook(kind)
-            go = hook is None or hook(visitor, node) is not False
-        else:
+        entry = self.dispatch.entries.get(kind)
+        if entry is None:
+            entry = self.dispatch.entry(kind)
+        visit, leave, spec = entry
+        if visit is None:
+            go = True
+        elif visit is _OWN:
             go = visitor.on_visit(node)
+        else:
+            go = visit(visitor, node) is not False
         updated = node
         if go:
-            spec = spec_of(kind)
             if spec is None:
                 updated = node._visit_and_replace_children(visitor)
             elif spec:
                 updated = self.children(node, spec)
-        if dispatch.default_leave:
-            hook = dispatch.leave_hook(kind)
-            if hook is None:
-                return updated
-            result = hook(visitor, node, updated)
-        else:
+        if leave is None:
+            return updated
+        if leave is _OWN:
             result = visitor.on_leave(node, updated)
+        else:
+            result = leave(visitor, node, updated)
         if result is not updated:
             self.changed = True
             if not isinstance(result, (_CSTNode, _Removal, _Flatten)):
@@ -274,7 +292,7 @@ class _Walk:
                 visitor.on_visit_attribute(node, name)
             if how is SEQUENCE or how is BODY:
                 new = self.sequence(value, how is BODY)
-            elif value is None or isinstance(value, _Maybe):
+            elif value is None or value is _MAYBE:
                 new = value  # optional or sentinel, absent: nothing to visit
             else:
                 new = self.node(value)
@@ -364,28 +382,28 @@ def _unique(node: cst.CSTNode, seen: dict[int, cst.CSTNode]) -> cst.CSTNode:
     if id(node) in seen:
         return node.deep_clone()
     seen[id(node)] = node
-    names = (
-        [name for name, _ in spec]
-        if spec is not None
-        else list(getattr(node, "__dataclass_fields__", ()))
-    )
+    if spec is None:  # not read from libcst's source: every field that holds nodes
+        names = [
+            name
+            for name in getattr(node, "__dataclass_fields__", ())
+            if isinstance(getattr(node, name), (_CSTNode, tuple, list))
+        ]
+    else:
+        names = [name for name, _ in spec]
     changes: dict[str, Any] | None = None
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, _CSTNode):
-            new: Any = _unique(value, seen)
-        elif isinstance(value, (tuple, list)):
-            items = [
-                _unique(item, seen) if isinstance(item, _CSTNode) else item
-                for item in value
-            ]
-            new = (
+        if value is None or value is _MAYBE:
+            continue
+        if type(value) is tuple or type(value) is list:
+            items = [_unique(item, seen) for item in value]
+            new: Any = (
                 value
                 if all(a is b for a, b in zip(items, value, strict=True))
                 else tuple(items)
             )
         else:
-            continue
+            new = _unique(value, seen)
         if new is not value:
             if changes is None:
                 changes = {}
