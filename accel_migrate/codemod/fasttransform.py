@@ -296,7 +296,9 @@ class _Walk:
                 new = value  # optional or sentinel, absent: nothing to visit
             else:
                 new = self.node(value)
-                if how is REQUIRED:
+                if new is value:
+                    pass  # unchanged: no sentinel to handle
+                elif how is REQUIRED:
                     if isinstance(new, (_Removal, _Flatten)):
                         raise TypeError(
                             f"We got a {type(new).__name__} while visiting a "
