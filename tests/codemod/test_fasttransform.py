@@ -85,7 +85,9 @@ class _Hooks(cst.CSTTransformer):
     ) -> Any:
         self.events.append(("line", id(original_node)))
         if any(isinstance(s, cst.Expr) for s in original_node.body):
-            return cst.FlattenSentinel([updated, updated.deep_clone()])
+            # The empty line is dropped in a body (libcst's "removable" rule).
+            empty = cst.SimpleStatementLine(body=())
+            return cst.FlattenSentinel([updated, updated.deep_clone(), empty])
         return updated
 
 
