@@ -2,6 +2,7 @@
 
     python bench/codemod_profile.py [--jobs 2] [--skip-cli] [--repeat 3]
     python bench/codemod_profile.py --visits [--repeat 2]
+    python bench/codemod_profile.py --transforms [--repeat 2]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -27,6 +28,9 @@ Three tables:
 scripts) with libcst's own ``CSTNode.visit`` against the engine's read-only visit
 (``codemod/fastvisit.py``), alternating in one process, so that a loaded machine
 slows both alike.
+``--transforms`` prints the same table for the rules' passes: libcst's
+transformer visit against the engine's changed-path walk
+(``codemod/fasttransform.py``); it stops if the two results differ.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -296,23 +300,54 @@ VISIT_SET = (
 def compare_visits(longest: Path, repeat: int) -> list[list[str]]:
     """Per script: CPU seconds of a full pass with libcst's visit and with the
     engine's (the best of ``repeat`` rounds each, the two alternating)."""
-    from accel_migrate.codemod import MigrateOptions, fastvisit, migrate_source
+    from accel_migrate.codemod import fastvisit
+
+    def use(fast: bool) -> None:
+        (fastvisit.install if fast else fastvisit.uninstall)()
+
+    return _compare(longest, repeat, use, lambda: fastvisit.install())
+
+
+def compare_transforms(longest: Path, repeat: int) -> list[list[str]]:
+    """Per script: CPU seconds of a full pass with the rules' passes on libcst's
+    transformer visit and on the engine's changed-path walk (``fasttransform``),
+    alternating as ``compare_visits``."""
+    from accel_migrate.codemod import fasttransform
+
+    def use(fast: bool) -> None:
+        fasttransform.ENABLED = fast
+
+    return _compare(longest, repeat, use, lambda: use(True))
+
+
+def _compare(
+    longest: Path,
+    repeat: int,
+    use: Callable[[bool], None],
+    restore: Callable[[], None],
+) -> list[list[str]]:
+    from accel_migrate.codemod import MigrateOptions, migrate_source
 
     paths = [ROOT / "fixtures" / name for name in VISIT_SET] + [longest]
     best: dict[tuple[Path, bool], float] = defaultdict(lambda: float("inf"))
+    outputs: dict[tuple[Path, bool], Any] = {}
     migrate_source(paths[0].read_bytes(), str(paths[0]))  # imports, warm caches
     try:
         for _ in range(repeat):
             for fast in (False, True):
-                (fastvisit.install if fast else fastvisit.uninstall)()
+                use(fast)
                 for path in paths:
                     source = path.read_bytes()
                     start = time.process_time()
-                    migrate_source(source, str(path), MigrateOptions())
+                    result = migrate_source(source, str(path), MigrateOptions())
                     elapsed = time.process_time() - start
                     best[path, fast] = min(best[path, fast], elapsed)
+                    outputs[path, fast] = (result.output, result.findings)
     finally:
-        fastvisit.install()
+        restore()
+    for path in paths:
+        if outputs[path, False] != outputs[path, True]:
+            raise SystemExit(f"{path.name}: the two engines' results differ")
     rows = []
     for path in [*paths, None]:
         chosen = paths if path is None else [path]
@@ -346,6 +381,12 @@ def main() -> int:
         action="store_true",
         help="only compare libcst's visit with the engine's on 8 scripts",
     )
+    parser.add_argument(
+        "--transforms",
+        action="store_true",
+        help="only compare libcst's transformer visit with the engine's "
+        "changed-path walk on 8 scripts",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -360,6 +401,17 @@ def main() -> int:
                     f"visit (CPU s, best of {options.repeat})",
                     ["script", "lines", "libcst visit", "fastvisit", "speed-up"],
                     compare_visits(longest, options.repeat),
+                )
+            )
+            return 0
+        if options.transforms:
+            print(
+                table(
+                    "Full pass, the rules' passes on libcst's transformer visit "
+                    "against the engine's changed-path walk (CPU s, best of "
+                    f"{options.repeat})",
+                    ["script", "lines", "libcst", "fasttransform", "speed-up"],
+                    compare_transforms(longest, options.repeat),
                 )
             )
             return 0

@@ -30,6 +30,7 @@ from libcst._batched_visitor import _BatchedCSTVisitor
 _CSTNode = cst.CSTNode
 _CSTVisitor = cst.CSTVisitor
 _ORIGINAL_VISIT = cst.CSTNode.visit
+_MAYBE = cst.MaybeSentinel.DEFAULT
 
 #: Node classes whose ``_visit_and_replace_children`` skips a field's callbacks
 #: when it is None (``format_spec``): those keep libcst's path for the node itself.
@@ -113,6 +114,8 @@ class _Dispatch:
         self.leave_hooks: dict[type, Hook] = {}
         #: Per node class: whether any attribute hook may exist for it.
         self.attribute_hooks: dict[type, bool] = {}
+        #: Per node class: what ``_walk`` needs (``_entry``).
+        self.entries: dict[type, Entry] = {}
 
     def _lookup(self, name: str) -> Hook:
         hook = getattr(self.visitor_class, name, None)
@@ -180,41 +183,68 @@ def _dispatch(visitor: Any) -> _Dispatch:
     return found
 
 
-def _walk(node: cst.CSTNode, visitor: Any, dispatch: _Dispatch) -> None:
+#: An entry's hook that says "call the visitor's own on_visit / on_leave".
+_OWN = object()
+#: Per node class (in a _Dispatch's ``entries``): the visit hook (None: none,
+#: _OWN: ``on_visit``), the leave hook (likewise), the fields (None: libcst's
+#: path) and whether attribute callbacks are made (None: ask the batched visitor).
+Entry = tuple[Any, Any, tuple[str, ...] | None, bool | None]
+
+
+def _entry(dispatch: _Dispatch, node: cst.CSTNode) -> Entry:
     kind = type(node)
-    if dispatch.default_visit:
-        hook = dispatch.visit_hook(kind)
-        go = hook is None or hook(visitor, node) is not False
+    visit = dispatch.visit_hook(kind) if dispatch.default_visit else _OWN
+    leave = dispatch.leave_hook(kind) if dispatch.default_leave else _OWN
+    fields = _fields(node)
+    attributes: bool | None
+    if fields is None:
+        attributes = False
+    elif dispatch.batched:
+        attributes = None
     else:
+        attributes = dispatch.has_attribute_hooks(kind, fields, None)
+    entry = dispatch.entries[kind] = (visit, leave, fields, attributes)
+    return entry
+
+
+def _walk(node: cst.CSTNode, visitor: Any, dispatch: _Dispatch) -> None:
+    # The hot loop of every analysis: one dict lookup per node, no isinstance
+    # against libcst's abstract classes (slow), recursion inlined for fields.
+    kind = type(node)
+    entry = dispatch.entries.get(kind)
+    if entry is None:
+        entry = _entry(dispatch, node)
+    visit, leave, fields, attributes = entry
+    if visit is None:
+        go = True
+    elif visit is _OWN:
         go = visitor.on_visit(node)
+    else:
+        go = visit(visitor, node) is not False
     if go:
-        fields = _fields(node)
         if fields is None:
             # libcst's own path for this node; its children come back here.
             node._visit_and_replace_children(visitor)
-        elif dispatch.has_attribute_hooks(kind, fields, visitor):
-            for name in fields:
-                visitor.on_visit_attribute(node, name)
-                _walk_field(getattr(node, name), visitor, dispatch)
-                visitor.on_leave_attribute(node, name)
         else:
+            if attributes is None:
+                attributes = kind.__name__ in _batched_attribute_types(visitor)
             for name in fields:
-                _walk_field(getattr(node, name), visitor, dispatch)
-    if dispatch.default_leave:
-        hook = dispatch.leave_hook(kind)
-        if hook is not None:
-            hook(visitor, node)
-    else:
+                if attributes:
+                    visitor.on_visit_attribute(node, name)
+                value = getattr(node, name)
+                # None or MaybeSentinel: libcst makes the attribute calls only.
+                if value is not None and value is not _MAYBE:
+                    if type(value) is tuple or type(value) is list:
+                        for item in value:
+                            _walk(item, visitor, dispatch)
+                    else:
+                        _walk(value, visitor, dispatch)
+                if attributes:
+                    visitor.on_leave_attribute(node, name)
+    if leave is _OWN:
         visitor.on_leave(node)
-
-
-def _walk_field(value: Any, visitor: Any, dispatch: _Dispatch) -> None:
-    if isinstance(value, _CSTNode):
-        _walk(value, visitor, dispatch)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            _walk(item, visitor, dispatch)
-    # None or MaybeSentinel: libcst makes the attribute calls and visits nothing.
+    elif leave is not None:
+        leave(visitor, node)
 
 
 def _visit(self: cst.CSTNode, visitor: Any) -> Any:

@@ -15,6 +15,8 @@ import dataclasses
 import libcst as cst
 from libcst.metadata import BaseMetadataProvider
 
+from .fasttransform import spec_of
+
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -28,17 +30,39 @@ def _fields(kind: type) -> tuple[str, ...]:
 class ParentProvider(BaseMetadataProvider[cst.CSTNode]):
     def _gen_impl(self, module: cst.Module) -> None:
         parents = self._computed
-        node_type = cst.CSTNode
+        maybe = cst.MaybeSentinel.DEFAULT
         stack: list[cst.CSTNode] = [module]
         while stack:
             node = stack.pop()
-            for name in _fields(type(node)):
+            spec = spec_of(type(node))
+            if spec is None:
+                self._children_of(node, stack)
+                continue
+            # The fields libcst visits (fasttransform): each holds a node, a
+            # sequence of nodes, None or MaybeSentinel; no isinstance against
+            # libcst's abstract node class (slow) per field.
+            for name, _ in spec:
                 value = getattr(node, name)
-                if isinstance(value, node_type):
+                if value is None or value is maybe:
+                    continue
+                if type(value) is tuple or type(value) is list:
+                    for item in value:
+                        parents[item] = node
+                        stack.append(item)
+                else:
                     parents[value] = node
                     stack.append(value)
-                elif isinstance(value, (list, tuple)):
-                    for item in value:
-                        if isinstance(item, node_type):
-                            parents[item] = node
-                            stack.append(item)
+
+    def _children_of(self, node: cst.CSTNode, stack: list[cst.CSTNode]) -> None:
+        parents = self._computed
+        node_type = cst.CSTNode
+        for name in _fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                parents[value] = node
+                stack.append(value)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    if isinstance(item, node_type):
+                        parents[item] = node
+                        stack.append(item)

@@ -30,6 +30,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from . import fasttransform
 from .analysis import LazyQualifiedNames, ModuleIndex
 from .findings import Finding, Status
 from .linemap import LineMap
@@ -234,8 +235,43 @@ class Rule(cst.CSTTransformer):
         anything. When it did not, the new module equals the old one, and the
         caller may keep the old one with its computed metadata."""
         rule = cls(context, wrapper)
-        module = wrapper.visit(rule)
-        return module, rule.modified
+        if not fasttransform.ENABLED:
+            module = wrapper.visit(rule)
+            return module, rule.modified
+        # Only the changed paths are rebuilt (fasttransform): the new module
+        # shares the unchanged subtrees with the old one.
+        with rule.resolve(wrapper):
+            module, changed = fasttransform.transform(
+                wrapper.module, rule, cls._dispatch(bool(rule._suppressed))
+            )
+        if not (rule.modified or changed):
+            return module, False
+        # A rule that put one node in two places (an original node kept where it
+        # was and copied elsewhere): each place gets its own node, as libcst's
+        # full rebuild gave it, since the next rule's metadata is keyed by node.
+        return fasttransform.unique_nodes(module), True
+
+    @classmethod
+    def _dispatch(cls, suppressing: bool) -> fasttransform.Dispatch:
+        """How fasttransform calls this rule: its ``visit_``/``leave_`` hooks
+        directly (looked up once, as ``_hook``), or, where statements are
+        suppressed, through ``on_visit``/``on_leave``, which skip them."""
+        key = "_fast_suppressing" if suppressing else "_fast_direct"
+        found = cls.__dict__.get(key)
+        if found is None:
+            if suppressing:
+                found = fasttransform.Dispatch(
+                    cls, attribute_calls=cls._attribute_hooks
+                )
+            else:
+                found = fasttransform.Dispatch(
+                    cls,
+                    visit_hook=lambda kind: cls._hook("visit_", kind),
+                    leave_hook=lambda kind: cls._hook("leave_", kind),
+                    attribute_calls=cls._attribute_hooks,
+                )
+            setattr(cls, key, found)
+        return found
 
     # -- metadata: positions and parents are computed when a rule first asks -----------
     # (a rule that finds nothing in a file never does, and each costs a pass over
