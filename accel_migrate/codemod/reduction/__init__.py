@@ -73,7 +73,7 @@ from .facts import (
     _statistic,
     code,
 )
-from .forward import forward_loss_fact
+from .forward import forward_loss_fact, indexed_output_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 
@@ -173,6 +173,9 @@ class _Reducer:
             return self._call(expr, at, depth)
         if isinstance(expr, cst.Subscript) and self._model_loss(expr):
             return _computed_by_model(expr)
+        if isinstance(expr, cst.Subscript):
+            # `loss = outputs[0]` of `outputs = model(...)`
+            return indexed_output_fact(self.index, expr) or _ELEMENTS
         return _ELEMENTS
 
     def _variable(

@@ -66,6 +66,52 @@ def forward_loss_fact(index: ModuleIndex, key: Key) -> Fact | None:
     return facts[0]
 
 
+def indexed_output_fact(index: ModuleIndex, expr: cst.Subscript) -> Fact | None:
+    """The fact of ``outputs[0]`` where every value of ``outputs`` is a model's
+    call (``outputs = model(**batch)``, a Hugging Face model with
+    ``return_dict=False``): as for ``loss, logits = model(...)``; None where
+    ``outputs`` is not a model's output or the index is not an integer."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    literal = expr.slice[0].slice.value
+    negative = isinstance(literal, cst.UnaryOperation) and isinstance(
+        literal.operator, cst.Minus
+    )
+    number = literal.expression if negative else literal  # type: ignore[attr-defined]
+    if not isinstance(number, cst.Integer):
+        return None
+    position = -int(number.value) if negative else int(number.value)
+    base = expr.value
+    key = index.key(base) if isinstance(base, cst.Name) else None
+    calls = [base] if isinstance(base, cst.Call) else []
+    if key is not None:
+        calls = list(index.values.get(key, []))  # type: ignore[arg-type]
+    if not calls or not all(isinstance(c, cst.Call) for c in calls):
+        return None
+    facts: list[Fact] = []
+    for call in calls:
+        called = called_model(index, call)
+        if called is None:
+            return None
+        model = called.fact
+        if model is None:
+            return _unseen(call, called.why)  # type: ignore[arg-type]
+        loss = model.forward_loss
+        if loss is None or position not in (loss.position, loss.position - loss.length):
+            return model_output(
+                f"`{code(expr)}` is an output of `{model.name}.forward` in "
+                f"{model.file}, which returns no loss the analysis can read there"
+            )
+        facts.append(_fact(model, loss, call))  # type: ignore[arg-type]
+    if len({f.kind for f in facts}) != 1 or (
+        len(facts) > 1 and facts[0].kind == "token-mean"
+    ):
+        return Fact(
+            "unknown", f"`{code(base)}` holds the outputs of several model calls"
+        )
+    return facts[0]
+
+
 def _unseen(call: cst.Call, why: str) -> Fact:
     return model_output(
         f"the loss is computed in the forward of `{code(call.func)}`, a model whose "

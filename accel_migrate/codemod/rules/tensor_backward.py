@@ -84,9 +84,10 @@ call must pass a model of that class: ``def train(model, loader, opt)``) and
 ``self.model`` of a class (``self.model = model`` in ``__init__``,
 ``Trainer(GPT(cfg), ...)``; ``codemod/reduction/model_classes.py``). A loss
 unpacked from a model whose class cannot be told (``getattr(models,
-args.arch)(...)``, ``torch.load(path)``, a function the file does not call) is
-needs-review: its forward's reduction is not seen, and a mean over tokens would
-need ``count=``. A loss the model computes itself
+args.arch)(...)``, ``torch.load(path)``, a function the file does not call),
+also ``outputs[0]`` of ``outputs = model(**batch)`` (a Hugging Face model's
+``return_dict=False`` form), is needs-review: its forward's reduction is not
+seen, and a mean over tokens would need ``count=``. A loss the model computes itself
 (``outputs.loss``, also of a model handed in as a parameter) is reported:
 Hugging Face models average it over the label tokens that are not -100, a
 count the analysis cannot see, and the runtime weighs it as a mean over samples
