@@ -9,9 +9,14 @@ them can differ (padding, prompts masked with -1), so the runtime cannot weigh i
 as a mean over samples without being told the count: the reduction analysis
 (``reduction``) reports it, naming the file the fact came from.
 
+A factory (``def get_model(cfg): return GPT(cfg)``) records the class every one
+of its returns builds (``built_class``), so that ``model = get_model(cfg)``
+runs that class's ``forward``.
+
 Followed: a ``forward`` whose every ``return`` is a tuple display of one length,
 with the loss at one position in each (through its local variables; a ``loss =
-None`` for the call without targets is not a loss, and is skipped). Static only:
+None`` or ``return logits, None`` for the call without targets is not a loss,
+and is skipped). Static only:
 ``ast``, nothing runs.
 """
 
@@ -20,10 +25,67 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from .project_facts import ForwardLoss
+from .project_facts import ForwardLoss, HelperFact
 
 if TYPE_CHECKING:
     from .project_helpers import HelperFacts
+
+#: Methods of a module that return it (``GPT(cfg).to(device)``).
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
+_DEPTH = 6
+
+
+def built_class(
+    facts: HelperFacts,
+    returns: list[ast.Return],
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> HelperFact | None:
+    """The local model class every ``return`` of the factory ``function`` builds
+    (``return GPT(cfg)``, also through a local variable, ``.to(device)`` and
+    another factory); None where the returns build different or unknown classes."""
+    found = {_class_of(facts, r.value, function, 0) for r in returns if r.value}
+    if len(found) != 1 or len(returns) != sum(1 for r in returns if r.value):
+        return None
+    return found.pop()
+
+
+def _class_of(
+    facts: HelperFacts, expr: ast.expr, function: ast.AST, depth: int
+) -> HelperFact | None:
+    from .project_helpers import _assigned_in
+
+    if depth > _DEPTH:
+        return None
+    if isinstance(expr, ast.IfExp):
+        both = {
+            _class_of(facts, e, function, depth + 1) for e in (expr.body, expr.orelse)
+        }
+        return both.pop() if len(both) == 1 else None
+    if isinstance(expr, ast.Name):
+        values = _assigned_in(function, expr.id)
+        # `net = net.cuda()` is the same object: its other values decide
+        values = [v for v in values if not _same_module_of(v, expr.id)]
+        found = {_class_of(facts, v, function, depth + 1) for v in values}
+        return found.pop() if len(found) == 1 else None
+    if not isinstance(expr, ast.Call):
+        return None
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_MODULE:
+        return _class_of(facts, expr.func.value, function, depth + 1)
+    target = facts.resolve(expr.func)
+    fact = facts._follow(target) if isinstance(target, tuple) else None
+    if fact is None or fact.returns != "model":
+        return None
+    return fact if fact.kind == "class" else fact.model_class
+
+
+def _same_module_of(value: ast.expr, name: str) -> bool:
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _SAME_MODULE
+    ):
+        value = value.func.value
+    return isinstance(value, ast.Name) and value.id == name
 
 
 def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
@@ -64,6 +126,8 @@ def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
                 if not (isinstance(v, ast.Constant) and v.value is None)
             ]
             return values
+        if isinstance(expr, ast.Constant) and expr.value is None:
+            return []  # `return logits, None` of the call without targets
         return [expr]
 
     found: list[tuple[int, set[str], list[ast.expr]]] = []

@@ -8,7 +8,8 @@ For each function and class of a local module (``utils.py``, ``models/``,
   ``get_network(args)`` whose every return is one), "optimizer" (a
   ``torch.optim`` class), "loss" (with its ``reduction``: "mean", "sum",
   "token-mean" or "unknown"); for a model class, the loss its ``forward``
-  returns (``forward_loss``, ``forward_losses``);
+  returns (``forward_loss``, ``forward_losses``), and for a factory of one, that
+  class (``model_class``);
 - ``writes``: what it writes or removes (``torch.save``, ``shutil.copyfile``,
   ``os.remove``, ``open(..., "w")``, a class whose constructor opens a file);
   ``prints``: it prints (``print``, ``sys.stdout.write``);
@@ -86,6 +87,10 @@ class HelperFact:
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None
+    #: For a function that returns a model: the local model class every one of
+    #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
+    #: ``forward`` its models run; None where that is not one known class.
+    model_class: HelperFact | None = None
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``): how, as a phrase (``library_trainers``); "" if not.
     trains: str = ""

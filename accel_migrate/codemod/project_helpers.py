@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .file_changes import FILE_CHANGERS, SAVES
-from .forward_losses import forward_loss
+from .forward_losses import built_class, forward_loss
 from .patterns import (
     DATALOADER_CALLS,
     MODEL_FACTORY_PREFIXES,
@@ -212,6 +212,9 @@ class HelperFacts:
             "function",
             returns=kind,
             reduction=reduction if kind == "loss" else "",
+            model_class=(
+                built_class(self, returns, function) if kind == "model" else None
+            ),
             unshardable=unshardable if kind == "loader" or container else "",
             container=container,
             items=items,

@@ -149,11 +149,15 @@ class ProjectView:
             return path
         return path if shown.startswith("..") else shown
 
-    def _scan(self, path: str, roots: tuple[str, ...]) -> _Scan:
+    def _scan(
+        self, path: str, roots: tuple[str, ...], tree: ast.Module | None = None
+    ) -> _Scan:
+        """The names ``path`` defines and imports (of ``tree``, where given: a
+        source that is not read from disk)."""
         key = (path, roots)
         if key in self._scans:
             return self._scans[key]
-        scan = self._scans[key] = _Scan(path, _parse(path))
+        scan = self._scans[key] = _Scan(path, tree or _parse(path))
         if scan.tree is None:
             return scan
         for node in ast.walk(scan.tree):

@@ -17,7 +17,12 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   dimension 0 or all of them, not per-sample ones like ``.sum(1)``);
 - how terms combine: ``a + b``, times or over a constant, a sum over the
   batch size (``/ len(x)``: a mean), through variables and through the
-  returns of this file's functions (``def loss_function(...): return BCE + KLD``).
+  returns of this file's functions (``def loss_function(...): return BCE + KLD``);
+- a loss unpacked from a model's call (``logits, loss = model(x, y)``) has the
+  reduction its class's ``forward`` computes (``forward``, ``model_classes``:
+  the model followed through factories, parameters and ``self.model``); where
+  the class cannot be told, the reduction is not known (a value unpacked from
+  it is still per-element inside an expression: ``mu.pow(2)``).
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples
@@ -68,7 +73,7 @@ from .facts import (
     _statistic,
     code,
 )
-from .forward import forward_loss_fact
+from .forward import forward_loss_fact, indexed_output_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 
@@ -97,7 +102,7 @@ def loss_reduction(
     """The reduction of ``loss`` (an expression of the original tree) as seen
     by the call ``at`` that backpropagates or logs it."""
     fact = _Reducer(index).fact(loss, at, 0)
-    if fact.kind == "unknown":
+    if fact.kind == "unknown" or (fact.kind == "elements" and fact.reason):
         return LossReduction("unknown", fact.reason)
     if fact.kind == "sum":
         return LossReduction("sum", what=fact.what)
@@ -168,6 +173,9 @@ class _Reducer:
             return self._call(expr, at, depth)
         if isinstance(expr, cst.Subscript) and self._model_loss(expr):
             return _computed_by_model(expr)
+        if isinstance(expr, cst.Subscript):
+            # `loss = outputs[0]` of `outputs = model(...)`
+            return indexed_output_fact(self.index, expr) or _ELEMENTS
         return _ELEMENTS
 
     def _variable(
@@ -323,6 +331,8 @@ class _Reducer:
             )
         if left.kind in ("mean", "token-mean", "constant", "unknown"):
             return left  # `/ accumulation_steps`: a mean stays a mean
+        if left.reason and (right.kind == "constant" or _setting(self.index, divisor)):
+            return left  # a model's own loss over the accumulation steps
         return _ELEMENTS
 
     def _anchor(self, expr: cst.BaseExpression) -> cst.CSTNode:
@@ -394,6 +404,12 @@ class _Reducer:
             return self._returned(target[0], depth)
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         reduced = [f for f in inputs if f.reduced or f.kind == "unknown"]
+        if (
+            len(call.args) == 1
+            and inputs[0].reason
+            and m.matches(func, m.Attribute(attr=m.Name("scale")))
+        ):
+            return inputs[0]  # `scaler.scale(loss)` of a model's own loss
         if len(reduced) == 1 and len(call.args) == 1:
             # `scaler.scale(loss)`: a call the analysis does not know, of the loss
             # alone, is taken to keep what it is (a scale, a cast).

@@ -99,7 +99,10 @@ _CONSTRUCTORS = frozenset(
 class Fact:
     """What an expression is. ``kind`` "token-mean" has the ``count`` of tokens
     it averages over, an expression valid where ``anchor`` is evaluated (None
-    when none can be written); "unknown" has the ``reason``."""
+    when none can be written); "unknown" has the ``reason``. "elements" with a
+    ``reason`` is a value a model's forward returned whose reduction is not
+    seen: per-element inside an expression (``mu.pow(2)``), but where it is the
+    loss itself the reduction is not known, for that reason."""
 
     kind: _Kind
     reason: str = ""
@@ -113,6 +116,14 @@ class Fact:
 
 
 _ELEMENTS = Fact("elements")
+
+
+def model_output(reason: str) -> Fact:
+    """A value a model's forward returned, which may be a loss it reduced in a way
+    the analysis does not see (``reason``)."""
+    return Fact("elements", reason=reason)
+
+
 _CONSTANT = Fact("constant")
 
 

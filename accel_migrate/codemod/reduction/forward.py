@@ -17,28 +17,37 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .facts import Fact, not_ignored_count
+from .facts import Fact, model_output, not_ignored_count
+from .model_classes import called_model
+from .placement import code
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
     from ..project_facts import ForwardLoss, HelperFact
 
-#: Calls that hand back the model they are given (the migrated file's own).
-_SAME_MODEL = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
-
 
 def forward_loss_fact(index: ModuleIndex, key: Key) -> Fact | None:
-    """The fact of ``key`` when every binding of it unpacks the loss of a local
-    model class's forward; None otherwise (the caller's default holds)."""
+    """The fact of ``key`` when every binding of it unpacks the loss of a model's
+    forward; None when none is shown to be a model's call (the caller's default
+    holds)."""
     sources = index.unpacked.get(key, [])
     if not sources or any(v is not None for v in index.values.get(key, [])):
         return None
     facts: list[Fact] = []
     for value, position, length in sources:
-        model = _model_class(index, value)
-        loss = model.forward_loss if model is not None else None
-        if loss is None or (loss.position, loss.length) != (position, length):
+        called = called_model(index, value)
+        if called is None:
             return None
+        model = called.fact
+        if model is None:
+            return _unseen(value, called.why)  # type: ignore[arg-type]
+        loss = model.forward_loss
+        if loss is None or (loss.position, loss.length) != (position, length):
+            return model_output(
+                f"`{key[1]}` is item {position} of the {length} values "
+                f"`{code(value)}` returns, and `{model.name}.forward` in "
+                f"{model.file} returns no loss the analysis can read there",
+            )
         facts.append(_fact(model, loss, value))  # type: ignore[arg-type]
     kinds = {f.kind for f in facts}
     if len(kinds) != 1:
@@ -55,6 +64,61 @@ def forward_loss_fact(index: ModuleIndex, key: Key) -> Fact | None:
             what=facts[0].what,
         )
     return facts[0]
+
+
+def indexed_output_fact(index: ModuleIndex, expr: cst.Subscript) -> Fact | None:
+    """The fact of ``outputs[0]`` where every value of ``outputs`` is a model's
+    call (``outputs = model(**batch)``, a Hugging Face model with
+    ``return_dict=False``): as for ``loss, logits = model(...)``; None where
+    ``outputs`` is not a model's output or the index is not an integer."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    literal = expr.slice[0].slice.value
+    negative = isinstance(literal, cst.UnaryOperation) and isinstance(
+        literal.operator, cst.Minus
+    )
+    number = literal.expression if negative else literal  # type: ignore[attr-defined]
+    if not isinstance(number, cst.Integer):
+        return None
+    position = -int(number.value) if negative else int(number.value)
+    base = expr.value
+    key = index.key(base) if isinstance(base, cst.Name) else None
+    calls = [base] if isinstance(base, cst.Call) else []
+    if key is not None:
+        calls = list(index.values.get(key, []))  # type: ignore[arg-type]
+    if not calls or not all(isinstance(c, cst.Call) for c in calls):
+        return None
+    facts: list[Fact] = []
+    for call in calls:
+        called = called_model(index, call)
+        if called is None:
+            return None
+        model = called.fact
+        if model is None:
+            return _unseen(call, called.why)  # type: ignore[arg-type]
+        loss = model.forward_loss
+        if loss is None or position not in (loss.position, loss.position - loss.length):
+            return model_output(
+                f"`{code(expr)}` is an output of `{model.name}.forward` in "
+                f"{model.file}, which returns no loss the analysis can read there"
+            )
+        facts.append(_fact(model, loss, call))  # type: ignore[arg-type]
+    if len({f.kind for f in facts}) != 1 or (
+        len(facts) > 1 and facts[0].kind == "token-mean"
+    ):
+        return Fact(
+            "unknown", f"`{code(base)}` holds the outputs of several model calls"
+        )
+    return facts[0]
+
+
+def _unseen(call: cst.Call, why: str) -> Fact:
+    return model_output(
+        f"the loss is computed in the forward of `{code(call.func)}`, a model whose "
+        f"class the analysis cannot tell ({why}), so its reduction is not seen: if "
+        "it is a mean over tokens (a `cross_entropy` with `ignore_index`, or over "
+        "labels that are not -100), pass count=<this process's count of them>",
+    )
 
 
 def _fact(model: HelperFact, loss: ForwardLoss, call: cst.Call) -> Fact:
@@ -81,39 +145,6 @@ def _fact(model: HelperFact, loss: ForwardLoss, call: cst.Call) -> Fact:
     return Fact(
         "unknown", f"the loss is computed inside {where}, with a reduction not known"
     )
-
-
-def _model_class(index: ModuleIndex, value: cst.BaseExpression) -> HelperFact | None:
-    """The local model class whose instance ``value`` calls: ``model(x, y)`` with
-    every assignment of ``model`` a construction of it (``GPT(config)``, also
-    ``.to(device)`` of one and ``accel.prepare_model(GPT(config))``)."""
-    if not isinstance(value, cst.Call):
-        return None
-    key = index.key(value.func)
-    bound = list(index.values.get(key, [])) if key is not None else []
-    if not bound or any(v is None for v in bound):
-        return None
-    found: set[HelperFact] = set()
-    for construct in bound:
-        while isinstance(construct, cst.Call):
-            if (
-                isinstance(construct.func, cst.Attribute)
-                and construct.func.attr.value in _SAME_MODEL
-            ):
-                construct = construct.func.value
-            elif index.is_runtime_call(construct, "prepare_model") and construct.args:
-                construct = construct.args[0].value
-            else:
-                break
-        fact = (
-            index.helper(construct.func, "model")
-            if isinstance(construct, cst.Call)
-            else None
-        )
-        if fact is None or fact.kind != "class":
-            return None
-        found.add(fact)
-    return found.pop() if len(found) == 1 else None
 
 
 def _count(loss: ForwardLoss, call: cst.Call) -> cst.BaseExpression | None:

@@ -77,9 +77,21 @@ by ``logits, loss = model(x, y)``) keeps the reduction learnt there: a
 parameter gets ``count=(y != -1).sum()`` of the argument passed for it, and a
 token mean whose count cannot be written so (shifted targets, an
 ``ignore_index`` that is not an integer literal) is needs-review, naming the
-file. A loss the model computes itself
-(``outputs.loss``) is reported: Hugging Face models average it over the label
-tokens that are not -100, a count the analysis cannot see. So is the sum of a
+file. The same holds for a model class of the migrated file itself, and the
+model is followed to its class through a factory (``get_model(cfg)`` whose
+every return builds one class), the parameters of the file's functions (every
+call must pass a model of that class: ``def train(model, loader, opt)``) and
+``self.model`` of a class (``self.model = model`` in ``__init__``,
+``Trainer(GPT(cfg), ...)``; ``codemod/reduction/model_classes.py``). A loss
+unpacked from a model whose class cannot be told (``getattr(models,
+args.arch)(...)``, ``torch.load(path)``, a function the file does not call),
+also ``outputs[0]`` of ``outputs = model(**batch)`` (a Hugging Face model's
+``return_dict=False`` form), is needs-review: its forward's reduction is not
+seen, and a mean over tokens would need ``count=``. A loss the model computes itself
+(``outputs.loss``, also of a model handed in as a parameter) is reported:
+Hugging Face models average it over the label tokens that are not -100, a
+count the analysis cannot see, and the runtime weighs it as a mean over samples
+(exact only where every sample has the same number of label tokens). So is the sum of a
 dict of losses a model or criterion returned (``losses = sum(loss for loss in
 loss_dict.values())`` after ``loss_dict = model(images, targets)``, as in
 torchvision's detection references and DETR), whose losses may be normalised by
