@@ -10,13 +10,20 @@ script that hands its model to the class must be left unmigrated too: sharding t
 script's loaders, reducing its metrics or gating its logs while each process
 trains a full, unsynchronised copy in the library would mix a migrated half with
 an unmigrated one. ``handed_in_training`` finds such classes for the project view
-(``HelperFact.trains``). Static only: ``ast``, nothing runs.
+(``HelperFact.trains``).
+
+A class that trains models of its own is split the same way (the pix2pix /
+CycleGAN ``Pix2PixModel``: ``__init__`` builds ``self.netG`` and its
+``torch.optim.Adam``, ``optimize_parameters`` calls ``self.loss_G.backward()``,
+and the script only loops ``model.set_input(data); model.optimize_parameters()``
+over its loader): ``trains_own_models`` finds it (``HelperFact.trains_own``).
+Static only: ``ast``, nothing runs.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .project_helpers import _own_nodes
 
@@ -65,6 +72,40 @@ def handed_in_training(cls: ast.ClassDef) -> str:
                 f"`{stored[used]}`)"
             )
     return ""
+
+
+def trains_own_models(
+    cls: ast.ClassDef, is_optimizer: Callable[[ast.Call], bool]
+) -> str:
+    """How ``cls``, not a model class, trains models it builds itself, as a
+    phrase for a finding (``"`backward_G` calls backward (line 40), and
+    `__init__` builds an optimizer (`torch.optim.Adam(...)`, line 21)"``); ""
+    when it does not: a method calls ``.backward()`` and a method builds an
+    optimizer (``is_optimizer``: the call constructs a ``torch.optim`` class)."""
+    methods = [
+        m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    backward = optimizer = None
+    for method in methods:
+        for node in _own_nodes(method):
+            if not isinstance(node, ast.Call):
+                continue
+            if (
+                backward is None
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "backward"
+            ):
+                backward = (method.name, node)
+            elif optimizer is None and is_optimizer(node):
+                optimizer = (method.name, node)
+    if backward is None or optimizer is None:
+        return ""
+    built = ast.unparse(optimizer[1].func)
+    return (
+        f"`{backward[0]}` calls backward (line {backward[1].lineno}), and "
+        f"`{optimizer[0]}` builds an optimizer (`{built}(...)`, line "
+        f"{optimizer[1].lineno})"
+    )
 
 
 def _stored_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:

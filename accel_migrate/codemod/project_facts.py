@@ -18,7 +18,9 @@ For each function and class of a local module (``utils.py``, ``models/``,
   back, nothing of its arguments or of the module changed), so it may run on
   the main process alone;
 - ``trains``: a class trains the model its caller hands it (a library trainer,
-  ``library_trainers``).
+  ``library_trainers``); ``trains_own``: a class (not a model) of a file this
+  run does not migrate trains models it builds itself (pix2pix's
+  ``Pix2PixModel.optimize_parameters``).
 
 Facts are plain frozen data: they cross into the batch's worker processes and
 are part of the cache key of the file that imports them (``digest``).
@@ -94,6 +96,10 @@ class HelperFact:
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``): how, as a phrase (``library_trainers``); "" if not.
     trains: str = ""
+    #: For a class, not a model, that builds its own optimizer and calls backward
+    #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
+    #: migrate: how, as a phrase (``library_trainers``); "" if not.
+    trains_own: str = ""
     writes: tuple[str, ...] = ()
     prints: bool = False
     collectives: bool = False
@@ -155,13 +161,16 @@ class ProjectFacts:
 
     @property
     def library_trainers(self) -> tuple[HelperFact, ...]:
-        """The imported classes that train what their caller hands them and do
-        not call the runtime themselves (``library_trainers``): a script that
-        constructs one trains through it, even with no loop of its own."""
+        """The imported classes that train what their caller hands them, or
+        models of their own, and do not call the runtime themselves
+        (``library_trainers``): a script that constructs one trains through it,
+        even with no loop of its own."""
         return tuple(
             fact
             for _, fact in self.helpers
-            if fact.kind == "class" and fact.trains and not fact.collectives
+            if fact.kind == "class"
+            and (fact.trains or fact.trains_own)
+            and not fact.collectives
         )
 
     def digest(self) -> str:

@@ -167,7 +167,8 @@ class HelperFacts:
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
             )
-        from .library_trainers import handed_in_training  # it imports this module
+        # (library_trainers imports this module)
+        from .library_trainers import handed_in_training, trains_own_models
 
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
@@ -184,6 +185,15 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(cls),
+            # a file of this run migrates its own models (and stays consistent
+            # with its callers run after run); one it only reads is not written
+            trains_own=(
+                ""
+                if self.path in self.view.scripts
+                else trains_own_models(
+                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
+                )
+            ),
         )
 
     # -- functions ---------------------------------------------------------------

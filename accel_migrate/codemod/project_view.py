@@ -119,6 +119,8 @@ class ProjectView:
 
     def __init__(self, scripts: Sequence[str] = (), display_base: str = "") -> None:
         reals = [os.path.realpath(s) for s in scripts]
+        #: The files this run migrates (a class of one trains in its own file).
+        self.scripts = frozenset(reals)
         folders = [os.path.dirname(r) for r in reals]
         self.base = os.path.commonpath(folders) if len(folders) > 1 else ""
         self.display_base = display_base

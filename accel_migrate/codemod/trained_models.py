@@ -15,12 +15,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, ImportAssignment
 
 from .analysis import Key, ModuleIndex, method_call, variable_names
+
+if TYPE_CHECKING:
+    from .project_facts import HelperFact
 
 _PARAMETERS = m.Call(
     func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))
@@ -299,12 +303,15 @@ class AllOrNothing:
             if (
                 fact is None
                 or fact.kind != "class"
-                or not fact.trains
+                or not (fact.trains or fact.trains_own)
                 or fact.collectives  # the library already runs the runtime's calls
                 or fact.where in seen
             ):
                 continue
             seen.add(fact.where)
+            if not fact.trains:
+                self._block_own_trainer(call, fact)
+                continue
             self.block(
                 call,
                 f"`{snippet(call)}` hands its arguments to {fact.where}, which "
@@ -321,6 +328,26 @@ class AllOrNothing:
                 "logs and saves to the main process would mix a migrated half with "
                 "an unmigrated one",
             )
+
+    def _block_own_trainer(self, call: cst.Call, fact: HelperFact) -> None:
+        """``model = Pix2PixModel(opt)`` of a local module whose class builds and
+        trains its own networks: nothing of its setup is in this file."""
+        self.block(
+            call,
+            f"`{snippet(call)}` builds {fact.where}, which trains models of its "
+            f"own there: {fact.trains_own}. accel-migrate migrates a training "
+            "setup one file at a time and does not prepare models across files, so "
+            f"{fact.file} is not migrated; in {fact.file} wrap each model it "
+            "builds with accel.prepare_model(...) and each optimizer with "
+            "accel.prepare_optimizer(...), and its backward with "
+            "accel.backward(...); where this file feeds it batches, shard that "
+            "loader with accel.prepare_dataloader(...), and make the losses it "
+            "hands back global (accel.global_loss) where they are logged. Nothing in this "
+            f"file was migrated: while each process trains a full copy in "
+            f"{fact.file}, sharding this file's loaders, reducing its metrics or "
+            "moving its logs and saves to the main process would mix a migrated "
+            "half with an unmigrated one",
+        )
 
     def _optimizer_from_method(self, key: Key) -> cst.Call | None:
         """``optimizer = model.configure_optimizers(config)`` (then

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel_migrate.codemod import migrate_source
-from accel_migrate.codemod.project_view import read_project
+from accel_migrate.codemod import MigrateOptions, migrate_source
+from accel_migrate.codemod.project_view import ProjectView, read_project
 
 TRAINER = """\
 import torch
@@ -131,3 +131,65 @@ def test_a_library_already_on_the_runtime_does_not_block(tmp_path: Path) -> None
     assert fact.trains and fact.collectives
     result = migrate_source(script.read_bytes(), str(script))
     assert not any("hands its arguments" in f.message for f in result.findings)
+
+
+OWN_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+from trainer import OwnModel
+
+loader = DataLoader(train_set, batch_size=8, shuffle=True)
+runner = OwnModel(loader)
+runner.run()
+print("done")
+"""
+
+
+def test_a_class_that_trains_models_of_its_own(tmp_path: Path) -> None:
+    _project(tmp_path)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import trainer\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["trainer.OwnModel"].trains_own == (
+        "`run` calls backward (line 31), and `run` builds an optimizer "
+        "(`torch.optim.SGD(...)`, line 29)"
+    )
+    # an optimizer from the model's own method, one handed in, or none: not built
+    for name in ("Trainer", "HandedOptimizer", "Evaluator"):
+        assert table[f"trainer.{name}"].trains_own == ""
+
+
+def test_its_caller_is_left_whole_when_the_class_is_not_migrated(
+    tmp_path: Path,
+) -> None:
+    _project(tmp_path)
+    script = tmp_path / "own.py"
+    script.write_text(OWN_SCRIPT)
+    result = migrate_source(script.read_bytes(), str(script))
+    # on the previous code the loader was sharded and the print moved to the main
+    # process while each process trained OwnModel's unprepared model on its share
+    assert not result.changed
+    (blocking,) = [f for f in result.findings if f.code == "AM004"]
+    assert blocking.status == "needs-review" and blocking.line == 7
+    assert blocking.message.startswith(
+        "`OwnModel(loader)` builds `OwnModel` in trainer.py, which trains models of "
+        "its own there: `run` calls backward (line 31)"
+    )
+
+
+def test_a_batch_that_migrates_the_class_migrates_its_caller(tmp_path: Path) -> None:
+    """In one run over both files the class's file prepares its own models, so
+    the caller shards its loader (a second run changes neither: golden project
+    fixtures/projects/pix2pix)."""
+    _project(tmp_path)
+    script = tmp_path / "own.py"
+    script.write_text(OWN_SCRIPT)
+    view = ProjectView([str(script), str(tmp_path / "trainer.py")])
+    facts = view.facts_for(str(script))
+    assert dict(facts.helpers)["trainer.OwnModel"].trains_own == ""
+    result = migrate_source(
+        script.read_bytes(), str(script), MigrateOptions(project=facts)
+    )
+    assert result.changed
+    assert b"accel.prepare_dataloader(DataLoader(" in result.output  # type: ignore[operator]

@@ -92,11 +92,26 @@ EXPECTED: dict[str, str] = {
     "char_rnn_bptt": "MATCH",
     "mixup_randperm": "FLAGGED",
     "multitask_loss_dict": "MATCH",
+    # round 7 red team (extended: new shapes, run with ACCEL_MIGRATE_SOUNDNESS_ALL=1)
+    "trainer_metrics_project": "FLAGGED",
+    "pix2pix_model_project": "FLAGGED",
+    "pix2pix_single_file": "FLAGGED",
+    "keras_fit_module": "FLAGGED",
+    "segmentation_miou": "FLAGGED",
+    "memory_bank_instdisc": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {}
+UNSOUND_TODAY: dict[str, str] = {
+    "label_smoothed_ntokens": (
+        "the loss comes from `loss, nll, ntokens = criterion(...)`, a tuple a local "
+        "function returns from another's tuple (`return (1 - eps) * nll.sum() + ..., "
+        "nll`): the reduction analysis does not follow it and takes a mean over "
+        "samples, so `(loss / ntokens).backward()` is weighted by samples, not by "
+        "tokens (codemod/reduction)"
+    ),
+}
 
 
 def _selected(session: pytest.Session) -> set[str]:

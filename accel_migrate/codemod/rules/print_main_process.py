@@ -18,7 +18,14 @@
   (``reduction="sum"``, ``count=``); a term whose reduction is unknown is
   reported. A loss times the batch size
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
-  combines.
+  combines. A backpropagated expression (``(loss / ntokens).backward()``) read
+  again in the same loop (``(loss / ntokens).item()``) is the same loss, combined
+  with its reduction (``count=ntokens`` for a token mean).
+- A loss stored on the instance (``self.loss_G``, backpropagated in
+  ``backward_G``, a pix2pix-style model class) and read in another method
+  (``float(getattr(self, "loss_" + name))`` in ``get_current_losses``, or
+  ``self.loss_G.item()``) is reported: it is this process's share, read where the
+  rule cannot show every process goes.
 - A loss that a function of the file backpropagates and returns (``Trainer._run_batch``:
   ``loss.backward()``; ``return loss``, also ``return loss, acc``) is a loss of the
   caller's loop: ``loss = self._run_batch(x, y)``; ``print(loss.item())`` (or
@@ -59,6 +66,7 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
+from libcst.metadata import PositionProvider
 
 from ..analysis import Key, attr_chain
 from ..divergence import Divergence
@@ -67,6 +75,7 @@ from ..reduction import loss_reduction
 from ..reduction.placement import code
 from ..returned_loss import ReturnedLoss, backpropagated
 from ..rule import Rule, keyword_arg
+from ..stored_losses import stored_loss_reads
 
 _STRIPPED = {"data", "detach", "cpu", "clone", "float"}
 
@@ -115,6 +124,11 @@ def _terms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
         ):
             return [inner.func.value]
     return []
+
+
+def _expression_code(node: cst.BinaryOperation) -> str:
+    """``loss / ntokens`` for ``(loss / ntokens)`` and ``loss/ntokens``."""
+    return code(node.with_changes(lpar=(), rpar=())).replace(" ", "")
 
 
 def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -300,8 +314,25 @@ class PrintMainProcess(Rule):
                 break
         return cst.SimpleString('"sum"')
 
+    @cached_property
+    def expression_loops(self) -> dict[str, set[cst.CSTNode | None]]:
+        """Backpropagated losses that are an expression over variables, not one
+        (``(loss / ntokens).backward()``), by their code, and the loops of their
+        backward: the same expression read in that loop (``(loss /
+        ntokens).item()``) is the same loss of this process's share."""
+        found: dict[str, set[cst.CSTNode | None]] = {}
+        for call in self.index.calls:
+            for each in backpropagated(self.index, call):
+                if isinstance(each, cst.BinaryOperation):
+                    found.setdefault(_expression_code(each), set()).add(
+                        self._loop(call)
+                    )
+        return found
+
     def _loops_of(self, node: cst.BaseExpression) -> set[cst.CSTNode | None] | None:
         """The loops of the backward of the loss ``node`` is, or is a term of."""
+        if isinstance(node, cst.BinaryOperation):
+            return self.expression_loops.get(_expression_code(node))
         key = self.index.key(node)
         if key is not None and key in self.loss_loops:
             return self.loss_loops[key]
@@ -426,6 +457,8 @@ class PrintMainProcess(Rule):
                 "loss read where only some processes may go (rank-dependent branch); it shows this process's share only",
             )
             return None
+        if isinstance(tensor, cst.BinaryOperation):
+            tensor = tensor.with_changes(lpar=(), rpar=())  # `(loss / n).item()`
         args = [cst.Arg(value=tensor)]
         returned = self._returned(_stripped(self._read_of(original)))  # type: ignore[arg-type]
         if returned is not None:
@@ -516,6 +549,17 @@ class PrintMainProcess(Rule):
             "the batch, which the rule cannot tell a mean, a sum or neither; it "
             "shows this process's share only",
         )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Losses stored on the instance and read back in another method
+        (``stored_losses``): this process's share, at a place the rule cannot
+        make global."""
+        for read, why in stored_loss_reads(self.index, self._line_of):
+            self.report(read, "needs-review", why)
+
+    def _line_of(self, node: cst.CSTNode) -> int:
+        position = self.get_metadata(PositionProvider, node).start
+        return self.context.original_line(self._current_code, position.line)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``if loss < best:`` on a returned loss tensor: a decision on this

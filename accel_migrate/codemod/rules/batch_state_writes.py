@@ -1,0 +1,197 @@
+"""AM032 batch-state-writes: state that outlives a training step, written from the batch.
+
+## What
+Reports, as needs-review, an in-place write into a tensor that is bound outside
+the training step and written inside it from values of the step's batch:
+``memory.index_copy_(0, index, feats)`` (an instance-discrimination memory bank),
+``memory[index] = feats``, ``queue[:, ptr:ptr + n] = keys.T`` (a MoCo-style
+queue), ``bank.index_add_(...)``, ``scatter_``... A training step is a loop
+that runs a backward and takes its batches from a data loader. Writes whose
+value comes through a collective (``accel.gather``, ``torch.distributed``)
+are not reported. Nothing is rewritten.
+
+## Why
+After migration each process runs the step on its share of the batch, so it
+writes only its share's rows. The tensor is not a parameter: no gradient
+averaging keeps the processes' copies equal, so each copy misses the rows the
+other processes wrote, and the next steps (a loss against the bank, a kNN
+evaluation over it) read values the original never had.
+
+## Example
+```python
+# before
+for x, index in loader:
+    feats = model(x)
+    loss = F.cross_entropy(F.linear(feats, memory) / t, index)
+    loss.backward()
+    optimizer.step()
+    memory.index_copy_(0, index, feats.detach())
+# after
+# (unchanged: reported as needs-review)
+```
+
+## Fix safety
+Report only: whether a write may be made global depends on what the tensor
+means. Gather what is written from every process first (``rows =
+accel.gather(feats.detach())`` with ``accel.gather(index)``) so each process
+writes every row, or keep the state out of the step.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..analysis import variable_names
+from ..model_methods import training_step
+from ..rule import Rule
+from ..trained_models import snippet
+
+#: In-place tensor methods that write rows picked by an index.
+_INDEXED_WRITES = frozenset(
+    {
+        "index_copy_",
+        "index_add_",
+        "index_put_",
+        "index_fill_",
+        "scatter_",
+        "scatter_add_",
+        "scatter_reduce_",
+        "masked_scatter_",
+    }
+)
+_COLLECTIVE_PREFIXES = ("torch.distributed.", "accel_migrate.runtime.")
+
+
+class BatchStateWrites(Rule):
+    code = "AM032"
+    name = "batch-state-writes"
+    summary = (
+        "a tensor kept across steps written from the batch -> reported "
+        "(each process writes its share's rows)"
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _INDEXED_WRITES
+            and isinstance(func.value, cst.Name)
+        ):
+            self._check(node, func.value, node.args, snippet(node))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            subscript = target.target
+            if isinstance(subscript, cst.Subscript) and isinstance(
+                subscript.value, cst.Name
+            ):
+                self._check(node, subscript.value, [node.value, subscript], "")
+
+    def _check(
+        self,
+        node: cst.CSTNode,
+        name: cst.Name,
+        parts: object,
+        text: str,
+    ) -> None:
+        paths = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
+        if not paths:
+            return
+        step = paths[0][0]  # the innermost loop around the write
+        trained = next(loop for loop in paths[0] if self.index.runs_backward(loop.body))
+        if self._bound_in(name, step) or not self._kept(name, trained, bool(text)):
+            return  # a value of this step (`x[mask] = 0` on the batch)
+        if not any(self._reads_step_value(part, step) for part in _nodes(parts)):
+            return
+        if self._through_collective(node):
+            return
+        shown = text or snippet(node)
+        self.report(
+            node,
+            "needs-review",
+            f"`{name.value}` is kept across training steps and written here from "
+            f"this process's share of the batch (`{shown}`): each process writes "
+            f"only its share's rows, so its copy of `{name.value}` misses the rows "
+            "the other processes write and differs from the original's; gather "
+            "what is written from every process first (accel.gather), or keep "
+            "the write out of the training step",
+        )
+
+    def _bound_in(self, name: cst.Name, loop: cst.For | cst.While) -> bool:
+        """Is ``name`` (re)bound inside ``loop``, or by its target?"""
+        key = self.index.key(name)
+        if key is None:
+            return True  # not known: say nothing
+        values = self.index.values.get(key, [])
+        if not values:
+            return True
+        for value in values:
+            if value is None or any(a is loop for a in self.index.ancestors(value)):
+                return True
+        if isinstance(loop, cst.For):
+            return any(self.index.key(n) == key for n in variable_names(loop.target))
+        return False
+
+    def _kept(self, name: cst.Name, loop: cst.For | cst.While, method: bool) -> bool:
+        """Is ``name`` bound only before the training loop ``loop``, in its
+        function (or at module level), and, for a ``name[...] = ...`` write, to
+        a tensor (a ``torch`` call: not a dict or list of logged values)?"""
+        key = self.index.key(name)
+        values = self.index.values.get(key, []) if key is not None else []
+        if not values:
+            return False
+        where = self.index.enclosing_function(loop)
+        for value in values:
+            if value is None or self.index.enclosing_function(value) is not where:
+                return False  # bound in a function the step calls: fresh per call
+            if any(a is loop for a in self.index.ancestors(value)):
+                return False
+            if not method and not any(
+                q.startswith("torch.")
+                for call in _calls(value)
+                for q in self.qualnames(call.func)
+            ):
+                return False
+        return True
+
+    def _reads_step_value(self, part: cst.CSTNode, loop: cst.For | cst.While) -> bool:
+        """Does ``part`` read a name the step binds (its target, or a value it
+        assigns)?"""
+        for inner in variable_names(part):
+            key = self.index.key(inner)
+            if key is None:
+                continue
+            if isinstance(loop, cst.For) and any(
+                self.index.key(n) == key for n in variable_names(loop.target)
+            ):
+                return True
+            for value in self.index.values.get(key, []):
+                if value is not None and any(
+                    a is loop for a in self.index.ancestors(value)
+                ):
+                    return True
+        return False
+
+    def _through_collective(self, node: cst.CSTNode) -> bool:
+        statement = next(
+            (a for a in self.index.ancestors(node) if isinstance(a, cst.BaseStatement)),
+            node,
+        )
+        for call in _calls(statement):
+            if any(
+                q.startswith(_COLLECTIVE_PREFIXES) for q in self.qualnames(call.func)
+            ):
+                return True
+        return False
+
+
+def _nodes(parts: object) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    for part in parts:  # type: ignore[attr-defined]
+        found.append(part.value if isinstance(part, cst.Arg) else part)
+    return found
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    return list(m.findall(node, m.Call()))  # type: ignore[arg-type]
