@@ -99,19 +99,12 @@ EXPECTED: dict[str, str] = {
     "keras_fit_module": "FLAGGED",
     "segmentation_miou": "FLAGGED",
     "memory_bank_instdisc": "FLAGGED",
+    "label_smoothed_ntokens": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {
-    "label_smoothed_ntokens": (
-        "the loss comes from `loss, nll, ntokens = criterion(...)`, a tuple a local "
-        "function returns from another's tuple (`return (1 - eps) * nll.sum() + ..., "
-        "nll`): the reduction analysis does not follow it and takes a mean over "
-        "samples, so `(loss / ntokens).backward()` is weighted by samples, not by "
-        "tokens (codemod/reduction)"
-    ),
-}
+UNSOUND_TODAY: dict[str, str] = {}
 
 
 def _selected(session: pytest.Session) -> set[str]:

@@ -17,7 +17,10 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   dimension 0 or all of them, not per-sample ones like ``.sum(1)``);
 - how terms combine: ``a + b``, times or over a constant, a sum over the
   batch size (``/ len(x)``: a mean), through variables and through the
-  returns of this file's functions (``def loss_function(...): return BCE + KLD``);
+  returns of this file's functions (``def loss_function(...): return BCE + KLD``),
+  also an item of the tuples they return (``loss, ntokens = criterion(...)``,
+  fairseq's summed loss and token count; unknown where a return is not a tuple
+  the analysis can read);
 - a loss unpacked from a model's call (``logits, loss = model(x, y)``) has the
   reduction its class's ``forward`` computes (``forward``, ``model_classes``:
   the model followed through factories, parameters and ``self.model``); where
@@ -197,8 +200,12 @@ class _Reducer:
             if isinstance(a.operator, (cst.AddAssign, cst.SubtractAssign))
         ]
         if not values:
-            # `logits, loss = model(x, y)`: a loss of another file's forward
-            return forward_loss_fact(self.index, key) or _ELEMENTS
+            # `logits, loss = model(x, y)`: a loss of another file's forward;
+            # `loss, ntokens = criterion(...)`: an item of this file's function
+            found = forward_loss_fact(self.index, key)
+            if found is None:
+                found = self._unpacked_return(key, depth)
+            return found or _ELEMENTS
         if all(_constructed(self.index, v) for v in values) and not increments:
             return _CONSTANT
         own = [v for v in values if self._reads(v, key)]
@@ -452,14 +459,51 @@ class _Reducer:
         inner = self.fact(iterable, at, depth + 1)
         return Fact("sum") if inner.kind == "elements" else inner
 
-    def _returned(self, function: cst.FunctionDef, depth: int) -> Fact:
-        returns = [
-            r.value  # type: ignore[attr-defined]
-            for r in m.findall(function.body, m.Return())
-            if r.value is not None  # type: ignore[attr-defined]
-            and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
-        ]
-        facts = [self.fact(r, r, depth + 1) for r in returns]
+    def _unpacked_return(self, key: Key, depth: int) -> Fact | None:
+        """The fact of ``key`` where every binding of it unpacks item i of what a
+        function of this file returns (``loss, nll, ntokens = criterion(...)``,
+        each ``return`` a tuple of as many items): that item's fact. None where
+        no binding calls such a function; unknown where one cannot be read."""
+        sources = self.index.unpacked.get(key, [])
+        if not sources:
+            return None
+        facts: list[Fact] = []
+        for value, position, length in sources:
+            target = self.index.callee(value) if isinstance(value, cst.Call) else None
+            if target is None or self.index.local_class(value.func):  # type: ignore[union-attr]
+                return None
+            function = target[0]
+            returns = [
+                r.value  # type: ignore[attr-defined]
+                for r in m.findall(function.body, m.Return())
+                if r.value is not None  # type: ignore[attr-defined]
+            ]
+            items = [
+                r.elements[position].value
+                for r in returns
+                if isinstance(r, cst.Tuple)
+                and len(r.elements) == length
+                and not any(isinstance(e, cst.StarredElement) for e in r.elements)
+            ]
+            if not items or len(items) != len(returns):
+                return Fact(
+                    "unknown",
+                    f"`{key[1]}` is item {position} of what `{function.name.value}` "
+                    "returns, which the analysis cannot read",
+                )
+            fact = self._returned_items(function, items, depth)
+            facts.append(fact)
+        chosen = _agree(facts)
+        if chosen is None:
+            return Fact(
+                "unknown", f"`{key[1]}` is unpacked from losses of different reductions"
+            )
+        return chosen
+
+    def _returned_items(
+        self, function: cst.FunctionDef, items: list[cst.BaseExpression], depth: int
+    ) -> Fact:
+        facts = [self.fact(item, item, depth + 1) for item in items]
         chosen = _agree(facts)
         if chosen is None:
             return Fact(
@@ -476,6 +520,15 @@ class _Reducer:
                 "the loss is backpropagated",
             )
         return chosen
+
+    def _returned(self, function: cst.FunctionDef, depth: int) -> Fact:
+        returns = [
+            r.value  # type: ignore[attr-defined]
+            for r in m.findall(function.body, m.Return())
+            if r.value is not None  # type: ignore[attr-defined]
+            and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
+        ]
+        return self._returned_items(function, returns, depth)
 
     def _loss_module(self, func: cst.BaseExpression) -> cst.Call | None:
         """``criterion`` in ``criterion(out, y)`` where every assignment of it is a
