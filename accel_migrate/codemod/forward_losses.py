@@ -89,8 +89,9 @@ def _same_module_of(value: ast.expr, name: str) -> bool:
 
 
 def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
-    """The loss ``cls.forward`` returns in a tuple, or None when it returns none
-    (or not at one known place)."""
+    """The loss ``cls.forward`` returns in a tuple, or alone (``length`` 0: every
+    ``return`` is the loss itself), or None when it returns none (or not at one
+    known place)."""
     from .project_helpers import _assigned_in, _own_nodes
 
     forward = next(
@@ -105,13 +106,22 @@ def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
     if forward is None:
         return None
     returns = [n for n in _own_nodes(forward) if isinstance(n, ast.Return)]
-    if not returns or not all(
+    if returns and not any(
+        r.value is None or isinstance(r.value, (ast.Tuple, ast.Constant))
+        for r in returns
+    ):
+        # `return F.cross_entropy(...)`: one value, the loss itself (length 0)
+        tuples = [ast.Tuple(elts=[r.value], ctx=ast.Load()) for r in returns]
+        single = True
+    elif returns and all(
         isinstance(r.value, ast.Tuple)
         and not any(isinstance(e, ast.Starred) for e in r.value.elts)
         for r in returns
     ):
+        tuples = [r.value for r in returns]  # type: ignore[misc]
+        single = False
+    else:
         return None
-    tuples: list[ast.Tuple] = [r.value for r in returns]  # type: ignore[misc]
     lengths = {len(t.elts) for t in tuples}
     if len(lengths) != 1:
         return None
@@ -140,6 +150,8 @@ def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
         return None
     position, reductions, values = found[0]
     reduction = reductions.pop() if len(reductions) == 1 else "unknown"
+    if single:
+        length = 0
     if reduction != "token-mean":
         return ForwardLoss(position, length, reduction)
     counted = _counted_targets(forward, values)

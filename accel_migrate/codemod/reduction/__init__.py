@@ -21,7 +21,8 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   also an item of the tuples they return (``loss, ntokens = criterion(...)``,
   fairseq's summed loss and token count; unknown where a return is not a tuple
   the analysis can read);
-- a loss unpacked from a model's call (``logits, loss = model(x, y)``) has the
+- a loss unpacked from a model's call (``logits, loss = model(x, y)``), or the
+  call itself where the forward returns the loss alone, has the
   reduction its class's ``forward`` computes (``forward``, ``model_classes``:
   the model followed through factories, parameters and ``self.model``); where
   the class cannot be told, the reduction is not known (a value unpacked from
@@ -76,7 +77,7 @@ from .facts import (
     _statistic,
     code,
 )
-from .forward import forward_loss_fact, indexed_output_fact
+from .forward import forward_loss_fact, indexed_output_fact, model_call_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 
@@ -426,7 +427,8 @@ class _Reducer:
                 "unknown",
                 f"the loss goes through `{code(func)}(...)`, which the analysis does not know",
             )
-        return _ELEMENTS
+        # `loss = model(x, y)`: a forward that returns the loss alone
+        return model_call_fact(self.index, call) or _ELEMENTS
 
     def _builtin_sum(
         self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int

@@ -66,6 +66,19 @@ def forward_loss_fact(index: ModuleIndex, key: Key) -> Fact | None:
     return facts[0]
 
 
+def model_call_fact(index: ModuleIndex, call: cst.Call) -> Fact | None:
+    """``loss = model(x, y)`` of a model class whose ``forward`` returns the loss
+    alone (``return F.cross_entropy(..., ignore_index=-1)``): that loss's
+    reduction, a token mean counted as for a returned tuple's loss. None where
+    the call is not such a model's (the caller's default holds)."""
+    called = called_model(index, call)
+    model = called.fact if called is not None else None
+    loss = model.forward_loss if model is not None else None
+    if model is None or loss is None or loss.length:
+        return None
+    return _fact(model, loss, call)
+
+
 def indexed_output_fact(index: ModuleIndex, expr: cst.Subscript) -> Fact | None:
     """The fact of ``outputs[0]`` where every value of ``outputs`` is a model's
     call (``outputs = model(**batch)``, a Hugging Face model with
@@ -97,7 +110,11 @@ def indexed_output_fact(index: ModuleIndex, expr: cst.Subscript) -> Fact | None:
         if model is None:
             return _unseen(call, called.why)  # type: ignore[arg-type]
         loss = model.forward_loss
-        if loss is None or position not in (loss.position, loss.position - loss.length):
+        if (
+            loss is None
+            or not loss.length
+            or position not in (loss.position, loss.position - loss.length)
+        ):
             return model_output(
                 f"`{code(expr)}` is an output of `{model.name}.forward` in "
                 f"{model.file}, which returns no loss the analysis can read there"
