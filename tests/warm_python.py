@@ -109,7 +109,7 @@ def _shadowed(entries: list[str]) -> str:
         for name in os.listdir(entry):
             stem = name.partition(".")[0]
             if stem in loaded and (
-                name == stem or name.endswith((".py", ".so", ".pth"))
+                name == stem or name.endswith((".py", ".so"))
             ):
                 return f"{entry} has {name}, imported already"
     return ""
@@ -145,6 +145,11 @@ def executable() -> str:
     """The interpreter for a test's own ``subprocess`` commands under this process's
     environment (tests/conftest.py gives the session ``OMP_NUM_THREADS=1``)."""
     return python(dict(os.environ))
+
+
+def launcher() -> list[str]:
+    """``accel-migrate launch`` for a test's own command, from ``executable()``."""
+    return [executable(), "-m", "accel_migrate", "launch"]
 
 
 def environment(env: dict[str, str]) -> dict[str, str]:

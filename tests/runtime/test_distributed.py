@@ -24,10 +24,7 @@ def launch(
     script: str, *args: str, nproc: int = 2, options: tuple[str, ...] = ()
 ) -> str:
     command = [
-        warm_python.executable(),
-        "-m",
-        "accel_migrate",
-        "launch",
+        *warm_python.launcher(),
         "--nproc",
         str(nproc),
         *options,
@@ -91,10 +88,7 @@ def test_fsdp_remaps_optimizers_built_in_any_order(order: str) -> None:
 def test_fsdp_refuses_a_resumed_optimizer_over_two_models_on_every_rank() -> None:
     done = subprocess.run(
         [
-            warm_python.executable(),
-            "-m",
-            "accel_migrate",
-            "launch",
+            *warm_python.launcher(),
             "--nproc",
             "2",
             "--strategy",

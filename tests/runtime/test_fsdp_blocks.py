@@ -102,10 +102,7 @@ def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> N
     )
     launched = subprocess.run(
         [
-            warm_python.executable(),
-            "-m",
-            "accel_migrate",
-            "launch",
+            *warm_python.launcher(),
             "--nproc",
             "2",
             "--strategy",

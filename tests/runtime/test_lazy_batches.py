@@ -157,7 +157,7 @@ def test_per_device_mode_refuses_a_huge_epoch() -> None:
 @pytest.mark.multiprocess
 def test_launched_at_world_2_like_the_original_and_resumed(tmp_path: Path) -> None:
     script = str(Path(__file__).parent / "scripts" / "lazy_sampler.py")
-    launch = [warm_python.executable(), "-m", "accel_migrate", "launch", "--nproc", "2"]
+    launch = [*warm_python.launcher(), "--nproc", "2"]
     runs = {}
     for name, command in (
         ("original", [warm_python.executable(), script, str(tmp_path / "plain")]),

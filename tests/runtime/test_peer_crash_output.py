@@ -21,10 +21,7 @@ def test_a_peer_crash_during_a_loss_reduction_prints_one_traceback(
 ) -> None:
     done = subprocess.run(
         [
-            warm_python.executable(),
-            "-m",
-            "accel_migrate",
-            "launch",
+            *warm_python.launcher(),
             "--nproc",
             "2",
             str(SCRIPT),

@@ -32,10 +32,7 @@ WARNING = "resuming at {world} processes a state saved by 2"
 def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [
-            warm_python.executable(),
-            "-m",
-            "accel_migrate",
-            "launch",
+            *warm_python.launcher(),
             "--nproc",
             str(nproc),
             "--strategy",

@@ -31,10 +31,7 @@ def _launch(
 ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [
-            warm_python.executable(),
-            "-m",
-            "accel_migrate",
-            "launch",
+            *warm_python.launcher(),
             "--nproc",
             "2",
             *options,

@@ -38,7 +38,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, dict]
         ("original", [warm_python.executable()]),
         (
             "world2",
-            [warm_python.executable(), "-m", "accel_migrate", "launch", "--nproc", "2"],
+            [*warm_python.launcher(), "--nproc", "2"],
         ),
     ):
         path = folder / f"{name}.pt"
@@ -78,10 +78,7 @@ def test_a_second_backward_after_the_rebuild_is_refused_on_every_rank(
     done = subprocess.run(
         [
             *(
-                warm_python.executable(),
-                "-m",
-                "accel_migrate",
-                "launch",
+                *warm_python.launcher(),
                 "--nproc",
                 "2",
             ),
