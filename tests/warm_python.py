@@ -108,9 +108,7 @@ def _shadowed(entries: list[str]) -> str:
             continue
         for name in os.listdir(entry):
             stem = name.partition(".")[0]
-            if stem in loaded and (
-                name == stem or name.endswith((".py", ".so"))
-            ):
+            if stem in loaded and (name == stem or name.endswith((".py", ".so"))):
                 return f"{entry} has {name}, imported already"
     return ""
 
