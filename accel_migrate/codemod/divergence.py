@@ -88,6 +88,19 @@ _UNIFORM_RUNTIME_CALLS = (
     "world_size",
     "rank",
 )
+#: ``x.item()`` and ``float(x)``: a tensor read as a Python number.
+_TENSOR_READ = m.Call(func=m.Attribute(attr=m.Name("item")), args=[]) | m.Call(
+    func=m.Name("float"), args=[m.Arg(keyword=None)]
+)
+
+
+def _read_tensor(read: cst.Call) -> cst.BaseExpression:
+    """The tensor that ``x.item()`` or ``float(x)`` reads."""
+    if isinstance(read.func, cst.Attribute):
+        return read.func.value
+    return read.args[0].value
+
+
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
 
 
@@ -109,6 +122,9 @@ class Divergence:
         #: Calls made as statements with an argument that differs between ranks
         #: (``scheduler.step(val_loss)``).
         self.local_calls: set[cst.Call] = set()
+        #: ``x.item()`` / ``float(x)`` reads, in the arguments of such a call
+        #: (``print(f"acc {acc.item()}")``), of a tensor that differs between ranks.
+        self.local_reads: set[cst.Call] = set()
         self._current_globals: set[str] = set()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
@@ -212,6 +228,7 @@ class Divergence:
         self.local_mutations.clear()
         self.local_stores.clear()
         self.local_calls.clear()
+        self.local_reads.clear()
         self._walk(self.index.module.body, set(self.tainted_globals))
         for function in self.index.functions:
             body = (
@@ -331,6 +348,11 @@ class Divergence:
             call = node.value
             if any(self._tainted(arg.value, tainted) for arg in call.args):
                 self.local_calls.add(call)
+                for arg in call.args:
+                    for read in m.findall(arg.value, _TENSOR_READ):
+                        assert isinstance(read, cst.Call)
+                        if self._tainted(_read_tensor(read), tainted):
+                            self.local_reads.add(read)
             if (
                 isinstance(call.func, cst.Attribute)
                 and call.func.attr.value in _MUTATORS

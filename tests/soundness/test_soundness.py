@@ -96,6 +96,7 @@ EXPECTED: dict[str, str] = {
     "trainer_metrics_project": "FLAGGED",
     "pix2pix_model_project": "FLAGGED",
     "pix2pix_single_file": "FLAGGED",
+    "printed_batch_metrics": "MATCH",
     "keras_fit_module": "FLAGGED",
     "segmentation_miou": "FLAGGED",
     "memory_bank_instdisc": "FLAGGED",

@@ -21,6 +21,15 @@
   combines. A backpropagated expression (``(loss / ntokens).backward()``) read
   again in the same loop (``(loss / ntokens).item()``) is the same loss, combined
   with its reduction (``count=ntokens`` for a token mean).
+- Another tensor of the batch read in a print of that loop (``acc.item()``,
+  ``ntokens.item()``: a value computed from this process's share, by the
+  divergence analysis) is combined as it reduces the batch, so that the main
+  process prints the whole batch's value as the original did: a mean over
+  samples (``(out.argmax(1) == y).float().mean()``) becomes
+  ``accel.global_loss(acc).item()``, a masked mean gets its ``count=``, a sum
+  (``(pred == y).sum()``) becomes ``accel.reduce(correct).item()``. A value that
+  no explicit reduction says is a mean or a sum (``out.max()``, ``out[0, 0]``) is
+  reported, not taken for a mean over samples as a loss would be.
 - A loss stored on the instance (``self.loss_G``, backpropagated in
   ``backward_G``, a pix2pix-style model class) and read in another method
   (``float(getattr(self, "loss_" + name))`` in ``get_current_losses``, or
@@ -71,7 +80,8 @@ from libcst.metadata import PositionProvider
 from ..analysis import Key, attr_chain
 from ..divergence import Divergence
 from ..patterns import counts_samples
-from ..reduction import loss_reduction
+from ..reduction import LossReduction, loss_reduction
+from ..reduction.batch_values import batch_value_reduction
 from ..reduction.placement import code
 from ..returned_loss import ReturnedLoss, backpropagated
 from ..rule import Rule, keyword_arg
@@ -382,12 +392,8 @@ class PrintMainProcess(Rule):
         again, has exactly these reads global and everything else as analysed,
         so a second run changes nothing.
         """
-        made = frozenset(
-            call
-            for call in self.index.calls
-            if (tensor := self._read_of(call)) is not None
-            and self._placement(tensor, call) == "loop"
-            and not self._scaled_by_count(call)
+        made = self._loss_reads | frozenset(
+            read for read, how in self.batch_reads.items() if how.kind != "unknown"
         )
         while True:
             divergence = Divergence(self.index, made)
@@ -395,6 +401,107 @@ class PrintMainProcess(Rule):
             if uniform == made:
                 return made
             made = uniform
+
+    @cached_property
+    def _loss_reads(self) -> frozenset[cst.Call]:
+        """Reads of a backpropagated loss in the loop of its backward."""
+        return frozenset(
+            call
+            for call in self.index.calls
+            if (tensor := self._read_of(call)) is not None
+            and self._placement(tensor, call) == "loop"
+            and not self._scaled_by_count(call)
+        )
+
+    @cached_property
+    def batch_reads(self) -> dict[cst.Call, LossReduction]:
+        """Printed reads of other tensors of this process's share of the batch
+        (``acc.item()``, ``ntokens.item()``) in the loop of a backward, and how each
+        reduces the batch (``batch_values``)."""
+        divergence = Divergence(self.index, self._loss_reads)
+        loops = {
+            loop
+            for each in (*self.loss_loops.values(), *self.expression_loops.values())
+            for loop in each
+        }
+        found: dict[cst.Call, LossReduction] = {}
+        for read in divergence.local_reads:
+            tensor = self._read_of(read)
+            if (
+                tensor is None
+                or read in self._loss_reads
+                or self._placement(tensor, read) is not None
+                or self._companion(read) is not None
+                or not self._printed(read)
+                or not (
+                    self._loop(read) in loops or self._fixed_inner_loop(read, loops)
+                )
+            ):
+                continue
+            found[read] = batch_value_reduction(self.index, _stripped(tensor), read)
+        return found
+
+    def _printed(self, read: cst.Call) -> bool:
+        """Is ``read`` in the arguments of a ``print`` / ``tqdm.write`` this rule
+        moves to the main process?"""
+        for ancestor in self.index.ancestors(read):
+            if isinstance(ancestor, cst.Call):
+                names = self.qualnames(ancestor.func)
+                if "builtins.print" in names or not names.isdisjoint(TQDM_WRITE):
+                    return self._main_only(ancestor)
+            if isinstance(ancestor, cst.BaseStatement):
+                return False
+        return False
+
+    def _batch_value(
+        self, original: cst.Call, tensor: cst.BaseExpression
+    ) -> cst.BaseExpression | None:
+        """The global-batch value of a printed batch value (``batch_reads``), or
+        None (reported why)."""
+        how = self.batch_reads[original]
+        shown = code(_stripped(self._read_of(original)))  # type: ignore[arg-type]
+        if how.kind == "unknown":
+            self.report(
+                original,
+                "needs-review",
+                f"prints `{shown}`, a value of this process's share of the batch "
+                f"(the original printed the whole batch's): {how.reason}; combine "
+                "it across processes (accel.global_loss for a mean over samples, "
+                "accel.reduce for a sum)",
+            )
+            return None
+        if original not in self.global_reads:
+            self.report(
+                original,
+                "needs-review",
+                f"prints `{shown}`, a value of this process's share of the batch, "
+                "where only some processes may go (rank-dependent branch): it "
+                "shows this process's share only",
+            )
+            return None
+        if isinstance(tensor, cst.BinaryOperation):
+            tensor = tensor.with_changes(lpar=(), rpar=())
+        if how.kind == "sum":
+            self.report(
+                original,
+                "fixed",
+                f"printed `{shown}`, a sum over this process's share of the batch "
+                "-> accel.reduce (the global batch's)",
+            )
+            return self.runtime_call("reduce", [cst.Arg(value=tensor)])
+        keywords = [keyword_arg("count", how.count)] if how.count is not None else []
+        over = (
+            f"the elements `{code(how.count)}` counts"
+            if how.count is not None
+            else "the samples"
+        )
+        self.report(
+            original,
+            "fixed",
+            f"printed `{shown}`, a mean over {over} of this process's share of the "
+            "batch -> accel.global_loss (the global batch's)",
+        )
+        return self.runtime_call("global_loss", [cst.Arg(value=tensor), *keywords])
 
     def _scaled_by_count(self, read: cst.Call) -> bool:
         """``loss.item() * x.size(0)``: the batch-mean loss times this process's
@@ -439,6 +546,8 @@ class PrintMainProcess(Rule):
             )
             return None
         if place is None:
+            if original in self.batch_reads:
+                return self._batch_value(original, tensor)
             self._report_companion(original)
             return None
         if self._scaled_by_count(original):
@@ -531,12 +640,17 @@ class PrintMainProcess(Rule):
             )
         return updated_node
 
+    def _companion(self, read: cst.Call) -> cst.Call | None:
+        """The step call that returned the tensor ``read`` reads with a loss."""
+        tensor = _stripped(self._read_of(read))  # type: ignore[arg-type]
+        key = self.index.key(tensor)
+        return self.index.returned_losses.companions.get(key) if key else None
+
     def _report_companion(self, read: cst.Call) -> None:
         """``acc.item()`` of a value returned with a loss (``loss, acc = step()``):
         this process's share, of a kind the rule does not know."""
         tensor = _stripped(self._read_of(read))  # type: ignore[arg-type]
-        key = self.index.key(tensor)
-        call = self.index.returned_losses.companions.get(key) if key else None
+        call = self._companion(read)
         if call is None:
             return
         returned = self.index.returned_losses.returned_by(call)
