@@ -39,6 +39,8 @@ writes every row, or keep the state out of the step.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -46,6 +48,9 @@ from ..analysis import variable_names
 from ..model_methods import training_step
 from ..rule import Rule
 from ..trained_models import snippet
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
 
 #: In-place tensor methods that write rows picked by an index.
 _INDEXED_WRITES = frozenset(
@@ -61,6 +66,36 @@ _INDEXED_WRITES = frozenset(
     }
 )
 _COLLECTIVE_PREFIXES = ("torch.distributed.", "accel_migrate.runtime.")
+
+
+def kept_state_write(
+    index: ModuleIndex, node: cst.CSTNode, name: cst.Name, parts: object, method: bool
+) -> bool:
+    """Is ``node`` (a write into ``name``, from ``parts``) an in-place write into a
+    tensor kept across training steps, from values of the step's batch, with no
+    collective in its statement? ``method``: an ``index_copy_``-like call (any
+    object), else a ``name[...] = ...`` store (a tensor only)."""
+    return _StateWrites(index).kept(node, name, parts, method)
+
+
+def defer_to_batch_state_writes(rule: Rule, statement: cst.CSTNode) -> bool:
+    """For AM009: ``statement`` (``queue[:, i:j] = feats.T``, which AM009 cannot
+    classify) writes a tensor kept across steps, which this rule reports with the
+    cause (unless it is not selected: then AM009 reports it as before)."""
+    if not rule.context.runs("AM032") or not isinstance(statement, cst.Assign):
+        return False
+    return any(
+        isinstance(target.target, cst.Subscript)
+        and isinstance(target.target.value, cst.Name)
+        and kept_state_write(
+            rule.index,
+            statement,
+            target.target.value,
+            [statement.value, target.target],
+            False,
+        )
+        for target in statement.targets
+    )
 
 
 class BatchStateWrites(Rule):
@@ -95,16 +130,7 @@ class BatchStateWrites(Rule):
         parts: object,
         text: str,
     ) -> None:
-        paths = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
-        if not paths:
-            return
-        step = paths[0][0]  # the innermost loop around the write
-        trained = next(loop for loop in paths[0] if self.index.runs_backward(loop.body))
-        if self._bound_in(name, step) or not self._kept(name, trained, bool(text)):
-            return  # a value of this step (`x[mask] = 0` on the batch)
-        if not any(self._reads_step_value(part, step) for part in _nodes(parts)):
-            return
-        if self._through_collective(node):
+        if not kept_state_write(self.index, node, name, parts, bool(text)):
             return
         shown = text or snippet(node)
         self.report(
@@ -117,6 +143,28 @@ class BatchStateWrites(Rule):
             "what is written from every process first (accel.gather), or keep "
             "the write out of the training step",
         )
+
+
+class _StateWrites:
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+
+    def qualnames(self, node: cst.CSTNode) -> set[str]:
+        return self.index.qualnames(node)
+
+    def kept(
+        self, node: cst.CSTNode, name: cst.Name, parts: object, method: bool
+    ) -> bool:
+        paths = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
+        if not paths:
+            return False
+        step = paths[0][0]  # the innermost loop around the write
+        trained = next(loop for loop in paths[0] if self.index.runs_backward(loop.body))
+        if self._bound_in(name, step) or not self._kept(name, trained, method):
+            return False  # a value of this step (`x[mask] = 0` on the batch)
+        if not any(self._reads_step_value(part, step) for part in _nodes(parts)):
+            return False
+        return not self._through_collective(node)
 
     def _bound_in(self, name: cst.Name, loop: cst.For | cst.While) -> bool:
         """Is ``name`` (re)bound inside ``loop``, or by its target?"""

@@ -37,6 +37,10 @@ of it:
 - loss tensors that a function of this file backpropagates and returns, collected
   as they are (``losses.append(self._run_batch(x, y))``), are reported: what the
   collection is used for is not followed (see AM008 for reads of them).
+- a value it cannot classify is reported, unless a later rule names the cause:
+  outputs collected per batch (AM029 gathers them) and a write into a tensor kept
+  across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
+  selected, this one reports it as before.
 
 ## Why
 Evaluation loaders are sharded like training loaders, so no sample is counted
@@ -92,6 +96,7 @@ from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..patterns import torch_alias
 from ..reduction.logged import logged_weight
 from ..rule import Rule, keyword_arg
+from .batch_state_writes import defer_to_batch_state_writes
 from .collected_outputs import defer_to_collected_outputs
 
 #: What holds a value that may be collected per batch (``values.append(v)``'s
@@ -293,6 +298,8 @@ class MetricSums(Rule):
             if kind == "unknown":
                 if defer_to_collected_outputs(self, statement):
                     return  # outputs collected per batch (predictions): AM029's
+                if defer_to_batch_state_writes(self, statement):
+                    return  # a tensor kept across steps (a queue): AM032's
                 self.report(
                     statement,
                     "needs-review",
