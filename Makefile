@@ -7,15 +7,27 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup setup-deepspeed demo test lint format bench docs clean
+.PHONY: setup setup-deepspeed demo test test-deepspeed lint format bench docs clean
 
 setup: $(STAMP)
 
-# The optional DeepSpeed extra, for the ZeRO tests (tests/runtime/test_deepspeed.py
-# skips without it). Not part of `setup`: building its sdist took about 60 s in a
-# fresh venv, which CI's time budget has no room for. DS_BUILD_OPS=0: no kernels.
-setup-deepspeed: setup
-	DS_BUILD_OPS=0 $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,deepspeed]'
+# The optional DeepSpeed extra, for the ZeRO tests, in an environment of its own
+# (.venv-deepspeed): the main one stays as a user without the extra has it, so the
+# tests there check that everything but --strategy deepspeed works without it.
+# DS_BUILD_OPS=0: no kernels (the runtime steps the script's torch optimizer).
+DS_VENV ?= .venv-deepspeed
+DS_STAMP := $(DS_VENV)/.installed
+DEEPSPEED_TESTS := tests/runtime/test_deepspeed.py tests/runtime/test_deepspeed_user.py \
+	tests/runtime/test_cpu_offload.py tests/parity/test_parity_deepspeed.py
+
+setup-deepspeed: $(DS_STAMP)
+
+$(DS_STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(DS_VENV)
+	$(DS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DS_VENV)/bin/python -m pip install --quiet -c constraints.txt torch
+	DS_BUILD_OPS=0 $(DS_VENV)/bin/python -m pip install --quiet -c constraints.txt -e '.[dev,deepspeed]'
+	touch $(DS_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +46,12 @@ TEST_WORKERS ?= auto
 
 test: setup lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30
+	$(MAKE) test-deepspeed
+
+# The ZeRO lane: the DeepSpeed tests again, in the environment that has DeepSpeed
+# (in the main one they skip, saying so).
+test-deepspeed: setup-deepspeed
+	$(DS_VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=10 $(DEEPSPEED_TESTS)
 
 lint: setup
 	$(BIN)/black --check accel_migrate tests bench examples
@@ -50,4 +68,4 @@ bench: setup
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) $(DS_VENV) demo-out .pytest_cache

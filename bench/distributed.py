@@ -23,9 +23,18 @@ the rounds. On the CPU a tiny MLP (a step of about a millisecond) also measures
 the runtime's fixed cost per DDP step against the hand-written loop, in
 microseconds of CPU time.
 
+``--deepspeed-python PY`` (an environment with DeepSpeed, never the main one)
+adds, for each stage of ``--zero-stages`` (default 1,2), the runtime's
+``launch --strategy deepspeed --zero-stage N`` against ``workloads/deepspeed_mlp.py``,
+a plain ``deepspeed.initialize`` loop with DeepSpeed's default config. Stage 3 is
+not timed by default: the runtime steps its partition in sub-groups
+(``sub_group_size``, for memory), so the optimizer-step hook that times a step
+fires several times per iteration there, and once in the plain loop.
+
 Targets: the runtime's DDP within 2% of hand-written DDP, its per-block FSDP
-within 2% of the hand-written per-block ``fully_shard``; the runtime no slower
-than Accelerate (DDP and FSDP). ``--fsdp-only``: the FSDP contenders alone.
+within 2% of the hand-written per-block ``fully_shard``, its ZeRO within 2% of
+the plain DeepSpeed loop; the runtime no slower than Accelerate (DDP and FSDP).
+``--fsdp-only``: the FSDP contenders alone; ``--deepspeed-only``: the ZeRO ones.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from _common import (
 WARMUP = 10
 DDP_TARGET = 1.02  # runtime DDP / hand-written DDP
 FSDP_TARGET = 1.02  # runtime per-block FSDP / hand-written per-block fully_shard
+ZERO_TARGET = 1.02  # runtime ZeRO-N / plain deepspeed.initialize ZeRO-N
 ACCELERATE_TARGET = 1.0  # runtime / Accelerate
 TINY = ["--features", "16", "--hidden", "16", "--layers", "1", "--batch-size", "16"]
 CUDA_MODEL = ["--hidden", "4096", "--layers", "4", "--batch-size", "1024"]
@@ -110,8 +120,33 @@ def contenders(
     }
 
 
+def zero_contenders(
+    world: int, migrated: object, args: list[str], python: str, stages: list[int]
+) -> dict[str, Contender]:
+    """The runtime's ZeRO and the plain DeepSpeed loop, per stage, in ``python``."""
+    group: dict[str, Contender] = {}
+    for stage in stages:
+        group[f"runtime zero{stage}"] = Contender(
+            f"runtime ZeRO-{stage} (`launch --strategy deepspeed --zero-stage {stage}`)",
+            [*launch(world, "deepspeed", python=python), "--zero-stage", str(stage)],
+            migrated,  # type: ignore[arg-type]
+            args,
+        )
+        group[f"hand zero{stage}"] = Contender(
+            f"plain deepspeed.initialize, ZeRO-{stage} (default config)",
+            torchrun(world, python),
+            WORKLOADS / "deepspeed_mlp.py",
+            [*args, "--zero-stage", str(stage)],
+        )
+    return group
+
+
 def rows_for(setting: str, group: dict[str, Contender]) -> list[list[str]]:
     comparisons = {
+        **{
+            f"runtime zero{n}": [(f"hand zero{n}", ZERO_TARGET, "plain DeepSpeed")]
+            for n in (1, 2, 3)
+        },
         # key: (what it is compared with, target, label)
         "runtime ddp": [
             ("hand ddp", DDP_TARGET, "hand-written"),
@@ -132,7 +167,7 @@ def rows_for(setting: str, group: dict[str, Contender]) -> list[list[str]]:
         low, high = spread(contender, WARMUP)
         ratios, targets, met = [], [], []
         for other, target, label in comparisons.get(key, []):
-            if group[other].skipped:
+            if other not in group or group[other].skipped:
                 ratios.append(f"{label}: n/a")
                 continue
             ratio = paired_ratio(contender, group[other], WARMUP)
@@ -200,7 +235,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the FSDP contenders (runtime, hand-written, Accelerate)",
     )
+    parser.add_argument(
+        "--deepspeed-python",
+        help="the Python of an environment with DeepSpeed: adds the ZeRO contenders",
+    )
+    parser.add_argument("--zero-stages", default="1,2", help="ZeRO stages to time")
+    parser.add_argument(
+        "--deepspeed-only", action="store_true", help="only the ZeRO contenders"
+    )
     options = parser.parse_args(argv)
+    stages = [int(n) for n in options.zero_stages.split(",") if n]
     started_load = load()
     accelerate, why = accelerate_python()
     rows: list[list[str]] = []
@@ -225,6 +269,14 @@ def main(argv: list[str] | None = None) -> int:
                 if options.fsdp_only:
                     group = {k: c for k, c in group.items() if "fsdp" in k}
                     tiny = {}
+                if options.deepspeed_only:
+                    group, tiny = {}, {}
+                if options.deepspeed_python:
+                    group.update(
+                        zero_contenders(
+                            2, migrated, args, options.deepspeed_python, stages
+                        )
+                    )
                 run_rounds([*group.values(), *tiny.values()], options.rounds, folder)
             finally:
                 if visible is None:

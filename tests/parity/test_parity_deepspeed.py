@@ -1,9 +1,10 @@
 """The parity fixtures under ``--strategy deepspeed`` at world 2, ZeRO stages 1, 2
 and 3 in fp32, against the original on one process (issue 16).
 
-Needs the optional extra (``pip install "accel-migrate[deepspeed]"``; ``make
-setup-deepspeed`` in a checkout) and is skipped, with that reason, where DeepSpeed
-is not installed: CI's lane does not install it. The band is DeepSpeed's
+Needs the optional extra (``pip install "accel-migrate[deepspeed]"``) and is
+skipped, with that reason, where DeepSpeed is not installed: in the main
+environment. ``make test`` runs it again in ``.venv-deepspeed`` (``make
+test-deepspeed``), which has it. The band is DeepSpeed's
 documented one (docs/runtime.md, "Precision and tolerances"): fp32 relative
 ``1e-5`` for the first two steps, then ``1e-2``; the final parameters within
 ``1e-2``. Fixtures with two trained models (the GANs) are refused by the strategy
