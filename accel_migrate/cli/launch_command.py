@@ -27,6 +27,7 @@ from .launch_options import (
     offload_note,
     unknown_option,
 )
+from .run_cli import scale_settings
 from .unmigrated import unmigrated_warning
 
 EXIT_JOB_FAILED = 1
@@ -46,7 +47,7 @@ def _processes_per_node(nproc: str) -> int:
     return count
 
 
-def _check(config: RuntimeConfig, processes: int, nnodes: str) -> None:
+def check_launch(config: RuntimeConfig, processes: int, nnodes: str) -> None:
     """Refuse combinations that cannot run, before starting anything."""
     multi = processes > 1 or nnodes not in ("1", "1:1")
     if config.strategy == "single" and multi:
@@ -56,9 +57,9 @@ def _check(config: RuntimeConfig, processes: int, nnodes: str) -> None:
         )
     if config.strategy == "deepspeed":
         # Here, not in every worker's traceback: DeepSpeed missing, fp16 on the CPU.
-        from ..runtime.strategies.deepspeed_zero import check_launch
+        from ..runtime.strategies import deepspeed_zero
 
-        check_launch(config)
+        deepspeed_zero.check_launch(config)
     if config.strategy == "hsdp" and nnodes in ("1", "1:1"):
         raise ConfigError(
             f"strategy 'hsdp' (from {config.source_of('strategy')}) replicates across "
@@ -162,18 +163,7 @@ def run_launch(
                 "batch_mode": options["batch_mode"],
                 "timeout": options["timeout"],
                 "sync_batchnorm": (False if options.get("no_sync_batchnorm") else None),
-                "fsdp_wrap": options.get("fsdp_wrap"),
-                "fsdp_block_classes": options.get("fsdp_block_classes"),
-                "fsdp_min_params": options.get("fsdp_min_params"),
-                "fsdp_reshard_after_forward": (
-                    False if options.get("no_reshard_after_forward") else None
-                ),
-                "fsdp_cpu_offload": (True if options.get("fsdp_cpu_offload") else None),
-                "activation_checkpointing": (
-                    True if options.get("activation_checkpointing") else None
-                ),
-                "zero_stage": options.get("zero_stage"),
-                "deepspeed_config": options.get("deepspeed_config"),
+                **scale_settings(options),
             }
         )
         module = bool(options.get("module"))
@@ -185,7 +175,7 @@ def run_launch(
             raise ConfigError(f"{script}: no such script")
         processes = _processes_per_node(options["nproc"])
         check_options(options, processes)
-        _check(config, processes, options["nnodes"])
+        check_launch(config, processes, options["nnodes"])
         argv = torchrun_arguments(
             script,
             [],

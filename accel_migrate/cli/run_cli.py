@@ -7,11 +7,112 @@ both need the environment's torch, checked first.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from .exit_codes import EXIT_USAGE
+
+#: How the runtime shards and places the model: the same options for ``launch``
+#: and ``verify`` (which hands them on to the launcher of its migrated run).
+SCALE_OPTIONS = [
+    click.option(
+        "--fsdp-wrap",
+        type=click.Choice(["blocks", "root"]),
+        default=None,
+        help="FSDP units: each repeated block and the root (default), or the root only.",
+    ),
+    click.option(
+        "--fsdp-block-classes",
+        default=None,
+        metavar="NAMES",
+        help="Comma-separated class names that are FSDP blocks (instead of the detected ones).",
+    ),
+    click.option(
+        "--fsdp-min-params",
+        type=int,
+        default=None,
+        help="With no repeated blocks: a submodule of at least this many parameters is an FSDP unit.",
+    ),
+    click.option(
+        "--no-reshard-after-forward",
+        is_flag=True,
+        default=False,
+        help="FSDP keeps each unit's gathered parameters from forward to backward (more memory, fewer all-gathers).",
+    ),
+    click.option(
+        "--fsdp-cpu-offload",
+        is_flag=True,
+        default=False,
+        help="FSDP on a GPU keeps the sharded parameters, gradients and optimizer state in host memory; the optimizer steps on the CPU (no effect on a CPU device).",
+    ),
+    click.option(
+        "--activation-checkpointing",
+        is_flag=True,
+        default=False,
+        help="FSDP recomputes each block's activations in backward instead of keeping them.",
+    ),
+    click.option(
+        "--zero-stage",
+        type=click.Choice(["1", "2", "3"]),
+        default=None,
+        help="DeepSpeed ZeRO stage (--strategy deepspeed; default 2): 1 shards optimizer state, 2 also gradients, 3 also parameters.",
+    ),
+    click.option(
+        "--deepspeed-config",
+        default=None,
+        metavar="FILE",
+        help="A JSON file of DeepSpeed entries merged over the generated config (--strategy deepspeed); entries that change the batch, accumulation, clipping, precision or stage are refused.",
+    ),
+]
+#: Each scale option's flag, as ``verify`` gives it back to ``launch``.
+_SCALE_FLAGS = {
+    "fsdp_wrap": "--fsdp-wrap",
+    "fsdp_block_classes": "--fsdp-block-classes",
+    "fsdp_min_params": "--fsdp-min-params",
+    "no_reshard_after_forward": "--no-reshard-after-forward",
+    "fsdp_cpu_offload": "--fsdp-cpu-offload",
+    "activation_checkpointing": "--activation-checkpointing",
+    "zero_stage": "--zero-stage",
+    "deepspeed_config": "--deepspeed-config",
+}
+
+
+def scale_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(SCALE_OPTIONS):
+        command = option(command)
+    return command
+
+
+def scale_settings(options: dict[str, Any]) -> dict[str, Any]:
+    """The runtime settings the scale options give (None: not given here)."""
+    return {
+        "fsdp_wrap": options.get("fsdp_wrap"),
+        "fsdp_block_classes": options.get("fsdp_block_classes"),
+        "fsdp_min_params": options.get("fsdp_min_params"),
+        "fsdp_reshard_after_forward": (
+            False if options.get("no_reshard_after_forward") else None
+        ),
+        "fsdp_cpu_offload": True if options.get("fsdp_cpu_offload") else None,
+        "activation_checkpointing": (
+            True if options.get("activation_checkpointing") else None
+        ),
+        "zero_stage": options.get("zero_stage"),
+        "deepspeed_config": options.get("deepspeed_config"),
+    }
+
+
+def scale_arguments(options: dict[str, Any]) -> list[str]:
+    """The launcher arguments for the scale options given in ``options``."""
+    args: list[str] = []
+    for name, flag in _SCALE_FLAGS.items():
+        value = options.get(name)
+        if value is True:
+            args.append(flag)
+        elif value not in (None, False):
+            args += [flag, str(value)]
+    return args
 
 
 @click.command(
@@ -56,54 +157,7 @@ from .exit_codes import EXIT_USAGE
     default=False,
     help="BatchNorm normalises by each process's own samples (faster; losses differ from the original's).",
 )
-@click.option(
-    "--fsdp-wrap",
-    type=click.Choice(["blocks", "root"]),
-    default=None,
-    help="FSDP units: each repeated block and the root (default), or the root only.",
-)
-@click.option(
-    "--fsdp-block-classes",
-    default=None,
-    metavar="NAMES",
-    help="Comma-separated class names that are FSDP blocks (instead of the detected ones).",
-)
-@click.option(
-    "--fsdp-min-params",
-    type=int,
-    default=None,
-    help="With no repeated blocks: a submodule of at least this many parameters is an FSDP unit.",
-)
-@click.option(
-    "--no-reshard-after-forward",
-    is_flag=True,
-    default=False,
-    help="FSDP keeps each unit's gathered parameters from forward to backward (more memory, fewer all-gathers).",
-)
-@click.option(
-    "--fsdp-cpu-offload",
-    is_flag=True,
-    default=False,
-    help="FSDP on a GPU keeps the sharded parameters, gradients and optimizer state in host memory; the optimizer steps on the CPU (no effect on a CPU device).",
-)
-@click.option(
-    "--activation-checkpointing",
-    is_flag=True,
-    default=False,
-    help="FSDP recomputes each block's activations in backward instead of keeping them.",
-)
-@click.option(
-    "--zero-stage",
-    type=click.Choice(["1", "2", "3"]),
-    default=None,
-    help="DeepSpeed ZeRO stage (--strategy deepspeed; default 2): 1 shards optimizer state, 2 also gradients, 3 also parameters.",
-)
-@click.option(
-    "--deepspeed-config",
-    default=None,
-    metavar="FILE",
-    help="A JSON file of DeepSpeed entries merged over the generated config (--strategy deepspeed); entries that change the batch, accumulation, clipping, precision or stage are refused.",
-)
+@scale_options
 @click.option(
     "--nnodes",
     default="1",
@@ -267,10 +321,11 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed"]),
+    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed", "hsdp"]),
     default=None,
 )
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None)
+@scale_options
 @click.option(
     "--tolerance",
     type=float,

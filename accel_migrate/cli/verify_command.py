@@ -33,6 +33,8 @@ from ..verify.compare import (
 )
 from . import render
 from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .launch_command import check_launch
+from .run_cli import scale_arguments, scale_settings
 
 EXIT_DIFFERS = 1
 RUNNER = Path(__file__).resolve().parents[1] / "verify" / "runner.py"
@@ -116,6 +118,7 @@ class _Runs:
             launch += ["--strategy", options["strategy"]]
         if options["precision"]:
             launch += ["--precision", options["precision"]]
+        launch += scale_arguments(options)
         shown = ["--display-path", str(self.path), "--line-map", str(self.line_map)]
         err.print(f"running the original on 1 process for {steps} steps{mode} ...")
         original = _run(
@@ -159,12 +162,19 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
     path = Path(script)
     try:
         config = load_config(
-            {"strategy": options["strategy"], "precision": options["precision"]}
+            {
+                "strategy": options["strategy"],
+                "precision": options["precision"],
+                **scale_settings(options),
+            }
         )
         if not path.is_file():
             raise ConfigError(f"{script}: no such script")
         if options["steps"] < 1 or options["nproc"] < 1:
             raise ConfigError("--steps and --nproc must be at least 1")
+        # What the launcher of the migrated run would refuse, said before the
+        # original runs (DeepSpeed missing, fp16 on the CPU, HSDP on one node).
+        check_launch(config, options["nproc"], "1")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

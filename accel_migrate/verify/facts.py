@@ -151,23 +151,35 @@ class TrainedLeaves:
             return None
         if dist.get_world_size() < 2:
             return None
+        # FSDP's unsharded parameters (the leaves of its all-gathered forward)
+        # have their storage freed (resized to 0) after resharding: reading one
+        # crashes the process. They are synchronised by construction.
+        leaves = [t for t in self.leaves if _has_storage(t)]
         mine = [
             (
                 tuple(t.shape),
                 float(t.detach().double().sum()),
                 float(t.detach().double().square().sum()),
             )
-            for t in self.leaves
+            for t in leaves
         ]
         every: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(every, mine)
         for index, values in enumerate(zip(*every, strict=False)):
             first = values[0]
             if any(_apart(first, other) for other in values[1:]):
-                leaf = self.leaves[index]
+                leaf = leaves[index]
                 kind = "parameter" if isinstance(leaf, torch.nn.Parameter) else "tensor"
                 return f"a trained {kind} of shape {tuple(leaf.shape)}"
         return None
+
+
+def _has_storage(tensor: torch.Tensor) -> bool:
+    """Does ``tensor`` hold its elements (not a storage resized to 0)?"""
+    if tensor.numel() == 0:
+        return True
+    needed = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
+    return tensor.untyped_storage().nbytes() >= needed
 
 
 def _apart(a: tuple[Any, float, float], b: tuple[Any, float, float]) -> bool:

@@ -80,6 +80,14 @@ JOBS: dict[str, tuple[tuple[str, ...], dict[str, str] | None]] = {
         None,
     ),
     "stochastic": ((str(VERIFY_FIXTURES / "mnist_dropout.py"), "--steps", "4"), None),
+    "fsdp_options": (
+        (
+            str(VERIFY_FIXTURES / "linear_accuracy_log.py"),
+            *("--strategy", "fsdp", "--fsdp-wrap", "root"),
+            *("--no-reshard-after-forward", "--steps", "4"),
+        ),
+        None,
+    ),
     **{
         name: ((str(VERIFY_FIXTURES / name), "--steps", "4"), None)
         for name in (
@@ -150,6 +158,40 @@ def test_a_crash_is_reported_with_its_traceback(runs) -> None:
     assert "RuntimeError: the data file ran out at step 2" in done.stderr
     assert "not a parity result" in done.stderr
     assert "the data file ran out" in report.read_text()
+
+
+@pytest.mark.multiprocess
+def test_fsdp_with_the_launchers_scale_options_verifies(runs) -> None:
+    """``--fsdp-wrap``, ``--no-reshard-after-forward`` (launch's options) reach the
+    migrated run; a model whose root is its only FSDP unit verifies (its run
+    crashed reading the gathered weight that FSDP had freed)."""
+    done = runs["fsdp_options"].result().done
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: 4 losses over 4 steps agree" in done.stdout
+
+
+def test_the_scale_options_go_to_the_launcher_as_given() -> None:
+    from accel_migrate.cli.run_cli import scale_arguments
+
+    assert scale_arguments(
+        {
+            "fsdp_wrap": "root",
+            "no_reshard_after_forward": True,
+            "fsdp_cpu_offload": False,
+            "zero_stage": "3",
+            "deepspeed_config": None,
+        }
+    ) == ["--fsdp-wrap", "root", "--no-reshard-after-forward", "--zero-stage", "3"]
+
+
+def test_what_the_launcher_refuses_is_refused_before_the_original_runs() -> None:
+    script = str(VERIFY_FIXTURES / "linear_accuracy_log.py")
+    done = _verify(script, "--strategy", "hsdp", "--steps", "2")
+    assert done.returncode == 2, done.stderr
+    assert "error: strategy 'hsdp' (from --strategy) replicates across nodes" in (
+        done.stderr
+    )
+    assert "running the original" not in done.stderr
 
 
 def test_usage_errors() -> None:
