@@ -27,7 +27,7 @@ from .launch_options import (
     offload_note,
     unknown_option,
 )
-from .run_cli import scale_settings
+from .run_cli import SCALE_SETTINGS, scale_settings
 from .unmigrated import unmigrated_warning
 
 EXIT_JOB_FAILED = 1
@@ -55,6 +55,7 @@ def check_launch(config: RuntimeConfig, processes: int, nnodes: str) -> None:
             f"strategy 'single' (from {config.source_of('strategy')}) runs one process, "
             f"but --nproc {processes} --nnodes {nnodes} asks for more; use ddp, fsdp or auto"
         )
+    _check_settings_read(config, "ddp" if multi else "single")
     if config.strategy == "deepspeed":
         # Here, not in every worker's traceback: DeepSpeed missing, fp16 on the CPU.
         from ..runtime.strategies import deepspeed_zero
@@ -66,6 +67,32 @@ def check_launch(config: RuntimeConfig, processes: int, nnodes: str) -> None:
             "nodes, but --nnodes is 1; on one node HSDP is plain FSDP: use "
             "--strategy fsdp (or --nnodes 2 or more)"
         )
+
+
+def _check_settings_read(config: RuntimeConfig, auto: str) -> None:
+    """A strategy's own option given as a flag to a strategy that ignores it
+    (``--zero-stage 3`` with ``--strategy ddp``) would change nothing, silently.
+    From pyproject.toml or the environment such a setting is a default for when
+    that strategy runs, and is not refused."""
+    from ..runtime.strategies import strategy_class
+
+    name = auto if config.strategy == "auto" else config.strategy
+    came = config.source_of("strategy")
+    shown = f"auto, from {came}" if config.strategy == "auto" else f"from {came}"
+    reads = strategy_class(name).settings
+    for key, source in config.sources:
+        if source.startswith("--") and key in SCALE_SETTINGS and key not in reads:
+            raise ConfigError(
+                f"{source} is not read by strategy {name!r} ({shown}): it is an "
+                f"option of {_readers(key)}; drop it or choose that strategy"
+            )
+
+
+def _readers(key: str) -> str:
+    from ..runtime.strategies.base import _REGISTRY
+
+    names = sorted(name for name, cls in _REGISTRY.items() if key in cls.settings)
+    return "--strategy " + " or ".join(names)
 
 
 def torchrun_arguments(

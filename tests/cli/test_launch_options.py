@@ -184,6 +184,20 @@ def test_the_scripts_own_options_never_reach_torchruns_parser(
         ),
         (["--tee", "4"], "--tee='4' is not 0-3"),
         (["--redirects", "x"], "--redirects='x' is not 0-3"),
+        (
+            ["--strategy", "ddp", "--zero-stage", "3"],
+            "--zero-stage is not read by strategy 'ddp' (from --strategy): it is an "
+            "option of --strategy deepspeed",
+        ),
+        (
+            ["--nproc", "2", "--fsdp-wrap", "root"],
+            "--fsdp-wrap is not read by strategy 'ddp' (auto, from default): it is "
+            "an option of --strategy fsdp or hsdp",
+        ),
+        (
+            ["--strategy", "deepspeed", "--activation-checkpointing"],
+            "--activation-checkpointing is not read by strategy 'deepspeed'",
+        ),
         (["--nproc", "2", "--local-ranks-filter", "2"], "local rank 2 does not exist"),
         (["--local-ranks-filter", "a"], "is not comma-separated ranks"),
     ],
@@ -309,3 +323,18 @@ def test_for_real_script_options_pass_and_one_ranks_output_is_shown(
     assert "[default1]:rank 1 ['--log', 'x', '--nproc', '3']" in done.stdout
     assert "rank 0" not in done.stdout
     assert "accel-migrate launch: world size 2 (2 per node, flag)" in done.stderr
+
+
+def test_a_strategys_option_from_pyproject_is_a_default_not_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    torchrun: list[argparse.Namespace],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``zero-stage = 3`` in ``[tool.accel-migrate]`` is for when DeepSpeed runs;
+    a launch under another strategy starts as asked."""
+    (tmp_path / "pyproject.toml").write_text("[tool.accel-migrate]\nzero-stage = 3\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = launch(capsys, "--strategy", "ddp", "--nproc", "2", "train.py")
+    assert code == 0, err
+    assert len(torchrun) == 1

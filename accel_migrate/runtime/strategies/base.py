@@ -34,6 +34,9 @@ class Strategy:
     #: with its own (DeepSpeed's flat partitions): the first-step guard, which
     #: compares them with the models' parameters, is then checked by the strategy.
     wraps_optimizer: ClassVar[bool] = False
+    #: The strategy-specific settings it reads (``RuntimeConfig`` fields): the
+    #: launcher refuses one given as a flag to a strategy that would ignore it.
+    settings: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -177,6 +177,8 @@ def check_launch(config: RuntimeConfig) -> None:
 
 class DeepSpeedStrategy(DeepSpeedState, Strategy):
     name = "deepspeed"
+    #: fsdp-cpu-offload is ZeRO-Offload here.
+    settings = frozenset({"zero_stage", "deepspeed_config", "fsdp_cpu_offload"})
     wraps_optimizer = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -50,6 +50,16 @@ from .fsdp_units import block_units
 
 class FSDPStrategy(Strategy):
     name = "fsdp"
+    settings = frozenset(
+        {
+            "fsdp_wrap",
+            "fsdp_block_classes",
+            "fsdp_min_params",
+            "fsdp_reshard_after_forward",
+            "fsdp_cpu_offload",
+            "activation_checkpointing",
+        }
+    )
     shards_parameters = True
     sharded_checkpoint = True
 
