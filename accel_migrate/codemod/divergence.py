@@ -31,6 +31,8 @@ _RANK_LOCAL_CALL_PREFIXES = (
     "datetime.",
     "os.getpid",
 )
+#: Of them, the clock: each process's own reading is as right as the original's.
+CLOCK_PREFIXES = ("time.", "datetime.")
 #: Random draws. Every rank starts from the same seed and makes the same draws in
 #: straight-line setup code (``x = torch.randn(115, 7)`` before training), so they
 #: are the same there. Once training runs, the ranks' RNG states can drift apart
@@ -125,6 +127,9 @@ class Divergence:
         #: ``x.item()`` / ``float(x)`` reads, in the arguments of such a call
         #: (``print(f"acc {acc.item()}")``), of a tensor that differs between ranks.
         self.local_reads: set[cst.Call] = set()
+        #: For each such call, the variables in its arguments that hold rank-local
+        #: values there (``n`` of ``print(f"{n} samples")``, ``n = len(x)``).
+        self.local_values: dict[cst.Call, list[cst.Name | cst.Attribute]] = {}
         self._current_globals: set[str] = set()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
@@ -229,6 +234,7 @@ class Divergence:
         self.local_stores.clear()
         self.local_calls.clear()
         self.local_reads.clear()
+        self.local_values.clear()
         self._walk(self.index.module.body, set(self.tainted_globals))
         for function in self.index.functions:
             body = (
@@ -348,11 +354,14 @@ class Divergence:
             call = node.value
             if any(self._tainted(arg.value, tainted) for arg in call.args):
                 self.local_calls.add(call)
+                leaves = _TaintedLeaves(self, tainted)
                 for arg in call.args:
+                    arg.value.visit(leaves)
                     for read in m.findall(arg.value, _TENSOR_READ):
                         assert isinstance(read, cst.Call)
                         if self._tainted(_read_tensor(read), tainted):
                             self.local_reads.add(read)
+                self.local_values[call] = leaves.leaves
             if (
                 isinstance(call.func, cst.Attribute)
                 and call.func.attr.value in _MUTATORS
@@ -471,6 +480,28 @@ class _TaintFinder(cst.CSTVisitor):
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+class _TaintedLeaves(_TaintFinder):
+    """The rank-local variables an expression reads (outside calls whose result
+    is the same on every rank)."""
+
+    def __init__(self, divergence: Divergence, tainted: set[str]) -> None:
+        super().__init__(divergence, tainted)
+        self.leaves: list[cst.Name | cst.Attribute] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        chain = attr_chain(node)
+        if chain is not None and chain in self.tainted:
+            self.leaves.append(node)
+        else:
+            node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        if node.value in self.tainted:
+            self.leaves.append(node)
         return False
 
 

@@ -79,7 +79,7 @@ class SampleCounters(Rule):
         for counter, size in ((node.left, node.right), (node.right, node.left)):
             if not isinstance(counter, cst.Name):
                 continue
-            batch = _counted(size, self.qualnames)
+            batch = counted_batch(size, self.qualnames)
             if batch is None:
                 continue
             info = self._innermost_loop(node)
@@ -112,8 +112,8 @@ class SampleCounters(Rule):
     def _per_sample_loss(self, node: cst.BinaryOperation) -> None:
         """``loss.item() / len(data)`` in a log: the loss becomes the global batch's
         (AM008), so the length must be the global batch's too."""
-        batch = _counted(node.right, self.qualnames)
-        loss = _item_of(node.left)
+        batch = counted_batch(node.right, self.qualnames)
+        loss = item_of(node.left)
         if loss is not None and self.index.is_runtime_call(loss, "global_loss"):
             # AM008 ran first: ``accel.global_loss(loss).item()``
             loss = loss.args[0].value if loss.args else None  # type: ignore[attr-defined]
@@ -206,7 +206,7 @@ class SampleCounters(Rule):
         return self.runtime_call("reduce", [cst.Arg(size)])
 
 
-def _item_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+def item_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """The tensor read by ``loss.item()`` or ``float(loss)``."""
     if not isinstance(expr, cst.Call):
         return None
@@ -218,7 +218,7 @@ def _item_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _counted(
+def counted_batch(
     expr: cst.BaseExpression, qualnames: Callable[[cst.CSTNode], set[str]]
 ) -> cst.Name | None:
     """The batch whose length ``expr`` is: ``len(x)``, ``x.size(0)``, ``x.shape[0]``."""
