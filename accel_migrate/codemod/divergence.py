@@ -21,6 +21,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -346,7 +347,7 @@ class Divergence:
 
     def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
         """Every variable that a statement under ``node`` sets is rank-local."""
-        for statement in m.findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
+        for statement in findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
             if isinstance(statement, cst.Assign):
                 targets = [t.target for t in statement.targets]
             else:

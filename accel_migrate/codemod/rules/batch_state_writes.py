@@ -45,6 +45,7 @@ import libcst.matchers as m
 from ..analysis import variable_names
 from ..model_methods import training_step
 from ..rule import Rule
+from ..subtrees import findall
 from ..trained_models import snippet
 
 #: In-place tensor methods that write rows picked by an index.
@@ -194,4 +195,4 @@ def _nodes(parts: object) -> list[cst.CSTNode]:
 
 
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    return list(m.findall(node, m.Call()))  # type: ignore[arg-type]
+    return list(findall(node, m.Call()))  # type: ignore[arg-type]

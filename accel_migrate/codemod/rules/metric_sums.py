@@ -92,6 +92,7 @@ from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..patterns import torch_alias
 from ..reduction.logged import logged_weight
 from ..rule import Rule, keyword_arg
+from ..subtrees import findall
 from .collected_outputs import defer_to_collected_outputs
 
 #: What holds a value that may be collected per batch (``values.append(v)``'s
@@ -441,9 +442,7 @@ class MetricSums(Rule):
                     left=self._global_loss(value.left),
                     right=self._global_loss(value.right),
                 )
-            if isinstance(value.operator, cst.Divide) or m.findall(
-                value.left, m.Call()
-            ):
+            if isinstance(value.operator, cst.Divide) or findall(value.left, m.Call()):
                 return value.with_changes(left=self._global_loss(value.left, count))
             return value.with_changes(right=self._global_loss(value.right, count))
         weight = [keyword_arg("count", count.deep_clone())] if count is not None else []
