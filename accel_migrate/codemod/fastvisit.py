@@ -247,7 +247,80 @@ def _walk(node: cst.CSTNode, visitor: Any, dispatch: _Dispatch) -> None:
         leave(visitor, node)
 
 
+#: Per node class, for one batched visitor: its visit functions, its leave
+#: functions, and the fields with their attribute functions (None: libcst's path).
+BatchedEntry = tuple[
+    tuple[Any, ...],
+    tuple[Any, ...],
+    tuple[tuple[str, tuple[Any, ...], tuple[Any, ...]], ...] | None,
+]
+
+
+def _batched_entry(visitor: Any, node: cst.CSTNode) -> BatchedEntry:
+    """What libcst's ``_BatchedCSTVisitor.on_visit`` / ``on_leave`` /
+    ``on_visit_attribute`` / ``on_leave_attribute`` would look up for ``node``'s
+    class, looked up once (kept on the visitor: its functions are bound to one
+    batch of providers)."""
+    methods = visitor.visitor_methods
+    name = type(node).__name__
+    fields = _fields(node)
+    attributes = None
+    if fields is not None:
+        attributes = tuple(
+            (
+                field,
+                tuple(methods.get(f"visit_{name}_{field}", ())),
+                tuple(methods.get(f"leave_{name}_{field}", ())),
+            )
+            for field in fields
+        )
+    entry = (
+        tuple(methods.get(f"visit_{name}", ())),
+        tuple(methods.get(f"leave_{name}", ())),
+        attributes,
+    )
+    visitor._fastvisit_batched[type(node)] = entry
+    return entry
+
+
+def _walk_batched(node: cst.CSTNode, visitor: Any, table: dict[type, Any]) -> None:
+    # libcst's metadata providers (scopes, expression contexts) run as one batched
+    # visitor: the same functions in the same order as its on_visit / on_leave
+    # and attribute callbacks, without a lookup by name per node and call.
+    entry = table.get(type(node))
+    if entry is None:
+        entry = _batched_entry(visitor, node)
+    visits, leaves, attributes = entry
+    for function in visits:
+        function(node)
+    if attributes is None:
+        node._visit_and_replace_children(visitor)
+    else:
+        for name, before, after in attributes:
+            for function in before:
+                function(node)
+            value = getattr(node, name)
+            if value is not None and value is not _MAYBE:
+                if type(value) is tuple or type(value) is list:
+                    for item in value:
+                        _walk_batched(item, visitor, table)
+                else:
+                    _walk_batched(value, visitor, table)
+            for function in after:
+                function(node)
+    for function in leaves:
+        function(node)
+
+
 def _visit(self: cst.CSTNode, visitor: Any) -> Any:
+    if type(visitor) is _BatchedCSTVisitor and (
+        visitor.before_visit is None and visitor.after_leave is None
+    ):
+        table = visitor.__dict__.get("_fastvisit_batched")
+        if table is None:
+            table = visitor._fastvisit_batched = {}
+        _walk_batched(self, visitor, table)
+        return self
     if isinstance(visitor, _CSTVisitor):
         _walk(self, visitor, _dispatch(visitor))
         return self
