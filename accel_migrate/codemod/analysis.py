@@ -25,6 +25,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from . import subtrees
 from .parents import ParentProvider
 from .project_facts import HelperFact, ProjectFacts
 
@@ -59,6 +60,9 @@ def attr_chain(node: cst.BaseExpression) -> str | None:
 
 def variable_names(node: cst.CSTNode) -> list[cst.Name]:
     """Names used as variables in ``node``: not attribute names, not keywords."""
+    shared = subtrees.variable_names(node)
+    if shared is not None:
+        return shared
     names = _VariableNames()
     node.visit(names)
     return names.found
@@ -125,6 +129,8 @@ class ModuleIndex:
         project: ProjectFacts | None = None,
     ) -> None:
         self.module = wrapper.module
+        # Subtree questions about this tree are answered from one walk of it.
+        subtrees.register(self.module)
         #: What the file's local imports define (``project_view``).
         self.project = project or ProjectFacts()
         self.alias = alias
@@ -775,6 +781,9 @@ def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | Non
 def _nodes_run_by(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes under ``node`` that run when it runs: not the bodies of the
     functions, classes and lambdas it defines."""
+    shared = subtrees.nodes_run_by(node)
+    if shared is not None:
+        return shared
     walk = _RunBy(node)
     node.visit(walk)
     return walk.found

@@ -21,6 +21,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -357,7 +358,7 @@ class Divergence:
                 leaves = _TaintedLeaves(self, tainted)
                 for arg in call.args:
                     arg.value.visit(leaves)
-                    for read in m.findall(arg.value, _TENSOR_READ):
+                    for read in findall(arg.value, _TENSOR_READ):
                         assert isinstance(read, cst.Call)
                         if self._tainted(_read_tensor(read), tainted):
                             self.local_reads.add(read)
@@ -377,7 +378,7 @@ class Divergence:
 
     def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
         """Every variable that a statement under ``node`` sets is rank-local."""
-        for statement in m.findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
+        for statement in findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
             if isinstance(statement, cst.Assign):
                 targets = [t.target for t in statement.targets]
             else:

@@ -179,6 +179,7 @@ def _full_pass(
     context = RuleContext(
         alias=alias,
         original_code=module.code,
+        original_module=module,
         project=project,
         honour_suppressions=options.honour_suppressions,
         running=frozenset(rule.code for rule in rules),

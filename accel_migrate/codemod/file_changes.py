@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .subtrees import findall
+
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
 
@@ -83,13 +85,13 @@ def written_path(
 def per_process(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
     """Is ``expr`` made from a value that differs between processes (a
     ``tempfile`` path, ``os.getpid()``), directly or through variables?"""
-    for call in m.findall(expr, m.Call()):
+    for call in findall(expr, m.Call()):
         names = index.qualnames(call.func)  # type: ignore[attr-defined]
         if names & PER_PROCESS or any(n.startswith("tempfile.") for n in names):
             return True
     if depth > 3:
         return False
-    for name in m.findall(expr, m.Name()):
+    for name in findall(expr, m.Name()):
         key = index.key(name)
         for value in index.values.get(key, []) if key is not None else []:
             if value is not None and per_process(index, value, depth + 1):

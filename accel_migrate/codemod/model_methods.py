@@ -13,6 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex
+from .subtrees import findall
 
 
 def training_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
@@ -46,7 +47,7 @@ def stepped_classes(index: ModuleIndex) -> frozenset[cst.ClassDef]:
     todo = list(found)
     while todo:
         cls = todo.pop()
-        for call in m.findall(cls.body, m.Call()):
+        for call in findall(cls.body, m.Call()):
             inner = index.local_class(call.func)  # type: ignore[attr-defined]
             if inner is not None and inner not in found:
                 found.add(inner)
@@ -72,7 +73,7 @@ def forward_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
         if method is None or method in found:
             continue
         found.append(method)
-        for call in m.findall(
+        for call in findall(
             method.body, m.Call(func=m.Attribute(value=m.Name("self")))
         ):
             todo.append(call.func.attr.value)  # type: ignore[attr-defined]

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import libcst.matchers as m
 
+from .subtrees import findall
+
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
 
@@ -320,13 +322,13 @@ def counts_samples(
 ) -> bool:
     """Does ``expr`` count samples (``x.size(0)``, ``len(x)``, ``x.shape[0]``),
     directly or through a variable set to such a count (``batch = len(y)``)?"""
-    for call in m.findall(expr, m.Call()):
+    for call in findall(expr, m.Call()):
         func = call.func  # type: ignore[attr-defined]
         if isinstance(func, cst.Attribute) and func.attr.value in COUNT_METHODS:
             return True
         if "builtins.len" in index.qualnames(func):
             return True
-    if m.findall(expr, m.Subscript(value=m.Attribute(attr=m.Name("shape")))):
+    if findall(expr, m.Subscript(value=m.Attribute(attr=m.Name("shape")))):
         return True
     key = index.key(expr) if isinstance(expr, cst.Name) and depth < 2 else None
     return key is not None and any(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,7 +30,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from . import fasttransform
+from . import fasttransform, positions
 from .analysis import LazyQualifiedNames, ModuleIndex
 from .findings import Finding, Status
 from .linemap import LineMap
@@ -70,11 +70,12 @@ class RuleContext:
     #: leaves a case to a later one.
     running: frozenset[str] = frozenset()
     _linemap: tuple[str, LineMap] | None = None
-    #: Per metadata wrapper (rules that change nothing share one): its code, its
-    #: suppressed statements, its ModuleIndex.
-    _per_wrapper: dict[int, tuple[MetadataWrapper, str, dict[int, Codes]]] = field(
-        default_factory=dict
-    )
+    #: The parsed module, whose code is ``original_code`` (no codegen needed).
+    original_module: cst.Module | None = None
+    #: The latest changed tree's code and suppressed statements (rules that
+    #: change nothing share a wrapper, and ask again).
+    _code: tuple[cst.Module, str] | None = None
+    _suppressed_at: tuple[MetadataWrapper, dict[int, Codes]] | None = None
     _index: tuple[MetadataWrapper, ModuleIndex] | None = None
     #: What the file's local imports define (the project view), if known.
     project: ProjectFacts | None = None
@@ -102,20 +103,41 @@ class RuleContext:
             )
         return self._qualnames[1]
 
-    def code_and_suppressed(
-        self, wrapper: MetadataWrapper
-    ) -> tuple[str, dict[int, Codes]]:
-        cached = self._per_wrapper.get(id(wrapper))
-        if cached is None or cached[0] is not wrapper:
-            code = wrapper.module.code
-            suppressed = (
+    def positions_of(self, wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, Any]:
+        """``wrapper``'s positions; computed here, they come with its code."""
+        known = wrapper._metadata.get(PositionProvider)  # type: ignore[attr-defined]
+        if known is not None:
+            return known
+        found, code = positions.compute(wrapper)
+        self._code = (wrapper.module, code)
+        return found
+
+    def code_of(self, wrapper: MetadataWrapper) -> str:
+        """The code of ``wrapper``'s module (asked with positions: ``report``)."""
+        module = wrapper.module
+        if module is self.original_module:
+            return self.original_code
+        if self._code is None or self._code[0] is not module:
+            if PositionProvider in wrapper._metadata:  # type: ignore[attr-defined]
+                self._code = (module, module.code)
+            else:
+                self.positions_of(wrapper)
+        return self._code[1]  # type: ignore[index]
+
+    def suppressed_of(self, wrapper: MetadataWrapper) -> dict[int, Codes]:
+        """The statements of ``wrapper``'s module marked ``# accel-migrate: skip``.
+        No rule writes that comment: without one in the user's code, no tree has
+        one, and no tree's code is generated to look for it."""
+        if not (self.honour_suppressions and SKIP_COMMENT.search(self.original_code)):
+            return {}
+        if self._suppressed_at is None or self._suppressed_at[0] is not wrapper:
+            found = (
                 suppressed_statements(wrapper.module)
-                if self.honour_suppressions and SKIP_COMMENT.search(code)
+                if SKIP_COMMENT.search(self.code_of(wrapper))
                 else {}
             )
-            self._per_wrapper.clear()  # only the current wrapper is asked again
-            cached = self._per_wrapper[id(wrapper)] = (wrapper, code, suppressed)
-        return cached[1], cached[2]
+            self._suppressed_at = (wrapper, found)
+        return self._suppressed_at[1]
 
     def aliased(self, message: str) -> str:
         """``message`` naming the runtime by the alias this file's import uses
@@ -214,9 +236,14 @@ class Rule(cst.CSTTransformer):
         super().__init__()
         self.context = context
         self.wrapper = wrapper
-        self._current_code, self._suppressed = context.code_and_suppressed(wrapper)
+        self._suppressed = context.suppressed_of(wrapper)
         #: Set when a ``leave_`` returned something else than the node it was given.
         self.modified = False
+
+    @property
+    def _current_code(self) -> str:
+        """The code of the tree this pass visits (generated with its positions)."""
+        return self.context.code_of(self.wrapper)
 
     @classmethod
     def doc(cls) -> str:
@@ -296,7 +323,11 @@ class Rule(cst.CSTTransformer):
                 return default
             return found
         if key in _LAZY_METADATA and key not in self.metadata:
-            self.metadata[key] = self.wrapper.resolve(key)  # type: ignore[index]
+            self.metadata[key] = (  # type: ignore[index]
+                self.context.positions_of(self.wrapper)
+                if key is PositionProvider
+                else self.wrapper.resolve(key)
+            )
         return super().get_metadata(key, node, default)
 
     # -- dispatch -------------------------------------------------------------------------

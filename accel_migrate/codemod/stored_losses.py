@@ -19,6 +19,7 @@ import libcst.matchers as m
 
 from .analysis import ModuleIndex
 from .returned_loss import backpropagated
+from .subtrees import findall
 
 
 def _self_attr(expr: cst.BaseExpression) -> str | None:
@@ -41,19 +42,19 @@ def _stored_losses(
     for method in cls.body.body:
         if not isinstance(method, cst.FunctionDef):
             continue
-        for call in m.findall(method, m.Call()):
+        for call in findall(method, m.Call()):
             if not index.is_backward_call(call):
                 continue
             for tensor in backpropagated(index, call):  # type: ignore[arg-type]
                 attr = _self_attr(tensor)
                 if attr is not None:
                     found.setdefault(attr, (method, call))  # type: ignore[arg-type]
-        for assign in m.findall(method, m.Assign()):
+        for assign in findall(method, m.Assign()):
             targets = [_self_attr(t.target) for t in assign.targets]  # type: ignore[attr-defined]
             for target in targets:
                 if target not in found:
                     continue
-                for term in m.findall(assign.value, m.Attribute()):  # type: ignore[attr-defined]
+                for term in findall(assign.value, m.Attribute()):  # type: ignore[attr-defined]
                     attr = _self_attr(term)  # type: ignore[arg-type]
                     if attr is not None:
                         found.setdefault(attr, found[target])
@@ -76,7 +77,7 @@ def stored_loss_reads(
     """Reads of losses stored on the instance, outside the method of their
     backward, with a true sentence for a needs-review finding."""
     found: list[tuple[cst.Call, str]] = []
-    for cls in m.findall(index.module, m.ClassDef()):
+    for cls in findall(index.module, m.ClassDef()):
         stored = _stored_losses(index, cls)  # type: ignore[arg-type]
         if not stored:
             continue
@@ -85,7 +86,7 @@ def stored_loss_reads(
         for method in cls.body.body:  # type: ignore[attr-defined]
             if not isinstance(method, cst.FunctionDef):
                 continue
-            for call in m.findall(method, m.Call()):
+            for call in findall(method, m.Call()):
                 assert isinstance(call, cst.Call)
                 if (
                     "builtins.getattr" in index.qualnames(call.func)

@@ -22,6 +22,7 @@ import libcst.matchers as m
 from libcst.metadata import Assignment, ImportAssignment
 
 from .analysis import Key, ModuleIndex, method_call, variable_names
+from .subtrees import findall
 
 if TYPE_CHECKING:
     from .project_facts import HelperFact
@@ -38,7 +39,7 @@ def extra_values(index: ModuleIndex) -> dict[Key, list[cst.BaseExpression]]:
     """What ``x += value``, ``x.extend(value)`` and ``x.append(value)`` add to ``x``
     (the collector records plain assignments only)."""
     found: dict[Key, list[cst.BaseExpression]] = defaultdict(list)
-    for node in m.findall(index.module, m.AugAssign()):
+    for node in findall(index.module, m.AugAssign()):
         key = index.key(node.target)  # type: ignore[attr-defined]
         if key is not None:
             found[key].append(node.value)  # type: ignore[attr-defined]
@@ -62,7 +63,7 @@ def parameter_calls(
     seen: set[Key] = set()
 
     def walk(node: cst.CSTNode, depth: int) -> None:
-        for inner in m.findall(node, _PARAMETERS):
+        for inner in findall(node, _PARAMETERS):
             if inner not in found:
                 found.append(inner)  # type: ignore[arg-type]
         if depth >= _DEPTH:
@@ -76,7 +77,7 @@ def parameter_calls(
                 if value is not None:
                     walk(value, depth + 1)
 
-    for inner in m.findall(call, _PARAMETERS):
+    for inner in findall(call, _PARAMETERS):
         found.append(inner)  # type: ignore[arg-type]
     params = next(
         (
@@ -102,7 +103,7 @@ def element_containers(index: ModuleIndex) -> dict[Key, Key]:
     ]
     loops += [
         (c.target, c.iter)  # type: ignore[attr-defined]
-        for c in m.findall(index.module, m.CompFor())
+        for c in findall(index.module, m.CompFor())
     ]
     for target, iterable in loops:
         for element, source in _pairs(index, target, iterable):
@@ -167,7 +168,7 @@ def returns_of(
     """The values ``function`` returns (not those of functions defined in it)."""
     return [
         r.value  # type: ignore[attr-defined]
-        for r in m.findall(function.body, m.Return())
+        for r in findall(function.body, m.Return())
         if index.enclosing_function(r) is function
     ]
 
@@ -392,13 +393,13 @@ class AllOrNothing:
         loops: list[cst.For | cst.While] = [*self.index.for_loops]
         loops += [
             w
-            for w in m.findall(self.index.module, m.While())
+            for w in findall(self.index.module, m.While())
             if self.index.reads_loader(w)  # type: ignore[arg-type]
         ]
         for loop in loops:
             if not self.index.runs_backward(loop.body):
                 continue
-            for call in m.findall(loop.body, m.Call()):
+            for call in findall(loop.body, m.Call()):
                 key = self.index.key(call.func)  # type: ignore[attr-defined]
                 if (
                     key is None

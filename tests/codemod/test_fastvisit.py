@@ -194,3 +194,56 @@ def test_installed_by_the_engine() -> None:
 
     assert cst.CSTNode.visit is fastvisit._visit
     assert Path(fastvisit.__file__).parent == ROOT / "accel_migrate" / "codemod"
+
+
+class _Batched(cst.BatchableCSTVisitor):
+    """Batched hooks as libcst's providers have them: node and attribute hooks."""
+
+    def __init__(self, events: list[tuple[str, int]], tag: str) -> None:
+        super().__init__()
+        self.events = events
+        self.tag = tag
+
+    def _log(self, what: str, node: cst.CSTNode) -> None:
+        self.events.append((f"{self.tag}:{what}", id(node)))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._log("name", node)
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self._log("call", node)
+        return False  # ignored by a batched visit: the children are still visited
+
+    def visit_Call_func(self, node: cst.Call) -> None:
+        self._log("func", node)
+
+    def leave_Call_args(self, node: cst.Call) -> None:
+        self._log("args", node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._log("def", node)
+
+    def visit_FormattedStringExpression(
+        self, node: cst.FormattedStringExpression
+    ) -> None:
+        self._log("fexpr", node)
+
+
+def _batched_events(module: cst.Module, fast: bool) -> list[tuple[str, int]]:
+    (fastvisit.install if fast else fastvisit.uninstall)()
+    try:
+        events: list[tuple[str, int]] = []
+        cst.visit_batched(module, [_Batched(events, "a"), _Batched(events, "b")])
+        return events
+    finally:
+        fastvisit.install()
+
+
+def test_same_batched_callbacks_as_libcst() -> None:
+    """The batched walk (libcst's metadata providers) calls every visitor's
+    hooks in libcst's order: two visitors, node and attribute hooks, a visit
+    hook's False ignored, the f-string nodes libcst's own path visits."""
+    for name, module in _modules():
+        expected = _batched_events(module, fast=False)
+        assert expected, name
+        assert _batched_events(module, fast=True) == expected, name

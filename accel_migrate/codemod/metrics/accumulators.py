@@ -17,6 +17,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain, variable_names
 from ..patterns import TQDM_CALLS
+from ..subtrees import findall
 from .kinds import inside
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ _SYNCED_PREFIXES = ("torchmetrics.",)
 
 def sum_increments(index: ModuleIndex, loop: cst.For) -> Iterator[cst.AugAssign]:
     """``x += ...`` in the loop, on a variable set to zero before the loop."""
-    for aug in m.findall(loop.body, m.AugAssign(operator=m.AddAssign())):
+    for aug in findall(loop.body, m.AugAssign(operator=m.AddAssign())):
         assert isinstance(aug, cst.AugAssign)
         name = attr_chain(aug.target)
         if name is None or has_runtime_call(index, aug.value):
@@ -44,7 +45,7 @@ def sum_increments(index: ModuleIndex, loop: cst.For) -> Iterator[cst.AugAssign]
 def has_runtime_call(index: ModuleIndex, node: cst.CSTNode) -> bool:
     return any(
         index.is_runtime_call(c, "reduce", "global_loss", "gather")
-        for c in m.findall(node, m.Call())
+        for c in findall(node, m.Call())
     )
 
 
@@ -88,7 +89,7 @@ def reduced_after(index: ModuleIndex, loop: cst.For, name: str) -> bool:
 def read_inside(
     index: ModuleIndex, loop: cst.For, name: str, aug: cst.AugAssign
 ) -> bool:
-    for reference in m.findall(loop.body, m.Name() | m.Attribute()):
+    for reference in findall(loop.body, m.Name() | m.Attribute()):
         if attr_chain(reference) != name:  # type: ignore[arg-type]
             continue
         if any(a is aug for a in index.ancestors(reference)):
@@ -103,7 +104,7 @@ def collected_values(
     """Per-batch values collected into an object made before the loop: the
     statement (or call), the values, and how it is written."""
     divergence = index.divergence
-    for call in m.findall(loop.body, m.Call(func=m.Attribute())):
+    for call in findall(loop.body, m.Call(func=m.Attribute())):
         assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
         method = call.func.attr.value
         if method not in _COLLECTORS or call not in divergence.local_mutations:
@@ -116,7 +117,7 @@ def collected_values(
         values = [a.value for a in call.args]
         name = attr_chain(receiver)
         yield call, values, f"{name}.{method}(...)"
-    for statement in m.findall(loop.body, m.Assign() | m.AugAssign()):
+    for statement in findall(loop.body, m.Assign() | m.AugAssign()):
         if isinstance(statement, cst.Assign):
             if statement not in divergence.local_stores:
                 continue
@@ -165,7 +166,7 @@ def batch_dependent(value: cst.BaseExpression) -> bool:
     counter, ``meter.update(x, 1)``'s ``1``, does not.)"""
     if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
         return False
-    return bool(variable_names(value)) or bool(m.findall(value, m.Call()))
+    return bool(variable_names(value)) or bool(findall(value, m.Call()))
 
 
 def _zeroes(statement: cst.CSTNode, name: str) -> bool:

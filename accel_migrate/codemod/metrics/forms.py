@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 import libcst.matchers as m
 
+from ..subtrees import findall
 from .kinds import BatchKinds, inside, read_of
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class BatchForms:
         function = target[0]
         forms = {
             self.form(r.value, function, [], depth + 1)  # type: ignore[attr-defined]
-            for r in m.findall(function.body, m.Return())
+            for r in findall(function.body, m.Return())
             if r.value is not None  # type: ignore[attr-defined]
         }
         if "linear" in forms and forms <= {"linear", "constant"}:
@@ -167,7 +168,7 @@ class BatchForms:
             return []
         return [
             r.value  # type: ignore[attr-defined]
-            for r in m.findall(target[0].body, m.Return())
+            for r in findall(target[0].body, m.Return())
             if r.value is not None  # type: ignore[attr-defined]
         ]
 

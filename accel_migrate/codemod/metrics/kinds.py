@@ -20,6 +20,7 @@ import libcst.matchers as m
 
 from ..analysis import Key, variable_names
 from ..patterns import COUNT_METHODS, counts_samples, string_value
+from ..subtrees import findall
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -68,12 +69,10 @@ class BatchKinds:
             or m.matches(read, m.Call(func=m.Attribute(attr=m.Name("mean")), args=[]))
         ):
             return "mean"  # `criterion(out.view(-1, out.size(-1)), y).item()`
-        calls = list(m.findall(value, m.Call()))
+        calls = list(findall(value, m.Call()))
         if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in COUNT_METHODS for c in calls):  # type: ignore[attr-defined]
             return "sum"
-        if m.findall(
-            value, m.Subscript(value=m.Attribute(attr=m.Name("shape")))
-        ) or any(
+        if findall(value, m.Subscript(value=m.Attribute(attr=m.Name("shape")))) or any(
             "builtins.len" in self.index.qualnames(c.func) for c in calls  # type: ignore[attr-defined]
         ):
             return "sum"
@@ -114,7 +113,7 @@ class BatchKinds:
         function = target[0]
         kinds = {
             self.kind(r.value, function, depth + 1)  # type: ignore[attr-defined]
-            for r in m.findall(function.body, m.Return())
+            for r in findall(function.body, m.Return())
             if r.value is not None and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
         }
         if kinds == {"sum"} or kinds == {"mean"}:
@@ -124,7 +123,7 @@ class BatchKinds:
     def _unpacked_kind(self, key: Key, context: cst.CSTNode, depth: int) -> Kind:
         """``logits, loss = model(x, y)``: the kind of the model's ``forward``
         returns at that position (a model class of this file)."""
-        for assign in m.findall(context, m.Assign()):
+        for assign in findall(context, m.Assign()):
             assert isinstance(assign, cst.Assign)
             target = assign.targets[0].target if len(assign.targets) == 1 else None
             if not isinstance(target, (cst.Tuple, cst.List)):
@@ -140,7 +139,7 @@ class BatchKinds:
             if forward is None:
                 return "unknown"
             kinds = set()
-            for returned in m.findall(forward.body, m.Return()):
+            for returned in findall(forward.body, m.Return()):
                 value = returned.value  # type: ignore[attr-defined]
                 if not isinstance(value, cst.Tuple) or len(value.elements) != len(
                     target.elements
@@ -245,7 +244,7 @@ def inside(index: ModuleIndex, node: cst.CSTNode, context: cst.CSTNode) -> bool:
 
 
 def _reduction(node: cst.CSTNode) -> str | None:
-    for arg in m.findall(node, m.Arg(keyword=m.Name("reduction"))):
+    for arg in findall(node, m.Arg(keyword=m.Name("reduction"))):
         return string_value(arg.value)  # type: ignore[attr-defined]
     return None
 

@@ -55,6 +55,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain, variable_names
 from ..patterns import string_value
+from ..subtrees import findall
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
@@ -154,7 +155,7 @@ class _Reducer:
         """``total += term``: the terms added to a variable (``index.values`` has
         only its plain assignments)."""
         found: dict[Key, list[cst.AugAssign]] = {}
-        for node in m.findall(self.index.module, m.AugAssign()):
+        for node in findall(self.index.module, m.AugAssign()):
             assert isinstance(node, cst.AugAssign)
             key = self.index.key(node.target)
             if key is not None:
@@ -262,11 +263,11 @@ class _Reducer:
                     and self.index.key(node.targets[0].target) == key
                 ):
                     return node.value
-            for node in m.findall(prior, BINDINGS):
+            for node in findall(prior, BINDINGS):
                 if any(
                     self.index.key(n) == key
                     for target in bound_targets(node)
-                    for n in m.findall(target, m.Name())
+                    for n in findall(target, m.Name())
                 ):
                     return None
         return None
@@ -477,7 +478,7 @@ class _Reducer:
             function = target[0]
             returns = [
                 r.value  # type: ignore[attr-defined]
-                for r in m.findall(function.body, m.Return())
+                for r in findall(function.body, m.Return())
                 if r.value is not None  # type: ignore[attr-defined]
             ]
             items = [
@@ -526,7 +527,7 @@ class _Reducer:
     def _returned(self, function: cst.FunctionDef, depth: int) -> Fact:
         returns = [
             r.value  # type: ignore[attr-defined]
-            for r in m.findall(function.body, m.Return())
+            for r in findall(function.body, m.Return())
             if r.value is not None  # type: ignore[attr-defined]
             and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
         ]

@@ -12,6 +12,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..patterns import string_value
+from ..subtrees import findall
 from .placement import bound_once, code, pure
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ def writes_default_ignore(index: ModuleIndex) -> bool:
     cached = _WRITES_DEFAULT_IGNORE.get(index)
     if cached is None:
         cached = bool(
-            m.findall(
+            findall(
                 index.module,
                 _MINUS_100
                 | m.Name(value=m.MatchIfTrue(_DEFAULT_IGNORE_WRITERS.__contains__)),

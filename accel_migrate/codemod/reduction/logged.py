@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..subtrees import findall
 from . import loss_reduction
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def loss_leaves(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(value, cst.BinaryOperation):
         if isinstance(value.operator, (cst.Add, cst.Subtract)):
             return loss_leaves(value.left) + loss_leaves(value.right)
-        if isinstance(value.operator, cst.Divide) or m.findall(value.left, m.Call()):
+        if isinstance(value.operator, cst.Divide) or findall(value.left, m.Call()):
             return loss_leaves(value.left)
         return loss_leaves(value.right)
     if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("item")), args=[])):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..subtrees import findall
 from .facts import Fact, _added, _agree
 from .placement import code
 
@@ -66,7 +67,7 @@ def dict_values_fact(
     for value in values:
         target = index.callee(value) if isinstance(value, cst.Call) else None
         if target is not None and target[1] == 0:
-            returns = [r.value for r in m.findall(target[0].body, m.Return())]
+            returns = [r.value for r in findall(target[0].body, m.Return())]
             returned = [r for r in returns if isinstance(r, cst.Dict)]
             if not returns or len(returned) != len(returns):
                 return unknown
@@ -89,7 +90,7 @@ def dict_values_fact(
 
 def _keys_added(index: ModuleIndex, key: Key | None) -> bool:
     """``d[k] = ...``, ``d.update(...)``, ``d.setdefault(...)`` anywhere."""
-    for node in m.findall(index.module, m.Assign() | m.AugAssign()):
+    for node in findall(index.module, m.Assign() | m.AugAssign()):
         targets = (
             [t.target for t in node.targets]  # type: ignore[union-attr]
             if isinstance(node, cst.Assign)
@@ -98,7 +99,7 @@ def _keys_added(index: ModuleIndex, key: Key | None) -> bool:
         for target in targets:
             if isinstance(target, cst.Subscript) and index.key(target.value) == key:
                 return True
-    for call in m.findall(
+    for call in findall(
         index.module,
         m.Call(func=m.Attribute(attr=m.Name("update") | m.Name("setdefault"))),
     ):

@@ -34,6 +34,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..patterns import prepared_models
+from ..subtrees import findall
 from .placement import code
 
 if TYPE_CHECKING:
@@ -198,7 +199,7 @@ class _Tracer:
             for c in calls
         }
         defined = cls.name if constructor else function.name  # type: ignore[union-attr]
-        for node in m.findall(index.module, m.Name(name)):
+        for node in findall(index.module, m.Name(name)):
             if node is defined or id(node) in callees:
                 continue
             parent = index.parent(node)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..subtrees import findall
 from . import _Reducer
 from .placement import code
 
@@ -63,7 +64,7 @@ class _Search:
         if expr is None or depth > _DEPTH or id(expr) in self.visited:
             return None
         self.visited.add(id(expr))
-        for node in m.findall(expr, m.Call() | m.BinaryOperation()):
+        for node in findall(expr, m.Call() | m.BinaryOperation()):
             found = self._compares(node)
             if found is not None:
                 return found
@@ -72,7 +73,7 @@ class _Search:
                 found = self.find(body, depth + 1, body) if body is not None else None
                 if found is not None:
                     return found
-        for name in m.findall(expr, m.Name()):
+        for name in findall(expr, m.Name()):
             key = self.index.key(name)  # type: ignore[arg-type]
             if key is None:
                 continue

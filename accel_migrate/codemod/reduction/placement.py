@@ -8,6 +8,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import variable_names
+from ..subtrees import findall
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -62,11 +63,11 @@ def bound_once(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
 
 def pure(expr: cst.BaseExpression) -> bool:
     """Can ``expr`` be evaluated again with the same result (no calls with effects)?"""
-    for call in m.findall(expr, m.Call()):
+    for call in findall(expr, m.Call()):
         func = call.func  # type: ignore[attr-defined]
         if not (isinstance(func, cst.Attribute) and func.attr.value in _PURE):
             return False
-    return not m.findall(expr, m.NamedExpr() | m.Lambda() | m.Await() | m.Yield())
+    return not findall(expr, m.NamedExpr() | m.Lambda() | m.Await() | m.Yield())
 
 
 BINDINGS = (
@@ -107,22 +108,22 @@ def placement_blocker(
         return "the loss is not computed before it in the same block"
     names = {n.value for n in variable_names(count)} - {"True", "False", "None"}
     for between in body[start : end + 1]:
-        for node in m.findall(between, BINDINGS):
+        for node in findall(between, BINDINGS):
             bound = {
                 n.value  # type: ignore[attr-defined]
                 for target in bound_targets(node)
-                for n in m.findall(target, m.Name())
+                for n in findall(target, m.Name())
             }
             if bound & names:
                 return f"`{sorted(bound & names)[0]}` is assigned in between"
-        for call in m.findall(between, m.Call(func=m.Attribute())):
+        for call in findall(between, m.Call(func=m.Attribute())):
             func = call.func  # type: ignore[attr-defined]
             if func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
-                if {n.value for n in m.findall(func.value, m.Name())} & names:
+                if {n.value for n in findall(func.value, m.Name())} & names:
                     return f"`{code(func.value)}` is changed in place in between"
-        for target in m.findall(between, m.AssignTarget(target=m.Subscript())):
+        for target in findall(between, m.AssignTarget(target=m.Subscript())):
             root = target.target.value  # type: ignore[attr-defined]
-            if {n.value for n in m.findall(root, m.Name())} & names:
+            if {n.value for n in findall(root, m.Name())} & names:
                 return f"`{code(root)}` is changed in place in between"
     return None
 

@@ -47,6 +47,7 @@ import libcst.matchers as m
 from ..analysis import variable_names
 from ..model_methods import training_step
 from ..rule import Rule
+from ..subtrees import findall
 from ..trained_models import snippet
 
 if TYPE_CHECKING:
@@ -242,4 +243,4 @@ def _nodes(parts: object) -> list[cst.CSTNode]:
 
 
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    return list(m.findall(node, m.Call()))  # type: ignore[arg-type]
+    return list(findall(node, m.Call()))  # type: ignore[arg-type]

@@ -52,6 +52,7 @@ from ..amp import bind, code, is_false
 from ..analysis import Key, variable_names
 from ..patterns import prepared_models
 from ..rule import Rule, tidy_args
+from ..subtrees import findall
 
 _CLIPS = {
     "torch.nn.utils.clip_grad_norm_": "clip_grad_norm_",
@@ -168,13 +169,11 @@ class ClipGrad(Rule):
             return [False]
         verdicts: list[bool] = []
         skip: set[cst.Name] = set()
-        for call in m.findall(
-            expr, m.Call(func=m.Attribute(attr=m.Name("parameters")))
-        ):
+        for call in findall(expr, m.Call(func=m.Attribute(attr=m.Name("parameters")))):
             receiver = call.func.value  # type: ignore[attr-defined]
             verdicts.append(self._holds(receiver, self.models, "prepare_model"))
             skip.update(variable_names(receiver))
-        for attribute in m.findall(expr, m.Attribute(attr=m.Name("param_groups"))):
+        for attribute in findall(expr, m.Attribute(attr=m.Name("param_groups"))):
             receiver = attribute.value  # type: ignore[attr-defined]
             verdicts.append(self._holds(receiver, self.optimizers, "prepare_optimizer"))
             skip.update(variable_names(receiver))

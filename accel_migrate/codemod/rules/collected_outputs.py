@@ -68,6 +68,7 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import ModuleIndex, attr_chain
 from ..rule import Rule
+from ..subtrees import findall
 
 #: Methods that keep one value per sample (or per row) of what they are called on.
 _PER_SAMPLE_METHODS = frozenset(
@@ -193,7 +194,7 @@ def _empty_list(value: cst.BaseExpression | None) -> bool:
 def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
     """The output collections in ``loop``'s body (nested statements included)."""
     found = []
-    for node in m.findall(loop.body, m.AugAssign() | m.Call(func=m.Attribute())):
+    for node in findall(loop.body, m.AugAssign() | m.Call(func=m.Attribute())):
         collection = collection_of(index, node)
         if collection is not None:
             found.append(collection)
@@ -298,12 +299,12 @@ class CollectedOutputs(Rule):
                 return None, "it is filled in a nested function"
         uses = [
             n
-            for n in m.findall(loop, m.Name(collection.name))
+            for n in findall(loop, m.Name(collection.name))
             if self.index.key(n) == self.index.key(_target_name(statement))
         ]
         if len(uses) != 1:
             return None, f"`{collection.name}` is used elsewhere in the loop too"
-        if m.findall(loop.body, m.Break() | m.Continue() | m.Return()):
+        if findall(loop.body, m.Break() | m.Continue() | m.Return()):
             return None, "the loop may leave a batch early (break, continue or return)"
         if any(
             self.index.loader_loop(a.iter)[0]

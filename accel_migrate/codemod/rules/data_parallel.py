@@ -51,6 +51,7 @@ import libcst.matchers as m
 from ..analysis import Key
 from ..patterns import DATA_PARALLEL_CALLS
 from ..rule import Rule
+from ..subtrees import findall
 
 
 class DataParallel(Rule):
@@ -63,7 +64,7 @@ class DataParallel(Rule):
 
     def _contains_dp(self, node: cst.CSTNode | None) -> bool:
         return node is not None and any(
-            self._is_dp(call) for call in m.findall(node, m.Call())
+            self._is_dp(call) for call in findall(node, m.Call())
         )
 
     @cached_property

@@ -63,6 +63,7 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..patterns import is_cpu_string, is_cuda_name, string_value
 from ..rule import Rule
+from ..subtrees import findall
 
 Kind = Literal["device", "string"]
 
@@ -223,7 +224,7 @@ class DeviceChoice(Rule):
         key = self.index.key(assign.targets[0].target)
         if key is None:
             return None
-        for name in m.findall(self.index.module, m.Name() | m.Attribute()):
+        for name in findall(self.index.module, m.Name() | m.Attribute()):
             if name is assign.targets[0].target or self.index.key(name) != key:  # type: ignore[arg-type]
                 continue
             parent = self.index.parent(name)
@@ -328,7 +329,7 @@ class DeviceChoice(Rule):
             return False
         return all(
             self.is_call_to(call, _GPU_QUERIES)
-            for call in m.findall(statement.test, m.Call())
+            for call in findall(statement.test, m.Call())
         )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -52,6 +52,7 @@ from ..analysis import Key, attr_chain
 from ..patterns import SAME_OBJECT, strip_methods, torch_alias
 from ..reduction.facts import packed_sequence
 from ..rule import Rule
+from ..subtrees import findall
 
 #: Attributes whose value carries no gradient of the tensor they are read from.
 _DETACHING = frozenset(
@@ -124,7 +125,7 @@ class ForwardWithoutBackward(Rule):
         assign = line.body[0]
         if not all(_names(t.target) for t in assign.targets):
             return None
-        for call in m.findall(assign.value, m.Call()):
+        for call in findall(assign.value, m.Call()):
             assert isinstance(call, cst.Call)
             if self.index.holds_tagged(call.func, self.models):
                 # Fed a PackedSequence, the model returns one, whose `.data` is
@@ -144,7 +145,7 @@ class ForwardWithoutBackward(Rule):
     @cached_property
     def _reads(self) -> dict[Key, list[cst.Name]]:
         reads: dict[Key, list[cst.Name]] = {}
-        for name in m.findall(self.index.module, m.Name()):
+        for name in findall(self.index.module, m.Name()):
             assert isinstance(name, cst.Name)
             if _is_store(self.index, name):
                 continue
@@ -350,17 +351,17 @@ def _is_store(index: object, name: cst.Name) -> bool:
 
 
 def _stores_on_self(cls: cst.ClassDef) -> bool:
-    for method in m.findall(cls.body, m.FunctionDef()):
+    for method in findall(cls.body, m.FunctionDef()):
         assert isinstance(method, cst.FunctionDef)
         if method.name.value == "__init__":
             continue
-        if m.findall(
+        if findall(
             method.body,
             m.AssignTarget(target=m.Attribute(value=m.Name("self")))
             | m.AugAssign(target=m.Attribute(value=m.Name("self"))),
         ):
             return True
-        for call in m.findall(
+        for call in findall(
             method.body,
             m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("self")))),
         ):

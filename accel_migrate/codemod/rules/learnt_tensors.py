@@ -66,6 +66,7 @@ from libcst.metadata import PositionProvider
 from ..analysis import Key, variable_names
 from ..patterns import DATALOADER_CALLS, OPTIMIZER_BASES, is_optimizer_class
 from ..rule import Rule
+from ..subtrees import findall
 from ..trained_models import extra_values, snippet
 from ..unshardable import unshardable_reason
 
@@ -197,10 +198,10 @@ class LearntTensors(Rule):
         """Variables read in a loop that reads a data loader and runs a backward."""
         found: set[Key] = set()
         loops: list[cst.For | cst.While] = [*self.index.for_loops]
-        loops += m.findall(self.index.module, m.While())  # type: ignore[arg-type]
+        loops += findall(self.index.module, m.While())  # type: ignore[arg-type]
         for loop in loops:
             if self.index.reads_loader(loop) and self.index.runs_backward(loop.body):
-                for name in m.findall(loop.body, m.Name()):
+                for name in findall(loop.body, m.Name()):
                     key = self.index.key(name)
                     if key is not None:
                         found.add(key)
@@ -284,7 +285,7 @@ class LearntTensors(Rule):
         """In-place updates whose new value is computed from a ``.grad``:
         ``w -= lr * w.grad``, ``w.data.sub_(lr * w.grad)``, ``w.data = ...``."""
         found: list[cst.CSTNode] = []
-        for node in m.findall(self.index.module, m.AugAssign() | m.Assign()):
+        for node in findall(self.index.module, m.AugAssign() | m.Assign()):
             if isinstance(node, cst.Assign) and not any(
                 _is_data(t.target) for t in node.targets
             ):
@@ -343,4 +344,4 @@ def _is_grad(node: cst.BaseExpression) -> bool:
 
 
 def _reads_grad(node: cst.CSTNode) -> bool:
-    return bool(m.findall(node, m.Attribute(attr=m.Name("grad"))))
+    return bool(findall(node, m.Attribute(attr=m.Name("grad"))))

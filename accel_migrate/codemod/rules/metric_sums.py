@@ -96,6 +96,7 @@ from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..patterns import torch_alias
 from ..reduction.logged import logged_weight
 from ..rule import Rule, keyword_arg
+from ..subtrees import findall
 from .batch_state_writes import defer_to_batch_state_writes
 from .collected_outputs import defer_to_collected_outputs
 
@@ -448,9 +449,7 @@ class MetricSums(Rule):
                     left=self._global_loss(value.left),
                     right=self._global_loss(value.right),
                 )
-            if isinstance(value.operator, cst.Divide) or m.findall(
-                value.left, m.Call()
-            ):
+            if isinstance(value.operator, cst.Divide) or findall(value.left, m.Call()):
                 return value.with_changes(left=self._global_loss(value.left, count))
             return value.with_changes(right=self._global_loss(value.right, count))
         weight = [keyword_arg("count", count.deep_clone())] if count is not None else []

@@ -110,6 +110,7 @@ from ..patterns import (
     strip_methods,
 )
 from ..rule import Rule
+from ..subtrees import findall
 from ..trained_models import (
     AllOrNothing,
     returns_of,
@@ -177,7 +178,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
                 return False
         return not any(
             self.index.key(n) == key and not self._reads_import(n)
-            for n in m.findall(value, m.Name() | m.Attribute())
+            for n in findall(value, m.Name() | m.Attribute())
         )
 
     def _line(self, node: cst.CSTNode) -> int:
@@ -257,7 +258,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         for key, values in self.index.values.items():
             if any(
                 v is not None
-                and m.findall(
+                and findall(
                     v, m.Call(func=m.Attribute(attr=m.Name("to") | m.Name("cuda")))
                 )
                 for v in values

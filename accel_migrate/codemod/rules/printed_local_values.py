@@ -45,6 +45,7 @@ import libcst.matchers as m
 from ..divergence import CLOCK_PREFIXES
 from ..reduction.placement import code
 from ..rule import Rule
+from ..subtrees import findall
 from .print_main_process import TQDM_WRITE
 from .sample_counters import counted_batch, item_of
 
@@ -153,7 +154,7 @@ class PrintedLocalValues(Rule):
         for value in self.index.values.get(key, ()) if key is not None else ():
             if value is None:
                 continue
-            for inner in m.findall(value, m.Call()):
+            for inner in findall(value, m.Call()):
                 names = self.qualnames(inner.func)  # type: ignore[attr-defined]
                 if any(n.startswith(CLOCK_PREFIXES) for n in names):
                     return False

@@ -72,6 +72,7 @@ import libcst.matchers as m
 
 from ..patterns import DATALOADER_CALLS
 from ..rule import Rule
+from ..subtrees import findall
 
 #: Runtime calls that are collectives (or may be: a state dict under FSDP).
 _COLLECTIVES = (
@@ -126,7 +127,7 @@ class RankLocalDecisions(Rule):
         function = self.index.local_function(iterable.func)
         if function is None:
             return False
-        for ret in m.findall(function.body, m.Return()):
+        for ret in findall(function.body, m.Return()):
             value = ret.value  # type: ignore[attr-defined]
             if isinstance(value, cst.Call) and (
                 self.qualnames(value.func) & DATALOADER_CALLS
@@ -188,7 +189,7 @@ class RankLocalDecisions(Rule):
     def _reads_clock(self, test: cst.BaseExpression) -> bool:
         return any(
             any(q.startswith(_CLOCKS) for q in self.qualnames(call.func))  # type: ignore[attr-defined]
-            for call in m.findall(test, m.Call())
+            for call in findall(test, m.Call())
         )
 
     def _collective(self, node: cst.CSTNode) -> bool:

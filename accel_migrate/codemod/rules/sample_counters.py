@@ -48,6 +48,7 @@ import libcst.matchers as m
 
 from ..batches import LoaderLoop, loader_loop
 from ..rule import Rule
+from ..subtrees import findall
 
 #: Calls whose arguments are logged: ``print``, the runtime's, ``logging``'s.
 LOG_FUNCTIONS = frozenset(
@@ -156,7 +157,7 @@ class SampleCounters(Rule):
         """The variables ``loss.backward()`` / ``accel.backward(loss)`` in the loop
         differentiate."""
         found: set[object] = set()
-        for call in m.findall(loop.body, m.Call()):
+        for call in findall(loop.body, m.Call()):
             if not self.index.is_backward_call(call):
                 continue
             func = call.func  # type: ignore[attr-defined]

@@ -113,6 +113,7 @@ from ..patterns import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.pairwise import pairwise_comparison
 from ..rule import Rule, keyword_arg
+from ..subtrees import findall
 
 
 class TensorBackward(Rule):
@@ -131,7 +132,7 @@ class TensorBackward(Rule):
         variables a few assignments back: its spelling, or None."""
         if expr is None or depth > 3:
             return None
-        for call in m.findall(
+        for call in findall(
             expr,
             m.Call(
                 func=m.Attribute(attr=m.Name("mean") | m.Name("var") | m.Name("std"))
@@ -149,7 +150,7 @@ class TensorBackward(Rule):
             # what per-process weighting rebuilds exactly; anything else is not.
             if call.func.attr.value != "mean" or call is not expr:
                 return f".{call.func.attr.value}(0)"
-        for name in m.findall(expr, m.Name()):
+        for name in findall(expr, m.Name()):
             key = self.index.key(name)  # type: ignore[arg-type]
             if key is None:
                 continue

@@ -46,6 +46,7 @@ from libcst.metadata import PositionProvider
 from ..file_changes import argument
 from ..patterns import string_value
 from ..rule import Rule
+from ..subtrees import findall
 
 _SAVE = {"torch.save", "torch.serialization.save"}
 _LOAD = {"torch.load", "torch.serialization.load"}
@@ -154,7 +155,7 @@ class TorchSave(Rule):
             return None
         obj = argument(save, 0, "obj")
         if obj is None or any(
-            n.value == handle for n in m.findall(obj, m.Name())  # type: ignore[attr-defined]
+            n.value == handle for n in findall(obj, m.Name())  # type: ignore[attr-defined]
         ):
             return None
         if any(
@@ -168,7 +169,7 @@ class TorchSave(Rule):
     def collapsed_saves(self) -> set[cst.Call]:
         return {
             found[0]
-            for with_node in m.findall(self.index.module, m.With())
+            for with_node in findall(self.index.module, m.With())
             if (found := self._collapsible(with_node)) is not None  # type: ignore[arg-type]
         }
 
@@ -272,7 +273,7 @@ class TorchSave(Rule):
         original_node: cst.SimpleStatementLine,
         updated_node: cst.SimpleStatementLine,
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        saves = [c for c in m.findall(original_node, m.Call()) if c in self.read_back]
+        saves = [c for c in findall(original_node, m.Call()) if c in self.read_back]
         if not saves:
             return updated_node
         if not self.index.uniform(original_node):

@@ -47,6 +47,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..rule import Rule
+from ..subtrees import findall
 
 MESSAGE = (
     "the training data is not split across processes: each trains on all of it "
@@ -59,7 +60,7 @@ MESSAGE = (
 def _targets(loop: cst.For | cst.While) -> set[str]:
     if not isinstance(loop, cst.For):
         return set()
-    return {n.value for n in m.findall(loop.target, m.Name())}  # type: ignore[attr-defined]
+    return {n.value for n in findall(loop.target, m.Name())}  # type: ignore[attr-defined]
 
 
 class UnshardedData(Rule):
@@ -95,10 +96,10 @@ class UnshardedData(Rule):
         counters = set().union(*(_targets(loop) for loop in path))
         assigned = {
             n.value  # type: ignore[attr-defined]
-            for target in m.findall(body, m.AssignTarget())
-            for n in m.findall(target, m.Name())  # type: ignore[arg-type]
+            for target in findall(body, m.AssignTarget())
+            for n in findall(target, m.Name())  # type: ignore[arg-type]
         }
-        for node in m.findall(body, m.Subscript(value=m.Name())):
+        for node in findall(body, m.Subscript(value=m.Name())):
             assert isinstance(node, cst.Subscript)
             base = node.value
             assert isinstance(base, cst.Name)
@@ -110,12 +111,12 @@ class UnshardedData(Rule):
                     return True
                 if isinstance(index, cst.Index) and any(
                     n.value in counters  # type: ignore[attr-defined]
-                    for n in m.findall(index.value, m.Name())
+                    for n in findall(index.value, m.Name())
                 ):
                     return True
         if depth >= 2:
             return False
-        for call in m.findall(body, m.Call()):
+        for call in findall(body, m.Call()):
             target = self.index.callee(call)  # type: ignore[arg-type]
             if target is not None and self._reads_stored_data(
                 target[0].body, (), depth + 1
