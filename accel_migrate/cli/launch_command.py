@@ -27,7 +27,7 @@ from .launch_options import (
     offload_note,
     unknown_option,
 )
-from .run_cli import SCALE_SETTINGS, scale_settings
+from .run_cli import scale_settings
 from .unmigrated import unmigrated_warning
 
 EXIT_JOB_FAILED = 1
@@ -74,25 +74,22 @@ def _check_settings_read(config: RuntimeConfig, auto: str) -> None:
     (``--zero-stage 3`` with ``--strategy ddp``) would change nothing, silently.
     From pyproject.toml or the environment such a setting is a default for when
     that strategy runs, and is not refused."""
-    from ..runtime.strategies import strategy_class
+    from ..runtime.strategies import strategies_reading, strategy_class
 
     name = auto if config.strategy == "auto" else config.strategy
     came = config.source_of("strategy")
     shown = f"auto, from {came}" if config.strategy == "auto" else f"from {came}"
     reads = strategy_class(name).settings
     for key, source in config.sources:
-        if source.startswith("--") and key in SCALE_SETTINGS and key not in reads:
+        if not source.startswith("--") or key in reads:
+            continue
+        readers = strategies_reading(key)
+        if readers:  # a strategy's own setting, not one every strategy reads
             raise ConfigError(
                 f"{source} is not read by strategy {name!r} ({shown}): it is an "
-                f"option of {_readers(key)}; drop it or choose that strategy"
+                f"option of --strategy {' or '.join(readers)}; drop it or choose "
+                "that strategy"
             )
-
-
-def _readers(key: str) -> str:
-    from ..runtime.strategies.base import _REGISTRY
-
-    names = sorted(name for name, cls in _REGISTRY.items() if key in cls.settings)
-    return "--strategy " + " or ".join(names)
 
 
 def torchrun_arguments(

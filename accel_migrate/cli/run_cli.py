@@ -85,21 +85,6 @@ def scale_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-#: The runtime settings that only some strategies read (``Strategy.settings``).
-SCALE_SETTINGS = frozenset(
-    {
-        "fsdp_wrap",
-        "fsdp_block_classes",
-        "fsdp_min_params",
-        "fsdp_reshard_after_forward",
-        "fsdp_cpu_offload",
-        "activation_checkpointing",
-        "zero_stage",
-        "deepspeed_config",
-    }
-)
-
-
 def scale_settings(options: dict[str, Any]) -> dict[str, Any]:
     """The runtime settings the scale options give (None: not given here)."""
     return {

@@ -92,7 +92,7 @@ _UNIFORM_RUNTIME_CALLS = (
     "rank",
 )
 #: ``x.item()`` and ``float(x)``: a tensor read as a Python number.
-_TENSOR_READ = m.Call(func=m.Attribute(attr=m.Name("item")), args=[]) | m.Call(
+TENSOR_READ = m.Call(func=m.Attribute(attr=m.Name("item")), args=[]) | m.Call(
     func=m.Name("float"), args=[m.Arg(keyword=None)]
 )
 
@@ -358,7 +358,7 @@ class Divergence:
                 leaves = _TaintedLeaves(self, tainted)
                 for arg in call.args:
                     arg.value.visit(leaves)
-                    for read in findall(arg.value, _TENSOR_READ):
+                    for read in findall(arg.value, TENSOR_READ):
                         assert isinstance(read, cst.Call)
                         if self._tainted(_read_tensor(read), tainted):
                             self.local_reads.add(read)

@@ -79,3 +79,18 @@ def test_a_blocking_finding_is_a_needs_review_finding() -> None:
         == context.findings
         == [Finding(1, 1, "AM004", "needs-review", "why")]
     )
+
+
+def test_a_file_left_whole_gets_no_claim_about_its_prints() -> None:
+    """``print(x)`` of the batch would show this process's share once migrated
+    (AM033); in a file left unchanged nothing is split, so only the reason the
+    file is left whole is reported."""
+    printing = IMPORTED.replace('print("step")', "print(x)")
+    result = migrate_source(printing, "train.py")
+    assert result.output == printing
+    assert [f.code for f in result.findings if f.status == "needs-review"] == ["AM004"]
+    built = printing.replace(
+        "from models import net\n", "from models import Net\n\nnet = Net()\n"
+    )
+    migrated = migrate_source(built, "train.py")
+    assert [f.code for f in migrated.needs_review] == ["AM033"]

@@ -418,7 +418,7 @@ class PrintMainProcess(Rule):
         """Printed reads of other tensors of this process's share of the batch
         (``acc.item()``, ``ntokens.item()``) in the loop of a backward, and how each
         reduces the batch (``batch_values``)."""
-        divergence = Divergence(self.index, self._loss_reads)
+        divergence = self.index.divergence  # shared; a loss read's taint aside
         loops = {
             loop
             for each in (*self.loss_loops.values(), *self.expression_loops.values())

@@ -11,7 +11,8 @@ a count of its samples (``len(x)``, ``n = y.numel()``), a running value of the
 step's own tensors. Printed tensor reads (``x.item()``, AM008's), the logged
 sample counts AM026 rewrites or reports (``batch_idx * len(data)``) and clock
 readings (``time.time() - start``: each process's own time is as right as the
-original's) are left out. Nothing is rewritten.
+original's) are left out, and so is a file that another rule leaves
+unchanged (nothing in it is split). Nothing is rewritten.
 
 ## Why
 Each process trains on its share of every batch. What the main process prints
@@ -42,17 +43,12 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..divergence import CLOCK_PREFIXES
+from ..divergence import CLOCK_PREFIXES, TENSOR_READ
 from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
 from .print_main_process import TQDM_WRITE
 from .sample_counters import counted_batch, item_of
-
-#: ``x.item()`` and ``float(x)``: a tensor read, AM008's to make global or report.
-_TENSOR_READ = m.Call(func=m.Attribute(attr=m.Name("item")), args=[]) | m.Call(
-    func=m.Name("float"), args=[m.Arg(keyword=None)]
-)
 
 
 class PrintedLocalValues(Rule):
@@ -66,6 +62,8 @@ class PrintedLocalValues(Rule):
     phase = 60
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.context.blocking:
+            return  # the file is left whole: nothing it prints is split
         if not self._is_print(node) or not self._in_training_loop(node):
             return
         leaves = self.index.divergence.local_values.get(node, [])
@@ -146,7 +144,7 @@ class PrintedLocalValues(Rule):
         for ancestor in self.index.ancestors(leaf):
             if ancestor is at:
                 break
-            if m.matches(ancestor, _TENSOR_READ):
+            if m.matches(ancestor, TENSOR_READ):  # AM008's to make global or report
                 return False
             if self._counter_form(ancestor):
                 return False

@@ -138,6 +138,12 @@ def strategy_class(name: str) -> type[Strategy]:
         ) from None
 
 
+def strategies_reading(setting: str) -> list[str]:
+    """The strategies that read ``setting`` (a ``RuntimeConfig`` field) as their
+    own (``Strategy.settings``); none for a setting every strategy reads."""
+    return sorted(name for name, cls in _REGISTRY.items() if setting in cls.settings)
+
+
 def optimizers_holding(params: set[nn.Parameter]) -> list[torch.optim.Optimizer]:
     """Every live optimizer holding one of ``params``, prepared by the script or not."""
     found = []
