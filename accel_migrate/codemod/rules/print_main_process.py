@@ -79,6 +79,7 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import Key, attr_chain
 from ..divergence import Divergence
+from ..log_channels import TQDM_WRITE, logged_in, progress_log
 from ..patterns import counts_samples
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.batch_values import batch_value_reduction
@@ -158,10 +159,7 @@ def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-#: ``tqdm.write``: a print that keeps progress bars intact.
-TQDM_WRITE = frozenset(
-    {"tqdm.tqdm.write", "tqdm.auto.tqdm.write", "tqdm.std.tqdm.write"}
-)
+__all__ = ["TQDM_WRITE", "PrintMainProcess"]
 
 
 class PrintMainProcess(Rule):
@@ -442,16 +440,21 @@ class PrintMainProcess(Rule):
         return found
 
     def _printed(self, read: cst.Call) -> bool:
-        """Is ``read`` in the arguments of a ``print`` / ``tqdm.write`` this rule
-        moves to the main process?"""
-        for ancestor in self.index.ancestors(read):
-            if isinstance(ancestor, cst.Call):
-                names = self.qualnames(ancestor.func)
-                if "builtins.print" in names or not names.isdisjoint(TQDM_WRITE):
-                    return self._main_only(ancestor)
-            if isinstance(ancestor, cst.BaseStatement):
-                return False
-        return False
+        """Is ``read`` in the arguments of a log call (``print``, ``logger.info``,
+        ``pbar.set_postfix``, ``writer.add_scalar``, ``wandb.log``, a helper that
+        prints: ``log_channels``), other than a print this rule leaves on every
+        process (to ``sys.stderr``, in an ``except`` block)?"""
+        found = logged_in(self.index, read)
+        return found is not None and self._main_only(found[0])
+
+    def _shows(self, read: cst.Call, past: bool = False) -> str:
+        """``prints `acc``` or ``logs `acc` in `pbar.set_postfix``` (``printed``,
+        ``logged`` when ``past``)."""
+        shown = code(_stripped(self._read_of(read)))  # type: ignore[arg-type]
+        found = logged_in(self.index, read)
+        if found is None or found[1] == "print":
+            return f"{'printed' if past else 'prints'} `{shown}`"
+        return f"{'logged' if past else 'logs'} `{shown}` in `{found[1]}`"
 
     def _batch_value(
         self, original: cst.Call, tensor: cst.BaseExpression
@@ -459,12 +462,12 @@ class PrintMainProcess(Rule):
         """The global-batch value of a printed batch value (``batch_reads``), or
         None (reported why)."""
         how = self.batch_reads[original]
-        shown = code(_stripped(self._read_of(original)))  # type: ignore[arg-type]
+        shows = self._shows(original)
         if how.kind == "unknown":
             self.report(
                 original,
                 "needs-review",
-                f"prints `{shown}`, a value of this process's share of the batch "
+                f"{shows}, a value of this process's share of the batch "
                 f"(the original printed the whole batch's): {how.reason}; combine "
                 "it across processes (accel.global_loss for a mean over samples, "
                 "accel.reduce for a sum)",
@@ -474,7 +477,7 @@ class PrintMainProcess(Rule):
             self.report(
                 original,
                 "needs-review",
-                f"prints `{shown}`, a value of this process's share of the batch, "
+                f"{shows}, a value of this process's share of the batch, "
                 "where only some processes may go (rank-dependent branch): it "
                 "shows this process's share only",
             )
@@ -485,7 +488,7 @@ class PrintMainProcess(Rule):
             self.report(
                 original,
                 "fixed",
-                f"printed `{shown}`, a sum over this process's share of the batch "
+                f"{self._shows(original, past=True)}, a sum over this process's share of the batch "
                 "-> accel.reduce (the global batch's)",
             )
             return self.runtime_call("reduce", [cst.Arg(value=tensor)])
@@ -498,7 +501,7 @@ class PrintMainProcess(Rule):
         self.report(
             original,
             "fixed",
-            f"printed `{shown}`, a mean over {over} of this process's share of the "
+            f"{self._shows(original, past=True)}, a mean over {over} of this process's share of the "
             "batch -> accel.global_loss (the global batch's)",
         )
         return self.runtime_call("global_loss", [cst.Arg(value=tensor), *keywords])
@@ -624,6 +627,20 @@ class PrintMainProcess(Rule):
                 original_node, "fixed", "print -> accel.print (main process only)"
             )
             return updated_node.with_changes(func=self.runtime_attr("print"))
+        if self._progress_log(original_node):
+            # `logger.info(...)`: a progress line, shown once as the original
+            # showed it. Warnings and errors stay on every process, like prints to
+            # stderr: whichever process has one should show it.
+            shown = code(original_node.func)
+            self.report(
+                original_node,
+                "fixed",
+                f"{shown} -> accel.on_main_process({shown}, ...) (main process only)",
+            )
+            return self.runtime_call(
+                "on_main_process",
+                [cst.Arg(updated_node.func), *updated_node.args],
+            )
         if not self.qualnames(original_node.func).isdisjoint(
             TQDM_WRITE
         ) and self._main_only(original_node):
@@ -690,6 +707,15 @@ class PrintMainProcess(Rule):
                     "accel.global_loss(loss).item() instead",
                 )
                 return
+
+    def _progress_log(self, node: cst.Call) -> bool:
+        """``logging.info(...)``, ``logger.debug(...)``: a log call of a progress
+        level, made as a statement (its value unused), outside ``except``."""
+        return (
+            progress_log(self.index, node)
+            and isinstance(self.index.parent(node), cst.Expr)
+            and self._main_only(node)
+        )
 
     def _main_only(self, node: cst.Call) -> bool:
         for arg in node.args:

@@ -44,10 +44,10 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..divergence import CLOCK_PREFIXES, TENSOR_READ
+from ..log_channels import channel
 from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
-from .print_main_process import TQDM_WRITE
 from .sample_counters import counted_batch, item_of
 
 
@@ -77,10 +77,12 @@ class PrintedLocalValues(Rule):
         if not shown:
             return
         names = ", ".join(f"`{name}`" for name in shown)
+        through = channel(self.index, node)
+        verb = "prints" if through == "print" else f"logs (in `{through}`)"
         self.report(
             node,
             "needs-review",
-            f"prints {names}, computed from this process's share of the batch: "
+            f"{verb} {names}, computed from this process's share of the batch: "
             "the main process shows its share's value where the original showed "
             "the whole batch's; combine it across processes (accel.global_loss "
             "of the tensor for a mean over samples, accel.reduce for a sum or a "
@@ -88,10 +90,7 @@ class PrintedLocalValues(Rule):
         )
 
     def _is_print(self, call: cst.Call) -> bool:
-        if self.index.is_runtime_call(call, "print"):
-            return True
-        names = self.qualnames(call.func)
-        return "builtins.print" in names or not names.isdisjoint(TQDM_WRITE)
+        return channel(self.index, call) is not None
 
     def _in_training_loop(self, call: cst.Call) -> bool:
         for ancestor in self.index.ancestors(call):
