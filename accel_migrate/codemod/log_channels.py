@@ -168,17 +168,30 @@ def _with_values(index: ModuleIndex, name: cst.Name) -> list[cst.BaseExpression]
 
 
 def _logging_helper(index: ModuleIndex, call: cst.Call) -> bool:
-    """Does ``call`` run a function of the file that logs (through a channel)
-    and returns no value: a helper whose arguments are there to be shown?"""
+    """Does ``call`` run a function of the file whose job is to log what it is
+    given: it returns no value, trains nothing (a step function that prints its
+    loss is no log helper), and shows one of its parameters through a channel?"""
     function = index.local_function(call.func)
-    if function is None:
+    if function is None or index.runs_backward(function.body):
         return False
     if any(
-        r.value is not None
-        for r in findall(function.body, m.Return())  # type: ignore[attr-defined]
+        r.value is not None  # type: ignore[attr-defined]
+        for r in findall(function.body, m.Return())
     ):
         return False
-    return any(
-        channel(index, inner, depth=1) is not None  # type: ignore[arg-type]
-        for inner in findall(function.body, m.Call())
-    )
+    params = {
+        p.name.value
+        for p in (*function.params.posonly_params, *function.params.params)
+        if p.name.value != "self"
+    } | {p.name.value for p in function.params.kwonly_params}
+    for inner in findall(function.body, m.Call()):
+        if channel(index, inner, depth=1) is None:  # type: ignore[arg-type]
+            continue
+        shown = {
+            n.value  # type: ignore[attr-defined]
+            for arg in inner.args  # type: ignore[attr-defined]
+            for n in findall(arg, m.Name())
+        }
+        if shown & params:
+            return True
+    return False

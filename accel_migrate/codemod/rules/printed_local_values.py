@@ -14,6 +14,14 @@ readings (``time.time() - start``: each process's own time is as right as the
 original's) are left out, and so is a file that another rule leaves
 unchanged (nothing in it is split). Nothing is rewritten.
 
+A print is one channel among those a script logs through (``log_channels``): a
+tqdm bar's ``set_postfix`` / ``set_description``, ``logging`` and its loggers,
+a TensorBoard writer, ``wandb.log``, MLflow, and a function of the file that logs
+what it is given (``log_metrics(step, loss, acc)``, reported at its call in the
+loop). The finding names the channel. A number set only from tensor reads that
+AM008 reported already (``return loss.item()`` after the loop of its backward,
+printed by the caller) is not reported again: one hazard, one finding.
+
 ## Why
 Each process trains on its share of every batch. What the main process prints
 is then its share's value: at world 2 an accuracy over half the batch, a count
