@@ -129,19 +129,28 @@ def logged_in(index: ModuleIndex, node: cst.CSTNode) -> tuple[cst.Call, str] | N
 
 
 def _made_by(
-    index: ModuleIndex, receiver: cst.BaseExpression, makers: frozenset[str]
+    index: ModuleIndex,
+    receiver: cst.BaseExpression,
+    makers: frozenset[str],
+    depth: int = 0,
 ) -> bool:
     """Was ``receiver`` (a variable, or ``self.x``) made by a call to one of
-    ``makers``: assigned from it (``pbar = tqdm(...)``) or bound by ``with
-    tqdm(...) as pbar``?"""
+    ``makers``: assigned from it (``pbar = tqdm(...)``), bound by ``with
+    tqdm(...) as pbar``, or assigned from a variable that was (``self.logger =
+    logger``)?"""
     key = index.key(receiver)
-    if key is None:
+    if key is None or depth > 2:
         return False
     values: list[cst.BaseExpression | None] = list(index.values.get(key, ()))
     if isinstance(receiver, cst.Name):
         values += _with_values(index, receiver)
     return any(
-        isinstance(value, cst.Call) and _calls(index, value, makers) for value in values
+        (isinstance(value, cst.Call) and _calls(index, value, makers))
+        or (
+            isinstance(value, (cst.Name, cst.Attribute))
+            and _made_by(index, value, makers, depth + 1)
+        )
+        for value in values
     )
 
 
