@@ -200,7 +200,8 @@ class PrintMainProcess(LossPlaces, Rule):
                 original,
                 "needs-review",
                 f"{shows}, a value of this process's share of the batch "
-                f"(the original printed the whole batch's): {how.reason}; combine "
+                f"(the original {'printed' if shows.startswith('prints') else 'logged'}"
+                f" the whole batch's): {how.reason}; combine "
                 "it across processes (accel.global_loss for a mean over samples, "
                 "accel.reduce for a sum)",
             )
