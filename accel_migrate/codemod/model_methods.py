@@ -87,6 +87,13 @@ def model_classes(index: ModuleIndex, func: cst.BaseExpression) -> set[cst.Class
     return _classes_of(index, func, 0)
 
 
+def instance_classes(index: ModuleIndex, expr: cst.BaseExpression) -> set[cst.ClassDef]:
+    """Local classes (models or not) whose instance ``expr`` may hold: ``pool`` bound
+    to ``ImagePool(50)``, ``self.pool`` set so in ``__init__``, a parameter its
+    callers pass one."""
+    return _classes_of(index, expr, 0)
+
+
 def _classes_of(
     index: ModuleIndex, expr: cst.BaseExpression | None, depth: int
 ) -> set[cst.ClassDef]:

@@ -8,7 +8,14 @@ loop that runs a backward and takes its batches from a loader, in the step
 itself, in a function the step calls, or in a method of a model class defined
 in the file (its ``forward`` and the methods ``forward`` calls on ``self``, as
 a VAE's ``reparameterize`` draws ``torch.randn_like(std)``) when the step calls
-an instance of that class. Draws from an explicit ``generator=``
+an instance of that class. Also a draw in the code that makes the data: a
+local Dataset's ``__getitem__`` / ``__iter__`` (or a class given to a DataLoader
+as its dataset), a ``collate_fn`` given to a DataLoader, a generator the loader's
+batches pass through (``def infinite(loader): ... yield x + noise``), a method a training step
+calls on a local object (a CycleGAN ``ImagePool.query``), and the local functions
+those call; and a torchvision random augmentation (``transforms.RandomCrop``,
+``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
+loader. Draws from an explicit ``generator=``
 and draws in setup code before training are not reported, nor are draws in a
 loop that reads no loader (AM019 reports that loop: every process makes the
 same data there). Nothing is rewritten.
@@ -16,7 +23,7 @@ same data there). Nothing is rewritten.
 ## Why
 The original script draws the random numbers of a step for the whole batch (GAN
 noise ``torch.randn(b_size, nz)``, diffusion time steps, masks, augmentation
-choices) from one random state. After migration each process draws its own,
+choices, a dataset's random crops) from one random state. After migration each process draws its own,
 from its own state, for its share of the batch: the numbers are not slices of the
 original's (processes seeded alike may even draw the same numbers), so the loss
 curve cannot match the original's step for step, although training is just as
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..data_pipeline import builds_loader, data_function_of, random_transform
 from ..divergence import is_random_draw
 from ..model_methods import forward_methods, stepped_classes, training_step
 from ..rule import Rule
@@ -59,7 +67,20 @@ class StepRandomDraws(Rule):
     summary = "random draws in a training step -> reported (each process draws its own)"
 
     def visit_Call(self, node: cst.Call) -> None:
-        names = [q for q in self.qualnames(node.func) if is_random_draw(q)]
+        qualnames = self.qualnames(node.func)
+        transforms = sorted(q for q in qualnames if random_transform(q))
+        if transforms and builds_loader(self.index):
+            self.report(
+                node,
+                "needs-review",
+                f"random augmentation `{transforms[0]}`: the data loader applies it "
+                "to each process's own share of the samples, drawing from that "
+                "process's random state, so the samples are not augmented as the "
+                "original's were; the losses will not match the original's step "
+                "for step",
+            )
+            return
+        names = [q for q in qualnames if is_random_draw(q)]
         if not names:
             return
         if any(
@@ -75,6 +96,17 @@ class StepRandomDraws(Rule):
                 f"random draw in a training step (`{name}`): each process draws its own "
                 "numbers for its share of the batch, not its slice of the original's; "
                 "the losses will not match the original's step for step",
+            )
+            return
+        runner = data_function_of(self.index, node)
+        if runner is not None:
+            self.report(
+                node,
+                "needs-review",
+                f"random draw (`{name}`) in {runner}: each process runs it for its "
+                "own share of the data, drawing from its own random state, so the "
+                "samples do not get the numbers the original drew for them; the "
+                "losses will not match the original's step for step",
             )
             return
         model = self._stepped_model_method(node)

@@ -1,0 +1,180 @@
+"""Code of this file that runs for the training data besides the step's own body.
+
+Shared facts for AM020 (random draws that each process makes for its own share):
+which local functions a data loader runs for every sample or batch (a Dataset's
+``__getitem__``, a ``collate_fn``), and which methods of local objects a training
+step calls (``fake_pool.query(fake)``: a plain ``obj.method(...)`` call that
+``ModuleIndex.loop_paths`` cannot follow, because it resolves only plain names
+and ``self.`` methods). The functions those call here are included, transitively.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import libcst as cst
+import libcst.matchers as m
+
+from .analysis import ModuleIndex
+from .model_methods import instance_classes, training_step
+from .patterns import DATALOADER_CALLS
+from .subtrees import findall
+
+#: Bases of a map-style or iterable dataset (not Sampler: a sampler's draws are
+#: the same on every process seeded alike, and the runtime shards its output).
+DATASET_BASES = (
+    "torch.utils.data.Dataset",
+    "torch.utils.data.IterableDataset",
+    "torch.utils.data.TensorDataset",
+    "torch.utils.data.dataset.",
+)
+#: The methods a data loader calls on its dataset, per sample or per batch.
+_DATASET_METHODS = ("__getitem__", "__getitems__", "__iter__")
+
+#: A function (or lambda) run for the data -> what runs it, for a message.
+Runner = cst.FunctionDef | cst.Lambda
+
+
+#: torchvision's augmentations that draw from the global random state when applied
+#: (besides every ``Random*`` class).
+_RANDOM_TRANSFORMS = frozenset(
+    {"ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWide", "AugMix"}
+)
+
+
+def random_transform(qualname: str) -> bool:
+    """``torchvision.transforms.RandomCrop``, ``...v2.RandomHorizontalFlip``,
+    ``...ColorJitter``: an augmentation that draws each time it is applied."""
+    if not qualname.startswith("torchvision.transforms."):
+        return False
+    last = qualname.rsplit(".", 1)[-1]
+    return last.startswith("Random") or last in _RANDOM_TRANSFORMS
+
+
+def builds_loader(index: ModuleIndex) -> bool:
+    """Does this file build a data loader?"""
+    return bool(_loader_calls(index))
+
+
+def _loader_calls(index: ModuleIndex) -> list[cst.Call]:
+    return [
+        call
+        for call in index.calls
+        if any(q in DATALOADER_CALLS for q in index.qualnames(call.func))
+    ]
+
+
+@lru_cache(maxsize=8)
+def data_functions(index: ModuleIndex) -> dict[Runner, str]:
+    """The local functions a data loader or a training step runs on the data, each
+    with a phrase naming what runs it ("which the data loader runs for each
+    sample")."""
+    found: dict[Runner, str] = {}
+    loaders = _loader_calls(index)
+    if not loaders:
+        return found
+    datasets = set(index.local_subclasses(DATASET_BASES))
+    for call in loaders:
+        for arg in call.args:
+            if (arg.keyword is None and arg is call.args[0]) or _keyword(
+                arg, "dataset"
+            ):
+                datasets |= instance_classes(index, arg.value)
+            if _keyword(arg, "collate_fn"):
+                runner = _runner(index, arg.value)
+                if runner is not None:
+                    found[runner] = (
+                        "the `collate_fn` that the data loader runs for each batch"
+                    )
+    for cls in datasets:
+        for name in _DATASET_METHODS:
+            method = _method(cls, name)
+            if method is not None:
+                found[method] = (
+                    f"`{cls.name.value}.{name}`, which the data loader runs for "
+                    "each sample"
+                )
+    for function in index.functions:
+        if function not in found and _loader_generator(index, function):
+            found[function] = (
+                f"`{function.name.value}`, a generator the data loader's batches "
+                "pass through"
+            )
+    for call in index.calls:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or _is_self(func.value):
+            continue
+        classes = instance_classes(index, func.value)
+        if not classes or not any(
+            training_step(index, p) for p in index.loop_paths(call)
+        ):
+            continue
+        for cls in classes:
+            method = _method(cls, func.attr.value)
+            if method is not None and method not in found:
+                found[method] = (
+                    f"`{cls.name.value}.{func.attr.value}`, which a training step "
+                    f"calls on its `{cls.name.value}` object"
+                )
+    _add_callees(index, found)
+    return found
+
+
+def _add_callees(index: ModuleIndex, found: dict[Runner, str]) -> None:
+    """Add the local functions and ``self.`` methods the found ones call."""
+    todo = list(found)
+    while todo:
+        runner = todo.pop()
+        for call in findall(runner.body, m.Call()):
+            callee = index.local_function(call.func)  # type: ignore[attr-defined]
+            if callee is not None and callee not in found:
+                found[callee] = f"`{callee.name.value}`, called from {found[runner]}"
+                todo.append(callee)
+
+
+def _loader_generator(index: ModuleIndex, function: cst.FunctionDef) -> bool:
+    """Is ``function`` a generator that loops over a data loader and is called
+    here (``def infinite(loader): while True: for b in loader: yield ...``)?"""
+    if not findall(function.body, m.Yield()) or not index.call_sites(function):
+        return False
+    return any(
+        isinstance(loop, cst.For) and index.loader_loop(loop.iter)[0]
+        for loop in findall(function.body, m.For())
+    )
+
+
+def _keyword(arg: cst.Arg, name: str) -> bool:
+    return arg.keyword is not None and arg.keyword.value == name
+
+
+def _is_self(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _runner(index: ModuleIndex, expr: cst.BaseExpression) -> Runner | None:
+    if isinstance(expr, cst.Lambda):
+        return expr
+    return index.local_function(expr)
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    if not isinstance(cls.body, cst.IndentedBlock):
+        return None
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def data_function_of(index: ModuleIndex, node: cst.CSTNode) -> str | None:
+    """What runs the data function ``node`` is in (a phrase), if it is in one."""
+    functions = data_functions(index)
+    if not functions:
+        return None
+    for ancestor in index.ancestors(node):
+        if (
+            isinstance(ancestor, (cst.FunctionDef, cst.Lambda))
+            and ancestor in functions
+        ):
+            return functions[ancestor]
+    return None
