@@ -5,7 +5,9 @@ Each rank sees different samples. A value computed from its batch (``loss.item()
 any branch, loop or early exit that depends on it. A collective placed where only
 some ranks go hangs the job. This module walks every function in statement order,
 tracking which names hold rank-local values, and marks the blocks whose execution
-is rank-dependent. Values that come back from ``accel.reduce``, ``accel.global_loss``
+is rank-dependent. An attribute ``self.x`` that a method sets from a rank-local
+value is rank-local in every method of its class (a Trainer's
+``self.samples_seen += x.size(0)`` read by its ``adjust_lr``). Values that come back from ``accel.reduce``, ``accel.global_loss``
 or ``accel.gather`` are the same on every rank.
 
 The analysis errs towards "divergent": a rule that cannot prove a place uniform
@@ -134,15 +136,27 @@ class Divergence:
         self._current_globals: set[str] = set()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
+        #: ``self.x`` attributes that a method of a class sets from a rank-local
+        #: value (``self.samples_seen += x.size(0)``): rank-local in every method
+        #: of that class (state an object keeps across calls).
+        self.tainted_attributes: set[tuple[cst.ClassDef, str]] = set()
+        self._current_class: cst.ClassDef | None = None
         self._function_uniform: dict[cst.FunctionDef, bool] = {}
         self._setup_functions: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.CSTNode, bool] = {}
         # Return values feed callers: repeat until function summaries settle.
         for _ in range(3):
-            before = (len(self.tainted_returns), len(self.tainted_globals))
+            before = self._summary_sizes()
             self._analyse_all()
-            if (len(self.tainted_returns), len(self.tainted_globals)) == before:
+            if self._summary_sizes() == before:
                 break
+
+    def _summary_sizes(self) -> tuple[int, int, int]:
+        return (
+            len(self.tainted_returns),
+            len(self.tainted_globals),
+            len(self.tainted_attributes),
+        )
 
     # -- queries --------------------------------------------------------------------
     def rank_local(self, increment: cst.AugAssign) -> bool:
@@ -244,8 +258,12 @@ class Divergence:
                 else ()
             )
             self._current_globals = _declared_globals(function)
-            self._walk(body, set(self.tainted_globals))
+            cls = self.index.enclosing_class(function.name)
+            self._current_class = cls
+            attributes = {name for c, name in self.tainted_attributes if c is cls}
+            self._walk(body, set(self.tainted_globals) | attributes)
             self._current_globals = set()
+            self._current_class = None
 
     def _walk(self, body: Sequence[cst.CSTNode], tainted: set[str]) -> set[str]:
         for position, statement in enumerate(body):
@@ -410,6 +428,8 @@ class Divergence:
             tainted.add(name)
             if name in self._current_globals:
                 self.tainted_globals.add(name)
+            if self._current_class is not None and name.startswith("self."):
+                self.tainted_attributes.add((self._current_class, name))
         else:
             tainted.discard(name)
 

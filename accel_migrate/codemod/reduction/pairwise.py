@@ -12,7 +12,10 @@ The search follows the loss's variables a few assignments back (the assignment
 just before the use where a block has one: ``loss = ...`` twice in a loop), into the
 bodies of this file's functions (``nt_xent(z1, z2)``) and the ``forward`` of
 instances of its classes (``criterion = NTXentLoss(); criterion(z1, z2)``) that
-the loss is computed by. Products with a transposed attribute (``x @
+the loss is computed by. A selection of samples by their rank in the batch (online hard example mining:
+``losses.topk(k)``, ``losses.sort(descending=True)``, ``kthvalue``, over the
+default or the first dimension) compares them too: each process would keep the
+hardest of its own share. Products with a transposed attribute (``x @
 self.weight.t()``: a layer's weights) and transposes of other dimensions
 (``q @ k.transpose(-2, -1)``: attention over tokens) are not comparisons of
 samples.
@@ -44,6 +47,9 @@ _SIMILARITIES = frozenset(
     }
 )
 _DEPTH = 4
+#: Methods (and ``torch.`` functions) that rank values along a dimension, with the
+#: position of that dimension among the method's positional arguments.
+_RANKINGS = {"topk": 1, "kthvalue": 1, "sort": 0, "argsort": 0, "msort": None}
 
 
 def pairwise_comparison(
@@ -107,6 +113,8 @@ class _Search:
         ):
             return code(node)
         if names & _SIMILARITIES and any(_broadcast_rows(a) for a in args):
+            return code(node)
+        if _ranks_batch(node, names):
             return code(node)
         return None
 
@@ -173,3 +181,28 @@ def _broadcast_rows(expr: cst.BaseExpression) -> bool:
         and isinstance(expr.slice[0].slice, cst.Index)
         and m.matches(expr.slice[0].slice.value, m.Name("None"))
     )
+
+
+def _ranks_batch(call: cst.Call, names: set[str]) -> bool:
+    """``losses.topk(k)``, ``torch.sort(losses, descending=True)``,
+    ``x.kthvalue(k, 0)``: a ranking over the default or the first dimension (the
+    batch's, for the per-sample losses a hard-example miner ranks); ``out.topk(5,
+    1)`` (classes) is not one."""
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _RANKINGS:
+        method, shift = call.func.attr.value, 0
+        if any(n.startswith("torch.") for n in names):
+            shift = 1  # torch.topk(input, k, dim): the input comes first
+        elif not names and m.matches(call.func.value, m.Name("torch")):
+            shift = 1
+    else:
+        return False
+    where = _RANKINGS[method]
+    if where is None:
+        return True  # msort: always the first dimension
+    positional = [a.value for a in call.args if a.keyword is None]
+    dims = [
+        a.value for a in call.args if a.keyword is not None and a.keyword.value == "dim"
+    ]
+    if not dims and len(positional) > where + shift:
+        dims = [positional[where + shift]]
+    return not dims or m.matches(dims[0], m.Integer("0"))

@@ -14,7 +14,9 @@ file is left unchanged:
   evaluates;
 - a learning-rate decision: ``scheduler.step(val_loss)`` of a ``ReduceLROnPlateau``
   (or any ``torch.optim.lr_scheduler``) on such a value, ``if acc < prev:
-  g["lr"] *= 0.5``;
+  g["lr"] *= 0.5``, or a learning rate assigned from such a value with no
+  condition (``g["lr"] = base_lr * scale``, a warm-up over a sample count
+  ``self.samples_seen += x.size(0)`` that a Trainer keeps);
 - a checkpoint choice: ``is_best = acc > best_acc`` then ``if is_best:
   torch.save(...)`` or ``save_checkpoint(...)``;
 - training, evaluating or a collective under such a condition.
@@ -144,6 +146,21 @@ class RankLocalDecisions(Rule):
         if self._inside_reported(node):
             return
         self._block_on(node, _code(node.args[0].value), LEARNING_RATE)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``g["lr"] = base_lr * scale`` with a ``scale`` that differs between
+        processes (a warm-up over ``self.samples_seen += x.size(0)``): no
+        condition decides, the value is the decision."""
+        if node in self.index.divergence.local_stores:
+            self._learning_rate_value(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.index.divergence.rank_local(node):
+            self._learning_rate_value(node)
+
+    def _learning_rate_value(self, node: cst.Assign | cst.AugAssign) -> None:
+        if _sets_learning_rate(node) and not self._inside_reported(node):
+            self._block_on(node, _code(node), LEARNING_RATE)
 
     # -- decisions ------------------------------------------------------------------
     def _decision(

@@ -63,7 +63,9 @@ weighting of the per-process losses turns back into the original's. The same
 holds for a loss that compares the batch's samples with each other: a
 contrastive loss over ``torch.mm(z, z.t())`` (in-batch negatives), a batch-hard
 triplet loss over ``torch.cdist(emb, emb)``, a similarity matrix of
-``a.unsqueeze(1)`` against ``b.unsqueeze(0)``, also computed in a helper
+``a.unsqueeze(1)`` against ``b.unsqueeze(0)``, the hardest samples of the batch
+kept by rank (online hard example mining: ``losses.topk(k)``,
+``losses.sort(descending=True)`` over the batch), also computed in a helper
 function or a loss module of the file (``codemod/reduction/pairwise.py``). A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
 is fine. A loss over packed sequences (an argument from ``pack_padded_sequence``) gets
@@ -245,7 +247,7 @@ class TensorBackward(Rule):
             )
         for pair in sorted(pairs):  # type: ignore[type-var]
             concerns.append(
-                f"the loss compares the samples of the batch with each other (`{pair}`): each process compares only its share's samples (fewer negatives, other hardest pairs), so the loss and its gradients differ from the original's; compute it on the outputs gathered from every process"
+                f"the loss compares the samples of the batch with each other (`{pair}`): each process compares only its share's samples (fewer negatives, other hardest pairs or samples), so the loss and its gradients differ from the original's; compute it on the outputs gathered from every process"
             )
         if self._retains_graph(original, retain_position):
             concerns.append(
