@@ -3,7 +3,7 @@
 Shared facts for AM020 (random draws that each process makes for its own share):
 which local functions a data loader runs for every sample or batch (a Dataset's
 ``__getitem__``, a ``collate_fn``), and which methods of local objects a training
-step calls (``fake_pool.query(fake)``: a plain ``obj.method(...)`` call that
+step calls (``fake_pool.query(fake)``, ``mix(x, y)`` running ``__call__``: calls that
 ``ModuleIndex.loop_paths`` cannot follow, because it resolves only plain names
 and ``self.`` methods). The functions those call here are included, transitively.
 """
@@ -102,18 +102,24 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
             )
     for call in index.calls:
         func = call.func
-        if not isinstance(func, cst.Attribute) or _is_self(func.value):
+        if isinstance(func, cst.Attribute) and not _is_self(func.value):
+            # pool.query(fake): a method of a local object
+            receiver, name = func.value, func.attr.value
+        elif isinstance(func, cst.Name) and index.local_class(func) is None:
+            # mix(x, y): the __call__ of a local object (not a class's construction)
+            receiver, name = func, "__call__"
+        else:
             continue
-        classes = instance_classes(index, func.value)
+        classes = instance_classes(index, receiver)
         if not classes or not any(
             training_step(index, p) for p in index.loop_paths(call)
         ):
             continue
         for cls in classes:
-            method = _method(cls, func.attr.value)
+            method = _method(cls, name)
             if method is not None and method not in found:
                 found[method] = (
-                    f"`{cls.name.value}.{func.attr.value}`, which a training step "
+                    f"`{cls.name.value}.{name}`, which a training step "
                     f"calls on its `{cls.name.value}` object"
                 )
     _add_callees(index, found)

@@ -12,7 +12,8 @@ an instance of that class. Also a draw in the code that makes the data: a
 local Dataset's ``__getitem__`` / ``__iter__`` (or a class given to a DataLoader
 as its dataset), a ``collate_fn`` given to a DataLoader, a generator the loader's
 batches pass through (``def infinite(loader): ... yield x + noise``), a method a training step
-calls on a local object (a CycleGAN ``ImagePool.query``), and the local functions
+calls on a local object (a CycleGAN ``ImagePool.query``, the ``__call__`` of a
+Mixup object ``mix(x, y)``), and the local functions
 those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
 loader. Draws from an explicit ``generator=``
