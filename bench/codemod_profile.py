@@ -452,7 +452,10 @@ def main() -> int:
                     [
                         f"--check -j {jobs}" + (" --no-cache" if cache_ok else ""),
                         f"{seconds:.2f}",
-                        f"{cpu:.2f}",
+                        # The workers are the forkserver's children, which
+                        # RUSAGE_CHILDREN does not reach: with -j N only the
+                        # parent's CPU is counted.
+                        f"{cpu:.2f}" if jobs == 1 else f"{cpu:.2f} (parent only)",
                         f"{ratio:.1f}x",
                         f"{TARGET_PARSE_RATIO:.0f}x (CPU)" if jobs == 1 else "",
                         (
