@@ -97,7 +97,13 @@ class Positions(dict):  # type: ignore[type-arg]
     engine's ``unique_nodes``), so the nodes under it lie, in the generating
     tree, at lines inside its span, and no other replayed statement's span from
     that tree holds them; its parents are always generated here (a parent that
-    had not changed would have been replayed whole instead)."""
+    had not changed would have been replayed whole instead).
+
+    One difference from libcst: a leaf that libcst itself shares between places
+    (whitespace, a newline, a comment: ``unique_nodes`` leaves those shared) is
+    placed where libcst first generates it, which here may be another of its
+    places when the first is inside a replayed statement. No rule asks where
+    such a leaf is; every other node's place is libcst's (``test_positions``)."""
 
     def __init__(self) -> None:
         super().__init__()
