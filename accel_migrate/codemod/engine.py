@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import fastvisit, suppression
+from . import fastvisit, positions, suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -160,6 +160,10 @@ def _full_pass(
     # and every rule, until a rule changes the tree; rules that change nothing hand
     # back an equal tree, which is dropped.
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    # The parsed tree's positions (the screen asks for them) seed the statements
+    # that a changed tree's positions replay.
+    chunks = positions.Chunks()
+    positions.compute(wrapper, chunks)
     screen = FullScreen.of(wrapper)
     if screen.distributed is not None:
         line, column, name = screen.distributed
@@ -183,6 +187,7 @@ def _full_pass(
         project=project,
         honour_suppressions=options.honour_suppressions,
         running=frozenset(rule.code for rule in rules),
+        position_chunks=chunks,
     )
     for rule in rules:
         changed, modified = rule.run(wrapper, context)
@@ -204,7 +209,11 @@ def _full_pass(
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:
         module = place_runtime_import(_add_runtime_import(module, alias), alias)
-    code = black_like_input(context.original_code, module.code, path)
+        # Its statements but the imports were generated for the rules' trees.
+        migrated = positions.code_of(module, context.position_chunks)
+    else:
+        migrated = context.code_of(wrapper)
+    code = black_like_input(context.original_code, migrated, path)
     output: str | bytes = (
         code.encode(module.encoding) if isinstance(source, bytes) else code
     )

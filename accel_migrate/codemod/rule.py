@@ -80,6 +80,9 @@ class RuleContext:
     #: What the file's local imports define (the project view), if known.
     project: ProjectFacts | None = None
     _qualnames: tuple[MetadataWrapper, LazyQualifiedNames] | None = None
+    #: The statements generated for this file's trees: a changed tree's
+    #: positions generate only its new statements (``positions``).
+    position_chunks: positions.Chunks = field(default_factory=positions.Chunks)
 
     def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
         """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""
@@ -108,7 +111,7 @@ class RuleContext:
         known = wrapper._metadata.get(PositionProvider)  # type: ignore[attr-defined]
         if known is not None:
             return known
-        found, code = positions.compute(wrapper)
+        found, code = positions.compute(wrapper, self.position_chunks)
         self._code = (wrapper.module, code)
         return found
 
