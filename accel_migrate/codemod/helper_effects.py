@@ -36,6 +36,7 @@ def helper_call(
             "is repeated, and on the main process alone its collectives would wait "
             f"for the others forever; guard its writes in {helper.file} with "
             "accel.is_main_process()",
+            if_migrated=True,
         )
         return updated
     if not helper.effects_only or (used and helper.kind == "function"):
@@ -47,6 +48,7 @@ def helper_call(
             "a value, call code the analysis does not know), so it is not moved "
             f"to the main process; guard its writes in {helper.file} with "
             "accel.is_main_process()",
+            if_migrated=True,
         )
         return updated
     rule.report(

@@ -97,6 +97,7 @@ class PrepareDataloader(Rule):
                     "needs-review",
                     f"{helper.describe()} that cannot be sharded ({helper.unshardable}); "
                     "every process reads all of it",
+                    if_migrated=True,
                 )
                 return updated_node
             self.report(

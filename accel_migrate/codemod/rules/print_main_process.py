@@ -468,6 +468,7 @@ class PrintMainProcess(Rule):
                 f"(the original printed the whole batch's): {how.reason}; combine "
                 "it across processes (accel.global_loss for a mean over samples, "
                 "accel.reduce for a sum)",
+                if_migrated=True,
             )
             return None
         if original not in self.global_reads:
@@ -477,6 +478,7 @@ class PrintMainProcess(Rule):
                 f"prints `{shown}`, a value of this process's share of the batch, "
                 "where only some processes may go (rank-dependent branch): it "
                 "shows this process's share only",
+                if_migrated=True,
             )
             return None
         if isinstance(tensor, cst.BinaryOperation):
@@ -543,6 +545,7 @@ class PrintMainProcess(Rule):
                 original,
                 "needs-review",
                 "loss read outside the loop of its backward: it shows this process's share of the batch",
+                if_migrated=True,
             )
             return None
         if place is None:
@@ -556,6 +559,7 @@ class PrintMainProcess(Rule):
                     original,
                     "needs-review",
                     "loss times this process's batch size: a sum over this process's samples only; combine it with accel.reduce",
+                    if_migrated=True,
                 )
             # `total += loss.item() * x.size(0)`: a sum, which AM009 reduces.
             return None
@@ -564,6 +568,7 @@ class PrintMainProcess(Rule):
                 original,
                 "needs-review",
                 "loss read where only some processes may go (rank-dependent branch); it shows this process's share only",
+                if_migrated=True,
             )
             return None
         if isinstance(tensor, cst.BinaryOperation):
@@ -589,6 +594,7 @@ class PrintMainProcess(Rule):
                 original,
                 "needs-review",
                 f"logged loss term: {weight}; it shows this process's share only",
+                if_migrated=True,
             )
             return None
         self.report(
@@ -662,6 +668,7 @@ class PrintMainProcess(Rule):
             f"`{returned.function.name.value}`: a value of this process's share of "
             "the batch, which the rule cannot tell a mean, a sum or neither; it "
             "shows this process's share only",
+            if_migrated=True,
         )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -688,6 +695,7 @@ class PrintMainProcess(Rule):
                     "this process's share of the batch: processes can decide "
                     "differently (stop at different steps and hang); compare "
                     "accel.global_loss(loss).item() instead",
+                    if_migrated=True,
                 )
                 return
 
