@@ -39,6 +39,13 @@ the model would make every process train its own unsynchronised copy on its part
 of the data, with nothing to show for it. The unit is the file: a file is never
 half-migrated.
 
+A container of models (``nn.ModuleList``, ``nn.ModuleDict``, an ``nn.Sequential``
+indexed into) whose parts a training step calls one by one (``self.heads["fine"](x)``,
+``sum(loss(m(x), y) for m in members)``), while no step calls the container itself,
+blocks the file the same way: the prepared model averages gradients in its own
+forward, which would never run. A plain list of models (``[Net() for _ in
+range(n)]``, also held by the instance) is wrapped element by element instead.
+
 A library trainer splits a setup across files: minGPT's ``Trainer(config, model,
 dataset)`` in ``mingpt/trainer.py`` is handed the model its caller builds and
 trains it there (optimizer, loader, backward), so that file is left unchanged as
@@ -99,6 +106,7 @@ import libcst.matchers as m
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
 from ..analysis import Key, method_call
+from ..model_parts import part_use_message, part_uses
 from ..optimized_models import OptimizedModels
 from ..patterns import (
     MODEL_FACTORY_PREFIXES,
@@ -112,6 +120,7 @@ from ..patterns import (
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import (
+    ALL_OR_NOTHING,
     AllOrNothing,
     returns_of,
 )
@@ -394,6 +403,17 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
                 continue
             self._check_prepared(inner, receiver)
         return updated_node
+
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        # A container of models whose parts the script calls (`nets[0](x)`,
+        # `for net in nets`): preparing it whole would sync nothing.
+        wrapped = self.models - self.model_containers
+        for key, use in part_uses(self.index, wrapped).items():
+            self.block(
+                use,
+                part_use_message(self.index, key, use, self._line) + ALL_OR_NOTHING,
+            )
 
     @cached_property
     def prepared(self) -> set[Key]:
