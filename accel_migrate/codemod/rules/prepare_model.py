@@ -117,6 +117,8 @@ from ..patterns import (
     is_optimizer_class,
     strip_methods,
 )
+from ..project_callers import given_by_callers
+from ..project_facts import CallSite
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import (
@@ -416,6 +418,26 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
             )
 
     @cached_property
+    def _caller_prepared(self) -> dict[Key, tuple[cst.Param, tuple[CallSite, ...]]]:
+        """Parameters shown prepared by the batch's callers (``_is_prepared``)."""
+        return {}
+
+    def leave_Module(
+        self, original_node: cst.Module, updated_node: cst.Module
+    ) -> cst.Module:
+        for key, (param, sites) in self._caller_prepared.items():
+            shown = ", ".join(site.where for site in sites[:3])
+            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+            self.report(
+                param,
+                "info",
+                f"`{key[1]}` is a parameter that every call from the batch's other "
+                f"files hands a model built there ({shown}{more}), which is "
+                "prepared where it is built: not wrapped here",
+            )
+        return updated_node
+
+    @cached_property
     def prepared(self) -> set[Key]:
         """Variables already holding a prepared model (a second run over the file)."""
         return self.index.tagged(
@@ -429,6 +451,12 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         sources = self.index.flows_into({key}, SAME_OBJECT)
         if sources & (self.models | self.prepared | set(self.model_arguments.values())):
             return True
+        given = given_by_callers(self.index, "model")
+        for source in sources:
+            if source in given:
+                # the batch's callers build it, and their AM004 prepares it there
+                self._caller_prepared.setdefault(source, given[source])
+                return True
         return any(
             self._prepared_by_factory(v) or self._branches_prepared(v)
             for source in sources
