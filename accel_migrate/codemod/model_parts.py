@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import Key, ModuleIndex
 from .model_methods import training_step
 from .patterns import SAME_OBJECT, strip_methods
-from .trained_models import element_containers, returns_of, snippet
+from .subtrees import findall
+from .trained_models import returns_of, snippet
 
 
 def _origin(index: ModuleIndex, expr: cst.BaseExpression | None) -> Key | None:
@@ -89,25 +91,26 @@ def part_uses(index: ModuleIndex, keys: set[Key]) -> dict[Key, cst.CSTNode]:
     for model in sorted(keys, key=lambda k: k[1]):
         for key in _reached(index, model, bindings):
             holders.setdefault(key, model)
-    elements = element_containers(index)
-    # Variables bound to one part: `head = self.nets["a"]`.
+    sources = _loop_sources(index)
+    # Variables bound to a part: `head = self.nets["a"]`, `members = model.members`.
     parts: dict[Key, Key] = {}
     for key, value in bindings:
-        if isinstance(value, cst.Subscript):
-            holder = holders.get(_origin(index, value.value))  # type: ignore[arg-type]
+        if key not in holders and isinstance(value, (cst.Subscript, cst.Attribute)):
+            holder = _holder(index, value.value, holders)
             if holder is not None:
                 parts.setdefault(key, holder)
+    within = {**parts, **holders}  # a name that holds a model or one of its parts
 
     def part_of(func: cst.BaseExpression) -> Key | None:
         if isinstance(func, cst.Subscript):
-            return holders.get(_origin(index, func.value))  # type: ignore[arg-type]
+            return _holder(index, func.value, within)
         key = index.key(func)
         if key is None:
             return None
         if key in parts:
             return parts[key]
-        container = elements.get(key)
-        return holders.get(container) if container is not None else None
+        iterable = sources.get(key)
+        return _holder(index, iterable, within) if iterable is not None else None
 
     whole: set[Key] = set()
     found: dict[Key, cst.CSTNode] = {}
@@ -124,6 +127,46 @@ def part_uses(index: ModuleIndex, keys: set[Key]) -> dict[Key, cst.CSTNode]:
         else:
             found[part] = call  # type: ignore[index]
     return {model: call for model, call in found.items() if model not in whole}
+
+
+def _holder(
+    index: ModuleIndex, expr: cst.BaseExpression, holders: dict[Key, Key]
+) -> Key | None:
+    """The model ``expr`` is, or is a part of (``nets``, ``model.members``,
+    ``model.blocks[0]``)."""
+    node: cst.BaseExpression = strip_methods(expr, SAME_OBJECT)
+    while True:
+        key = index.key(node)
+        if key is not None and key in holders:
+            return holders[key]
+        if not isinstance(node, (cst.Attribute, cst.Subscript)):
+            return None
+        node = node.value
+
+
+def _loop_sources(index: ModuleIndex) -> dict[Key, cst.BaseExpression]:
+    """Loop and comprehension variables and what they step through
+    (``for m in model.members``; ``enumerate``/``zip`` seen through)."""
+    loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = [
+        (loop.target, loop.iter) for loop in index.for_loops
+    ]
+    loops += [(c.target, c.iter) for c in findall(index.module, m.CompFor())]  # type: ignore[attr-defined]
+    found: dict[Key, cst.BaseExpression] = {}
+    for target, iterable in loops:
+        pairs = [(target, iterable)]
+        if isinstance(iterable, cst.Call) and isinstance(target, (cst.Tuple, cst.List)):
+            names = index.qualnames(iterable.func)
+            args = [a.value for a in iterable.args if a.keyword is None and not a.star]
+            items = [e.value for e in target.elements]
+            if "builtins.enumerate" in names and len(args) == 1 and len(items) == 2:
+                pairs = [(items[1], args[0])]
+            elif "builtins.zip" in names and len(args) == len(items):
+                pairs = list(zip(items, args, strict=True))
+        for element, source in pairs:
+            key = index.key(element)
+            if key is not None:
+                found.setdefault(key, source)
+    return found
 
 
 def part_use_message(

@@ -46,6 +46,11 @@ blocks the file the same way: the prepared model averages gradients in its own
 forward, which would never run. A plain list of models (``[Net() for _ in
 range(n)]``, also held by the instance) is wrapped element by element instead.
 
+In batch mode a function's parameter that every call from the batch's other
+files hands a model built there (``train_one_epoch(model, optimizer, loader)``
+in an ``engine.py`` called from ``train.py``: the project view's callers) is
+prepared by those callers: an info finding names them, and the file is migrated.
+
 A library trainer splits a setup across files: minGPT's ``Trainer(config, model,
 dataset)`` in ``mingpt/trainer.py`` is handed the model its caller builds and
 trains it there (optimizer, loader, backward), so that file is left unchanged as
@@ -451,6 +456,15 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         sources = self.index.flows_into({key}, SAME_OBJECT)
         if sources & (self.models | self.prepared | set(self.model_arguments.values())):
             return True
+        for source in sources:
+            # `for model, opt in zip(self.members, ...)`: `self.train_member(model,
+            # opt)`: an element of a list this rule wraps item by item
+            container = self.elements.get(source)
+            if container is not None and self._container_state(container) in {
+                "wrap",
+                "prepared",
+            }:
+                return True
         given = given_by_callers(self.index, "model")
         for source in sources:
             if source in given:
