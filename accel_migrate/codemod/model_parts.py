@@ -10,7 +10,8 @@ these among the models AM004 would wrap. The value is followed through plain
 aliasing (``nets = self.nets``), ``.to(device)``, the returns of this file's
 functions (``self.nets = self.build()``) and the parameters its calls bind;
 a part through a subscript, a loop or comprehension over the container (also
-``enumerate``/``zip``), or a variable bound to a subscript.
+``enumerate``/``zip``), an attribute (``model.members``), or a variable bound
+to one of those.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def part_use_message(
         "step calls the model itself: accel.prepare_model averages the gradients "
         "across processes in the model's own forward, which never runs, so "
         "wrapping it would train an unsynchronised copy in each process, and "
-        "accel-migrate does not wrap the models inside a container; keep each trained model in its own variable or a "
-        "plain list and wrap each with accel.prepare_model(...) where it is built, "
-        "or call the container itself (a module whose forward runs them)"
+        "accel-migrate does not wrap the models inside a container; keep each "
+        "trained model in its own variable or a plain list and wrap each with "
+        "accel.prepare_model(...) where it is built, or call the container itself "
+        "(a module whose forward runs them)"
     )

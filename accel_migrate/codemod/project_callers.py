@@ -41,10 +41,12 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
 
     found: dict[Target, list[CallSite]] = {}
     for caller in sorted(view.scripts):
+        roots = roots_of(caller, view.base)
+        if not view._may_import_local(caller, roots):
+            continue  # a text scan: most files of a batch import nothing local
         tree = _parse(caller)
         if tree is None:
             continue
-        roots = roots_of(caller, view.base)
         reader = HelperFacts(view, (caller, ""), roots, caller, 0)
         for function, call in _calls(tree):
             target = reader.resolve(call.func)
