@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# GPU check for the device machine: the parity suite over NCCL on CUDA, in under
-# 5 minutes. Prints SKIP and exits 0 where there is no CUDA device.
+# GPU check for the device machine: the parity suite and the scale strategies
+# (per-block FSDP, HSDP, CPU offload) over NCCL on CUDA, then the DeepSpeed ZeRO
+# tests in .venv-deepspeed where `make setup-deepspeed` built it; about 7 minutes.
+# Prints SKIP and exits 0 where there is no CUDA device.
 #
-#   bench/gpu_check.sh            # from the repository root, with the venv set up
+#   bench/gpu_check.sh                 # from the repository root, with the venv set up
+#   bench/gpu_check.sh -k scale        # extra arguments go to both pytest runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -16,5 +19,14 @@ import torch
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")
 PY
 start=$(date +%s)
-timeout 290 "$PY" -m pytest -q -p no:cacheprovider tests/gpu -rs
-echo "gpu_check: $(( $(date +%s) - start )) s"
+status=0
+timeout 290 "$PY" -m pytest -q -p no:cacheprovider tests/gpu -rs "$@" || status=$?
+DS=.venv-deepspeed/bin/python
+if [ -x "$DS" ]; then
+  timeout 150 "$DS" -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_scale.py \
+    -k deepspeed -rs "$@" || status=$?
+else
+  echo "SKIP: DeepSpeed ZeRO on the GPU: no $DS (make setup-deepspeed)"
+fi
+echo "gpu_check: $(( $(date +%s) - start )) s, status $status"
+exit $status

@@ -27,6 +27,7 @@ from libcst.metadata import (
 
 from . import subtrees
 from .parents import ParentProvider
+from .patterns import TQDM_CALLS
 from .project_facts import HelperFact, ProjectFacts
 
 if TYPE_CHECKING:
@@ -902,6 +903,17 @@ class _Collector(cst.CSTVisitor):
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._bind_target(node.target, node.value)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        # `with tqdm(loader) as pbar:` binds what `pbar = tqdm(loader)` would (a
+        # bar's __enter__ returns the bar): a loop over `pbar` is a loader loop.
+        # Only bars: other context managers may enter as something else.
+        if (
+            node.asname is not None
+            and isinstance(node.item, cst.Call)
+            and not self.index.qualnames(node.item.func).isdisjoint(TQDM_CALLS)
+        ):
+            self._bind_target(node.asname.name, node.item)  # type: ignore[arg-type]
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)

@@ -457,9 +457,15 @@ class Rule(cst.CSTTransformer):
         func = call.func
         if func.lpar:
             func = func.with_changes(lpar=(), rpar=())
+        first = cst.Arg(value=func)
+        if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+            # One argument a line: `f` gets a line of its own, as the others have.
+            first = first.with_changes(
+                comma=cst.Comma(whitespace_after=call.whitespace_before_args)
+            )
         return call.with_changes(
             func=self.runtime_attr("on_main_process"),
-            args=tidy_args([cst.Arg(value=func), *call.args]),
+            args=tidy_args([first, *call.args]),
         )
 
     def report(

@@ -11,7 +11,9 @@ suffix:
 - ``step_ends``: ``time.perf_counter()`` after every optimizer step (a global
   ``register_optimizer_step_post_hook``), so consecutive differences are whole
   loop iterations: data loading, forward, backward, gradient exchange, step and
-  whatever the loop logs; ``step_cpu``: ``time.process_time()`` at the same
+  whatever the loop logs. An optimizer stepped more than once between two
+  forwards (ZeRO-3's sub-groups step one partition in pieces) records one step
+  end, its last call's; ``step_cpu``: ``time.process_time()`` at the same
   moments (CPU time of all the process's threads, which other processes on a
   busy machine do not inflate);
 - ``max_rss``: the process's peak resident set (``getrusage``), in bytes;
@@ -34,19 +36,31 @@ import time
 from typing import Any
 
 import torch
+from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 _STEPS: dict[int, list[float]] = {}
 _CPU: dict[int, list[float]] = {}
 _OPTIMIZERS: dict[int, torch.optim.Optimizer] = {}
+#: The optimizers whose step has been recorded since the last module forward.
+_STEPPED: set[int] = set()
+
+
+def _before_forward(module: torch.nn.Module, args: Any) -> None:
+    _STEPPED.clear()
 
 
 def _after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
     now, cpu = time.perf_counter(), time.process_time()
     key = id(optimizer)
     _OPTIMIZERS.setdefault(key, optimizer)
-    _STEPS.setdefault(key, []).append(now)
-    _CPU.setdefault(key, []).append(cpu)
+    steps, cpus = _STEPS.setdefault(key, []), _CPU.setdefault(key, [])
+    if key in _STEPPED:  # the same iteration's step, in one more piece
+        steps[-1], cpus[-1] = now, cpu
+        return
+    _STEPPED.add(key)
+    steps.append(now)
+    cpus.append(cpu)
 
 
 def _is_wrapper(optimizer: Any) -> bool:
@@ -103,6 +117,7 @@ def main() -> None:
     target = os.environ["BENCH_TARGET"]
     report = os.environ["BENCH_REPORT"]
     register_optimizer_step_post_hook(_after_step)
+    register_module_forward_pre_hook(_before_forward)
     sys.argv = [target, *sys.argv[1:]]
     sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     started = time.perf_counter()

@@ -128,3 +128,34 @@ def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> N
     assert list(after) == list(before)
     for key, value in before.items():
         torch.testing.assert_close(after[key], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.multiprocess
+def test_six_blocks_in_bf16_hand_the_head_bf16_activations(tmp_path: Path) -> None:
+    # Each block once returned fp32 (the root's output dtype) to the root's bf16
+    # head: "mat1 and mat2 must have the same dtype, but got Float and BFloat16".
+    plain = subprocess.run(
+        [warm_python.executable(), str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    launched = subprocess.run(
+        [
+            *warm_python.launcher(),
+            *("--nproc", "2", "--strategy", "fsdp", "--precision", "bf16"),
+            *(str(SCRIPT), "runtime", str(tmp_path / "fsdp.pt")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert "units 7" in launched.stdout
+    expected = [float(v) for _, v in LOSS.findall(plain.stdout)]
+    got = [float(v) for _, v in LOSS.findall(launched.stdout)]
+    assert len(got) == len(expected) == 8
+    # bf16's band (docs/runtime.md, "Precision and tolerances")
+    assert got == pytest.approx(expected, rel=5e-2)

@@ -5,7 +5,11 @@
   only. Prints to ``sys.stderr`` and prints inside ``except`` blocks stay as they
   are: errors should show from whichever process has them. ``tqdm.write(...)``
   (a print that clears and redraws the progress bars) becomes
-  ``accel.on_main_process(tqdm.write, ...)``.
+  ``accel.on_main_process(tqdm.write, ...)``. A progress line of the
+  ``logging`` module (``logging.info(...)``, ``logger.debug(...)`` of ``logger =
+  logging.getLogger(...)``, loguru's ``logger.info``) becomes
+  ``accel.on_main_process(logger.info, ...)``; warnings and errors, and log calls
+  in ``except`` blocks, stay on every process.
 - ``loss.item()`` (also ``loss.data.item()``, ``float(loss)``) of a tensor the
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
@@ -29,7 +33,13 @@
   ``accel.global_loss(acc).item()``, a masked mean gets its ``count=``, a sum
   (``(pred == y).sum()``) becomes ``accel.reduce(correct).item()``. A value that
   no explicit reduction says is a mean or a sum (``out.max()``, ``out[0, 0]``) is
-  reported, not taken for a mean over samples as a loss would be.
+  reported, not taken for a mean over samples as a loss would be. The same holds
+  wherever the script shows the value, not only in a print (``log_channels``): a
+  tqdm bar's ``set_postfix`` / ``set_description``, ``logging`` and its loggers,
+  a TensorBoard writer's ``add_scalar(s)``, ``wandb.log`` / ``run.log``, MLflow's
+  ``log_metric(s)``, and a function of the file that logs what it is given and
+  returns nothing (``log_metrics(step, loss.item(), acc.item())``). The finding
+  names the channel.
 - A loss stored on the instance (``self.loss_G``, backpropagated in
   ``backward_G``, a pix2pix-style model class) and read in another method
   (``float(getattr(self, "loss_" + name))`` in ``get_current_losses``, or
@@ -67,7 +77,10 @@ on the process's own data, random numbers or the clock (see the divergence
 analysis). A branch on a loss read that is made global (``if loss.item() < best:``)
 is the same on every process, so reads inside it are made global too. Elsewhere
 the ``.item()`` is left as it is and reported as needs-review: the value printed
-is then the main process's share.
+is then the main process's share. A log call routed to the main process
+(``accel.print``, ``accel.on_main_process(logger.info, ...)``, a disabled bar's
+``set_postfix``, the writer's stand-in) still has its arguments evaluated on every
+process, so the collective in them is reached by all.
 """
 
 from __future__ import annotations
@@ -77,307 +90,24 @@ from functools import cached_property
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from ..analysis import Key, attr_chain
+from ..analysis import attr_chain
 from ..divergence import Divergence
+from ..log_channels import TQDM_WRITE, logged_in, progress_log
+from ..logged_losses import LossPlaces, stripped
 from ..patterns import counts_samples
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.batch_values import batch_value_reduction
 from ..reduction.placement import code
-from ..returned_loss import ReturnedLoss, backpropagated
 from ..rule import Rule, keyword_arg
 from ..stored_losses import stored_loss_reads
 
-_STRIPPED = {"data", "detach", "cpu", "clone", "float"}
+__all__ = ["TQDM_WRITE", "PrintMainProcess"]
 
 
-def _fixed_iterable(iterable: cst.BaseExpression) -> bool:
-    if isinstance(iterable, (cst.Tuple, cst.List)):
-        return True
-    return (
-        isinstance(iterable, cst.Call)
-        and isinstance(iterable.func, cst.Attribute)
-        and iterable.func.attr.value in ("keys", "values", "items")
-        and isinstance(iterable.func.value, cst.Name)
-        and not iterable.args
-    )
-
-
-def _terms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
-    """The variables a loss adds up: ``a + b - c`` (also weighted, ``0.5 * b``,
-    ``beta * b``, ``b / n``), and the dict of ``sum(d.values())``."""
-    if value is None:
-        return []
-    if isinstance(value, cst.BinaryOperation):
-        if isinstance(value.operator, (cst.Add, cst.Subtract)):
-            return _terms(value.left) + _terms(value.right)
-        if isinstance(value.operator, cst.Multiply):
-            # `0.5 * kld`, `beta * kld`: a weight the same on every process is
-            # unchanged by global_loss, so either named side may be the term.
-            return [x for x in (value.left, value.right) if isinstance(x, cst.Name)]
-        if isinstance(value.operator, cst.Divide):
-            return [value.left] if isinstance(value.left, cst.Name) else []
-        return []
-    if isinstance(value, cst.Name):
-        return [value]
-    if (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Name)
-        and value.func.value == "sum"
-        and len(value.args) == 1
-    ):
-        inner = value.args[0].value
-        if (
-            isinstance(inner, cst.Call)
-            and isinstance(inner.func, cst.Attribute)
-            and inner.func.attr.value == "values"
-            and isinstance(inner.func.value, cst.Name)
-        ):
-            return [inner.func.value]
-    return []
-
-
-def _expression_code(node: cst.BinaryOperation) -> str:
-    """``loss / ntokens`` for ``(loss / ntokens)`` and ``loss/ntokens``."""
-    return code(node.with_changes(lpar=(), rpar=())).replace(" ", "")
-
-
-def _stripped(node: cst.BaseExpression) -> cst.BaseExpression:
-    """The tensor under ``.data``, ``.detach()``, ``.cpu()``..."""
-    while isinstance(node, (cst.Attribute, cst.Call)):
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in _STRIPPED
-            and not node.args
-        ):
-            node = node.func.value
-        elif isinstance(node, cst.Attribute) and node.attr.value == "data":
-            node = node.value
-        else:
-            break
-    return node
-
-
-#: ``tqdm.write``: a print that keeps progress bars intact.
-TQDM_WRITE = frozenset(
-    {"tqdm.tqdm.write", "tqdm.auto.tqdm.write", "tqdm.std.tqdm.write"}
-)
-
-
-class PrintMainProcess(Rule):
+class PrintMainProcess(LossPlaces, Rule):
     code = "AM008"
     name = "print-main-process"
     summary = "print(...) -> accel.print(...); printed loss.item() -> global-batch loss"
-
-    @cached_property
-    def loss_loops(self) -> dict[Key, set[cst.CSTNode | None]]:
-        """Backpropagated variables, and the innermost loop of each of their backward."""
-        losses: dict[Key, set[cst.CSTNode | None]] = {}
-        for call in self.index.calls:
-            for each in backpropagated(self.index, call):
-                key = self.index.key(each)
-                if key is not None:
-                    losses.setdefault(key, set()).add(self._loop(call))
-        # `loss = self._run_batch(x, y)`: a loss the step function backpropagated and
-        # returned is a loss of the caller's loop.
-        for key, call in self.index.returned_losses.bound.items():
-            losses.setdefault(key, set()).add(self._loop(call))
-        # `errD = errD_real + errD_fake`: a sum of backpropagated losses, logged but
-        # never backpropagated itself, is a loss of the same batch too.
-        changed = True
-        while changed:
-            changed = False
-            for key, values in self.index.values.items():
-                if key in losses or not values:
-                    continue
-                loops = [self._sum_of_losses(v, losses) for v in values]
-                if all(loops) and (common := set.intersection(*loops)):  # type: ignore[arg-type]
-                    losses[key] = common
-                    changed = True
-        return losses
-
-    @cached_property
-    def term_loops(self) -> dict[Key, set[cst.CSTNode | None]]:
-        """The terms of a backpropagated loss (``rec`` and ``kld`` of ``loss = rec +
-        kld``; the dict ``losses`` of ``loss = sum(losses.values())``), and the
-        loops of that loss's backward. Logged, each is a value of this process's
-        share of the batch, made global with its own reduction."""
-        terms: dict[Key, set[cst.CSTNode | None]] = {}
-        for key, loops in self.loss_loops.items():
-            for value in self.index.values.get(key, ()):
-                for term in _terms(value):
-                    term_key = self.index.key(term)
-                    if term_key is not None and term_key not in self.loss_loops:
-                        terms.setdefault(term_key, set()).update(loops)
-        return terms
-
-    def _sum_of_losses(
-        self,
-        value: cst.BaseExpression | None,
-        losses: dict[Key, set[cst.CSTNode | None]],
-    ) -> set[cst.CSTNode | None] | None:
-        """The loops in which every term of ``a + b - c`` (numbers aside, one loss
-        at least) is backpropagated; None when ``value`` is not such a sum."""
-        if not (
-            isinstance(value, cst.BinaryOperation)
-            and isinstance(value.operator, (cst.Add, cst.Subtract))
-        ):
-            return None
-        terms: list[cst.BaseExpression] = []
-        pending: list[cst.BaseExpression] = [value]
-        while pending:
-            term = pending.pop()
-            if isinstance(term, cst.BinaryOperation) and isinstance(
-                term.operator, (cst.Add, cst.Subtract)
-            ):
-                pending += [term.left, term.right]
-            else:
-                terms.append(term)
-        loops: set[cst.CSTNode | None] | None = None
-        for term in terms:
-            if isinstance(term, (cst.Integer, cst.Float)):
-                continue
-            key = self.index.key(term)
-            if key is None or key not in losses:
-                return None
-            loops = set(losses[key]) if loops is None else loops & losses[key]
-        if loops is None:
-            return None
-        return {loop for loop in loops if self._loop(value) is loop} or None
-
-    def _loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While)):
-                return ancestor
-            if isinstance(ancestor, cst.FunctionDef):
-                return ancestor
-        return None
-
-    def _read_of(self, call: cst.Call) -> cst.BaseExpression | None:
-        """The tensor that ``x.item()`` or ``float(x)`` reads, for either call."""
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "item":
-            return None if call.args else func.value
-        if "builtins.float" in self.index.qualnames(func) and len(call.args) == 1:
-            return call.args[0].value
-        return None
-
-    def _returned(self, tensor: cst.BaseExpression) -> ReturnedLoss | None:
-        """The returned loss that ``tensor`` (a call, or a variable set from one) is."""
-        returned = self.index.returned_losses
-        if isinstance(tensor, cst.Call):
-            found = returned.returned_by(tensor)
-            return found if found is not None and found.position is None else None
-        key = self.index.key(tensor)
-        call = returned.call_of(key) if key is not None else None
-        return returned.returned_by(call) if call is not None else None
-
-    def _placement(self, node: cst.BaseExpression, at: cst.CSTNode) -> str | None:
-        """Is ``node`` a backpropagated loss, read in the loop of its backward
-        ("loop"), or later in the function of that loop ("after")?
-
-        After the loop the name may hold something else by then; a needs-review
-        finding says so instead of guessing.
-        """
-        node = _stripped(node)
-        if isinstance(node, cst.Call) and self._returned(node) is not None:
-            return "loop"  # `self._run_batch(x, y).item()`: read where it is made
-        loops = self._loops_of(node)
-        if loops is None:
-            return None
-        if self._loop(at) in loops or self._fixed_inner_loop(at, loops):
-            return "loop"
-        if self.index.enclosing_function(at) in {
-            (
-                self.index.enclosing_function(loop)
-                if not isinstance(loop, cst.FunctionDef)
-                else loop
-            )
-            for loop in loops
-            if loop is not None
-        }:
-            return "after"
-        return None
-
-    def _fixed_inner_loop(
-        self, at: cst.CSTNode, loops: set[cst.CSTNode | None]
-    ) -> bool:
-        """Is ``at`` in loops nested in one of ``loops`` that each run the same
-        number of times on every process (over a literal tuple or list, or the
-        keys/values/items of a dict: ``for name in ("cls", "reg"):``)?"""
-        for ancestor in self.index.ancestors(at):
-            if ancestor in loops:
-                return True
-            if isinstance(ancestor, cst.FunctionDef | cst.While):
-                return False
-            if isinstance(ancestor, cst.For) and not _fixed_iterable(ancestor.iter):
-                return False
-        return False
-
-    def _sum_string(self, at: cst.CSTNode) -> cst.SimpleString:
-        """``"sum"``, in the quotes an enclosing f-string leaves free (before
-        Python 3.12 an f-string cannot hold its own quote)."""
-        for ancestor in self.index.ancestors(at):
-            if isinstance(ancestor, cst.FormattedString):
-                if '"' in ancestor.start:
-                    return cst.SimpleString("'sum'")
-                break
-        return cst.SimpleString('"sum"')
-
-    @cached_property
-    def expression_loops(self) -> dict[str, set[cst.CSTNode | None]]:
-        """Backpropagated losses that are an expression over variables, not one
-        (``(loss / ntokens).backward()``), by their code, and the loops of their
-        backward: the same expression read in that loop (``(loss /
-        ntokens).item()``) is the same loss of this process's share."""
-        found: dict[str, set[cst.CSTNode | None]] = {}
-        for call in self.index.calls:
-            for each in backpropagated(self.index, call):
-                if isinstance(each, cst.BinaryOperation):
-                    found.setdefault(_expression_code(each), set()).add(
-                        self._loop(call)
-                    )
-        return found
-
-    def _loops_of(self, node: cst.BaseExpression) -> set[cst.CSTNode | None] | None:
-        """The loops of the backward of the loss ``node`` is, or is a term of."""
-        if isinstance(node, cst.BinaryOperation):
-            return self.expression_loops.get(_expression_code(node))
-        key = self.index.key(node)
-        if key is not None and key in self.loss_loops:
-            return self.loss_loops[key]
-        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
-            key = self.index.key(node.value)  # `losses["cls"]` of a summed dict
-        if key is not None and key in self.term_loops:
-            return self.term_loops[key]
-        return None
-
-    def _term_reduction(
-        self, tensor: cst.BaseExpression, at: cst.CSTNode
-    ) -> list[cst.Arg] | str:
-        """The ``global_loss`` keywords of a logged term of the backpropagated
-        loss (which the runtime did not see given to ``accel.backward``), or why
-        it cannot be combined like the original's."""
-        node = _stripped(tensor)
-        key = self.index.key(node)
-        if key is not None and key in self.loss_loops:
-            return []
-        if isinstance(node, cst.Subscript):
-            reduction = loss_reduction(self.index, node.value, at)
-            if reduction.kind != "mean":
-                return (
-                    f"`{code(node)}` is a term of the backpropagated loss whose "
-                    "reduction the rule cannot read from the dict"
-                )
-            return []
-        reduction = loss_reduction(self.index, node, at)
-        if reduction.kind == "mean":
-            return []
-        if reduction.kind == "sum":
-            return [keyword_arg("reduction", self._sum_string(at))]
-        if reduction.kind == "token-mean" and reduction.count is not None:
-            return [keyword_arg("count", reduction.count)]
-        return f"`{code(node)}`, a term of the backpropagated loss: {reduction.reason}"
 
     @cached_property
     def global_reads(self) -> frozenset[cst.Call]:
@@ -438,20 +168,25 @@ class PrintMainProcess(Rule):
                 )
             ):
                 continue
-            found[read] = batch_value_reduction(self.index, _stripped(tensor), read)
+            found[read] = batch_value_reduction(self.index, stripped(tensor), read)
         return found
 
     def _printed(self, read: cst.Call) -> bool:
-        """Is ``read`` in the arguments of a ``print`` / ``tqdm.write`` this rule
-        moves to the main process?"""
-        for ancestor in self.index.ancestors(read):
-            if isinstance(ancestor, cst.Call):
-                names = self.qualnames(ancestor.func)
-                if "builtins.print" in names or not names.isdisjoint(TQDM_WRITE):
-                    return self._main_only(ancestor)
-            if isinstance(ancestor, cst.BaseStatement):
-                return False
-        return False
+        """Is ``read`` in the arguments of a log call (``print``, ``logger.info``,
+        ``pbar.set_postfix``, ``writer.add_scalar``, ``wandb.log``, a helper that
+        prints: ``log_channels``), other than a print this rule leaves on every
+        process (to ``sys.stderr``, in an ``except`` block)?"""
+        found = logged_in(self.index, read)
+        return found is not None and self._main_only(found[0])
+
+    def _shows(self, read: cst.Call, past: bool = False) -> str:
+        """``prints `acc``` or ``logs `acc` in `pbar.set_postfix``` (``printed``,
+        ``logged`` when ``past``)."""
+        shown = code(stripped(self._read_of(read)))  # type: ignore[arg-type]
+        found = logged_in(self.index, read)
+        if found is None or found[1] == "print":
+            return f"{'printed' if past else 'prints'} `{shown}`"
+        return f"{'logged' if past else 'logs'} `{shown}` in `{found[1]}`"
 
     def _batch_value(
         self, original: cst.Call, tensor: cst.BaseExpression
@@ -459,13 +194,14 @@ class PrintMainProcess(Rule):
         """The global-batch value of a printed batch value (``batch_reads``), or
         None (reported why)."""
         how = self.batch_reads[original]
-        shown = code(_stripped(self._read_of(original)))  # type: ignore[arg-type]
+        shows = self._shows(original)
         if how.kind == "unknown":
             self.report(
                 original,
                 "needs-review",
-                f"prints `{shown}`, a value of this process's share of the batch "
-                f"(the original printed the whole batch's): {how.reason}; combine "
+                f"{shows}, a value of this process's share of the batch "
+                f"(the original {'printed' if shows.startswith('prints') else 'logged'}"
+                f" the whole batch's): {how.reason}; combine "
                 "it across processes (accel.global_loss for a mean over samples, "
                 "accel.reduce for a sum)",
                 if_migrated=True,
@@ -475,7 +211,7 @@ class PrintMainProcess(Rule):
             self.report(
                 original,
                 "needs-review",
-                f"prints `{shown}`, a value of this process's share of the batch, "
+                f"{shows}, a value of this process's share of the batch, "
                 "where only some processes may go (rank-dependent branch): it "
                 "shows this process's share only",
                 if_migrated=True,
@@ -487,7 +223,7 @@ class PrintMainProcess(Rule):
             self.report(
                 original,
                 "fixed",
-                f"printed `{shown}`, a sum over this process's share of the batch "
+                f"{self._shows(original, past=True)}, a sum over this process's share of the batch "
                 "-> accel.reduce (the global batch's)",
             )
             return self.runtime_call("reduce", [cst.Arg(value=tensor)])
@@ -500,7 +236,7 @@ class PrintMainProcess(Rule):
         self.report(
             original,
             "fixed",
-            f"printed `{shown}`, a mean over {over} of this process's share of the "
+            f"{self._shows(original, past=True)}, a mean over {over} of this process's share of the "
             "batch -> accel.global_loss (the global batch's)",
         )
         return self.runtime_call("global_loss", [cst.Arg(value=tensor), *keywords])
@@ -574,7 +310,7 @@ class PrintMainProcess(Rule):
         if isinstance(tensor, cst.BinaryOperation):
             tensor = tensor.with_changes(lpar=(), rpar=())  # `(loss / n).item()`
         args = [cst.Arg(value=tensor)]
-        returned = self._returned(_stripped(self._read_of(original)))  # type: ignore[arg-type]
+        returned = self._returned(stripped(self._read_of(original)))  # type: ignore[arg-type]
         if returned is not None:
             # Combined as the step function's loss reduces its batch: a sum-reduced
             # loss is the sum of the processes' sums.
@@ -630,6 +366,17 @@ class PrintMainProcess(Rule):
                 original_node, "fixed", "print -> accel.print (main process only)"
             )
             return updated_node.with_changes(func=self.runtime_attr("print"))
+        if self._progress_log(original_node):
+            # `logger.info(...)`: a progress line, shown once as the original
+            # showed it. Warnings and errors stay on every process, like prints to
+            # stderr: whichever process has one should show it.
+            shown = code(original_node.func)
+            self.report(
+                original_node,
+                "fixed",
+                f"{shown} -> accel.on_main_process({shown}, ...) (main process only)",
+            )
+            return self.on_main_process(updated_node)
         if not self.qualnames(original_node.func).isdisjoint(
             TQDM_WRITE
         ) and self._main_only(original_node):
@@ -640,22 +387,19 @@ class PrintMainProcess(Rule):
                 "fixed",
                 "tqdm.write -> accel.on_main_process(tqdm.write, ...) (main process only)",
             )
-            return self.runtime_call(
-                "on_main_process",
-                [cst.Arg(updated_node.func), *updated_node.args],
-            )
+            return self.on_main_process(updated_node)
         return updated_node
 
     def _companion(self, read: cst.Call) -> cst.Call | None:
         """The step call that returned the tensor ``read`` reads with a loss."""
-        tensor = _stripped(self._read_of(read))  # type: ignore[arg-type]
+        tensor = stripped(self._read_of(read))  # type: ignore[arg-type]
         key = self.index.key(tensor)
         return self.index.returned_losses.companions.get(key) if key else None
 
     def _report_companion(self, read: cst.Call) -> None:
         """``acc.item()`` of a value returned with a loss (``loss, acc = step()``):
         this process's share, of a kind the rule does not know."""
-        tensor = _stripped(self._read_of(read))  # type: ignore[arg-type]
+        tensor = stripped(self._read_of(read))  # type: ignore[arg-type]
         call = self._companion(read)
         if call is None:
             return
@@ -686,7 +430,7 @@ class PrintMainProcess(Rule):
         """``if loss < best:`` on a returned loss tensor: a decision on this
         process's share, which no read here makes global (``loss.item()`` is)."""
         for side in (node.left, *(c.comparator for c in node.comparisons)):
-            returned = self._returned(_stripped(side))
+            returned = self._returned(stripped(side))
             if returned is not None:
                 self.report(
                     node,
@@ -698,6 +442,15 @@ class PrintMainProcess(Rule):
                     if_migrated=True,
                 )
                 return
+
+    def _progress_log(self, node: cst.Call) -> bool:
+        """``logging.info(...)``, ``logger.debug(...)``: a log call of a progress
+        level, made as a statement (its value unused), outside ``except``."""
+        return (
+            progress_log(self.index, node)
+            and isinstance(self.index.parent(node), cst.Expr)
+            and self._main_only(node)
+        )
 
     def _main_only(self, node: cst.Call) -> bool:
         for arg in node.args:

@@ -14,6 +14,14 @@ readings (``time.time() - start``: each process's own time is as right as the
 original's) are left out, and so is a file that another rule leaves
 unchanged (nothing in it is split). Nothing is rewritten.
 
+A print is one channel among those a script logs through (``log_channels``): a
+tqdm bar's ``set_postfix`` / ``set_description``, ``logging`` and its loggers,
+a TensorBoard writer, ``wandb.log``, MLflow, and a function of the file that logs
+what it is given (``log_metrics(step, loss, acc)``, reported at its call in the
+loop). The finding names the channel. A number set only from tensor reads that
+AM008 reported already (``return loss.item()`` after the loop of its backward,
+printed by the caller) is not reported again: one hazard, one finding.
+
 ## Why
 Each process trains on its share of every batch. What the main process prints
 is then its share's value: at world 2 an accuracy over half the batch, a count
@@ -42,12 +50,13 @@ from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import PositionProvider
 
 from ..divergence import CLOCK_PREFIXES, TENSOR_READ
+from ..log_channels import channel
 from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
-from .print_main_process import TQDM_WRITE
 from .sample_counters import counted_batch, item_of
 
 
@@ -75,10 +84,12 @@ class PrintedLocalValues(Rule):
         if not shown:
             return
         names = ", ".join(f"`{name}`" for name in shown)
+        through = channel(self.index, node)
+        verb = "prints" if through == "print" else f"logs (in `{through}`)"
         self.report(
             node,
             "needs-review",
-            f"prints {names}, computed from this process's share of the batch: "
+            f"{verb} {names}, computed from this process's share of the batch: "
             "the main process shows its share's value where the original showed "
             "the whole batch's; combine it across processes (accel.global_loss "
             "of the tensor for a mean over samples, accel.reduce for a sum or a "
@@ -88,10 +99,7 @@ class PrintedLocalValues(Rule):
         )
 
     def _is_print(self, call: cst.Call) -> bool:
-        if self.index.is_runtime_call(call, "print"):
-            return True
-        names = self.qualnames(call.func)
-        return "builtins.print" in names or not names.isdisjoint(TQDM_WRITE)
+        return channel(self.index, call) is not None
 
     def _in_training_loop(self, call: cst.Call) -> bool:
         for ancestor in self.index.ancestors(call):
@@ -148,6 +156,8 @@ class PrintedLocalValues(Rule):
                 return False
             if self._counter_form(ancestor):
                 return False
+        if self._reported_at_read(leaf):
+            return False
         key = self.index.key(leaf)
         for value in self.index.values.get(key, ()) if key is not None else ():
             if value is None:
@@ -158,11 +168,77 @@ class PrintedLocalValues(Rule):
                     return False
         return True
 
+    def _reported_at_read(self, leaf: cst.CSTNode) -> bool:
+        """Is ``leaf`` set only from tensor reads that AM008 reported already
+        (``return loss.item()`` after the loop of its backward; ``last =
+        train(epoch)``; ``print(last)``)? One hazard, one finding: the one at the
+        read, which names the tensor."""
+        reads = self._reads_of(leaf, depth=0)
+        if not reads:
+            return False
+        reported = {
+            (f.line, f.column)
+            for f in self.context.findings
+            if f.code == "AM008" and f.status == "needs-review"
+        }
+        for read in reads:
+            start = self.get_metadata(PositionProvider, read).start
+            line, column = self.context.original_place(
+                self._current_code, start.line, start.column
+            )
+            if (line, column + 1) not in reported:
+                return False
+        return True
+
+    def _reads_of(self, node: cst.CSTNode, depth: int) -> list[cst.CSTNode] | None:
+        """The tensor reads a variable holds: each of its values a read
+        (``x = loss.item()``), or a call of a function of the file each of whose
+        returned values is one; None when any is something else."""
+        key = self.index.key(node)
+        values = self.index.values.get(key, []) if key is not None else []
+        if not values or depth > 2:
+            return None
+        found: list[cst.CSTNode] = []
+        for value in values:
+            if value is None:
+                return None
+            if m.matches(value, TENSOR_READ):
+                found.append(value)
+                continue
+            function = (
+                self.index.local_function(value.func)
+                if isinstance(value, cst.Call)
+                else None
+            )
+            if function is None:
+                return None
+            returns = [
+                r
+                for r in findall(function.body, m.Return())
+                if self.index.enclosing_function(r) is function
+            ]
+            if not returns:
+                return None
+            for ret in returns:
+                returned = ret.value  # type: ignore[attr-defined]
+                if returned is not None and m.matches(returned, TENSOR_READ):
+                    found.append(returned)
+                elif isinstance(returned, cst.Name):
+                    inner = self._reads_of(returned, depth + 1)
+                    if inner is None:
+                        return None
+                    found += inner
+                else:
+                    return None
+        return found
+
 
 def _formatted_item(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
-    """Is ``node`` an argument of ``"...".format(...)`` or an item of the tuple
-    of ``"..." % (...)``?"""
+    """Is ``node`` an argument of ``"...".format(...)``, an item of the tuple of
+    ``"..." % (...)`` or a value of a dict of values (``wandb.log({...})``)?"""
     if isinstance(node, cst.Arg) and isinstance(parent, cst.Call):
         func = parent.func
         return isinstance(func, cst.Attribute) and func.attr.value == "format"
+    if isinstance(node, cst.DictElement):
+        return True  # `wandb.log({"acc": acc})`: the value shown is `acc`
     return isinstance(node, cst.Element) and isinstance(parent, cst.Tuple)

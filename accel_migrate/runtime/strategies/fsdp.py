@@ -31,6 +31,7 @@ import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -85,12 +86,17 @@ class FSDPStrategy(Strategy):
             "reshard_after_forward": self.config.fsdp_reshard_after_forward,
             "offload_policy": self.offload_policy(),
         }
+        # A block hands its output to the next block or to the root's own layers,
+        # which compute in the policy's dtype: only the root's output goes back to
+        # fp32 (a block's fp32 output met a bf16 head: "mat1 and mat2 must have
+        # the same dtype").
+        block_options = {**options, "mp_policy": replace(policy, output_dtype=None)}
         for block in block_units(module, self.config):
             if self.config.activation_checkpointing:
                 from torch.distributed._composable import checkpoint
 
                 checkpoint(block)
-            fully_shard(block, **options)
+            fully_shard(block, **block_options)
         # The root's unit holds what no block does (embeddings, heads).
         fully_shard(module, **options)
         after = dict(module.named_parameters())

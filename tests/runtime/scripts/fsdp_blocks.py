@@ -54,6 +54,8 @@ if USE_RUNTIME:
 step = 0
 for _ in range(2):
     for x, y in loader:
+        if USE_RUNTIME:  # the batch goes where the model is (a GPU under NCCL)
+            x, y = x.to(accel.device()), y.to(accel.device())
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         if USE_RUNTIME:

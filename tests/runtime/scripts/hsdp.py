@@ -70,6 +70,8 @@ if USE_RUNTIME:
 
 def train(label: str, first: int) -> None:
     for step, (x, y) in enumerate(loader, start=first):
+        if USE_RUNTIME:  # the batch goes where the model is (a GPU under NCCL)
+            x, y = x.to(accel.device()), y.to(accel.device())
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         if USE_RUNTIME:

@@ -1,0 +1,314 @@
+"""Where a training script's backpropagated losses are, and where they may be read.
+
+AM008 makes a logged loss global where it is read (``accel.global_loss(loss)``).
+That needs to know, for a tensor read (``loss.item()``, ``float(loss)``), which
+loss it reads and where that loss is backpropagated: the loops of each loss's
+backward (``loss_loops``), the terms of a backpropagated sum (``rec`` and ``kld``
+of ``loss = rec + kld``: ``term_loops``), backpropagated expressions
+(``(loss / ntokens).backward()``: ``expression_loops``), losses returned by a step
+function (``returned_loss``), and whether a read is in the loop of its loss's
+backward or after it (``placement``). ``LossPlaces`` answers these for the rule
+that mixes it in (which has ``index``).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .analysis import Key
+from .reduction import loss_reduction
+from .reduction.placement import code
+from .returned_loss import ReturnedLoss, backpropagated
+from .rule import keyword_arg
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+
+_STRIPPED = {"data", "detach", "cpu", "clone", "float"}
+
+
+def _fixed_iterable(iterable: cst.BaseExpression) -> bool:
+    if isinstance(iterable, (cst.Tuple, cst.List)):
+        return True
+    return (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Attribute)
+        and iterable.func.attr.value in ("keys", "values", "items")
+        and isinstance(iterable.func.value, cst.Name)
+        and not iterable.args
+    )
+
+
+def _terms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """The variables a loss adds up: ``a + b - c`` (also weighted, ``0.5 * b``,
+    ``beta * b``, ``b / n``), and the dict of ``sum(d.values())``."""
+    if value is None:
+        return []
+    if isinstance(value, cst.BinaryOperation):
+        if isinstance(value.operator, (cst.Add, cst.Subtract)):
+            return _terms(value.left) + _terms(value.right)
+        if isinstance(value.operator, cst.Multiply):
+            # `0.5 * kld`, `beta * kld`: a weight the same on every process is
+            # unchanged by global_loss, so either named side may be the term.
+            return [x for x in (value.left, value.right) if isinstance(x, cst.Name)]
+        if isinstance(value.operator, cst.Divide):
+            return [value.left] if isinstance(value.left, cst.Name) else []
+        return []
+    if isinstance(value, cst.Name):
+        return [value]
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "sum"
+        and len(value.args) == 1
+    ):
+        inner = value.args[0].value
+        if (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Attribute)
+            and inner.func.attr.value == "values"
+            and isinstance(inner.func.value, cst.Name)
+        ):
+            return [inner.func.value]
+    return []
+
+
+def _expression_code(node: cst.BinaryOperation) -> str:
+    """``loss / ntokens`` for ``(loss / ntokens)`` and ``loss/ntokens``."""
+    return code(node.with_changes(lpar=(), rpar=())).replace(" ", "")
+
+
+def stripped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor under ``.data``, ``.detach()``, ``.cpu()``..."""
+    while isinstance(node, (cst.Attribute, cst.Call)):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _STRIPPED
+            and not node.args
+        ):
+            node = node.func.value
+        elif isinstance(node, cst.Attribute) and node.attr.value == "data":
+            node = node.value
+        else:
+            break
+    return node
+
+
+class LossPlaces:
+    """The backpropagated losses of ``self.index``'s module and their loops."""
+
+    index: ModuleIndex
+
+    @cached_property
+    def loss_loops(self) -> dict[Key, set[cst.CSTNode | None]]:
+        """Backpropagated variables, and the innermost loop of each of their backward."""
+        losses: dict[Key, set[cst.CSTNode | None]] = {}
+        for call in self.index.calls:
+            for each in backpropagated(self.index, call):
+                key = self.index.key(each)
+                if key is not None:
+                    losses.setdefault(key, set()).add(self._loop(call))
+        # `loss = self._run_batch(x, y)`: a loss the step function backpropagated and
+        # returned is a loss of the caller's loop.
+        for key, call in self.index.returned_losses.bound.items():
+            losses.setdefault(key, set()).add(self._loop(call))
+        # `errD = errD_real + errD_fake`: a sum of backpropagated losses, logged but
+        # never backpropagated itself, is a loss of the same batch too.
+        changed = True
+        while changed:
+            changed = False
+            for key, values in self.index.values.items():
+                if key in losses or not values:
+                    continue
+                loops = [self._sum_of_losses(v, losses) for v in values]
+                if all(loops) and (common := set.intersection(*loops)):  # type: ignore[arg-type]
+                    losses[key] = common
+                    changed = True
+        return losses
+
+    @cached_property
+    def term_loops(self) -> dict[Key, set[cst.CSTNode | None]]:
+        """The terms of a backpropagated loss (``rec`` and ``kld`` of ``loss = rec +
+        kld``; the dict ``losses`` of ``loss = sum(losses.values())``), and the
+        loops of that loss's backward. Logged, each is a value of this process's
+        share of the batch, made global with its own reduction."""
+        terms: dict[Key, set[cst.CSTNode | None]] = {}
+        for key, loops in self.loss_loops.items():
+            for value in self.index.values.get(key, ()):
+                for term in _terms(value):
+                    term_key = self.index.key(term)
+                    if term_key is not None and term_key not in self.loss_loops:
+                        terms.setdefault(term_key, set()).update(loops)
+        return terms
+
+    def _sum_of_losses(
+        self,
+        value: cst.BaseExpression | None,
+        losses: dict[Key, set[cst.CSTNode | None]],
+    ) -> set[cst.CSTNode | None] | None:
+        """The loops in which every term of ``a + b - c`` (numbers aside, one loss
+        at least) is backpropagated; None when ``value`` is not such a sum."""
+        if not (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, (cst.Add, cst.Subtract))
+        ):
+            return None
+        terms: list[cst.BaseExpression] = []
+        pending: list[cst.BaseExpression] = [value]
+        while pending:
+            term = pending.pop()
+            if isinstance(term, cst.BinaryOperation) and isinstance(
+                term.operator, (cst.Add, cst.Subtract)
+            ):
+                pending += [term.left, term.right]
+            else:
+                terms.append(term)
+        loops: set[cst.CSTNode | None] | None = None
+        for term in terms:
+            if isinstance(term, (cst.Integer, cst.Float)):
+                continue
+            key = self.index.key(term)
+            if key is None or key not in losses:
+                return None
+            loops = set(losses[key]) if loops is None else loops & losses[key]
+        if loops is None:
+            return None
+        return {loop for loop in loops if self._loop(value) is loop} or None
+
+    def _loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return ancestor
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def _read_of(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The tensor that ``x.item()`` or ``float(x)`` reads, for either call."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "item":
+            return None if call.args else func.value
+        if "builtins.float" in self.index.qualnames(func) and len(call.args) == 1:
+            return call.args[0].value
+        return None
+
+    def _returned(self, tensor: cst.BaseExpression) -> ReturnedLoss | None:
+        """The returned loss that ``tensor`` (a call, or a variable set from one) is."""
+        returned = self.index.returned_losses
+        if isinstance(tensor, cst.Call):
+            found = returned.returned_by(tensor)
+            return found if found is not None and found.position is None else None
+        key = self.index.key(tensor)
+        call = returned.call_of(key) if key is not None else None
+        return returned.returned_by(call) if call is not None else None
+
+    def _placement(self, node: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """Is ``node`` a backpropagated loss, read in the loop of its backward
+        ("loop"), or later in the function of that loop ("after")?
+
+        After the loop the name may hold something else by then; a needs-review
+        finding says so instead of guessing.
+        """
+        node = stripped(node)
+        if isinstance(node, cst.Call) and self._returned(node) is not None:
+            return "loop"  # `self._run_batch(x, y).item()`: read where it is made
+        loops = self._loops_of(node)
+        if loops is None:
+            return None
+        if self._loop(at) in loops or self._fixed_inner_loop(at, loops):
+            return "loop"
+        if self.index.enclosing_function(at) in {
+            (
+                self.index.enclosing_function(loop)
+                if not isinstance(loop, cst.FunctionDef)
+                else loop
+            )
+            for loop in loops
+            if loop is not None
+        }:
+            return "after"
+        return None
+
+    def _fixed_inner_loop(
+        self, at: cst.CSTNode, loops: set[cst.CSTNode | None]
+    ) -> bool:
+        """Is ``at`` in loops nested in one of ``loops`` that each run the same
+        number of times on every process (over a literal tuple or list, or the
+        keys/values/items of a dict: ``for name in ("cls", "reg"):``)?"""
+        for ancestor in self.index.ancestors(at):
+            if ancestor in loops:
+                return True
+            if isinstance(ancestor, cst.FunctionDef | cst.While):
+                return False
+            if isinstance(ancestor, cst.For) and not _fixed_iterable(ancestor.iter):
+                return False
+        return False
+
+    def _sum_string(self, at: cst.CSTNode) -> cst.SimpleString:
+        """``"sum"``, in the quotes an enclosing f-string leaves free (before
+        Python 3.12 an f-string cannot hold its own quote)."""
+        for ancestor in self.index.ancestors(at):
+            if isinstance(ancestor, cst.FormattedString):
+                if '"' in ancestor.start:
+                    return cst.SimpleString("'sum'")
+                break
+        return cst.SimpleString('"sum"')
+
+    @cached_property
+    def expression_loops(self) -> dict[str, set[cst.CSTNode | None]]:
+        """Backpropagated losses that are an expression over variables, not one
+        (``(loss / ntokens).backward()``), by their code, and the loops of their
+        backward: the same expression read in that loop (``(loss /
+        ntokens).item()``) is the same loss of this process's share."""
+        found: dict[str, set[cst.CSTNode | None]] = {}
+        for call in self.index.calls:
+            for each in backpropagated(self.index, call):
+                if isinstance(each, cst.BinaryOperation):
+                    found.setdefault(_expression_code(each), set()).add(
+                        self._loop(call)
+                    )
+        return found
+
+    def _loops_of(self, node: cst.BaseExpression) -> set[cst.CSTNode | None] | None:
+        """The loops of the backward of the loss ``node`` is, or is a term of."""
+        if isinstance(node, cst.BinaryOperation):
+            return self.expression_loops.get(_expression_code(node))
+        key = self.index.key(node)
+        if key is not None and key in self.loss_loops:
+            return self.loss_loops[key]
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name):
+            key = self.index.key(node.value)  # `losses["cls"]` of a summed dict
+        if key is not None and key in self.term_loops:
+            return self.term_loops[key]
+        return None
+
+    def _term_reduction(
+        self, tensor: cst.BaseExpression, at: cst.CSTNode
+    ) -> list[cst.Arg] | str:
+        """The ``global_loss`` keywords of a logged term of the backpropagated
+        loss (which the runtime did not see given to ``accel.backward``), or why
+        it cannot be combined like the original's."""
+        node = stripped(tensor)
+        key = self.index.key(node)
+        if key is not None and key in self.loss_loops:
+            return []
+        if isinstance(node, cst.Subscript):
+            reduction = loss_reduction(self.index, node.value, at)
+            if reduction.kind != "mean":
+                return (
+                    f"`{code(node)}` is a term of the backpropagated loss whose "
+                    "reduction the rule cannot read from the dict"
+                )
+            return []
+        reduction = loss_reduction(self.index, node, at)
+        if reduction.kind == "mean":
+            return []
+        if reduction.kind == "sum":
+            return [keyword_arg("reduction", self._sum_string(at))]
+        if reduction.kind == "token-mean" and reduction.count is not None:
+            return [keyword_arg("count", reduction.count)]
+        return f"`{code(node)}`, a term of the backpropagated loss: {reduction.reason}"
