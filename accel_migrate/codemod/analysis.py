@@ -488,17 +488,21 @@ class ModuleIndex:
     @cached_property
     def loaders(self) -> set[Key]:
         from .patterns import is_loader_seed
+        from .project_callers import given_by_callers
 
         items = self._container_items
+        # parameters every call from the batch's other files hands a loader
+        handed = set(given_by_callers(self, "loader"))
         found = self.tagged(
             lambda e: is_loader_seed(self, e)
             or self._loader_item(e)
-            or self.key(e) in items,
+            or self.key(e) in items
+            or self.key(e) in handed,
             through=self._loop_wrapped,
             returns=True,
             positional=self._unpacked_loader,
         )
-        return found | items
+        return found | items | handed
 
     def _unpacked_loader(self, value: cst.BaseExpression, i: int, n: int) -> bool:
         """``train_loader, val_loader = utils.get_loaders(args)``: item ``i`` of a

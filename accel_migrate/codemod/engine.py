@@ -201,7 +201,13 @@ def _full_pass(
         # not kept; what they could not fix is still true of the original. (A
         # blocking finding inside a `# accel-migrate: skip` statement is dropped
         # with it: the user has taken that statement over.)
-        review = tuple(f for f in findings if f.status == "needs-review")
+        # Claims about the migrated file (``report(..., if_migrated=True)``) are
+        # not true of the original the user gets back: dropped.
+        review = tuple(
+            f
+            for f in findings
+            if f.status == "needs-review" and f not in context.if_migrated
+        )
         return MigrationResult(path, source, source, review, suppressed=suppressed)
     if not screen.training:  # it imports a library trainer but hands it nothing
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)

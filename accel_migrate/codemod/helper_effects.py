@@ -28,6 +28,20 @@ def helper_call(
     rule: Rule, original: cst.Call, updated: cst.Call, helper: HelperFact
 ) -> cst.BaseExpression:
     used = not isinstance(rule.parent(original), cst.Expr)
+    if helper.batch_migrated:
+        # Its own file is migrated in this batch (where its prints and writes
+        # are made main-process ones), unless a finding there leaves it whole:
+        # this file cannot tell which, so the call stays and says so.
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}; {helper.file} is a training file of this batch, "
+            "migrated on its own: its prints and writes run on the main process "
+            f"only if {helper.file} is migrated (see its findings), and on every "
+            "process if it is left unchanged",
+            if_migrated=True,
+        )
+        return updated
     if helper.collectives:
         rule.report(
             original,
@@ -36,6 +50,7 @@ def helper_call(
             "is repeated, and on the main process alone its collectives would wait "
             f"for the others forever; guard its writes in {helper.file} with "
             "accel.is_main_process()",
+            if_migrated=True,
         )
         return updated
     if not helper.effects_only or (used and helper.kind == "function"):
@@ -47,6 +62,7 @@ def helper_call(
             "a value, call code the analysis does not know), so it is not moved "
             f"to the main process; guard its writes in {helper.file} with "
             "accel.is_main_process()",
+            if_migrated=True,
         )
         return updated
     rule.report(
@@ -66,6 +82,17 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
         return None
     for arg in call.args:
         key = index.key(arg.value)
+        if key is not None and key in index.loaders and helper.batch_migrated:
+            # What it sums over the loader is reduced in its own file, which
+            # knows the loader from its callers (project_callers), unless a
+            # finding there leaves that file whole.
+            return (
+                f"`{key[1]}` is sharded (each process reads its share) and is passed "
+                f"to {helper.where}, a training file of this batch migrated on its "
+                "own: the sums and counts it makes over the loader are combined "
+                f"across processes there only if {helper.file} is migrated (see its "
+                "findings); left unchanged, they are this process's only"
+            )
         if key is not None and key in index.loaders:
             return (
                 f"`{key[1]}` is sharded (each process reads its share) and is passed "

@@ -100,6 +100,11 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: Its file is a training file of this batch (it runs a backward of its
+    #: own), rewritten in its own right: its prints and writes are made
+    #: main-process ones there, and its sums over the loaders the batch hands it
+    #: reduced there (``project_callers``), not at the call.
+    batch_migrated: bool = False
     writes: tuple[str, ...] = ()
     prints: bool = False
     collectives: bool = False
@@ -135,6 +140,25 @@ class HelperFact:
 
 
 @dataclass(frozen=True)
+class CallSite:
+    """A call, in another file of the batch, of a function of this file
+    (``project_callers``): where it is, and what kind of value ("model",
+    "optimizer", "loader", "loss"; "" where not known) each parameter it binds
+    receives there."""
+
+    file: str
+    line: int
+    arguments: tuple[tuple[str, str], ...] = ()
+
+    def kind(self, parameter: str) -> str:
+        return dict(self.arguments).get(parameter, "")
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
 class ProjectFacts:
     """The helpers one file imports from local modules, by the qualified name the
     file's code gives them (libcst's: ``utils.get_test_dataloader`` for both
@@ -146,6 +170,13 @@ class ProjectFacts:
     #: Every name the file's star imports bind (``from utils import *``), where
     #: each is of a local module whose names could be read; None otherwise.
     star_names: tuple[str, ...] | None = None
+    #: In batch mode, the calls the batch's other files make to this file's
+    #: top-level functions, by function name (``project_callers``).
+    callers: tuple[tuple[str, tuple[CallSite, ...]], ...] = ()
+
+    def callers_of(self, function: str) -> tuple[CallSite, ...]:
+        """The batch's calls of this file's ``function`` from other files."""
+        return dict(self.callers).get(function, ())
 
     def lookup(self, qualnames: Iterable[str]) -> HelperFact | None:
         table = dict(self.helpers)
@@ -178,4 +209,4 @@ class ProjectFacts:
         return hashlib.sha256(repr(self).encode()).hexdigest()
 
     def __bool__(self) -> bool:
-        return bool(self.helpers)
+        return bool(self.helpers or self.callers)

@@ -232,6 +232,7 @@ class HelperFacts:
             prints=effects.prints,
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
+            batch_migrated=self.view.batch_trains(self.path),
         )
 
     def _container(

@@ -30,7 +30,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .project_facts import HelperFact, ProjectFacts
+from .project_facts import CallSite, HelperFact, ProjectFacts
 
 #: A local target: (real path of the module file, name in it; "" for the module).
 Target = tuple[str, str]
@@ -126,6 +126,8 @@ class ProjectView:
         self.display_base = display_base
         self._scans: dict[tuple[str, tuple[str, ...]], _Scan] = {}
         self._facts: dict[tuple[Target, tuple[str, ...]], HelperFact | None] = {}
+        self._callers: dict[Target, tuple[CallSite, ...]] | None = None
+        self._trains: dict[str, bool] = {}
 
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
@@ -216,11 +218,13 @@ class ProjectView:
         qualified names libcst gives them in ``script``."""
         real = os.path.realpath(script)
         roots = roots_of(real, self.base)
+        callers = self._callers_of_file(real)
         if not self._may_import_local(real, roots):
-            return ProjectFacts()  # no parse: a batch's cheap common case
+            # no parse: a batch's cheap common case
+            return ProjectFacts(callers=callers)
         tree = _parse(real)
         if tree is None:
-            return ProjectFacts()
+            return ProjectFacts(callers=callers)
         helpers: dict[str, HelperFact] = {}
         files: set[str] = set()
         # `from utils import *` binds utils' public names; a star import of a
@@ -281,6 +285,42 @@ class ProjectView:
             tuple(sorted(helpers.items())),
             tuple(sorted(files)),
             tuple(sorted(set(star_names))) if star_names is not None else None,
+            callers,
+        )
+
+    def batch_trains(self, path: str) -> bool:
+        """Is ``path`` a file of this batch that runs a backward of its own (a
+        training file, migrated in its own right; the CLI's libraries are the
+        batch's other imported files, left unchanged: AM102)?"""
+        if path not in self.scripts or len(self.scripts) < 2:
+            return False
+        if path not in self._trains:
+            tree = self._scan(path, roots_of(path, self.base)).tree
+            self._trains[path] = tree is not None and any(
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "backward"
+                for node in ast.walk(tree)
+            )
+        return self._trains[path]
+
+    def _callers_of_file(
+        self, real: str
+    ) -> tuple[tuple[str, tuple[CallSite, ...]], ...]:
+        """The batch's calls of ``real``'s functions from its other files (read
+        once per view, for every file: ``project_callers``)."""
+        if len(self.scripts) < 2 or real not in self.scripts:
+            return ()
+        if self._callers is None:
+            from .project_callers import batch_callers
+
+            self._callers = batch_callers(self)
+        return tuple(
+            sorted(
+                (name, sites)
+                for (path, name), sites in self._callers.items()
+                if path == real
+            )
         )
 
     def _star_helpers(

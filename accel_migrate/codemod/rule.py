@@ -63,6 +63,10 @@ class RuleContext:
     honour_suppressions: bool = True
     #: Needs-review findings that stop the migration of the whole file (``block``).
     blocking: list[Finding] = field(default_factory=list)
+    #: Findings whose claim holds only of the migrated file ("the main process
+    #: shows its share's value"): dropped when a blocking finding leaves the
+    #: file whole (``Rule.report(..., if_migrated=True)``).
+    if_migrated: list[Finding] = field(default_factory=list)
     #: Original (line, column) of ``xs.append(v)`` calls that AM009 (metric sums)
     #: cannot classify and leaves to AM029 (collected outputs).
     deferred_collections: set[tuple[int, int]] = field(default_factory=set)
@@ -467,15 +471,33 @@ class Rule(cst.CSTTransformer):
             args=tidy_args([first, *call.args]),
         )
 
-    def report(self, node: cst.CSTNode, status: Status, message: str) -> None:
-        """Record a finding at ``node`` (a node of the tree being visited)."""
+    def report(
+        self,
+        node: cst.CSTNode,
+        status: Status,
+        message: str,
+        *,
+        if_migrated: bool = False,
+    ) -> None:
+        """Record a finding at ``node`` (a node of the tree being visited).
+
+        ``if_migrated``: the finding says what the *migrated* file would do (each
+        process sees its share of the batch, a write runs on every rank...). When
+        another rule leaves the file whole (``block``), nothing of it is split, the
+        claim is false of what the user gets, and the engine drops the finding.
+        Whether a file is blocked is known only once every rule has run, so the
+        finding is recorded and the engine decides (rules run in any order).
+        """
         position = self.get_metadata(PositionProvider, node).start
         line, column = self.context.original_place(
             self._current_code, position.line, position.column
         )
-        self.context.findings.append(
-            Finding(line, column + 1, self.code, status, self.context.aliased(message))
+        finding = Finding(
+            line, column + 1, self.code, status, self.context.aliased(message)
         )
+        self.context.findings.append(finding)
+        if if_migrated:
+            self.context.if_migrated.append(finding)
         if status == "fixed":
             self.context.changed = True
 

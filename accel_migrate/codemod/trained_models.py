@@ -116,7 +116,8 @@ def element_containers(index: ModuleIndex) -> dict[Key, Key]:
 def _pairs(
     index: ModuleIndex, target: cst.BaseExpression, iterable: cst.BaseExpression
 ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
-    if isinstance(iterable, cst.Name):
+    if isinstance(iterable, cst.Name) or index.key(iterable) is not None:
+        # `for net in nets`, and `for net in self.nets` (a list an instance holds)
         return [(target, iterable)]
     if not isinstance(iterable, cst.Call) or not isinstance(
         target, (cst.Tuple, cst.List)
@@ -426,6 +427,11 @@ class AllOrNothing:
             if self._container_state(container) in {"wrap", "prepared"}:
                 return
             place, _ = self._story(container, inner)
+            values = [v for v in self.index.values.get(container, []) if v is not None]
+            if place is inner and values:
+                # `_story` skips a fresh build (`nn.ModuleList([...])`) as a form
+                # wrapped elsewhere; here it is the value that cannot be wrapped.
+                place = values[0]
             why = (
                 f"`{snippet(receiver)}` is an element of `{container[1]}`, which "
                 f"gets its value at line {self._line(place)} in a form "

@@ -27,7 +27,7 @@ from ._state import get_runtime, peek_runtime
 from .comm import ReduceOp
 from .env import DistEnv
 from .loss_share import Reduction
-from .module import PreparedModule
+from .module import PreparedModule, prepared_class
 
 T = TypeVar("T")
 M = TypeVar("M", bound=nn.Module)
@@ -83,7 +83,7 @@ def prepare_model(module: M) -> M:
         runtime.track_module(module)  # for accel.save_state, nothing more
         return module
     module.to(runtime.device)
-    prepared = PreparedModule(module, runtime)
+    prepared = prepared_class(module)(module, runtime)
     runtime.track_module(prepared)
     return prepared  # type: ignore[return-value]
 

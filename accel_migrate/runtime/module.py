@@ -142,3 +142,35 @@ class PreparedModule(nn.Module):
         forward_module = self._forward_module
         (self.original_module if forward_module is None else forward_module).train(mode)
         return self
+
+
+class PreparedContainer(PreparedModule):
+    """A prepared container module (``nn.Sequential``, ``nn.ModuleList``,
+    ``nn.ModuleDict``, a user module with ``__getitem__``): its parts are read
+    as on the user's module (``model[0].requires_grad_(False)``, ``for layer in
+    model``). Only such a module gets these: on any other, a ``__len__`` would
+    change what ``bool(model)`` means.
+
+    A part called in place of the model runs outside the strategy's forward, and
+    its gradients are not averaged; when the model's own forward has not run by
+    the first backward, ``Runtime.check_first_backward`` refuses that loudly.
+    """
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.original_module[key]  # type: ignore[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.original_module)  # type: ignore[call-overload]
+
+    def __len__(self) -> int:
+        return len(self.original_module)  # type: ignore[arg-type]
+
+
+def prepared_class(module: nn.Module) -> type[PreparedModule]:
+    """The wrapper class for ``module``: a container's hands out its parts."""
+    kind = type(module)
+    if callable(getattr(kind, "__getitem__", None)) and callable(
+        getattr(kind, "__len__", None)
+    ):
+        return PreparedContainer
+    return PreparedModule

@@ -155,3 +155,38 @@ def test_fp16_with_a_prepared_optimizer_trains(monkeypatch: pytest.MonkeyPatch) 
         optimizer.step()
     assert not torch.equal(before, model.weight.detach())
     assert torch.isfinite(model.weight).all()
+
+
+def test_a_prepared_container_hands_out_its_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``model[0]``, ``len(model)`` and ``for layer in model`` read the user's
+    container (freezing a layer after preparing is common); a module that is not
+    a container gets no ``__len__``, so ``bool(model)`` keeps its meaning."""
+    monkeypatch.setenv("ACCEL_MIGRATE_PRECISION", "fp16")  # a wrapper, not passthrough
+    accel.device(accelerator=False)
+    layers = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    model = accel.prepare_model(layers)
+    assert isinstance(model, PreparedModule)
+    assert model[0] is layers[0]
+    assert len(model) == 3
+    assert list(model) == list(layers)
+    single = accel.prepare_model(nn.Linear(3, 1))
+    assert isinstance(single, PreparedModule)
+    assert bool(single)
+    with pytest.raises(TypeError):
+        single[0]
+
+
+def test_parts_called_instead_of_the_prepared_model_fail_at_the_first_backward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``nets[0](x)`` of a prepared ``nn.ModuleList`` runs outside the strategy's
+    forward (no gradient averaging): refused loudly, not trained silently."""
+    monkeypatch.setenv("ACCEL_MIGRATE_PRECISION", "fp16")
+    accel.device(accelerator=False)
+    nets = accel.prepare_model(nn.ModuleList([nn.Linear(3, 1), nn.Linear(3, 1)]))
+    accel.prepare_optimizer(torch.optim.SGD(nets.parameters(), lr=0.1))
+    loss = (nets[0](torch.randn(4, 3)) + nets[1](torch.randn(4, 3))).pow(2).mean()
+    with pytest.raises(RuntimeError, match="never called"):
+        accel.backward(loss)

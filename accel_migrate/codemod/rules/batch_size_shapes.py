@@ -259,6 +259,7 @@ class BatchSizeShapes(Rule):
             f"{spelled} / N samples, so this shape is wrong at world size > 1; take "
             "the size from the batch (`x.size(0)`), or launch with "
             "`--batch-mode per-device`",
+            if_migrated=True,
         )
 
     def _provable_batch(
@@ -312,6 +313,7 @@ class BatchSizeShapes(Rule):
             "batch size this reshape fails at world size > 1; take the size from the "
             f"batch (`{receiver.value}.size(0)`), or launch with "  # type: ignore[union-attr]
             "`--batch-mode per-device`",
+            if_migrated=True,
         )
 
     def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str:

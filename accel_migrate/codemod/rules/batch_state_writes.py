@@ -143,6 +143,7 @@ class BatchStateWrites(Rule):
             "the other processes write and differs from the original's; gather "
             "what is written from every process first (accel.gather), or keep "
             "the write out of the training step",
+            if_migrated=True,
         )
 
 

@@ -125,6 +125,7 @@ class ClipGrad(Rule):
                 original_node,
                 "needs-review",
                 f"{name}(`{_short(parameters)}`): not shown to be a prepared model's parameters, left as it is; under FSDP the norm would be this process's shard only, and under fp16 the gradients would still be scaled",
+                if_migrated=True,
             )
             return updated_node
         if not self.index.uniform(original_node):
@@ -132,6 +133,7 @@ class ClipGrad(Rule):
                 original_node,
                 "needs-review",
                 f"{name}() where only some processes go: under FSDP the norm is a collective and the others never join it",
+                if_migrated=True,
             )
         dropped = {bound[n] for n in _DROPPED if n in bound}
         args = [a for i, a in enumerate(updated_node.args) if i not in dropped]

@@ -247,6 +247,7 @@ class CollectedOutputs(Rule):
                     "needs-review",
                     f"{what} collects outputs over a sharded loader and holds this "
                     f"process's share only; not gathered: {reason}",
+                    if_migrated=True,
                 )
                 continue
             assert loader is not None

@@ -206,6 +206,7 @@ class DeviceChoice(Rule):
                 original_node,
                 "needs-review",
                 f"GPU index used as a number (`{numeric}`); every process would use this GPU: choose the device with accel.device() by hand",
+                if_migrated=True,
             )
             return updated_node
         self.report(original_node, "fixed", "device choice -> accel.device()")
@@ -342,6 +343,7 @@ class DeviceChoice(Rule):
                 node,
                 "needs-review",
                 "torch.cuda.set_device(...) conflicts with the runtime, which makes this process's own GPU the current one; remove it",
+                if_migrated=True,
             )
 
     def leave_Call(

@@ -63,6 +63,7 @@ class FixedGpuContext(Rule):
                 "needs-review",
                 "torch.cuda.device(...) makes one GPU current in every process; the "
                 "runtime already makes each process's own GPU current: remove it",
+                if_migrated=True,
             )
         elif (
             isinstance(node.func, cst.Attribute)
@@ -112,6 +113,7 @@ class FixedGpuContext(Rule):
             f"the script sets {_VISIBLE}: every process would see the same GPUs "
             "(and process 1 no cuda:1); set it for the whole job before "
             "accel-migrate launch instead",
+            if_migrated=True,
         )
 
 

@@ -121,6 +121,7 @@ class GpuIndexVariable(Rule):
                 "needs-review",
                 f"`.to({shown})`: a GPU index from the command line puts every "
                 "process on that GPU; use accel.device()",
+                if_migrated=True,
             )
             return updated_node
         if not (
@@ -162,6 +163,7 @@ class GpuIndexVariable(Rule):
                     f"GPU index `{name.value} = {value.value}` is passed on as "
                     f"`{_short(shown)}`: if it picks the GPU there, every process uses "
                     f"GPU {value.value}; pass accel.device() instead",
+                    if_migrated=True,
                 )
                 return
 

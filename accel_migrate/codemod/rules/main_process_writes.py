@@ -262,6 +262,7 @@ class MainProcessWrites(Rule):
                 f"{name}(...) changes files on every process, racing with the others, "
                 "and its result is used: on the main process only "
                 "(accel.on_main_process) the others would get no result",
+                if_migrated=True,
             )
             return updated
         if any(per_process(self.index, path) for path in paths):
@@ -272,6 +273,7 @@ class MainProcessWrites(Rule):
                     f"{name}(...) with a path each process makes for itself "
                     "(tempfile, os.getpid): left on every process; check that what it "
                     "copies or moves is written by every process",
+                    if_migrated=True,
                 )
             return updated  # each process removes its own temporary file
         if made is not None and (
@@ -290,6 +292,7 @@ class MainProcessWrites(Rule):
                     "some processes go: run it on the main process only "
                     "(accel.on_main_process) and add accel.barrier() where every "
                     "process passes, before it is read",
+                    if_migrated=True,
                 )
                 return updated
             self._barrier_after.add(original)
@@ -403,6 +406,7 @@ class MainProcessWrites(Rule):
             "needs-review",
             f"`{name}` is only set on the main process (wandb.init runs there only); "
             "on the others it is empty: read settings from the script's own arguments",
+            if_migrated=True,
         )
 
     @cached_property
@@ -416,4 +420,5 @@ class MainProcessWrites(Rule):
             "a file that every process writes and the script reads back: "
             "write it on the main process only (accel.on_main_process) "
             "and add accel.barrier() before it is read",
+            if_migrated=True,
         )

@@ -147,12 +147,14 @@ class MetricSums(Rule):
                     aug,
                     "needs-review",
                     "sum over a sharded loader in a rank-dependent branch: not combined across processes",
+                    if_migrated=True,
                 )
             for statement, _, what in collections:
                 self.report(
                     statement,
                     "needs-review",
                     f"values collected with `{what}` in a rank-dependent branch hold this process's share; not combined across processes",
+                    if_migrated=True,
                 )
             return
         for statement, values, what in collections:
@@ -167,6 +169,7 @@ class MetricSums(Rule):
                     aug,
                     "needs-review",
                     f"cannot tell whether `{name}` sums or averages over batches; it holds this process's share only",
+                    if_migrated=True,
                 )
             elif kind == "mean":
                 self._plan_mean(aug, name, node)
@@ -229,6 +232,7 @@ class MetricSums(Rule):
                 "tell whether it is linear in the batch, and per-process values of a "
                 "non-linear one (PSNR) cannot be combined into the original's: compute "
                 "it from accel.global_loss(loss).item() in the loop",
+                if_migrated=True,
             )
         elif (
             form == "linear"
@@ -241,6 +245,7 @@ class MetricSums(Rule):
                     "needs-review",
                     f"`{name}` adds {value}, a batch mean that is a number; it holds "
                     "this process's share (the file does not import torch)",
+                    if_migrated=True,
                 )
                 return
             self._wrap[aug] = "global_number"
@@ -293,6 +298,7 @@ class MetricSums(Rule):
                     f"`{returned}` returns, this process's share of each batch; the "
                     "rule does not follow what the collection is used for: collect "
                     "accel.global_loss(loss).item() for the whole batch's",
+                    if_migrated=True,
                 )
                 return
             kind = self._kinds.kind(value, loop)
@@ -306,6 +312,7 @@ class MetricSums(Rule):
                     "needs-review",
                     f"values collected with `{what}` hold this process's share "
                     "(the rule cannot tell whether they are sums or batch means)",
+                    if_migrated=True,
                 )
                 return
             reads: list[cst.BaseExpression] = []
@@ -320,6 +327,7 @@ class MetricSums(Rule):
                     "the batch, and per-process values of a non-linear one (PSNR) "
                     "cannot be combined into the original's: compute them from "
                     "accel.global_loss(loss).item() in the loop",
+                    if_migrated=True,
                 )
                 return
             if form == "nonlinear":
@@ -339,6 +347,7 @@ class MetricSums(Rule):
                         statement,
                         "needs-review",
                         f"values collected with `{what}` hold this process's share (batch means that are numbers; the file does not import torch)",
+                        if_migrated=True,
                     )
                     return
                 plan[value] = "global_number"

@@ -71,6 +71,7 @@ class ModelStateDict(Rule):
                 original_node,
                 "needs-review",
                 f"model.{name}() where only some processes go: under FSDP it is a collective and the others never join it",
+                if_migrated=True,
             )
         self.report(original_node, "fixed", f"model.{name}() -> accel.{name}(model)")
         return self.runtime_call(

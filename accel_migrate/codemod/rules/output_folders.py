@@ -93,6 +93,7 @@ class OutputFolders(Rule):
                 "needs-review",
                 "mkdir() on every process: all but the first fail with FileExistsError; "
                 "use os.makedirs(path, exist_ok=True)",
+                if_migrated=True,
             )
             return updated
         if any(
@@ -103,6 +104,7 @@ class OutputFolders(Rule):
                 original,
                 "needs-review",
                 "os.mkdir(dir_fd=...) on every process: all but the first fail with FileExistsError",
+                if_migrated=True,
             )
             return updated
         self.report(
@@ -138,6 +140,7 @@ class OutputFolders(Rule):
                     original,
                     "needs-review",
                     f"{what}(exist_ok=False) on every process: all but the first fail with FileExistsError",
+                    if_migrated=True,
                 )
             return updated
         self.report(

@@ -82,7 +82,7 @@ class PrepareDataloader(Rule):
         if helper is None and not self.is_call_to(original_node, DATALOADER_CALLS):
             passed = loader_passed_to_helper(self.index, original_node)
             if passed is not None:
-                self.report(original_node, "needs-review", passed)
+                self.report(original_node, "needs-review", passed, if_migrated=True)
             return updated_node
         arg = self.parent(original_node)
         if isinstance(arg, cst.Arg) and self.index.is_runtime_call(
@@ -97,6 +97,7 @@ class PrepareDataloader(Rule):
                     "needs-review",
                     f"{helper.describe()} that cannot be sharded ({helper.unshardable}); "
                     "every process reads all of it",
+                    if_migrated=True,
                 )
                 return updated_node
             self.report(

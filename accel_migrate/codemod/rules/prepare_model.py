@@ -39,6 +39,18 @@ the model would make every process train its own unsynchronised copy on its part
 of the data, with nothing to show for it. The unit is the file: a file is never
 half-migrated.
 
+A container of models (``nn.ModuleList``, ``nn.ModuleDict``, an ``nn.Sequential``
+indexed into) whose parts a training step calls one by one (``self.heads["fine"](x)``,
+``sum(loss(m(x), y) for m in members)``), while no step calls the container itself,
+blocks the file the same way: the prepared model averages gradients in its own
+forward, which would never run. A plain list of models (``[Net() for _ in
+range(n)]``, also held by the instance) is wrapped element by element instead.
+
+In batch mode a function's parameter that every call from the batch's other
+files hands a model built there (``train_one_epoch(model, optimizer, loader)``
+in an ``engine.py`` called from ``train.py``: the project view's callers) is
+prepared by those callers: an info finding names them, and the file is migrated.
+
 A library trainer splits a setup across files: minGPT's ``Trainer(config, model,
 dataset)`` in ``mingpt/trainer.py`` is handed the model its caller builds and
 trains it there (optimizer, loader, backward), so that file is left unchanged as
@@ -99,6 +111,7 @@ import libcst.matchers as m
 from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
 
 from ..analysis import Key, method_call
+from ..model_parts import part_use_message, part_uses
 from ..optimized_models import OptimizedModels
 from ..patterns import (
     MODEL_FACTORY_PREFIXES,
@@ -109,9 +122,12 @@ from ..patterns import (
     is_optimizer_class,
     strip_methods,
 )
+from ..project_callers import given_by_callers
+from ..project_facts import CallSite
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import (
+    ALL_OR_NOTHING,
     AllOrNothing,
     returns_of,
 )
@@ -395,6 +411,37 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
             self._check_prepared(inner, receiver)
         return updated_node
 
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        # A container of models whose parts the script calls (`nets[0](x)`,
+        # `for net in nets`): preparing it whole would sync nothing.
+        wrapped = self.models - self.model_containers
+        for key, use in part_uses(self.index, wrapped).items():
+            self.block(
+                use,
+                part_use_message(self.index, key, use, self._line) + ALL_OR_NOTHING,
+            )
+
+    @cached_property
+    def _caller_prepared(self) -> dict[Key, tuple[cst.Param, tuple[CallSite, ...]]]:
+        """Parameters shown prepared by the batch's callers (``_is_prepared``)."""
+        return {}
+
+    def leave_Module(
+        self, original_node: cst.Module, updated_node: cst.Module
+    ) -> cst.Module:
+        for key, (param, sites) in self._caller_prepared.items():
+            shown = ", ".join(site.where for site in sites[:3])
+            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+            self.report(
+                param,
+                "info",
+                f"`{key[1]}` is a parameter that every call from the batch's other "
+                f"files hands a model built there ({shown}{more}), which is "
+                "prepared where it is built: not wrapped here",
+            )
+        return updated_node
+
     @cached_property
     def prepared(self) -> set[Key]:
         """Variables already holding a prepared model (a second run over the file)."""
@@ -409,6 +456,21 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         sources = self.index.flows_into({key}, SAME_OBJECT)
         if sources & (self.models | self.prepared | set(self.model_arguments.values())):
             return True
+        for source in sources:
+            # `for model, opt in zip(self.members, ...)`: `self.train_member(model,
+            # opt)`: an element of a list this rule wraps item by item
+            container = self.elements.get(source)
+            if container is not None and self._container_state(container) in {
+                "wrap",
+                "prepared",
+            }:
+                return True
+        given = given_by_callers(self.index, "model")
+        for source in sources:
+            if source in given:
+                # the batch's callers build it, and their AM004 prepares it there
+                self._caller_prepared.setdefault(source, given[source])
+                return True
         return any(
             self._prepared_by_factory(v) or self._branches_prepared(v)
             for source in sources

@@ -204,6 +204,7 @@ class PrintMainProcess(LossPlaces, Rule):
                 f" the whole batch's): {how.reason}; combine "
                 "it across processes (accel.global_loss for a mean over samples, "
                 "accel.reduce for a sum)",
+                if_migrated=True,
             )
             return None
         if original not in self.global_reads:
@@ -213,6 +214,7 @@ class PrintMainProcess(LossPlaces, Rule):
                 f"{shows}, a value of this process's share of the batch, "
                 "where only some processes may go (rank-dependent branch): it "
                 "shows this process's share only",
+                if_migrated=True,
             )
             return None
         if isinstance(tensor, cst.BinaryOperation):
@@ -279,6 +281,7 @@ class PrintMainProcess(LossPlaces, Rule):
                 original,
                 "needs-review",
                 "loss read outside the loop of its backward: it shows this process's share of the batch",
+                if_migrated=True,
             )
             return None
         if place is None:
@@ -292,6 +295,7 @@ class PrintMainProcess(LossPlaces, Rule):
                     original,
                     "needs-review",
                     "loss times this process's batch size: a sum over this process's samples only; combine it with accel.reduce",
+                    if_migrated=True,
                 )
             # `total += loss.item() * x.size(0)`: a sum, which AM009 reduces.
             return None
@@ -300,6 +304,7 @@ class PrintMainProcess(LossPlaces, Rule):
                 original,
                 "needs-review",
                 "loss read where only some processes may go (rank-dependent branch); it shows this process's share only",
+                if_migrated=True,
             )
             return None
         if isinstance(tensor, cst.BinaryOperation):
@@ -325,6 +330,7 @@ class PrintMainProcess(LossPlaces, Rule):
                 original,
                 "needs-review",
                 f"logged loss term: {weight}; it shows this process's share only",
+                if_migrated=True,
             )
             return None
         self.report(
@@ -406,6 +412,7 @@ class PrintMainProcess(LossPlaces, Rule):
             f"`{returned.function.name.value}`: a value of this process's share of "
             "the batch, which the rule cannot tell a mean, a sum or neither; it "
             "shows this process's share only",
+            if_migrated=True,
         )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -432,6 +439,7 @@ class PrintMainProcess(LossPlaces, Rule):
                     "this process's share of the batch: processes can decide "
                     "differently (stop at different steps and hang); compare "
                     "accel.global_loss(loss).item() instead",
+                    if_migrated=True,
                 )
                 return
 

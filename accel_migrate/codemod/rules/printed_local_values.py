@@ -71,8 +71,6 @@ class PrintedLocalValues(Rule):
     phase = 60
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.context.blocking:
-            return  # the file is left whole: nothing it prints is split
         if not self._is_print(node) or not self._in_training_loop(node):
             return
         leaves = self.index.divergence.local_values.get(node, [])
@@ -96,6 +94,8 @@ class PrintedLocalValues(Rule):
             "the whole batch's; combine it across processes (accel.global_loss "
             "of the tensor for a mean over samples, accel.reduce for a sum or a "
             "count) or label it as the main process's",
+            # Of a file another rule leaves whole, nothing is split: not said.
+            if_migrated=True,
         )
 
     def _is_print(self, call: cst.Call) -> bool:

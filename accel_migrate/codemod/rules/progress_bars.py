@@ -53,6 +53,7 @@ class ProgressBars(Rule):
                 original_node,
                 "needs-review",
                 "tqdm(**kwargs): the bar shows on every process; add disable=not accel.is_main_process()",
+                if_migrated=True,
             )
             return updated_node
         main_only = cst.UnaryOperation(

@@ -107,6 +107,7 @@ class SampleCounters(Rule):
                     "of the global batch, and not every process reaches this line "
                     "together, so it cannot be summed here; it prints about 1/N of "
                     "the original's count",
+                    if_migrated=True,
                 )
             return
 
@@ -143,6 +144,7 @@ class SampleCounters(Rule):
                 "logged per-sample loss divided by this process's batch length: each "
                 "process's batch is its share of the global batch, and not every "
                 "process reaches this line together, so it cannot be summed here",
+                if_migrated=True,
             )
 
     def _enclosing_for(self, node: cst.CSTNode) -> cst.For | None:

@@ -81,6 +81,7 @@ class ShellCommands(Rule):
                 "the main process has not written yet): run it under `if "
                 "accel.is_main_process():`, then accel.barrier() where every "
                 "process reaches it",
+                if_migrated=True,
             )
             return updated_node
         used = not isinstance(self.parent(original_node), cst.Expr)
@@ -92,6 +93,7 @@ class ShellCommands(Rule):
                 "others, and its result is used: on the main process only "
                 "(accel.on_main_process) the others would get no result; run it "
                 "under `if accel.is_main_process():`",
+                if_migrated=True,
             )
             return updated_node
         if what == "write" or any(a.star for a in original_node.args):
@@ -102,6 +104,7 @@ class ShellCommands(Rule):
                 "the others; what it reads and makes cannot be seen, so it is not "
                 "moved: run it under `if accel.is_main_process():`, then "
                 "accel.barrier() where every process reaches it",
+                if_migrated=True,
             )
             return updated_node
         self.report(

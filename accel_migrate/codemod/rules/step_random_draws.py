@@ -97,6 +97,7 @@ class StepRandomDraws(Rule):
                 f"random draw in a training step (`{name}`): each process draws its own "
                 "numbers for its share of the batch, not its slice of the original's; "
                 "the losses will not match the original's step for step",
+                if_migrated=True,
             )
             return
         runner = data_function_of(self.index, node)
@@ -120,6 +121,7 @@ class StepRandomDraws(Rule):
                 f"of a `{cls}` model in a training step: each process draws its own "
                 "numbers for its share of the batch, not its slice of the original's; "
                 "the losses will not match the original's step for step",
+                if_migrated=True,
             )
 
     def _training_step(self, path: tuple[cst.For | cst.While, ...]) -> bool:

@@ -74,6 +74,7 @@ class TorchSave(Rule):
                     original_node,
                     "needs-review",
                     "torch.save into a file opened from a path: every process writes the same file; save with accel.save(obj, path)",
+                    if_migrated=True,
                 )
             # A write-mode `open(...)` is opened on the main process only (AM017):
             # the other processes write into a stand-in that keeps nothing.
@@ -206,6 +207,7 @@ class TorchSave(Rule):
                 save,
                 "needs-review",
                 "the file is loaded again later, but saved where only some processes go: the others may read it before the main process has written it",
+                if_migrated=True,
             )
             return statement
         self.report(
@@ -281,6 +283,7 @@ class TorchSave(Rule):
                 saves[0],
                 "needs-review",
                 "the file is loaded again later, but saved where only some processes go: the others may read it before the main process has written it",
+                if_migrated=True,
             )
             return updated_node
         self.report(

@@ -1,0 +1,118 @@
+"""Cross-file callers (issue 12): in batch mode a file learns how the batch's
+other files call its functions (``ProjectFacts.callers``, computed once per
+view), and a training engine module whose model, optimizer and loaders all come
+from its callers is migrated with them instead of being left whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accel_migrate.codemod import MigrateOptions, migrate_source
+from accel_migrate.codemod.project_facts import CallSite, ProjectFacts
+from accel_migrate.codemod.project_view import ProjectView, read_project
+
+ENGINE = """\
+import torch.nn.functional as F
+
+
+def train_one_epoch(model, optimizer, loader):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+"""
+
+TRAIN = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import engine
+
+data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+loader = DataLoader(data, batch_size=4, shuffle=True)
+net = torch.nn.Linear(4, 2).to("cpu")
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for epoch in range(2):
+    engine.train_one_epoch(net, opt, loader)
+    print(engine.evaluate(net, loader))
+"""
+
+
+def _project(tmp_path: Path, train: str = TRAIN) -> tuple[Path, Path]:
+    (tmp_path / "engine.py").write_text(ENGINE)
+    (tmp_path / "train.py").write_text(train)
+    return tmp_path / "engine.py", tmp_path / "train.py"
+
+
+def test_a_batch_file_knows_its_callers_and_what_they_pass(tmp_path: Path) -> None:
+    engine, train = _project(tmp_path)
+    view = ProjectView([str(engine), str(train)])
+    facts = view.facts_for(str(engine))
+    (site,) = facts.callers_of("train_one_epoch")
+    assert site.where == "train.py:11"
+    assert dict(site.arguments) == {
+        "model": "model",
+        "optimizer": "optimizer",
+        "loader": "loader",
+    }
+    assert facts.callers_of("evaluate")[0].kind("loader") == "loader"
+    assert not view.facts_for(str(train)).callers  # nothing calls train.py
+    # part of the cache key: a caller that changes changes the engine's result
+    assert facts.digest() != ProjectFacts(facts.helpers, facts.files).digest()
+
+
+def test_with_one_file_argument_there_are_no_callers(tmp_path: Path) -> None:
+    engine, _ = _project(tmp_path)
+    assert not read_project(str(engine)).callers
+    result = migrate_source(engine.read_text(), str(engine))
+    assert result.output == engine.read_text()  # the model's origin is unknown
+    assert [f.code for f in result.needs_review] == ["AM004"]
+
+
+def test_the_engine_is_migrated_with_the_callers_setup(tmp_path: Path) -> None:
+    engine, train = _project(tmp_path)
+    view = ProjectView([str(engine), str(train)])
+    result = migrate_source(
+        engine.read_text(),
+        str(engine),
+        MigrateOptions(project=view.facts_for(str(engine))),
+    )
+    assert "accel.backward(" in result.output
+    # the loader comes from train.py, which shards it: the sum is reduced here
+    assert "correct = accel.reduce(correct)" in result.output
+    assert "accel.prepare_model" not in result.output  # train.py prepares it
+    info = [f for f in result.findings if f.code == "AM004"]
+    assert [f.status for f in info] == ["info"]
+    assert "train.py:11" in info[0].message
+    assert not result.needs_review
+
+
+def test_a_caller_that_passes_no_model_it_builds_keeps_the_block(
+    tmp_path: Path,
+) -> None:
+    engine, train = _project(
+        tmp_path,
+        TRAIN.replace('net = torch.nn.Linear(4, 2).to("cpu")', "from zoo import net"),
+    )
+    view = ProjectView([str(engine), str(train)])
+    facts = view.facts_for(str(engine))
+    assert facts.callers_of("train_one_epoch")[0].kind("model") == ""
+    result = migrate_source(
+        engine.read_text(), str(engine), MigrateOptions(project=facts)
+    )
+    assert result.output == engine.read_text()
+    assert [f.code for f in result.needs_review] == ["AM004"]
+
+
+def test_a_call_site_names_its_parameters() -> None:
+    site = CallSite("train.py", 3, (("model", "model"), ("epoch", "")))
+    assert site.kind("model") == "model"
+    assert site.kind("epoch") == site.kind("missing") == ""
