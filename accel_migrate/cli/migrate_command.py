@@ -188,8 +188,15 @@ def _run_files(
     # that would change or be reported waits (the pass runs only on those, after).
     # A helper module that another migrated file imports is migrated at the call
     # sites (AM102): it waits for its importer's result.
+    # A file that imports a training file of the batch waits for it: left whole,
+    # that file leaves the importer whole too (AM103).
     libraries = project.libraries()
-    held = (project.suspects() | set(libraries)) if mode == "write" else set()
+    trainers = project.training_imports()
+    held = (
+        (project.suspects() | set(libraries) | set(trainers))
+        if mode == "write"
+        else set()
+    )
     wait_all = mode != "write"
     outcomes: list[Outcome | None] = [None] * len(files)
 
@@ -217,8 +224,11 @@ def _run_files(
         finally:
             batch.stop()
     if held:
-        kept = project.keep_libraries(
-            project.keep_distributed_imports(outcomes), libraries
+        kept = project.keep_whole_setups(
+            project.keep_libraries(
+                project.keep_distributed_imports(outcomes), libraries
+            ),
+            trainers,
         )
         for index in sorted(held):
             emit(index, kept[index])  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from ..codemod.findings import SKIP_DISTRIBUTED, Failure, Finding, MigrationResult
-from ..codemod.other_codes import LIBRARY_MODULE
+from ..codemod.other_codes import LIBRARY_MODULE, SETUP_LEFT_WHOLE
 from ..codemod.rule import RUNTIME_MODULE
 from ..codemod.screen import SCREEN_CODE, may_be_distributed
 from .files import FileError, read_source
@@ -169,6 +169,74 @@ class Project:
             )
         return result
 
+    def training_imports(self) -> dict[int, list[int]]:
+        """Each file of the batch with the other files of the batch it imports
+        directly that run a backward pass of their own (training files migrated
+        in their own right): its result waits for theirs (``keep_whole_setups``)."""
+        if not self.base:
+            return {}
+        texts = [self._text(i) for i in range(len(self.files))]
+        stems = {
+            os.path.basename(
+                os.path.dirname(f) if f.endswith("__init__.py") else f
+            ).removesuffix(".py")
+            for f in self.files
+        }
+        found: dict[int, list[int]] = {}
+        for entry, real in enumerate(self.files):
+            text = texts[entry]
+            if text is None or not _names_local_module(text, stems):
+                continue
+            roots = _roots(os.path.dirname(real), self.base)
+            for target in _local_imports(real, roots, self.index, self._imports):
+                trainer = self.index[target]
+                own = texts[trainer]
+                if trainer != entry and own is not None and ".backward(" in own:
+                    listed = found.setdefault(entry, [])
+                    if trainer not in listed:
+                        listed.append(trainer)
+        return found
+
+    def keep_whole_setups(
+        self, outcomes: Sequence[Outcome | None], imports: dict[int, list[int]]
+    ) -> list[Outcome | None]:
+        """``outcomes`` with each changed file that imports a training file of the
+        batch left whole (``imports``) turned into an unchanged result with one
+        needs-review finding naming it (AM103): the setup the two files share is
+        migrated whole or not at all. Repeated until nothing changes, as a file
+        left whole here may be imported by another."""
+        result = list(outcomes)
+        changed = True
+        while changed:
+            changed = False
+            for entry, trainers in sorted(imports.items()):
+                outcome = result[entry]
+                if not (
+                    isinstance(outcome, MigrationResult)
+                    and outcome.skip_reason is None
+                    and outcome.changed
+                ):
+                    continue
+                whole = [t for t in trainers if _left_whole(result[t])]
+                if not whole:
+                    continue
+                names = ", ".join(self.paths[t] for t in whole)
+                note = Finding(
+                    1,
+                    1,
+                    SETUP_LEFT_WHOLE.code,
+                    "needs-review",
+                    f"imports {names}, a training file of this batch left unchanged "
+                    "(see its findings): the training setup they share is migrated "
+                    "whole or not at all, so this file is left unchanged too; "
+                    "resolve those findings and run the batch again",
+                )
+                result[entry] = MigrationResult(
+                    outcome.path, outcome.source, outcome.source, (note,)
+                )
+                changed = True
+        return result
+
     def keep_distributed_imports(
         self, outcomes: Sequence[Outcome | None]
     ) -> list[Outcome | None]:
@@ -216,6 +284,21 @@ def _names_local_module(text: str, stems: set[str]) -> bool:
         if first in stems:
             return True
     return False
+
+
+def _left_whole(outcome: Outcome | None) -> bool:
+    """A training file the rules left unchanged for a needs-review finding (not
+    one already migrated: a second run over a migrated project changes nothing
+    either, and its setup is whole)."""
+    if not isinstance(outcome, MigrationResult) or outcome.skip_reason is not None:
+        return isinstance(outcome, Failure)
+    if outcome.changed:
+        return False
+    source = outcome.source
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    return RUNTIME_MODULE not in text and any(
+        f.status == "needs-review" for f in outcome.findings
+    )
 
 
 def _distributed(outcome: Outcome | None) -> bool:

@@ -139,8 +139,48 @@ accel-migrate on that file alone.
 """,
 )
 
+SETUP_LEFT_WHOLE = OtherCode(
+    "AM103",
+    "setup-left-whole",
+    "a file that imports a training file of the batch left unchanged: left unchanged too",
+    """AM103 setup-left-whole: a file that imports a training file of the batch that is left unchanged is left unchanged too.
+
+## What
+Not a rewrite: a decision of batch mode, made after every file of the batch was
+migrated. A file that would change and that imports another file of the batch
+which runs a backward pass of its own (a training engine: ``engine.py`` with
+``train_one_epoch(model, optimizer, loader)``), where that file is left unchanged
+by a needs-review finding (a training setup it cannot prove), is left unchanged
+too, with one needs-review finding naming the imported file. Its other findings
+are dropped: they describe the file as it would have been migrated.
+
+## Why
+A training setup is migrated whole or not at all. The importer builds the
+model, the optimizer and the loaders, and the imported file runs the loop over
+them: migrated alone, the importer would shard the loaders and prepare the model
+for a loop that keeps its plain backward, its prints on every process and its
+rank-local sums and decisions, or shard the data of a model that nothing
+prepares, which then trains an unsynchronised copy in each process.
+
+## Example
+```python
+# engine.py: left unchanged (AM004: a model its optimizer never reaches)
+def train_one_epoch(model, optimizer, loader): ...
+# train.py: unchanged too (AM103), instead of
+loader = accel.prepare_dataloader(DataLoader(...))
+train_one_epoch(model, optimizer, loader)
+```
+
+## Fix safety
+Nothing is rewritten. Resolve the imported file's findings (or mark the
+statements with ``# accel-migrate: skip``) and run the batch again: both files
+are then migrated together.
+""",
+)
+
 OTHER_CODES: tuple[OtherCode, ...] = (
     ALREADY_DISTRIBUTED,
     UNUSED_SUPPRESSION,
     LIBRARY_MODULE,
+    SETUP_LEFT_WHOLE,
 )

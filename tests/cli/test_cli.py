@@ -572,7 +572,13 @@ def test_rules_lists_every_rule_in_order(capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = run(capsys, "rules")
     assert code == EXIT_OK
     # The rules, then the codes of findings that come from no rule.
-    assert re.findall(r"\bAM\d{3}\b", out) == [*codes, "AM100", "AM101", "AM102"]
+    assert re.findall(r"\bAM\d{3}\b", out) == [
+        *codes,
+        "AM100",
+        "AM101",
+        "AM102",
+        "AM103",
+    ]
 
 
 @pytest.mark.parametrize("name", ["AM004", "am004", "prepare-model"])

@@ -55,3 +55,27 @@ def test_the_batch_migrates_the_entry_point_as_it_alone_is_migrated(
 def test_a_second_run_over_the_migrated_project_changes_nothing(tree: Path) -> None:
     main(["--write", "--no-cache", "-q", "proj"])
     assert main(["--check", "--no-cache", "-q", "proj"]) == 0
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_importers_of_a_training_file_left_whole_are_left_whole(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    jobs: str,
+) -> None:
+    # engine.py trains a model it cannot prove prepared (AM004 leaves it whole);
+    # train.py and finetune.py build the setup its loops run: sharding their
+    # loaders alone would half-migrate it (AM103), and --write must wait for
+    # engine.py's result before writing them.
+    root = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "engine_callers_blocked" / "in", root)
+    monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
+    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+    assert files["proj/train.py"] == ["AM103"]
+    assert files["proj/finetune.py"] == ["AM103"]
+    assert files["proj/engine.py"] == ["AM004"]

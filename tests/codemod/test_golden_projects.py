@@ -25,7 +25,9 @@ PROJECTS = sorted(p for p in (FIXTURES / "projects").glob("*/in") if p.is_dir())
 def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
     """Every file of ``root`` migrated as one batch (one view of the project), with
     the batch's decisions across files (a helper module migrated at its call sites
-    is left unchanged: AM102), as ``accel-migrate ROOT`` makes them."""
+    is left unchanged: AM102; an importer of a
+    training file left whole is left whole: AM103), as ``accel-migrate ROOT`` makes them.
+    """
     files = sorted(root.rglob("*.py"))
     view = ProjectView([str(f) for f in files])
     results = [
@@ -35,7 +37,10 @@ def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
         for f in files
     ]
     project = Project([f.relative_to(root).as_posix() for f in files], files)
-    kept = project.keep_libraries(results, project.libraries())
+    kept = project.keep_whole_setups(
+        project.keep_libraries(results, project.libraries()),
+        project.training_imports(),
+    )
     return {f.relative_to(root): r for f, r in zip(files, kept, strict=True)}
 
 
