@@ -23,7 +23,14 @@ import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from ..codemod.findings import SKIP_DISTRIBUTED, Failure, Finding, MigrationResult
+from ..codemod.findings import (
+    SKIP_DISTRIBUTED,
+    SKIP_GENERATED,
+    SKIP_SUPPRESSED,
+    Failure,
+    Finding,
+    MigrationResult,
+)
 from ..codemod.other_codes import LIBRARY_MODULE, SETUP_LEFT_WHOLE
 from ..codemod.rule import RUNTIME_MODULE
 from ..codemod.screen import SCREEN_CODE, may_be_distributed
@@ -287,11 +294,16 @@ def _names_local_module(text: str, stems: set[str]) -> bool:
 
 
 def _left_whole(outcome: Outcome | None) -> bool:
-    """A training file the rules left unchanged for a needs-review finding (not
-    one already migrated: a second run over a migrated project changes nothing
-    either, and its setup is whole)."""
-    if not isinstance(outcome, MigrationResult) or outcome.skip_reason is not None:
-        return isinstance(outcome, Failure)
+    """A training file left unchanged: for a needs-review finding, by the user's
+    ``# accel-migrate: skip-file`` or as generated code, or not migrated at all
+    (an error). Not one already migrated: a second run over a migrated project
+    changes nothing either, and its setup is whole."""
+    if isinstance(outcome, Failure):
+        return True
+    if not isinstance(outcome, MigrationResult):
+        return False
+    if outcome.skip_reason is not None:
+        return outcome.skip_reason in (SKIP_SUPPRESSED, SKIP_GENERATED)
     if outcome.changed:
         return False
     source = outcome.source

@@ -29,18 +29,9 @@ def helper_call(
 ) -> cst.BaseExpression:
     used = not isinstance(rule.parent(original), cst.Expr)
     if helper.batch_migrated:
-        # Its own file is migrated in this batch (where its prints and writes
-        # are made main-process ones), unless a finding there leaves it whole:
-        # this file cannot tell which, so the call stays and says so.
-        rule.report(
-            original,
-            "needs-review",
-            f"{helper.describe()}; {helper.file} is a training file of this batch, "
-            "migrated on its own: its prints and writes run on the main process "
-            f"only if {helper.file} is migrated (see its findings), and on every "
-            "process if it is left unchanged",
-            if_migrated=True,
-        )
+        # Its own file is migrated in this batch, where its prints and writes are
+        # made main-process ones; a finding there that leaves it whole leaves
+        # this file whole too (AM103, cli/project.py), so the call stays as it is.
         return updated
     if helper.collectives:
         rule.report(
@@ -84,15 +75,9 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
         key = index.key(arg.value)
         if key is not None and key in index.loaders and helper.batch_migrated:
             # What it sums over the loader is reduced in its own file, which
-            # knows the loader from its callers (project_callers), unless a
-            # finding there leaves that file whole.
-            return (
-                f"`{key[1]}` is sharded (each process reads its share) and is passed "
-                f"to {helper.where}, a training file of this batch migrated on its "
-                "own: the sums and counts it makes over the loader are combined "
-                f"across processes there only if {helper.file} is migrated (see its "
-                "findings); left unchanged, they are this process's only"
-            )
+            # knows the loader from its callers (project_callers); a finding
+            # there that leaves that file whole leaves this one whole too (AM103).
+            return None
         if key is not None and key in index.loaders:
             return (
                 f"`{key[1]}` is sharded (each process reads its share) and is passed "

@@ -79,3 +79,21 @@ def test_importers_of_a_training_file_left_whole_are_left_whole(
     assert files["proj/train.py"] == ["AM103"]
     assert files["proj/finetune.py"] == ["AM103"]
     assert files["proj/engine.py"] == ["AM004"]
+
+
+def test_importers_of_a_training_file_the_user_skips_are_left_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same engine migrates with its callers; skip-file keeps its loops as
+    # they are, so train.py must not shard the loaders they run over.
+    root = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "engine_callers" / "in", root)
+    monkeypatch.chdir(tmp_path)
+    engine = root / "engine.py"
+    engine.write_text("# accel-migrate: skip-file\n" + engine.read_text())
+    train = (root / "train.py").read_bytes()
+    main(["--write", "--no-cache", "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    assert (root / "train.py").read_bytes() == train
+    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+    assert files["proj/train.py"] == ["AM103"]
