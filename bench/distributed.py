@@ -121,14 +121,25 @@ def contenders(
 
 
 def zero_contenders(
-    world: int, migrated: object, args: list[str], python: str, stages: list[int]
+    world: int,
+    migrated: object,
+    args: list[str],
+    python: str,
+    stages: list[int],
+    config: str | None = None,
 ) -> dict[str, Contender]:
-    """The runtime's ZeRO and the plain DeepSpeed loop, per stage, in ``python``."""
+    """The runtime's ZeRO and the plain DeepSpeed loop, per stage, in ``python``;
+    ``config``: a ``--deepspeed-config`` file for the runtime's launches."""
     group: dict[str, Contender] = {}
+    extra = ["--deepspeed-config", config] if config else []
     for stage in stages:
         group[f"runtime zero{stage}"] = Contender(
-            f"runtime ZeRO-{stage} (`launch --strategy deepspeed --zero-stage {stage}`)",
-            [*launch(world, "deepspeed", python=python), "--zero-stage", str(stage)],
+            f"runtime ZeRO-{stage} (`launch --strategy deepspeed --zero-stage {stage}"
+            + (" --deepspeed-config`)" if config else "`)"),
+            [
+                *launch(world, "deepspeed", python=python),
+                *("--zero-stage", str(stage), *extra),
+            ],
             migrated,  # type: ignore[arg-type]
             args,
         )
@@ -243,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--deepspeed-only", action="store_true", help="only the ZeRO contenders"
     )
+    parser.add_argument(
+        "--runtime-deepspeed-config",
+        help="a --deepspeed-config JSON file for the runtime's ZeRO launches",
+    )
     options = parser.parse_args(argv)
     stages = [int(n) for n in options.zero_stages.split(",") if n]
     if options.deepspeed_python and os.sep in options.deepspeed_python:
@@ -277,7 +292,16 @@ def main(argv: list[str] | None = None) -> int:
                 if options.deepspeed_python:
                     group.update(
                         zero_contenders(
-                            2, migrated, args, options.deepspeed_python, stages
+                            2,
+                            migrated,
+                            args,
+                            options.deepspeed_python,
+                            stages,
+                            (
+                                os.path.abspath(options.runtime_deepspeed_config)
+                                if options.runtime_deepspeed_config
+                                else None
+                            ),
                         )
                     )
                 run_rounds([*group.values(), *tiny.values()], options.rounds, folder)
