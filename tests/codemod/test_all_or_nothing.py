@@ -104,3 +104,53 @@ def test_a_file_left_whole_gets_no_claim_about_its_prints() -> None:
     )
     migrated = migrate_source(built, "train.py")
     assert [f.code for f in migrated.needs_review] == ["AM033"]
+
+
+STORED_LOSS = """\
+import torch
+from torch.utils.data import DataLoader
+
+from models import net
+
+
+class Trainer:
+    def __init__(self):
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def step(self, x):
+        self.opt.zero_grad()
+        self.loss_main = net(x).sum()
+        self.loss_main.backward()
+        self.opt.step()
+
+    def report(self, name):
+        return getattr(self, "loss_" + name).item()
+
+
+trainer = Trainer()
+for x in DataLoader(list(range(8)), batch_size=2):
+    trainer.step(x)
+    print(trainer.report("main"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "codes"),
+    [
+        (STORED_LOSS, ["AM004"]),  # left whole: nothing is any process's share
+        (
+            STORED_LOSS.replace(
+                "from models import net", "net = torch.nn.Linear(1, 1)"
+            ),
+            ["AM004", "AM005", "AM007", "AM008", "AM006", "AM008"],
+        ),
+    ],
+    ids=["left-whole", "migrated"],
+)
+def test_a_stored_loss_read_by_name_is_a_claim_of_the_migrated_file(
+    source: str, codes: list[str]
+) -> None:
+    result = migrate_source(source, "train.py")
+    assert [f.code for f in result.findings] == codes
+    reads = [f for f in result.findings if "by a name computed" in f.message]
+    assert len(reads) == (0 if result.output == source else 1)

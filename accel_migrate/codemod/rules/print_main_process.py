@@ -420,7 +420,7 @@ class PrintMainProcess(LossPlaces, Rule):
         (``stored_losses``): this process's share, at a place the rule cannot
         make global."""
         for read, why in stored_loss_reads(self.index, self._line_of):
-            self.report(read, "needs-review", why)
+            self.report(read, "needs-review", why, if_migrated=True)
 
     def _line_of(self, node: cst.CSTNode) -> int:
         position = self.get_metadata(PositionProvider, node).start
