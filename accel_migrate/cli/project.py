@@ -21,7 +21,7 @@ import ast
 import os
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ..codemod.findings import (
     SKIP_DISTRIBUTED,
@@ -102,13 +102,12 @@ class Project:
                 candidates.append(entry)
         return set(self.imported_by(candidates))
 
-    def libraries(self) -> dict[int, int]:
-        """Files of the batch that another file of the batch imports and that run
-        no backward pass of their own, each with its first importer: their
-        helpers are migrated where the importer calls them (AM102). Imports are
-        parsed only for files whose text names a module of the batch."""
+    def _batch_imports(self) -> Iterator[tuple[int, int, str]]:
+        """(importer, imported file, its text) for each import of a file of the
+        batch by another, with the imported file readable. Imports are parsed
+        only for files whose text names a module of the batch."""
         if not self.base:
-            return {}
+            return
         stems = {
             os.path.basename(
                 os.path.dirname(f) if f.endswith("__init__.py") else f
@@ -116,17 +115,25 @@ class Project:
             for f in self.files
         }
         texts = [self._text(i) for i in range(len(self.files))]
-        found: dict[int, int] = {}
         for entry, real in enumerate(self.files):
             text = texts[entry]
             if text is None or not _names_local_module(text, stems):
                 continue
             roots = _roots(os.path.dirname(real), self.base)
             for target in _local_imports(real, roots, self.index, self._imports):
-                library = self.index[target]
-                own = texts[library]
-                if library != entry and own is not None and ".backward(" not in own:
-                    found.setdefault(library, entry)
+                imported = self.index[target]
+                own = texts[imported]
+                if imported != entry and own is not None:
+                    yield entry, imported, own
+
+    def libraries(self) -> dict[int, int]:
+        """Files of the batch that another file of the batch imports and that run
+        no backward pass of their own, each with its first importer: their
+        helpers are migrated where the importer calls them (AM102)."""
+        found: dict[int, int] = {}
+        for entry, library, own in self._batch_imports():
+            if ".backward(" not in own:
+                found.setdefault(library, entry)
         return found
 
     def keep_libraries(
@@ -180,29 +187,12 @@ class Project:
         """Each file of the batch with the other files of the batch it imports
         directly that run a backward pass of their own (training files migrated
         in their own right): its result waits for theirs (``keep_whole_setups``)."""
-        if not self.base:
-            return {}
-        texts = [self._text(i) for i in range(len(self.files))]
-        stems = {
-            os.path.basename(
-                os.path.dirname(f) if f.endswith("__init__.py") else f
-            ).removesuffix(".py")
-            for f in self.files
-        }
         found: dict[int, list[int]] = {}
-        for entry, real in enumerate(self.files):
-            text = texts[entry]
-            if text is None or not _names_local_module(text, stems):
-                continue
-            roots = _roots(os.path.dirname(real), self.base)
-            for target in _local_imports(real, roots, self.index, self._imports):
-                trainer = self.index[target]
-                own = texts[trainer]
-                if trainer != entry and own is not None and ".backward(" in own:
-                    listed = found.setdefault(entry, [])
-                    if trainer not in listed:
-                        listed.append(trainer)
-        return found
+        for entry, trainer, own in self._batch_imports():
+            listed = found.setdefault(entry, [])
+            if ".backward(" in own and trainer not in listed:
+                listed.append(trainer)
+        return {entry: listed for entry, listed in found.items() if listed}
 
     def keep_whole_setups(
         self, outcomes: Sequence[Outcome | None], imports: dict[int, list[int]]
