@@ -49,7 +49,7 @@ class Project:
         folders = [os.path.dirname(real) for real in self.index]
         self.base = os.path.commonpath(folders) if len(folders) > 1 else ""
         #: Each file's imports, read once per run.
-        self._imports: dict[str, tuple[tuple[int, tuple[str, ...]], ...]] = {}
+        self._imports: dict[str, tuple[tuple[int, tuple[str, ...], int], ...]] = {}
         #: Each file's text, read once per run (None: unreadable).
         self._texts: dict[int, str | None] = {}
 
@@ -79,7 +79,7 @@ class Project:
         starts = set(reached)
         while queue:
             current, entry, roots = queue.popleft()
-            for found in _local_imports(current, roots, self.index, self._imports):
+            for found, _ in _local_imports(current, roots, self.index, self._imports):
                 if found not in reached:
                     reached[found] = entry
                     queue.append((found, entry, roots))
@@ -102,9 +102,9 @@ class Project:
                 candidates.append(entry)
         return set(self.imported_by(candidates))
 
-    def _batch_imports(self) -> Iterator[tuple[int, int, str]]:
-        """(importer, imported file, its text) for each import of a file of the
-        batch by another, with the imported file readable. Imports are parsed
+    def _batch_imports(self) -> Iterator[tuple[int, int, str, int]]:
+        """(importer, imported file, its text, the import's line) for each import
+        of a file of the batch by another, with the imported file readable. Imports are parsed
         only for files whose text names a module of the batch."""
         if not self.base:
             return
@@ -120,18 +120,18 @@ class Project:
             if text is None or not _names_local_module(text, stems):
                 continue
             roots = _roots(os.path.dirname(real), self.base)
-            for target in _local_imports(real, roots, self.index, self._imports):
+            for target, line in _local_imports(real, roots, self.index, self._imports):
                 imported = self.index[target]
                 own = texts[imported]
                 if imported != entry and own is not None:
-                    yield entry, imported, own
+                    yield entry, imported, own, line
 
     def libraries(self) -> dict[int, int]:
         """Files of the batch that another file of the batch imports and that run
         no backward pass of their own, each with its first importer: their
         helpers are migrated where the importer calls them (AM102)."""
         found: dict[int, int] = {}
-        for entry, library, own in self._batch_imports():
+        for entry, library, own, _ in self._batch_imports():
             if ".backward(" not in own:
                 found.setdefault(library, entry)
         return found
@@ -183,19 +183,19 @@ class Project:
             )
         return result
 
-    def training_imports(self) -> dict[int, list[int]]:
+    def training_imports(self) -> dict[int, dict[int, int]]:
         """Each file of the batch with the other files of the batch it imports
         directly that run a backward pass of their own (training files migrated
-        in their own right): its result waits for theirs (``keep_whole_setups``)."""
-        found: dict[int, list[int]] = {}
-        for entry, trainer, own in self._batch_imports():
-            listed = found.setdefault(entry, [])
-            if ".backward(" in own and trainer not in listed:
-                listed.append(trainer)
-        return {entry: listed for entry, listed in found.items() if listed}
+        in their own right), each with the line of its first import there: its
+        result waits for theirs (``keep_whole_setups``)."""
+        found: dict[int, dict[int, int]] = {}
+        for entry, trainer, own, line in self._batch_imports():
+            if ".backward(" in own:
+                found.setdefault(entry, {}).setdefault(trainer, line)
+        return found
 
     def keep_whole_setups(
-        self, outcomes: Sequence[Outcome | None], imports: dict[int, list[int]]
+        self, outcomes: Sequence[Outcome | None], imports: dict[int, dict[int, int]]
     ) -> list[Outcome | None]:
         """``outcomes`` with each changed file that imports a training file of the
         batch left whole (``imports``) turned into an unchanged result with one
@@ -219,7 +219,7 @@ class Project:
                     continue
                 names = ", ".join(self.paths[t] for t in whole)
                 note = Finding(
-                    1,
+                    min(trainers[t] for t in whole),
                     1,
                     SETUP_LEFT_WHOLE.code,
                     "needs-review",
@@ -333,13 +333,14 @@ def _local_imports(
     path: str,
     roots: Sequence[str],
     files: dict[str, int],
-    cache: dict[str, tuple[tuple[int, tuple[str, ...]], ...]],
-) -> Iterable[str]:
-    """The files of the batch that ``path`` imports (real paths)."""
+    cache: dict[str, tuple[tuple[int, tuple[str, ...], int], ...]],
+) -> Iterable[tuple[str, int]]:
+    """The files of the batch that ``path`` imports (real paths), each with the
+    line of the import statement."""
     package = os.path.dirname(path)
     if path not in cache:
         cache[path] = _read_imports(path)
-    for level, names in cache[path]:
+    for level, names, line in cache[path]:
         if level:
             folder = package
             for _ in range(level - 1):
@@ -348,11 +349,13 @@ def _local_imports(
         else:
             bases = roots
         for name in names:
-            yield from _module_files(name, tuple(bases), files)
+            for found in _module_files(name, tuple(bases), files):
+                yield found, line
 
 
-def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """(relative level, dotted module names) of each import statement of ``path``."""
+def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...], int], ...]:
+    """(relative level, dotted module names, line) of each import statement of
+    ``path``."""
     try:
         tree = ast.parse(read_source(path))
     except (FileError, SyntaxError, ValueError, RecursionError, MemoryError):
@@ -360,12 +363,16 @@ def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.append((0, tuple(alias.name for alias in node.names)))
+            found.append((0, tuple(alias.name for alias in node.names), node.lineno))
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             names = [f"{module}.{a.name}".lstrip(".") for a in node.names]
             found.append(
-                (node.level, tuple(n for n in (module, *names) if n and "*" not in n))
+                (
+                    node.level,
+                    tuple(n for n in (module, *names) if n and "*" not in n),
+                    node.lineno,
+                )
             )
     return tuple(found)
 

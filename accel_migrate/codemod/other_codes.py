@@ -151,7 +151,7 @@ migrated. A file that would change and that imports another file of the batch
 which runs a backward pass of its own (a training engine: ``engine.py`` with
 ``train_one_epoch(model, optimizer, loader)``), where that file is left unchanged
 by a needs-review finding (a training setup it cannot prove), is left unchanged
-too, with one needs-review finding naming the imported file. Its other findings
+too, with one needs-review finding at the import, naming the imported file. Its other findings
 are dropped: they describe the file as it would have been migrated.
 
 ## Why
