@@ -91,8 +91,11 @@ def test_tpu_is_refused_with_the_reason(tmp_path: Path) -> None:
         load_config(environ={"ACCEL_MIGRATE_STRATEGY": "tpu"}, cwd=tmp_path)
 
 
-@pytest.mark.multiprocess
-def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> None:
+def _plain_and_launched(
+    tmp_path: Path, *flags: str
+) -> tuple[list[float], subprocess.CompletedProcess[str]]:
+    """The plain run's losses, and the six-block script launched at world 2 under
+    FSDP with ``flags`` (its output saved to ``fsdp.pt``)."""
     plain = subprocess.run(
         [warm_python.executable(), str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
         capture_output=True,
@@ -103,14 +106,8 @@ def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> N
     launched = subprocess.run(
         [
             *warm_python.launcher(),
-            "--nproc",
-            "2",
-            "--strategy",
-            "fsdp",
-            "--activation-checkpointing",
-            str(SCRIPT),
-            "runtime",
-            str(tmp_path / "fsdp.pt"),
+            *("--nproc", "2", "--strategy", "fsdp", *flags),
+            *(str(SCRIPT), "runtime", str(tmp_path / "fsdp.pt")),
         ],
         capture_output=True,
         text=True,
@@ -119,7 +116,12 @@ def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> N
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert "units 7" in launched.stdout  # six blocks and the root
-    expected = [float(v) for _, v in LOSS.findall(plain.stdout)]
+    return [float(v) for _, v in LOSS.findall(plain.stdout)], launched
+
+
+@pytest.mark.multiprocess
+def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> None:
+    expected, launched = _plain_and_launched(tmp_path, "--activation-checkpointing")
     got = [float(v) for _, v in LOSS.findall(launched.stdout)]
     assert len(expected) == 8
     assert got == pytest.approx(expected, rel=1e-5)
@@ -134,27 +136,7 @@ def test_six_blocks_shard_one_by_one_and_match_the_original(tmp_path: Path) -> N
 def test_six_blocks_in_bf16_hand_the_head_bf16_activations(tmp_path: Path) -> None:
     # Each block once returned fp32 (the root's output dtype) to the root's bf16
     # head: "mat1 and mat2 must have the same dtype, but got Float and BFloat16".
-    plain = subprocess.run(
-        [warm_python.executable(), str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    launched = subprocess.run(
-        [
-            *warm_python.launcher(),
-            *("--nproc", "2", "--strategy", "fsdp", "--precision", "bf16"),
-            *(str(SCRIPT), "runtime", str(tmp_path / "fsdp.pt")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert launched.returncode == 0, launched.stdout + launched.stderr
-    assert "units 7" in launched.stdout
-    expected = [float(v) for _, v in LOSS.findall(plain.stdout)]
+    expected, launched = _plain_and_launched(tmp_path, "--precision", "bf16")
     got = [float(v) for _, v in LOSS.findall(launched.stdout)]
     assert len(got) == len(expected) == 8
     # bf16's band (docs/runtime.md, "Precision and tolerances")
