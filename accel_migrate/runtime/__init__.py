@@ -38,6 +38,7 @@ from .api import (
     unwrap,
     world_size,
 )
+from .batch_draws import batch_draw, batch_draw_like
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
 from .ordered import GatherOrderError, gather_in_order
@@ -50,6 +51,8 @@ __all__ = [
     "autocast",
     "backward",
     "barrier",
+    "batch_draw",
+    "batch_draw_like",
     "clip_grad_norm_",
     "clip_grad_value_",
     "device",

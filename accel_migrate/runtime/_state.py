@@ -134,6 +134,12 @@ class Runtime:
         local, total = self._batch_share
         return local * self.env.world_size / total if total else 1.0
 
+    def batch_share(self) -> tuple[int, int]:
+        """(this rank's samples, the global batch's) of the current step."""
+        if self._batch_share is None:
+            raise RuntimeError("no sharded loader has yielded a batch yet")
+        return self._batch_share
+
     def batch_share_known(self) -> bool:
         """Has a sharded loader said which part of the global batch this rank holds?"""
         return self._batch_share is not None

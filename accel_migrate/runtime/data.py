@@ -13,10 +13,12 @@ Like ``DistributedSampler``, up to ``world_size - 1`` samples are repeated so th
 every rank takes the same number of steps.
 
 Why the RNG dance: a shuffling sampler draws its permutation from the global torch
-RNG when an epoch starts. Ranks' RNG states drift apart (dropout, uneven work), so
-every rank replays rank 0's RNG state to draw the order, and rank 0 keeps the state
-the original script would have had. A digest check catches samplers that use
-another RNG; then rank 0's batches are broadcast.
+RNG when an epoch starts. Ranks' RNG states can drift apart (dropout on slices of
+different sizes), so every rank replays rank 0's RNG state to draw the order, and
+every rank keeps the state that draw left, the one the original script would have
+had: ranks whose draws are the original's (``accel.batch_draw``) stay in step with
+it. A digest check catches samplers that use another RNG; then rank 0's batches are
+broadcast.
 
 Lazy epochs: an epoch of more than ``EAGER_LIMIT`` batches (minGPT-style trainers:
 ``RandomSampler(ds, replacement=True, num_samples=int(1e10))``, left with ``break``
@@ -113,13 +115,10 @@ class _EpochBatches(Sampler[list[int]]):
         shared_state = comm.broadcast_object(
             torch.get_rng_state() if rank == 0 else None
         )
-        own_state = torch.get_rng_state()
         torch.set_rng_state(shared_state)
-        try:
-            batches = [list(batch) for batch in self.inner]
-        finally:
-            if rank != 0:
-                torch.set_rng_state(own_state)
+        # Every rank keeps the state the draw left, rank 0's: the ranks' torch RNG
+        # then goes on in step with the original's, which `accel.batch_draw` needs.
+        batches = [list(batch) for batch in self.inner]
         digests = comm.all_gather_object(_digest(batches))
         if len(set(digests)) > 1:
             batches = comm.broadcast_object(batches if rank == 0 else None)
@@ -214,7 +213,7 @@ def _lazy_global_batches(
         first = next(iterator, None)
     finally:
         drawn = torch.get_rng_state()
-        if rank != 0 or replayed is not None:
+        if replayed is not None:  # a resumed rank has its own saved state back
             torch.set_rng_state(own)
     if first is None:
         return

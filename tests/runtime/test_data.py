@@ -82,15 +82,20 @@ def test_rank_zero_rng_advances_like_the_original() -> None:
     assert torch.equal(torch.get_rng_state(), after_original)
 
 
-def test_other_ranks_keep_their_own_rng_state() -> None:
+def test_every_rank_goes_on_from_the_state_the_original_draw_left() -> None:
+    """Rank 1 (drifted) ends the epoch's draw in rank 0's state, the original's,
+    so that draws made for the global batch (accel.batch_draw) agree."""
     loader = DataLoader(TensorDataset(torch.arange(20)), batch_size=4, shuffle=True)
+    torch.manual_seed(1)
+    list(loader.batch_sampler)
+    original = torch.get_rng_state()
     published: dict = {}
     torch.manual_seed(1)
     list(GlobalBatchSlices(loader.batch_sampler, FakeRuntime(0, 2, published)))  # type: ignore[arg-type]
+    assert torch.equal(torch.get_rng_state(), original)
     torch.manual_seed(99)
-    own = torch.get_rng_state()
     list(GlobalBatchSlices(loader.batch_sampler, FakeRuntime(1, 2, published)))  # type: ignore[arg-type]
-    assert torch.equal(torch.get_rng_state(), own)
+    assert torch.equal(torch.get_rng_state(), original)
 
 
 def test_disagreeing_samplers_fall_back_to_rank_zero_batches() -> None:

@@ -19,7 +19,10 @@ those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 loader. Draws from an explicit ``generator=``
 and draws in setup code before training are not reported, nor are draws in a
 loop that reads no loader (AM019 reports that loop: every process makes the
-same data there). Nothing is rewritten.
+same data there). Nor is a draw of one row per sample of the batch
+(``torch.randn(x.size(0), nz)``, a VAE's ``torch.randn_like(std)``): AM034
+draws it for the global batch and hands each process its rows. Nothing is
+rewritten.
 
 ## Why
 The original script draws the random numbers of a step for the whole batch (GAN
@@ -47,8 +50,9 @@ for real, _ in loader:
 
 ## Fix safety
 Report only. Where step-for-step parity matters, draw the numbers for the whole
-global batch from a generator seeded alike on every process and take this
-process's rows, or accept that the run is statistically, not numerically,
+global batch and take this process's rows (``accel.batch_draw(rows, lambda n:
+torch.randn(n, nz))``, which AM034 writes where the row count is read off the
+batch), or accept that the run is statistically, not numerically,
 equivalent.
 """
 
@@ -56,6 +60,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..batch_rows import rows_draw
 from ..data_pipeline import builds_loader, data_function_of, random_transform
 from ..divergence import is_random_draw
 from ..model_methods import forward_methods, stepped_classes, training_step
@@ -68,6 +73,13 @@ class StepRandomDraws(Rule):
     summary = "random draws in a training step -> reported (each process draws its own)"
 
     def visit_Call(self, node: cst.Call) -> None:
+        if rows_draw(self.index, node) is not None:
+            return  # AM034 draws it for the global batch
+        if any(
+            self.index.is_runtime_call(a, "batch_draw")
+            for a in self.index.ancestors(node)
+        ):
+            return  # drawn for the global batch already
         qualnames = self.qualnames(node.func)
         transforms = sorted(q for q in qualnames if random_transform(q))
         if transforms and builds_loader(self.index):
