@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -382,10 +384,13 @@ class AnnotationScope(LocalScope):
 class ScopeProvider(BaseMetadataProvider[Scope | None]):
     """Every node's scope (``MetadataWrapper.resolve(ScopeProvider)``)."""
 
-    def _gen_impl(self, module: cst.Module) -> None:
+    def _gen(self, wrapper: Any) -> Mapping[cst.CSTNode, Scope | None]:
+        # libcst's _gen, without its copy of the mapping (a new one per tree).
         from .scope_walk import ScopeWalk
 
-        ScopeWalk(self._computed).run(module)
+        computed: dict[cst.CSTNode, Scope | None] = {}
+        ScopeWalk(computed).run(wrapper.module)
+        return MappingProxyType(computed)
 
 
 if os.environ.get("ACCEL_MIGRATE_LIBCST_SCOPES") == "1":  # pragma: no cover

@@ -46,7 +46,9 @@ def differences(module: cst.Module) -> list[str]:
         if scope is None:
             continue
         if their_id(scope) != our_id(mine) or scope._name_prefix != mine._name_prefix:
-            found.append(f"{type(node).__name__}: scope {their_id(scope)} / {our_id(mine)}")
+            found.append(
+                f"{type(node).__name__}: scope {their_id(scope)} / {our_id(mine)}"
+            )
             continue
         if pairs.setdefault(id(mine), scope) is not scope:
             found.append(f"{type(node).__name__}: two libcst scopes for one of ours")
