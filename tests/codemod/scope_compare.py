@@ -11,6 +11,7 @@ from libcst.metadata import MetadataWrapper
 from libcst.metadata import ScopeProvider as LibcstScopes
 
 from accel_migrate.codemod import scopes as own
+from accel_migrate.codemod.parents import ParentProvider
 
 
 def _binding(binding: Any, scope_id: Any) -> tuple[str, int, Any]:
@@ -20,8 +21,11 @@ def _binding(binding: Any, scope_id: Any) -> tuple[str, int, Any]:
 
 def differences(module: cst.Module) -> list[str]:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    theirs = dict(wrapper.resolve(LibcstScopes))
-    ours = dict(wrapper.resolve(own.ScopeProvider))
+    # Only this tree's nodes: a string read as an annotation is parsed by each
+    # side into nodes of its own.
+    tree = {*wrapper.resolve(ParentProvider), module}
+    theirs = {n: s for n, s in wrapper.resolve(LibcstScopes).items() if n in tree}
+    ours = {n: s for n, s in wrapper.resolve(own.ScopeProvider).items() if n in tree}
     found: list[str] = []
     if set(map(id, theirs)) != set(map(id, ours)):
         only_theirs = [type(n).__name__ for n in theirs if n not in ours][:5]
