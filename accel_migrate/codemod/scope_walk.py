@@ -84,13 +84,21 @@ class ScopeWalk:
             scope._assignment_count += 1
 
     def children(self, node: cst.CSTNode, store: bool) -> None:
-        fields = _fields(node)
+        kind = type(node)
+        try:
+            fields = _KIND_FIELDS[kind]
+        except KeyError:
+            fields = _KIND_FIELDS[kind] = _fields(node)
+            if fields == () and kind not in _ASSIGNMENT_LIKE:
+                _LEAVES.add(kind)  # only generic nodes come here: no hook
         if fields is None:
             for child in node.children:
                 self.visit(child, store)
             return
-        stored = _STORE_FIELDS.get(type(node))
+        stored = _STORE_FIELDS.get(kind)
         visit = self.visit
+        computed = self.computed
+        scope = self.scope
         for name in fields:
             value = getattr(node, name)
             if value is None or value is _MAYBE:
@@ -98,7 +106,14 @@ class ScopeWalk:
             here = store if stored is None else name in stored
             if type(value) is tuple or type(value) is list:
                 for item in value:
-                    visit(item, here)
+                    if type(item) in _LEAVES:
+                        computed[item] = scope
+                    else:
+                        visit(item, here)
+            elif type(value) in _LEAVES:
+                # A node without children, hook or binding (whitespace, a
+                # comma, an operator): libcst's visitor only records its scope.
+                computed[value] = scope
             else:
                 visit(value, here)
 
@@ -224,9 +239,11 @@ class ScopeWalk:
         # libcst (its provider never saw that module): a read, whatever it is.
         if store and self.last_string is None:
             self.assign(node.value, node)
-            return
-        access = Access(node, self.scope)
-        self.deferred.append((access, self.top_attribute[-1], self.last_string))
+        else:
+            access = Access(node, self.scope)
+            self.deferred.append((access, self.top_attribute[-1], self.last_string))
+        if node.lpar:  # libcst's visitor goes on into the parentheses
+            self.children(node, store)
 
     def _function_def(self, node: cst.FunctionDef, store: bool) -> None:
         self.assign(node.name.value, node)
@@ -391,6 +408,10 @@ _HANDLERS: dict[type, Callable[[ScopeWalk, Any, bool], None]] = {
     cst.GeneratorExp: ScopeWalk._comprehension,
     cst.For: ScopeWalk._for,
 }
+#: Per node class: the fields libcst visits (None: ask the node for children).
+_KIND_FIELDS: dict[type, tuple[str, ...] | None] = {}
+#: Node classes without fields to visit, hooks or bindings.
+_LEAVES: set[type] = set()
 for _kind, _handler in (
     ("TypeAlias", ScopeWalk._type_alias),
     ("TypeVar", ScopeWalk._type_var),

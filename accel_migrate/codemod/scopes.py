@@ -48,24 +48,33 @@ _LOCAL, _IMPORT, _BUILTIN = (
 class Access:
     """A read of a name (``node``: the Name, or the dotted Attribute it starts)."""
 
-    __slots__ = ("_index", "node", "referents", "scope")
+    __slots__ = ("_index", "_name", "_referents", "node", "scope")
 
     def __init__(self, node: cst.CSTNode, scope: Scope) -> None:
         self.node = node
         self.scope = scope
         self._index = scope._assignment_count
-        self.referents: dict[BaseAssignment, None] = {}
+        self._name = ""
+        self._referents: list[BaseAssignment] | None = None
 
     def record_assignments(self, name: str) -> None:
-        scope = self.scope
-        assignments = scope._resolve_scope_for_access(name, scope)
-        previous = [
-            a for a in assignments if a.scope is not scope or a._index < self._index
-        ]
-        if not previous and assignments and scope.parent is not scope:
-            previous = list(scope.parent._resolve_scope_for_access(name, scope))
-        for assignment in previous:
-            self.referents[assignment] = None
+        # Resolved when first asked (``referents``): the scopes are complete by
+        # then, as they are when libcst resolves every read after its walk.
+        self._name = name
+
+    @property
+    def referents(self) -> Collection[BaseAssignment]:
+        """The bindings this read may see (libcst's ``Access.record_assignments``)."""
+        if self._referents is None:
+            scope, name = self.scope, self._name
+            assignments = scope._resolve_scope_for_access(name, scope)
+            previous = [
+                a for a in assignments if a.scope is not scope or a._index < self._index
+            ]
+            if not previous and assignments and scope.parent is not scope:
+                previous = list(scope.parent._resolve_scope_for_access(name, scope))
+            self._referents = list(dict.fromkeys(previous))
+        return self._referents
 
 
 class BaseAssignment:

@@ -185,6 +185,13 @@ CASES = {
         obj.attr.other = torch.zeros(1)
         d[torch.arange(3)] = 1
     """,
+    "parenthesized names": """
+        x = 1
+        y = (x)
+        (z) = ((y))
+        print((x), (y).real, [(a) for (a) in (z,)])
+        def f(q=(x)): ...
+    """,
     "async and with": """
         import asyncio
         async def main(loader):
