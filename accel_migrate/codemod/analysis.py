@@ -19,16 +19,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from libcst.metadata import (
-    MetadataWrapper,
-    QualifiedName,
-    ScopeProvider,
-)
+from libcst.metadata import MetadataWrapper, QualifiedName
 
 from . import subtrees
 from .parents import ParentProvider
 from .patterns import TQDM_CALLS
 from .project_facts import HelperFact, ProjectFacts
+from .scopes import ScopeProvider
 
 if TYPE_CHECKING:
     from .divergence import Divergence

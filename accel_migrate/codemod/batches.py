@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import FunctionScope
 
 from .analysis import Key, ModuleIndex, attr_chain
 from .patterns import DATALOADER_CALLS, string_value
+from .scopes import FunctionScope
 
 _MAX_DEPTH = 6
 

@@ -30,6 +30,7 @@ from typing import Any
 import libcst as cst
 from libcst._batched_visitor import _BatchedCSTVisitor
 from libcst.metadata import scope_provider as _scope_provider
+from libcst.metadata import wrapper as _wrapper
 
 _CSTNode = cst.CSTNode
 _CSTVisitor = cst.CSTVisitor
@@ -356,12 +357,27 @@ def _scope_leave(self: Any, original_node: cst.CSTNode) -> None:
         leave(self, original_node)
 
 
+_ORIGINAL_GEN_BATCHABLE = _wrapper._gen_batchable
+
+
+def _gen_batchable(wrapper: Any, providers: Any) -> Any:
+    """libcst's, less its walk over the whole tree for an empty batch: resolving
+    a provider that is not batchable (the engine's scopes and parents) ran one
+    batched visit with no provider in it after computing it."""
+    providers = list(providers)
+    if not providers:
+        return {}
+    return _ORIGINAL_GEN_BATCHABLE(wrapper, providers)
+
+
 def install() -> None:
     """Use the read-only visit for every ``CSTVisitor`` in this process."""
     cst.CSTNode.visit = _visit  # type: ignore[method-assign]
     _ScopeVisitor.on_leave = _scope_leave  # type: ignore[method-assign]
+    _wrapper._gen_batchable = _gen_batchable
 
 
 def uninstall() -> None:
     cst.CSTNode.visit = _ORIGINAL_VISIT  # type: ignore[method-assign]
     _ScopeVisitor.on_leave = _ORIGINAL_SCOPE_LEAVE  # type: ignore[method-assign]
+    _wrapper._gen_batchable = _ORIGINAL_GEN_BATCHABLE

@@ -22,12 +22,9 @@ from typing import Any, ClassVar
 import libcst as cst
 from libcst._metadata_dependent import _UNDEFINED_DEFAULT
 from libcst.metadata import (
-    Assignment,
-    ClassScope,
     MetadataWrapper,
     PositionProvider,
     QualifiedNameProvider,
-    ScopeProvider,
 )
 
 from . import fasttransform, positions
@@ -36,6 +33,7 @@ from .findings import Finding, Status
 from .linemap import LineMap
 from .parents import ParentProvider
 from .project_facts import ProjectFacts
+from .scopes import Assignment, ClassScope, ScopeProvider
 from .suppression import SKIP_COMMENT, Codes, applies, suppressed_statements
 
 RUNTIME_MODULE = "accel_migrate.runtime"

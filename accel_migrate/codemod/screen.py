@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .analysis import LazyQualifiedNames
 from .findings import SKIP_DISTRIBUTED, SKIP_NOT_TRAINING, Finding
@@ -24,6 +24,7 @@ from .patterns import (
     is_optimizer_class,
 )
 from .rule import RUNTIME_MODULE
+from .scopes import ScopeProvider
 from .source import NEWLINE
 
 SCREEN_CODE = "AM100"

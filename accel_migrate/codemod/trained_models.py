@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Assignment, ImportAssignment
 
 from .analysis import Key, ModuleIndex, method_call, variable_names
+from .scopes import Assignment, ImportAssignment
 from .subtrees import findall
 
 if TYPE_CHECKING:

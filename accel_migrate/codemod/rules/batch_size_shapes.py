@@ -61,12 +61,13 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import PositionProvider, ScopeProvider
+from libcst.metadata import PositionProvider
 
 from ..analysis import Key, ModuleIndex, attr_chain
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..patterns import DATALOADER_CALLS, strip_methods
 from ..rule import Rule
+from ..scopes import ScopeProvider
 
 #: Tensor methods whose arguments are a shape.
 SHAPE_METHODS = frozenset(

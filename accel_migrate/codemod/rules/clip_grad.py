@@ -46,12 +46,12 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import ScopeProvider
 
 from ..amp import bind, code, is_false
 from ..analysis import Key, variable_names
 from ..patterns import prepared_models
 from ..rule import Rule, tidy_args
+from ..scopes import ScopeProvider
 from ..subtrees import findall
 
 _CLIPS = {

@@ -45,10 +45,11 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.metadata import Assignment, PositionProvider
+from libcst.metadata import PositionProvider
 
 from ..analysis import attr_chain
 from ..rule import Rule
+from ..scopes import Assignment
 
 #: Names that say "a GPU" (an index), not "how many GPUs".
 _GPU_NAME = re.compile(

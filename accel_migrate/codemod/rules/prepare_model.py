@@ -108,7 +108,7 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import ImportAssignment, PositionProvider, ScopeProvider
+from libcst.metadata import PositionProvider
 
 from ..analysis import Key, method_call
 from ..model_parts import part_use_message, part_uses
@@ -125,6 +125,7 @@ from ..patterns import (
 from ..project_callers import given_by_callers
 from ..project_facts import CallSite
 from ..rule import Rule
+from ..scopes import ImportAssignment, ScopeProvider
 from ..subtrees import findall
 from ..trained_models import (
     ALL_OR_NOTHING,
