@@ -35,9 +35,31 @@ _MODEL_METHODS = frozenset(
 
 
 def handed_in_training(cls: ast.ClassDef) -> str:
+    """How ``cls`` trains with what it is handed (``_handed``); "" if not."""
+    found = _handed(cls)
+    return found[0] if found is not None else ""
+
+
+def trained_parameter(cls: ast.ClassDef) -> tuple[str, int]:
+    """The ``__init__`` parameter whose value ``cls`` trains (``handed_in_training``)
+    and its position among the positional parameters after ``self`` (-1: keyword
+    only); ("", -1) when it trains none."""
+    found = _handed(cls)
+    if found is None:
+        return ("", -1)
+    init = next(
+        m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"
+    )
+    positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
+    name = found[1]
+    return (name, positional.index(name) if name in positional else -1)
+
+
+def _handed(cls: ast.ClassDef) -> tuple[str, str] | None:
     """How ``cls`` trains with what it is handed, as a phrase for a finding
     (``"`run` calls backward (line 76) in a step that runs `self.model`, which
-    it is handed (`__init__`'s `model`)"``); "" when it does not.
+    it is handed (`__init__`'s `model`)"``), and that parameter; None when it
+    does not.
 
     The class must store an ``__init__`` parameter on ``self`` and, in a method
     that calls ``.backward()``, call that attribute, or a local bound to it, as a
@@ -46,11 +68,11 @@ def handed_in_training(cls: ast.ClassDef) -> str:
         m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
     init = next((m for m in methods if m.name == "__init__"), None)
-    if init is None:
-        return ""
+    if not isinstance(init, ast.FunctionDef):
+        return None
     stored = _stored_parameters(init)
     if not stored:
-        return ""
+        return None
     for method in methods:
         backward = next(
             (
@@ -69,9 +91,10 @@ def handed_in_training(cls: ast.ClassDef) -> str:
             return (
                 f"`{method.name}` calls backward (line {backward.lineno}) in a step "
                 f"that runs `self.{used}`, which it is handed (`__init__`'s "
-                f"`{stored[used]}`)"
+                f"`{stored[used]}`)",
+                stored[used],
             )
-    return ""
+    return None
 
 
 def trains_own_models(

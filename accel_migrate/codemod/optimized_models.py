@@ -86,7 +86,41 @@ class OptimizedModels:
         for key, values in self.index.values.items():
             if any(self._constructs(v, c) for v in values for c in trained_classes):
                 keys.add(key)
+        keys |= self._handed_to_batch_trainers
         return self.index.flows_into(keys, SAME_OBJECT)
+
+    @cached_property
+    def _handed_to_batch_trainers(self) -> set[Key]:
+        """Models handed to a class of another file of this batch that trains what
+        it is handed (``Trainer(config, model, dataset)``, ``HelperFact.trains``,
+        ``batch_migrated``): its optimizer is over their parameters there, and it
+        counts on this file to prepare them (``project_callers``)."""
+        keys: set[Key] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind != "class"
+                or not fact.trains
+                or not fact.batch_migrated
+            ):
+                continue
+            name, position = fact.trained_parameter
+            positional = [a for a in call.args if a.keyword is None]
+            if any(a.star for a in call.args):
+                continue
+            handed = [
+                a.value
+                for a in call.args
+                if a.keyword is not None and a.keyword.value == name
+            ]
+            if not handed and 0 <= position < len(positional):
+                handed = [positional[position].value]
+            for value in handed:
+                key = root_key(self.index, value)
+                if key is not None:
+                    keys.add(key)
+        return keys
 
     def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:
         return parameter_calls(self.index, call, self.extra_values)
