@@ -55,6 +55,28 @@ def trained_parameter(cls: ast.ClassDef) -> tuple[str, int]:
     return (name, positional.index(name) if name in positional else -1)
 
 
+def backpropagated_attributes(cls: ast.ClassDef) -> tuple[tuple[str, int], ...]:
+    """``self.X`` that a method of ``cls`` backpropagates (``self.loss.backward()``,
+    or ``accel.backward(self.loss, ...)`` once migrated), with the line of the
+    first backward of each: the losses an instance hands its callers to read."""
+    found: dict[str, int] = {}
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in _own_nodes(method):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "backward"
+            ):
+                continue
+            tensor = node.args[0] if node.args else node.func.value
+            attr = _self_attribute(tensor)
+            if attr is not None:
+                found.setdefault(attr, node.lineno)
+    return tuple(sorted(found.items()))
+
+
 def _handed(cls: ast.ClassDef) -> tuple[str, str] | None:
     """How ``cls`` trains with what it is handed, as a phrase for a finding
     (``"`run` calls backward (line 76) in a step that runs `self.model`, which

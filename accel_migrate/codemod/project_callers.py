@@ -165,7 +165,9 @@ def _called_functions(index: ModuleIndex) -> list[tuple[str, cst.FunctionDef]]:
         call.func.attr.value
         for call in index.calls
         if isinstance(call.func, cst.Attribute)
-        and not (isinstance(call.func.value, cst.Name) and call.func.value.value == "self")
+        and not (
+            isinstance(call.func.value, cst.Name) and call.func.value.value == "self"
+        )
     }
     for statement in index.module.body:
         if isinstance(statement, cst.FunctionDef):

@@ -99,6 +99,13 @@ class HelperFact:
     #: For such a class: the ``__init__`` parameter it trains, and its position
     #: among the positional parameters after ``self`` (-1: keyword only).
     trained_parameter: tuple[str, int] = ("", -1)
+    #: For a class: the attributes its methods backpropagate (``self.loss``),
+    #: with the line of the backward, which callers may read on an instance.
+    losses: tuple[tuple[str, int], ...] = ()
+    #: For a class: its methods whose parameter is a callback it runs with the
+    #: instance once per training step, after the backward, on every process
+    #: (``step_callbacks``): (method, parameter, position after ``self``).
+    step_callbacks: tuple[tuple[str, str, int], ...] = ()
     #: For a class, not a model, that builds its own optimizer and calls backward
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.

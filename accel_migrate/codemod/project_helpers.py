@@ -169,10 +169,12 @@ class HelperFacts:
             )
         # (library_trainers imports this module)
         from .library_trainers import (
+            backpropagated_attributes,
             handed_in_training,
             trained_parameter,
             trains_own_models,
         )
+        from .step_callbacks import step_callbacks
 
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
@@ -190,6 +192,8 @@ class HelperFacts:
             effects_only=effects.pure,
             trains=handed_in_training(cls),
             trained_parameter=trained_parameter(cls),
+            losses=backpropagated_attributes(cls),
+            step_callbacks=step_callbacks(cls),
             batch_migrated=self.view.batch_trains(self.path),
             # a file of this run migrates its own models (and stays consistent
             # with its callers run after run); one it only reads is not written

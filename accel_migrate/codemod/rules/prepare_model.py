@@ -430,7 +430,10 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
     def leave_Module(
         self, original_node: cst.Module, updated_node: cst.Module
     ) -> cst.Module:
-        for key, (param, sites) in self._caller_prepared.items():
+        # every parameter the batch's callers hand a model they build, whether
+        # or not a check here asked (``prepared_models`` counts them prepared)
+        given = {**given_by_callers(self.index, "model"), **self._caller_prepared}
+        for key, (param, sites) in given.items():
             shown = ", ".join(site.where for site in sites[:3])
             more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
             self.report(
