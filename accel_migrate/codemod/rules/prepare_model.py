@@ -68,6 +68,16 @@ script's folder up to the project root (the nearest folder with
 ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` below the home
 folder, which ``pip install -e .`` puts on the path), read and never written.
 
+In batch mode, where the class's file is migrated too, the setup is migrated
+across both: the script prepares the model it hands the class (once, where it
+builds it), and the class's file learns from the batch's calls
+(``Trainer(config, model, dataset)``: ``__init__``'s parameters, followed to
+``self.model``; ``trainer.evaluate(loader)``: the method's) that its model is
+prepared by its callers (an info finding names them), which of its loaders they
+shard (sums over them are reduced there), and the model's class, whose
+``configure_optimizers`` and ``forward`` loss it then reads (AM005, AM007). If
+either file is left unchanged, so is the other (AM103).
+
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
 processes, and under FSDP its parameters are sharded. ``prepare_model`` also moves
