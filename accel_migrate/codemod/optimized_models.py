@@ -96,6 +96,16 @@ class OptimizedModels:
         ``batch_migrated``): its optimizer is over their parameters there, and it
         counts on this file to prepare them (``project_callers``)."""
         keys: set[Key] = set()
+        for value in self.handed_models:
+            key = root_key(self.index, value)
+            if key is not None:
+                keys.add(key)
+        return keys
+
+    @cached_property
+    def handed_models(self) -> list[cst.BaseExpression]:
+        """What this file hands such a class for the parameter it trains."""
+        found: list[cst.BaseExpression] = []
         for call in self.index.calls:
             fact = self.index.helper(call.func)
             if (
@@ -103,12 +113,11 @@ class OptimizedModels:
                 or fact.kind != "class"
                 or not fact.trains
                 or not fact.batch_migrated
+                or any(a.star for a in call.args)
             ):
                 continue
             name, position = fact.trained_parameter
             positional = [a for a in call.args if a.keyword is None]
-            if any(a.star for a in call.args):
-                continue
             handed = [
                 a.value
                 for a in call.args
@@ -116,11 +125,8 @@ class OptimizedModels:
             ]
             if not handed and 0 <= position < len(positional):
                 handed = [positional[position].value]
-            for value in handed:
-                key = root_key(self.index, value)
-                if key is not None:
-                    keys.add(key)
-        return keys
+            found += handed
+        return found
 
     def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:
         return parameter_calls(self.index, call, self.extra_values)

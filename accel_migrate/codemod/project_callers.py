@@ -50,7 +50,9 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
         tree = _parse(caller)
         if tree is None:
             continue
-        reader = HelperFacts(view, (caller, ""), roots, caller, 0)
+        # read as from outside: the caller's own classes and factories are
+        # followed too (`Trainer(Net(), ...)` with `class Net` in the caller)
+        reader = HelperFacts(view, (caller, ""), roots, "", 0)
         for function, call in _calls(tree):
             callee = callee_of(view, reader, caller, function, call)
             if callee is None:

@@ -3,7 +3,9 @@ as one batch (``fixtures/projects/mingpt``: ``mingpt/trainer.py``'s ``Trainer``
 handed a GPT built in ``projects/adder_trainer/adder.py``, whose step callback
 prints ``trainer.loss`` and an eval over a sharded loader;
 ``fixtures/projects/trainer_class``: a ddp-tutorial-style ``Trainer`` in
-``trainer.py`` driven by ``main.py``).
+``trainer.py`` driven by ``main.py``; ``fixtures/projects/trainer_builds_optimizer``:
+a fit/evaluate ``Trainer`` handed ``Regressor()`` inline, building its own
+loaders and optimizer).
 
 Each project is migrated with ``migrate_tree`` (the batch's decisions, as
 ``accel-migrate ROOT`` makes them), and the original (one process) and the
@@ -103,4 +105,13 @@ def test_trainer_class_in_another_file_matches_at_world_2(
         tree, "main.py", ("--epochs", "2", "--out", "snap.pt"), monkeypatch
     )
     prefixes = ("epoch ", "val accuracy ")
+    _assert_same(_lines(first, prefixes), _lines(second, prefixes))
+
+
+def test_trainer_that_builds_its_loaders_and_optimizer_matches_at_world_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = _trees("trainer_builds_optimizer", tmp_path)
+    first, second = _both(tree, "main.py", ("--epochs", "2"), monkeypatch)
+    prefixes = ("epoch ", "eval mse ")
     _assert_same(_lines(first, prefixes), _lines(second, prefixes))

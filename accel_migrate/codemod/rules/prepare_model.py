@@ -269,6 +269,14 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
                     and key in self.optimized
                 ):
                     found[value] = key
+        for value in self.handed_models:
+            # `Trainer(Net(), ...)` of a batch trainer class of another file: it
+            # counts on this file to prepare what it is handed
+            core = self._core(value)
+            if isinstance(core, cst.Call) and not self.index.is_runtime_call(
+                core, "prepare_model"
+            ):
+                found[value] = (value, "handed model")
         return found
 
     @cached_property
