@@ -15,6 +15,7 @@ A mixin of the rule, as ``AllOrNothing`` is: it reads the rule's ``index``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import libcst as cst
@@ -101,6 +102,21 @@ class OptimizedModels:
             if key is not None:
                 keys.add(key)
         return keys
+
+    def handed_constructions(
+        self, core: Callable[[cst.BaseExpression], cst.BaseExpression]
+    ) -> dict[cst.BaseExpression, Key]:
+        """Models built right in the call of such a class (``Trainer(Net(),
+        ...)``): it counts on this file to prepare what it is handed, so AM004
+        wraps them there (``core``: the construction inside ``.to()``...)."""
+        found: dict[cst.BaseExpression, Key] = {}
+        for value in self.handed_models:
+            inner = core(value)
+            if isinstance(inner, cst.Call) and not self.index.is_runtime_call(
+                inner, "prepare_model"
+            ):
+                found[value] = (value, "handed model")
+        return found
 
     @cached_property
     def handed_models(self) -> list[cst.BaseExpression]:

@@ -137,6 +137,17 @@ def given_by_callers(
     return found
 
 
+def prepared_by_callers(name: str, sites: tuple[CallSite, ...]) -> str:
+    """AM004's info finding for a parameter every batch call hands a model."""
+    shown = ", ".join(site.where for site in sites[:3])
+    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return (
+        f"`{name}` is a parameter that every call from the batch's other files "
+        f"hands a model built there ({shown}{more}), which is prepared where it "
+        "is built: not wrapped here"
+    )
+
+
 def caller_model_class(index: ModuleIndex, key: Key) -> HelperFact | None:
     """The local model class every batch call hands the parameter ``key`` an
     instance of (``Trainer(config, model, ...)`` with ``model = GPT(config)``

@@ -68,15 +68,13 @@ script's folder up to the project root (the nearest folder with
 ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` below the home
 folder, which ``pip install -e .`` puts on the path), read and never written.
 
-In batch mode, where the class's file is migrated too, the setup is migrated
-across both: the script prepares the model it hands the class (once, where it
-builds it), and the class's file learns from the batch's calls
-(``Trainer(config, model, dataset)``: ``__init__``'s parameters, followed to
-``self.model``; ``trainer.evaluate(loader)``: the method's) that its model is
-prepared by its callers (an info finding names them), which of its loaders they
-shard (sums over them are reduced there), and the model's class, whose
-``configure_optimizers`` and ``forward`` loss it then reads (AM005, AM007). If
-either file is left unchanged, so is the other (AM103).
+In batch mode, with the class's file migrated too, the script prepares the
+model it hands the class, once, and the class's file learns from the batch's
+calls (``Trainer(config, model, ...)``, ``trainer.evaluate(loader)``:
+``project_callers``) that its model is prepared there (an info finding names
+the calls), which loaders they shard, and the model's class (its
+``configure_optimizers``, its ``forward`` loss). If either file is left
+unchanged, so is the other (AM103).
 
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
@@ -132,7 +130,7 @@ from ..patterns import (
     is_optimizer_class,
     strip_methods,
 )
-from ..project_callers import given_by_callers
+from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
 from ..rule import Rule
 from ..subtrees import findall
@@ -269,14 +267,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
                     and key in self.optimized
                 ):
                     found[value] = key
-        for value in self.handed_models:
-            # `Trainer(Net(), ...)` of a batch trainer class of another file: it
-            # counts on this file to prepare what it is handed
-            core = self._core(value)
-            if isinstance(core, cst.Call) and not self.index.is_runtime_call(
-                core, "prepare_model"
-            ):
-                found[value] = (value, "handed model")
+        # `Trainer(Net(), ...)` of a batch trainer class of another file
+        found.update(self.handed_constructions(self._core))
         return found
 
     @cached_property
@@ -452,15 +444,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         # or not a check here asked (``prepared_models`` counts them prepared)
         given = {**given_by_callers(self.index, "model"), **self._caller_prepared}
         for key, (param, sites) in given.items():
-            shown = ", ".join(site.where for site in sites[:3])
-            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
-            self.report(
-                param,
-                "info",
-                f"`{key[1]}` is a parameter that every call from the batch's other "
-                f"files hands a model built there ({shown}{more}), which is "
-                "prepared where it is built: not wrapped here",
-            )
+            self.report(param, "info", prepared_by_callers(key[1], sites))
         return updated_node
 
     @cached_property
