@@ -189,11 +189,13 @@ def _run_files(
     # A helper module that another migrated file imports is migrated at the call
     # sites (AM102): it waits for its importer's result.
     # A file that imports a training file of the batch waits for it: left whole,
-    # that file leaves the importer whole too (AM103).
+    # that file leaves the importer whole too (AM103), and the other way round:
+    # the training file waits for its importers (they build what it is handed).
     libraries = project.libraries()
     trainers = project.training_imports()
+    imported = {t for found in trainers.values() for t in found}
     held = (
-        (project.suspects() | set(libraries) | set(trainers))
+        (project.suspects() | set(libraries) | set(trainers) | imported)
         if mode == "write"
         else set()
     )

@@ -200,38 +200,45 @@ class Project:
         """``outcomes`` with each changed file that imports a training file of the
         batch left whole (``imports``) turned into an unchanged result with one
         needs-review finding naming it (AM103): the setup the two files share is
-        migrated whole or not at all. Repeated until nothing changes, as a file
-        left whole here may be imported by another."""
+        migrated whole or not at all. The other way round too: a training file
+        whose importer is left whole (it builds the model, the loaders the file
+        is handed: ``project_callers``) is left whole. Repeated until nothing
+        changes, as a file left whole here may be imported by another."""
         result = list(outcomes)
         changed = True
         while changed:
             changed = False
             for entry, trainers in sorted(imports.items()):
-                outcome = result[entry]
-                if not (
-                    isinstance(outcome, MigrationResult)
-                    and outcome.skip_reason is None
-                    and outcome.changed
-                ):
+                if _migrated(result[entry]):
+                    whole = [t for t in trainers if _left_whole(result[t])]
+                    if whole:
+                        names = ", ".join(self.paths[t] for t in whole)
+                        result[entry] = _kept_whole(
+                            result[entry],  # type: ignore[arg-type]
+                            min(trainers[t] for t in whole),
+                            f"imports {names}, a training file of this batch left "
+                            "unchanged (see its findings): the training setup they "
+                            "share is migrated whole or not at all, so this file is "
+                            "left unchanged too; resolve those findings and run the "
+                            "batch again",
+                        )
+                        changed = True
+                if not _left_whole(result[entry]):
                     continue
-                whole = [t for t in trainers if _left_whole(result[t])]
-                if not whole:
-                    continue
-                names = ", ".join(self.paths[t] for t in whole)
-                note = Finding(
-                    min(trainers[t] for t in whole),
-                    1,
-                    SETUP_LEFT_WHOLE.code,
-                    "needs-review",
-                    f"imports {names}, a training file of this batch left unchanged "
-                    "(see its findings): the training setup they share is migrated "
-                    "whole or not at all, so this file is left unchanged too; "
-                    "resolve those findings and run the batch again",
-                )
-                result[entry] = MigrationResult(
-                    outcome.path, outcome.source, outcome.source, (note,)
-                )
-                changed = True
+                for trainer in sorted(trainers):
+                    if not _migrated(result[trainer]):
+                        continue
+                    result[trainer] = _kept_whole(
+                        result[trainer],  # type: ignore[arg-type]
+                        1,
+                        f"is imported by {self.paths[entry]}, a training file of "
+                        "this batch left unchanged (see its findings), which builds "
+                        "what it hands this file (models, loaders): the training "
+                        "setup they share is migrated whole or not at all, so this "
+                        "file is left unchanged too; resolve those findings and run "
+                        "the batch again",
+                    )
+                    changed = True
         return result
 
     def keep_distributed_imports(
@@ -281,6 +288,21 @@ def _names_local_module(text: str, stems: set[str]) -> bool:
         if first in stems:
             return True
     return False
+
+
+def _migrated(outcome: Outcome | None) -> bool:
+    return (
+        isinstance(outcome, MigrationResult)
+        and outcome.skip_reason is None
+        and outcome.changed
+    )
+
+
+def _kept_whole(outcome: MigrationResult, line: int, message: str) -> MigrationResult:
+    """``outcome`` left unchanged, with one AM103 finding (its other findings
+    describe the file as it would have been migrated)."""
+    note = Finding(line, 1, SETUP_LEFT_WHOLE.code, "needs-review", message)
+    return MigrationResult(outcome.path, outcome.source, outcome.source, (note,))
 
 
 def _left_whole(outcome: Outcome | None) -> bool:

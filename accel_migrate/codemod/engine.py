@@ -209,7 +209,12 @@ def _full_pass(
             if f.status == "needs-review" and f not in context.if_migrated
         )
         return MigrationResult(path, source, source, review, suppressed=suppressed)
-    if not screen.training:  # it imports a library trainer but hands it nothing
+    if not screen.training and not (
+        # it trains through a class of this batch that counts on it to prepare
+        # the model it hands over (``Trainer(config, model, dataset).run()``)
+        context.changed
+        and any(f.trains and f.batch_migrated for f in project.library_trainers)
+    ):  # it imports a library trainer but hands it nothing
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if not context.changed:
         return MigrationResult(path, source, source, findings, suppressed=suppressed)

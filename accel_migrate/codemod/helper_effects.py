@@ -99,8 +99,18 @@ def optimizer_method(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
         return None
     key = index.key(func.value)
     values = index.values.get(key, []) if key is not None else []
-    if not values:
-        return None
+    if not values or not all(
+        isinstance(_constructed(index, v), cst.Call) for v in values
+    ):
+        # `model, config = self.model, self.config` with `self.model` handed in
+        # by every call of the batch's other files: the class they show
+        # (``project_callers``), traced as a called model is
+        from .reduction.model_classes import model_class_of
+
+        fact = model_class_of(index, func.value) if index.project.callers else None
+        if fact is None or func.attr.value not in fact.optimizer_methods:
+            return None
+        return fact
     found = None
     for value in values:
         value = _constructed(index, value)

@@ -35,9 +35,53 @@ _MODEL_METHODS = frozenset(
 
 
 def handed_in_training(cls: ast.ClassDef) -> str:
+    """How ``cls`` trains with what it is handed (``_handed``); "" if not."""
+    found = _handed(cls)
+    return found[0] if found is not None else ""
+
+
+def trained_parameter(cls: ast.ClassDef) -> tuple[str, int]:
+    """The ``__init__`` parameter whose value ``cls`` trains (``handed_in_training``)
+    and its position among the positional parameters after ``self`` (-1: keyword
+    only); ("", -1) when it trains none."""
+    found = _handed(cls)
+    if found is None:
+        return ("", -1)
+    init = next(
+        m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"
+    )
+    positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
+    name = found[1]
+    return (name, positional.index(name) if name in positional else -1)
+
+
+def backpropagated_attributes(cls: ast.ClassDef) -> tuple[tuple[str, int], ...]:
+    """``self.X`` that a method of ``cls`` backpropagates (``self.loss.backward()``,
+    or ``accel.backward(self.loss, ...)`` once migrated), with the line of the
+    first backward of each: the losses an instance hands its callers to read."""
+    found: dict[str, int] = {}
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in _own_nodes(method):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "backward"
+            ):
+                continue
+            tensor = node.args[0] if node.args else node.func.value
+            attr = _self_attribute(tensor)
+            if attr is not None:
+                found.setdefault(attr, node.lineno)
+    return tuple(sorted(found.items()))
+
+
+def _handed(cls: ast.ClassDef) -> tuple[str, str] | None:
     """How ``cls`` trains with what it is handed, as a phrase for a finding
     (``"`run` calls backward (line 76) in a step that runs `self.model`, which
-    it is handed (`__init__`'s `model`)"``); "" when it does not.
+    it is handed (`__init__`'s `model`)"``), and that parameter; None when it
+    does not.
 
     The class must store an ``__init__`` parameter on ``self`` and, in a method
     that calls ``.backward()``, call that attribute, or a local bound to it, as a
@@ -46,11 +90,11 @@ def handed_in_training(cls: ast.ClassDef) -> str:
         m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
     init = next((m for m in methods if m.name == "__init__"), None)
-    if init is None:
-        return ""
+    if not isinstance(init, ast.FunctionDef):
+        return None
     stored = _stored_parameters(init)
     if not stored:
-        return ""
+        return None
     for method in methods:
         backward = next(
             (
@@ -69,9 +113,10 @@ def handed_in_training(cls: ast.ClassDef) -> str:
             return (
                 f"`{method.name}` calls backward (line {backward.lineno}) in a step "
                 f"that runs `self.{used}`, which it is handed (`__init__`'s "
-                f"`{stored[used]}`)"
+                f"`{stored[used]}`)",
+                stored[used],
             )
-    return ""
+    return None
 
 
 def trains_own_models(

@@ -15,6 +15,7 @@ A mixin of the rule, as ``AllOrNothing`` is: it reads the rule's ``index``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import libcst as cst
@@ -86,7 +87,62 @@ class OptimizedModels:
         for key, values in self.index.values.items():
             if any(self._constructs(v, c) for v in values for c in trained_classes):
                 keys.add(key)
+        keys |= self._handed_to_batch_trainers
         return self.index.flows_into(keys, SAME_OBJECT)
+
+    @cached_property
+    def _handed_to_batch_trainers(self) -> set[Key]:
+        """Models handed to a class of another file of this batch that trains what
+        it is handed (``Trainer(config, model, dataset)``, ``HelperFact.trains``,
+        ``batch_migrated``): its optimizer is over their parameters there, and it
+        counts on this file to prepare them (``project_callers``)."""
+        keys: set[Key] = set()
+        for value in self.handed_models:
+            key = root_key(self.index, value)
+            if key is not None:
+                keys.add(key)
+        return keys
+
+    def handed_constructions(
+        self, core: Callable[[cst.BaseExpression], cst.BaseExpression]
+    ) -> dict[cst.BaseExpression, Key]:
+        """Models built right in the call of such a class (``Trainer(Net(),
+        ...)``): it counts on this file to prepare what it is handed, so AM004
+        wraps them there (``core``: the construction inside ``.to()``...)."""
+        found: dict[cst.BaseExpression, Key] = {}
+        for value in self.handed_models:
+            inner = core(value)
+            if isinstance(inner, cst.Call) and not self.index.is_runtime_call(
+                inner, "prepare_model"
+            ):
+                found[value] = (value, "handed model")
+        return found
+
+    @cached_property
+    def handed_models(self) -> list[cst.BaseExpression]:
+        """What this file hands such a class for the parameter it trains."""
+        found: list[cst.BaseExpression] = []
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind != "class"
+                or not fact.trains
+                or not fact.batch_migrated
+                or any(a.star for a in call.args)
+            ):
+                continue
+            name, position = fact.trained_parameter
+            positional = [a for a in call.args if a.keyword is None]
+            handed = [
+                a.value
+                for a in call.args
+                if a.keyword is not None and a.keyword.value == name
+            ]
+            if not handed and 0 <= position < len(positional):
+                handed = [positional[position].value]
+            found += handed
+        return found
 
     def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:
         return parameter_calls(self.index, call, self.extra_values)

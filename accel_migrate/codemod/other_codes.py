@@ -152,7 +152,11 @@ which runs a backward pass of its own (a training engine: ``engine.py`` with
 ``train_one_epoch(model, optimizer, loader)``), where that file is left unchanged
 by a needs-review finding (a training setup it cannot prove), is left unchanged
 too, with one needs-review finding at the import, naming the imported file. Its other findings
-are dropped: they describe the file as it would have been migrated.
+are dropped: they describe the file as it would have been migrated. The other
+way round too: a training file of the batch whose importer is left unchanged
+(the importer builds the model and the loaders it hands a ``Trainer`` class or
+an ``engine.train_one_epoch`` of that file) is left unchanged, with one finding
+at its first line naming the importer.
 
 ## Why
 A training setup is migrated whole or not at all. The importer builds the

@@ -140,9 +140,19 @@ SAME_OBJECT = frozenset(
 
 def prepared_models(index: ModuleIndex) -> set[Key]:
     """Variables that may hold a model ``accel.prepare_model`` wrapped, also after
-    methods that return it (``accel.prepare_model(net).to(device)``)."""
-    return index.tagged(
-        lambda e: index.is_runtime_call(e, "prepare_model"), SAME_OBJECT
+    methods that return it (``accel.prepare_model(net).to(device)``), and the
+    parameters every call from the batch's other files hands a model built, and
+    prepared, there (``project_callers``)."""
+    from .project_callers import given_by_callers
+
+    handed = set(given_by_callers(index, "model"))
+    return (
+        index.tagged(
+            lambda e: index.is_runtime_call(e, "prepare_model")
+            or index.key(e) in handed,
+            SAME_OBJECT,
+        )
+        | handed
     )
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .project_facts import CallSite
+from .project_facts import CallSite, HelperFact
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
@@ -34,9 +34,12 @@ if TYPE_CHECKING:
 
 
 def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
-    """Every call from one batch file to a top-level function of another, by
-    the callee (its file's real path, its name)."""
+    """Every call from one batch file to a top-level function of another, or to
+    a class of another (its ``__init__``) and methods of its instances
+    (``project_instances``), by the callee (its file's real path, its name:
+    ``train_one_epoch``, ``Trainer.__init__``, ``Trainer.evaluate``)."""
     from .project_helpers import HelperFacts
+    from .project_instances import callee_of, model_class
     from .project_view import _parse, roots_of
 
     found: dict[Target, list[CallSite]] = {}
@@ -47,26 +50,29 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
         tree = _parse(caller)
         if tree is None:
             continue
-        reader = HelperFacts(view, (caller, ""), roots, caller, 0)
+        # read as from outside: the caller's own classes and factories are
+        # followed too (`Trainer(Net(), ...)` with `class Net` in the caller)
+        reader = HelperFacts(view, (caller, ""), roots, "", 0)
         for function, call in _calls(tree):
-            target = reader.resolve(call.func)
-            if (
-                not isinstance(target, tuple)
-                or not target[1]
-                or "." in target[1]  # a method: its instance is not followed
-                or target[0] == caller
-                or target[0] not in view.scripts
-            ):
-                continue
-            callee = view._scan(target[0], roots).functions.get(target[1])
+            callee = callee_of(view, reader, caller, function, call)
             if callee is None:
                 continue
-            kinds = tuple(
-                (name, reader.kind_of(arg, function, 0)[0])
-                for name, arg in _bind(callee, call)
-            )
+            target, defined, bound = callee
+            kinds: list[tuple[str, str]] = []
+            classes: list[tuple[str, HelperFact]] = []
+            for name, arg in _bind(defined, call, bound):
+                kind = reader.kind_of(arg, function, 0)[0]
+                kinds.append((name, kind))
+                built = model_class(reader, arg, function) if kind == "model" else None
+                if built is not None:
+                    classes.append((name, built))
             found.setdefault(target, []).append(
-                CallSite(view._display(caller, target[0]), call.lineno, kinds)
+                CallSite(
+                    view._display(caller, target[0]),
+                    call.lineno,
+                    tuple(kinds),
+                    tuple(classes),
+                )
             )
     return {target: tuple(sites) for target, sites in found.items()}
 
@@ -91,41 +97,102 @@ def _calls(tree: ast.Module) -> list[tuple[ast.AST, ast.Call]]:
 
 
 def _bind(
-    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call
+    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, bound: int = 0
 ) -> list[tuple[str, ast.expr]]:
     """The parameters a call binds by position and keyword (none of ``*args``/
-    ``**kwargs`` on either side: those are not followed)."""
+    ``**kwargs`` on either side: those are not followed), after the ``bound``
+    leading ones (``self``)."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(
         k.arg is None for k in call.keywords
     ):
         return []
-    positional = [*function.args.posonlyargs, *function.args.args]
-    bound = [(p.arg, a) for p, a in zip(positional, call.args, strict=False)]
+    positional = [*function.args.posonlyargs, *function.args.args][bound:]
+    pairs = [(p.arg, a) for p, a in zip(positional, call.args, strict=False)]
     names = {p.arg for p in [*positional, *function.args.kwonlyargs]}
-    bound += [(k.arg, k.value) for k in call.keywords if k.arg in names]  # type: ignore[misc]
-    return bound
+    pairs += [(k.arg, k.value) for k in call.keywords if k.arg in names]  # type: ignore[misc]
+    return pairs
 
 
 def given_by_callers(
     index: ModuleIndex, kind: str
 ) -> dict[Key, tuple[cst.Param, tuple[CallSite, ...]]]:
-    """Parameters of this file's top-level functions that every call from the
-    batch's other files (``ProjectFacts.callers``, at least one) hands a value of
-    ``kind`` ("model", "loader"), with the calls. A function this file calls
-    itself is left out: its own arguments decide (``ModuleIndex.arguments``)."""
+    """Parameters of this file's top-level functions, and of its classes'
+    ``__init__`` and methods, that every call from the batch's other files
+    (``ProjectFacts.callers``, at least one) hands a value of ``kind`` ("model",
+    "loader"), with the calls. A function this file calls itself is left out:
+    its own arguments decide (``ModuleIndex.arguments``); so is a method this
+    file calls on anything but ``self``, or a class it constructs."""
     found: dict[Key, tuple[cst.Param, tuple[CallSite, ...]]] = {}
     if not index.project.callers:
         return found
-    for statement in index.module.body:
-        if not isinstance(statement, cst.FunctionDef):
+    for name, function in _called_functions(index):
+        sites = index.project.callers_of(name)
+        if not sites or index.call_sites(function):
             continue
-        sites = index.project.callers_of(statement.name.value)
-        if not sites or index.call_sites(statement):
-            continue
-        params = statement.params
+        params = function.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            name = param.name.value
-            if all(site.kind(name) == kind for site in sites):
-                key = index.function_scope_key(statement, name)
+            if all(site.kind(param.name.value) == kind for site in sites):
+                key = index.function_scope_key(function, param.name.value)
                 found[key] = (param, sites)
+    return found
+
+
+def prepared_by_callers(name: str, sites: tuple[CallSite, ...]) -> str:
+    """AM004's info finding for a parameter every batch call hands a model."""
+    shown = ", ".join(site.where for site in sites[:3])
+    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return (
+        f"`{name}` is a parameter that every call from the batch's other files "
+        f"hands a model built there ({shown}{more}), which is prepared where it "
+        "is built: not wrapped here"
+    )
+
+
+def caller_model_class(index: ModuleIndex, key: Key) -> HelperFact | None:
+    """The local model class every batch call hands the parameter ``key`` an
+    instance of (``Trainer(config, model, ...)`` with ``model = GPT(config)``
+    in the caller); None where one call does not show it, or shows another."""
+    for name, function in _called_functions(index):
+        sites = index.project.callers_of(name)
+        if not sites or index.call_sites(function):
+            continue
+        for param in _parameters(function):
+            if index.function_scope_key(function, param.name.value) != key:
+                continue
+            classes = {site.model_class(param.name.value) for site in sites}
+            found = classes.pop() if len(classes) == 1 else None
+            return found
+    return None
+
+
+def _parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:
+    params = function.params
+    return (*params.posonly_params, *params.params, *params.kwonly_params)
+
+
+def _called_functions(index: ModuleIndex) -> list[tuple[str, cst.FunctionDef]]:
+    """This file's top-level functions and its top-level classes' methods, by
+    the name the callers facts give them (``fn``, ``Class.method``)."""
+    found: list[tuple[str, cst.FunctionDef]] = []
+    external = {
+        call.func.attr.value
+        for call in index.calls
+        if isinstance(call.func, cst.Attribute)
+        and not (
+            isinstance(call.func.value, cst.Name) and call.func.value.value == "self"
+        )
+    }
+    for statement in index.module.body:
+        if isinstance(statement, cst.FunctionDef):
+            found.append((statement.name.value, statement))
+        elif isinstance(statement, cst.ClassDef) and isinstance(
+            statement.body, cst.IndentedBlock
+        ):
+            for inner in statement.body.body:
+                if not isinstance(inner, cst.FunctionDef):
+                    continue
+                method = inner.name.value
+                if method != "__init__" and method in external:
+                    continue  # called on an instance this file makes: not followed
+                found.append((f"{statement.name.value}.{method}", inner))
     return found

@@ -96,6 +96,16 @@ class HelperFact:
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``): how, as a phrase (``library_trainers``); "" if not.
     trains: str = ""
+    #: For such a class: the ``__init__`` parameter it trains, and its position
+    #: among the positional parameters after ``self`` (-1: keyword only).
+    trained_parameter: tuple[str, int] = ("", -1)
+    #: For a class: the attributes its methods backpropagate (``self.loss``),
+    #: with the line of the backward, which callers may read on an instance.
+    losses: tuple[tuple[str, int], ...] = ()
+    #: For a class: its methods whose parameter is a callback it runs with the
+    #: instance once per training step, after the backward, on every process
+    #: (``step_callbacks``): (method, parameter, position after ``self``).
+    step_callbacks: tuple[tuple[str, str, int], ...] = ()
     #: For a class, not a model, that builds its own optimizer and calls backward
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
@@ -149,9 +159,15 @@ class CallSite:
     file: str
     line: int
     arguments: tuple[tuple[str, str], ...] = ()
+    #: For a parameter handed a model: the local model class it is an instance
+    #: of, where the caller shows one (``project_instances.model_class``).
+    classes: tuple[tuple[str, HelperFact], ...] = ()
 
     def kind(self, parameter: str) -> str:
         return dict(self.arguments).get(parameter, "")
+
+    def model_class(self, parameter: str) -> HelperFact | None:
+        return dict(self.classes).get(parameter)
 
     @property
     def where(self) -> str:
@@ -171,7 +187,8 @@ class ProjectFacts:
     #: each is of a local module whose names could be read; None otherwise.
     star_names: tuple[str, ...] | None = None
     #: In batch mode, the calls the batch's other files make to this file's
-    #: top-level functions, by function name (``project_callers``).
+    #: top-level functions, by function name, and to its classes' constructors
+    #: and methods, as ``Class.__init__`` / ``Class.method`` (``project_callers``).
     callers: tuple[tuple[str, tuple[CallSite, ...]], ...] = ()
 
     def callers_of(self, function: str) -> tuple[CallSite, ...]:

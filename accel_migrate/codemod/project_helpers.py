@@ -168,7 +168,13 @@ class HelperFacts:
                 forward_loss=forward_loss(self, cls),
             )
         # (library_trainers imports this module)
-        from .library_trainers import handed_in_training, trains_own_models
+        from .library_trainers import (
+            backpropagated_attributes,
+            handed_in_training,
+            trained_parameter,
+            trains_own_models,
+        )
+        from .step_callbacks import step_callbacks
 
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
@@ -185,6 +191,10 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(cls),
+            trained_parameter=trained_parameter(cls),
+            losses=backpropagated_attributes(cls),
+            step_callbacks=step_callbacks(cls),
+            batch_migrated=self.view.batch_trains(self.path),
             # a file of this run migrates its own models (and stays consistent
             # with its callers run after run); one it only reads is not written
             trains_own=(

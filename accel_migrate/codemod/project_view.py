@@ -183,7 +183,7 @@ class ProjectView:
                         # a package's `from .layers import *`: its names re-exported
                         for name in self.public_names(module[0], roots) or ():
                             scan.names.setdefault(name, _attribute(self, module, name))
-        for statement in scan.tree.body:
+        for statement in _module_statements(scan.tree):
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 scan.functions[statement.name] = statement
             elif isinstance(statement, ast.ClassDef):
@@ -415,6 +415,23 @@ class ProjectView:
         fact = HelperFacts(self, target, roots, script, depth).result()
         self._facts[key] = fact
         return fact
+
+
+def _module_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's top-level statements, with the assignments of its top-level
+    ``if __name__ == "__main__":`` blocks (their names are the module's globals
+    too, where the script runs)."""
+    found: list[ast.stmt] = []
+    for statement in tree.body:
+        found.append(statement)
+        test = statement.test if isinstance(statement, ast.If) else None
+        if (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__"
+        ):
+            found += [s for s in statement.body if isinstance(s, ast.Assign)]  # type: ignore[union-attr]
+    return found
 
 
 def _attribute(view: ProjectView, module: str | Target, name: str) -> str | Target:

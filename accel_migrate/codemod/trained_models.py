@@ -298,7 +298,11 @@ class AllOrNothing:
     def _block_library_trainers(self) -> None:
         """``Trainer(config, model, dataset)`` of a local module whose class trains
         what it is handed (``library_trainers``): the setup is split across files,
-        so this file is left whole, as the library's is."""
+        so this file is left whole, as the library's is. Not where the class's
+        file is migrated in this batch too (``HelperFact.batch_migrated``): it
+        learns from this file's call what it is handed (``project_callers``),
+        and this file prepares the model where it builds it; if that file is
+        left whole, so is this one (AM103), and the other way round."""
         seen: set[str] = set()
         for call in self.index.calls:
             fact = self.index.helper(call.func)
@@ -307,6 +311,7 @@ class AllOrNothing:
                 or fact.kind != "class"
                 or not (fact.trains or fact.trains_own)
                 or fact.collectives  # the library already runs the runtime's calls
+                or (fact.trains and fact.batch_migrated)
                 or fact.where in seen
             ):
                 continue

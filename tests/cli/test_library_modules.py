@@ -81,6 +81,35 @@ def test_importers_of_a_training_file_left_whole_are_left_whole(
     assert files["proj/engine.py"] == ["AM004"]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_trainer_class_whose_caller_is_left_whole_is_not_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    jobs: str,
+) -> None:
+    # main.py builds the model trainer.py's Trainer is handed, in a form AM004
+    # cannot wrap (left whole); trainer.py, which counts on main.py to prepare
+    # it and to shard its loaders, must wait for that result and not be written.
+    root = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "trainer_class" / "in", root)
+    main_py = root / "main.py"
+    main_py.write_text(
+        main_py.read_text().replace(
+            "    model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 2))\n",
+            '    model, _ = torch.load("model.pt")\n',
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
+    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+    assert files["proj/trainer.py"] == ["AM103"]
+    assert files["proj/main.py"] == ["AM004"]
+
+
 def test_importers_of_a_training_file_the_user_skips_are_left_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

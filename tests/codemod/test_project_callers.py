@@ -89,9 +89,11 @@ def test_the_engine_is_migrated_with_the_callers_setup(tmp_path: Path) -> None:
     # the loader comes from train.py, which shards it: the sum is reduced here
     assert "correct = accel.reduce(correct)" in result.output
     assert "accel.prepare_model" not in result.output  # train.py prepares it
+    # one info for each function's `model`: train_one_epoch's and evaluate's
     info = [f for f in result.findings if f.code == "AM004"]
-    assert [f.status for f in info] == ["info"]
+    assert [f.status for f in info] == ["info", "info"]
     assert "train.py:11" in info[0].message
+    assert all("train.py:" in f.message for f in info)
     assert not result.needs_review
 
 

@@ -66,6 +66,9 @@ def called_model(index: ModuleIndex, call: cst.BaseExpression) -> CalledModel | 
         return CalledModel(why=origins) if model else None
     classes: set[HelperFact] = set()
     for origin in origins:
+        if not isinstance(origin, cst.Call):
+            classes.add(origin)  # the class the batch's callers hand an instance of
+            continue
         fact = index.helper(origin.func, "model") or _own_model(index, origin.func)
         built = fact if fact is None or fact.kind == "class" else fact.model_class
         if built is None:
@@ -89,6 +92,25 @@ def called_model(index: ModuleIndex, call: cst.BaseExpression) -> CalledModel | 
     return CalledModel(classes.pop())
 
 
+def model_class_of(index: ModuleIndex, expr: cst.BaseExpression) -> HelperFact | None:
+    """The one local model class every value of ``expr`` is traced to (as for
+    ``called_model``); None where that is not one known class."""
+    origins = _Tracer(index).origins(expr, frozenset(), 0)
+    if isinstance(origins, str) or not origins:
+        return None
+    classes: set[HelperFact] = set()
+    for origin in origins:
+        if not isinstance(origin, cst.Call):
+            classes.add(origin)
+            continue
+        fact = index.helper(origin.func, "model")
+        built = fact if fact is None or fact.kind == "class" else fact.model_class
+        if built is None:
+            return None
+        classes.add(built)
+    return classes.pop() if len(classes) == 1 else None
+
+
 def _unknown_class(origin: cst.Call, fact: HelperFact | None) -> str:
     if fact is not None:
         return f"it is built by {fact.where}, which builds no one known model class"
@@ -101,7 +123,7 @@ class _Tracer:
 
     def origins(
         self, expr: cst.BaseExpression, seen: frozenset[Key], depth: int
-    ) -> list[cst.Call] | str:
+    ) -> list[cst.Call | HelperFact] | str:
         """The calls that build what ``expr`` holds, or why they cannot be told."""
         index = self.index
         while isinstance(expr, cst.Call):
@@ -122,7 +144,7 @@ class _Tracer:
         if depth > _DEPTH:
             return f"`{code(expr)}` is passed on too many times to follow"
         seen = seen | {key}
-        found: list[cst.Call] = []
+        found: list[cst.Call | HelperFact] = []
         parameter = self._parameter(key)
         values = index.values.get(key, [])
         if parameter is not None:
@@ -163,19 +185,26 @@ class _Tracer:
         expr: cst.BaseExpression,
         seen: frozenset[Key],
         depth: int,
-    ) -> list[cst.Call] | str:
-        """What every call of ``function`` passes for its parameter ``key``."""
+    ) -> list[cst.Call | HelperFact] | str:
+        """What every call of ``function`` passes for its parameter ``key``
+        (with no call in this file: the class of the model every call from the
+        batch's other files hands it, ``project_callers``)."""
         index = self.index
         name, where = key[1], f"`{function.name.value}`"
         calls = index.call_sites(function)
         if not calls:
+            from ..project_callers import caller_model_class
+
+            handed = caller_model_class(index, key)
+            if handed is not None:
+                return [handed]  # every batch call hands an instance of it
             return f"`{name}` is a parameter of {where}, which no call of this file is shown to run"
         if self._used_as_value(function, calls):
             return (
                 f"`{name}` is a parameter of {where}, which is also used as a value "
                 "(calls the file does not show may pass another model)"
             )
-        found: list[cst.Call] = []
+        found: list[cst.Call | HelperFact] = []
         for call in calls:
             passed = [arg for k, arg in index.arguments(call) if k == key]
             if not passed:

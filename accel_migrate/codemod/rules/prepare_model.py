@@ -68,6 +68,14 @@ script's folder up to the project root (the nearest folder with
 ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` below the home
 folder, which ``pip install -e .`` puts on the path), read and never written.
 
+In batch mode, with the class's file migrated too, the script prepares the
+model it hands the class, once, and the class's file learns from the batch's
+calls (``Trainer(config, model, ...)``, ``trainer.evaluate(loader)``:
+``project_callers``) that its model is prepared there (an info finding names
+the calls), which loaders they shard, and the model's class (its
+``configure_optimizers``, its ``forward`` loss). If either file is left
+unchanged, so is the other (AM103).
+
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
 processes, and under FSDP its parameters are sharded. ``prepare_model`` also moves
@@ -122,7 +130,7 @@ from ..patterns import (
     is_optimizer_class,
     strip_methods,
 )
-from ..project_callers import given_by_callers
+from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
 from ..rule import Rule
 from ..scopes import ImportAssignment, ScopeProvider
@@ -260,6 +268,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
                     and key in self.optimized
                 ):
                     found[value] = key
+        # `Trainer(Net(), ...)` of a batch trainer class of another file
+        found.update(self.handed_constructions(self._core))
         return found
 
     @cached_property
@@ -431,16 +441,11 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
     def leave_Module(
         self, original_node: cst.Module, updated_node: cst.Module
     ) -> cst.Module:
-        for key, (param, sites) in self._caller_prepared.items():
-            shown = ", ".join(site.where for site in sites[:3])
-            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
-            self.report(
-                param,
-                "info",
-                f"`{key[1]}` is a parameter that every call from the batch's other "
-                f"files hands a model built there ({shown}{more}), which is "
-                "prepared where it is built: not wrapped here",
-            )
+        # every parameter the batch's callers hand a model they build, whether
+        # or not a check here asked (``prepared_models`` counts them prepared)
+        given = {**given_by_callers(self.index, "model"), **self._caller_prepared}
+        for key, (param, sites) in given.items():
+            self.report(param, "info", prepared_by_callers(key[1], sites))
         return updated_node
 
     @cached_property

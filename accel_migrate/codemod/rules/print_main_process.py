@@ -92,9 +92,11 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import attr_chain
 from ..divergence import Divergence
+from ..handed_losses import handed_loss_reads, step_reads
 from ..log_channels import TQDM_WRITE, logged_in, progress_log
 from ..logged_losses import LossPlaces, stripped
 from ..patterns import counts_samples
+from ..project_facts import HelperFact
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.batch_values import batch_value_reduction
 from ..reduction.placement import code
@@ -275,6 +277,16 @@ class PrintMainProcess(LossPlaces, Rule):
         self, original: cst.Call, tensor: cst.BaseExpression
     ) -> cst.BaseExpression | None:
         """``accel.global_loss(tensor)`` for a loss read, or None (reported why)."""
+        handed = self._step_reads.get(original)
+        if handed is not None:
+            self.report(
+                original,
+                "fixed",
+                f"logged loss {handed.where} backpropagates, read in a callback it "
+                "runs after each step's backward on every process -> "
+                "accel.global_loss(loss) (the global-batch loss)",
+            )
+            return self.runtime_call("global_loss", [cst.Arg(value=tensor)])
         place = self._placement(self._read_of(original), original)  # type: ignore[arg-type]
         if place == "after":
             self.report(
@@ -415,11 +427,18 @@ class PrintMainProcess(LossPlaces, Rule):
             if_migrated=True,
         )
 
+    @cached_property
+    def _step_reads(self) -> dict[cst.Call, HelperFact]:
+        """Loss reads in a step callback of a batch trainer class (``handed_losses``)."""
+        return step_reads(self.index)
+
     def visit_Module(self, node: cst.Module) -> None:
         """Losses stored on the instance and read back in another method
         (``stored_losses``): this process's share, at a place the rule cannot
         make global."""
         for read, why in stored_loss_reads(self.index, self._line_of):
+            self.report(read, "needs-review", why, if_migrated=True)
+        for read, why in handed_loss_reads(self.index):
             self.report(read, "needs-review", why, if_migrated=True)
 
     def _line_of(self, node: cst.CSTNode) -> int:
