@@ -189,11 +189,17 @@ def _run_files(
     # A helper module that another migrated file imports is migrated at the call
     # sites (AM102): it waits for its importer's result.
     # A file that imports a training file of the batch waits for it: left whole,
-    # that file leaves the importer whole too (AM103).
+    # that file leaves the importer whole too (AM103), and the other way round
+    # (an importer left whole leaves the training file it imports whole).
     libraries = project.libraries()
     trainers = project.training_imports()
     held = (
-        (project.suspects() | set(libraries) | set(trainers))
+        (
+            project.suspects()
+            | set(libraries)
+            | set(trainers)
+            | {t for imported in trainers.values() for t in imported}
+        )
         if mode == "write"
         else set()
     )

@@ -232,7 +232,44 @@ class Project:
                     outcome.path, outcome.source, outcome.source, (note,)
                 )
                 changed = True
+            changed = self._keep_imported_trainers(result, imports) or changed
         return result
+
+    def _keep_imported_trainers(
+        self, result: list[Outcome | None], imports: dict[int, dict[int, int]]
+    ) -> bool:
+        """The other direction: a changed training file that a file left whole
+        imports (``Trainer`` in trainer.py, handed the model and optimizer that
+        main.py builds and does not prepare) is left whole too, with one
+        needs-review finding naming the importer (AM103). Did any change?"""
+        changed = False
+        for entry, trainers in sorted(imports.items()):
+            if not _left_whole(result[entry]):
+                continue
+            for trainer in sorted(trainers):
+                outcome = result[trainer]
+                if not (
+                    isinstance(outcome, MigrationResult)
+                    and outcome.skip_reason is None
+                    and outcome.changed
+                ):
+                    continue
+                note = Finding(
+                    1,
+                    1,
+                    SETUP_LEFT_WHOLE.code,
+                    "needs-review",
+                    f"imported by {self.paths[entry]}, which is left unchanged (see "
+                    "its findings) and hands this file what it trains: the "
+                    "training setup they share is migrated whole or not "
+                    "at all, so this file is left unchanged too; resolve those "
+                    "findings and run the batch again",
+                )
+                result[trainer] = MigrationResult(
+                    outcome.path, outcome.source, outcome.source, (note,)
+                )
+                changed = True
+        return changed
 
     def keep_distributed_imports(
         self, outcomes: Sequence[Outcome | None]
