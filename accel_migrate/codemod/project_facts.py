@@ -115,6 +115,15 @@ class HelperFact:
     #: main-process ones there, and its sums over the loaders the batch hands it
     #: reduced there (``project_callers``), not at the call.
     batch_migrated: bool = False
+    #: For a sum-reduced loss with a term summed over some of its parameters
+    #: (``return rec + beta * torch.sum(torch.abs(code))``): those parameters,
+    #: which a caller must hand values of the batch's samples (model outputs)
+    #: for the term to be a sum over the batch, and the parameters that scale a
+    #: term (``beta``), which a caller must leave at their constant defaults or
+    #: pass a setting; ``params``: its positional parameters, in order.
+    summed_params: tuple[str, ...] = ()
+    scale_params: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     prints: bool = False
     collectives: bool = False

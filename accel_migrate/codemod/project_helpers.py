@@ -25,6 +25,7 @@ from .patterns import (
     is_optimizer_class,
 )
 from .project_facts import HelperFact
+from .project_sum_terms import SumTerms
 from .reduction.facts import _FUNCTIONAL_LOSSES, _IGNORING
 from .shell_commands import RUNNERS, kind, literal_command
 
@@ -80,6 +81,8 @@ class HelperFacts:
         self.path, self.name = target
         self.scan = view._scan(self.path, roots)
         self.file = view._display(self.path, script)
+        #: A loss's parameters summed over / scaling a term (project_sum_terms).
+        self._terms = SumTerms(self, None, _assigned_in)
 
     def result(self) -> HelperFact | None:
         name = self.name
@@ -210,6 +213,7 @@ class HelperFacts:
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
+        self._terms = SumTerms(self, function, _assigned_in)
         if returns and all(r.value is not None for r in returns):
             found = [self.kind_of(r.value, function, 0) for r in returns]  # type: ignore[arg-type]
             kinds = {f[0] for f in found}
@@ -232,6 +236,7 @@ class HelperFacts:
             "function",
             returns=kind,
             reduction=reduction if kind == "loss" else "",
+            **(self._terms.fields() if kind == "loss" else {}),
             model_class=(
                 built_class(self, returns, function) if kind == "model" else None
             ),
@@ -367,11 +372,22 @@ class HelperFacts:
         if isinstance(expr.op, ast.Add) and left[0] == right[0] == "loss":
             same = left[1] == right[1]
             return ("loss", left[1] if same else "unknown", "")
+        if isinstance(expr.op, ast.Add) and "loss" in (left[0], right[0]):
+            # `rec + beta * torch.sum(torch.abs(code))`: a loss plus a sum over
+            # the elements of parameters (checked at each call: project_facts)
+            loss, other = (
+                (left, expr.right) if left[0] == "loss" else (right, expr.left)
+            )
+            if self._terms.batch_sum(other, depth + 1):
+                return ("loss", "sum" if loss[1] == "sum" else "unknown", "")
         if isinstance(expr.op, (ast.Mult, ast.Div)):
             constant = expr.right if left[0] == "loss" else expr.left
             loss = left if left[0] == "loss" else right
-            if loss[0] == "loss" and isinstance(constant, ast.Constant):
-                return loss
+            if loss[0] == "loss" and (
+                isinstance(expr.op, ast.Mult) or constant is expr.right
+            ):
+                if self._terms.scale(constant):
+                    return loss
         return ("", "", "")
 
 

@@ -33,6 +33,23 @@ from .data import chunk_bounds
 T = TypeVar("T")
 
 _WARNED: set[tuple[str, int]] = set()
+#: The global batch's row count while a draw for it runs, else None. ``verify
+#: --deterministic`` keys such a draw's rows by their position in the global batch.
+_drawing_rows: int | None = None
+
+
+def global_rows_drawing() -> int | None:
+    """The row count of the draw for the global batch being made now, if any."""
+    return _drawing_rows
+
+
+def _draw_global(draw: Callable[..., T], total: int, *args: Any, **kwargs: Any) -> T:
+    global _drawing_rows
+    _drawing_rows = total
+    try:
+        return draw(*args, **kwargs)
+    finally:
+        _drawing_rows = None
 
 
 def _slice_bounds() -> tuple[int, int, int, int] | None:
@@ -86,7 +103,7 @@ def batch_draw(rows: int, draw: Callable[[int], T]) -> T:
     if int(rows) != local:
         _warn_mismatch(int(rows), local, total)
         return draw(rows)
-    return _own_rows(draw(total), total, lo, hi)
+    return _own_rows(_draw_global(draw, total, total), total, lo, hi)
 
 
 def batch_draw_like(
@@ -104,4 +121,4 @@ def batch_draw_like(
         _warn_mismatch(like.shape[0], local, total)
         return draw(like, *args, **kwargs)
     full = like.new_empty((total, *like.shape[1:]))
-    return _own_rows(draw(full, *args, **kwargs), total, lo, hi)
+    return _own_rows(_draw_global(draw, total, full, *args, **kwargs), total, lo, hi)

@@ -15,8 +15,10 @@ with this module installed the same way in both:
   the draw's number within the step). A draw whose first dimension is the batch
   (the process's share of it) is drawn row by row, each row seeded by its sample's
   position in the *global* batch: rank r's rows are then exactly the rows of the
-  original's draw that belong to its samples. Other draws are the same on every
-  process, as the original's was one draw.
+  original's draw that belong to its samples (a draw ``accel.batch_draw`` makes
+  for the whole global batch is keyed from position 0, and the process keeps its
+  rows). Other draws are the same on every process, as the original's was one
+  draw.
 
 Both runs see the same keyed numbers, so they are not the original script's
 numbers: what is compared is the deterministic part of the training. Draws this
@@ -34,6 +36,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from ..runtime.batch_draws import global_rows_drawing
 
 _DROPOUTS = (
     "dropout",
@@ -220,11 +224,15 @@ class Stochastic:
         function = _PLAIN[base]
         key = self._next_key()
         position = self.position()
+        offset, size = position.offset, position.size
+        drawing = global_rows_drawing()
+        if drawing is not None:  # accel.batch_draw's draw of the whole global batch
+            offset, size = 0, drawing
         generator = torch.Generator()
-        if shape and position.size is not None and shape[0] == position.size:
+        if shape and size is not None and shape[0] == size:
             rows = []
             for row in range(shape[0]):
-                generator.manual_seed(key + position.offset + row)
+                generator.manual_seed(key + offset + row)
                 rows.append(
                     function(*fixed, tuple(shape[1:]), generator=generator, **kwargs)
                 )

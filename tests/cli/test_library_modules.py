@@ -126,3 +126,26 @@ def test_importers_of_a_training_file_the_user_skips_are_left_whole(
     assert (root / "train.py").read_bytes() == train
     files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
     assert files["proj/train.py"] == ["AM103"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_training_file_an_importer_left_whole_hands_its_setup_is_left_whole(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    jobs: str,
+) -> None:
+    # main.py builds the model, loader and optimizer and hands them to
+    # trainer.Trainer (AM004 leaves main.py whole); trainer.py migrated alone
+    # would call accel.backward on a model nobody prepared. --write must wait
+    # for main.py's result before writing trainer.py.
+    root = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "trainer_left_whole" / "in", root)
+    monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
+    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+    assert files["proj/main.py"] == ["AM004"]
+    assert files["proj/trainer.py"] == ["AM103"]

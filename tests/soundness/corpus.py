@@ -1,23 +1,7 @@
-"""The soundness corpus (``fixtures/soundness/``): cases, runs and their class.
+"""The soundness corpus (``fixtures/soundness/``): runs and their class.
 
-A case is a single script, or a project folder whose ``main.py`` imports local
-helper modules (copied next to the migrated copy, unchanged: with one file
-argument the codemod reads local imports but never writes them). Its header
-comments configure it, one ``# soundness: KEY VALUE`` line each:
-
-- ``shape TEXT``: the real-world shape it stands for (the table's second column);
-- ``cause CODE [CODE...]``: the finding codes that must name the cause for the case
-  to count as FLAGGED (without it, any needs-review finding does);
-- ``unchanged``: the codemod must leave it alone (already distributed);
-- ``args ...`` / ``launch ...``: extra script arguments (both runs) / launcher flags;
-- ``tolerance X REASON``: relative tolerance instead of 1e-5 (float16 scripts);
-- ``compare PREFIX [PREFIX...]``: printed lines compared besides ``eval `` lines;
-- ``second-run ARGS``: a second run in the same folders (resuming), compared too;
-- ``requires MODULE``: skipped, with the reason, where MODULE is not installed;
-- ``extended REASON``: a shape another case already exercises (REASON names it):
-  run only in the whole-corpus run (``ACCEL_MIGRATE_SOUNDNESS_ALL=1``, implied by
-  ``ACCEL_MIGRATE_SOUNDNESS_DOC=1``, which publishes the table), skipped with the
-  reason in CI, whose 30-minute budget has no room for repeats.
+The cases and their header directives are in ``cases.py``; how a case is migrated
+(file mode or batch mode) in ``migrated.py``.
 
 Classes, in the order they are decided:
 
@@ -41,30 +25,19 @@ Classes, in the order they are decided:
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from accel_migrate.codemod import MigrationResult
-from tests.conftest import FIXTURES
-from tests.parity.harness import (
-    Run,
-    RunFailed,
-    _read,
-    _run,
-    migrate_to,
-    migration,
-    run_launched,
-    run_original,
-)
+from tests.parity.harness import Run, RunFailed, _read, _run, run_launched, run_original
 
-CORPUS = FIXTURES / "soundness"
-FP32_TOLERANCE = 1e-5
+from .cases import CORPUS, FP32_TOLERANCE, Case, discover, parse_case, whole_corpus
+from .migrated import Migrated, migrate_case
+
+__all__ = ["CORPUS", "FP32_TOLERANCE", "Case", "discover", "parse_case", "whole_corpus"]
+
 #: Seconds one run may take (a world-2 job is three processes on a busy 2-core machine).
 TIMEOUT = 150
 #: Seconds a collective may wait before the runtime fails the job (``--timeout``).
@@ -79,79 +52,6 @@ STOCHASTIC_CODES = {"AM027"}
 CLASSES = ("MATCH", "FLAGGED", "LOUD", "SILENT", "HANG")
 #: An original that does not run is a defect of the corpus, not of the tool.
 BROKEN = "BROKEN"
-
-_DIRECTIVE = re.compile(r"^# soundness: ([\w-]+)[ \t]*(.*)$", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    script: Path
-    shape: str
-    causes: tuple[str, ...] = ()
-    unchanged: bool = False
-    args: tuple[str, ...] = ()
-    launch: tuple[str, ...] = ()
-    tolerance: float = FP32_TOLERANCE
-    compare: tuple[str, ...] = ("eval ",)
-    second_run: tuple[str, ...] | None = None
-    requires: tuple[str, ...] = ()
-    #: Why the case only runs in the whole-corpus run ("" : it always runs).
-    extended: str = ""
-
-    @property
-    def helpers(self) -> list[Path]:
-        """The local modules of a project folder (everything but its main script),
-        its packages' modules included (``models/resnet.py``)."""
-        if self.script.name != "main.py":
-            return []
-        return sorted(p for p in self.script.parent.rglob("*.py") if p != self.script)
-
-    def missing(self) -> list[str]:
-        return [m for m in self.requires if importlib.util.find_spec(m) is None]
-
-
-def parse_case(name: str, script: Path) -> Case:
-    values: dict[str, object] = {}
-    for key, value in _DIRECTIVE.findall(script.read_text()):
-        words = tuple(value.split())
-        if key == "shape":
-            values["shape"] = value.strip()
-        elif key == "cause":
-            values["causes"] = words
-        elif key == "unchanged":
-            values["unchanged"] = True
-        elif key in ("args", "launch", "requires"):
-            values[key] = words
-        elif key == "tolerance":
-            values["tolerance"] = float(words[0])
-        elif key == "compare":
-            values["compare"] = tuple(
-                dict.fromkeys(("eval ", *(f"{w} " for w in words)))
-            )
-        elif key == "extended":
-            values["extended"] = value.strip() or "repeats another case's shape"
-        elif key == "second-run":
-            values["second_run"] = words
-        else:
-            raise ValueError(f"{script}: unknown directive `# soundness: {key}`")
-    if "shape" not in values:
-        raise ValueError(f"{script}: no `# soundness: shape ...` line")
-    return Case(name, script, **values)  # type: ignore[arg-type]
-
-
-def whole_corpus() -> bool:
-    """Is this the whole-corpus run (extended cases included)?"""
-    return "1" in (
-        os.environ.get("ACCEL_MIGRATE_SOUNDNESS_ALL"),
-        os.environ.get("ACCEL_MIGRATE_SOUNDNESS_DOC"),
-    )
-
-
-def discover(root: Path = CORPUS) -> list[Case]:
-    singles = [(p.stem, p) for p in root.glob("*.py")]
-    projects = [(p.parent.name, p) for p in root.glob("*/main.py")]
-    return [parse_case(name, path) for name, path in sorted(singles + projects)]
 
 
 @dataclass(frozen=True)
@@ -332,9 +232,9 @@ def _parameter_differences(original: Run, migrated: Run, tol: float) -> list[str
     return [f"param {where} rel {worst:.1e}"] if worst > tol else []
 
 
-def _review(case: Case, result: MigrationResult) -> tuple[list[str], list[str]]:
+def _review(case: Case, result: Migrated) -> tuple[list[str], list[str]]:
     """(codes that name the cause, every needs-review code)."""
-    codes = sorted({f.code for f in result.needs_review})
+    codes = list(result.needs_review)
     named = [c for c in codes if not case.causes or c in case.causes]
     return named, codes
 
@@ -354,11 +254,11 @@ def classify(case: Case, root: Path) -> Outcome:
 
 
 def _classify(case: Case, work: Path) -> tuple[str, str]:
-    result = migration(case.script)
-    named, codes = _review(case, result)
     original_dir, migrated_dir = work / "original", work / f"world{WORLD}"
     original_dir.mkdir(parents=True)
     migrated_dir.mkdir(parents=True)
+    result = migrate_case(case, migrated_dir)
+    named, codes = _review(case, result)
     try:
         original = run_original(case.script, original_dir, *case.args, timeout=TIMEOUT)
         second = (
@@ -372,11 +272,9 @@ def _classify(case: Case, work: Path) -> tuple[str, str]:
         if case.unchanged:
             return "MATCH", f"left unchanged ({result.skip_reason or 'no change'})"
         return _unsound(case, named, codes, "left unmigrated")
-    for helper in case.helpers:
-        copy = migrated_dir / helper.relative_to(case.script.parent)
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(helper, copy)
-    migrated = migrate_to(case.script, migrated_dir)
+    if result.failures:
+        return _unsound(case, named, codes, f"the CLI failed on {result.failures}")
+    migrated = result.script
     launch = ("--timeout", str(COLLECTIVE_TIMEOUT), *case.launch)
     try:
         run = _launch(migrated, migrated_dir, case.args, launch)
@@ -398,9 +296,7 @@ def _classify(case: Case, work: Path) -> tuple[str, str]:
     if second is not None and second_run is not None:
         found += [f"second run: {d}" for d in differences(case, second, second_run)]
     prefix = "rewrote an already-distributed script; " if case.unchanged else ""
-    stochastic = sorted(
-        {f.code for f in result.findings if f.status == "info"} & STOCHASTIC_CODES
-    )
+    stochastic = sorted(result.info & STOCHASTIC_CODES)
     if found and not named and stochastic and not (case.unchanged or case.second_run):
         # The info finding says the difference is the noise of stochastic layers:
         # checked, as verify --deterministic does, with that noise taken out.

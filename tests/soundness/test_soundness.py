@@ -29,6 +29,7 @@ from .corpus import (
     Outcome,
     classify,
     discover,
+    parse_case,
     render_table,
     whole_corpus,
 )
@@ -127,6 +128,36 @@ EXPECTED: dict[str, str] = {
     "token_models_in_turn": "MATCH",
     "trainer_built_model_step": "MATCH",
     "ensemble_module_list": "FLAGGED",
+    # round 10 red team: project folders migrated in batch mode (`# soundness: batch`)
+    "cifar100_project_batch": "MATCH",
+    "cifar100_utils_batch": "MATCH",
+    "gpt_configure_optimizers_batch": "MATCH",
+    "pix2pix_model_project_batch": "FLAGGED",
+    "trainer_metrics_project_batch": "FLAGGED",
+    "tuple_loaders_project_batch": "MATCH",
+    # round 10 red team: unseen multi-file projects, each in both modes
+    "imagenet_utils_project": "MATCH",
+    "imagenet_utils_project_batch": "MATCH",
+    "snapshot_rotation_project": "FLAGGED",
+    "snapshot_rotation_project_batch": "FLAGGED",
+    "logger_class_project": "FLAGGED",
+    "logger_class_project_batch": "FLAGGED",
+    "predict_csv_project": "FLAGGED",
+    "predict_csv_project_batch": "FLAGGED",
+    "early_stop_helper_project": "FLAGGED",
+    "early_stop_helper_project_batch": "FLAGGED",
+    "mingpt_lib_project": "FLAGGED",
+    "mingpt_lib_project_batch": "FLAGGED",
+    "engine_reference_project": "FLAGGED",
+    "engine_reference_project_batch": "FLAGGED",
+    "seq2seq_data_project": "FLAGGED",
+    "seq2seq_data_project_batch": "FLAGGED",
+    "sum_loss_module_project": "MATCH",
+    "sum_loss_module_project_batch": "MATCH",
+    "builder_registry_project": "FLAGGED",
+    "builder_registry_project_batch": "FLAGGED",
+    "trainer_module_project": "FLAGGED",
+    "trainer_module_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
@@ -220,3 +251,21 @@ def test_expected_tables_name_real_cases() -> None:
     assert set(UNSOUND_TODAY) <= names
     assert not set(EXPECTED) & set(UNSOUND_TODAY)
     assert set(EXPECTED.values()) <= {"MATCH", "FLAGGED", "LOUD"}
+
+
+def test_batch_directive_makes_one_case_per_mode(tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    script = folder / "main.py"
+    script.write_text("# soundness: shape a project\n# soundness: batch both\n")
+    cases = parse_case("proj", script)
+    assert [(c.name, c.mode) for c in cases] == [
+        ("proj", "file"),
+        ("proj_batch", "batch"),
+    ]
+    script.write_text("# soundness: shape a project\n# soundness: batch\n")
+    assert [(c.name, c.mode) for c in parse_case("proj", script)] == [("proj", "batch")]
+    single = tmp_path / "single.py"
+    single.write_text("# soundness: shape one file\n# soundness: batch\n")
+    with pytest.raises(ValueError, match="needs a project folder"):
+        parse_case("single", single)

@@ -109,13 +109,13 @@ def collected_values(
         method = call.func.attr.value
         if method not in _COLLECTORS or call not in divergence.local_mutations:
             continue
-        receiver = call.func.value
+        receiver = _held_by(index, call.func.value)
         if not _made_before(index, receiver, loop):
             continue
         if any(a.star for a in call.args):
             continue
         values = [a.value for a in call.args]
-        name = attr_chain(receiver)
+        name = cst.Module([]).code_for_node(call.func.value)
         yield call, values, f"{name}.{method}(...)"
     for statement in findall(loop.body, m.Assign() | m.AugAssign()):
         if isinstance(statement, cst.Assign):
@@ -137,6 +137,17 @@ def collected_values(
         name = attr_chain(container)
         op = "=" if isinstance(statement, cst.Assign) else "+="
         yield statement, [statement.value], f"{name}[...] {op} ..."  # type: ignore[union-attr]
+
+
+def _held_by(index: ModuleIndex, receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """The object a collecting method's receiver is part of: ``metric_logger``
+    of ``metric_logger.meters["loss"].update(v)`` (an item of an object the
+    analysis has no name for is that object's state)."""
+    while isinstance(receiver, (cst.Subscript, cst.Attribute)) and (
+        isinstance(receiver, cst.Subscript) or index.key(receiver) is None
+    ):
+        receiver = receiver.value
+    return receiver
 
 
 def _made_before(

@@ -20,6 +20,7 @@ import libcst.matchers as m
 
 from ..analysis import Key, variable_names
 from ..patterns import COUNT_METHODS, counts_samples, string_value
+from ..reduction import loss_reduction
 from ..subtrees import findall
 
 if TYPE_CHECKING:
@@ -88,6 +89,11 @@ class BatchKinds:
         inner = read_of(value)
         if isinstance(inner, cst.Call) and self.index.local_function(inner.func):
             return self._returned_kind(inner, depth)
+        if isinstance(inner, cst.Call) and self.index.helper(inner.func, "loss"):
+            # a loss of a local module's function (the project view), read as
+            # the backward reads it (its summed terms checked at this call)
+            found = loss_reduction(self.index, inner, inner).kind
+            return found if found in ("sum", "mean") else "unknown"  # type: ignore[return-value]
         # `loss.item()` where `loss = criterion(...)` earlier in the loop.
         keys = [self.index.key(n) for n in variable_names(value)]
         kinds = set()

@@ -26,7 +26,11 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   reduction its class's ``forward`` computes (``forward``, ``model_classes``:
   the model followed through factories, parameters and ``self.model``); where
   the class cannot be told, the reduction is not known (a value unpacked from
-  it is still per-element inside an expression: ``mu.pow(2)``).
+  it is still per-element inside an expression: ``mu.pow(2)``);
+- a loss returned by a local module's function (the project view) has the
+  reduction read there, a term summed over a parameter only where the call
+  hands it a model's output (``summed_args``); a local function whose return
+  the view cannot read makes the reduction unknown, not a mean.
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples
@@ -81,6 +85,7 @@ from .facts import (
 from .forward import forward_loss_fact, indexed_output_fact, model_call_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
+from .summed_args import unproven_sum
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -402,11 +407,25 @@ class _Reducer:
         if helper is not None:
             # A loss built in a local module (the project view): its reduction.
             if helper.reduction in ("mean", "sum"):
+                unbound = unproven_sum(self.index, helper, call)
+                if unbound:
+                    return Fact("unknown", unbound)
                 # (``what`` of a sum: where it was learnt, for the finding)
                 return Fact(helper.reduction, what=helper.describe())  # type: ignore[arg-type]
             return Fact(
                 "unknown",
                 f"{helper.describe()}, whose count of terms cannot be written here",
+            )
+        unread = self.index.helper(func)
+        if unread is not None and unread.kind == "function" and not unread.returns:
+            # A loss returned by a local module's function whose return the
+            # project view cannot read (a sum term it cannot place): neither a
+            # mean nor a sum can be assumed.
+            return Fact(
+                "unknown",
+                f"the loss is returned by {unread.where}, whose reduction over the "
+                "batch (a mean or a sum over its samples) the analysis cannot read "
+                "from its return",
             )
         target = self.index.callee(call)
         if target is not None and not self.index.local_class(func):
