@@ -133,7 +133,7 @@ EXPECTED: dict[str, str] = {
     "cifar100_utils_batch": "MATCH",
     "gpt_configure_optimizers_batch": "MATCH",
     "pix2pix_model_project_batch": "FLAGGED",
-    "trainer_metrics_project_batch": "FLAGGED",
+    "trainer_metrics_project_batch": "MATCH",
     "tuple_loaders_project_batch": "MATCH",
     # round 10 red team: unseen multi-file projects, each in both modes
     "imagenet_utils_project": "MATCH",
@@ -147,7 +147,7 @@ EXPECTED: dict[str, str] = {
     "early_stop_helper_project": "FLAGGED",
     "early_stop_helper_project_batch": "FLAGGED",
     "mingpt_lib_project": "FLAGGED",
-    "mingpt_lib_project_batch": "FLAGGED",
+    "mingpt_lib_project_batch": "MATCH",
     "engine_reference_project": "FLAGGED",
     "engine_reference_project_batch": "FLAGGED",
     "seq2seq_data_project": "FLAGGED",
@@ -157,7 +157,7 @@ EXPECTED: dict[str, str] = {
     "builder_registry_project": "FLAGGED",
     "builder_registry_project_batch": "FLAGGED",
     "trainer_module_project": "FLAGGED",
-    "trainer_module_project_batch": "FLAGGED",
+    "trainer_module_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
