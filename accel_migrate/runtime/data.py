@@ -74,6 +74,8 @@ class _EpochBatches(Sampler[list[int]]):
         #: A lazy epoch: where it started (for checkpoints), and a resumed one's.
         self.replay: dict[str, Any] | None = None
         self._replayed: dict[str, Any] | None = None
+        #: Epochs drawn so far: with the loader's length, what every rank must agree on.
+        self._drawn = 0
 
     def resume(self, batches: list[list[Any]], step: int) -> None:
         """Iterate ``batches`` from ``step`` next time, instead of drawing an epoch."""
@@ -119,7 +121,11 @@ class _EpochBatches(Sampler[list[int]]):
         # Every rank keeps the state the draw left, rank 0's: the ranks' torch RNG
         # then goes on in step with the original's, which `accel.batch_draw` needs.
         batches = [list(batch) for batch in self.inner]
-        digests = comm.all_gather_object(_digest(batches))
+        self._drawn += 1
+        tag = (self._drawn, _length(self.inner))
+        gathered = comm.all_gather_object((tag, _digest(batches)))
+        _check_same_epoch([t for t, _ in gathered])
+        digests = [d for _, d in gathered]
         if len(set(digests)) > 1:
             batches = comm.broadcast_object(batches if rank == 0 else None)
         return batches
@@ -289,6 +295,32 @@ class PerDeviceBatches(_EpochBatches):
         batches, first = self._epoch()
         self.plan = [(len(b), len(b) * self.runtime.env.world_size) for b in batches]
         yield from batches[first:]
+
+
+def _length(inner: Any) -> int | None:
+    try:
+        return len(inner)
+    except TypeError:
+        return None
+
+
+def _check_same_epoch(tags: list[tuple[int, int | None]]) -> None:
+    """Every rank starts the same epoch of the same loader, or none goes on: ranks
+    that took different paths would pair one loader's collectives with another's
+    and train on wrong samples."""
+    if len(set(tags)) <= 1:
+        return
+    where = "; ".join(
+        f"rank {rank}: epoch {epoch} of a loader of {length} batches"
+        for rank, (epoch, length) in enumerate(tags)
+    )
+    raise ShardingError(
+        f"the ranks are starting different epochs of their data loaders ({where}): "
+        f"they took different paths through the script, usually a decision made on "
+        f"a value of this process's share of the data (early stopping, a break or an "
+        f"is_best on a validation metric it computed alone); make that value global "
+        f"with accel.reduce or accel.global_loss before deciding"
+    )
 
 
 def _digest(batches: list[list[Any]]) -> int:

@@ -100,11 +100,22 @@ def test_every_rank_goes_on_from_the_state_the_original_draw_left() -> None:
 
 def test_disagreeing_samplers_fall_back_to_rank_zero_batches() -> None:
     loader = DataLoader(TensorDataset(torch.arange(12)), batch_size=4, shuffle=False)
-    published: dict = {"gathered": [1, 2]}  # the digests differ
+    published: dict = {"gathered": [((1, 3), 1), ((1, 3), 2)]}  # the digests differ
     rank0 = GlobalBatchSlices(loader.batch_sampler, FakeRuntime(0, 2, published))  # type: ignore[arg-type]
     rank0._global_batches()
     rank1 = GlobalBatchSlices([[9, 9, 9, 9]], FakeRuntime(1, 2, published))  # type: ignore[arg-type]
     assert rank1._global_batches() == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_ranks_starting_different_epochs_fail_on_every_rank() -> None:
+    """Rank 1 stopped early on a rank-local metric and iterates the test loader
+    while rank 0 starts another training epoch: a clear error, not wrong samples."""
+    loader = DataLoader(TensorDataset(torch.arange(12)), batch_size=4)
+    published: dict = {"gathered": [((3, 3), 7), ((1, 1), 8)]}
+    sampler = GlobalBatchSlices(loader.batch_sampler, FakeRuntime(0, 2, published))  # type: ignore[arg-type]
+    with pytest.raises(ShardingError, match="different paths") as error:
+        sampler._global_batches()
+    assert "rank 1: epoch 1 of a loader of 1 batches" in str(error.value)
 
 
 def test_loader_reports_each_steps_share_and_empties_a_missing_share() -> None:
