@@ -321,7 +321,7 @@ class ModuleIndex:
         if target is None:
             return
         function, bound = target
-        for param_name, arg in _bind(function, bound, call):
+        for param_name, arg in bind_arguments(function, bound, call):
             yield self.function_scope_key(function, param_name), arg
 
     # -- tagging variables ------------------------------------------------------------------
@@ -425,7 +425,7 @@ class ModuleIndex:
                 if target is None:
                     continue
                 function, bound = target
-                for param_name, arg in _bind(function, bound, call):
+                for param_name, arg in bind_arguments(function, bound, call):
                     key = self.function_scope_key(function, param_name)
                     if key not in tagged and holds(arg):
                         tagged.add(key)
@@ -462,7 +462,7 @@ class ModuleIndex:
                 target = self.callee(call)
                 if target is None:
                     continue
-                for param_name, arg in _bind(target[0], target[1], call):
+                for param_name, arg in bind_arguments(target[0], target[1], call):
                     if self.function_scope_key(target[0], param_name) in result:
                         origin = source(arg)
                         if origin is not None and origin not in result:
@@ -828,7 +828,7 @@ def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return None
 
 
-def _bind(
+def bind_arguments(
     function: cst.FunctionDef, bound: int, call: cst.Call
 ) -> Iterator[tuple[str, cst.BaseExpression]]:
     positional = [*function.params.posonly_params, *function.params.params][bound:]

@@ -24,13 +24,14 @@ as asked where they differ.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import Key, ModuleIndex
+from .analysis import Key, ModuleIndex, bind_arguments
 from .model_methods import forward_methods, model_classes, stepped_classes
 from .subtrees import findall
 
@@ -209,27 +210,20 @@ def batch_values(index: ModuleIndex) -> frozenset[Key]:
     return frozenset(found)
 
 
-def _every_call_passes(index, function, calls, reads) -> list[Key]:  # type: ignore[no-untyped-def]
+def _every_call_passes(
+    index: ModuleIndex,
+    function: cst.FunctionDef,
+    calls: list[cst.Call],
+    reads: Callable[[cst.BaseExpression | None], bool],
+) -> list[Key]:
     """Parameters of ``function`` that every one of ``calls`` fills with a batch value."""
     bound = 1 if index.enclosing_class(function.name) is not None else 0
-    params = [*function.params.posonly_params, *function.params.params][bound:]
-    result = []
-    for position, param in enumerate(params):
-        filled = []
-        for call in calls:
-            if any(arg.star for arg in call.args):
-                break
-            positional = [a.value for a in call.args if a.keyword is None]
-            named = {
-                a.keyword.value: a.value for a in call.args if a.keyword is not None
-            }
-            value = named.get(param.name.value)
-            if value is None and position < len(positional):
-                value = positional[position]
-            filled.append(value)
-        if filled and len(filled) == len(calls) and all(reads(v) for v in filled):
-            result.append(index.function_scope_key(function, param.name.value))
-    return result
+    passed = [dict(bind_arguments(function, bound, call)) for call in calls]
+    return [
+        index.function_scope_key(function, param.name.value)
+        for param in [*function.params.posonly_params, *function.params.params][bound:]
+        if all(reads(values.get(param.name.value)) for values in passed)
+    ]
 
 
 def _forward_calls(index: ModuleIndex) -> dict[cst.FunctionDef, list[cst.Call]]:

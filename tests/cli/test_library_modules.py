@@ -57,6 +57,30 @@ def test_a_second_run_over_the_migrated_project_changes_nothing(tree: Path) -> N
     assert main(["--check", "--no-cache", "-q", "proj"]) == 0
 
 
+def _write_batch(
+    project: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    jobs: str = "1",
+    skip: str | None = None,
+) -> tuple[Path, dict[str, bytes], dict[str, list[str]]]:
+    """Copy fixtures/projects/PROJECT/in to proj/ (``skip``: a file given a
+    skip-file line), run ``--write`` over it, and return the folder, its files as
+    they were before, and each file's finding codes."""
+    root = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / project / "in", root)
+    monkeypatch.chdir(tmp_path)
+    if skip is not None:
+        path = root / skip
+        path.write_text("# accel-migrate: skip-file\n" + path.read_text())
+    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    codes = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+    return root, before, codes
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_importers_of_a_training_file_left_whole_are_left_whole(
     tmp_path: Path,
@@ -68,46 +92,13 @@ def test_importers_of_a_training_file_left_whole_are_left_whole(
     # train.py and finetune.py build the setup its loops run: sharding their
     # loaders alone would half-migrate it (AM103), and --write must wait for
     # engine.py's result before writing them.
-    root = tmp_path / "proj"
-    shutil.copytree(FIXTURES / "projects" / "engine_callers_blocked" / "in", root)
-    monkeypatch.chdir(tmp_path)
-    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
-    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
-    report = json.loads(capsys.readouterr().out)
+    root, before, files = _write_batch(
+        "engine_callers_blocked", tmp_path, monkeypatch, capsys, jobs
+    )
     assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
-    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
     assert files["proj/train.py"] == ["AM103"]
     assert files["proj/finetune.py"] == ["AM103"]
     assert files["proj/engine.py"] == ["AM004"]
-
-
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_trainer_class_whose_caller_is_left_whole_is_not_written(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    jobs: str,
-) -> None:
-    # main.py builds the model trainer.py's Trainer is handed, in a form AM004
-    # cannot wrap (left whole); trainer.py, which counts on main.py to prepare
-    # it and to shard its loaders, must wait for that result and not be written.
-    root = tmp_path / "proj"
-    shutil.copytree(FIXTURES / "projects" / "trainer_class" / "in", root)
-    main_py = root / "main.py"
-    main_py.write_text(
-        main_py.read_text().replace(
-            "    model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 2))\n",
-            '    model, _ = torch.load("model.pt")\n',
-        )
-    )
-    monkeypatch.chdir(tmp_path)
-    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
-    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
-    report = json.loads(capsys.readouterr().out)
-    assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
-    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
-    assert files["proj/trainer.py"] == ["AM103"]
-    assert files["proj/main.py"] == ["AM004"]
 
 
 def test_importers_of_a_training_file_the_user_skips_are_left_whole(
@@ -115,16 +106,10 @@ def test_importers_of_a_training_file_the_user_skips_are_left_whole(
 ) -> None:
     # The same engine migrates with its callers; skip-file keeps its loops as
     # they are, so train.py must not shard the loaders they run over.
-    root = tmp_path / "proj"
-    shutil.copytree(FIXTURES / "projects" / "engine_callers" / "in", root)
-    monkeypatch.chdir(tmp_path)
-    engine = root / "engine.py"
-    engine.write_text("# accel-migrate: skip-file\n" + engine.read_text())
-    train = (root / "train.py").read_bytes()
-    main(["--write", "--no-cache", "--output-format", "json", "proj"])
-    report = json.loads(capsys.readouterr().out)
-    assert (root / "train.py").read_bytes() == train
-    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+    root, before, files = _write_batch(
+        "engine_callers", tmp_path, monkeypatch, capsys, skip="engine.py"
+    )
+    assert (root / "train.py").read_bytes() == before["train.py"]
     assert files["proj/train.py"] == ["AM103"]
 
 
@@ -135,17 +120,12 @@ def test_a_training_file_an_importer_left_whole_hands_its_setup_is_left_whole(
     capsys: pytest.CaptureFixture[str],
     jobs: str,
 ) -> None:
-    # main.py builds the model, loader and optimizer and hands them to
-    # trainer.Trainer (AM004 leaves main.py whole); trainer.py migrated alone
-    # would call accel.backward on a model nobody prepared. --write must wait
-    # for main.py's result before writing trainer.py.
-    root = tmp_path / "proj"
-    shutil.copytree(FIXTURES / "projects" / "trainer_left_whole" / "in", root)
-    monkeypatch.chdir(tmp_path)
-    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
-    main(["--write", "--no-cache", "-j", jobs, "--output-format", "json", "proj"])
-    report = json.loads(capsys.readouterr().out)
+    # main.py hands trainer.Trainer a model AM004 cannot wrap (left whole);
+    # trainer.py migrated alone would call accel.backward on a model nobody
+    # prepared. --write must wait for main.py's result before writing trainer.py.
+    root, before, files = _write_batch(
+        "trainer_left_whole", tmp_path, monkeypatch, capsys, jobs
+    )
     assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
-    files = {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
     assert files["proj/main.py"] == ["AM004"]
     assert files["proj/trainer.py"] == ["AM103"]

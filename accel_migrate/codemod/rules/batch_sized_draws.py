@@ -100,7 +100,9 @@ class BatchSizedDraws(Rule):
         assert draw.rows_at is not None
         arg_index, element = draw.rows_at
         used = {n.value for n in findall(original, m.Name())}  # type: ignore[attr-defined]
-        param = next(p for p in ("rows", "rows_", "rows__", "_rows") if p not in used)
+        param = "rows"
+        while param in used:
+            param += "_"
         args = list(updated.args)
         value = args[arg_index].value
         if element is None:
