@@ -183,6 +183,19 @@ class ModuleIndex:
         scopes = {s for s in self._scopes.values() if s is not None}
         return any(name in scope.assignments for scope in scopes)
 
+    def imported_once(self, name: str) -> bool:
+        """Is ``name``'s only binding in the file one import at module level
+        (``from data import PAD``)? It then means one value everywhere."""
+        if self.star_import or any(key[1] == name for key in self.values):
+            return False
+        scopes = {s for s in self._scopes.values() if s is not None}
+        found = [a for scope in scopes for a in scope.assignments[name]]
+        return (
+            len(found) == 1
+            and isinstance(found[0].node, (cst.Import, cst.ImportFrom))
+            and found[0].scope is found[0].scope.globals
+        )
+
     def qualnames(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self._qualnames.get(node, ())}
 
@@ -574,9 +587,13 @@ class ModuleIndex:
         return self.tagged(self._holds_loaders, returns=True)
 
     def _holds_loaders(self, expr: cst.BaseExpression | None) -> bool:
-        """A dict, list or tuple display (or comprehension) of data loaders."""
-        from .patterns import is_loader_seed
+        """A dict, list or tuple display (or comprehension) of data loaders, or
+        a call of a local module's function returning a dict of them (AM006
+        prepares each where it is called)."""
+        from .patterns import is_loader_seed, loader_dict_helper
 
+        if expr is not None and loader_dict_helper(self, expr) is not None:
+            return True
         if isinstance(expr, (cst.DictComp, cst.ListComp)):
             elements = [expr.value if isinstance(expr, cst.DictComp) else expr.elt]
         elif isinstance(expr, cst.Dict):

@@ -213,6 +213,23 @@ def loader_tuple_helper(index: ModuleIndex, expr: cst.BaseExpression) -> Any:
     return helper
 
 
+def loader_dict_helper(index: ModuleIndex, expr: cst.BaseExpression) -> Any:
+    """The project fact of a local module's function that returns a dict of
+    shardable DataLoaders (``return {"train": ..., "valid": ...}``), if ``expr``
+    calls one."""
+    if not isinstance(expr, cst.Call):
+        return None
+    helper = index.helper(expr.func)
+    if (
+        helper is None
+        or helper.container != "dict"
+        or helper.unshardable
+        or set(helper.items) != {"loader"}
+    ):
+        return None
+    return helper
+
+
 def prepared_loader_map(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     """``map(accel.prepare_dataloader, ...)``: AM006's rewrite of a call that
     returns a tuple of loaders."""

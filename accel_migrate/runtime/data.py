@@ -76,6 +76,9 @@ class _EpochBatches(Sampler[list[int]]):
         self._replayed: dict[str, Any] | None = None
         #: Epochs drawn so far: with the loader's length, what every rank must agree on.
         self._drawn = 0
+        #: Yield whole global batches: the loader's collate_fn keeps this rank's
+        #: rows (``runtime.collation``).
+        self.whole = False
 
     def resume(self, batches: list[list[Any]], step: int) -> None:
         """Iterate ``batches`` from ``step`` next time, instead of drawing an epoch."""
@@ -147,9 +150,13 @@ class GlobalBatchSlices(_EpochBatches):
         self.plan = plan
         for batch, (local, _total) in list(zip(batches, plan, strict=True))[first:]:
             lo, _hi = chunk_bounds(len(batch), world, rank)
-            # An empty share still loads one sample so that collation yields the
-            # batch's structure; the loader empties it before the script sees it.
-            yield batch[lo : lo + local] if local else batch[:1]
+            if self.whole:  # the loader's collate_fn takes this rank's rows
+                yield batch
+            else:
+                # An empty share still loads one sample so that collation yields
+                # the batch's structure; the loader empties it before the script
+                # sees it.
+                yield batch[lo : lo + local] if local else batch[:1]
 
     def _lazy_slices(self) -> Iterator[list[Any]]:
         world, rank = self.runtime.env.world_size, self.runtime.env.rank
@@ -159,7 +166,7 @@ class GlobalBatchSlices(_EpochBatches):
             lo, hi = chunk_bounds(len(batch), world, rank)
             plan.shares[step] = (hi - lo, len(batch))
             plan.shares.pop(step - _KEPT_SHARES, None)  # read by now, or never
-            yield batch[lo:hi] if hi > lo else batch[:1]
+            yield batch if self.whole else batch[lo:hi] if hi > lo else batch[:1]
 
 
 _KEPT_SHARES = 4096
@@ -442,11 +449,19 @@ def shard_loader(loader: DataLoader, runtime: Runtime) -> DataLoader:
         if runtime.config.batch_mode == "per-device"
         else GlobalBatchSlices
     )
-    # DataLoader refuses a new batch_sampler after __init__; this is the one change
-    # we make, so set it past the guard.
-    object.__setattr__(
-        loader, "batch_sampler", batches_cls(loader.batch_sampler, runtime)
-    )
+    batches = batches_cls(loader.batch_sampler, runtime)
+    if batches_cls is GlobalBatchSlices and runtime.env.world_size > 1:
+        from .collation import GlobalCollate, needs_global
+
+        if needs_global(loader.collate_fn):
+            # The script's own collation (padding to a batch's longest) of the
+            # global batch, then this rank's rows: the original's tensors.
+            loader.collate_fn = GlobalCollate(
+                loader.collate_fn, runtime.env.world_size, runtime.env.rank
+            )
+            batches.whole = True
+    # DataLoader refuses a new batch_sampler after __init__; set it past the guard.
+    object.__setattr__(loader, "batch_sampler", batches)
     loader.__class__ = _sharded_class(type(loader))
     loader._accel_runtime = runtime  # type: ignore[attr-defined]
     return loader

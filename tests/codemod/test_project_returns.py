@@ -109,8 +109,8 @@ def test_loaders_not_unpacked_one_name_each_leave_the_file_unchanged(
         "loaders = get_loaders(a, b)\ntrain_loader, val_loader = loaders\n": (
             "not unpacked into one name per loader"
         ),
-        "d = get_dict(a, b)\ntrain_loader, val_loader = d['train'], d['val']\n": (
-            "not in a dict"
+        "train_loader = get_dict(a, b)['train']\nval_loader = get_dict(a, b)['val']\n": (
+            "not kept in one variable"
         ),
         "train_loader, n = loader_and_size(a)\nval_loader = train_loader\n": (
             "not in a tuple of other values"
@@ -130,6 +130,28 @@ def test_loaders_not_unpacked_one_name_each_leave_the_file_unchanged(
             f.code == "AM006" and f.status == "needs-review" and reason in f.message
             for f in result.findings
         ), (head, result.findings)
+
+
+def test_a_dict_of_loaders_is_prepared_where_it_is_kept(tmp_path: Path) -> None:
+    """Each loader of the dict is prepared under its key; the loaders taken out of
+    it are loaders for the other rules (the sum over the validation loader is
+    reduced)."""
+    _write(tmp_path, "data.py", DATA)
+    train = _write(
+        tmp_path,
+        "train.py",
+        "import torch\nfrom data import get_dict\nd = get_dict(a, b)\n"
+        "train_loader, val_loader = d['train'], d['val']\n" + LOOP,
+    )
+    result = migrate_source(train.read_text(), str(train))
+    assert (
+        "d = {key: accel.prepare_dataloader(loader) for key, loader in "
+        "get_dict(a, b).items()}" in result.output
+    )
+    assert "correct = accel.reduce(correct)" in result.output
+    assert not [f for f in result.findings if f.status == "needs-review"]
+    again = migrate_source(result.output, str(train))
+    assert again.output == result.output, "a second pass changes nothing"
 
 
 def test_configure_optimizers_of_an_imported_model_class(tmp_path: Path) -> None:

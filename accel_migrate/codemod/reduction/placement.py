@@ -49,13 +49,15 @@ def code(node: cst.CSTNode) -> str:
 
 def bound_once(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     """Is every name ``expr`` reads (``PAD_IDX``, ``tokenizer.pad_token_id``)
-    assigned once in the file? It then means the same where the criterion was
+    assigned once in the file, or imported once (``from data import PAD``)? It then means the same where the criterion was
     built and where the loss is backpropagated."""
     for name in variable_names(expr):
         spelled = name.value
         bindings = sum(
             len(values) for key, values in index.values.items() if key[1] == spelled
         )
+        if bindings == 0 and index.imported_once(spelled):
+            continue
         if bindings != 1:
             return False
     return True

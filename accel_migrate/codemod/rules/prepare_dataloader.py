@@ -9,9 +9,13 @@ project view) is wrapped where it is called: the module itself is not written.
 Such a function returning a tuple of loaders (``return train_loader,
 val_loader``) is prepared where the tuple is unpacked into one name each:
 ``train_loader, val_loader = map(accel.prepare_dataloader, get_loaders(args))``.
-Kept whole (``loaders = get_loaders(args)``), returned in a dict, or mixed with
-other values, its loaders cannot be prepared at the call, and the file is left
-unchanged with a needs-review finding (all or nothing: sharded data is never
+One returning a dict of loaders (``return {"train": ..., "valid": ...}``) is
+prepared where the dict is kept in one variable: ``loaders = {key:
+accel.prepare_dataloader(loader) for key, loader in get_iterators(bs).items()}``,
+the same keys in the same order, and ``loaders["valid"]`` is a loader for the
+other rules. A tuple kept whole (``loaders = get_loaders(args)``), a dict used
+without a variable, or loaders mixed with other values cannot be prepared at the
+call, and the file is left unchanged with a needs-review finding (all or nothing: sharded data is never
 paired with an unsharded setup or the reverse). Loaders built by functions of
 this file are wrapped where they are built, and the variables their returns
 reach (also through ``a, b = f()``) are loaders for the other rules (AM009
@@ -57,6 +61,8 @@ stream = DataLoader(TokenStream(files), batch_size=32)  # class TokenStream(Iter
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import libcst as cst
 
@@ -137,14 +143,19 @@ class PrepareDataloader(Rule):
                 "its loaders are not prepared, so nothing of this file is migrated",
             )
             return updated
+        if helper.container == "dict" and set(helper.items) == {"loader"}:
+            return self._loader_dict(original, updated, helper)
         if helper.container != "tuple" or set(helper.items) != {"loader"}:
             shape = (
-                "a dict" if helper.container == "dict" else "a tuple of other values"
+                "a dict of other values"
+                if helper.container == "dict"
+                else "a tuple of other values"
             )
             self.block(
                 original,
                 f"{where}: accel-migrate prepares the loaders a helper returns in a "
-                f"tuple it unpacks into one name each, not in {shape}, and "
+                f"tuple it unpacks into one name each or in a dict of loaders, not "
+                f"in {shape}, and "
                 f"{helper.file} is not rewritten; nothing of this file is migrated "
                 "(prepare each loader with accel.prepare_dataloader(...) where it is "
                 "taken out)",
@@ -189,3 +200,64 @@ class PrepareDataloader(Rule):
                 ]
             ),
         )
+
+    def _loader_dict(
+        self, original: cst.Call, updated: cst.Call, helper: HelperFact
+    ) -> cst.BaseExpression:
+        """``loaders = get_iterators(bs)`` of a function returning a dict of loaders:
+        ``loaders = {key: accel.prepare_dataloader(loader) for key, loader in
+        get_iterators(bs).items()}``, the same keys in the same order. Only where
+        the dict is kept in one variable: the other rules know its items as
+        loaders (``loaders["valid"]``) through it."""
+        if prepared_loader_dict(self.index, self, original):
+            return updated  # prepared already (a second run)
+        statement = self.parent(original)
+        targets = statement.targets if isinstance(statement, cst.Assign) else ()
+        if not (len(targets) == 1 and isinstance(targets[0].target, cst.Name)):
+            self.block(
+                original,
+                f"{helper.describe()}, not kept in one variable where it is called "
+                "(`loaders = "
+                f"{helper.name}(...)`): its loaders cannot be prepared here, and "
+                f"{helper.file} is not rewritten; nothing of this file is migrated",
+            )
+            return updated
+        key, loader = ("key", "loader")
+        if self.context.alias in (key, loader):
+            key, loader = ("key_", "loader_")
+        self.report(
+            original,
+            "fixed",
+            f"{helper.describe()} -> each of them prepared with "
+            "accel.prepare_dataloader(...), under the same keys",
+        )
+        return cst.DictComp(
+            key=cst.Name(key),
+            value=self.runtime_call("prepare_dataloader", [cst.Arg(cst.Name(loader))]),
+            for_in=cst.CompFor(
+                target=cst.Tuple(
+                    [cst.Element(cst.Name(key)), cst.Element(cst.Name(loader))],
+                    lpar=[],
+                    rpar=[],
+                ),
+                iter=cst.Call(
+                    func=cst.Attribute(value=updated, attr=cst.Name("items"))
+                ),
+            ),
+        )
+
+
+def prepared_loader_dict(index: Any, rule: Rule, call: cst.Call) -> bool:
+    """Is ``call`` the iterable of AM006's ``{k: accel.prepare_dataloader(v) for
+    k, v in call.items()}``?"""
+    attribute = rule.parent(call)
+    outer = rule.parent(attribute) if attribute is not None else None
+    comp_for = rule.parent(outer) if outer is not None else None
+    comp = rule.parent(comp_for) if comp_for is not None else None
+    return (
+        isinstance(attribute, cst.Attribute)
+        and attribute.attr.value == "items"
+        and isinstance(comp_for, cst.CompFor)
+        and isinstance(comp, cst.DictComp)
+        and index.is_runtime_call(comp.value, "prepare_dataloader")
+    )

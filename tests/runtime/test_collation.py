@@ -1,0 +1,154 @@
+"""A loader's own collate_fn runs on the global batch; each rank keeps its rows, so
+padding to a batch's longest sample is the original's (``runtime.collation``)."""
+
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from accel_migrate.runtime.collation import (
+    _UNSPLIT,
+    GlobalCollate,
+    needs_global,
+    take_rows,
+)
+from accel_migrate.runtime.data import shard_loader
+
+from .fakes import FakeRuntime
+
+PAD = 0
+
+
+class Sequences(Dataset):
+    """Sequences of lengths 1..6 (their values say which sample they are)."""
+
+    def __init__(self, n: int) -> None:
+        self.items = [torch.full((1 + (i * 5) % 6,), i + 1) for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.items[i]
+
+
+def pad_batch_first(batch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    longest = max(len(s) for s in batch)
+    out = torch.full((len(batch), longest), PAD)
+    for i, s in enumerate(batch):
+        out[i, : len(s)] = s
+    return out, torch.tensor([len(s) for s in batch])
+
+
+def pad_time_first(batch: list[torch.Tensor]) -> torch.Tensor:
+    return pad_batch_first(batch)[0].t().contiguous()
+
+
+def with_token_count(batch: list[torch.Tensor]) -> tuple[torch.Tensor, int]:
+    x, lengths = pad_batch_first(batch)
+    return x, int(lengths.sum())
+
+
+def _shard(collate, world: int, n: int = 10, batch_size: int = 4):
+    """Each simulated rank's batches of one epoch, and the original's."""
+    dataset = Sequences(n)
+    original = list(DataLoader(dataset, batch_size=batch_size, collate_fn=collate))
+    published: dict = {}
+    per_rank = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rank in range(world):
+            runtime = FakeRuntime(rank, world, published)
+            loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate)
+            per_rank.append(list(shard_loader(loader, runtime)))  # type: ignore[arg-type]
+    return original, per_rank, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_padding_is_the_global_batchs(world: int) -> None:
+    original, per_rank, warned = _shard(pad_batch_first, world)
+    assert not warned
+    for step, (x, lengths) in enumerate(original):
+        rows = [per_rank[r][step][0] for r in range(world) if len(per_rank[r][step][0])]
+        assert all(
+            r.shape[1] == x.shape[1] for r in rows
+        ), "padded to the global longest"
+        assert torch.equal(torch.cat(rows), x)
+        assert torch.equal(
+            torch.cat([per_rank[r][step][1] for r in range(world)]), lengths
+        )
+
+
+def test_default_collation_is_left_alone() -> None:
+    dataset = Sequences(4)
+    loader = DataLoader(dataset, batch_size=2)
+    assert not needs_global(loader.collate_fn)
+    shard_loader(loader, FakeRuntime(0, 2, {}))  # type: ignore[arg-type]
+    assert not isinstance(loader.collate_fn, GlobalCollate)
+    assert not loader.batch_sampler.whole  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("collate", [pad_time_first, with_token_count])
+def test_an_output_that_cannot_be_split_falls_back_to_the_share(collate) -> None:
+    """Sequence-first tensors and a count of the batch's tokens: each rank collates
+    its own share (as before), with a warning naming the collate_fn."""
+    original, per_rank, warned = _shard(collate, 2)
+    assert warned and collate.__name__ in warned[0]
+    dataset = Sequences(10)
+    for step in range(len(original)):
+        indices = list(range(step * 4, min(step * 4 + 4, 10)))
+        own = collate([dataset[i] for i in indices[: (len(indices) + 1) // 2]])
+        got = per_rank[0][step]
+        if isinstance(own, tuple):
+            assert torch.equal(got[0], own[0]) and got[1] == own[1]
+        else:
+            assert torch.equal(got, own)
+
+
+def test_a_collation_that_draws_keeps_the_random_state() -> None:
+    """The first batch is collated twice (the check); the random state after it is
+    that of one collation of the global batch, the original's."""
+
+    def noisy(batch):
+        x, _ = pad_batch_first(batch)
+        return x.float() + torch.randn(x.shape)
+
+    samples = [Sequences(4)[i] for i in range(4)]
+    torch.manual_seed(0)
+    noisy(samples)
+    expected = torch.get_rng_state()
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        GlobalCollate(noisy, 2, 0)(samples)
+    assert torch.equal(torch.get_rng_state(), expected)
+
+
+def test_take_rows_structures() -> None:
+    Pair = namedtuple("Pair", "x y")
+    batch = {
+        "x": torch.arange(8).view(4, 2),
+        "ids": ["a", "b", "c", "d"],
+        "pair": Pair(torch.arange(4), torch.zeros(4, 3)),
+        "boxes": (
+            torch.zeros(2, 4),
+            torch.zeros(1, 4),
+            torch.zeros(3, 4),
+            torch.zeros(0, 4),
+        ),
+        "none": None,
+    }
+    rows = take_rows(batch, 1, 3, 4)
+    assert torch.equal(rows["x"], batch["x"][1:3])
+    assert rows["ids"] == ["b", "c"]
+    assert isinstance(rows["pair"], Pair) and torch.equal(
+        rows["pair"].x, torch.tensor([1, 2])
+    )
+    assert [b.shape[0] for b in rows["boxes"]] == [1, 3], "one tensor per sample"
+    assert rows["none"] is None
+    assert take_rows(torch.zeros(3, 4), 0, 2, 4) is _UNSPLIT, "not the samples' rows"
+    assert take_rows((torch.zeros(4), 7), 0, 2, 4) is _UNSPLIT, "a value of the batch"
