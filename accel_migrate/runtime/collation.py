@@ -8,15 +8,16 @@ the time axis, then computes another loss than the original's. So, in global
 batch mode, a loader with its own ``collate_fn`` collates the whole global batch
 on every rank (every rank loads every sample of it) and keeps this rank's rows.
 
-The rows are split where that is unambiguous: every tensor of the output has the
-batch's samples along its first dimension, and every list or tuple that is not a
-structure of the output holds one entry per sample. Before the first split is
+The samples are split where that is unambiguous: every tensor of the output
+has the batch's samples along its first dimension, or its second (sequence
+first, as ``pad_sequence`` pads by default), and every list or tuple that is not
+a structure of the output holds one entry per sample. Before the first split is
 trusted, it is checked against the share collated alone, under the same random
 state: each tensor of the share must be the split's, cut to the share's own
-padding. Where the output cannot be split so (sequence-first tensors, a count
-of the batch's tokens, packed sequences, a collation that draws random
-numbers), the loader warns once and every rank collates its own share, as
-before.
+padding, and later batches are split along the same dimensions. Where the output
+cannot be split so (a count of the batch's tokens, packed sequences, a collation
+that draws random numbers), the loader warns once and every rank collates its
+own share, as before.
 """
 
 from __future__ import annotations
@@ -52,27 +53,34 @@ class GlobalCollate:
         self.world, self.rank = world, rank
         #: Whole-batch collation is in use (False once it was found not to split).
         self.whole = True
-        self.checked = False
+        #: The samples' dimension of each tensor of the output, in order (batch
+        #: first, or sequence first as ``pad_sequence`` pads): set by the first
+        #: split, which is checked against the share collated alone.
+        self.dims: dict[tuple, int] | None = None
 
     def __call__(self, samples: list[Any]) -> Any:
         lo, hi = chunk_bounds(len(samples), self.world, self.rank)
         share = samples[lo:hi] or samples[:1]  # an empty share: the structure only
         if not self.whole:
             return self.inner(share)
-        if not self.checked and hi > lo:
+        if self.dims is None:
+            if hi == lo:  # nothing to check the split against yet
+                return self.inner(samples[:1])
             state = _random_state()
             collated = self.inner(samples)
-            rows = take_rows(collated, lo, hi, len(samples))
             after = _random_state()
             _set_random_state(state)
             own = self.inner(share)
             _set_random_state(after)
-            if rows is _UNSPLIT or not _cut_of(own, rows):
-                self._give_up()
-                return own
-            self.checked = True
-            return rows
-        rows = take_rows(self.inner(samples), lo, hi, len(samples))
+            for entries_first in (True, False):
+                split = Split(lo, hi, len(samples), entries_first=entries_first)
+                rows = split.take(collated)
+                if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
+                    self.dims = split.dims
+                    return rows
+            self._give_up()
+            return own
+        rows = Split(lo, hi, len(samples), self.dims).take(self.inner(samples))
         if rows is _UNSPLIT:
             self._give_up()
             return self.inner(share)
@@ -93,33 +101,96 @@ class GlobalCollate:
 
 def take_rows(batch: Any, lo: int, hi: int, size: int) -> Any:
     """Rows [lo, hi) of every per-sample value of ``batch``, or ``_UNSPLIT``."""
-    if batch is None:
-        return None
-    if isinstance(batch, torch.Tensor):
-        if batch.dim() == 0 or batch.shape[0] != size:
+    return Split(lo, hi, size).take(batch)
+
+
+#: ``Split.dims`` of a list or tuple that holds one entry per sample.
+ENTRIES = -2
+
+
+class Split:
+    """Takes samples [lo, hi) of a collated batch of ``size`` samples.
+
+    ``dims`` maps each place of the output (the path of keys and positions to it)
+    to where its samples lie: a tensor's dimension (its first of ``size`` among
+    the first two: batch first, or sequence first as ``pad_sequence`` pads), or
+    ``ENTRIES`` for a list or tuple of one entry per sample. Given (from the first
+    batch), every later batch is split the same way or not at all."""
+
+    def __init__(
+        self,
+        lo: int,
+        hi: int,
+        size: int,
+        dims: dict[tuple, int] | None = None,
+        entries_first: bool = True,
+    ) -> None:
+        self.lo, self.hi, self.size = lo, hi, size
+        self.given = dims
+        self.dims: dict[tuple, int] = {}
+        #: A sequence of ``size`` tensors: one per sample (detection images), or
+        #: the output's parts (``(src, tgt)`` of a batch of 2)? Tried in turn.
+        self.entries_first = entries_first
+
+    def take(self, batch: Any, path: tuple = ()) -> Any:
+        if batch is None:
+            return None
+        if isinstance(batch, torch.Tensor):
+            return self._tensor(batch, path)
+        if isinstance(batch, Mapping):
+            items = {k: self.take(v, (*path, k)) for k, v in batch.items()}
+            if any(v is _UNSPLIT for v in items.values()):
+                return _UNSPLIT
+            try:
+                return type(batch)(items)  # type: ignore[call-arg]
+            except TypeError:
+                return _UNSPLIT
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            parts = [self.take(v, (*path, i)) for i, v in enumerate(batch)]
+            return _UNSPLIT if _UNSPLIT in parts else type(batch)(*parts)
+        if isinstance(batch, (list, tuple)):
+            return self._sequence(batch, path)
+        return _UNSPLIT
+
+    def _sequence(self, batch: list | tuple, path: tuple) -> Any:
+        if self.given is not None:
+            entries = self.given.get(path) == ENTRIES
+        elif len(batch) == self.size and (
+            self.entries_first or not all(_structured(v) for v in batch)
+        ):
+            entries = True
+        else:
+            entries = None  # try the parts first
+        if not entries:
+            parts = [self.take(v, (*path, i)) for i, v in enumerate(batch)]
+            if not any(p is _UNSPLIT for p in parts):
+                return type(batch)(parts)
+            if entries is False or self.given is not None:
+                return _UNSPLIT
+            for key in [k for k in self.dims if k[: len(path)] == path]:
+                del self.dims[key]  # its tensors are samples, not split
+        if len(batch) != self.size:
             return _UNSPLIT
-        return batch[lo:hi]
-    if isinstance(batch, Mapping):
-        items = {k: take_rows(v, lo, hi, size) for k, v in batch.items()}
-        if any(v is _UNSPLIT for v in items.values()):
+        self.dims[path] = ENTRIES
+        return type(batch)(batch[self.lo : self.hi])
+
+    def _tensor(self, tensor: torch.Tensor, path: tuple) -> Any:
+        if self.given is not None:
+            dim = self.given.get(path, -1)
+        else:
+            dim = next(
+                (
+                    d
+                    for d in range(min(tensor.dim(), 2))
+                    if tensor.shape[d] == self.size
+                ),
+                -1,
+            )
+        if dim < 0 or dim >= tensor.dim() or tensor.shape[dim] != self.size:
             return _UNSPLIT
-        try:
-            return type(batch)(items)  # type: ignore[call-arg]
-        except TypeError:
-            return _UNSPLIT
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        parts = [take_rows(v, lo, hi, size) for v in batch]
-        return _UNSPLIT if _UNSPLIT in parts else type(batch)(*parts)
-    if isinstance(batch, (list, tuple)):
-        if len(batch) == size and not all(_structured(v) for v in batch):
-            return type(batch)(batch[lo:hi])  # one entry per sample
-        parts = [take_rows(v, lo, hi, size) for v in batch]
-        if any(p is _UNSPLIT for p in parts):
-            if len(batch) == size:
-                return type(batch)(batch[lo:hi])
-            return _UNSPLIT
-        return type(batch)(parts)
-    return _UNSPLIT
+        self.dims[path] = dim
+        # contiguous, as the share collated alone would be (`.view(-1)` after)
+        return tensor.narrow(dim, self.lo, self.hi - self.lo).contiguous()
 
 
 def _structured(value: Any) -> bool:
@@ -128,13 +199,17 @@ def _structured(value: Any) -> bool:
     return isinstance(value, (torch.Tensor, Mapping))
 
 
-def _cut_of(own: Any, rows: Any) -> bool:
+def _cut_of(own: Any, rows: Any, dims: dict[tuple, int], path: tuple = ()) -> bool:
     """Is ``own`` (the share collated alone) ``rows`` (the split) cut to its own
-    padding: the same structure, each tensor the leading corner of the split's?"""
+    padding: the same structure, each tensor the leading corner of the split's,
+    with as many samples along its samples' dimension (``dims``)?"""
     if isinstance(own, torch.Tensor):
         if not isinstance(rows, torch.Tensor) or own.dim() != rows.dim():
             return False
-        if own.dtype != rows.dtype or own.shape[:1] != rows.shape[:1]:
+        if own.dtype != rows.dtype:
+            return False
+        dim = dims.get(path)
+        if dim is not None and (dim < 0 or own.shape[dim] != rows.shape[dim]):
             return False
         if any(a > b for a, b in zip(own.shape, rows.shape, strict=True)):
             return False
@@ -144,13 +219,16 @@ def _cut_of(own: Any, rows: Any) -> bool:
         return (
             isinstance(rows, Mapping)
             and list(own) == list(rows)
-            and all(_cut_of(own[k], rows[k]) for k in own)
+            and all(_cut_of(own[k], rows[k], dims, (*path, k)) for k in own)
         )
     if isinstance(own, (list, tuple)):
         return (
             isinstance(rows, (list, tuple))
             and len(own) == len(rows)
-            and all(_cut_of(a, b) for a, b in zip(own, rows, strict=True))
+            and all(
+                _cut_of(a, b, dims, (*path, i))
+                for i, (a, b) in enumerate(zip(own, rows, strict=True))
+            )
         )
     try:
         return bool(own == rows)

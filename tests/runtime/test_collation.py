@@ -92,21 +92,27 @@ def test_default_collation_is_left_alone() -> None:
     assert not loader.batch_sampler.whole  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("collate", [pad_time_first, with_token_count])
-def test_an_output_that_cannot_be_split_falls_back_to_the_share(collate) -> None:
-    """Sequence-first tensors and a count of the batch's tokens: each rank collates
-    its own share (as before), with a warning naming the collate_fn."""
-    original, per_rank, warned = _shard(collate, 2)
-    assert warned and collate.__name__ in warned[0]
+def test_sequence_first_padding_is_split_along_the_samples() -> None:
+    """``pad_sequence``'s default layout, (time, batch): split along dimension 1."""
+    original, per_rank, warned = _shard(pad_time_first, 2)
+    assert not warned
+    for step, x in enumerate(original):
+        parts = [per_rank[r][step] for r in range(2) if per_rank[r][step].shape[1]]
+        assert all(p.shape[0] == x.shape[0] for p in parts), "the global longest"
+        assert torch.equal(torch.cat(parts, dim=1), x)
+
+
+def test_an_output_that_cannot_be_split_falls_back_to_the_share() -> None:
+    """A count of the whole batch's tokens is no sample's: each rank collates its
+    own share (as before), with a warning naming the collate_fn."""
+    original, per_rank, warned = _shard(with_token_count, 2)
+    assert warned and "with_token_count" in warned[0]
     dataset = Sequences(10)
     for step in range(len(original)):
         indices = list(range(step * 4, min(step * 4 + 4, 10)))
-        own = collate([dataset[i] for i in indices[: (len(indices) + 1) // 2]])
+        own = with_token_count([dataset[i] for i in indices[: (len(indices) + 1) // 2]])
         got = per_rank[0][step]
-        if isinstance(own, tuple):
-            assert torch.equal(got[0], own[0]) and got[1] == own[1]
-        else:
-            assert torch.equal(got, own)
+        assert torch.equal(got[0], own[0]) and got[1] == own[1]
 
 
 def test_a_collation_that_draws_keeps_the_random_state() -> None:
@@ -150,5 +156,6 @@ def test_take_rows_structures() -> None:
     )
     assert [b.shape[0] for b in rows["boxes"]] == [1, 3], "one tensor per sample"
     assert rows["none"] is None
-    assert take_rows(torch.zeros(3, 4), 0, 2, 4) is _UNSPLIT, "not the samples' rows"
+    assert take_rows(torch.zeros(3, 4), 0, 2, 4).shape == (3, 2), "sequence first"
+    assert take_rows(torch.zeros(3, 5), 0, 2, 4) is _UNSPLIT, "no samples' dimension"
     assert take_rows((torch.zeros(4), 7), 0, 2, 4) is _UNSPLIT, "a value of the batch"
