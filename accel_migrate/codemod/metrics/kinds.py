@@ -100,7 +100,7 @@ class BatchKinds:
         for key in keys:
             if key is None:
                 continue
-            for v in self.index.values.get(key, ()):
+            for v in self._reaching(self.index.values.get(key, ()), value, context):
                 if v is None:
                     kinds.add(self._unpacked_kind(key, context, depth))
                 elif m.matches(v, m.Name("None")):
@@ -110,6 +110,43 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def _reaching(
+        self,
+        values: list[cst.BaseExpression | None],
+        read: cst.CSTNode,
+        context: cst.CSTNode,
+    ) -> list[cst.BaseExpression | None]:
+        """The values of a variable that can reach ``read`` in ``context``: in a
+        function whose body assigns it only in top-level statements (no branch or
+        loop around them), the last one before the read's statement; otherwise
+        all of them. (``nll = -lprobs.gather(...)`` then ``nll =
+        nll.masked_fill(pad, 0).sum()`` returns the sum.)"""
+        if not isinstance(context, cst.FunctionDef) or None in values:
+            return list(values)
+        body = context.body.body
+        position = {id(statement): i for i, statement in enumerate(body)}
+
+        def top(node: cst.CSTNode) -> int | None:
+            for ancestor in self.index.ancestors(node):
+                if isinstance(ancestor, _BRANCHING):
+                    return None  # it may not run, or run again
+                if id(ancestor) in position:
+                    return position[id(ancestor)]
+            return None
+
+        at = next(
+            (position[id(a)] for a in self.index.ancestors(read) if id(a) in position),
+            None,
+        )
+        inner = [v for v in values if v is not None and inside(self.index, v, context)]
+        places = [top(v) for v in inner]  # type: ignore[arg-type]
+        if at is None or not inner or None in places:
+            return list(values)
+        before = [(p, v) for p, v in zip(places, inner, strict=True) if p < at]  # type: ignore[operator]
+        if not before:
+            return list(values)
+        return [max(before, key=lambda pair: pair[0])[1]]
 
     def _returned_kind(self, call: cst.Call, depth: int) -> Kind:
         """The kind of what a function of this file returns."""
@@ -128,7 +165,8 @@ class BatchKinds:
 
     def _unpacked_kind(self, key: Key, context: cst.CSTNode, depth: int) -> Kind:
         """``logits, loss = model(x, y)``: the kind of the model's ``forward``
-        returns at that position (a model class of this file)."""
+        returns at that position (a model class of this file); ``loss, ntokens =
+        criterion(...)``: of what that function of this file returns there."""
         for assign in findall(context, m.Assign()):
             assert isinstance(assign, cst.Assign)
             target = assign.targets[0].target if len(assign.targets) == 1 else None
@@ -141,7 +179,12 @@ class BatchKinds:
             ]
             if len(positions) != 1 or not isinstance(assign.value, cst.Call):
                 continue
-            forward = self._forward_of(assign.value.func)
+            called = self.index.callee(assign.value)
+            if called is not None and self.index.local_function(assign.value.func):
+                # `loss, nll, ntokens = criterion(...)`: a function of this file
+                forward = called[0]
+            else:
+                forward = self._forward_of(assign.value.func)
             if forward is None:
                 return "unknown"
             kinds = set()
@@ -243,6 +286,23 @@ class BatchKinds:
                 for q in self.index.qualnames(value.func)
             )
         )
+
+
+#: Statements around an assignment that make it not always run once, in order.
+_BRANCHING = (
+    cst.For,
+    cst.While,
+    cst.If,
+    cst.Try,
+    cst.TryStar,
+    cst.Match,
+    cst.FunctionDef,
+    cst.Lambda,
+    cst.ClassDef,
+    cst.IfExp,
+    cst.BooleanOperation,
+    cst.CompFor,
+)
 
 
 def inside(index: ModuleIndex, node: cst.CSTNode, context: cst.CSTNode) -> bool:
