@@ -85,7 +85,7 @@ def rows_draw(index: ModuleIndex, call: cst.Call) -> RowsDraw | None:
         if place is None:
             continue
         expr = _at(call, place)
-        if expr is not None and _counts_batch(index, expr):
+        if expr is not None and counts_batch(index, expr):
             return RowsDraw(name, place)
         return None
     return None
@@ -135,7 +135,10 @@ def _at(call: cst.Call, place: tuple[int, int | None]) -> cst.BaseExpression | N
     return items[0].value
 
 
-def _counts_batch(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+def counts_batch(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Does ``expr`` count the rows of this process's batch (``x.size(0)``,
+    ``len(y)``, ``x.shape[0]`` of a batch value, or a variable every assignment
+    of which is one)? Not ``len(loader)``, which every process counts alike."""
     from .rules.sample_counters import counted_batch  # the rules import this module
 
     counted = counted_batch(expr, index.qualnames)
@@ -146,7 +149,7 @@ def _counts_batch(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) 
         return False
     values = index.values.get(key, [])
     return bool(values) and all(
-        v is not None and _counts_batch(index, v, depth + 1) for v in values
+        v is not None and counts_batch(index, v, depth + 1) for v in values
     )
 
 

@@ -151,6 +151,7 @@ EXPECTED: dict[str, str] = {
     "engine_reference_project": "FLAGGED",
     "engine_reference_project_batch": "FLAGGED",
     "pad_sequence_time_first": "MATCH",
+    "per_batch_accuracy_mean": "MATCH",
     "seq2seq_data_project": "MATCH",
     "seq2seq_data_project_batch": "MATCH",
     "sum_loss_module_project": "MATCH",

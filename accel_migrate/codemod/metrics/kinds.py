@@ -19,6 +19,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, variable_names
+from ..batch_rows import counts_batch
 from ..patterns import COUNT_METHODS, counts_samples, string_value
 from ..reduction import loss_reduction
 from ..subtrees import findall
@@ -50,8 +51,13 @@ class BatchKinds:
             return "unknown"
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, cst.Divide):
+                left = self.kind(value.left, context, depth)
+                if counts_batch(self.index, value.right):
+                    # `correct.sum().item() / x.size(0)`: a sum over this
+                    # process's rows over their count is their mean
+                    return "mean" if left == "sum" else "unknown"
                 # `/ len(loader)`, `/ steps`: the divisor does not make a mean a sum.
-                return self.kind(value.left, context, depth)
+                return left
             if isinstance(value.operator, cst.Multiply):
                 if counts_samples(self.index, value.left) or counts_samples(
                     self.index, value.right
@@ -61,6 +67,10 @@ class BatchKinds:
                     return self.kind(value.left, context, depth)
                 if isinstance(value.left, (cst.Integer, cst.Float)):
                     return self.kind(value.right, context, depth)
+        if self._per_row_scaled(value):
+            # `c.mul(100.0 / x.size(0))`: divided by this process's row count
+            # somewhere inside: neither its sum nor (provably) its mean
+            return "unknown"
         reduction = _reduction(value)
         if reduction == "sum":
             return "sum"
@@ -110,6 +120,31 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def _per_row_scaled(self, value: cst.BaseExpression) -> bool:
+        """Is a part of ``value`` divided by this process's row count (``a /
+        x.size(0)``, ``a.div(len(y))``, ``a.mul(100.0 / n)``)?"""
+        for node in findall(value, m.BinaryOperation(operator=m.Divide())):
+            if counts_batch(self.index, node.right):  # type: ignore[attr-defined]
+                return True
+        for call in findall(value, m.Call(func=m.Attribute())):
+            method = call.func.attr.value  # type: ignore[attr-defined]
+            if method in _DIVIDING and any(
+                counts_batch(self.index, a.value) for a in call.args  # type: ignore[attr-defined]
+            ):
+                return True
+        return False
+
+    def quotient_mean(self, value: cst.BaseExpression, context: cst.CSTNode) -> bool:
+        """``correct.sum().item() / x.size(0)``: a sum over this process's rows
+        divided by their count (a mean that is combined as a whole, weighted by
+        the rows)."""
+        return (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, cst.Divide)
+            and counts_batch(self.index, value.right)
+            and self.kind(value.left, context) == "sum"
+        )
 
     def _reaching(
         self,
@@ -264,11 +299,28 @@ class BatchKinds:
             return True
         key: Key | None = self.index.key(call.func)
         sources = self._sources(key) if key is not None else []
-        return bool(sources) and all(
-            self._mean_loss_module(unwrapped(self.index, v))
-            or self._mean_loss_function(v)
-            for v in sources
+        # `criterion = criterion.cuda(args.gpu)`: the same module, moved
+        cores = [unwrapped(self.index, v) for v in sources]
+        kept = [
+            (v, core)
+            for v, core in zip(sources, cores, strict=True)
+            if not (v is not core and self._same_variable(core, sources))
+        ]
+        return bool(kept) and all(
+            self._mean_loss_module(core) or self._mean_loss_function(v)
+            for v, core in kept
         )
+
+    def _same_variable(
+        self, core: cst.BaseExpression, sources: list[cst.BaseExpression]
+    ) -> bool:
+        """Is ``core`` (what a ``.to(d)``/``.cuda()`` was called on) a variable
+        whose other values are ``sources`` (a module moved in place)?"""
+        key = self.index.key(core)
+        if key is None:
+            return False
+        own = [v for v in self._sources(key) if v is not None]
+        return bool(own) and all(any(v is o for o in sources) for v in own)
 
     def _mean_loss_function(self, func: cst.BaseExpression) -> bool:
         return any(
@@ -287,6 +339,9 @@ class BatchKinds:
             )
         )
 
+
+#: Tensor methods that divide by their argument.
+_DIVIDING = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
 
 #: Statements around an assignment that make it not always run once, in order.
 _BRANCHING = (

@@ -13,7 +13,13 @@ of it:
 - a batch-mean loss (``test_loss += criterion(out, y).item()``, averaged later over
   ``len(loader)``) becomes ``test_loss += accel.global_loss(criterion(out, y)).item()``.
   Divided by a step count (``/ len(loader)``) it is still a batch mean; multiplied
-  by the batch size (``loss.item() * x.size(0)``) it is a sum. A loss function
+  by the batch size (``loss.item() * x.size(0)``) it is a sum. A sum over the
+  batch's rows divided by this process's count of them (``acc +=
+  correct.item() / y.size(0)``, a per-batch accuracy averaged later over
+  ``len(loader)``) is this process's batch mean, combined as a whole and weighted
+  by its rows (``accel.global_loss(torch.as_tensor(...)).item()``, or
+  ``accel.global_loss(...)`` of a tensor); scaled by that count in any other way
+  (``correct.mul(100.0 / n)``) it is reported. A loss function
   reached through a parameter (``criterion`` passed in by the caller as
   ``nn.CrossEntropyLoss()`` or ``F.cross_entropy``) counts as what the callers
   pass;
@@ -214,6 +220,9 @@ class MetricSums(Rule):
         reads: list[cst.BaseExpression] = []
         form = self._forms.form(aug.value, loop, reads)
         value = f"`{_code(aug.value)}`"
+        if self._kinds.quotient_mean(aug.value, loop):
+            self._plan_quotient(aug, name)
+            return
         if form == "nonlinear":
             self._reads.update(reads)
             self.report(
@@ -277,6 +286,31 @@ class MetricSums(Rule):
                     else ""
                 ),
             )
+
+    def _plan_quotient(self, aug: cst.AugAssign, name: str) -> None:
+        """``acc += correct.sum().item() / x.size(0)``: a sum over this process's
+        rows over their count. The quotient as a whole is this process's mean,
+        combined weighted by its rows (its numerator alone is a sum, which the
+        whole batch's mean must not replace)."""
+        value = aug.value
+        assert isinstance(value, cst.BinaryOperation)
+        number = read_of(value.left) is not value.left  # `.item()`, `float(...)`
+        if number and self._torch_name is None:
+            self.report(
+                aug,
+                "needs-review",
+                f"`{name}` adds a batch mean that is a number; it holds this "
+                "process's share (the file does not import torch)",
+                if_migrated=True,
+            )
+            return
+        self._wrap[aug] = "global_number" if number else "whole_mean"
+        self.report(
+            aug,
+            "fixed",
+            f"`{name}` adds a sum over the batch's rows over their count (a batch "
+            "mean) -> accel.global_loss(...) of it per batch",
+        )
 
     def _plan_collection(
         self,
@@ -440,6 +474,8 @@ class MetricSums(Rule):
             value = self._global_loss(value, self._counts.get(original_node))
         elif how == "global_number":
             value = self._global_number(value)
+        elif how == "whole_mean":
+            value = self.runtime_call("global_loss", [cst.Arg(value=value)])
         else:
             value = self.runtime_call("reduce", [cst.Arg(value=value)])
         return updated_node.with_changes(value=value)
