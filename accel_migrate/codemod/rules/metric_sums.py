@@ -16,10 +16,10 @@ of it:
   by the batch size (``loss.item() * x.size(0)``) it is a sum. A sum over the
   batch's rows divided by this process's count of them (``acc +=
   correct.item() / y.size(0)``, a per-batch accuracy averaged later over
-  ``len(loader)``) is this process's batch mean, combined as a whole and weighted
-  by its rows (``accel.global_loss(torch.as_tensor(...)).item()``, or
-  ``accel.global_loss(...)`` of a tensor); scaled by that count in any other way
-  (``correct.mul(100.0 / n)``) it is reported. A loss function
+  ``len(loader)``) is this process's batch mean; the original's is
+  ``accel.reduce(correct.item()) / accel.reduce(y.size(0))``, written so; scaled
+  by that count in any other way (``correct.mul(100.0 / n)``) it is reported. A
+  loss function
   reached through a parameter (``criterion`` passed in by the caller as
   ``nn.CrossEntropyLoss()`` or ``F.cross_entropy``) counts as what the callers
   pass;
@@ -289,27 +289,15 @@ class MetricSums(Rule):
 
     def _plan_quotient(self, aug: cst.AugAssign, name: str) -> None:
         """``acc += correct.sum().item() / x.size(0)``: a sum over this process's
-        rows over their count. The quotient as a whole is this process's mean,
-        combined weighted by its rows (its numerator alone is a sum, which the
-        whole batch's mean must not replace)."""
-        value = aug.value
-        assert isinstance(value, cst.BinaryOperation)
-        number = read_of(value.left) is not value.left  # `.item()`, `float(...)`
-        if number and self._torch_name is None:
-            self.report(
-                aug,
-                "needs-review",
-                f"`{name}` adds a batch mean that is a number; it holds this "
-                "process's share (the file does not import torch)",
-                if_migrated=True,
-            )
-            return
-        self._wrap[aug] = "global_number" if number else "whole_mean"
+        rows over their count, its share's mean. The original's is the global
+        sum over the global count: both sides are reduced (which also never
+        divides by the zero rows of an empty share)."""
+        self._wrap[aug] = "quotient"
         self.report(
             aug,
             "fixed",
             f"`{name}` adds a sum over the batch's rows over their count (a batch "
-            "mean) -> accel.global_loss(...) of it per batch",
+            "mean) -> accel.reduce(...) / accel.reduce(...), the whole batch's",
         )
 
     def _plan_collection(
@@ -474,8 +462,12 @@ class MetricSums(Rule):
             value = self._global_loss(value, self._counts.get(original_node))
         elif how == "global_number":
             value = self._global_number(value)
-        elif how == "whole_mean":
-            value = self.runtime_call("global_loss", [cst.Arg(value=value)])
+        elif how == "quotient":
+            assert isinstance(value, cst.BinaryOperation)
+            value = value.with_changes(
+                left=self.runtime_call("reduce", [cst.Arg(value=value.left)]),
+                right=self.runtime_call("reduce", [cst.Arg(value=value.right)]),
+            )
         else:
             value = self.runtime_call("reduce", [cst.Arg(value=value)])
         return updated_node.with_changes(value=value)
