@@ -150,6 +150,7 @@ EXPECTED: dict[str, str] = {
     "mingpt_lib_project_batch": "MATCH",
     "engine_reference_project": "FLAGGED",
     "engine_reference_project_batch": "FLAGGED",
+    "dice_per_batch": "FLAGGED",
     "pad_sequence_time_first": "MATCH",
     "per_batch_accuracy_mean": "MATCH",
     "seq2seq_data_project": "MATCH",

@@ -19,7 +19,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, variable_names
-from ..batch_rows import counts_batch
+from ..batch_rows import batch_values, counts_batch
 from ..patterns import COUNT_METHODS, counts_samples, string_value
 from ..reduction import loss_reduction
 from ..subtrees import findall
@@ -49,6 +49,9 @@ class BatchKinds:
         the function a value is returned from)."""
         if depth > 3:
             return "unknown"
+        inner = read_of(value)
+        if inner is not value and isinstance(inner, cst.BinaryOperation):
+            value = inner  # `(2 * inter / (p.sum() + y.sum())).item()`
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, cst.Divide):
                 left = self.kind(value.left, context, depth)
@@ -56,6 +59,10 @@ class BatchKinds:
                     # `correct.sum().item() / x.size(0)`: a sum over this
                     # process's rows over their count is their mean
                     return "mean" if left == "sum" else "unknown"
+                if self._reads_batch(value.right):
+                    # `2 * inter / (p.sum() + y.sum())`: a ratio of the batch's
+                    # values (Dice, IoU) is neither a sum nor a mean of its rows
+                    return "unknown"
                 # `/ len(loader)`, `/ steps`: the divisor does not make a mean a sum.
                 return left
             if isinstance(value.operator, cst.Multiply):
@@ -67,6 +74,8 @@ class BatchKinds:
                     return self.kind(value.left, context, depth)
                 if isinstance(value.left, (cst.Integer, cst.Float)):
                     return self.kind(value.right, context, depth)
+                if self._reads_batch(value.left) and self._reads_batch(value.right):
+                    return "unknown"  # a product of the batch's values
         if self._per_row_scaled(value):
             # `c.mul(100.0 / x.size(0))`: divided by this process's row count
             # somewhere inside: neither its sum nor (provably) its mean
@@ -120,6 +129,15 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def _reads_batch(self, expr: cst.BaseExpression) -> bool:
+        """Does ``expr`` read a value of this process's batch (a loader loop's
+        target, or a value computed from one)?"""
+        found = batch_values(self.index)
+        return any(
+            self.index.key(name) in found  # type: ignore[arg-type]
+            for name in findall(expr, m.Name())
+        )
 
     def _per_row_scaled(self, value: cst.BaseExpression) -> bool:
         """Is a part of ``value`` divided by this process's row count (``a /
