@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .patterns import is_optimizer_class
 from .project_facts import CallSite, HelperFact
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
+    from .project_helpers import HelperFacts
     from .project_view import ProjectView, Target
 
 
@@ -62,6 +64,8 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
             classes: list[tuple[str, HelperFact]] = []
             for name, arg in _bind(defined, call, bound):
                 kind = reader.kind_of(arg, function, 0)[0]
+                if not kind and _optimized(reader, function, arg):
+                    kind = "model"
                 kinds.append((name, kind))
                 built = model_class(reader, arg, function) if kind == "model" else None
                 if built is not None:
@@ -75,6 +79,44 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                 )
             )
     return {target: tuple(sites) for target, sites in found.items()}
+
+
+def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
+    """Is ``arg`` a variable the caller builds with a call and whose
+    ``.parameters()`` it hands an optimizer in the same function
+    (``model = build_model(cfg)``, ``opt = AdamW(model.parameters())``)? Its
+    value is then a model however it is built (``build_model(cfg)``, a registry
+    lookup the view cannot read), and the caller's AM004 prepares it there, as it
+    prepares every model whose parameters an optimizer of the file receives."""
+    if not isinstance(arg, ast.Name):
+        return False
+    # built there by a call (not imported, not a parameter): where the caller's
+    # AM004 wraps it
+    values = [
+        n.value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
+    ]
+    if not values or not all(isinstance(v, ast.Call) for v in values):
+        return False
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        target = reader.resolve(node.func)
+        if not (isinstance(target, str) and is_optimizer_class(target)):
+            continue
+        for value in [*node.args, *(k.value for k in node.keywords)]:
+            for inner in ast.walk(value):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr in ("parameters", "named_parameters")
+                    and isinstance(inner.func.value, ast.Name)
+                    and inner.func.value.id == arg.id
+                ):
+                    return True
+    return False
 
 
 def _calls(tree: ast.Module) -> list[tuple[ast.AST, ast.Call]]:

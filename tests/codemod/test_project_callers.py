@@ -118,3 +118,33 @@ def test_a_call_site_names_its_parameters() -> None:
     site = CallSite("train.py", 3, (("model", "model"), ("epoch", "")))
     assert site.kind("model") == "model"
     assert site.kind("epoch") == site.kind("missing") == ""
+
+
+REGISTRY = """\
+_MODELS = {"linear": lambda: __import__("torch").nn.Linear(4, 2)}
+
+
+def build_model(name):
+    return _MODELS[name]()
+"""
+
+
+def test_a_model_from_a_registry_is_a_model_where_an_optimizer_takes_it(
+    tmp_path: Path,
+) -> None:
+    # was "": `build_model(name)` returns a registry lookup the view cannot read,
+    # so the engine's `model` was not known to come from the caller, and both
+    # files were left whole (AM004, AM103)
+    (tmp_path / "models.py").write_text(REGISTRY)
+    train = TRAIN.replace("import engine\n", "import engine\nfrom models import build_model\n")
+    train = train.replace('torch.nn.Linear(4, 2).to("cpu")', 'build_model("linear")')
+    engine, script = _project(tmp_path, train)
+    view = ProjectView([str(engine), str(script), str(tmp_path / "models.py")])
+    (site,) = view.facts_for(str(engine)).callers_of("train_one_epoch")
+    assert site.kind("model") == "model"
+    # not where no optimizer of the caller takes its parameters
+    frozen = train.replace("net.parameters()", "[torch.nn.Parameter(torch.zeros(1))]")
+    script.write_text(frozen)
+    view = ProjectView([str(engine), str(script), str(tmp_path / "models.py")])
+    (site,) = view.facts_for(str(engine)).callers_of("train_one_epoch")
+    assert site.kind("model") == ""
