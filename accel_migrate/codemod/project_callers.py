@@ -64,6 +64,8 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
             classes: list[tuple[str, HelperFact]] = []
             for name, arg in _bind(defined, call, bound):
                 kind = reader.kind_of(arg, function, 0)[0]
+                if not kind:
+                    kind = _unpacked_kind(reader, function, arg)
                 if not kind and _optimized(reader, function, arg):
                     kind = "model"
                 kinds.append((name, kind))
@@ -79,6 +81,43 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                 )
             )
     return {target: tuple(sites) for target, sites in found.items()}
+
+
+def _unpacked_kind(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
+    """The kind of ``arg`` where its one binding in the caller's function unpacks
+    the tuple a local helper returns (``train_loader, val_loader =
+    get_loaders(cfg)``, with ``get_loaders`` returning ``(DataLoader(...),
+    DataLoader(...))``): that item's kind; "" otherwise."""
+    if not isinstance(arg, ast.Name):
+        return ""
+    bindings = [
+        n
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(arg.id in _bound_names(t) for t in n.targets)
+    ]
+    if len(bindings) != 1 or len(bindings[0].targets) != 1:
+        return ""
+    (binding,) = bindings
+    target, value = binding.targets[0], binding.value
+    if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(value, ast.Call):
+        return ""
+    names = [e.id if isinstance(e, ast.Name) else "" for e in target.elts]
+    callee = reader.resolve(value.func)
+    if not isinstance(callee, tuple):
+        return ""
+    fact = reader.view.fact(callee, reader.roots, reader.script, reader.depth + 1)
+    if fact is None or fact.container != "tuple" or len(fact.items) != len(names):
+        return ""
+    return fact.items[names.index(arg.id)]
+
+
+def _bound_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound_names(e)]
+    return []
 
 
 def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:

@@ -70,9 +70,7 @@ def criterion_class(
     if len(classes) != 1:
         return None
     cls = classes.pop()
-    methods = {
-        s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)
-    }
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
     method = methods.get("forward") or methods.get("__call__")
     return (cls, method, built) if method is not None else None
 
@@ -182,7 +180,9 @@ class _Settings:
         for call in self.built:
             if any(a.star for a in call.args):
                 return _UNKNOWN
-            given = [a.value for a in call.args if a.keyword and a.keyword.value == parameter]
+            given = [
+                a.value for a in call.args if a.keyword and a.keyword.value == parameter
+            ]
             plain = [a.value for a in call.args if a.keyword is None]
             if not given and parameter in names and names.index(parameter) < len(plain):
                 given = [plain[names.index(parameter)]]
