@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .patterns import is_optimizer_class
 from .project_facts import CallSite, HelperFact
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
+    from .project_helpers import HelperFacts
     from .project_view import ProjectView, Target
 
 
@@ -62,6 +64,10 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
             classes: list[tuple[str, HelperFact]] = []
             for name, arg in _bind(defined, call, bound):
                 kind = reader.kind_of(arg, function, 0)[0]
+                if not kind:
+                    kind = _unpacked_kind(reader, function, arg)
+                if not kind and _optimized(reader, function, arg):
+                    kind = "model"
                 kinds.append((name, kind))
                 built = model_class(reader, arg, function) if kind == "model" else None
                 if built is not None:
@@ -75,6 +81,81 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                 )
             )
     return {target: tuple(sites) for target, sites in found.items()}
+
+
+def _unpacked_kind(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
+    """The kind of ``arg`` where its one binding in the caller's function unpacks
+    the tuple a local helper returns (``train_loader, val_loader =
+    get_loaders(cfg)``, with ``get_loaders`` returning ``(DataLoader(...),
+    DataLoader(...))``): that item's kind; "" otherwise."""
+    if not isinstance(arg, ast.Name):
+        return ""
+    bindings = [
+        n
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(arg.id in _bound_names(t) for t in n.targets)
+    ]
+    if len(bindings) != 1 or len(bindings[0].targets) != 1:
+        return ""
+    (binding,) = bindings
+    target, value = binding.targets[0], binding.value
+    if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(value, ast.Call):
+        return ""
+    names = [e.id if isinstance(e, ast.Name) else "" for e in target.elts]
+    callee = reader.resolve(value.func)
+    if not isinstance(callee, tuple):
+        return ""
+    fact = reader.view.fact(callee, reader.roots, reader.script, reader.depth + 1)
+    if fact is None or fact.container != "tuple" or len(fact.items) != len(names):
+        return ""
+    return fact.items[names.index(arg.id)]
+
+
+def _bound_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _bound_names(e)]
+    return []
+
+
+def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
+    """Is ``arg`` a variable the caller builds with a call and whose
+    ``.parameters()`` it hands an optimizer in the same function
+    (``model = build_model(cfg)``, ``opt = AdamW(model.parameters())``)? Its
+    value is then a model however it is built (``build_model(cfg)``, a registry
+    lookup the view cannot read), and the caller's AM004 prepares it there, as it
+    prepares every model whose parameters an optimizer of the file receives."""
+    if not isinstance(arg, ast.Name):
+        return False
+    # built there by a call (not imported, not a parameter): where the caller's
+    # AM004 wraps it
+    values = [
+        n.value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
+    ]
+    if not values or not all(isinstance(v, ast.Call) for v in values):
+        return False
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        target = reader.resolve(node.func)
+        if not (isinstance(target, str) and is_optimizer_class(target)):
+            continue
+        for value in [*node.args, *(k.value for k in node.keywords)]:
+            for inner in ast.walk(value):
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr in ("parameters", "named_parameters")
+                    and isinstance(inner.func.value, ast.Name)
+                    and inner.func.value.id == arg.id
+                ):
+                    return True
+    return False
 
 
 def _calls(tree: ast.Module) -> list[tuple[ast.AST, ast.Call]]:

@@ -118,3 +118,68 @@ def test_a_call_site_names_its_parameters() -> None:
     site = CallSite("train.py", 3, (("model", "model"), ("epoch", "")))
     assert site.kind("model") == "model"
     assert site.kind("epoch") == site.kind("missing") == ""
+
+
+REGISTRY = """\
+_MODELS = {"linear": lambda: __import__("torch").nn.Linear(4, 2)}
+
+
+def build_model(name):
+    return _MODELS[name]()
+"""
+
+
+def test_a_model_from_a_registry_is_a_model_where_an_optimizer_takes_it(
+    tmp_path: Path,
+) -> None:
+    # was "": `build_model(name)` returns a registry lookup the view cannot read,
+    # so the engine's `model` was not known to come from the caller, and both
+    # files were left whole (AM004, AM103)
+    (tmp_path / "models.py").write_text(REGISTRY)
+    train = TRAIN.replace(
+        "import engine\n", "import engine\nfrom models import build_model\n"
+    )
+    train = train.replace('torch.nn.Linear(4, 2).to("cpu")', 'build_model("linear")')
+    engine, script = _project(tmp_path, train)
+    view = ProjectView([str(engine), str(script), str(tmp_path / "models.py")])
+    (site,) = view.facts_for(str(engine)).callers_of("train_one_epoch")
+    assert site.kind("model") == "model"
+    # not where no optimizer of the caller takes its parameters
+    frozen = train.replace("net.parameters()", "[torch.nn.Parameter(torch.zeros(1))]")
+    script.write_text(frozen)
+    view = ProjectView([str(engine), str(script), str(tmp_path / "models.py")])
+    (site,) = view.facts_for(str(engine)).callers_of("train_one_epoch")
+    assert site.kind("model") == ""
+
+
+DATA = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def get_loaders():
+    data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    return DataLoader(data, batch_size=4, shuffle=True), DataLoader(data, batch_size=4)
+"""
+
+
+def test_a_loader_unpacked_from_a_helpers_tuple_is_a_loader(tmp_path: Path) -> None:
+    # was "": `evaluate`'s sums over the sharded loader were not reduced in
+    # engine.py, and train.py said nothing (engine.py is migrated in the batch)
+    (tmp_path / "data.py").write_text(DATA)
+    train = TRAIN.replace(
+        "import engine\n", "import engine\nfrom data import get_loaders\n"
+    )
+    train = train.replace(
+        "loader = DataLoader(data, batch_size=4, shuffle=True)",
+        "loader, val_loader = get_loaders()",
+    ).replace("engine.evaluate(net, loader)", "engine.evaluate(net, val_loader)")
+    engine, script = _project(tmp_path, train)
+    view = ProjectView([str(engine), str(script), str(tmp_path / "data.py")])
+    facts = view.facts_for(str(engine))
+    assert facts.callers_of("evaluate")[0].kind("loader") == "loader"
+    assert facts.callers_of("train_one_epoch")[0].kind("loader") == "loader"
+    result = migrate_source(
+        engine.read_text(), str(engine), MigrateOptions(project=facts)
+    )
+    assert "correct = accel.reduce(correct)" in result.output

@@ -83,6 +83,7 @@ from .facts import (
     code,
 )
 from .forward import forward_loss_fact, indexed_output_fact, model_call_fact
+from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 from .summed_args import unproven_sum
@@ -403,6 +404,10 @@ class _Reducer:
         if module is not None:
             name = attr_chain(module.func) or ""
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
+        if local is not None:
+            # `criterion(out, y)` of a criterion class of this file: its forward's
+            return local  # reduction (`loss.sum()` is a sum)
         helper = self.index.helper(func, "loss")
         if helper is not None:
             # A loss built in a local module (the project view): its reduction.
