@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import fastvisit, positions, suppression
+from . import fastvisit, node_kinds, positions, suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -103,20 +103,27 @@ def migrate_source(
     if project is not None and options.project is None:
         options = replace(options, project=project)
     try:
-        result = _full_pass(source, path, options)
-        if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
-            result = suppression.review(
-                result,
-                text,
-                options,
-                module=lambda: parse(source, path),
-                migrate=lambda again: _full_pass(source, path, again),
-            )
-        return result
+        with node_kinds.keep():  # the trees of the rules' passes share subtrees
+            return _migrate(source, text, path, options)
     except RecursionError:
         raise MigrationError(
             path, 1, 1, "cannot migrate: the code is nested too deeply"
         ) from None
+
+
+def _migrate(
+    source: str | bytes, text: str, path: str, options: MigrateOptions
+) -> MigrationResult:
+    result = _full_pass(source, path, options)
+    if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
+        result = suppression.review(
+            result,
+            text,
+            options,
+            module=lambda: parse(source, path),
+            migrate=lambda again: _full_pass(source, path, again),
+        )
+    return result
 
 
 def early_verdict(

@@ -33,6 +33,8 @@ from typing import Any
 
 import libcst as cst
 
+from . import node_kinds
+
 #: Off: ``Rule.run`` takes libcst's own ``visit`` (for comparisons and benchmarks).
 ENABLED = True
 
@@ -195,6 +197,22 @@ class Dispatch:
         self.visit_hooks: dict[type, Hook] = {}
         self.leave_hooks: dict[type, Hook] = {}
         self.entries: dict[type, tuple[Any, Any, Spec | None]] = {}
+        self._hooked: int | bool | None = False  # False: not yet computed
+
+    @property
+    def hooked(self) -> int | None:
+        """The node classes with a hook (``node_kinds`` bits); a subtree with
+        none of them makes no callback and is not entered. None: every node
+        may make one (``on_visit``/``on_leave`` or attribute callbacks)."""
+        if self._hooked is False:
+            if self.default_visit and self.default_leave and not self.attribute_calls:
+                self._hooked = node_kinds.hooked_mask(
+                    lambda kind: self.visit_hook(kind) is not None
+                    or self.leave_hook(kind) is not None
+                )
+            else:
+                self._hooked = None
+        return self._hooked  # type: ignore[return-value]
 
     def _lookup(self, prefix: str, kind: type) -> Hook:
         name = prefix + kind.__name__
@@ -235,14 +253,18 @@ class _Walk:
     """One ``transform``: the transformer, its dispatch, and whether a leave
     callback returned something else than the node it was given."""
 
-    __slots__ = ("changed", "dispatch", "visitor")
+    __slots__ = ("changed", "dispatch", "hooked", "visitor")
 
     def __init__(self, visitor: Any, dispatch: Dispatch) -> None:
         self.visitor = visitor
         self.dispatch = dispatch
         self.changed = False
+        self.hooked = dispatch.hooked
 
     def node(self, node: cst.CSTNode) -> Any:
+        hooked = self.hooked
+        if hooked is not None and not node_kinds.mask_of(node, _node_fields) & hooked:
+            return node  # no callback anywhere below: nothing can change
         visitor = self.visitor
         kind = type(node)
         entry = self.dispatch.entries.get(kind)
@@ -364,7 +386,25 @@ def transform(
     ``updated_node``. The caller runs ``unique_nodes`` on a changed result that
     later passes read metadata of."""
     walk = _Walk(visitor, dispatch or dispatch_of(visitor))
-    return walk.node(node), walk.changed
+    with node_kinds.keep():
+        return walk.node(node), walk.changed
+
+
+#: Per node class: the fields that hold its children (None: libcst's ``children``).
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def fields_of(kind: type) -> tuple[str, ...] | None:
+    try:
+        return _FIELDS[kind]
+    except KeyError:
+        spec = spec_of(kind)
+        found = _FIELDS[kind] = None if spec is None else tuple(n for n, _ in spec)
+        return found
+
+
+def _node_fields(node: cst.CSTNode) -> tuple[str, ...] | None:
+    return fields_of(type(node))
 
 
 def unique_nodes(node: cst.CSTNode) -> cst.CSTNode:

@@ -32,6 +32,8 @@ from libcst._batched_visitor import _BatchedCSTVisitor
 from libcst.metadata import scope_provider as _scope_provider
 from libcst.metadata import wrapper as _wrapper
 
+from . import node_kinds
+
 _CSTNode = cst.CSTNode
 _CSTVisitor = cst.CSTVisitor
 _ORIGINAL_VISIT = cst.CSTNode.visit
@@ -69,6 +71,28 @@ class _Recorder(_CSTVisitor):
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
         pass
+
+
+def _hooked(visitor_class: type) -> int | None:
+    """The ``node_kinds`` bits of the node classes ``visitor_class`` defines a
+    ``visit_<Node>`` or ``leave_<Node>`` for; None where it may define an
+    attribute hook. Read from the classes' own namespaces, not ``dir()``: an
+    analysis makes a visitor class per call."""
+    mask = node_kinds.UNKNOWN
+    for klass in visitor_class.__mro__:
+        if klass in _CSTVisitor.__mro__:
+            continue
+        for name in klass.__dict__:
+            if not name.startswith(("visit_", "leave_")):
+                continue
+            node, _, field = name.partition("_")[2].partition("_")
+            bit = node_kinds.BY_NAME.get(node)
+            if bit is None:
+                continue
+            if field:
+                return None  # an attribute hook: every node's fields are called
+            mask |= bit
+    return mask
 
 
 def _fields(node: cst.CSTNode) -> tuple[str, ...] | None:
@@ -121,6 +145,16 @@ class _Dispatch:
         self.attribute_hooks: dict[type, bool] = {}
         #: Per node class: what ``_walk`` needs (``_entry``).
         self.entries: dict[type, Entry] = {}
+        #: The node classes with a hook (``node_kinds`` bits): a subtree with none
+        #: of them makes no callback and is not entered. None: any node may.
+        self.hooked: int | None = None
+        if (
+            self.default_visit
+            and self.default_leave
+            and self.default_attributes
+            and not self.batched
+        ):
+            self.hooked = _hooked(visitor_class)
 
     def _lookup(self, name: str) -> Hook:
         hook = getattr(self.visitor_class, name, None)
@@ -215,6 +249,13 @@ def _entry(dispatch: _Dispatch, node: cst.CSTNode) -> Entry:
 def _walk(node: cst.CSTNode, visitor: Any, dispatch: _Dispatch) -> None:
     # The hot loop of every analysis: one dict lookup per node, no isinstance
     # against libcst's abstract classes (slow), recursion inlined for fields.
+    hooked = dispatch.hooked
+    if (
+        hooked is not None
+        and node_kinds.active()
+        and not node_kinds.mask_of(node, _fields) & hooked
+    ):
+        return  # no hook anywhere below
     kind = type(node)
     entry = dispatch.entries.get(kind)
     if entry is None:

@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from accel_migrate.codemod import fasttransform, fastvisit
+from accel_migrate.codemod import fasttransform, fastvisit, node_kinds
 from accel_migrate.codemod.rule import Rule, RuleContext, registered_rules
 from tests.codemod.test_fastvisit import SOURCES, SYNTHETIC
 
@@ -247,3 +247,65 @@ def test_rules_match_libcst_on_a_training_script() -> None:
     assert results[0] == results[1]
     assert results[1][2]  # some rule changed the script
     assert issubclass(registered_rules()[0], Rule)
+
+
+class _CallsOnly(cst.CSTTransformer):
+    """Hooks for two node classes only: the walk skips subtrees without them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.events.append(("call", id(node)))
+        return True
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> Any:
+        self.events.append(("arg", id(original_node)))
+        if isinstance(updated_node.value, cst.Integer):
+            return updated_node.with_changes(value=cst.Integer("7"))
+        return updated_node
+
+
+def test_subtrees_without_a_hooked_class_are_skipped() -> None:
+    dispatch = fasttransform.dispatch_of(_CallsOnly())
+    assert dispatch.hooked is not None
+    assert dispatch.hooked & node_kinds.BITS[cst.Call]
+    assert not dispatch.hooked & node_kinds.BITS[cst.Name]
+    assert fasttransform.dispatch_of(_Hooks()).hooked is None  # attribute hooks
+    entered: list[type] = []
+    original = fasttransform._Walk.node
+
+    def counting(walk: Any, node: cst.CSTNode) -> Any:
+        entered.append(type(node))
+        return original(walk, node)
+
+    for name, module in _modules():
+        expected, expected_events = _run(module, _CallsOnly(), fast=False)
+        fasttransform._Walk.node = counting  # type: ignore[method-assign]
+        try:
+            found, events = _run(module, _CallsOnly(), fast=True)
+        finally:
+            fasttransform._Walk.node = original  # type: ignore[method-assign]
+        assert events == expected_events, name
+        assert found.code == expected.code, name
+    # Pruned: a subtree with no Call/Arg is handed back without entering it.
+    assert entered and cst.Integer not in entered[: entered.index(cst.Call)]
+    total = sum(len(_nodes(module)) for _, module in _modules())
+    assert len(entered) < total / 2, (len(entered), total)
+
+
+def test_masks_hold_every_class_below() -> None:
+    module = cst.parse_module("def f(x):\n    return g(x[0])\n")
+    with node_kinds.keep():
+        mask = node_kinds.mask_of(module, fasttransform._node_fields)
+        function = module.body[0]
+        # libcst's own children give the same mask as the spec's fields.
+        assert node_kinds.mask_of(function, lambda n: None) == (
+            mask & ~node_kinds.BITS[cst.Module]
+        )
+        assert node_kinds.active()
+    for kind in {type(n) for n in _nodes(module)}:
+        assert mask & node_kinds.BITS[kind], kind
+    assert not mask & node_kinds.BITS[cst.While]
+    assert not node_kinds.active()  # released after the pass

@@ -247,3 +247,32 @@ def test_same_batched_callbacks_as_libcst() -> None:
         expected = _batched_events(module, fast=False)
         assert expected, name
         assert _batched_events(module, fast=True) == expected, name
+
+
+class _FewHooks(cst.CSTVisitor):
+    """Hooks for two node classes, no attribute hooks: subtrees are skipped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.events.append(("call", id(node)))
+        return len(node.args) != 1
+
+    def leave_Subscript(self, node: cst.Subscript) -> None:
+        self.events.append(("subscript", id(node)))
+
+
+def test_pruned_walk_makes_the_same_callbacks() -> None:
+    from accel_migrate.codemod import node_kinds
+
+    dispatch = fastvisit._Dispatch(_FewHooks)
+    assert dispatch.hooked is not None
+    assert not dispatch.hooked & node_kinds.BITS[cst.Name]
+    assert fastvisit._Dispatch(_Hooks).hooked is None  # attribute hooks
+    for name, module in _modules():
+        expected = _events(module, _FewHooks, fast=False)
+        with node_kinds.keep():
+            assert _events(module, _FewHooks, fast=True) == expected, name
+            assert node_kinds.mask_of(module, fastvisit._fields) & dispatch.hooked
