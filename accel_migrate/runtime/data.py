@@ -356,8 +356,12 @@ def empty_like_batch(batch: Any) -> Any:
 
 
 def _sharded_iter(self: Any) -> Iterator[Any]:
+    # Not a generator: the loader's own iterator is made at ``iter(loader)``, as
+    # the original's is, since making it draws the worker seed from the torch
+    # RNG. With two iterators open at once (``zip(source_loader,
+    # target_loader)``) the draws then come in the original's order: both
+    # worker seeds, then each sampler's order at its first batch.
     batches: _EpochBatches = self.batch_sampler
-    runtime = self._accel_runtime
     first_step = batches.resume_step
     self._accel_epochs_started += 1
     self._accel_step = first_step
@@ -371,6 +375,13 @@ def _sharded_iter(self: Any) -> Iterator[Any]:
         torch.set_rng_state(state)
     else:
         iterator = loader_iter()
+    return _sharded_steps(self, batches, iterator, first_step)
+
+
+def _sharded_steps(
+    self: Any, batches: _EpochBatches, iterator: Iterator[Any], first_step: int
+) -> Iterator[Any]:
+    runtime = self._accel_runtime
     for step, batch in enumerate(iterator, start=first_step):
         local, total = batches.plan[step]
         runtime.set_batch_share(local, total)

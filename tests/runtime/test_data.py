@@ -4,6 +4,7 @@ the same order on every rank even when ranks' RNG states differ."""
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any
 
 import pytest
 import torch
@@ -171,3 +172,23 @@ def test_iterable_datasets_are_refused_with_a_reason() -> None:
 
     with pytest.raises(ShardingError, match="IterableDataset"):
         shard_loader(DataLoader(Stream(), batch_size=2), FakeRuntime(0, 2, {}))  # type: ignore[arg-type]
+
+
+def test_two_loaders_iterated_together_draw_in_the_original_order() -> None:
+    """``zip(source_loader, target_loader)``: the original draws both worker
+    seeds at ``iter()`` and each order at the first batch; sharded loaders draw
+    in the same order, so both get the original's batches."""
+    source = TensorDataset(torch.arange(12))
+    target = TensorDataset(torch.arange(100, 108))
+
+    def pairs(make: Any) -> list[tuple[list[int], list[int]]]:
+        torch.manual_seed(3)
+        a, b = make(DataLoader(source, batch_size=4, shuffle=True)), make(
+            DataLoader(target, batch_size=4, shuffle=True)
+        )
+        return [(x.tolist(), y.tolist()) for (x,), (y,) in zip(a, b, strict=False)]
+
+    expected = pairs(lambda loader: loader)
+    found = pairs(lambda loader: shard_loader(loader, FakeRuntime(0, 1, {})))  # type: ignore[arg-type]
+    assert found == expected
+    assert len(expected) == 2
