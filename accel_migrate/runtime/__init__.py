@@ -39,6 +39,7 @@ from .api import (
     world_size,
 )
 from .batch_draws import batch_draw, batch_draw_like
+from .class_weights import class_weight_count
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
 from .ordered import GatherOrderError, gather_in_order
@@ -53,6 +54,7 @@ __all__ = [
     "barrier",
     "batch_draw",
     "batch_draw_like",
+    "class_weight_count",
     "clip_grad_norm_",
     "clip_grad_value_",
     "device",

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 Kind = Literal["sum", "mean", "unknown"]
 
+#: Counts per bin of a tensor's entries: sums over the batch's rows.
+_HISTOGRAMS = frozenset({"torch.bincount", "torch.histc"})
 _MEAN_LOSS_HINTS = ("loss", "cross_entropy", "kl_div")
 _SAME_OBJECT = frozenset(
     {"to", "cuda", "cpu", "float", "double", "half", "train", "eval"}
@@ -92,6 +94,9 @@ class BatchKinds:
         calls = list(findall(value, m.Call()))
         if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in COUNT_METHODS for c in calls):  # type: ignore[attr-defined]
             return "sum"
+        if any(self._histogram(c) for c in calls):  # type: ignore[arg-type]
+            # counts per class of the rows: `torch.bincount(y, minlength=k)`
+            return "sum"
         if findall(value, m.Subscript(value=m.Attribute(attr=m.Name("shape")))) or any(
             "builtins.len" in self.index.qualnames(c.func) for c in calls  # type: ignore[attr-defined]
         ):
@@ -129,6 +134,18 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def _histogram(self, call: cst.Call) -> bool:
+        """``torch.bincount(y)``, ``y.bincount()``, ``torch.histc(x)`` (not numpy's,
+        whose arrays ``accel.reduce`` does not take)."""
+        names = self.index.qualnames(call.func)
+        if names & _HISTOGRAMS:
+            return True
+        return (
+            not names
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "bincount"
+        )
 
     def _reads_batch(self, expr: cst.BaseExpression) -> bool:
         """Does ``expr`` read a value of this process's batch (a loader loop's

@@ -11,6 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
+from ..batch_rows import batch_values
 from ..patterns import string_value
 from ..subtrees import findall
 from .placement import bound_once, code, pure
@@ -170,11 +171,7 @@ def _loss_call(
     if name not in _IGNORING:
         return _packed_mean(index, call, spelled) or Fact("mean")
     if "weight" in keywords and not m.matches(keywords["weight"], m.Name("None")):
-        return Fact(
-            "unknown",
-            f"`{spelled}` has class weights: its mean divides by the weights of "
-            "this process's targets, not of the global batch's",
-        )
+        return _weighted_mean(index, call, keywords, spelled, criterion)
     ignore = keywords.get("ignore_index")
     if ignore is None:
         if not writes_default_ignore(index):
@@ -200,6 +197,58 @@ def _loss_call(
     return Fact(
         "token-mean", count=not_ignored_count(target, ignore), anchor=call, what=what
     )
+
+
+def _weighted_mean(
+    index: ModuleIndex,
+    call: cst.Call,
+    keywords: dict,
+    spelled: str,
+    criterion: cst.BaseExpression | None,
+) -> Fact:
+    """A cross-entropy with class ``weight=``: its mean divides by the weights of
+    this process's targets (``accel.class_weight_count``, which also tells
+    class-probability targets, a mean over samples, at run time). The weights are
+    read as written (``weight=class_weights``) or from the loss module that holds
+    them (``criterion.weight``, for ``weight=torch.tensor([...])``)."""
+    weight = keywords["weight"]
+    local = batch_values(index)
+    if any(index.key(n) in local for n in findall(weight, m.Name())):  # type: ignore[arg-type]
+        # `weight=1.0 / torch.bincount(y)`: each process weighs by its own share's
+        # classes, the original by the whole batch's; no count makes up for that.
+        return Fact(
+            "unknown",
+            f"`{spelled}` has class weights computed from this process's share of "
+            f"the batch (`{code(weight)}`), not from the whole batch as in the "
+            "original",
+        )
+    if not (pure(weight) and bound_once(index, weight)) and criterion is not None:
+        weight = cst.Attribute(value=criterion.deep_clone(), attr=cst.Name("weight"))
+    ignore = keywords.get("ignore_index")
+    what = f"the class weights of the targets of `{spelled}`"
+    targets = _targets(call)
+    settings = [weight] + ([ignore] if ignore is not None else [])
+    if (
+        len(targets) != 1
+        or not pure(targets[0])
+        or not all(pure(e) and bound_once(index, e) for e in settings)
+    ):
+        return Fact(
+            "unknown",
+            f"`{spelled}` has class weights: its mean divides by the weights of "
+            "this process's targets, not of the global batch's, and the weights or "
+            "targets cannot be read again where the loss is backpropagated",
+        )
+    args = [cst.Arg(weight.deep_clone()), cst.Arg(targets[0].deep_clone())]
+    if ignore is not None:
+        args.append(cst.Arg(ignore.deep_clone()))
+    count = cst.Call(
+        func=cst.Attribute(
+            value=cst.Name(index.alias), attr=cst.Name("class_weight_count")
+        ),
+        args=args,
+    )
+    return Fact("token-mean", count=count, anchor=call, what=what)
 
 
 def not_ignored_count(

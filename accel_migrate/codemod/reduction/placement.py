@@ -84,13 +84,30 @@ BINDINGS = (
 )
 
 
+#: Runtime functions a count may call: they only read their arguments.
+_RUNTIME_COUNTS = frozenset({"class_weight_count"})
+
+
+def _counted(index: ModuleIndex, count: cst.BaseExpression) -> cst.BaseExpression:
+    """What must be pure for ``count`` to be evaluated again: the arguments of a
+    runtime count function (``accel.class_weight_count(w, y)``), else itself."""
+    func = count.func if isinstance(count, cst.Call) else None
+    if (
+        isinstance(func, cst.Attribute)
+        and m.matches(func.value, m.Name(index.alias))
+        and func.attr.value in _RUNTIME_COUNTS
+    ):
+        return cst.Tuple([cst.Element(a.value) for a in count.args])  # type: ignore[union-attr]
+    return count
+
+
 def placement_blocker(
     index: ModuleIndex, count: cst.BaseExpression, anchor: cst.CSTNode, at: cst.CSTNode
 ) -> str | None:
     """Why ``count`` (read where ``anchor`` is evaluated) cannot be written at
     ``at``, or None. It can when ``at`` runs after the anchor's statement in the
     same block, and nothing in between binds or changes a name the count reads."""
-    if not pure(count):
+    if not pure(_counted(index, count)):
         return "it calls functions"
     statement = statement_of(index, anchor)
     block = index.parent(statement) if statement is not None else None

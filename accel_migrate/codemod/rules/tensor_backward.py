@@ -10,7 +10,9 @@ sum over the batch (a loss function's ``reduction="sum"``, ``torch.sum(...)``
 terms, a helper of the file that returns ``BCE + KLD``), and ``count=`` for a
 mean over tokens (``CrossEntropyLoss(ignore_index=pad)`` gets
 ``count=(target != pad).sum()``, a masked mean ``(l * mask).sum() / mask.sum()``
-gets ``count=mask.sum()``). A ``backward`` method of the user's own objects is
+gets ``count=mask.sum()``, a cross-entropy with class ``weight=w`` gets
+``count=accel.class_weight_count(w, target)``: its mean divides by the weights of
+the targets). A ``backward`` method of the user's own objects is
 left alone: calls on ``self``, on ``super()``, inside a method that is itself
 named ``backward`` (custom autograd functions), and on variables holding
 instances of this file's classes (other than ``nn.Module`` outputs). So is a
@@ -49,7 +51,9 @@ Safe where the reduction is known; a loss with no sign of another is a mean over
 samples, the default of every ``torch.nn`` loss. The call is rewritten in every
 case, but reported as needs-review, with the mean weighting, where the reduction
 is not known: a ``reduction=`` that is not written in the file, class
-``weight=`` of a cross-entropy, a sum plus a mean, a reduction passed through
+``weight=`` of a cross-entropy that cannot be read again at the backward (a
+``F.cross_entropy(..., weight=torch.tensor([...]))`` call; a loss module's are read
+as ``criterion.weight``), a sum plus a mean, a reduction passed through
 ``sqrt``/``log``, or a token mean whose count cannot be written at the backward
 (the target is reassigned in between, or the loss is computed in a helper).
 ``torch.autograd.backward`` of losses with different reductions is reported
