@@ -366,7 +366,14 @@ class Divergence:
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
         elif isinstance(node, cst.AugAssign):
-            if self._tainted(node.value, tainted):
+            if (
+                self._tainted(node.value, tainted)
+                or self._tainted_index(node.target, tainted)
+                or self.runs_divergently(node)
+            ):
+                # A rank-local value, a rank-local cell (`class_total[label] += 1`)
+                # or a rank-dependent number of runs (`+= 1` in a loop over this
+                # process's samples, or under a test of them).
                 self.local_increments.add(node)
                 self._bind(node.target, True, tainted)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
@@ -441,6 +448,23 @@ class Divergence:
 
     def _tainted(self, expr: cst.CSTNode, tainted: set[str]) -> bool:
         return _TaintFinder(self, tainted).found(expr)
+
+    def _tainted_index(self, target: cst.BaseExpression, tainted: set[str]) -> bool:
+        """``counts[label]``: a cell chosen by a rank-local value."""
+        return isinstance(target, cst.Subscript) and any(
+            self._tainted(element.slice, tainted) for element in target.slice
+        )
+
+    def runs_divergently(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in a block that runs a rank-dependent number of times (the
+        body of a loop over a rank-local iterable, a branch on a rank-local test)
+        in its function?"""
+        for ancestor in self.index.ancestors(node):
+            if ancestor in self.divergent:
+                return True
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+        return False
 
     def _exits_divergently(self, statement: cst.CSTNode) -> bool:
         """A rank-dependent branch that leaves the block early (break, continue, return)."""

@@ -19,14 +19,19 @@ through ``**kwargs``) used as a shape:
 - any other use as a shape (``recon.view(args.batch_size, 1, 28, 28)`` on a model's
   output, ``torch.ones(batch_size, 1)`` labels, ``torch.randn(batch_size, nz)``
   noise, ``torch.full((batch_size,), 1.0)``, ``torch.arange(batch_size)``,
-  ``.expand``/``.repeat``/``.new_zeros``...) is reported as needs-review.
+  ``.expand``/``.repeat``/``.new_zeros``...) is reported as needs-review;
+- ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
+  is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
+  tutorial's per-class accuracy), counts a batch's rows by the configured size:
+  reported as needs-review.
 
 ## Why
 By default the migrated script keeps the original's global batch and splits it:
 each process gets ``batch_size / N`` samples of every batch. A tensor shaped with
 the configured batch size has ``N`` times too many rows: reshaping the batch fails
 at world size 2, and labels of the wrong length fail or broadcast wrongly in the
-loss.
+loss; a loop over ``range(batch_size)`` indexes past the rows of each process's
+batch.
 
 ## Example
 ```python
@@ -217,6 +222,9 @@ class BatchSizeShapes(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if "builtins.range" in self.qualnames(func):
+            self._row_range(node)
+            return
         if method in SHAPE_METHODS:
             dims = _shape_args(node)
         elif self.qualnames(func) & SHAPE_FUNCTIONS:
@@ -259,6 +267,46 @@ class BatchSizeShapes(Rule):
             f"with the global batch split across processes each process's batch has "
             f"{spelled} / N samples, so this shape is wrong at world size > 1; take "
             "the size from the batch (`x.size(0)`), or launch with "
+            "`--batch-mode per-device`",
+            if_migrated=True,
+        )
+
+    def _row_range(self, call: cst.Call) -> None:
+        """``for i in range(4)`` (or ``range(args.batch_size)``) in a loop over a
+        prepared loader whose batch size is that literal (or that variable): the
+        rows of a full batch counted by its configured size (the classic CIFAR
+        tutorial's per-class accuracy). Each process's batch has fewer rows: the
+        loop indexes past them or skips rows. Reported; never rewritten (the rule
+        cannot tell that the loop counts the batch's rows)."""
+        if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+            return
+        count = call.args[0].value
+        loops = self._enclosing_loops(call)
+        if not loops:
+            return
+        if isinstance(count, cst.Integer):
+            sizes = [
+                batch_size_of(self.index, loader)
+                for _, info in loops
+                for loader in info.loaders
+            ]
+            if not any(
+                s is not None and _same_size(self.index, count, s, True) for s in sizes
+            ):
+                return
+            spelled = count.value
+        elif isinstance(count, (cst.Name, cst.Attribute)) and self._configured(count):
+            spelled = attr_chain(count) or "batch_size"
+        else:
+            return
+        self.report(
+            call,
+            "needs-review",
+            f"`range({spelled})` in a step counts a batch's rows by the loader's "
+            f"batch size `{spelled}`: with the global batch split across processes "
+            f"each process's batch has {spelled} / N samples, so indexing the batch "
+            "by it fails (or reads the wrong rows) at world size > 1; count the "
+            "batch's own rows (`range(x.size(0))` for a batch `x`), or launch with "
             "`--batch-mode per-device`",
             if_migrated=True,
         )

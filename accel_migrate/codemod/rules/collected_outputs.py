@@ -41,8 +41,10 @@ write_submission(results)
 ```
 
 ## Fix safety
-Rewritten only when the shape is proven: the list is a variable bound nowhere but
-to ``[]`` (or ``list()``) outside the loop; inside the loop it is used by that one
+Rewritten only when the shape is proven: the list is a variable bound to ``[]``
+(or ``list()``) outside the loop, and bound to anything else
+(``all_preds = np.array(all_preds)``) only before that ``[]`` or after the loop,
+with the ``[]`` run again before each run of the loop; inside the loop it is used by that one
 statement, which runs once per batch (not in a nested loop or comprehension, not
 under an ``if`` or ``try``; a ``with`` is fine), and the loop has no ``break``,
 ``continue`` or ``return``; the loader is a variable (or ``self.`` attribute) that
@@ -114,6 +116,10 @@ class Collection:
     #: Not one value per sample: a selection (``idx[pred != y].tolist()``) or a
     #: value the rule does not know keeps the rows. Reported, never gathered.
     selection: bool = False
+    #: The list is also bound to something other than an empty list
+    #: (``all_preds = np.array(all_preds)`` after the loop): gathered only when it
+    #: is proven empty each time the loop starts (``empty_at_start``).
+    rebound: bool = False
 
 
 def outputs_like(value: cst.BaseExpression) -> bool:
@@ -151,7 +157,8 @@ def _keeps_rows(index: cst.BaseSlice) -> bool:
 def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
     """``node`` collects outputs into a list variable: ``xs += v.tolist()``,
     ``xs.extend(v)``, ``xs.append(v)`` with ``v`` outputs-like (``outputs_like``),
-    where ``xs`` is bound only to an empty list."""
+    where ``xs`` is bound to an empty list (and, where also bound to something
+    else, ``Collection.rebound``), never to the runtime's gather of it."""
     if isinstance(node, cst.AugAssign):
         if not isinstance(node.operator, cst.AddAssign):
             return None
@@ -180,9 +187,12 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
         return None  # a number per batch (`losses.append(loss.item())`): AM009's
     key = index.key(target)
     values = index.values.get(key, []) if key is not None else []
-    if not values or not all(_empty_list(v) for v in values):
+    if not any(_empty_list(v) for v in values):
         return None
-    return Collection(node, target.value, granularity, selection)  # type: ignore[arg-type]
+    if any(index.is_runtime_call(v, "gather_in_order", "gather") for v in values):
+        return None  # gathered already (a second run over the migrated code)
+    rebound = not all(_empty_list(v) for v in values)
+    return Collection(node, target.value, granularity, selection, rebound)  # type: ignore[arg-type]
 
 
 def _empty_list(value: cst.BaseExpression | None) -> bool:
@@ -298,6 +308,11 @@ class CollectedOutputs(Rule):
                 return None, "it is filled under a condition, not once per batch"
             if isinstance(ancestor, cst.FunctionDef):
                 return None, "it is filled in a nested function"
+        if collection.rebound and not self._empty_at_start(collection, loop):
+            return None, (
+                f"`{collection.name}` is also bound to something else, and the rule "
+                "cannot prove it is empty each time the loop starts"
+            )
         uses = [
             n
             for n in findall(loop, m.Name(collection.name))
@@ -322,6 +337,79 @@ class CollectedOutputs(Rule):
                 "not every process reaches the loop together (a collective there could hang)",
             )
         return loader, None
+
+    def _empty_at_start(self, collection: Collection, loop: cst.For) -> bool:
+        """Every run of ``loop`` starts with the list empty: an ``xs = []`` runs
+        before it in a block around it, inside every loop around it (so it runs
+        again before each run), and every other binding of ``xs`` comes before
+        that one or after the loop, never inside it or in between
+        (``all_preds = np.array(all_preds)`` after the loop of each epoch)."""
+        key = self.index.key(_target_name(collection.statement))
+        values = [v for v in self.index.values.get(key, []) if v is not None]
+        if len(values) != len(self.index.values.get(key, [])):
+            return False  # a binding the index cannot see the value of
+        end = self._span(loop)[1]
+        around = self._loops_around(loop)
+        for empty in (v for v in values if _empty_list(v)):
+            if not self._runs_before(empty, loop):
+                continue
+            if not all(
+                any(a is outer for a in self.index.ancestors(empty)) for outer in around
+            ):
+                continue
+            empty_start = self._span(empty)[0]
+            if all(
+                self._span(other)[1] < empty_start or self._span(other)[0] > end
+                for other in values
+                if not _empty_list(other)
+            ):
+                return True
+        return False
+
+    def _loops_around(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The loops around ``node`` in its function."""
+        found: list[cst.CSTNode] = []
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)):
+                found.append(ancestor)
+        return found
+
+    def _runs_before(self, value: cst.BaseExpression, loop: cst.For) -> bool:
+        """``value``'s statement is in a block of statements around ``loop`` (in
+        the same function), before the statement that holds the loop."""
+        statement = next(
+            (
+                a
+                for a in self.index.ancestors(value)
+                if isinstance(a, cst.SimpleStatementLine)
+            ),
+            None,
+        )
+        if statement is None:
+            return False
+        block = self.index.parent(statement)
+        node: cst.CSTNode = loop
+        for ancestor in self.index.ancestors(loop):
+            if ancestor is block:
+                body = list(getattr(block, "body", ()))
+                return (
+                    statement in body
+                    and node in body
+                    and (body.index(statement) < body.index(node))
+                )
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            node = ancestor
+        return False
+
+    def _span(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
+        position = self.get_metadata(PositionProvider, node)
+        return (
+            (position.start.line, position.start.column),
+            (position.end.line, position.end.column),
+        )
 
     def _loader(self, iterable: cst.BaseExpression) -> str | None:
         inner = self.index._loop_wrapped(iterable)

@@ -76,7 +76,11 @@ accel.print(correct / len(test_loader.dataset))
 AM008). An increment whose kind the rule cannot tell (a sum or a batch mean:
 ``total += my_metric(out, y)``) is left alone and reported as needs-review, and
 so are collected values of another kind (per-sample predictions appended to a
-list: each process holds its share). Combining per batch is one collective per
+list: each process holds its share), and so are values collected in a loop over
+this process's samples or under a test of them (``for label, p in zip(labels,
+preds): correct_pred[classes[label]] += 1``: a collective there would run a
+different number of times on each process) and counts into cells the samples
+choose (``class_total[label] += 1``). Combining per batch is one collective per
 batch and per value.
 """
 
@@ -308,6 +312,37 @@ class MetricSums(Rule):
         loop: cst.For,
     ) -> None:
         plan: dict[cst.BaseExpression, str] = {}
+        if self.index.divergence.runs_divergently(statement):
+            # `correct_pred[classes[label]] += 1` in `for label, p in zip(labels,
+            # preds)`: this process's samples decide how often it runs (and a
+            # collective per run would hang).
+            if defer_to_collected_outputs(self, statement):
+                return  # outputs (`confident.append(out)` under a test): AM029's
+            self.report(
+                statement,
+                "needs-review",
+                f"values collected with `{what}` in a loop over this process's "
+                "samples (or under a test of them) hold this process's share; not "
+                "combined across processes",
+                if_migrated=True,
+            )
+            return
+        if (
+            isinstance(statement, cst.AugAssign)
+            and statement in self.index.divergence.local_increments
+            and not any(batch_dependent(v) for v in values)
+        ):
+            # `class_total[label] += 1`: a count into a cell this process's
+            # samples choose.
+            self.report(
+                statement,
+                "needs-review",
+                f"counts collected with `{what}` into cells chosen by this "
+                "process's samples hold this process's share; not combined across "
+                "processes",
+                if_migrated=True,
+            )
+            return
         for value in values:
             if has_runtime_call(self.index, value) or not batch_dependent(value):
                 continue
