@@ -108,7 +108,7 @@ EXPECTED: dict[str, str] = {
     "dataset_random_crop": "FLAGGED",
     "collate_noise_denoiser": "FLAGGED",
     "cyclegan_image_pool": "FLAGGED",
-    "callback_loss_history": "FLAGGED",
+    "callback_loss_history": "MATCH",
     "running_normalizer": "FLAGGED",
     "dqn_replay_buffer": "MATCH",
     "summed_terms_printed": "MATCH",
