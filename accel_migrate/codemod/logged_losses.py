@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import Key
+from .fixed_length import fixed_length
 from .reduction import loss_reduction
 from .reduction.placement import code
 from .returned_loss import ReturnedLoss, backpropagated
@@ -208,7 +209,9 @@ class LossPlaces:
 
     def _placement(self, node: cst.BaseExpression, at: cst.CSTNode) -> str | None:
         """Is ``node`` a backpropagated loss, read in the loop of its backward
-        ("loop"), or later in the function of that loop ("after")?
+        ("loop"), in a loop nested in it that may not run as often on every
+        process ("inner": ``for cb in callbacks`` over a list whose length is not
+        followed), or later in the function of that loop ("after")?
 
         After the loop the name may hold something else by then; a needs-review
         finding says so instead of guessing.
@@ -221,6 +224,8 @@ class LossPlaces:
             return None
         if self._loop(at) in loops or self._fixed_inner_loop(at, loops):
             return "loop"
+        if any(a in loops for a in self.index.ancestors(at)):
+            return "inner"
         if self.index.enclosing_function(at) in {
             (
                 self.index.enclosing_function(loop)
@@ -237,14 +242,18 @@ class LossPlaces:
         self, at: cst.CSTNode, loops: set[cst.CSTNode | None]
     ) -> bool:
         """Is ``at`` in loops nested in one of ``loops`` that each run the same
-        number of times on every process (over a literal tuple or list, or the
-        keys/values/items of a dict: ``for name in ("cls", "reg"):``)?"""
+        number of times on every process (over a literal tuple or list, the
+        keys/values/items of a dict: ``for name in ("cls", "reg"):``, or a list
+        that holds as many items everywhere: ``for cb in self.callbacks:``)?"""
         for ancestor in self.index.ancestors(at):
             if ancestor in loops:
                 return True
             if isinstance(ancestor, cst.FunctionDef | cst.While):
                 return False
-            if isinstance(ancestor, cst.For) and not _fixed_iterable(ancestor.iter):
+            if isinstance(ancestor, cst.For) and not (
+                _fixed_iterable(ancestor.iter)
+                or fixed_length(self.index, ancestor.iter)
+            ):
                 return False
         return False
 

@@ -17,12 +17,17 @@ of it:
   batch's rows divided by this process's count of them (``acc +=
   correct.item() / y.size(0)``, a per-batch accuracy averaged later over
   ``len(loader)``) is this process's batch mean; the original's is
-  ``accel.reduce(correct.item()) / accel.reduce(y.size(0))``, written so; scaled
-  by that count in any other way (``correct.mul(100.0 / n)``) it is reported. A
-  loss function
-  reached through a parameter (``criterion`` passed in by the caller as
-  ``nn.CrossEntropyLoss()`` or ``F.cross_entropy``) counts as what the callers
-  pass;
+  ``accel.reduce(correct.item()) / accel.reduce(y.size(0))``, written so. A sum
+  over the rows (of all a tensor's elements) times constants over their count
+  (``correct.mul(100.0 / n)``; the ImageNet example's ``acc1, acc5 =
+  accuracy(output, target, topk=(1, 5))``, whose items are
+  ``correct_k.mul_(100.0 / batch_size)`` with ``batch_size = target.size(0)``)
+  is a percentage of this process's rows: weighted by their count,
+  ``accel.global_loss(acc1[0], count=target.size(0))``, it is the whole batch's.
+  Summed along one dimension only, or with the counted variable assigned between
+  the call and the use, it is reported. A loss function reached through a
+  parameter (``criterion`` passed in by the caller as ``nn.CrossEntropyLoss()``
+  or ``F.cross_entropy``) counts as what the callers pass;
 - per-batch values collected in objects made before the loop, with
   ``meter.update(loss.item(), x.size(0))``, ``values.append(...)`` or
   ``values[k] = ...``, are made the original's per-batch values: a batch mean
@@ -81,7 +86,10 @@ this process's samples or under a test of them (``for label, p in zip(labels,
 preds): correct_pred[classes[label]] += 1``: a collective there would run a
 different number of times on each process) and counts into cells the samples
 choose (``class_total[label] += 1``). Combining per batch is one collective per
-batch and per value.
+batch and per value (two for a value weighted by a count). Where a number is
+divided by the count (``100.0 / batch_size``), a process given no rows of a short
+last batch (fewer rows than processes) raises ZeroDivisionError there, loudly,
+never a wrong value; the finding says so.
 """
 
 from __future__ import annotations
@@ -103,6 +111,7 @@ from ..metrics.accumulators import (
 )
 from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
+from ..metrics.row_scaled import RowScaled, row_scaled
 from ..patterns import torch_alias
 from ..reduction.logged import logged_weight
 from ..rule import Rule, keyword_arg
@@ -134,6 +143,9 @@ class MetricSums(Rule):
         #: Reads of batch-mean losses (``mse.item()``, ``mse``) that a non-linear
         #: metric is computed from: made the whole batch's (``accel.global_loss``).
         self._reads: set[cst.BaseExpression] = set()
+        #: Values (original nodes) that are sums over this process's rows scaled
+        #: by their count: weighted by it (``accel.global_loss(v, count=rows)``).
+        self._scaled: dict[cst.BaseExpression, RowScaled] = {}
 
     @cached_property
     def _kinds(self) -> BatchKinds:
@@ -174,7 +186,17 @@ class MetricSums(Rule):
             name = attr_chain(aug.target)
             assert name is not None
             kind = self._kinds.kind(aug.value, node)
-            if kind == "unknown":
+            scaled = row_scaled(self._kinds, aug.value, node)
+            if kind == "unknown" and scaled is not None:
+                self._wrap[aug] = "row_scaled"
+                self._scaled[aug.value] = scaled
+                self._report_scaled(
+                    aug,
+                    f"`{name}` adds {_ROW_SCALED} -> accel.global_loss(..., "
+                    "count=rows) per batch, the whole batch's",
+                    [scaled],
+                )
+            elif kind == "unknown":
                 self.report(
                     aug,
                     "needs-review",
@@ -358,6 +380,11 @@ class MetricSums(Rule):
                     if_migrated=True,
                 )
                 return
+            scaled = row_scaled(self._kinds, value, loop)
+            if scaled is not None:
+                plan[value] = "row_scaled"
+                self._scaled[value] = scaled
+                continue
             kind = self._kinds.kind(value, loop)
             if kind == "unknown":
                 if defer_to_collected_outputs(self, statement):
@@ -422,11 +449,34 @@ class MetricSums(Rule):
                 "on every process",
             )
             return
-        self.report(
+        scaled = [self._scaled[v] for v, how in plan.items() if how == "row_scaled"]
+        weighted = f"; {_ROW_SCALED}: weighted by each process's count of them"
+        self._report_scaled(
             statement,
-            "fixed",
             f"`{what}` collects per-batch values -> the whole batch's "
-            "(accel.global_loss for batch means, accel.reduce for sums and counts)",
+            "(accel.global_loss for batch means, accel.reduce for sums and counts"
+            f"{weighted if scaled else ''})",
+            scaled,
+        )
+
+    def _report_scaled(
+        self, node: cst.CSTNode, fixed: str, scaled: list[RowScaled]
+    ) -> None:
+        """A fixed finding; needs-review where a number is divided by the count
+        (``100.0 / batch_size``): a process given no rows of a short last batch
+        (fewer rows than processes) raises ZeroDivisionError there."""
+        divisions = sorted({s.division for s in scaled if s.division})
+        if not divisions:
+            self.report(node, "fixed", fixed)
+            return
+        self.report(
+            node,
+            "needs-review",
+            f"{fixed}; but `{divisions[0]}` divides a number by the count of this "
+            "process's rows, which is 0 where it gets no rows of a short last batch "
+            "(fewer rows than processes): ZeroDivisionError there; divide the tensor "
+            "instead (`t * 100.0 / n`, not `t.mul_(100.0 / n)`), which is then weighted by zero",
+            if_migrated=True,
         )
 
     @cached_property
@@ -444,6 +494,8 @@ class MetricSums(Rule):
             return self._global_loss(updated)
         if how == "global_number":
             return self._global_number(updated)
+        if how == "row_scaled":
+            return self._row_weighted(updated, self._scaled[original])
         return updated  # "as_is": its batch-mean reads are made the whole batch's
 
     def _with_collected(self, original: _Valued, updated: _Valued) -> _Valued:
@@ -461,6 +513,19 @@ class MetricSums(Rule):
         tensor = tensor.with_changes(args=[cst.Arg(value=value)])
         inner = self.runtime_call("global_loss", [cst.Arg(value=tensor)])
         return cst.Call(func=cst.Attribute(value=inner, attr=cst.Name("item")))
+
+    def _row_weighted(
+        self, value: cst.BaseExpression, scaled: RowScaled
+    ) -> cst.BaseExpression:
+        """``acc1[0]`` -> ``accel.global_loss(acc1[0], count=target.size(0))``;
+        ``v.item()`` -> ``accel.global_loss(v, count=n).item()``."""
+        count = keyword_arg("count", scaled.count.deep_clone())
+        if scaled.item:
+            assert isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            func = value.func
+            inner = self.runtime_call("global_loss", [cst.Arg(value=func.value), count])
+            return value.with_changes(func=func.with_changes(value=inner))
+        return self.runtime_call("global_loss", [cst.Arg(value=value), count])
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
@@ -497,6 +562,8 @@ class MetricSums(Rule):
             value = self._global_loss(value, self._counts.get(original_node))
         elif how == "global_number":
             value = self._global_number(value)
+        elif how == "row_scaled":
+            value = self._row_weighted(value, self._scaled[original_node.value])
         elif how == "quotient":
             assert isinstance(value, cst.BinaryOperation)
             value = value.with_changes(
@@ -559,6 +626,9 @@ class MetricSums(Rule):
             for name in names
         ]
         return cst.FlattenSentinel([updated_node, *lines])
+
+
+_ROW_SCALED = "a sum over the batch's rows scaled by their count"
 
 
 def _code(node: cst.BaseExpression) -> str:

@@ -24,7 +24,12 @@
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
   combines. A backpropagated expression (``(loss / ntokens).backward()``) read
   again in the same loop (``(loss / ntokens).item()``) is the same loss, combined
-  with its reduction (``count=ntokens`` for a token mean).
+  with its reduction (``count=ntokens`` for a token mean). A read in a loop nested
+  in that loop counts as one in it where the inner loop runs as often on every
+  process: over a literal, a dict's keys, or a list of the file that no statement
+  grows or changes (``for cb in self.callbacks: cb.on_batch_end(step,
+  loss.item())``, ``self.callbacks = callbacks`` from ``Trainer(...,
+  [Printer(), LossHistory()])``); over anything else it is reported.
 - Another tensor of the batch read in a print of that loop (``acc.item()``,
   ``ntokens.item()``: a value computed from this process's share, by the
   divergence analysis) is combined as it reduces the batch, so that the main
@@ -288,6 +293,18 @@ class PrintMainProcess(LossPlaces, Rule):
             )
             return self.runtime_call("global_loss", [cst.Arg(value=tensor)])
         place = self._placement(self._read_of(original), original)  # type: ignore[arg-type]
+        if place == "inner":
+            self.report(
+                original,
+                "needs-review",
+                "loss read in a loop nested in the loop of its backward, over "
+                "something the rule cannot tell has as many items on every process "
+                "(a list grown or changed elsewhere): accel.global_loss there could "
+                "leave processes waiting on each other; it shows this process's share "
+                "of the batch",
+                if_migrated=True,
+            )
+            return None
         if place == "after":
             self.report(
                 original,
