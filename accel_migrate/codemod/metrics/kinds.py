@@ -142,9 +142,9 @@ class BatchKinds:
         if names & _HISTOGRAMS:
             return True
         return (
-            not names
-            and isinstance(call.func, cst.Attribute)
+            isinstance(call.func, cst.Attribute)
             and call.func.attr.value == "bincount"
+            and not any(n.startswith("numpy.") for n in names)
         )
 
     def _reads_batch(self, expr: cst.BaseExpression) -> bool:
