@@ -182,6 +182,7 @@ EXPECTED: dict[str, str] = {
     "iter_next_restart": "MATCH",
     "masked_token_mean": "MATCH",
     "loader_stats_prepass": "MATCH",
+    "midepoch_eval": "MATCH",
     # round 13 red team: per-class and per-sample evaluation metrics
     "class_dict_counts": "FLAGGED",
     "confusion_per_sample": "FLAGGED",
