@@ -13,8 +13,9 @@ accuracy(output, target, topk=(1, 5))``; ``acc1[0]``; ``acc = accuracy(...)``,
 ``acc[0]``): a list grown by one ``res.append(...)``, a list comprehension, a
 list display, or the value itself. The count must then be read off one of the
 function's parameters (``target.size(0)``), which the call hands a variable of
-the batch (``target``, ``target.data``) that no statement assigns between the
-call and the value's use: the count is written there as ``target.size(0)``, the
+the batch (``target``, ``target.data``) that no statement assigns or changes in
+place between the call and the value's use (``reduction.placement``, as for a
+loss's token count): the count is written there as ``target.size(0)``, the
 same rows.
 
 The sum must be of all a tensor's elements (``x.sum()``, or ``.sum(0)`` of a
@@ -31,21 +32,22 @@ zero rows (``correct_k * 100.0 / batch_size``) is NaN, weighted by zero.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 
-from ..analysis import attr_chain, bind_arguments
+from ..analysis import bind_arguments
 from ..batch_rows import counts_batch
+from ..reduction.placement import code, placement_blocker
 from ..rules.sample_counters import counted_batch
 from ..subtrees import findall
 from .kinds import BatchKinds, inside
 
 if TYPE_CHECKING:
-    from ..analysis import Key, ModuleIndex
+    from ..analysis import ModuleIndex
 
 #: Tensor methods that multiply or divide by their one argument.
 _MULTIPLYING = frozenset({"mul", "mul_", "multiply"})
@@ -209,7 +211,7 @@ def _division(expr: cst.BaseExpression, count: cst.BaseExpression) -> str:
     "" (a tensor divided by zero rows is weighted by zero)."""
     for node in findall(expr, m.BinaryOperation(operator=m.Divide())):
         if node.right is count and _constant(node.left):  # type: ignore[attr-defined]
-            return _code(node)
+            return code(node)
     return ""
 
 
@@ -257,7 +259,7 @@ def _returned_count(
         return None
     template, counted, divides = found
     argument = dict(bind_arguments(function, bound, call)).get(counted.value)
-    if argument is None or not _stable(index, argument, call, expr, loop):
+    if argument is None or placement_blocker(index, argument, call, expr) is not None:
         return None
     return _substituted(template, counted, argument), divides
 
@@ -297,7 +299,7 @@ def _function_count(
             if scaled is None or resolved is None:
                 return None
             divides = divides or scaled[1]
-            found.add(_code(resolved[0]))
+            found.add(code(resolved[0]))
     if len(found) != 1 or resolved is None:
         return None
     return resolved[0], resolved[1], divides
@@ -361,72 +363,6 @@ def _parameter_count(
     return None
 
 
-def _stable(
-    index: ModuleIndex,
-    argument: cst.BaseExpression,
-    call: cst.Call,
-    use: cst.CSTNode,
-    loop: cst.For,
-) -> bool:
-    """Does ``argument`` (a variable, or attributes of one: ``target.data``) hold
-    the same value at ``use`` as at ``call``: both in one block of ``loop``, the
-    call's statement first, and no statement from it up to the use's assigns it?"""
-    chain = attr_chain(argument)
-    base = argument
-    while isinstance(base, cst.Attribute):
-        base = base.value
-    if chain is None or not isinstance(base, cst.Name):
-        return False
-    key = index.key(base)
-    first, last = _statement(index, call, loop), _statement(index, use, loop)
-    if key is None or first is None or last is None:
-        return False
-    block = index.parent(first)
-    if block is not index.parent(last) or not isinstance(block, cst.IndentedBlock):
-        return False
-    body: Sequence[cst.BaseStatement] = block.body
-    at = next(i for i, s in enumerate(body) if s is first)
-    to = next(i for i, s in enumerate(body) if s is last)
-    if at >= to:
-        return False
-    return not any(_assigns(index, s, key) for s in body[at:to])
-
-
-def _statement(
-    index: ModuleIndex, node: cst.CSTNode, loop: cst.For
-) -> cst.BaseStatement | None:
-    """The statement of ``loop``'s body (at any depth) that holds ``node``."""
-    previous: cst.CSTNode = node
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.IndentedBlock):
-            return previous if isinstance(previous, cst.BaseStatement) else None
-        if ancestor is loop:
-            return None
-        previous = ancestor
-    return None
-
-
-#: Nodes whose ``target`` a name is assigned through.
-_TARGETS = (cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.CompFor)
-
-
-def _assigns(index: ModuleIndex, statement: cst.CSTNode, key: Key) -> bool:
-    """Does ``statement`` assign (or delete) the variable ``key``?"""
-    for name in findall(statement, m.Name()):
-        if index.key(name) != key:  # type: ignore[arg-type]
-            continue
-        child: cst.CSTNode = name
-        for ancestor in index.ancestors(name):
-            if isinstance(ancestor, (cst.AssignTarget, cst.AsName, cst.Del)):
-                return True
-            if isinstance(ancestor, _TARGETS) and ancestor.target is child:  # type: ignore[union-attr]
-                return True
-            if ancestor is statement:
-                break
-            child = ancestor
-    return False
-
-
 def _substituted(
     template: cst.BaseExpression, counted: cst.Name, argument: cst.BaseExpression
 ) -> cst.BaseExpression:
@@ -435,7 +371,3 @@ def _substituted(
     replaced = template.deep_replace(counted, argument.deep_clone())
     assert isinstance(replaced, cst.BaseExpression)
     return replaced
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

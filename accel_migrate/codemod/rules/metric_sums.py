@@ -200,7 +200,7 @@ class MetricSums(Rule):
                 self.report(
                     aug,
                     "needs-review",
-                    f"cannot tell whether `{name}` sums or averages over batches; it holds this process's share only",
+                    self._unknown_reason(name, aug.value),
                     if_migrated=True,
                 )
             elif kind == "mean":
@@ -221,6 +221,25 @@ class MetricSums(Rule):
             self._after[node] = reduce_after
 
     # -- numbers computed from batch means ------------------------------------------------
+    def _unknown_reason(self, name: str, value: cst.BaseExpression) -> str:
+        numpy = sorted(
+            q
+            for call in findall(value, m.Call())
+            for q in self.index.qualnames(call.func)  # type: ignore[attr-defined]
+            if q.startswith("numpy.")
+        )
+        if numpy:
+            # `np.bincount(y.numpy())`: an array, which accel.reduce does not take
+            return (
+                f"`{name}` adds a NumPy value (`{numpy[0]}`), which the rule does "
+                "not combine across processes (accel.reduce takes tensors and "
+                "numbers); it holds this process's share only"
+            )
+        return (
+            f"cannot tell whether `{name}` sums or averages over batches; it holds "
+            "this process's share only"
+        )
+
     def _plan_mean(self, aug: cst.AugAssign, name: str, loop: cst.For) -> None:
         """``name += value``, a batch mean: combined per batch as the whole batch's.
 
