@@ -85,6 +85,8 @@ class Runtime:
             None
         )
         self._reduce_during_backward = False
+        # True while accel.backward runs the backward of an empty share (empty_share.py)
+        self.empty_share_backward = False
         # The tensors of the last accel.backward and their fractions of the global
         # loss, so that accel.global_loss weighs a logged loss as it was trained.
         self._recorded_losses: list[RecordedLoss] = []

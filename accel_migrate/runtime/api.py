@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 
 from . import checkpoint_keys as _checkpoint
 from . import data as _data
+from . import empty_share as _empty_share
 from . import guards as _guards
 from . import loss_share as _loss_share
 from ._state import get_runtime, peek_runtime
@@ -166,7 +167,8 @@ def backward(
     losses = _loss_share.as_tensors(loss)
     if not runtime.backward_guarded:
         _guards.check_backward(runtime, losses)
-    fraction = _loss_share.loss_fraction(runtime, reduction, count)
+    share = _loss_share.loss_share(runtime, reduction, count)
+    fraction = share.fraction
     runtime.record_losses(losses, fraction)
     if losses:
         # (of a sequence, the first: the overlap follows the order of the calls)
@@ -175,13 +177,14 @@ def backward(
     if weight != 1.0:
         losses = [tensor * weight for tensor in losses]
     scaled = [runtime.precision.scale_loss(tensor) for tensor in losses]
-    runtime.strategy.backward(
-        scaled[0] if isinstance(loss, torch.Tensor) else scaled,
-        gradient,
-        retain_graph,
-        create_graph,
-        inputs,
-    )
+    with _empty_share.empty_share_backward(runtime, share.empty):
+        runtime.strategy.backward(
+            scaled[0] if isinstance(loss, torch.Tensor) else scaled,
+            gradient,
+            retain_graph,
+            create_graph,
+            inputs,
+        )
     runtime.after_backward()
     runtime.check_first_backward()
 

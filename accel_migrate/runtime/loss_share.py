@@ -47,23 +47,42 @@ def check_reduction(reduction: str, count: Any) -> None:
         )
 
 
-def loss_fraction(runtime: Runtime, reduction: str, count: Any = None) -> float:
-    """This rank's fraction of the global loss (see the module docstring).
+@dataclass(frozen=True)
+class LossShare:
+    """This rank's fraction of the global loss, and whether its share is empty:
+    it holds nothing to average over while the global batch holds something."""
+
+    fraction: float
+    empty: bool = False
+
+
+def loss_share(runtime: Runtime, reduction: str, count: Any = None) -> LossShare:
+    """This rank's share of the global loss (see the module docstring).
 
     With ``count`` a collective: every rank must call it with a count.
     """
     check_reduction(reduction, count)
     env = runtime.env
     if not env.distributed:
-        return 1.0
+        return LossShare(1.0)
     if count is not None:
-        local = torch.as_tensor(count).detach().to(torch.float64).sum()
-        total = float(runtime.comm.all_reduce(local, "sum").item())
+        local = float(torch.as_tensor(count).detach().to(torch.float64).sum().item())
+        total = float(
+            runtime.comm.all_reduce(
+                torch.tensor(local, dtype=torch.float64), "sum"
+            ).item()
+        )
         # No rank has anything to average over: every loss is 0/0 and weighs nothing.
-        return float(local.item()) / total if total else 0.0
+        return LossShare(local / total if total else 0.0, local == 0 and total > 0)
     if reduction == "sum":
-        return 1.0 if runtime.batch_share_known() else 1.0 / env.world_size
-    return runtime.batch_fraction()
+        return LossShare(1.0 if runtime.batch_share_known() else 1.0 / env.world_size)
+    fraction = runtime.batch_fraction()
+    return LossShare(fraction, fraction == 0)
+
+
+def loss_fraction(runtime: Runtime, reduction: str, count: Any = None) -> float:
+    """This rank's fraction of the global loss (see the module docstring)."""
+    return loss_share(runtime, reduction, count).fraction
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from . import sync_batchnorm
+from . import empty_share, sync_batchnorm
 
 if TYPE_CHECKING:
     from ._state import Runtime
@@ -57,6 +57,8 @@ class PreparedModule(nn.Module):
         with self._runtime.precision.forward_context():
             output = forward_module(*args, **kwargs)
         self._runtime.strategy.watch_forward(forward_module, output)
+        if self._runtime.env.distributed:
+            empty_share.gate_outputs(output, self._runtime)
         return output
 
     @property

@@ -182,3 +182,13 @@ def test_ddp_and_fsdp_checkpoints_agree(checkpoints: dict[str, Path]) -> None:
     assert list(ddp) == list(fsdp)
     for key in ddp:
         torch.testing.assert_close(ddp[key], fsdp[key], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_share_without_tokens_trains_as_one_process(strategy: str) -> None:
+    # Before empty_share.py, rank 1's 0/0 token mean made every gradient NaN.
+    expected = plain("masked_share.py")
+    assert "nan" not in expected and expected.count("step ") == 4, expected
+    out = launch("masked_share.py", options=("--strategy", strategy))
+    assert STEP_LOSS.findall(out) == STEP_LOSS.findall(expected), out
+    assert re.findall(r"params (\S+)", out) == re.findall(r"params (\S+)", expected)

@@ -13,12 +13,15 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 import accel_migrate.runtime as accel
 from accel_migrate.runtime._state import Runtime, reset_runtime
 from accel_migrate.runtime.comm import Collectives
 from accel_migrate.runtime.config import RuntimeConfig
 from accel_migrate.runtime.env import DistEnv
+from accel_migrate.runtime.module import PreparedModule
 
 
 class Peer(Collectives):
@@ -153,3 +156,50 @@ def test_one_process_is_the_plain_backward() -> None:
         assert accel.global_loss(loss, reduction="sum") is loss
     finally:
         reset_runtime(previous)
+
+
+def _all_ignored_loss(peer: Runtime) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """A prepared model's masked token mean on a share whose tokens are all masked:
+    0/0, and its backward divides by the zero count (NaN gradients)."""
+    torch.manual_seed(0)
+    net = nn.Linear(3, 4)
+    model = PreparedModule(net, peer)
+    per_token = F.cross_entropy(
+        model(torch.randn(2, 3)), torch.tensor([1, 2]), reduction="none"
+    )
+    mask = torch.zeros(2)
+    loss = (per_token * mask).sum() / mask.sum()
+    assert torch.isnan(loss)
+    return net, loss, mask.sum()
+
+
+def test_a_share_with_no_tokens_adds_zero_gradients_not_nan(peer: Runtime) -> None:
+    net, loss, count = _all_ignored_loss(peer)
+    peer.comm.peer = [3.0]  # type: ignore[attr-defined]
+    accel.backward(loss, count=count)
+    for param in net.parameters():
+        assert param.grad is not None
+        assert torch.equal(param.grad, torch.zeros_like(param))
+    # logged, the global loss is the other rank's: this rank's NaN weighs nothing
+    peer.comm.peer = [1.5]  # type: ignore[attr-defined]
+    assert accel.global_loss(loss).item() == pytest.approx(1.5)
+
+
+def test_no_tokens_on_any_rank_stays_nan_as_in_the_original(peer: Runtime) -> None:
+    net, loss, count = _all_ignored_loss(peer)
+    peer.comm.peer = [0.0]  # type: ignore[attr-defined]
+    accel.backward(loss, count=count)
+    assert net.weight.grad is not None and torch.isnan(net.weight.grad).all()
+
+
+def test_a_share_with_tokens_keeps_its_weighted_gradient(peer: Runtime) -> None:
+    torch.manual_seed(0)
+    net = nn.Linear(3, 4)
+    x, y = torch.randn(2, 3), torch.tensor([1, -100])
+    F.cross_entropy(net(x), y).backward()
+    expected = net.weight.grad.clone()  # type: ignore[union-attr]
+    net.zero_grad()
+    peer.comm.peer = [3.0]  # type: ignore[attr-defined]
+    accel.backward(F.cross_entropy(PreparedModule(net, peer)(x), y), count=1)
+    assert net.weight.grad is not None
+    assert torch.allclose(net.weight.grad, expected * 2 * 1 / 4)
