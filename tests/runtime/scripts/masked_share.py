@@ -27,6 +27,8 @@ for epoch in range(2):
         loss = (per_token * mb).sum() / mb.sum()
         accel.backward(loss, count=mb.sum())
         optimizer.step()
-        accel.print(f"step {epoch * 2 + step} loss {accel.global_loss(loss).item():.6f}")
+        accel.print(
+            f"step {epoch * 2 + step} loss {accel.global_loss(loss).item():.6f}"
+        )
 total = sum(float(p.detach().sum()) for p in accel.state_dict(model).values())
 accel.print(f"params {total:.6f}")
