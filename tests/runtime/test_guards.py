@@ -74,6 +74,7 @@ class GuardRuntime:
         self.strategy = Strategy()
         self.precision = Precision()
         self.backward_guarded = False
+        self.empty_share_backward = False
         self.prepared: list[PreparedModule] = []
 
     def prepare(self, module: nn.Module) -> PreparedModule:
