@@ -192,7 +192,13 @@ def _run_files(
     # that file leaves the importer whole too (AM103), and the other way round:
     # the training file waits for its importers (they build what it is handed).
     libraries = project.libraries()
-    trainers = project.training_imports()
+    # helper modules whose callers leave their writes and prints to them
+    effects = frozenset(
+        i
+        for i in libraries
+        if (facts := batch.options_for(i).project) is not None and facts.effects_for
+    )
+    trainers = project.training_imports(effects)
     imported = {t for found in trainers.values() for t in found}
     held = (
         (project.suspects() | set(libraries) | set(trainers) | imported)
@@ -228,9 +234,10 @@ def _run_files(
     if held:
         kept = project.keep_whole_setups(
             project.keep_libraries(
-                project.keep_distributed_imports(outcomes), libraries
+                project.keep_distributed_imports(outcomes), libraries, effects
             ),
             trainers,
+            effects,
         )
         for index in sorted(held):
             emit(index, kept[index])  # type: ignore[arg-type]

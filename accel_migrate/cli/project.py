@@ -137,14 +137,21 @@ class Project:
         return found
 
     def keep_libraries(
-        self, outcomes: Sequence[Outcome | None], libraries: dict[int, int]
+        self,
+        outcomes: Sequence[Outcome | None],
+        libraries: dict[int, int],
+        effects: frozenset[int] = frozenset(),
     ) -> list[Outcome | None]:
         """``outcomes`` with each changed library (``libraries``) whose importer
         the rules ran on (a training file, migrated now or already) turned into
         an unchanged result: its needs-review findings and one info finding
-        naming the importer. (A second run over a migrated project keeps it so.)"""
+        naming the importer. (A second run over a migrated project keeps it so.)
+        A library whose callers leave its writes and prints to it (``effects``:
+        ``ProjectFacts.effects_for``) keeps its migration."""
         result = list(outcomes)
         for library, entry in sorted(libraries.items()):
+            if library in effects:
+                continue
             outcome, importer = result[library], result[entry]
             if not (
                 isinstance(outcome, MigrationResult)
@@ -183,19 +190,26 @@ class Project:
             )
         return result
 
-    def training_imports(self) -> dict[int, dict[int, int]]:
+    def training_imports(
+        self, effects: frozenset[int] = frozenset()
+    ) -> dict[int, dict[int, int]]:
         """Each file of the batch with the other files of the batch it imports
         directly that run a backward pass of their own (training files migrated
-        in their own right), each with the line of its first import there: its
-        result waits for theirs (``keep_whole_setups``)."""
+        in their own right), or that make their own writes and prints
+        main-process ones for their callers (``effects``), each with the line of
+        its first import there: its result waits for theirs
+        (``keep_whole_setups``)."""
         found: dict[int, dict[int, int]] = {}
         for entry, trainer, own, line in self._batch_imports():
-            if ".backward(" in own:
+            if ".backward(" in own or trainer in effects:
                 found.setdefault(entry, {}).setdefault(trainer, line)
         return found
 
     def keep_whole_setups(
-        self, outcomes: Sequence[Outcome | None], imports: dict[int, dict[int, int]]
+        self,
+        outcomes: Sequence[Outcome | None],
+        imports: dict[int, dict[int, int]],
+        effects: frozenset[int] = frozenset(),
     ) -> list[Outcome | None]:
         """``outcomes`` with each changed file that imports a training file of the
         batch left whole (``imports``) turned into an unchanged result with one
@@ -203,24 +217,39 @@ class Project:
         migrated whole or not at all. The other way round too: a training file
         whose importer is left whole (it builds the model, the loaders the file
         is handed: ``project_callers``) is left whole. Repeated until nothing
-        changes, as a file left whole here may be imported by another."""
+        changes, as a file left whole here may be imported by another.
+        A helper module that makes its own writes and prints main-process ones
+        (``effects``) is left whole when it is not migrated for any reason:
+        its callers count on it."""
         result = list(outcomes)
+
+        def whole(index: int) -> bool:
+            if index in effects:
+                return _not_migrated(result[index])
+            return _left_whole(result[index])
+
         changed = True
         while changed:
             changed = False
             for entry, trainers in sorted(imports.items()):
                 if _migrated(result[entry]):
-                    whole = [t for t in trainers if _left_whole(result[t])]
-                    if whole:
-                        names = ", ".join(self.paths[t] for t in whole)
+                    kept = [t for t in trainers if whole(t)]
+                    if kept:
+                        names = ", ".join(self.paths[t] for t in kept)
+                        what = (
+                            "a helper module of this batch that makes its own "
+                            "writes and prints main-process ones for this file's "
+                            "calls, left unchanged"
+                            if set(kept) <= effects
+                            else "a training file of this batch left unchanged"
+                        )
                         result[entry] = _kept_whole(
                             result[entry],  # type: ignore[arg-type]
-                            min(trainers[t] for t in whole),
-                            f"imports {names}, a training file of this batch left "
-                            "unchanged (see its findings): the training setup they "
-                            "share is migrated whole or not at all, so this file is "
-                            "left unchanged too; resolve those findings and run the "
-                            "batch again",
+                            min(trainers[t] for t in kept),
+                            f"imports {names}, {what} (see its findings): the "
+                            "training setup they share is migrated whole or not at "
+                            "all, so this file is left unchanged too; resolve those "
+                            "findings and run the batch again",
                         )
                         changed = True
                 if not _left_whole(result[entry]):
@@ -296,6 +325,19 @@ def _migrated(outcome: Outcome | None) -> bool:
         and outcome.skip_reason is None
         and outcome.changed
     )
+
+
+def _not_migrated(outcome: Outcome | None) -> bool:
+    """A helper module that neither is migrated now nor was before."""
+    if isinstance(outcome, Failure):
+        return True
+    if not isinstance(outcome, MigrationResult):
+        return False
+    if outcome.changed and outcome.skip_reason is None:
+        return False
+    source = outcome.source
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    return RUNTIME_MODULE not in text
 
 
 def _kept_whole(outcome: MigrationResult, line: int, message: str) -> MigrationResult:

@@ -154,7 +154,7 @@ def _early(
         # says so.
         if project is None:
             project = read_project(path)
-        if project.library_trainers:
+        if project.library_trainers or project.effects_for:
             verdict = None
     return verdict, project
 
@@ -182,11 +182,20 @@ def _full_pass(
             skip_reason=SKIP_DISTRIBUTED,
         )
     project = options.project if options.project is not None else read_project(path)
-    if not screen.training and not project.library_trainers:
+    # A helper module of the batch (no backward of its own) whose writes and
+    # prints its callers leave to it: only the rules that place them run, even
+    # where the screen takes it for a training file (its loaders, models and
+    # losses are migrated where they are called, AM102).
+    effects_only = bool(project.effects_for)
+    if not screen.training and not project.library_trainers and not effects_only:
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
-    rules = [rule for rule in registered_rules() if options.selected(rule.code)]
+    rules = [
+        rule
+        for rule in registered_rules()
+        if options.selected(rule.code) and (rule.effects or not effects_only)
+    ]
     context = RuleContext(
         alias=alias,
         original_code=module.code,
@@ -216,11 +225,15 @@ def _full_pass(
             if f.status == "needs-review" and f not in context.if_migrated
         )
         return MigrationResult(path, source, source, review, suppressed=suppressed)
-    if not screen.training and not (
-        # it trains through a class of this batch that counts on it to prepare
-        # the model it hands over (``Trainer(config, model, dataset).run()``)
-        context.changed
-        and any(f.trains and f.batch_migrated for f in project.library_trainers)
+    if (
+        not screen.training
+        and not effects_only
+        and not (
+            # it trains through a class of this batch that counts on it to prepare
+            # the model it hands over (``Trainer(config, model, dataset).run()``)
+            context.changed
+            and any(f.trains and f.batch_migrated for f in project.library_trainers)
+        )
     ):  # it imports a library trainer but hands it nothing
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if not context.changed:

@@ -21,11 +21,11 @@ from .project_facts import HelperFact
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
-    from .rule import Rule
+    from .rules.main_process_writes import MainProcessWrites
 
 
 def helper_call(
-    rule: Rule, original: cst.Call, updated: cst.Call, helper: HelperFact
+    rule: MainProcessWrites, original: cst.Call, updated: cst.Call, helper: HelperFact
 ) -> cst.BaseExpression:
     used = not isinstance(rule.parent(original), cst.Expr)
     if helper.batch_migrated:
@@ -33,6 +33,8 @@ def helper_call(
         # made main-process ones; a finding there that leaves it whole leaves
         # this file whole too (AM103, cli/project.py), so the call stays as it is.
         return updated
+    if helper.batch_effects:
+        return _left_to_its_file(rule, original, updated, helper)
     if helper.collectives:
         rule.report(
             original,
@@ -62,6 +64,53 @@ def helper_call(
         f"{helper.describe()}, and nothing else -> accel.on_main_process(...)",
     )
     return rule.on_main_process(updated)
+
+
+def _left_to_its_file(
+    rule: MainProcessWrites, original: cst.Call, updated: cst.Call, helper: HelperFact
+) -> cst.BaseExpression:
+    """A helper whose file makes its own writes and prints main-process ones
+    (``HelperFact.batch_effects``) runs on every process as written. What it
+    writes may be read back by any process once it returns (``latest(folder)``,
+    a log read at the end), so where every process calls it together a barrier
+    follows the call; where only some do, it is reported."""
+    if not helper.writes:
+        rule.report(
+            original,
+            "fixed",
+            f"{helper.describe()}: its prints are made main-process ones in "
+            f"{helper.file}, migrated with this batch; the call stays on every process",
+        )
+        return updated
+    statement = rule.parent(rule.parent(original))
+    if not (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and rule.parent(original) is statement.body[0]
+        and isinstance(statement.body[0], (cst.Expr, cst.Assign))
+        and rule.index.uniform(original)
+    ):
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}: its writes are made main-process ones in "
+            f"{helper.file}, migrated with this batch, but this call is not a "
+            "statement that every process reaches together, so no barrier can "
+            "follow it: a process may read what it writes before the main process "
+            "has written it; call it where every process passes, then accel.barrier()",
+            if_migrated=True,
+        )
+        return updated
+    rule.barrier_after(original)
+    rule.report(
+        original,
+        "fixed",
+        f"{helper.describe()}: its writes are made main-process ones in "
+        f"{helper.file}, migrated with this batch -> accel.barrier() after the "
+        "call, so that no process reads what it writes before the main process "
+        "has written it",
+    )
+    return updated
 
 
 def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:

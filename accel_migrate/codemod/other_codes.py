@@ -124,6 +124,22 @@ model is prepared, and the helper still works, unchanged, for the other scripts
 that import it. A helper module with a backward pass of its own (a library
 trainer such as minGPT's ``trainer.py``) is migrated as a training file.
 
+One kind of helper cannot be migrated at its call: one that writes files or
+prints and does more besides (``save_snapshot`` that saves, removes the last
+snapshot and returns the new path; a ``Logger`` class that keeps
+``sys.stdout`` and an open file; a progress bar with ``global`` timers). Moved
+to the main process, the other processes would miss what it hands back or
+keeps, and the state dicts it gathers (a collective under FSDP) would wait
+forever. When the batch calls such a helper, its module keeps its migration,
+made by the rules that place writes and prints only (AM008, AM010, AM011,
+AM016, AM017, AM018, AM024, AM030, AM033, AM035): ``accel.save``,
+``accel.on_main_process(os.remove, ...)``, ``accel.print``. Its loaders, models
+and losses are still prepared where they are called. The call stays on every
+process, followed by ``accel.barrier()`` when the helper writes files, so that
+no process reads them before the main process has written them. If the module
+is left unchanged (a needs-review finding, ``# accel-migrate: skip-file``),
+the files that call it are left unchanged too (AM103).
+
 ## Example
 ```python
 # utils.py, imported by train.py: unchanged (AM102)
@@ -134,8 +150,10 @@ test_loader = accel.prepare_dataloader(utils.get_test_dataloader(args.b))
 ```
 
 ## Fix safety
-Nothing is rewritten in the helper module. To migrate it on its own, run
-accel-migrate on that file alone.
+Nothing is rewritten in the helper module, except the writes and prints of one
+whose helpers the batch leaves to it (above), which are rewritten as in a
+training file. To migrate a module on its own, run accel-migrate on that file
+alone.
 """,
 )
 
@@ -156,7 +174,9 @@ are dropped: they describe the file as it would have been migrated. The other
 way round too: a training file of the batch whose importer is left unchanged
 (the importer builds the model and the loaders it hands a ``Trainer`` class or
 an ``engine.train_one_epoch`` of that file) is left unchanged, with one finding
-at its first line naming the importer.
+at its first line naming the importer. The same holds for a helper module whose
+writes and prints its callers leave to it (AM102): left unchanged, its
+importers are left unchanged too, since their calls of it stay on every process.
 
 ## Why
 A training setup is migrated whole or not at all. The importer builds the

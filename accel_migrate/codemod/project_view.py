@@ -28,7 +28,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .project_facts import CallSite, HelperFact, ProjectFacts
 
@@ -128,6 +128,7 @@ class ProjectView:
         self._facts: dict[tuple[Target, tuple[str, ...]], HelperFact | None] = {}
         self._callers: dict[Target, tuple[CallSite, ...]] | None = None
         self._trains: dict[str, bool] = {}
+        self._effects: dict[str, bool] = {}
 
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
@@ -221,7 +222,9 @@ class ProjectView:
         callers = self._callers_of_file(real)
         if not self._may_import_local(real, roots):
             # no parse: a batch's cheap common case
-            return ProjectFacts(callers=callers)
+            return ProjectFacts(
+                callers=callers, effects_for=self._effects_for(real, callers)
+            )
         tree = _parse(real)
         if tree is None:
             return ProjectFacts(callers=callers)
@@ -286,7 +289,15 @@ class ProjectView:
             tuple(sorted(files)),
             tuple(sorted(set(star_names))) if star_names is not None else None,
             callers,
+            self._effects_for(real, callers),
         )
+
+    def _effects_for(
+        self, real: str, callers: tuple[tuple[str, tuple[CallSite, ...]], ...]
+    ) -> tuple[str, ...]:
+        if not self.effects_library(real):
+            return ()
+        return tuple(sorted({site.file for _, sites in callers for site in sites}))
 
     def batch_trains(self, path: str) -> bool:
         """Is ``path`` a file of this batch that runs a backward of its own (a
@@ -303,6 +314,45 @@ class ProjectView:
                 for node in ast.walk(tree)
             )
         return self._trains[path]
+
+    def effects_library(self, path: str) -> bool:
+        """Is ``path`` a helper module of this batch (no backward of its own)
+        whose other files call one of its helpers that writes files or prints,
+        builds no loader, model, optimizer or loss, and does more besides (hands
+        a value back, keeps state: ``save_snapshot`` returning its path, a
+        ``Logger`` class, a progress bar with ``global`` timers)? Such a helper
+        cannot be moved to the main process at its call: its writes and prints
+        are made main-process ones in its own file instead, by the rules that
+        place them (``Rule.effects``). A module with a helper that calls
+        collectives is left to its callers."""
+        if path not in self.scripts or len(self.scripts) < 2:
+            return False
+        if path not in self._effects:
+            self._effects[path] = False  # a cycle of modules reads "not"
+            self._effects[path] = self._effects_library(path)
+        return self._effects[path]
+
+    def _effects_library(self, path: str) -> bool:
+        callers = self._callers_of_file(path)
+        if self.batch_trains(path) or not callers:
+            return False
+        roots = roots_of(path, self.base)
+        scan = self._scan(path, roots)
+        facts = {
+            name: self._fact((path, name), roots, "")
+            for name in [*scan.functions, *scan.classes]
+        }
+        if any(f is not None and f.collectives for f in facts.values()):
+            return False
+        # what AM017 would otherwise report at the call (helper_effects.helper_call)
+        called = {name.split(".")[0] for name, _ in callers}
+        return any(
+            (fact := facts.get(name)) is not None
+            and fact.side_effects
+            and not fact.returns
+            and not fact.effects_only
+            for name in called
+        )
 
     def _callers_of_file(
         self, real: str
@@ -402,6 +452,20 @@ class ProjectView:
         return _attribute(self, module, name)
 
     def fact(
+        self, target: Target, roots: tuple[str, ...], script: str, depth: int = 0
+    ) -> HelperFact | None:
+        fact = self._fact(target, roots, script, depth)
+        if (
+            fact is not None
+            and fact.side_effects
+            # (the batch's calls are read first: facts read for them need not say)
+            and self._callers is not None
+            and self.effects_library(target[0])
+        ):
+            return replace(fact, batch_effects=True)
+        return fact
+
+    def _fact(
         self, target: Target, roots: tuple[str, ...], script: str, depth: int = 0
     ) -> HelperFact | None:
         key = (target, roots)

@@ -129,3 +129,38 @@ def test_a_training_file_an_importer_left_whole_hands_its_setup_is_left_whole(
     assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
     assert files["proj/main.py"] == ["AM004"]
     assert files["proj/trainer.py"] == ["AM103"]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_helper_module_whose_writes_its_callers_leave_to_it_is_migrated_for_them(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    jobs: str,
+) -> None:
+    # ckpt.save_snapshot returns the path it saved and log.Logger keeps
+    # sys.stdout and an open file: neither can move to the main process at its
+    # call, so their modules place their own writes and prints (AM102)
+    root, _, files = _write_batch(
+        "effects_library", tmp_path, monkeypatch, capsys, jobs
+    )
+    expected = FIXTURES / "projects" / "effects_library" / "out"
+    for name in ("ckpt.py", "log.py", "train.py"):
+        assert (root / name).read_bytes() == (expected / name).read_bytes(), name
+    assert "AM102" not in files["proj/ckpt.py"]
+    assert set(files["proj/log.py"]) == {"AM017", "AM035"}
+    assert main(["--check", "--no-cache", "-q", "proj"]) == 0
+
+
+def test_importers_of_a_helper_module_the_user_skips_are_left_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # train.py keeps its save_snapshot call on every process, counting on
+    # ckpt.py to write on the main process only: skipped, ckpt.py would race
+    root, before, files = _write_batch(
+        "effects_library", tmp_path, monkeypatch, capsys, skip="ckpt.py"
+    )
+    assert (root / "train.py").read_bytes() == before["train.py"]
+    assert files["proj/train.py"] == ["AM103"]
+    # log.py, which only train.py calls, is left whole with it
+    assert (root / "log.py").read_bytes() == before["log.py"]

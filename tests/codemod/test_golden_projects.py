@@ -26,20 +26,24 @@ def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
     """Every file of ``root`` migrated as one batch (one view of the project), with
     the batch's decisions across files (a helper module migrated at its call sites
     is left unchanged: AM102; an importer of a
-    training file left whole is left whole: AM103), as ``accel-migrate ROOT`` makes them.
+    training file left whole is left whole: AM103; a helper module that makes its
+    own writes and prints main-process ones keeps its migration, and left whole
+    leaves its importers whole), as ``accel-migrate ROOT`` makes them.
     """
     files = sorted(root.rglob("*.py"))
     view = ProjectView([str(f) for f in files])
+    facts = [view.facts_for(str(f)) for f in files]
     results = [
-        migrate_source(
-            f.read_bytes(), str(f), MigrateOptions(project=view.facts_for(str(f)))
-        )
-        for f in files
+        migrate_source(f.read_bytes(), str(f), MigrateOptions(project=fact))
+        for f, fact in zip(files, facts, strict=True)
     ]
     project = Project([f.relative_to(root).as_posix() for f in files], files)
+    libraries = project.libraries()
+    effects = frozenset(i for i in libraries if facts[i].effects_for)
     kept = project.keep_whole_setups(
-        project.keep_libraries(results, project.libraries()),
-        project.training_imports(),
+        project.keep_libraries(results, libraries, effects),
+        project.training_imports(effects),
+        effects,
     )
     return {f.relative_to(root): r for f, r in zip(files, kept, strict=True)}
 

@@ -172,6 +172,7 @@ class MainProcessWrites(Rule):
     code = "AM017"
     name = "main-process-writes"
     summary = "SummaryWriter / wandb / open(path, 'w') / save_image / shutil.copyfile / os.remove -> accel.on_main_process(...)"
+    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
@@ -352,6 +353,11 @@ class MainProcessWrites(Rule):
         """Calls (of the original tree) that a barrier follows."""
         return set()
 
+    def barrier_after(self, call: cst.Call) -> None:
+        """Follow the statement ``call`` makes (``f(...)``, ``x = f(...)``) with
+        ``accel.barrier()``."""
+        self._barrier_after.add(call)
+
     def _closed_before_read(self, call: cst.Call) -> cst.With | None:
         """The ``with open(path, "w") as f:`` statement ``call`` opens, when a barrier
         after it is safe and enough: every process reaches it together, and no loop
@@ -380,7 +386,7 @@ class MainProcessWrites(Rule):
         updated_node: cst.SimpleStatementLine,
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
         if not any(
-            isinstance(s, cst.Expr) and s.value in self._barrier_after
+            isinstance(s, (cst.Expr, cst.Assign)) and s.value in self._barrier_after
             for s in original_node.body
         ):
             return updated_node

@@ -1,0 +1,148 @@
+"""Helper modules whose writes and prints the batch leaves to them (issue 12):
+a helper that writes or prints and does more besides (returns a value, keeps
+state) cannot be moved to the main process at its call, so in batch mode its
+module is migrated by the rules that place writes and prints only
+(``ProjectView.effects_library``, ``Rule.effects``), and its callers keep the
+call on every process, followed by a barrier when it writes files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accel_migrate.codemod import MigrateOptions, migrate_source
+from accel_migrate.codemod.project_view import ProjectView
+from accel_migrate.codemod.rule import registered_rules
+
+CKPT = """\
+import os
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def get_loader(n):
+    return DataLoader(TensorDataset(torch.randn(n, 4)), batch_size=4)
+
+
+def save_snapshot(model, epoch):
+    path = "snap_%d.pt" % epoch
+    torch.save(model.state_dict(), path)
+    return path
+"""
+
+TRAIN = """\
+import torch
+
+import ckpt
+
+loader = ckpt.get_loader(16)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    for (x,) in loader:
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    {call}
+"""
+
+
+def _batch(
+    tmp_path: Path, ckpt: str = CKPT, call: str = "ckpt.save_snapshot(model, epoch)"
+) -> tuple[ProjectView, Path, Path]:
+    (tmp_path / "ckpt.py").write_text(ckpt)
+    (tmp_path / "train.py").write_text(TRAIN.format(call=call))
+    files = [tmp_path / "ckpt.py", tmp_path / "train.py"]
+    return ProjectView([str(f) for f in files]), *files
+
+
+def _migrate(view: ProjectView, path: Path):  # type: ignore[no-untyped-def]
+    return migrate_source(
+        path.read_text(), str(path), MigrateOptions(project=view.facts_for(str(path)))
+    )
+
+
+def test_a_helper_that_returns_what_it_wrote_makes_its_module_migrate_its_writes(
+    tmp_path: Path,
+) -> None:
+    view, ckpt, train = _batch(tmp_path)
+    facts = view.facts_for(str(ckpt))
+    assert facts.effects_for == ("train.py",)
+    assert view.facts_for(str(train)).lookup(["ckpt.save_snapshot"]).batch_effects  # type: ignore[union-attr]
+    library = _migrate(view, ckpt)
+    assert "accel.save(accel.state_dict(model), path)" in library.output
+    # its loader is the caller's to prepare (AM102): not wrapped here too
+    assert "prepare_dataloader" not in library.output
+    assert {f.code for f in library.findings} <= {
+        r.code for r in registered_rules() if r.effects
+    }
+    script = _migrate(view, train)
+    assert "accel.prepare_dataloader(ckpt.get_loader(16))" in script.output
+    assert (
+        "    ckpt.save_snapshot(model, epoch)\n    accel.barrier()\n" in script.output
+    )
+    assert not script.needs_review
+
+
+def test_a_call_only_some_processes_make_is_reported_not_followed_by_a_barrier(
+    tmp_path: Path,
+) -> None:
+    # the last batch of each process's share decides: only some processes call it
+    view, _, train = _batch(
+        tmp_path, call="if x.sum() > 0:\n        ckpt.save_snapshot(model, epoch)"
+    )
+    script = _migrate(view, train)
+    assert "accel.barrier()" not in script.output
+    (finding,) = [f for f in script.needs_review if f.code == "AM017"]
+    assert "not a statement that every process reaches together" in finding.message
+
+
+def test_a_module_with_only_movable_helpers_stays_a_library(tmp_path: Path) -> None:
+    # writes a line and does nothing else: moved to the main process at the
+    # call, as before (save_snapshot's model.state_dict() is code the analysis
+    # does not follow: a collective under FSDP, so that one is not movable)
+    log_line = (
+        "\n\ndef log_line(path, epoch):\n"
+        '    with open(path, "a") as f:\n'
+        '        f.write("epoch %d\\n" % epoch)\n'
+    )
+    head = CKPT[: CKPT.index("def save_snapshot")].rstrip() + "\n"
+    view, ckpt, train = _batch(
+        tmp_path, head + log_line, call='ckpt.log_line("log.txt", epoch)'
+    )
+    assert not view.facts_for(str(ckpt)).effects_for
+    fact = view.facts_for(str(train)).lookup(["ckpt.log_line"])
+    assert fact is not None and fact.effects_only and not fact.batch_effects
+    assert "accel.on_main_process(ckpt.log_line" in _migrate(view, train).output
+
+
+def test_a_module_with_collectives_is_left_to_its_callers(tmp_path: Path) -> None:
+    view, ckpt, _ = _batch(
+        tmp_path,
+        CKPT + "\n\ndef sync():\n    torch.distributed.barrier()\n",
+    )
+    assert not view.facts_for(str(ckpt)).effects_for
+
+
+def test_one_file_argument_reads_the_module_and_never_migrates_it(
+    tmp_path: Path,
+) -> None:
+    _, _, train = _batch(tmp_path)
+    alone = ProjectView([str(train)])
+    assert not alone.facts_for(str(train)).lookup(["ckpt.save_snapshot"]).batch_effects  # type: ignore[union-attr]
+    result = migrate_source(train.read_text(), str(train))
+    assert [f.code for f in result.needs_review] == ["AM017"]
+    assert "ckpt.py" in result.needs_review[0].message
+
+
+def test_a_call_every_process_makes_under_a_shared_condition_gets_its_barrier(
+    tmp_path: Path,
+) -> None:
+    view, _, train = _batch(
+        tmp_path, call="if epoch > 0:\n        ckpt.save_snapshot(model, epoch)"
+    )
+    script = _migrate(view, train)
+    assert "        ckpt.save_snapshot(model, epoch)\n        accel.barrier()\n" in (
+        script.output
+    )
+    assert not script.needs_review
