@@ -196,7 +196,7 @@ def _run_files(
     effects = frozenset(
         i
         for i in libraries
-        if (facts := batch.options_for(i).project) is not None and facts.effects_for
+        if (facts := batch.options_for(i).project) is not None and facts.library_for
     )
     trainers = project.training_imports(effects)
     imported = {t for found in trainers.values() for t in found}

@@ -147,7 +147,7 @@ class Project:
         an unchanged result: its needs-review findings and one info finding
         naming the importer. (A second run over a migrated project keeps it so.)
         A library whose callers leave its writes and prints to it (``effects``:
-        ``ProjectFacts.effects_for``) keeps its migration."""
+        ``ProjectFacts.library_for``) keeps its migration."""
         result = list(outcomes)
         for library, entry in sorted(libraries.items()):
             if library in effects:

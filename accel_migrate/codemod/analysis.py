@@ -500,9 +500,17 @@ class ModuleIndex:
         from .patterns import is_loader_seed
         from .project_callers import given_by_callers
 
-        items = self._container_items
         # parameters every call from the batch's other files hands a loader
         handed = set(given_by_callers(self, "loader"))
+        if self.project.library_for:
+            # a helper module migrated for its callers: the loaders it builds are
+            # theirs to shard where they call it (AM102); those they hand it are
+            # sharded
+            return (
+                self.tagged(lambda e: self.key(e) in handed, through=self._loop_wrapped)
+                | handed
+            )
+        items = self._container_items
         found = self.tagged(
             lambda e: is_loader_seed(self, e)
             or self._loader_item(e)
@@ -621,10 +629,10 @@ class ModuleIndex:
         """
         from .patterns import is_loader_seed
 
-        if (
-            self.holds_tagged(iterable, self.loaders)
-            or is_loader_seed(self, iterable)
-            or self._loader_item(iterable)
+        if self.holds_tagged(iterable, self.loaders) or (
+            # a helper module's own loaders are sharded by its callers, if at all
+            not self.project.library_for
+            and (is_loader_seed(self, iterable) or self._loader_item(iterable))
         ):
             return True, False
         if isinstance(iterable, cst.Call) and iterable.args:

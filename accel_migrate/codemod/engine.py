@@ -154,7 +154,7 @@ def _early(
         # says so.
         if project is None:
             project = read_project(path)
-        if project.library_trainers or project.effects_for:
+        if project.library_trainers or project.library_for:
             verdict = None
     return verdict, project
 
@@ -182,19 +182,20 @@ def _full_pass(
             skip_reason=SKIP_DISTRIBUTED,
         )
     project = options.project if options.project is not None else read_project(path)
-    # A helper module of the batch (no backward of its own) whose writes and
-    # prints its callers leave to it: only the rules that place them run, even
-    # where the screen takes it for a training file (its loaders, models and
-    # losses are migrated where they are called, AM102).
-    effects_only = bool(project.effects_for)
-    if not screen.training and not project.library_trainers and not effects_only:
+    # A helper module of the batch (no backward of its own) migrated for its
+    # callers: its writes and prints, and its sums over the loaders they hand
+    # it, even where the screen takes it for a training file. What its helpers
+    # build (loaders, models, optimizers) is prepared where they are called
+    # (AM102), so the rules that prepare do not run.
+    library = bool(project.library_for)
+    if not screen.training and not project.library_trainers and not library:
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
     rules = [
         rule
         for rule in registered_rules()
-        if options.selected(rule.code) and (rule.effects or not effects_only)
+        if options.selected(rule.code) and not (library and rule.prepares)
     ]
     context = RuleContext(
         alias=alias,
@@ -227,7 +228,7 @@ def _full_pass(
         return MigrationResult(path, source, source, review, suppressed=suppressed)
     if (
         not screen.training
-        and not effects_only
+        and not library
         and not (
             # it trains through a class of this batch that counts on it to prepare
             # the model it hands over (``Trainer(config, model, dataset).run()``)

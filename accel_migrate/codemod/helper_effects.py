@@ -33,7 +33,7 @@ def helper_call(
         # made main-process ones; a finding there that leaves it whole leaves
         # this file whole too (AM103, cli/project.py), so the call stays as it is.
         return updated
-    if helper.batch_effects:
+    if helper.batch_library:
         return _left_to_its_file(rule, original, updated, helper)
     if helper.collectives:
         rule.report(
@@ -70,7 +70,7 @@ def _left_to_its_file(
     rule: MainProcessWrites, original: cst.Call, updated: cst.Call, helper: HelperFact
 ) -> cst.BaseExpression:
     """A helper whose file makes its own writes and prints main-process ones
-    (``HelperFact.batch_effects``) runs on every process as written. What it
+    (``HelperFact.batch_library``) runs on every process as written. What it
     writes may be read back by any process once it returns (``latest(folder)``,
     a log read at the end), so where every process calls it together a barrier
     follows the call; where only some do, it is reported."""
@@ -122,7 +122,11 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
         return None
     for arg in call.args:
         key = index.key(arg.value)
-        if key is not None and key in index.loaders and helper.batch_migrated:
+        if (
+            key is not None
+            and key in index.loaders
+            and (helper.batch_migrated or helper.batch_library)
+        ):
             # What it sums over the loader is reduced in its own file, which
             # knows the loader from its callers (project_callers); a finding
             # there that leaves that file whole leaves this one whole too (AM103).

@@ -115,12 +115,12 @@ class HelperFact:
     #: main-process ones there, and its sums over the loaders the batch hands it
     #: reduced there (``project_callers``), not at the call.
     batch_migrated: bool = False
-    #: Its file is a helper module of this batch (no backward of its own) whose
-    #: writes and prints are made main-process ones in its own file, for the
-    #: batch's calls of it (``ProjectView.effects_library``): a call of it runs
-    #: on every process as written, and what it computes (a state dict, a value
-    #: handed back) is the same on each.
-    batch_effects: bool = False
+    #: Its file is a helper module of this batch (no backward of its own)
+    #: migrated for the batch's calls of it (``ProjectView.migrated_library``):
+    #: its writes and prints are made main-process ones there, and what it sums
+    #: or collects over the loaders its callers hand it is reduced there. A call
+    #: of it runs on every process as written.
+    batch_library: bool = False
     #: For a sum-reduced loss with a term summed over some of its parameters
     #: (``return rec + beta * torch.sum(torch.abs(code))``): those parameters,
     #: which a caller must hand values of the batch's samples (model outputs)
@@ -205,12 +205,11 @@ class ProjectFacts:
     #: top-level functions, by function name, and to its classes' constructors
     #: and methods, as ``Class.__init__`` / ``Class.method`` (``project_callers``).
     callers: tuple[tuple[str, tuple[CallSite, ...]], ...] = ()
-    #: In batch mode, for a helper module of the batch whose writes and prints
-    #: are made main-process ones in its own file (``ProjectView.effects_library``):
-    #: the batch's files that call it. Only the rules that place writes and
-    #: prints (``Rule.effects``) run on it; its loaders, models and losses are
-    #: still migrated where they are called (AM102).
-    effects_for: tuple[str, ...] = ()
+    #: In batch mode, for a helper module of the batch migrated for its callers
+    #: (``ProjectView.migrated_library``): the batch's files that call it. The
+    #: rules that prepare (``Rule.prepares``) do not run on it; its loaders,
+    #: models and optimizers are prepared where they are called (AM102).
+    library_for: tuple[str, ...] = ()
 
     def callers_of(self, function: str) -> tuple[CallSite, ...]:
         """The batch's calls of this file's ``function`` from other files."""
@@ -247,4 +246,4 @@ class ProjectFacts:
         return hashlib.sha256(repr(self).encode()).hexdigest()
 
     def __bool__(self) -> bool:
-        return bool(self.helpers or self.callers or self.effects_for)
+        return bool(self.helpers or self.callers or self.library_for)

@@ -128,7 +128,7 @@ class ProjectView:
         self._facts: dict[tuple[Target, tuple[str, ...]], HelperFact | None] = {}
         self._callers: dict[Target, tuple[CallSite, ...]] | None = None
         self._trains: dict[str, bool] = {}
-        self._effects: dict[str, bool] = {}
+        self._library: dict[str, bool] = {}
 
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
@@ -223,7 +223,7 @@ class ProjectView:
         if not self._may_import_local(real, roots):
             # no parse: a batch's cheap common case
             return ProjectFacts(
-                callers=callers, effects_for=self._effects_for(real, callers)
+                callers=callers, library_for=self._library_for(real, callers)
             )
         tree = _parse(real)
         if tree is None:
@@ -289,13 +289,13 @@ class ProjectView:
             tuple(sorted(files)),
             tuple(sorted(set(star_names))) if star_names is not None else None,
             callers,
-            self._effects_for(real, callers),
+            self._library_for(real, callers),
         )
 
-    def _effects_for(
+    def _library_for(
         self, real: str, callers: tuple[tuple[str, tuple[CallSite, ...]], ...]
     ) -> tuple[str, ...]:
-        if not self.effects_library(real):
+        if not self.migrated_library(real):
             return ()
         return tuple(sorted({site.file for _, sites in callers for site in sites}))
 
@@ -315,24 +315,30 @@ class ProjectView:
             )
         return self._trains[path]
 
-    def effects_library(self, path: str) -> bool:
+    def migrated_library(self, path: str) -> bool:
         """Is ``path`` a helper module of this batch (no backward of its own)
-        whose other files call one of its helpers that writes files or prints,
-        builds no loader, model, optimizer or loss, and does more besides (hands
-        a value back, keeps state: ``save_snapshot`` returning its path, a
-        ``Logger`` class, a progress bar with ``global`` timers)? Such a helper
-        cannot be moved to the main process at its call: its writes and prints
-        are made main-process ones in its own file instead, by the rules that
-        place them (``Rule.effects``). A module with a helper that calls
+        migrated for the batch's calls of it? That is so when another file of
+        the batch hands one of its functions a loader at every call
+        (``evaluate(model, test_loader)``, ``predict(model, loader)``): what it
+        sums, collects or logs over the loader, which its caller shards, is
+        reduced there. It is so too when another file calls one of its helpers
+        that writes files or prints, builds no loader, model, optimizer or loss,
+        and does more besides (hands a value back, keeps state:
+        ``save_snapshot`` returning its path, a ``Logger`` class that keeps
+        ``sys.stdout``, a progress bar with ``global`` timers): such a helper
+        cannot be moved to the main process at its call, so its writes and
+        prints are made main-process ones in its own file. The rules that
+        prepare (``Rule.prepares``) do not run on it: its callers prepare what
+        its helpers build (AM102). A module with a helper that calls
         collectives is left to its callers."""
         if path not in self.scripts or len(self.scripts) < 2:
             return False
-        if path not in self._effects:
-            self._effects[path] = False  # a cycle of modules reads "not"
-            self._effects[path] = self._effects_library(path)
-        return self._effects[path]
+        if path not in self._library:
+            self._library[path] = False  # a cycle of modules reads "not"
+            self._library[path] = self._migrated_library(path)
+        return self._library[path]
 
-    def _effects_library(self, path: str) -> bool:
+    def _migrated_library(self, path: str) -> bool:
         callers = self._callers_of_file(path)
         if self.batch_trains(path) or not callers:
             return False
@@ -344,6 +350,8 @@ class ProjectView:
         }
         if any(f is not None and f.collectives for f in facts.values()):
             return False
+        if any(_handed_a_loader(sites) for _, sites in callers):
+            return True
         # what AM017 would otherwise report at the call (helper_effects.helper_call)
         called = {name.split(".")[0] for name, _ in callers}
         return any(
@@ -457,12 +465,11 @@ class ProjectView:
         fact = self._fact(target, roots, script, depth)
         if (
             fact is not None
-            and fact.side_effects
             # (the batch's calls are read first: facts read for them need not say)
             and self._callers is not None
-            and self.effects_library(target[0])
+            and self.migrated_library(target[0])
         ):
-            return replace(fact, batch_effects=True)
+            return replace(fact, batch_library=True)
         return fact
 
     def _fact(
@@ -479,6 +486,12 @@ class ProjectView:
         fact = HelperFacts(self, target, roots, script, depth).result()
         self._facts[key] = fact
         return fact
+
+
+def _handed_a_loader(sites: tuple[CallSite, ...]) -> bool:
+    """Does every one of a function's calls hand one same parameter a loader?"""
+    first = {name for name, kind in sites[0].arguments if kind == "loader"}
+    return any(all(site.kind(name) == "loader" for site in sites) for name in first)
 
 
 def _module_statements(tree: ast.Module) -> list[ast.stmt]:

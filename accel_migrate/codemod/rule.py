@@ -221,12 +221,11 @@ class Rule(cst.CSTTransformer):
     #: rule rewrites it (AMP calls before AM007 turns `.backward()` into a call)
     #: takes a lower phase.
     phase: ClassVar[int] = 50
-    #: The rule places a file's writes and prints (main process only, atomic
-    #: saves, shared folders). Only such rules run on a helper module of a batch
-    #: that its callers leave to make its own writes and prints main-process
-    #: ones (``ProjectFacts.effects_for``): its loaders, models and losses are
-    #: migrated where they are called.
-    effects: ClassVar[bool] = False
+    #: The rule prepares models, optimizers or loaders where they are built. It
+    #: does not run on a helper module of a batch migrated for its callers
+    #: (``ProjectFacts.library_for``): they prepare what its helpers build,
+    #: where they call them (AM102).
+    prepares: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -2,7 +2,7 @@
 a helper that writes or prints and does more besides (returns a value, keeps
 state) cannot be moved to the main process at its call, so in batch mode its
 module is migrated by the rules that place writes and prints only
-(``ProjectView.effects_library``, ``Rule.effects``), and its callers keep the
+(``ProjectView.migrated_library``; not ``Rule.prepares``), and its callers keep the
 call on every process, followed by a barrier when it writes files."""
 
 from __future__ import annotations
@@ -67,14 +67,14 @@ def test_a_helper_that_returns_what_it_wrote_makes_its_module_migrate_its_writes
 ) -> None:
     view, ckpt, train = _batch(tmp_path)
     facts = view.facts_for(str(ckpt))
-    assert facts.effects_for == ("train.py",)
-    assert view.facts_for(str(train)).lookup(["ckpt.save_snapshot"]).batch_effects  # type: ignore[union-attr]
+    assert facts.library_for == ("train.py",)
+    assert view.facts_for(str(train)).lookup(["ckpt.save_snapshot"]).batch_library  # type: ignore[union-attr]
     library = _migrate(view, ckpt)
     assert "accel.save(accel.state_dict(model), path)" in library.output
     # its loader is the caller's to prepare (AM102): not wrapped here too
     assert "prepare_dataloader" not in library.output
     assert {f.code for f in library.findings} <= {
-        r.code for r in registered_rules() if r.effects
+        r.code for r in registered_rules() if not r.prepares
     }
     script = _migrate(view, train)
     assert "accel.prepare_dataloader(ckpt.get_loader(16))" in script.output
@@ -110,9 +110,9 @@ def test_a_module_with_only_movable_helpers_stays_a_library(tmp_path: Path) -> N
     view, ckpt, train = _batch(
         tmp_path, head + log_line, call='ckpt.log_line("log.txt", epoch)'
     )
-    assert not view.facts_for(str(ckpt)).effects_for
+    assert not view.facts_for(str(ckpt)).library_for
     fact = view.facts_for(str(train)).lookup(["ckpt.log_line"])
-    assert fact is not None and fact.effects_only and not fact.batch_effects
+    assert fact is not None and fact.effects_only and not fact.batch_library
     assert "accel.on_main_process(ckpt.log_line" in _migrate(view, train).output
 
 
@@ -121,7 +121,7 @@ def test_a_module_with_collectives_is_left_to_its_callers(tmp_path: Path) -> Non
         tmp_path,
         CKPT + "\n\ndef sync():\n    torch.distributed.barrier()\n",
     )
-    assert not view.facts_for(str(ckpt)).effects_for
+    assert not view.facts_for(str(ckpt)).library_for
 
 
 def test_one_file_argument_reads_the_module_and_never_migrates_it(
@@ -129,7 +129,7 @@ def test_one_file_argument_reads_the_module_and_never_migrates_it(
 ) -> None:
     _, _, train = _batch(tmp_path)
     alone = ProjectView([str(train)])
-    assert not alone.facts_for(str(train)).lookup(["ckpt.save_snapshot"]).batch_effects  # type: ignore[union-attr]
+    assert not alone.facts_for(str(train)).lookup(["ckpt.save_snapshot"]).batch_library  # type: ignore[union-attr]
     result = migrate_source(train.read_text(), str(train))
     assert [f.code for f in result.needs_review] == ["AM017"]
     assert "ckpt.py" in result.needs_review[0].message

@@ -39,7 +39,7 @@ def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
     ]
     project = Project([f.relative_to(root).as_posix() for f in files], files)
     libraries = project.libraries()
-    effects = frozenset(i for i in libraries if facts[i].effects_for)
+    effects = frozenset(i for i in libraries if facts[i].library_for)
     kept = project.keep_whole_setups(
         project.keep_libraries(results, libraries, effects),
         project.training_imports(effects),

@@ -172,7 +172,6 @@ class MainProcessWrites(Rule):
     code = "AM017"
     name = "main-process-writes"
     summary = "SummaryWriter / wandb / open(path, 'w') / save_image / shutil.copyfile / os.remove -> accel.on_main_process(...)"
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -45,7 +45,6 @@ class ModelStateDict(Rule):
     code = "AM011"
     name = "model-state-dict"
     summary = "model.state_dict() -> accel.state_dict(model) on prepared models"
-    effects = True
 
     @cached_property
     def models(self) -> set[Key]:

@@ -62,7 +62,6 @@ class OutputFolders(Rule):
     code = "AM018"
     name = "output-folders"
     summary = "os.mkdir(d) -> os.makedirs(d, exist_ok=True) (every process may make it)"
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -77,6 +77,7 @@ class PrepareDataloader(Rule):
     code = "AM006"
     name = "prepare-dataloader"
     summary = "DataLoader(...) -> accel.prepare_dataloader(DataLoader(...))"
+    prepares = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -148,6 +148,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
     summary = (
         "model = Net().to(device) -> model = accel.prepare_model(Net().to(device))"
     )
+    prepares = True
 
     @cached_property
     def module_classes(self) -> set[cst.ClassDef]:

@@ -47,6 +47,7 @@ class PrepareOptimizer(Rule):
     code = "AM005"
     name = "prepare-optimizer"
     summary = "optim.SGD(...) -> accel.prepare_optimizer(optim.SGD(...))"
+    prepares = True
 
     @cached_property
     def optimizer_classes(self) -> set[cst.ClassDef]:

@@ -115,7 +115,6 @@ class PrintMainProcess(LossPlaces, Rule):
     code = "AM008"
     name = "print-main-process"
     summary = "print(...) -> accel.print(...); printed loss.item() -> global-batch loss"
-    effects = True
 
     @cached_property
     def global_reads(self) -> frozenset[cst.Call]:

@@ -67,7 +67,6 @@ class PrintedLocalValues(Rule):
         "a training log line printing this process's share of the batch -> "
         "reported (the original printed the whole batch's)"
     )
-    effects = True
     #: After the rules that make logged values global (AM008, AM009, AM026).
     phase = 60
 

@@ -42,7 +42,6 @@ class ProgressBars(Rule):
     code = "AM016"
     name = "progress-bars"
     summary = "tqdm(...) -> tqdm(..., disable=not accel.is_main_process())"
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -58,7 +58,6 @@ class ShellCommands(Rule):
     code = "AM030"
     name = "shell-commands"
     summary = "os.system('rm ...') -> accel.on_main_process(os.system, ...); other file-changing commands reported"
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

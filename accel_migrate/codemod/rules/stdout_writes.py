@@ -49,7 +49,6 @@ class StdoutWrites(Rule):
     code = "AM035"
     name = "stdout-writes"
     summary = "sys.stdout.write(s) -> accel.on_main_process(sys.stdout.write, s); console = sys.stdout -> main process only"
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -44,7 +44,6 @@ class TorchLoad(Rule):
     summary = (
         "torch.load(f) without map_location -> accel.load(f) (each process's own GPU)"
     )
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -56,7 +56,6 @@ class TorchSave(Rule):
     code = "AM010"
     name = "torch-save"
     summary = "torch.save(obj, path) -> accel.save(obj, path) (main process, atomic)"
-    effects = True
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
