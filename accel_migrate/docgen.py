@@ -48,7 +48,7 @@ def index(rules: list[type[Rule]]) -> str:
 
 
 def expected_pages() -> dict[str, str]:
-    rules = registered_rules()
+    rules = sorted(registered_rules(), key=lambda rule: rule.code)
     pages = {f"{rule.code}.md": page(rule) for rule in rules}
     pages.update({f"{other.code}.md": page(other) for other in OTHER_CODES})
     pages["README.md"] = index(rules)

@@ -237,9 +237,9 @@ class Project:
                     if kept:
                         names = ", ".join(self.paths[t] for t in kept)
                         what = (
-                            "a helper module of this batch that makes its own "
-                            "writes and prints main-process ones for this file's "
-                            "calls, left unchanged"
+                            "a helper module of this batch migrated for this "
+                            "file's calls (its writes, prints and sums over the "
+                            "loaders it is handed), left unchanged"
                             if set(kept) <= effects
                             else "a training file of this batch left unchanged"
                         )

@@ -27,7 +27,7 @@ def run_rules(code: str | None) -> int:
 
 
 def _run_rules(console: Console, code: str | None) -> int:
-    rules = registered_rules()
+    rules = sorted(registered_rules(), key=lambda rule: rule.code)  # not run order
     if code is None:
         table = Table(title="accel-migrate rules", title_justify="left")
         table.add_column("code")

@@ -124,21 +124,32 @@ model is prepared, and the helper still works, unchanged, for the other scripts
 that import it. A helper module with a backward pass of its own (a library
 trainer such as minGPT's ``trainer.py``) is migrated as a training file.
 
-One kind of helper cannot be migrated at its call: one that writes files or
-prints and does more besides (``save_snapshot`` that saves, removes the last
-snapshot and returns the new path; a ``Logger`` class that keeps
-``sys.stdout`` and an open file; a progress bar with ``global`` timers). Moved
-to the main process, the other processes would miss what it hands back or
-keeps, and the state dicts it gathers (a collective under FSDP) would wait
-forever. When the batch calls such a helper, its module keeps its migration,
-made by the rules that place writes and prints only (AM008, AM010, AM011,
-AM016, AM017, AM018, AM024, AM030, AM033, AM035): ``accel.save``,
-``accel.on_main_process(os.remove, ...)``, ``accel.print``. Its loaders, models
-and losses are still prepared where they are called. The call stays on every
-process, followed by ``accel.barrier()`` when the helper writes files, so that
-no process reads them before the main process has written them. If the module
-is left unchanged (a needs-review finding, ``# accel-migrate: skip-file``),
-the files that call it are left unchanged too (AM103).
+Two kinds of helper module are migrated in their own right, for the batch's
+calls of them, by every rule but those that prepare (AM004, AM005, AM006):
+
+- one whose function another file hands a loader at every call
+  (``evaluate(model, test_loader)``, ``predict(model, loader)``): the caller
+  shards the loader, so what the function sums, collects or logs over it is
+  reduced there (AM009, AM029, AM008), as in a training file; the loaders the
+  module builds itself are not taken for sharded ones;
+- one whose helper the batch calls and that writes files or prints and does
+  more besides (``save_snapshot`` that saves, removes the last snapshot and
+  returns the new path; a ``Logger`` class that keeps ``sys.stdout`` and an
+  open file; a progress bar with ``global`` timers). Moved to the main process
+  at its call, the other processes would miss what it hands back or keeps, and
+  the state dicts it gathers (a collective under FSDP) would wait forever. Its
+  writes and prints are placed in its own file instead (``accel.save``,
+  ``accel.on_main_process(os.remove, ...)``, ``accel.print``), and the call
+  stays on every process, followed by ``accel.barrier()`` when the helper
+  writes files, so that no process reads them before the main process has
+  written them.
+
+Their loaders, models and optimizers are still prepared where they are called.
+A write such a module makes where no barrier can follow it (in a method of a
+class, or read back in its own function) leaves it unchanged (AM036). If the
+module is left unchanged (a needs-review finding, ``# accel-migrate:
+skip-file``), the files that call it are left unchanged too (AM103). A module
+that calls collectives itself is left to its callers.
 
 ## Example
 ```python
@@ -150,9 +161,8 @@ test_loader = accel.prepare_dataloader(utils.get_test_dataloader(args.b))
 ```
 
 ## Fix safety
-Nothing is rewritten in the helper module, except the writes and prints of one
-whose helpers the batch leaves to it (above), which are rewritten as in a
-training file. To migrate a module on its own, run accel-migrate on that file
+Nothing is rewritten in a helper module, except in the two kinds above, which
+are rewritten as a training file is, less the preparing rules. To migrate a module on its own, run accel-migrate on that file
 alone.
 """,
 )
@@ -174,9 +184,10 @@ are dropped: they describe the file as it would have been migrated. The other
 way round too: a training file of the batch whose importer is left unchanged
 (the importer builds the model and the loaders it hands a ``Trainer`` class or
 an ``engine.train_one_epoch`` of that file) is left unchanged, with one finding
-at its first line naming the importer. The same holds for a helper module whose
-writes and prints its callers leave to it (AM102): left unchanged, its
-importers are left unchanged too, since their calls of it stay on every process.
+at its first line naming the importer. The same holds for a helper module migrated
+for its callers (AM102: its writes, prints and sums over the loaders they hand
+it): left unchanged, its importers are left unchanged too, since their calls of
+it stay on every process and their loaders are sharded.
 
 ## Why
 A training setup is migrated whole or not at all. The importer builds the

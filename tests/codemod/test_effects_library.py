@@ -146,3 +146,84 @@ def test_a_call_every_process_makes_under_a_shared_condition_gets_its_barrier(
         script.output
     )
     assert not script.needs_review
+
+
+EVALUATION = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+calibration = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+
+
+def evaluate(model, loader):
+    total = 0.0
+    for (x,) in loader:
+        total += model(x).sum().item()
+    return total
+
+
+def calibrate(model):
+    seen = 0
+    for (x,) in calibration:
+        seen += x.size(0)
+    return seen
+"""
+
+
+def test_sums_over_a_handed_loader_are_reduced_and_over_its_own_loaders_not(
+    tmp_path: Path,
+) -> None:
+    # evaluate() is handed train.py's sharded loader; the module's own
+    # `calibration` loader is nobody's to shard (AM102 prepares loaders where
+    # a caller gets them from a helper), so what is summed over it stays
+    (tmp_path / "evaluation.py").write_text(EVALUATION)
+    call = "print(evaluation.evaluate(model, loader), evaluation.calibrate(model))"
+    train = TRAIN.format(call=call).replace(
+        "import ckpt\n", "import ckpt\nimport evaluation\n"
+    )
+    (tmp_path / "ckpt.py").write_text(CKPT)
+    (tmp_path / "train.py").write_text(train)
+    files = [tmp_path / "ckpt.py", tmp_path / "evaluation.py", tmp_path / "train.py"]
+    view = ProjectView([str(f) for f in files])
+    library = _migrate(view, tmp_path / "evaluation.py")
+    assert "total = accel.reduce(total)" in library.output
+    assert "seen = accel.reduce" not in library.output
+    assert "prepare_dataloader" not in library.output
+    script = _migrate(view, tmp_path / "train.py")
+    # the sharded loader handed to evaluate() is reduced there: no finding here
+    assert not [f for f in script.needs_review if f.code == "AM006"]
+
+
+def test_a_write_in_a_method_of_a_class_the_batch_uses_leaves_the_module_whole(
+    tmp_path: Path,
+) -> None:
+    keeper = CKPT + (
+        "\n\nclass Keeper:\n"
+        "    def __init__(self, path):\n"
+        "        self.path = path\n\n"
+        "    def keep(self, model):\n"
+        "        torch.save(model.state_dict(), self.path)\n"
+    )
+    view, ckpt, _ = _batch(
+        tmp_path,
+        keeper,
+        call='ckpt.save_snapshot(model, epoch)\n    ckpt.Keeper("k.pt").keep(model)',
+    )
+    library = _migrate(view, ckpt)
+    assert library.output == ckpt.read_text()
+    (finding,) = [f for f in library.needs_review if f.code == "AM036"]
+    assert "`Keeper.keep` writes files" in finding.message
+
+
+def test_a_helper_that_reads_the_folder_after_writing_it_leaves_the_module_whole(
+    tmp_path: Path,
+) -> None:
+    globbing = CKPT.replace(
+        "    return path\n",
+        "    return sorted(os.listdir('.'))\n",
+    )
+    view, ckpt, _ = _batch(tmp_path, globbing)
+    library = _migrate(view, ckpt)
+    assert library.output == ckpt.read_text()
+    (finding,) = [f for f in library.needs_review if f.code == "AM036"]
+    assert "`os.listdir`" in finding.message

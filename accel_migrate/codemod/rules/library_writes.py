@@ -1,0 +1,189 @@
+"""AM036 library-writes: writes of a batch's helper module that no barrier can follow are reported.
+
+## What
+Runs on a helper module of a batch that is migrated for its callers (AM102:
+``save_snapshot`` returning its path, a ``Logger`` class, ``evaluate(model,
+loader)``), where AM010 and AM017 put saves, removals, copies and files opened
+for writing on the main process only. It reports, as needs-review, such a write:
+
+- in a method of a class other than ``__init__`` (``CheckpointManager.save``),
+  where the batch uses the class: the callers' calls of an instance's methods
+  are not followed, so no ``accel.barrier()`` can be placed after them, and a
+  process may read the files before the main process has written them;
+- followed in the same function (or in a loop around it) by a read of the file
+  system (``glob.glob``, ``os.listdir``, ``os.path.exists``, ``open`` for
+  reading, ``torch.load``...): on the other processes that read runs before the
+  main process has written, and they see other files than the original did
+  (a ``save`` that globs the folder to return the snapshots it kept).
+
+A finding leaves the module unchanged, and its importers too (AM103).
+
+## Why
+The original wrote and then read on one process, in that order. Migrated, the
+main process writes and every process reads: without a barrier between them,
+what each reads depends on timing, and a value computed from it (the newest
+snapshot, a list of kept files) can differ between processes, which then train
+on different states with no error.
+
+## Example
+```python
+# before
+class CheckpointManager:                         # checkpoints.py, migrated for
+    def save(self, epoch, model):                # train.py's calls of it
+        torch.save(model.state_dict(), path)
+        return sorted(glob.glob("ckpt/*.pt"))
+# after
+class CheckpointManager:                         # left unchanged, and train.py
+    def save(self, epoch, model):                # too (AM103): AM036 reports the
+        torch.save(model.state_dict(), path)     # write in a method, read back
+        return sorted(glob.glob("ckpt/*.pt"))    # by glob.glob
+```
+
+## Fix safety
+Report only: the module is left unchanged, and so are its importers (AM103).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+from ..file_changes import FILE_CHANGERS, PATH_CHANGERS, PATH_WRITERS, SAVES
+from ..file_reads import READERS, loops
+from ..rule import Rule
+from .torch_save import OPEN_CALLS, write_mode
+
+#: Calls that look at the file system: listings, tests and reads.
+_LOOKS = frozenset(
+    {
+        *READERS,
+        "glob.glob",
+        "glob.iglob",
+        "os.listdir",
+        "os.scandir",
+        "os.walk",
+        "os.path.exists",
+        "os.path.isfile",
+        "os.path.isdir",
+        "os.path.getsize",
+        "os.path.getmtime",
+        "os.stat",
+    }
+)
+#: ``pathlib.Path`` methods that look at the file system.
+_PATH_LOOKS = frozenset(
+    {"glob", "rglob", "iterdir", "exists", "is_file", "is_dir", "stat"}
+    | {"read_text", "read_bytes"}
+)
+
+
+class LibraryWrites(Rule):
+    code = "AM036"
+    name = "library-writes"
+    summary = (
+        "a helper module's write in a method, or read back in its function -> reported"
+    )
+    # before AM010 and AM017 rewrite the writes, so that findings point at them
+    # as written (a second run, over a migrated module, sees what they made)
+    phase = 40
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.index.project.library_for or not self._writes(node):
+            return
+        function = self._function(node)
+        if function is None:
+            return  # at import: every process imports before it calls anything
+        owner = self._class(function)
+        name = function.name.value
+        if owner is not None and name != "__init__" and self._used(owner):
+            self.block(
+                node,
+                f"`{owner.name.value}.{name}` writes files, on the main process only "
+                "once migrated; the batch's calls of an instance's methods are not "
+                "followed, so no accel.barrier() can follow them, and a process may "
+                "read these files before the main process has written them; move "
+                "the write to a function the callers call, or migrate by hand",
+            )
+            return
+        look = self._look_after(node, function)
+        if look is not None:
+            self.block(
+                node,
+                f"`{name}` writes files on the main process only once migrated, and "
+                f"then looks at the file system (`{look}`): on the other processes "
+                "that runs before the main process has written, so what they find "
+                "differs from what the original found; put accel.barrier() between "
+                "them where every process passes, or migrate by hand",
+            )
+
+    def _writes(self, call: cst.Call) -> bool:
+        """A write AM010 or AM017 puts on the main process only, or has put
+        there (``accel.save``, ``accel.on_main_process(os.remove, ...)``)."""
+        writers = SAVES | PATH_WRITERS.keys() | FILE_CHANGERS.keys()
+        if self.is_call_to(call, writers) or self.index.is_runtime_call(call, "save"):
+            return True
+        if self.index.is_runtime_call(call, "on_main_process") and call.args:
+            placed = call.args[0].value
+            return bool(self.qualnames(placed) & (writers | OPEN_CALLS))
+        if self.is_call_to(call, OPEN_CALLS) and write_mode(call) is not None:
+            return True
+        func = call.func
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in PATH_CHANGERS
+            and isinstance(self.parent(call), cst.Expr)
+        )
+
+    def _used(self, owner: cst.ClassDef) -> bool:
+        """Does the batch call the class, or the module name it anywhere else?"""
+        name = owner.name.value
+        if any(
+            called.split(".")[0] == name for called, _ in self.index.project.callers
+        ):
+            return True
+        uses = re.findall(rf"\b{re.escape(name)}\b", self.context.original_code)
+        return len(uses) > 1
+
+    def _function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def _class(self, function: cst.FunctionDef) -> cst.ClassDef | None:
+        for ancestor in self.index.ancestors(function):
+            if isinstance(ancestor, cst.ClassDef):
+                return ancestor
+            if isinstance(ancestor, cst.FunctionDef):
+                return None
+        return None
+
+    def _look_after(self, write: cst.Call, function: cst.FunctionDef) -> str | None:
+        line = self._line(write)
+        around = loops(self.index, write)
+        for call in self._looks:
+            if self._function(call) is not function:
+                continue
+            if self._line(call) > line or loops(self.index, call) & around:
+                return cst.Module([]).code_for_node(call.func)
+        return None
+
+    @cached_property
+    def _looks(self) -> list[cst.Call]:
+        found = []
+        for call in self.index.calls:
+            if self.is_call_to(call, OPEN_CALLS):
+                if write_mode(call) is None:
+                    found.append(call)
+            elif self.is_call_to(call, _LOOKS) or (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in _PATH_LOOKS
+            ):
+                found.append(call)
+        return found
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
