@@ -505,6 +505,8 @@ class _TaintFinder(cst.CSTVisitor):
         callee = index.callee(node)
         if callee is not None and callee[0] in self.divergence.tainted_returns:
             self.hit = True
+        if "builtins.next" in qualnames and _next_batch(index, node):
+            self.hit = True  # a batch of this process's share of a sharded loader
         return True
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -603,6 +605,20 @@ class _ExitFinder(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
+
+
+def _next_batch(index: ModuleIndex, call: cst.Call) -> bool:
+    """``next(iter(loader))``, ``next(it)`` with ``it = iter(loader)``: a batch
+    drawn from a (sharded) data loader outside a loop over it (a fixed probe
+    batch taken before training)."""
+    if not call.args or call.args[0].keyword is not None:
+        return False
+    value: cst.BaseExpression | None = call.args[0].value
+    while value is not None:
+        if index.holds_tagged(value, index.loaders):
+            return True
+        value = index._loop_wrapped(value)
+    return False
 
 
 def _declared_globals(function: cst.FunctionDef) -> set[str]:

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from .file_changes import PATH_READERS, shifted
@@ -41,6 +42,30 @@ READERS = frozenset(
         "imageio.v3.imread",
     }
 )
+#: Calls that look at the file system: listings, tests and reads.
+FS_LOOKS = frozenset(
+    {
+        *READERS,
+        "glob.glob",
+        "glob.iglob",
+        "os.listdir",
+        "os.scandir",
+        "os.walk",
+        "os.path.exists",
+        "os.path.isfile",
+        "os.path.isdir",
+        "os.path.getsize",
+        "os.path.getmtime",
+        "os.stat",
+    }
+)
+#: ``pathlib.Path`` methods that look at the file system.
+PATH_LOOKS = frozenset(
+    {"glob", "rglob", "iterdir", "exists", "is_file", "is_dir", "stat"}
+    | {"read_text", "read_bytes"}
+)
+
+
 #: Suffixes numpy adds to a path given without one.
 _NUMPY_SUFFIXES = (".npy", ".npz")
 
@@ -107,6 +132,19 @@ def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:
     return frozenset(
         id(a) for a in index.ancestors(node) if isinstance(a, (cst.For, cst.While))
     )
+
+
+def looks_at_files(rule: Rule, node: cst.CSTNode) -> bool:
+    """Does ``node`` call something that reads, lists or tests the file system
+    (``os.path.isdir(d)``, ``glob.glob(p)``, ``open(f)``, ``path.exists()``)?"""
+    from .subtrees import findall
+
+    for call in findall(node, m.Call()):
+        if rule.is_call_to(call, FS_LOOKS) or (
+            isinstance(call.func, cst.Attribute) and call.func.attr.value in PATH_LOOKS
+        ):
+            return True
+    return False
 
 
 def path_key(path: cst.BaseExpression) -> str:

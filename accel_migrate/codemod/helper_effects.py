@@ -5,7 +5,8 @@ of the project view): ``save_checkpoint(state, is_best)`` from ``utils.py``,
 The helper's module is not rewritten (it is a library of the script, read but
 never written with one file argument, and not a training entry point in a
 batch), so the call is moved instead: ``accel.on_main_process(save_checkpoint,
-state, is_best)``. That is safe only where all the helper does is write and
+state, is_best)``, followed by ``accel.barrier()`` when the helper writes files
+(any process may read them once it returns). That is safe only where all the helper does is write and
 print (``HelperFact.effects_only``: nothing handed back, nothing of its
 arguments or of the module changed, no collective). Otherwise the call is left
 as it is, with a needs-review finding that names the helper and its file.
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .file_reads import looks_at_files
 from .project_facts import HelperFact
 
 if TYPE_CHECKING:
@@ -58,12 +60,59 @@ def helper_call(
             if_migrated=True,
         )
         return updated
-    rule.report(
-        original,
-        "fixed",
-        f"{helper.describe()}, and nothing else -> accel.on_main_process(...)",
-    )
+    if not helper.writes or _makes_folders_only(helper):
+        # a folder made on the main process: the others write nothing into it
+        rule.report(
+            original,
+            "fixed",
+            f"{helper.describe()}, and nothing else -> accel.on_main_process(...)",
+        )
+    elif _barrier_can_follow(rule, original):
+        # what it writes may be read back by any process once it returns
+        # (``utils.load_best()`` after ``save_checkpoint(state, is_best)``)
+        rule.barrier_after(original)
+        rule.report(
+            original,
+            "fixed",
+            f"{helper.describe()}, and nothing else -> accel.on_main_process(...), "
+            "then accel.barrier(), so that no process reads what it writes before "
+            "the main process has written it",
+        )
+    else:
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}, and nothing else: moved to the main process "
+            "(accel.on_main_process), but this call is not a statement that every "
+            "process reaches together, so no barrier can follow it: a process may "
+            "read what it writes before the main process has written it; call it "
+            "where every process passes, then accel.barrier()",
+            if_migrated=True,
+        )
     return rule.on_main_process(updated)
+
+
+def _barrier_can_follow(rule: MainProcessWrites, call: cst.Call) -> bool:
+    """Is ``call`` a statement of its own (``f(...)``, ``x = f(...)``) that every
+    process reaches together, so that ``accel.barrier()`` may follow it? Not
+    under a test of the file system (``if not os.path.isdir(d):``): what each
+    process finds there depends on what the main process has written yet."""
+    statement = rule.parent(rule.parent(call))
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and rule.parent(call) is statement.body[0]
+        and isinstance(statement.body[0], (cst.Expr, cst.Assign))
+        and rule.index.uniform(call)
+        and not any(
+            isinstance(a, (cst.If, cst.While)) and looks_at_files(rule, a.test)
+            for a in rule.index.ancestors(call)
+        )
+    )
+
+
+def _makes_folders_only(helper: HelperFact) -> bool:
+    return all(w in ("os.makedirs", "os.mkdir") for w in helper.writes)
 
 
 def _left_to_its_file(
@@ -82,14 +131,7 @@ def _left_to_its_file(
             f"{helper.file}, migrated with this batch; the call stays on every process",
         )
         return updated
-    statement = rule.parent(rule.parent(original))
-    if not (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and rule.parent(original) is statement.body[0]
-        and isinstance(statement.body[0], (cst.Expr, cst.Assign))
-        and rule.index.uniform(original)
-    ):
+    if not _barrier_can_follow(rule, original):
         rule.report(
             original,
             "needs-review",

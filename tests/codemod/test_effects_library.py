@@ -227,3 +227,105 @@ def test_a_helper_that_reads_the_folder_after_writing_it_leaves_the_module_whole
     assert library.output == ckpt.read_text()
     (finding,) = [f for f in library.needs_review if f.code == "AM036"]
     assert "`os.listdir`" in finding.message
+
+
+def test_a_write_and_a_listing_in_two_called_functions_leave_the_module_whole(
+    tmp_path: Path,
+) -> None:
+    # save_and_prune() calls _write() (torch.save), then _prune() (os.listdir):
+    # on the other processes the listing runs before the main process has saved
+    pruning = CKPT + (
+        "\n\ndef _write(model, path):\n"
+        "    torch.save(model.state_dict(), path)\n\n\n"
+        "def _prune():\n"
+        "    return sorted(os.listdir('.'))\n\n\n"
+        "def save_and_prune(model, epoch):\n"
+        "    _write(model, 'snap_%d.pt' % epoch)\n"
+        "    return _prune()\n"
+    )
+    view, ckpt, _ = _batch(tmp_path, pruning, call="ckpt.save_and_prune(model, epoch)")
+    library = _migrate(view, ckpt)
+    assert library.output == ckpt.read_text()
+    assert any(
+        "`save_and_prune`" in f.message and "`_prune`" in f.message
+        for f in library.needs_review
+    )
+
+
+WRITES_ONLY = """\
+import os
+import shutil
+
+import torch
+
+
+def save_checkpoint(state, is_best, path="ckpt.pt"):
+    torch.save(state, path)
+    if is_best:
+        shutil.copyfile(path, "best.pt")
+
+
+def make_folder(path):
+    os.makedirs(path)
+"""
+
+
+def test_a_helper_moved_to_the_main_process_that_writes_is_followed_by_a_barrier(
+    tmp_path: Path,
+) -> None:
+    # the script reads best.pt back: without the barrier another process could
+    # load the previous best (was SILENT: best_reload_helper_project)
+    (tmp_path / "utils.py").write_text(WRITES_ONLY)
+    call = (
+        "utils.save_checkpoint({'m': model.state_dict()}, True)\n"
+        "    if not os.path.isdir('out'):\n"
+        "        utils.make_folder('out')"
+    )
+    view, _, train = _batch(tmp_path, call=call)
+    train.write_text("import os\nimport utils\n" + train.read_text())
+    view = ProjectView([str(tmp_path / n) for n in ("ckpt.py", "utils.py", "train.py")])
+    assert not view.facts_for(str(tmp_path / "utils.py")).library_for
+    script = _migrate(view, train)
+    assert (
+        "    accel.on_main_process(utils.save_checkpoint, {'m': accel.state_dict(model)}, True)\n"
+        "    accel.barrier()\n"
+    ) in script.output
+    # a folder is made on the main process with no barrier after it
+    assert "        accel.on_main_process(utils.make_folder, 'out')\n" in script.output
+    assert script.output.count("accel.barrier()") == 1
+    assert not script.needs_review
+
+
+def test_a_batch_drawn_with_next_from_a_sharded_loader_is_this_process_s(
+    tmp_path: Path,
+) -> None:
+    # a fixed probe batch: the branch on its loss differs between processes, so
+    # no barrier follows the writing call under it (was a HANG)
+    call = (
+        "probe = model(next(iter(loader))[0]).sum().item()\n"
+        "    if probe < 0.5:\n"
+        "        ckpt.save_snapshot(model, epoch)"
+    )
+    view, _, train = _batch(tmp_path, call=call)
+    script = _migrate(view, train)
+    assert "accel.barrier()" not in script.output
+    assert [f.code for f in script.needs_review] == ["AM017"]
+
+
+def test_no_barrier_follows_a_write_under_a_test_of_the_file_system(
+    tmp_path: Path,
+) -> None:
+    # whether 'best.pt' exists yet depends on how far the main process has got:
+    # a barrier there would wait for processes that skipped the branch
+    (tmp_path / "utils.py").write_text(WRITES_ONLY)
+    call = (
+        "if not os.path.exists('best.pt'):\n"
+        "        utils.save_checkpoint({'m': model.state_dict()}, True)"
+    )
+    _, _, train = _batch(tmp_path, call=call)
+    train.write_text("import os\nimport utils\n" + train.read_text())
+    view = ProjectView([str(tmp_path / n) for n in ("ckpt.py", "utils.py", "train.py")])
+    script = _migrate(view, train)
+    assert "accel.barrier()" not in script.output
+    (finding,) = script.needs_review
+    assert "no barrier can follow it" in finding.message

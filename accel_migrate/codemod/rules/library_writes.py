@@ -10,8 +10,8 @@ for writing on the main process only. It reports, as needs-review, such a write:
   where the batch uses the class: the callers' calls of an instance's methods
   are not followed, so no ``accel.barrier()`` can be placed after them, and a
   process may read the files before the main process has written them;
-- followed in the same function (or in a loop around it) by a read of the file
-  system (``glob.glob``, ``os.listdir``, ``os.path.exists``, ``open`` for
+- followed in the same function (or in a loop around it) by a look at the file
+  system, itself or through a function of the module it calls (``glob.glob``, ``os.listdir``, ``os.path.exists``, ``open`` for
   reading, ``torch.load``...): on the other processes that read runs before the
   main process has written, and they see other files than the original did
   (a ``save`` that globs the folder to return the snapshots it kept).
@@ -52,32 +52,9 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..file_changes import FILE_CHANGERS, PATH_CHANGERS, PATH_WRITERS, SAVES
-from ..file_reads import READERS, loops
+from ..file_reads import FS_LOOKS, PATH_LOOKS, loops
 from ..rule import Rule
 from .torch_save import OPEN_CALLS, write_mode
-
-#: Calls that look at the file system: listings, tests and reads.
-_LOOKS = frozenset(
-    {
-        *READERS,
-        "glob.glob",
-        "glob.iglob",
-        "os.listdir",
-        "os.scandir",
-        "os.walk",
-        "os.path.exists",
-        "os.path.isfile",
-        "os.path.isdir",
-        "os.path.getsize",
-        "os.path.getmtime",
-        "os.stat",
-    }
-)
-#: ``pathlib.Path`` methods that look at the file system.
-_PATH_LOOKS = frozenset(
-    {"glob", "rglob", "iterdir", "exists", "is_file", "is_dir", "stat"}
-    | {"read_text", "read_bytes"}
-)
 
 
 class LibraryWrites(Rule):
@@ -91,7 +68,7 @@ class LibraryWrites(Rule):
     phase = 40
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.index.project.library_for or not self._writes(node):
+        if not self.index.project.library_for or not self._writes_through(node):
             return
         function = self._function(node)
         if function is None:
@@ -147,6 +124,51 @@ class LibraryWrites(Rule):
         uses = re.findall(rf"\b{re.escape(name)}\b", self.context.original_code)
         return len(uses) > 1
 
+    def _writes_through(self, call: cst.Call) -> bool:
+        """A write, or a call of a function of the module that writes."""
+        callee = self.index.local_function(call.func)
+        return self._writes(call) or (
+            callee is not None and self._reach.get(callee, (False, False))[0]
+        )
+
+    def _looks_through(self, call: cst.Call) -> bool:
+        callee = self.index.local_function(call.func)
+        return call in self._look_set or (
+            callee is not None and self._reach.get(callee, (False, False))[1]
+        )
+
+    @cached_property
+    def _reach(self) -> dict[cst.FunctionDef, tuple[bool, bool]]:
+        """Each function of the module: does it write, does it look at the file
+        system, itself or through the module's functions it calls?"""
+        calls: dict[cst.FunctionDef, list[cst.Call]] = {}
+        for call in self.index.calls:
+            function = self._function(call)
+            if function is not None:
+                calls.setdefault(function, []).append(call)
+        reach = {
+            function: (
+                any(self._writes(c) for c in own),
+                any(c in self._look_set for c in own),
+            )
+            for function, own in calls.items()
+        }
+        changed = True
+        while changed:
+            changed = False
+            for function, own in calls.items():
+                writes, looks = reach[function]
+                for call in own:
+                    callee = self.index.local_function(call.func)
+                    if callee is None or callee not in reach:
+                        continue
+                    writes = writes or reach[callee][0]
+                    looks = looks or reach[callee][1]
+                if (writes, looks) != reach[function]:
+                    reach[function] = (writes, looks)
+                    changed = True
+        return reach
+
     def _function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):
@@ -164,12 +186,16 @@ class LibraryWrites(Rule):
     def _look_after(self, write: cst.Call, function: cst.FunctionDef) -> str | None:
         line = self._line(write)
         around = loops(self.index, write)
-        for call in self._looks:
-            if self._function(call) is not function:
+        for call in self.index.calls:
+            if self._function(call) is not function or not self._looks_through(call):
                 continue
             if self._line(call) > line or loops(self.index, call) & around:
                 return cst.Module([]).code_for_node(call.func)
         return None
+
+    @cached_property
+    def _look_set(self) -> frozenset[cst.Call]:
+        return frozenset(self._looks)
 
     @cached_property
     def _looks(self) -> list[cst.Call]:
@@ -178,9 +204,9 @@ class LibraryWrites(Rule):
             if self.is_call_to(call, OPEN_CALLS):
                 if write_mode(call) is None:
                     found.append(call)
-            elif self.is_call_to(call, _LOOKS) or (
+            elif self.is_call_to(call, FS_LOOKS) or (
                 isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in _PATH_LOOKS
+                and call.func.attr.value in PATH_LOOKS
             ):
                 found.append(call)
         return found
