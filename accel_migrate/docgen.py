@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .codemod.other_codes import OTHER_CODES, OtherCode
-from .codemod.rule import Rule, registered_rules
+from .codemod.rule import Rule, rules_by_code
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
 
@@ -48,7 +48,7 @@ def index(rules: list[type[Rule]]) -> str:
 
 
 def expected_pages() -> dict[str, str]:
-    rules = sorted(registered_rules(), key=lambda rule: rule.code)
+    rules = rules_by_code()
     pages = {f"{rule.code}.md": page(rule) for rule in rules}
     pages.update({f"{other.code}.md": page(other) for other in OTHER_CODES})
     pages["README.md"] = index(rules)

@@ -192,13 +192,11 @@ def _run_files(
     # that file leaves the importer whole too (AM103), and the other way round:
     # the training file waits for its importers (they build what it is handed).
     libraries = project.libraries()
-    # helper modules whose callers leave their writes and prints to them
-    effects = frozenset(
-        i
-        for i in libraries
-        if (facts := batch.options_for(i).project) is not None and facts.library_for
+    # of them, those migrated for their callers (their writes, their sums)
+    migrated = project.migrated_libraries(
+        libraries, lambda i: batch.options_for(i).project
     )
-    trainers = project.training_imports(effects)
+    trainers = project.training_imports(migrated)
     imported = {t for found in trainers.values() for t in found}
     held = (
         (project.suspects() | set(libraries) | set(trainers) | imported)
@@ -234,10 +232,10 @@ def _run_files(
     if held:
         kept = project.keep_whole_setups(
             project.keep_libraries(
-                project.keep_distributed_imports(outcomes), libraries, effects
+                project.keep_distributed_imports(outcomes), libraries, migrated
             ),
             trainers,
-            effects,
+            migrated,
         )
         for index in sorted(held):
             emit(index, kept[index])  # type: ignore[arg-type]

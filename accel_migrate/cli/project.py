@@ -21,7 +21,8 @@ import ast
 import os
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..codemod.findings import (
     SKIP_DISTRIBUTED,
@@ -35,6 +36,9 @@ from ..codemod.other_codes import LIBRARY_MODULE, SETUP_LEFT_WHOLE
 from ..codemod.rule import RUNTIME_MODULE
 from ..codemod.screen import SCREEN_CODE, may_be_distributed
 from .files import FileError, read_source
+
+if TYPE_CHECKING:
+    from ..codemod.project_facts import ProjectFacts
 
 Outcome = MigrationResult | Failure
 
@@ -140,17 +144,17 @@ class Project:
         self,
         outcomes: Sequence[Outcome | None],
         libraries: dict[int, int],
-        effects: frozenset[int] = frozenset(),
+        for_callers: frozenset[int] = frozenset(),
     ) -> list[Outcome | None]:
         """``outcomes`` with each changed library (``libraries``) whose importer
         the rules ran on (a training file, migrated now or already) turned into
         an unchanged result: its needs-review findings and one info finding
         naming the importer. (A second run over a migrated project keeps it so.)
-        A library whose callers leave its writes and prints to it (``effects``:
+        A library migrated for its callers (``for_callers``:
         ``ProjectFacts.library_for``) keeps its migration."""
         result = list(outcomes)
         for library, entry in sorted(libraries.items()):
-            if library in effects:
+            if library in for_callers:
                 continue
             outcome, importer = result[library], result[entry]
             if not (
@@ -190,18 +194,30 @@ class Project:
             )
         return result
 
+    def migrated_libraries(
+        self,
+        libraries: dict[int, int],
+        facts: Callable[[int], ProjectFacts | None],
+    ) -> frozenset[int]:
+        """The ``libraries`` (AM102) that the project view migrates for their
+        callers (``ProjectFacts.library_for``), by each file's facts."""
+        return frozenset(
+            i
+            for i in libraries
+            if (found := facts(i)) is not None and found.library_for
+        )
+
     def training_imports(
-        self, effects: frozenset[int] = frozenset()
+        self, for_callers: frozenset[int] = frozenset()
     ) -> dict[int, dict[int, int]]:
         """Each file of the batch with the other files of the batch it imports
         directly that run a backward pass of their own (training files migrated
-        in their own right), or that make their own writes and prints
-        main-process ones for their callers (``effects``), each with the line of
-        its first import there: its result waits for theirs
-        (``keep_whole_setups``)."""
+        in their own right), or helper modules migrated for their callers
+        (``for_callers``), each with the line of its first import there: its result
+        waits for theirs (``keep_whole_setups``)."""
         found: dict[int, dict[int, int]] = {}
         for entry, trainer, own, line in self._batch_imports():
-            if ".backward(" in own or trainer in effects:
+            if ".backward(" in own or trainer in for_callers:
                 found.setdefault(entry, {}).setdefault(trainer, line)
         return found
 
@@ -209,7 +225,7 @@ class Project:
         self,
         outcomes: Sequence[Outcome | None],
         imports: dict[int, dict[int, int]],
-        effects: frozenset[int] = frozenset(),
+        for_callers: frozenset[int] = frozenset(),
     ) -> list[Outcome | None]:
         """``outcomes`` with each changed file that imports a training file of the
         batch left whole (``imports``) turned into an unchanged result with one
@@ -218,13 +234,12 @@ class Project:
         whose importer is left whole (it builds the model, the loaders the file
         is handed: ``project_callers``) is left whole. Repeated until nothing
         changes, as a file left whole here may be imported by another.
-        A helper module that makes its own writes and prints main-process ones
-        (``effects``) is left whole when it is not migrated for any reason:
-        its callers count on it."""
+        A helper module migrated for its callers (``for_callers``) is left whole
+        when it is not migrated for any reason: its callers count on it."""
         result = list(outcomes)
 
         def whole(index: int) -> bool:
-            if index in effects:
+            if index in for_callers:
                 return _not_migrated(result[index])
             return _left_whole(result[index])
 
@@ -240,7 +255,7 @@ class Project:
                             "a helper module of this batch migrated for this "
                             "file's calls (its writes, prints and sums over the "
                             "loaders it is handed), left unchanged"
-                            if set(kept) <= effects
+                            if set(kept) <= for_callers
                             else "a training file of this batch left unchanged"
                         )
                         result[entry] = _kept_whole(

@@ -9,7 +9,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from ..codemod.other_codes import OTHER_CODES
-from ..codemod.rule import registered_rules
+from ..codemod.rule import rules_by_code
 from .app import EXIT_OK, EXIT_USAGE
 
 
@@ -27,7 +27,7 @@ def run_rules(code: str | None) -> int:
 
 
 def _run_rules(console: Console, code: str | None) -> int:
-    rules = sorted(registered_rules(), key=lambda rule: rule.code)  # not run order
+    rules = rules_by_code()
     if code is None:
         table = Table(title="accel-migrate rules", title_justify="left")
         table.add_column("code")

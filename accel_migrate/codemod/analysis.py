@@ -214,6 +214,10 @@ class ModuleIndex:
                 return ancestor
         return None
 
+    def in_except(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in an ``except`` block (error output, left to every process)?"""
+        return any(isinstance(a, cst.ExceptHandler) for a in self.ancestors(node))
+
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         function = self.enclosing_function(node)
         if function is None:

@@ -134,17 +134,23 @@ def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:
     )
 
 
-def looks_at_files(rule: Rule, node: cst.CSTNode) -> bool:
-    """Does ``node`` call something that reads, lists or tests the file system
-    (``os.path.isdir(d)``, ``glob.glob(p)``, ``open(f)``, ``path.exists()``)?"""
+def looks_at_files(rule: Rule, call: cst.Call) -> bool:
+    """Does ``call`` read, list or test the file system (``os.path.isdir(d)``,
+    ``glob.glob(p)``, ``open(f)`` to read, ``path.exists()``)?"""
+    from .rules.torch_save import OPEN_CALLS, write_mode
+
+    if rule.is_call_to(call, OPEN_CALLS):
+        return write_mode(call) is None
+    return rule.is_call_to(call, FS_LOOKS) or (
+        isinstance(call.func, cst.Attribute) and call.func.attr.value in PATH_LOOKS
+    )
+
+
+def tests_files(rule: Rule, node: cst.CSTNode) -> bool:
+    """Does ``node`` (a branch's test) look at the file system anywhere?"""
     from .subtrees import findall
 
-    for call in findall(node, m.Call()):
-        if rule.is_call_to(call, FS_LOOKS) or (
-            isinstance(call.func, cst.Attribute) and call.func.attr.value in PATH_LOOKS
-        ):
-            return True
-    return False
+    return any(looks_at_files(rule, c) for c in findall(node, m.Call()))
 
 
 def path_key(path: cst.BaseExpression) -> str:

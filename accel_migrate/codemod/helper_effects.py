@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .file_reads import looks_at_files
+from .file_reads import tests_files
 from .project_facts import HelperFact
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _barrier_can_follow(rule: MainProcessWrites, call: cst.Call) -> bool:
         and isinstance(statement.body[0], (cst.Expr, cst.Assign))
         and rule.index.uniform(call)
         and not any(
-            isinstance(a, (cst.If, cst.While)) and looks_at_files(rule, a.test)
+            isinstance(a, (cst.If, cst.While)) and tests_files(rule, a.test)
             for a in rule.index.ancestors(call)
         )
     )
@@ -162,12 +162,13 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
     helper = index.helper(call.func)
     if helper is None or helper.returns == "loader":
         return None
+    positional = [a for a in call.args if a.keyword is None]
     for arg in call.args:
         key = index.key(arg.value)
         if (
             key is not None
             and key in index.loaders
-            and (helper.batch_migrated or helper.batch_library)
+            and (helper.batch_migrated or _handed(helper, arg, positional))
         ):
             # What it sums over the loader is reduced in its own file, which
             # knows the loader from its callers (project_callers); a finding
@@ -181,6 +182,19 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
                 "there with accel.reduce"
             )
     return None
+
+
+def _handed(helper: HelperFact, arg: cst.Arg, positional: list[cst.Arg]) -> bool:
+    """Does ``arg`` bind a parameter that the helper's migrated module reduces
+    over (``HelperFact.handed_loaders``)?"""
+    if arg.star:
+        return False
+    if arg.keyword is not None:
+        return any(arg.keyword.value == name for name, _ in helper.handed_loaders)
+    place = next(i for i, a in enumerate(positional) if a is arg)
+    if any(a.star for a in positional[:place]):
+        return False  # after `*args`: its parameter is not known
+    return any(at == place for _, at in helper.handed_loaders)
 
 
 def optimizer_method(index: ModuleIndex, call: cst.Call) -> HelperFact | None:

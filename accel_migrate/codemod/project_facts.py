@@ -121,6 +121,11 @@ class HelperFact:
     #: or collects over the loaders its callers hand it is reduced there. A call
     #: of it runs on every process as written.
     batch_library: bool = False
+    #: For a function of such a module: the parameters every call from the
+    #: batch's other files hands a loader (name, position among the positional
+    #: parameters, -1 keyword only), when its module never calls it itself:
+    #: those its module reduces over (``project_callers.given_by_callers``).
+    handed_loaders: tuple[tuple[str, int], ...] = ()
     #: For a sum-reduced loss with a term summed over some of its parameters
     #: (``return rec + beta * torch.sum(torch.abs(code))``): those parameters,
     #: which a caller must hand values of the batch's samples (model outputs)

@@ -469,8 +469,33 @@ class ProjectView:
             and self._callers is not None
             and self.migrated_library(target[0])
         ):
-            return replace(fact, batch_library=True)
+            return replace(
+                fact,
+                batch_library=True,
+                handed_loaders=self._handed_loaders(target, roots),
+            )
         return fact
+
+    def _handed_loaders(
+        self, target: Target, roots: tuple[str, ...]
+    ) -> tuple[tuple[str, int], ...]:
+        """``HelperFact.handed_loaders`` of the function ``target``. Stricter than
+        its module's ``given_by_callers`` (any call of its name in the module
+        counts), so that a caller never counts on a reduction the module does
+        not make."""
+        path, name = target
+        scan = self._scan(path, roots)
+        function = scan.functions.get(name)
+        sites = dict(self._callers_of_file(path)).get(name, ())
+        if function is None or not sites or _calls_name(scan.tree, name):
+            return ()
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        found = []
+        for parameter in [*positional, *(a.arg for a in function.args.kwonlyargs)]:
+            if all(site.kind(parameter) == "loader" for site in sites):
+                at = positional.index(parameter) if parameter in positional else -1
+                found.append((parameter, at))
+        return tuple(found)
 
     def _fact(
         self, target: Target, roots: tuple[str, ...], script: str, depth: int = 0
@@ -486,6 +511,18 @@ class ProjectView:
         fact = HelperFacts(self, target, roots, script, depth).result()
         self._facts[key] = fact
         return fact
+
+
+def _calls_name(tree: ast.Module | None, name: str) -> bool:
+    """Does ``tree`` call ``name`` (``name(...)``, ``x.name(...)``) anywhere?"""
+    return tree is not None and any(
+        isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == name)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+        )
+        for node in ast.walk(tree)
+    )
 
 
 def _handed_a_loader(sites: tuple[CallSite, ...]) -> bool:

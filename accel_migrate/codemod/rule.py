@@ -562,3 +562,8 @@ def registered_rules() -> list[type[Rule]]:
     from . import rules  # noqa: F401  (importing the package registers every rule)
 
     return sorted(_REGISTRY.values(), key=lambda rule: (rule.phase, rule.code))
+
+
+def rules_by_code() -> list[type[Rule]]:
+    """The rules in the order of their codes (for listings; they run by phase)."""
+    return sorted(registered_rules(), key=lambda rule: rule.code)

@@ -329,3 +329,39 @@ def test_no_barrier_follows_a_write_under_a_test_of_the_file_system(
     assert "accel.barrier()" not in script.output
     (finding,) = script.needs_review
     assert "no barrier can follow it" in finding.message
+
+
+def test_a_helper_also_handed_something_else_is_not_counted_on_to_reduce(
+    tmp_path: Path,
+) -> None:
+    # evaluate() gets the sharded loader at one call and a plain list at the
+    # other: its module (migrated for calibrate's loader) cannot take its
+    # `loader` for a sharded one, so the caller must still say so
+    (tmp_path / "evaluation.py").write_text(
+        EVALUATION.replace(
+            "def calibrate(model):", "def calibrate(model, held):"
+        ).replace("for (x,) in calibration:", "for (x,) in held:")
+    )
+    call = (
+        "print(evaluation.evaluate(model, loader), evaluation.calibrate(model, loader))\n"
+        "    print(evaluation.evaluate(model, [(torch.ones(2, 4),)]))"
+    )
+    train = TRAIN.format(call=call).replace(
+        "import ckpt\n", "import ckpt\nimport evaluation\n"
+    )
+    (tmp_path / "ckpt.py").write_text(CKPT)
+    (tmp_path / "train.py").write_text(train)
+    files = [tmp_path / "ckpt.py", tmp_path / "evaluation.py", tmp_path / "train.py"]
+    view = ProjectView([str(f) for f in files])
+    facts = view.facts_for(str(tmp_path / "train.py"))
+    evaluate = facts.lookup(["evaluation.evaluate"])
+    calibrate = facts.lookup(["evaluation.calibrate"])
+    assert evaluate is not None and evaluate.batch_library
+    assert evaluate.handed_loaders == ()
+    assert calibrate is not None and calibrate.handed_loaders == (("held", 1),)
+    library = _migrate(view, tmp_path / "evaluation.py")
+    assert "total = accel.reduce(total)" not in library.output
+    assert "seen = accel.reduce(seen)" in library.output
+    script = _migrate(view, tmp_path / "train.py")
+    flagged = [f for f in script.needs_review if f.code == "AM006"]
+    assert len(flagged) == 1 and "`evaluate`" in flagged[0].message

@@ -39,11 +39,11 @@ def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
     ]
     project = Project([f.relative_to(root).as_posix() for f in files], files)
     libraries = project.libraries()
-    effects = frozenset(i for i in libraries if facts[i].library_for)
+    migrated = project.migrated_libraries(libraries, facts.__getitem__)
     kept = project.keep_whole_setups(
-        project.keep_libraries(results, libraries, effects),
-        project.training_imports(effects),
-        effects,
+        project.keep_libraries(results, libraries, migrated),
+        project.training_imports(migrated),
+        migrated,
     )
     return {f.relative_to(root): r for f, r in zip(files, kept, strict=True)}
 

@@ -52,7 +52,7 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..file_changes import FILE_CHANGERS, PATH_CHANGERS, PATH_WRITERS, SAVES
-from ..file_reads import FS_LOOKS, PATH_LOOKS, loops
+from ..file_reads import looks_at_files, loops
 from ..rule import Rule
 from .torch_save import OPEN_CALLS, write_mode
 
@@ -70,10 +70,10 @@ class LibraryWrites(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.index.project.library_for or not self._writes_through(node):
             return
-        function = self._function(node)
+        function = self.index.enclosing_function(node)
         if function is None:
             return  # at import: every process imports before it calls anything
-        owner = self._class(function)
+        owner = self.index.enclosing_class(node)
         name = function.name.value
         if owner is not None and name != "__init__" and self._used(owner):
             self.block(
@@ -133,7 +133,7 @@ class LibraryWrites(Rule):
 
     def _looks_through(self, call: cst.Call) -> bool:
         callee = self.index.local_function(call.func)
-        return call in self._look_set or (
+        return call in self._looks or (
             callee is not None and self._reach.get(callee, (False, False))[1]
         )
 
@@ -143,13 +143,13 @@ class LibraryWrites(Rule):
         system, itself or through the module's functions it calls?"""
         calls: dict[cst.FunctionDef, list[cst.Call]] = {}
         for call in self.index.calls:
-            function = self._function(call)
+            function = self.index.enclosing_function(call)
             if function is not None:
                 calls.setdefault(function, []).append(call)
         reach = {
             function: (
                 any(self._writes(c) for c in own),
-                any(c in self._look_set for c in own),
+                any(c in self._looks for c in own),
             )
             for function, own in calls.items()
         }
@@ -169,47 +169,21 @@ class LibraryWrites(Rule):
                     changed = True
         return reach
 
-    def _function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
-                return ancestor
-        return None
-
-    def _class(self, function: cst.FunctionDef) -> cst.ClassDef | None:
-        for ancestor in self.index.ancestors(function):
-            if isinstance(ancestor, cst.ClassDef):
-                return ancestor
-            if isinstance(ancestor, cst.FunctionDef):
-                return None
-        return None
-
     def _look_after(self, write: cst.Call, function: cst.FunctionDef) -> str | None:
         line = self._line(write)
         around = loops(self.index, write)
         for call in self.index.calls:
-            if self._function(call) is not function or not self._looks_through(call):
+            if self.index.enclosing_function(
+                call
+            ) is not function or not self._looks_through(call):
                 continue
             if self._line(call) > line or loops(self.index, call) & around:
                 return cst.Module([]).code_for_node(call.func)
         return None
 
     @cached_property
-    def _look_set(self) -> frozenset[cst.Call]:
-        return frozenset(self._looks)
-
-    @cached_property
-    def _looks(self) -> list[cst.Call]:
-        found = []
-        for call in self.index.calls:
-            if self.is_call_to(call, OPEN_CALLS):
-                if write_mode(call) is None:
-                    found.append(call)
-            elif self.is_call_to(call, FS_LOOKS) or (
-                isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in PATH_LOOKS
-            ):
-                found.append(call)
-        return found
+    def _looks(self) -> frozenset[cst.Call]:
+        return frozenset(c for c in self.index.calls if looks_at_files(self, c))
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(PositionProvider, node).start.line

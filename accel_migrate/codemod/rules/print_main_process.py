@@ -493,6 +493,4 @@ class PrintMainProcess(LossPlaces, Rule):
             if arg.keyword is not None and arg.keyword.value == "file":
                 if attr_chain(arg.value) in {"sys.stderr", "stderr"}:
                     return False
-        return not any(
-            isinstance(a, cst.ExceptHandler) for a in self.index.ancestors(node)
-        )
+        return not self.index.in_except(node)

@@ -4,10 +4,12 @@
 - ``sys.stdout.write(...)`` and ``sys.stdout.flush()``, made as statements,
   become ``accel.on_main_process(sys.stdout.write, ...)``: the pytorch-cifar
   ``progress_bar`` shape, which writes its bar piece by piece.
-- ``sys.stdout`` kept as a value (``self.console = sys.stdout``, the re-id
+- ``sys.stdout`` kept on an object (``self.console = sys.stdout``, the re-id
   ``Logger`` that writes every message to the console and to a file) becomes
   ``accel.on_main_process(lambda: sys.stdout)``: the stream on the main
   process, and elsewhere a stand-in that accepts every call and does nothing.
+  A name that saves the stream to put it back (``saved = sys.stdout``) is left
+  as it is.
 
 Writes in ``except`` blocks and to ``sys.stderr`` stay on every process, as
 AM008 leaves such prints: errors should show from whichever process has them.
@@ -55,7 +57,7 @@ class StdoutWrites(Rule):
     ) -> cst.BaseExpression:
         if not self.is_call_to(original_node, _CALLS):
             return updated_node
-        if not isinstance(self.parent(original_node), cst.Expr) or self._in_except(
+        if not isinstance(self.parent(original_node), cst.Expr) or self.index.in_except(
             original_node
         ):
             return updated_node
@@ -73,7 +75,10 @@ class StdoutWrites(Rule):
         if not (
             isinstance(value, cst.Attribute)
             and self.qualnames(value) & _STREAM
-            and not self._in_except(original_node)
+            # kept on an object (a Logger's console), not saved to be put back
+            # (``saved = sys.stdout`` ... ``sys.stdout = saved``)
+            and all(isinstance(t.target, cst.Attribute) for t in original_node.targets)
+            and not self.index.in_except(original_node)
         ):
             return updated_node
         self.report(
@@ -86,6 +91,3 @@ class StdoutWrites(Rule):
         return updated_node.with_changes(
             value=self.runtime_call("on_main_process", [cst.Arg(stream)])
         )
-
-    def _in_except(self, node: cst.CSTNode) -> bool:
-        return any(isinstance(a, cst.ExceptHandler) for a in self.index.ancestors(node))
