@@ -24,7 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
 
-from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
+from ..codemod import MigrateOptions, MigrationError, MigrationResult
 from ..codemod.findings import Failure
 from ..codemod.project_view import ProjectView
 from .cache import ResultCache
@@ -74,6 +74,16 @@ def _project_digest(options: MigrateOptions) -> str:
 
 #: The task the cache may answer for (a name no test or caller rebinds).
 _CACHEABLE: Task = migrate_file
+
+
+def migrate_source(
+    source: bytes, path: str, options: MigrateOptions
+) -> MigrationResult:
+    """The engine's ``migrate_source``, imported at the first file that needs it: a
+    run whose files all come from the cache never imports libcst or the rules."""
+    from ..codemod.engine import migrate_source as engine_migrate
+
+    return engine_migrate(source, path, options)
 
 
 def _migrate(path: str, source: bytes, options: MigrateOptions) -> Outcome:
@@ -153,7 +163,11 @@ def _context() -> multiprocessing.context.BaseContext:
         # The rule modules too: registered_rules() imports them on the first file,
         # which each worker would otherwise pay for itself.
         context.set_forkserver_preload(
-            ["accel_migrate.cli.batch", "accel_migrate.codemod.rules"]
+            [
+                "accel_migrate.cli.batch",
+                "accel_migrate.codemod.engine",
+                "accel_migrate.codemod.rules",
+            ]
         )
         return context
     return multiprocessing.get_context("spawn")

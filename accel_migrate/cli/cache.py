@@ -34,9 +34,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..codemod import MigrateOptions, MigrationResult
+from ..codemod.black_config import black_settings_key
 from ..codemod.findings import Failure, Finding
-from ..codemod.formatting import black_settings_key
-from ..codemod.screen import test_module_name
+from ..codemod.test_files import test_module_name
 
 ENVIRONMENT = "ACCEL_MIGRATE_CACHE_DIR"
 #: Bumped when the entry format changes (old entries are then left unread).

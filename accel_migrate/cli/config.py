@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -253,12 +253,13 @@ def load_settings(
     extend_exclude: tuple[str, ...] | None = None,
     respect_gitignore: bool | None = None,
     alias: str | None = None,
-    known_codes: frozenset[str] | None = None,
+    known_codes: Callable[[], frozenset[str]] | None = None,
 ) -> Settings:
     """The configuration file's settings, with the command line's on top.
 
-    With ``known_codes``, every rule code (of the file and of the command line)
-    must name a rule: ConfigError otherwise."""
+    With ``known_codes`` (called only when there is a code to check), every rule
+    code (of the file and of the command line) must name a rule: ConfigError
+    otherwise."""
     if config is not None:
         path = Path(config)
         if not path.is_file():
@@ -278,14 +279,20 @@ def load_settings(
     if known_codes is not None:
         from .codes import check
 
-        check(settings.select, f"select in {where}", known_codes)
-        check(settings.extend_select, f"extend-select in {where}", known_codes)
-        check(settings.ignore, f"ignore in {where}", known_codes)
-        for pattern, codes in settings.per_file_ignores:
-            check(codes, f"per-file-ignores {pattern!r} in {where}", known_codes)
-        check(select, "--select", known_codes)
-        check(extend_select, "--extend-select", known_codes)
-        check(ignore, "--ignore", known_codes)
+        for codes, place in (
+            (settings.select, f"select in {where}"),
+            (settings.extend_select, f"extend-select in {where}"),
+            (settings.ignore, f"ignore in {where}"),
+            *(
+                (codes, f"per-file-ignores {pattern!r} in {where}")
+                for pattern, codes in settings.per_file_ignores
+            ),
+            (select, "--select"),
+            (extend_select, "--extend-select"),
+            (ignore, "--ignore"),
+        ):
+            if codes:  # the rules are imported only to check a code
+                check(codes, place, known_codes())
     if select is not None:
         settings = replace(settings, select=select)
     if ignore is not None:

@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
-from ..codemod import MigrateOptions, MigrationError, MigrationResult, migrate_source
+from ..codemod import MigrateOptions, MigrationError, MigrationResult
 from ..codemod.findings import Failure
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WOULD_CHANGE
-from .batch import Batch, default_jobs
+from .batch import Batch, default_jobs, migrate_source
 from .cache import ResultCache
 from .codes import PerFileIgnores, known_codes
 from .config import ConfigError, Settings, load_settings
@@ -89,7 +89,7 @@ def run_migrate(
             extend_exclude=extend_exclude,
             respect_gitignore=respect_gitignore,
             alias=alias,
-            known_codes=known_codes(),
+            known_codes=known_codes,
         )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

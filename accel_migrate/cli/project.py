@@ -32,9 +32,8 @@ from ..codemod.findings import (
     Finding,
     MigrationResult,
 )
-from ..codemod.other_codes import LIBRARY_MODULE, SETUP_LEFT_WHOLE
-from ..codemod.rule import RUNTIME_MODULE
-from ..codemod.screen import SCREEN_CODE, may_be_distributed
+from ..codemod.options import RUNTIME_MODULE
+from ..codemod.other_codes import ALREADY_DISTRIBUTED, LIBRARY_MODULE, SETUP_LEFT_WHOLE
 from .files import FileError, read_source
 
 if TYPE_CHECKING:
@@ -99,6 +98,8 @@ class Project:
         substring tests, and ``ast`` for the imports of those files only."""
         if not self.base:
             return set()
+        from ..codemod.screen import may_be_distributed  # libcst: only when asked
+
         candidates = []
         for entry in range(len(self.files)):
             text = self._text(entry)
@@ -309,7 +310,7 @@ class Project:
                         Finding(
                             1,
                             1,
-                            SCREEN_CODE,
+                            ALREADY_DISTRIBUTED.code,
                             "info",
                             f"imported by {self.paths[entry]}, which is already "
                             "distributed; left unchanged",

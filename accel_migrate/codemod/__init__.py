@@ -1,7 +1,16 @@
-"""The codemod: libcst rules that rewrite a training script for the runtime."""
+"""The codemod: libcst rules that rewrite a training script for the runtime.
 
-from .engine import MigrateOptions, migrate_source
+``migrate_source`` (the engine, libcst and every rule) is imported when first
+used: a command-line run whose files all come from the cache never imports it.
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from .findings import Finding, MigrationError, MigrationResult
+from .options import MigrateOptions
+
+if TYPE_CHECKING:
+    from .engine import migrate_source
 
 __all__ = [
     "Finding",
@@ -10,3 +19,11 @@ __all__ = [
     "MigrationResult",
     "migrate_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "migrate_source":
+        from .engine import migrate_source
+
+        return migrate_source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

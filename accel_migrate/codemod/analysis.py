@@ -22,8 +22,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedName
 
 from . import subtrees
+from .names import TQDM_CALLS
 from .parents import ParentProvider
-from .patterns import TQDM_CALLS
 from .project_facts import HelperFact, ProjectFacts
 from .scopes import ScopeProvider
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .analysis import Key, ModuleIndex, attr_chain
-from .patterns import DATALOADER_CALLS, string_value
+from .names import DATALOADER_CALLS
+from .patterns import string_value
 from .scopes import FunctionScope
 
 _MAX_DEPTH = 6

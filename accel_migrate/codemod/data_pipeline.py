@@ -17,7 +17,7 @@ import libcst.matchers as m
 
 from .analysis import ModuleIndex
 from .model_methods import instance_classes, training_step
-from .patterns import DATALOADER_CALLS
+from .names import DATALOADER_CALLS
 from .subtrees import findall
 
 #: Bases of a map-style or iterable dataset (not Sampler: a sampler's draws are

@@ -14,7 +14,7 @@ import ast
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -31,42 +31,21 @@ from .findings import (
     MigrationResult,
 )
 from .formatting import black_like_input, place_runtime_import
+from .options import RUNTIME_MODULE, MigrateOptions
 from .project_facts import ProjectFacts
 from .project_view import read_project
-from .rule import RUNTIME_MODULE, RuleContext, registered_rules
+from .rule import RuleContext, registered_rules
 from .screen import (
     FullScreen,
     Verdict,
     distributed_finding,
-    is_test_module,
     prescreen,
 )
 from .source import check_decodable, syntax_error_place
-
-DEFAULT_ALIAS = "accel"
+from .test_files import is_test_module
 
 # Every analysis here is a libcst visitor: visit without building copies.
 fastvisit.install()
-
-
-@dataclass(frozen=True)
-class MigrateOptions:
-    #: Rule codes to run (None: all); ``ignore`` removes codes from that set.
-    select: frozenset[str] | None = None
-    ignore: frozenset[str] = field(default_factory=frozenset)
-    alias: str = DEFAULT_ALIAS
-    #: Decide files that are plainly not training entry points without libcst.
-    #: Off, every file takes the full libcst pass (same results, slower).
-    prescreen: bool = True
-    #: What the file's local imports define (``project_view``); None: read them
-    #: from the file's folder (a single file), never writing them.
-    project: ProjectFacts | None = None
-    #: Honour ``# accel-migrate: skip`` (off only to find unused suppressions).
-    honour_suppressions: bool = True
-
-    def selected(self, code: str) -> bool:
-        chosen = self.select is None or any(code.startswith(s) for s in self.select)
-        return chosen and not any(code.startswith(i) for i in self.ignore)
 
 
 def parse(source: str | bytes, path: str) -> cst.Module:

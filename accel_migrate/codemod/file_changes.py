@@ -14,23 +14,6 @@ from .subtrees import findall
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
 
-#: Functions that change files by their paths, with where the path they make is
-#: given (position, keyword); None for those that only remove.
-FILE_CHANGERS: dict[str, tuple[int, str] | None] = {
-    "shutil.copyfile": (1, "dst"),
-    "shutil.copy": (1, "dst"),
-    "shutil.copy2": (1, "dst"),
-    "shutil.copytree": (1, "dst"),
-    "shutil.move": (1, "dst"),
-    "shutil.rmtree": None,
-    "os.remove": None,
-    "os.unlink": None,
-    "os.rmdir": None,
-    "os.removedirs": None,
-    "os.rename": (1, "dst"),
-    "os.renames": (1, "new"),
-    "os.replace": (1, "dst"),
-}
 #: ``pathlib.Path`` methods that change files: where the path they make is
 #: ("self": the path itself), None for those that only remove.
 PATH_CHANGERS: dict[str, tuple[int, str] | str | None] = {
@@ -41,7 +24,6 @@ PATH_CHANGERS: dict[str, tuple[int, str] | str | None] = {
     "unlink": None,
     "rmdir": None,
 }
-SAVES = frozenset({"torch.save", "torch.serialization.save"})
 PATH_READERS = frozenset({"read_text", "read_bytes", "open"})
 #: Calls whose value differs between processes: a path made from one names a
 #: different file on each (a temporary file each process made for itself).

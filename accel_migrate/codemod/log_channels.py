@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .patterns import TQDM_CALLS
+from .names import TQDM_CALLS
 from .reduction.placement import code
 from .subtrees import findall
 

@@ -23,7 +23,8 @@ import libcst.matchers as m
 
 from .analysis import Key, ModuleIndex
 from .model_methods import training_step
-from .patterns import SAME_OBJECT, strip_methods
+from .names import SAME_OBJECT
+from .patterns import strip_methods
 from .subtrees import findall
 from .trained_models import returns_of, snippet
 

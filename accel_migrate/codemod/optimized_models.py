@@ -22,7 +22,8 @@ import libcst as cst
 
 from .analysis import Key
 from .helper_effects import optimizer_method
-from .patterns import SAME_OBJECT, strip_methods
+from .names import SAME_OBJECT
+from .patterns import strip_methods
 from .trained_models import (
     element_containers,
     extra_values,

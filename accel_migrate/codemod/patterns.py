@@ -7,135 +7,11 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import libcst.matchers as m
 
+from .names import COUNT_METHODS, DATALOADER_CALLS, SAME_OBJECT
 from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
-
-DATALOADER_CALLS = frozenset(
-    {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
-)
-DATA_PARALLEL_CALLS = frozenset(
-    {
-        "torch.nn.DataParallel",
-        "torch.nn.parallel.DataParallel",
-        "torch.nn.parallel.data_parallel.DataParallel",
-    }
-)
-MODULE_BASES = ("torch.nn.Module", "torch.nn.modules.module.Module")
-#: Calls that build a model, besides classes of the module deriving from nn.Module.
-MODEL_FACTORY_PREFIXES = (
-    "torchvision.models.",
-    "timm.create_model",
-    "transformers.",
-)
-OPTIMIZER_BASES = ("torch.optim.Optimizer", "torch.optim.optimizer.Optimizer")
-OPTIMIZER_PREFIXES = (
-    "torch.optim.",
-    "apex.optimizers.",
-    "bitsandbytes.optim.",
-    "timm.optim.",
-    "transformers.AdamW",
-    "transformers.Adafactor",
-    "transformers.optimization.",
-)
-_NOT_OPTIMIZERS = (
-    "torch.optim.lr_scheduler.",
-    "torch.optim.swa_utils.",
-    "torch.optim.Optimizer",
-)
-
-#: Usage of any of these means the script is already distributed: process groups and
-#: launchers, wrappers, samplers, RPC and distributed autograd, DTensor and device
-#: meshes, plain collectives, torch.multiprocessing workers, MPI, and the frameworks.
-DISTRIBUTED_PREFIXES = (
-    "torch.distributed.init_process_group",
-    "torch.distributed.launch",
-    "torch.distributed.run",
-    "torch.distributed.fsdp",
-    "torch.distributed.elastic",
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.utils.data.DistributedSampler",
-    "torch.utils.data.distributed.DistributedSampler",
-    "torch.distributed.rpc",
-    "torch.distributed.autograd",
-    "torch.distributed.tensor",
-    "torch.distributed._tensor",
-    "torch.distributed.device_mesh",
-    "torch.distributed.DeviceMesh",
-    "torch.distributed.init_device_mesh",
-    "torch.distributed.nn",
-    "torch.distributed.optim",
-    "torch.distributed.algorithms",
-    "torch.distributed.pipelining",
-    "torch.distributed._functional_collectives",
-    *(
-        f"{module}.{name}"
-        for module in ("torch.distributed", "torch.distributed.distributed_c10d")
-        for name in (
-            "all_gather",
-            "all_gather_coalesced",
-            "all_gather_into_tensor",
-            "all_gather_object",
-            "all_reduce",
-            "all_reduce_coalesced",
-            "all_to_all",
-            "all_to_all_single",
-            "barrier",
-            "batch_isend_irecv",
-            "broadcast",
-            "broadcast_object_list",
-            "gather",
-            "gather_object",
-            "irecv",
-            "isend",
-            "monitored_barrier",
-            "new_group",
-            "new_subgroups",
-            "recv",
-            "recv_object_list",
-            "reduce",
-            "reduce_scatter",
-            "reduce_scatter_tensor",
-            "scatter",
-            "scatter_object_list",
-            "send",
-            "send_object_list",
-        )
-    ),
-    "torch.multiprocessing.spawn",
-    "torch.multiprocessing.start_processes",
-    # Hogwild: workers started on one shared model; stdlib multiprocessing's Process
-    # is often a helper (a logger, a data writer), torch's is the training pattern.
-    "torch.multiprocessing.Process",
-    "mpi4py",
-    "accelerate",
-    "lightning",
-    "lightning_fabric",
-    "pytorch_lightning",
-    "deepspeed",
-    "horovod",
-    "ray.train",
-)
-
-
-#: Module methods that return the module itself.
-SAME_OBJECT = frozenset(
-    {
-        "to",
-        "cuda",
-        "cpu",
-        "train",
-        "eval",
-        "float",
-        "double",
-        "half",
-        "bfloat16",
-        "requires_grad_",
-        "apply",
-    }
-)
 
 
 def prepared_models(index: ModuleIndex) -> set[Key]:
@@ -154,28 +30,6 @@ def prepared_models(index: ModuleIndex) -> set[Key]:
         )
         | handed
     )
-
-
-def is_nn_module_constructor(qualname: str) -> bool:
-    """``torch.nn.Linear`` yes; ``torch.nn.functional.relu``, ``torch.nn.MSELoss`` no."""
-    if not qualname.startswith("torch.nn."):
-        return False
-    parts = qualname.split(".")
-    last = parts[-1]
-    return (
-        len(parts) == 3
-        and last[:1].isupper()
-        and not last.endswith("Loss")
-        and last not in {"Parameter", "DataParallel", "Module"}
-    )
-
-
-def is_optimizer_class(qualname: str) -> bool:
-    if qualname.startswith(_NOT_OPTIMIZERS):
-        return False
-    if not qualname.startswith(OPTIMIZER_PREFIXES):
-        return False
-    return qualname.rsplit(".", 1)[-1][:1].isupper()
 
 
 def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
@@ -333,17 +187,6 @@ def is_cpu_string(node: cst.CSTNode) -> bool:
 
 
 #: ``tqdm`` progress bars (the functions; each wraps an iterable or counts itself).
-TQDM_CALLS = frozenset(
-    f"{module}.{name}"
-    for module in ("tqdm", "tqdm.auto", "tqdm.notebook", "tqdm.std", "tqdm.rich")
-    for name in ("tqdm", "trange")
-)
-
-
-#: Methods whose result counts this process's samples (``x.size(0)``, ``mask.sum()``).
-COUNT_METHODS = frozenset({"size", "numel", "sum", "count_nonzero"})
-
-
 def counts_samples(
     index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
 ) -> bool:

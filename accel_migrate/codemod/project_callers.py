@@ -24,12 +24,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
-from .patterns import is_optimizer_class
+from .names import is_optimizer_class
 from .project_facts import CallSite, HelperFact
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from .analysis import Key, ModuleIndex
     from .project_helpers import HelperFacts
     from .project_view import ProjectView, Target
@@ -42,14 +42,14 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
     ``train_one_epoch``, ``Trainer.__init__``, ``Trainer.evaluate``)."""
     from .project_helpers import HelperFacts
     from .project_instances import callee_of, model_class
-    from .project_view import _parse, roots_of
+    from .project_view import roots_of
 
     found: dict[Target, list[CallSite]] = {}
     for caller in sorted(view.scripts):
         roots = roots_of(caller, view.base)
         if not view._may_import_local(caller, roots):
             continue  # a text scan: most files of a batch import nothing local
-        tree = _parse(caller)
+        tree = view.tree(caller)
         if tree is None:
             continue
         # read as from outside: the caller's own classes and factories are
@@ -254,6 +254,10 @@ def _parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:
 def _called_functions(index: ModuleIndex) -> list[tuple[str, cst.FunctionDef]]:
     """This file's top-level functions and its top-level classes' methods, by
     the name the callers facts give them (``fn``, ``Class.method``)."""
+    # The engine's side only: the project view imports this module for
+    # batch_callers, with ast, before it knows whether any file needs libcst.
+    import libcst as cst
+
     found: list[tuple[str, cst.FunctionDef]] = []
     external = {
         call.func.attr.value

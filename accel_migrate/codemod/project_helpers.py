@@ -15,18 +15,20 @@ import builtins
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .file_changes import FILE_CHANGERS, SAVES
 from .forward_losses import built_class, forward_loss
-from .patterns import (
+from .names import (
     DATALOADER_CALLS,
+    FILE_CHANGERS,
+    FUNCTIONAL_LOSSES,
+    IGNORING_LOSSES,
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
+    SAVES,
     is_nn_module_constructor,
     is_optimizer_class,
 )
 from .project_facts import HelperFact
 from .project_sum_terms import SumTerms
-from .reduction.facts import _FUNCTIONAL_LOSSES, _IGNORING
 from .shell_commands import RUNNERS, kind, literal_command
 
 if TYPE_CHECKING:
@@ -353,7 +355,7 @@ class HelperFacts:
             return ("model", "", "")
         if target.startswith("torch.nn.functional."):
             name = target.rsplit(".", 1)[1]
-            if name in _FUNCTIONAL_LOSSES:
+            if name in FUNCTIONAL_LOSSES:
                 return ("loss", _reduction(name, call), "")
         return ("", "", "")
 
@@ -415,7 +417,7 @@ def _reduction(name: str, call: ast.Call) -> str:
     size_average = values.get("size_average")
     if isinstance(size_average, ast.Constant) and size_average.value is False:
         return "sum"
-    if "ignore_index" in values and name in _IGNORING:
+    if "ignore_index" in values and name in IGNORING_LOSSES:
         return "token-mean"
     return "mean"
 

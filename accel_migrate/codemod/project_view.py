@@ -56,6 +56,8 @@ class _Scan:
     )
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    #: Does it call ``.backward()`` anywhere (a training file of the batch)?
+    backward: bool = False
 
 
 #: What marks a project's root folder (see the module docstring).
@@ -127,7 +129,7 @@ class ProjectView:
         self._scans: dict[tuple[str, tuple[str, ...]], _Scan] = {}
         self._facts: dict[tuple[Target, tuple[str, ...]], HelperFact | None] = {}
         self._callers: dict[Target, tuple[CallSite, ...]] | None = None
-        self._trains: dict[str, bool] = {}
+        self._trees: dict[str, ast.Module | None] = {}
         self._library: dict[str, bool] = {}
 
     # -- files -------------------------------------------------------------------
@@ -154,6 +156,12 @@ class ProjectView:
             return path
         return path if shown.startswith("..") else shown
 
+    def tree(self, path: str) -> ast.Module | None:
+        """``path`` parsed with ``ast`` (once per view); None where it cannot be."""
+        if path not in self._trees:
+            self._trees[path] = _parse(path)
+        return self._trees[path]
+
     def _scan(
         self, path: str, roots: tuple[str, ...], tree: ast.Module | None = None
     ) -> _Scan:
@@ -162,11 +170,17 @@ class ProjectView:
         key = (path, roots)
         if key in self._scans:
             return self._scans[key]
-        scan = self._scans[key] = _Scan(path, tree or _parse(path))
+        scan = self._scans[key] = _Scan(path, tree or self.tree(path))
         if scan.tree is None:
             return scan
         for node in ast.walk(scan.tree):
-            if isinstance(node, ast.Import):
+            if isinstance(node, ast.Call):
+                if (
+                    isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "backward"
+                ):
+                    scan.backward = True
+            elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
                         scan.names[alias.asname] = self._absolute(alias.name, roots)
@@ -225,7 +239,7 @@ class ProjectView:
             return ProjectFacts(
                 callers=callers, library_for=self._library_for(real, callers)
             )
-        tree = _parse(real)
+        tree = self.tree(real)
         if tree is None:
             return ProjectFacts(callers=callers)
         helpers: dict[str, HelperFact] = {}
@@ -305,15 +319,7 @@ class ProjectView:
         batch's other imported files, left unchanged: AM102)?"""
         if path not in self.scripts or len(self.scripts) < 2:
             return False
-        if path not in self._trains:
-            tree = self._scan(path, roots_of(path, self.base)).tree
-            self._trains[path] = tree is not None and any(
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "backward"
-                for node in ast.walk(tree)
-            )
-        return self._trains[path]
+        return self._scan(path, roots_of(path, self.base)).backward
 
     def migrated_library(self, path: str) -> bool:
         """Is ``path`` a helper module of this batch (no backward of its own)

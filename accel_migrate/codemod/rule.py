@@ -36,8 +36,6 @@ from .project_facts import ProjectFacts
 from .scopes import Assignment, ClassScope, ScopeProvider
 from .suppression import SKIP_COMMENT, Codes, applies, suppressed_statements
 
-RUNTIME_MODULE = "accel_migrate.runtime"
-
 _REGISTRY: dict[str, type[Rule]] = {}
 #: ``accel.`` in a message: the runtime under the default alias (not ``accel_x.``).
 _RUNTIME_NAME = re.compile(r"(?<![\w.])accel\.")

@@ -17,13 +17,13 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .analysis import LazyQualifiedNames
 from .findings import SKIP_DISTRIBUTED, SKIP_NOT_TRAINING, Finding
-from .patterns import (
+from .names import (
     DATALOADER_CALLS,
     DISTRIBUTED_PREFIXES,
     OPTIMIZER_PREFIXES,
     is_optimizer_class,
 )
-from .rule import RUNTIME_MODULE
+from .options import RUNTIME_MODULE
 from .scopes import ScopeProvider
 from .source import NEWLINE
 
@@ -48,52 +48,6 @@ def distributed_finding(line: int, column: int, name: str) -> Finding:
         "info",
         f"already distributed (uses {name}); left unchanged",
     )
-
-
-# -- test files -------------------------------------------------------------------------
-
-
-def _module_name(path: str) -> str:
-    return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
-
-
-def test_module_name(path: str) -> bool:
-    """Is ``path`` named as pytest names test modules (the only way a file's path
-    decides its migration)?"""
-    name = _module_name(path)
-    return name == "conftest" or name.startswith("test_") or name.endswith("_test")
-
-
-def is_test_module(path: str, tree: ast.Module) -> bool:
-    """A pytest or unittest file: ``conftest.py``, or ``test_*.py`` / ``*_test.py``
-    that defines tests (a ``test*`` function, a class with ``test*`` methods, or a
-    ``TestCase`` subclass). It may train a small model, but it is not a training
-    entry point: nobody launches it on N processes."""
-    name = _module_name(path)
-    if name == "conftest":
-        return True
-    if not test_module_name(path):
-        return False
-    for statement in tree.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if statement.name.startswith("test"):
-                return True
-        elif isinstance(statement, ast.ClassDef):
-            if any(_last_name(base) == "TestCase" for base in statement.bases):
-                return True
-            if any(
-                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and item.name.startswith("test")
-                for item in statement.body
-            ):
-                return True
-    return False
-
-
-def _last_name(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else None
 
 
 # -- the pre-screen: text and ast -----------------------------------------------------

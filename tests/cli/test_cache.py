@@ -281,3 +281,48 @@ def test_a_task_of_its_own_is_never_answered_from_the_cache() -> None:
     run = Batch(["train.py"], options, jobs=1, task=own, cache=cache)
     assert [o for _, o in run.results()] == [Failure("train.py", 1, 1, "own task")]
     assert os.path.exists("train.py")
+
+
+HELPER_MODULE = """def evaluate(model, loader):
+    total = 0.0
+    for x, y in loader:
+        total += float((model(x) - y).pow(2).sum())
+    return total
+"""
+
+
+def test_a_rerun_from_the_cache_imports_neither_libcst_nor_the_rules(
+    tmp_path: Path,
+) -> None:
+    """A re-run over unchanged files costs about as much as reading them: the
+    engine (libcst, every rule) is imported at the first file that misses, so a
+    run that the cache answers whole never pays for it."""
+    import subprocess
+    import sys
+
+    put("proj/train.py", "from helpers import evaluate\n" + TRAIN)
+    put("proj/helpers.py", HELPER_MODULE)
+    put("proj/bad.py", SYNTAX_ERROR)
+    probe = (
+        "import sys\n"
+        "from accel_migrate.cli import main\n"
+        "code = main(['--check', '-q', '-j', '1', 'proj'])\n"
+        "heavy = sorted(m for m in ('libcst', 'torch', 'accel_migrate.codemod.engine',"
+        " 'accel_migrate.codemod.rules') if m in sys.modules)\n"
+        "print(code, ','.join(heavy) or '-')\n"
+    )
+
+    def run() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=True,
+        )
+        return done.stdout.split()
+
+    first = run()
+    assert first[1] != "-", "the first run migrates: the engine is imported"
+    again = run()
+    assert again == [first[0], "-"], again

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from accel_migrate.codemod.patterns import SAME_OBJECT, strip_methods, torch_alias
+from accel_migrate.codemod.names import SAME_OBJECT
+from accel_migrate.codemod.patterns import strip_methods, torch_alias
 from accel_migrate.codemod.rules.batch_size_shapes import KEEP_ROWS
 
 

@@ -25,7 +25,7 @@ from accel_migrate.codemod import (
     migrate_source,
 )
 from accel_migrate.codemod.engine import _decode, early_verdict
-from accel_migrate.codemod.patterns import (
+from accel_migrate.codemod.names import (
     DATALOADER_CALLS,
     DISTRIBUTED_PREFIXES,
     OPTIMIZER_PREFIXES,
@@ -35,9 +35,9 @@ from accel_migrate.codemod.screen import (
     DISTRIBUTED_WORDS,
     TRAINING_WORDS,
     is_distributed_name,
-    is_test_module,
     prescreen,
 )
+from accel_migrate.codemod.test_files import is_test_module
 from tests.conftest import FIXTURES, ROOT
 
 FULL = MigrateOptions(prescreen=False)

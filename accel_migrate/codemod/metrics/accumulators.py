@@ -16,7 +16,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain, variable_names
-from ..patterns import TQDM_CALLS
+from ..names import TQDM_CALLS
 from ..subtrees import findall
 from .kinds import inside
 

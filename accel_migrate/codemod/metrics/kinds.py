@@ -20,7 +20,8 @@ import libcst.matchers as m
 
 from ..analysis import Key, variable_names
 from ..batch_rows import batch_values, counts_batch
-from ..patterns import COUNT_METHODS, counts_samples, string_value
+from ..names import COUNT_METHODS
+from ..patterns import counts_samples, string_value
 from ..reduction import loss_reduction
 from ..subtrees import findall
 

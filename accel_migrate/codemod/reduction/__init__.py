@@ -58,12 +58,12 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain, variable_names
+from ..names import FUNCTIONAL_LOSSES
 from ..patterns import string_value
 from ..subtrees import findall
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
-    _FUNCTIONAL_LOSSES,
     _NONLINEAR,
     _SAME_VALUE,
     _STATISTICS,
@@ -361,7 +361,7 @@ class _Reducer:
             n.rsplit(".", 1)[1]
             for n in names
             if n.startswith("torch.nn.functional.")
-            and n.rsplit(".", 1)[1] in _FUNCTIONAL_LOSSES
+            and n.rsplit(".", 1)[1] in FUNCTIONAL_LOSSES
         }
         if functional:
             return _loss_call(self.index, functional.pop(), call, call, None)

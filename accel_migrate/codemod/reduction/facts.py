@@ -12,6 +12,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..batch_rows import batch_values
+from ..names import IGNORING_LOSSES as _IGNORING
 from ..patterns import string_value
 from ..subtrees import findall
 from .placement import bound_once, code, pure
@@ -24,33 +25,6 @@ Kind = Literal["mean", "sum", "token-mean", "unknown"]
 _Kind = Literal["mean", "sum", "token-mean", "unknown", "elements", "constant"]
 
 _REDUCED = ("mean", "sum", "token-mean")
-#: ``torch.nn.functional`` losses, and the position of their target argument.
-_FUNCTIONAL_LOSSES = frozenset(
-    {
-        "binary_cross_entropy",
-        "binary_cross_entropy_with_logits",
-        "cosine_embedding_loss",
-        "cross_entropy",
-        "ctc_loss",
-        "gaussian_nll_loss",
-        "hinge_embedding_loss",
-        "huber_loss",
-        "kl_div",
-        "l1_loss",
-        "margin_ranking_loss",
-        "mse_loss",
-        "multi_margin_loss",
-        "multilabel_margin_loss",
-        "multilabel_soft_margin_loss",
-        "nll_loss",
-        "poisson_nll_loss",
-        "smooth_l1_loss",
-        "soft_margin_loss",
-        "triplet_margin_loss",
-    }
-)
-#: Losses whose mean skips the targets equal to ``ignore_index``.
-_IGNORING = frozenset({"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"})
 #: Methods that keep what a value is (shape, dtype, device, autograd).
 _SAME_VALUE = frozenset(
     {

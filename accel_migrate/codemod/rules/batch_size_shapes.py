@@ -70,7 +70,8 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import Key, ModuleIndex, attr_chain
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
-from ..patterns import DATALOADER_CALLS, strip_methods
+from ..names import DATALOADER_CALLS
+from ..patterns import strip_methods
 from ..rule import Rule
 from ..scopes import ScopeProvider
 

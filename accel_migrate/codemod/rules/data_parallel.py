@@ -49,7 +49,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key
-from ..patterns import DATA_PARALLEL_CALLS
+from ..names import DATA_PARALLEL_CALLS
 from ..rule import Rule
 from ..subtrees import findall
 

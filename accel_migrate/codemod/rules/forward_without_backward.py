@@ -49,7 +49,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
-from ..patterns import SAME_OBJECT, strip_methods, torch_alias
+from ..names import SAME_OBJECT
+from ..patterns import strip_methods, torch_alias
 from ..reduction.facts import packed_sequence
 from ..rule import Rule
 from ..subtrees import findall

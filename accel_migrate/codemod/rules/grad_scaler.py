@@ -79,7 +79,7 @@ from ..amp import (
     enabled_keyword,
 )
 from ..analysis import Key, variable_names
-from ..patterns import OPTIMIZER_BASES, is_optimizer_class
+from ..names import OPTIMIZER_BASES, is_optimizer_class
 from ..rule import Rule
 
 #: GradScaler methods that the runtime's object has.

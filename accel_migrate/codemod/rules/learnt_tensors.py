@@ -64,7 +64,7 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..analysis import Key, variable_names
-from ..patterns import DATALOADER_CALLS, OPTIMIZER_BASES, is_optimizer_class
+from ..names import DATALOADER_CALLS, OPTIMIZER_BASES, is_optimizer_class
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import extra_values, snippet

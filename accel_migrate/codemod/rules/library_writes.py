@@ -51,8 +51,9 @@ from functools import cached_property
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from ..file_changes import FILE_CHANGERS, PATH_CHANGERS, PATH_WRITERS, SAVES
+from ..file_changes import PATH_CHANGERS, PATH_WRITERS
 from ..file_reads import looks_at_files, loops
+from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
 from .torch_save import OPEN_CALLS, write_mode
 

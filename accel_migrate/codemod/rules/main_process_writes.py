@@ -104,16 +104,15 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from ..file_changes import (
-    FILE_CHANGERS,
     PATH_CHANGERS,
     PATH_WRITERS,
-    SAVES,
     argument,
     per_process,
     written_path,
 )
 from ..file_reads import FileReads, loops
 from ..helper_effects import helper_call
+from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
 from .output_folders import is_path
 from .torch_save import OPEN_CALLS, write_mode

@@ -67,7 +67,8 @@ from typing import Any
 import libcst as cst
 
 from ..helper_effects import loader_passed_to_helper
-from ..patterns import DATALOADER_CALLS, prepared_loader_map
+from ..names import DATALOADER_CALLS
+from ..patterns import prepared_loader_map
 from ..project_facts import HelperFact
 from ..rule import Rule, tidy_args
 from ..unshardable import unshardable_reason

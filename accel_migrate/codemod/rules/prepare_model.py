@@ -120,16 +120,16 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import Key, method_call
 from ..model_parts import part_use_message, part_uses
-from ..optimized_models import OptimizedModels
-from ..patterns import (
+from ..names import (
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
     OPTIMIZER_BASES,
     SAME_OBJECT,
     is_nn_module_constructor,
     is_optimizer_class,
-    strip_methods,
 )
+from ..optimized_models import OptimizedModels
+from ..patterns import strip_methods
 from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
 from ..rule import Rule

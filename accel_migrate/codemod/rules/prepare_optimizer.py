@@ -39,7 +39,7 @@ from functools import cached_property
 import libcst as cst
 
 from ..helper_effects import optimizer_method
-from ..patterns import OPTIMIZER_BASES, is_optimizer_class
+from ..names import OPTIMIZER_BASES, is_optimizer_class
 from ..rule import Rule
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..patterns import TQDM_CALLS
+from ..names import TQDM_CALLS
 from ..rule import Rule, tidy_args
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)

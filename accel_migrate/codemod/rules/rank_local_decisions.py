@@ -72,7 +72,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..patterns import DATALOADER_CALLS
+from ..names import DATALOADER_CALLS
 from ..rule import Rule
 from ..subtrees import findall
 

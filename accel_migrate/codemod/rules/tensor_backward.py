@@ -115,7 +115,7 @@ import libcst.matchers as m
 from libcst.metadata import QualifiedNameSource
 
 from ..analysis import attr_chain
-from ..patterns import MODULE_BASES
+from ..names import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.pairwise import pairwise_comparison
 from ..rule import Rule, keyword_arg
