@@ -106,7 +106,7 @@ def add_helper_modules(root: Path, count: int = 30) -> list[Path]:
         if p.name != "main.py"
     )[:count]
     written = []
-    for n, path in enumerate(sources):
+    for path in sources:
         target = root / "lib" / f"{path.parent.name}_{path.name}"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
