@@ -18,6 +18,7 @@ from libcst.metadata import BaseMetadataProvider
 from .fasttransform import spec_of
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_MAYBE = cst.MaybeSentinel.DEFAULT
 
 
 def _fields(kind: type) -> tuple[str, ...]:
@@ -29,40 +30,50 @@ def _fields(kind: type) -> tuple[str, ...]:
 
 class ParentProvider(BaseMetadataProvider[cst.CSTNode]):
     def _gen_impl(self, module: cst.Module) -> None:
+        from .tree_parents import known_parents
+
+        known = known_parents(module)
+        if known is not None:  # kept up to date by the engine (tree_parents)
+            self._computed.update(known)
+            return
         parents = self._computed
-        maybe = cst.MaybeSentinel.DEFAULT
         stack: list[cst.CSTNode] = [module]
         while stack:
             node = stack.pop()
-            spec = spec_of(type(node))
-            if spec is None:
-                self._children_of(node, stack)
-                continue
-            # The fields libcst visits (fasttransform): each holds a node, a
-            # sequence of nodes, None or MaybeSentinel; no isinstance against
-            # libcst's abstract node class (slow) per field.
-            for name, _ in spec:
-                value = getattr(node, name)
-                if value is None or value is maybe:
-                    continue
-                if type(value) is tuple or type(value) is list:
-                    for item in value:
-                        parents[item] = node
-                        stack.append(item)
-                else:
-                    parents[value] = node
-                    stack.append(value)
+            for child in children(node):
+                parents[child] = node
+                stack.append(child)
 
-    def _children_of(self, node: cst.CSTNode, stack: list[cst.CSTNode]) -> None:
-        parents = self._computed
+
+def node_fields(node: cst.CSTNode) -> tuple[str, ...]:
+    """The fields of ``node`` that may hold nodes, in libcst's visiting order."""
+    spec = spec_of(type(node))
+    return _fields(type(node)) if spec is None else tuple(name for name, _ in spec)
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node``'s child nodes, in the order libcst visits them."""
+    spec = spec_of(type(node))
+    found: list[cst.CSTNode] = []
+    if spec is None:
         node_type = cst.CSTNode
         for name in _fields(type(node)):
             value = getattr(node, name)
             if isinstance(value, node_type):
-                parents[value] = node
-                stack.append(value)
+                found.append(value)
             elif isinstance(value, (list, tuple)):
-                for item in value:
-                    if isinstance(item, node_type):
-                        parents[item] = node
-                        stack.append(item)
+                found.extend(item for item in value if isinstance(item, node_type))
+        return found
+    # The fields libcst visits (fasttransform): each holds a node, a sequence of
+    # nodes, None or MaybeSentinel; no isinstance against libcst's abstract node
+    # class (slow) per field.
+    maybe = _MAYBE
+    for name, _ in spec:
+        value = getattr(node, name)
+        if value is None or value is maybe:
+            continue
+        if type(value) is tuple or type(value) is list:
+            found.extend(value)
+        else:
+            found.append(value)
+    return found

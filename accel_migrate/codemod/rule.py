@@ -35,6 +35,7 @@ from .parents import ParentProvider
 from .project_facts import ProjectFacts
 from .scopes import Assignment, ClassScope, ScopeProvider
 from .suppression import SKIP_COMMENT, Codes, applies, suppressed_statements
+from .tree_parents import TreeParents
 
 _REGISTRY: dict[str, type[Rule]] = {}
 #: ``accel.`` in a message: the runtime under the default alias (not ``accel_x.``).
@@ -83,6 +84,8 @@ class RuleContext:
     #: The statements generated for this file's trees: a changed tree's
     #: positions generate only its new statements (``positions``).
     position_chunks: positions.Chunks = field(default_factory=positions.Chunks)
+    #: The parents of the latest changed tree, kept up to date (``tree_parents``).
+    tree_parents: TreeParents = field(default_factory=TreeParents)
 
     def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
         """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""
@@ -284,7 +287,9 @@ class Rule(cst.CSTTransformer):
         # A rule that put one node in two places (an original node kept where it
         # was and copied elsewhere): each place gets its own node, as libcst's
         # full rebuild gave it, since the next rule's metadata is keyed by node.
-        return fasttransform.unique_nodes(module), True
+        # Found, with the new tree's parents, from its new nodes (tree_parents).
+        computed = wrapper._metadata.get(ParentProvider)  # type: ignore[attr-defined]
+        return context.tree_parents.advance(wrapper.module, module, computed), True
 
     @classmethod
     def _dispatch(cls, suppressing: bool) -> fasttransform.Dispatch:
