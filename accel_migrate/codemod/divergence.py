@@ -26,7 +26,7 @@ from .analysis import attr_chain
 from .subtrees import findall
 
 if TYPE_CHECKING:
-    from .analysis import ModuleIndex
+    from .analysis import Key, ModuleIndex
 
 #: Calls whose result differs between ranks wherever they are made: the clock, the pid.
 _RANK_LOCAL_CALL_PREFIXES = (
@@ -83,6 +83,60 @@ def is_random_draw(qualname: str) -> bool:
     if parts[0] == "random":
         return len(parts) == 2
     return len(parts) == 3 and parts[:2] == ["numpy", "random"]
+
+
+#: Tensor methods that fill or sample a tensor with random numbers
+#: (``std.data.new(std.size()).normal_()``, ``torch.empty_like(x).uniform_()``).
+DRAW_METHODS = frozenset(
+    {
+        "bernoulli",
+        "bernoulli_",
+        "cauchy_",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "normal_",
+        "random_",
+        "uniform_",
+    }
+)
+#: Methods of a ``torch.distributions`` distribution that draw (``rsample`` is
+#: theirs alone; ``sample`` only on a value built by a distribution class).
+DISTRIBUTION_DRAWS = frozenset({"rsample", "sample", "sample_n"})
+DISTRIBUTIONS = "torch.distributions."
+
+
+def method_draw(
+    index: ModuleIndex, call: cst.Call, distributions: set[Key] | None = None
+) -> str | None:
+    """How a random draw made by a method reads (``.normal_()``,
+    ``Normal(...).rsample()``), or None. ``distributions``: the variables that
+    may hold a ``torch.distributions`` object (``distribution_values``)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    name = func.attr.value
+    if name in DRAW_METHODS or name == "rsample":
+        return f".{name}()"
+    if name not in DISTRIBUTION_DRAWS:
+        return None
+    receiver = func.value
+    if isinstance(receiver, cst.Call) and any(
+        q.startswith(DISTRIBUTIONS) for q in index.qualnames(receiver.func)
+    ):
+        return f".{name}()"
+    key = index.key(receiver)
+    if distributions is not None and key is not None and key in distributions:
+        return f".{name}()"
+    return None
+
+
+def distribution_values(index: ModuleIndex) -> set[Key]:
+    """Variables that may hold a ``torch.distributions`` object."""
+    return index.tagged(
+        lambda e: isinstance(e, cst.Call)
+        and any(q.startswith(DISTRIBUTIONS) for q in index.qualnames(e.func))
+    )
 
 
 _UNIFORM_RUNTIME_CALLS = (

@@ -40,6 +40,11 @@ _CONVERTIBLE = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 _SYNCED: dict[type, type] = {}
 
 
+class UnsyncedBatchNormError(RuntimeError):
+    """A BatchNorm subclass with a ``forward`` of its own, in a prepared model at
+    more than one process: its statistics cannot be made the global batch's."""
+
+
 class PerProcessBatchNormWarning(UserWarning):
     """BatchNorm layers normalise by each process's own samples."""
 
@@ -317,15 +322,25 @@ def prepare(module: nn.Module, runtime: Any) -> None:
         for m in module.modules()
         if isinstance(m, _BatchNorm) and not getattr(m, "_accel_synced", False)
     ]
-    if unconverted and env.is_main:
-        _warn_per_process(
-            f"{', '.join(sorted(set(unconverted)))} has its own forward and is not "
-            "synchronised"
+    if unconverted:
+        # Every process gets here (the first forward), so every one stops: in
+        # train mode such a layer would normalise by each process's share, and
+        # the losses would differ from the original's with nothing said.
+        names = ", ".join(sorted(set(unconverted)))
+        raise UnsyncedBatchNormError(
+            f"BatchNorm layer {names} has a forward of its own, so the runtime "
+            "cannot make it normalise by the global batch (it converts the "
+            "layers that keep torch's forward): at "
+            f"{env.world_size} processes its statistics would be each process's "
+            "own and the losses would differ from the original's. Launch with "
+            "--no-sync-batchnorm (sync-batchnorm = false) to accept per-process "
+            "statistics"
         )
 
 
 __all__ = [
     "PerProcessBatchNormWarning",
+    "UnsyncedBatchNormError",
     "batchnorm_layers",
     "convert",
     "global_statistics",

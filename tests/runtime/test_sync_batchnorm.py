@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from accel_migrate.runtime import sync_batchnorm
 from accel_migrate.runtime.config import ConfigError, config_environment, load_config
 from accel_migrate.runtime.sync_batchnorm import batchnorm_layers, convert
 from tests import warm_python
@@ -116,6 +117,33 @@ def test_a_subclass_with_its_own_forward_is_not_converted() -> None:
     net = nn.Sequential(Custom(2), nn.BatchNorm2d(2))
     assert convert(net) == 1
     assert type(net[0]) is Custom
+
+
+def test_a_subclass_with_its_own_forward_stops_a_global_batch_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """At more than one process it would normalise by each process's share:
+    every process stops at the first forward with a clear error, unless the
+    user opted out of global-batch BatchNorm (then the warning, as before)."""
+    from types import SimpleNamespace
+
+    class Conditional(nn.BatchNorm2d):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(x) * 2
+
+    monkeypatch.setattr(sync_batchnorm.dist, "is_initialized", lambda: True)
+    env = SimpleNamespace(distributed=True, is_main=True, world_size=2)
+    runtime = SimpleNamespace(env=env, config=load_config(environ={}, cwd=tmp_path))
+    net = nn.Sequential(Conditional(2), nn.BatchNorm2d(2))
+    with pytest.raises(sync_batchnorm.UnsyncedBatchNormError, match="Conditional"):
+        sync_batchnorm.prepare(net, runtime)
+    monkeypatch.setattr(sync_batchnorm, "_WARNED", False)
+    off = SimpleNamespace(
+        env=env,
+        config=load_config({"sync_batchnorm": False}, environ={}, cwd=tmp_path),
+    )
+    with pytest.warns(sync_batchnorm.PerProcessBatchNormWarning):
+        sync_batchnorm.prepare(nn.Sequential(Conditional(2)), off)
 
 
 def test_configuration(tmp_path: Path) -> None:

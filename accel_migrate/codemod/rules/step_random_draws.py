@@ -3,7 +3,9 @@
 ## What
 Reports, as needs-review, a random draw (``torch.randn``, ``torch.rand``,
 ``torch.randint``, ``torch.randperm``, ``torch.normal``, ``random.*``,
-``numpy.random.*``) made in a training step that reads a data loader: inside a
+``numpy.random.*``; a tensor method that fills a tensor with random numbers,
+``x.new(x.size()).normal_()``, ``.uniform_()``, ``.bernoulli_()``; a
+``torch.distributions`` object's ``.rsample()`` or ``.sample()``) made in a training step that reads a data loader: inside a
 loop that runs a backward and takes its batches from a loader, in the step
 itself, in a function the step calls, or in a method of a model class defined
 in the file (its ``forward`` and the methods ``forward`` calls on ``self``, as
@@ -58,11 +60,14 @@ equivalent.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
+from ..analysis import Key
 from ..batch_rows import rows_draw
 from ..data_pipeline import builds_loader, data_function_of, random_transform
-from ..divergence import is_random_draw
+from ..divergence import distribution_values, is_random_draw, method_draw
 from ..model_methods import forward_methods, stepped_classes, training_step
 from ..rule import Rule
 
@@ -95,7 +100,10 @@ class StepRandomDraws(Rule):
             return
         names = [q for q in qualnames if is_random_draw(q)]
         if not names:
-            return
+            method = method_draw(self.index, node, self._distributions)
+            if method is None:
+                return
+            names = [method]
         if any(
             arg.keyword is not None and arg.keyword.value == "generator"
             for arg in node.args
@@ -135,6 +143,10 @@ class StepRandomDraws(Rule):
                 "the losses will not match the original's step for step",
                 if_migrated=True,
             )
+
+    @cached_property
+    def _distributions(self) -> set[Key]:
+        return distribution_values(self.index)
 
     def _training_step(self, path: tuple[cst.For | cst.While, ...]) -> bool:
         return training_step(self.index, path)
