@@ -43,6 +43,7 @@ from .class_weights import class_weight_count
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
 from .ordered import GatherOrderError, gather_in_order
+from .swa import update_bn
 
 __all__ = [
     "ConfigError",
@@ -79,5 +80,6 @@ __all__ = [
     "save_state",
     "state_dict",
     "unwrap",
+    "update_bn",
     "world_size",
 ]

@@ -217,22 +217,13 @@ EXPECTED: dict[str, str] = {
     "vae_distributions_rsample_r16": "FLAGGED",
     "sngan_cond_bn_r16": "LOUD",
     "accum_carryover_split_r16": "MATCH",
+    "gan_minibatch_stddev_r16": "FLAGGED",
+    "swa_update_bn_r16": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {
-    "swa_update_bn_r16": (
-        "issue 12: torch.optim.swa_utils.update_bn(loader, swa_model) runs the "
-        "averaged copy's plain BatchNorm over each process's share of the "
-        "loader; nothing prepares the AveragedModel or reports the call"
-    ),
-    "gan_minibatch_stddev_r16": (
-        "issue 12: a minibatch-stddev layer groups and reduces samples across "
-        "the batch dimension inside a trained model's forward; each process "
-        "groups its own share and no rule reports it"
-    ),
-}
+UNSOUND_TODAY: dict[str, str] = {}
 
 
 def _selected(session: pytest.Session) -> set[str]:

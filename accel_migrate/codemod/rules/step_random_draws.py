@@ -18,8 +18,10 @@ calls on a local object (a CycleGAN ``ImagePool.query``, the ``__call__`` of a
 Mixup object ``mix(x, y)``), and the local functions
 those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
-loader. Draws from an explicit ``generator=``
-and draws in setup code before training are not reported, nor are draws in a
+loader. Draws from an explicit ``generator=`` (seeded alike on every
+process, it draws the original's numbers) are not reported unless their
+arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
+draws in setup code before training, nor are draws in a
 loop that reads no loader (AM019 reports that loop: every process makes the
 same data there). Nor is a draw of one row per sample of the batch
 (``torch.randn(x.size(0), nz)``, a VAE's ``torch.randn_like(std)``): AM034
@@ -63,13 +65,15 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
+import libcst.matchers as m
 
 from ..analysis import Key
-from ..batch_rows import rows_draw
+from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of, random_transform
 from ..divergence import distribution_values, is_random_draw, method_draw
 from ..model_methods import forward_methods, stepped_classes, training_step
 from ..rule import Rule
+from ..subtrees import findall
 
 
 class StepRandomDraws(Rule):
@@ -107,7 +111,10 @@ class StepRandomDraws(Rule):
         if any(
             arg.keyword is not None and arg.keyword.value == "generator"
             for arg in node.args
-        ):
+        ) and not self._reads_batch(node):
+            # A generator of its own, seeded alike on every process, draws the
+            # original's numbers, unless the draw is shaped by this process's
+            # share of the batch (``torch.randn(x.shape, generator=g)``).
             return
         name = sorted(names)[0]
         if any(self._training_step(path) for path in self.index.loop_paths(node)):
@@ -143,6 +150,17 @@ class StepRandomDraws(Rule):
                 "the losses will not match the original's step for step",
                 if_migrated=True,
             )
+
+    @cached_property
+    def _batch_values(self) -> frozenset[Key]:
+        return batch_values(self.index)
+
+    def _reads_batch(self, node: cst.Call) -> bool:
+        return any(
+            (key := self.index.key(name)) is not None and key in self._batch_values
+            for arg in node.args
+            for name in findall(arg.value, m.Name())
+        )
 
     @cached_property
     def _distributions(self) -> set[Key]:

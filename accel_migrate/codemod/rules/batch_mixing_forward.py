@@ -1,0 +1,123 @@
+"""AM037 batch-mixing-forward: a model's forward that reduces over the samples of its batch is reported.
+
+## What
+Reports, as needs-review, a reduction over dimension 0 (``y.mean(dim=0)``,
+``x.std(0)``, ``torch.var(h, 0)``; also ``sum``, ``max``, ``min``, ``amax``,
+``amin``, ``median``, ``logsumexp``, ``norm``, ``prod``, ``softmax``,
+``log_softmax``) in the ``forward`` of a model class defined in the file, or in
+a method ``forward`` calls on ``self``, when a training step calls an instance
+of that class (or of a class that builds it): the minibatch standard-deviation
+layer of ProGAN and StyleGAN discriminators, a head that compares each sample
+with the batch's mean feature, a normalisation layer of the project's own.
+
+## Why
+After migration each process runs the model on its share of the batch. A
+statistic over dimension 0 is then the share's, not the batch's the original
+computed it over, and every sample's output depends on which samples share its
+process: the losses differ from the original's, by little or by much, with no
+error. The runtime makes torch's BatchNorm layers normalise by the global batch
+(``docs/runtime.md``); a layer of the project's own is not changed.
+
+## Example
+```python
+# before
+class MinibatchStdDev(nn.Module):
+    def forward(self, x):
+        y = x.view(4, -1, x.size(1))
+        y = torch.sqrt((y - y.mean(dim=0)).pow(2).mean(dim=0) + 1e-8)
+        return torch.cat([x, y.mean(1, keepdim=True).repeat(4, 1)], dim=1)
+# after
+# (unchanged: reported as needs-review)
+```
+
+## Fix safety
+Report only. Where dimension 0 of that value is not the batch (a time-first
+sequence model's ``h.mean(0)`` over time steps), the forward is per-sample and
+the finding can be left with ``# accel-migrate: skip[AM037]``. Otherwise keep
+each process's batch the original's size (``launch --batch-mode per-device``,
+which trains with a larger global batch) or compute the statistic over the
+global batch with ``accel.gather``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..model_methods import forward_methods, stepped_classes
+from ..rule import Rule
+
+#: Methods (and ``torch.`` functions) that reduce a tensor over a dimension.
+_REDUCTIONS = frozenset(
+    {
+        "amax",
+        "amin",
+        "log_softmax",
+        "logsumexp",
+        "max",
+        "mean",
+        "median",
+        "min",
+        "norm",
+        "prod",
+        "softmax",
+        "std",
+        "sum",
+        "var",
+    }
+)
+
+
+class BatchMixingForward(Rule):
+    code = "AM037"
+    name = "batch-mixing-forward"
+    summary = (
+        "a reduction over dimension 0 in a trained model's forward -> reported "
+        "(each process reduces over its own share of the batch)"
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
+            return
+        function_form = f"torch.{func.attr.value}" in self.qualnames(func)
+        dim = _dimension(node, 1 if function_form else 0)
+        if dim is None or not m.matches(dim, m.Integer("0")):
+            return
+        place = self._stepped_forward(node)
+        if place is None:
+            return
+        cls, method = place
+        self.report(
+            node,
+            "needs-review",
+            f"`{cls}.{method}` reduces over dimension 0 (`.{func.attr.value}` over "
+            f"dim 0), and a training step runs a `{cls}`: after migration each "
+            "process reduces over its own share of the batch, not the batch the "
+            "original reduced over, so the losses will not match the original's "
+            "(if dimension 0 is not the batch here, this can be skipped)",
+            if_migrated=True,
+        )
+
+    def _stepped_forward(self, node: cst.Call) -> tuple[str, str] | None:
+        function = self.index.enclosing_function(node)
+        cls = self.index.enclosing_class(node) if function is not None else None
+        if function is None or cls is None or function not in forward_methods(cls):
+            return None
+        if cls not in stepped_classes(self.index):
+            return None
+        return cls.name.value, function.name.value
+
+
+def _dimension(call: cst.Call, position: int) -> cst.BaseExpression | None:
+    """The ``dim`` argument: by keyword, or the ``position``-th positional one."""
+    positional = []
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == "dim":
+                return arg.value
+            continue
+        positional.append(arg.value)
+    return positional[position] if len(positional) > position else None
