@@ -219,6 +219,15 @@ EXPECTED: dict[str, str] = {
     "accum_carryover_split_r16": "MATCH",
     "gan_minibatch_stddev_r16": "FLAGGED",
     "swa_update_bn_r16": "MATCH",
+    # round 17 red team: a MoCo queue in a model buffer, a class-balanced loss
+    # and a Dice + BCE loss in loss classes, a no-trainer CLM loop, an EMA
+    # AveragedModel, scheduled sampling
+    "clm_no_trainer_repeat_r17": "FLAGGED",
+    "moco_queue_r17": "FLAGGED",
+    "ema_avgmodel_top5_r17": "MATCH",
+    "class_balanced_targets_r17": "FLAGGED",
+    "unet_dicebce_r17": "FLAGGED",
+    "scheduled_sampling_r17": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

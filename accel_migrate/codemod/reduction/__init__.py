@@ -131,6 +131,23 @@ def loss_reduction(
     return LossReduction("token-mean", count=fact.count.deep_clone(), what=fact.what)
 
 
+#: Calls that sum over the batch (a count of a mask is one too).
+_SUM_CALLS = frozenset({"sum", "count_nonzero", "nansum"})
+
+
+def _sums_in(expr: cst.BaseExpression) -> int:
+    """How many sums ``expr`` spells (``x.sum()``, ``torch.sum(x)``)."""
+    return sum(
+        1
+        for call in findall(expr, m.Call())
+        if (
+            isinstance(call.func, cst.Attribute)  # type: ignore[attr-defined]
+            and call.func.attr.value in _SUM_CALLS  # type: ignore[attr-defined]
+        )
+        or (isinstance(call.func, cst.Name) and call.func.value in _SUM_CALLS)  # type: ignore[attr-defined]
+    )
+
+
 def _computed_by_model(expr: cst.BaseExpression) -> Fact:
     return Fact(
         "unknown",
@@ -170,7 +187,7 @@ class _Reducer:
 
     # -- leaves ---------------------------------------------------------------------
     def fact(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> Fact:
-        if depth > 6:
+        if depth > 12:
             return _ELEMENTS
         if isinstance(expr, (cst.Integer, cst.Float)):
             return _CONSTANT
@@ -326,6 +343,16 @@ class _Reducer:
 
     def _divided(self, left: Fact, right: Fact, divisor: cst.BaseExpression) -> Fact:
         if left.kind == "sum":
+            if right.kind == "sum" and _sums_in(divisor) > 1:
+                # `(2 * (p * t).sum() + 1) / (p.sum() + t.sum() + 1)`: a Dice or
+                # IoU term, a ratio of the batch's sums, not a mean of a count.
+                return Fact(
+                    "unknown",
+                    f"the loss divides a sum over the batch by `{code(divisor)}`, "
+                    "itself made of several sums over the batch: a ratio of the "
+                    "batch's sums (a Dice or IoU term), which no weighting of each "
+                    "process's share rebuilds",
+                )
             if right.kind == "sum":
                 # `(l * mask).sum() / mask.sum()`: a mean over what the mask counts.
                 anchor = self._anchor(divisor)
@@ -453,7 +480,16 @@ class _Reducer:
                 f"the loss goes through `{code(func)}(...)`, which the analysis does not know",
             )
         # `loss = model(x, y)`: a forward that returns the loss alone
-        return model_call_fact(self.index, call) or _ELEMENTS
+        found = model_call_fact(self.index, call)
+        if found is None:
+            # A module of this file that AM004 prepared (a criterion with
+            # buffers moved to the device, `CBLoss(counts).to(device)`) whose
+            # forward returns what the project view cannot read
+            # (`(w * ce).sum() / w.sum()`): its returns, read here.
+            found = criterion_fact(
+                self.index, func, lambda e: self.fact(e, e, depth + 1), prepared=True
+            )
+        return found or _ELEMENTS
 
     def _builtin_sum(
         self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int

@@ -42,11 +42,12 @@ _SAME_OBJECT = frozenset({"to", "cuda", "cpu", "float", "double", "train", "eval
 
 
 def criterion_class(
-    index: ModuleIndex, func: cst.BaseExpression
+    index: ModuleIndex, func: cst.BaseExpression, prepared: bool = False
 ) -> tuple[cst.ClassDef, cst.FunctionDef, list[cst.Call]] | None:
     """The local class ``func`` (a variable) is an instance of, the method a
     call of it runs, and the constructions; None where a value of it is not
-    such a construction."""
+    such a construction. ``prepared``: also through ``accel.prepare_model(...)``
+    (the same object, run by the same ``forward``)."""
     if not isinstance(func, cst.Name):
         return None
     key = index.key(func)
@@ -56,12 +57,18 @@ def criterion_class(
     classes: set[cst.ClassDef] = set()
     built: list[cst.Call] = []
     for value in values:
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in _SAME_OBJECT
-        ):
-            value = value.func.value
+        while isinstance(value, cst.Call):
+            if (
+                isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _SAME_OBJECT
+            ):
+                value = value.func.value
+            elif prepared and index.is_runtime_call(value, "prepare_model"):
+                if not value.args:
+                    return None
+                value = value.args[0].value
+            else:
+                break
         cls = index.local_class(value.func) if isinstance(value, cst.Call) else None
         if cls is None:
             return None
@@ -79,11 +86,13 @@ def criterion_fact(
     index: ModuleIndex,
     func: cst.BaseExpression,
     fact: Callable[[cst.BaseExpression], Fact],
+    prepared: bool = False,
 ) -> Fact | None:
     """The reduction of ``func(...)`` where ``func`` is an instance of a local
     criterion class whose returns reduce the batch; None where it is not one, or
-    its returns reduce nothing (``fact`` reads one returned expression)."""
-    found = criterion_class(index, func)
+    its returns reduce nothing (``fact`` reads one returned expression).
+    ``prepared``: as ``criterion_class``'s."""
+    found = criterion_class(index, func, prepared)
     if found is None:
         return None
     cls, method, built = found

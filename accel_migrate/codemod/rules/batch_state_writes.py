@@ -6,7 +6,11 @@ the training step and written inside it from values of the step's batch:
 ``memory.index_copy_(0, index, feats)`` (an instance-discrimination memory bank),
 ``memory[index] = feats``, ``queue[:, ptr:ptr + n] = keys.T`` (a MoCo-style
 queue), ``bank.index_add_(...)``, ``scatter_``... A training step is a loop
-that runs a backward and takes its batches from a data loader. Writes whose
+that runs a backward and takes its batches from a data loader. Also such a
+write into a buffer of a model class of the file (``self.register_buffer(...)``
+or a ``torch`` tensor set in ``__init__``) made in its ``forward`` or a method
+``forward`` calls, when a training step runs the class: MoCo's
+``_dequeue_and_enqueue`` writing ``self.queue[:, ptr:ptr + n] = keys.T``. Writes whose
 value comes through a collective (``accel.gather``, ``torch.distributed``)
 are not reported. Nothing is rewritten.
 
@@ -45,7 +49,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import variable_names
-from ..model_methods import training_step
+from ..model_methods import forward_methods, stepped_classes, training_step
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -109,20 +113,59 @@ class BatchStateWrites(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in _INDEXED_WRITES
-            and isinstance(func.value, cst.Name)
-        ):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _INDEXED_WRITES):
+            return
+        if isinstance(func.value, cst.Name):
             self._check(node, func.value, node.args, snippet(node))
+        elif _self_attribute(func.value) is not None:
+            self._check_model_state(node, func.value, node.args, snippet(node))  # type: ignore[arg-type]
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             subscript = target.target
-            if isinstance(subscript, cst.Subscript) and isinstance(
-                subscript.value, cst.Name
-            ):
+            if not isinstance(subscript, cst.Subscript):
+                continue
+            if isinstance(subscript.value, cst.Name):
                 self._check(node, subscript.value, [node.value, subscript], "")
+            elif _self_attribute(subscript.value) is not None:
+                self._check_model_state(
+                    node, subscript.value, [node.value, subscript], ""  # type: ignore[arg-type]
+                )
+
+    def _check_model_state(
+        self, node: cst.CSTNode, target: cst.Attribute, parts: object, text: str
+    ) -> None:
+        """A write into a buffer of a model class from its ``forward`` (or a
+        method ``forward`` calls), when a training step runs the class: MoCo's
+        ``self.queue[:, ptr:ptr + n] = keys.T`` in ``_dequeue_and_enqueue``."""
+        function = self.index.enclosing_function(node)
+        cls = self.index.enclosing_class(node) if function is not None else None
+        if function is None or cls is None or function not in forward_methods(cls):
+            return
+        if cls not in stepped_classes(self.index):
+            return
+        name = target.attr.value
+        if not _state_tensor(cls, name):
+            return
+        if not any(
+            n.value != "self" for part in _nodes(parts) for n in variable_names(part)
+        ):
+            return  # a constant written (`self.count[0] = 0`)
+        if _StateWrites(self.index)._through_collective(node):
+            return
+        shown = text or snippet(node)
+        self.report(
+            node,
+            "needs-review",
+            f"`{cls.name.value}.{function.name.value}` writes the buffer "
+            f"`self.{name}` from this process's share of the batch (`{shown}`), "
+            f"and a training step runs a `{cls.name.value}`: after migration each "
+            "process writes only its share's rows (and DDP hands every process "
+            "the main process's buffers at each forward), so the buffer differs "
+            "from the original's; gather what is written from every process "
+            "first (accel.gather), as MoCo's distributed code does",
+            if_migrated=True,
+        )
 
     def _check(
         self,
@@ -234,6 +277,34 @@ class _StateWrites:
             ):
                 return True
         return False
+
+
+def _self_attribute(node: cst.BaseExpression) -> str | None:
+    if (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    ):
+        return node.attr.value
+    return None
+
+
+def _state_tensor(cls: cst.ClassDef, name: str) -> bool:
+    """Is ``self.<name>`` a buffer of ``cls`` (``self.register_buffer("name",
+    ...)``) or a tensor it builds (``self.name = torch.zeros(...)``)?"""
+    for call in findall(cls, m.Call(func=m.Attribute(attr=m.Name("register_buffer")))):
+        args = call.args  # type: ignore[attr-defined]
+        if args and m.matches(args[0].value, m.SimpleString()):
+            if args[0].value.value.strip("\"'") == name:  # type: ignore[attr-defined]
+                return True
+    for assign in findall(cls, m.Assign()):
+        for target in assign.targets:  # type: ignore[attr-defined]
+            if _self_attribute(target.target) == name and m.matches(
+                assign.value,  # type: ignore[attr-defined]
+                m.Call(func=m.Attribute(value=m.Name("torch"))),
+            ):
+                return True
+    return False
 
 
 def _nodes(parts: object) -> list[cst.CSTNode]:
