@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .config import ConfigError
 
 
+@lru_cache(maxsize=1)
 def known_codes() -> frozenset[str]:
     """Every code a finding can carry: the rules', the screen's, the suppressions'."""
     from ..codemod.other_codes import OTHER_CODES

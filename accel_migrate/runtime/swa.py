@@ -48,6 +48,7 @@ def update_bn(
                 for m in model.modules()
                 if isinstance(m, nn.modules.batchnorm._BatchNorm)
                 and not getattr(m, "_accel_synced", False)
+                and not isinstance(m, nn.SyncBatchNorm)
             }
         )
         if unconverted:

@@ -317,25 +317,39 @@ def prepare(module: nn.Module, runtime: Any) -> None:
             )
         return
     convert(module)
-    unconverted = [
-        type(m).__name__
-        for m in module.modules()
-        if isinstance(m, _BatchNorm) and not getattr(m, "_accel_synced", False)
-    ]
-    if unconverted:
-        # Every process gets here (the first forward), so every one stops: in
-        # train mode such a layer would normalise by each process's share, and
-        # the losses would differ from the original's with nothing said.
-        names = ", ".join(sorted(set(unconverted)))
+    for layer in module.modules():
+        if (
+            isinstance(layer, _BatchNorm)
+            and not getattr(layer, "_accel_synced", False)
+            # torch's own synchronises itself (on CUDA; it refuses CPU tensors)
+            and not isinstance(layer, nn.SyncBatchNorm)
+        ):
+            layer.register_forward_pre_hook(_refuse_per_process(env.world_size))
+
+
+def _refuse_per_process(world_size: int) -> Any:
+    """A pre-hook that stops a train-mode forward of a BatchNorm layer the
+    runtime could not convert (a subclass with a ``forward`` of its own).
+
+    Every process runs the same forwards, so every one stops at the same one:
+    in train mode such a layer would normalise by each process's share, and the
+    losses would differ from the original's with nothing said. In eval mode it
+    uses its running statistics, which is per-sample: it runs."""
+
+    def hook(layer: nn.Module, args: Any) -> None:
+        if not layer.training:
+            return
         raise UnsyncedBatchNormError(
-            f"BatchNorm layer {names} has a forward of its own, so the runtime "
-            "cannot make it normalise by the global batch (it converts the "
-            "layers that keep torch's forward): at "
-            f"{env.world_size} processes its statistics would be each process's "
-            "own and the losses would differ from the original's. Launch with "
+            f"BatchNorm layer {type(layer).__name__} has a forward of its own, so "
+            "the runtime cannot make it normalise by the global batch (it converts "
+            "the layers that keep torch's forward): in train mode at "
+            f"{world_size} processes its statistics would be each process's own "
+            "and the losses would differ from the original's. Launch with "
             "--no-sync-batchnorm (sync-batchnorm = false) to accept per-process "
             "statistics"
         )
+
+    return hook
 
 
 __all__ = [

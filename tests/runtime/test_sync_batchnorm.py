@@ -123,8 +123,9 @@ def test_a_subclass_with_its_own_forward_stops_a_global_batch_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """At more than one process it would normalise by each process's share:
-    every process stops at the first forward with a clear error, unless the
-    user opted out of global-batch BatchNorm (then the warning, as before)."""
+    every process stops at its first train-mode forward with a clear error
+    (eval mode uses the running statistics and runs), unless the user opted out
+    of global-batch BatchNorm (then the warning, as before)."""
     from types import SimpleNamespace
 
     class Conditional(nn.BatchNorm2d):
@@ -135,8 +136,13 @@ def test_a_subclass_with_its_own_forward_stops_a_global_batch_run(
     env = SimpleNamespace(distributed=True, is_main=True, world_size=2)
     runtime = SimpleNamespace(env=env, config=load_config(environ={}, cwd=tmp_path))
     net = nn.Sequential(Conditional(2), nn.BatchNorm2d(2))
+    sync_batchnorm.prepare(net, runtime)
+    x = torch.randn(4, 2, 3, 3)
+    net.eval()
+    assert net(x).shape == x.shape
+    net.train()
     with pytest.raises(sync_batchnorm.UnsyncedBatchNormError, match="Conditional"):
-        sync_batchnorm.prepare(net, runtime)
+        net(x)
     monkeypatch.setattr(sync_batchnorm, "_WARNED", False)
     off = SimpleNamespace(
         env=env,

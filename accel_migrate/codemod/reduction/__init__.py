@@ -85,6 +85,7 @@ from .facts import (
 from .forward import forward_loss_fact, indexed_output_fact, model_call_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
+from .model_classes import called_model
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 from .summed_args import unproven_sum
 
@@ -131,21 +132,56 @@ def loss_reduction(
     return LossReduction("token-mean", count=fact.count.deep_clone(), what=fact.what)
 
 
-#: Calls that sum over the batch (a count of a mask is one too).
-_SUM_CALLS = frozenset({"sum", "count_nonzero", "nansum"})
-
-
-def _sums_in(expr: cst.BaseExpression) -> int:
-    """How many sums ``expr`` spells (``x.sum()``, ``torch.sum(x)``)."""
-    return sum(
-        1
-        for call in findall(expr, m.Call())
-        if (
-            isinstance(call.func, cst.Attribute)  # type: ignore[attr-defined]
-            and call.func.attr.value in _SUM_CALLS  # type: ignore[attr-defined]
-        )
-        or (isinstance(call.func, cst.Name) and call.func.value in _SUM_CALLS)  # type: ignore[attr-defined]
-    )
+def _may_depend_on_model(
+    index: ModuleIndex,
+    expr: cst.BaseExpression,
+    depth: int = 0,
+    seen: set[Key] | None = None,
+) -> bool:
+    """Could ``expr`` depend on a model's output, and so on its parameters? A
+    call of a model, followed through variables and the arguments this file's
+    calls pass its functions; a parameter no call of the file is seen to pass
+    (a loss class's ``forward``, whose inputs may be the predictions) may."""
+    if depth > 6:
+        return True
+    seen = set() if seen is None else seen
+    for call in findall(expr, m.Call()):
+        if called_model(index, call) is not None:  # type: ignore[arg-type]
+            return True
+    for name in variable_names(expr):
+        key = index.key(name)
+        if key is None or name.value == "self" or key in seen:
+            continue  # (`src, tgt = src.cuda(), tgt.cuda()` reads itself)
+        seen.add(key)
+        values = index.values.get(key)
+        unpacked = index.unpacked.get(key, [])
+        if values is None and not unpacked:
+            function = index.enclosing_function(name)
+            params = function.params if function is not None else None
+            if params is None or not any(
+                p.name.value == name.value
+                for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+            ):
+                continue  # bound elsewhere (a loop's target over a loader)
+            sites = index.call_sites(function)  # type: ignore[arg-type]
+            if not sites:
+                return True
+            for site in sites:
+                for param, arg in index.arguments(site):
+                    if param == key and _may_depend_on_model(
+                        index, arg, depth + 1, seen
+                    ):
+                        return True
+            continue
+        for value in values or ():
+            if value is not None and _may_depend_on_model(
+                index, value, depth + 1, seen
+            ):
+                return True
+        for value, _, _ in unpacked:
+            if _may_depend_on_model(index, value, depth + 1, seen):
+                return True
+    return False
 
 
 def _computed_by_model(expr: cst.BaseExpression) -> Fact:
@@ -343,15 +379,18 @@ class _Reducer:
 
     def _divided(self, left: Fact, right: Fact, divisor: cst.BaseExpression) -> Fact:
         if left.kind == "sum":
-            if right.kind == "sum" and _sums_in(divisor) > 1:
-                # `(2 * (p * t).sum() + 1) / (p.sum() + t.sum() + 1)`: a Dice or
-                # IoU term, a ratio of the batch's sums, not a mean of a count.
+            if right.kind == "sum" and _may_depend_on_model(self.index, divisor):
+                # `2 * (p * t).sum() / (p + t).sum()`: a Dice or IoU term, a
+                # ratio of the batch's sums whose divisor moves with the model.
+                # Weighting each process by a count is right only for a count
+                # that does not (a mask, the targets that are not ignored).
                 return Fact(
                     "unknown",
                     f"the loss divides a sum over the batch by `{code(divisor)}`, "
-                    "itself made of several sums over the batch: a ratio of the "
-                    "batch's sums (a Dice or IoU term), which no weighting of each "
-                    "process's share rebuilds",
+                    "which may depend on the model's output: a ratio of the "
+                    "batch's sums (a Dice or IoU term), not a mean over a count, "
+                    "and no weighting of each process's share rebuilds its "
+                    "gradient",
                 )
             if right.kind == "sum":
                 # `(l * mask).sum() / mask.sum()`: a mean over what the mask counts.

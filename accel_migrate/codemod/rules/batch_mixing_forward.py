@@ -2,13 +2,15 @@
 
 ## What
 Reports, as needs-review, a reduction over dimension 0 (``y.mean(dim=0)``,
-``x.std(0)``, ``torch.var(h, 0)``; also ``sum``, ``max``, ``min``, ``amax``,
+``x.std(0)``, ``torch.var(h, 0)``, ``x.var(dim=(0, 2))``; also ``sum``, ``max``, ``min``, ``amax``,
 ``amin``, ``median``, ``logsumexp``, ``norm``, ``prod``, ``softmax``,
 ``log_softmax``) in the ``forward`` of a model class defined in the file, or in
 a method ``forward`` calls on ``self``, when a training step calls an instance
 of that class (or of a class that builds it): the minibatch standard-deviation
 layer of ProGAN and StyleGAN discriminators, a head that compares each sample
 with the batch's mean feature, a normalisation layer of the project's own.
+Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``) nor of
+values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``).
 
 ## Why
 After migration each process runs the model on its share of the batch. A
@@ -40,6 +42,8 @@ global batch with ``accel.gather``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import libcst as cst
 import libcst.matchers as m
@@ -80,9 +84,15 @@ class BatchMixingForward(Rule):
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
             return
-        function_form = f"torch.{func.attr.value}" in self.qualnames(func)
-        dim = _dimension(node, 1 if function_form else 0)
-        if dim is None or not m.matches(dim, m.Integer("0")):
+        name = func.attr.value
+        names = self.qualnames(func)
+        function_form = bool(names & {f"torch.{name}", f"torch.nn.functional.{name}"})
+        # `x.norm(p, dim)`: its first argument is the order, not the dimension
+        position = (1 if function_form else 0) + (name == "norm")
+        if not _over_first(_dimension(node, position)):
+            return
+        receiver = node.args[0].value if function_form and node.args else func.value
+        if _not_the_batch(receiver, self.qualnames):
             return
         place = self._stepped_forward(node)
         if place is None:
@@ -110,14 +120,41 @@ class BatchMixingForward(Rule):
 
 
 def _dimension(call: cst.Call, position: int) -> cst.BaseExpression | None:
-    """The ``dim`` argument: by keyword, or the ``position``-th positional one."""
+    """The ``dim`` argument (``axis`` too): by keyword, or the
+    ``position``-th positional one."""
     positional = []
     for arg in call.args:
         if arg.star:
             return None
         if arg.keyword is not None:
-            if arg.keyword.value == "dim":
+            if arg.keyword.value in ("dim", "axis"):
                 return arg.value
             continue
         positional.append(arg.value)
     return positional[position] if len(positional) > position else None
+
+
+def _over_first(dim: cst.BaseExpression | None) -> bool:
+    """Is ``dim`` dimension 0, or a tuple or list of dimensions with 0 in it
+    (``x.mean(dim=(0, 2))``, a hand-written BatchNorm's)?"""
+    if dim is None:
+        return False
+    if isinstance(dim, (cst.Tuple, cst.List)):
+        return any(_over_first(e.value) for e in dim.elements)
+    return m.matches(dim, m.Integer("0"))
+
+
+def _not_the_batch(
+    receiver: cst.BaseExpression, qualnames: Callable[[cst.CSTNode], set[str]]
+) -> bool:
+    """What is reduced is not the batch: a tensor of the model itself
+    (``self.weight.norm(dim=0)``), or values stacked along a new first
+    dimension (``torch.stack([a, b]).sum(0)``)."""
+    root = receiver
+    while isinstance(root, cst.Attribute):  # `self.body.weight`
+        root = root.value
+    if root is not receiver and m.matches(root, m.Name("self")):
+        return True
+    return isinstance(receiver, cst.Call) and bool(
+        qualnames(receiver.func) & {"torch.stack", "torch.cat"}
+    )

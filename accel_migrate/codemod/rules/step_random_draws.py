@@ -156,10 +156,15 @@ class StepRandomDraws(Rule):
         return batch_values(self.index)
 
     def _reads_batch(self, node: cst.Call) -> bool:
+        """Do the draw's arguments, or the tensor a method draw fills
+        (``torch.empty_like(x).normal_(generator=g)``), read the batch?"""
+        parts = [arg.value for arg in node.args]
+        if isinstance(node.func, cst.Attribute):
+            parts.append(node.func.value)
         return any(
             (key := self.index.key(name)) is not None and key in self._batch_values
-            for arg in node.args
-            for name in findall(arg.value, m.Name())
+            for part in parts
+            for name in findall(part, m.Name())
         )
 
     @cached_property
