@@ -80,6 +80,19 @@ def forward_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
     return found
 
 
+def stepped_method(
+    index: ModuleIndex, node: cst.CSTNode
+) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
+    """(class, method) when ``node`` is in a method of a local class that its
+    ``forward`` runs (``forward_methods``) and a training step runs the class
+    (``stepped_classes``); None otherwise."""
+    function = index.enclosing_function(node)
+    cls = index.enclosing_class(node) if function is not None else None
+    if function is None or cls is None or function not in forward_methods(cls):
+        return None
+    return (cls, function) if cls in stepped_classes(index) else None
+
+
 def model_classes(index: ModuleIndex, func: cst.BaseExpression) -> set[cst.ClassDef]:
     """Local classes whose instances a call ``func(...)`` may call: ``model`` bound
     to ``VAE()``, ``VAE().to(device)`` or ``accel.prepare_model(VAE())``, also

@@ -42,19 +42,11 @@ def update_bn(
         and config.sync_batchnorm
     ):
         sync_batchnorm.convert(model)
-        unconverted = sorted(
-            {
-                type(m).__name__
-                for m in model.modules()
-                if isinstance(m, nn.modules.batchnorm._BatchNorm)
-                and not getattr(m, "_accel_synced", False)
-                and not isinstance(m, nn.SyncBatchNorm)
-            }
-        )
-        if unconverted:
+        left = sorted({type(m).__name__ for m in sync_batchnorm.unconverted(model)})
+        if left:
             raise sync_batchnorm.UnsyncedBatchNormError(
-                f"update_bn: BatchNorm layer {', '.join(unconverted)} has a forward "
-                "of its own, so its statistics cannot be the global batch's; "
-                "launch with --no-sync-batchnorm to accept per-process statistics"
+                f"update_bn: BatchNorm layer {', '.join(left)} has a forward of "
+                "its own, so its statistics cannot be the global batch's; launch "
+                "with --no-sync-batchnorm to accept per-process statistics"
             )
     _torch_update_bn(loader, model, device)

@@ -317,14 +317,21 @@ def prepare(module: nn.Module, runtime: Any) -> None:
             )
         return
     convert(module)
-    for layer in module.modules():
-        if (
-            isinstance(layer, _BatchNorm)
-            and not getattr(layer, "_accel_synced", False)
-            # torch's own synchronises itself (on CUDA; it refuses CPU tensors)
-            and not isinstance(layer, nn.SyncBatchNorm)
-        ):
-            layer.register_forward_pre_hook(_refuse_per_process(env.world_size))
+    for layer in unconverted(module):
+        layer.register_forward_pre_hook(_refuse_per_process(env.world_size))
+
+
+def unconverted(module: nn.Module) -> list[nn.Module]:
+    """The BatchNorm layers of ``module`` that ``convert`` left per-process:
+    subclasses with a ``forward`` of their own (torch's ``SyncBatchNorm``
+    synchronises itself, on CUDA; it refuses CPU tensors)."""
+    return [
+        layer
+        for layer in module.modules()
+        if isinstance(layer, _BatchNorm)
+        and not getattr(layer, "_accel_synced", False)
+        and not isinstance(layer, nn.SyncBatchNorm)
+    ]
 
 
 def _refuse_per_process(world_size: int) -> Any:

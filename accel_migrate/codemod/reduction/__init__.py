@@ -387,10 +387,11 @@ class _Reducer:
                 return Fact(
                     "unknown",
                     f"the loss divides a sum over the batch by `{code(divisor)}`, "
-                    "which may depend on the model's output: a ratio of the "
-                    "batch's sums (a Dice or IoU term), not a mean over a count, "
-                    "and no weighting of each process's share rebuilds its "
-                    "gradient",
+                    "which may depend on the model's output, as a Dice or IoU "
+                    "term's does: then it is a ratio of the batch's sums, which no "
+                    "weighting of each process's share rebuilds; if it counts "
+                    "samples, tokens or weights that do not depend on the model, "
+                    "pass this process's count to accel.backward(count=...)",
                 )
             if right.kind == "sum":
                 # `(l * mask).sum() / mask.sum()`: a mean over what the mask counts.

@@ -48,7 +48,7 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
-from ..model_methods import forward_methods, stepped_classes
+from ..model_methods import stepped_method
 from ..rule import Rule
 
 #: Methods (and ``torch.`` functions) that reduce a tensor over a dimension.
@@ -110,13 +110,8 @@ class BatchMixingForward(Rule):
         )
 
     def _stepped_forward(self, node: cst.Call) -> tuple[str, str] | None:
-        function = self.index.enclosing_function(node)
-        cls = self.index.enclosing_class(node) if function is not None else None
-        if function is None or cls is None or function not in forward_methods(cls):
-            return None
-        if cls not in stepped_classes(self.index):
-            return None
-        return cls.name.value, function.name.value
+        found = stepped_method(self.index, node)
+        return (found[0].name.value, found[1].name.value) if found else None
 
 
 def _dimension(call: cst.Call, position: int) -> cst.BaseExpression | None:

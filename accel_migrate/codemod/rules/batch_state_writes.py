@@ -49,7 +49,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import variable_names
-from ..model_methods import forward_methods, stepped_classes, training_step
+from ..model_methods import stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -138,12 +138,10 @@ class BatchStateWrites(Rule):
         """A write into a buffer of a model class from its ``forward`` (or a
         method ``forward`` calls), when a training step runs the class: MoCo's
         ``self.queue[:, ptr:ptr + n] = keys.T`` in ``_dequeue_and_enqueue``."""
-        function = self.index.enclosing_function(node)
-        cls = self.index.enclosing_class(node) if function is not None else None
-        if function is None or cls is None or function not in forward_methods(cls):
+        found = stepped_method(self.index, node)
+        if found is None:
             return
-        if cls not in stepped_classes(self.index):
-            return
+        cls, function = found
         name = target.attr.value
         if not _state_tensor(cls, name):
             return

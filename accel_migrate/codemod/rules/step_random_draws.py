@@ -71,7 +71,7 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of, random_transform
 from ..divergence import distribution_values, is_random_draw, method_draw
-from ..model_methods import forward_methods, stepped_classes, training_step
+from ..model_methods import stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -175,15 +175,5 @@ class StepRandomDraws(Rule):
         return training_step(self.index, path)
 
     def _stepped_model_method(self, node: cst.Call) -> tuple[str, str] | None:
-        """(class, method) when ``node`` is in a method of a local module class
-        that its ``forward`` runs, and the class's instances are called in a
-        training step."""
-        function = self.index.enclosing_function(node)
-        cls = self.index.enclosing_class(node) if function is not None else None
-        if function is None or cls is None:
-            return None
-        if function not in forward_methods(cls):
-            return None
-        if cls in stepped_classes(self.index):
-            return cls.name.value, function.name.value
-        return None
+        found = stepped_method(self.index, node)
+        return (found[0].name.value, found[1].name.value) if found else None

@@ -63,10 +63,11 @@ class SwaUpdateBn(Rule):
             self.report(
                 original_node,
                 "needs-review",
-                "update_bn() where only some processes go: over a sharded loader "
-                "its BatchNorm statistics are this process's share's, and made the "
-                "global batch's they would wait for the other processes; left as "
-                "it is",
+                "update_bn() where only some processes go: left as torch's, it "
+                "averages the BatchNorm statistics of this process's share of the "
+                "loader, not the original's; accel.update_bn would wait, in every "
+                "forward, for processes that do not run it. Call it where every "
+                "process does",
                 if_migrated=True,
             )
             return updated_node
