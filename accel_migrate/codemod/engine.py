@@ -321,25 +321,32 @@ def _add_runtime_import(module: cst.Module, alias: str) -> cst.Module:
     puts it (after the first block of imports).
 
     That visitor reads and changes only the statements up to the first one after
-    the import block, but copies and visits the whole module: it is given those
-    statements only (up to the first compound statement), which costs nothing on a
-    large file and gives the same result.
+    the module's first block of imports (behind a docstring or ``__strict__``
+    flag), but copies and visits the whole module: it is given those statements
+    only, which costs nothing on a large file and gives the same result.
     """
     body = module.body
-    end = next(
-        (
-            i + 1
-            for i, s in enumerate(body)
-            if not isinstance(s, cst.SimpleStatementLine)
-        ),
-        len(body),
-    )
+    # A first simple statement may be the docstring the visitor keeps in front;
+    # any other is a prefix it reads no further than, so keeping it is harmless.
+    end = 1 if body and isinstance(body[0], cst.SimpleStatementLine) else 0
+    while end < len(body) and _single_import(body[end]):
+        end += 1
+    end = min(end + 1, len(body))  # the statement it gives a blank line above
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, RUNTIME_MODULE, asname=alias)
     head = AddImportsVisitor(context).transform_module(
         module.with_changes(body=body[:end])
     )
     return module.with_changes(body=(*head.body, *body[end:]))
+
+
+def _single_import(statement: cst.BaseStatement) -> bool:
+    """A line of one import: what AddImportsVisitor counts in an import block."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))
+    )
 
 
 def _free_alias(module: cst.Module, preferred: str) -> str:

@@ -211,8 +211,18 @@ class _State(PositionProvidingCodegenState):
             computed = provider._computed
             computed._add(chunk, delta)
             # The statement's own range, which its parent's codegen may read
-            # (an IndentedBlock's syntactic range is its first and last one's).
-            computed._find(node)
+            # (an IndentedBlock's syntactic range is its first and last one's):
+            # stored where its chunk's generation stored it, moved by ``delta``.
+            # (``_find`` would give the same, but sorts the whole log first: once
+            # per replayed statement, that was most of a generation's time.)
+            place = _get(chunk.source, node)
+            if place is not None:
+                if delta:
+                    place = CodeRange(
+                        CodePosition(place.start.line + delta, place.start.column),
+                        CodePosition(place.end.line + delta, place.end.column),
+                    )
+                _set(computed, node, place)
             return
         line, column, t0 = self.line, self.column, len(self.tokens)
         log = provider._computed.log
