@@ -222,6 +222,39 @@ class Project:
                 found.setdefault(entry, {}).setdefault(trainer, line)
         return found
 
+    def _kept_because(
+        self,
+        kept: list[int],
+        result: list[Outcome | None],
+        for_callers: frozenset[int],
+    ) -> str:
+        """AM103's message for a file left whole because it imports ``kept``."""
+        names = ", ".join(self.paths[t] for t in kept)
+        if set(kept) <= for_callers and all(_silent(result[t]) for t in kept):
+            # nothing to point at: say what may be missed there
+            return (
+                f"imports {names}, a helper module of this batch that this file "
+                "hands its sharded loaders, which came back unchanged and with no "
+                "finding: nothing in it was found to rewrite for this file's calls, "
+                "yet what it computes over those loaders (a sum kept on an "
+                "object's attributes, or in code the analysis does not follow) may "
+                "be this process's share only; the training setup they share is "
+                "migrated whole or not at all, so this file is left unchanged too; "
+                f"reduce what {names} sums over the loaders with accel.reduce(...) "
+                "and run the batch again"
+            )
+        what = (
+            "a helper module of this batch migrated for this file's calls (its "
+            "writes, prints and sums over the loaders it is handed), left unchanged"
+            if set(kept) <= for_callers
+            else "a training file of this batch left unchanged"
+        )
+        return (
+            f"imports {names}, {what} (see its findings): the training setup they "
+            "share is migrated whole or not at all, so this file is left unchanged "
+            "too; resolve those findings and run the batch again"
+        )
+
     def keep_whole_setups(
         self,
         outcomes: Sequence[Outcome | None],
@@ -251,21 +284,10 @@ class Project:
                 if _migrated(result[entry]):
                     kept = [t for t in trainers if whole(t)]
                     if kept:
-                        names = ", ".join(self.paths[t] for t in kept)
-                        what = (
-                            "a helper module of this batch migrated for this "
-                            "file's calls (its writes, prints and sums over the "
-                            "loaders it is handed), left unchanged"
-                            if set(kept) <= for_callers
-                            else "a training file of this batch left unchanged"
-                        )
                         result[entry] = _kept_whole(
                             result[entry],  # type: ignore[arg-type]
                             min(trainers[t] for t in kept),
-                            f"imports {names}, {what} (see its findings): the "
-                            "training setup they share is migrated whole or not at "
-                            "all, so this file is left unchanged too; resolve those "
-                            "findings and run the batch again",
+                            self._kept_because(kept, result, for_callers),
                         )
                         changed = True
                 if not _left_whole(result[entry]):
@@ -333,6 +355,16 @@ def _names_local_module(text: str, stems: set[str]) -> bool:
         if first in stems:
             return True
     return False
+
+
+def _silent(outcome: Outcome | None) -> bool:
+    """A result with nothing to say: unchanged and without a finding (not one the
+    user left alone with ``# accel-migrate: skip-file``)."""
+    return (
+        isinstance(outcome, MigrationResult)
+        and outcome.skip_reason is None
+        and not outcome.findings
+    )
 
 
 def _migrated(outcome: Outcome | None) -> bool:

@@ -23,7 +23,7 @@ Static only: ``ast``, nothing runs.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from .project_helpers import _own_nodes
 
@@ -34,35 +34,37 @@ _MODEL_METHODS = frozenset(
 )
 
 
-def handed_in_training(cls: ast.ClassDef) -> str:
-    """How ``cls`` trains with what it is handed (``_handed``); "" if not."""
-    found = _handed(cls)
+Lineage = Sequence[ast.ClassDef]
+"""A class and then its bases that the project defines, nearest first (the
+pytorch-template ``Trainer(BaseTrainer)``, whose base's ``__init__`` stores the
+model that ``super().__init__(model, ...)`` hands it)."""
+
+
+def handed_in_training(lineage: Lineage) -> str:
+    """How the class trains with what it is handed (``_handed``); "" if not."""
+    found = _handed(lineage)
     return found[0] if found is not None else ""
 
 
-def trained_parameter(cls: ast.ClassDef) -> tuple[str, int]:
-    """The ``__init__`` parameter whose value ``cls`` trains (``handed_in_training``)
-    and its position among the positional parameters after ``self`` (-1: keyword
-    only); ("", -1) when it trains none."""
-    found = _handed(cls)
+def trained_parameter(lineage: Lineage) -> tuple[str, int]:
+    """The ``__init__`` parameter whose value the class trains
+    (``handed_in_training``) and its position among the positional parameters
+    after ``self`` (-1: keyword only); ("", -1) when it trains none."""
+    found = _handed(lineage)
     if found is None:
         return ("", -1)
-    init = next(
-        m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"
-    )
+    init = next(m for m in _methods(lineage) if m.name == "__init__")
     positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
     name = found[1]
     return (name, positional.index(name) if name in positional else -1)
 
 
-def backpropagated_attributes(cls: ast.ClassDef) -> tuple[tuple[str, int], ...]:
-    """``self.X`` that a method of ``cls`` backpropagates (``self.loss.backward()``,
+def backpropagated_attributes(lineage: Lineage) -> tuple[tuple[str, int], ...]:
+    """``self.X`` that a method of the class backpropagates (``self.loss.backward()``,
     or ``accel.backward(self.loss, ...)`` once migrated), with the line of the
     first backward of each: the losses an instance hands its callers to read."""
     found: dict[str, int] = {}
-    for method in cls.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
+    for method in _methods(lineage):
         for node in _own_nodes(method):
             if not (
                 isinstance(node, ast.Call)
@@ -77,22 +79,26 @@ def backpropagated_attributes(cls: ast.ClassDef) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(found.items()))
 
 
-def _handed(cls: ast.ClassDef) -> tuple[str, str] | None:
-    """How ``cls`` trains with what it is handed, as a phrase for a finding
+def _handed(lineage: Lineage) -> tuple[str, str] | None:
+    """How the class trains with what it is handed, as a phrase for a finding
     (``"`run` calls backward (line 76) in a step that runs `self.model`, which
     it is handed (`__init__`'s `model`)"``), and that parameter; None when it
     does not.
 
-    The class must store an ``__init__`` parameter on ``self`` and, in a method
-    that calls ``.backward()``, call that attribute, or a local bound to it, as a
+    The class must store an ``__init__`` parameter on ``self`` (itself, or a
+    base's ``__init__`` that it hands the parameter to) and, in a method that
+    calls ``.backward()``, call that attribute, or a local bound to it, as a
     model (``model(x, y)``, ``model.train()``, ``model.parameters()``...)."""
-    methods = [
-        m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
-    init = next((m for m in methods if m.name == "__init__"), None)
+    methods = _methods(lineage)
+    owner = next(
+        (i for i, cls in enumerate(lineage) if _own_method(cls, "__init__")), None
+    )
+    if owner is None:
+        return None
+    init = _own_method(lineage[owner], "__init__")
     if not isinstance(init, ast.FunctionDef):
         return None
-    stored = _stored_parameters(init)
+    stored = _stored_through_bases(lineage[owner:])
     if not stored:
         return None
     for method in methods:
@@ -117,6 +123,42 @@ def _handed(cls: ast.ClassDef) -> tuple[str, str] | None:
                 stored[used],
             )
     return None
+
+
+def function_trains_handed(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """How a function trains a model its caller hands it, as a phrase for a
+    finding (``"`fit` calls backward (line 14) in a step that runs `model`, its
+    parameter"``); "" when it does not: it calls ``.backward()`` and uses a
+    parameter, or a local bound to one, as a model (called, or ``.train()``,
+    ``.parameters()``...). A project's own ``fit(model, optimizer, loader)``
+    loop, or torchvision's reference ``train_one_epoch(model, ...)``."""
+    backward = next(
+        (
+            node
+            for node in _own_nodes(function)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backward"
+        ),
+        None,
+    )
+    if backward is None:
+        return ""
+    arguments = function.args
+    names = {
+        a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    }
+
+    def parameter(expr: ast.expr) -> str | None:
+        return expr.id if isinstance(expr, ast.Name) and expr.id in names else None
+
+    used = _used_value_as_model(function, parameter)
+    if used is None:
+        return ""
+    return (
+        f"`{function.name}` calls backward (line {backward.lineno}) in a step that "
+        f"runs `{used}`, its parameter"
+    )
 
 
 def trains_own_models(
@@ -153,6 +195,99 @@ def trains_own_models(
     )
 
 
+def _methods(lineage: Lineage) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods an instance has: each name from the nearest class of
+    ``lineage`` that defines it."""
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for cls in lineage:
+        for method in cls.body:
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(method.name, method)
+    return list(found.values())
+
+
+def _own_method(
+    cls: ast.ClassDef, name: str
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next(
+        (
+            m
+            for m in cls.body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name
+        ),
+        None,
+    )
+
+
+def _stored_through_bases(lineage: Lineage) -> dict[str, str]:
+    """``_stored_parameters`` of the first class's ``__init__``, and the attributes
+    a base's ``__init__`` stores from the parameters that this one hands it
+    (``super().__init__(model, ...)``, ``Base.__init__(self, model, ...)``):
+    attr -> the first class's parameter."""
+    init = _own_method(lineage[0], "__init__")
+    if init is None:
+        return {}
+    found = _stored_parameters(init)
+    base = next(
+        (i for i in range(1, len(lineage)) if _own_method(lineage[i], "__init__")),
+        None,
+    )
+    if base is None:
+        return found
+    base_init = _own_method(lineage[base], "__init__")
+    assert base_init is not None
+    names = _parameter_names(init)
+    base_stored = _stored_through_bases(lineage[base:])
+    for call in _own_nodes(init):
+        handed = _handed_to_base(call, base_init)
+        for attr, parameter in base_stored.items():
+            value = handed.get(parameter)
+            if isinstance(value, ast.Name) and value.id in names:
+                found.setdefault(attr, value.id)
+    return found
+
+
+def _handed_to_base(
+    node: ast.AST, base_init: ast.FunctionDef | ast.AsyncFunctionDef
+) -> dict[str, ast.expr]:
+    """What ``super().__init__(...)`` or ``Base.__init__(self, ...)`` hands the
+    base's ``__init__``: its parameter -> the argument; {} for any other node."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "__init__"
+    ):
+        return {}
+    receiver = node.func.value
+    args = list(node.args)
+    if isinstance(receiver, ast.Call) and (
+        isinstance(receiver.func, ast.Name) and receiver.func.id == "super"
+    ):
+        pass
+    elif isinstance(receiver, (ast.Name, ast.Attribute)) and (
+        args and isinstance(args[0], ast.Name) and args[0].id == "self"
+    ):
+        args = args[1:]
+    else:
+        return {}
+    if any(isinstance(a, ast.Starred) for a in args):
+        return {}
+    positional = [a.arg for a in [*base_init.args.posonlyargs, *base_init.args.args]]
+    handed = dict(zip(positional[1:], args, strict=False))
+    for keyword in node.keywords:
+        if keyword.arg is not None:
+            handed[keyword.arg] = keyword.value
+    return handed
+
+
+def _parameter_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    arguments = function.args
+    return {
+        a.arg
+        for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs][1:]
+    }
+
+
 def _stored_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
     """``self.attr = param`` in ``__init__``: attr -> param."""
     arguments = init.args
@@ -178,33 +313,54 @@ def _used_as_model(
 ) -> str | None:
     """The stored attribute ``method`` uses as a model, directly or through a
     local bound to it (``model, config = self.model, self.config``)."""
+
+    def attribute(expr: ast.expr) -> str | None:
+        attr = _self_attribute(expr)
+        return attr if attr in attributes else None
+
+    return _used_value_as_model(method, attribute)
+
+
+def _used_value_as_model(
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
+    handed: Callable[[ast.expr], str | None],
+) -> str | None:
+    """What ``method`` uses as a model among the values ``handed`` names,
+    directly or through a local bound to one."""
     aliases: dict[str, str] = {}
     for node in _own_nodes(method):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 for name, value in _pairs(target, node.value):
-                    attr = _self_attribute(value)
-                    if attr in attributes:
-                        aliases[name] = attr  # type: ignore[index]
+                    found = handed(value)
+                    if found is not None:
+                        aliases[name] = found
 
     def stored(expr: ast.expr) -> str | None:
-        attr = _self_attribute(expr)
-        if attr in attributes:
-            return attr
+        found = handed(expr)
+        if found is not None:
+            return found
         if isinstance(expr, ast.Name):
             return aliases.get(expr.id)
         return None
 
-    for node in _own_nodes(method):
-        if not isinstance(node, ast.Call):
-            continue
-        called = stored(node.func)
-        if called is not None:
-            return called
+    # In the order they return (`self.model(x)` before the `self.criterion(...)`
+    # it is an argument of). A model's own methods say it best
+    # (`self.model.train()`); a stored value that is only called may be the loss
+    # function (`self.criterion(out, y)`).
+    calls = sorted(
+        (n for n in _own_nodes(method) if isinstance(n, ast.Call)),
+        key=lambda n: (n.end_lineno or n.lineno, n.end_col_offset or n.col_offset),
+    )
+    for node in calls:
         if isinstance(node.func, ast.Attribute) and node.func.attr in _MODEL_METHODS:
             receiver = stored(node.func.value)
             if receiver is not None:
                 return receiver
+    for node in calls:
+        called = stored(node.func)
+        if called is not None:
+            return called
     return None
 
 

@@ -94,7 +94,9 @@ class HelperFact:
     #: ``forward`` its models run; None where that is not one known class.
     model_class: HelperFact | None = None
     #: For a class that trains what its caller hands it (a library trainer such
-    #: as minGPT's ``Trainer``): how, as a phrase (``library_trainers``); "" if not.
+    #: as minGPT's ``Trainer``), or a function that does (a project's own
+    #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);
+    #: "" if not.
     trains: str = ""
     #: For such a class: the ``__init__`` parameter it trains, and its position
     #: among the positional parameters after ``self`` (-1: keyword only).

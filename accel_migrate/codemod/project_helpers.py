@@ -172,7 +172,8 @@ class HelperFacts:
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
             )
-        # (library_trainers imports this module)
+        # (library_trainers and class_lineage import this module)
+        from .class_lineage import class_lineage
         from .library_trainers import (
             backpropagated_attributes,
             handed_in_training,
@@ -181,6 +182,7 @@ class HelperFacts:
         )
         from .step_callbacks import step_callbacks
 
+        lineage = class_lineage(self, cls)
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -195,9 +197,9 @@ class HelperFacts:
             prints=effects.prints,
             collectives=effects.collectives,
             effects_only=effects.pure,
-            trains=handed_in_training(cls),
-            trained_parameter=trained_parameter(cls),
-            losses=backpropagated_attributes(cls),
+            trains=handed_in_training(lineage),
+            trained_parameter=trained_parameter(lineage),
+            losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
             batch_migrated=self.view.batch_trains(self.path),
             # a file of this run migrates its own models (and stays consistent
@@ -213,6 +215,8 @@ class HelperFacts:
 
     # -- functions ---------------------------------------------------------------
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
+        from .library_trainers import function_trains_handed
+
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
         self._terms = SumTerms(self, function, _assigned_in)
@@ -250,6 +254,7 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
+            trains=function_trains_handed(function),
         )
 
     def _container(

@@ -308,7 +308,7 @@ class AllOrNothing:
             fact = self.index.helper(call.func)
             if (
                 fact is None
-                or fact.kind != "class"
+                or fact.kind not in ("class", "function")
                 or not (fact.trains or fact.trains_own)
                 or fact.collectives  # the library already runs the runtime's calls
                 or (fact.trains and fact.batch_migrated)

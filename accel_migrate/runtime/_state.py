@@ -76,6 +76,9 @@ class Runtime:
         self._optimizers: list[weakref.ref[torch.optim.Optimizer]] = []
         self._loaders: list[weakref.ref[Any]] = []
         self._batch_share: tuple[int, int] | None = None
+        #: Per pass over a sharded loader, still open, that has yielded since the
+        #: last backward: its batch's share (local, total).
+        self._step_shares: dict[int, tuple[int, int]] = {}
         self._backward_checked = False
         # Set once guards.check_backward has run (never needed in a world of one).
         self.backward_guarded = not env.distributed
@@ -126,8 +129,25 @@ class Runtime:
             self.strategy.setup_optimizer(optimizer)
 
     # -- the current step's share of the global batch ------------------------------------
-    def set_batch_share(self, local: int, total: int) -> None:
+    def set_batch_share(
+        self, local: int, total: int, source: int | None = None
+    ) -> None:
+        """The share of the batch a sharded loader's pass (``source``) yields now."""
         self._batch_share = (local, total)
+        if source is not None:
+            self._step_shares[source] = (local, total)
+
+    def end_batch_shares(self, source: int) -> None:
+        """A pass over a sharded loader ended (exhausted, left or closed): its
+        batches are no longer the step's."""
+        self._step_shares.pop(source, None)
+
+    def take_step_shares(self) -> list[tuple[int, int]]:
+        """The shares of the open passes that yielded since the last backward
+        (then forgotten: a backward ends a step's batches)."""
+        shares = list(self._step_shares.values())
+        self._step_shares.clear()
+        return shares
 
     def loss_weight(self) -> float:
         """Factor that makes the averaged gradient that of the global-batch mean loss."""

@@ -167,6 +167,9 @@ def backward(
     losses = _loss_share.as_tensors(loss)
     if not runtime.backward_guarded:
         _guards.check_backward(runtime, losses)
+    shares = runtime.take_step_shares()
+    if reduction == "mean" and count is None and runtime.env.distributed:
+        _loss_share.check_one_share(shares)
     share = _loss_share.loss_share(runtime, reduction, count)
     fraction = share.fraction
     runtime.record_losses(losses, fraction)

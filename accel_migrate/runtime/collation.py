@@ -14,17 +14,21 @@ first, as ``pad_sequence`` pads by default), and every list or tuple that is not
 a structure of the output holds one entry per sample. Before the first split is
 trusted, it is checked against the share collated alone, under the same random
 state: each tensor of the share must be the split's, cut to the share's own
-padding, and later batches are split along the same dimensions. Where the output
-cannot be split so (a count of the batch's tokens, packed sequences, a collation
-that draws random numbers), the loader warns once and every rank collates its
-own share, as before.
+padding, and later batches are split along the same dimensions. A 1-D tensor that
+joins the samples' variable-length entries (CTC's concatenated targets, with a
+per-sample lengths tensor beside it in the output) is cut at the lengths'
+offsets. Where the output cannot be split so (a count of the batch's tokens,
+packed sequences, a collation that draws random numbers), every rank collates
+its own share: the loader warns once, or, where the share's tensors are padded
+to another length than the global batch's (the model would read other
+padding), raises ShardingError.
 """
 
 from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -57,6 +61,8 @@ class GlobalCollate:
         #: first, or sequence first as ``pad_sequence`` pads): set by the first
         #: split, which is checked against the share collated alone.
         self.dims: dict[tuple, int] | None = None
+        #: Of a joined tensor (``JOINED``): the place of the lengths it is cut by.
+        self.cut_by: dict[tuple, tuple] = {}
 
     def __call__(self, samples: list[Any]) -> Any:
         lo, hi = chunk_bounds(len(samples), self.world, self.rank)
@@ -76,17 +82,32 @@ class GlobalCollate:
                 split = Split(lo, hi, len(samples), entries_first=entries_first)
                 rows = split.take(collated)
                 if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
-                    self.dims = split.dims
+                    self.dims, self.cut_by = split.dims, split.cut_by
                     return rows
-            self._give_up()
+            self._give_up(own, collated, len(share), len(samples))
             return own
-        rows = Split(lo, hi, len(samples), self.dims).take(self.inner(samples))
+        collated = self.inner(samples)
+        rows = Split(lo, hi, len(samples), self.dims, cut_by=self.cut_by).take(collated)
         if rows is _UNSPLIT:
-            self._give_up()
-            return self.inner(share)
+            own = self.inner(share)
+            self._give_up(own, collated, len(share), len(samples))
+            return own
         return rows
 
-    def _give_up(self) -> None:
+    def _give_up(self, own: Any, collated: Any, share: int, size: int) -> None:
+        padded = _padded_otherwise(own, collated, share, size)
+        if padded is not None:
+            from .data import ShardingError
+
+            raise ShardingError(
+                f"the loader's collate_fn ({_name(self.inner)}) gives an output for "
+                "the global batch that cannot be split by samples, and a process's "
+                f"share collated alone is padded otherwise ({padded}): the model "
+                "would read other padding than in the original run. Return one "
+                "entry per sample along the first dimension of each tensor (with "
+                "any per-batch value computed from them in the training step), or "
+                "pad to a fixed length"
+            )
         self.whole = False
         warnings.warn(
             f"the loader's collate_fn ({_name(self.inner)}) gives an output for the "
@@ -106,6 +127,9 @@ def take_rows(batch: Any, lo: int, hi: int, size: int) -> Any:
 
 #: ``Split.dims`` of a list or tuple that holds one entry per sample.
 ENTRIES = -2
+#: ``Split.dims`` of a 1-D tensor joining the samples' entries (``torch.cat`` of
+#: variable-length targets), cut at the offsets of a lengths tensor (``cut_by``).
+JOINED = -3
 
 
 class Split:
@@ -124,15 +148,22 @@ class Split:
         size: int,
         dims: dict[tuple, int] | None = None,
         entries_first: bool = True,
+        cut_by: dict[tuple, tuple] | None = None,
     ) -> None:
         self.lo, self.hi, self.size = lo, hi, size
         self.given = dims
         self.dims: dict[tuple, int] = {}
+        #: Per joined tensor: the place of its lengths (given, or found now).
+        self.cut_by: dict[tuple, tuple] = dict(cut_by or {})
+        #: The output's 1-D integer tensors of one entry per sample, by place.
+        self._lengths: dict[tuple, torch.Tensor] = {}
         #: A sequence of ``size`` tensors: one per sample (detection images), or
         #: the output's parts (``(src, tgt)`` of a batch of 2)? Tried in turn.
         self.entries_first = entries_first
 
     def take(self, batch: Any, path: tuple = ()) -> Any:
+        if not path:
+            self._lengths = dict(_lengths_in(batch, self.size))
         if batch is None:
             return None
         if isinstance(batch, torch.Tensor):
@@ -186,11 +217,91 @@ class Split:
                 ),
                 -1,
             )
+        if dim == JOINED or (dim < 0 and self.given is None):
+            return self._joined(tensor, path)
         if dim < 0 or dim >= tensor.dim() or tensor.shape[dim] != self.size:
             return _UNSPLIT
         self.dims[path] = dim
         # contiguous, as the share collated alone would be (`.view(-1)` after)
         return tensor.narrow(dim, self.lo, self.hi - self.lo).contiguous()
+
+    def _joined(self, tensor: torch.Tensor, path: tuple) -> Any:
+        """The share's entries of a 1-D tensor that joins the samples' entries,
+        cut by the lengths beside it in the output (one lengths tensor whose sum
+        is its length; several only if they are equal)."""
+        if tensor.dim() != 1:
+            return _UNSPLIT
+        total = tensor.shape[0]
+        if self.given is not None:
+            source = self.cut_by.get(path)
+            lengths = self._lengths.get(source) if source is not None else None
+        else:
+            matching = [p for p, t in self._lengths.items() if int(t.sum()) == total]
+            if not matching or any(
+                not torch.equal(self._lengths[p], self._lengths[matching[0]])
+                for p in matching[1:]
+            ):
+                return _UNSPLIT
+            source, lengths = matching[0], self._lengths[matching[0]]
+        if lengths is None or int(lengths.sum()) != total or bool((lengths < 0).any()):
+            return _UNSPLIT
+        start = int(lengths[: self.lo].sum())
+        stop = start + int(lengths[self.lo : self.hi].sum())
+        self.dims[path] = JOINED
+        self.cut_by[path] = source  # type: ignore[assignment]
+        return tensor[start:stop].contiguous()
+
+
+def _lengths_in(
+    batch: Any, size: int, path: tuple = ()
+) -> Iterator[tuple[tuple, torch.Tensor]]:
+    """The 1-D integer tensors of ``size`` entries in ``batch``, with their places."""
+    if isinstance(batch, torch.Tensor):
+        if (
+            batch.dim() == 1
+            and batch.shape[0] == size
+            and not batch.is_floating_point()
+        ):
+            yield path, batch
+    elif isinstance(batch, Mapping):
+        for key, value in batch.items():
+            yield from _lengths_in(value, size, (*path, key))
+    elif isinstance(batch, (list, tuple)):
+        for i, value in enumerate(batch):
+            yield from _lengths_in(value, size, (*path, i))
+
+
+def _padded_otherwise(own: Any, collated: Any, share: int, size: int) -> str | None:
+    """Where a tensor of the share collated alone (``own``, ``share`` samples) is
+    padded to another length than the same tensor of the global batch's
+    (``collated``, ``size`` samples): a dimension past the samples' (the first,
+    or the second where the first is a sequence's) of another size. None where
+    none is, or the two are not the same structure."""
+    if isinstance(own, torch.Tensor):
+        if not isinstance(collated, torch.Tensor) or own.dim() != collated.dim():
+            return None
+        if own.dim() < 2:
+            return None
+        samples = 1 if own.shape[1] == share and collated.shape[1] == size else 0
+        for d in range(own.dim()):
+            if d != samples and own.shape[d] != collated.shape[d]:
+                return (
+                    f"dimension {d}: {own.shape[d]} for this process's "
+                    f"{share} samples, {collated.shape[d]} for the global batch's "
+                    f"{size}"
+                )
+        return None
+    if isinstance(own, Mapping) and isinstance(collated, Mapping):
+        pairs = [(own[k], collated[k]) for k in own if k in collated]
+    elif isinstance(own, (list, tuple)) and isinstance(collated, (list, tuple)):
+        pairs = list(zip(own, collated, strict=False))
+    else:
+        return None
+    for a, b in pairs:
+        found = _padded_otherwise(a, b, share, size)
+        if found is not None:
+            return found
+    return None
 
 
 def _structured(value: Any) -> bool:
@@ -209,6 +320,8 @@ def _cut_of(own: Any, rows: Any, dims: dict[tuple, int], path: tuple = ()) -> bo
         if own.dtype != rows.dtype:
             return False
         dim = dims.get(path)
+        if dim == JOINED:
+            return own.shape == rows.shape and bool(torch.equal(own, rows))
         if dim is not None and (dim < 0 or own.shape[dim] != rows.shape[dim]):
             return False
         if any(a > b for a, b in zip(own.shape, rows.shape, strict=True)):

@@ -382,11 +382,15 @@ def _sharded_steps(
     self: Any, batches: _EpochBatches, iterator: Iterator[Any], first_step: int
 ) -> Iterator[Any]:
     runtime = self._accel_runtime
-    for step, batch in enumerate(iterator, start=first_step):
-        local, total = batches.plan[step]
-        runtime.set_batch_share(local, total)
-        self._accel_step = step + 1
-        yield empty_like_batch(batch) if local == 0 else batch
+    source = id(iterator)  # this pass (the loader may have two open at once)
+    try:
+        for step, batch in enumerate(iterator, start=first_step):
+            local, total = batches.plan[step]
+            runtime.set_batch_share(local, total, source)
+            self._accel_step = step + 1
+            yield empty_like_batch(batch) if local == 0 else batch
+    finally:
+        runtime.end_batch_shares(source)
 
 
 def _position(self: Any) -> dict[str, Any]:

@@ -80,6 +80,28 @@ def loss_share(runtime: Runtime, reduction: str, count: Any = None) -> LossShare
     return LossShare(fraction, fraction == 0)
 
 
+def check_one_share(shares: Sequence[tuple[int, int]]) -> None:
+    """A mean loss weighted by one share (``loss_share``) is the global mean only
+    if every sharded loader whose batch it may read gave this process the same
+    share of its global batch (FixMatch's labelled and unlabelled loaders, the
+    labelled one's last batch short): raises ShardingError where they differ."""
+    fractions = {local / total for local, total in shares if total}
+    if len(fractions) < 2:
+        return
+    from .data import ShardingError
+
+    held = ", ".join(f"{local} of {total}" for local, total in shares)
+    raise ShardingError(
+        f"accel.backward(loss) weighs a mean over this process's batch by its "
+        f"share of the global batch, but {len(shares)} sharded loaders yielded "
+        f"this step's batches with different shares ({held} samples): a mean "
+        "over each loader's batch needs its own weight, which one backward cannot "
+        "give. Make each loader's batches split evenly (drop_last=True, or a batch "
+        "size that the dataset and the world size divide), or weigh each term by "
+        "hand and pass reduction='sum'"
+    )
+
+
 def loss_fraction(runtime: Runtime, reduction: str, count: Any = None) -> float:
     """This rank's fraction of the global loss (see the module docstring)."""
     return loss_share(runtime, reduction, count).fraction

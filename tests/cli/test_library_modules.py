@@ -164,3 +164,48 @@ def test_importers_of_a_helper_module_the_user_skips_are_left_whole(
     assert files["proj/train.py"] == ["AM103"]
     # log.py, which only train.py calls, is left whole with it
     assert (root / "log.py").read_bytes() == before["log.py"]
+
+
+def test_a_helper_that_says_nothing_is_not_pointed_at_for_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """metrics.evaluate sums into an evaluator's attributes over the loader it is
+    handed: nothing there is rewritten or reported, so the importer left whole
+    says why instead of "see its findings" (there are none)."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "metrics.py").write_text(
+        "import torch\n\n\n"
+        "class Evaluator:\n"
+        "    def __init__(self):\n"
+        "        self.total = 0.0\n\n"
+        "    def update(self, pred, target):\n"
+        "        self.total += (pred - target).abs().sum().item()\n\n\n"
+        "@torch.no_grad()\n"
+        "def evaluate(model, loader, evaluator):\n"
+        "    for x, y in loader:\n"
+        "        evaluator.update(model(x), y)\n"
+        "    return evaluator.total\n"
+    )
+    (root / "main.py").write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "from metrics import Evaluator, evaluate\n\n"
+        "data = TensorDataset(torch.randn(8, 2), torch.randn(8, 1))\n"
+        "model = torch.nn.Linear(2, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in DataLoader(data, batch_size=4):\n"
+        "    opt.zero_grad()\n"
+        "    torch.nn.functional.mse_loss(model(x), y).backward()\n"
+        "    opt.step()\n"
+        "print(evaluate(model, DataLoader(data, batch_size=4), Evaluator()))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["--no-cache", "--output-format", "json", "proj"]) == 0  # a preview
+    report = json.loads(capsys.readouterr().out)
+    findings = {f["path"]: f["findings"] for f in report["files"]}
+    assert findings["proj/metrics.py"] == []
+    [kept] = findings["proj/main.py"]
+    assert kept["code"] == "AM103"
+    assert "came back unchanged and with no finding" in kept["message"]
+    assert "see its findings" not in kept["message"]

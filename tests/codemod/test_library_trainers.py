@@ -193,3 +193,115 @@ def test_a_batch_that_migrates_the_class_migrates_its_caller(tmp_path: Path) -> 
     )
     assert result.changed
     assert b"accel.prepare_dataloader(DataLoader(" in result.output  # type: ignore[operator]
+
+
+BASES = """\
+class BaseTrainer:
+    def __init__(self, model, criterion, optimizer, config):
+        self.model = model
+        self.criterion = criterion
+        self.optimizer = optimizer
+"""
+
+SUBCLASS = """\
+from base import BaseTrainer
+
+
+class Trainer(BaseTrainer):
+    def __init__(self, model, criterion, optimizer, config, data_loader):
+        super().__init__(model, criterion, optimizer, config)
+        self.data_loader = data_loader
+
+    def _train_epoch(self, epoch):
+        for x, y in self.data_loader:
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+
+
+class Explicit(BaseTrainer):
+    def __init__(self, net, loader):
+        BaseTrainer.__init__(self, net, None, None, config=None)
+        self.loader = loader
+
+    def fit(self):
+        self.model.train()
+        for x, y in self.loader:
+            self.model(x).sum().backward()
+
+
+class Inherited(Trainer):
+    pass
+"""
+
+
+def test_a_subclass_trains_what_its_base_stores(tmp_path: Path) -> None:
+    """pytorch-template's ``Trainer(BaseTrainer)``: ``super().__init__(model,
+    ...)`` hands the model to the base, which stores it; the subclass's step
+    backpropagates through ``self.model`` (named, not ``self.criterion``)."""
+    (tmp_path / "base.py").write_text(BASES)
+    (tmp_path / "trainer.py").write_text(SUBCLASS)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import trainer\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["trainer.Trainer"].trains == (
+        "`_train_epoch` calls backward (line 13) in a step that runs `self.model`, "
+        "which it is handed (`__init__`'s `model`)"
+    )
+    assert table["trainer.Trainer"].trained_parameter == ("model", 0)
+    assert "runs `self.model`" in table["trainer.Explicit"].trains
+    assert table["trainer.Explicit"].trained_parameter == ("net", 0)
+    # no __init__ of its own: the inherited one's parameters
+    assert table["trainer.Inherited"].trained_parameter == ("model", 0)
+
+
+LOOP = """\
+def fit(model, optimizer, loader, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in loader:
+            loss = model.training_step((x, y))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(f"loss {loss.item():.4f}")
+
+
+def evaluate(model, loader):
+    return sum(model(x).sum().item() for x, _ in loader)
+"""
+
+
+def test_a_function_that_trains_what_it_is_handed_leaves_its_caller_whole(
+    tmp_path: Path,
+) -> None:
+    """A Lightning-style project's own ``fit(model, optimizer, loader)`` in
+    loop.py: in file mode loop.py is not rewritten, so the script that builds
+    the model is not migrated either (its loaders were sharded and its model
+    prepared while the loop stayed unmigrated)."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from loop import fit, evaluate\n\n"
+        "model = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "loader = DataLoader(train_set, batch_size=8)\n"
+        "fit(model, opt, loader, 2)\n"
+        "print(evaluate(model, DataLoader(test_set, batch_size=8)))\n"
+    )
+    table = dict(read_project(str(script)).helpers)
+    assert table["loop.fit"].trains == (
+        "`fit` calls backward (line 7) in a step that runs `model`, its parameter"
+    )
+    assert table["loop.evaluate"].trains == ""
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [8]
+    assert blocking[0].message.startswith(
+        "`fit(model, opt, loader, 2)` hands its arguments to `fit` in loop.py, "
+        "which trains with them there"
+    )

@@ -89,6 +89,18 @@ def _backward(body: str) -> tuple[str, str]:
             "loss.backward()",
             "accel.backward(loss)",
         ),
+        (
+            # an L2 term of the weights, joined in one vector, next to a mean
+            "l2 = torch.cat([p.view(-1) for p in model.parameters()]).pow(2).sum()\n"
+            "loss = F.mse_loss(model(x), y) + args.wd * l2\nloss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
+            # PPO's clipped surrogate: elementwise max of two per-sample terms
+            "r = model(x)\nloss = torch.max(-r * y, -torch.clamp(r, 0.8, 1.2) * y).mean()\n"
+            "loss.backward()",
+            "accel.backward(loss)",
+        ),
     ],
 )
 def test_known_reductions_are_told(body: str, call: str) -> None:
@@ -159,6 +171,30 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
             "e = model(x)\nd = torch.cdist(e, e)\nloss = d.min(1)[0].mean()\n"
             "loss.backward()",
             "compares the samples of the batch with each other (`torch.cdist(e, e)`)",
+        ),
+        (
+            # was reduction="sum": the weights' L2 term is added once per process
+            "l2 = torch.cat([p.view(-1) for p in model.parameters()]).pow(2).sum()\n"
+            "loss = summed(model(x), y) + args.wd * l2\nloss.backward()",
+            "does not depend on the batch",
+        ),
+        (
+            "l2 = torch.nn.utils.parameters_to_vector(model.parameters()).norm()\n"
+            "loss = summed(model(x), y) + l2\nloss.backward()",
+            "does not depend on the batch",
+        ),
+        (
+            # was a mean: advantages normalised over the batch
+            "adv = y - y.mean()\nloss = (model(x) * adv).mean()\nloss.backward()",
+            "shifted by their own mean",
+        ),
+        (
+            "adv = y / (y.std() + 1e-8)\nloss = (model(x) * adv).mean()\nloss.backward()",
+            "a statistic of the batch (`y.std()`)",
+        ),
+        (
+            "w = y / y.sum()\nloss = (model(x) * w).sum()\nloss.backward()",
+            "divides the batch's values by `y.sum()`",
         ),
     ],
 )

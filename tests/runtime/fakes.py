@@ -49,6 +49,15 @@ class FakeRuntime:
         self.comm = RecordedComm(self.env, published)
         self.config = RuntimeConfig(batch_mode=batch_mode)  # type: ignore[arg-type]
         self.shares: list[tuple[int, int]] = []
+        #: The passes over a sharded loader that are open (yielded, not ended).
+        self.open_passes: set[int] = set()
 
-    def set_batch_share(self, local: int, total: int) -> None:
+    def set_batch_share(
+        self, local: int, total: int, source: int | None = None
+    ) -> None:
         self.shares.append((local, total))
+        if source is not None:
+            self.open_passes.add(source)
+
+    def end_batch_shares(self, source: int) -> None:
+        self.open_passes.discard(source)

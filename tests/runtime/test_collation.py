@@ -16,7 +16,7 @@ from accel_migrate.runtime.collation import (
     needs_global,
     take_rows,
 )
-from accel_migrate.runtime.data import shard_loader
+from accel_migrate.runtime.data import ShardingError, shard_loader
 
 from .fakes import FakeRuntime
 
@@ -102,17 +102,59 @@ def test_sequence_first_padding_is_split_along_the_samples() -> None:
         assert torch.equal(torch.cat(parts, dim=1), x)
 
 
+def test_an_unsplittable_output_padded_otherwise_stops_the_run() -> None:
+    """A count of the whole batch's tokens is no sample's, so the output cannot be
+    split; the share collated alone is padded to its own longest, not the global
+    batch's: the model would read other padding, so the loader raises."""
+    with pytest.raises(ShardingError, match=r"with_token_count.*dimension 1"):
+        _shard(with_token_count, 2)
+
+
+def with_sample_count(batch: list[torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """Samples of one length, stacked, and a count of the batch's elements."""
+    x = torch.stack([s[:1] for s in batch])
+    return x, int(x.numel())
+
+
 def test_an_output_that_cannot_be_split_falls_back_to_the_share() -> None:
-    """A count of the whole batch's tokens is no sample's: each rank collates its
-    own share (as before), with a warning naming the collate_fn."""
-    original, per_rank, warned = _shard(with_token_count, 2)
-    assert warned and "with_token_count" in warned[0]
+    """Where the share's tensors are padded as the global batch's (here, not at
+    all), each rank collates its own share, with a warning naming the
+    collate_fn."""
+    original, per_rank, warned = _shard(with_sample_count, 2)
+    assert warned and "with_sample_count" in warned[0]
     dataset = Sequences(10)
     for step in range(len(original)):
         indices = list(range(step * 4, min(step * 4 + 4, 10)))
-        own = with_token_count([dataset[i] for i in indices[: (len(indices) + 1) // 2]])
+        own = with_sample_count(
+            [dataset[i] for i in indices[: (len(indices) + 1) // 2]]
+        )
         got = per_rank[0][step]
         assert torch.equal(got[0], own[0]) and got[1] == own[1]
+
+
+def joined_targets(
+    batch: list[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """CTC's layout: padded inputs, the targets joined in one 1-D tensor, and
+    the targets' lengths."""
+    x, lengths = pad_batch_first(batch)
+    return x, torch.cat(batch), lengths
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_joined_targets_are_cut_at_their_lengths(world: int) -> None:
+    """The joined tensor is not one entry per sample: each rank takes its
+    samples' entries, at the offsets of the lengths beside it."""
+    original, per_rank, warned = _shard(joined_targets, world)
+    assert not warned
+    for step, (x, joined, lengths) in enumerate(original):
+        parts = [per_rank[r][step] for r in range(world) if len(per_rank[r][step][2])]
+        assert all(p[0].shape[1] == x.shape[1] for p in parts), "the global longest"
+        assert torch.equal(torch.cat([p[1] for p in parts]), joined)
+        assert torch.equal(torch.cat([p[2] for p in parts]), lengths)
+        for p in parts:
+            assert p[1].shape[0] == int(p[2].sum())
+            assert torch.equal(p[1], torch.cat([s[s != PAD] for s in p[0]]))
 
 
 def test_a_collation_that_draws_keeps_the_random_state() -> None:

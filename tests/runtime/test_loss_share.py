@@ -20,6 +20,7 @@ import accel_migrate.runtime as accel
 from accel_migrate.runtime._state import Runtime, reset_runtime
 from accel_migrate.runtime.comm import Collectives
 from accel_migrate.runtime.config import RuntimeConfig
+from accel_migrate.runtime.data import ShardingError
 from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.module import PreparedModule
 
@@ -203,3 +204,57 @@ def test_a_share_with_tokens_keeps_its_weighted_gradient(peer: Runtime) -> None:
     accel.backward(F.cross_entropy(PreparedModule(net, peer)(x), y), count=1)
     assert net.weight.grad is not None
     assert torch.allclose(net.weight.grad, expected * 2 * 1 / 4)
+
+
+def test_a_mean_over_two_loaders_with_other_shares_stops_the_step(
+    peer: Runtime,
+) -> None:
+    """FixMatch's labelled and unlabelled loaders at the labelled one's short
+    last batch: one weight cannot make both means global, so backward raises."""
+    peer.set_batch_share(2, 3, source=1)
+    peer.set_batch_share(6, 12, source=2)
+    with pytest.raises(ShardingError, match=r"2 of 3, 6 of 12"):
+        _weighted_grad()
+
+
+def test_two_loaders_with_the_same_share_or_a_sum_are_weighted_as_before(
+    peer: Runtime,
+) -> None:
+    peer.set_batch_share(4, 8, source=1)
+    peer.set_batch_share(2, 4, source=2)
+    assert _weighted_grad() == pytest.approx(2 * 2 / 4)
+    peer.set_batch_share(2, 3, source=1)
+    peer.set_batch_share(6, 12, source=2)
+    assert _weighted_grad(reduction="sum") == pytest.approx(2.0)  # world x 1
+
+
+def test_a_pass_that_ended_or_yielded_before_the_last_backward_is_not_the_steps(
+    peer: Runtime,
+) -> None:
+    """An evaluation loop run to its end between two steps, and the training
+    loader's batch of the step before, weigh nothing in this step's check."""
+    peer.set_batch_share(2, 3, source=1)
+    _weighted_grad()  # the step before: its batches are done with
+    peer.set_batch_share(3, 5, source=2)
+    peer.end_batch_shares(2)  # an evaluation pass, exhausted
+    peer.set_batch_share(4, 8, source=1)
+    assert _weighted_grad() == pytest.approx(2 * 4 / 8)
+
+
+def test_a_sharded_pass_ends_its_share_when_it_is_left(peer: Runtime) -> None:
+    """``next(iter(loader))`` then dropping the iterator, or a ``break``: the
+    pass is closed and its share forgotten."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from accel_migrate.runtime.data import shard_loader
+
+    loader = DataLoader(TensorDataset(torch.arange(6.0)), batch_size=3)
+    shard_loader(loader, peer)
+    next(iter(loader))
+    assert peer.take_step_shares() == []
+    for _ in loader:
+        break
+    assert peer.take_step_shares() == []
+    iterator = iter(loader)
+    next(iterator)
+    assert peer.take_step_shares() == [(2, 3)]

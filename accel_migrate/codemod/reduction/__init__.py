@@ -86,6 +86,7 @@ from .forward import forward_loss_fact, indexed_output_fact, model_call_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .model_classes import called_model
+from .operands import centred, elementwise_of_two, over_parameters
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 from .summed_args import unproven_sum
 
@@ -362,9 +363,22 @@ class _Reducer:
         right = self.fact(expr.right, at, depth + 1)
         op = expr.operator
         if isinstance(op, (cst.Add, cst.Subtract)):
+            statistic = centred(expr, left, right)
+            if statistic is not None:
+                return Fact(
+                    "unknown",
+                    f"the loss reads `{code(expr)}`, the batch's values shifted by "
+                    f"their own {statistic} (a normalisation over the batch, as of "
+                    "advantages or features): each process would use its share's "
+                    f"{statistic}, not the global batch's",
+                )
             return _added(left, right)
         if isinstance(op, cst.Multiply):
             for a, b, b_expr in ((left, right, expr.right), (right, left, expr.left)):
+                if a.kind == "constant" and (
+                    b.kind == "constant" or _setting(self.index, b_expr)
+                ):
+                    return _CONSTANT  # `args.weight_decay * l2` of the weights
                 if a.kind == "mean" and _counts_samples(self.index, b_expr):
                     return Fact("sum")  # a batch mean times the batch size
                 if a.reduced and b.kind in ("constant", "elements"):
@@ -378,6 +392,17 @@ class _Reducer:
         return _scaled(left, right)
 
     def _divided(self, left: Fact, right: Fact, divisor: cst.BaseExpression) -> Fact:
+        if left.kind == "unknown":
+            return left
+        if right.kind == "unknown":
+            return right  # `adv / (adv.std() + 1e-8)`: whatever the dividend is
+        if left.kind == "elements" and right.reduced:
+            return Fact(
+                "unknown",
+                f"the loss divides the batch's values by `{code(divisor)}`, a "
+                "reduction of the batch (a normalisation over it): each process "
+                "would divide by its share's, not the global batch's",
+            )
         if left.kind == "sum":
             if right.kind == "sum" and _may_depend_on_model(self.index, divisor):
                 # `2 * (p * t).sum() / (p + t).sum()`: a Dice or IoU term, a
@@ -432,6 +457,8 @@ class _Reducer:
         }
         if functional:
             return _loss_call(self.index, functional.pop(), call, call, None)
+        if over_parameters(names, call):
+            return _CONSTANT  # `torch.cat([p.view(-1) for p in model.parameters()])`
         if names & {"torch.sum", "torch.mean"}:
             if not call.args:
                 return _ELEMENTS
@@ -444,11 +471,13 @@ class _Reducer:
             return _statistic(call, call.args[1:])
         if any(
             n.rsplit(".", 1)[-1] in _NONLINEAR for n in names if n.startswith("torch.")
-        ):
+        ) or elementwise_of_two(names, call):
             inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
             reduced = [f for f in inputs if f.reduced]
             if reduced:
                 return _nonlinear(reduced[0], f"`{code(func)}(...)`")
+            if inputs and all(f.kind == "constant" for f in inputs):
+                return _CONSTANT
             return _ELEMENTS
         if "builtins.sum" in names and len(call.args) == 1:
             return self._builtin_sum(call.args[0].value, at, depth)
@@ -466,6 +495,8 @@ class _Reducer:
                 receiver = self.fact(func.value, at, depth + 1)
                 if receiver.reduced:
                     return _nonlinear(receiver, f"`.{method}(...)`")
+                if receiver.kind == "constant":
+                    return receiver  # `.pow(2)` of the weights
                 return _ELEMENTS
         module = self._loss_module(func)
         if module is not None:
@@ -503,6 +534,12 @@ class _Reducer:
         if target is not None and not self.index.local_class(func):
             return self._returned(target[0], depth)
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
+        if (
+            isinstance(func, cst.Attribute)
+            and all(f.kind == "constant" for f in inputs)
+            and self.fact(func.value, at, depth + 1).kind == "constant"
+        ):
+            return _CONSTANT  # `.norm()` of the weights: no batch in it
         reduced = [f for f in inputs if f.reduced or f.kind == "unknown"]
         if (
             len(call.args) == 1

@@ -51,7 +51,13 @@ _SAME_VALUE = frozenset(
 #: Functions and methods through which a batch reduction is not one any more.
 _NONLINEAR = frozenset(
     {"sqrt", "rsqrt", "log", "log1p", "exp", "pow", "square", "abs", "sigmoid", "tanh"}
+    # elementwise with two operands (PPO's clipped surrogate): of a reduction,
+    # as non-linear as the others
+    | {"maximum", "minimum", "where", "clamp", "clip"}
 )
+#: ``torch.max(a, b)`` / ``torch.min(a, b)`` of two tensors: elementwise (with a
+#: ``dim``, or alone, a reduction: a statistic).
+_ELEMENTWISE_OF_TWO = frozenset({"max", "min"})
 #: Statistics of the batch other than its sum or mean.
 _STATISTICS = frozenset({"var", "std", "var_mean", "std_mean", "median", "logsumexp"})
 #: torch constructors: a tensor made from them holds no sample of the batch.
