@@ -14,7 +14,7 @@ is), and one of 300+ lines. ``--goldens`` adds every golden input
 Three tables:
 - **phases**: self time of each phase (read, pre-screen, parse, screen, metadata
   (scopes, positions, parents), module index, line map, each rule's own visit,
-  import insertion, output check) summed over the tree, in this process with the
+  import insertion, black's formatting check, output check) summed over the tree, in this process with the
   engine's functions wrapped by a timer. A phase's time does not include the
   phases it calls (a rule that asks for positions pays "metadata", not itself).
 - **the 300-line script**: one full pass of the longest file, unwrapped (best of
@@ -198,6 +198,7 @@ def instrument(profile: Profile) -> None:
     profile.wrap(subtrees.Preorder, "__init__", "preorders")
     profile.wrap(linemap.LineMap, "__init__", "line map")
     profile.wrap(rule, "suppressed_statements", "suppressions")
+    profile.wrap(engine, "black_like_input", "black (formatting check)")
     profile.wrap(engine, "_add_runtime_import", "import insertion")
     profile.wrap(engine, "_free_alias", "import insertion")
     profile.wrap(rule.Rule, "run", lambda cls, *_: f"rule {cls.code}")

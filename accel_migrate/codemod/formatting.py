@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from .black_clean import surely_not_black_clean
 from .black_config import black_mode
 from .options import RUNTIME_MODULE
 
@@ -202,6 +203,8 @@ def black_like_input(original: str, migrated: str, path: str = "<string>") -> st
     mode = black_mode(path)
     if mode is None:
         return migrated
+    if surely_not_black_clean(original, mode):
+        return migrated  # without a whole black run to learn it
     try:
         if black.format_str(original, mode=mode) != original:
             return migrated
