@@ -5,12 +5,17 @@ Reports, as needs-review, an in-place write into a tensor that is bound outside
 the training step and written inside it from values of the step's batch:
 ``memory.index_copy_(0, index, feats)`` (an instance-discrimination memory bank),
 ``memory[index] = feats``, ``queue[:, ptr:ptr + n] = keys.T`` (a MoCo-style
-queue), ``bank.index_add_(...)``, ``scatter_``... A training step is a loop
+queue), ``bank.index_add_(...)``, ``scatter_``, an update in place
+(``last.copy_(feats)``, ``stats.mul_(m).add_(x.mean(0))``, through ``.data``
+too)... A training step is a loop
 that runs a backward and takes its batches from a data loader. Also such a
 write into a buffer of a model class of the file (``self.register_buffer(...)``
 or a ``torch`` tensor set in ``__init__``) made in its ``forward`` or a method
 ``forward`` calls, when a training step runs the class: MoCo's
-``_dequeue_and_enqueue`` writing ``self.queue[:, ptr:ptr + n] = keys.T``. Writes whose
+``_dequeue_and_enqueue`` writing ``self.queue[:, ptr:ptr + n] = keys.T``, a
+VQ-VAE's EMA codebook statistics (``self.cluster_size.mul_(d).add_(counts)``),
+or a queue rebuilt from itself (``self.queue = torch.cat([keys, self.queue])``;
+not a value that only replaces the old, as a hidden state). Writes whose
 value comes through a collective (``accel.gather``, ``torch.distributed``)
 are not reported. Nothing is rewritten.
 
@@ -70,6 +75,12 @@ _INDEXED_WRITES = frozenset(
         "masked_scatter_",
     }
 )
+#: In-place tensor methods that update a whole tensor (or a view of it) from
+#: their arguments: a running statistic, an EMA codebook, a copied-in queue.
+_INPLACE_UPDATES = frozenset(
+    {"copy_", "add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_"}
+)
+_WRITES = _INDEXED_WRITES | _INPLACE_UPDATES
 _COLLECTIVE_PREFIXES = ("torch.distributed.", "accel_migrate.runtime.")
 
 
@@ -113,24 +124,51 @@ class BatchStateWrites(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value in _INDEXED_WRITES):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _WRITES):
             return
-        if isinstance(func.value, cst.Name):
-            self._check(node, func.value, node.args, snippet(node))
-        elif _self_attribute(func.value) is not None:
-            self._check_model_state(node, func.value, node.args, snippet(node))  # type: ignore[arg-type]
+        if self._chained(node):
+            return  # the outer call of `t.mul_(d).add_(x)` reports the chain
+        receiver, args = _written(node)
+        if isinstance(receiver, cst.Name):
+            self._check(node, receiver, args, snippet(node))
+        elif _self_attribute(receiver) is not None:
+            self._check_model_state(node, receiver, args, snippet(node))  # type: ignore[arg-type]
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            subscript = target.target
-            if not isinstance(subscript, cst.Subscript):
+            written = target.target
+            if isinstance(written, cst.Attribute) and _self_attribute(written):
+                # `self.queue = torch.cat([keys, self.queue])[:, :K]` in forward:
+                # an update of what it held (not `self.hidden = h`, which each
+                # process keeps for its own rows)
+                if any(
+                    isinstance(n, cst.Attribute) and n.deep_equals(written)
+                    for n in findall(node.value, m.Attribute())
+                ):
+                    self._check_model_state(node, written, [node.value], "")
                 continue
-            if isinstance(subscript.value, cst.Name):
-                self._check(node, subscript.value, [node.value, subscript], "")
-            elif _self_attribute(subscript.value) is not None:
+            if not isinstance(written, cst.Subscript):
+                continue
+            tensor = _without_data(written.value)
+            if isinstance(tensor, cst.Name):
+                self._check(node, tensor, [node.value, written], "")
+            elif _self_attribute(tensor) is not None:
                 self._check_model_state(
-                    node, subscript.value, [node.value, subscript], ""  # type: ignore[arg-type]
+                    node, tensor, [node.value, written], ""  # type: ignore[arg-type]
                 )
+
+    def _chained(self, call: cst.Call) -> bool:
+        """Is ``call`` the receiver of another in-place write (``t.mul_(d)`` of
+        ``t.mul_(d).add_(x)``)?"""
+        attribute = self.index.parent(call)
+        outer = self.index.parent(attribute) if attribute is not None else None
+        return (
+            isinstance(attribute, cst.Attribute)
+            and attribute.value is call
+            and isinstance(outer, cst.Call)
+            and outer.func is attribute
+            and attribute.attr.value in _WRITES
+        )
 
     def _check_model_state(
         self, node: cst.CSTNode, target: cst.Attribute, parts: object, text: str
@@ -158,7 +196,7 @@ class BatchStateWrites(Rule):
             f"`{cls.name.value}.{function.name.value}` writes the buffer "
             f"`self.{name}` from this process's share of the batch (`{shown}`), "
             f"and a training step runs a `{cls.name.value}`: after migration each "
-            "process writes only its share's rows (and DDP hands every process "
+            "process writes it from its share only (and DDP hands every process "
             "the main process's buffers at each forward), so the buffer differs "
             "from the original's; gather what is written from every process "
             "first (accel.gather), as MoCo's distributed code does",
@@ -180,8 +218,9 @@ class BatchStateWrites(Rule):
             "needs-review",
             f"`{name.value}` is kept across training steps and written here from "
             f"this process's share of the batch (`{shown}`): each process writes "
-            f"only its share's rows, so its copy of `{name.value}` misses the rows "
-            "the other processes write and differs from the original's; gather "
+            f"it from its share only (its rows, or its share's values), so its copy "
+            f"of `{name.value}` misses what the other processes write and differs "
+            "from the original's; gather "
             "what is written from every process first (accel.gather), or keep "
             "the write out of the training step",
             if_migrated=True,
@@ -275,6 +314,34 @@ class _StateWrites:
             ):
                 return True
         return False
+
+
+def _without_data(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``memory.data`` is ``memory`` (its storage)."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        return node.value
+    return node
+
+
+def _written(call: cst.Call) -> tuple[cst.BaseExpression, list[cst.CSTNode]]:
+    """The tensor a chain of in-place writes writes (``t`` of
+    ``t.data[:n].mul_(d).add_(x)``), and every argument of the chain."""
+    args: list[cst.CSTNode] = list(call.args)
+    receiver = call.func.value  # type: ignore[attr-defined]
+    while True:
+        if (
+            isinstance(receiver, cst.Call)
+            and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value in _WRITES
+        ):
+            args += receiver.args
+            receiver = receiver.func.value
+        elif isinstance(receiver, cst.Subscript):
+            args.append(receiver)  # the rows picked (`queue[:, ptr:ptr + n]`)
+            receiver = receiver.value
+        else:
+            break
+    return _without_data(receiver), args
 
 
 def _self_attribute(node: cst.BaseExpression) -> str | None:
