@@ -8,7 +8,6 @@ two writes: every file is either as it was or fully migrated.
 
 from __future__ import annotations
 
-import ast
 import signal
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Literal
 
-from ..codemod import MigrateOptions, MigrationError, MigrationResult
+from ..codemod import MigrateOptions, MigrationError, MigrationResult, python_ast
 from ..codemod.findings import Failure
 from . import render
 from .app import EXIT_FAILED, EXIT_OK, EXIT_USAGE, EXIT_WOULD_CHANGE
@@ -285,7 +284,7 @@ def _write(result: MigrationResult) -> MigrationResult | Failure:
     that were read."""
     source, output = _as_bytes(result.source), _as_bytes(result.output)
     try:
-        ast.parse(output)
+        python_ast.parse(output)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return Failure(
             result.path,

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from ..codemod import python_ast
 from ..codemod.findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -469,7 +470,7 @@ def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...], int], ...]:
     """(relative level, dotted module names, line) of each import statement of
     ``path``."""
     try:
-        tree = ast.parse(read_source(path))
+        tree = python_ast.parse(read_source(path))
     except (FileError, SyntaxError, ValueError, RecursionError, MemoryError):
         return ()
     found = []

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ..codemod import python_ast
+
 RUNTIME = "accel_migrate.runtime"
 #: Levels of the script's own imports followed (script -> utils -> trainer).
 _DEPTH = 3
@@ -92,7 +94,7 @@ def uses_runtime(script: Path) -> bool | None:
                 continue
             seen.add(path)
             try:
-                tree = ast.parse(path.read_bytes(), filename=str(path))
+                tree = python_ast.parse(path.read_bytes(), filename=str(path))
             except (OSError, SyntaxError, ValueError):
                 if path == script.resolve():
                     return None

@@ -32,6 +32,8 @@ import tokenize
 from dataclasses import replace
 from typing import Any
 
+from . import python_ast
+
 
 def surely_not_black_clean(text: str, mode: Any) -> bool:
     """Would black (in ``mode``, a ``black.Mode``) surely change ``text``?
@@ -66,7 +68,7 @@ def _wrapped_statement(text: str, mode: Any) -> bool:
     if not any(len(line) > length for line in lines):
         return False
     try:
-        tree = ast.parse(text)
+        tree = python_ast.parse(text)
     except SyntaxError:
         return False
     tried = 0

@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import fastvisit, node_kinds, positions, suppression
+from . import fastvisit, node_kinds, positions, python_ast, suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -229,7 +229,7 @@ def _full_pass(
         code.encode(module.encoding) if isinstance(source, bytes) else code
     )
     try:
-        ast.parse(code)
+        python_ast.parse(code)
     except (
         SyntaxError
     ) as exc:  # a bug in a rule: never hand out code that does not parse
@@ -297,7 +297,7 @@ def _has_comment(text: str, pattern: re.Pattern[str]) -> bool:
 def _parse_ast(text: str, path: str) -> ast.Module:
     """Python's own parse of ``text``: the judge of what is valid Python here."""
     try:
-        return ast.parse(text)
+        return python_ast.parse(text)
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
         if _PYTHON2.search(message):

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from . import python_ast
 from .black_clean import surely_not_black_clean
 from .black_config import black_mode
 from .options import RUNTIME_MODULE
@@ -213,7 +214,9 @@ def black_like_input(original: str, migrated: str, path: str = "<string>") -> st
         return migrated
     # black checks this itself only in its safe file mode; one more parse is cheap.
     try:
-        same = ast.dump(ast.parse(formatted)) == ast.dump(ast.parse(migrated))
+        same = ast.dump(python_ast.parse(formatted)) == ast.dump(
+            python_ast.parse(migrated)
+        )
     except SyntaxError:
         same = False
     return formatted if same else migrated

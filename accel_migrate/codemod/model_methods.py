@@ -139,3 +139,44 @@ def _classes_of(
 
 #: How far a model is followed back through variables and parameters.
 _DEPTH = 6
+
+
+#: How many calls deep a module-level function is followed from a forward.
+_CALL_DEPTH = 3
+
+
+def stepped_function(
+    index: ModuleIndex, node: cst.CSTNode
+) -> tuple[cst.ClassDef, cst.FunctionDef, cst.FunctionDef] | None:
+    """(class, its method, the function) when ``node`` is in a module-level
+    function of this file that a method ``forward`` runs calls, directly or
+    through other such functions (``_CALL_DEPTH``), and a training step runs the
+    class: the Beta-VAE's module-level ``reparametrize(mu, logvar)`` that
+    ``BetaVAE_H.forward`` calls. None otherwise."""
+    function = index.enclosing_function(node)
+    if function is None or index.enclosing_class(function) is not None:
+        return None
+    for cls in sorted(stepped_classes(index), key=lambda c: c.name.value):
+        for method in forward_methods(cls):
+            if _reaches(index, method, function, _CALL_DEPTH, set()):
+                return cls, method, function
+    return None
+
+
+def _reaches(
+    index: ModuleIndex,
+    caller: cst.FunctionDef,
+    function: cst.FunctionDef,
+    depth: int,
+    seen: set[cst.FunctionDef],
+) -> bool:
+    if depth == 0 or caller in seen:
+        return False
+    seen.add(caller)
+    for call in findall(caller.body, m.Call(func=m.Name())):
+        callee = index.local_function(call.func)  # type: ignore[attr-defined]
+        if callee is None or index.enclosing_class(callee) is not None:
+            continue
+        if callee is function or _reaches(index, callee, function, depth - 1, seen):
+            return True
+    return False

@@ -89,6 +89,9 @@ class HelperFact:
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None
+    #: For a loss function or a model class's ``forward``: how it compares the
+    #: batch's samples with each other (``pairwise_helpers``); "" if it does not.
+    pairwise: str = ""
     #: For a function that returns a model: the local model class every one of
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.

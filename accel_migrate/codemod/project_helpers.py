@@ -27,6 +27,7 @@ from .names import (
     is_nn_module_constructor,
     is_optimizer_class,
 )
+from .pairwise_helpers import pairwise_in
 from .project_facts import HelperFact
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
@@ -171,6 +172,7 @@ class HelperFacts:
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
+                pairwise=self._forward_pairwise(cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -214,6 +216,18 @@ class HelperFacts:
         )
 
     # -- functions ---------------------------------------------------------------
+    def _forward_pairwise(self, cls: ast.ClassDef) -> str:
+        forward = next(
+            (
+                s
+                for s in cls.body
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and s.name == "forward"
+            ),
+            None,
+        )
+        return pairwise_in(self, forward, cls) if forward is not None else ""
+
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
         from .library_trainers import function_trains_handed
 
@@ -255,6 +269,7 @@ class HelperFacts:
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
             trains=function_trains_handed(function),
+            pairwise=pairwise_in(self, function) if kind == "loss" else "",
         )
 
     def _container(

@@ -30,6 +30,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from . import python_ast
 from .project_facts import CallSite, HelperFact, ProjectFacts
 
 #: A local target: (real path of the module file, name in it; "" for the module).
@@ -582,7 +583,7 @@ def _parse(path: str) -> ast.Module | None:
         if os.path.getsize(path) > _MAX_FILE:
             return None
         with open(path, "rb") as handle:
-            return ast.parse(handle.read(), filename=path)
+            return python_ast.parse(handle.read(), filename=path)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

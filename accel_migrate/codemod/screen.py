@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from . import python_ast
 from .analysis import LazyQualifiedNames
 from .findings import SKIP_DISTRIBUTED, SKIP_NOT_TRAINING, Finding
 from .names import (
@@ -137,7 +138,7 @@ def prescreen(text: str, tree: ast.Module | None = None) -> Verdict | None:
         return Verdict(SKIP_NOT_TRAINING)
     if tree is None:
         try:
-            tree = ast.parse(text)
+            tree = python_ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
     return _AstScreen(tree).verdict(text)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 import io
 import re
 import tokenize
 
+from . import python_ast
 from .findings import MigrationError
 
 #: Python's own line breaks. ``str.splitlines`` also splits on ``\f``, ``\v``,
@@ -57,7 +57,7 @@ def syntax_error_place(source: str | bytes) -> tuple[int, int, str] | None:
     message; the compiler's report is what users know from tracebacks.
     """
     try:
-        ast.parse(source)
+        python_ast.parse(source)
     except SyntaxError as exc:
         return exc.lineno or 1, exc.offset or 1, exc.msg
     except (ValueError, RecursionError, MemoryError):

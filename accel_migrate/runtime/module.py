@@ -22,6 +22,27 @@ from . import empty_share, sync_batchnorm
 if TYPE_CHECKING:
     from ._state import Runtime
 
+
+class UnreachedParametersError(RuntimeError):
+    """A backward reached only some of a prepared model's parameters, and DDP
+    still waits for the others' gradients at the next forward."""
+
+
+#: What DDP says at the next forward when the last backward left it waiting.
+_UNFINISHED_REDUCTION = "Expected to have finished reduction in the prior iteration"
+_UNREACHED = (
+    "the previous backward through this prepared model did not reach all of its "
+    "parameters, and under DDP every process waits for their gradients. A loss "
+    "built only from a gradient of the model's output "
+    "(torch.autograd.grad(..., create_graph=True): StyleGAN2's lazy R1 or path "
+    "length penalty), or one that leaves some outputs unused, does this. Add the "
+    "model's output with a zero weight to that loss (`loss + 0 * out.sum()`, as "
+    "the distributed StyleGAN2 code does), so that every parameter gets a "
+    'gradient at each backward (DDP: "Expected to have finished reduction in the '
+    'prior iteration")'
+)
+
+
 # Attributes that belong to the wrapper itself; every other write goes to the user's module.
 _OWN_ATTRIBUTES = frozenset(
     {"training", "_forward_module", "_runtime", "_forward_calls"}
@@ -55,7 +76,13 @@ class PreparedModule(nn.Module):
         forward_module = self.ensure_ready()
         object.__setattr__(self, "_forward_calls", self._forward_calls + 1)
         with self._runtime.precision.forward_context():
-            output = forward_module(*args, **kwargs)
+            try:
+                output = forward_module(*args, **kwargs)
+            except RuntimeError as exc:
+                if _UNFINISHED_REDUCTION not in str(exc):
+                    raise
+                # (not chained: the first error printed is the one that says why)
+                raise UnreachedParametersError(_UNREACHED) from None
         self._runtime.strategy.watch_forward(forward_module, output)
         if self._runtime.env.distributed:
             empty_share.gate_outputs(output, self._runtime)

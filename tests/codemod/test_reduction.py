@@ -90,6 +90,12 @@ def _backward(body: str) -> tuple[str, str]:
             "accel.backward(loss)",
         ),
         (
+            # a mean of per-sample terms added to a mean: no statistic inside
+            "loss = F.mse_loss(model(x), y) + 0.1 * torch.mean(torch.abs(model(x)))\n"
+            "loss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
             # an L2 term of the weights, joined in one vector, next to a mean
             "l2 = torch.cat([p.view(-1) for p in model.parameters()]).pow(2).sum()\n"
             "loss = F.mse_loss(model(x), y) + args.wd * l2\nloss.backward()",
@@ -171,6 +177,16 @@ def test_known_reductions_are_told(body: str, call: str) -> None:
             "e = model(x)\nd = torch.cdist(e, e)\nloss = d.min(1)[0].mean()\n"
             "loss.backward()",
             "compares the samples of the batch with each other (`torch.cdist(e, e)`)",
+        ),
+        (
+            # RaGAN: the batch's mean logit inside a per-sample loss (was a mean)
+            "loss = F.binary_cross_entropy_with_logits(model(x) - torch.mean(model(y)), y)\n"
+            "loss.backward()",
+            "a statistic of the batch (`torch.mean(model(y))`)",
+        ),
+        (
+            "loss = F.mse_loss(model(x) - model(y).mean(), y)\nloss.backward()",
+            "a statistic of the batch (`model(y).mean()`)",
         ),
         (
             # was reduction="sum": the weights' L2 term is added once per process
@@ -285,3 +301,82 @@ def test_a_loss_over_packed_sequences_is_a_mean_over_their_tokens() -> None:
     # forward reaches the backward and must keep its graph (AM021 leaves it).
     assert "no_grad" not in output
     assert not [f for f in result.findings if f.code == "AM021"]
+
+
+IN_BATCH_NEGATIVES = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+
+def scores_of(q, ctx):
+    return torch.matmul(q, torch.transpose(ctx, 0, 1))
+
+
+def nll_of_scores(q, ctx):
+    scores = F.log_softmax(scores_of(q, ctx), dim=1)
+    labels = torch.arange(q.size(0))
+    return F.nll_loss(scores, labels), (scores.argmax(1) == labels).sum()
+
+
+def cos_sim(a, b):
+    return F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
+
+
+class RankingLoss(nn.Module):
+    def __init__(self, scale=20.0, similarity_fct=cos_sim):
+        super().__init__()
+        self.scale = scale
+        self.similarity_fct = similarity_fct
+
+    def forward(self, a, b):
+        scores = self.similarity_fct(a, b) * self.scale
+        return F.cross_entropy(scores, torch.arange(len(scores)))
+
+
+model = nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(list(range(8)), batch_size=4)
+criterion = RankingLoss()
+for x, y in loader:
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "spelled"),
+    [
+        (
+            # DPR: a tuple unpacked from a helper, torch.transpose's function form
+            "loss, _ = nll_of_scores(model(x), model(y))\nloss.backward()",
+            "`torch.matmul(q, torch.transpose(ctx, 0, 1))`",
+        ),
+        (
+            # sentence-transformers: the similarity held in an attribute
+            "loss = criterion(model(x), model(y))\nloss.backward()",
+            "`F.normalize(a, dim=1) @ F.normalize(b, dim=1).T`",
+        ),
+        (
+            "s = torch.einsum('id,jd->ij', model(x), model(y))\n"
+            "loss = F.cross_entropy(s, torch.arange(4))\nloss.backward()",
+            "`torch.einsum('id,jd->ij', model(x), model(y))`",
+        ),
+    ],
+)
+def test_in_batch_negatives_are_comparisons_of_samples(body: str, spelled: str) -> None:
+    source = IN_BATCH_NEGATIVES + "".join(f"    {line}\n" for line in body.splitlines())
+    result = migrate_source(source, "train.py")
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert finding.status == "needs-review"
+    assert f"with each other ({spelled})" in finding.message
+
+
+def test_an_einsum_over_features_compares_nothing() -> None:
+    body = (
+        "s = torch.einsum('bd,bd->b', model(x), model(y))\n"
+        "loss = F.mse_loss(s, y.float())\nloss.backward()"
+    )
+    source = IN_BATCH_NEGATIVES + "".join(f"    {line}\n" for line in body.splitlines())
+    result = migrate_source(source, "train.py")
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert "with each other" not in finding.message

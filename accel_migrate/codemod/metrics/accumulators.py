@@ -139,6 +139,38 @@ def collected_values(
         yield statement, [statement.value], f"{name}[...] {op} ..."  # type: ignore[union-attr]
 
 
+#: Writes that add into cells an index picks, of their first argument (numpy's
+#: unbuffered ``np.add.at(confusion, (t, p), 1)``) or of their receiver.
+_SCATTERED_FUNCTIONS = frozenset({"numpy.add.at", "numpy.subtract.at"})
+_SCATTERED_METHODS = frozenset({"index_add_", "scatter_add_", "index_put_"})
+
+
+def scattered_counts(
+    index: ModuleIndex, loop: cst.For
+) -> Iterator[tuple[cst.Call, str]]:
+    """Counts added into cells of an array made before ``loop`` (a loop over a
+    loader): ``np.add.at(confusion, (t, p), 1)``, ``hist.index_add_(0, y,
+    ones)``, ``m.index_put_(idx, v, accumulate=True)``; with how it is written."""
+    for call in findall(loop.body, m.Call()):
+        assert isinstance(call, cst.Call)
+        func = call.func
+        if index.qualnames(func) & _SCATTERED_FUNCTIONS and call.args:
+            target = call.args[0].value
+        elif isinstance(func, cst.Attribute) and func.attr.value in _SCATTERED_METHODS:
+            if func.attr.value == "index_put_" and not any(
+                a.keyword is not None
+                and a.keyword.value == "accumulate"
+                and m.matches(a.value, m.Name("True"))
+                for a in call.args
+            ):
+                continue
+            target = func.value
+        else:
+            continue
+        if _made_before(index, target, loop):
+            yield call, cst.Module([]).code_for_node(call)
+
+
 def _held_by(index: ModuleIndex, receiver: cst.BaseExpression) -> cst.BaseExpression:
     """The object a collecting method's receiver is part of: ``metric_logger``
     of ``metric_logger.meters["loss"].update(v)`` (an item of an object the

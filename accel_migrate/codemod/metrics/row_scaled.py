@@ -42,7 +42,6 @@ import libcst.matchers as m
 from ..analysis import bind_arguments
 from ..batch_rows import counts_batch
 from ..reduction.placement import code, placement_blocker
-from ..rules.sample_counters import counted_batch
 from ..subtrees import findall
 from .kinds import BatchKinds, inside
 
@@ -346,6 +345,10 @@ def _parameter_count(
     """``batch_size`` (``= target.size(0)``) -> (``target.size(0)``, ``target``):
     the count off a parameter the function never assigns."""
     for _ in range(3):
+        # (a rule module: importing it here would import every rule, and
+        # metric_sums, which imports this module)
+        from ..rules.sample_counters import counted_batch
+
         counted = counted_batch(count, index.qualnames)
         if counted is not None:
             key = index.key(counted)

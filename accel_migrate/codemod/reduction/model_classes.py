@@ -25,7 +25,6 @@ analysis cannot see.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
@@ -33,6 +32,7 @@ from weakref import WeakKeyDictionary
 import libcst as cst
 import libcst.matchers as m
 
+from .. import python_ast
 from ..patterns import prepared_models
 from ..subtrees import findall
 from .placement import code
@@ -263,7 +263,7 @@ def _read_own(index: ModuleIndex, name: str) -> HelperFact | None:
     from ..project_view import ProjectView
 
     try:
-        tree = ast.parse(index.module.code)
+        tree = python_ast.parse(index.module.code)
     except (SyntaxError, ValueError, RecursionError):
         return None
     view = ProjectView()

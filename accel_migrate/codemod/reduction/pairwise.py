@@ -56,7 +56,8 @@ def pairwise_comparison(
     index: ModuleIndex, expr: cst.BaseExpression, at: cst.CSTNode
 ) -> str | None:
     """The spelling of a comparison of the batch's samples with each other that
-    ``expr`` (a loss, used by ``at``) is computed from, or None."""
+    ``expr`` (a loss, used by ``at``) is computed from, in backquotes (and where,
+    for one made in a helper module), or None."""
     return _Search(index).find(expr, 0, at)
 
 
@@ -73,8 +74,11 @@ class _Search:
         for node in findall(expr, m.Call() | m.BinaryOperation()):
             found = self._compares(node)
             if found is not None:
-                return found
+                return f"`{found}`"
             if isinstance(node, cst.Call):
+                helper = self._helper_pairwise(node)
+                if helper is not None:
+                    return helper
                 body = self._callee_body(node)
                 found = self.find(body, depth + 1, body) if body is not None else None
                 if found is not None:
@@ -86,6 +90,11 @@ class _Search:
             values = [v for v in self.index.values.get(key, ()) if v is not None]
             reaching = self.reducer._reaching(key, at)
             for value in [reaching] if reaching in values else values:
+                found = self.find(value, depth + 1, value)
+                if found is not None:
+                    return found
+            # `loss, acc = nll_of_scores(q, ctx)`: the call it was unpacked from
+            for value, _, _ in self.index.unpacked.get(key, ()):
                 found = self.find(value, depth + 1, value)
                 if found is not None:
                     return found
@@ -101,7 +110,7 @@ class _Search:
         assert isinstance(node, cst.Call)
         names = self.index.qualnames(node.func)
         args = [a.value for a in node.args if a.keyword is None]
-        if names & _DISTANCES:
+        if names & _DISTANCES or (names & _EINSUM and _rows_against_rows(node)):
             return code(node)
         if names & _PRODUCTS and len(args) == 2 and _rows_transposed(args[1]):
             return code(node)
@@ -120,10 +129,15 @@ class _Search:
 
     def _callee_body(self, call: cst.Call) -> cst.CSTNode | None:
         """The body of this file's function ``call`` runs, or of the ``forward``
-        of the local class whose instance it calls."""
+        of the local class whose instance it calls, or of the function an
+        attribute holds (``self.similarity_fct(a, b)``, set in ``__init__`` from
+        a parameter whose default is this file's ``cos_sim``)."""
         function = self.index.local_function(call.func)
         if function is not None:
             return function.body
+        held = self._held_function(call)
+        if held is not None:
+            return held.body
         key = self.index.key(call.func)
         values = self.index.values.get(key, ()) if key is not None else ()
         classes = {
@@ -140,10 +154,88 @@ class _Search:
                 return statement.body
         return None
 
+    def _helper_pairwise(self, call: cst.Call) -> str | None:
+        """A comparison of samples made in a helper module (the project view):
+        by the function ``call`` runs, or the ``forward`` of the helper class
+        whose instance it calls (``criterion = MultipleNegativesRankingLoss(m)``,
+        then ``criterion(a, p)``)."""
+        facts = [self.index.helper(call.func)]
+        key = self.index.key(call.func)
+        for value in self.index.values.get(key, ()) if key is not None else ():
+            if isinstance(value, cst.Call):  # an instance of the class
+                facts.append(self.index.helper(value.func))
+            elif isinstance(value, (cst.Name, cst.Attribute)):  # the function
+                facts.append(self.index.helper(value))
+        for fact in facts:
+            if fact is not None and fact.pairwise:
+                return f"`{fact.pairwise}` in {fact.where}"
+        return None
+
+    def _held_function(self, call: cst.Call) -> cst.FunctionDef | None:
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            return None
+        cls = self.index.enclosing_class(call)
+        init = next(
+            (
+                s
+                for s in (cls.body.body if cls is not None else ())
+                if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+            ),
+            None,
+        )
+        if init is None:
+            return None
+        defaults = {
+            p.name.value: p.default
+            for p in (*init.params.params, *init.params.kwonly_params)
+            if p.default is not None
+        }
+        for assign in findall(init, m.Assign()):
+            for target in assign.targets:  # type: ignore[attr-defined]
+                if not (
+                    isinstance(target.target, cst.Attribute)
+                    and target.target.attr.value == func.attr.value
+                    and m.matches(target.target.value, m.Name("self"))
+                ):
+                    continue
+                value = assign.value  # type: ignore[attr-defined]
+                if isinstance(value, cst.Name) and value.value in defaults:
+                    value = defaults[value.value]
+                found = self.index.local_function(value)
+                if found is not None:
+                    return found
+        return None
+
+
+_EINSUM = frozenset({"torch.einsum"})
+
+
+def _rows_against_rows(call: cst.Call) -> bool:
+    """``torch.einsum("id,jd->ij", q, k)``: two operands whose first indices
+    differ and both stay in the output (every row of one against every row of
+    the other)."""
+    if len(call.args) != 3 or not isinstance(call.args[0].value, cst.SimpleString):
+        return False
+    equation = call.args[0].value.evaluated_value
+    if not isinstance(equation, str) or "->" not in equation:
+        return False
+    inputs, output = equation.replace(" ", "").split("->", 1)
+    parts = inputs.split(",")
+    if len(parts) != 2 or not all(parts):
+        return False
+    first, second = parts[0][0], parts[1][0]
+    return first != second and first in output and second in output
+
 
 def _rows_transposed(expr: cst.BaseExpression) -> bool:
     """``z.t()``, ``z.T``, ``z.transpose(0, 1)``, ``z.permute(1, 0)``,
-    ``torch.t(z)`` of a value that is not an attribute (a layer's weight)."""
+    ``torch.t(z)``, ``torch.transpose(z, 0, 1)`` of a value that is not an attribute (a layer's weight).
+    """
     if isinstance(expr, cst.Attribute) and expr.attr.value == "T":
         return _local(expr.value)
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
@@ -152,6 +244,12 @@ def _rows_transposed(expr: cst.BaseExpression) -> bool:
     ints = [a.value.value for a in expr.args if isinstance(a.value, cst.Integer)]
     if method == "t" and not expr.args:
         return _local(expr.func.value)
+    if method == "transpose" and len(expr.args) == 3:  # torch.transpose(z, 0, 1)
+        return (
+            m.matches(expr.func.value, m.Name("torch"))
+            and sorted(ints) == ["0", "1"]
+            and _local(expr.args[0].value)
+        )
     if method in ("transpose", "permute") and sorted(ints) == ["0", "1"]:
         return len(expr.args) == 2 and _local(expr.func.value)
     if method == "t" and len(expr.args) == 1:  # torch.t(z)

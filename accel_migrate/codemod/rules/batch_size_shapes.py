@@ -20,6 +20,11 @@ through ``**kwargs``) used as a shape:
   output, ``torch.ones(batch_size, 1)`` labels, ``torch.randn(batch_size, nz)``
   noise, ``torch.full((batch_size,), 1.0)``, ``torch.arange(batch_size)``,
   ``.expand``/``.repeat``/``.new_zeros``...) is reported as needs-review;
+- the batch size handed to a function or method of the file that shapes a tensor
+  with it, in a function that loops over a prepared loader (``hidden =
+  model.init_hidden(args.batch_size)`` before the loop, whose body makes
+  ``weight.new_zeros(1, bsz, nhid)``: a recurrent state carried across the
+  batches) is reported as needs-review;
 - ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
   is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
   tutorial's per-class accuracy), counts a batch's rows by the configured size:
@@ -66,14 +71,17 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from ..analysis import Key, ModuleIndex, attr_chain
+from .. import model_methods
+from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..names import DATALOADER_CALLS
 from ..patterns import strip_methods
 from ..rule import Rule
 from ..scopes import ScopeProvider
+from ..subtrees import findall
 
 #: Tensor methods whose arguments are a shape.
 SHAPE_METHODS = frozenset(
@@ -231,6 +239,7 @@ class BatchSizeShapes(Rule):
         elif self.qualnames(func) & SHAPE_FUNCTIONS:
             dims = _shape_args(node)
         else:
+            self._handed_to_shape(node)
             return
         sizes = [
             (arg, expr)
@@ -270,6 +279,70 @@ class BatchSizeShapes(Rule):
             "the size from the batch (`x.size(0)`), or launch with "
             "`--batch-mode per-device`",
             if_migrated=True,
+        )
+
+    def _handed_to_shape(self, call: cst.Call) -> None:
+        """``hidden = model.init_hidden(args.batch_size)`` before the loop over
+        the loader: a configured batch size handed to a function or method of
+        this file that shapes a tensor with it (``weight.new_zeros(1, bsz,
+        nhid)``), in a function that loops over a prepared loader."""
+        target = self._shaping_callee(call)
+        if target is None:
+            return
+        function, bound = target
+        for name, arg in bind_arguments(function, bound, call):
+            if not isinstance(arg, (cst.Name, cst.Attribute)) or not self._configured(
+                arg
+            ):
+                continue
+            shape = _shaped_by(self.index, function, name)
+            if (
+                shape is None
+                or self._enclosing_loops(shape)  # reported there, through `_passed`
+                or not self._loops_over_a_loader(call)
+            ):
+                continue
+            spelled = attr_chain(arg) or "batch_size"
+            self.report(
+                call,
+                "needs-review",
+                f"{self._what_size(spelled, arg)} is handed to "
+                f"`{function.name.value}`, which shapes a tensor with it "
+                f"(`{_code(shape)}`, line {self._line(shape)}), and what it makes "
+                "is used with this loader's batches: with the global batch split "
+                f"across processes each process's batch has {spelled} / N samples, "
+                "so that shape is wrong at world size > 1; take the size from the "
+                "batch (`x.size(0)`), or launch with `--batch-mode per-device`",
+                if_migrated=True,
+            )
+            return
+
+    def _shaping_callee(self, call: cst.Call) -> tuple[cst.FunctionDef, int] | None:
+        """The function of this file ``call`` runs: a local function, or the one
+        method of that name of the local classes its receiver may hold."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.index.callee(call)
+        if not isinstance(func, cst.Attribute):
+            return None
+        methods = {
+            statement
+            for cls in model_methods.instance_classes(self.index, func.value)
+            for statement in cls.body.body
+            if isinstance(statement, cst.FunctionDef)
+            and statement.name.value == func.attr.value
+        }
+        return (methods.pop(), 1) if len(methods) == 1 else None
+
+    def _loops_over_a_loader(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in, or in a function (or module) with, a loop over a
+        prepared loader?"""
+        if self._enclosing_loops(node):
+            return True
+        scope = self.index.enclosing_function(node) or self.index.module
+        return any(
+            isinstance(loop, cst.For) and self._loop(loop) is not None
+            for loop in findall(scope, m.For())
         )
 
     def _row_range(self, call: cst.Call) -> None:
@@ -447,6 +520,31 @@ class BatchSizeShapes(Rule):
                 args=[cst.Arg(cst.Integer("0"))],
             )
         )
+
+
+def _shaped_by(
+    index: ModuleIndex, function: cst.FunctionDef, parameter: str
+) -> cst.Call | None:
+    """A shape call in ``function`` with its parameter ``parameter`` among the
+    sizes (``weight.new_zeros(1, bsz, nhid)``), or None."""
+    for call in findall(function, m.Call()):
+        func = call.func  # type: ignore[attr-defined]
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method not in SHAPE_METHODS and not (
+            index.qualnames(func) & SHAPE_FUNCTIONS
+        ):
+            continue
+        if any(
+            m.matches(expr, m.Name(parameter))
+            for _, expr in _shape_args(call)  # type: ignore[arg-type]
+        ):
+            return call  # type: ignore[return-value]
+    return None
+
+
+def _code(node: cst.CSTNode) -> str:
+    text = cst.Module(body=[]).code_for_node(node)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _shape_args(call: cst.Call) -> list[tuple[cst.Arg, cst.BaseExpression]]:

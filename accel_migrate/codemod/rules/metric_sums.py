@@ -107,6 +107,7 @@ from ..metrics.accumulators import (
     has_runtime_call,
     read_inside,
     reduced_after,
+    scattered_counts,
     sum_increments,
 )
 from ..metrics.forms import BatchForms, direct_reads
@@ -161,6 +162,16 @@ class MetricSums(Rule):
             return
         increments = list(sum_increments(self.index, node))
         collections = list(collected_values(self.index, node))
+        for call, what in scattered_counts(self.index, node):
+            self.report(
+                call,
+                "needs-review",
+                f"counts collected with `{what}` into cells chosen by this "
+                "process's samples (a confusion matrix, a histogram) hold this "
+                "process's share; not combined across processes: reduce the array "
+                "after the loop (accel.reduce(torch.as_tensor(...)))",
+                if_migrated=True,
+            )
         if not increments and not collections:
             return
         if not self.index.uniform(node):

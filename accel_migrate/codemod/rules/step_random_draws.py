@@ -9,8 +9,9 @@ Reports, as needs-review, a random draw (``torch.randn``, ``torch.rand``,
 loop that runs a backward and takes its batches from a loader, in the step
 itself, in a function the step calls, or in a method of a model class defined
 in the file (its ``forward`` and the methods ``forward`` calls on ``self``, as
-a VAE's ``reparameterize`` draws ``torch.randn_like(std)``) when the step calls
-an instance of that class. Also a draw in the code that makes the data: a
+a VAE's ``reparameterize`` draws ``torch.randn_like(std)``, and the file's
+module-level functions those call, as the Beta-VAE's ``reparametrize``) when
+the step calls an instance of that class. Also a draw in the code that makes the data: a
 local Dataset's ``__getitem__`` / ``__iter__`` (or a class given to a DataLoader
 as its dataset), a ``collate_fn`` given to a DataLoader, a generator the loader's
 batches pass through (``def infinite(loader): ... yield x + noise``), a method a training step
@@ -71,7 +72,7 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of, random_transform
 from ..divergence import distribution_values, is_random_draw, method_draw
-from ..model_methods import stepped_method, training_step
+from ..model_methods import stepped_function, stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -140,11 +141,11 @@ class StepRandomDraws(Rule):
             return
         model = self._stepped_model_method(node)
         if model is not None:
-            cls, method = model
+            where, cls = model
             self.report(
                 node,
                 "needs-review",
-                f"random draw in `{cls}.{method}` (`{name}`), which runs on every call "
+                f"random draw in {where} (`{name}`), which runs on every call "
                 f"of a `{cls}` model in a training step: each process draws its own "
                 "numbers for its share of the batch, not its slice of the original's; "
                 "the losses will not match the original's step for step",
@@ -175,5 +176,18 @@ class StepRandomDraws(Rule):
         return training_step(self.index, path)
 
     def _stepped_model_method(self, node: cst.Call) -> tuple[str, str] | None:
+        """Where the draw is, spelled for the finding, and the class a training
+        step runs that runs it."""
         found = stepped_method(self.index, node)
-        return (found[0].name.value, found[1].name.value) if found else None
+        if found is not None:
+            cls, method = found
+            return f"`{cls.name.value}.{method.name.value}`", cls.name.value
+        called = stepped_function(self.index, node)
+        if called is not None:
+            cls, method, function = called
+            return (
+                f"`{function.name.value}` (called by "
+                f"`{cls.name.value}.{method.name.value}`)",
+                cls.name.value,
+            )
+        return None

@@ -108,6 +108,7 @@ values of a dict literal, also one a helper of the file returns, are read).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 
 import libcst as cst
@@ -138,24 +139,28 @@ class TensorBackward(Rule):
         variables a few assignments back: its spelling, or None."""
         if expr is None or depth > 3:
             return None
-        for call in findall(
-            expr,
-            m.Call(
-                func=m.Attribute(attr=m.Name("mean") | m.Name("var") | m.Name("std"))
-            ),
-        ):
-            assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        inner = _inside_calls(expr)
+        for call in findall(expr, m.Call()):
+            assert isinstance(call, cst.Call)
+            statistic = self._statistic(call)
+            if statistic is None:
+                continue
+            how, args = statistic
             dims = [
-                a.value
-                for a in call.args
-                if a.keyword is None or a.keyword.value == "dim"
+                a.value for a in args if a.keyword is None or a.keyword.value == "dim"
             ][:1]
-            if not (dims and m.matches(dims[0], m.Integer("0"))):
+            if not dims:
+                # `criterion(D(real) - torch.mean(D(fake)), ones)`: over the whole
+                # batch, inside what makes a per-sample loss (RaGAN)
+                if call in inner:
+                    return code_of(call)
+                continue
+            if not m.matches(dims[0], m.Integer("0")):
                 continue
             # The mean over the batch of per-sample losses, as the whole loss, is
             # what per-process weighting rebuilds exactly; anything else is not.
-            if call.func.attr.value != "mean" or call is not expr:
-                return f".{call.func.attr.value}(0)"
+            if how != "mean" or call is not expr:
+                return f".{how}(0)"
         for name in findall(expr, m.Name()):
             key = self.index.key(name)  # type: ignore[arg-type]
             if key is None:
@@ -164,6 +169,18 @@ class TensorBackward(Rule):
                 found = self._batch_statistic(value, depth + 1)
                 if found is not None:
                     return found
+        return None
+
+    def _statistic(self, call: cst.Call) -> tuple[str, Sequence[cst.Arg]] | None:
+        """``x.mean(...)`` / ``torch.mean(x, ...)`` (var, std): which, and the
+        arguments after the tensor."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _STATISTICS:
+            names = self.index.qualnames(func)
+            if any(n.startswith("torch.") for n in names):
+                return func.attr.value, call.args[1:]
+            if not names or not m.matches(func.value, m.Name("torch")):
+                return func.attr.value, call.args
         return None
 
     def _user_object(self, receiver: cst.BaseExpression) -> bool:
@@ -251,7 +268,7 @@ class TensorBackward(Rule):
             )
         for pair in sorted(pairs):  # type: ignore[type-var]
             concerns.append(
-                f"the loss compares the samples of the batch with each other (`{pair}`): each process compares only its share's samples (fewer negatives, other hardest pairs or samples), so the loss and its gradients differ from the original's; compute it on the outputs gathered from every process"
+                f"the loss compares the samples of the batch with each other ({pair}): each process compares only its share's samples (fewer negatives, other hardest pairs or samples), so the loss and its gradients differ from the original's; compute it on the outputs gathered from every process"
             )
         if self._retains_graph(original, retain_position):
             concerns.append(
@@ -392,3 +409,20 @@ _AUTOGRAD_BACKWARD = frozenset(
     {"torch.autograd.backward", "torch.autograd.__init__.backward"}
 )
 _RPC_BACKWARD = frozenset({"torch.distributed.autograd.backward"})
+
+
+_STATISTICS = frozenset({"mean", "var", "std"})
+
+
+def _inside_calls(expr: cst.CSTNode) -> set[cst.CSTNode]:
+    """The calls under ``expr`` that are in the arguments of another call."""
+    found: set[cst.CSTNode] = set()
+    for outer in findall(expr, m.Call()):
+        for arg in outer.args:  # type: ignore[attr-defined]
+            found.update(findall(arg, m.Call()))
+    return found
+
+
+def code_of(node: cst.CSTNode) -> str:
+    text = cst.Module(body=[]).code_for_node(node)
+    return text if len(text) <= 60 else text[:57] + "..."

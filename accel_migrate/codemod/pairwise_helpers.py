@@ -1,0 +1,174 @@
+"""Comparisons of a batch's samples with each other in a helper module: the
+project view's side of ``reduction/pairwise.py`` (read with ``ast``).
+
+sentence-transformers' ``MultipleNegativesRankingLoss`` in a ``losses.py``:
+``forward`` scores every anchor against every positive of the batch
+(``self.similarity_fct(a, b)``, whose default ``cos_sim`` is ``torch.mm(a,
+b.transpose(0, 1))``) and takes the batch's own pairs as the labels. The
+script's ``loss = criterion(anchors, positives)`` is then no mean of per-sample
+terms, and AM007 must say so (``HelperFact.pairwise``). The spellings read are
+those ``pairwise.py`` reads in the file itself: a product with a transposed
+local tensor (``torch.mm``, ``torch.matmul``, ``@``), ``torch.cdist``,
+``torch.einsum("id,jd->ij", ...)``, a cosine similarity of ``unsqueeze(0)``
+rows; into this module's functions it calls and the function an attribute
+holds (``self.similarity_fct``, set in ``__init__`` from a parameter whose
+default is one). Static only.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .project_helpers import HelperFacts
+
+_DEPTH = 3
+_PRODUCTS = frozenset({"torch.mm", "torch.matmul"})
+_DISTANCES = frozenset({"torch.cdist", "torch.pdist", "torch.nn.functional.pdist"})
+_SIMILARITIES = frozenset(
+    {"torch.cosine_similarity", "torch.nn.functional.cosine_similarity"}
+)
+
+
+def pairwise_in(
+    facts: HelperFacts,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    cls: ast.ClassDef | None = None,
+    depth: int = 0,
+) -> str:
+    """The spelling of a comparison of samples with each other that ``function``
+    (a method of ``cls``, where given) makes, or ""."""
+    for node in ast.walk(function):
+        found = _compares(facts, node)
+        if found:
+            return found
+        if isinstance(node, ast.Call) and depth < _DEPTH:
+            callee = _callee(facts, node, cls)
+            if callee is not None and callee is not function:
+                found = pairwise_in(facts, callee, cls, depth + 1)
+                if found:
+                    return found
+    return ""
+
+
+def _compares(facts: HelperFacts, node: ast.AST) -> str:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return ast.unparse(node) if _rows_transposed(facts, node.right) else ""
+    if not isinstance(node, ast.Call):
+        return ""
+    name = facts._dotted(node.func)
+    args = node.args
+    if name in _DISTANCES:
+        return ast.unparse(node)
+    if name in _PRODUCTS and len(args) == 2 and _rows_transposed(facts, args[1]):
+        return ast.unparse(node)
+    if name == "torch.einsum" and _rows_against_rows(args):
+        return ast.unparse(node)
+    if name in _SIMILARITIES and any(_unsqueezed_rows(a) for a in args):
+        return ast.unparse(node)
+    return ""
+
+
+def _rows_transposed(facts: HelperFacts, expr: ast.expr) -> bool:
+    """``z.t()``, ``z.T``, ``z.transpose(0, 1)``, ``torch.transpose(z, 0, 1)``
+    of a value that is not an attribute (a layer's weight)."""
+    if isinstance(expr, ast.Attribute) and expr.attr == "T":
+        return not isinstance(expr.value, ast.Attribute)
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)):
+        return False
+    dims = sorted(a.value for a in expr.args if isinstance(a, ast.Constant))
+    method, receiver = expr.func.attr, expr.func.value
+    if facts._dotted(expr.func) in ("torch.transpose", "torch.t"):
+        return (
+            bool(expr.args)
+            and not isinstance(expr.args[0], ast.Attribute)
+            and (len(expr.args) == 1 or dims == [0, 1])
+        )
+    if isinstance(receiver, ast.Attribute):
+        return False
+    if method == "t" and not expr.args:
+        return True
+    return method in ("transpose", "permute") and len(expr.args) == 2 and dims == [0, 1]
+
+
+def _rows_against_rows(args: list[ast.expr]) -> bool:
+    if len(args) != 3 or not (
+        isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
+    ):
+        return False
+    equation = args[0].value.replace(" ", "")
+    if "->" not in equation:
+        return False
+    inputs, output = equation.split("->", 1)
+    parts = inputs.split(",")
+    if len(parts) != 2 or not all(parts):
+        return False
+    first, second = parts[0][0], parts[1][0]
+    return first != second and first in output and second in output
+
+
+def _unsqueezed_rows(expr: ast.expr) -> bool:
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "unsqueeze"
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], ast.Constant)
+        and expr.args[0].value == 0
+    )
+
+
+def _callee(
+    facts: HelperFacts, call: ast.Call, cls: ast.ClassDef | None
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """This module's function ``call`` runs, directly or through an attribute
+    of ``cls`` that holds one."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return facts.scan.functions.get(func.id)
+    if not (
+        cls is not None
+        and isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+    ):
+        return None
+    init = next(
+        (
+            s
+            for s in cls.body
+            if isinstance(s, ast.FunctionDef) and s.name == "__init__"
+        ),
+        None,
+    )
+    if init is None:
+        return None
+    arguments = init.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = dict(
+        zip(
+            [a.arg for a in positional[len(positional) - len(arguments.defaults) :]],
+            arguments.defaults,
+            strict=True,
+        )
+    )
+    defaults.update(
+        (a.arg, d)
+        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+        if d is not None
+    )
+    for node in ast.walk(init):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Name):
+            continue
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr == func.attr
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ):
+                value = defaults.get(node.value.id, node.value)
+                if isinstance(value, ast.Name):
+                    return facts.scan.functions.get(value.id)
+    return None

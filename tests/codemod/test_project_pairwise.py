@@ -1,0 +1,112 @@
+"""A loss that compares the batch's samples with each other, defined in a helper
+module (round 21 of the soundness red team): sentence-transformers'
+``MultipleNegativesRankingLoss`` in a ``losses.py``, DPR's score function. AM007
+says so, naming the module, in file mode and in batch mode; a loss class of the
+module that compares nothing is still a mean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.codemod import MigrateOptions, migrate_source
+from accel_migrate.codemod.project_view import ProjectView, read_project
+
+LOSSES = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def cos_sim(a, b):
+    return torch.mm(F.normalize(a, dim=1), F.normalize(b, dim=1).transpose(0, 1))
+
+
+class RankingLoss(nn.Module):
+    def __init__(self, model, scale=20.0, similarity_fct=cos_sim):
+        super().__init__()
+        self.model = model
+        self.scale = scale
+        self.similarity_fct = similarity_fct
+
+    def forward(self, a, b):
+        scores = self.similarity_fct(self.model(a), self.model(b)) * self.scale
+        return F.cross_entropy(scores, torch.arange(len(scores)))
+
+
+class PairLoss(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, a, b):
+        return F.mse_loss(self.model(a), self.model(b))
+
+
+def dpr_loss(q, ctx):
+    scores = torch.einsum("id,jd->ij", q, ctx)
+    return F.cross_entropy(scores, torch.arange(q.size(0)))
+"""
+
+
+def _script(criterion: str) -> str:
+    return (
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from losses import PairLoss, RankingLoss, dpr_loss\n\n"
+        "model = torch.nn.Linear(4, 4)\n"
+        f"criterion = {criterion}\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for a, b in DataLoader(pairs, batch_size=8):\n"
+        "    loss = criterion(a, b)\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+
+
+def test_the_view_reads_what_compares_samples(tmp_path: Path) -> None:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import losses\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["losses.RankingLoss"].pairwise == (
+        "torch.mm(F.normalize(a, dim=1), F.normalize(b, dim=1).transpose(0, 1))"
+    )
+    assert table["losses.dpr_loss"].pairwise == "torch.einsum('id,jd->ij', q, ctx)"
+    assert table["losses.PairLoss"].pairwise == ""
+
+
+@pytest.mark.parametrize("batch", [False, True])
+@pytest.mark.parametrize(
+    ("criterion", "where"),
+    [
+        ("RankingLoss(model)", "`RankingLoss` in losses.py"),
+        ("dpr_loss", "`dpr_loss` in losses.py"),
+    ],
+)
+def test_am007_names_the_comparison_and_its_module(
+    tmp_path: Path, criterion: str, where: str, batch: bool
+) -> None:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    script = tmp_path / "main.py"
+    script.write_text(_script(criterion))
+    options = MigrateOptions()
+    if batch:
+        view = ProjectView([str(script), str(tmp_path / "losses.py")])
+        options = MigrateOptions(project=view.facts_for(str(script)))
+    result = migrate_source(script.read_text(), str(script), options)
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert finding.status == "needs-review"
+    assert "compares the samples of the batch with each other" in finding.message
+    assert where in finding.message
+
+
+def test_a_loss_class_that_compares_nothing_is_a_mean(tmp_path: Path) -> None:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    script = tmp_path / "main.py"
+    script.write_text(_script("PairLoss(model)"))
+    result = migrate_source(script.read_text(), str(script))
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert finding.status == "fixed"
