@@ -21,7 +21,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import fastvisit, node_kinds, positions, python_ast, suppression
+from . import fastvisit, matcher_hooks, node_kinds, positions, python_ast, suppression
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -46,6 +46,7 @@ from .test_files import is_test_module
 
 # Every analysis here is a libcst visitor: visit without building copies.
 fastvisit.install()
+matcher_hooks.install()
 
 
 def parse(source: str | bytes, path: str) -> cst.Module:
@@ -332,12 +333,25 @@ def _add_runtime_import(module: cst.Module, alias: str) -> cst.Module:
     while end < len(body) and _single_import(body[end]):
         end += 1
     end = min(end + 1, len(body))  # the statement it gives a blank line above
+    head_body = list(body[:end])
+    # Of that statement it reads only that it is not an import, and its leading
+    # lines: a compound one (a whole class or function) is handed over as a
+    # one-line stand-in, and gets the stand-in's leading lines back.
+    last = head_body[-1] if head_body else None
+    if isinstance(last, cst.BaseCompoundStatement):
+        head_body[-1] = cst.SimpleStatementLine(
+            body=(cst.Pass(),), leading_lines=last.leading_lines
+        )
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, RUNTIME_MODULE, asname=alias)
-    head = AddImportsVisitor(context).transform_module(
-        module.with_changes(body=body[:end])
+    head = list(
+        AddImportsVisitor(context)
+        .transform_module(module.with_changes(body=head_body))
+        .body
     )
-    return module.with_changes(body=(*head.body, *body[end:]))
+    if isinstance(last, cst.BaseCompoundStatement):
+        head[-1] = last.with_changes(leading_lines=head[-1].leading_lines)
+    return module.with_changes(body=(*head, *body[end:]))
 
 
 def _single_import(statement: cst.BaseStatement) -> bool:
