@@ -49,8 +49,8 @@ _NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 class Preorder:
     """Every node under ``root`` in libcst's visit order, with subtree spans."""
 
-    def __init__(self, root: cst.CSTNode) -> None:
-        recorder = _Recorder()
+    def __init__(self, root: cst.CSTNode, previous: Preorder | None = None) -> None:
+        recorder = _Recorder(previous)
         root.visit(recorder)
         self.root = root
         self.order: list[cst.CSTNode] = recorder.order
@@ -110,14 +110,26 @@ class Preorder:
 
 
 class _Recorder(cst.CSTVisitor):
-    def __init__(self) -> None:
+    """Records a tree in visit order. A subtree that ``previous`` (the preorder
+    of an earlier tree) holds is copied from it, not walked: a rule's pass
+    shares every subtree it did not change with the tree before."""
+
+    def __init__(self, previous: Preorder | None = None) -> None:
         super().__init__()
         self.order: list[cst.CSTNode] = []
         self.end: list[int] = []
         self._open: list[int] = []
         self.not_variables: set[cst.Name] = set()
+        self._previous = previous
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        previous = self._previous
+        if previous is not None:
+            start = previous.position.get(node)
+            if start is not None:
+                self._copy(previous, start)
+                self._open.append(-1)
+                return False
         self._open.append(len(self.order))
         self.order.append(node)
         self.end.append(0)
@@ -128,7 +140,24 @@ class _Recorder(cst.CSTVisitor):
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.end[self._open.pop()] = len(self.order)
+        opened = self._open.pop()
+        if opened >= 0:
+            self.end[opened] = len(self.order)
+
+    def _copy(self, previous: Preorder, start: int) -> None:
+        stop = previous.end[start]
+        shift = len(self.order) - start
+        nodes = previous.order[start:stop]
+        self.order += nodes
+        self.end += [end + shift for end in previous.end[start:stop]]
+        # What is no variable is read off the subtree itself, as the walk would.
+        not_variables = self.not_variables
+        for inner in nodes:
+            kind = type(inner)
+            if kind is cst.Attribute:
+                not_variables.add(inner.attr)  # type: ignore[attr-defined]
+            elif kind is cst.Arg and inner.keyword is not None:  # type: ignore[attr-defined]
+                not_variables.add(inner.keyword)  # type: ignore[attr-defined]
 
 
 _trees: list[cst.CSTNode] = []
@@ -158,8 +187,18 @@ def preorder_of(node: cst.CSTNode) -> Preorder | None:
     for tree in reversed(_trees):
         found = _preorders.get(id(tree))
         if found is None:
-            found = _preorders[id(tree)] = Preorder(tree)
+            found = _preorders[id(tree)] = Preorder(tree, _latest())
         if node in found.position:
+            return found
+    return None
+
+
+def _latest() -> Preorder | None:
+    """The preorder of the latest tree that has one: the tree a new one was made
+    from shares most of its subtrees."""
+    for tree in reversed(_trees):
+        found = _preorders.get(id(tree))
+        if found is not None:
             return found
     return None
 

@@ -12,7 +12,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from accel_migrate.codemod import analysis, engine, subtrees  # noqa: F401 (fastvisit)
+from accel_migrate.codemod import analysis, engine, subtrees
 from tests.codemod.test_fastvisit import SYNTHETIC
 from tests.conftest import FIXTURES
 
@@ -135,3 +135,48 @@ def test_only_a_few_trees_are_kept() -> None:
     with _registered(*trees):
         assert subtrees.preorder_of(trees[0].body[0]) is None
         assert subtrees.preorder_of(trees[-1].body[0]) is not None
+
+
+FULL_PASS_SOURCES = sorted(FIXTURES.glob("*/*.in.py"))[::4] + sorted(
+    (FIXTURES / "realworld").glob("*.py")
+)
+
+
+@pytest.mark.parametrize(
+    "path", FULL_PASS_SOURCES, ids=lambda p: str(p.relative_to(FIXTURES))
+)
+def test_a_preorder_copied_from_the_tree_before_is_a_whole_walks(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every preorder a full pass builds from an earlier tree's (its shared
+    subtrees copied, not walked) equals the one a whole walk of the tree gives:
+    the same nodes in the same order, subtree ends, node classes and names that
+    are no variables."""
+    real = subtrees.Preorder.__init__
+    copied = []
+
+    def build(
+        self: subtrees.Preorder,
+        root: cst.CSTNode,
+        previous: subtrees.Preorder | None = None,
+    ) -> None:
+        real(self, root, previous)
+        if previous is None:
+            return
+        whole = subtrees.Preorder.__new__(subtrees.Preorder)
+        real(whole, root, None)
+        assert _ids(self.order) == _ids(whole.order)
+        assert self.end == whole.end
+        assert self.by_kind == whole.by_kind
+        assert {id(n) for n in self.not_variables} == {
+            id(n) for n in whole.not_variables
+        }
+        assert {id(n): i for n, i in self.position.items()} == {
+            id(n): i for n, i in whole.position.items()
+        }
+        copied.append(root)
+
+    monkeypatch.setattr(subtrees.Preorder, "__init__", build)
+    result = engine.migrate_source(path.read_bytes(), str(path))
+    if result.changed:  # a changed tree's preorder was made from the one before
+        assert copied
