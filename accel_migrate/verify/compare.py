@@ -212,11 +212,13 @@ def likely_causes(
             "counts: tell the runtime the count it averages over, "
             "accel.backward(loss, count=(target != ignore_index).sum())"
         )
-    if facts.get("batchnorm_training") and world_size > 1:
+    if migrated["facts"].get("batchnorm_per_process") and world_size > 1:
+        # (the runtime's global-batch layers, its default, are not counted)
         causes.append(
-            f"BatchNorm in training mode: each process normalises over its own share of the "
-            f"batch (1/{world_size} of it), not the whole batch; use "
-            f"torch.nn.SyncBatchNorm.convert_sync_batchnorm(model) for the original statistics"
+            f"BatchNorm in training mode with per-process statistics: each process "
+            f"normalises over its own share of the batch (1/{world_size} of it), not "
+            f"the whole batch (sync-batchnorm is off, or the layer has a forward of "
+            f"its own); leave sync-batchnorm on for the original statistics"
         )
     sources = stochastic_sources(original, migrated)
     if sources and world_size > 1 and not facts.get("deterministic"):

@@ -127,34 +127,50 @@ class TrainedLeaves:
     """The leaves the first recorded loss trains; at the end, do ranks agree on them?"""
 
     leaves: list[torch.Tensor] = field(default_factory=list)
+    #: Ids of the leaves of the losses of a later step (None: none was seen).
+    later: set[int] | None = None
 
     def remember(self, loss: torch.Tensor) -> None:
-        roots = [loss.grad_fn] if loss.grad_fn is not None else []
-        seen, stack = set(roots), list(roots)
-        while stack:
-            node = stack.pop()
-            variable = getattr(node, "variable", None)  # AccumulateGrad
-            if isinstance(variable, torch.Tensor) and not hasattr(
-                variable, "full_tensor"  # FSDP shards: synchronised by construction
-            ):
-                self.leaves.append(variable)
-            for next_node, _ in node.next_functions:
-                if next_node is not None and next_node not in seen:
-                    seen.add(next_node)
-                    stack.append(next_node)
+        self.leaves = _leaves(loss)
 
-    def disagreement(self) -> str | None:
-        """A description of the first trained tensor that differs between ranks."""
+    def seen_later(self, loss: torch.Tensor) -> None:
+        """``loss`` is of a later step: its leaves are the state kept across steps."""
+        if self.later is None:
+            self.later = set()
+        self.later.update(id(t) for t in _leaves(loss))
+
+    def compared(self, stepped: set[int] | None = None) -> list[torch.Tensor]:
+        """The leaves ``disagreement`` compares (see there)."""
+        # FSDP's unsharded parameters (the leaves of its all-gathered forward)
+        # have their storage freed (resized to 0) after resharding: reading one
+        # crashes the process. They are synchronised by construction.
+        return [
+            t
+            for t in self.leaves
+            if _has_storage(t)
+            and (
+                isinstance(t, torch.nn.Parameter)
+                or (stepped is not None and id(t) in stepped)
+                or self.later is None
+                or id(t) in self.later
+            )
+        ]
+
+    def disagreement(self, stepped: set[int] | None = None) -> str | None:
+        """A description of the first trained tensor that differs between ranks.
+
+        A plain tensor that the first loss differentiates is compared when an
+        optimizer steps it (``stepped``: their ids) or a later step's loss
+        differentiates it again (a tensor trained by hand); otherwise it was
+        made for that step (a gradient penalty's ``interpolates``), from each
+        process's own samples, and is not compared. Parameters always are."""
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
             return None
         if dist.get_world_size() < 2:
             return None
-        # FSDP's unsharded parameters (the leaves of its all-gathered forward)
-        # have their storage freed (resized to 0) after resharding: reading one
-        # crashes the process. They are synchronised by construction.
-        leaves = [t for t in self.leaves if _has_storage(t)]
+        leaves = self.compared(stepped)
         mine = [
             (
                 tuple(t.shape),
@@ -172,6 +188,25 @@ class TrainedLeaves:
                 kind = "parameter" if isinstance(leaf, torch.nn.Parameter) else "tensor"
                 return f"a trained {kind} of shape {tuple(leaf.shape)}"
         return None
+
+
+def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors whose gradients ``loss``'s backward accumulates."""
+    found: list[torch.Tensor] = []
+    roots = [loss.grad_fn] if loss.grad_fn is not None else []
+    seen, stack = set(roots), list(roots)
+    while stack:
+        node = stack.pop()
+        variable = getattr(node, "variable", None)  # AccumulateGrad
+        if isinstance(variable, torch.Tensor) and not hasattr(
+            variable, "full_tensor"  # FSDP shards: synchronised by construction
+        ):
+            found.append(variable)
+        for next_node, _ in node.next_functions:
+            if next_node is not None and next_node not in seen:
+                seen.add(next_node)
+                stack.append(next_node)
+    return found
 
 
 def _has_storage(tensor: torch.Tensor) -> bool:

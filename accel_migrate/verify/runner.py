@@ -45,6 +45,7 @@ class Recorder:
         self.optimizers: list[torch.optim.Optimizer] = []
         self.facts: dict[str, Any] = {
             "batchnorm_training": False,
+            "batchnorm_per_process": False,
             "dropout_training": False,
         }
         self.batch_size: int | None = None
@@ -71,6 +72,8 @@ class Recorder:
     def on_loss(self, value: float, loss: torch.Tensor | None = None) -> None:
         if loss is not None and not self.losses:
             self.trained.remember(loss)
+        elif loss is not None and self.completed == 1:
+            self.trained.seen_later(loss)
         self.losses.append(value)
         self.loss_steps.append(self.completed)
 
@@ -90,6 +93,12 @@ class Recorder:
             return
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
             self.facts["batchnorm_training"] = True
+            # The runtime's global-batch layers (and torch's SyncBatchNorm)
+            # normalise by the whole batch; any other, by this process's share.
+            if not getattr(module, "_accel_synced", False) and not isinstance(
+                module, torch.nn.SyncBatchNorm
+            ):
+                self.facts["batchnorm_per_process"] = True
         if isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.p > 0:
             self.facts["dropout_training"] = True
         if isinstance(module, torch.nn.RNNBase) and module.dropout > 0:
@@ -108,7 +117,13 @@ class Recorder:
             "deterministic": self.deterministic,
         }
         if self.mode == "migrated":
-            facts["ranks_disagree"] = self.trained.disagreement()
+            stepped = {
+                id(p)
+                for optimizer in self.optimizers
+                for group in optimizer.param_groups
+                for p in group["params"]
+            }
+            facts["ranks_disagree"] = self.trained.disagreement(stepped)
         return {
             "mode": self.mode,
             "steps": self.completed,

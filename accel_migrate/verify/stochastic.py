@@ -123,6 +123,17 @@ class Stochastic:
                 name,
                 self._counted(f"Tensor.{name}", getattr(torch.Tensor, name)),
             )
+        # A loader's own draws (its iterator's base seed, a RandomSampler's seed
+        # and permutation) choose the order of the data, which the runtime makes
+        # the same on every process: no draw of the training step.
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        for name in ("__init__", "_next_index"):
+            setattr(
+                _BaseDataLoaderIter,
+                name,
+                self._data_order(getattr(_BaseDataLoaderIter, name)),
+            )
 
     def _dropout(
         self, original: Callable[..., Any], default: bool, torch_op: bool = False
@@ -169,6 +180,19 @@ class Stochastic:
             self.dropout_calls += 1
             if self.deterministic:
                 module.dropout = 0.0
+
+    def _data_order(self, original: Callable[..., Any]) -> Any:
+        @functools.wraps(original)
+        def data_order(*args: Any, **kwargs: Any) -> Any:
+            if self._busy:
+                return original(*args, **kwargs)
+            self._busy = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._busy = False
+
+        return data_order
 
     def _counted(self, name: str, original: Callable[..., Any]) -> Any:
         @functools.wraps(original)

@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,7 @@ JOBS: dict[str, tuple[tuple[str, ...], dict[str, str] | None]] = {
             "token_mean_counted.py",
             "unprepared_scale.py",
             "shape_crash.py",
+            "input_grad_bn.py",
         )
     },
 }
@@ -278,6 +280,20 @@ def test_the_diagnosis_names_the_actual_cause(script: str, cause: str, runs) -> 
 
 
 @pytest.mark.multiprocess
+def test_the_diagnosis_is_not_misled_by_synced_layers_data_order_or_inputs(
+    runs,
+) -> None:
+    """BatchNorm that the runtime synchronises, a shuffled loader's seed draws
+    and an input the loss differentiates are no causes: the one cause named is
+    the hand-trained tensor (shape (1,)), not the input (16, 5)."""
+    done = runs["input_grad_bn.py"].result().done
+    assert done.returncode == 1, done.stdout + done.stderr
+    causes = [line for line in done.stdout.splitlines() if "likely cause:" in line]
+    assert len(causes) == 1, done.stdout
+    assert "unprepared model" in causes[0] and "shape (1,)" in causes[0], done.stdout
+
+
+@pytest.mark.multiprocess
 def test_a_token_mean_given_its_count_is_compared_token_weighted(runs) -> None:
     # the migration passes count= (real tokens) to accel.backward: verify records
     # the processes' losses combined that way, not as means over samples
@@ -368,3 +384,82 @@ def test_compare_names_a_halved_sum_loss_and_initial_weights() -> None:
         "the initial weights differ (before the first update): a random generator, "
         "seed or checkpoint the migration does not see",
     )
+
+
+def test_a_per_step_input_is_no_trained_tensor() -> None:
+    """Of the first loss's leaves, parameters, tensors an optimizer steps and
+    tensors a later step differentiates again are compared between ranks; an
+    input made for one step (a gradient penalty's ``interpolates``) is not."""
+    from accel_migrate.verify.facts import TrainedLeaves
+
+    weight = torch.nn.Parameter(torch.ones(3))
+    by_hand = torch.zeros(1, requires_grad=True)
+    stepped = torch.zeros(3, requires_grad=True)
+
+    def loss_of(step_input: torch.Tensor) -> torch.Tensor:
+        return ((step_input * weight + stepped) * by_hand.exp()).sum()
+
+    first_input = torch.randn(3, requires_grad=True)
+    leaves = TrainedLeaves()
+    leaves.remember(loss_of(first_input))
+    assert {id(t) for t in leaves.compared()} == {
+        id(t) for t in (weight, by_hand, stepped, first_input)
+    }  # one step seen: nothing is known to be made per step
+    leaves.seen_later(loss_of(torch.randn(3, requires_grad=True)))
+    compared = {id(t) for t in leaves.compared({id(stepped)})}
+    assert compared == {id(weight), id(by_hand), id(stepped)}
+
+
+def test_a_loaders_own_draws_are_no_step_draws() -> None:
+    """A shuffled loader's iterators draw their base seed and a RandomSampler's
+    permutation: the data order, not a draw of the step; a draw in the step is."""
+    from torch.utils.data import DataLoader
+
+    from accel_migrate.verify.stochastic import BatchPosition, Stochastic
+
+    loader = DataLoader(list(range(8)), batch_size=4, shuffle=True)
+    stochastic = Stochastic(False, step=lambda: 0, position=BatchPosition)
+    with _restored_randomness():
+        stochastic.install()
+        stochastic.training = True
+        for _epoch in range(2):
+            for _batch in loader:
+                pass
+        assert stochastic.draws == {}
+        torch.empty(2).normal_()
+        assert stochastic.draws == {"Tensor.normal_": 1}
+
+
+@contextmanager
+def _restored_randomness() -> Iterator[None]:
+    """Undo Stochastic.install's patches (it is meant for a verify run's process)."""
+    import torch.nn.functional as F
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    from accel_migrate.verify import stochastic as module
+
+    saved = [
+        *((torch, n, getattr(torch, n)) for n in (*module._KEYED, *module._UNKEYED)),
+        *(
+            (torch, n, getattr(torch, n))
+            for n in module._TORCH_DROPOUTS
+            if hasattr(torch, n)
+        ),
+        *(
+            (F, n, getattr(F, n))
+            for n in (*module._DROPOUTS, "scaled_dot_product_attention")
+        ),
+        *((torch.Tensor, n, getattr(torch.Tensor, n)) for n in module._UNKEYED_METHODS),
+        *(
+            (_BaseDataLoaderIter, n, _BaseDataLoaderIter.__dict__[n])
+            for n in ("__init__", "_next_index")
+        ),
+    ]
+    hooks = dict(torch.nn.modules.module._global_forward_pre_hooks)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        torch.nn.modules.module._global_forward_pre_hooks.clear()
+        torch.nn.modules.module._global_forward_pre_hooks.update(hooks)
