@@ -52,7 +52,9 @@ def test_lbfgs_decides_on_the_global_loss(doubled) -> None:
 @pytest.mark.parametrize("by_keyword", [False, True])
 def test_any_optimizer_returns_the_global_loss(doubled, by_keyword) -> None:
     optimizer, closure = _fit(torch.optim.SGD, lr=0.1)
-    returned = optimizer.step(closure=closure) if by_keyword else optimizer.step(closure)
+    returned = (
+        optimizer.step(closure=closure) if by_keyword else optimizer.step(closure)
+    )
     assert len(doubled) == 1 and torch.equal(returned, doubled[0].detach() * 2)
 
 

@@ -74,7 +74,9 @@ def test_a_gradient_handed_twice_names_reentrant_checkpointing(
 
     monkeypatch.setattr(base.Strategy, "backward", raising)
     strategy = ddp.DDPStrategy.__new__(ddp.DDPStrategy)
-    with pytest.raises(ddp.RepeatedGradientError, match="use_reentrant=False") as caught:
+    with pytest.raises(
+        ddp.RepeatedGradientError, match="use_reentrant=False"
+    ) as caught:
         strategy.backward(torch.ones(()), None, None, False, None)
     assert caught.value.__suppress_context__
 

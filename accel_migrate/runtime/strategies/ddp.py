@@ -51,7 +51,7 @@ _TWICE = (
     "a loop over a weight-shared block, ALBERT-style), or of the same parameters in "
     "several checkpointed parts, does this: each recomputation runs a backward of "
     "its own. Fix: use_reentrant=False, whose recomputation is part of the one "
-    "backward pass and gives the same gradients (DDP: \"Expected to mark a variable "
+    'backward pass and gives the same gradients (DDP: "Expected to mark a variable '
     'ready only once")'
 )
 
