@@ -101,6 +101,11 @@ _SCHEDULERS = "torch.optim.lr_scheduler."
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 EXIT = "an early exit: ranks can stop at different epochs (or steps) and hang in the next collective"
+SKIP = (
+    "a skipped step (`continue`): the processes can skip different steps, so one "
+    "process's gradient exchange meets another's next step (wrong gradients) or "
+    "waits for a step that never comes (a hang)"
+)
 LEARNING_RATE = "the learning rate: the processes' learning rates can diverge and their model replicas drift apart"
 CHECKPOINT = (
     "which checkpoint is saved: the main process chooses on its own share's value, "
@@ -203,8 +208,9 @@ class RankLocalDecisions(Rule):
         hazards = []
         if any(self._collective(n) for n in run):
             hazards.append(COLLECTIVE)
-        if self._exits(node, run):
-            hazards.append(EXIT)
+        exit_kind = self._exits(node, run)
+        if exit_kind is not None:
+            hazards.append(SKIP if exit_kind == "continue" else EXIT)
         if not hazards and self._changes_backpropagated(node):
             hazards.append(LOSS_TERM)
         if any(_sets_learning_rate(n) for n in run) or any(
@@ -275,24 +281,28 @@ class RankLocalDecisions(Rule):
             return self.index.divergence.trains(node)
         return False
 
-    def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> bool:
+    def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> str | None:
         """A break, continue or return under ``node`` that leaves a loop (or a
-        function) that trains, evaluates or runs a collective."""
+        function) that trains, evaluates or runs a collective: "continue" when
+        every such exit is a ``continue`` (a skipped step), "exit" otherwise."""
         loops = [
             a for a in self.index.ancestors(node) if isinstance(a, (cst.For, cst.While))
         ]
+        found = None
         for exit_node in run:
             if isinstance(exit_node, (cst.Break, cst.Continue)):
                 if _loop_of(self, exit_node, node) is not None:
                     continue  # leaves a loop inside the decision only
                 if loops and self._heavy(loops[0]):
-                    return True
+                    if not isinstance(exit_node, cst.Continue):
+                        return "exit"
+                    found = "continue"
             elif isinstance(exit_node, cst.Return):
                 function = self.index.enclosing_function(node)
                 scope = function if function is not None else None
                 if scope is not None and self._heavy(scope):
-                    return True
-        return False
+                    return "exit"
+        return found
 
     def _heavy(self, node: cst.CSTNode) -> bool:
         """Does ``node`` train, evaluate or run a collective?"""
