@@ -11,7 +11,8 @@ file is left unchanged:
 - an early exit: ``if epochs_since_improvement == patience: break``, ``if
   val_loss > best: patience += 1 ... if patience > n: break``, a time budget
   ``if time.time() - start > limit: break``, out of a loop that trains or
-  evaluates;
+  evaluates; a skipped step, ``if not torch.isfinite(loss): continue`` before
+  the backward;
 - a learning-rate decision: ``scheduler.step(val_loss)`` of a ``ReduceLROnPlateau``
   (or any ``torch.optim.lr_scheduler``) on such a value, ``if acc < prev:
   g["lr"] *= 0.5``, or a learning rate assigned from such a value with no
