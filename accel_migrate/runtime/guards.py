@@ -52,6 +52,8 @@ _FIX_TENSOR = (
     "(model.name = nn.Parameter(...) before accel.prepare_model(...), or a small "
     "nn.Module that holds them)"
 )
+#: The strategy's wrappers of a user's module: the module is named, not them.
+_WRAPPERS = (nn.parallel.DistributedDataParallel, nn.DataParallel)
 #: Parameter names listed per module before "and N more".
 _NAMES_SHOWN = 4
 
@@ -144,7 +146,8 @@ def describe(params: list[torch.Tensor]) -> str:
     modules = [
         obj
         for obj in gc.get_objects()
-        if issubclass(type(obj), nn.Module) and not isinstance(obj, PreparedModule)
+        if issubclass(type(obj), nn.Module)
+        and not isinstance(obj, (PreparedModule, *_WRAPPERS))
     ]
     children = {id(child) for m in modules for child in m.children()}
     owners: dict[str, list[str]] = {}
