@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from . import checkpoint_keys as _checkpoint
+from . import closures as _closures
 from . import data as _data
 from . import empty_share as _empty_share
 from . import guards as _guards
@@ -106,6 +107,8 @@ def prepare_optimizer(optimizer: Opt) -> Opt:
     runtime.strategy.setup_optimizer(optimizer)
     if runtime.precision.hooks_optimizer_step:
         _route_step(optimizer, runtime.precision)
+    if runtime.env.distributed:
+        _closures.global_closures(optimizer)  # LBFGS decides on the closure's loss
     return optimizer
 
 

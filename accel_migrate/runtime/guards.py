@@ -10,7 +10,11 @@ one of them, and nothing complains. These checks catch that at the first step:
   (``AccumulateGrad`` nodes) and looks for ``nn.Parameter`` leaves that belong to
   no prepared model and that an optimizer will update;
 - the first ``step()`` of each prepared optimizer looks for parameters with a
-  gradient that belong to no prepared model.
+  gradient that belong to no prepared model, and, when no ``accel.backward``
+  has run yet, for prepared parameters with a gradient all the same: those
+  were computed outside the runtime (``torch.autograd.grad(...)`` written into
+  ``p.grad`` by hand, as PCGrad's gradient surgery does), and no process
+  averaged them (``UnsyncedGradientsError``).
 
 Each check runs once, at world size > 1 only, and the ranks agree through one
 collective, so every rank raises the same error and none waits for the others.
@@ -48,6 +52,8 @@ _FIX_TENSOR = (
     "(model.name = nn.Parameter(...) before accel.prepare_model(...), or a small "
     "nn.Module that holds them)"
 )
+#: The strategy's wrappers of a user's module: the module is named, not them.
+_WRAPPERS = (nn.parallel.DistributedDataParallel, nn.DataParallel)
 #: Parameter names listed per module before "and N more".
 _NAMES_SHOWN = 4
 
@@ -140,7 +146,8 @@ def describe(params: list[torch.Tensor]) -> str:
     modules = [
         obj
         for obj in gc.get_objects()
-        if issubclass(type(obj), nn.Module) and not isinstance(obj, PreparedModule)
+        if issubclass(type(obj), nn.Module)
+        and not isinstance(obj, (PreparedModule, *_WRAPPERS))
     ]
     children = {id(child) for m in modules for child in m.children()}
     owners: dict[str, list[str]] = {}
@@ -181,14 +188,23 @@ def _fix(params: list[torch.Tensor]) -> str:
     return f"{_FIX}; for a tensor of no module, {_FIX_TENSOR}"
 
 
-def _agree(runtime: Runtime, message: str | None) -> None:
+class UnsyncedGradientsError(RuntimeError):
+    """A prepared optimizer's first step found gradients of prepared parameters
+    that no ``accel.backward`` computed, so no process averaged them."""
+
+
+def _agree(
+    runtime: Runtime,
+    message: str | None,
+    error: type[RuntimeError] = UnpreparedParametersError,
+) -> None:
     """Raise ``message`` (the first rank's that has one) on every rank, or on none."""
     flag = torch.tensor([1.0 if message else 0.0])
     if not runtime.comm.all_reduce(flag, "max").item():
         return
     messages = runtime.comm.all_gather_object(message)
     first = next(m for m in messages if m)
-    raise UnpreparedParametersError(first)
+    raise error(first)
 
 
 # -- the checks -----------------------------------------------------------------------------
@@ -262,3 +278,34 @@ def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
             f"of the data. Fix: {_fix(stray)}"
         )
     _agree(runtime, message)
+    if not runtime.backward_guarded and not runtime.strategy.shards_parameters:
+        _agree(runtime, _unsynced(runtime, optimizer, prepared), UnsyncedGradientsError)
+
+
+def _unsynced(
+    runtime: Runtime, optimizer: torch.optim.Optimizer, prepared: set[torch.Tensor]
+) -> str | None:
+    """Gradients of prepared parameters at the first step, with no accel.backward
+    before it: the runtime's gradient exchange never saw them."""
+    seen: set[int] = set()
+    found = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            grad = p.grad
+            if p in prepared and id(p) not in seen and grad is not None:
+                seen.add(id(p))
+                if bool(grad.ne(0).any()):  # zeroed (set_to_none=False): none yet
+                    found.append(p)
+    if not found:
+        return None
+    return (
+        f"{type(optimizer).__name__}.step(): the gradients of {describe(found)} were "
+        f"not computed by accel.backward (no backward has run through the runtime "
+        f"yet): torch.autograd.grad(...) written into p.grad by hand, as gradient "
+        f"surgery (PCGrad) does, or a backward call left as it was. No process "
+        f"averaged them, so each of the {runtime.env.world_size} processes would "
+        f"step its own copy of the model on its own share of the data. Fix: compute "
+        f"the gradients with accel.backward(loss), or average each gradient across "
+        f"the processes (accel.reduce(g) / accel.world_size() where every process "
+        f"holds as many samples) before using it"
+    )

@@ -187,6 +187,7 @@ def test_a_prepared_optimizer_over_an_unprepared_model_fails_at_its_first_step()
 
 def test_the_step_check_runs_once_and_then_costs_nothing() -> None:
     runtime = GuardRuntime()
+    runtime.backward_guarded = True  # the backward below stands for accel.backward
     model = runtime.prepare(Critic())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
@@ -200,12 +201,43 @@ def test_the_step_check_runs_once_and_then_costs_nothing() -> None:
 
 def test_parameters_without_gradients_are_not_updated_so_not_refused() -> None:
     runtime = GuardRuntime()
+    runtime.backward_guarded = True  # the backward below stands for accel.backward
     model = runtime.prepare(nn.Linear(3, 1))
     head = nn.Linear(1, 1)  # in the optimizer, unused this step
     optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
     guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
     model(torch.randn(2, 3)).mean().backward()
     optimizer.step()
+
+
+def test_gradients_no_accel_backward_computed_are_refused() -> None:
+    """PCGrad-style gradient surgery: torch.autograd.grad written into p.grad,
+    with no accel.backward before the first step (no process averaged them);
+    the world-2 run is fixtures/soundness/pcgrad_autograd_grad_r22.py."""
+    runtime = GuardRuntime()
+    model = runtime.prepare(Critic())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    params = list(model.parameters())
+    grads = torch.autograd.grad(model(torch.randn(2, 3)).mean(), params)
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    with pytest.raises(guards.UnsyncedGradientsError, match="PCGrad") as caught:
+        optimizer.step()
+    assert "Critic (body.0.weight" in str(caught.value)
+
+
+def test_zeroed_gradients_before_a_closure_are_not_refused() -> None:
+    """LBFGS's first step(closure): the pre-step check runs before the closure's
+    accel.backward, when the gradients are None or zeroed."""
+    runtime = GuardRuntime()
+    model = runtime.prepare(Critic())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    assert runtime.comm.calls == ["all_reduce max", "all_reduce max"]
 
 
 def test_a_world_of_one_never_walks_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,3 +55,40 @@ def test_another_error_passes_through(model) -> None:
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied") as caught:
         prepared(torch.ones(1, 2))
     assert not isinstance(caught.value, UnreachedParametersError)
+
+
+def test_a_gradient_handed_twice_names_reentrant_checkpointing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DDP's "Expected to mark a variable ready only once" in the backward pass
+    (reentrant activation checkpointing of a weight-shared block) is the
+    runtime's RepeatedGradientError; the ALBERT-shaped world-2 run is
+    ``fixtures/soundness/checkpoint_shared_layer_r22.py``."""
+    from accel_migrate.runtime.strategies import base, ddp
+
+    def raising(self, *args) -> None:
+        raise RuntimeError(
+            "Expected to mark a variable ready only once. This error is caused by "
+            "one of the following reasons: ..."
+        )
+
+    monkeypatch.setattr(base.Strategy, "backward", raising)
+    strategy = ddp.DDPStrategy.__new__(ddp.DDPStrategy)
+    with pytest.raises(
+        ddp.RepeatedGradientError, match="use_reentrant=False"
+    ) as caught:
+        strategy.backward(torch.ones(()), None, None, False, None)
+    assert caught.value.__suppress_context__
+
+
+def test_another_backward_error_passes_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accel_migrate.runtime.strategies import base, ddp
+
+    def raising(self, *args) -> None:
+        raise RuntimeError("element 0 of tensors does not require grad")
+
+    monkeypatch.setattr(base.Strategy, "backward", raising)
+    strategy = ddp.DDPStrategy.__new__(ddp.DDPStrategy)
+    with pytest.raises(RuntimeError, match="does not require grad") as caught:
+        strategy.backward(torch.ones(()), None, None, False, None)
+    assert not isinstance(caught.value, ddp.RepeatedGradientError)

@@ -9,7 +9,9 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   also a criterion made once and called later), ``size_average=False``,
   ``reduce=False``; ``ignore_index=`` of a mean makes it a mean over the
   targets that are not ignored (tokens), and so does a masked mean
-  ``(l * mask).sum() / mask.sum()``;
+  ``(l * mask).sum() / mask.sum()``; a mean loss of rows a mask or indices
+  select (``F.smooth_l1_loss(box[pos], t[pos])``, ``pos = labels > 0``) has an
+  unknown reduction: a mean over a number of rows each share has its own of;
 - a mean over packed sequences (``criterion(out.data, packed.data)``, where an
   argument comes from ``pack_padded_sequence``/``pack_sequence``) is a mean over
   their tokens, counted by ``target.numel()``;

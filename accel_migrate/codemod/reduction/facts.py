@@ -148,6 +148,17 @@ def _loss_call(
         return Fact("sum")
     if reduction not in ("mean", "batchmean"):
         return Fact("unknown", f"`{spelled}` has reduction={reduction!r}")
+    selected = _selected_rows(index, call)
+    if selected is not None:
+        return Fact(
+            "unknown",
+            f"`{spelled}` averages over the rows `{code(selected)}` selects (a "
+            "boolean mask or indices of the batch, as positives or labelled "
+            "samples), a number that differs between the processes' shares, not "
+            "over the batch's samples: pass this process's number of them as "
+            "accel.backward(count=...), or sum the loss and divide by the global "
+            "number",
+        )
     if name not in _IGNORING:
         return _packed_mean(index, call, spelled) or Fact("mean")
     if "weight" in keywords and not m.matches(keywords["weight"], m.Name("None")):
@@ -248,6 +259,66 @@ def not_ignored_count(
             attr=cst.Name("sum"),
         )
     )
+
+
+def _selected_rows(index: ModuleIndex, call: cst.Call) -> cst.Subscript | None:
+    """An input or target of a loss call that selects rows of the batch by a
+    mask or by indices (``box[pos]`` with ``pos = labels > 0``,
+    ``logits[labelled]``, ``x[idx]`` of ``idx = mask.nonzero()``): its mean is
+    over the selected rows."""
+    for arg in call.args[:2] if all(a.keyword is None for a in call.args[:2]) else ():
+        value = arg.value
+        if (
+            isinstance(value, cst.Subscript)
+            and value.slice
+            and isinstance(value.slice[0].slice, cst.Index)
+            and _selection(index, value.slice[0].slice.value, 0)
+        ):
+            return value
+    return None
+
+
+#: Calls that make a mask or the indices of a selection.
+_SELECTIONS = frozenset(
+    {"nonzero", "bool", "argwhere", "where", "logical_and", "logical_or", "logical_not"}
+)
+
+
+def _selection(index: ModuleIndex, expr: cst.BaseExpression, depth: int) -> bool:
+    """Is ``expr`` a boolean mask or the indices of selected rows: a comparison,
+    ``~mask``, ``a & b``, ``.nonzero()``/``.bool()``/``torch.where(cond)``, or
+    a variable bound to one?"""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Comparison):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(
+        expr.operator, cst.BitInvert
+    ):
+        return _selection(index, expr.expression, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, (cst.BitAnd, cst.BitOr)
+    ):
+        return _selection(index, expr.left, depth + 1) or _selection(
+            index, expr.right, depth + 1
+        )
+    if isinstance(expr, cst.Subscript):  # `mask.nonzero(as_tuple=True)[0]`
+        return _selection(index, expr.value, depth + 1)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SELECTIONS:
+            return True
+        return any(
+            q.rsplit(".", 1)[-1] in _SELECTIONS and q.startswith("torch.")
+            for q in index.qualnames(func)
+        )
+    if isinstance(expr, cst.Name):
+        key = index.key(expr)
+        values = index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(
+            v is not None and _selection(index, v, depth + 1) for v in values
+        )
+    return False
 
 
 def _targets(call: cst.Call) -> list[cst.BaseExpression]:

@@ -11,7 +11,8 @@ file is left unchanged:
 - an early exit: ``if epochs_since_improvement == patience: break``, ``if
   val_loss > best: patience += 1 ... if patience > n: break``, a time budget
   ``if time.time() - start > limit: break``, out of a loop that trains or
-  evaluates;
+  evaluates; a skipped step, ``if not torch.isfinite(loss): continue`` before
+  the backward;
 - a learning-rate decision: ``scheduler.step(val_loss)`` of a ``ReduceLROnPlateau``
   (or any ``torch.optim.lr_scheduler``) on such a value, ``if acc < prev:
   g["lr"] *= 0.5``, or a learning rate assigned from such a value with no
@@ -19,7 +20,12 @@ file is left unchanged:
   ``self.samples_seen += x.size(0)`` that a Trainer keeps);
 - a checkpoint choice: ``is_best = acc > best_acc`` then ``if is_best:
   torch.save(...)`` or ``save_checkpoint(...)``;
-- training, evaluating or a collective under such a condition.
+- training, evaluating or a collective under such a condition;
+- which terms the backpropagated loss has: a loss assigned on one side of such
+  a branch only (``if pos.any(): loss = loss + box_loss`` with no ``else``,
+  before ``loss.backward()``), as detection scripts guard a term of the
+  positives. A loss assigned on both sides (teacher forcing or not, through
+  the same decoder) is not reported.
 
 When the value is global already, nothing is reported: the usual case, since the
 rules before this one make sums, counts and losses global where they can prove
@@ -32,7 +38,10 @@ process stops at epoch 5 and the other trains on into epoch 6, where its
 gradient all-reduce waits for a process that never comes (the job hangs until
 the collective timeout); learning rates differ between processes, so their
 replicas drift apart silently; the main process saves the "best" checkpoint on
-its share's accuracy, not on the original's.
+its share's accuracy, not on the original's. A term added to the loss on some
+processes only gives gradients to parameters (a box head) that the others leave
+without one: DDP's gradient exchange then waits for buckets that some processes
+never send, and the job aborts in a mismatched collective or hangs.
 
 ## Example
 ```python
@@ -93,6 +102,11 @@ _SCHEDULERS = "torch.optim.lr_scheduler."
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 EXIT = "an early exit: ranks can stop at different epochs (or steps) and hang in the next collective"
+SKIP = (
+    "a skipped step (`continue`): the processes can skip different steps, so one "
+    "process's gradient exchange meets another's next step (wrong gradients) or "
+    "waits for a step that never comes (a hang)"
+)
 LEARNING_RATE = "the learning rate: the processes' learning rates can diverge and their model replicas drift apart"
 CHECKPOINT = (
     "which checkpoint is saved: the main process chooses on its own share's value, "
@@ -100,6 +114,12 @@ CHECKPOINT = (
     "collective that only some processes reach)"
 )
 COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
+LOSS_TERM = (
+    "which terms the backpropagated loss has: the processes that add a term give "
+    "gradients to parameters that the others leave without one, so DDP's gradient "
+    "exchange aborts or hangs, and each process decides on its own share, not on "
+    "the original's batch"
+)
 
 
 class RankLocalDecisions(Rule):
@@ -189,8 +209,11 @@ class RankLocalDecisions(Rule):
         hazards = []
         if any(self._collective(n) for n in run):
             hazards.append(COLLECTIVE)
-        if self._exits(node, run):
-            hazards.append(EXIT)
+        exit_kind = self._exits(node, run)
+        if exit_kind is not None:
+            hazards.append(SKIP if exit_kind == "continue" else EXIT)
+        if not hazards and self._changes_backpropagated(node):
+            hazards.append(LOSS_TERM)
         if any(_sets_learning_rate(n) for n in run) or any(
             isinstance(n, cst.Call) and self._steps_scheduler(n) for n in run
         ):
@@ -202,6 +225,49 @@ class RankLocalDecisions(Rule):
             # state dict's collective under FSDP is AM011's finding.)
             hazards.append(CHECKPOINT)
         return "; and ".join(hazards) or None
+
+    def _changes_backpropagated(self, node: cst.CSTNode) -> bool:
+        """Does one side of the branch only assign a loss that a backward of its
+        scope then backpropagates (``if pos.any(): loss = loss + box_loss`` before
+        ``loss.backward()``, no ``else``)? A loss assigned on both sides (teacher
+        forcing or not, through the same decoder) is not this hazard."""
+        if not isinstance(node, cst.If):
+            return False  # a loop's rounds add terms through the same parameters
+        sides = [node.body, node.orelse]
+        assigned = [
+            self._assigned(side) if side is not None else set() for side in sides
+        ]
+        keys = assigned[0] ^ assigned[1]
+        if not keys:
+            return False
+        scope = self.index.enclosing_function(node) or self.index.module
+        for call in findall(scope, m.Call()):
+            if not self.index.is_backward_call(call):
+                continue
+            if self.index.is_runtime_call(call, "backward"):
+                loss = call.args[0].value if call.args else None  # type: ignore[attr-defined]
+            else:
+                loss = call.func.value  # type: ignore[attr-defined]  # `loss.backward()`
+            if loss is not None and any(
+                self.index.key(name) in keys
+                for name in (loss, *findall(loss, m.Name()))
+            ):
+                return True
+        return False
+
+    def _assigned(self, block: cst.CSTNode) -> set:
+        keys = set()
+        for statement in _run_by(block):
+            targets: list[cst.BaseExpression] = []
+            if isinstance(statement, cst.Assign):
+                targets = [t.target for t in statement.targets]
+            elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+                targets = [statement.target]
+            for target in targets:
+                key = self.index.key(target)
+                if key is not None:
+                    keys.add(key)
+        return keys
 
     def _reads_clock(self, test: cst.BaseExpression) -> bool:
         return any(
@@ -216,24 +282,28 @@ class RankLocalDecisions(Rule):
             return self.index.divergence.trains(node)
         return False
 
-    def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> bool:
+    def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> str | None:
         """A break, continue or return under ``node`` that leaves a loop (or a
-        function) that trains, evaluates or runs a collective."""
+        function) that trains, evaluates or runs a collective: "continue" when
+        every such exit is a ``continue`` (a skipped step), "exit" otherwise."""
         loops = [
             a for a in self.index.ancestors(node) if isinstance(a, (cst.For, cst.While))
         ]
+        found = None
         for exit_node in run:
             if isinstance(exit_node, (cst.Break, cst.Continue)):
                 if _loop_of(self, exit_node, node) is not None:
                     continue  # leaves a loop inside the decision only
                 if loops and self._heavy(loops[0]):
-                    return True
+                    if not isinstance(exit_node, cst.Continue):
+                        return "exit"
+                    found = "continue"
             elif isinstance(exit_node, cst.Return):
                 function = self.index.enclosing_function(node)
                 scope = function if function is not None else None
                 if scope is not None and self._heavy(scope):
-                    return True
-        return False
+                    return "exit"
+        return found
 
     def _heavy(self, node: cst.CSTNode) -> bool:
         """Does ``node`` train, evaluate or run a collective?"""

@@ -72,7 +72,12 @@ kept by rank (online hard example mining: ``losses.topk(k)``,
 ``losses.sort(descending=True)`` over the batch), also computed in a helper
 function or a loss module of the file (``codemod/reduction/pairwise.py``). A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
-is fine. A loss over packed sequences (an argument from ``pack_padded_sequence``) gets
+is fine. A mean loss over the rows a mask or indices select
+(``F.smooth_l1_loss(box[pos], target[pos])`` with ``pos = labels > 0``,
+``cross_entropy(logits[labelled], y[labelled])``, rows from ``.nonzero()``) is
+reported: it averages over a number of rows that differs between the
+processes' shares.
+A loss over packed sequences (an argument from ``pack_padded_sequence``) gets
 ``count=target.numel()``. A ``cross_entropy`` without ``ignore_index`` is a mean over
 tokens, with the count ``(y != -100).sum()``, in a file that writes -100 into
 its targets or uses a Hugging Face collator that pads labels with it; elsewhere

@@ -41,6 +41,25 @@ from .base import Strategy
 # Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt with.
 _FIRST, _FIND_UNUSED = 0, 1
 
+#: What DDP says in a backward pass that hands it one parameter's gradient twice.
+_READY_TWICE = "Expected to mark a variable ready only once"
+_TWICE = (
+    "a backward pass handed DDP the gradient of one parameter of a prepared model "
+    "twice, and DDP averages each gradient once per backward. Activation "
+    "checkpointing with use_reentrant=True of a module that forward runs more than "
+    "once (torch.utils.checkpoint.checkpoint(self.block, h, use_reentrant=True) in "
+    "a loop over a weight-shared block, ALBERT-style), or of the same parameters in "
+    "several checkpointed parts, does this: each recomputation runs a backward of "
+    "its own. Fix: use_reentrant=False, whose recomputation is part of the one "
+    'backward pass and gives the same gradients (DDP: "Expected to mark a variable '
+    'ready only once")'
+)
+
+
+class RepeatedGradientError(RuntimeError):
+    """DDP was handed one parameter's gradient twice in one backward pass
+    (reentrant activation checkpointing of a module run more than once)."""
+
 
 class _Watch:
     """Which wrappers' forward outputs the backward passes since the last check used."""
@@ -71,6 +90,22 @@ class DDPStrategy(Strategy):
         self._watches: weakref.WeakKeyDictionary[nn.Module, _Watch] = (
             weakref.WeakKeyDictionary()
         )
+
+    def backward(
+        self,
+        tensors: torch.Tensor | list[torch.Tensor],
+        gradient: Any,
+        retain_graph: bool | None,
+        create_graph: bool,
+        inputs: Any,
+    ) -> None:
+        try:
+            super().backward(tensors, gradient, retain_graph, create_graph, inputs)
+        except RuntimeError as exc:
+            if _READY_TWICE not in str(exc):
+                raise
+            # (not chained: the first error printed is the one that says why)
+            raise RepeatedGradientError(_TWICE) from None
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         if not any(p.requires_grad for p in module.parameters()):
