@@ -11,10 +11,12 @@ one of them, and nothing complains. These checks catch that at the first step:
   no prepared model and that an optimizer will update;
 - the first ``step()`` of each prepared optimizer looks for parameters with a
   gradient that belong to no prepared model, and, when no ``accel.backward``
-  has run yet, for prepared parameters with a gradient all the same: those
-  were computed outside the runtime (``torch.autograd.grad(...)`` written into
-  ``p.grad`` by hand, as PCGrad's gradient surgery does), and no process
-  averaged them (``UnsyncedGradientsError``).
+  has run yet, for prepared parameters whose gradients differ between the
+  processes: those were computed outside the runtime and outside the prepared
+  model's backward (``torch.autograd.grad(...)`` written into ``p.grad`` by
+  hand, as PCGrad's gradient surgery does), and no process averaged them
+  (``UnsyncedGradientsError``). A plain ``loss.backward()`` through the
+  prepared forward is averaged by the wrapper and passes.
 
 Each check runs once, at world size > 1 only, and the ranks agree through one
 collective, so every rank raises the same error and none waits for the others.
@@ -193,18 +195,14 @@ class UnsyncedGradientsError(RuntimeError):
     that no ``accel.backward`` computed, so no process averaged them."""
 
 
-def _agree(
-    runtime: Runtime,
-    message: str | None,
-    error: type[RuntimeError] = UnpreparedParametersError,
-) -> None:
+def _agree(runtime: Runtime, message: str | None) -> None:
     """Raise ``message`` (the first rank's that has one) on every rank, or on none."""
     flag = torch.tensor([1.0 if message else 0.0])
     if not runtime.comm.all_reduce(flag, "max").item():
         return
     messages = runtime.comm.all_gather_object(message)
     first = next(m for m in messages if m)
-    raise error(first)
+    raise UnpreparedParametersError(first)
 
 
 # -- the checks -----------------------------------------------------------------------------
@@ -279,33 +277,73 @@ def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
         )
     _agree(runtime, message)
     if not runtime.backward_guarded and not runtime.strategy.shards_parameters:
-        _agree(runtime, _unsynced(runtime, optimizer, prepared), UnsyncedGradientsError)
+        # Decided from gathered checksums: the same answer on every rank.
+        unsynced = _unsynced(runtime, optimizer, prepared)
+        if unsynced is not None:
+            raise UnsyncedGradientsError(unsynced)
 
 
 def _unsynced(
     runtime: Runtime, optimizer: torch.optim.Optimizer, prepared: set[torch.Tensor]
 ) -> str | None:
     """Gradients of prepared parameters at the first step, with no accel.backward
-    before it: the runtime's gradient exchange never saw them."""
+    before it, that differ between the processes: nothing averaged them.
+
+    A plain ``loss.backward()`` through a prepared model's forward is averaged
+    by the strategy's wrapper (DDP's reducer) all the same, and its gradients
+    are then equal on every process: only a difference is refused. Made by
+    every rank together: one all-reduce, and a gather where a rank has any."""
     seen: set[int] = set()
-    found = []
+    params: list[torch.Tensor] = []
+    sums: list[tuple[float, float] | None] = []
     for group in optimizer.param_groups:
         for p in group["params"]:
-            grad = p.grad
-            if p in prepared and id(p) not in seen and grad is not None:
+            if p in prepared and id(p) not in seen:
                 seen.add(id(p))
-                if bool(grad.ne(0).any()):  # zeroed (set_to_none=False): none yet
-                    found.append(p)
+                params.append(p)
+                grad = p.grad
+                # zeroed (set_to_none=False) or None: no gradient yet
+                if grad is None or not bool(grad.ne(0).any()):
+                    sums.append(None)
+                else:
+                    values = grad.detach().double()
+                    sums.append((float(values.sum()), float(values.square().sum())))
+    flag = torch.tensor([1.0 if any(sums) else 0.0])
+    if not runtime.comm.all_reduce(flag, "max").item():
+        return None
+    every = runtime.comm.all_gather_object(sums)
+    found = [
+        p
+        for index, p in enumerate(params)
+        if any(
+            not isinstance(other, list)
+            or len(other) != len(sums)
+            or _differ(sums[index], other[index])
+            for other in every
+        )
+    ]
     if not found:
         return None
     return (
-        f"{type(optimizer).__name__}.step(): the gradients of {describe(found)} were "
-        f"not computed by accel.backward (no backward has run through the runtime "
-        f"yet): torch.autograd.grad(...) written into p.grad by hand, as gradient "
-        f"surgery (PCGrad) does, or a backward call left as it was. No process "
-        f"averaged them, so each of the {runtime.env.world_size} processes would "
-        f"step its own copy of the model on its own share of the data. Fix: compute "
-        f"the gradients with accel.backward(loss), or average each gradient across "
-        f"the processes (accel.reduce(g) / accel.world_size() where every process "
-        f"holds as many samples) before using it"
+        f"{type(optimizer).__name__}.step(): the gradients of {describe(found)} "
+        f"differ between the {runtime.env.world_size} processes at the first step: "
+        f"no process averaged them. They were not computed by accel.backward or by "
+        f"a backward through the prepared model's forward: torch.autograd.grad(...) "
+        f"written into p.grad by hand, as gradient surgery (PCGrad) does. Each "
+        f"process would step its own copy of the model on its own share of the "
+        f"data. Fix: compute the gradients with accel.backward(loss), or average "
+        f"each gradient across the processes (accel.reduce(g) / accel.world_size() "
+        f"where every process holds as many samples) before using it"
+    )
+
+
+def _differ(
+    mine: tuple[float, float] | None, other: tuple[float, float] | None
+) -> bool:
+    if mine is None or other is None:
+        return mine is not other
+    scale = max(abs(mine[1]), 1e-30)
+    return (
+        abs(mine[0] - other[0]) > 1e-6 * scale**0.5
+        or abs(mine[1] - other[1]) > 1e-6 * scale
     )

@@ -36,6 +36,8 @@ class PeerComm(Collectives):
     def __init__(self, peer_message: str | None = None) -> None:
         super().__init__(DistEnv(0, 2, 0, 2, launched=True), torch.device("cpu"))
         self.peer_message = peer_message
+        #: What the peer gathers before its message (its gradients' checksums).
+        self.peer_objects: list[Any] = []
         self.calls: list[str] = []
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
@@ -45,6 +47,8 @@ class PeerComm(Collectives):
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         self.calls.append("all_gather_object")
+        if self.peer_objects:
+            return [obj, self.peer_objects.pop(0)]
         return [obj, self.peer_message]
 
 
@@ -222,9 +226,29 @@ def test_gradients_no_accel_backward_computed_are_refused() -> None:
     grads = torch.autograd.grad(model(torch.randn(2, 3)).mean(), params)
     for p, g in zip(params, grads, strict=True):
         p.grad = g
+    # the peer's share gave other gradients
+    runtime.comm.peer_objects = [[(1.0, 1.0)] * len(params)]
     with pytest.raises(guards.UnsyncedGradientsError, match="PCGrad") as caught:
         optimizer.step()
     assert "Critic (body.0.weight" in str(caught.value)
+
+
+def test_a_plain_backward_through_the_prepared_model_is_not_refused() -> None:
+    """``loss.backward()`` left as it was, through the prepared model's forward:
+    the strategy's wrapper averaged the gradients, which are then equal on every
+    process (here: the peer gathers the same checksums)."""
+    runtime = GuardRuntime()
+    model = runtime.prepare(Critic())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    model(torch.randn(2, 3)).mean().backward()
+    mine = [
+        (float(p.grad.double().sum()), float(p.grad.double().square().sum()))
+        for p in model.parameters()
+    ]
+    runtime.comm.peer_objects = [mine]
+    optimizer.step()
+    assert runtime.comm.calls.count("all_gather_object") == 1
 
 
 def test_zeroed_gradients_before_a_closure_are_not_refused() -> None:
