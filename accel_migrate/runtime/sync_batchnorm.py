@@ -33,7 +33,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.autograd.function import once_differentiable
 from torch.nn.modules.batchnorm import _BatchNorm
 
 _CONVERTIBLE = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
@@ -43,6 +42,36 @@ _SYNCED: dict[type, type] = {}
 class UnsyncedBatchNormError(RuntimeError):
     """A BatchNorm subclass with a ``forward`` of its own, in a prepared model at
     more than one process: its statistics cannot be made the global batch's."""
+
+
+class GradientPenaltyBatchNormError(RuntimeError):
+    """A second backward (a gradient penalty) through a BatchNorm layer that
+    normalises by the global batch: its first derivatives only are computed."""
+
+
+_SECOND_BACKWARD = (
+    "a gradient penalty differentiates the gradient of a BatchNorm layer that "
+    "normalises by the global batch (torch.autograd.grad(..., create_graph=True) "
+    "through a model with BatchNorm in training mode: WGAN-GP, DRAGAN or R1 with "
+    "a BatchNorm critic); the runtime's global-batch BatchNorm computes first "
+    "derivatives only, as torch's SyncBatchNorm does. Fix: a normalisation "
+    "without batch statistics in that model (LayerNorm or InstanceNorm, as "
+    "WGAN-GP's critic has), or --no-sync-batchnorm (each process then normalises "
+    "by its own share, and the losses differ from the original's)"
+)
+
+
+class _NoSecondBackward(torch.autograd.Function):
+    """Stands in the graph of gradients computed with create_graph=True: a
+    backward through them raises, on every process alike."""
+
+    @staticmethod
+    def forward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+        return tuple(g.view_as(g) for g in grads)
+
+    @staticmethod
+    def backward(ctx: Any, *_: Any) -> Any:
+        raise GradientPenaltyBatchNormError(_SECOND_BACKWARD)
 
 
 class PerProcessBatchNormWarning(UserWarning):
@@ -139,54 +168,69 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
-        x, weight, mean, invstd = ctx.saved_tensors
-        shape, channels = _shape(x), x.shape[1]
-        grad_out = grad_out.contiguous()
-        # sum(grad) and sum(grad * xhat) per channel, in one fused pass.
-        if x.numel():
-            _, sum_grad_xhat, sum_grad = torch.ops.aten.native_batch_norm_backward(
-                grad_out,
-                x,
-                weight,
-                None,
-                None,
-                mean,
-                invstd,
-                True,
-                ctx.eps,
-                [False, True, True],
-            )
-        else:
-            sum_grad = sum_grad_xhat = invstd.new_zeros(channels)
-        # Every rank reaches this collective: all ran the same forward (global
-        # mode gives each rank a slice, an empty one included, of every batch).
-        sums = torch.cat([sum_grad, sum_grad_xhat]).to(invstd.dtype)
-        dist.all_reduce(sums, group=ctx.group)
-        mean_grad = sums[:channels] / ctx.total
-        mean_grad_xhat = sums[channels:] / ctx.total
-        # grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)), as
-        # b * (x - mean) + c + a * g with per-channel a, b, c: one temporary,
-        # updated in place. Centred first: x * b + c would cancel where the
-        # mean is large next to the spread.
-        a = invstd if weight is None else invstd * weight.to(invstd.dtype)
-        b = -a * invstd * mean_grad_xhat
-        c = -a * mean_grad
-        grad_x = x - mean.view(shape).to(x.dtype)
-        grad_x.mul_(b.view(shape).to(x.dtype)).add_(c.view(shape).to(x.dtype))
-        grad_x.addcmul_(grad_out, a.view(shape).to(x.dtype))
-        grad_weight = (
-            sum_grad_xhat.to(weight.dtype)
-            if weight is not None and ctx.needs_input_grad[1]
-            else None
+        with torch.no_grad():
+            grads = _sync_backward(ctx, grad_out)
+        if not torch.is_grad_enabled():
+            return grads
+        # create_graph=True: what differentiates these gradients again (a
+        # gradient penalty) must stop loudly, not go on without their second
+        # derivative (torch's once_differentiable, with our own error).
+        present = [g.detach().requires_grad_() for g in grads if g is not None]
+        wrapped = _NoSecondBackward.apply(*present)
+        out = iter(wrapped if isinstance(wrapped, tuple) else (wrapped,))
+        return tuple(None if g is None else next(out) for g in grads)
+
+
+def _sync_backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
+    """The gradients of _SyncBatchNormFunction's inputs (all-reduces two
+    per-channel sums)."""
+    x, weight, mean, invstd = ctx.saved_tensors
+    shape, channels = _shape(x), x.shape[1]
+    grad_out = grad_out.contiguous()
+    # sum(grad) and sum(grad * xhat) per channel, in one fused pass.
+    if x.numel():
+        _, sum_grad_xhat, sum_grad = torch.ops.aten.native_batch_norm_backward(
+            grad_out,
+            x,
+            weight,
+            None,
+            None,
+            mean,
+            invstd,
+            True,
+            ctx.eps,
+            [False, True, True],
         )
-        grad_bias = (
-            sum_grad.to(weight.dtype if weight is not None else grad_out.dtype)
-            if ctx.has_bias and ctx.needs_input_grad[2]
-            else None
-        )
-        return grad_x, grad_weight, grad_bias, None, None, None, None, None
+    else:
+        sum_grad = sum_grad_xhat = invstd.new_zeros(channels)
+    # Every rank reaches this collective: all ran the same forward (global
+    # mode gives each rank a slice, an empty one included, of every batch).
+    sums = torch.cat([sum_grad, sum_grad_xhat]).to(invstd.dtype)
+    dist.all_reduce(sums, group=ctx.group)
+    mean_grad = sums[:channels] / ctx.total
+    mean_grad_xhat = sums[channels:] / ctx.total
+    # grad_x = w * invstd * (g - mean(g) - xhat * mean(g * xhat)), as
+    # b * (x - mean) + c + a * g with per-channel a, b, c: one temporary,
+    # updated in place. Centred first: x * b + c would cancel where the
+    # mean is large next to the spread.
+    a = invstd if weight is None else invstd * weight.to(invstd.dtype)
+    b = -a * invstd * mean_grad_xhat
+    c = -a * mean_grad
+    grad_x = x - mean.view(shape).to(x.dtype)
+    grad_x.mul_(b.view(shape).to(x.dtype)).add_(c.view(shape).to(x.dtype))
+    grad_x.addcmul_(grad_out, a.view(shape).to(x.dtype))
+    grad_weight = (
+        sum_grad_xhat.to(weight.dtype)
+        if weight is not None and ctx.needs_input_grad[1]
+        else None
+    )
+    grad_bias = (
+        sum_grad.to(weight.dtype if weight is not None else grad_out.dtype)
+        if ctx.has_bias and ctx.needs_input_grad[2]
+        else None
+    )
+    return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
 def _synced_forward(self: _BatchNorm, x: torch.Tensor) -> torch.Tensor:

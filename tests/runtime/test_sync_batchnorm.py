@@ -28,7 +28,7 @@ OFFSET = re.compile(r"^case 2d-offset rank (\d) mine (\S+) torch (\S+)$", re.MUL
 
 
 def _launch(
-    script: Path, *args: str, options: tuple[str, ...] = ()
+    script: Path, *args: str, options: tuple[str, ...] = (), fails: bool = False
 ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [
@@ -44,8 +44,21 @@ def _launch(
         timeout=180,
         check=False,
     )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert (done.returncode != 0) is fails, f"{done.stdout}\n{done.stderr}"
     return done
+
+
+@pytest.mark.multiprocess
+def test_a_gradient_penalty_through_global_batchnorm_stops_loudly() -> None:
+    """WGAN-GP or R1 with a BatchNorm critic: the layer's backward has no second
+    derivative; the penalty's backward raises the runtime's own error on every
+    process (torch's once_differentiable error named no cause and no fix)."""
+    done = _launch(SCRIPTS / "penalty_through_bn.py", fails=True)
+    assert "first-order step trained" in done.stdout
+    assert "not reached" not in done.stdout
+    errors = done.stderr.count("GradientPenaltyBatchNormError: a gradient penalty")
+    assert errors == 2, done.stderr
+    assert "once_differentiable" not in done.stderr
 
 
 @pytest.mark.multiprocess
