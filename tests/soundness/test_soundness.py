@@ -303,7 +303,18 @@ EXPECTED: dict[str, str] = {
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {}
+UNSOUND_TODAY: dict[str, str] = {
+    # found by a new-user trial of the siamese-triplet layout (2026-12-05): the
+    # loss module handed to trainer.fit's `loss_fn` parameter by main.py mines
+    # its triplets over the batch (a selector's indices into the embeddings);
+    # the reducer does not read the class behind a parameter and takes the
+    # opaque call for a mean, so AM007 does not say that each process mines its
+    # own share's triplets (loss step 0 rel about 1e-1)
+    "online_triplet_selector_r22t_project": "SILENT: a pairwise loss module "
+    "handed in through a parameter from another file is taken for a mean",
+    "online_triplet_selector_r22t_project_batch": "SILENT: a pairwise loss "
+    "module handed in through a parameter from another file is taken for a mean",
+}
 
 
 def _selected(session: pytest.Session) -> set[str]:
