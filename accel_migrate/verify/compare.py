@@ -13,12 +13,21 @@ TOLERANCES = {"fp32": 1e-5, "bf16": 5e-2, "fp16": 1e-2}
 BANDS: dict[tuple[str, str], tuple[int, float]] = {("deepspeed", "fp32"): (2, 1e-2)}
 
 
+#: A loss is compared relative to itself, or to this fraction of the run's
+#: largest loss where it is smaller: a loss near zero (a GAN generator's
+#: -D(G(z)).mean(), a loss that cancels large terms) carries the rounding of
+#: the terms it is made of, not of its own small value.
+LOSS_SCALE_FLOOR = 0.1
+
+
 @dataclass(frozen=True)
 class Row:
     index: int
     step: int
     original: float | None
     migrated: float | None
+    #: The smallest magnitude an error is relative to (``LOSS_SCALE_FLOOR``).
+    floor: float = 1e-12
 
     @property
     def error(self) -> float:
@@ -30,7 +39,9 @@ class Row:
                 if math.isnan(self.original) and math.isnan(self.migrated)
                 else math.inf
             )
-        return abs(self.migrated - self.original) / max(abs(self.original), 1e-12)
+        return abs(self.migrated - self.original) / max(
+            abs(self.original), self.floor, 1e-12
+        )
 
 
 @dataclass(frozen=True)
@@ -101,12 +112,14 @@ def compare(
 ) -> Verdict:
     a, b = original["losses"], migrated["losses"]
     steps = original["loss_steps"] + migrated["loss_steps"][len(a) :]
+    scale = max((abs(x) for x in a if math.isfinite(x)), default=0.0)
     rows = tuple(
         Row(
             index=i,
             step=steps[i],
             original=a[i] if i < len(a) else None,
             migrated=b[i] if i < len(b) else None,
+            floor=LOSS_SCALE_FLOOR * scale,
         )
         for i in range(max(len(a), len(b)))
     )

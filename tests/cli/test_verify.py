@@ -463,3 +463,21 @@ def _restored_randomness() -> Iterator[None]:
             setattr(owner, name, value)
         torch.nn.modules.module._global_forward_pre_hooks.clear()
         torch.nn.modules.module._global_forward_pre_hooks.update(hooks)
+
+
+def test_a_loss_near_zero_is_compared_at_the_runs_scale() -> None:
+    """A GAN alternates a discriminator loss of about 8 with a generator loss of
+    -0.03: the generator's rounding (1.6e-6) is that of the terms it cancels,
+    relative to a tenth of the run's largest loss, not to its own value
+    (5e-5 of it); a real difference (1e-3 of the run's scale) still fails."""
+    original = [8.1, -0.0336, 7.9, -0.0341]
+    rounded = [8.1 + 8e-7, -0.0336 + 1.6e-6, 7.9 - 8e-7, -0.0341 - 1.6e-6]
+    assert compare(_record(original), _record(rounded), 1e-5, 2).agrees
+    wrong = [8.1, -0.0336 + 8e-3, 7.9, -0.0341]
+    apart = compare(_record(original), _record(wrong), 1e-5, 2)
+    assert not apart.agrees and apart.first_divergence is not None
+    assert apart.first_divergence.index == 1
+    # a loss that decreases by itself keeps (nearly) its own relative error
+    falling = [2.3, 1.2, 0.4, 0.23]
+    late = [2.3, 1.2, 0.4, 0.23 * (1 + 3e-5)]
+    assert not compare(_record(falling), _record(late), 1e-5, 2).agrees
