@@ -195,6 +195,26 @@ def trains_own_models(
     )
 
 
+def builds_optimizer(
+    cls: ast.ClassDef, is_optimizer: Callable[[ast.Call], bool]
+) -> str:
+    """Where ``cls``, not a model class, builds an optimizer in a method, as a
+    phrase for a finding (``"`__init__` builds an optimizer
+    (`torch.optim.SGD(...)`, line 16)"``); "" when it builds none. A base trainer
+    (``trainer/base.py``'s ``BaseTrainer``) that owns the optimizer while a
+    subclass in another file writes the step (``_train_epoch``)."""
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in _own_nodes(method):
+            if isinstance(node, ast.Call) and is_optimizer(node):
+                return (
+                    f"`{method.name}` builds an optimizer "
+                    f"(`{ast.unparse(node.func)}(...)`, line {node.lineno})"
+                )
+    return ""
+
+
 def _methods(lineage: Lineage) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The methods an instance has: each name from the nearest class of
     ``lineage`` that defines it."""

@@ -115,6 +115,10 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: For a class, not a model: where a method of it builds an optimizer, as a
+    #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
+    #: trainer whose subclass in another file writes the training step.
+    builds_optimizer: str = ""
     #: Its file is a training file of this batch (it runs a backward of its
     #: own), rewritten in its own right: its prints and writes are made
     #: main-process ones there, and its sums over the loaders the batch hands it

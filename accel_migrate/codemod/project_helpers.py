@@ -178,6 +178,7 @@ class HelperFacts:
         from .class_lineage import class_lineage
         from .library_trainers import (
             backpropagated_attributes,
+            builds_optimizer,
             handed_in_training,
             trained_parameter,
             trains_own_models,
@@ -200,6 +201,9 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            builds_optimizer=builds_optimizer(
+                cls, lambda call: is_optimizer_class(self._dotted(call.func))
+            ),
             trained_parameter=trained_parameter(lineage),
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),

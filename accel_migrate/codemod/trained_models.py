@@ -258,6 +258,7 @@ class AllOrNothing:
 
     def visit_Module(self, node: cst.Module) -> None:
         self._block_library_trainers()
+        self._block_subclassed_trainers()
         for key, call in self._stepped_models.items():
             values = [v for v in self.index.values.get(key, []) if v is not None]
             place = (
@@ -335,6 +336,43 @@ class AllOrNothing:
                 "logs and saves to the main process would mix a migrated half with "
                 "an unmigrated one",
             )
+
+    def _block_subclassed_trainers(self) -> None:
+        """``class ClsTrainer(BaseTrainer)`` of this file, whose methods run a
+        backward, over a base of a local module that builds the optimizer
+        (``HelperFact.builds_optimizer``): the model, its optimizer and the loop
+        the step runs in are set up in the base's file, the step in this one.
+        accel-migrate prepares a model and its optimizer in one file, so this
+        file is left whole (and the base's file is, by AM004 there)."""
+        for cls in findall(self.index.module, m.ClassDef()):
+            methods = findall(cls.body, m.FunctionDef())  # type: ignore[attr-defined]
+            if not any(self.index.runs_backward(f.body) for f in methods):  # type: ignore[attr-defined]
+                continue
+            for base in cls.bases:  # type: ignore[attr-defined]
+                fact = self.index.helper(base.value)
+                if (
+                    fact is None
+                    or fact.kind != "class"
+                    or not fact.builds_optimizer
+                    or fact.collectives  # the base already runs the runtime's calls
+                ):
+                    continue
+                name = cls.name.value  # type: ignore[attr-defined]
+                self.block(
+                    base,
+                    f"`{name}` (line {self._line(cls)}) runs a backward in its "
+                    f"methods, and its base {fact.where} sets up the training there: "
+                    f"{fact.builds_optimizer}. accel-migrate prepares a model and its "
+                    "optimizer in one file and does not follow a class into a base "
+                    f"of another file, so neither this file nor {fact.file} is "
+                    "migrated for it; wrap the model with accel.prepare_model(...) "
+                    f"before it is handed to `{name}`, and in {fact.file} the "
+                    "optimizer with accel.prepare_optimizer(...) and its saves with "
+                    "accel.save(...); in this file the loaders with "
+                    "accel.prepare_dataloader(...) and the backward with "
+                    "accel.backward(...)" + ALL_OR_NOTHING,
+                )
+                break
 
     def _block_own_trainer(self, call: cst.Call, fact: HelperFact) -> None:
         """``model = Pix2PixModel(opt)`` of a local module whose class builds and
