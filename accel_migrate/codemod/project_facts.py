@@ -244,14 +244,17 @@ class ProjectFacts:
     @property
     def library_trainers(self) -> tuple[HelperFact, ...]:
         """The imported classes that train what their caller hands them, or
-        models of their own, and do not call the runtime themselves
-        (``library_trainers``): a script that constructs one trains through it,
-        even with no loop of its own."""
+        models of their own, and the imported functions that train what their
+        caller hands them (``train(model=model, loaders=..., cfg=cfg)``), that
+        do not call the runtime themselves (``library_trainers``): a script that
+        constructs or calls one trains through it, even with no loop of its own."""
         return tuple(
             fact
             for _, fact in self.helpers
-            if fact.kind == "class"
-            and (fact.trains or fact.trains_own)
+            if (
+                (fact.kind == "class" and (fact.trains or fact.trains_own))
+                or (fact.kind == "function" and fact.trains)
+            )
             and not fact.collectives
         )
 

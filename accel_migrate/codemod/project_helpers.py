@@ -233,7 +233,10 @@ class HelperFacts:
         return pairwise_in(self, forward, cls) if forward is not None else ""
 
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
-        from .library_trainers import function_trains_handed
+        from .library_trainers import (
+            function_trained_parameter,
+            function_trains_handed,
+        )
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -272,7 +275,8 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
-            trains=function_trains_handed(function),
+            trains=function_trains_handed(function, self.scan.functions),
+            trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
         )
 

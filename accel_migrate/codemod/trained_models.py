@@ -312,13 +312,20 @@ class AllOrNothing:
                 or fact.kind not in ("class", "function")
                 or not (fact.trains or fact.trains_own)
                 or fact.collectives  # the library already runs the runtime's calls
-                or (fact.trains and fact.batch_migrated)
+                or (
+                    fact.trains
+                    and fact.batch_migrated
+                    and (fact.kind == "class" or self._handed_prepared(call, fact))
+                )
                 or fact.where in seen
             ):
                 continue
             seen.add(fact.where)
             if not fact.trains:
                 self._block_own_trainer(call, fact)
+                continue
+            if fact.batch_migrated:
+                self._block_unprepared_handed(call, fact)
                 continue
             self.block(
                 call,
@@ -336,6 +343,47 @@ class AllOrNothing:
                 "logs and saves to the main process would mix a migrated half with "
                 "an unmigrated one",
             )
+
+    def _handed_model(
+        self, call: cst.Call, fact: HelperFact
+    ) -> cst.BaseExpression | None:
+        """What ``call`` hands the parameter ``fact`` trains (None: not shown)."""
+        if any(a.star for a in call.args):
+            return None
+        name, position = fact.trained_parameter
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg.value
+        positional = [a for a in call.args if a.keyword is None]
+        if 0 <= position < len(positional):
+            return positional[position].value
+        return None
+
+    def _handed_prepared(self, call: cst.Call, fact: HelperFact) -> bool:
+        """Does this file prepare the model it hands a function of a training
+        file of this batch that trains it (``train_one_epoch(model, optimizer,
+        loader)`` with ``model``'s optimizer built here)?"""
+        handed = self._handed_model(call, fact)
+        if handed is None:
+            return False
+        key = root_key(self.index, handed)
+        return key is not None and (key in self.optimized or self._is_prepared(key))
+
+    def _block_unprepared_handed(self, call: cst.Call, fact: HelperFact) -> None:
+        """``train(model=model, loaders=..., cfg=cfg)`` of a training file of this
+        batch that trains the model it is handed, where nothing in this file
+        shows that model trained (its optimizer is built over there): this file
+        would not prepare it, so it is left whole, and that file with it (AM103)."""
+        self.block(
+            call,
+            f"`{snippet(call)}` hands a model to {fact.where}, which trains it "
+            f"there: {fact.trains}; nothing in this file builds an optimizer over "
+            "it, so accel-migrate cannot show it is trained and does not prepare "
+            f"it here, while {fact.file} counts on its callers to prepare the "
+            "models they hand it. Wrap the model with accel.prepare_model(...) "
+            f"where it is built, and in {fact.file} its optimizer with "
+            "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
+        )
 
     def _block_subclassed_trainers(self) -> None:
         """``class ClsTrainer(BaseTrainer)`` of this file, whose methods run a
