@@ -201,8 +201,11 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
-            builds_optimizer=builds_optimizer(
-                cls, lambda call: is_optimizer_class(self._dotted(call.func))
+            builds_optimizer=(
+                builds_optimizer(
+                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
+                )
+                or self._base_builds_optimizer(cls)
             ),
             trained_parameter=trained_parameter(lineage),
             losses=backpropagated_attributes(lineage),
@@ -218,6 +221,22 @@ class HelperFacts:
                 )
             ),
         )
+
+    def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
+        """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
+        defines (read in the base's own module), naming it: a class of
+        trainer/trainer.py over base/base_trainer.py's ``BaseTrainer``."""
+        for base in cls.bases:
+            target = self.resolve(base)
+            if not isinstance(target, tuple):
+                continue
+            fact = self._follow(target)
+            if fact is not None and fact.kind == "class" and fact.builds_optimizer:
+                inner = fact.builds_optimizer
+                if not inner.startswith("its base "):
+                    inner = f"its base {fact.where}: {inner}"
+                return inner
+        return ""
 
     # -- functions ---------------------------------------------------------------
     def _forward_pairwise(self, cls: ast.ClassDef) -> str:

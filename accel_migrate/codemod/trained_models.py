@@ -377,12 +377,13 @@ class AllOrNothing:
         self.block(
             call,
             f"`{snippet(call)}` hands a model to {fact.where}, which trains it "
-            f"there: {fact.trains}; nothing in this file builds an optimizer over "
-            "it, so accel-migrate cannot show it is trained and does not prepare "
-            f"it here, while {fact.file} counts on its callers to prepare the "
-            "models they hand it. Wrap the model with accel.prepare_model(...) "
-            f"where it is built, and in {fact.file} its optimizer with "
-            "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
+            f"there: {fact.trains}; no optimizer built in this file receives its "
+            "parameters (one that a function of another module builds over it "
+            "is not followed), so accel-migrate cannot show here that it is "
+            f"trained and does not prepare it, while {fact.file} counts on its "
+            "callers to prepare the models they hand it. Wrap the model with "
+            "accel.prepare_model(...) where it is built, and its optimizer with "
+            "accel.prepare_optimizer(...) where that is built" + ALL_OR_NOTHING,
         )
 
     def _block_subclassed_trainers(self) -> None:
@@ -409,15 +410,15 @@ class AllOrNothing:
                 self.block(
                     base,
                     f"`{name}` (line {self._line(cls)}) runs a backward in its "
-                    f"methods, and its base {fact.where} sets up the training there: "
+                    f"methods, and its base {fact.where} sets up the training: "
                     f"{fact.builds_optimizer}. accel-migrate prepares a model and its "
                     "optimizer in one file and does not follow a class into a base "
-                    f"of another file, so neither this file nor {fact.file} is "
+                    "of another file, so neither this file nor the base's is "
                     "migrated for it; wrap the model with accel.prepare_model(...) "
-                    f"before it is handed to `{name}`, and in {fact.file} the "
-                    "optimizer with accel.prepare_optimizer(...) and its saves with "
-                    "accel.save(...); in this file the loaders with "
-                    "accel.prepare_dataloader(...) and the backward with "
+                    f"before it is handed to `{name}`, the optimizer with "
+                    "accel.prepare_optimizer(...) where the base builds it and the "
+                    "base's saves with accel.save(...); in this file the loaders "
+                    "with accel.prepare_dataloader(...) and the backward with "
                     "accel.backward(...)" + ALL_OR_NOTHING,
                 )
                 break

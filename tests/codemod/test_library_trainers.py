@@ -401,7 +401,7 @@ def test_a_batch_caller_that_prepares_nothing_it_hands_is_left_whole(
         '`train(model=model, loaders={"train": tl}, cfg=cfg)` hands a model to '
         "`train` in engine.py, which trains it there"
     )
-    assert "nothing in this file builds an optimizer over it" in blocking[0].message
+    assert "no optimizer built in this file receives its" in blocking[0].message
 
 
 OWNING_BASE = """\
@@ -465,7 +465,7 @@ def test_a_subclass_over_a_base_that_builds_the_optimizer(tmp_path: Path) -> Non
     assert [f.line for f in blocking] == [7]
     assert blocking[0].message.startswith(
         "`ClsTrainer` (line 7) runs a backward in its methods, and its base "
-        "`BaseTrainer` in base.py sets up the training there: `__init__` builds an "
+        "`BaseTrainer` in base.py sets up the training: `__init__` builds an "
         "optimizer (`torch.optim.SGD(...)`, line 8)"
     )
 
@@ -494,3 +494,38 @@ def test_a_subclass_of_a_base_that_builds_no_optimizer_is_migrated(
     result = migrate_source(script.read_bytes(), str(script))
     assert result.changed
     assert b"accel.prepare_model(" in result.output  # type: ignore[operator]
+
+
+def test_a_subclass_over_two_bases_of_other_files(tmp_path: Path) -> None:
+    """``Mine(Trainer)`` in the script, ``Trainer(BaseTrainer)`` in trainer.py
+    adding only a method, and the optimizer built in base.py (in a method of its
+    own, ``_make_optimizer``): the fact is read through the bases' modules."""
+    (tmp_path / "base.py").write_text(
+        "import torch\n\n\n"
+        "class BaseTrainer:\n"
+        "    def __init__(self, model, loader):\n"
+        "        self.model, self.loader = model, loader\n"
+        "        self.optimizer = self._make_optimizer()\n\n"
+        "    def _make_optimizer(self):\n"
+        "        return torch.optim.Adam(self.model.parameters(), lr=1e-3)\n"
+    )
+    (tmp_path / "trainer.py").write_text(
+        "from base import BaseTrainer\n\n\n"
+        "class Trainer(BaseTrainer):\n"
+        "    def log(self, text):\n"
+        "        print(text)\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(
+        SUBCLASS_SCRIPT.replace(
+            "from base import BaseTrainer, Logging", "from trainer import Trainer"
+        ).replace("ClsTrainer(BaseTrainer)", "ClsTrainer(Trainer)")
+    )
+    table = dict(read_project(str(script)).helpers)
+    assert table["trainer.Trainer"].builds_optimizer == (
+        "its base `BaseTrainer` in base.py: `_make_optimizer` builds an optimizer "
+        "(`torch.optim.Adam(...)`, line 10)"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    assert [f.line for f in result.findings if f.code == "AM004"] == [7]
