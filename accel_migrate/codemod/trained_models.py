@@ -387,39 +387,50 @@ class AllOrNothing:
         )
 
     def _block_subclassed_trainers(self) -> None:
-        """``class ClsTrainer(BaseTrainer)`` of this file, whose methods run a
-        backward, over a base of a local module that builds the optimizer
-        (``HelperFact.builds_optimizer``): the model, its optimizer and the loop
-        the step runs in are set up in the base's file, the step in this one.
+        """``class ClsTrainer(BaseTrainer)`` of this file over a base of a local
+        module that trains what it is handed (its loop calls the backward:
+        ``HelperFact.trains``; the subclass writes ``training_step``), or that
+        builds the optimizer while this class's methods run the backward
+        (``HelperFact.builds_optimizer``; the subclass writes ``_train_epoch``):
+        the model's optimizer, and the loop or the step, are in the base's file.
         accel-migrate prepares a model and its optimizer in one file, so this
         file is left whole (and the base's file is, by AM004 there)."""
         for cls in findall(self.index.module, m.ClassDef()):
             methods = findall(cls.body, m.FunctionDef())  # type: ignore[attr-defined]
-            if not any(self.index.runs_backward(f.body) for f in methods):  # type: ignore[attr-defined]
-                continue
+            steps = any(self.index.runs_backward(f.body) for f in methods)  # type: ignore[attr-defined]
             for base in cls.bases:  # type: ignore[attr-defined]
                 fact = self.index.helper(base.value)
                 if (
                     fact is None
                     or fact.kind != "class"
-                    or not fact.builds_optimizer
                     or fact.collectives  # the base already runs the runtime's calls
                 ):
                     continue
                 name = cls.name.value  # type: ignore[attr-defined]
+                if fact.trains:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) inherits the training "
+                        f"of its base {fact.where}: {fact.trains}"
+                    )
+                elif fact.builds_optimizer and steps:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) runs a backward in its "
+                        f"methods, and its base {fact.where} sets up the training: "
+                        f"{fact.builds_optimizer}"
+                    )
+                else:
+                    continue
                 self.block(
                     base,
-                    f"`{name}` (line {self._line(cls)}) runs a backward in its "
-                    f"methods, and its base {fact.where} sets up the training: "
-                    f"{fact.builds_optimizer}. accel-migrate prepares a model and its "
-                    "optimizer in one file and does not follow a class into a base "
-                    "of another file, so neither this file nor the base's is "
-                    "migrated for it; wrap the model with accel.prepare_model(...) "
-                    f"before it is handed to `{name}`, the optimizer with "
-                    "accel.prepare_optimizer(...) where the base builds it and the "
-                    "base's saves with accel.save(...); in this file the loaders "
-                    "with accel.prepare_dataloader(...) and the backward with "
-                    "accel.backward(...)" + ALL_OR_NOTHING,
+                    f"{how}. accel-migrate prepares a model and its optimizer in one "
+                    "file and does not follow a class into a base of another file, "
+                    "so neither this file nor the base's is migrated for it; wrap "
+                    "the model with accel.prepare_model(...) before it is handed to "
+                    f"`{name}`, its optimizer with accel.prepare_optimizer(...) "
+                    "where it is built, the loaders with "
+                    "accel.prepare_dataloader(...), the backward with "
+                    "accel.backward(...) and the base's saves with accel.save(...)"
+                    + ALL_OR_NOTHING,
                 )
                 break
 

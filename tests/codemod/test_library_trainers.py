@@ -529,3 +529,54 @@ def test_a_subclass_over_two_bases_of_other_files(tmp_path: Path) -> None:
     result = migrate_source(script.read_bytes(), str(script))
     assert not result.changed
     assert [f.line for f in result.findings if f.code == "AM004"] == [7]
+
+
+LOOP_BASE = """\
+import torch
+
+
+class BaseTrainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def fit(self):
+        self.model.train()
+        for batch in self.loader:
+            self.optimizer.zero_grad()
+            loss = self.training_step(batch)
+            loss.backward()
+            self.optimizer.step()
+"""
+
+
+def test_a_subclass_that_writes_only_the_training_step(tmp_path: Path) -> None:
+    """``class Lit(BaseTrainer)`` in the script writes ``training_step``; the
+    base's ``fit`` runs the backward through the model it is handed. The script
+    had its loaders sharded and its metrics reduced while each process trained a
+    full copy in the base (no backward in the script: nothing at run time said
+    so); now it is left whole, naming the base's loop."""
+    (tmp_path / "base.py").write_text(LOOP_BASE)
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from base import BaseTrainer\n\n\n"
+        "class Lit(BaseTrainer):\n"
+        "    def training_step(self, batch):\n"
+        "        x, y = batch\n"
+        "        return torch.nn.functional.cross_entropy(self.model(x), y)\n\n\n"
+        "model = torch.nn.Linear(4, 3)\n"
+        "Lit(model, DataLoader(train_set, batch_size=8, shuffle=True)).fit()\n"
+        "print(sum((model(x).argmax(1) == y).sum().item()\n"
+        "          for x, y in DataLoader(test_set, batch_size=8)))\n"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [6]
+    assert blocking[0].message.startswith(
+        "`Lit` (line 6) inherits the training of its base `BaseTrainer` in base.py: "
+        "`fit` calls backward (line 15)"
+    )

@@ -287,6 +287,11 @@ EXPECTED: dict[str, str] = {
     "subclass_base_trainer_r22_project_batch": "FLAGGED",
     "kwarg_loader_dict_r22_project": "FLAGGED",
     "kwarg_loader_dict_r22_project_batch": "FLAGGED",
+    # a subclass in main.py writing only training_step over a base whose loop
+    # runs the backward (SILENT in file mode before: main.py's loaders sharded
+    # while each process trained a full copy in core/trainer.py)
+    "training_step_base_loop_r22_project": "FLAGGED",
+    "training_step_base_loop_r22_project_batch": "FLAGGED",
     "star_imports_r22_project": "FLAGGED",
     "star_imports_r22_project_batch": "FLAGGED",
     "csv_logger_sibling_r22_project": "FLAGGED",
