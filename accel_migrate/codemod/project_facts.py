@@ -96,6 +96,10 @@ class HelperFact:
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.
     model_class: HelperFact | None = None
+    #: For a model class: how its ``forward`` shapes a tensor with a batch size
+    #: its ``__init__`` stores (``x.view(self.batch_size, ...)``), as a phrase
+    #: (``batch_shaped_models``); "" if it does not.
+    batch_shape: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

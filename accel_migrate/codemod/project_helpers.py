@@ -165,6 +165,8 @@ class HelperFacts:
 
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
+            from .batch_shaped_models import batch_shape
+
             return HelperFact(
                 cls.name,
                 self.file,
@@ -173,6 +175,7 @@ class HelperFacts:
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
                 pairwise=self._forward_pairwise(cls),
+                batch_shape=batch_shape(cls, self._dotted),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
