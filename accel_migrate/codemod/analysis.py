@@ -595,8 +595,19 @@ class ModuleIndex:
     def loader_containers(self) -> set[Key]:
         """Variables holding a dict or list of data loaders
         (``loaders = {x: DataLoader(...) for x in ["train", "val"]}``,
-        ``{"val": val_loader}``), parameters given one included."""
-        return self.tagged(self._holds_loaders, returns=True)
+        ``{"val": val_loader}``), parameters given one included, by this file's
+        calls or by every call from the batch's other files (``train(model,
+        loaders={"train": tl, "val": vl})``: kind "loaders", ``project_callers``)."""
+        from .project_callers import given_by_callers
+
+        handed = set(given_by_callers(self, "loaders"))
+        return (
+            self.tagged(
+                lambda e: self._holds_loaders(e) or self.key(e) in handed,
+                returns=True,
+            )
+            | handed
+        )
 
     def _holds_loaders(self, expr: cst.BaseExpression | None) -> bool:
         """A dict, list or tuple display (or comprehension) of data loaders, or

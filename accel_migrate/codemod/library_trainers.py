@@ -125,13 +125,56 @@ def _handed(lineage: Lineage) -> tuple[str, str] | None:
     return None
 
 
-def function_trains_handed(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+def function_trains_handed(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+) -> str:
     """How a function trains a model its caller hands it, as a phrase for a
     finding (``"`fit` calls backward (line 14) in a step that runs `model`, its
     parameter"``); "" when it does not: it calls ``.backward()`` and uses a
     parameter, or a local bound to one, as a model (called, or ``.train()``,
     ``.parameters()``...). A project's own ``fit(model, optimizer, loader)``
-    loop, or torchvision's reference ``train_one_epoch(model, ...)``."""
+    loop, or torchvision's reference ``train_one_epoch(model, ...)``. Also
+    through a function of its module (``functions``) it hands the parameter
+    (``train(model, loaders, cfg)`` calling ``train_one_epoch(model=model,
+    ...)``, which trains it)."""
+    found = _function_trains(function, functions or {}, 0)
+    return found[0] if found is not None else ""
+
+
+def function_trained_parameter(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+) -> tuple[str, int]:
+    """The parameter ``function_trains_handed`` finds trained and its position
+    among the positional parameters (-1: keyword only); ("", -1) for none."""
+    found = _function_trains(function, functions or {}, 0)
+    if found is None:
+        return ("", -1)
+    arguments = function.args
+    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+    name = found[1]
+    return (name, positional.index(name) if name in positional else -1)
+
+
+#: How many calls deep ``function_trains_handed`` follows a handed model.
+_CALL_DEPTH = 3
+
+
+def _function_trains(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    depth: int,
+) -> tuple[str, str] | None:
+    """(phrase, parameter) for ``function_trains_handed``; None when it does not."""
+    arguments = function.args
+    names = {
+        a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    }
+
+    def parameter(expr: ast.expr) -> str | None:
+        return expr.id if isinstance(expr, ast.Name) and expr.id in names else None
+
     backward = next(
         (
             node
@@ -142,23 +185,53 @@ def function_trains_handed(function: ast.FunctionDef | ast.AsyncFunctionDef) -> 
         ),
         None,
     )
-    if backward is None:
-        return ""
-    arguments = function.args
-    names = {
-        a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-    }
+    if backward is not None:
+        used = _used_value_as_model(function, parameter)
+        if used is not None:
+            return (
+                f"`{function.name}` calls backward (line {backward.lineno}) in a "
+                f"step that runs `{used}`, its parameter",
+                used,
+            )
+    if depth >= _CALL_DEPTH:
+        return None
+    for node in _own_nodes(function):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in functions
+            and functions[node.func.id] is not function
+        ):
+            continue
+        callee = functions[node.func.id]
+        inner = _function_trains(callee, functions, depth + 1)
+        if inner is None:
+            continue
+        handed = _argument_for(node, callee, inner[1])
+        own = parameter(handed) if handed is not None else None
+        if own is not None:
+            return (
+                f"`{function.name}` hands its parameter `{own}` to "
+                f"`{callee.name}` (line {node.lineno}), where {inner[0]}",
+                own,
+            )
+    return None
 
-    def parameter(expr: ast.expr) -> str | None:
-        return expr.id if isinstance(expr, ast.Name) and expr.id in names else None
 
-    used = _used_value_as_model(function, parameter)
-    if used is None:
-        return ""
-    return (
-        f"`{function.name}` calls backward (line {backward.lineno}) in a step that "
-        f"runs `{used}`, its parameter"
-    )
+def _argument_for(
+    call: ast.Call, callee: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> ast.expr | None:
+    """What ``call`` hands ``callee``'s parameter ``name`` (None: nothing, or
+    through ``*args``/``**kwargs``)."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    positional = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    if name in positional and positional.index(name) < len(call.args):
+        return call.args[positional.index(name)]
+    return None
 
 
 def trains_own_models(
@@ -193,6 +266,26 @@ def trains_own_models(
         f"`{optimizer[0]}` builds an optimizer (`{built}(...)`, line "
         f"{optimizer[1].lineno})"
     )
+
+
+def builds_optimizer(
+    cls: ast.ClassDef, is_optimizer: Callable[[ast.Call], bool]
+) -> str:
+    """Where ``cls``, not a model class, builds an optimizer in a method, as a
+    phrase for a finding (``"`__init__` builds an optimizer
+    (`torch.optim.SGD(...)`, line 16)"``); "" when it builds none. A base trainer
+    (``trainer/base.py``'s ``BaseTrainer``) that owns the optimizer while a
+    subclass in another file writes the step (``_train_epoch``)."""
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in _own_nodes(method):
+            if isinstance(node, ast.Call) and is_optimizer(node):
+                return (
+                    f"`{method.name}` builds an optimizer "
+                    f"(`{ast.unparse(node.func)}(...)`, line {node.lineno})"
+                )
+    return ""
 
 
 def _methods(lineage: Lineage) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -68,6 +68,8 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                     kind = _unpacked_kind(reader, function, arg)
                 if not kind and _optimized(reader, function, arg):
                     kind = "model"
+                if not kind and _holds_loaders(reader, function, arg, 0):
+                    kind = "loaders"
                 kinds.append((name, kind))
                 built = model_class(reader, arg, function) if kind == "model" else None
                 if built is not None:
@@ -110,6 +112,109 @@ def _unpacked_kind(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str
     if fact is None or fact.container != "tuple" or len(fact.items) != len(names):
         return ""
     return fact.items[names.index(arg.id)]
+
+
+#: How far ``_holds_loaders`` follows a caller's variables.
+_LOADER_DEPTH = 4
+
+
+def _holds_loaders(
+    reader: HelperFacts, function: ast.AST, expr: ast.expr, depth: int
+) -> bool:
+    """Is ``expr`` a dict, list or tuple of DataLoaders and nothing else (``{"train":
+    tl, "val": vl}``, or a variable bound to one, or a local helper's dict or
+    tuple of them: ``build_loaders(cfg)``)? The kind "loaders" of a call site:
+    each item is a loader the caller shards, as a "loader" argument is."""
+    if depth > _LOADER_DEPTH:
+        return False
+    if isinstance(expr, ast.Dict):
+        if None in expr.keys:
+            return False
+        elements = list(expr.values)
+    elif isinstance(expr, (ast.List, ast.Tuple)):
+        if any(isinstance(e, ast.Starred) for e in expr.elts):
+            return False
+        elements = list(expr.elts)
+    elif isinstance(expr, ast.Call):
+        callee = reader.resolve(expr.func)
+        if not isinstance(callee, tuple):
+            return False
+        fact = reader.view.fact(callee, reader.roots, reader.script, reader.depth + 1)
+        return (
+            fact is not None
+            and fact.container in ("dict", "tuple")
+            and bool(fact.items)
+            and all(item == "loader" for item in fact.items)
+        )
+    elif isinstance(expr, ast.Name):
+        values = _bound_values(function, expr.id)
+        return bool(values) and all(
+            _holds_loaders(reader, function, v, depth + 1) for v in values
+        )
+    else:
+        return False
+    return bool(elements) and all(
+        _is_loader(reader, function, e, depth + 1) for e in elements
+    )
+
+
+def _is_loader(
+    reader: HelperFacts, function: ast.AST, expr: ast.expr, depth: int
+) -> bool:
+    """Is ``expr`` a DataLoader in the caller: one by ``kind_of``, an item of a
+    local helper's tuple of them, one item of a container of them
+    (``loaders["train"]``), or a variable bound only to such values?"""
+    if depth > _LOADER_DEPTH:
+        return False
+    if reader.kind_of(expr, function, 0)[0] == "loader":
+        return True
+    if isinstance(expr, ast.Subscript):
+        return _holds_loaders(reader, function, expr.value, depth + 1)
+    if isinstance(expr, ast.Name):
+        if _unpacked_kind(reader, function, expr) == "loader":
+            return True
+        values = _bound_values(function, expr.id)
+        return bool(values) and all(
+            _is_loader(reader, function, v, depth + 1) for v in values
+        )
+    return False
+
+
+def _bound_values(function: ast.AST, name: str) -> list[ast.expr]:
+    """The values ``name`` is assigned in ``function`` (``x = v``, element-wise
+    ``a, x = u, v``); [] when one of its bindings is of another form (unpacked
+    from a call, a loop, an augmented assignment...)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(function):
+        if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and name in _bound_names(
+            node.target
+        ):
+            return []
+        if isinstance(node, (ast.For, ast.With, ast.comprehension)):
+            targets = (
+                [node.target]
+                if not isinstance(node, ast.With)
+                else [i.optional_vars for i in node.items if i.optional_vars]
+            )
+            if any(name in _bound_names(t) for t in targets):
+                return []
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id == name:
+                found.append(node.value)
+            elif name in _bound_names(target):
+                if not (
+                    isinstance(target, (ast.Tuple, ast.List))
+                    and isinstance(node.value, (ast.Tuple, ast.List))
+                    and len(target.elts) == len(node.value.elts)
+                    and all(isinstance(e, ast.Name) for e in target.elts)
+                ):
+                    return []
+                for inner, value in zip(target.elts, node.value.elts, strict=True):
+                    if isinstance(inner, ast.Name) and inner.id == name:
+                        found.append(value)
+    return found
 
 
 def _bound_names(target: ast.expr) -> list[str]:

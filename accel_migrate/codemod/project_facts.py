@@ -96,6 +96,10 @@ class HelperFact:
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.
     model_class: HelperFact | None = None
+    #: For a model class: how its ``forward`` shapes a tensor with a batch size
+    #: its ``__init__`` stores (``x.view(self.batch_size, ...)``), as a phrase
+    #: (``batch_shaped_models``); "" if it does not.
+    batch_shape: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);
@@ -115,6 +119,10 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: For a class, not a model: where a method of it builds an optimizer, as a
+    #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
+    #: trainer whose subclass in another file writes the training step.
+    builds_optimizer: str = ""
     #: Its file is a training file of this batch (it runs a backward of its
     #: own), rewritten in its own right: its prints and writes are made
     #: main-process ones there, and its sums over the loaders the batch hands it
@@ -240,14 +248,17 @@ class ProjectFacts:
     @property
     def library_trainers(self) -> tuple[HelperFact, ...]:
         """The imported classes that train what their caller hands them, or
-        models of their own, and do not call the runtime themselves
-        (``library_trainers``): a script that constructs one trains through it,
-        even with no loop of its own."""
+        models of their own, and the imported functions that train what their
+        caller hands them (``train(model=model, loaders=..., cfg=cfg)``), that
+        do not call the runtime themselves (``library_trainers``): a script that
+        constructs or calls one trains through it, even with no loop of its own."""
         return tuple(
             fact
             for _, fact in self.helpers
-            if fact.kind == "class"
-            and (fact.trains or fact.trains_own)
+            if (
+                (fact.kind == "class" and (fact.trains or fact.trains_own))
+                or (fact.kind == "function" and fact.trains)
+            )
             and not fact.collectives
         )
 

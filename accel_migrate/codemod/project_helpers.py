@@ -165,6 +165,8 @@ class HelperFacts:
 
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
+            from .batch_shaped_models import batch_shape
+
             return HelperFact(
                 cls.name,
                 self.file,
@@ -173,11 +175,13 @@ class HelperFacts:
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
                 pairwise=self._forward_pairwise(cls),
+                batch_shape=batch_shape(cls, self._dotted),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
         from .library_trainers import (
             backpropagated_attributes,
+            builds_optimizer,
             handed_in_training,
             trained_parameter,
             trains_own_models,
@@ -200,6 +204,12 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            builds_optimizer=(
+                builds_optimizer(
+                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
+                )
+                or self._base_builds_optimizer(cls)
+            ),
             trained_parameter=trained_parameter(lineage),
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
@@ -215,6 +225,22 @@ class HelperFacts:
             ),
         )
 
+    def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
+        """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
+        defines (read in the base's own module), naming it: a class of
+        trainer/trainer.py over base/base_trainer.py's ``BaseTrainer``."""
+        for base in cls.bases:
+            target = self.resolve(base)
+            if not isinstance(target, tuple):
+                continue
+            fact = self._follow(target)
+            if fact is not None and fact.kind == "class" and fact.builds_optimizer:
+                inner = fact.builds_optimizer
+                if not inner.startswith("its base "):
+                    inner = f"its base {fact.where}: {inner}"
+                return inner
+        return ""
+
     # -- functions ---------------------------------------------------------------
     def _forward_pairwise(self, cls: ast.ClassDef) -> str:
         forward = next(
@@ -229,7 +255,10 @@ class HelperFacts:
         return pairwise_in(self, forward, cls) if forward is not None else ""
 
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
-        from .library_trainers import function_trains_handed
+        from .library_trainers import (
+            function_trained_parameter,
+            function_trains_handed,
+        )
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -268,7 +297,8 @@ class HelperFacts:
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
-            trains=function_trains_handed(function),
+            trains=function_trains_handed(function, self.scan.functions),
+            trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
         )
 

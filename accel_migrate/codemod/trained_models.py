@@ -258,6 +258,7 @@ class AllOrNothing:
 
     def visit_Module(self, node: cst.Module) -> None:
         self._block_library_trainers()
+        self._block_subclassed_trainers()
         for key, call in self._stepped_models.items():
             values = [v for v in self.index.values.get(key, []) if v is not None]
             place = (
@@ -311,13 +312,20 @@ class AllOrNothing:
                 or fact.kind not in ("class", "function")
                 or not (fact.trains or fact.trains_own)
                 or fact.collectives  # the library already runs the runtime's calls
-                or (fact.trains and fact.batch_migrated)
+                or (
+                    fact.trains
+                    and fact.batch_migrated
+                    and (fact.kind == "class" or self._handed_prepared(call, fact))
+                )
                 or fact.where in seen
             ):
                 continue
             seen.add(fact.where)
             if not fact.trains:
                 self._block_own_trainer(call, fact)
+                continue
+            if fact.batch_migrated:
+                self._block_unprepared_handed(call, fact)
                 continue
             self.block(
                 call,
@@ -335,6 +343,96 @@ class AllOrNothing:
                 "logs and saves to the main process would mix a migrated half with "
                 "an unmigrated one",
             )
+
+    def _handed_model(
+        self, call: cst.Call, fact: HelperFact
+    ) -> cst.BaseExpression | None:
+        """What ``call`` hands the parameter ``fact`` trains (None: not shown)."""
+        if any(a.star for a in call.args):
+            return None
+        name, position = fact.trained_parameter
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg.value
+        positional = [a for a in call.args if a.keyword is None]
+        if 0 <= position < len(positional):
+            return positional[position].value
+        return None
+
+    def _handed_prepared(self, call: cst.Call, fact: HelperFact) -> bool:
+        """Does this file prepare the model it hands a function of a training
+        file of this batch that trains it (``train_one_epoch(model, optimizer,
+        loader)`` with ``model``'s optimizer built here)?"""
+        handed = self._handed_model(call, fact)
+        if handed is None:
+            return False
+        key = root_key(self.index, handed)
+        return key is not None and (key in self.optimized or self._is_prepared(key))
+
+    def _block_unprepared_handed(self, call: cst.Call, fact: HelperFact) -> None:
+        """``train(model=model, loaders=..., cfg=cfg)`` of a training file of this
+        batch that trains the model it is handed, where nothing in this file
+        shows that model trained (its optimizer is built over there): this file
+        would not prepare it, so it is left whole, and that file with it (AM103)."""
+        self.block(
+            call,
+            f"`{snippet(call)}` hands a model to {fact.where}, which trains it "
+            f"there: {fact.trains}; no optimizer built in this file receives its "
+            "parameters (one that a function of another module builds over it "
+            "is not followed), so accel-migrate cannot show here that it is "
+            f"trained and does not prepare it, while {fact.file} counts on its "
+            "callers to prepare the models they hand it. Wrap the model with "
+            "accel.prepare_model(...) where it is built, and its optimizer with "
+            "accel.prepare_optimizer(...) where that is built" + ALL_OR_NOTHING,
+        )
+
+    def _block_subclassed_trainers(self) -> None:
+        """``class ClsTrainer(BaseTrainer)`` of this file over a base of a local
+        module that trains what it is handed (its loop calls the backward:
+        ``HelperFact.trains``; the subclass writes ``training_step``), or that
+        builds the optimizer while this class's methods run the backward
+        (``HelperFact.builds_optimizer``; the subclass writes ``_train_epoch``):
+        the model's optimizer, and the loop or the step, are in the base's file.
+        accel-migrate prepares a model and its optimizer in one file, so this
+        file is left whole (and the base's file is, by AM004 there)."""
+        for cls in findall(self.index.module, m.ClassDef()):
+            methods = findall(cls.body, m.FunctionDef())  # type: ignore[attr-defined]
+            steps = any(self.index.runs_backward(f.body) for f in methods)  # type: ignore[attr-defined]
+            for base in cls.bases:  # type: ignore[attr-defined]
+                fact = self.index.helper(base.value)
+                if (
+                    fact is None
+                    or fact.kind != "class"
+                    or fact.collectives  # the base already runs the runtime's calls
+                ):
+                    continue
+                name = cls.name.value  # type: ignore[attr-defined]
+                if fact.trains:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) inherits the training "
+                        f"of its base {fact.where}: {fact.trains}"
+                    )
+                elif fact.builds_optimizer and steps:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) runs a backward in its "
+                        f"methods, and its base {fact.where} sets up the training: "
+                        f"{fact.builds_optimizer}"
+                    )
+                else:
+                    continue
+                self.block(
+                    base,
+                    f"{how}. accel-migrate prepares a model and its optimizer in one "
+                    "file and does not follow a class into a base of another file, "
+                    "so neither this file nor the base's is migrated for it; wrap "
+                    "the model with accel.prepare_model(...) before it is handed to "
+                    f"`{name}`, its optimizer with accel.prepare_optimizer(...) "
+                    "where it is built, the loaders with "
+                    "accel.prepare_dataloader(...), the backward with "
+                    "accel.backward(...) and the base's saves with accel.save(...)"
+                    + ALL_OR_NOTHING,
+                )
+                break
 
     def _block_own_trainer(self, call: cst.Call, fact: HelperFact) -> None:
         """``model = Pix2PixModel(opt)`` of a local module whose class builds and

@@ -43,6 +43,35 @@ _UNREACHED = (
 )
 
 
+class EmptyShareForwardError(RuntimeError):
+    """The model's forward failed on this process's empty share of a short global
+    batch (one with fewer samples than there are processes), which the original
+    script never hands it."""
+
+
+def _empty_share_message(exc: BaseException) -> str:
+    return (
+        "the model's forward failed on this process's share of a short global "
+        "batch, which is empty: the last batch of a loader has fewer samples than "
+        "there are processes, so this process gets zero rows, which the original "
+        "script never hands the model. The forward cannot take a batch of zero "
+        "rows (a reshape with -1, `x.view(x.size(0), 1, -1)`, a BatchNorm, a loop "
+        "over the rows...). Make it accept one (name every dimension but the "
+        "first: `x.view(x.size(0), 1, n)`), or give the loader drop_last=True or a "
+        "dataset size whose last batch fills every process "
+        f"({type(exc).__name__}: {exc})"
+    )
+
+
+def _empty_input(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    """Is the first tensor the forward is handed (a batch) empty along its first
+    dimension?"""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value.dim() > 0 and value.shape[0] == 0
+    return False
+
+
 # Attributes that belong to the wrapper itself; every other write goes to the user's module.
 _OWN_ATTRIBUTES = frozenset(
     {"training", "_forward_module", "_runtime", "_forward_calls"}
@@ -78,11 +107,13 @@ class PreparedModule(nn.Module):
         with self._runtime.precision.forward_context():
             try:
                 output = forward_module(*args, **kwargs)
-            except RuntimeError as exc:
-                if _UNFINISHED_REDUCTION not in str(exc):
-                    raise
-                # (not chained: the first error printed is the one that says why)
-                raise UnreachedParametersError(_UNREACHED) from None
+            except (RuntimeError, ValueError, IndexError) as exc:
+                if isinstance(exc, RuntimeError) and _UNFINISHED_REDUCTION in str(exc):
+                    # (not chained: the first error printed is the one that says why)
+                    raise UnreachedParametersError(_UNREACHED) from None
+                if self._runtime.env.distributed and _empty_input(args, kwargs):
+                    raise EmptyShareForwardError(_empty_share_message(exc)) from None
+                raise
         self._runtime.strategy.watch_forward(forward_module, output)
         if self._runtime.env.distributed:
             empty_share.gate_outputs(output, self._runtime)

@@ -305,3 +305,278 @@ def test_a_function_that_trains_what_it_is_handed_leaves_its_caller_whole(
         "`fit(model, opt, loader, 2)` hands its arguments to `fit` in loop.py, "
         "which trains with them there"
     )
+
+
+ENGINE = """\
+import torch
+
+
+def train(model, loaders, cfg):
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    for epoch in range(cfg.epochs):
+        train_one_epoch(model=model, loader=loaders["train"], optimizer=optimizer)
+
+
+def train_one_epoch(model, loader, optimizer):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+
+def passes_a_copy(net, loaders, cfg):
+    train_one_epoch(model=make_copy(net), loader=loaders["train"], optimizer=None)
+"""
+
+KWARG_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+from engine import train
+
+model = torch.nn.Linear(4, 4)
+tl = DataLoader(train_set, batch_size=8, shuffle=True)
+train(model=model, loaders={"train": tl}, cfg=cfg)
+torch.save(model.state_dict(), "model.pt")
+"""
+
+
+def test_a_function_trains_what_it_hands_a_function_of_its_module(
+    tmp_path: Path,
+) -> None:
+    """``train(model, loaders, cfg)`` builds the optimizer and hands the model on
+    by keyword to ``train_one_epoch``, which runs the backward: ``train`` trains
+    its ``model`` (a model handed through something else is not followed)."""
+    (tmp_path / "engine.py").write_text(ENGINE)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import engine\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["engine.train"].trains == (
+        "`train` hands its parameter `model` to `train_one_epoch` (line 7), where "
+        "`train_one_epoch` calls backward (line 14) in a step that runs `model`, "
+        "its parameter"
+    )
+    assert table["engine.train"].trained_parameter == ("model", 0)
+    assert table["engine.train_one_epoch"].trained_parameter == ("model", 0)
+    assert table["engine.passes_a_copy"].trains == ""
+
+
+def test_a_script_with_no_loop_that_hands_its_model_to_such_a_function(
+    tmp_path: Path,
+) -> None:
+    """File mode: the script has no loop and no optimizer of its own (it was
+    skipped as no training entry point, with no finding, and left unmigrated
+    while the user was told nothing): it is left whole, naming engine.py."""
+    (tmp_path / "engine.py").write_text(ENGINE)
+    script = tmp_path / "main.py"
+    script.write_text(KWARG_SCRIPT)
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [8]
+    assert "hands its arguments to `train` in engine.py" in blocking[0].message
+
+
+def test_a_batch_caller_that_prepares_nothing_it_hands_is_left_whole(
+    tmp_path: Path,
+) -> None:
+    """Batch mode: engine.py counts on its callers to prepare the models they
+    hand it, and the script builds no optimizer over its model, so it would not
+    prepare it (engine.py was migrated on its word while nothing prepared the
+    model): the script is left whole (and engine.py with it, AM103)."""
+    (tmp_path / "engine.py").write_text(ENGINE)
+    script = tmp_path / "main.py"
+    script.write_text(KWARG_SCRIPT)
+    view = ProjectView([str(script), str(tmp_path / "engine.py")])
+    facts = view.facts_for(str(script))
+    assert dict(facts.helpers)["engine.train"].batch_migrated
+    result = migrate_source(
+        script.read_bytes(), str(script), MigrateOptions(project=facts)
+    )
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [8]
+    assert blocking[0].message.startswith(
+        '`train(model=model, loaders={"train": tl}, cfg=cfg)` hands a model to '
+        "`train` in engine.py, which trains it there"
+    )
+    assert "no optimizer built in this file receives its" in blocking[0].message
+
+
+OWNING_BASE = """\
+import torch
+
+
+class BaseTrainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train(self):
+        for epoch in range(2):
+            self._train_epoch(epoch)
+        torch.save(self.model.state_dict(), "last.pt")
+
+
+class Logging:
+    def log(self, text):
+        print(text)
+"""
+
+SUBCLASS_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+from base import BaseTrainer, Logging
+
+
+class ClsTrainer(BaseTrainer):
+    def _train_epoch(self, epoch):
+        for x, y in self.loader:
+            self.optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(self.model(x), y).backward()
+            self.optimizer.step()
+
+
+model = torch.nn.Linear(4, 3)
+loader = DataLoader(train_set, batch_size=8, shuffle=True)
+ClsTrainer(model, loader).train()
+"""
+
+
+def test_a_subclass_over_a_base_that_builds_the_optimizer(tmp_path: Path) -> None:
+    """``class ClsTrainer(BaseTrainer)`` in the script writes the step; the base
+    in base.py builds the optimizer over the model it is handed and runs the
+    loop. The script was migrated (loader sharded, backward rewritten) while the
+    model stayed unprepared: now it is left whole, naming the base's file."""
+    (tmp_path / "base.py").write_text(OWNING_BASE)
+    script = tmp_path / "main.py"
+    script.write_text(SUBCLASS_SCRIPT)
+    table = dict(read_project(str(script)).helpers)
+    assert table["base.BaseTrainer"].builds_optimizer == (
+        "`__init__` builds an optimizer (`torch.optim.SGD(...)`, line 8)"
+    )
+    assert table["base.Logging"].builds_optimizer == ""
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [7]
+    assert blocking[0].message.startswith(
+        "`ClsTrainer` (line 7) runs a backward in its methods, and its base "
+        "`BaseTrainer` in base.py sets up the training: `__init__` builds an "
+        "optimizer (`torch.optim.SGD(...)`, line 8)"
+    )
+
+
+def test_a_subclass_of_a_base_that_builds_no_optimizer_is_migrated(
+    tmp_path: Path,
+) -> None:
+    """A mixin base of another file (``Logging``) sets up nothing of training:
+    the script's own model and optimizer are migrated as before."""
+    (tmp_path / "base.py").write_text(OWNING_BASE)
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from base import Logging\n\n\n"
+        "class Loop(Logging):\n"
+        "    def run(self, model, opt, loader):\n"
+        "        for x, y in loader:\n"
+        "            opt.zero_grad()\n"
+        "            model(x).sum().backward()\n"
+        "            opt.step()\n\n\n"
+        "model = torch.nn.Linear(4, 3)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "Loop().run(model, opt, DataLoader(train_set, batch_size=8))\n"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert result.changed
+    assert b"accel.prepare_model(" in result.output  # type: ignore[operator]
+
+
+def test_a_subclass_over_two_bases_of_other_files(tmp_path: Path) -> None:
+    """``Mine(Trainer)`` in the script, ``Trainer(BaseTrainer)`` in trainer.py
+    adding only a method, and the optimizer built in base.py (in a method of its
+    own, ``_make_optimizer``): the fact is read through the bases' modules."""
+    (tmp_path / "base.py").write_text(
+        "import torch\n\n\n"
+        "class BaseTrainer:\n"
+        "    def __init__(self, model, loader):\n"
+        "        self.model, self.loader = model, loader\n"
+        "        self.optimizer = self._make_optimizer()\n\n"
+        "    def _make_optimizer(self):\n"
+        "        return torch.optim.Adam(self.model.parameters(), lr=1e-3)\n"
+    )
+    (tmp_path / "trainer.py").write_text(
+        "from base import BaseTrainer\n\n\n"
+        "class Trainer(BaseTrainer):\n"
+        "    def log(self, text):\n"
+        "        print(text)\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(
+        SUBCLASS_SCRIPT.replace(
+            "from base import BaseTrainer, Logging", "from trainer import Trainer"
+        ).replace("ClsTrainer(BaseTrainer)", "ClsTrainer(Trainer)")
+    )
+    table = dict(read_project(str(script)).helpers)
+    assert table["trainer.Trainer"].builds_optimizer == (
+        "its base `BaseTrainer` in base.py: `_make_optimizer` builds an optimizer "
+        "(`torch.optim.Adam(...)`, line 10)"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    assert [f.line for f in result.findings if f.code == "AM004"] == [7]
+
+
+LOOP_BASE = """\
+import torch
+
+
+class BaseTrainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def fit(self):
+        self.model.train()
+        for batch in self.loader:
+            self.optimizer.zero_grad()
+            loss = self.training_step(batch)
+            loss.backward()
+            self.optimizer.step()
+"""
+
+
+def test_a_subclass_that_writes_only_the_training_step(tmp_path: Path) -> None:
+    """``class Lit(BaseTrainer)`` in the script writes ``training_step``; the
+    base's ``fit`` runs the backward through the model it is handed. The script
+    had its loaders sharded and its metrics reduced while each process trained a
+    full copy in the base (no backward in the script: nothing at run time said
+    so); now it is left whole, naming the base's loop."""
+    (tmp_path / "base.py").write_text(LOOP_BASE)
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from base import BaseTrainer\n\n\n"
+        "class Lit(BaseTrainer):\n"
+        "    def training_step(self, batch):\n"
+        "        x, y = batch\n"
+        "        return torch.nn.functional.cross_entropy(self.model(x), y)\n\n\n"
+        "model = torch.nn.Linear(4, 3)\n"
+        "Lit(model, DataLoader(train_set, batch_size=8, shuffle=True)).fit()\n"
+        "print(sum((model(x).argmax(1) == y).sum().item()\n"
+        "          for x, y in DataLoader(test_set, batch_size=8)))\n"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [6]
+    assert blocking[0].message.startswith(
+        "`Lit` (line 6) inherits the training of its base `BaseTrainer` in base.py: "
+        "`fit` calls backward (line 15)"
+    )

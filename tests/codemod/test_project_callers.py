@@ -183,3 +183,83 @@ def test_a_loader_unpacked_from_a_helpers_tuple_is_a_loader(tmp_path: Path) -> N
         engine.read_text(), str(engine), MigrateOptions(project=facts)
     )
     assert "correct = accel.reduce(correct)" in result.output
+
+
+DICT_ENGINE = """\
+import torch.nn.functional as F
+
+
+def fit(model, optimizer, loaders, epochs):
+    for epoch in range(epochs):
+        step(model=model, optimizer=optimizer, loader=loaders["train"])
+        print(evaluate(model=model, loader=loaders["val"]))
+
+
+def step(model, optimizer, loader):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+"""
+
+DICT_TRAIN = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from data import get_loaders
+from engine import fit
+
+data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+tl, vl = get_loaders()
+net = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+fit(net, opt, loaders={"train": tl, "val": vl}, epochs=2)
+fit(net, opt, {"train": DataLoader(data, batch_size=4), "val": vl}, 1)
+"""
+
+
+def test_a_dict_of_loaders_handed_by_keyword_is_reduced_over(tmp_path: Path) -> None:
+    """``fit(model, opt, loaders={"train": tl, "val": vl})``: each call hands a
+    dict of the caller's (sharded) loaders, which ``fit`` hands on by keyword as
+    ``loaders["val"]``; the sum ``evaluate`` makes over it is reduced in
+    engine.py (it was not, and nothing said so: the eval line was this process's
+    share)."""
+    (tmp_path / "data.py").write_text(DATA)
+    (tmp_path / "engine.py").write_text(DICT_ENGINE)
+    (tmp_path / "train.py").write_text(DICT_TRAIN)
+    engine = tmp_path / "engine.py"
+    view = ProjectView(
+        [str(engine), str(tmp_path / "train.py"), str(tmp_path / "data.py")]
+    )
+    facts = view.facts_for(str(engine))
+    sites = facts.callers_of("fit")
+    assert {s.line: s.kind("loaders") for s in sites} == {11: "loaders", 12: "loaders"}
+    result = migrate_source(
+        engine.read_text(), str(engine), MigrateOptions(project=facts)
+    )
+    assert "correct = accel.reduce(correct)" in result.output
+    assert "accel.backward(" in result.output
+
+
+def test_a_dict_with_something_else_than_loaders_is_not_loaders(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data.py").write_text(DATA)
+    (tmp_path / "engine.py").write_text(DICT_ENGINE)
+    (tmp_path / "train.py").write_text(
+        DICT_TRAIN.replace('"val": vl}, 1)', '"val": [1, 2]}, 1)')
+    )
+    engine = tmp_path / "engine.py"
+    view = ProjectView(
+        [str(engine), str(tmp_path / "train.py"), str(tmp_path / "data.py")]
+    )
+    sites = view.facts_for(str(engine)).callers_of("fit")
+    assert {s.line: s.kind("loaders") for s in sites} == {11: "loaders", 12: ""}

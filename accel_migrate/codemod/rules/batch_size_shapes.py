@@ -25,6 +25,11 @@ through ``**kwargs``) used as a shape:
   model.init_hidden(args.batch_size)`` before the loop, whose body makes
   ``weight.new_zeros(1, bsz, nhid)``: a recurrent state carried across the
   batches) is reported as needs-review;
+- a model built from a local module (``model = build_model(cfg)``) whose class
+  keeps the configured batch size and shapes a tensor with it in ``forward``
+  (``self.batch_size = cfg.batch_size``, then ``x.view(self.batch_size,
+  self.seq_len, -1)``), in a file that shards a loader, is reported as
+  needs-review at the call that builds it;
 - ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
   is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
   tutorial's per-class accuracy), counts a batch's rows by the configured size:
@@ -230,6 +235,7 @@ class BatchSizeShapes(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        self._batch_shaped_model(node)
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         if "builtins.range" in self.qualnames(func):
             self._row_range(node)
@@ -509,6 +515,27 @@ class BatchSizeShapes(Rule):
                 return False
             value = value.func.value
         return isinstance(value, cst.Name) and value.value == name
+
+    def _batch_shaped_model(self, node: cst.Call) -> None:
+        """``model = build_model(cfg)`` or ``SeqClassifier(cfg)`` of a local
+        module whose model class keeps the configured batch size and shapes a
+        tensor with it in ``forward`` (``HelperFact.batch_shape``), in a file
+        that shards a loader: each process's batch has a share of that size."""
+        fact = self.index.helper(node.func)
+        if fact is None or fact.returns != "model":
+            return
+        shaped = fact if fact.kind == "class" else fact.model_class
+        if shaped is None or not shaped.batch_shape or not self.index.loaders:
+            return
+        self.report(
+            node,
+            "needs-review",
+            f"builds {shaped.where}, whose {shaped.batch_shape}: each process's "
+            "batch holds its share of the configured batch size, so that shape "
+            "has too many rows (a reshape fails or mixes samples); take the size "
+            f"from the batch in {shaped.file} (`x.size(0)`), or launch with "
+            "--batch-mode per-device",
+        )
 
     def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
         batch = self._rewrite.get(original_node)

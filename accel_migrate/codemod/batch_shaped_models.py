@@ -1,0 +1,103 @@
+"""A model class of a local module that keeps the configured batch size and
+shapes a tensor with it in ``forward`` (``self.batch_size = cfg.batch_size`` in
+``__init__``, then ``x.view(self.batch_size, self.seq_len, -1)``): under the
+default global-batch mode each process's batch has ``batch_size / N`` rows, so
+the reshape fails or mixes samples. AM025 reads the fact at the call that builds
+the model (``HelperFact.batch_shape``), as it reads a batch size used as a shape
+in the script itself. Static only: ``ast``, nothing runs."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+from .project_helpers import _own_nodes
+
+#: Methods whose leading arguments are a shape (AM025's ``SHAPE_METHODS``).
+_SHAPE_METHODS = frozenset(
+    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty"}
+)
+#: ``torch`` functions whose leading arguments are a shape.
+_SHAPE_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in ("zeros", "ones", "empty", "full", "rand", "randn", "randint")
+)
+#: How a configured batch size is spelled where ``__init__`` stores it.
+_BATCH_NAMES = frozenset({"batch_size", "batchsize", "bsz", "bs"})
+
+
+def batch_shape(cls: ast.ClassDef, dotted: Callable[[ast.expr], str]) -> str:
+    """How a model class shapes a tensor with a batch size it stores, as a
+    phrase for a finding (``"`forward` shapes a tensor with `self.batch_size`
+    (line 15), which `__init__` sets from `cfg.batch_size` (line 9)"``); "" when
+    it does not. ``dotted``: a call's qualified name in the class's module."""
+    methods = {
+        m.name: m
+        for m in cls.body
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    init, forward = methods.get("__init__"), methods.get("forward")
+    if init is None or forward is None:
+        return ""
+    stored = _stored_batch_sizes(init)
+    if not stored:
+        return ""
+    for node in _own_nodes(forward):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if not (
+            (isinstance(func, ast.Attribute) and func.attr in _SHAPE_METHODS)
+            or dotted(func) in _SHAPE_FUNCTIONS
+        ):
+            continue
+        for arg in _shape_args(node):
+            attr = _self_attribute(arg)
+            if attr in stored:
+                source, line = stored[attr]
+                return (
+                    f"`forward` shapes a tensor with `self.{attr}` (line "
+                    f"{node.lineno}), which `__init__` sets from `{source}` (line "
+                    f"{line})"
+                )
+    return ""
+
+
+def _stored_batch_sizes(
+    init: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> dict[str, tuple[str, int]]:
+    """``self.X = cfg.batch_size`` or ``self.X = batch_size`` (a parameter) in
+    ``__init__``: X -> (the value's code, its line)."""
+    found: dict[str, tuple[str, int]] = {}
+    for node in _own_nodes(init):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        attr = _self_attribute(node.targets[0])
+        value = node.value
+        name = (
+            value.attr
+            if isinstance(value, ast.Attribute)
+            else value.id if isinstance(value, ast.Name) else ""
+        )
+        if attr is not None and name.lower() in _BATCH_NAMES:
+            found[attr] = (ast.unparse(value), node.lineno)
+    return found
+
+
+def _shape_args(call: ast.Call) -> list[ast.expr]:
+    """The dimensions a shape call is given: its positional arguments, or the
+    items of a tuple or list given as the first."""
+    args = list(call.args)
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        return list(args[0].elts)
+    return args
+
+
+def _self_attribute(expr: ast.expr) -> str | None:
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    ):
+        return expr.attr
+    return None

@@ -1,0 +1,102 @@
+"""AM025 across files: a model class of a local module that keeps the
+configured batch size and shapes a tensor with it in ``forward``
+(``HelperFact.batch_shape``) is reported where the script builds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accel_migrate.codemod import migrate_source
+from accel_migrate.codemod.project_view import read_project
+
+MODELS = """\
+import torch
+import torch.nn as nn
+
+
+class SeqClassifier(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.batch_size = cfg.batch_size
+        self.seq_len = cfg.seq_len
+        self.rnn = nn.GRU(3, 4, batch_first=True)
+
+    def forward(self, x):
+        x = x.view(self.batch_size, self.seq_len, -1)
+        return self.rnn(x)[0][:, -1]
+
+
+class Sized(nn.Module):
+    def __init__(self, batch_size):
+        super().__init__()
+        self.bs = batch_size
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x) + torch.zeros((self.bs, 2))
+
+
+class Plain(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.batch_size = cfg.batch_size
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x.view(x.size(0), -1))
+
+
+def build_model(cfg):
+    return SeqClassifier(cfg)
+"""
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+from models import Plain, Sized, build_model
+
+loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True)
+model = build_model(cfg)
+other = Sized(cfg.batch_size)
+plain = Plain(cfg)
+opt = torch.optim.SGD(list(model.parameters()) + list(other.parameters())
+                      + list(plain.parameters()), lr=0.1)
+for x, y in loader:
+    opt.zero_grad()
+    (model(x).sum() + other(x).sum() + plain(x).sum()).backward()
+    opt.step()
+"""
+
+
+def test_the_fact_names_the_shape_and_where_the_size_comes_from(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "models.py").write_text(MODELS)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import models\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["models.SeqClassifier"].batch_shape == (
+        "`forward` shapes a tensor with `self.batch_size` (line 13), which "
+        "`__init__` sets from `cfg.batch_size` (line 8)"
+    )
+    assert "`self.bs`" in table["models.Sized"].batch_shape
+    assert table["models.Plain"].batch_shape == ""  # stored, never a shape
+    assert table["models.build_model"].model_class is not None
+
+
+def test_the_script_that_builds_it_is_told(tmp_path: Path) -> None:
+    """The script shards its loader and prepares the models (each process's
+    batch is half the configured size, and the reshape in models.py fails at
+    world size 2): reported at each call that builds one of the two, through a
+    factory too; the plain one is not."""
+    (tmp_path / "models.py").write_text(MODELS)
+    script = tmp_path / "main.py"
+    script.write_text(SCRIPT)
+    result = migrate_source(script.read_text(), str(script))
+    found = [f for f in result.needs_review if f.code == "AM025"]
+    assert [f.line for f in found] == [7, 8]
+    assert found[0].message.startswith(
+        "builds `SeqClassifier` in models.py, whose `forward` shapes a tensor with "
+        "`self.batch_size` (line 13)"
+    )
