@@ -23,7 +23,11 @@ kept across the steps of a training loop, rebound in the step from itself and
 the batch, that the backpropagated loss reads: a running statistic of the
 targets (``y_mean = 0.9 * y_mean + 0.1 * y.mean()``), DINO's centre of the
 teacher's outputs (not a loop's target, ``images = images.to(device)``, nor a
-smoothed loss that only the log reads). Writes whose
+smoothed loss that only the log reads). And a data-dependent initialisation
+before training: a function handed a batch of a data loader taken outside any
+loop (``next(iter(train_loader))``) that rewrites a ``weight`` or ``bias`` in
+place from something other than itself (LSUV's ``layer.weight.data /=
+out.std()``). Writes whose
 value comes through a collective (``accel.gather``, ``torch.distributed``)
 are not reported. Nothing is rewritten.
 
@@ -143,6 +147,52 @@ class BatchStateWrites(Rule):
             self._check(node, receiver, args, snippet(node))
         elif _self_attribute(receiver) is not None:
             self._check_model_state(node, receiver, args, snippet(node))  # type: ignore[arg-type]
+        elif isinstance(receiver, cst.Attribute) and _reads_other(
+            self.index, receiver, args
+        ):
+            self._check_initialisation(node, receiver)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        # `layer.weight.data /= torch.sqrt(out.var())` (LSUV)
+        target = node.target
+        if isinstance(target, cst.Attribute) and target.attr.value == "data":
+            written = _without_data(target)
+            if (
+                isinstance(written, cst.Attribute)
+                and _self_attribute(written) is None
+                and _reads_other(self.index, written, [node.value])
+            ):
+                self._check_initialisation(node, written)
+
+    def _check_initialisation(self, node: cst.CSTNode, target: cst.Attribute) -> None:
+        """``layer.weight.data /= ...`` in a function that is handed a batch of a
+        training loader taken before training (``next(iter(train_loader))``):
+        a data-dependent initialisation (LSUV, weight normalisation's init)."""
+        if target.attr.value not in _PARAMETER_NAMES:
+            return
+        function = self.index.enclosing_function(node)
+        if function is None:
+            return
+        for site in self.index.call_sites(function):
+            for _, arg in self.index.arguments(site):
+                batch = _loader_batch(self.index, arg, 0)
+                if batch is None:
+                    continue
+                self.report(
+                    node,
+                    "needs-review",
+                    f"`{function.name.value}` rewrites `{snippet(target)}` in place "
+                    f"and is handed a batch of a data loader taken before training "
+                    f"(`{batch}`): a data-dependent initialisation. After migration "
+                    "the loader gives each process its share of that batch, so each "
+                    "process initialises its copy of the model from its share, and "
+                    "nothing makes the copies equal again (DDP copies the parameters "
+                    "once, when it wraps the model): every process trains a "
+                    "different model; initialise from the whole batch (the dataset "
+                    "itself, not the sharded loader) before the model is prepared",
+                    if_migrated=True,
+                )
+                return
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -489,6 +539,75 @@ def _parameter(index: ModuleIndex, cls: cst.ClassDef, name: str) -> bool:
         ):
             return True
     return False
+
+
+#: The attributes a data-dependent initialisation rewrites.
+_PARAMETER_NAMES = frozenset({"weight", "bias", "weight_g", "weight_v", "scale", "loc"})
+#: Calls that keep the batch they are applied to (``batch.to(device)``).
+_SAME_BATCH = frozenset({"to", "cuda", "float", "double", "half", "contiguous"})
+
+
+def _reads_other(index: ModuleIndex, target: cst.Attribute, parts: object) -> bool:
+    """Does what is written into ``target`` read a variable other than the one
+    ``target`` hangs from, an imported module or a function of the file (not
+    ``layer.weight.data.copy_(torch.linalg.qr(layer.weight)[0])``)?"""
+    root: cst.BaseExpression = target
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    name = root.value if isinstance(root, cst.Name) else None
+    return any(
+        n.value != name
+        and not index.imported_once(n.value)
+        and index.local_function(n) is None
+        for part in _nodes(parts)
+        for n in variable_names(part)
+    )
+
+
+def _loader_batch(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int
+) -> str | None:
+    """``expr`` is (a part of) a batch taken from a data loader outside any loop
+    (``next(iter(train_loader))``, ``init_batch`` unpacked from it, its
+    ``.to(device)``): the spelling of the ``next`` call, or None."""
+    if depth > 4:
+        return None
+    while True:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _SAME_BATCH
+        ):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            break
+    if isinstance(expr, cst.Call):
+        if not index.qualnames(expr.func) & {"builtins.next"} or not expr.args:
+            return None
+        if index.loop_paths(expr) != [()]:
+            return None  # taken in a loop: a step's batch, not a one-off
+        source = expr.args[0].value
+        if isinstance(source, cst.Call) and index.qualnames(source.func) & {
+            "builtins.iter"
+        }:
+            source = source.args[0].value if source.args else source
+        key = index.key(source)
+        return snippet(expr) if key is not None and key in index.loaders else None
+    key = index.key(expr)
+    if key is None:
+        return None
+    for value in index.values.get(key, []):
+        if value is not None:
+            found = _loader_batch(index, value, depth + 1)
+            if found:
+                return found
+    for value, _, _ in index.unpacked.get(key, []):
+        found = _loader_batch(index, value, depth + 1)
+        if found:
+            return found
+    return None
 
 
 def _nodes(parts: object) -> list[cst.CSTNode]:
