@@ -280,8 +280,8 @@ EXPECTED: dict[str, str] = {
     # round 22b red team (state each process computes from its share): Glow's
     # ActNorm parameters set from the first batch, an induced subgraph
     # adj[batch][:, batch], SwAV's Sinkhorn codes in a no-grad helper, a running
-    # target mean/var rebound in the loop, LSUV on next(iter(train_loader)) (5
-    # were SILENT before); DINO's centre,
+    # target mean/var rebound in the loop, LSUV on next(iter(train_loader)) (4
+    # of them SILENT before, SwAV flagged for its print only); DINO's centre,
     # Mean Teacher with confident pseudo-labels, DDPM with an EMA sampler, MTAN's
     # Dynamic Weight Average (AM019 named a false cause before)
     "glow_actnorm_init_r22": "FLAGGED",
