@@ -674,6 +674,15 @@ class _Reducer:
         facts = [self.fact(item, item, depth + 1) for item in items]
         chosen = _agree(facts)
         if chosen is None:
+            if all(f.kind in ("constant", "elements") for f in facts):
+                # `sigmoid_rampup` returning `1.0` or `float(np.exp(...))`: no
+                # loss, values the analysis cannot place
+                return Fact(
+                    "unknown",
+                    f"`{function.name.value}` returns a constant in one place and, "
+                    "in another, a value the analysis cannot tell from one of the "
+                    "batch",
+                )
             return Fact(
                 "unknown",
                 f"`{function.name.value}` returns losses of different reductions",
