@@ -760,13 +760,15 @@ class ModuleIndex:
     def reads_no_data(self, loop: cst.For | cst.While) -> bool:
         """Is ``loop`` provably not stepping through a data source: a ``for`` over
         ``range(...)``, ``itertools.count()`` or a literal list (through
-        ``enumerate``/``tqdm``), or a ``while`` that calls no ``next(...)``?"""
-        if isinstance(loop, cst.While):
-            return not any(
-                "builtins.next" in self.qualnames(call.func)
-                for call in _calls_run_by(loop.body)
-            )
-        return self._no_data(loop.iter, 0)
+        ``enumerate``/``tqdm``), or a ``while``, that calls no ``next(...)``
+        (MTAN's ``for k in range(train_batch): ... = next(train_dataset)`` over
+        ``iter(train_loader)`` reads a loader)?"""
+        if any(
+            "builtins.next" in self.qualnames(call.func)
+            for call in _calls_run_by(loop.body)
+        ):
+            return False
+        return isinstance(loop, cst.While) or self._no_data(loop.iter, 0)
 
     def _no_data(self, iterable: cst.BaseExpression, depth: int) -> bool:
         if depth > 3:

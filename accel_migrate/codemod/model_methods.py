@@ -12,7 +12,7 @@ from functools import lru_cache
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import ModuleIndex
+from .analysis import ModuleIndex, variable_names
 from .subtrees import findall
 
 
@@ -22,6 +22,25 @@ def training_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> 
     return any(index.runs_backward(loop.body) for loop in path) and any(
         index.reads_loader(loop) for loop in path
     )
+
+
+def reads_step_value(
+    index: ModuleIndex, part: cst.CSTNode, loop: cst.For | cst.While
+) -> bool:
+    """Does ``part`` read a name that the training step ``loop`` binds (its
+    target, or a value it assigns): a value of the step's batch?"""
+    for inner in variable_names(part):
+        key = index.key(inner)
+        if key is None:
+            continue
+        if isinstance(loop, cst.For) and any(
+            index.key(n) == key for n in variable_names(loop.target)
+        ):
+            return True
+        for value in index.values.get(key, []):
+            if value is not None and any(a is loop for a in index.ancestors(value)):
+                return True
+    return False
 
 
 @lru_cache(maxsize=8)

@@ -298,6 +298,8 @@ class _Reducer:
                 if _same_region(self.index, v, at)
             ]
             chosen = _agree(near) if near else None
+            if chosen is not None and base is None:
+                chosen = self._transformed(key, chosen, own, at, depth)
         if chosen is None:
             return Fact(
                 "unknown",
@@ -306,6 +308,32 @@ class _Reducer:
         for increment in increments:
             chosen = _added(chosen, self.fact(increment.value, increment, depth + 1))
         return chosen
+
+    def _transformed(
+        self,
+        key: Key,
+        chosen: Fact,
+        own: list[cst.BaseExpression],
+        at: cst.CSTNode,
+        depth: int,
+    ) -> Fact | None:
+        """``chosen`` (the fact of the assignments near ``at``), after the
+        assignments there that read the variable itself (``loss = loss +
+        masked_mean(...)``): None when they do not agree with it. Without this,
+        a ``loss = 0`` of another loop left them out."""
+        near = [v for v in own if _same_region(self.index, v, at)]
+        if not near:
+            return chosen
+        self._bound[key] = chosen
+        try:
+            facts = [self.fact(v, v, depth + 1) for v in near]
+        finally:
+            del self._bound[key]
+        agreed = _agree([chosen, *facts])
+        if agreed is None:
+            # the reason of a transformation the analysis cannot follow
+            return next((f for f in facts if f.kind == "unknown" and f.reason), None)
+        return agreed
 
     def _reaching(self, key: Key, at: cst.CSTNode) -> cst.BaseExpression | None:
         """The value of the last ``name = value`` before ``at`` in its block, when
@@ -648,6 +676,15 @@ class _Reducer:
         facts = [self.fact(item, item, depth + 1) for item in items]
         chosen = _agree(facts)
         if chosen is None:
+            if all(f.kind in ("constant", "elements") for f in facts):
+                # `sigmoid_rampup` returning `1.0` or `float(np.exp(...))`: no
+                # loss, values the analysis cannot place
+                return Fact(
+                    "unknown",
+                    f"`{function.name.value}` returns a constant in one place and, "
+                    "in another, a value the analysis cannot tell from one of the "
+                    "batch",
+                )
             return Fact(
                 "unknown",
                 f"`{function.name.value}` returns losses of different reductions",

@@ -12,13 +12,21 @@ with the batch's mean feature, a normalisation layer of the project's own.
 Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``) nor of
 values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``).
 
+Also, in a training step, a matrix whose rows and columns are both picked by
+the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,
+``adj[batch[:, None], batch]``, ``adj[np.ix_(batch, batch)]``): the induced
+subgraph of a Cluster-GCN or GraphSAINT-style node batch, which a graph
+convolution then mixes the batch's samples with (and whose degrees normalise it).
+
 ## Why
 After migration each process runs the model on its share of the batch. A
 statistic over dimension 0 is then the share's, not the batch's the original
 computed it over, and every sample's output depends on which samples share its
 process: the losses differ from the original's, by little or by much, with no
 error. The runtime makes torch's BatchNorm layers normalise by the global batch
-(``docs/runtime.md``); a layer of the project's own is not changed.
+(``docs/runtime.md``); a layer of the project's own is not changed. A
+batch-by-batch matrix built on each process holds only the pairs of its share:
+the edges between samples of different processes are lost.
 
 ## Example
 ```python
@@ -48,8 +56,9 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
-from ..model_methods import stepped_method
+from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
+from ..trained_models import snippet
 
 #: Methods (and ``torch.`` functions) that reduce a tensor over a dimension.
 _REDUCTIONS = frozenset(
@@ -109,9 +118,81 @@ class BatchMixingForward(Rule):
             if_migrated=True,
         )
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        index = _paired_index(node, self.qualnames)
+        if index is None:
+            return
+        steps = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
+        if not steps or not reads_step_value(self.index, index, steps[0][0]):
+            return
+        shown = snippet(node)
+        self.report(
+            node,
+            "needs-review",
+            f"`{shown}` pairs the samples of this step's batch with each other (a "
+            "batch-by-batch matrix: a graph's induced subgraph, a mask between "
+            "samples): after migration each process builds it over its own share "
+            "of the batch and loses the pairs across processes, so what is "
+            "computed from it (a graph convolution over the subgraph, its "
+            "degrees) differs from the original's",
+            if_migrated=True,
+        )
+
     def _stepped_forward(self, node: cst.Call) -> tuple[str, str] | None:
         found = stepped_method(self.index, node)
         return (found[0].name.value, found[1].name.value) if found else None
+
+
+def _paired_index(
+    node: cst.Subscript, qualnames: Callable[[cst.CSTNode], set[str]]
+) -> cst.BaseExpression | None:
+    """The index ``i`` when ``node`` picks the rows and the columns of a matrix by
+    the same index: ``adj[i][:, i]``, ``adj[i, :][:, i]``, ``adj[i[:, None], i]``,
+    ``adj[np.ix_(i, i)]``; None otherwise."""
+    outer = [e.slice for e in node.slice]
+    if len(outer) == 1 and isinstance(outer[0], cst.Index):
+        picked = outer[0].value
+        if (
+            isinstance(picked, cst.Call)
+            and qualnames(picked.func) & {"numpy.ix_"}
+            and len(picked.args) == 2
+            and picked.args[0].value.deep_equals(picked.args[1].value)
+        ):
+            return picked.args[0].value
+        return None
+    if len(outer) != 2 or not isinstance(outer[1], cst.Index):
+        return None
+    columns = outer[1].value
+    first = outer[0]
+    if isinstance(first, cst.Index):  # `adj[i[:, None], i]`
+        rows = first.value
+        if (
+            isinstance(rows, cst.Subscript)
+            and rows.value.deep_equals(columns)
+            and len(rows.slice) == 2
+            and _full(rows.slice[0].slice)
+            and m.matches(rows.slice[1].slice, m.Index(value=m.Name("None")))
+        ):
+            return columns
+        return None
+    if not _full(first) or not isinstance(node.value, cst.Subscript):
+        return None
+    inner = [e.slice for e in node.value.slice]  # `adj[i]` or `adj[i, :]`
+    if not inner or not isinstance(inner[0], cst.Index):
+        return None
+    if not all(_full(s) for s in inner[1:]):
+        return None
+    return columns if inner[0].value.deep_equals(columns) else None
+
+
+def _full(part: cst.BaseSlice) -> bool:
+    """``:`` (every row or column)."""
+    return (
+        isinstance(part, cst.Slice)
+        and part.lower is None
+        and part.upper is None
+        and part.step is None
+    )
 
 
 def _dimension(call: cst.Call, position: int) -> cst.BaseExpression | None:

@@ -15,7 +15,19 @@ or a ``torch`` tensor set in ``__init__``) made in its ``forward`` or a method
 ``_dequeue_and_enqueue`` writing ``self.queue[:, ptr:ptr + n] = keys.T``, a
 VQ-VAE's EMA codebook statistics (``self.cluster_size.mul_(d).add_(counts)``),
 or a queue rebuilt from itself (``self.queue = torch.cat([keys, self.queue])``;
-not a value that only replaces the old, as a hidden state). Writes whose
+not a value that only replaces the old, as a hidden state). Also such a write
+into a parameter of the class (``self.loc = nn.Parameter(...)``): a
+data-dependent initialisation, as Glow's ``ActNorm`` sets ``loc`` and ``scale``
+from the first batch it sees (``self.loc.data.copy_(-mean)``). And a variable
+kept across the steps of a training loop, rebound in the step from itself and
+the batch, that the backpropagated loss reads: a running statistic of the
+targets (``y_mean = 0.9 * y_mean + 0.1 * y.mean()``), DINO's centre of the
+teacher's outputs (not a loop's target, ``images = images.to(device)``, nor a
+smoothed loss that only the log reads). And a data-dependent initialisation
+before training: a function handed a batch of a data loader taken outside any
+loop (``next(iter(train_loader))``) that rewrites a ``weight`` or ``bias`` in
+place from something other than itself (LSUV's ``layer.weight.data /=
+out.std()``). Writes whose
 value comes through a collective (``accel.gather``, ``torch.distributed``)
 are not reported. Nothing is rewritten.
 
@@ -24,7 +36,9 @@ After migration each process runs the step on its share of the batch, so it
 writes only its share's rows. The tensor is not a parameter: no gradient
 averaging keeps the processes' copies equal, so each copy misses the rows the
 other processes wrote, and the next steps (a loss against the bank, a kNN
-evaluation over it) read values the original never had.
+evaluation over it) read values the original never had. A parameter set so is
+worse: DDP copies the parameters to every process once, when it wraps the
+model, so each process then trains a model of its own.
 
 ## Example
 ```python
@@ -54,7 +68,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import variable_names
-from ..model_methods import stepped_method, training_step
+from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -133,10 +147,73 @@ class BatchStateWrites(Rule):
             self._check(node, receiver, args, snippet(node))
         elif _self_attribute(receiver) is not None:
             self._check_model_state(node, receiver, args, snippet(node))  # type: ignore[arg-type]
+        elif isinstance(receiver, cst.Attribute) and _reads_other(
+            self.index, receiver, args
+        ):
+            self._check_initialisation(node, receiver)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        # `layer.weight.data /= torch.sqrt(out.var())` (LSUV)
+        target = node.target
+        if isinstance(target, cst.Attribute) and target.attr.value == "data":
+            written = _without_data(target)
+            if (
+                isinstance(written, cst.Attribute)
+                and _self_attribute(written) is None
+                and _reads_other(self.index, written, [node.value])
+            ):
+                self._check_initialisation(node, written)
+
+    def _check_initialisation(self, node: cst.CSTNode, target: cst.Attribute) -> None:
+        """``layer.weight.data /= ...`` in a function that is handed a batch of a
+        training loader taken before training (``next(iter(train_loader))``):
+        a data-dependent initialisation (LSUV, weight normalisation's init)."""
+        if target.attr.value not in _PARAMETER_NAMES:
+            return
+        function = self.index.enclosing_function(node)
+        if function is None:
+            return
+        for site in self.index.call_sites(function):
+            for _, arg in self.index.arguments(site):
+                batch = _loader_batch(self.index, arg, 0)
+                if batch is None:
+                    continue
+                self.report(
+                    node,
+                    "needs-review",
+                    f"`{function.name.value}` rewrites `{snippet(target)}` in place "
+                    f"and is handed a batch of a data loader taken before training "
+                    f"(`{batch}`): a data-dependent initialisation. After migration "
+                    "the loader gives each process its share of that batch, so each "
+                    "process initialises its copy of the model from its share, and "
+                    "nothing makes the copies equal again (DDP copies the parameters "
+                    "once, when it wraps the model): every process trains a "
+                    "different model; initialise from the whole batch (the dataset "
+                    "itself, not the sharded loader) before the model is prepared",
+                    if_migrated=True,
+                )
+                return
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             written = target.target
+            if isinstance(written, cst.Name):
+                # `y_mean = 0.9 * y_mean + 0.1 * y.mean()` in the step, read by
+                # the loss: a running statistic of the batch kept in a variable
+                if _StateWrites(self.index).running(node, written):
+                    self.report(
+                        node,
+                        "needs-review",
+                        f"`{written.value}` is kept across training steps, updated "
+                        f"here from itself and this process's share of the batch "
+                        f"(`{snippet(node)}`), and the loss reads it: each process "
+                        f"keeps its own running `{written.value}` of its shares, "
+                        "which differs from the original's, and so do the losses; "
+                        "compute the update from values gathered from every "
+                        "process (accel.gather), or keep it out of the training step",
+                        if_migrated=True,
+                    )
+                continue
             if isinstance(written, cst.Attribute) and _self_attribute(written):
                 # `self.queue = torch.cat([keys, self.queue])[:, :K]` in forward:
                 # an update of what it held (not `self.hidden = h`, which each
@@ -181,7 +258,8 @@ class BatchStateWrites(Rule):
             return
         cls, function = found
         name = target.attr.value
-        if not _state_tensor(cls, name):
+        parameter = _parameter(self.index, cls, name)
+        if not parameter and not _state_tensor(cls, name):
             return
         if not any(
             n.value != "self" for part in _nodes(parts) for n in variable_names(part)
@@ -190,6 +268,22 @@ class BatchStateWrites(Rule):
         if _StateWrites(self.index)._through_collective(node):
             return
         shown = text or snippet(node)
+        if parameter:
+            self.report(
+                node,
+                "needs-review",
+                f"`{cls.name.value}.{function.name.value}` sets the parameter "
+                f"`self.{name}` from this process's share of the batch (`{shown}`: "
+                f"a data-dependent initialisation), and a training step runs a "
+                f"`{cls.name.value}`: after migration each process sets it from its "
+                "share only, and nothing makes the copies equal again (DDP copies "
+                "the parameters once, when it wraps the model), so every process "
+                "trains a different model; run the initialisation on the whole "
+                "first batch before the model is prepared, or gather its inputs "
+                "from every process (accel.gather)",
+                if_migrated=True,
+            )
+            return
         self.report(
             node,
             "needs-review",
@@ -244,9 +338,74 @@ class _StateWrites:
         trained = next(loop for loop in paths[0] if self.index.runs_backward(loop.body))
         if self._bound_in(name, step) or not self._kept(name, trained, method):
             return False  # a value of this step (`x[mask] = 0` on the batch)
-        if not any(self._reads_step_value(part, step) for part in _nodes(parts)):
+        if not any(reads_step_value(self.index, part, step) for part in _nodes(parts)):
             return False
         return not self._through_collective(node)
+
+    def running(self, node: cst.Assign, name: cst.Name) -> bool:
+        """Is ``node`` (``name = f(name, batch values)``) the update of a variable
+        kept across the steps of a training loop (bound before the loop in its
+        function, rebound in it only from itself), from values of the step's
+        batch, that the step's backpropagated loss reads?"""
+        key = self.index.key(name)
+        if key is None or not any(
+            self.index.key(n) == key for n in variable_names(node.value)
+        ):
+            return False
+        paths = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
+        if not paths:
+            return False
+        step = paths[0][0]
+        where = self.index.enclosing_function(step)
+        if any(
+            self.index.key(n) == key
+            for loop in self.index.for_loops
+            for n in variable_names(loop.target)
+        ):
+            return False  # a loop's target (`images = images.to(device)`)
+        before = False
+        for value in self.index.values.get(key, []):
+            if value is None or self.index.enclosing_function(value) is not where:
+                return False
+            inside = any(a is step for a in self.index.ancestors(value))
+            if inside and not any(
+                self.index.key(n) == key for n in variable_names(value)
+            ):
+                return False  # set afresh in the step: a value of this step
+            before |= not inside
+        others = [n for n in variable_names(node.value) if self.index.key(n) != key]
+        if not before or not any(reads_step_value(self.index, n, step) for n in others):
+            return False  # (`weight = weight * 0.99`: nothing of the batch)
+        return key in self._loss_reads(step) and not self._through_collective(node)
+
+    def _loss_reads(self, step: cst.For | cst.While) -> set[object]:
+        """The variables the losses backpropagated in ``step`` are computed from,
+        following the assignments in the step (``loss = criterion(pred, target)``,
+        ``target = (y - y_mean) / y_var.sqrt()``)."""
+        todo: list[cst.CSTNode] = []
+        for call in findall(
+            step.body, m.Call(func=m.Attribute(attr=m.Name("backward")))
+        ):
+            assert isinstance(call, cst.Call)
+            if self.index.is_runtime_call(call, "backward"):  # accel.backward(loss)
+                todo += [a.value for a in call.args[:1]]
+            elif self.index.qualnames(call.func) & {"torch.autograd.backward"}:
+                todo += [a.value for a in call.args[:1]]
+            else:  # loss.backward()
+                todo.append(call.func.value)  # type: ignore[attr-defined]
+        seen: set[object] = set()
+        while todo:
+            for inner in variable_names(todo.pop()):
+                key = self.index.key(inner)
+                if key is None or key in seen:
+                    continue
+                seen.add(key)
+                todo += [
+                    v
+                    for v in self.index.values.get(key, [])
+                    if v is not None and any(a is step for a in self.index.ancestors(v))
+                ]
+        return seen
 
     def _bound_in(self, name: cst.Name, loop: cst.For | cst.While) -> bool:
         """Is ``name`` (re)bound inside ``loop``, or by its target?"""
@@ -284,24 +443,6 @@ class _StateWrites:
             ):
                 return False
         return True
-
-    def _reads_step_value(self, part: cst.CSTNode, loop: cst.For | cst.While) -> bool:
-        """Does ``part`` read a name the step binds (its target, or a value it
-        assigns)?"""
-        for inner in variable_names(part):
-            key = self.index.key(inner)
-            if key is None:
-                continue
-            if isinstance(loop, cst.For) and any(
-                self.index.key(n) == key for n in variable_names(loop.target)
-            ):
-                return True
-            for value in self.index.values.get(key, []):
-                if value is not None and any(
-                    a is loop for a in self.index.ancestors(value)
-                ):
-                    return True
-        return False
 
     def _through_collective(self, node: cst.CSTNode) -> bool:
         statement = next(
@@ -370,6 +511,103 @@ def _state_tensor(cls: cst.ClassDef, name: str) -> bool:
             ):
                 return True
     return False
+
+
+#: What makes a parameter of a module (``nn.Parameter(...)``).
+_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+def _parameter(index: ModuleIndex, cls: cst.ClassDef, name: str) -> bool:
+    """Is ``self.<name>`` a parameter ``cls`` makes (``self.loc =
+    nn.Parameter(torch.zeros(1, c, 1, 1))``, ``self.register_parameter("loc",
+    nn.Parameter(...))``): what a Glow ``ActNorm`` sets from its first batch?"""
+    for call in findall(cls, m.Call()):
+        if not index.qualnames(call.func) & _PARAMETERS:  # type: ignore[attr-defined]
+            continue
+        parent = index.parent(call)
+        if isinstance(parent, cst.Assign) and any(
+            _self_attribute(t.target) == name for t in parent.targets
+        ):
+            return True
+        arg = index.parent(parent) if isinstance(parent, cst.Arg) else None
+        if (
+            isinstance(arg, cst.Call)
+            and m.matches(arg.func, m.Attribute(attr=m.Name("register_parameter")))
+            and arg.args
+            and m.matches(arg.args[0].value, m.SimpleString())
+            and arg.args[0].value.value.strip("\"'") == name  # type: ignore[attr-defined]
+        ):
+            return True
+    return False
+
+
+#: The attributes a data-dependent initialisation rewrites.
+_PARAMETER_NAMES = frozenset({"weight", "bias", "weight_g", "weight_v", "scale", "loc"})
+#: Calls that keep the batch they are applied to (``batch.to(device)``).
+_SAME_BATCH = frozenset({"to", "cuda", "float", "double", "half", "contiguous"})
+
+
+def _reads_other(index: ModuleIndex, target: cst.Attribute, parts: object) -> bool:
+    """Does what is written into ``target`` read a variable other than the one
+    ``target`` hangs from, an imported module or a function of the file (not
+    ``layer.weight.data.copy_(torch.linalg.qr(layer.weight)[0])``)?"""
+    root: cst.BaseExpression = target
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    name = root.value if isinstance(root, cst.Name) else None
+    return any(
+        n.value != name
+        and not index.imported_once(n.value)
+        and index.local_function(n) is None
+        for part in _nodes(parts)
+        for n in variable_names(part)
+    )
+
+
+def _loader_batch(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int
+) -> str | None:
+    """``expr`` is (a part of) a batch taken from a data loader outside any loop
+    (``next(iter(train_loader))``, ``init_batch`` unpacked from it, its
+    ``.to(device)``): the spelling of the ``next`` call, or None."""
+    if depth > 4:
+        return None
+    while True:
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _SAME_BATCH
+        ):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            break
+    if isinstance(expr, cst.Call):
+        if not index.qualnames(expr.func) & {"builtins.next"} or not expr.args:
+            return None
+        if index.loop_paths(expr) != [()]:
+            return None  # taken in a loop: a step's batch, not a one-off
+        source = expr.args[0].value
+        if isinstance(source, cst.Call) and index.qualnames(source.func) & {
+            "builtins.iter"
+        }:
+            source = source.args[0].value if source.args else source
+        key = index.key(source)
+        return snippet(expr) if key is not None and key in index.loaders else None
+    key = index.key(expr)
+    if key is None:
+        return None
+    for value in index.values.get(key, []):
+        if value is not None:
+            found = _loader_batch(index, value, depth + 1)
+            if found:
+                return found
+    for value, _, _ in index.unpacked.get(key, []):
+        found = _loader_batch(index, value, depth + 1)
+        if found:
+            return found
+    return None
 
 
 def _nodes(parts: object) -> list[cst.CSTNode]:

@@ -62,7 +62,10 @@ DDP the gradients of a second backward through the same forward are not
 averaged across processes, and the processes' models drift apart (add the
 losses and call backward once). And so is a loss that goes through a statistic
 of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
-matching): each process computes it over its own share of the batch, which no
+matching; followed through ``loss += term`` too), or through targets that a
+local function run without gradient normalises over the batch (SwAV's
+Sinkhorn-Knopp codes, ``q = sinkhorn(out)`` dividing by ``torch.sum(Q)``): each
+process computes it over its own share of the batch, which no
 weighting of the per-process losses turns back into the original's. The same
 holds for a loss that compares the batch's samples with each other: a
 contrastive loss over ``torch.mm(z, z.t())`` (in-batch negatives), a batch-hard
@@ -120,7 +123,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import QualifiedNameSource
 
-from ..analysis import attr_chain
+from ..analysis import ModuleIndex, attr_chain
+from ..analysis import variable_names as variable_names_of
 from ..names import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.pairwise import pairwise_comparison
@@ -147,6 +151,9 @@ class TensorBackward(Rule):
         inner = _inside_calls(expr)
         for call in findall(expr, m.Call()):
             assert isinstance(call, cst.Call)
+            normalised = self._normalised_targets(call)
+            if normalised is not None:
+                return normalised
             statistic = self._statistic(call)
             if statistic is None:
                 continue
@@ -170,11 +177,89 @@ class TensorBackward(Rule):
             key = self.index.key(name)  # type: ignore[arg-type]
             if key is None:
                 continue
-            for value in self.index.values.get(key, ()):
+            values = [*self.index.values.get(key, ()), *self._augmented_near(name)]
+            for value in values:
                 found = self._batch_statistic(value, depth + 1)
                 if found is not None:
                     return found
         return None
+
+    @cached_property
+    def _augmented(self) -> dict[object, list[cst.BaseExpression]]:
+        """What each variable is grown by (``loss += subloss``, ``x -= y``), which
+        ``ModuleIndex.values`` leaves out."""
+        found: dict[object, list[cst.BaseExpression]] = {}
+        for node in findall(self.index.module, m.AugAssign()):
+            assert isinstance(node, cst.AugAssign)
+            key = self.index.key(node.target)
+            if key is not None:
+                found.setdefault(key, []).append(node.value)
+        return found
+
+    def _augmented_near(self, name: cst.CSTNode) -> list[cst.BaseExpression]:
+        """What ``name``'s variable is grown by in the loop (or function) that
+        reads it: ``loss += subloss`` in this step, not in another loop."""
+        key = self.index.key(name)
+        region = _region(self.index, name)
+        return [
+            value
+            for value in self._augmented.get(key, ())
+            if _region(self.index, value) is region
+        ]
+
+    def _normalised_targets(self, call: cst.Call) -> str | None:
+        """``q = sinkhorn(out)``: a local function run without gradient (under
+        ``torch.no_grad()``, or decorated with it) that divides by a reduction
+        over the whole tensor or over dimension 0 (SwAV's Sinkhorn-Knopp codes,
+        ``Q /= torch.sum(Q)``): targets normalised over the batch. Its spelling
+        (``torch.sum(Q)` in `sinkhorn``), or None."""
+        function = self.index.local_function(call.func)
+        if function is None or self.index.enclosing_class(function) is not None:
+            return None
+        if not any(variable_names_of(a.value) for a in call.args):
+            return None
+        if not (
+            _no_grad_decorated(self.index, function) or _under_no_grad(self.index, call)
+        ):
+            return None
+        for divisor in _divisors(function):
+            for candidate in self._bound_values(divisor, function):
+                for reduction in findall(candidate, m.Call()):
+                    assert isinstance(reduction, cst.Call)
+                    if self._whole_batch_reduction(reduction):
+                        return f"{code_of(reduction)}` in `{function.name.value}"
+        return None
+
+    def _bound_values(
+        self, expr: cst.BaseExpression, function: cst.FunctionDef
+    ) -> list[cst.CSTNode]:
+        """``expr``, and the values its names are bound to in ``function``."""
+        found: list[cst.CSTNode] = [expr]
+        for name in variable_names_of(expr):
+            key = self.index.key(name)
+            for value in self.index.values.get(key, ()) if key else ():
+                if (
+                    value is not None
+                    and self.index.enclosing_function(value) is function
+                ):
+                    found.append(value)
+        return found
+
+    def _whole_batch_reduction(self, call: cst.Call) -> bool:
+        """``torch.sum(Q)``, ``Q.sum()``, ``x.norm()``, ``torch.sum(Q, dim=0)``:
+        a reduction over every element or over dimension 0."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _NORMALISERS:
+            return False
+        names = self.index.qualnames(func)
+        function_form = any(n.startswith("torch.") for n in names)
+        args = call.args[1:] if function_form else call.args
+        if function_form and not call.args:
+            return False
+        if func.attr.value == "norm":
+            args = args[1:]  # `x.norm(p, dim)`: the order first
+        dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
+        return not dims or m.matches(dims[0], m.Integer("0"))
 
     def _statistic(self, call: cst.Call) -> tuple[str, Sequence[cst.Arg]] | None:
         """``x.mean(...)`` / ``torch.mean(x, ...)`` (var, std): which, and the
@@ -417,6 +502,55 @@ _RPC_BACKWARD = frozenset({"torch.distributed.autograd.backward"})
 
 
 _STATISTICS = frozenset({"mean", "var", "std"})
+#: Reductions a value may be divided by to normalise it (``_normalised_targets``).
+_NORMALISERS = frozenset({"sum", "mean", "norm", "amax", "logsumexp"})
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+
+
+def _no_grad_decorated(index: ModuleIndex, function: cst.FunctionDef) -> bool:
+    for decorator in function.decorators:
+        target = decorator.decorator
+        if isinstance(target, cst.Call):
+            target = target.func
+        if index.qualnames(target) & _NO_GRAD:
+            return True
+    return False
+
+
+def _under_no_grad(index: ModuleIndex, node: cst.CSTNode) -> bool:
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.With) and any(
+            isinstance(item.item, cst.Call)
+            and index.qualnames(item.item.func) & _NO_GRAD
+            for item in ancestor.items
+        ):
+            return True
+    return False
+
+
+def _region(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The outermost loop around ``node`` in its function (the function, or the
+    module, when none)."""
+    found: cst.CSTNode | None = None
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            return found or ancestor
+        if isinstance(ancestor, (cst.For, cst.While)):
+            found = ancestor
+    return found
+
+
+def _divisors(function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """What ``function`` divides by: ``x / d``, ``x /= d``."""
+    found: list[cst.BaseExpression] = [
+        op.right  # type: ignore[attr-defined]
+        for op in findall(function.body, m.BinaryOperation(operator=m.Divide()))
+    ]
+    found += [
+        op.value  # type: ignore[attr-defined]
+        for op in findall(function.body, m.AugAssign(operator=m.DivideAssign()))
+    ]
+    return found
 
 
 def _inside_calls(expr: cst.CSTNode) -> set[cst.CSTNode]:

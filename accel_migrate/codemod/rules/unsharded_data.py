@@ -8,7 +8,7 @@ in a function it calls, ``get_batch(train_data, i)``) or an item picked by the
 loop's counter (``x[i]``), when neither it nor any loop around it can read a
 loader: every one of them is a ``for`` over ``range(...)`` (or
 ``itertools.count()``, or a literal list, also through ``enumerate`` or
-``tqdm``), or a ``while`` that calls no ``next(...)``. A loop over anything else
+``tqdm``), or a ``while``, that calls no ``next(...)``. A loop over anything else
 (a loader, a parameter, a generator) may be reading a loader, and a step that
 makes its own data (``torch.randn(...)``) has none to split: neither is
 reported. Nothing is rewritten.
