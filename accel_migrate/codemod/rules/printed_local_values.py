@@ -10,8 +10,9 @@ batch (``acc = (out.argmax(1) == y).float().mean().item()``; ``print(acc)``),
 a count of its samples (``len(x)``, ``n = y.numel()``), a running value of the
 step's own tensors. Printed tensor reads (``x.item()``, AM008's), the logged
 sample counts AM026 rewrites or reports (``batch_idx * len(data)``) and clock
-readings (``time.time() - start``: each process's own time is as right as the
-original's) are left out, and so is a file that another rule leaves
+readings (``time.time() - start``, or values computed from one: ``secs =
+int(time.time() - start)``, ``mins = secs / 60``; each process's own time is as
+right as the original's) are left out, and so is a file that another rule leaves
 unchanged (nothing in it is split). Nothing is rewritten.
 
 A print is one channel among those a script logs through (``log_channels``): a
@@ -52,6 +53,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from ..analysis import Key, variable_names
 from ..divergence import CLOCK_PREFIXES, TENSOR_READ
 from ..log_channels import channel
 from ..reduction.placement import code
@@ -158,15 +160,29 @@ class PrintedLocalValues(Rule):
                 return False
         if self._reported_at_read(leaf):
             return False
-        key = self.index.key(leaf)
-        for value in self.index.values.get(key, ()) if key is not None else ():
+        return not self._clock_reading(self.index.key(leaf), set())
+
+    def _clock_reading(self, key: Key | None, seen: set[Key]) -> bool:
+        """Is a value of ``key`` read off the clock, directly or through the
+        variables it is computed from (``secs = int(time.time() - t0)``, then
+        ``mins = secs / 60``)? Each process's own reading is as right as the
+        original's."""
+        if key is None or key in seen or len(seen) > 4:
+            return False
+        seen.add(key)
+        for value in self.index.values.get(key, ()):
             if value is None:
                 continue
             for inner in findall(value, m.Call()):
                 names = self.qualnames(inner.func)  # type: ignore[attr-defined]
                 if any(n.startswith(CLOCK_PREFIXES) for n in names):
-                    return False
-        return True
+                    return True
+            if any(
+                self._clock_reading(self.index.key(name), seen)
+                for name in variable_names(value)
+            ):
+                return True
+        return False
 
     def _reported_at_read(self, leaf: cst.CSTNode) -> bool:
         """Is ``leaf`` set only from tensor reads that AM008 reported already
