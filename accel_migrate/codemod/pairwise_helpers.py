@@ -10,7 +10,8 @@ terms, and AM007 must say so (``HelperFact.pairwise``). The spellings read are
 those ``pairwise.py`` reads in the file itself: a product with a transposed
 local tensor (``torch.mm``, ``torch.matmul``, ``@``), ``torch.cdist``,
 ``torch.einsum("id,jd->ij", ...)``, a cosine similarity of ``unsqueeze(0)``
-rows; into this module's functions it calls and the function an attribute
+rows, rows picked by two index tensors and subtracted (an online triplet
+loss's ``emb[triplets[:, 0]] - emb[triplets[:, 1]]``); into this module's functions it calls and the function an attribute
 holds (``self.similarity_fct``, set in ``__init__`` from a parameter whose
 default is one). Static only.
 """
@@ -55,6 +56,8 @@ def pairwise_in(
 def _compares(facts: HelperFacts, node: ast.AST) -> str:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return ast.unparse(node) if _rows_transposed(facts, node.right) else ""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+        return ast.unparse(node) if _picked_rows_paired(node) else ""
     if not isinstance(node, ast.Call):
         return ""
     name = facts._dotted(node.func)
@@ -90,6 +93,27 @@ def _rows_transposed(facts: HelperFacts, expr: ast.expr) -> bool:
     if method == "t" and not expr.args:
         return True
     return method in ("transpose", "permute") and len(expr.args) == 2 and dims == [0, 1]
+
+
+def _picked_rows_paired(node: ast.BinOp) -> bool:
+    """``emb[triplets[:, 0]] - emb[triplets[:, 1]]``: rows of one tensor picked
+    by two index tensors and set against each other, as an online triplet or
+    pair loss does with the (anchor, positive, negative) indices a miner chose
+    over the batch. Not a slice (``x[:, 0] - x[:, 1]``), a constant
+    (``x[0] - x[1]``) or the same index on both sides."""
+    left, right = node.left, node.right
+    if not (
+        isinstance(left, ast.Subscript)
+        and isinstance(right, ast.Subscript)
+        and isinstance(left.value, ast.Name)
+        and isinstance(right.value, ast.Name)
+        and left.value.id == right.value.id
+    ):
+        return False
+    picks = (left.slice, right.slice)
+    if any(isinstance(p, (ast.Slice, ast.Tuple, ast.Constant)) for p in picks):
+        return False
+    return ast.unparse(picks[0]) != ast.unparse(picks[1])
 
 
 def _rows_against_rows(args: list[ast.expr]) -> bool:

@@ -110,3 +110,99 @@ def test_a_loss_class_that_compares_nothing_is_a_mean(tmp_path: Path) -> None:
     result = migrate_source(script.read_text(), str(script))
     finding = next(f for f in result.findings if f.code == "AM007")
     assert finding.status == "fixed"
+
+
+@pytest.mark.parametrize(
+    ("difference", "paired"),
+    [
+        ("emb[triplets[:, 0]] - emb[triplets[:, 1]]", True),
+        ("emb[anchors] - emb[negatives]", True),
+        ("emb[:, 0] - emb[:, 1]", False),  # columns of every sample
+        ("emb[0] - emb[1]", False),  # fixed rows
+        ("emb[idx] - emb[idx]", False),  # one index on both sides
+        ("emb[idx] - other[idx]", False),  # two tensors, row by row
+    ],
+)
+def test_rows_picked_by_two_indices_and_subtracted_pair_samples(
+    difference: str, paired: bool
+) -> None:
+    """An online triplet loss sets the rows a miner picked over the batch
+    against each other: the helper module's side (ast) and this file's (cst)
+    agree on which differences pair samples."""
+    import ast
+
+    import libcst as cst
+
+    from accel_migrate.codemod import pairwise_helpers
+    from accel_migrate.codemod.reduction import pairwise
+
+    helper = ast.parse(difference, mode="eval").body
+    assert isinstance(helper, ast.BinOp)
+    assert pairwise_helpers._picked_rows_paired(helper) is paired
+    local = cst.parse_expression(difference)
+    assert isinstance(local, cst.BinaryOperation)
+    assert pairwise._picked_rows_paired(local) is paired
+
+
+TRIPLETS = """\
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class OnlineTripletLoss(nn.Module):
+    def __init__(self, margin, selector):
+        super().__init__()
+        self.margin = margin
+        self.selector = selector
+
+    def forward(self, emb, target):
+        t = self.selector.get_triplets(emb, target)
+        ap = (emb[t[:, 0]] - emb[t[:, 1]]).pow(2).sum(1)
+        an = (emb[t[:, 0]] - emb[t[:, 2]]).pow(2).sum(1)
+        return F.relu(ap - an + self.margin).mean(), len(t)
+"""
+
+TRAINER = """\
+import torch
+
+
+def fit(loader, model, loss_fn, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        outputs = loss_fn(model(x), y)
+        loss = outputs[0] if type(outputs) in (tuple, list) else outputs
+        loss.backward()
+        optimizer.step()
+"""
+
+MAIN = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from losses import OnlineTripletLoss
+from trainer import fit
+
+model = torch.nn.Linear(4, 3)
+loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.arange(8) % 2), batch_size=4)
+fit(loader, model, OnlineTripletLoss(1.0, object()), torch.optim.SGD(model.parameters(), lr=0.1))
+"""
+
+
+def test_a_pairwise_loss_module_handed_to_a_parameter_is_named(tmp_path: Path) -> None:
+    """Batch mode: trainer.fit's ``loss_fn`` is every call's OnlineTripletLoss
+    instance (main.py); its forward pairs the rows its miner picked, so the
+    backward in trainer.py is needs-review, not a mean (was SILENT)."""
+    for name, text in (
+        ("losses.py", TRIPLETS),
+        ("trainer.py", TRAINER),
+        ("main.py", MAIN),
+    ):
+        (tmp_path / name).write_text(text)
+    view = ProjectView([str(tmp_path / n) for n in ("main.py", "trainer.py")])
+    trainer = str(tmp_path / "trainer.py")
+    result = migrate_source(
+        TRAINER, trainer, MigrateOptions(project=view.facts_for(trainer))
+    )
+    am007 = [f for f in result.findings if f.code == "AM007"]
+    assert am007 and am007[0].status == "needs-review", result.findings
+    assert "emb[t[:, 0]] - emb[t[:, 1]]" in am007[0].message

@@ -347,22 +347,17 @@ EXPECTED: dict[str, str] = {
     "mtan_dwa_weights_r22": "FLAGGED",
     "hard_negative_queue_script_r22": "FLAGGED",
     "pseudo_label_warmup_r22": "FLAGGED",
+    # the siamese-triplet layout, from a new-user trial (SILENT in both modes
+    # before: the loss module handed to trainer.fit's loss_fn parameter mines
+    # its triplets over the batch and was taken for a mean); AM007 now reads the
+    # class behind the parameter and its rows picked by the miner's indices
+    "online_triplet_selector_r22t_project": "FLAGGED",
+    "online_triplet_selector_r22t_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {
-    # found by a new-user trial of the siamese-triplet layout (2026-12-05): the
-    # loss module handed to trainer.fit's `loss_fn` parameter by main.py mines
-    # its triplets over the batch (a selector's indices into the embeddings);
-    # the reducer does not read the class behind a parameter and takes the
-    # opaque call for a mean, so AM007 does not say that each process mines its
-    # own share's triplets (loss step 0 rel about 1e-1)
-    "online_triplet_selector_r22t_project": "SILENT: a pairwise loss module "
-    "handed in through a parameter from another file is taken for a mean",
-    "online_triplet_selector_r22t_project_batch": "SILENT: a pairwise loss "
-    "module handed in through a parameter from another file is taken for a mean",
-}
+UNSOUND_TODAY: dict[str, str] = {}
 
 
 def _selected(session: pytest.Session) -> set[str]:

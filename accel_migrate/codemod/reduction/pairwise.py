@@ -14,7 +14,10 @@ bodies of this file's functions (``nt_xent(z1, z2)``) and the ``forward`` of
 instances of its classes (``criterion = NTXentLoss(); criterion(z1, z2)``) that
 the loss is computed by. A selection of samples by their rank in the batch (online hard example mining:
 ``losses.topk(k)``, ``losses.sort(descending=True)``, ``kthvalue``, over the
-default or the first dimension) compares them too: each process would keep the
+default or the first dimension) compares them too, and so do rows picked by
+two index tensors and subtracted (an online triplet loss's
+``emb[triplets[:, 0]] - emb[triplets[:, 1]]``, a loss module handed to a
+parameter by the batch's other files included): each process would keep the
 hardest of its own share. Products with a transposed attribute (``x @
 self.weight.t()``: a layer's weights) and transposes of other dimensions
 (``q @ k.transpose(-2, -1)``: attention over tokens) are not comparisons of
@@ -34,6 +37,32 @@ from .placement import code
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
+
+
+def _picked_rows_paired(node: cst.BinaryOperation) -> bool:
+    """``emb[triplets[:, 0]] - emb[triplets[:, 1]]``: rows of one tensor picked
+    by two index tensors and set against each other (the pairs an online
+    triplet miner chose over the batch); not a slice, a constant or one index
+    on both sides (``pairwise_helpers._picked_rows_paired``, in this file)."""
+    left, right = node.left, node.right
+    if not (
+        isinstance(left, cst.Subscript)
+        and isinstance(right, cst.Subscript)
+        and isinstance(left.value, cst.Name)
+        and isinstance(right.value, cst.Name)
+        and left.value.value == right.value.value
+        and len(left.slice) == 1
+        and len(right.slice) == 1
+    ):
+        return False
+    picks = (left.slice[0].slice, right.slice[0].slice)
+    if not all(isinstance(p, cst.Index) for p in picks):
+        return False
+    values = [p.value for p in picks]  # type: ignore[attr-defined]
+    if any(isinstance(v, (cst.Integer, cst.Tuple)) for v in values):
+        return False
+    return code(values[0]) != code(values[1])
+
 
 #: Functions that compare every row of one input with every row of another.
 _DISTANCES = frozenset({"torch.cdist", "torch.pdist", "torch.nn.functional.pdist"})
@@ -106,6 +135,8 @@ class _Search:
                 node.right
             ):
                 return code(node)
+            if isinstance(node.operator, cst.Subtract) and _picked_rows_paired(node):
+                return code(node)
             return None
         assert isinstance(node, cst.Call)
         names = self.index.qualnames(node.func)
@@ -161,6 +192,12 @@ class _Search:
         then ``criterion(a, p)``)."""
         facts = [self.index.helper(call.func)]
         key = self.index.key(call.func)
+        if key is not None and self.index.project is not None:
+            # `loss_fn(out, y)` of a parameter every batch call hands an
+            # instance of a helper class (`fit(..., loss_fn=OnlineTripletLoss(...))`)
+            from ..project_callers import caller_model_class
+
+            facts.append(caller_model_class(self.index, key))
         for value in self.index.values.get(key, ()) if key is not None else ():
             if isinstance(value, cst.Call):  # an instance of the class
                 facts.append(self.index.helper(value.func))
