@@ -1,7 +1,10 @@
 """Where a loop over a sharded loader accumulates this process's share.
 
 - an increment ``x += ...`` of a variable set to zero before the loop (and not
-  a step counter, the same on every process);
+  a step counter, the same on every process), unless the loop sets the variable
+  anew before it in every iteration (``loss = criterion(out, y)`` then ``loss +=
+  loss.item()``): no running sum, but each iteration's own value
+  (``rebound_increments``);
 - a value collected into an object made before the loop (``meter.update(v)``,
   ``values.append(v)``, ``values[k] = v``); not into a loader, a progress bar,
   or a metric object that combines itself across processes (torchmetrics).
@@ -30,7 +33,30 @@ _SYNCED_PREFIXES = ("torchmetrics.",)
 
 
 def sum_increments(index: ModuleIndex, loop: cst.For) -> Iterator[cst.AugAssign]:
-    """``x += ...`` in the loop, on a variable set to zero before the loop."""
+    """``x += ...`` in the loop, on a variable set to zero before the loop (and
+    not set anew before it in every iteration: ``rebound_increments``)."""
+    for aug, rebound in _zeroed_increments(index, loop):
+        if rebound is None:
+            yield aug
+
+
+def rebound_increments(
+    index: ModuleIndex, loop: cst.For
+) -> Iterator[tuple[cst.AugAssign, cst.BaseExpression]]:
+    """``x += ...`` in the loop, on a variable set to zero before the loop but set
+    anew in the loop before the increment in every iteration; with the value it
+    is set to. What it holds after the loop is the last iteration's value, which
+    is not a sum over the batches (the shape of a sum, not one)."""
+    for aug, rebound in _zeroed_increments(index, loop):
+        if rebound is not None:
+            yield aug, rebound
+
+
+def _zeroed_increments(
+    index: ModuleIndex, loop: cst.For
+) -> Iterator[tuple[cst.AugAssign, cst.BaseExpression | None]]:
+    """``x += ...`` of a rank-local value in the loop, on a variable set to zero
+    before the loop; with the value ``rebound_before`` finds (or None)."""
     for aug in findall(loop.body, m.AugAssign(operator=m.AddAssign())):
         assert isinstance(aug, cst.AugAssign)
         name = attr_chain(aug.target)
@@ -39,7 +65,68 @@ def sum_increments(index: ModuleIndex, loop: cst.For) -> Iterator[cst.AugAssign]
         if not index.divergence.rank_local(aug):
             continue  # a step counter: the same on every rank
         if _zeroed_before(index, loop, name):
-            yield aug
+            yield aug, rebound_before(index, loop, aug)
+
+
+def rebound_before(
+    index: ModuleIndex, loop: cst.For, aug: cst.AugAssign
+) -> cst.BaseExpression | None:
+    """The value that ``aug``'s target is set to (``index.values``, also
+    unpacked) inside ``loop``, before ``aug`` on every path to it in an iteration:
+    by an assignment earlier in a block that holds ``aug`` (or in a ``with`` block
+    there). None where there is none."""
+    key = index.key(aug.target)
+    if key is None:
+        return None
+    values = [v for v in index.values.get(key, ()) if v is not None]
+    values += [v for v, _, _ in index.unpacked.get(key, ())]
+    for value in values:
+        if inside(index, value, loop) and _runs_before(index, value, aug, loop):
+            return value
+    return None
+
+
+def _runs_before(
+    index: ModuleIndex, value: cst.BaseExpression, aug: cst.AugAssign, loop: cst.For
+) -> bool:
+    """Does the assignment of ``value`` run before ``aug`` whenever ``aug`` runs
+    in an iteration of ``loop``? Its statement (or the outermost ``with`` around
+    it, whose body always runs) comes earlier in a block that holds ``aug``."""
+    assignment = next(
+        (
+            a
+            for a in index.ancestors(value)
+            if isinstance(a, (cst.Assign, cst.AnnAssign))
+        ),
+        None,
+    )
+    if assignment is None:
+        return False
+    before: list[cst.CSTNode] = [assignment]
+    for ancestor in index.ancestors(assignment):
+        if ancestor is loop:
+            break
+        if isinstance(ancestor, (cst.SimpleStatementLine, cst.With)):
+            before.append(ancestor)
+        elif not isinstance(ancestor, cst.IndentedBlock) or not isinstance(
+            index.parent(ancestor), cst.With
+        ):
+            break
+    child: cst.CSTNode = aug
+    for block in index.ancestors(aug):
+        if block is loop:
+            return False
+        body = getattr(block, "body", None)
+        if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementLine)) and (
+            isinstance(body, Sequence)
+        ):
+            position = next((i for i, s in enumerate(body) if s is child), None)
+            if position is not None and any(
+                s is b for s in body[:position] for b in before
+            ):
+                return True
+        child = block
+    return False
 
 
 def has_runtime_call(index: ModuleIndex, node: cst.CSTNode) -> bool:
@@ -83,6 +170,28 @@ def reduced_after(index: ModuleIndex, loop: cst.For, name: str) -> bool:
             return False
         if attr_chain(assign.targets[0].target) == name:
             return True
+    return False
+
+
+def read_after(index: ModuleIndex, loop: cst.For, name: str) -> bool:
+    """Is ``name`` read after ``loop`` in its function (or module): in a
+    statement that follows it, or follows a block around it?"""
+    child: cst.CSTNode = loop
+    for block in index.ancestors(loop):
+        body = getattr(block, "body", None)
+        if isinstance(block, (cst.IndentedBlock, cst.Module)) and isinstance(
+            body, Sequence
+        ):
+            position = next((i for i, s in enumerate(body) if s is child), None)
+            if position is not None and any(
+                attr_chain(reference) == name  # type: ignore[arg-type]
+                for statement in body[position + 1 :]
+                for reference in findall(statement, m.Name() | m.Attribute())
+            ):
+                return True
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        child = block
     return False
 
 

@@ -30,6 +30,16 @@ through ``**kwargs``) used as a shape:
   (``self.batch_size = cfg.batch_size``, then ``x.view(self.batch_size,
   self.seq_len, -1)``), in a file that shards a loader, is reported as
   needs-review at the call that builds it;
+- a buffer made with the batch size outside the loop and filled in place in a
+  step (the Variable-era DCGAN: ``label = torch.FloatTensor(opt.batchSize)``
+  before the loop, ``label.data.resize_(batch_size).fill_(real_label)`` in it;
+  also ``.copy_``, ``.fill_``, ``.normal_`` with no resize) is reported as
+  needs-review. A resize through ``.data`` resizes another tensor object: the
+  buffer keeps the configured size, and part of it is never filled. Where the
+  first use of the buffer in every step is a resize of the tensor itself to the
+  batch (``input.resize_as_(real_cpu)``, ``label.resize_(batch_size)`` with
+  ``batch_size = real_cpu.size(0)``), the size it was made with no longer
+  matters: nothing is reported;
 - ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
   is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
   tutorial's per-class accuracy), counts a batch's rows by the configured size:
@@ -256,6 +266,7 @@ class BatchSizeShapes(Rule):
             return
         loops = self._enclosing_loops(node)
         if not loops:
+            self._preallocated(node, sizes)
             return
         hits = [(arg, expr) for arg, expr in sizes if self._configured(expr)]
         if not hits:
@@ -286,6 +297,113 @@ class BatchSizeShapes(Rule):
             "`--batch-mode per-device`",
             if_migrated=True,
         )
+
+    def _preallocated(
+        self, call: cst.Call, sizes: list[tuple[cst.Arg, cst.BaseExpression]]
+    ) -> None:
+        """``label = torch.FloatTensor(opt.batchSize)`` outside any loop over a
+        prepared loader, a buffer that such a loop then fills in place
+        (``label.data.resize_(batch_size).fill_(1)``, ``input.copy_(x)``):
+        reported, unless every loop that fills it first resizes the buffer itself
+        to the batch (``label.resize_(batch_size)``, ``input.resize_as_(x)``),
+        after which the size it was made with no longer matters. A resize
+        through ``.data`` resizes another tensor object: the buffer keeps the
+        configured size."""
+        hits = [expr for _, expr in sizes if self._configured(expr)]
+        if not hits or self._enclosing_loops(call):
+            return
+        target = _assigned_name(self.index, call)
+        key = self.index.key(target) if target is not None else None
+        if target is None or key is None:
+            return
+        fills = [
+            fill for fill in self._fills(key) if not self._resized_first(fill[1], key)
+        ]
+        if not fills:
+            return
+        fill = fills[0][0]
+        spelled = attr_chain(hits[0]) or "batch_size"
+        through_data = isinstance(fill.func, cst.Attribute) and isinstance(
+            fill.func.value, cst.Attribute
+        )
+        why = (
+            "a resize through `.data` resizes another tensor object and leaves "
+            f"`{target.value}` its configured size"
+            if through_data
+            else f"`{target.value}` keeps its configured size"
+        )
+        self.report(
+            call,
+            "needs-review",
+            f"`{target.value}` is made with {self._what_size(spelled, hits[0])} "
+            f"and filled in place in a step (`{_code(fill)}`, line "
+            f"{self._line(fill)}): with the global batch split across processes "
+            f"each process's batch has {spelled} / N samples, and {why}, so part of "
+            "it is never filled (or the fill fails) at world size > 1; resize the "
+            f"tensor itself to the batch first in every step (`{target.value}"
+            f".resize_as_(x)`{', not through `.data`' if through_data else ''}), "
+            "make it in the step from the batch's size, or launch with "
+            "`--batch-mode per-device`",
+            if_migrated=True,
+        )
+
+    def _fills(self, key: Key) -> list[tuple[cst.Call, cst.For]]:
+        """The calls that fill or resize the buffer ``key`` in place (on it or on
+        its ``.data``) in a loop over a prepared loader, with that loop."""
+        found = []
+        for call in self.index.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value not in _FILLS:
+                continue
+            receiver = func.value
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                receiver = receiver.value
+            if not isinstance(receiver, cst.Name) or self.index.key(receiver) != key:
+                continue
+            loops = self._enclosing_loops(call)
+            if loops:
+                found.append((call, loops[0][0]))  # the innermost
+        return found
+
+    def _resized_first(self, loop: cst.For, key: Key) -> bool:
+        """Is the first use of the buffer ``key`` in ``loop`` a resize of the
+        tensor itself to something other than a configured batch size
+        (``x.resize_as_(batch)``, ``x.resize_(batch_size, nz)`` with
+        ``batch_size = batch.size(0)``), in a statement every iteration runs?"""
+        first = next(
+            (
+                name
+                for name in findall(loop.body, m.Name())
+                if self.index.key(name) == key  # type: ignore[arg-type]
+            ),
+            None,
+        )
+        if first is None:
+            return False
+        attribute = self.index.parent(first)
+        call = self.index.parent(attribute) if attribute is not None else None
+        if not (
+            isinstance(attribute, cst.Attribute)
+            and attribute.value is first
+            and attribute.attr.value in _RESIZES
+            and isinstance(call, cst.Call)
+            and call.func is attribute
+            and call.args
+        ):
+            return False
+        if any(
+            isinstance(expr, (cst.Name, cst.Attribute)) and self._configured(expr)
+            for _, expr in _shape_args(call)
+        ):
+            return False
+        for ancestor in self.index.ancestors(call):
+            if ancestor is loop:
+                return True
+            if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try)):
+                return False  # not run in every iteration (or not first)
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return False
+        return False
 
     def _handed_to_shape(self, call: cst.Call) -> None:
         """``hidden = model.init_hidden(args.batch_size)`` before the loop over
@@ -547,6 +665,49 @@ class BatchSizeShapes(Rule):
                 args=[cst.Arg(cst.Integer("0"))],
             )
         )
+
+
+#: In-place methods that fill (or resize) a tensor: a buffer a step fills.
+_RESIZES = frozenset({"resize_", "resize_as_"})
+_FILLS = _RESIZES | frozenset(
+    {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
+)
+
+#: Calls that wrap a tensor without changing its size.
+_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+
+
+def _assigned_name(index: ModuleIndex, call: cst.Call) -> cst.Name | None:
+    """``x`` of ``x = torch.FloatTensor(n, ...)`` (also with methods after the
+    call, ``x = torch.FloatTensor(n).cuda()``, or wrapped, ``x =
+    Variable(torch.FloatTensor(n))``); None for any other use."""
+    node: cst.CSTNode = call
+    parent = index.parent(node)
+    while True:
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            outer = index.parent(parent)
+            if not isinstance(outer, cst.Call) or outer.func is not parent:
+                return None
+        elif isinstance(parent, cst.Arg) and parent.keyword is None:
+            # `Variable(torch.FloatTensor(n))`: the same buffer, wrapped
+            outer = index.parent(parent)
+            if not (
+                isinstance(outer, cst.Call)
+                and len(outer.args) == 1
+                and index.qualnames(outer.func) & _WRAPPERS
+            ):
+                return None
+        else:
+            break
+        node, parent = outer, index.parent(outer)
+    if (
+        isinstance(parent, cst.Assign)
+        and parent.value is node
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0].target, cst.Name)
+    ):
+        return parent.targets[0].target
+    return None
 
 
 def _shaped_by(

@@ -48,6 +48,12 @@ of it:
 - loss tensors that a function of this file backpropagates and returns, collected
   as they are (``losses.append(self._run_batch(x, y))``), are reported: what the
   collection is used for is not followed (see AM008 for reads of them).
+- ``x += ...`` where the loop sets ``x`` anew before it in every iteration
+  (``loss = criterion(out, y)`` then ``loss += loss.item()``, the torchtext
+  tutorial's test loss) is no running sum, whatever was set before the loop:
+  it is never combined as one. Read after the loop, it is this process's last
+  batch's value, reported as needs-review; a running sum of it in another
+  variable (``total += loss.item()``) is combined as usual;
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
@@ -105,7 +111,9 @@ from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
     has_runtime_call,
+    read_after,
     read_inside,
+    rebound_increments,
     reduced_after,
     scattered_counts,
     sum_increments,
@@ -172,6 +180,20 @@ class MetricSums(Rule):
                 "after the loop (accel.reduce(torch.as_tensor(...)))",
                 if_migrated=True,
             )
+        for aug, value in rebound_increments(self.index, node):
+            name = attr_chain(aug.target)
+            assert name is not None
+            if read_after(self.index, node, name):
+                self.report(
+                    aug,
+                    "needs-review",
+                    f"`{name}` is set to `{_code(value)}` before this increment in "
+                    "every iteration, so it sums no batches: after the loop it holds "
+                    "the last batch's value of this process's share, not the whole "
+                    "batch's (not combined across processes); if a running sum was "
+                    "meant, add into another variable",
+                    if_migrated=True,
+                )
         if not increments and not collections:
             return
         if not self.index.uniform(node):
