@@ -23,8 +23,17 @@ Each construction is wrapped where it is built:
 
 ``nn.DataParallel(...)`` around any of these is removed by AM003. A module class
 whose own methods build an optimizer from ``self.parameters()`` is trained through
-its instances. Modules built inside another module's ``__init__`` (sub-layers) and
-loss modules are not models.
+its instances. A method that only hands such an optimizer back (minGPT's
+``configure_optimizers(train_config)``: every return is the optimizer, whose
+parameters all come from ``self``: ``self.parameters()``, a loop over
+``self.named_parameters()`` appending to ``decay``, or a dict
+``{pn: p for pn, p in self.named_parameters()}`` indexed by sorted names, with
+no container of them changed in a way that is not followed, such as
+``param_dict.update(...)``) and that this file never calls trains the instance
+it is called on, where it is called: ``model.configure_optimizers(config)`` in
+another file is an optimizer over ``model``'s parameters, and that file prepares
+the model. Its own file is then not asked for an instance. Modules built inside
+another module's ``__init__`` (sub-layers) and loss modules are not models.
 
 ## All or nothing
 A trained model that this rule cannot wrap or show prepared (it comes from an
@@ -413,7 +422,9 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
             receiver = inner.func.value  # type: ignore[attr-defined]
             owner = self._owner_class(receiver)
             if owner is not None:
-                if not self._class_is_prepared(owner):
+                if not self._class_is_prepared(owner) and not self._handed_to_callers(
+                    original_node, owner
+                ):
                     self.report(
                         inner,
                         "needs-review",
