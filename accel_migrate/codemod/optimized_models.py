@@ -34,6 +34,7 @@ from .trained_models import (
     parameter_calls,
     returns_of,
     root_key,
+    snippet,
 )
 
 #: Methods of a variable that feeds an optimizer that ``parameter_calls``
@@ -73,7 +74,7 @@ class OptimizedModels:
                 return cls
         return None
 
-    def _handed_to_callers(self, call: cst.Call, owner: cst.ClassDef) -> bool:
+    def _handed_to_callers(self, call: cst.Call, owner: cst.ClassDef) -> str | None:
         """Is the optimizer ``call`` built in a method of ``owner`` that only hands
         it back (minGPT's ``configure_optimizers``: every return is the
         optimizer, itself or through a variable bound to it alone), over
@@ -84,32 +85,51 @@ class OptimizedModels:
         in this file? Then the model it trains is the one the method is called
         on, in the files that call it: there ``model.configure_optimizers(...)``
         is an optimizer over ``model``'s parameters (``optimizer_method``), and
-        that model is prepared where it is built, not in this file."""
+        that model is prepared where it is built, not in this file.
+
+        "" when it is; None when the method is not one that only hands the
+        optimizer back, uncalled here; otherwise why its parameters cannot be
+        shown to be ``self``'s only (a clause for AM004's message)."""
         method = self.index.enclosing_function(call)
         if method is None or self.index.enclosing_class(call) is not owner:
-            return False
-        name = method.name.value
+            return None
         returns = returns_of(self.index, method)
         if not returns or not all(self._is_value(r, call) for r in returns):
-            return False
-        feeding: set[Key] = set()
-        inner = parameter_calls(self.index, call, self.extra_values, feeding)
-        if not inner or any(
-            self._owner_class(c.func.value) is not owner  # type: ignore[attr-defined]
-            for c in inner
-        ):
-            return False
-        if self._changed_unseen(method, feeding):
-            return False
+            return None
         # called here (`self.configure_optimizers()` in a `fit` of the class, or
         # on an instance of this file): this file trains it, as the rule reads
-        return not findall(self.index.module, m.Attribute(attr=m.Name(name)))
+        if findall(self.index.module, m.Attribute(attr=m.Name(method.name.value))):
+            return None
+        feeding: set[Key] = set()
+        inner = parameter_calls(self.index, call, self.extra_values, feeding)
+        foreign = next(
+            (
+                c
+                for c in inner
+                if self._owner_class(c.func.value) is not owner  # type: ignore[attr-defined]
+            ),
+            None,
+        )
+        if foreign is not None:
+            return (
+                f"`{snippet(foreign)}` (line {self._line(foreign)}) is not "  # type: ignore[attr-defined]
+                "a part of `self`"
+            )
+        changed = self._changed_unseen(method, feeding)
+        if changed is not None:
+            return (
+                f"`{snippet(changed)}` (line {self._line(changed)}) changes "  # type: ignore[attr-defined]
+                "what it is built from in a way accel-migrate does not follow"
+            )
+        return ""
 
-    def _changed_unseen(self, method: cst.FunctionDef, keys: set[Key]) -> bool:
-        """Is a container that feeds the optimizer (a list, set or dict: its
-        groups, ``decay``, ``param_dict``) changed in ``method`` in a way
+    def _changed_unseen(
+        self, method: cst.FunctionDef, keys: set[Key]
+    ) -> cst.CSTNode | None:
+        """Where a container that feeds the optimizer (a list, set or dict: its
+        groups, ``decay``, ``param_dict``) is changed in ``method`` in a way
         ``parameter_calls`` does not follow: ``param_dict.update(...)``,
-        ``param_dict[k] = v``, or handed to a function that may fill it?
+        ``param_dict[k] = v``, or handed to a function that may fill it.
         ``append``, ``add`` and ``extend`` are followed (``extra_values``);
         reads and removals add nothing."""
         containers = {
@@ -118,7 +138,7 @@ class OptimizedModels:
             if any(self._container_value(v) for v in self.index.values.get(k, ()))
         }
         if not containers:
-            return False
+            return None
         for node in findall(method, m.Call()):
             func = node.func  # type: ignore[attr-defined]
             if (
@@ -126,28 +146,25 @@ class OptimizedModels:
                 and self.index.key(func.value) in containers
                 and func.attr.value not in _FOLLOWED_OR_READ
             ):
-                return True
+                return node
             handed = any(
                 self.index.key(a.value) in containers
                 for a in node.args  # type: ignore[attr-defined]
             )
             if (
                 handed
-                and not self.is_optimizer_call(node)
+                and not self.is_optimizer_call(node)  # type: ignore[attr-defined]
                 and not (self.index.qualnames(func) & _READING_BUILTINS)
             ):
-                return True
-        targets = [
-            t.target  # type: ignore[attr-defined]
-            for t in findall(method, m.AssignTarget() | m.AugAssign())
-        ]
-        targets += [
-            d.target for d in findall(method, m.Del())  # type: ignore[attr-defined]
-        ]
-        return any(
-            isinstance(t, cst.Subscript) and root_key(self.index, t) in containers
-            for t in targets
-        )
+                return node
+        for statement in findall(method, m.AssignTarget() | m.AugAssign() | m.Del()):
+            target = statement.target  # type: ignore[attr-defined]
+            if (
+                isinstance(target, cst.Subscript)
+                and root_key(self.index, target) in containers
+            ):
+                return statement
+        return None
 
     def _container_value(self, value: cst.BaseExpression | None) -> bool:
         if isinstance(
