@@ -256,6 +256,55 @@ class Project:
             "too; resolve those findings and run the batch again"
         )
 
+    def _root_cause(
+        self,
+        named: list[int],
+        result: list[Outcome | None],
+        blocked_by: dict[int, list[int]],
+    ) -> str:
+        """For a file left whole because of the files ``named``, when those are
+        themselves left whole only because of others (AM103 findings pointing
+        on, a chain): a sentence naming the first file down the chain left
+        whole by a finding of its own, and that finding. "" when a named file
+        has findings of its own (its findings are the cause)."""
+        seen: set[int] = set()
+
+        def root(index: int) -> tuple[int, Finding | None] | None:
+            if index in seen:
+                return None
+            seen.add(index)
+            outcome = result[index]
+            own = [
+                f
+                for f in getattr(outcome, "findings", ())
+                if f.status == "needs-review" and f.code != SETUP_LEFT_WHOLE.code
+            ]
+            if own or index not in blocked_by:
+                return (index, min(own, key=lambda f: (f.line, f.column), default=None))
+            for other in blocked_by[index]:
+                found = root(other)
+                if found is not None:
+                    return found
+            return None
+
+        for index in named:
+            found = root(index)
+            if found is None:
+                continue
+            where, finding = found
+            if where in named:
+                return ""  # a named file says why itself
+            if finding is None:
+                return f" (the root cause is {self.paths[where]}, left unchanged)"
+            text = finding.message
+            if len(text) > _ROOT_TEXT:
+                text = text[: _ROOT_TEXT - 3].rstrip() + "..."
+            return (
+                f" (the root cause is {self.paths[where]}:{finding.line}, "
+                f"{finding.code}: {text})"
+            )
+        return ""
+
     def keep_whole_setups(
         self,
         outcomes: Sequence[Outcome | None],
@@ -272,6 +321,8 @@ class Project:
         A helper module migrated for its callers (``for_callers``) is left whole
         when it is not migrated for any reason: its callers count on it."""
         result = list(outcomes)
+        #: The files each file was left whole for here (for its root cause).
+        blocked_by: dict[int, list[int]] = {}
 
         def whole(index: int) -> bool:
             if index in for_callers:
@@ -288,8 +339,10 @@ class Project:
                         result[entry] = _kept_whole(
                             result[entry],  # type: ignore[arg-type]
                             min(trainers[t] for t in kept),
-                            self._kept_because(kept, result, for_callers),
+                            self._kept_because(kept, result, for_callers)
+                            + self._root_cause(kept, result, blocked_by),
                         )
+                        blocked_by[entry] = kept
                         changed = True
                 if not _left_whole(result[entry]):
                     continue
@@ -304,8 +357,10 @@ class Project:
                         "what it hands this file (models, loaders): the training "
                         "setup they share is migrated whole or not at all, so this "
                         "file is left unchanged too; resolve those findings and run "
-                        "the batch again",
+                        "the batch again"
+                        + self._root_cause([entry], result, blocked_by),
                     )
+                    blocked_by[trainer] = [entry]
                     changed = True
         return result
 
@@ -343,6 +398,9 @@ class Project:
                 )
         return result
 
+
+#: How much of a root cause's message AM103 quotes.
+_ROOT_TEXT = 160
 
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)|import[ \t]+([\w.]+))", re.M)
 

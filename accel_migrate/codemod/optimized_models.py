@@ -19,18 +19,42 @@ from collections.abc import Callable
 from functools import cached_property
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import Key
 from .helper_effects import optimizer_method
 from .names import SAME_OBJECT
 from .patterns import strip_methods
+from .subtrees import findall
 from .trained_models import (
     element_containers,
     extra_values,
     list_items,
     list_variables,
     parameter_calls,
+    returns_of,
     root_key,
+    snippet,
+)
+
+#: Methods of a variable that feeds an optimizer that ``parameter_calls``
+#: follows (what they add) or that only read it.
+_FOLLOWED_OR_READ = frozenset(
+    {
+        *("append", "add", "extend"),
+        *("keys", "values", "items", "get", "copy", "index", "count"),
+        *("pop", "remove", "discard", "clear"),
+        *("union", "intersection", "difference", "symmetric_difference"),
+    }
+)
+#: Builtins that read a container handed to them (``sorted(list(decay))``).
+_READING_BUILTINS = frozenset(
+    f"builtins.{name}"
+    for name in (
+        *("sorted", "list", "set", "frozenset", "tuple", "dict", "len", "iter"),
+        *("enumerate", "zip", "str", "repr", "any", "all", "sum", "min", "max"),
+        *("isinstance", "print", "reversed"),
+    )
 )
 
 
@@ -49,6 +73,120 @@ class OptimizedModels:
             if cls in self.module_classes:
                 return cls
         return None
+
+    def _handed_to_callers(self, call: cst.Call, owner: cst.ClassDef) -> str | None:
+        """Is the optimizer ``call`` built in a method of ``owner`` that only hands
+        it back (minGPT's ``configure_optimizers``: every return is the
+        optimizer, itself or through a variable bound to it alone), over
+        ``owner``'s own parameters only (every ``.parameters()`` /
+        ``.named_parameters()`` reaching it is ``self``'s or a part's of
+        ``self``: through loops over them, ``decay.append(p)``, or a dict of
+        them by name, ``param_dict[pn]``), and with that method called nowhere
+        in this file? Then the model it trains is the one the method is called
+        on, in the files that call it: there ``model.configure_optimizers(...)``
+        is an optimizer over ``model``'s parameters (``optimizer_method``), and
+        that model is prepared where it is built, not in this file.
+
+        "" when it is; None when the method is not one that only hands the
+        optimizer back, uncalled here; otherwise why its parameters cannot be
+        shown to be ``self``'s only (a clause for AM004's message)."""
+        method = self.index.enclosing_function(call)
+        if method is None or self.index.enclosing_class(call) is not owner:
+            return None
+        returns = returns_of(self.index, method)
+        if not returns or not all(self._is_value(r, call) for r in returns):
+            return None
+        # called here (`self.configure_optimizers()` in a `fit` of the class, or
+        # on an instance of this file): this file trains it, as the rule reads
+        if findall(self.index.module, m.Attribute(attr=m.Name(method.name.value))):
+            return None
+        feeding: set[Key] = set()
+        inner = parameter_calls(self.index, call, self.extra_values, feeding)
+        foreign = next(
+            (
+                c
+                for c in inner
+                if self._owner_class(c.func.value) is not owner  # type: ignore[attr-defined]
+            ),
+            None,
+        )
+        if foreign is not None:
+            return (
+                f"`{snippet(foreign)}` (line {self._line(foreign)}) is not "  # type: ignore[attr-defined]
+                "a part of `self`"
+            )
+        changed = self._changed_unseen(method, feeding)
+        if changed is not None:
+            return (
+                f"`{snippet(changed)}` (line {self._line(changed)}) changes "  # type: ignore[attr-defined]
+                "what it is built from in a way accel-migrate does not follow"
+            )
+        return ""
+
+    def _changed_unseen(
+        self, method: cst.FunctionDef, keys: set[Key]
+    ) -> cst.CSTNode | None:
+        """Where a container that feeds the optimizer (a list, set or dict: its
+        groups, ``decay``, ``param_dict``) is changed in ``method`` in a way
+        ``parameter_calls`` does not follow: ``param_dict.update(...)``,
+        ``param_dict[k] = v``, or handed to a function that may fill it.
+        ``append``, ``add`` and ``extend`` are followed (``extra_values``);
+        reads and removals add nothing."""
+        containers = {
+            k
+            for k in keys
+            if any(self._container_value(v) for v in self.index.values.get(k, ()))
+        }
+        if not containers:
+            return None
+        for node in findall(method, m.Call()):
+            func = node.func  # type: ignore[attr-defined]
+            if (
+                isinstance(func, cst.Attribute)
+                and self.index.key(func.value) in containers
+                and func.attr.value not in _FOLLOWED_OR_READ
+            ):
+                return node
+            handed = any(
+                self.index.key(a.value) in containers
+                for a in node.args  # type: ignore[attr-defined]
+            )
+            if (
+                handed
+                and not self.is_optimizer_call(node)  # type: ignore[attr-defined]
+                and not (self.index.qualnames(func) & _READING_BUILTINS)
+            ):
+                return node
+        for statement in findall(method, m.AssignTarget() | m.AugAssign() | m.Del()):
+            target = statement.target  # type: ignore[attr-defined]
+            if (
+                isinstance(target, cst.Subscript)
+                and root_key(self.index, target) in containers
+            ):
+                return statement
+        return None
+
+    def _container_value(self, value: cst.BaseExpression | None) -> bool:
+        if isinstance(
+            value,
+            (cst.List, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp),
+        ):
+            return True
+        return isinstance(value, cst.Call) and bool(
+            self.index.qualnames(value.func)
+            & {"builtins.list", "builtins.set", "builtins.dict"}
+        )
+
+    def _is_value(self, expr: cst.BaseExpression | None, call: cst.Call) -> bool:
+        """``expr`` is ``call``, or a variable whose one value is ``call``."""
+        if expr is call:
+            return True
+        key = self.index.key(expr) if isinstance(expr, cst.Name) else None
+        return (
+            key is not None
+            and self.index.values.get(key) == [call]
+            and not self.extra_values.get(key)
+        )
 
     def _constructs(self, expr: cst.BaseExpression | None, cls: cst.ClassDef) -> bool:
         """Does ``expr`` build an instance of ``cls`` (prepared or not)?"""

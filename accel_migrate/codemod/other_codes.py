@@ -187,7 +187,11 @@ an ``engine.train_one_epoch`` of that file) is left unchanged, with one finding
 at its first line naming the importer. The same holds for a helper module migrated
 for its callers (AM102: its writes, prints and sums over the loaders they hand
 it): left unchanged, its importers are left unchanged too, since their calls of
-it stay on every process and their loaders are sharded.
+it stay on every process and their loaders are sharded. When the file it names
+is itself left unchanged only by such a finding (a chain: ``chargpt.py`` ->
+``mingpt/trainer.py`` -> ``mingpt/utils.py`` -> ``mingpt/model.py``), the finding
+also names the root cause: the first file down the chain left unchanged by a
+finding of its own, with that finding's line, code and message.
 
 ## Why
 A training setup is migrated whole or not at all. The importer builds the

@@ -15,7 +15,9 @@ side is ``handed_losses``).
 - a registering method only stores one of its parameters on the instance
   (``self.A[...].append(p)``, ``self.A.append(p)``, ``self.A[k] = [p]``,
   ``self.A = p``), and nothing else of the class reads or writes ``self.A``
-  but ``__init__`` (setting it up) and one running method;
+  but ``__init__`` (setting it up), other such registering methods (minGPT's
+  ``set_callback(onevent, callback)``: ``self.callbacks[onevent] = [callback]``,
+  beside ``add_callback``) and one running method;
 - the running method only loops over ``self.A`` (or what it holds) calling each
   with ``self`` alone (``cb(self)``), at its top level, or calls ``self.A(self)``;
 - the running method is called exactly once in the class: as a statement of the
@@ -122,6 +124,11 @@ def _runner(
             and n.attr == attribute
         ]
         if not uses or name in (registrar, "__init__"):
+            continue
+        stored = _registers(method)
+        if stored is not None and stored[1] == attribute:
+            # another registering method (minGPT's `set_callback` beside
+            # `add_callback`): it only stores a callback there too
             continue
         if not _only_runs(method, attribute):
             return None

@@ -56,11 +56,12 @@ def parameter_calls(
     index: ModuleIndex,
     call: cst.Call,
     extra: dict[Key, list[cst.BaseExpression]],
+    seen: set[Key] | None = None,
 ) -> list[cst.Call]:
     """The ``.parameters()`` calls in an optimizer's arguments, and in the values
-    of the variables they name."""
+    of the variables they name (``seen``, when given, receives those variables)."""
     found: list[cst.Call] = []
-    seen: set[Key] = set()
+    seen = set() if seen is None else seen
 
     def walk(node: cst.CSTNode, depth: int) -> None:
         for inner in findall(node, _PARAMETERS):

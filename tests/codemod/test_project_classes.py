@@ -183,3 +183,26 @@ def test_a_caller_left_whole_leaves_the_trainer_class_whole(tmp_path: Path) -> N
     [note] = trainer.findings
     assert note.code == "AM103" and note.status == "needs-review"
     assert "is imported by main.py" in note.message
+
+
+def test_set_callback_beside_add_callback_registers_step_callbacks_too() -> None:
+    """minGPT's Trainer has both: ``set_callback`` replaces the list,
+    ``add_callback`` appends to it; each only stores a callback the runner runs."""
+    source = MINGPT_TRAINER.read_text()
+    both = source.replace(
+        "    def add_callback(",
+        "    def set_callback(self, onevent: str, callback):\n"
+        "        self.callbacks[onevent] = [callback]\n\n"
+        "    def add_callback(",
+    )
+    assert both != source
+    assert step_callbacks(_trainer_class(both)) == (
+        ("add_callback", "callback", 1),
+        ("set_callback", "callback", 1),
+    )
+    # a method that does more with the callbacks than store one is no registrar
+    cleared = both.replace(
+        "        self.callbacks[onevent] = [callback]\n",
+        "        self.callbacks.clear()\n        self.callbacks[onevent] = [callback]\n",
+    )
+    assert step_callbacks(_trainer_class(cleared)) == ()

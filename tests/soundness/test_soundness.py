@@ -148,6 +148,8 @@ EXPECTED: dict[str, str] = {
     "early_stop_helper_project_batch": "FLAGGED",
     "mingpt_lib_project": "FLAGGED",
     "mingpt_lib_project_batch": "MATCH",
+    "mingpt_named_groups_r22t_project": "FLAGGED",
+    "mingpt_named_groups_r22t_project_batch": "MATCH",
     "engine_reference_project": "FLAGGED",
     "engine_reference_project_batch": "FLAGGED",
     "dice_per_batch": "FLAGGED",

@@ -23,8 +23,20 @@ Each construction is wrapped where it is built:
 
 ``nn.DataParallel(...)`` around any of these is removed by AM003. A module class
 whose own methods build an optimizer from ``self.parameters()`` is trained through
-its instances. Modules built inside another module's ``__init__`` (sub-layers) and
-loss modules are not models.
+its instances. A method that only hands such an optimizer back (minGPT's
+``configure_optimizers(train_config)``: every return is the optimizer, whose
+parameters all come from ``self``: ``self.parameters()``, a loop over
+``self.named_parameters()`` appending to ``decay``, or a dict
+``{pn: p for pn, p in self.named_parameters()}`` indexed by sorted names, with
+no container of them changed in a way that is not followed, such as
+``param_dict.update(...)``) and that this file never calls trains the instance
+it is called on, where it is called: ``model.configure_optimizers(config)`` in
+another file is an optimizer over ``model``'s parameters, and that file prepares
+the model. Its own file is then not asked for an instance. Where such a method
+holds something the rule cannot show to be ``self``'s (``other.parameters()``,
+``param_dict.update(extra)``), the needs-review finding names that statement and
+its line instead of asking for an instance. Modules built inside another
+module's ``__init__`` (sub-layers) and loss modules are not models.
 
 ## All or nothing
 A trained model that this rule cannot wrap or show prepared (it comes from an
@@ -414,14 +426,40 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
             owner = self._owner_class(receiver)
             if owner is not None:
                 if not self._class_is_prepared(owner):
-                    self.report(
-                        inner,
-                        "needs-review",
-                        f"`{owner.name.value}` is trained but no instance is built in this file; wrap it with accel.prepare_model where it is built",
-                    )
+                    self._report_owner(original_node, inner, owner)
                 continue
             self._check_prepared(inner, receiver)
         return updated_node
+
+    def _report_owner(
+        self, optimizer: cst.Call, inner: cst.Call, owner: cst.ClassDef
+    ) -> None:
+        """``owner``'s own parameters (``inner``) reach ``optimizer`` and no
+        instance of it is built here: fine when a method hands the optimizer
+        back to callers elsewhere (``_handed_to_callers``); reported otherwise."""
+        why = self._handed_to_callers(optimizer, owner)
+        name = owner.name.value
+        if why is None:
+            self.report(
+                inner,
+                "needs-review",
+                f"`{name}` is trained but no instance is built in this file; wrap it with accel.prepare_model where it is built",
+            )
+        elif why:
+            method = self.index.enclosing_function(optimizer).name.value  # type: ignore[union-attr]
+            self.report(
+                inner,
+                "needs-review",
+                f"`{name}.{method}` hands back the optimizer built at line "
+                f"{self._line(optimizer)} from `{name}`'s parameters, but {why}, "
+                f"so accel-migrate cannot show that it trains only the `{name}` it "
+                "is called on, where it is called; build its parameter groups "
+                "from `self.parameters()` / `self.named_parameters()` alone (lists "
+                "appended to, sets of names, a dict of them indexed by name), or "
+                "wrap the optimizer with accel.prepare_optimizer(...) and every "
+                "model whose parameters it holds with accel.prepare_model(...) "
+                "where they are built",
+            )
 
     def visit_Module(self, node: cst.Module) -> None:
         super().visit_Module(node)
