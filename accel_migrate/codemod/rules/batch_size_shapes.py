@@ -94,6 +94,7 @@ from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..names import DATALOADER_CALLS
 from ..patterns import strip_methods
+from ..preallocated_buffers import assigned_name, buffer_fills, resized_first
 from ..rule import Rule
 from ..scopes import ScopeProvider
 from ..subtrees import findall
@@ -312,12 +313,14 @@ class BatchSizeShapes(Rule):
         hits = [expr for _, expr in sizes if self._configured(expr)]
         if not hits or self._enclosing_loops(call):
             return
-        target = _assigned_name(self.index, call)
+        target = assigned_name(self.index, call)
         key = self.index.key(target) if target is not None else None
         if target is None or key is None:
             return
         fills = [
-            fill for fill in self._fills(key) if not self._resized_first(fill[1], key)
+            fill
+            for fill in buffer_fills(self.index, key, self._enclosing_loops)
+            if not resized_first(self.index, fill[1], key, self._configured_size)
         ]
         if not fills:
             return
@@ -347,63 +350,12 @@ class BatchSizeShapes(Rule):
             if_migrated=True,
         )
 
-    def _fills(self, key: Key) -> list[tuple[cst.Call, cst.For]]:
-        """The calls that fill or resize the buffer ``key`` in place (on it or on
-        its ``.data``) in a loop over a prepared loader, with that loop."""
-        found = []
-        for call in self.index.calls:
-            func = call.func
-            if not isinstance(func, cst.Attribute) or func.attr.value not in _FILLS:
-                continue
-            receiver = func.value
-            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
-                receiver = receiver.value
-            if not isinstance(receiver, cst.Name) or self.index.key(receiver) != key:
-                continue
-            loops = self._enclosing_loops(call)
-            if loops:
-                found.append((call, loops[0][0]))  # the innermost
-        return found
-
-    def _resized_first(self, loop: cst.For, key: Key) -> bool:
-        """Is the first use of the buffer ``key`` in ``loop`` a resize of the
-        tensor itself to something other than a configured batch size
-        (``x.resize_as_(batch)``, ``x.resize_(batch_size, nz)`` with
-        ``batch_size = batch.size(0)``), in a statement every iteration runs?"""
-        first = next(
-            (
-                name
-                for name in findall(loop.body, m.Name())
-                if self.index.key(name) == key  # type: ignore[arg-type]
-            ),
-            None,
-        )
-        if first is None:
-            return False
-        attribute = self.index.parent(first)
-        call = self.index.parent(attribute) if attribute is not None else None
-        if not (
-            isinstance(attribute, cst.Attribute)
-            and attribute.value is first
-            and attribute.attr.value in _RESIZES
-            and isinstance(call, cst.Call)
-            and call.func is attribute
-            and call.args
-        ):
-            return False
-        if any(
+    def _configured_size(self, call: cst.Call) -> bool:
+        """Does the shape call ``call`` take a configured batch size?"""
+        return any(
             isinstance(expr, (cst.Name, cst.Attribute)) and self._configured(expr)
             for _, expr in _shape_args(call)
-        ):
-            return False
-        for ancestor in self.index.ancestors(call):
-            if ancestor is loop:
-                return True
-            if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try)):
-                return False  # not run in every iteration (or not first)
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-                return False
-        return False
+        )
 
     def _handed_to_shape(self, call: cst.Call) -> None:
         """``hidden = model.init_hidden(args.batch_size)`` before the loop over
@@ -665,49 +617,6 @@ class BatchSizeShapes(Rule):
                 args=[cst.Arg(cst.Integer("0"))],
             )
         )
-
-
-#: In-place methods that fill (or resize) a tensor: a buffer a step fills.
-_RESIZES = frozenset({"resize_", "resize_as_"})
-_FILLS = _RESIZES | frozenset(
-    {"copy_", "fill_", "zero_", "normal_", "uniform_", "bernoulli_", "random_"}
-)
-
-#: Calls that wrap a tensor without changing its size.
-_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
-
-
-def _assigned_name(index: ModuleIndex, call: cst.Call) -> cst.Name | None:
-    """``x`` of ``x = torch.FloatTensor(n, ...)`` (also with methods after the
-    call, ``x = torch.FloatTensor(n).cuda()``, or wrapped, ``x =
-    Variable(torch.FloatTensor(n))``); None for any other use."""
-    node: cst.CSTNode = call
-    parent = index.parent(node)
-    while True:
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            outer = index.parent(parent)
-            if not isinstance(outer, cst.Call) or outer.func is not parent:
-                return None
-        elif isinstance(parent, cst.Arg) and parent.keyword is None:
-            # `Variable(torch.FloatTensor(n))`: the same buffer, wrapped
-            outer = index.parent(parent)
-            if not (
-                isinstance(outer, cst.Call)
-                and len(outer.args) == 1
-                and index.qualnames(outer.func) & _WRAPPERS
-            ):
-                return None
-        else:
-            break
-        node, parent = outer, index.parent(outer)
-    if (
-        isinstance(parent, cst.Assign)
-        and parent.value is node
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0].target, cst.Name)
-    ):
-        return parent.targets[0].target
-    return None
 
 
 def _shaped_by(
