@@ -97,4 +97,3 @@ def test_install_and_uninstall_restore_libcsts_functions() -> None:
     assert (
         _visitors._gather_matchers is not matcher_hooks._ORIGINALS["_gather_matchers"]
     )
-
