@@ -331,9 +331,10 @@ class BatchSizeShapes(Rule):
         )
         why = (
             "a resize through `.data` resizes another tensor object and leaves "
-            f"`{target.value}` its configured size"
+            f"`{target.value}` its configured size, so part of it is never filled"
             if through_data
-            else f"`{target.value}` keeps its configured size"
+            else f"`{target.value}` keeps its configured size, so where the step "
+            "uses it whole beside the batch's tensors their sizes differ"
         )
         self.report(
             call,
@@ -341,8 +342,8 @@ class BatchSizeShapes(Rule):
             f"`{target.value}` is made with {self._what_size(spelled, hits[0])} "
             f"and filled in place in a step (`{_code(fill)}`, line "
             f"{self._line(fill)}): with the global batch split across processes "
-            f"each process's batch has {spelled} / N samples, and {why}, so part of "
-            "it is never filled (or the fill fails) at world size > 1; resize the "
+            f"each process's batch has {spelled} / N samples, and {why} at world "
+            "size > 1; resize the "
             f"tensor itself to the batch first in every step (`{target.value}"
             f".resize_as_(x)`{', not through `.data`' if through_data else ''}), "
             "make it in the step from the batch's size, or launch with "

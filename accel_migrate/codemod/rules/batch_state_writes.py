@@ -55,7 +55,9 @@ for x, index in loader:
 
 ## Fix safety
 Report only: whether a write may be made global depends on what the tensor
-means. Gather what is written from every process first (``rows =
+means. A parameter set from the batch (the data-dependent initialisations
+above) leaves the whole file unchanged: each process would train a model of
+its own, which is no numerics difference but a wrong migration. Gather what is written from every process first (``rows =
 accel.gather(feats.detach())`` with ``accel.gather(index)``) so each process
 writes every row, or keep the state out of the step.
 """
@@ -178,19 +180,18 @@ class BatchStateWrites(Rule):
                 batch = _loader_batch(self.index, arg, 0)
                 if batch is None:
                     continue
-                self.report(
+                self.block(
                     node,
-                    "needs-review",
                     f"`{function.name.value}` rewrites `{snippet(target)}` in place "
                     f"and is handed a batch of a data loader taken before training "
                     f"(`{batch}`): a data-dependent initialisation. After migration "
                     "the loader gives each process its share of that batch, so each "
-                    "process initialises its copy of the model from its share, and "
-                    "nothing makes the copies equal again (DDP copies the parameters "
-                    "once, when it wraps the model): every process trains a "
-                    "different model; initialise from the whole batch (the dataset "
-                    "itself, not the sharded loader) before the model is prepared",
-                    if_migrated=True,
+                    "process would initialise its copy of the model from its share, "
+                    "and nothing makes the copies equal again (DDP copies the "
+                    "parameters once, when it wraps the model): every process would "
+                    f"train a different model. {_LEFT_WHOLE}; initialise from the "
+                    "whole batch (the dataset itself, not the sharded loader) before "
+                    "the model is prepared",
                 )
                 return
 
@@ -269,19 +270,17 @@ class BatchStateWrites(Rule):
             return
         shown = text or snippet(node)
         if parameter:
-            self.report(
+            self.block(
                 node,
-                "needs-review",
                 f"`{cls.name.value}.{function.name.value}` sets the parameter "
                 f"`self.{name}` from this process's share of the batch (`{shown}`: "
                 f"a data-dependent initialisation), and a training step runs a "
-                f"`{cls.name.value}`: after migration each process sets it from its "
-                "share only, and nothing makes the copies equal again (DDP copies "
-                "the parameters once, when it wraps the model), so every process "
-                "trains a different model; run the initialisation on the whole "
-                "first batch before the model is prepared, or gather its inputs "
-                "from every process (accel.gather)",
-                if_migrated=True,
+                f"`{cls.name.value}`: after migration each process would set it "
+                "from its share only, and nothing makes the copies equal again (DDP "
+                "copies the parameters once, when it wraps the model), so every "
+                f"process would train a different model. {_LEFT_WHOLE}; run the "
+                "initialisation on the whole first batch before the model is "
+                "prepared, or gather its inputs from every process (accel.gather)",
             )
             return
         self.report(
@@ -512,6 +511,12 @@ def _state_tensor(cls: cst.ClassDef, name: str) -> bool:
                 return True
     return False
 
+
+#: A parameter each process would set differently is no numerics difference
+#: but a different model per process: the setup is not migrated.
+_LEFT_WHOLE = (
+    "The file is left unchanged: a training setup is migrated whole or not at all"
+)
 
 #: What makes a parameter of a module (``nn.Parameter(...)``).
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
