@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, QualifiedName
 
 from . import subtrees
@@ -590,6 +591,18 @@ class ModuleIndex:
         if name in _LOOP_WRAPPERS or self.qualnames(expr.func) & _LOOP_QUALNAMES:
             return first.value
         return None
+
+    @cached_property
+    def augmented(self) -> dict[Key, list[cst.AugAssign]]:
+        """``total += term``: the augmented assignments to each variable
+        (``values`` has its plain assignments only)."""
+        found: dict[Key, list[cst.AugAssign]] = {}
+        for node in subtrees.findall(self.module, m.AugAssign()):
+            assert isinstance(node, cst.AugAssign)
+            key = self.key(node.target)
+            if key is not None:
+                found.setdefault(key, []).append(node)
+        return found
 
     @cached_property
     def loader_containers(self) -> set[Key]:

@@ -39,10 +39,8 @@ def extra_values(index: ModuleIndex) -> dict[Key, list[cst.BaseExpression]]:
     """What ``x += value``, ``x.extend(value)`` and ``x.append(value)`` add to ``x``
     (the collector records plain assignments only)."""
     found: dict[Key, list[cst.BaseExpression]] = defaultdict(list)
-    for node in findall(index.module, m.AugAssign()):
-        key = index.key(node.target)  # type: ignore[attr-defined]
-        if key is not None:
-            found[key].append(node.value)  # type: ignore[attr-defined]
+    for key, nodes in index.augmented.items():
+        found[key].extend(node.value for node in nodes)
     for call in index.calls:
         attribute = method_call(call, "extend", "append", "add_param_group")
         if attribute is not None and call.args:

@@ -53,7 +53,6 @@ mean over samples, the default of every ``torch.nn`` loss.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -212,18 +211,6 @@ class _Reducer:
         #: ``loss = loss / steps`` the right side's ``loss`` is the earlier value.
         self._bound: dict[Key, Fact] = {}
 
-    @cached_property
-    def _augmented(self) -> dict[Key, list[cst.AugAssign]]:
-        """``total += term``: the terms added to a variable (``index.values`` has
-        only its plain assignments)."""
-        found: dict[Key, list[cst.AugAssign]] = {}
-        for node in findall(self.index.module, m.AugAssign()):
-            assert isinstance(node, cst.AugAssign)
-            key = self.index.key(node.target)
-            if key is not None:
-                found.setdefault(key, []).append(node)
-        return found
-
     # -- leaves ---------------------------------------------------------------------
     def fact(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> Fact:
         if depth > 12:
@@ -260,7 +247,7 @@ class _Reducer:
         values = [v for v in self.index.values.get(key, ()) if v is not None]
         increments = [
             a
-            for a in self._augmented.get(key, ())
+            for a in self.index.augmented.get(key, ())
             if isinstance(a.operator, (cst.AddAssign, cst.SubtractAssign))
         ]
         if not values:

@@ -184,27 +184,15 @@ class TensorBackward(Rule):
                     return found
         return None
 
-    @cached_property
-    def _augmented(self) -> dict[object, list[cst.BaseExpression]]:
-        """What each variable is grown by (``loss += subloss``, ``x -= y``), which
-        ``ModuleIndex.values`` leaves out."""
-        found: dict[object, list[cst.BaseExpression]] = {}
-        for node in findall(self.index.module, m.AugAssign()):
-            assert isinstance(node, cst.AugAssign)
-            key = self.index.key(node.target)
-            if key is not None:
-                found.setdefault(key, []).append(node.value)
-        return found
-
     def _augmented_near(self, name: cst.CSTNode) -> list[cst.BaseExpression]:
         """What ``name``'s variable is grown by in the loop (or function) that
         reads it: ``loss += subloss`` in this step, not in another loop."""
         key = self.index.key(name)
         region = _region(self.index, name)
         return [
-            value
-            for value in self._augmented.get(key, ())
-            if _region(self.index, value) is region
+            node.value
+            for node in self.index.augmented.get(key, ())  # type: ignore[arg-type]
+            if _region(self.index, node.value) is region
         ]
 
     def _normalised_targets(self, call: cst.Call) -> str | None:
