@@ -154,6 +154,7 @@ class ModuleIndex:
         #: and whether a ``from m import *`` may bind any name.
         self.match_captures: set[str] = collector.match_captures
         self.star_import: bool = collector.star_import
+        self._callees: dict[cst.Call, tuple[cst.FunctionDef, int] | None] = {}
 
     # -- basic lookups ---------------------------------------------------------------
     def helper(self, func: cst.BaseExpression, returns: str = "") -> HelperFact | None:
@@ -317,6 +318,15 @@ class ModuleIndex:
     def callee(self, call: cst.Call) -> tuple[cst.FunctionDef, int] | None:
         """The local function a call runs, and how many leading parameters it binds
         itself (1 for ``self``)."""
+        # Asked tens of thousands of times a pass (call_sites, arguments, the
+        # divergence analysis): each call's answer is kept with this tree's index.
+        try:
+            return self._callees[call]
+        except KeyError:
+            found = self._callees[call] = self._find_callee(call)
+            return found
+
+    def _find_callee(self, call: cst.Call) -> tuple[cst.FunctionDef, int] | None:
         function = self.local_function(call.func)
         if function is not None:
             bound = 1 if isinstance(call.func, cst.Attribute) else 0
@@ -329,9 +339,17 @@ class ModuleIndex:
         return None
 
     def call_sites(self, function: cst.FunctionDef) -> list[cst.Call]:
-        return [
-            call for call in self.calls if (c := self.callee(call)) and c[0] is function
-        ]
+        return list(self._call_sites.get(function, ()))
+
+    @cached_property
+    def _call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:
+        """Each local function's calls in this tree, in the tree's order."""
+        sites: dict[cst.FunctionDef, list[cst.Call]] = {}
+        for call in self.calls:
+            found = self.callee(call)
+            if found is not None:
+                sites.setdefault(found[0], []).append(call)
+        return sites
 
     def arguments(self, call: cst.Call) -> Iterator[tuple[Key, cst.BaseExpression]]:
         """The parameters of the local function a call runs, and what it passes them."""
