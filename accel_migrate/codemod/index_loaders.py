@@ -1,0 +1,198 @@
+"""The data loaders of a module: the variables and containers that hold them, and
+the loops that read them (``ModuleIndex.loaders``, ``loader_loop``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+import libcst.matchers as m
+
+from . import subtrees
+from .index_syntax import (
+    _LOOP_QUALNAMES,
+    _LOOP_WRAPPERS,
+    Key,
+    attr_chain,
+    method_call,
+)
+
+
+class LoaderFacts:
+    """A part of ``ModuleIndex`` (``analysis``): its methods read the index's
+    tree, scopes and variables."""
+
+    @cached_property
+    def loaders(self) -> set[Key]:
+        from .patterns import is_loader_seed
+        from .project_callers import given_by_callers
+
+        # parameters every call from the batch's other files hands a loader
+        handed = set(given_by_callers(self, "loader"))
+        if self.project.library_for:
+            # a helper module migrated for its callers: the loaders it builds are
+            # theirs to shard where they call it (AM102); those they hand it are
+            # sharded
+            return (
+                self.tagged(lambda e: self.key(e) in handed, through=self._loop_wrapped)
+                | handed
+            )
+        items = self._container_items
+        found = self.tagged(
+            lambda e: is_loader_seed(self, e)
+            or self._loader_item(e)
+            or self.key(e) in items
+            or self.key(e) in handed,
+            through=self._loop_wrapped,
+            returns=True,
+            positional=self._unpacked_loader,
+        )
+        return found | items | handed
+
+    def _unpacked_loader(self, value: cst.BaseExpression, i: int, n: int) -> bool:
+        """``train_loader, val_loader = utils.get_loaders(args)``: item ``i`` of a
+        tuple of loaders a local module's function returns (AM006 prepares them
+        there), or of ``map(accel.prepare_dataloader, ...)`` (what it writes)."""
+        from .patterns import loader_tuple_helper, prepared_loader_map
+
+        if prepared_loader_map(self, value):
+            return True
+        helper = loader_tuple_helper(self, value)
+        return helper is not None and len(helper.items) == n
+
+    @cached_property
+    def _direct_loaders(self) -> set[Key]:
+        """Variables holding a loader, not counting those taken out of containers."""
+        from .patterns import is_loader_seed
+
+        return self.tagged(
+            lambda e: is_loader_seed(self, e),
+            through=self._loop_wrapped,
+            returns=True,
+            positional=self._unpacked_loader,
+        )
+
+    @cached_property
+    def _container_items(self) -> set[Key]:
+        """Loop variables that step through a container of loaders:
+        ``for name, loader in loaders.items()``, ``for loader in loaders.values()``,
+        ``for loader in [train_loader, val_loader]``."""
+        found: set[Key] = set()
+        for loop in self.for_loops:
+            iterable, target = loop.iter, loop.target
+            method = method_call(iterable, "items", "values")
+            if method is not None and not iterable.args:  # type: ignore[attr-defined]
+                if not self.holds_tagged(method.value, self.loader_containers):
+                    continue
+                if method.attr.value == "items":
+                    if not (
+                        isinstance(target, (cst.Tuple, cst.List))
+                        and len(target.elements) == 2
+                    ):
+                        continue
+                    target = target.elements[1].value
+            elif not (
+                self.holds_tagged(iterable, self.loader_containers)
+                or self._holds_loaders(iterable)
+            ):
+                continue
+            key = self.key(target)
+            if key is not None:
+                found.add(key)
+        return found
+
+    def _loop_wrapped(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``tqdm(loader, ...)``, ``enumerate(loader)``, ``iter(loader)``: the
+        iterable such a wrapper steps through (its first positional argument)."""
+        if not isinstance(expr, cst.Call) or not expr.args:
+            return None
+        first = expr.args[0]
+        if first.keyword is not None or first.star:
+            return None
+        name = attr_chain(expr.func) or ""
+        if name in _LOOP_WRAPPERS or self.qualnames(expr.func) & _LOOP_QUALNAMES:
+            return first.value
+        return None
+
+    @cached_property
+    def augmented(self) -> dict[Key, list[cst.AugAssign]]:
+        """``total += term``: the augmented assignments to each variable
+        (``values`` has its plain assignments only)."""
+        found: dict[Key, list[cst.AugAssign]] = {}
+        for node in subtrees.findall(self.module, m.AugAssign()):
+            assert isinstance(node, cst.AugAssign)
+            key = self.key(node.target)
+            if key is not None:
+                found.setdefault(key, []).append(node)
+        return found
+
+    @cached_property
+    def loader_containers(self) -> set[Key]:
+        """Variables holding a dict or list of data loaders
+        (``loaders = {x: DataLoader(...) for x in ["train", "val"]}``,
+        ``{"val": val_loader}``), parameters given one included, by this file's
+        calls or by every call from the batch's other files (``train(model,
+        loaders={"train": tl, "val": vl})``: kind "loaders", ``project_callers``)."""
+        from .project_callers import given_by_callers
+
+        handed = set(given_by_callers(self, "loaders"))
+        return (
+            self.tagged(
+                lambda e: self._holds_loaders(e) or self.key(e) in handed,
+                returns=True,
+            )
+            | handed
+        )
+
+    def _holds_loaders(self, expr: cst.BaseExpression | None) -> bool:
+        """A dict, list or tuple display (or comprehension) of data loaders, or
+        a call of a local module's function returning a dict of them (AM006
+        prepares each where it is called)."""
+        from .patterns import is_loader_seed, loader_dict_helper
+
+        if expr is not None and loader_dict_helper(self, expr) is not None:
+            return True
+        if isinstance(expr, (cst.DictComp, cst.ListComp)):
+            elements = [expr.value if isinstance(expr, cst.DictComp) else expr.elt]
+        elif isinstance(expr, cst.Dict):
+            elements = [
+                e.value for e in expr.elements if isinstance(e, cst.DictElement)
+            ]
+        elif isinstance(expr, (cst.List, cst.Tuple)):
+            elements = [e.value for e in expr.elements]
+        else:
+            return False
+        return any(
+            is_loader_seed(self, e) or self.holds_tagged(e, self._direct_loaders)
+            for e in elements
+        )
+
+    def _loader_item(self, expr: cst.BaseExpression) -> bool:
+        """``loaders["train"]``, ``loaders[phase]``: one loader of a container."""
+        return isinstance(expr, cst.Subscript) and self.holds_tagged(
+            expr.value, self.loader_containers
+        )
+
+    def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
+        """Does a ``for`` over ``iterable`` step through a data loader? And is its first
+        target an ``enumerate`` counter? (``enumerate``/``zip``/``tqdm`` see through.)
+        """
+        from .patterns import is_loader_seed
+
+        if self.holds_tagged(iterable, self.loaders) or (
+            # a helper module's own loaders are sharded by its callers, if at all
+            not self.project.library_for
+            and (is_loader_seed(self, iterable) or self._loader_item(iterable))
+        ):
+            return True, False
+        if isinstance(iterable, cst.Call) and iterable.args:
+            name = attr_chain(iterable.func) or ""
+            qualnames = self.qualnames(iterable.func)
+            if name in _LOOP_WRAPPERS or qualnames & _LOOP_QUALNAMES:
+                positional = [arg.value for arg in iterable.args if arg.keyword is None]
+                if any(self.loader_loop(arg)[0] for arg in positional):
+                    return (
+                        True,
+                        name == "enumerate" or "builtins.enumerate" in qualnames,
+                    )
+        return False, False
