@@ -23,141 +23,42 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .divergence_finders import (
+    _declared_globals,
+    _ExitFinder,
+    _TaintedLeaves,
+    _TaintFinder,
+    _TrainingFinder,
+)
+from .rank_local_calls import (
+    CLOCK_PREFIXES,
+    DISTRIBUTION_DRAWS,
+    DISTRIBUTIONS,
+    DRAW_METHODS,
+    RANDOM_CALL_PREFIXES,
+    TENSOR_READ,
+    _read_tensor,
+    distribution_values,
+    is_random_draw,
+    method_draw,
+)
 from .subtrees import findall
 
 if TYPE_CHECKING:
-    from .analysis import Key, ModuleIndex
+    from .analysis import ModuleIndex
 
-#: Calls whose result differs between ranks wherever they are made: the clock, the pid.
-_RANK_LOCAL_CALL_PREFIXES = (
-    "time.",
-    "datetime.",
-    "os.getpid",
-)
-#: Of them, the clock: each process's own reading is as right as the original's.
-CLOCK_PREFIXES = ("time.", "datetime.")
-#: Random draws. Every rank starts from the same seed and makes the same draws in
-#: straight-line setup code (``x = torch.randn(115, 7)`` before training), so they
-#: are the same there. Once training runs, the ranks' RNG states can drift apart
-#: (dropout on slices of different sizes, per-step draws of local sizes): a draw in
-#: a loop, in a function called from one, or after training is rank-local. A draw
-#: from an explicit ``generator=`` is the same on every rank (its arguments aside).
-RANDOM_CALL_PREFIXES = (
-    "torch.rand",
-    "torch.normal",
-    "torch.bernoulli",
-    "torch.multinomial",
-    "torch.poisson",
-    "random.",
-    "numpy.random.",
-)
-#: Functions under those prefixes that draw nothing (seeding, RNG state, generators).
-_NOT_DRAWS = frozenset(
-    {
-        "seed",
-        "manual_seed",
-        "initial_seed",
-        "get_rng_state",
-        "set_rng_state",
-        "fork_rng",
-        "getstate",
-        "setstate",
-        "RandomState",
-        "Generator",
-        "default_rng",
-        "SeedSequence",
-        "Random",
-    }
-)
-
-
-def is_random_draw(qualname: str) -> bool:
-    """``torch.randn``, ``random.random``, ``numpy.random.rand``... (not the seeding
-    and RNG-state functions, nor a method of what a draw returns:
-    ``torch.rand(1).item``)."""
-    parts = qualname.split(".")
-    if parts[-1] in _NOT_DRAWS:
-        return False
-    if parts[0] == "torch":
-        return len(parts) == 2 and qualname.startswith(RANDOM_CALL_PREFIXES)
-    if parts[0] == "random":
-        return len(parts) == 2
-    return len(parts) == 3 and parts[:2] == ["numpy", "random"]
-
-
-#: Tensor methods that fill or sample a tensor with random numbers
-#: (``std.data.new(std.size()).normal_()``, ``torch.empty_like(x).uniform_()``).
-DRAW_METHODS = frozenset(
-    {
-        "bernoulli",
-        "bernoulli_",
-        "cauchy_",
-        "exponential_",
-        "geometric_",
-        "log_normal_",
-        "normal_",
-        "random_",
-        "uniform_",
-    }
-)
-#: Methods of a ``torch.distributions`` distribution that draw (``rsample`` is
-#: theirs alone; ``sample`` only on a value built by a distribution class).
-DISTRIBUTION_DRAWS = frozenset({"rsample", "sample", "sample_n"})
-DISTRIBUTIONS = "torch.distributions."
-
-
-def method_draw(
-    index: ModuleIndex, call: cst.Call, distributions: set[Key] | None = None
-) -> str | None:
-    """How a random draw made by a method reads (``.normal_()``,
-    ``Normal(...).rsample()``), or None. ``distributions``: the variables that
-    may hold a ``torch.distributions`` object (``distribution_values``)."""
-    func = call.func
-    if not isinstance(func, cst.Attribute):
-        return None
-    name = func.attr.value
-    if name in DRAW_METHODS or name == "rsample":
-        return f".{name}()"
-    if name not in DISTRIBUTION_DRAWS:
-        return None
-    receiver = func.value
-    if isinstance(receiver, cst.Call) and any(
-        q.startswith(DISTRIBUTIONS) for q in index.qualnames(receiver.func)
-    ):
-        return f".{name}()"
-    key = index.key(receiver)
-    if distributions is not None and key is not None and key in distributions:
-        return f".{name}()"
-    return None
-
-
-def distribution_values(index: ModuleIndex) -> set[Key]:
-    """Variables that may hold a ``torch.distributions`` object."""
-    return index.tagged(
-        lambda e: isinstance(e, cst.Call)
-        and any(q.startswith(DISTRIBUTIONS) for q in index.qualnames(e.func))
-    )
-
-
-_UNIFORM_RUNTIME_CALLS = (
-    "reduce",
-    "global_loss",
-    "gather",
-    "gather_in_order",
-    "world_size",
-    "rank",
-)
-#: ``x.item()`` and ``float(x)``: a tensor read as a Python number.
-TENSOR_READ = m.Call(func=m.Attribute(attr=m.Name("item")), args=[]) | m.Call(
-    func=m.Name("float"), args=[m.Arg(keyword=None)]
-)
-
-
-def _read_tensor(read: cst.Call) -> cst.BaseExpression:
-    """The tensor that ``x.item()`` or ``float(x)`` reads."""
-    if isinstance(read.func, cst.Attribute):
-        return read.func.value
-    return read.args[0].value
+__all__ = [
+    "CLOCK_PREFIXES",
+    "DISTRIBUTIONS",
+    "DISTRIBUTION_DRAWS",
+    "DRAW_METHODS",
+    "RANDOM_CALL_PREFIXES",
+    "TENSOR_READ",
+    "Divergence",
+    "distribution_values",
+    "is_random_draw",
+    "method_draw",
+]
 
 
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
@@ -530,160 +431,3 @@ class Divergence:
         finder = _ExitFinder()
         statement.visit(finder)
         return finder.found
-
-
-class _TaintFinder(cst.CSTVisitor):
-    def __init__(self, divergence: Divergence, tainted: set[str]) -> None:
-        super().__init__()
-        self.divergence = divergence
-        self.tainted = tainted
-        self.hit = False
-
-    def found(self, node: cst.CSTNode) -> bool:
-        node.visit(self)
-        return self.hit
-
-    def visit_Call(self, node: cst.Call) -> bool:
-        index = self.divergence.index
-        if node in self.divergence.uniform_calls or index.is_runtime_call(
-            node, *_UNIFORM_RUNTIME_CALLS
-        ):
-            return False  # the same on every rank, whatever its arguments
-        qualnames = index.qualnames(node.func)
-        if any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames):
-            self.hit = True
-        elif any(is_random_draw(q) for q in qualnames) and (
-            self.divergence.random_is_local(node)
-        ):
-            self.hit = True
-        callee = index.callee(node)
-        if callee is not None and callee[0] in self.divergence.tainted_returns:
-            self.hit = True
-        if "builtins.next" in qualnames and _next_batch(index, node):
-            self.hit = True  # a batch of this process's share of a sharded loader
-        return True
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        chain = attr_chain(node)
-        if chain is not None and chain in self.tainted:
-            self.hit = True
-        else:
-            node.value.visit(self)  # not node.attr: an attribute name is not a variable
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # not the keyword's name
-        return False
-
-    def visit_Name(self, node: cst.Name) -> bool:
-        if node.value in self.tainted:
-            self.hit = True
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-class _TaintedLeaves(_TaintFinder):
-    """The rank-local variables an expression reads (outside calls whose result
-    is the same on every rank)."""
-
-    def __init__(self, divergence: Divergence, tainted: set[str]) -> None:
-        super().__init__(divergence, tainted)
-        self.leaves: list[cst.Name | cst.Attribute] = []
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        chain = attr_chain(node)
-        if chain is not None and chain in self.tainted:
-            self.leaves.append(node)
-        else:
-            node.value.visit(self)
-        return False
-
-    def visit_Name(self, node: cst.Name) -> bool:
-        if node.value in self.tainted:
-            self.leaves.append(node)
-        return False
-
-
-class _TrainingFinder(cst.CSTVisitor):
-    def __init__(self, divergence: Divergence) -> None:
-        super().__init__()
-        self.divergence = divergence
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> bool:
-        if self.found:
-            return False
-        index = self.divergence.index
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "step"):
-            self.found = True
-        elif index.is_runtime_call(node, "backward"):
-            self.found = True
-        else:
-            callee = index.callee(node)
-            if callee is not None and callee[0].body is not None:
-                if self.divergence.trains(callee[0].body):
-                    self.found = True
-        return not self.found
-
-    def visit_For(self, node: cst.For) -> bool:
-        if self.divergence.index.loader_loop(node.iter)[0]:
-            self.found = True
-        return not self.found
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-class _ExitFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = False
-
-    def visit_Break(self, node: cst.Break) -> None:
-        self.found = True
-
-    def visit_Continue(self, node: cst.Continue) -> None:
-        self.found = True
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-
-def _next_batch(index: ModuleIndex, call: cst.Call) -> bool:
-    """``next(iter(loader))``, ``next(it)`` with ``it = iter(loader)``: a batch
-    drawn from a (sharded) data loader outside a loop over it (a fixed probe
-    batch taken before training)."""
-    if not call.args or call.args[0].keyword is not None:
-        return False
-    value: cst.BaseExpression | None = call.args[0].value
-    while value is not None:
-        if index.holds_tagged(value, index.loaders):
-            return True
-        value = index._loop_wrapped(value)
-    return False
-
-
-def _declared_globals(function: cst.FunctionDef) -> set[str]:
-    names: set[str] = set()
-
-    class _Globals(cst.CSTVisitor):
-        def visit_Global(self, node: cst.Global) -> None:
-            names.update(item.name.value for item in node.names)
-
-        def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
-            return inner is function
-
-    function.visit(_Globals())
-    return names
