@@ -172,6 +172,7 @@ def instrument(profile: Profile) -> None:
         linemap,
         positions,
         rule,
+        rule_context,
         screen,
         subtrees,
     )
@@ -197,7 +198,7 @@ def instrument(profile: Profile) -> None:
     profile.wrap(fasttransform, "unique_nodes", "unique nodes")
     profile.wrap(subtrees.Preorder, "__init__", "preorders")
     profile.wrap(linemap.LineMap, "__init__", "line map")
-    profile.wrap(rule, "suppressed_statements", "suppressions")
+    profile.wrap(rule_context, "suppressed_statements", "suppressions")
     profile.wrap(engine, "black_like_input", "black (formatting check)")
     profile.wrap(engine, "_add_runtime_import", "import insertion")
     profile.wrap(engine, "_free_alias", "import insertion")

@@ -11,11 +11,9 @@ comments are parsed in suppression.py.
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -27,181 +25,25 @@ from libcst.metadata import (
     QualifiedNameProvider,
 )
 
-from . import fasttransform, positions
-from .analysis import LazyQualifiedNames, ModuleIndex
+from . import fasttransform
+from .analysis import ModuleIndex
 from .findings import Finding, Status
-from .linemap import LineMap
 from .parents import ParentProvider
-from .project_facts import ProjectFacts
+from .rule_context import RuleContext
 from .scopes import Assignment, ClassScope, ScopeProvider
-from .suppression import SKIP_COMMENT, Codes, applies, suppressed_statements
-from .tree_parents import TreeParents
+from .suppression import applies
 
 _REGISTRY: dict[str, type[Rule]] = {}
-#: ``accel.`` in a message: the runtime under the default alias (not ``accel_x.``).
-_RUNTIME_NAME = re.compile(r"(?<![\w.])accel\.")
 _LAZY_METADATA = frozenset({PositionProvider, ParentProvider})
 
-
-@dataclass
-class RuleContext:
-    """State shared by the rules that run over one file."""
-
-    alias: str
-    original_code: str
-    findings: list[Finding] = field(default_factory=list)
-    #: Set by a rule that changed the tree (not only the runtime import).
-    changed: bool = False
-    #: (first, last) original lines of statements left alone by ``# accel-migrate: skip``.
-    suppressed: set[tuple[int, int]] = field(default_factory=set)
-    #: What each of ``suppressed`` was suppressed for (None: every rule).
-    suppressed_codes: dict[tuple[int, int], Codes] = field(default_factory=dict)
-    #: False: ``# accel-migrate: skip`` is not honoured (to find unused ones).
-    honour_suppressions: bool = True
-    #: Needs-review findings that stop the migration of the whole file (``block``).
-    blocking: list[Finding] = field(default_factory=list)
-    #: Findings whose claim holds only of the migrated file ("the main process
-    #: shows its share's value"): dropped when a blocking finding leaves the
-    #: file whole (``Rule.report(..., if_migrated=True)``).
-    if_migrated: list[Finding] = field(default_factory=list)
-    #: Original (line, column) of ``xs.append(v)`` calls that AM009 (metric sums)
-    #: cannot classify and leaves to AM029 (collected outputs).
-    deferred_collections: set[tuple[int, int]] = field(default_factory=set)
-    #: Codes of the rules this pass runs (empty: every rule), for a rule that
-    #: leaves a case to a later one.
-    running: frozenset[str] = frozenset()
-    _linemap: tuple[str, LineMap] | None = None
-    #: The parsed module, whose code is ``original_code`` (no codegen needed).
-    original_module: cst.Module | None = None
-    #: The latest changed tree's code and suppressed statements (rules that
-    #: change nothing share a wrapper, and ask again).
-    _code: tuple[cst.Module, str] | None = None
-    _suppressed_at: tuple[MetadataWrapper, dict[int, Codes]] | None = None
-    _index: tuple[MetadataWrapper, ModuleIndex] | None = None
-    #: What the file's local imports define (the project view), if known.
-    project: ProjectFacts | None = None
-    _qualnames: tuple[MetadataWrapper, LazyQualifiedNames] | None = None
-    #: The statements generated for this file's trees: a changed tree's
-    #: positions generate only its new statements (``positions``).
-    position_chunks: positions.Chunks = field(default_factory=positions.Chunks)
-    #: The parents of the latest changed tree, kept up to date (``tree_parents``).
-    tree_parents: TreeParents = field(default_factory=TreeParents)
-
-    def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
-        """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""
-        if self._index is None or self._index[0] is not wrapper:
-            self._index = (
-                wrapper,
-                ModuleIndex(
-                    wrapper,
-                    self.alias,
-                    self.qualified_names_of(wrapper),
-                    project=self.project,
-                ),
-            )
-        return self._index[1]
-
-    def qualified_names_of(self, wrapper: MetadataWrapper) -> LazyQualifiedNames:
-        if self._qualnames is None or self._qualnames[0] is not wrapper:
-            self._qualnames = (
-                wrapper,
-                LazyQualifiedNames(wrapper.resolve(ScopeProvider)),
-            )
-        return self._qualnames[1]
-
-    def positions_of(self, wrapper: MetadataWrapper) -> Mapping[cst.CSTNode, Any]:
-        """``wrapper``'s positions; computed here, they come with its code."""
-        known = wrapper._metadata.get(PositionProvider)  # type: ignore[attr-defined]
-        if known is not None:
-            return known
-        found, code = positions.compute(wrapper, self.position_chunks)
-        self._code = (wrapper.module, code)
-        return found
-
-    def code_of(self, wrapper: MetadataWrapper) -> str:
-        """The code of ``wrapper``'s module (asked with positions: ``report``)."""
-        module = wrapper.module
-        if module is self.original_module:
-            return self.original_code
-        if self._code is None or self._code[0] is not module:
-            if PositionProvider in wrapper._metadata:  # type: ignore[attr-defined]
-                self._code = (module, module.code)
-            else:
-                self.positions_of(wrapper)
-        return self._code[1]  # type: ignore[index]
-
-    def suppressed_of(self, wrapper: MetadataWrapper) -> dict[int, Codes]:
-        """The statements of ``wrapper``'s module marked ``# accel-migrate: skip``.
-        No rule writes that comment: without one in the user's code, no tree has
-        one, and no tree's code is generated to look for it."""
-        if not (self.honour_suppressions and SKIP_COMMENT.search(self.original_code)):
-            return {}
-        if self._suppressed_at is None or self._suppressed_at[0] is not wrapper:
-            found = (
-                suppressed_statements(wrapper.module)
-                if SKIP_COMMENT.search(self.code_of(wrapper))
-                else {}
-            )
-            self._suppressed_at = (wrapper, found)
-        return self._suppressed_at[1]
-
-    def aliased(self, message: str) -> str:
-        """``message`` naming the runtime by the alias this file's import uses
-        (``accel_rt.backward`` where ``accel`` was taken)."""
-        if self.alias == "accel" or "accel." not in message:
-            return message
-        return _RUNTIME_NAME.sub(self.alias + ".", message)
-
-    def runs(self, code: str) -> bool:
-        return not self.running or code in self.running
-
-    def block(self, finding: Finding) -> None:
-        """Leave the whole file unchanged, for the reason ``finding`` gives.
-
-        For a training setup that cannot be migrated whole (a trained model that is
-        not prepared): sharding its data or rewriting its backward alone would
-        make every process train its own copy. The rules still run (their other
-        needs-review findings are reported); the engine then hands back the
-        original source with the needs-review findings only.
-        """
-        if finding.status != "needs-review":
-            raise ValueError("a blocking finding is a needs-review finding")
-        self.findings.append(finding)
-        self.blocking.append(finding)
-
-    def kept_findings(self) -> list[Finding]:
-        """The findings, less those inside suppressed statements, and less a second
-        ``fixed`` report of one rule at one place with the same result (an inner
-        expression rewritten as part of the outer one)."""
-        kept: list[Finding] = []
-        fixed_at: set[tuple[int, int, str, str]] = set()
-        for f in self.findings:
-            if any(
-                first <= f.line <= last
-                and applies(self.suppressed_codes.get((first, last)), f.code)
-                for first, last in self.suppressed
-            ):
-                continue
-            if f.status == "fixed":
-                place = (f.line, f.column, f.code, f.message.rpartition("->")[2])
-                if place in fixed_at:
-                    continue
-                fixed_at.add(place)
-            kept.append(f)
-        return kept
-
-    def original_line(self, current_code: str, line: int) -> int:
-        return self.original_place(current_code, line, 0)[0]
-
-    def original_place(
-        self, current_code: str, line: int, column: int
-    ) -> tuple[int, int]:
-        """The user's (line, 0-based column) for a place in ``current_code``."""
-        if current_code == self.original_code:
-            return line, column
-        if self._linemap is None or self._linemap[0] != current_code:
-            self._linemap = (current_code, LineMap(self.original_code, current_code))
-        return self._linemap[1].original_place(line, column)
+__all__ = [
+    "Rule",
+    "RuleContext",
+    "keyword_arg",
+    "registered_rules",
+    "rules_by_code",
+    "tidy_args",
+]
 
 
 class Rule(cst.CSTTransformer):
