@@ -100,6 +100,11 @@ class HelperFact:
     #: its ``__init__`` stores (``x.view(self.batch_size, ...)``), as a phrase
     #: (``batch_shaped_models``); "" if it does not.
     batch_shape: str = ""
+    #: Random draws it makes when called (``project_draws``): for a function,
+    #: ``(("", draw),)``; for a class, (method, draw) for each method that
+    #: draws (``ReplayBuffer.push_and_pop``'s ``random.uniform``, a dataset's
+    #: ``transforms.RandomCrop``, a VAE's ``forward``).
+    draws: tuple[tuple[str, str], ...] = ()
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

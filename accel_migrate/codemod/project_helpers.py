@@ -176,6 +176,7 @@ class HelperFacts:
                 forward_loss=forward_loss(self, cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
+                draws=self._class_draws(cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -213,6 +214,7 @@ class HelperFacts:
             trained_parameter=trained_parameter(lineage),
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
+            draws=self._class_draws(cls),
             batch_migrated=self.view.batch_trains(self.path),
             # a file of this run migrates its own models (and stays consistent
             # with its callers run after run); one it only reads is not written
@@ -224,6 +226,19 @@ class HelperFacts:
                 )
             ),
         )
+
+    def _class_draws(self, cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
+        from .project_draws import class_draws
+
+        return class_draws(cls, self.scan.functions, self._dotted)
+
+    def _function_draws(
+        self, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> tuple[tuple[str, str], ...]:
+        from .project_draws import function_draws
+
+        draw = function_draws(function, self.scan.functions, self._dotted)
+        return (("", draw),) if draw else ()
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
@@ -300,6 +315,7 @@ class HelperFacts:
             trains=function_trains_handed(function, self.scan.functions),
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
+            draws=self._function_draws(function),
         )
 
     def _container(

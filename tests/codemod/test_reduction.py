@@ -380,3 +380,60 @@ def test_an_einsum_over_features_compares_nothing() -> None:
     result = migrate_source(source, "train.py")
     finding = next(f for f in result.findings if f.code == "AM007")
     assert "with each other" not in finding.message
+
+
+ROW_WEIGHTED = (
+    "def vae_loss(out, y, mu, kld_weight):\n"
+    "    return F.mse_loss(out, y) + kld_weight * torch.mean(mu ** 2)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "unknown"),
+    [
+        # a VAE's minibatch share of the dataset, written where the loss is
+        (
+            "mu = model(x)\n"
+            "loss = F.mse_loss(mu, y) + x.size(0) / len(loader.dataset) * mu.mean()\n"
+            "loss.backward()",
+            True,
+        ),
+        # ... or handed to the function that computes it
+        (
+            "mu = model(x)\n"
+            "loss = vae_loss(mu, y, mu, kld_weight=x.size(0) / len(loader.dataset))\n"
+            "loss.backward()",
+            True,
+        ),
+        (
+            "mu = model(x)\nloss = vae_loss(mu, y, mu, len(x) * 0.01)\nloss.backward()",
+            True,
+        ),
+        # a configured weight is the same on every process: a mean stays a mean
+        (
+            "mu = model(x)\nloss = vae_loss(mu, y, mu, kld_weight=0.25)\n"
+            "loss.backward()",
+            False,
+        ),
+        (
+            "mu = model(x)\n"
+            "loss = F.mse_loss(mu, y) + 1.0 / len(loader.dataset) * mu.mean()\n"
+            "loss.backward()",
+            False,
+        ),
+    ],
+)
+def test_a_term_weighed_by_the_row_count_has_no_known_reduction(
+    body: str, unknown: bool
+) -> None:
+    source = (
+        SETUP
+        + ROW_WEIGHTED
+        + "for x, y in loader:\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+    )
+    result = migrate_source(source, "train.py")
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert (finding.status == "needs-review") is unknown, finding.message
+    if unknown:
+        assert "reads the batch's row count" in finding.message

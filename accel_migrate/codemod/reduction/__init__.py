@@ -89,6 +89,7 @@ from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_los
 from .model_classes import called_model
 from .operands import centred, elementwise_of_two, over_parameters
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
+from .row_weights import row_count_weight
 from .summed_args import unproven_sum
 
 if TYPE_CHECKING:
@@ -399,8 +400,10 @@ class _Reducer:
                 if a.kind == "mean" and _counts_samples(self.index, b_expr):
                     return Fact("sum")  # a batch mean times the batch size
                 if a.reduced and b.kind in ("constant", "elements"):
-                    # A weight of a reduced loss (`0.5 * kld`, `args.alpha * loss`).
-                    return a
+                    # A weight of a reduced loss (`0.5 * kld`, `args.alpha * loss`),
+                    # unless it reads the batch's row count.
+                    why = row_count_weight(self.index, b_expr)
+                    return Fact("unknown", why) if why else a
             return _scaled(left, right)
         if isinstance(op, cst.Divide):
             return self._divided(left, right, expr.right)

@@ -19,7 +19,13 @@ calls on a local object (a CycleGAN ``ImagePool.query``, the ``__call__`` of a
 Mixup object ``mix(x, y)``), and the local functions
 those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
-loader. Draws from an explicit ``generator=`` (seeded alike on every
+loader. The same draws in a local module the file imports are reported where
+the file uses them: a training step's call of an imported function or of a
+method of an imported object that draws (PyTorch-GAN's
+``ReplayBuffer.push_and_pop`` in ``utils.py``), a model of another module whose
+``forward`` draws, a DataLoader over an imported dataset class that draws (or
+builds a random augmentation), and a call of an imported helper that builds a
+loader and draws (``get_training_dataloader`` with ``transforms.RandomCrop``). Draws from an explicit ``generator=`` (seeded alike on every
 process, it draws the original's numbers) are not reported unless their
 arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
 draws in setup code before training, nor are draws in a
@@ -72,6 +78,7 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of, random_transform
 from ..divergence import distribution_values, is_random_draw, method_draw
+from ..imported_draws import loader_draw, step_draw
 from ..model_methods import stepped_function, stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
@@ -90,6 +97,8 @@ class StepRandomDraws(Rule):
             for a in self.index.ancestors(node)
         ):
             return  # drawn for the global batch already
+        if self._imported_draw(node):
+            return
         qualnames = self.qualnames(node.func)
         transforms = sorted(q for q in qualnames if random_transform(q))
         if transforms and builds_loader(self.index):
@@ -151,6 +160,36 @@ class StepRandomDraws(Rule):
                 "the losses will not match the original's step for step",
                 if_migrated=True,
             )
+
+    def _imported_draw(self, node: cst.Call) -> bool:
+        """Report a draw made through a local module (``imported_draws``)."""
+        found = step_draw(self.index, node)
+        if found is not None:
+            where, draw = found
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in {where} ({draw}), which a training step calls "
+                "here: each process draws its own numbers for its share of the "
+                "batch, not its slice of the original's; the losses will not "
+                "match the original's step for step",
+                if_migrated=True,
+            )
+            return True
+        found = loader_draw(self.index, node)
+        if found is not None:
+            where, draw = found
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in {where} ({draw}), which the data loader built "
+                "here runs for each process's own share of the samples, drawing "
+                "from that process's random state: the samples do not get the "
+                "numbers the original drew for them; the losses will not match "
+                "the original's step for step",
+            )
+            return True
+        return False
 
     @cached_property
     def _batch_values(self) -> frozenset[Key]:

@@ -1,0 +1,119 @@
+"""Random draws this file makes through its local modules (``HelperFact.draws``,
+found by ``project_draws``): where a training step calls an imported function
+or a method of an imported object that draws (``fake_A_buffer.push_and_pop(x)``
+with ``ReplayBuffer`` from ``utils.py``), runs a model of another module whose
+``forward`` draws, or where the file builds a data loader whose dataset (or
+the helper that builds it) draws for each sample.
+
+AM020 reports what this module finds; each answer names the helper, its file
+and its draw.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .analysis import ModuleIndex
+from .model_methods import training_step
+from .names import DATALOADER_CALLS
+from .project_facts import HelperFact
+
+#: Methods that return their receiver (``model.to(device)``).
+_SELF_RETURNING = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train"})
+#: What a data loader runs of its dataset: per sample, per stream, and the
+#: constructor, which may build a random augmentation the others apply.
+_DATASET_METHODS = ("__getitem__", "__iter__", "__init__")
+_DEPTH = 6
+
+
+def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
+    """(what draws, spelled for a finding; its draw) for a call a training step
+    makes of an imported helper that draws; None otherwise."""
+    if not index.project or not any(
+        training_step(index, path) for path in index.loop_paths(call)
+    ):
+        return None
+    fact = index.helper(call.func)
+    if fact is not None and fact.kind == "function" and fact.draws:
+        return fact.where, fact.draws[0][1]
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        receiver, method = func.value, func.attr.value
+    else:
+        receiver, method = func, "forward"
+    for found in sorted(instance_facts(index, receiver), key=lambda f: f.name):
+        draws = dict(found.draws)
+        for name in (method, "__call__") if method == "forward" else (method,):
+            if name in draws:
+                return f"`{found.name}.{name}` in {found.file}", draws[name]
+    return None
+
+
+def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
+    """(what draws, its draw) for a data loader this file builds whose dataset is
+    an imported class that draws (or builds a random augmentation), or for a
+    call of an imported helper that returns a loader and draws."""
+    if not index.project:
+        return None
+    fact = index.helper(call.func)
+    if fact is not None and fact.kind == "function" and fact.draws:
+        if fact.returns == "loader" or fact.container:
+            return fact.where, fact.draws[0][1]
+        return None
+    if not any(q in DATALOADER_CALLS for q in index.qualnames(call.func)):
+        return None
+    dataset = next(
+        (
+            a.value
+            for i, a in enumerate(call.args)
+            if (a.keyword is None and i == 0)
+            or (a.keyword is not None and a.keyword.value == "dataset")
+        ),
+        None,
+    )
+    if dataset is None:
+        return None
+    for found in sorted(instance_facts(index, dataset), key=lambda f: f.name):
+        draws = dict(found.draws)
+        for name in _DATASET_METHODS:
+            if name in draws:
+                return f"`{found.name}.{name}` in {found.file}", draws[name]
+    return None
+
+
+def instance_facts(
+    index: ModuleIndex, expr: cst.BaseExpression | None, depth: int = 0
+) -> set[HelperFact]:
+    """The imported classes whose instance ``expr`` may hold: ``buffer`` bound to
+    ``ReplayBuffer()``, ``self.pool`` set so, a model built by an imported
+    factory, through ``.to(device)``, ``accel.prepare_model(...)`` and the
+    parameters of a local function its callers hand one."""
+    if expr is None or depth > _DEPTH:
+        return set()
+    if isinstance(expr, cst.Call):
+        fact = index.helper(expr.func)
+        if fact is not None:
+            if fact.kind == "class":
+                return {fact}
+            if fact.model_class is not None:
+                return {fact.model_class}
+            return set()
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
+            return instance_facts(index, func.value, depth + 1)
+        if index.is_runtime_call(expr, "prepare_model") and expr.args:
+            return instance_facts(index, expr.args[0].value, depth + 1)
+        return set()
+    key = index.key(expr)
+    if key is None:
+        return set()
+    found: set[HelperFact] = set()
+    for value in index.values.get(key, []):
+        found |= instance_facts(index, value, depth + 1)
+    function = index.enclosing_function(expr)
+    if function is not None and key == index.function_scope_key(function, key[1]):
+        for site in index.call_sites(function):
+            for param, arg in index.arguments(site):
+                if param == key:
+                    found |= instance_facts(index, arg, depth + 1)
+    return found
