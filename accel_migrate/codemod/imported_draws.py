@@ -20,9 +20,8 @@ from .project_facts import HelperFact
 
 #: Methods that return their receiver (``model.to(device)``).
 _SELF_RETURNING = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train"})
-#: What a data loader runs of its dataset: per sample, per stream, and the
-#: constructor, which may build a random augmentation the others apply.
-_DATASET_METHODS = ("__getitem__", "__iter__", "__init__")
+#: What a data loader runs of its dataset for each sample (or stream).
+_SAMPLE_METHODS = ("__getitem__", "__iter__")
 _DEPTH = 6
 
 
@@ -50,15 +49,18 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
 
 
 def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
-    """(what draws, its draw) for a data loader this file builds whose dataset is
-    an imported class that draws (or builds a random augmentation), or for a
-    call of an imported helper that returns a loader and draws."""
+    """(what draws, its draw) for a data loader this file builds over an instance
+    of an imported dataset class that draws for each sample (in ``__getitem__``
+    or ``__iter__``) or builds a random augmentation, and for a call of an
+    imported helper that builds a loader (or a tuple or dict of them) with a
+    random augmentation. Data drawn once while a loader is built (``TensorDataset(
+    torch.randn(n, 4))``) is setup, the same on every process: not counted."""
     if not index.project:
         return None
     fact = index.helper(call.func)
-    if fact is not None and fact.kind == "function" and fact.draws:
-        if fact.returns == "loader" or fact.container:
-            return fact.where, fact.draws[0][1]
+    if fact is not None and fact.kind == "function":
+        if fact.augmentation and (fact.returns == "loader" or fact.container):
+            return fact.where, fact.augmentation
         return None
     if not any(q in DATALOADER_CALLS for q in index.qualnames(call.func)):
         return None
@@ -75,9 +77,11 @@ def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         return None
     for found in sorted(instance_facts(index, dataset), key=lambda f: f.name):
         draws = dict(found.draws)
-        for name in _DATASET_METHODS:
+        for name in _SAMPLE_METHODS:
             if name in draws:
                 return f"`{found.name}.{name}` in {found.file}", draws[name]
+        if found.augmentation:
+            return f"`{found.name}` in {found.file}", found.augmentation
     return None
 
 

@@ -105,6 +105,10 @@ class HelperFact:
     #: draws (``ReplayBuffer.push_and_pop``'s ``random.uniform``, a dataset's
     #: ``transforms.RandomCrop``, a VAE's ``forward``).
     draws: tuple[tuple[str, str], ...] = ()
+    #: The first torchvision random augmentation it builds (``RandomCrop``), as
+    #: written; "" if none: a loader it builds, or one over an instance of it,
+    #: draws for each sample (``project_draws.augmentation``).
+    augmentation: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

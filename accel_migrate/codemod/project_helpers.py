@@ -177,6 +177,7 @@ class HelperFacts:
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 draws=self._class_draws(cls),
+                augmentation=self._augmentation(cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -215,6 +216,7 @@ class HelperFacts:
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
             draws=self._class_draws(cls),
+            augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),
             # a file of this run migrates its own models (and stays consistent
             # with its callers run after run); one it only reads is not written
@@ -239,6 +241,13 @@ class HelperFacts:
 
         draw = function_draws(function, self.scan.functions, self._dotted)
         return (("", draw),) if draw else ()
+
+    def _augmentation(
+        self, definition: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> str:
+        from .project_draws import augmentation
+
+        return augmentation(definition, self.scan.functions, self._dotted)
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
@@ -316,6 +325,7 @@ class HelperFacts:
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
             draws=self._function_draws(function),
+            augmentation=self._augmentation(function),
         )
 
     def _container(

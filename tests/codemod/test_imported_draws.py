@@ -87,6 +87,10 @@ def get_training_dataloader(x, batch_size=4):
 
 def get_test_dataloader(x, batch_size=4):
     return DataLoader(Plain(x), batch_size=batch_size)
+
+
+def get_random_data_loader(n):
+    return DataLoader(Plain(torch.randn(n, 4)), batch_size=4)
 """
 
 MODELS = """
@@ -128,7 +132,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 from models import Net, VAE, get_vae
 from utils import (ReplayBuffer, add_noise, seeded_noise, init_weights, Jittered, Plain,
-                   get_training_dataloader, get_test_dataloader)
+                   get_training_dataloader, get_test_dataloader, get_random_data_loader)
 
 x = torch.randn(16, 4)
 """
@@ -161,10 +165,16 @@ def test_facts_name_each_drawing_method_and_function(tmp_path: Path) -> None:
     assert facts["utils.seeded_noise"].draws == ()
     assert facts["utils.Jittered"].draws == (("__getitem__", "`numpy.random.rand`"),)
     assert facts["utils.Plain"].draws == ()
-    assert facts["utils.get_training_dataloader"].draws == (
-        ("", "`torchvision.transforms.RandomCrop`"),
+    # building an augmentation draws nothing: a loader applying it does
+    assert facts["utils.get_training_dataloader"].draws == ()
+    assert (
+        facts["utils.get_training_dataloader"].augmentation
+        == "`torchvision.transforms.RandomCrop`"
     )
     assert facts["utils.get_test_dataloader"].draws == ()
+    assert facts["utils.get_test_dataloader"].augmentation == ""
+    # data drawn once while the loader is built is setup, alike everywhere
+    assert facts["utils.get_random_data_loader"].augmentation == ""
     # through self. methods
     assert facts["models.VAE"].draws == (
         ("reparameterize", "`torch.randn_like`"),
@@ -225,6 +235,7 @@ def test_loaders_whose_data_draws(tmp_path: Path) -> None:
     body = """
 train_loader = get_training_dataloader(x)
 test_loader = get_test_dataloader(x)
+random_loader = get_random_data_loader(16)
 jitter_loader = DataLoader(Jittered(x), batch_size=4)
 plain_loader = DataLoader(dataset=Plain(x), batch_size=4)
 model = Net()

@@ -437,3 +437,33 @@ def test_a_term_weighed_by_the_row_count_has_no_known_reduction(
     assert (finding.status == "needs-review") is unknown, finding.message
     if unknown:
         assert "reads the batch's row count" in finding.message
+
+
+def test_a_loss_computed_by_a_method_of_the_model_class_is_read() -> None:
+    source = (
+        SETUP
+        + "class VAE(nn.Module):\n"
+        + "    def __init__(self):\n"
+        + "        super().__init__()\n"
+        + "        self.fc = nn.Linear(4, 4)\n"
+        + "    def forward(self, x):\n"
+        + "        return self.fc(x)\n"
+        + "    def loss_function(self, out, y, weight):\n"
+        + "        return F.mse_loss(out, y, reduction='sum') + weight * out.abs().sum()\n"
+        + "    def weighted(self, out, y, w):\n"
+        + "        return F.mse_loss(out, y) + w * out.mean()\n"
+        + "vae = VAE()\n"
+        + "for x, y in loader:\n"
+        + "    out = vae(x)\n"
+        + "    loss = vae.loss_function(out, y, 0.5)\n"
+        + "    loss.backward()\n"
+        + "    other = vae.weighted(out, y, w=x.size(0) / len(loader.dataset))\n"
+        + "    other.backward()\n"
+    )
+    result = migrate_source(source, "train.py")
+    # the method's sum is read (a mean was assumed for a method's loss before)
+    assert 'accel.backward(loss, reduction="sum")' in str(result.output)
+    reviewed = [f for f in result.findings if f.code == "AM007"]
+    assert reviewed[0].status == "fixed", reviewed[0].message
+    assert reviewed[1].status == "needs-review"
+    assert "reads the batch's row count" in reviewed[1].message

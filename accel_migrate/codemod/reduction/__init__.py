@@ -83,7 +83,12 @@ from .facts import (
     _statistic,
     code,
 )
-from .forward import forward_loss_fact, indexed_output_fact, model_call_fact
+from .forward import (
+    forward_loss_fact,
+    indexed_output_fact,
+    model_call_fact,
+    model_method,
+)
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .model_classes import called_model
@@ -553,6 +558,9 @@ class _Reducer:
         target = self.index.callee(call)
         if target is not None and not self.index.local_class(func):
             return self._returned(target[0], depth)
+        method = model_method(self.index, call)
+        if method is not None:
+            return self._returned(method, depth)
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         if (
             isinstance(func, cst.Attribute)

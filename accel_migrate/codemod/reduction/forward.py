@@ -186,3 +186,35 @@ def _count(loss: ForwardLoss, call: cst.Call) -> cst.BaseExpression | None:
     if not isinstance(argument, (cst.Name, cst.Attribute)):
         return None
     return not_ignored_count(argument.deep_clone(), cst.parse_expression(loss.ignored))
+
+
+def model_method(index: ModuleIndex, call: cst.Call) -> cst.FunctionDef | None:
+    """The method a call such as ``model.loss_function(recons, x, mu, log_var)``
+    runs, where ``model`` holds an instance of one local class that defines it
+    (PyTorch-VAE's models compute their loss in a method of their own); None
+    for ``forward`` and ``__call__`` (the model's own call: ``model_call_fact``)
+    and where the class is not one known local class."""
+    from ..model_methods import instance_classes
+
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value in (
+        "forward",
+        "__call__",
+    ):
+        return None
+    receiver = func.value
+    if isinstance(receiver, cst.Name) and receiver.value == "self":
+        return None  # the index's callee reads self. methods
+    classes = instance_classes(index, receiver)
+    if len(classes) != 1:
+        return None
+    cls = next(iter(classes))
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return next(
+        (
+            s
+            for s in body
+            if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value
+        ),
+        None,
+    )
