@@ -17,7 +17,9 @@ state: each tensor of the share must be the split's, cut to the share's own
 padding, and later batches are split along the same dimensions. A 1-D tensor that
 joins the samples' variable-length entries (CTC's concatenated targets, with a
 per-sample lengths tensor beside it in the output) is cut at the lengths'
-offsets. Where the output cannot be split so (a count of the batch's tokens,
+offsets. A ``collate_fn`` that sorts the list it is given in place (by length,
+for ``pack_padded_sequence``) is checked against the samples that the sort put
+in the share's places: its rows of the sorted global batch are its share. Where the output cannot be split so (a count of the batch's tokens,
 packed sequences, a collation that draws random numbers), every rank collates
 its own share: the loader warns once, or, where the share's tensors are padded
 to another length than the global batch's (the model would read other
@@ -75,15 +77,25 @@ class GlobalCollate:
             state = _random_state()
             collated = self.inner(samples)
             after = _random_state()
-            _set_random_state(state)
-            own = self.inner(share)
+            shares = [share]
+            moved = samples[lo:hi]
+            if any(a is not b for a, b in zip(moved, share, strict=True)):
+                # sorted in place (by length, for pack_padded_sequence): the
+                # output's rows [lo, hi) are the samples now in those places
+                shares.append(moved)
+            owns = []
+            for candidate in shares:
+                _set_random_state(state)
+                owns.append(self.inner(list(candidate)))
             _set_random_state(after)
-            for entries_first in (True, False):
-                split = Split(lo, hi, len(samples), entries_first=entries_first)
-                rows = split.take(collated)
-                if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
-                    self.dims, self.cut_by = split.dims, split.cut_by
-                    return rows
+            for own in owns:
+                for entries_first in (True, False):
+                    split = Split(lo, hi, len(samples), entries_first=entries_first)
+                    rows = split.take(collated)
+                    if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
+                        self.dims, self.cut_by = split.dims, split.cut_by
+                        return rows
+            own = owns[0]
             self._give_up(own, collated, len(share), len(samples))
             return own
         collated = self.inner(samples)
@@ -106,7 +118,9 @@ class GlobalCollate:
                 "would read other padding than in the original run. Return one "
                 "entry per sample along the first dimension of each tensor (with "
                 "any per-batch value computed from them in the training step), or "
-                "pad to a fixed length"
+                "pad to a fixed length; a collate_fn that reorders the samples "
+                "(sorting them by length) must sort the list it is given in place "
+                "(`batch.sort(...)`), not a copy (`sorted(batch, ...)`)"
             )
         self.whole = False
         warnings.warn(

@@ -132,6 +132,42 @@ def test_an_output_that_cannot_be_split_falls_back_to_the_share() -> None:
         assert torch.equal(got[0], own[0]) and got[1] == own[1]
 
 
+def sort_in_place(batch: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
+    """The image-captioning tutorial's collate_fn: the list sorted by length in
+    place (longest first, for pack_padded_sequence), padded, lengths as a list."""
+    batch.sort(key=len, reverse=True)
+    x, lengths = pad_batch_first(batch)
+    return x, lengths.tolist()
+
+
+def sort_a_copy(batch: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
+    return sort_in_place(sorted(batch, key=len, reverse=True))
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_collation_sorting_in_place_keeps_the_sorted_global_batch(
+    world: int,
+) -> None:
+    """Each rank's rows of the global batch sorted by length are its share: the
+    ranks' rows joined are the original's batch, padded to its longest, and each
+    rank's lengths are still in descending order."""
+    original, per_rank, warned = _shard(sort_in_place, world)
+    assert not warned
+    for step, (x, lengths) in enumerate(original):
+        parts = [per_rank[r][step] for r in range(world) if per_rank[r][step][1]]
+        assert all(p[0].shape[1] == x.shape[1] for p in parts), "global longest"
+        assert torch.equal(torch.cat([p[0] for p in parts]), x)
+        assert [n for p in parts for n in p[1]] == lengths
+        assert all(p[1] == sorted(p[1], reverse=True) for p in parts)
+
+
+def test_a_collation_sorting_a_copy_stops_the_run_naming_the_sort() -> None:
+    """Sorting a copy leaves no trace of which samples took the share's places:
+    the run stops, and the error says to sort in place."""
+    with pytest.raises(ShardingError, match=r"sort_a_copy.*in place"):
+        _shard(sort_a_copy, 2)
+
+
 def joined_targets(
     batch: list[torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

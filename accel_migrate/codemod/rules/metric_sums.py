@@ -107,6 +107,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
+from ..clock_readings import reads_clock
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -419,6 +420,9 @@ class MetricSums(Rule):
             return
         for value in values:
             if has_runtime_call(self.index, value) or not batch_dependent(value):
+                continue
+            if reads_clock(self.index, self.qualnames, value):
+                # `batch_time.update(time.time() - end)`: no share of a batch
                 continue
             returned = returned_tensor(self.index, value)
             if returned is not None:
