@@ -87,7 +87,9 @@ class Recorder:
             now = _facts.gradient_peaks(optimizer)
             seen = self.peaks.get(id(optimizer), now)
             if len(seen) == len(now):
-                self.peaks[id(optimizer)] = [max(a, b) for a, b in zip(seen, now)]
+                self.peaks[id(optimizer)] = [
+                    max(a, b) for a, b in zip(seen, now, strict=True)
+                ]
 
     def on_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         if not any(o is optimizer for o in self.optimizers):

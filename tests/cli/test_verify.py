@@ -411,9 +411,10 @@ def test_parameters_apart_with_rounding_gradients_are_named_so() -> None:
         "not show",
     )
     original.pop("gradient_peaks")  # a recording without them: the general cause
-    assert compare(original, noisy, 1e-5, 2).causes == compare(
-        original, both, 1e-5, 2
-    ).causes
+    assert (
+        compare(original, noisy, 1e-5, 2).causes
+        == compare(original, both, 1e-5, 2).causes
+    )
 
 
 def test_gradient_peaks_follow_the_checksums_order() -> None:

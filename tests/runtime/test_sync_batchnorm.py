@@ -240,7 +240,10 @@ def test_instancenorm_conversion_keeps_classes_keys_and_untracked_layers() -> No
     )
     keys = list(net.state_dict())
     assert sync_instancenorm.convert(net) == 1
-    assert isinstance(net[1], nn.InstanceNorm2d) and type(net[1]).__name__ == "InstanceNorm2d"
+    assert (
+        isinstance(net[1], nn.InstanceNorm2d)
+        and type(net[1]).__name__ == "InstanceNorm2d"
+    )
     assert type(net[2]) is nn.InstanceNorm2d
     assert list(net.state_dict()) == keys
     assert sync_instancenorm.convert(net) == 0

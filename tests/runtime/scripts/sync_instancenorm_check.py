@@ -24,19 +24,36 @@ rank, world = accel.rank(), accel.world_size()
 
 #: name -> (layer factory, global batch shape)
 CASES = {
-    "2d-affine": (lambda: nn.InstanceNorm2d(3, affine=True, track_running_stats=True), (6, 3, 4, 5)),
-    "2d-odd-split": (lambda: nn.InstanceNorm2d(2, track_running_stats=True), (5, 2, 3, 3)),
-    "2d-empty-rank": (lambda: nn.InstanceNorm2d(2, track_running_stats=True), (1, 2, 3, 3)),
-    "1d": (lambda: nn.InstanceNorm1d(4, track_running_stats=True, momentum=0.3), (6, 4, 7)),
+    "2d-affine": (
+        lambda: nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+        (6, 3, 4, 5),
+    ),
+    "2d-odd-split": (
+        lambda: nn.InstanceNorm2d(2, track_running_stats=True),
+        (5, 2, 3, 3),
+    ),
+    "2d-empty-rank": (
+        lambda: nn.InstanceNorm2d(2, track_running_stats=True),
+        (1, 2, 3, 3),
+    ),
+    "1d": (
+        lambda: nn.InstanceNorm1d(4, track_running_stats=True, momentum=0.3),
+        (6, 4, 7),
+    ),
     "3d": (lambda: nn.InstanceNorm3d(2, track_running_stats=True), (4, 2, 2, 3, 3)),
-    "2d-momentum-none": (lambda: nn.InstanceNorm2d(3, track_running_stats=True, momentum=None), (6, 3, 3, 3)),
+    "2d-momentum-none": (
+        lambda: nn.InstanceNorm2d(3, track_running_stats=True, momentum=None),
+        (6, 3, 3, 3),
+    ),
 }
 
 
 def relative(expected: torch.Tensor, actual: torch.Tensor) -> float:
     if expected.numel() == 0:
         return 0.0
-    return float((expected - actual).abs().max() / expected.abs().max().clamp_min(1e-12))
+    return float(
+        (expected - actual).abs().max() / expected.abs().max().clamp_min(1e-12)
+    )
 
 
 rows = []
