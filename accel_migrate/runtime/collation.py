@@ -17,9 +17,12 @@ state: each tensor of the share must be the split's, cut to the share's own
 padding, and later batches are split along the same dimensions. A 1-D tensor that
 joins the samples' variable-length entries (CTC's concatenated targets, with a
 per-sample lengths tensor beside it in the output) is cut at the lengths'
-offsets. A ``collate_fn`` that sorts the list it is given in place (by length,
-for ``pack_padded_sequence``) is checked against the samples that the sort put
-in the share's places: its rows of the sorted global batch are its share. Where the output cannot be split so (a count of the batch's tokens,
+offsets. A ``collate_fn`` that reorders the samples (sorts them by length, for
+``pack_padded_sequence``) is checked against the samples that took the share's
+places: those the sort moved there where it sorts the list it is given in place,
+or else those that, collated alone, give the share's rows (a sort of a copy; the
+first batch collates each sample alone once for it). Its rows of the sorted
+global batch are then its share. Where the output cannot be split so (a count of the batch's tokens,
 packed sequences, a collation that draws random numbers), every rank collates
 its own share: the loader warns once, or, where the share's tensors are padded
 to another length than the global batch's (the model would read other
@@ -75,6 +78,7 @@ class GlobalCollate:
             if hi == lo:  # nothing to check the split against yet
                 return self.inner(samples[:1])
             state = _random_state()
+            everything = list(samples)  # before an in-place sort
             collated = self.inner(samples)
             after = _random_state()
             shares = [share]
@@ -95,6 +99,10 @@ class GlobalCollate:
                     if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
                         self.dims, self.cut_by = split.dims, split.cut_by
                         return rows
+            reordered = self._reordered_rows(everything, collated, lo, hi, state)
+            _set_random_state(after)
+            if reordered is not None:
+                return reordered
             own = owns[0]
             self._give_up(own, collated, len(share), len(samples))
             return own
@@ -105,6 +113,52 @@ class GlobalCollate:
             self._give_up(own, collated, len(share), len(samples))
             return own
         return rows
+
+    def _reordered_rows(
+        self,
+        everything: list[Any],
+        collated: Any,
+        lo: int,
+        hi: int,
+        state: tuple[Any, ...],
+    ) -> Any:
+        """Rows [lo, hi) of the output of a ``collate_fn`` that reorders the
+        samples in a copy (``sorted(batch, key=len, reverse=True)``): each row is
+        matched to the sample that, collated alone, gives it (cut to its own
+        padding), and the matched samples collated together must give the rows.
+        None where no such samples are found (the first batch only)."""
+        size = len(everything)
+        singles = []
+        for sample in everything:
+            _set_random_state(state)
+            singles.append(self.inner([sample]))
+        for entries_first in (True, False):
+            split = Split(lo, hi, size, entries_first=entries_first)
+            rows = split.take(collated)
+            if rows is _UNSPLIT:
+                continue
+            matched: list[int] = []
+            for place in range(lo, hi):
+                row = Split(place, place + 1, size, split.dims, cut_by=split.cut_by)
+                one = row.take(collated)
+                match = next(
+                    (
+                        i
+                        for i, single in enumerate(singles)
+                        if i not in matched and _cut_of(single, one, split.dims)
+                    ),
+                    None,
+                )
+                if match is None:
+                    break
+                matched.append(match)
+            else:
+                _set_random_state(state)
+                own = self.inner([everything[i] for i in matched])
+                if _cut_of(own, rows, split.dims):
+                    self.dims, self.cut_by = split.dims, split.cut_by
+                    return rows
+        return None
 
     def _give_up(self, own: Any, collated: Any, share: int, size: int) -> None:
         padded = _padded_otherwise(own, collated, share, size)
@@ -118,9 +172,7 @@ class GlobalCollate:
                 "would read other padding than in the original run. Return one "
                 "entry per sample along the first dimension of each tensor (with "
                 "any per-batch value computed from them in the training step), or "
-                "pad to a fixed length; a collate_fn that reorders the samples "
-                "(sorting them by length) must sort the list it is given in place "
-                "(`batch.sort(...)`), not a copy (`sorted(batch, ...)`)"
+                "pad to a fixed length"
             )
         self.whole = False
         warnings.warn(

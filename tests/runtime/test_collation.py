@@ -161,11 +161,35 @@ def test_a_collation_sorting_in_place_keeps_the_sorted_global_batch(
         assert all(p[1] == sorted(p[1], reverse=True) for p in parts)
 
 
-def test_a_collation_sorting_a_copy_stops_the_run_naming_the_sort() -> None:
-    """Sorting a copy leaves no trace of which samples took the share's places:
-    the run stops, and the error says to sort in place."""
-    with pytest.raises(ShardingError, match=r"sort_a_copy.*in place"):
-        _shard(sort_a_copy, 2)
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_collation_sorting_a_copy_keeps_the_sorted_global_batch(world: int) -> None:
+    """Sorting a copy leaves no trace in the list of which samples took the
+    share's places: each row is matched to the sample that gives it collated
+    alone, and the rows are the sorted global batch's, as for an in-place sort."""
+    original, per_rank, warned = _shard(sort_a_copy, world)
+    assert not warned
+    for step, (x, lengths) in enumerate(original):
+        parts = [per_rank[r][step] for r in range(world) if per_rank[r][step][1]]
+        assert all(p[0].shape[1] == x.shape[1] for p in parts), "global longest"
+        assert torch.equal(torch.cat([p[0] for p in parts]), x)
+        assert [n for p in parts for n in p[1]] == lengths
+
+
+def normalise_over_batch(batch: list[torch.Tensor]) -> torch.Tensor:
+    """Samples of one length, centred on the batch's mean: no row is a sample's
+    own, collated alone or in a share."""
+    x = torch.stack([s[:1].float() for s in batch])
+    return x - x.mean(0)
+
+
+def test_rows_that_no_sample_gives_alone_are_not_matched() -> None:
+    """A collation that mixes the batch's samples falls back to each rank's own
+    share (with the warning), not to rows matched by chance."""
+    _, per_rank, warned = _shard(normalise_over_batch, 2)
+    assert warned and "normalise_over_batch" in warned[0]
+    dataset = Sequences(10)
+    first = normalise_over_batch([dataset[i] for i in range(2)])
+    assert torch.equal(per_rank[0][0], first)
 
 
 def joined_targets(
