@@ -131,7 +131,10 @@ class GlobalCollate:
         singles = []
         for sample in everything:
             _set_random_state(state)
-            singles.append(self.inner([sample]))
+            try:
+                singles.append(self.inner([sample]))
+            except Exception:  # a collation that needs more than one sample
+                return None
         for entries_first in (True, False):
             split = Split(lo, hi, size, entries_first=entries_first)
             rows = split.take(collated)

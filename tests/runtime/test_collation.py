@@ -182,6 +182,19 @@ def normalise_over_batch(batch: list[torch.Tensor]) -> torch.Tensor:
     return x - x.mean(0)
 
 
+def centre_pairs(batch: list[torch.Tensor]) -> torch.Tensor:
+    """A collation that refuses a batch of one sample (it centres by the batch's
+    spread), with padding: its failure on one sample is no failure of the run."""
+    if len(batch) < 2:
+        raise ValueError("needs two samples")
+    return pad_batch_first(sorted(batch, key=len, reverse=True))[0]
+
+
+def test_a_collation_refusing_one_sample_is_not_matched_by_samples() -> None:
+    with pytest.raises(ShardingError, match="centre_pairs"):
+        _shard(centre_pairs, 2, n=8)
+
+
 def test_rows_that_no_sample_gives_alone_are_not_matched() -> None:
     """A collation that mixes the batch's samples falls back to each rank's own
     share (with the warning), not to rows matched by chance."""
