@@ -17,7 +17,12 @@ state: each tensor of the share must be the split's, cut to the share's own
 padding, and later batches are split along the same dimensions. A 1-D tensor that
 joins the samples' variable-length entries (CTC's concatenated targets, with a
 per-sample lengths tensor beside it in the output) is cut at the lengths'
-offsets. Where the output cannot be split so (a count of the batch's tokens,
+offsets. A ``collate_fn`` that reorders the samples (sorts them by length, for
+``pack_padded_sequence``) is checked against the samples that took the share's
+places: those the sort moved there where it sorts the list it is given in place,
+or else those that, collated alone, give the share's rows (a sort of a copy; the
+first batch collates each sample alone once for it). Its rows of the sorted
+global batch are then its share. Where the output cannot be split so (a count of the batch's tokens,
 packed sequences, a collation that draws random numbers), every rank collates
 its own share: the loader warns once, or, where the share's tensors are padded
 to another length than the global batch's (the model would read other
@@ -73,17 +78,32 @@ class GlobalCollate:
             if hi == lo:  # nothing to check the split against yet
                 return self.inner(samples[:1])
             state = _random_state()
+            everything = list(samples)  # before an in-place sort
             collated = self.inner(samples)
             after = _random_state()
-            _set_random_state(state)
-            own = self.inner(share)
+            shares = [share]
+            moved = samples[lo:hi]
+            if any(a is not b for a, b in zip(moved, share, strict=True)):
+                # sorted in place (by length, for pack_padded_sequence): the
+                # output's rows [lo, hi) are the samples now in those places
+                shares.append(moved)
+            owns = []
+            for candidate in shares:
+                _set_random_state(state)
+                owns.append(self.inner(list(candidate)))
             _set_random_state(after)
-            for entries_first in (True, False):
-                split = Split(lo, hi, len(samples), entries_first=entries_first)
-                rows = split.take(collated)
-                if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
-                    self.dims, self.cut_by = split.dims, split.cut_by
-                    return rows
+            for own in owns:
+                for entries_first in (True, False):
+                    split = Split(lo, hi, len(samples), entries_first=entries_first)
+                    rows = split.take(collated)
+                    if rows is not _UNSPLIT and _cut_of(own, rows, split.dims):
+                        self.dims, self.cut_by = split.dims, split.cut_by
+                        return rows
+            reordered = self._reordered_rows(everything, collated, lo, hi, state)
+            _set_random_state(after)
+            if reordered is not None:
+                return reordered
+            own = owns[0]
             self._give_up(own, collated, len(share), len(samples))
             return own
         collated = self.inner(samples)
@@ -93,6 +113,55 @@ class GlobalCollate:
             self._give_up(own, collated, len(share), len(samples))
             return own
         return rows
+
+    def _reordered_rows(
+        self,
+        everything: list[Any],
+        collated: Any,
+        lo: int,
+        hi: int,
+        state: tuple[Any, ...],
+    ) -> Any:
+        """Rows [lo, hi) of the output of a ``collate_fn`` that reorders the
+        samples in a copy (``sorted(batch, key=len, reverse=True)``): each row is
+        matched to the sample that, collated alone, gives it (cut to its own
+        padding), and the matched samples collated together must give the rows.
+        None where no such samples are found (the first batch only)."""
+        size = len(everything)
+        singles = []
+        for sample in everything:
+            _set_random_state(state)
+            try:
+                singles.append(self.inner([sample]))
+            except Exception:  # a collation that needs more than one sample
+                return None
+        for entries_first in (True, False):
+            split = Split(lo, hi, size, entries_first=entries_first)
+            rows = split.take(collated)
+            if rows is _UNSPLIT:
+                continue
+            matched: list[int] = []
+            for place in range(lo, hi):
+                row = Split(place, place + 1, size, split.dims, cut_by=split.cut_by)
+                one = row.take(collated)
+                match = next(
+                    (
+                        i
+                        for i, single in enumerate(singles)
+                        if i not in matched and _cut_of(single, one, split.dims)
+                    ),
+                    None,
+                )
+                if match is None:
+                    break
+                matched.append(match)
+            else:
+                _set_random_state(state)
+                own = self.inner([everything[i] for i in matched])
+                if _cut_of(own, rows, split.dims):
+                    self.dims, self.cut_by = split.dims, split.cut_by
+                    return rows
+        return None
 
     def _give_up(self, own: Any, collated: Any, share: int, size: int) -> None:
         padded = _padded_otherwise(own, collated, share, size)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from . import empty_share, sync_batchnorm
+from . import empty_share, sync_batchnorm, sync_instancenorm
 
 if TYPE_CHECKING:
     from ._state import Runtime
@@ -96,6 +96,7 @@ class PreparedModule(nn.Module):
             # BatchNorm of the global batch: done here, not in prepare_model, so
             # that layers the script adds or replaces after preparing are seen.
             sync_batchnorm.prepare(self._original_module, self._runtime)
+            sync_instancenorm.prepare(self._original_module, self._runtime)
             forward_module = self._runtime.strategy.setup_module(self._original_module)
             object.__setattr__(self, "_forward_module", forward_module)
             self._runtime.on_module_ready(self)

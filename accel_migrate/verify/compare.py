@@ -259,7 +259,45 @@ def likely_causes(
             f"nondeterministic operation"
         )
     if not causes and verdict.parameter_error > verdict.parameter_tolerance:
-        causes.append(
-            "the losses agree but the final parameters do not: an update the loss does not show"
-        )
+        causes.append(_parameters_apart(original, migrated, verdict))
     return tuple(causes)
+
+
+#: A gradient at most this fraction of the run's largest is zero but for rounding.
+ROUNDING_GRADIENT = 1e-5
+
+
+def _parameters_apart(
+    original: dict[str, Any], migrated: dict[str, Any], verdict: Verdict
+) -> str:
+    """Why the final parameters differ where the losses agree: in general an
+    update the loss does not show; where every parameter that differs had a
+    gradient of rounding alone in the original (a bias just before a
+    normalization layer, which cancels it), that rounding."""
+    plain = (
+        "the losses agree but the final parameters do not: an update the loss does "
+        "not show"
+    )
+    peaks = original.get("gradient_peaks") or []
+    a, b = original["parameters"], migrated["parameters"]
+    if not peaks or len(peaks) != len(a) or len(a) != len(b) or max(peaks) <= 0:
+        return plain
+    apart = [
+        i
+        for i in range(len(a))
+        if _parameter_error([a[i]], [b[i]]) > verdict.parameter_tolerance
+    ]
+    top = max(peaks)
+    if not apart or any(peaks[i] > ROUNDING_GRADIENT * top for i in apart):
+        return plain
+    worst = max(peaks[i] for i in apart) / top
+    return (
+        f"the losses agree, and the {len(apart)} of {len(a)} parameters that differ "
+        f"had gradients of rounding alone in the original (at most {worst:.1e} of "
+        "the largest gradient), as a bias just before a normalization layer "
+        "(BatchNorm, InstanceNorm, LayerNorm), which cancels it: an optimizer that "
+        "divides each gradient by its own size (Adam) turns that rounding into "
+        "full-size steps, which another summation order (another number of "
+        "processes) changes. Nothing the loss reads differs; give such layers "
+        "bias=False for runs that compare exactly"
+    )

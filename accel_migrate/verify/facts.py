@@ -58,6 +58,21 @@ def checksums(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
     return rows
 
 
+def gradient_peaks(optimizer: torch.optim.Optimizer) -> list[float]:
+    """Per parameter of ``optimizer``, in ``checksums``' order: the largest
+    absolute entry of its gradient now (0.0 without one). Plain tensors only
+    (the original's run): a sharded gradient would need a collective."""
+    peaks = []
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            if grad is None or grad.is_sparse or hasattr(grad, "full_tensor"):
+                peaks.append(0.0)
+                continue
+            peaks.append(float(grad.detach().abs().max()) if grad.numel() else 0.0)
+    return peaks
+
+
 def leading_size(batch: Any) -> int | None:
     """The first dimension of the batch's first tensor: its number of samples."""
     if isinstance(batch, torch.Tensor):

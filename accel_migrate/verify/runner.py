@@ -55,6 +55,9 @@ class Recorder:
         self.losses_seen = _facts.LossFacts()
         self.initial: list[dict[str, Any]] | None = None
         self.trained: _facts.TrainedLeaves = _facts.TrainedLeaves()
+        #: Per optimizer (by id), per parameter: its largest gradient entry over
+        #: the steps (the original's run only), for ``compare``'s diagnosis.
+        self.peaks: dict[int, list[float]] = {}
 
     def position(self) -> BatchPosition:
         """Where this process's samples sit in the current global batch."""
@@ -80,6 +83,13 @@ class Recorder:
     def before_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         if self.initial is None:  # the weights the first update starts from
             self.initial = _facts.checksums(optimizer)
+        if self.mode == "original":
+            now = _facts.gradient_peaks(optimizer)
+            seen = self.peaks.get(id(optimizer), now)
+            if len(seen) == len(now):
+                self.peaks[id(optimizer)] = [
+                    max(a, b) for a, b in zip(seen, now, strict=True)
+                ]
 
     def on_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
         if not any(o is optimizer for o in self.optimizers):
@@ -132,6 +142,9 @@ class Recorder:
             "loss_steps": self.loss_steps,
             "parameters": self.parameters(),
             "initial_parameters": self.initial or [],
+            "gradient_peaks": [
+                peak for o in self.optimizers for peak in self.peaks.get(id(o), [])
+            ],
             "facts": facts,
         }
 

@@ -386,6 +386,50 @@ def test_compare_names_a_halved_sum_loss_and_initial_weights() -> None:
     )
 
 
+def test_parameters_apart_with_rounding_gradients_are_named_so() -> None:
+    """The losses agree and only parameters whose gradients were rounding alone
+    in the original differ (a conv bias before InstanceNorm under Adam: the
+    fast_neural_style shape): the cause says so. Where a parameter with a real
+    gradient differs too, the general cause stays."""
+    weight = {"numel": 4, "sum": 2.0, "sumsq": 1.5}
+    bias = {"numel": 2, "sum": 0.1, "sumsq": 0.01}
+    original = _record([1.0, 0.5])
+    original["parameters"] = [weight, bias]
+    original["gradient_peaks"] = [0.3, 1e-9]
+    noisy = _record([1.0, 0.5])
+    noisy["parameters"] = [weight, {"numel": 2, "sum": 0.13, "sumsq": 0.02}]
+    (cause,) = compare(original, noisy, 1e-5, 2).causes
+    assert cause.startswith("the losses agree, and the 1 of 2 parameters that differ")
+    assert "rounding alone" in cause and "bias=False" in cause
+    both = _record([1.0, 0.5])
+    both["parameters"] = [
+        {"numel": 4, "sum": 2.5, "sumsq": 1.9},
+        {"numel": 2, "sum": 0.13, "sumsq": 0.02},
+    ]
+    assert compare(original, both, 1e-5, 2).causes == (
+        "the losses agree but the final parameters do not: an update the loss does "
+        "not show",
+    )
+    original.pop("gradient_peaks")  # a recording without them: the general cause
+    assert (
+        compare(original, noisy, 1e-5, 2).causes
+        == compare(original, both, 1e-5, 2).causes
+    )
+
+
+def test_gradient_peaks_follow_the_checksums_order() -> None:
+    import torch
+
+    from accel_migrate.verify.facts import checksums, gradient_peaks
+
+    a, b, c = (torch.nn.Parameter(torch.ones(3)) for _ in range(3))
+    optimizer = torch.optim.Adam([{"params": [a, b]}, {"params": [c]}])
+    a.grad = torch.tensor([0.5, -2.0, 1.0])
+    c.grad = torch.tensor([1e-9, 0.0, -3e-9])
+    assert gradient_peaks(optimizer) == pytest.approx([2.0, 0.0, 3e-9])
+    assert len(gradient_peaks(optimizer)) == len(checksums(optimizer))
+
+
 def test_a_per_step_input_is_no_trained_tensor() -> None:
     """Of the first loss's leaves, parameters, tensors an optimizer steps and
     tensors a later step differentiates again are compared between ranks; an

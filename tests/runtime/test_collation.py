@@ -132,6 +132,79 @@ def test_an_output_that_cannot_be_split_falls_back_to_the_share() -> None:
         assert torch.equal(got[0], own[0]) and got[1] == own[1]
 
 
+def sort_in_place(batch: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
+    """The image-captioning tutorial's collate_fn: the list sorted by length in
+    place (longest first, for pack_padded_sequence), padded, lengths as a list."""
+    batch.sort(key=len, reverse=True)
+    x, lengths = pad_batch_first(batch)
+    return x, lengths.tolist()
+
+
+def sort_a_copy(batch: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
+    return sort_in_place(sorted(batch, key=len, reverse=True))
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_collation_sorting_in_place_keeps_the_sorted_global_batch(
+    world: int,
+) -> None:
+    """Each rank's rows of the global batch sorted by length are its share: the
+    ranks' rows joined are the original's batch, padded to its longest, and each
+    rank's lengths are still in descending order."""
+    original, per_rank, warned = _shard(sort_in_place, world)
+    assert not warned
+    for step, (x, lengths) in enumerate(original):
+        parts = [per_rank[r][step] for r in range(world) if per_rank[r][step][1]]
+        assert all(p[0].shape[1] == x.shape[1] for p in parts), "global longest"
+        assert torch.equal(torch.cat([p[0] for p in parts]), x)
+        assert [n for p in parts for n in p[1]] == lengths
+        assert all(p[1] == sorted(p[1], reverse=True) for p in parts)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_collation_sorting_a_copy_keeps_the_sorted_global_batch(world: int) -> None:
+    """Sorting a copy leaves no trace in the list of which samples took the
+    share's places: each row is matched to the sample that gives it collated
+    alone, and the rows are the sorted global batch's, as for an in-place sort."""
+    original, per_rank, warned = _shard(sort_a_copy, world)
+    assert not warned
+    for step, (x, lengths) in enumerate(original):
+        parts = [per_rank[r][step] for r in range(world) if per_rank[r][step][1]]
+        assert all(p[0].shape[1] == x.shape[1] for p in parts), "global longest"
+        assert torch.equal(torch.cat([p[0] for p in parts]), x)
+        assert [n for p in parts for n in p[1]] == lengths
+
+
+def normalise_over_batch(batch: list[torch.Tensor]) -> torch.Tensor:
+    """Samples of one length, centred on the batch's mean: no row is a sample's
+    own, collated alone or in a share."""
+    x = torch.stack([s[:1].float() for s in batch])
+    return x - x.mean(0)
+
+
+def centre_pairs(batch: list[torch.Tensor]) -> torch.Tensor:
+    """A collation that refuses a batch of one sample (it centres by the batch's
+    spread), with padding: its failure on one sample is no failure of the run."""
+    if len(batch) < 2:
+        raise ValueError("needs two samples")
+    return pad_batch_first(sorted(batch, key=len, reverse=True))[0]
+
+
+def test_a_collation_refusing_one_sample_is_not_matched_by_samples() -> None:
+    with pytest.raises(ShardingError, match="centre_pairs"):
+        _shard(centre_pairs, 2, n=8)
+
+
+def test_rows_that_no_sample_gives_alone_are_not_matched() -> None:
+    """A collation that mixes the batch's samples falls back to each rank's own
+    share (with the warning), not to rows matched by chance."""
+    _, per_rank, warned = _shard(normalise_over_batch, 2)
+    assert warned and "normalise_over_batch" in warned[0]
+    dataset = Sequences(10)
+    first = normalise_over_batch([dataset[i] for i in range(2)])
+    assert torch.equal(per_rank[0][0], first)
+
+
 def joined_targets(
     batch: list[torch.Tensor],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

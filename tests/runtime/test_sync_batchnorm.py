@@ -209,3 +209,45 @@ def test_per_process_statistics_are_warned_once(
         r"BatchNorm statistics are per-process \(([^)]*)\)", done.stderr
     )
     assert warnings == [reason], done.stderr
+
+
+INSTANCE_ROW = re.compile(
+    r"^case (\S+) rank (\d) out (\S+) running (\S+)$", re.MULTILINE
+)
+
+
+@pytest.mark.multiprocess
+def test_instancenorm_running_statistics_are_the_global_batchs() -> None:
+    """StarGAN's InstanceNorm(track_running_stats=True): each process's output is
+    its slice of torch's on the whole batch, and the running statistics after
+    three forwards are torch's on the whole batch (they were the main process's
+    share's before: the trained model evaluated otherwise)."""
+    out = _launch(SCRIPTS / "sync_instancenorm_check.py").stdout
+    rows = INSTANCE_ROW.findall(out)
+    assert len(rows) == 2 * 6, out
+    for name, rank, out_error, running in rows:
+        assert float(out_error) < 1e-6, f"{name} rank {rank}: out {out_error}"
+        assert float(running) < 1e-6, f"{name} rank {rank}: running {running}"
+
+
+def test_instancenorm_conversion_keeps_classes_keys_and_untracked_layers() -> None:
+    from accel_migrate.runtime import sync_instancenorm
+
+    net = nn.Sequential(
+        nn.Conv2d(1, 2, 3),
+        nn.InstanceNorm2d(2, affine=True, track_running_stats=True),
+        nn.InstanceNorm2d(2),  # no running statistics: nothing to combine
+    )
+    keys = list(net.state_dict())
+    assert sync_instancenorm.convert(net) == 1
+    assert (
+        isinstance(net[1], nn.InstanceNorm2d)
+        and type(net[1]).__name__ == "InstanceNorm2d"
+    )
+    assert type(net[2]) is nn.InstanceNorm2d
+    assert list(net.state_dict()) == keys
+    assert sync_instancenorm.convert(net) == 0
+    loaded = pickle.loads(pickle.dumps(net))
+    assert type(loaded[1]) is nn.InstanceNorm2d
+    net.eval()  # eval mode: torch's own computation, no process group needed
+    assert net(torch.randn(2, 1, 5, 5)).shape == (2, 2, 3, 3)

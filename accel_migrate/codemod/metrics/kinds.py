@@ -38,6 +38,10 @@ _SAME_OBJECT = frozenset(
 )
 
 
+#: Methods that give a tensor's own numbers back (another dtype, device, graph).
+_CONVERSIONS = _SAME_OBJECT | {"detach", "clone", "contiguous"}
+
+
 class BatchKinds:
     """The kinds of the per-batch values of one module."""
 
@@ -130,11 +134,24 @@ class BatchKinds:
                     kinds.add(self._unpacked_kind(key, context, depth))
                 elif m.matches(v, m.Name("None")):
                     continue  # `loss = None` when no targets are given
+                elif self._converted(v, key):
+                    continue  # `loss = loss.float()`: the other assignments' kind
                 elif inside(self.index, v, context):
                     kinds.add(self.kind(v, context, depth + 1))
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def _converted(self, value: cst.BaseExpression, key: Key) -> bool:
+        """``loss = loss.float()`` (``.detach()``, ``.cpu()``...): the variable
+        rebound to its own value in another dtype or place, the same numbers."""
+        return (
+            isinstance(value, cst.Call)
+            and not value.args
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _CONVERSIONS
+            and self.index.key(value.func.value) == key
+        )
 
     def _histogram(self, call: cst.Call) -> bool:
         """``torch.bincount(y)``, ``y.bincount()``, ``torch.histc(x)`` (not numpy's,

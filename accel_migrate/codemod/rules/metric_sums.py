@@ -54,6 +54,11 @@ of it:
   it is never combined as one. Read after the loop, it is this process's last
   batch's value, reported as needs-review; a running sum of it in another
   variable (``total += loss.item()``) is combined as usual;
+- a duration read off the clock (``batch_time.update(time.time() - end)``, the
+  ImageNet example's meters) is no share of a batch: each process's own is as
+  right as the original's, and it is left alone. A loss rebound to itself in
+  another dtype (``loss = loss.float()`` before ``losses.update(loss.item(),
+  n)``) keeps the kind of its other assignments;
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
@@ -107,6 +112,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
+from ..clock_readings import reads_clock
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -419,6 +425,9 @@ class MetricSums(Rule):
             return
         for value in values:
             if has_runtime_call(self.index, value) or not batch_dependent(value):
+                continue
+            if reads_clock(self.index, self.qualnames, value):
+                # `batch_time.update(time.time() - end)`: no share of a batch
                 continue
             returned = returned_tensor(self.index, value)
             if returned is not None:

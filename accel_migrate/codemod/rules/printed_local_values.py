@@ -53,8 +53,9 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from ..analysis import Key, variable_names
-from ..divergence import CLOCK_PREFIXES, TENSOR_READ
+from ..analysis import Key
+from ..clock_readings import key_reads_clock
+from ..divergence import TENSOR_READ
 from ..log_channels import channel
 from ..reduction.placement import code
 from ..rule import Rule
@@ -163,26 +164,9 @@ class PrintedLocalValues(Rule):
         return not self._clock_reading(self.index.key(leaf), set())
 
     def _clock_reading(self, key: Key | None, seen: set[Key]) -> bool:
-        """Is a value of ``key`` read off the clock, directly or through the
-        variables it is computed from (``secs = int(time.time() - t0)``, then
-        ``mins = secs / 60``)? Each process's own reading is as right as the
-        original's."""
-        if key is None or key in seen or len(seen) > 4:
-            return False
-        seen.add(key)
-        for value in self.index.values.get(key, ()):
-            if value is None:
-                continue
-            for inner in findall(value, m.Call()):
-                names = self.qualnames(inner.func)  # type: ignore[attr-defined]
-                if any(n.startswith(CLOCK_PREFIXES) for n in names):
-                    return True
-            if any(
-                self._clock_reading(self.index.key(name), seen)
-                for name in variable_names(value)
-            ):
-                return True
-        return False
+        """Is a value of ``key`` read off the clock (``clock_readings``)? Each
+        process's own reading is as right as the original's."""
+        return key_reads_clock(self.index, self.qualnames, key, seen)
 
     def _reported_at_read(self, leaf: cst.CSTNode) -> bool:
         """Is ``leaf`` set only from tensor reads that AM008 reported already
