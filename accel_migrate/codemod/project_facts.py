@@ -100,6 +100,10 @@ class HelperFact:
     #: its ``__init__`` stores (``x.view(self.batch_size, ...)``), as a phrase
     #: (``batch_shaped_models``); "" if it does not.
     batch_shape: str = ""
+    #: For a model class: how its ``forward`` (or a class of the project it
+    #: builds) runs a submodule only when its batch says so, as a phrase
+    #: (``project_data_branches``); "" if it does not.
+    data_branch: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

@@ -166,6 +166,7 @@ class HelperFacts:
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
+            from .project_data_branches import data_branch
 
             return HelperFact(
                 cls.name,
@@ -176,6 +177,7 @@ class HelperFacts:
                 forward_loss=forward_loss(self, cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
+                data_branch=data_branch(self, cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
