@@ -90,9 +90,7 @@ class ParameterGradients(Rule):
         if not loops:
             return
         create_graph = _argument(node, 4, "create_graph")
-        per_task = create_graph is not None and m.matches(
-            create_graph, m.Name("True")
-        )
+        per_task = create_graph is not None and m.matches(create_graph, m.Name("True"))
         if per_task and self._per_row(node, loops):
             return
         call = cst.Module([]).code_for_node(node)
@@ -128,15 +126,21 @@ class ParameterGradients(Rule):
         also through a variable bound to one)?"""
         if findall(
             expr,
-            m.Call(func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))),
+            m.Call(
+                func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))
+            ),
         ) or m.matches(
             expr,
-            m.Call(func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))),
+            m.Call(
+                func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))
+            ),
         ):
             return True
         if depth >= _DEPTH:
             return False
-        for name in findall(expr, m.Name()) + ([expr] if isinstance(expr, cst.Name) else []):
+        for name in findall(expr, m.Name()) + (
+            [expr] if isinstance(expr, cst.Name) else []
+        ):
             key = self.index.key(name)
             if key is None:
                 continue
@@ -187,7 +191,9 @@ def _rows(iterable: cst.BaseExpression) -> list[cst.BaseExpression]:
             count = args[0]
             if m.matches(
                 count,
-                m.Call(func=m.Attribute(attr=m.Name("size")), args=[m.Arg(m.Integer("0"))]),
+                m.Call(
+                    func=m.Attribute(attr=m.Name("size")), args=[m.Arg(m.Integer("0"))]
+                ),
             ):
                 return [count.func.value]  # type: ignore[attr-defined]
             if m.matches(count, m.Call(func=m.Name("len"), args=[m.Arg()])):
@@ -209,9 +215,7 @@ def _rows(iterable: cst.BaseExpression) -> list[cst.BaseExpression]:
     return []
 
 
-def _argument(
-    call: cst.Call, position: int, keyword: str
-) -> cst.BaseExpression | None:
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == keyword:
             return arg.value
