@@ -5,8 +5,8 @@ Reports, as needs-review, and leaves the file unchanged: a call of
 ``torch.autograd.grad(loss, params, ...)`` (also ``from torch.autograd import
 grad``, ``inputs=`` by keyword) whose inputs are a model's parameters
 (``model.parameters()``, ``list(model.parameters())``, ``[p for p in
-model.parameters() if p.requires_grad]``, also through a variable bound to
-one), in a file that shards a data loader, taken in a loop over that loader or
+model.parameters() if p.requires_grad]``, ``[model.fc.weight, model.fc.bias]``,
+also through a variable bound to one), in a file that shards a data loader, taken in a loop over that loader or
 in a function such a loop runs. The shapes: plain SGD written through it (``for
 p, g in zip(params, grads): p.data -= lr * g``), gradient surgery (PCGrad's
 per-task gradients written into ``p.grad``), and a meta-learning inner step
@@ -136,6 +136,11 @@ class ParameterGradients(Rule):
             ),
         ):
             return True
+        if isinstance(expr, (cst.List, cst.Tuple)) and any(
+            m.matches(e.value, m.Attribute(attr=m.Name("weight") | m.Name("bias")))
+            for e in expr.elements
+        ):
+            return True  # [model.fc.weight, model.fc.bias]
         if depth >= _DEPTH:
             return False
         for name in findall(expr, m.Name()) + (
