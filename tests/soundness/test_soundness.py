@@ -373,8 +373,9 @@ EXPECTED: dict[str, str] = {
     # torch.autograd.grad(loss, params) (SILENT before: nothing averaged those
     # gradients; AM040), second-order MAML per task (sound, migrated), two
     # backwards on one graph (a GAN without detach, an auxiliary loss first,
-    # which crashed in DDP's reducer: the runtime now averages them), and a model class of another file that runs
-    # a submodule only when its batch says so (SILENT in both modes before: DDP
+    # which crashed in DDP's reducer: the runtime now averages them), and a
+    # model class of another file that runs a submodule only when its batch
+    # says so (SILENT in both modes before: DDP
     # aborted or timed out; AM039 reads HelperFact.data_branch)
     "autograd_grad_sgd_r23b": "FLAGGED",
     "maml_batch_task_r23b": "FLAGGED",
