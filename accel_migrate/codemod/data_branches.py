@@ -10,10 +10,13 @@ an expert no sample picks (``if idx.numel() == 0: continue`` before
 The values followed are the method's parameters without a default (the tensors
 it is handed) and what is computed from them, in the method, by assignment and
 ``for`` targets. What does not depend on the values of the batch is not
-followed: its shape (``x.shape``, ``x.size(1)``, ``x.dim()``, ``len(x)``), its
+followed: its shape (``x.shape``, ``x.size(1)``, ``x.dim()``), its
 type or device, whether an argument was given (``mask is not None``), the
 model's own attributes (``self.training``), a parameter with a default (a flag
-the caller passes: ``forward(x, with_aux=False)``).
+the caller passes: ``forward(x, with_aux=False)``). Its row count is followed
+(``x.size(0)``, ``x.shape[0]``, ``len(x)``): after migration it is each
+process's share of the batch, unequal in a short last batch (``if h.size(0) >
+1: h = self.bn(h)``).
 
 A submodule call is a call of ``self.<name>(...)`` (a submodule or a method that
 runs them), of ``self.<name>[i](...)``, or of a name bound from them (``for
@@ -137,6 +140,9 @@ def _depends(expr: cst.BaseExpression, names: set[str]) -> bool:
     """Does ``expr`` read the values of one of ``names``?"""
     if isinstance(expr, cst.Name):
         return expr.value in names
+    rows = _counted(expr)
+    if rows is not None:
+        return _depends(rows, names)
     if isinstance(expr, cst.Attribute):
         if expr.attr.value in _VALUE_FREE_ATTRIBUTES:
             return False
@@ -160,6 +166,27 @@ def _depends(expr: cst.BaseExpression, names: set[str]) -> bool:
         for child in expr.children
         if isinstance(child, cst.CSTNode)
     )
+
+
+def _counted(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor whose row count ``expr`` is (``x.size(0)``, ``x.shape[0]``,
+    ``len(x)``), or None: the one size that is each process's share."""
+    if isinstance(expr, cst.Call) and len(expr.args) == 1:
+        func, arg = expr.func, expr.args[0].value
+        if m.matches(func, m.Attribute(attr=m.Name("size"))) and m.matches(
+            arg, m.Integer("0")
+        ):
+            return func.value  # type: ignore[attr-defined]
+        if m.matches(func, m.Name("len")):
+            return arg
+    if (
+        isinstance(expr, cst.Subscript)
+        and m.matches(expr.value, m.Attribute(attr=m.Name("shape")))
+        and len(expr.slice) == 1
+        and m.matches(expr.slice[0].slice, m.Index(value=m.Integer("0")))
+    ):
+        return expr.value.value  # type: ignore[attr-defined]
+    return None
 
 
 def _module_names(function: cst.FunctionDef) -> set[str]:

@@ -109,6 +109,10 @@ class HelperFact:
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
     augmentation: str = ""
+    #: For a model class: how its ``forward`` (or a class of the project it
+    #: builds) runs a submodule only when its batch says so, as a phrase
+    #: (``project_data_branches``); "" if it does not.
+    data_branch: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

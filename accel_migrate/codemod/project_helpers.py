@@ -166,6 +166,7 @@ class HelperFacts:
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
+            from .project_data_branches import data_branch
 
             return HelperFact(
                 cls.name,
@@ -178,6 +179,7 @@ class HelperFacts:
                 batch_shape=batch_shape(cls, self._dotted),
                 draws=self._class_draws(cls),
                 augmentation=self._augmentation(cls),
+                data_branch=data_branch(self, cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage

@@ -8,7 +8,13 @@ the values of the batch and which decides whether a submodule runs: the
 mixture-of-experts layer that skips an expert no sample picks (``if
 idx.numel() == 0: continue`` before ``expert(x[idx])``), a stage run only ``if
 (x.abs() > t).any():``, a ``while`` loop of adaptive computation on halting
-scores. Not a branch on the batch's shape (``x.size(1)``, ``x.dim()``), on
+scores, a BatchNorm applied only ``if h.size(0) > 1`` (the batch's row count,
+which is each process's share after migration). The same holds for a model
+class of another module of the project (``from models import CascadeNet``,
+also through a function that returns one, and through the classes of the
+project it builds): the finding is at the call that builds it, in a file that
+shards a loader (``codemod/project_data_branches.py``). Not a branch on the
+batch's other sizes (``x.size(1)``, ``x.dim()``), on
 whether an argument was given (``mask is not None``), on the model's own
 attributes (``self.training``), or on a parameter with a default (a flag the
 caller passes, ``forward(x, with_aux=False)``): those are the same on every
@@ -58,6 +64,7 @@ import libcst as cst
 
 from ..data_branches import data_branches
 from ..model_methods import forward_methods, stepped_classes
+from ..project_data_branches import describe
 from ..rule import Rule
 
 
@@ -74,19 +81,27 @@ class DataDependentSubmodules(Rule):
             return
         for method in forward_methods(node):
             for branch in data_branches(method):
-                self.block(branch.node, _message(node, method, branch))
+                where = f"`{node.name.value}.{method.name.value}`"
+                self.block(branch.node, _message(describe(branch, where)))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """A model built from a class of another module of the project
+        (``CascadeNet(...)``, ``build_model(cfg)`` returning one), whose
+        ``forward`` branches so (``HelperFact.data_branch``), in a file that
+        shards a loader."""
+        fact = self.index.helper(node.func)
+        if fact is None or fact.returns != "model" or not self.index.loaders:
+            return
+        built = fact if fact.kind == "class" else fact.model_class
+        if built is None or not built.data_branch:
+            return
+        self.block(node, f"builds {built.where}: " + _message(built.data_branch))
 
 
-def _message(cls: cst.ClassDef, method: cst.FunctionDef, branch) -> str:
-    test = cst.Module([]).code_for_node(branch.test)
-    call = cst.Module([]).code_for_node(branch.call.func)
-    if branch.how == "runs":
-        decides = f"runs `{call}(...)` only when `{test}` says so"
-    else:
-        decides = f"skips `{call}(...)` (`{branch.how}`) when `{test}`"
+def _message(decides: str) -> str:
     return (
-        f"`{cls.name.value}.{method.name.value}` {decides}, a condition on the "
-        "values of its batch: after migration each process decides it on its own "
+        f"{decides}, a condition on its batch "
+        "(its values or its row count): after migration each process decides it on its own "
         "share, so in one step some processes can run that submodule and others "
         "not, and DDP's gradient exchange then aborts or hangs (the decision may "
         "also differ from the original's over the whole batch); the file is left "

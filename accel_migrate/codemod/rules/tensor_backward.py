@@ -57,10 +57,11 @@ as ``criterion.weight``), a sum plus a mean, a reduction passed through
 ``sqrt``/``log``, or a token mean whose count cannot be written at the backward
 (the target is reassigned in between, or the loss is computed in a helper).
 ``torch.autograd.backward`` of losses with different reductions is reported
-too (one call gets one weight). So is ``backward(retain_graph=True)``: under
-DDP the gradients of a second backward through the same forward are not
-averaged across processes, and the processes' models drift apart (add the
-losses and call backward once). And so is a loss that goes through a statistic
+too (one call gets one weight). So is ``backward(retain_graph=True)``: a
+second backward through the same forward is averaged by the runtime under DDP
+and FSDP (by hand after every backward, for a model whose first backward leaves
+parameters without a gradient, see docs/runtime.md), not under DeepSpeed;
+adding the losses and calling backward once is exact everywhere and faster. And so is a loss that goes through a statistic
 of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
 matching; followed through ``loss += term`` too), or through targets that a
 local function run without gradient normalises over the batch (SwAV's
@@ -350,7 +351,7 @@ class TensorBackward(Rule):
             )
         if self._retains_graph(original, retain_position):
             concerns.append(
-                "retain_graph=True: under DDP a second backward through the same forward is not averaged across processes; add the losses and call accel.backward once"
+                "retain_graph=True: the runtime averages a second backward through the same forward under DDP and FSDP (by hand after every backward, without DDP's overlap, for a model whose first backward leaves parameters without a gradient), not under --strategy deepspeed; adding the losses and calling accel.backward once is exact under every strategy and faster"
             )
         told = ""
         if reduction.kind == "sum":

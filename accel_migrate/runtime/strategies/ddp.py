@@ -22,6 +22,24 @@ discriminator's step), is not touched. Every rank decides from its own graph, wh
 is the same on every rank when the model's use of its outputs does not depend on the
 data; one that does (a head used for some batches only) hangs DDP in the original
 too, and here fails at the collective timeout.
+
+Several backward passes through one forward
+-------------------------------------------
+``loss1.backward(retain_graph=True); loss2.backward()`` (an auxiliary loss
+backwarded first, a GAN whose two losses share the generator's output): DDP
+averages one backward per forward. Where the first backward reaches every
+parameter, DDP averages it, and the strategy averages what the later ones add
+(the sum of an averaged gradient and a local one, averaged, is exact). Where it
+does not (the auxiliary loss reaches the trunk and its head only), no DDP
+wrapper can take the step: the one built without find_unused_parameters waits
+for the rest, and one built with it finds every parameter used by the forward
+and fails when the first backward leaves some without a gradient. So once a
+second backward runs through a forward of such a model, its wrapper stops
+syncing (``require_backward_grad_sync`` off: its forwards no longer prepare
+DDP's reducer) and the strategy averages the model's gradients after every
+backward pass itself, one all-reduce of every gradient per backward, for the
+rest of the run. Averaging after each backward gives the global batch's
+gradients however many backward passes a step runs.
 """
 
 from __future__ import annotations
@@ -38,8 +56,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .base import Strategy
 
-# Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt with.
-_FIRST, _FIND_UNUSED = 0, 1
+# Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt
+# with, and no longer syncing (averaged by the strategy after each backward).
+_FIRST, _FIND_UNUSED, _MANUAL = 0, 1, 2
 
 #: What DDP says in a backward pass that hands it one parameter's gradient twice.
 _READY_TWICE = "Expected to mark a variable ready only once"
@@ -64,10 +83,12 @@ class RepeatedGradientError(RuntimeError):
 class _Watch:
     """Which wrappers' forward outputs the backward passes since the last check used."""
 
-    __slots__ = ("forwards", "reduced_at", "used")
+    __slots__ = ("forwards", "manual", "reduced_at", "used")
 
     def __init__(self) -> None:
         self.used: set[int] = set()
+        #: Averaged by the strategy after every backward (see the module docstring).
+        self.manual = False
         #: Watched forwards so far, and their count at the last reduced backward.
         self.forwards = 0
         self.reduced_at = -1
@@ -142,14 +163,20 @@ class DDPStrategy(Strategy):
     def watch_forward(self, forward_module: nn.Module, output: Any) -> None:
         if not (
             isinstance(forward_module, DistributedDataParallel)
-            and forward_module.require_backward_grad_sync  # not inside no_sync
             and torch.is_grad_enabled()
         ):
             return
         watch = self._watches.get(forward_module.module)
         if watch is None:
             return
-        generation = _FIND_UNUSED if forward_module.find_unused_parameters else _FIRST
+        if watch.manual:
+            generation = _MANUAL
+        elif not forward_module.require_backward_grad_sync:  # inside no_sync
+            return
+        else:
+            generation = (
+                _FIND_UNUSED if forward_module.find_unused_parameters else _FIRST
+            )
         watch.forwards += 1
         mark = watch.hook(generation)
         for tensor in _tensors(output):
@@ -168,6 +195,9 @@ class DDPStrategy(Strategy):
         # kept with retain_graph=True): DDP expects one backward per forward.
         again = watch.reduced_at == watch.forwards
         watch.reduced_at = watch.forwards
+        if watch.manual:
+            _average_gradients(forward_module.module, self.device)
+            return None
         if not forward_module.find_unused_parameters:
             if again:
                 # DDP ignored its hooks: these gradients were not averaged. Those of
@@ -187,8 +217,10 @@ class DDPStrategy(Strategy):
             return replacement
         if used == {_FIRST}:
             # A second backward through a forward run before the rebuild: the old
-            # wrapper's hooks are gone, so average it here.
+            # wrapper's hooks are gone, so average it here. The model takes two
+            # backward passes per forward, which the rebuilt wrapper cannot.
             _average_gradients(forward_module.module, self.device)
+            self._average_by_hand(forward_module, watch)
             return None
         if used != {_FIND_UNUSED}:
             raise RuntimeError(
@@ -198,15 +230,22 @@ class DDPStrategy(Strategy):
                 "correctly. Compute the model's outputs again after the first backward"
             )
         if again:
-            # DDP with find_unused_parameters records which parameters this backward
-            # used for its next reduction, which is then wrong: refuse, on every rank.
-            raise RuntimeError(
-                "accel-migrate: two backward passes through one forward of a model "
-                "that leaves some parameters without gradients (retain_graph=True) "
-                "are not supported under DDP: add the losses and call backward once, "
-                "or run the model's forward again before the second backward"
-            )
+            # DDP ignored this backward's hooks (its reduction of the forward is
+            # done): average the sum, exact as above. DDP with
+            # find_unused_parameters would record which parameters this backward
+            # used for its next reduction, which is then wrong: stop syncing.
+            _average_gradients(forward_module.module, self.device)
+            self._average_by_hand(forward_module, watch)
         return None
+
+    @staticmethod
+    def _average_by_hand(
+        forward_module: DistributedDataParallel, watch: _Watch
+    ) -> None:
+        """From now on the wrapper's forwards do not prepare DDP's reducer (its
+        hooks then do nothing), and ``after_backward`` averages every backward."""
+        forward_module.require_backward_grad_sync = False
+        watch.manual = True
 
 
 def _tensors(output: Any) -> Iterator[torch.Tensor]:
