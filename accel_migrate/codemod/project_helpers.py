@@ -31,6 +31,7 @@ from .pairwise_helpers import pairwise_in
 from .project_facts import HelperFact
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
+from .stochastic_layers import stochastic_layers
 
 if TYPE_CHECKING:
     from .project_view import ProjectView, Target
@@ -176,6 +177,7 @@ class HelperFacts:
                 forward_loss=forward_loss(self, cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
+                stochastic=stochastic_layers(self, cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -300,6 +302,7 @@ class HelperFacts:
             trains=function_trains_handed(function, self.scan.functions),
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
+            stochastic=stochastic_layers(self, function) if kind == "model" else "",
         )
 
     def _container(
