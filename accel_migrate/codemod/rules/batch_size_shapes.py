@@ -94,7 +94,12 @@ from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..names import DATALOADER_CALLS
 from ..patterns import strip_methods
-from ..preallocated_buffers import assigned_name, buffer_fills, resized_first
+from ..preallocated_buffers import (
+    assigned_name,
+    buffer_fills,
+    resized_first,
+    step_uses,
+)
 from ..rule import Rule
 from ..scopes import ScopeProvider
 from ..subtrees import findall
@@ -251,7 +256,7 @@ class BatchSizeShapes(Rule):
         if "builtins.range" in self.qualnames(func):
             self._row_range(node)
             return
-        if method in SHAPE_METHODS:
+        if method in SHAPE_METHODS or method == "resize_":
             dims = _shape_args(node)
         elif self.qualnames(func) & SHAPE_FUNCTIONS:
             dims = _shape_args(node)
@@ -323,7 +328,9 @@ class BatchSizeShapes(Rule):
             if not resized_first(self.index, fill[1], key, self._configured_size)
         ]
         if not fills:
+            self._used_whole(call, target, key, hits[0])
             return
+        shown = _code(target)
         fill = fills[0][0]
         spelled = attr_chain(hits[0]) or "batch_size"
         through_data = isinstance(fill.func, cst.Attribute) and isinstance(
@@ -331,23 +338,56 @@ class BatchSizeShapes(Rule):
         )
         why = (
             "a resize through `.data` resizes another tensor object and leaves "
-            f"`{target.value}` its configured size, so part of it is never filled"
+            f"`{shown}` its configured size, so part of it is never filled"
             if through_data
-            else f"`{target.value}` keeps its configured size, so where the step "
+            else f"`{shown}` keeps its configured size, so where the step "
             "uses it whole beside the batch's tensors their sizes differ"
         )
         self.report(
             call,
             "needs-review",
-            f"`{target.value}` is made with {self._what_size(spelled, hits[0])} "
+            f"`{shown}` is made with {self._what_size(spelled, hits[0])} "
             f"and filled in place in a step (`{_code(fill)}`, line "
             f"{self._line(fill)}): with the global batch split across processes "
             f"each process's batch has {spelled} / N samples, and {why} at world "
             "size > 1; resize the "
-            f"tensor itself to the batch first in every step (`{target.value}"
+            f"tensor itself to the batch first in every step (`{shown}"
             f".resize_as_(x)`{', not through `.data`' if through_data else ''}), "
             "make it in the step from the batch's size, or launch with "
             "`--batch-mode per-device`",
+            if_migrated=True,
+        )
+
+    def _used_whole(
+        self,
+        call: cst.Call,
+        target: cst.Name | cst.Attribute,
+        key: Key,
+        size: cst.BaseExpression,
+    ) -> None:
+        """``y_real = torch.ones(opt.batch_size, 1)`` before the loop, then
+        ``BCE_loss(D(x), y_real)`` in every step (``step_uses``): the buffer
+        keeps the configured size beside each process's share of the batch."""
+        uses = [
+            (use, loop)
+            for use, loop in step_uses(self.index, key, self._enclosing_loops)
+            if not resized_first(self.index, loop, key, self._configured_size)
+        ]
+        if not uses:
+            return
+        use, shown = uses[0][0], _code(target)
+        spelled = attr_chain(size) or "batch_size"
+        self.report(
+            call,
+            "needs-review",
+            f"`{shown}` is made with {self._what_size(spelled, size)} "
+            f"before the loop and used whole beside the step's batch (`{_code(use)}`, "
+            f"line {self._line(use)}): with the global batch split across "
+            f"processes each process's batch has {spelled} / N samples, so "
+            f"`{shown}` has N times its rows at world size > 1 (a size "
+            "error in the loss, or a broadcast that changes it); make it in the "
+            "step from the batch's own size (`x.size(0)` for a batch `x`, or "
+            f"`torch.ones_like(output)`), or launch with `--batch-mode per-device`",
             if_migrated=True,
         )
 
