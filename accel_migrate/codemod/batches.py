@@ -105,7 +105,11 @@ def _values(
     if key is None:
         return None
     scope = key[0]
-    if isinstance(name, cst.Name) and isinstance(scope, FunctionScope) and isinstance(scope.node, cst.FunctionDef):
+    if (
+        isinstance(name, cst.Name)
+        and isinstance(scope, FunctionScope)
+        and isinstance(scope.node, cst.FunctionDef)
+    ):
         function = scope.node
         if index.function_scope_key(function, name.value) == key:
             sites = index.call_sites(function)

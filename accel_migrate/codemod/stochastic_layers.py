@@ -73,7 +73,9 @@ def stochastic_layers(
 
     if isinstance(node, ast.ClassDef):
         methods = [
-            s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+            s
+            for s in node.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
         forward = _forward_methods(methods)
         owner = node.name

@@ -190,7 +190,9 @@ def test_batch_mode_reports_it_in_the_file_that_builds_the_model(
     for name in ("layers.py", "models.py"):
         path = tmp_path / name
         helper = migrate_source(
-            path.read_text(), str(path), MigrateOptions(project=view.facts_for(str(path)))
+            path.read_text(),
+            str(path),
+            MigrateOptions(project=view.facts_for(str(path))),
         )
         assert not [f for f in helper.findings if f.code == "AM027"]
 

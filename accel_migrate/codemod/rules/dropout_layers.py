@@ -64,6 +64,7 @@ from ..model_methods import forward_methods, stepped_classes
 from ..rule import Rule
 from ..stochastic_layers import DROPOUT_FUNCTIONS, DROPOUT_LAYERS
 
+
 class DropoutLayers(Rule):
     code = "AM027"
     name = "dropout-layers"
@@ -95,7 +96,6 @@ class DropoutLayers(Rule):
             "`accel-migrate verify --deterministic` compares the rest of the "
             "migration exactly (dropout off in both runs)",
         )
-
 
     def _imported_model(self, node: cst.Call) -> None:
         """``model = GPT(config)`` or ``build_model(cfg)`` of a local module
