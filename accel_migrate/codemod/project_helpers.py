@@ -302,7 +302,7 @@ class HelperFacts:
             trains=function_trains_handed(function, self.scan.functions),
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
-            stochastic=stochastic_layers(self, function) if kind == "model" else "",
+            stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
         )
 
     def _container(

@@ -12,7 +12,8 @@ A class has stochastic layers when one of its methods builds a dropout layer
 (``nn.Dropout``, ``nn.Dropout1d/2d/3d``, ``nn.AlphaDropout``,
 ``nn.FeatureAlphaDropout``, also inside ``nn.Sequential``/``nn.ModuleDict``
 displays), when ``forward`` (or a method it calls on ``self``) calls a
-functional dropout (``F.dropout(x, p=self.p, training=self.training)``), or when
+functional dropout (``F.dropout(x, p=self.p, training=self.training)``), also
+through a local function that calls one itself, or when
 it builds (or derives from) a local class or calls a local function that has
 them, in its module or in another local module. A function that returns a model
 has them when it builds such a class (``def build_model(cfg): return
@@ -63,12 +64,16 @@ _SHOWN = 60
 
 
 def stochastic_layers(
-    reader: HelperFacts, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+    reader: HelperFacts,
+    node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef,
+    builds_model: bool = True,
 ) -> str:
     """Where the model class (or model-returning function) ``node`` of
     ``reader``'s module draws dropout masks, as a phrase for a finding
     (``"`nn.Dropout(config.attn_pdrop)` in `CausalSelfAttention` (model.py,
-    line 19)"``); "" when it does not."""
+    line 19)"``); "" when it does not. For a function that does not return a
+    model (``builds_model`` false): a functional dropout it calls itself
+    (``def noisy(x): return F.dropout(x, 0.1)``, which a ``forward`` may call)."""
     from .project_helpers import _own_nodes
 
     if isinstance(node, ast.ClassDef):
@@ -79,8 +84,10 @@ def stochastic_layers(
         ]
         forward = _forward_methods(methods)
         owner = node.name
-    else:
+    elif builds_model:
         methods, forward, owner = [node], [], node.name
+    else:
+        methods, forward, owner = [node], [node], node.name
     calls = sorted(
         (
             (n, method in forward)
@@ -97,15 +104,20 @@ def stochastic_layers(
             call, functional
         ):
             return f"`{_code(call)}` in `{owner}` ({reader.file}, line {call.lineno})"
-    inner = [call.func for call, _ in calls]
+    if not builds_model and not isinstance(node, ast.ClassDef):
+        return ""  # a plain function: its own calls only
+    inner = [(call.func, in_forward) for call, in_forward in calls]
     if isinstance(node, ast.ClassDef):
-        inner = [*node.bases, *inner]
-    for expr in inner:
+        inner = [*((base, False) for base in node.bases), *inner]
+    for expr, in_forward in inner:
         target = reader.resolve(expr)
         if not isinstance(target, tuple) or not target[1]:
             continue
         fact = reader._follow(target)
-        if fact is not None and fact.stochastic:
+        if fact is None or not fact.stochastic:
+            continue
+        # a class or a model it builds; a plain function only where forward runs it
+        if fact.kind == "class" or fact.returns == "model" or in_forward:
             return fact.stochastic
     return ""
 

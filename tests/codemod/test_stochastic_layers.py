@@ -103,6 +103,19 @@ def build_model(cfg):
 
 def build_plain():
     return Plain()
+
+
+def jitter(x):
+    return nn.functional.dropout(x, 0.1)
+
+
+class Jittered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return jitter(self.fc(x))
 """
 
 SCRIPT = """\
@@ -153,6 +166,10 @@ def test_the_fact_names_the_innermost_layer_across_modules(tmp_path: Path) -> No
     )
     # a factory that builds one
     assert table["models.build_model"].stochastic == table["layers.Encoder"].stochastic
+    # a module-level function of its module that forward calls
+    assert table["models.Jittered"].stochastic == (
+        "`nn.functional.dropout(x, 0.1)` in `jitter` (models.py, line 57)"
+    )
     # p written as 0, training=False: no masks drawn
     assert table["layers.Off"].stochastic == ""
     assert table["models.Plain"].stochastic == ""
