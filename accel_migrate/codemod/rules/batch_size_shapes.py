@@ -301,6 +301,24 @@ class BatchSizeShapes(BufferFindings, Rule):
                     f"{batch}.size(0)",
                 )
                 return
+        if method == "resize_":
+            receiver = node.func.value  # type: ignore[attr-defined]
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                receiver = receiver.value  # the fix resizes the tensor itself
+            tensor = _code(receiver)
+            self.report(
+                node,
+                "needs-review",
+                f"`{tensor}` is resized to {self._what_size(spelled, expr)} in a "
+                "step: with the global batch split across processes each "
+                f"process's batch has {spelled} / N samples, so `{tensor}` has N "
+                "times its rows at world size > 1 (a size error in the loss, or "
+                f"rows never filled); resize it to the batch (`{tensor}"
+                f".resize_as_(x)`, `{tensor}.resize_(x.size(0))` for a batch `x`), "
+                "or launch with `--batch-mode per-device`",
+                if_migrated=True,
+            )
+            return
         self.report(
             node,
             "needs-review",
