@@ -72,9 +72,9 @@ def _prepared(
         ):
             return [built]
         return None
-    if not isinstance(expr, cst.Name):
+    if not isinstance(expr, cst.Name) and not _self_attribute(expr):
         return None
-    values = _values(index, expr)
+    values = _values(index, expr)  # type: ignore[arg-type]
     if not values:
         return None
     found: list[cst.Call] = []
@@ -86,16 +86,30 @@ def _prepared(
     return found
 
 
+def _self_attribute(expr: cst.BaseExpression) -> bool:
+    """``self.data_loader``: a loader a class keeps (its assignments are read)."""
+    return (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+    )
+
+
 def _values(
-    index: ModuleIndex, name: cst.Name
+    index: ModuleIndex, name: cst.Name | cst.Attribute
 ) -> list[cst.BaseExpression | None] | None:
-    """What ``name`` may hold: its assignments, or, for a parameter of a local
-    function, what every call of it passes."""
+    """What ``name`` may hold: its assignments (also of an attribute of
+    ``self``), or, for a parameter of a local function, what every call of it
+    passes."""
     key = index.key(name)
     if key is None:
         return None
     scope = key[0]
-    if isinstance(scope, FunctionScope) and isinstance(scope.node, cst.FunctionDef):
+    if (
+        isinstance(name, cst.Name)
+        and isinstance(scope, FunctionScope)
+        and isinstance(scope.node, cst.FunctionDef)
+    ):
         function = scope.node
         if index.function_scope_key(function, name.value) == key:
             sites = index.call_sites(function)

@@ -31,6 +31,7 @@ from .pairwise_helpers import pairwise_in
 from .project_facts import HelperFact
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
+from .stochastic_layers import stochastic_layers
 
 if TYPE_CHECKING:
     from .project_view import ProjectView, Target
@@ -180,6 +181,7 @@ class HelperFacts:
                 draws=self._class_draws(cls),
                 augmentation=self._augmentation(cls),
                 data_branch=data_branch(self, cls),
+                stochastic=stochastic_layers(self, cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -328,6 +330,7 @@ class HelperFacts:
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
+            stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
         )
 
     def _container(

@@ -1,7 +1,8 @@
 """AM025 batch-size-shapes: the loader's batch size used as a shape in a step.
 
 ## What
-In a loop over a prepared data loader (training or evaluation), a batch size a
+In a loop over a prepared data loader (training or evaluation; also one a class
+keeps, ``for x_, z_ in self.data_loader``), a batch size a
 prepared loader was configured with (``batch_size``, ``args.batch_size``,
 ``opt.batch_size``: the expression given to ``DataLoader(batch_size=...)``, also
 through ``**kwargs``) used as a shape:
@@ -40,6 +41,15 @@ through ``**kwargs``) used as a shape:
   batch (``input.resize_as_(real_cpu)``, ``label.resize_(batch_size)`` with
   ``batch_size = real_cpu.size(0)``), the size it was made with no longer
   matters: nothing is reported;
+- a tensor made with the batch size before the loop and used whole in a step
+  beside a value of the step's batch, with no fill (a GAN's targets: ``y_real,
+  y_fake = torch.ones(opt.batch_size, 1), torch.zeros(opt.batch_size, 1)`` or
+  ``self.y_real_ = torch.ones(self.batch_size, 1)`` before the epochs, then
+  ``BCE_loss(D(x), y_real)`` in every step; ``valid = torch.full((batch_size,),
+  1.0)``) is reported as needs-review, naming the line of the use; one used
+  with nothing of the batch beside it (``netG(fixed_noise)`` for a preview) is
+  not. A resize to the batch size in a step (``label.resize_(opt.batchSize)``)
+  is a use as a shape, reported as above;
 - ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
   is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
   tutorial's per-class accuracy), counts a batch's rows by the configured size:
@@ -49,8 +59,10 @@ through ``**kwargs``) used as a shape:
 By default the migrated script keeps the original's global batch and splits it:
 each process gets ``batch_size / N`` samples of every batch. A tensor shaped with
 the configured batch size has ``N`` times too many rows: reshaping the batch fails
-at world size 2, and labels of the wrong length fail or broadcast wrongly in the
-loss; a loop over ``range(batch_size)`` indexes past the rows of each process's
+at world size 2, and labels of the wrong length fail in the loss (``nn.BCELoss``:
+"Using a target size that is different to the input size") or broadcast against
+the share's outputs (a ``(b, 1)`` output against ``(B,)`` targets makes a
+``(b, B)`` grid: harmless for constant targets and a mean, wrong otherwise); a loop over ``range(batch_size)`` indexes past the rows of each process's
 batch.
 
 ## Example
@@ -91,10 +103,11 @@ from libcst.metadata import PositionProvider
 
 from .. import model_methods
 from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
+from ..batch_size_buffers import BufferFindings
+from ..batch_size_buffers import shape_args as _shape_args
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..names import DATALOADER_CALLS
 from ..patterns import strip_methods
-from ..preallocated_buffers import assigned_name, buffer_fills, resized_first
 from ..rule import Rule
 from ..scopes import ScopeProvider
 from ..subtrees import findall
@@ -148,7 +161,7 @@ KEEP_ROWS = frozenset(
 )
 
 
-class BatchSizeShapes(Rule):
+class BatchSizeShapes(BufferFindings, Rule):
     code = "AM025"
     name = "batch-size-shapes"
     summary = "loader batch size used as a shape in a step -> the batch's own size, or reported"
@@ -251,7 +264,7 @@ class BatchSizeShapes(Rule):
         if "builtins.range" in self.qualnames(func):
             self._row_range(node)
             return
-        if method in SHAPE_METHODS:
+        if method in SHAPE_METHODS or method == "resize_":
             dims = _shape_args(node)
         elif self.qualnames(func) & SHAPE_FUNCTIONS:
             dims = _shape_args(node)
@@ -288,6 +301,24 @@ class BatchSizeShapes(Rule):
                     f"{batch}.size(0)",
                 )
                 return
+        if method == "resize_":
+            receiver = node.func.value  # type: ignore[attr-defined]
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                receiver = receiver.value  # the fix resizes the tensor itself
+            tensor = _code(receiver)
+            self.report(
+                node,
+                "needs-review",
+                f"`{tensor}` is resized to {self._what_size(spelled, expr)} in a "
+                "step: with the global batch split across processes each "
+                f"process's batch has {spelled} / N samples, so `{tensor}` has N "
+                "times its rows at world size > 1 (a size error in the loss, or "
+                f"rows never filled); resize it to the batch (`{tensor}"
+                f".resize_as_(x)`, `{tensor}.resize_(x.size(0))` for a batch `x`), "
+                "or launch with `--batch-mode per-device`",
+                if_migrated=True,
+            )
+            return
         self.report(
             node,
             "needs-review",
@@ -297,65 +328,6 @@ class BatchSizeShapes(Rule):
             "the size from the batch (`x.size(0)`), or launch with "
             "`--batch-mode per-device`",
             if_migrated=True,
-        )
-
-    def _preallocated(
-        self, call: cst.Call, sizes: list[tuple[cst.Arg, cst.BaseExpression]]
-    ) -> None:
-        """``label = torch.FloatTensor(opt.batchSize)`` outside any loop over a
-        prepared loader, a buffer that such a loop then fills in place
-        (``label.data.resize_(batch_size).fill_(1)``, ``input.copy_(x)``):
-        reported, unless every loop that fills it first resizes the buffer itself
-        to the batch (``label.resize_(batch_size)``, ``input.resize_as_(x)``),
-        after which the size it was made with no longer matters. A resize
-        through ``.data`` resizes another tensor object: the buffer keeps the
-        configured size."""
-        hits = [expr for _, expr in sizes if self._configured(expr)]
-        if not hits or self._enclosing_loops(call):
-            return
-        target = assigned_name(self.index, call)
-        key = self.index.key(target) if target is not None else None
-        if target is None or key is None:
-            return
-        fills = [
-            fill
-            for fill in buffer_fills(self.index, key, self._enclosing_loops)
-            if not resized_first(self.index, fill[1], key, self._configured_size)
-        ]
-        if not fills:
-            return
-        fill = fills[0][0]
-        spelled = attr_chain(hits[0]) or "batch_size"
-        through_data = isinstance(fill.func, cst.Attribute) and isinstance(
-            fill.func.value, cst.Attribute
-        )
-        why = (
-            "a resize through `.data` resizes another tensor object and leaves "
-            f"`{target.value}` its configured size, so part of it is never filled"
-            if through_data
-            else f"`{target.value}` keeps its configured size, so where the step "
-            "uses it whole beside the batch's tensors their sizes differ"
-        )
-        self.report(
-            call,
-            "needs-review",
-            f"`{target.value}` is made with {self._what_size(spelled, hits[0])} "
-            f"and filled in place in a step (`{_code(fill)}`, line "
-            f"{self._line(fill)}): with the global batch split across processes "
-            f"each process's batch has {spelled} / N samples, and {why} at world "
-            "size > 1; resize the "
-            f"tensor itself to the batch first in every step (`{target.value}"
-            f".resize_as_(x)`{', not through `.data`' if through_data else ''}), "
-            "make it in the step from the batch's size, or launch with "
-            "`--batch-mode per-device`",
-            if_migrated=True,
-        )
-
-    def _configured_size(self, call: cst.Call) -> bool:
-        """Does the shape call ``call`` take a configured batch size?"""
-        return any(
-            isinstance(expr, (cst.Name, cst.Attribute)) and self._configured(expr)
-            for _, expr in _shape_args(call)
         )
 
     def _handed_to_shape(self, call: cst.Call) -> None:
@@ -643,20 +615,6 @@ def _shaped_by(
 def _code(node: cst.CSTNode) -> str:
     text = cst.Module(body=[]).code_for_node(node)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _shape_args(call: cst.Call) -> list[tuple[cst.Arg, cst.BaseExpression]]:
-    """The leading positional arguments, and the elements of a tuple or list given
-    as the first (``torch.full((batch_size,), 1.0)``)."""
-    found: list[tuple[cst.Arg, cst.BaseExpression]] = []
-    for arg in call.args:
-        if arg.keyword is not None or arg.star:
-            break
-        if isinstance(arg.value, (cst.Tuple, cst.List)):
-            found += [(arg, e.value) for e in arg.value.elements]
-        else:
-            found.append((arg, arg.value))
-    return found
 
 
 def _same_size(

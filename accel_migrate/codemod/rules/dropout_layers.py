@@ -6,8 +6,15 @@ whose instances a training step calls (a loop that runs a backward and takes
 its batches from a data loader): ``nn.Dropout``, ``nn.Dropout1d/2d/3d``,
 ``nn.AlphaDropout``, ``nn.FeatureAlphaDropout`` built in the class, and
 ``F.dropout`` (and its variants) called in its ``forward`` or a method
-``forward`` calls. A probability written as ``0`` and a functional call with
-``training=False`` are not reported. Nothing is rewritten.
+``forward`` calls. A model built from a local module (``model = GPT(config)``
+with ``GPT`` in ``model.py``, ``net = vgg_tiny()``, ``build_model(cfg)``) is
+reported where it is built when its class, or a class it builds as a submodule
+or derives from, in any local module, has such a layer (minGPT's
+``CausalSelfAttention`` with ``nn.Dropout(config.attn_pdrop)``); in batch mode
+and when a script is migrated alone, its helpers read but unchanged. A
+probability written as ``0`` and a functional call with ``training=False`` are
+not reported; a probability read from a config (``p=cfg.dropout``) is, its value
+being unknown. Nothing is rewritten.
 
 ## Why
 In train mode dropout draws a random mask for every sample of the batch. The
@@ -55,32 +62,7 @@ import libcst as cst
 
 from ..model_methods import forward_methods, stepped_classes
 from ..rule import Rule
-
-_LAYERS = frozenset(
-    f"torch.nn.{n}"
-    for n in (
-        "Dropout",
-        "Dropout1d",
-        "Dropout2d",
-        "Dropout3d",
-        "AlphaDropout",
-        "FeatureAlphaDropout",
-    )
-)
-_FUNCTIONS = frozenset(
-    {
-        f"torch.nn.functional.{n}"
-        for n in (
-            "dropout",
-            "dropout1d",
-            "dropout2d",
-            "dropout3d",
-            "alpha_dropout",
-            "feature_alpha_dropout",
-        )
-    }
-    | {"torch.dropout", "torch.alpha_dropout", "torch.feature_dropout"}
-)
+from ..stochastic_layers import DROPOUT_FUNCTIONS, DROPOUT_LAYERS
 
 
 class DropoutLayers(Rule):
@@ -91,9 +73,10 @@ class DropoutLayers(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._imported_model(node)
         names = self.qualnames(node.func)
-        layer = sorted(names & _LAYERS)
-        function = sorted(names & _FUNCTIONS)
+        layer = sorted(names & DROPOUT_LAYERS)
+        function = sorted(names & DROPOUT_FUNCTIONS)
         if not (layer or function) or _disabled(node, functional=bool(function)):
             return
         cls = self.index.enclosing_class(node)
@@ -110,6 +93,25 @@ class DropoutLayers(Rule):
             "in train mode each process draws its own dropout masks for its share of "
             "the batch, not its slice of the original's, so the losses match the "
             "original's only statistically, not step for step; "
+            "`accel-migrate verify --deterministic` compares the rest of the "
+            "migration exactly (dropout off in both runs)",
+        )
+
+    def _imported_model(self, node: cst.Call) -> None:
+        """``model = GPT(config)`` or ``build_model(cfg)`` of a local module
+        whose model class, or a class it builds, has dropout
+        (``HelperFact.stochastic``): reported where the model is built (the
+        engine keeps findings of training files only)."""
+        fact = self.index.helper(node.func, returns="model")
+        if fact is None or not fact.stochastic:
+            return
+        self.report(
+            node,
+            "info",
+            f"{fact.where} builds a model with dropout ({fact.stochastic}): "
+            "in train mode each process draws its own dropout masks for its share "
+            "of the batch, not its slice of the original's, so the losses match "
+            "the original's only statistically, not step for step; "
             "`accel-migrate verify --deterministic` compares the rest of the "
             "migration exactly (dropout off in both runs)",
         )

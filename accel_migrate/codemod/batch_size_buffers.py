@@ -1,0 +1,156 @@
+"""AM025's findings about buffers made with the configured batch size before a
+loop over a prepared loader (``BufferFindings``, a part of the rule): the
+Variable-era DCGAN's buffers filled in place in every step, and a GAN's targets
+used whole beside the step's batch. The facts are ``preallocated_buffers``'s;
+the rule (``rules/batch_size_shapes.py``) calls ``_preallocated`` for a shape
+call outside every such loop."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .analysis import Key, attr_chain
+from .preallocated_buffers import assigned_name, buffer_fills, resized_first, step_uses
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+    from .batches import LoaderLoop
+
+
+class BufferFindings:
+    """Mixed into AM025's rule, whose methods it uses: ``_configured`` (is an
+    expression a configured batch size), ``_enclosing_loops``, ``_what_size``,
+    ``_line``, ``report``, ``index``."""
+
+    if TYPE_CHECKING:
+        index: ModuleIndex
+
+        def _configured(self, expr: cst.BaseExpression, depth: int = 0) -> bool: ...
+        def _enclosing_loops(
+            self, node: cst.CSTNode
+        ) -> list[tuple[cst.For, LoaderLoop]]: ...
+        def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str: ...
+        def _line(self, node: cst.CSTNode) -> int: ...
+        def report(
+            self,
+            node: cst.CSTNode,
+            status: str,
+            message: str,
+            *,
+            if_migrated: bool = False,
+        ) -> None: ...
+
+    def _preallocated(
+        self, call: cst.Call, sizes: list[tuple[cst.Arg, cst.BaseExpression]]
+    ) -> None:
+        """``label = torch.FloatTensor(opt.batchSize)`` outside any loop over a
+        prepared loader, a buffer that such a loop then fills in place
+        (``label.data.resize_(batch_size).fill_(1)``, ``input.copy_(x)``):
+        reported, unless every loop that fills it first resizes the buffer itself
+        to the batch (``label.resize_(batch_size)``, ``input.resize_as_(x)``),
+        after which the size it was made with no longer matters. A resize
+        through ``.data`` resizes another tensor object: the buffer keeps the
+        configured size."""
+        hits = [expr for _, expr in sizes if self._configured(expr)]
+        if not hits or self._enclosing_loops(call):
+            return
+        target = assigned_name(self.index, call)
+        key = self.index.key(target) if target is not None else None
+        if target is None or key is None:
+            return
+        fills = [
+            fill
+            for fill in buffer_fills(self.index, key, self._enclosing_loops)
+            if not resized_first(self.index, fill[1], key, self._configured_size)
+        ]
+        if not fills:
+            self._used_whole(call, target, key, hits[0])
+            return
+        shown = _code(target)
+        fill = fills[0][0]
+        spelled = attr_chain(hits[0]) or "batch_size"
+        through_data = isinstance(fill.func, cst.Attribute) and isinstance(
+            fill.func.value, cst.Attribute
+        )
+        why = (
+            "a resize through `.data` resizes another tensor object and leaves "
+            f"`{shown}` its configured size, so part of it is never filled"
+            if through_data
+            else f"`{shown}` keeps its configured size, so where the step "
+            "uses it whole beside the batch's tensors their sizes differ"
+        )
+        self.report(
+            call,
+            "needs-review",
+            f"`{shown}` is made with {self._what_size(spelled, hits[0])} "
+            f"and filled in place in a step (`{_code(fill)}`, line "
+            f"{self._line(fill)}): with the global batch split across processes "
+            f"each process's batch has {spelled} / N samples, and {why} at world "
+            "size > 1; resize the "
+            f"tensor itself to the batch first in every step (`{shown}"
+            f".resize_as_(x)`{', not through `.data`' if through_data else ''}), "
+            "make it in the step from the batch's size, or launch with "
+            "`--batch-mode per-device`",
+            if_migrated=True,
+        )
+
+    def _used_whole(
+        self,
+        call: cst.Call,
+        target: cst.Name | cst.Attribute,
+        key: Key,
+        size: cst.BaseExpression,
+    ) -> None:
+        """``y_real = torch.ones(opt.batch_size, 1)`` before the loop, then
+        ``BCE_loss(D(x), y_real)`` in every step (``step_uses``): the buffer
+        keeps the configured size beside each process's share of the batch."""
+        uses = [
+            (use, loop)
+            for use, loop in step_uses(self.index, key, self._enclosing_loops)
+            if not resized_first(self.index, loop, key, self._configured_size)
+        ]
+        if not uses:
+            return
+        use, shown = uses[0][0], _code(target)
+        spelled = attr_chain(size) or "batch_size"
+        self.report(
+            call,
+            "needs-review",
+            f"`{shown}` is made with {self._what_size(spelled, size)} "
+            f"before the loop and used whole beside the step's batch (`{_code(use)}`, "
+            f"line {self._line(use)}): with the global batch split across "
+            f"processes each process's batch has {spelled} / N samples, so "
+            f"`{shown}` has N times its rows at world size > 1 (a size "
+            "error in the loss, or a broadcast that changes it); make it in the "
+            "step from the batch's own size (`x.size(0)` for a batch `x`, or "
+            f"`torch.ones_like(output)`), or launch with `--batch-mode per-device`",
+            if_migrated=True,
+        )
+
+    def _configured_size(self, call: cst.Call) -> bool:
+        """Does the shape call ``call`` take a configured batch size?"""
+        return any(
+            isinstance(expr, (cst.Name, cst.Attribute)) and self._configured(expr)
+            for _, expr in shape_args(call)
+        )
+
+
+def _code(node: cst.CSTNode) -> str:
+    text = cst.Module(body=[]).code_for_node(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def shape_args(call: cst.Call) -> list[tuple[cst.Arg, cst.BaseExpression]]:
+    """The leading positional arguments, and the elements of a tuple or list given
+    as the first (``torch.full((batch_size,), 1.0)``)."""
+    found: list[tuple[cst.Arg, cst.BaseExpression]] = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break
+        if isinstance(arg.value, (cst.Tuple, cst.List)):
+            found += [(arg, e.value) for e in arg.value.elements]
+        else:
+            found.append((arg, arg.value))
+    return found
