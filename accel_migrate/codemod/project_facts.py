@@ -86,6 +86,16 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a function whose every return is an optimizer it builds over what one
+    #: of its parameters holds (``optimizer_factories``): that parameter, its
+    #: position among the positional parameters (-1: keyword only) and "model"
+    #: (``build_optimizer(cfg, model)``: the model's parameters) or "params"
+    #: (``make_optimizer(model.parameters(), args)``: the parameters themselves).
+    optimizer_over: tuple[str, int, str] = ("", -1, "")
+    #: For a function whose every return is a full sum or mean of what it is
+    #: handed (``count_correct(output, target)``: ``pred.eq(target).sum().item()``),
+    #: "sum" or "mean" (``project_batch_kinds``); "" otherwise.
+    batch_kind: str = ""
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None

@@ -27,7 +27,9 @@ from .names import (
     is_nn_module_constructor,
     is_optimizer_class,
 )
+from .optimizer_factories import optimizer_over, optimizer_table
 from .pairwise_helpers import pairwise_in
+from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
@@ -300,7 +302,27 @@ class HelperFacts:
             trains=function_trains_handed(function, self.scan.functions),
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
+            batch_kind=batch_kind(function, self._dotted) if not kind else "",
+            optimizer_over=(
+                self._optimizer_over(function) if kind == "optimizer" else ("", -1, "")
+            ),
         )
+
+    def _optimizer_over(
+        self, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> tuple[str, int, str]:
+        """``HelperFact.optimizer_over`` of a function whose every return is an
+        optimizer (``optimizer_factories``)."""
+        built = [
+            node
+            for node in _own_nodes(function)
+            if isinstance(node, ast.Call)
+            and (
+                is_optimizer_class(self._dotted(node.func))
+                or optimizer_table(node.func, self.scan.assigned, self._dotted)
+            )
+        ]
+        return optimizer_over(function, built, self.scan.functions)
 
     def _container(
         self, returns: list[ast.Return], function: ast.AST
@@ -367,6 +389,8 @@ class HelperFacts:
             inner = self.kind_of(func.value, function, depth + 1)
             if inner[0] == "model":
                 return inner
+        if optimizer_table(func, self.scan.assigned, self._dotted):
+            return ("optimizer", "", "")  # `OPTIMIZERS[name](params, **kwargs)`
         target = self.resolve(func)
         if isinstance(target, str):
             return self._external(target, expr)

@@ -5,7 +5,8 @@ with ``reduction="sum"``, a batch mean times the batch size) is combined across
 processes with ``accel.reduce``; a batch mean (``criterion(out, y).item()``,
 ``x.mean()``) with ``accel.global_loss``. Variables are read from their
 assignments inside the loop (or the function a value is returned from); a
-call of a function of this file counts as what it returns; ``logits, loss =
+call of a function of this file counts as what it returns, and so does one of a
+local module's metric helper (``HelperFact.batch_kind``); ``logits, loss =
 model(x, y)`` as what the model's ``forward`` returns there; a loss function
 reached through a parameter as what the callers pass.
 """
@@ -114,6 +115,12 @@ class BatchKinds:
         inner = read_of(value)
         if isinstance(inner, cst.Call) and self.index.local_function(inner.func):
             return self._returned_kind(inner, depth)
+        if isinstance(inner, cst.Call):
+            helper = self.index.helper(inner.func)
+            if helper is not None and helper.batch_kind in ("sum", "mean"):
+                # `count_correct(output, target)` of a local module: a full sum
+                # (or mean) of what it is handed (project_batch_kinds)
+                return helper.batch_kind  # type: ignore[return-value]
         if isinstance(inner, cst.Call) and self.index.helper(inner.func, "loss"):
             # a loss of a local module's function (the project view), read as
             # the backward reads it (its summed terms checked at this call)

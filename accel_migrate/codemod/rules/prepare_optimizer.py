@@ -9,7 +9,11 @@ learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
 ``configure_optimizers`` method. The optimizer a local module's model class hands
 back from a method over its own parameters (``optimizer =
 model.configure_optimizers(config)``, ``GPT`` in mingpt/model.py, known from the
-project view) is wrapped where that method is called.
+project view) is wrapped where that method is called, and so is the optimizer a
+local module's factory function builds over the model or the parameters it is
+handed (``build_optimizer(cfg, model)`` from a dict of optimizer classes by
+name, with no-decay groups for norms and biases;
+``make_optimizer(model.parameters(), args)``): that model is then trained, and prepared (AM004).
 
 ## Why
 The runtime needs to know the optimizers: under FSDP their parameters are
@@ -40,6 +44,7 @@ import libcst as cst
 
 from ..helper_effects import optimizer_method
 from ..names import OPTIMIZER_BASES, is_optimizer_class
+from ..optimizer_helpers import factory_of
 from ..rule import Rule
 
 
@@ -61,10 +66,24 @@ class PrepareOptimizer(Rule):
             is_optimizer_class(q) for q in self.qualnames(original_node.func)
         )
         method = None if is_optimizer else optimizer_method(self.index, original_node)
-        if (not is_optimizer and method is None) or self._already_prepared(
-            original_node
+        factory = (
+            factory_of(self.index, original_node)
+            if not is_optimizer and method is None
+            else None
+        )
+        if (not is_optimizer and method is None and factory is None) or (
+            self._already_prepared(original_node)
         ):
             return updated_node
+        if factory is not None:
+            self.report(
+                original_node,
+                "fixed",
+                f"`{factory.name}` in {factory.file} returns an optimizer it builds "
+                f"over the `{factory.optimizer_over[0]}` it is handed -> "
+                "accel.prepare_optimizer(...)",
+            )
+            return self.runtime_call("prepare_optimizer", [cst.Arg(value=updated_node)])
         if method is not None:
             name = original_node.func.attr.value  # type: ignore[attr-defined]
             self.report(
