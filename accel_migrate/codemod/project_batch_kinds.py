@@ -30,7 +30,11 @@ _CASTS = frozenset({"item", "float", "double", "cpu", "detach", "long", "int"})
 _NUMBERS = frozenset({"item", "builtins.int", "builtins.float"})
 _BUILTIN_CASTS = frozenset({"int", "float"})
 _REDUCTIONS = {"sum": "sum", "count_nonzero": "sum", "mean": "mean"}
-_DEPTH = 6
+_DEPTH = 16
+#: Builtins of numbers a value built from the parameters may go through.
+_PURE_BUILTINS = frozenset(
+    f"builtins.{n}" for n in ("max", "min", "len", "int", "float", "abs")
+)
 
 
 def batch_kind(
@@ -41,43 +45,71 @@ def batch_kind(
     returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
     if not returns or any(r.value is None for r in returns):
         return ""
+    reader = reader_of(function, dotted)
+    if reader is None:
+        return ""
+    kinds = {reader.kind(r.value, 0) for r in returns}  # type: ignore[arg-type]
+    return kinds.pop() if len(kinds) == 1 else ""
+
+
+def reader_of(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    dotted: Callable[[ast.expr], str],
+) -> _Reader | None:
+    """The reader of ``function``'s values: what each local is assigned (a
+    name unpacked from a tuple gets the whole value, which is built from the
+    parameters or not; one bound by ``for k in <parameter>`` is an item of
+    it); None when a parameter is assigned."""
+    arguments = function.args
     parameters = {
-        a.arg
-        for a in [
-            *function.args.posonlyargs,
-            *function.args.args,
-            *function.args.kwonlyargs,
-        ]
+        a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     }
-    assigned: dict[str, list[ast.expr]] = {}
+    assigned: dict[str, list[ast.expr | None]] = {}
+    loops: set[str] = set()
+
+    def bind(target: ast.expr, value: ast.expr | None) -> None:
+        for name in ast.walk(target):
+            if isinstance(name, ast.Name):
+                assigned.setdefault(name.id, []).append(value)
+
     for node in _own_nodes(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Name):
-                    assigned.setdefault(target.id, []).append(node.value)
-                else:
-                    for name in ast.walk(target):
-                        if isinstance(name, ast.Name):
-                            assigned.setdefault(name.id, []).extend([None, None])  # type: ignore[list-item]
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
-            for name in ast.walk(node):
-                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
-                    assigned.setdefault(name.id, []).extend([None, None])  # type: ignore[list-item]
+                bind(target, node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            bind(node.target, None)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            if (
+                isinstance(node.target, ast.Name)
+                and isinstance(node.iter, ast.Name)
+                and node.iter.id in parameters
+            ):
+                loops.add(node.target.id)  # `for k in topk`
+            bind(node.target, None)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    bind(item.optional_vars, None)
+        elif isinstance(node, ast.NamedExpr):
+            bind(node.target, None)
     if any(p in assigned for p in parameters):
-        return ""
-    reader = _Reader(parameters, assigned, dotted)
-    kinds = {reader.kind(r.value, 0) for r in returns}  # type: ignore[arg-type]
-    return kinds.pop() if len(kinds) == 1 else ""
+        return None
+    return _Reader(parameters, assigned, dotted, loops)
 
 
 class _Reader:
     def __init__(
         self,
         parameters: set[str],
-        assigned: dict[str, list[ast.expr]],
+        assigned: dict[str, list[ast.expr | None]],
         dotted: Callable[[ast.expr], str],
+        loops: set[str],
     ) -> None:
         self.parameters, self.assigned, self.dotted = parameters, assigned, dotted
+        #: Names bound by ``for k in <parameter>`` (indices, not batch values).
+        self.loops = loops
+        #: Names being read (``pred = pred.t()`` reads its own other value).
+        self._reading: set[str] = set()
 
     def kind(self, expr: ast.expr, depth: int) -> str:
         found, number = self._kind(expr, depth, False)
@@ -116,14 +148,16 @@ class _Reader:
         if depth > _DEPTH:
             return False
         if isinstance(expr, ast.Name):
-            if expr.id in self.parameters:
+            if expr.id in self.parameters or expr.id in self._reading:
                 return True
             values = self.assigned.get(expr.id, [])
-            return (
-                len(values) == 1
-                and values[0] is not None
-                and self.batch(values[0], depth + 1)
-            )
+            if not values or any(v is None for v in values):
+                return False
+            self._reading.add(expr.id)
+            try:
+                return all(self.batch(v, depth + 1) for v in values)  # type: ignore[arg-type]
+            finally:
+                self._reading.discard(expr.id)
         if isinstance(expr, ast.Constant):
             return True
         if isinstance(expr, ast.Attribute):
@@ -135,7 +169,11 @@ class _Reader:
             index = list(ast.walk(expr.slice))
             return self.batch(expr.value, depth + 1) and all(
                 not isinstance(n, (ast.Call, ast.Attribute))
-                and (not isinstance(n, ast.Name) or n.id in self.parameters)
+                and (
+                    not isinstance(n, ast.Name)
+                    or n.id in self.parameters
+                    or n.id in self.loops
+                )
                 for n in index
             )
         if isinstance(expr, ast.Call):
@@ -144,7 +182,8 @@ class _Reader:
                 return False
             if isinstance(expr.func, ast.Attribute) and not self.dotted(expr.func):
                 return self.batch(expr.func.value, depth + 1)  # `output.argmax(1)`
-            return self.dotted(expr.func).startswith("torch.")
+            target = self.dotted(expr.func)
+            return target.startswith("torch.") or target in _PURE_BUILTINS
         return False
 
 

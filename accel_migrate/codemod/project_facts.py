@@ -35,6 +35,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .project_row_scaled import RowScaledReturn
+
 #: What a helper's call returns.
 RETURN_KINDS = ("loader", "model", "optimizer", "loss")
 _DESCRIBED = {
@@ -96,6 +98,10 @@ class HelperFact:
     #: handed (``count_correct(output, target)``: ``pred.eq(target).sum().item()``),
     #: "sum" or "mean" (``project_batch_kinds``); "" otherwise.
     batch_kind: str = ""
+    #: For a function whose return is a sum over the rows it is handed times a
+    #: constant over their count (the ImageNet example's ``accuracy``): how
+    #: (``project_row_scaled``); None otherwise.
+    row_scaled: RowScaledReturn | None = None
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None
@@ -196,8 +202,8 @@ class HelperFact:
 class CallSite:
     """A call, in another file of the batch, of a function of this file
     (``project_callers``): where it is, and what kind of value ("model",
-    "optimizer", "loader", "loss"; "" where not known) each parameter it binds
-    receives there."""
+    "optimizer", "loader", "loss", "criterion": a loss module; "" where not
+    known) each parameter it binds receives there."""
 
     file: str
     line: int
@@ -205,9 +211,15 @@ class CallSite:
     #: For a parameter handed a model: the local model class it is an instance
     #: of, where the caller shows one (``project_instances.model_class``).
     classes: tuple[tuple[str, HelperFact], ...] = ()
+    #: For a parameter handed a loss module (kind "criterion": ``criterion =
+    #: nn.CrossEntropyLoss()`` in the caller): its reduction ("mean", "sum").
+    reductions: tuple[tuple[str, str], ...] = ()
 
     def kind(self, parameter: str) -> str:
         return dict(self.arguments).get(parameter, "")
+
+    def reduction(self, parameter: str) -> str:
+        return dict(self.reductions).get(parameter, "")
 
     def model_class(self, parameter: str) -> HelperFact | None:
         return dict(self.classes).get(parameter)

@@ -31,6 +31,7 @@ from .optimizer_factories import optimizer_over, optimizer_table
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
+from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
 
@@ -303,6 +304,7 @@ class HelperFacts:
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             pairwise=pairwise_in(self, function) if kind == "loss" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
+            row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(
                 self._optimizer_over(function) if kind == "optimizer" else ("", -1, "")
             ),

@@ -44,7 +44,7 @@ import libcst as cst
 
 from ..helper_effects import optimizer_method
 from ..names import OPTIMIZER_BASES, is_optimizer_class
-from ..optimizer_helpers import factory_of
+from ..optimizer_helpers import factory_model, factory_of
 from ..rule import Rule
 
 
@@ -66,9 +66,13 @@ class PrepareOptimizer(Rule):
             is_optimizer_class(q) for q in self.qualnames(original_node.func)
         )
         method = None if is_optimizer else optimizer_method(self.index, original_node)
+        # a local module's factory, over a model this file names (AM004
+        # prepares it: optimized_models)
         factory = (
             factory_of(self.index, original_node)
-            if not is_optimizer and method is None
+            if not is_optimizer
+            and method is None
+            and factory_model(self.index, original_node) is not None
             else None
         )
         if (not is_optimizer and method is None and factory is None) or (
