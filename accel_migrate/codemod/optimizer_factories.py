@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from .names import is_optimizer_class
 
@@ -63,6 +64,25 @@ def optimizer_table(
         and None not in table.keys
         and all(is_optimizer_class(dotted(v)) for v in table.values)
     )
+
+
+def factory_over(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    dotted: Callable[[ast.expr], str],
+    scan: Any,
+) -> tuple[str, int, str]:
+    """``HelperFact.optimizer_over`` of a function whose every return is an
+    optimizer (``scan``: its module's ``project_view._Scan``)."""
+    built = [
+        node
+        for node in _own_nodes(function)
+        if isinstance(node, ast.Call)
+        and (
+            is_optimizer_class(dotted(node.func))
+            or optimizer_table(node.func, scan.assigned, dotted)
+        )
+    ]
+    return optimizer_over(function, built, scan.functions)
 
 
 def optimizer_over(

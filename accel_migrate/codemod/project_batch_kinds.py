@@ -42,7 +42,7 @@ def batch_kind(
     dotted: Callable[[ast.expr], str],
 ) -> str:
     """ "sum", "mean" or "" (see the module docstring)."""
-    returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
+    returns = [n for n in own_nodes(function) if isinstance(n, ast.Return)]
     if not returns or any(r.value is None for r in returns):
         return ""
     reader = reader_of(function, dotted)
@@ -55,7 +55,7 @@ def batch_kind(
 def reader_of(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     dotted: Callable[[ast.expr], str],
-) -> _Reader | None:
+) -> BatchReader | None:
     """The reader of ``function``'s values: what each local is assigned (a
     name unpacked from a tuple gets the whole value, which is built from the
     parameters or not; one bound by ``for k in <parameter>`` is an item of
@@ -72,7 +72,7 @@ def reader_of(
             if isinstance(name, ast.Name):
                 assigned.setdefault(name.id, []).append(value)
 
-    for node in _own_nodes(function):
+    for node in own_nodes(function):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 bind(target, node.value)
@@ -94,10 +94,10 @@ def reader_of(
             bind(node.target, None)
     if any(p in assigned for p in parameters):
         return None
-    return _Reader(parameters, assigned, dotted, loops)
+    return BatchReader(parameters, assigned, dotted, loops)
 
 
-class _Reader:
+class BatchReader:
     def __init__(
         self,
         parameters: set[str],
@@ -197,7 +197,7 @@ def _operands(expr: ast.expr) -> list[ast.expr]:
     return list(expr.values)  # type: ignore[attr-defined]
 
 
-def _own_nodes(function: ast.AST) -> list[ast.AST]:
+def own_nodes(function: ast.AST) -> list[ast.AST]:
     found: list[ast.AST] = []
     stack = list(ast.iter_child_nodes(function))
     while stack:

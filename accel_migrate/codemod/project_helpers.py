@@ -27,7 +27,7 @@ from .names import (
     is_nn_module_constructor,
     is_optimizer_class,
 )
-from .optimizer_factories import optimizer_over, optimizer_table
+from .optimizer_factories import factory_over, optimizer_table
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
@@ -306,25 +306,11 @@ class HelperFacts:
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
             row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(
-                self._optimizer_over(function) if kind == "optimizer" else ("", -1, "")
+                factory_over(function, self._dotted, self.scan)
+                if kind == "optimizer"
+                else ("", -1, "")
             ),
         )
-
-    def _optimizer_over(
-        self, function: ast.FunctionDef | ast.AsyncFunctionDef
-    ) -> tuple[str, int, str]:
-        """``HelperFact.optimizer_over`` of a function whose every return is an
-        optimizer (``optimizer_factories``)."""
-        built = [
-            node
-            for node in _own_nodes(function)
-            if isinstance(node, ast.Call)
-            and (
-                is_optimizer_class(self._dotted(node.func))
-                or optimizer_table(node.func, self.scan.assigned, self._dotted)
-            )
-        ]
-        return optimizer_over(function, built, self.scan.functions)
 
     def _container(
         self, returns: list[ast.Return], function: ast.AST

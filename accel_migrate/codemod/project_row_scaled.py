@@ -27,7 +27,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .project_batch_kinds import _own_nodes, reader_of
+from .project_batch_kinds import BatchReader, own_nodes, reader_of
 
 _MULTIPLYING = frozenset({"mul", "mul_", "multiply"})
 _DIVIDING = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
@@ -53,7 +53,7 @@ def row_scaled_return(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     dotted: Callable[[ast.expr], str],
 ) -> RowScaledReturn | None:
-    returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
+    returns = [n for n in own_nodes(function) if isinstance(n, ast.Return)]
     if not returns or any(r.value is None for r in returns):
         return None
     reader = reader_of(function, dotted)
@@ -84,9 +84,7 @@ def row_scaled_return(
     return RowScaledReturn(parameter, position, count, listed.pop(), division)
 
 
-def _items(
-    function: ast.AST, returned: ast.expr
-) -> tuple[list[ast.expr], bool]:
+def _items(function: ast.AST, returned: ast.expr) -> tuple[list[ast.expr], bool]:
     """The values a return hands back, and whether as a list."""
     if isinstance(returned, ast.ListComp):
         return [returned.elt], True
@@ -99,22 +97,20 @@ def _items(
     name = returned.id
     starts = [
         n.value
-        for n in _own_nodes(function)
+        for n in own_nodes(function)
         if isinstance(n, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
     ]
     appends = [
         n
-        for n in _own_nodes(function)
+        for n in own_nodes(function)
         if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
         and n.func.attr == "append"
         and isinstance(n.func.value, ast.Name)
         and n.func.value.id == name
     ]
-    uses = [
-        n for n in _own_nodes(function) if isinstance(n, ast.Name) and n.id == name
-    ]
+    uses = [n for n in own_nodes(function) if isinstance(n, ast.Name) and n.id == name]
     # `res = []`, one `res.append(v)`, `return res`: nothing else touches it
     if (
         len(starts) == 1
@@ -129,7 +125,7 @@ def _items(
     return [returned], False
 
 
-def _scaled(reader, item: ast.expr) -> tuple[str, str, str] | None:  # type: ignore[no-untyped-def]
+def _scaled(reader: BatchReader, item: ast.expr) -> tuple[str, str, str] | None:
     """(parameter, count as written, division) of one returned value."""
     parts = _factors(item, 0)
     if parts is None:
@@ -190,14 +186,16 @@ def _constant(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float))
 
 
-def _full_sum(reader, expr: ast.expr, depth: int) -> bool:  # type: ignore[no-untyped-def]
+def _full_sum(reader: BatchReader, expr: ast.expr, depth: int) -> bool:
     """A tensor built from the parameters, summed over all its elements."""
     if depth > 4:
         return False
     if isinstance(expr, ast.Name):
         values = reader.assigned.get(expr.id, [])
-        return len(values) == 1 and values[0] is not None and _full_sum(
-            reader, values[0], depth + 1
+        return (
+            len(values) == 1
+            and values[0] is not None
+            and _full_sum(reader, values[0], depth + 1)
         )
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)):
         return False
@@ -242,7 +240,7 @@ def _flattened(expr: ast.expr) -> bool:
     return expr.func.attr in ("reshape", "view") and minus_one and not expr.keywords
 
 
-def _count(reader, expr: ast.expr, depth: int) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+def _count(reader: BatchReader, expr: ast.expr, depth: int) -> tuple[str, str] | None:
     """(parameter, the count as written) for ``P.size(0)``, ``P.shape[0]``,
     ``len(P)``, or a local assigned one of them once."""
     if depth > 3:

@@ -220,7 +220,7 @@ def test_a_helpers_count_is_reduced_and_its_accuracy_weighted(tmp_path: Path) ->
         + "    top1.update(acc1[0], x.size(0))\n"
         + "print(correct, top1.avg)\n",
     )
-    out, findings = _migrate(train)
+    out, _ = _migrate(train)
     assert "correct = accel.reduce(correct)" in out
     assert "accel.global_loss(acc1[0], count=target.size(0))" in out
 
