@@ -66,6 +66,31 @@ def optimizer_table(
     )
 
 
+def optimizer_class(
+    values: list[ast.expr],
+    assigned: dict[str, list[ast.expr]],
+    dotted: Callable[[ast.expr], str],
+) -> bool:
+    """Is every returned value an optimizer class: one named
+    (``torch.optim.SGD``), looked up in a module-level dict of them
+    (``OPTIMIZERS[name]``), or in a dict display of them (``{"sgd":
+    torch.optim.SGD, "adam": torch.optim.Adam}[name]``)?"""
+
+    def one(value: ast.expr) -> bool:
+        if is_optimizer_class(dotted(value)):
+            return True
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Dict):
+            table = value.value
+            return (
+                bool(table.values)
+                and None not in table.keys
+                and all(is_optimizer_class(dotted(v)) for v in table.values)
+            )
+        return optimizer_table(value, assigned, dotted)
+
+    return bool(values) and all(one(v) for v in values)
+
+
 def factory_over(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     dotted: Callable[[ast.expr], str],

@@ -6,7 +6,8 @@ For each function and class of a local module (``utils.py``, ``models/``,
 - ``returns``: "loader" (a ``torch.utils.data.DataLoader``), "model" (an
   ``nn.Module`` subclass instance, also through a factory such as
   ``get_network(args)`` whose every return is one), "optimizer" (a
-  ``torch.optim`` class), "loss" (with its ``reduction``: "mean", "sum",
+  ``torch.optim`` class), "optimizer class" (the class itself, looked up by
+  name: ``optimizer_factories.optimizer_class``), "loss" (with its ``reduction``: "mean", "sum",
   "token-mean" or "unknown"); for a model class, the loss its ``forward``
   returns (``forward_loss``, ``forward_losses``), and for a factory of one, that
   class (``model_class``);
@@ -38,12 +39,13 @@ from dataclasses import dataclass
 from .project_row_scaled import RowScaledReturn
 
 #: What a helper's call returns.
-RETURN_KINDS = ("loader", "model", "optimizer", "loss")
+RETURN_KINDS = ("loader", "model", "optimizer", "loss", "optimizer class")
 _DESCRIBED = {
     "loader": "a DataLoader",
     "model": "a model (an nn.Module)",
     "optimizer": "an optimizer",
     "loss": "a loss",
+    "optimizer class": "an optimizer class",
 }
 
 

@@ -27,7 +27,7 @@ from .names import (
     is_nn_module_constructor,
     is_optimizer_class,
 )
-from .optimizer_factories import factory_over, optimizer_table
+from .optimizer_factories import factory_over, optimizer_class, optimizer_table
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
@@ -274,6 +274,16 @@ class HelperFacts:
                 reductions = {f[1] for f in found}
                 reduction = reductions.pop() if len(reductions) == 1 else "unknown"
                 unshardable = next((f[2] for f in found if f[2]), "")
+        if (
+            not kind
+            and returns
+            and optimizer_class(
+                [r.value for r in returns],  # type: ignore[misc]
+                self.scan.assigned,
+                self._dotted,
+            )
+        ):
+            kind = "optimizer class"  # `get_optimizer_class(name)`
         container, items = "", ()
         if not kind and returns:
             container, items, why = self._container(returns, function)

@@ -298,3 +298,55 @@ def test_a_criterion_handed_from_another_file_is_known_by_its_reduction(
         MigrateOptions(project=view.facts_for(str(engine))),
     )
     assert "accel.global_loss(loss).item()" in result.output
+
+
+CLASSES = """
+import torch
+
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
+
+
+def get_optimizer_class(name):
+    return {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}[name]
+
+
+def from_table(name):
+    return OPTIMIZERS[name]
+
+
+def not_only_optimizers(name):
+    return {"sgd": torch.optim.SGD, "net": torch.nn.Linear}[name]
+"""
+
+
+def test_optimizer_classes_looked_up_by_name_build_optimizers(tmp_path: Path) -> None:
+    _write(tmp_path, "classes.py", CLASSES)
+    probe = _write(tmp_path, "probe.py", "import classes\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["classes.get_optimizer_class"].returns == "optimizer class"
+    assert table["classes.from_table"].returns == "optimizer class"
+    assert table["classes.not_only_optimizers"].returns == ""
+    head = (
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "from classes import get_optimizer_class, not_only_optimizers\n"
+        'TABLE = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}\n'
+        "model = torch.nn.Linear(4, 2)\n"
+        "loader = DataLoader(data, batch_size=8, shuffle=True)\n"
+    )
+    for build in (
+        "TABLE[args.opt]",
+        "getattr(torch.optim, args.opt)",
+        "get_optimizer_class(args.opt)",
+    ):
+        call = f"{build}(model.parameters(), lr=0.1)"
+        train = _write(tmp_path, "train.py", head + f"optimizer = {call}\n" + LOOP)
+        out, _ = _migrate(train)
+        assert "model = accel.prepare_model(torch.nn.Linear(4, 2))" in out, build
+        assert f"optimizer = accel.prepare_optimizer({call})" in out, build
+        train.write_text(out)
+        assert not migrate_source(train.read_bytes(), str(train)).changed, build
+    # a lookup that may give something else is not read as an optimizer
+    call = "not_only_optimizers(args.opt)(model.parameters(), lr=0.1)"
+    train = _write(tmp_path, "train.py", head + f"optimizer = {call}\n" + LOOP)
+    out, _ = _migrate(train)
+    assert "accel.prepare_optimizer" not in out

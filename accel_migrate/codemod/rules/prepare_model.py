@@ -142,6 +142,7 @@ from ..names import (
 )
 from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
+from ..optimizer_lookups import looked_up_optimizer
 from ..patterns import strip_methods
 from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
@@ -176,6 +177,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
             return False
         if self.index.local_class(node.func) in self.optimizer_classes:
             return True
+        if looked_up_optimizer(self.index, node):
+            return True  # `OPTIMIZERS[args.opt](model.parameters())`
         return any(is_optimizer_class(q) for q in self.qualnames(node.func))
 
     def _core(self, expr: cst.BaseExpression) -> cst.BaseExpression:

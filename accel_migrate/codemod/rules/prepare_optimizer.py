@@ -4,7 +4,9 @@
 Wraps the construction of every optimizer: classes of ``torch.optim`` (not the
 learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
 ``timm.optim`` and ``transformers``, and classes of this file deriving from
-``torch.optim.Optimizer``. Works wherever the call is: an assignment,
+``torch.optim.Optimizer``, also looked up by name (``OPTIMIZERS[args.opt](...)``
+with a module-level dict of optimizer classes, ``getattr(torch.optim,
+cfg.optimizer)(...)``, a local module's ``get_optimizer_class(name)(...)``). Works wherever the call is: an assignment,
 ``self.optimizer = ...``, or ``return optim.Adam(...)`` in a
 ``configure_optimizers`` method. The optimizer a local module's model class hands
 back from a method over its own parameters (``optimizer =
@@ -45,6 +47,7 @@ import libcst as cst
 from ..helper_effects import optimizer_method
 from ..names import OPTIMIZER_BASES, is_optimizer_class
 from ..optimizer_helpers import factory_model, factory_of
+from ..optimizer_lookups import looked_up_optimizer
 from ..rule import Rule
 
 
@@ -62,8 +65,10 @@ class PrepareOptimizer(Rule):
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
         local = self.index.local_class(original_node.func)
-        is_optimizer = local in self.optimizer_classes or any(
-            is_optimizer_class(q) for q in self.qualnames(original_node.func)
+        is_optimizer = (
+            local in self.optimizer_classes
+            or any(is_optimizer_class(q) for q in self.qualnames(original_node.func))
+            or looked_up_optimizer(self.index, original_node)
         )
         method = None if is_optimizer else optimizer_method(self.index, original_node)
         # a local module's factory, over a model this file names (AM004
