@@ -66,6 +66,32 @@ def optimizer_table(
     )
 
 
+def class_expression(
+    func: ast.expr,
+    local: Callable[[str], list[ast.expr]],
+    assigned: dict[str, list[ast.expr]],
+    dotted: Callable[[ast.expr], str],
+) -> bool:
+    """Is ``func`` (what a call calls) an optimizer class looked up by name:
+    ``OPTIMIZERS[name]`` (``optimizer_table``), ``getattr(torch.optim, name)``, or
+    a local variable whose one value is one of them (``optim_cls =
+    getattr(torch.optim, kwargs.pop("type"))``, mmcv's builder)?"""
+    if isinstance(func, ast.Name):
+        values = local(func.id)
+        if len(values) != 1:
+            return False
+        func = values[0]
+    if optimizer_table(func, assigned, dotted):
+        return True
+    return (
+        isinstance(func, ast.Call)
+        and dotted(func.func) == "builtins.getattr"
+        and len(func.args) == 2
+        and not func.keywords
+        and dotted(func.args[0]) == "torch.optim"
+    )
+
+
 def optimizer_class(
     values: list[ast.expr],
     assigned: dict[str, list[ast.expr]],
@@ -79,6 +105,8 @@ def optimizer_class(
     def one(value: ast.expr) -> bool:
         if is_optimizer_class(dotted(value)):
             return True
+        if class_expression(value, lambda _: [], assigned, dotted):
+            return True  # `return getattr(torch.optim, name)`
         if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Dict):
             table = value.value
             return (
@@ -95,16 +123,18 @@ def factory_over(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     dotted: Callable[[ast.expr], str],
     scan: Any,
+    local: Callable[[str], list[ast.expr]],
 ) -> tuple[str, int, str]:
     """``HelperFact.optimizer_over`` of a function whose every return is an
-    optimizer (``scan``: its module's ``project_view._Scan``)."""
+    optimizer (``scan``: its module's ``project_view._Scan``; ``local``: what a
+    name of the function is assigned)."""
     built = [
         node
         for node in _own_nodes(function)
         if isinstance(node, ast.Call)
         and (
             is_optimizer_class(dotted(node.func))
-            or optimizer_table(node.func, scan.assigned, dotted)
+            or class_expression(node.func, local, scan.assigned, dotted)
         )
     ]
     return optimizer_over(function, built, scan.functions)

@@ -27,7 +27,7 @@ from .names import (
     is_nn_module_constructor,
     is_optimizer_class,
 )
-from .optimizer_factories import factory_over, optimizer_class, optimizer_table
+from .optimizer_factories import class_expression, factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
@@ -316,7 +316,12 @@ class HelperFacts:
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
             row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(
-                factory_over(function, self._dotted, self.scan)
+                factory_over(
+                    function,
+                    self._dotted,
+                    self.scan,
+                    lambda name: _assigned_in(function, name),
+                )
                 if kind == "optimizer"
                 else ("", -1, "")
             ),
@@ -387,8 +392,14 @@ class HelperFacts:
             inner = self.kind_of(func.value, function, depth + 1)
             if inner[0] == "model":
                 return inner
-        if optimizer_table(func, self.scan.assigned, self._dotted):
-            return ("optimizer", "", "")  # `OPTIMIZERS[name](params, **kwargs)`
+        if class_expression(
+            func,
+            lambda name: _assigned_in(function, name),
+            self.scan.assigned,
+            self._dotted,
+        ):
+            # `OPTIMIZERS[name](params, **kwargs)`, `getattr(torch.optim, name)(...)`
+            return ("optimizer", "", "")
         target = self.resolve(func)
         if isinstance(target, str):
             return self._external(target, expr)

@@ -38,6 +38,12 @@ def global_optimizer(cfg, model):
     return torch.optim.SGD(MODEL.parameters(), lr=cfg["lr"])
 
 
+def mmcv_builder(cfg, model):
+    kwargs = dict(cfg)
+    optim_cls = getattr(torch.optim, kwargs.pop("type"))
+    return optim_cls(model.parameters(), **kwargs)
+
+
 def two_models(a, b):
     return torch.optim.SGD(list(a.parameters()) + list(b.parameters()), lr=0.1)
 """
@@ -52,6 +58,7 @@ for x, y in loader:
 HEAD = """import torch
 from torch.utils.data import DataLoader
 from optim import build_optimizer, make_optimizer, global_optimizer, two_models
+from optim import mmcv_builder
 model = torch.nn.Linear(4, 2)
 loader = DataLoader(data, batch_size=8, shuffle=True)
 """
@@ -74,6 +81,7 @@ def test_optimizer_factories_say_which_parameter_they_train(tmp_path: Path) -> N
     table = dict(read_project(str(probe)).helpers)
     assert table["optim.build_optimizer"].optimizer_over == ("model", 1, "model")
     assert table["optim.make_optimizer"].optimizer_over == ("params", 0, "params")
+    assert table["optim.mmcv_builder"].optimizer_over == ("model", 1, "model")
     # a global model, or two parameters read: not one handed model
     assert table["optim.global_optimizer"].optimizer_over == ("", -1, "")
     assert table["optim.two_models"].optimizer_over == ("", -1, "")
@@ -85,6 +93,7 @@ def test_a_factory_optimizer_is_prepared_with_its_model(tmp_path: Path) -> None:
         "build_optimizer(cfg, model)",
         "build_optimizer(cfg, model=model)",
         "make_optimizer(model.parameters(), args)",
+        "mmcv_builder(cfg, model)",
     ):
         train = _write(tmp_path, "train.py", HEAD + f"optimizer = {call}\n" + LOOP)
         out, findings = _migrate(train)

@@ -159,8 +159,8 @@ EXPECTED: dict[str, str] = {
     "seq2seq_data_project_batch": "MATCH",
     "sum_loss_module_project": "MATCH",
     "sum_loss_module_project_batch": "MATCH",
-    "builder_registry_project": "FLAGGED",
-    "builder_registry_project_batch": "FLAGGED",
+    "builder_registry_project": "MATCH",
+    "builder_registry_project_batch": "MATCH",
     "trainer_module_project": "FLAGGED",
     "trainer_module_project_batch": "MATCH",
     # round 11 red team: unseen shapes spread over functions, classes and files
