@@ -7,8 +7,9 @@ returning ``(output.argmax(1) == target).float().mean().item()``).
 (``metrics.kinds``) reads ``correct += count_correct(output, target)`` as a sum
 it combines with ``accel.reduce``, as it reads a function of its own file.
 
-A mean read as a Python number (``.item()``, ``float(...)``) gets no kind:
-``accel.global_loss`` combines tensors only. Only a plain shape is read, so that the kind holds whatever the caller hands:
+A mean read as a Python number (``.item()``, ``float(...)``) is a "mean
+number": ``accel.global_loss`` combines tensors only, so AM009 weights it as
+one (``accel.global_loss(torch.as_tensor(v)).item()``, ``metrics.forms``). Only a plain shape is read, so that the kind holds whatever the caller hands:
 every ``return`` is a full reduction (``x.sum()``, ``x.mean()``,
 ``torch.sum(x)``, ``torch.mean(x)``, no dimension given), optionally read with
 ``.item()`` or cast (``.float()``, ``.cpu()``, ``.detach()``, ``int(...)``,
@@ -41,7 +42,7 @@ def batch_kind(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     dotted: Callable[[ast.expr], str],
 ) -> str:
-    """ "sum", "mean" or "" (see the module docstring)."""
+    """ "sum", "mean", "mean number" or "" (see the module docstring)."""
     returns = [n for n in own_nodes(function) if isinstance(n, ast.Return)]
     if not returns or any(r.value is None for r in returns):
         return ""
@@ -113,7 +114,7 @@ class BatchReader:
 
     def kind(self, expr: ast.expr, depth: int) -> str:
         found, number = self._kind(expr, depth, False)
-        return "" if found == "mean" and number else found
+        return "mean number" if found == "mean" and number else found
 
     def _kind(self, expr: ast.expr, depth: int, number: bool) -> tuple[str, bool]:
         """(kind, whether it is read as a Python number)."""

@@ -98,7 +98,8 @@ class HelperFact:
     optimizer_over: tuple[str, int, str] = ("", -1, "")
     #: For a function whose every return is a full sum or mean of what it is
     #: handed (``count_correct(output, target)``: ``pred.eq(target).sum().item()``),
-    #: "sum" or "mean" (``project_batch_kinds``); "" otherwise.
+    #: "sum", "mean" or "mean number" (a mean read as a Python number:
+    #: ``.float().mean().item()``) (``project_batch_kinds``); "" otherwise.
     batch_kind: str = ""
     #: For a function whose return is a sum over the rows it is handed times a
     #: constant over their count (the ImageNet example's ``accuracy``): how

@@ -171,8 +171,8 @@ def test_metric_helpers_say_what_they_return_over_the_batch(tmp_path: Path) -> N
     probe = _write(tmp_path, "probe.py", "import metrics\n")
     table = dict(read_project(str(probe)).helpers)
     assert table["metrics.count_correct"].batch_kind == "sum"
-    # a mean read as a number cannot be weighted by accel.global_loss
-    assert table["metrics.batch_accuracy"].batch_kind == ""
+    # a mean read as a number: weighted as a tensor made of it
+    assert table["metrics.batch_accuracy"].batch_kind == "mean number"
     assert table["metrics.batch_accuracy_tensor"].batch_kind == "mean"
     assert table["metrics.count_with_global"].batch_kind == ""
     scaled = table["metrics.accuracy"].row_scaled
@@ -232,6 +232,25 @@ def test_a_helpers_count_is_reduced_and_its_accuracy_weighted(tmp_path: Path) ->
     out, _ = _migrate(train)
     assert "correct = accel.reduce(correct)" in out
     assert "accel.global_loss(acc1[0], count=target.size(0))" in out
+
+
+def test_a_helpers_mean_number_is_weighted_by_each_share(tmp_path: Path) -> None:
+    _write(tmp_path, "metrics.py", METRICS)
+    train = _write(
+        tmp_path,
+        "train.py",
+        EVAL.replace("count_with_global", "batch_accuracy")
+        + METER
+        + "acc = 0.0\nmeter = Meter()\n"
+        + "for x, y in val_loader:\n"
+        + "    acc += batch_accuracy(model(x), y)\n"
+        + "    meter.update(batch_accuracy(model(x), y), x.size(0))\n"
+        + "print(acc / len(val_loader), meter.avg)\n",
+    )
+    out, _ = _migrate(train)
+    weighted = "accel.global_loss(torch.as_tensor(batch_accuracy(model(x), y))).item()"
+    assert f"acc += {weighted}" in out
+    assert f"meter.update({weighted}, accel.reduce(x.size(0)))" in out
 
 
 def test_a_helper_reading_a_global_is_not_a_sum(tmp_path: Path) -> None:

@@ -371,8 +371,8 @@ EXPECTED: dict[str, str] = {
     "count_correct_helpers_r23c_project_batch": "MATCH",
     "imagenet_engine_topk_r23c_project": "FLAGGED",
     "imagenet_engine_topk_r23c_project_batch": "MATCH",
-    "batch_mean_metric_r23c_project": "FLAGGED",
-    "batch_mean_metric_r23c_project_batch": "FLAGGED",
+    "batch_mean_metric_r23c_project": "MATCH",
+    "batch_mean_metric_r23c_project_batch": "MATCH",
     "optimizer_class_lookup_r23c_project": "MATCH",
     "optimizer_class_lookup_r23c_project_batch": "MATCH",
 }

@@ -118,10 +118,11 @@ class BatchKinds:
             return self._returned_kind(inner, depth)
         if isinstance(inner, cst.Call):
             helper = self.index.helper(inner.func)
-            if helper is not None and helper.batch_kind in ("sum", "mean"):
+            if helper is not None and helper.batch_kind:
                 # `count_correct(output, target)` of a local module: a full sum
-                # (or mean) of what it is handed (project_batch_kinds)
-                return helper.batch_kind  # type: ignore[return-value]
+                # (or mean) of what it is handed (project_batch_kinds); a mean
+                # that is a number is weighted as one (metrics.forms)
+                return "sum" if helper.batch_kind == "sum" else "mean"
         if isinstance(inner, cst.Call) and self.index.helper(inner.func, "loss"):
             # a loss of a local module's function (the project view), read as
             # the backward reads it (its summed terms checked at this call)

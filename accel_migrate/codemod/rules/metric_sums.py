@@ -32,9 +32,11 @@ of it:
   main.py handed to engine.py's ``validate``). A metric helper of a local module
   counts as what it returns over what it is handed (project facts): ``correct +=
   count_correct(output, target)`` with metrics.py's ``count_correct`` returning
-  ``pred.eq(target).sum().item()`` is a sum, and metrics.py's ImageNet
-  ``accuracy`` is weighted as above; a helper that reads anything else (a global,
-  another function) is reported;
+  ``pred.eq(target).sum().item()`` is a sum, one returning
+  ``(output.argmax(1) == target).float().mean().item()`` a batch mean that is a
+  number (weighted as below), and metrics.py's ImageNet ``accuracy`` is weighted
+  as above; a helper that reads anything else (a global, another function) is
+  reported;
 - per-batch values collected in objects made before the loop, with
   ``meter.update(loss.item(), x.size(0))``, ``values.append(...)`` or
   ``values[k] = ...``, are made the original's per-batch values: a batch mean
