@@ -204,9 +204,9 @@ EXPECTED: dict[str, str] = {
     "fixed_probe_batch_project_batch": "FLAGGED",
     # round 15 red team, second pass: evaluation helpers handed sharded loaders
     "eval_mean_len_project": "FLAGGED",
-    "eval_mean_len_project_batch": "FLAGGED",
+    "eval_mean_len_project_batch": "MATCH",
     "meter_validate_break_project": "FLAGGED",
-    "meter_validate_break_project_batch": "FLAGGED",
+    "meter_validate_break_project_batch": "MATCH",
     "kwarg_chain_eval_project": "FLAGGED",
     "kwarg_chain_eval_project_batch": "FLAGGED",
     "holdout_correct_total_project": "FLAGGED",
@@ -320,8 +320,8 @@ EXPECTED: dict[str, str] = {
     # stores (SILENT in both modes before: the reshape crashed at world 2)
     "cfg_batch_shape_model_r22_project": "FLAGGED",
     "cfg_batch_shape_model_r22_project_batch": "FLAGGED",
-    "star_imports_r22_project": "FLAGGED",
-    "star_imports_r22_project_batch": "FLAGGED",
+    "star_imports_r22_project": "MATCH",
+    "star_imports_r22_project_batch": "MATCH",
     "csv_logger_sibling_r22_project": "FLAGGED",
     "csv_logger_sibling_r22_project_batch": "MATCH",
     # loaders handed in a dict by keyword to a training file's function, which
