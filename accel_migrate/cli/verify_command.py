@@ -35,6 +35,7 @@ from . import render
 from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .launch_command import check_launch
 from .run_cli import scale_arguments, scale_settings
+from .verify_project import ProjectMigration, local_modules, migrate_project
 
 EXIT_DIFFERS = 1
 RUNNER = Path(__file__).resolve().parents[1] / "verify" / "runner.py"
@@ -94,14 +95,23 @@ class _Runs:
     """Runs the original on one process and the migrated copy on N, as asked."""
 
     def __init__(
-        self, path: Path, migration: MigrationResult, work: Path, options: Any
+        self,
+        path: Path,
+        migration: MigrationResult,
+        work: Path,
+        options: Any,
+        project: ProjectMigration | None = None,
     ) -> None:
         self.path, self.work, self.options = path, work, options
         self.env = _environment(path.resolve())
-        self.migrated = work / path.name
         output = migration.output
         text = output if isinstance(output, bytes) else output.encode()
-        self.migrated.write_bytes(text)
+        if project is not None:
+            # migrated with its local modules (verify_project): it runs among them
+            self.migrated = project.migrated_script
+        else:
+            self.migrated = work / path.name
+            self.migrated.write_bytes(text)
         mapping = line_map(
             path.read_bytes().decode(errors="replace"), text.decode(errors="replace")
         )
@@ -178,8 +188,37 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="accel-migrate-verify-") as folder:
+        return _verify_in(Path(folder), path, config, script_args, options, err)
+
+
+def _verify_in(
+    work: Path,
+    path: Path,
+    config: Any,
+    script_args: list[str],
+    options: dict[str, Any],
+    err: Console,
+) -> int:
+    script = str(path)
+    project = None
+    modules = local_modules(path)
+    if modules:
+        # helper modules the setup may spread over: migrated with the script,
+        # as batch mode would (verify_project)
+        project = migrate_project(path, modules, work)
+        if project is None:
+            err.print(
+                "could not migrate the script with its local modules "
+                f"({', '.join(m.name for m in modules)}) as a project; verifying the "
+                "script alone: those modules run as they are, unmigrated"
+            )
     try:
-        migration = migrate_source(path.read_bytes(), str(path))
+        migration = (
+            project.script
+            if project is not None
+            else migrate_source(path.read_bytes(), str(path))
+        )
     except MigrationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -196,42 +235,42 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
     nproc, deterministic = options["nproc"], bool(options.get("deterministic"))
     options = {**options, "script_args": script_args}
     checked: Verdict | None = None
-    with tempfile.TemporaryDirectory(prefix="accel-migrate-verify-") as folder:
-        runs = _Runs(path, migration, Path(folder), options)
-        try:
-            pair = runs.pair(err, deterministic)
-            verdict = compare(pair.original, pair.migrated, tolerance, nproc, band)
-            sources = stochastic_sources(pair.original, pair.migrated)
-            if not deterministic and not verdict.agrees and sources and nproc > 1:
-                # Is the noise the only cause? The same runs with it taken out
-                # must then agree exactly.
-                err.print(
-                    f"the losses differ and the script is stochastic "
-                    f"({', '.join(sources)}): checking the rest with --deterministic"
-                )
-                again = runs.pair(err, deterministic=True)
-                checked = compare(
-                    again.original, again.migrated, tolerance, nproc, band
-                )
-        except RunFailed as failure:
+    if project is not None:
+        for line in project.describe():
+            err.print(Text(line))
+    runs = _Runs(path, migration, work, options, project)
+    try:
+        pair = runs.pair(err, deterministic)
+        verdict = compare(pair.original, pair.migrated, tolerance, nproc, band)
+        sources = stochastic_sources(pair.original, pair.migrated)
+        if not deterministic and not verdict.agrees and sources and nproc > 1:
+            # Is the noise the only cause? The same runs with it taken out
+            # must then agree exactly.
             err.print(
-                Text(
-                    f"error: {failure.which} crashed (exit code {failure.code}); "
-                    "this is not a parity result:",
-                    style="bold red",
-                )
+                f"the losses differ and the script is stochastic "
+                f"({', '.join(sources)}): checking the rest with --deterministic"
             )
-            err.print(failure_text(failure.stderr))
-            if options["report"]:
-                Path(options["report"]).write_text(
-                    _crash_report(path, migration, failure)
-                )
-            return EXIT_FAILED
+            again = runs.pair(err, deterministic=True)
+            checked = compare(again.original, again.migrated, tolerance, nproc, band)
+    except RunFailed as failure:
+        err.print(
+            Text(
+                f"error: {failure.which} crashed (exit code {failure.code}); "
+                "this is not a parity result:",
+                style="bold red",
+            )
+        )
+        err.print(failure_text(failure.stderr))
+        if options["report"]:
+            Path(options["report"]).write_text(
+                _crash_report(path, migration, failure, project)
+            )
+        return EXIT_FAILED
     outcome = Outcome(verdict, checked, deterministic)
     _print_outcome(outcome, _console(stderr=False))
     if options["report"]:
         Path(options["report"]).write_text(
-            markdown_report(path, migration, outcome, nproc)
+            markdown_report(path, migration, outcome, nproc, project)
         )
         err.print(f"report written to {options['report']}")
     return EXIT_OK if outcome.passes else EXIT_DIFFERS
@@ -417,14 +456,18 @@ def _findings_table(migration: MigrationResult) -> list[str]:
     return rows if migration.findings else ["(none)"]
 
 
-def _migration_section(path: Path, migration: MigrationResult) -> list[str]:
+def _migration_section(
+    path: Path, migration: MigrationResult, project: ProjectMigration | None = None
+) -> list[str]:
     fixed = sum(1 for f in migration.findings if f.status == "fixed")
     review = len(migration.needs_review)
+    together = ["```", *project.describe(), "```", ""] if project is not None else []
     return [
         "## Migration",
         "",
         f"{fixed} rewrites, {review} finding{'s' if review != 1 else ''} to review.",
         "",
+        *together,
         "<details><summary>diff</summary>",
         "",
         "```diff",
@@ -441,7 +484,11 @@ def _migration_section(path: Path, migration: MigrationResult) -> list[str]:
 
 
 def markdown_report(
-    path: Path, migration: MigrationResult, outcome: Outcome, nproc: int
+    path: Path,
+    migration: MigrationResult,
+    outcome: Outcome,
+    nproc: int,
+    project: ProjectMigration | None = None,
 ) -> str:
     verdict = outcome.checked if outcome.checked is not None else outcome.verdict
     lines = [
@@ -451,7 +498,7 @@ def markdown_report(
         "",
         *[f"- likely cause: {cause}" for cause in outcome.causes],
         "",
-        *_migration_section(path, migration),
+        *_migration_section(path, migration, project),
         f"## Losses: original (1 process) vs migrated ({nproc} processes)"
         + (" with stochastic layers off" if outcome.checked is not None else ""),
         "",
@@ -466,7 +513,12 @@ def markdown_report(
     return "\n".join(lines) + "\n"
 
 
-def _crash_report(path: Path, migration: MigrationResult, failure: RunFailed) -> str:
+def _crash_report(
+    path: Path,
+    migration: MigrationResult,
+    failure: RunFailed,
+    project: ProjectMigration | None = None,
+) -> str:
     return "\n".join(
         [
             f"# accel-migrate verify: `{path.name}`",
@@ -477,6 +529,6 @@ def _crash_report(path: Path, migration: MigrationResult, failure: RunFailed) ->
             failure_text(failure.stderr),
             "```",
             "",
-            *_migration_section(path, migration),
+            *_migration_section(path, migration, project),
         ]
     )

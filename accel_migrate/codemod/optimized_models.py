@@ -4,7 +4,9 @@ reads the optimizers of a file.
 - ``optimized``: the variables whose parameters an optimizer receives
   (``SGD(model.parameters())``, through variables and ``+=``), those built from a
   module class whose own method hands its ``self.parameters()`` to an optimizer,
-  and those that ``model.configure_optimizers(...)`` is called on.
+  those that ``model.configure_optimizers(...)`` is called on, and those handed
+  to a local module's optimizer factory (``build_optimizer(cfg, model)``,
+  ``optimizer_helpers``).
 - ``trained_containers`` and ``model_containers``: lists of models whose elements
   an optimizer trains (``for net in nets: SGD(net.parameters())``), and those of
   them the rule can wrap element by element.
@@ -24,6 +26,7 @@ import libcst.matchers as m
 from .analysis import Key
 from .helper_effects import optimizer_method
 from .names import SAME_OBJECT
+from .optimizer_helpers import factory_model
 from .patterns import strip_methods
 from .subtrees import findall
 from .trained_models import (
@@ -207,6 +210,13 @@ class OptimizedModels:
                 # `model.configure_optimizers(cfg)`: an optimizer over `model`'s
                 # parameters (its class's method, read in its module)
                 key = self.index.key(call.func.value)  # type: ignore[attr-defined]
+                if key is not None:
+                    keys.add(key)
+            made = factory_model(self.index, call)
+            if made is not None:
+                # `build_optimizer(cfg, model)`: a factory of a local module
+                # builds it over `model`'s parameters (optimizer_helpers)
+                key = root_key(self.index, made)
                 if key is not None:
                     keys.add(key)
             if self.is_optimizer_call(call):

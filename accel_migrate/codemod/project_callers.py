@@ -62,8 +62,13 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
             target, defined, bound = callee
             kinds: list[tuple[str, str]] = []
             classes: list[tuple[str, HelperFact]] = []
+            reductions: list[tuple[str, str]] = []
             for name, arg in _bind(defined, call, bound):
                 kind = reader.kind_of(arg, function, 0)[0]
+                criterion = "" if kind else _criterion(reader, function, arg)
+                if criterion:
+                    kind = "criterion"
+                    reductions.append((name, criterion))
                 if not kind:
                     kind = _unpacked_kind(reader, function, arg)
                 if not kind and _optimized(reader, function, arg):
@@ -80,9 +85,31 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                     call.lineno,
                     tuple(kinds),
                     tuple(classes),
+                    tuple(reductions),
                 )
             )
     return {target: tuple(sites) for target, sites in found.items()}
+
+
+def _criterion(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
+    """The reduction ("mean", "sum", "unknown") of the loss module ``arg`` holds,
+    where every binding of it in the caller's function builds one
+    (``criterion = nn.CrossEntropyLoss()``); "" otherwise."""
+    if not isinstance(arg, ast.Name):
+        return ""
+    values = [
+        n.value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
+    ]
+    if not values or not all(isinstance(v, ast.Call) for v in values):
+        return ""
+    found = {reader._loss_module(v) for v in values}  # type: ignore[arg-type]
+    if len(found) != 1:
+        return ""
+    kind, reduction, _ = found.pop()
+    return reduction if kind == "loss" else ""
 
 
 def _unpacked_kind(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:

@@ -6,7 +6,8 @@ For each function and class of a local module (``utils.py``, ``models/``,
 - ``returns``: "loader" (a ``torch.utils.data.DataLoader``), "model" (an
   ``nn.Module`` subclass instance, also through a factory such as
   ``get_network(args)`` whose every return is one), "optimizer" (a
-  ``torch.optim`` class), "loss" (with its ``reduction``: "mean", "sum",
+  ``torch.optim`` class), "optimizer class" (the class itself, looked up by
+  name: ``optimizer_factories.optimizer_class``), "loss" (with its ``reduction``: "mean", "sum",
   "token-mean" or "unknown"); for a model class, the loss its ``forward``
   returns (``forward_loss``, ``forward_losses``), and for a factory of one, that
   class (``model_class``);
@@ -35,13 +36,16 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .project_row_scaled import RowScaledReturn
+
 #: What a helper's call returns.
-RETURN_KINDS = ("loader", "model", "optimizer", "loss")
+RETURN_KINDS = ("loader", "model", "optimizer", "loss", "optimizer class")
 _DESCRIBED = {
     "loader": "a DataLoader",
     "model": "a model (an nn.Module)",
     "optimizer": "an optimizer",
     "loss": "a loss",
+    "optimizer class": "an optimizer class",
 }
 
 
@@ -86,6 +90,21 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a function whose every return is an optimizer it builds over what one
+    #: of its parameters holds (``optimizer_factories``): that parameter, its
+    #: position among the positional parameters (-1: keyword only) and "model"
+    #: (``build_optimizer(cfg, model)``: the model's parameters) or "params"
+    #: (``make_optimizer(model.parameters(), args)``: the parameters themselves).
+    optimizer_over: tuple[str, int, str] = ("", -1, "")
+    #: For a function whose every return is a full sum or mean of what it is
+    #: handed (``count_correct(output, target)``: ``pred.eq(target).sum().item()``),
+    #: "sum", "mean" or "mean number" (a mean read as a Python number:
+    #: ``.float().mean().item()``) (``project_batch_kinds``); "" otherwise.
+    batch_kind: str = ""
+    #: For a function whose return is a sum over the rows it is handed times a
+    #: constant over their count (the ImageNet example's ``accuracy``): how
+    #: (``project_row_scaled``); None otherwise.
+    row_scaled: RowScaledReturn | None = None
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None
@@ -203,8 +222,8 @@ class HelperFact:
 class CallSite:
     """A call, in another file of the batch, of a function of this file
     (``project_callers``): where it is, and what kind of value ("model",
-    "optimizer", "loader", "loss"; "" where not known) each parameter it binds
-    receives there."""
+    "optimizer", "loader", "loss", "criterion": a loss module; "" where not
+    known) each parameter it binds receives there."""
 
     file: str
     line: int
@@ -212,9 +231,15 @@ class CallSite:
     #: For a parameter handed a model: the local model class it is an instance
     #: of, where the caller shows one (``project_instances.model_class``).
     classes: tuple[tuple[str, HelperFact], ...] = ()
+    #: For a parameter handed a loss module (kind "criterion": ``criterion =
+    #: nn.CrossEntropyLoss()`` in the caller): its reduction ("mean", "sum").
+    reductions: tuple[tuple[str, str], ...] = ()
 
     def kind(self, parameter: str) -> str:
         return dict(self.arguments).get(parameter, "")
+
+    def reduction(self, parameter: str) -> str:
+        return dict(self.reductions).get(parameter, "")
 
     def model_class(self, parameter: str) -> HelperFact | None:
         return dict(self.classes).get(parameter)

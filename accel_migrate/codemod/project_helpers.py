@@ -27,8 +27,11 @@ from .names import (
     is_nn_module_constructor,
     is_optimizer_class,
 )
+from .optimizer_factories import class_expression, factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
+from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
+from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
 from .stochastic_layers import stochastic_layers
@@ -299,6 +302,16 @@ class HelperFacts:
                 reductions = {f[1] for f in found}
                 reduction = reductions.pop() if len(reductions) == 1 else "unknown"
                 unshardable = next((f[2] for f in found if f[2]), "")
+        if (
+            not kind
+            and returns
+            and optimizer_class(
+                [r.value for r in returns],  # type: ignore[misc]
+                self.scan.assigned,
+                self._dotted,
+            )
+        ):
+            kind = "optimizer class"  # `get_optimizer_class(name)`
         container, items = "", ()
         if not kind and returns:
             container, items, why = self._container(returns, function)
@@ -331,6 +344,18 @@ class HelperFacts:
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
+            batch_kind=batch_kind(function, self._dotted) if not kind else "",
+            row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
+            optimizer_over=(
+                factory_over(
+                    function,
+                    self._dotted,
+                    self.scan,
+                    lambda name: _assigned_in(function, name),
+                )
+                if kind == "optimizer"
+                else ("", -1, "")
+            ),
         )
 
     def _container(
@@ -398,6 +423,14 @@ class HelperFacts:
             inner = self.kind_of(func.value, function, depth + 1)
             if inner[0] == "model":
                 return inner
+        if class_expression(
+            func,
+            lambda name: _assigned_in(function, name),
+            self.scan.assigned,
+            self._dotted,
+        ):
+            # `OPTIMIZERS[name](params, **kwargs)`, `getattr(torch.optim, name)(...)`
+            return ("optimizer", "", "")
         target = self.resolve(func)
         if isinstance(target, str):
             return self._external(target, expr)

@@ -44,6 +44,7 @@ def _verify(
 
 
 VERIFY_FIXTURES = FIXTURES / "verify"
+PROJECT = FIXTURES / "soundness" / "imagenet_engine_topk_r23c_project"
 #: Every verify run of this module's multi-process tests, by name: its arguments
 #: ("{report}" is the run's report file) and environment. They start together
 #: from one pool (``runs``), each run a job of several processes.
@@ -81,6 +82,11 @@ JOBS: dict[str, tuple[tuple[str, ...], dict[str, str] | None]] = {
         None,
     ),
     "stochastic": ((str(VERIFY_FIXTURES / "mnist_dropout.py"), "--steps", "4"), None),
+    # the loop and the metrics live in engine.py and metrics.py: migrated with it
+    "project": (
+        (str(PROJECT / "main.py"), "--steps", "4", "--report", "{report}"),
+        None,
+    ),
     "fsdp_options": (
         (
             str(VERIFY_FIXTURES / "linear_accuracy_log.py"),
@@ -142,6 +148,24 @@ def test_a_faithful_migration_passes_and_writes_a_report(runs) -> None:
 
 
 @pytest.mark.multiprocess
+def test_a_script_is_verified_with_its_local_modules_migrated(runs) -> None:
+    """The setup's loop is in engine.py: alone, main.py is left unmigrated (a
+    model handed to another file's loop); verify migrates the project as batch
+    mode would, says so, and the migrated copy trains like the original."""
+    before = {p.name: p.read_bytes() for p in PROJECT.glob("*.py")}
+    ran = runs["project"].result()
+    done = ran.done
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS: 4 losses over 4 steps agree" in done.stdout
+    said = " ".join(done.stderr.split())
+    assert "with its local modules engine.py, metrics.py as one project" in said
+    assert "engine.py: rewritten" in said
+    assert "metrics.py: left as it is (not a training entry point)" in said
+    assert "engine.py: rewritten" in ran.report.read_text()
+    assert {p.name: p.read_bytes() for p in PROJECT.glob("*.py")} == before
+
+
+@pytest.mark.multiprocess
 def test_batchnorm_with_per_process_statistics_differs_and_is_named(runs) -> None:
     """By default BatchNorm computes the global batch's statistics and verify
     passes (test_parity_ddp's batchnorm fixtures); opted out, it differs and
@@ -170,6 +194,26 @@ def test_fsdp_with_the_launchers_scale_options_verifies(runs) -> None:
     done = runs["fsdp_options"].result().done
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS: 4 losses over 4 steps agree" in done.stdout
+
+
+def test_local_modules_are_those_the_script_imports_in_its_folder(
+    tmp_path: Path,
+) -> None:
+    from accel_migrate.cli.verify_project import local_modules
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "models.py").write_text("import helpers\n")
+    (tmp_path / "helpers.py").write_text("import os\n")
+    (tmp_path / "utils.py").write_text("from pkg.models import Net\n")
+    (tmp_path / "unused.py").write_text("x = 1\n")
+    main = tmp_path / "main.py"
+    main.write_text("import torch\nfrom utils import thing\n")
+    found = [p.relative_to(tmp_path).as_posix() for p in local_modules(main)]
+    assert found == ["helpers.py", "pkg/__init__.py", "pkg/models.py", "utils.py"]
+    alone = tmp_path / "alone.py"
+    alone.write_text("import torch\n")
+    assert local_modules(alone) == []
 
 
 def test_the_scale_options_go_to_the_launcher_as_given() -> None:

@@ -83,6 +83,8 @@ class BatchForms:
                 return left
             return "nonlinear"
         if isinstance(value, cst.Call):
+            if self._helper_mean_number(value):
+                return "linear"  # `batch_accuracy(out, y)` of a local module
             if self.index.local_function(value.func):
                 inner: list[cst.BaseExpression] = []
                 returned = self._returned_form(value, depth)
@@ -131,8 +133,17 @@ class BatchForms:
         (``....item()``, ``float(...)``, times or over a constant)."""
         if not isinstance(value, cst.Call):
             return False
+        if self._helper_mean_number(value):
+            return True
         returns = self._callee_returns(value)
         return bool(returns) and all(is_number(r) for r in returns)
+
+    def _helper_mean_number(self, call: cst.Call) -> bool:
+        """A local module's helper whose every return is a mean over what it is
+        handed, read as a number (``HelperFact.batch_kind``: ``(output.argmax(1)
+        == target).float().mean().item()``)."""
+        helper = self.index.helper(call.func)
+        return helper is not None and helper.batch_kind == "mean number"
 
     def _returned_form(self, call: cst.Call, depth: int) -> Form:
         """ "linear" when every return of the called function of this file is

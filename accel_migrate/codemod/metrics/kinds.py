@@ -5,9 +5,11 @@ with ``reduction="sum"``, a batch mean times the batch size) is combined across
 processes with ``accel.reduce``; a batch mean (``criterion(out, y).item()``,
 ``x.mean()``) with ``accel.global_loss``. Variables are read from their
 assignments inside the loop (or the function a value is returned from); a
-call of a function of this file counts as what it returns; ``logits, loss =
+call of a function of this file counts as what it returns, and so does one of a
+local module's metric helper (``HelperFact.batch_kind``); ``logits, loss =
 model(x, y)`` as what the model's ``forward`` returns there; a loss function
-reached through a parameter as what the callers pass.
+reached through a parameter as what the callers pass (those of the batch's
+other files too: ``CallSite.reduction``).
 """
 
 from __future__ import annotations
@@ -118,6 +120,13 @@ class BatchKinds:
         inner = read_of(value)
         if isinstance(inner, cst.Call) and self.index.local_function(inner.func):
             return self._returned_kind(inner, depth)
+        if isinstance(inner, cst.Call):
+            helper = self.index.helper(inner.func)
+            if helper is not None and helper.batch_kind:
+                # `count_correct(output, target)` of a local module: a full sum
+                # (or mean) of what it is handed (project_batch_kinds); a mean
+                # that is a number is weighted as one (metrics.forms)
+                return "sum" if helper.batch_kind == "sum" else "mean"
         if isinstance(inner, cst.Call) and self.index.helper(inner.func, "loss"):
             # a loss of a local module's function (the project view), read as
             # the backward reads it (its summed terms checked at this call)
@@ -352,6 +361,8 @@ class BatchKinds:
             return True
         key: Key | None = self.index.key(call.func)
         sources = self._sources(key) if key is not None else []
+        if not sources and key is not None and self._callers_hand_mean_loss(call, key):
+            return True
         # `criterion = criterion.cuda(args.gpu)`: the same module, moved
         cores = [unwrapped(self.index, v) for v in sources]
         kept = [
@@ -362,6 +373,27 @@ class BatchKinds:
         return bool(kept) and all(
             self._mean_loss_module(core) or self._mean_loss_function(v)
             for v, core in kept
+        )
+
+    def _callers_hand_mean_loss(self, call: cst.Call, key: Key) -> bool:
+        """``criterion(output, target)`` with ``criterion`` a parameter of a
+        module-level function this file never calls nor assigns, that every call
+        from the batch's other files hands a loss module of the mean reduction
+        (``criterion = nn.CrossEntropyLoss()`` in main.py: ``project_callers``)."""
+        function = self.index.enclosing_function(call)
+        func = call.func
+        if (
+            function is None
+            or not isinstance(func, cst.Name)
+            or self.index.enclosing_class(function) is not None
+            or key != self.index.function_scope_key(function, func.value)
+            or self.index.values.get(key)
+        ):
+            return False
+        sites = self.index.project.callers_of(function.name.value)
+        return bool(sites) and all(
+            s.kind(func.value) == "criterion" and s.reduction(func.value) == "mean"
+            for s in sites
         )
 
     def _same_variable(

@@ -8,7 +8,8 @@ the global sum over the global count, which is each process's value weighted by
 its count of rows: ``accel.global_loss(value, count=rows)``.
 
 The value is found in the loop (``correct.mul(100.0 / n).item()``) or in what a
-function of this file returns and the loop reads (``acc1, acc5 =
+function of this file, or a local module's (``HelperFact.row_scaled``,
+``project_row_scaled``), returns and the loop reads (``acc1, acc5 =
 accuracy(output, target, topk=(1, 5))``; ``acc1[0]``; ``acc = accuracy(...)``,
 ``acc[0]``): a list grown by one ``res.append(...)``, a list comprehension, a
 list display, or the value itself. The count must then be read off one of the
@@ -248,7 +249,7 @@ def _returned_count(
         return None
     target = index.callee(call)
     if target is None or not index.local_function(call.func):
-        return None
+        return _helper_count(index, call, readings, expr)
     function, bound = target
     found = next(
         (f for f in (_function_count(kinds, function, r) for r in readings) if f),
@@ -261,6 +262,50 @@ def _returned_count(
     if argument is None or placement_blocker(index, argument, call, expr) is not None:
         return None
     return _substituted(template, counted, argument), divides
+
+
+def _helper_count(
+    index: ModuleIndex,
+    call: cst.Call,
+    readings: tuple[bool, ...],
+    use: cst.BaseExpression,
+) -> tuple[cst.BaseExpression, str] | None:
+    """``_returned_count`` for a metric helper of a local module
+    (``HelperFact.row_scaled``, read in its module: ``project_row_scaled``)."""
+    fact = index.helper(call.func)
+    scaled = fact.row_scaled if fact is not None else None
+    if scaled is None or scaled.listed not in readings:
+        return None
+    if any(a.star for a in call.args):
+        return None
+    argument = next(
+        (
+            a.value
+            for a in call.args
+            if a.keyword is not None and a.keyword.value == scaled.parameter
+        ),
+        None,
+    )
+    positional = [a for a in call.args if a.keyword is None]
+    if argument is None and 0 <= scaled.position < len(positional):
+        argument = positional[scaled.position].value
+    if argument is None or placement_blocker(index, argument, call, use) is not None:
+        return None
+    try:
+        template = cst.parse_expression(scaled.count)
+    except cst.ParserSyntaxError:
+        return None
+    counted = next(
+        (
+            n
+            for n in findall(template, m.Name(scaled.parameter))
+            if isinstance(n, cst.Name)
+        ),
+        None,
+    )
+    if counted is None:
+        return None
+    return _substituted(template, counted, argument), scaled.division
 
 
 def _item_of(expr: cst.BaseExpression) -> bool:

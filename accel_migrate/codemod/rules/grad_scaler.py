@@ -80,6 +80,7 @@ from ..amp import (
 )
 from ..analysis import Key, variable_names
 from ..names import OPTIMIZER_BASES, is_optimizer_class
+from ..optimizer_lookups import looked_up_optimizer
 from ..rule import Rule
 
 #: GradScaler methods that the runtime's object has.
@@ -189,6 +190,8 @@ class GradScalerRule(Rule):
         if self.index.is_runtime_call(expr, "prepare_optimizer"):
             return True
         if self.index.local_class(expr.func) in self.optimizer_classes:
+            return True
+        if looked_up_optimizer(self.index, expr):
             return True
         return any(is_optimizer_class(q) for q in self.index.qualnames(expr.func))
 

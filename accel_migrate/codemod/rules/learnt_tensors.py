@@ -65,6 +65,7 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import Key, variable_names
 from ..names import DATALOADER_CALLS, OPTIMIZER_BASES, is_optimizer_class
+from ..optimizer_lookups import looked_up_optimizer
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import extra_values, snippet
@@ -220,8 +221,10 @@ class LearntTensors(Rule):
 
     def _optimizer_calls(self, local: set[cst.ClassDef]) -> Iterator[cst.Call]:
         for call in self.index.calls:
-            if self.index.local_class(call.func) in local or any(
-                is_optimizer_class(q) for q in self.index.qualnames(call.func)
+            if (
+                self.index.local_class(call.func) in local
+                or any(is_optimizer_class(q) for q in self.index.qualnames(call.func))
+                or looked_up_optimizer(self.index, call)
             ):
                 yield call
 

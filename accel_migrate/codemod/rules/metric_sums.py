@@ -27,7 +27,16 @@ of it:
   Summed along one dimension only, or with the counted variable assigned between
   the call and the use, it is reported. A loss function reached through a
   parameter (``criterion`` passed in by the caller as ``nn.CrossEntropyLoss()``
-  or ``F.cross_entropy``) counts as what the callers pass;
+  or ``F.cross_entropy``) counts as what the callers pass, in batch mode those
+  of the batch's other files too (``criterion = nn.CrossEntropyLoss()`` in
+  main.py handed to engine.py's ``validate``). A metric helper of a local module
+  counts as what it returns over what it is handed (project facts): ``correct +=
+  count_correct(output, target)`` with metrics.py's ``count_correct`` returning
+  ``pred.eq(target).sum().item()`` is a sum, one returning
+  ``(output.argmax(1) == target).float().mean().item()`` a batch mean that is a
+  number (weighted as below), and metrics.py's ImageNet ``accuracy`` is weighted
+  as above; a helper that reads anything else (a global, another function) is
+  reported;
 - per-batch values collected in objects made before the loop, with
   ``meter.update(loss.item(), x.size(0))``, ``values.append(...)`` or
   ``values[k] = ...``, are made the original's per-batch values: a batch mean

@@ -141,6 +141,8 @@ from ..names import (
     is_optimizer_class,
 )
 from ..optimized_models import OptimizedModels
+from ..optimizer_helpers import factory_model
+from ..optimizer_lookups import looked_up_optimizer
 from ..patterns import strip_methods
 from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
@@ -175,6 +177,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
             return False
         if self.index.local_class(node.func) in self.optimizer_classes:
             return True
+        if looked_up_optimizer(self.index, node):
+            return True  # `OPTIMIZERS[args.opt](model.parameters())`
         return any(is_optimizer_class(q) for q in self.qualnames(node.func))
 
     def _core(self, expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -419,6 +423,9 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        made = factory_model(self.index, original_node)
+        if made is not None:
+            self._check_prepared(original_node, made)
         if not self.is_optimizer_call(original_node):
             return updated_node
         for inner in self._parameter_calls(original_node):

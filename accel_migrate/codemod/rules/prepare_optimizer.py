@@ -4,12 +4,18 @@
 Wraps the construction of every optimizer: classes of ``torch.optim`` (not the
 learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
 ``timm.optim`` and ``transformers``, and classes of this file deriving from
-``torch.optim.Optimizer``. Works wherever the call is: an assignment,
+``torch.optim.Optimizer``, also looked up by name (``OPTIMIZERS[args.opt](...)``
+with a module-level dict of optimizer classes, ``getattr(torch.optim,
+cfg.optimizer)(...)``, a local module's ``get_optimizer_class(name)(...)``). Works wherever the call is: an assignment,
 ``self.optimizer = ...``, or ``return optim.Adam(...)`` in a
 ``configure_optimizers`` method. The optimizer a local module's model class hands
 back from a method over its own parameters (``optimizer =
 model.configure_optimizers(config)``, ``GPT`` in mingpt/model.py, known from the
-project view) is wrapped where that method is called.
+project view) is wrapped where that method is called, and so is the optimizer a
+local module's factory function builds over the model or the parameters it is
+handed (``build_optimizer(cfg, model)`` from a dict of optimizer classes by
+name, with no-decay groups for norms and biases;
+``make_optimizer(model.parameters(), args)``): that model is then trained, and prepared (AM004).
 
 ## Why
 The runtime needs to know the optimizers: under FSDP their parameters are
@@ -40,6 +46,8 @@ import libcst as cst
 
 from ..helper_effects import optimizer_method
 from ..names import OPTIMIZER_BASES, is_optimizer_class
+from ..optimizer_helpers import factory_model, factory_of
+from ..optimizer_lookups import looked_up_optimizer
 from ..rule import Rule
 
 
@@ -57,14 +65,34 @@ class PrepareOptimizer(Rule):
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
         local = self.index.local_class(original_node.func)
-        is_optimizer = local in self.optimizer_classes or any(
-            is_optimizer_class(q) for q in self.qualnames(original_node.func)
+        is_optimizer = (
+            local in self.optimizer_classes
+            or any(is_optimizer_class(q) for q in self.qualnames(original_node.func))
+            or looked_up_optimizer(self.index, original_node)
         )
         method = None if is_optimizer else optimizer_method(self.index, original_node)
-        if (not is_optimizer and method is None) or self._already_prepared(
-            original_node
+        # a local module's factory, over a model this file names (AM004
+        # prepares it: optimized_models)
+        factory = (
+            factory_of(self.index, original_node)
+            if not is_optimizer
+            and method is None
+            and factory_model(self.index, original_node) is not None
+            else None
+        )
+        if (not is_optimizer and method is None and factory is None) or (
+            self._already_prepared(original_node)
         ):
             return updated_node
+        if factory is not None:
+            self.report(
+                original_node,
+                "fixed",
+                f"`{factory.name}` in {factory.file} returns an optimizer it builds "
+                f"over the `{factory.optimizer_over[0]}` it is handed -> "
+                "accel.prepare_optimizer(...)",
+            )
+            return self.runtime_call("prepare_optimizer", [cst.Arg(value=updated_node)])
         if method is not None:
             name = original_node.func.attr.value  # type: ignore[attr-defined]
             self.report(
