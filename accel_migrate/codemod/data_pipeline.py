@@ -35,22 +35,6 @@ _DATASET_METHODS = ("__getitem__", "__getitems__", "__iter__")
 Runner = cst.FunctionDef | cst.Lambda
 
 
-#: torchvision's augmentations that draw from the global random state when applied
-#: (besides every ``Random*`` class).
-_RANDOM_TRANSFORMS = frozenset(
-    {"ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWide", "AugMix"}
-)
-
-
-def random_transform(qualname: str) -> bool:
-    """``torchvision.transforms.RandomCrop``, ``...v2.RandomHorizontalFlip``,
-    ``...ColorJitter``: an augmentation that draws each time it is applied."""
-    if not qualname.startswith("torchvision.transforms."):
-        return False
-    last = qualname.rsplit(".", 1)[-1]
-    return last.startswith("Random") or last in _RANDOM_TRANSFORMS
-
-
 def builds_loader(index: ModuleIndex) -> bool:
     """Does this file build a data loader?"""
     return bool(_loader_calls(index))

@@ -30,16 +30,15 @@ from .divergence_finders import (
     _TaintFinder,
     _TrainingFinder,
 )
+from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
     CLOCK_PREFIXES,
     DISTRIBUTION_DRAWS,
     DISTRIBUTIONS,
     DRAW_METHODS,
-    RANDOM_CALL_PREFIXES,
     TENSOR_READ,
     _read_tensor,
     distribution_values,
-    is_random_draw,
     method_draw,
 )
 from .subtrees import findall

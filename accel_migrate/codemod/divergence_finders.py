@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import attr_chain
-from .rank_local_calls import (
-    _RANK_LOCAL_CALL_PREFIXES,
-    _UNIFORM_RUNTIME_CALLS,
-    is_random_draw,
-)
+from .random_names import is_random_draw
+from .rank_local_calls import _RANK_LOCAL_CALL_PREFIXES, _UNIFORM_RUNTIME_CALLS
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex

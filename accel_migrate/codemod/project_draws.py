@@ -28,9 +28,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from .data_pipeline import random_transform
 from .project_helpers import _own_nodes
-from .rank_local_calls import DISTRIBUTIONS, DRAW_METHODS, is_random_draw
+from .random_names import (
+    DISTRIBUTIONS,
+    DRAW_METHODS,
+    is_random_draw,
+    random_transform,
+)
 
 #: How many calls deep the module's functions and methods are followed.
 _DEPTH = 3

@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .random_names import (
+    DISTRIBUTION_DRAWS,
+    DISTRIBUTIONS,
+    DRAW_METHODS,
+)
+
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
 
@@ -20,74 +26,6 @@ _RANK_LOCAL_CALL_PREFIXES = (
 )
 #: Of them, the clock: each process's own reading is as right as the original's.
 CLOCK_PREFIXES = ("time.", "datetime.")
-#: Random draws. Every rank starts from the same seed and makes the same draws in
-#: straight-line setup code (``x = torch.randn(115, 7)`` before training), so they
-#: are the same there. Once training runs, the ranks' RNG states can drift apart
-#: (dropout on slices of different sizes, per-step draws of local sizes): a draw in
-#: a loop, in a function called from one, or after training is rank-local. A draw
-#: from an explicit ``generator=`` is the same on every rank (its arguments aside).
-RANDOM_CALL_PREFIXES = (
-    "torch.rand",
-    "torch.normal",
-    "torch.bernoulli",
-    "torch.multinomial",
-    "torch.poisson",
-    "random.",
-    "numpy.random.",
-)
-#: Functions under those prefixes that draw nothing (seeding, RNG state, generators).
-_NOT_DRAWS = frozenset(
-    {
-        "seed",
-        "manual_seed",
-        "initial_seed",
-        "get_rng_state",
-        "set_rng_state",
-        "fork_rng",
-        "getstate",
-        "setstate",
-        "RandomState",
-        "Generator",
-        "default_rng",
-        "SeedSequence",
-        "Random",
-    }
-)
-
-
-def is_random_draw(qualname: str) -> bool:
-    """``torch.randn``, ``random.random``, ``numpy.random.rand``... (not the seeding
-    and RNG-state functions, nor a method of what a draw returns:
-    ``torch.rand(1).item``)."""
-    parts = qualname.split(".")
-    if parts[-1] in _NOT_DRAWS:
-        return False
-    if parts[0] == "torch":
-        return len(parts) == 2 and qualname.startswith(RANDOM_CALL_PREFIXES)
-    if parts[0] == "random":
-        return len(parts) == 2
-    return len(parts) == 3 and parts[:2] == ["numpy", "random"]
-
-
-#: Tensor methods that fill or sample a tensor with random numbers
-#: (``std.data.new(std.size()).normal_()``, ``torch.empty_like(x).uniform_()``).
-DRAW_METHODS = frozenset(
-    {
-        "bernoulli",
-        "bernoulli_",
-        "cauchy_",
-        "exponential_",
-        "geometric_",
-        "log_normal_",
-        "normal_",
-        "random_",
-        "uniform_",
-    }
-)
-#: Methods of a ``torch.distributions`` distribution that draw (``rsample`` is
-#: theirs alone; ``sample`` only on a value built by a distribution class).
-DISTRIBUTION_DRAWS = frozenset({"rsample", "sample", "sample_n"})
-DISTRIBUTIONS = "torch.distributions."
 
 
 def method_draw(

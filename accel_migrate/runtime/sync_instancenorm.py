@@ -123,9 +123,12 @@ def convert(module: nn.Module, group: Any = None) -> int:
 def prepare(module: nn.Module, runtime: Any) -> None:
     """Called with ``sync_batchnorm.prepare`` when a prepared model's wrapper is
     built: global-batch mode, several processes, sync-batchnorm on."""
-    env, config = runtime.env, runtime.config
+    env = runtime.env
     if not env.distributed or not dist.is_initialized():
         return
+    if not tracking_layers(module):
+        return  # nothing to convert (most models): the settings are not read
+    config = runtime.config
     if config.batch_mode == "per-device" or not config.sync_batchnorm:
         return
     convert(module)

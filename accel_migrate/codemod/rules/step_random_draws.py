@@ -76,10 +76,11 @@ import libcst.matchers as m
 
 from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
-from ..data_pipeline import builds_loader, data_function_of, random_transform
+from ..data_pipeline import builds_loader, data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
 from ..imported_draws import loader_draw, step_draw
 from ..model_methods import stepped_function, stepped_method, training_step
+from ..random_names import random_transform
 from ..rule import Rule
 from ..subtrees import findall
 
