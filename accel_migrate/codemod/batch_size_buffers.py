@@ -7,6 +7,7 @@ call outside every such loop."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -64,6 +65,8 @@ class BufferFindings:
             fill
             for fill in buffer_fills(self.index, key, self._enclosing_loops)
             if not resized_first(self.index, fill[1], key, self._configured_size)
+            # a resize_ to the configured size is reported where it is, once
+            and not _resized_to_configured(fill[0], self._configured_size)
         ]
         if not fills:
             self._used_whole(call, target, key, hits[0])
@@ -135,6 +138,17 @@ class BufferFindings:
             isinstance(expr, (cst.Name, cst.Attribute)) and self._configured(expr)
             for _, expr in shape_args(call)
         )
+
+
+def _resized_to_configured(
+    call: cst.Call, configured_size: Callable[[cst.Call], bool]
+) -> bool:
+    """``scale.resize_(opt.batchSize)`` in a step: the step's own finding."""
+    return (
+        isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "resize_"
+        and configured_size(call)
+    )
 
 
 def _code(node: cst.CSTNode) -> str:
