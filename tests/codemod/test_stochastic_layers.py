@@ -185,8 +185,8 @@ def test_a_script_migrated_alone_is_told_where_it_builds_one(tmp_path: Path) -> 
     assert [(f.line, f.status) for f in found] == [(7, "info"), (8, "info")]
     assert found[0].message.startswith(
         "`GPT` in models.py builds a model with dropout (`nn.Dropout("
-        "config.attn_pdrop)` in `Attention` (layers.py, line 9)): in train mode "
-        "each process draws its own dropout masks"
+        "config.attn_pdrop)` in `Attention` (layers.py, line 9)): in train mode, "
+        "where its probability is above 0, each process draws its own dropout masks"
     )
     assert "`build_model` in models.py" in found[1].message
     assert "prepare_dataloader" in result.output  # still migrated: info only

@@ -90,7 +90,8 @@ class DropoutLayers(Rule):
             "info",
             f"dropout in `{cls.name.value}` (`{name}`), which runs in a model a "
             "training step calls: "
-            "in train mode each process draws its own dropout masks for its share of "
+            "in train mode, where its probability is above 0, each process draws its "
+            "own dropout masks for its share of "
             "the batch, not its slice of the original's, so the losses match the "
             "original's only statistically, not step for step; "
             "`accel-migrate verify --deterministic` compares the rest of the "
@@ -109,7 +110,8 @@ class DropoutLayers(Rule):
             node,
             "info",
             f"{fact.where} builds a model with dropout ({fact.stochastic}): "
-            "in train mode each process draws its own dropout masks for its share "
+            "in train mode, where its probability is above 0, each process draws its "
+            "own dropout masks for its share "
             "of the batch, not its slice of the original's, so the losses match "
             "the original's only statistically, not step for step; "
             "`accel-migrate verify --deterministic` compares the rest of the "

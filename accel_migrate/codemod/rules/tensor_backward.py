@@ -351,7 +351,12 @@ class TensorBackward(Rule):
             )
         if self._retains_graph(original, retain_position):
             concerns.append(
-                "retain_graph=True: the runtime averages a second backward through the same forward under DDP and FSDP (by hand after every backward, without DDP's overlap, for a model whose first backward leaves parameters without a gradient), not under --strategy deepspeed; adding the losses and calling accel.backward once is exact under every strategy and faster"
+                "retain_graph=True: the runtime averages a second backward "
+                "through the same forward under DDP and FSDP (by hand after every "
+                "backward, without DDP's overlap, for a model whose first "
+                "backward leaves parameters without a gradient); under --strategy "
+                "deepspeed this is untested; adding the losses and calling "
+                "accel.backward once is exact under every strategy and faster"
             )
         told = ""
         if reduction.kind == "sum":
