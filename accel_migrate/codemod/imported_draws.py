@@ -14,12 +14,10 @@ from __future__ import annotations
 import libcst as cst
 
 from .analysis import ModuleIndex
-from .model_methods import training_step
+from .model_methods import _SELF_RETURNING, training_step
 from .names import DATALOADER_CALLS
 from .project_facts import HelperFact
 
-#: Methods that return their receiver (``model.to(device)``).
-_SELF_RETURNING = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train"})
 #: What a data loader runs of its dataset for each sample (or stream).
 _SAMPLE_METHODS = ("__getitem__", "__iter__")
 _DEPTH = 6
