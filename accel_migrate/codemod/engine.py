@@ -150,7 +150,7 @@ def _full_pass(
     # The parsed tree's positions (the screen asks for them) seed the statements
     # that a changed tree's positions replay.
     chunks = positions.Chunks()
-    positions.compute(wrapper, chunks)
+    original_positions = positions.compute(wrapper, chunks)[0]
     screen = FullScreen.of(wrapper)
     if screen.distributed is not None:
         line, column, name = screen.distributed
@@ -185,6 +185,7 @@ def _full_pass(
         honour_suppressions=options.honour_suppressions,
         running=frozenset(rule.code for rule in rules),
         position_chunks=chunks,
+        original_positions=original_positions,
     )
     for rule in rules:
         changed, modified = rule.run(wrapper, context)

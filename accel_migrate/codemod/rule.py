@@ -319,6 +319,14 @@ class Rule(cst.CSTTransformer):
             args=tidy_args([first, *call.args]),
         )
 
+    def original_start(self, node: cst.CSTNode) -> tuple[int, int]:
+        """The user's (line, 0-based column) where ``node`` of this pass's tree
+        starts (``RuleContext.original_start``)."""
+        return self.context.original_start(self.wrapper, node)
+
+    def original_line(self, node: cst.CSTNode) -> int:
+        return self.context.original_start(self.wrapper, node)[0]
+
     def report(
         self,
         node: cst.CSTNode,
@@ -336,10 +344,7 @@ class Rule(cst.CSTTransformer):
         Whether a file is blocked is known only once every rule has run, so the
         finding is recorded and the engine decides (rules run in any order).
         """
-        position = self.get_metadata(PositionProvider, node).start
-        line, column = self.context.original_place(
-            self._current_code, position.line, position.column
-        )
+        line, column = self.context.original_start(self.wrapper, node)
         finding = Finding(
             line, column + 1, self.code, status, self.context.aliased(message)
         )
@@ -352,10 +357,7 @@ class Rule(cst.CSTTransformer):
     def block(self, node: cst.CSTNode, message: str) -> None:
         """A needs-review finding at ``node`` that leaves the whole file unchanged
         (see ``RuleContext.block``)."""
-        position = self.get_metadata(PositionProvider, node).start
-        line, column = self.context.original_place(
-            self._current_code, position.line, position.column
-        )
+        line, column = self.context.original_start(self.wrapper, node)
         self.context.block(
             Finding(
                 line,

@@ -71,6 +71,22 @@ class RuleContext:
     position_chunks: positions.Chunks = field(default_factory=positions.Chunks)
     #: The parents of the latest changed tree, kept up to date (``tree_parents``).
     tree_parents: TreeParents = field(default_factory=TreeParents)
+    #: The parsed module's positions: a node a later tree shares with it (every
+    #: subtree no rule changed) is where the user wrote it, with no code
+    #: generated for that tree and no line map.
+    original_positions: Mapping[cst.CSTNode, Any] = field(default_factory=dict)
+
+    def original_start(
+        self, wrapper: MetadataWrapper, node: cst.CSTNode
+    ) -> tuple[int, int]:
+        """The user's (line, 0-based column) where ``node`` (a node of
+        ``wrapper``'s tree) starts."""
+        found = self.original_positions.get(node)
+        if found is not None:
+            start = found.start
+            return start.line, start.column
+        start = self.positions_of(wrapper)[node].start
+        return self.original_place(self.code_of(wrapper), start.line, start.column)
 
     def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
         """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""

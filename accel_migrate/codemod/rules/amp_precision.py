@@ -116,7 +116,7 @@ class AmpPrecision(Rule):
         return start.line, start.column
 
     def _line(self, node: cst.CSTNode) -> int:
-        return self.context.original_line(self._current_code, self._place(node)[0])
+        return self.original_line(node)
 
     def _report_precision(
         self,

@@ -99,7 +99,6 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import PositionProvider
 
 from .. import model_methods
 from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
@@ -514,8 +513,7 @@ class BatchSizeShapes(BufferFindings, Rule):
         return f" (a parameter of `{name}()`: {calls})"
 
     def _line(self, node: cst.CSTNode) -> int:
-        position = self.get_metadata(PositionProvider, node)
-        return self.context.original_line(self._current_code, position.start.line)
+        return self.original_line(node)
 
     def _rebound(
         self, name: cst.Name, key: Key | None, loop: cst.For, size: cst.BaseExpression

@@ -212,10 +212,7 @@ def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
 
 
 def original_place(rule: Rule, node: cst.CSTNode) -> tuple[int, int]:
-    position = rule.get_metadata(PositionProvider, node).start
-    return rule.context.original_place(
-        rule._current_code, position.line, position.column
-    )
+    return rule.original_start(node)
 
 
 def defer_to_collected_outputs(rule: Rule, call: cst.CSTNode) -> bool:

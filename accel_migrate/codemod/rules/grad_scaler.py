@@ -68,7 +68,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from ..amp import (
     GRAD_SCALER,
@@ -155,8 +154,7 @@ class GradScalerRule(Rule):
         return plan
 
     def _line(self, node: cst.CSTNode) -> int:
-        line = self.get_metadata(PositionProvider, node).start.line
-        return self.context.original_line(self._current_code, line)
+        return self.original_line(node)
 
     def _groups(self, constructors: list[cst.Call]) -> list[_Group]:
         groups: list[_Group] = []

@@ -61,7 +61,6 @@ from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import PositionProvider
 
 from ..analysis import Key, variable_names
 from ..names import DATALOADER_CALLS, OPTIMIZER_BASES, is_optimizer_class
@@ -114,8 +113,7 @@ class LearntTensors(Rule):
             )
 
     def _line(self, node: cst.CSTNode) -> int:
-        position = self.get_metadata(PositionProvider, node)
-        return self.context.original_line(self._current_code, position.start.line)
+        return self.original_line(node)
 
     # -- the setup ------------------------------------------------------------------------
     @cached_property

@@ -224,8 +224,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, Rule):
         )
 
     def _line(self, node: cst.CSTNode) -> int:
-        position = self.get_metadata(PositionProvider, node).start
-        return self.context.original_line(self._current_code, position.line)
+        return self.original_line(node)
 
     def _reads_import(self, node: cst.CSTNode) -> bool:
         """``model`` in ``model = model.mnist()`` after ``import model``: a name

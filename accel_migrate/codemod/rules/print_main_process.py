@@ -93,7 +93,6 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from ..analysis import attr_chain
 from ..divergence import Divergence
@@ -459,8 +458,7 @@ class PrintMainProcess(LossPlaces, Rule):
             self.report(read, "needs-review", why, if_migrated=True)
 
     def _line_of(self, node: cst.CSTNode) -> int:
-        position = self.get_metadata(PositionProvider, node).start
-        return self.context.original_line(self._current_code, position.line)
+        return self.original_line(node)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``if loss < best:`` on a returned loss tensor: a decision on this

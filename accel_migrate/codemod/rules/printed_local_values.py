@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import PositionProvider
 
 from ..analysis import Key
 from ..clock_readings import key_reads_clock
@@ -182,10 +181,7 @@ class PrintedLocalValues(Rule):
             if f.code == "AM008" and f.status == "needs-review"
         }
         for read in reads:
-            start = self.get_metadata(PositionProvider, read).start
-            line, column = self.context.original_place(
-                self._current_code, start.line, start.column
-            )
+            line, column = self.original_start(read)
             if (line, column + 1) not in reported:
                 return False
         return True
