@@ -35,7 +35,8 @@ _UNREACHED = (
     "parameters, and under DDP every process waits for their gradients. A loss "
     "built only from a gradient of the model's output "
     "(torch.autograd.grad(..., create_graph=True): StyleGAN2's lazy R1 or path "
-    "length penalty), or one that leaves some outputs unused, does this. Add the "
+    "length penalty), or one that leaves some outputs unused, can do this (the "
+    "runtime averages such steps itself where it sees them). Add the "
     "model's output with a zero weight to that loss (`loss + 0 * out.sum()`, as "
     "the distributed StyleGAN2 code does), so that every parameter gets a "
     'gradient at each backward (DDP: "Expected to have finished reduction in the '

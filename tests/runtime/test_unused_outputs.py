@@ -57,6 +57,7 @@ def test_losses_match_the_original_at_world_2(runs) -> None:
         "aux_first",
         "dcgan",
         "accumulate",
+        "lazy_r1",
         "all_used",
     }
     for (mode, step, e), (_, _, g) in zip(expected, got, strict=True):
@@ -78,6 +79,9 @@ def test_only_models_with_unused_parameters_find_them(runs) -> None:
         "dcgan_g": "False",  # only forwarded before D's backward: left as built
         "dcgan_d": "True",
         "accumulate": "True",
+        # rebuilt after the first penalty, then averaged by the strategy after
+        # the second (the rebuilt wrapper waits for the last bias too)
+        "lazy_r1": "True",
         "all_used": "False",
     }
 
@@ -92,3 +96,8 @@ def test_two_backwards_per_forward_stop_syncing_and_are_averaged_by_hand(
     got = LOSS.findall(runs["world2"][0])
     for mode in ("retain_unused", "aux_first"):
         assert [int(step) for name, step, _ in got if name == mode] == [0, 1, 2]
+    # StyleGAN2's lazy R1 (LOUD before: DDP's "Expected to have finished
+    # reduction" at the forward after the second penalty): four rows a step.
+    assert [int(step) for name, step, _ in got if name == "lazy_r1"] == [
+        s for s in (0, 1, 2) for _ in range(4)
+    ]

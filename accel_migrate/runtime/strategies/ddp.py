@@ -40,6 +40,16 @@ DDP's reducer) and the strategy averages the model's gradients after every
 backward pass itself, one all-reduce of every gradient per backward, for the
 rest of the run. Averaging after each backward gives the global batch's
 gradients however many backward passes a step runs.
+
+A backward that does not reach every parameter its forward used
+-----------------------------------------------------------------
+StyleGAN2's lazy R1 penalty backpropagates ``autograd.grad(D(x).sum(), x,
+create_graph=True)``, a gradient with respect to the input, which does not
+depend on the critic's last bias. DDP, with or without find_unused_parameters
+(which marks only the parameters the *forward* did not use), then waits for that
+bias's gradient, and its next forward fails. The first such backward is averaged
+here, and the model is averaged by the strategy after every backward from then
+on, as above: exact, whatever each backward reaches.
 """
 
 from __future__ import annotations
@@ -236,7 +246,23 @@ class DDPStrategy(Strategy):
             # used for its next reduction, which is then wrong: stop syncing.
             _average_gradients(forward_module.module, self.device)
             self._average_by_hand(forward_module, watch)
-        return None
+            return None
+        try:
+            forward_module.reducer._check_reducer_finalized()
+            return None
+        except RuntimeError:
+            pass
+        # The forward used a parameter this backward did not reach (StyleGAN2's
+        # lazy R1 penalty: the gradient of the critic's output with respect to
+        # its input does not depend on its last bias). find_unused_parameters
+        # marks only parameters the forward did not use, so DDP waits for it.
+        # No wrapper can take such steps; the strategy averages them itself.
+        _average_gradients(forward_module.module, self.device)
+        forward_module.reducer._remove_autograd_hooks()
+        replacement = self._wrap(forward_module.module, find_unused_parameters=True)
+        replacement.train(forward_module.training)
+        self._average_by_hand(replacement, watch)
+        return replacement
 
     @staticmethod
     def _average_by_hand(

@@ -129,6 +129,32 @@ def accumulate() -> nn.Module:
     return model
 
 
+def lazy_r1() -> nn.Module:
+    """StyleGAN2's lazy R1: every other step a separate backward of the gradient
+    penalty ``autograd.grad(D(x).sum(), x, create_graph=True)``, which reaches
+    every parameter but the last bias (the wrapper, rebuilt with
+    find_unused_parameters after the first such step, still waits for it)."""
+    model = accel.prepare_model(
+        nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    )
+    optimizer = sgd(model)
+    for step, (x,) in enumerate(data()):
+        for _ in range(2):
+            optimizer.zero_grad()
+            loss = model(x).pow(2).mean()
+            accel.backward(loss)
+            optimizer.step()
+            report("lazy_r1", step, loss)
+            optimizer.zero_grad()
+            x = x.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+            penalty = grad.pow(2).sum(1).mean()
+            accel.backward(penalty)
+            optimizer.step()
+            report("lazy_r1", step, penalty)
+    return model
+
+
 def all_used() -> nn.Module:
     """Every parameter gets a gradient: the wrapper must stay as it was built."""
     model = accel.prepare_model(
@@ -154,6 +180,7 @@ models = {
     "aux_first": aux_first(),
     **dict(zip(("dcgan_g", "dcgan_d"), dcgan_order(), strict=True)),
     "accumulate": accumulate(),
+    "lazy_r1": lazy_r1(),
     "all_used": all_used(),
 }
 state = {}
