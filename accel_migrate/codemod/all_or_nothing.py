@@ -11,6 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import Key, method_call
+from .optimizer_helpers import _argument
 from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
 
@@ -128,16 +129,7 @@ class AllOrNothing:
         self, call: cst.Call, fact: HelperFact
     ) -> cst.BaseExpression | None:
         """What ``call`` hands the parameter ``fact`` trains (None: not shown)."""
-        if any(a.star for a in call.args):
-            return None
-        name, position = fact.trained_parameter
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == name:
-                return arg.value
-        positional = [a for a in call.args if a.keyword is None]
-        if 0 <= position < len(positional):
-            return positional[position].value
-        return None
+        return _argument(call, *fact.trained_parameter)
 
     def _handed_prepared(self, call: cst.Call, fact: HelperFact) -> bool:
         """Does this file prepare the model it hands a function of a training
