@@ -13,7 +13,7 @@ terminal and in the report. Modules outside the script's folder are read, not
 migrated, and verify says so.
 
 The user's files are never written. Static only until the runs: imports are
-read with ``ast`` (``project._local_imports``).
+read with ``ast`` (``project_imports._local_imports``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..codemod import MigrationResult
 from ..codemod.findings import Finding
-from .project import _local_imports
+from .project_imports import _local_imports
 
 #: Folders never searched for local modules (environments, caches, VCS).
 _SKIPPED_FOLDERS = frozenset(

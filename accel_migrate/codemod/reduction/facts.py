@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
-from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -15,6 +14,14 @@ from ..batch_rows import batch_values
 from ..names import IGNORING_LOSSES as _IGNORING
 from ..patterns import string_value
 from ..subtrees import findall
+from .loss_inputs import (
+    _SAME_VALUE,
+    _selected_rows,
+    _targets,
+    not_ignored_count,
+    packed_sequence,
+    writes_default_ignore,
+)
 from .placement import bound_once, code, pure
 
 if TYPE_CHECKING:
@@ -25,29 +32,6 @@ Kind = Literal["mean", "sum", "token-mean", "unknown"]
 _Kind = Literal["mean", "sum", "token-mean", "unknown", "elements", "constant"]
 
 _REDUCED = ("mean", "sum", "token-mean")
-#: Methods that keep what a value is (shape, dtype, device, autograd).
-_SAME_VALUE = frozenset(
-    {
-        "clone",
-        "contiguous",
-        "cpu",
-        "cuda",
-        "detach",
-        "double",
-        "flatten",
-        "float",
-        "half",
-        "item",
-        "reshape",
-        "squeeze",
-        "to",
-        "type_as",
-        "unsqueeze",
-        "view",
-        "view_as",
-        "bfloat16",
-    }
-)
 #: Functions and methods through which a batch reduction is not one any more.
 _NONLINEAR = frozenset(
     {"sqrt", "rsqrt", "log", "log1p", "exp", "pow", "square", "abs", "sigmoid", "tanh"}
@@ -242,100 +226,6 @@ def _weighted_mean(
     return Fact("token-mean", count=count, anchor=call, what=what)
 
 
-def not_ignored_count(
-    target: cst.BaseExpression, ignore: cst.BaseExpression
-) -> cst.Call:
-    """``(target != ignore).sum()``: the number of targets a loss does not ignore."""
-    return cst.Call(
-        func=cst.Attribute(
-            value=cst.Comparison(
-                left=target,
-                comparisons=[
-                    cst.ComparisonTarget(operator=cst.NotEqual(), comparator=ignore)
-                ],
-                lpar=[cst.LeftParen()],
-                rpar=[cst.RightParen()],
-            ),
-            attr=cst.Name("sum"),
-        )
-    )
-
-
-def _selected_rows(index: ModuleIndex, call: cst.Call) -> cst.Subscript | None:
-    """An input or target of a loss call that selects rows of the batch by a
-    mask or by indices (``box[pos]`` with ``pos = labels > 0``,
-    ``logits[labelled]``, ``x[idx]`` of ``idx = mask.nonzero()``): its mean is
-    over the selected rows."""
-    for arg in call.args[:2] if all(a.keyword is None for a in call.args[:2]) else ():
-        value = arg.value
-        if (
-            isinstance(value, cst.Subscript)
-            and value.slice
-            and isinstance(value.slice[0].slice, cst.Index)
-            and _selection(index, value.slice[0].slice.value, 0)
-        ):
-            return value
-    return None
-
-
-#: Calls that make a mask or the indices of a selection.
-_SELECTIONS = frozenset(
-    {"nonzero", "bool", "argwhere", "where", "logical_and", "logical_or", "logical_not"}
-)
-
-
-def _selection(index: ModuleIndex, expr: cst.BaseExpression, depth: int) -> bool:
-    """Is ``expr`` a boolean mask or the indices of selected rows: a comparison,
-    ``~mask``, ``a & b``, ``.nonzero()``/``.bool()``/``torch.where(cond)``, or
-    a variable bound to one?"""
-    if depth > 3:
-        return False
-    if isinstance(expr, cst.Comparison):
-        return True
-    if isinstance(expr, cst.UnaryOperation) and isinstance(
-        expr.operator, cst.BitInvert
-    ):
-        return _selection(index, expr.expression, depth + 1)
-    if isinstance(expr, cst.BinaryOperation) and isinstance(
-        expr.operator, (cst.BitAnd, cst.BitOr)
-    ):
-        return _selection(index, expr.left, depth + 1) or _selection(
-            index, expr.right, depth + 1
-        )
-    if isinstance(expr, cst.Subscript):  # `mask.nonzero(as_tuple=True)[0]`
-        return _selection(index, expr.value, depth + 1)
-    if isinstance(expr, cst.Call):
-        func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SELECTIONS:
-            return True
-        return any(
-            q.rsplit(".", 1)[-1] in _SELECTIONS and q.startswith("torch.")
-            for q in index.qualnames(func)
-        )
-    if isinstance(expr, cst.Name):
-        key = index.key(expr)
-        values = index.values.get(key, ()) if key is not None else ()
-        return bool(values) and all(
-            v is not None and _selection(index, v, depth + 1) for v in values
-        )
-    return False
-
-
-def _targets(call: cst.Call) -> list[cst.BaseExpression]:
-    """The target argument of a loss call (the second positional or ``target=``)."""
-    return [a.value for a in call.args if a.keyword is None][1:2] + [
-        a.value for a in call.args if a.keyword and a.keyword.value == "target"
-    ]
-
-
-_PACKERS = frozenset(
-    {
-        "torch.nn.utils.rnn.pack_padded_sequence",
-        "torch.nn.utils.rnn.pack_sequence",
-    }
-)
-
-
 def _packed_mean(index: ModuleIndex, call: cst.Call, spelled: str) -> Fact | None:
     """A mean over packed sequences (``criterion(out.data, packed_targets.data)``):
     over the tokens of the batch, whose number is each process's own. Every row
@@ -357,67 +247,7 @@ def _packed_mean(index: ModuleIndex, call: cst.Call, spelled: str) -> Fact | Non
     return Fact("token-mean", count=count, anchor=call, what=what)
 
 
-def packed_sequence(
-    index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
-) -> bool:
-    """Is ``expr`` the data of a PackedSequence (``pack_padded_sequence(...).data``,
-    ``[0]`` of one, a variable set to one, a layer applied to one)?"""
-    if depth > 4:
-        return False
-    if isinstance(expr, cst.Call):
-        if index.qualnames(expr.func) & _PACKERS:
-            return True
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_VALUE:
-            return packed_sequence(index, expr.func.value, depth + 1)
-        # `head(out.data)`, `lstm(packed, hidden)`: a layer of packed rows (its
-        # first argument) gives packed rows.
-        first = [a.value for a in expr.args if a.keyword is None][:1]
-        return bool(first) and packed_sequence(index, first[0], depth + 1)
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-        return packed_sequence(index, expr.value, depth + 1)
-    if isinstance(expr, cst.Subscript):
-        return packed_sequence(index, expr.value, depth + 1)
-    if isinstance(expr, cst.Name):
-        key = index.key(expr)
-        values = index.values.get(key, ()) if key is not None else ()
-        return bool(values) and all(
-            v is not None and packed_sequence(index, v, depth + 1) for v in values
-        )
-    return False
-
-
 #: Names that pad labels with -100 (the default ``ignore_index``) where they are used.
-_DEFAULT_IGNORE_WRITERS = frozenset(
-    {
-        "DataCollatorForSeq2Seq",
-        "DataCollatorForLanguageModeling",
-        "DataCollatorForTokenClassification",
-        "DataCollatorWithFlattening",
-        "label_pad_token_id",
-    }
-)
-_MINUS_100 = m.UnaryOperation(operator=m.Minus(), expression=m.Integer("100"))
-
-
-def writes_default_ignore(index: ModuleIndex) -> bool:
-    """Can the file's targets hold -100, the default ``ignore_index`` of
-    ``cross_entropy``/``nll_loss``? It writes the literal, or uses a collator or
-    setting that pads labels with it."""
-    cached = _WRITES_DEFAULT_IGNORE.get(index)
-    if cached is None:
-        cached = bool(
-            findall(
-                index.module,
-                _MINUS_100
-                | m.Name(value=m.MatchIfTrue(_DEFAULT_IGNORE_WRITERS.__contains__)),
-            )
-        )
-        _WRITES_DEFAULT_IGNORE[index] = cached
-    return cached
-
-
-#: Per module index (one per tree), computed once: a traversal of the module.
-_WRITES_DEFAULT_IGNORE: WeakKeyDictionary[ModuleIndex, bool] = WeakKeyDictionary()
 
 
 def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> Fact:

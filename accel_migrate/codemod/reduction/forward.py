@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .facts import Fact, model_output, not_ignored_count
+from .facts import Fact, model_output
+from .loss_inputs import not_ignored_count
 from .model_classes import called_model
 from .placement import code
 

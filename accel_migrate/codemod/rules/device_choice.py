@@ -61,7 +61,13 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
-from ..patterns import is_cpu_string, is_cuda_name, string_value
+from ..device_branches import (
+    _is_mps_string,
+    _negated,
+    _replace_value,
+    _single_assignment,
+)
+from ..patterns import is_cpu_string, is_cuda_name
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -469,42 +475,3 @@ class DeviceChoice(Rule):
         return updated_node.with_changes(
             body=_replace_value(updated_node.body, replacement)
         )
-
-
-def _single_assignment(block: cst.BaseSuite) -> tuple[str, cst.BaseExpression] | None:
-    statements = block.body if isinstance(block, cst.IndentedBlock) else ()
-    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
-        return None
-    small = statements[0].body
-    if (
-        len(small) != 1
-        or not isinstance(small[0], cst.Assign)
-        or len(small[0].targets) != 1
-    ):
-        return None
-    target = attr_chain(small[0].targets[0].target)
-    return None if target is None else (target, small[0].value)
-
-
-def _replace_value(block: cst.BaseSuite, value: cst.BaseExpression) -> cst.BaseSuite:
-    assert isinstance(block, cst.IndentedBlock)
-    line = block.body[0]
-    assert isinstance(line, cst.SimpleStatementLine)
-    assign = line.body[0]
-    assert isinstance(assign, cst.Assign)
-    return block.with_changes(
-        body=[line.with_changes(body=[assign.with_changes(value=value)])]
-    )
-
-
-def _is_mps_string(node: cst.CSTNode) -> bool:
-    value = string_value(node)
-    return value is not None and (value == "mps" or value.startswith("mps:"))
-
-
-def _negated(node: cst.BaseExpression) -> cst.BaseExpression:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-        return node.expression
-    if not isinstance(node, (cst.Name, cst.Attribute, cst.Call)) and not node.lpar:
-        node = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.UnaryOperation(operator=cst.Not(), expression=node)

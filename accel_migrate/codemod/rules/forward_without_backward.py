@@ -51,7 +51,7 @@ import libcst.matchers as m
 from ..analysis import Key, attr_chain
 from ..names import SAME_OBJECT
 from ..patterns import strip_methods, torch_alias
-from ..reduction.facts import packed_sequence
+from ..reduction.loss_inputs import packed_sequence
 from ..rule import Rule
 from ..subtrees import findall
 

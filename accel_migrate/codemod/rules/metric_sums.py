@@ -115,13 +115,14 @@ never a wrong value; the finding says so.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TypeVar
 
 import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..clock_readings import reads_clock
+from ..metric_means import MeanPlans
+from ..metric_rewrites import MetricRewrites
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -137,18 +138,14 @@ from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..metrics.row_scaled import RowScaled, row_scaled
 from ..patterns import torch_alias
-from ..reduction.logged import logged_weight
-from ..rule import Rule, keyword_arg
+from ..reduction.placement import code as _code
+from ..rule import Rule
 from ..subtrees import findall
 from .batch_state_writes import defer_to_batch_state_writes
 from .collected_outputs import defer_to_collected_outputs
 
-#: What holds a value that may be collected per batch (``values.append(v)``'s
-#: argument, ``values[k] = v``, ``values[k] += v``).
-_Valued = TypeVar("_Valued", cst.Arg, cst.Assign, cst.AugAssign)
 
-
-class MetricSums(Rule):
+class MetricSums(MeanPlans, MetricRewrites, Rule):
     code = "AM009"
     name = "metric-sums"
     summary = "sums over a sharded loader -> accel.reduce(...) after the loop"
@@ -286,111 +283,6 @@ class MetricSums(Rule):
         return (
             f"cannot tell whether `{name}` sums or averages over batches; it holds "
             "this process's share only"
-        )
-
-    def _plan_mean(self, aug: cst.AugAssign, name: str, loop: cst.For) -> None:
-        """``name += value``, a batch mean: combined per batch as the whole batch's.
-
-        ``accel.global_loss`` takes a tensor. A Python number (``loss.item()``,
-        ``10 * log10(1 / mse.item())``) is combined according to how it depends on
-        the batch: linearly (``acc = (...).mean().item()``): weighted by each
-        process's share, as a tensor; through a non-linear function (PSNR): the
-        losses it is computed from are made the whole batch's first, so every
-        process computes the original's value; anything else: reported.
-        """
-        returned = returned_tensor(self.index, aug.value)
-        if returned is not None:
-            # `total += self._run_batch(x, y)`: the loss tensor itself, which
-            # global_loss takes as it is (a tensor stays a tensor).
-            self._wrap[aug] = "global_loss"
-            self.report(
-                aug,
-                "fixed",
-                f"`{name}` adds the batch-mean loss `{returned}` returns -> "
-                "accel.global_loss(...) per batch",
-            )
-            return
-        reads: list[cst.BaseExpression] = []
-        form = self._forms.form(aug.value, loop, reads)
-        value = f"`{_code(aug.value)}`"
-        if self._kinds.quotient_mean(aug.value, loop):
-            self._plan_quotient(aug, name)
-            return
-        if form == "nonlinear":
-            self._reads.update(reads)
-            self.report(
-                aug,
-                "fixed",
-                f"`{name}` adds {value}, a non-linear function of batch-mean losses: "
-                "it is computed from the whole batch's losses (accel.global_loss), the "
-                "same on every process",
-            )
-        elif form == "opaque":
-            self.report(
-                aug,
-                "needs-review",
-                f"`{name}` adds {value}, a number that a function of this file "
-                "computes from this process's share of the batch; the rule cannot "
-                "tell whether it is linear in the batch, and per-process values of a "
-                "non-linear one (PSNR) cannot be combined into the original's: compute "
-                "it from accel.global_loss(loss).item() in the loop",
-                if_migrated=True,
-            )
-        elif (
-            form == "linear"
-            and not direct_reads(aug.value)
-            and all(read_of(r) is not r for r in reads)  # a number, not a tensor
-        ):
-            if self._torch_name is None:
-                self.report(
-                    aug,
-                    "needs-review",
-                    f"`{name}` adds {value}, a batch mean that is a number; it holds "
-                    "this process's share (the file does not import torch)",
-                    if_migrated=True,
-                )
-                return
-            self._wrap[aug] = "global_number"
-            self.report(
-                aug,
-                "fixed",
-                f"`{name}` adds batch means -> accel.global_loss(...) per batch",
-            )
-        else:
-            self._wrap[aug] = "global_loss"
-            weight = logged_weight(self.index, aug.value, aug)
-            if weight.problem:
-                self.report(
-                    aug,
-                    "needs-review",
-                    f"`{name}` adds batch-mean losses -> accel.global_loss(...) per "
-                    f"batch, weighted as means over samples, but {weight.problem}",
-                )
-                return
-            if weight.count is not None:
-                self._counts[aug] = weight.count
-            self.report(
-                aug,
-                "fixed",
-                f"`{name}` adds batch-mean losses -> accel.global_loss(...) per batch"
-                + (
-                    ", weighted by each process's count of tokens"
-                    if weight.count is not None
-                    else ""
-                ),
-            )
-
-    def _plan_quotient(self, aug: cst.AugAssign, name: str) -> None:
-        """``acc += correct.sum().item() / x.size(0)``: a sum over this process's
-        rows over their count, its share's mean. The original's is the global
-        sum over the global count: both sides are reduced (which also never
-        divides by the zero rows of an empty share)."""
-        self._wrap[aug] = "quotient"
-        self.report(
-            aug,
-            "fixed",
-            f"`{name}` adds a sum over the batch's rows over their count (a batch "
-            "mean) -> accel.reduce(...) / accel.reduce(...), the whole batch's",
         )
 
     def _plan_collection(
@@ -553,153 +445,5 @@ class MetricSums(Rule):
     def _torch_name(self) -> str | None:
         return torch_alias(self.index.module)
 
-    # -- rewriting --------------------------------------------------------------------
-    def _collected(
-        self, original: cst.BaseExpression, updated: cst.BaseExpression
-    ) -> cst.BaseExpression:
-        how = self._collect.get(original)
-        if how == "reduce":
-            return self.runtime_call("reduce", [cst.Arg(value=updated)])
-        if how == "global_loss":
-            return self._global_loss(updated)
-        if how == "global_number":
-            return self._global_number(updated)
-        if how == "row_scaled":
-            return self._row_weighted(updated, self._scaled[original])
-        return updated  # "as_is": its batch-mean reads are made the whole batch's
-
-    def _with_collected(self, original: _Valued, updated: _Valued) -> _Valued:
-        """The statement or argument with its value collected as planned."""
-        if original.value in self._collect:
-            return updated.with_changes(
-                value=self._collected(original.value, updated.value)
-            )
-        return updated
-
-    def _global_number(self, value: cst.BaseExpression) -> cst.BaseExpression:
-        """A batch mean that is a number -> ``accel.global_loss(torch.as_tensor(v)).item()``."""
-        tensor = cst.parse_expression(f"{self._torch_name}.as_tensor(x)")
-        assert isinstance(tensor, cst.Call)
-        tensor = tensor.with_changes(args=[cst.Arg(value=value)])
-        inner = self.runtime_call("global_loss", [cst.Arg(value=tensor)])
-        return cst.Call(func=cst.Attribute(value=inner, attr=cst.Name("item")))
-
-    def _row_weighted(
-        self, value: cst.BaseExpression, scaled: RowScaled
-    ) -> cst.BaseExpression:
-        """``acc1[0]`` -> ``accel.global_loss(acc1[0], count=target.size(0))``;
-        ``v.item()`` -> ``accel.global_loss(v, count=n).item()``."""
-        count = keyword_arg("count", scaled.count.deep_clone())
-        if scaled.item:
-            assert isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-            func = value.func
-            inner = self.runtime_call("global_loss", [cst.Arg(value=func.value), count])
-            return value.with_changes(func=func.with_changes(value=inner))
-        return self.runtime_call("global_loss", [cst.Arg(value=value), count])
-
-    def leave_Call(
-        self, original_node: cst.Call, updated_node: cst.Call
-    ) -> cst.BaseExpression:
-        if original_node in self._reads:
-            return self._global_loss(updated_node)
-        return updated_node
-
-    def leave_Name(
-        self, original_node: cst.Name, updated_node: cst.Name
-    ) -> cst.BaseExpression:
-        if original_node in self._reads:
-            return self.runtime_call("global_loss", [cst.Arg(value=updated_node)])
-        return updated_node
-
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
-        return self._with_collected(original_node, updated_node)
-
-    def leave_Assign(
-        self, original_node: cst.Assign, updated_node: cst.Assign
-    ) -> cst.Assign:
-        return self._with_collected(original_node, updated_node)
-
-    def leave_AugAssign(
-        self, original_node: cst.AugAssign, updated_node: cst.AugAssign
-    ) -> cst.AugAssign:
-        if original_node.value in self._collect:
-            return self._with_collected(original_node, updated_node)
-        how = self._wrap.get(original_node)
-        if how is None:
-            return updated_node
-        value = updated_node.value
-        if how == "global_loss":
-            value = self._global_loss(value, self._counts.get(original_node))
-        elif how == "global_number":
-            value = self._global_number(value)
-        elif how == "row_scaled":
-            value = self._row_weighted(value, self._scaled[original_node.value])
-        elif how == "quotient":
-            assert isinstance(value, cst.BinaryOperation)
-            value = value.with_changes(
-                left=self.runtime_call("reduce", [cst.Arg(value=value.left)]),
-                right=self.runtime_call("reduce", [cst.Arg(value=value.right)]),
-            )
-        else:
-            value = self.runtime_call("reduce", [cst.Arg(value=value)])
-        return updated_node.with_changes(value=value)
-
-    def _global_loss(
-        self, value: cst.BaseExpression, count: cst.BaseExpression | None = None
-    ) -> cst.BaseExpression:
-        """``x.item()`` -> ``accel.global_loss(x).item()``, ``float(x)`` ->
-        ``float(accel.global_loss(x))``, ``a / n`` and ``a * 2`` -> the loss's side,
-        ``a + b`` -> both terms; other forms (tensors) wrapped whole (the walk of
-        ``reduction.logged.loss_leaves``). ``global_loss`` takes a tensor, never a
-        number. ``count``: the token count of the one loss wrapped."""
-        if isinstance(value, cst.BinaryOperation):
-            if isinstance(value.operator, (cst.Add, cst.Subtract)):
-                return value.with_changes(  # the global loss of each term
-                    left=self._global_loss(value.left),
-                    right=self._global_loss(value.right),
-                )
-            if isinstance(value.operator, cst.Divide) or findall(value.left, m.Call()):
-                return value.with_changes(left=self._global_loss(value.left, count))
-            return value.with_changes(right=self._global_loss(value.right, count))
-        weight = [keyword_arg("count", count.deep_clone())] if count is not None else []
-        if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("item")), args=[])):
-            func = value.func  # type: ignore[attr-defined]
-            inner = self.runtime_call(
-                "global_loss", [cst.Arg(value=func.value), *weight]
-            )
-            return value.with_changes(func=func.with_changes(value=inner))  # type: ignore[attr-defined]
-        if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
-            arg = value.args[0]  # type: ignore[attr-defined]
-            inner = self.runtime_call(
-                "global_loss", [cst.Arg(value=arg.value), *weight]
-            )
-            return value.with_changes(args=[arg.with_changes(value=inner)])  # type: ignore[attr-defined]
-        return self.runtime_call("global_loss", [cst.Arg(value=value), *weight])
-
-    def leave_For(
-        self, original_node: cst.For, updated_node: cst.For
-    ) -> cst.For | cst.FlattenSentinel[cst.BaseStatement]:
-        names = self._after.get(original_node)
-        if not names:
-            return updated_node
-        lines = [
-            cst.SimpleStatementLine(
-                body=[
-                    cst.Assign(
-                        targets=[cst.AssignTarget(target=cst.parse_expression(name))],
-                        value=self.runtime_call(
-                            "reduce", [cst.Arg(value=cst.parse_expression(name))]
-                        ),
-                    )
-                ]
-            )
-            for name in names
-        ]
-        return cst.FlattenSentinel([updated_node, *lines])
-
 
 _ROW_SCALED = "a sum over the batch's rows scaled by their count"
-
-
-def _code(node: cst.BaseExpression) -> str:
-    return cst.Module(body=[]).code_for_node(node)

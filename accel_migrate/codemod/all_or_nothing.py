@@ -1,0 +1,353 @@
+"""AM004's blocking findings (``AllOrNothing``): a trained model the rule cannot
+show prepared leaves the whole file unchanged, with the message's common end
+(``ALL_OR_NOTHING``)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from .analysis import Key, method_call
+from .optimizer_helpers import _argument
+from .subtrees import findall
+from .trained_models import binding_story, root_key, snippet
+
+if TYPE_CHECKING:
+    from .project_facts import HelperFact
+
+
+#: The end of every blocking message of AM004.
+ALL_OR_NOTHING = (
+    ". Nothing in this file was migrated: a training setup is migrated whole or "
+    "not at all (sharding its data and rewriting its backward without preparing "
+    "the model would train an unsynchronised copy in each process)"
+)
+
+
+#: Methods a script calls on a model it trains (not `.parameters()`: a frozen
+#: feature extractor is asked for them to turn requires_grad off).
+MODEL_METHODS = ("train", "zero_grad")
+
+
+class AllOrNothing:
+    """AM004's blocking findings: a trained model it cannot show prepared leaves
+    the whole file unchanged (``Rule.block``). A mixin of the rule: it reads the
+    rule's analysis (``models``, ``optimized``, ``elements``...)."""
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._block_library_trainers()
+        self._block_subclassed_trainers()
+        for key, call in self._stepped_models.items():
+            values = [v for v in self.index.values.get(key, []) if v is not None]
+            place = (
+                values[0] if values else binding_story(self.index, key, self._line)[0]
+            )
+            place = place or call
+            method = self._optimizer_from_method(key)
+            if method is not None:
+                bound, _ = binding_story(self.index, key, self._line)
+                story = (
+                    f"it is bound at line {self._line(bound)}: `{snippet(bound)}`"
+                    if bound is not None
+                    else "it is not built in this file"
+                )
+                self.block(
+                    method,
+                    f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in "
+                    f"a training loop (line {self._line(call)}) and stepped by the "
+                    f"optimizer `{snippet(method)}` returns (line "
+                    f"{self._line(method)}), a method of a class this file neither "
+                    "defines nor imports, so accel-migrate cannot show that optimizer "
+                    f"is over its parameters, nor prepare the model here ({story}); "
+                    "wrap the model with accel.prepare_model(...) where it is built "
+                    "and the optimizer with accel.prepare_optimizer(...)"
+                    + ALL_OR_NOTHING,
+                )
+                continue
+            self.block(
+                place,
+                f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in a "
+                f"training loop (line {self._line(call)}), but its parameters reach no "
+                "optimizer built in this file, so accel-migrate cannot tell how it is "
+                "trained; wrap it with accel.prepare_model(...) where it is built "
+                f"(line {self._line(place)}) and its optimizer with "
+                "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
+            )
+
+    def _block_library_trainers(self) -> None:
+        """``Trainer(config, model, dataset)`` of a local module whose class trains
+        what it is handed (``library_trainers``): the setup is split across files,
+        so this file is left whole, as the library's is. Not where the class's
+        file is migrated in this batch too (``HelperFact.batch_migrated``): it
+        learns from this file's call what it is handed (``project_callers``),
+        and this file prepares the model where it builds it; if that file is
+        left whole, so is this one (AM103), and the other way round."""
+        seen: set[str] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind not in ("class", "function")
+                or not (fact.trains or fact.trains_own)
+                or fact.collectives  # the library already runs the runtime's calls
+                or (
+                    fact.trains
+                    and fact.batch_migrated
+                    and (fact.kind == "class" or self._handed_prepared(call, fact))
+                )
+                or fact.where in seen
+            ):
+                continue
+            seen.add(fact.where)
+            if not fact.trains:
+                self._block_own_trainer(call, fact)
+                continue
+            if fact.batch_migrated:
+                self._block_unprepared_handed(call, fact)
+                continue
+            self.block(
+                call,
+                f"`{snippet(call)}` hands its arguments to {fact.where}, which "
+                f"trains with them there: {fact.trains}. accel-migrate migrates a "
+                "training setup one file at a time and does not prepare a model "
+                f"across files, so {fact.file} is not migrated for this model; wrap "
+                "the model with accel.prepare_model(...) where it is built, and in "
+                f"{fact.file} its optimizer with accel.prepare_optimizer(...), the "
+                "loader with accel.prepare_dataloader(...), the backward with "
+                "accel.backward(...), and make the loss it hands back global "
+                "(accel.global_loss) where it is logged. Nothing in this file was "
+                f"migrated: while each process trains a full copy in {fact.file}, "
+                "sharding this file's loaders, reducing its metrics or moving its "
+                "logs and saves to the main process would mix a migrated half with "
+                "an unmigrated one",
+            )
+
+    def _handed_model(
+        self, call: cst.Call, fact: HelperFact
+    ) -> cst.BaseExpression | None:
+        """What ``call`` hands the parameter ``fact`` trains (None: not shown)."""
+        return _argument(call, *fact.trained_parameter)
+
+    def _handed_prepared(self, call: cst.Call, fact: HelperFact) -> bool:
+        """Does this file prepare the model it hands a function of a training
+        file of this batch that trains it (``train_one_epoch(model, optimizer,
+        loader)`` with ``model``'s optimizer built here)?"""
+        handed = self._handed_model(call, fact)
+        if handed is None:
+            return False
+        key = root_key(self.index, handed)
+        return key is not None and (key in self.optimized or self._is_prepared(key))
+
+    def _block_unprepared_handed(self, call: cst.Call, fact: HelperFact) -> None:
+        """``train(model=model, loaders=..., cfg=cfg)`` of a training file of this
+        batch that trains the model it is handed, where nothing in this file
+        shows that model trained (its optimizer is built over there): this file
+        would not prepare it, so it is left whole, and that file with it (AM103)."""
+        self.block(
+            call,
+            f"`{snippet(call)}` hands a model to {fact.where}, which trains it "
+            f"there: {fact.trains}; no optimizer built in this file receives its "
+            "parameters (one that a function of another module builds over it "
+            "is not followed), so accel-migrate cannot show here that it is "
+            f"trained and does not prepare it, while {fact.file} counts on its "
+            "callers to prepare the models they hand it. Wrap the model with "
+            "accel.prepare_model(...) where it is built, and its optimizer with "
+            "accel.prepare_optimizer(...) where that is built" + ALL_OR_NOTHING,
+        )
+
+    def _block_subclassed_trainers(self) -> None:
+        """``class ClsTrainer(BaseTrainer)`` of this file over a base of a local
+        module that trains what it is handed (its loop calls the backward:
+        ``HelperFact.trains``; the subclass writes ``training_step``), or that
+        builds the optimizer while this class's methods run the backward
+        (``HelperFact.builds_optimizer``; the subclass writes ``_train_epoch``):
+        the model's optimizer, and the loop or the step, are in the base's file.
+        accel-migrate prepares a model and its optimizer in one file, so this
+        file is left whole (and the base's file is, by AM004 there)."""
+        for cls in findall(self.index.module, m.ClassDef()):
+            methods = findall(cls.body, m.FunctionDef())  # type: ignore[attr-defined]
+            steps = any(self.index.runs_backward(f.body) for f in methods)  # type: ignore[attr-defined]
+            for base in cls.bases:  # type: ignore[attr-defined]
+                fact = self.index.helper(base.value)
+                if (
+                    fact is None
+                    or fact.kind != "class"
+                    or fact.collectives  # the base already runs the runtime's calls
+                ):
+                    continue
+                name = cls.name.value  # type: ignore[attr-defined]
+                if fact.trains:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) inherits the training "
+                        f"of its base {fact.where}: {fact.trains}"
+                    )
+                elif fact.builds_optimizer and steps:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) runs a backward in its "
+                        f"methods, and its base {fact.where} sets up the training: "
+                        f"{fact.builds_optimizer}"
+                    )
+                else:
+                    continue
+                self.block(
+                    base,
+                    f"{how}. accel-migrate prepares a model and its optimizer in one "
+                    "file and does not follow a class into a base of another file, "
+                    "so neither this file nor the base's is migrated for it; wrap "
+                    "the model with accel.prepare_model(...) before it is handed to "
+                    f"`{name}`, its optimizer with accel.prepare_optimizer(...) "
+                    "where it is built, the loaders with "
+                    "accel.prepare_dataloader(...), the backward with "
+                    "accel.backward(...) and the base's saves with accel.save(...)"
+                    + ALL_OR_NOTHING,
+                )
+                break
+
+    def _block_own_trainer(self, call: cst.Call, fact: HelperFact) -> None:
+        """``model = Pix2PixModel(opt)`` of a local module whose class builds and
+        trains its own networks: nothing of its setup is in this file."""
+        self.block(
+            call,
+            f"`{snippet(call)}` builds {fact.where}, which trains models of its "
+            f"own there: {fact.trains_own}. accel-migrate migrates a training "
+            "setup one file at a time and does not prepare models across files, so "
+            f"{fact.file} is not migrated; in {fact.file} wrap each model it "
+            "builds with accel.prepare_model(...) and each optimizer with "
+            "accel.prepare_optimizer(...), and its backward with "
+            "accel.backward(...); where this file feeds it batches, shard that "
+            "loader with accel.prepare_dataloader(...), and make the losses it "
+            "hands back global (accel.global_loss) where they are logged. Nothing in this "
+            f"file was migrated: while each process trains a full copy in "
+            f"{fact.file}, sharding this file's loaders, reducing its metrics or "
+            "moving its logs and saves to the main process would mix a migrated "
+            "half with an unmigrated one",
+        )
+
+    def _optimizer_from_method(self, key: Key) -> cst.Call | None:
+        """``optimizer = model.configure_optimizers(config)`` (then
+        ``optimizer.step()``): the model's own method hands back its optimizer."""
+        stepped = {
+            self.index.key(a.value)
+            for call in self.index.calls
+            if (a := method_call(call, "step")) is not None
+        }
+        for other, values in self.index.values.items():
+            if other not in stepped:
+                continue
+            for value in values:
+                receiver = method_call(value, "configure_optimizers")
+                if receiver is not None and self.index.key(
+                    receiver.value
+                ) in self.index.flows_into({key}):
+                    return value  # type: ignore[return-value]
+        return None
+
+    @cached_property
+    def _model_evidence(self) -> dict[Key, str]:
+        """Variables that are models by what the script does with them
+        (``model.train()``, ``model.zero_grad()``)."""
+        found: dict[Key, str] = {}
+        for call in self.index.calls:
+            attribute = method_call(call, *MODEL_METHODS)
+            if attribute is not None:
+                key = self.index.key(attribute.value)
+                if key is not None and key not in found:
+                    found[key] = snippet(call)
+        return found
+
+    @cached_property
+    def _stepped_models(self) -> dict[Key, cst.Call]:
+        """Models the loop of a backward calls (``out = model(x)``) that this rule
+        neither prepares nor sees trained by an optimizer of this file (its
+        optimizer is built elsewhere): reached by a backward, and not prepared."""
+        found: dict[Key, cst.Call] = {}
+        # `while True: batch = next(data_iter)` steps as much as a `for` does
+        # (minGPT's Trainer.run); a `while` that reads no loader is not a step.
+        loops: list[cst.For | cst.While] = [*self.index.for_loops]
+        loops += [
+            w
+            for w in findall(self.index.module, m.While())
+            if self.index.reads_loader(w)  # type: ignore[arg-type]
+        ]
+        for loop in loops:
+            if not self.index.runs_backward(loop.body):
+                continue
+            for call in findall(loop.body, m.Call()):
+                key = self.index.key(call.func)  # type: ignore[attr-defined]
+                if (
+                    key is None
+                    or key in found
+                    or key not in self._model_evidence
+                    or key in self.optimized
+                    or self._is_prepared(key)
+                ):
+                    continue
+                container = self.elements.get(key)
+                if container is not None and self._container_state(container) in {
+                    "wrap",
+                    "prepared",
+                }:
+                    continue
+                found[key] = call  # type: ignore[assignment]
+        return found
+
+    def _check_prepared(self, inner: cst.Call, receiver: cst.BaseExpression) -> None:
+        """Block the file when the model whose parameters ``inner`` hands an
+        optimizer is not, or cannot be shown to be, prepared."""
+        container = self._container(receiver)
+        if container is not None:
+            if self._container_state(container) in {"wrap", "prepared"}:
+                return
+            place, _ = self._story(container, inner)
+            values = [v for v in self.index.values.get(container, []) if v is not None]
+            if place is inner and values:
+                # `_story` skips a fresh build (`nn.ModuleList([...])`) as a form
+                # wrapped elsewhere; here it is the value that cannot be wrapped.
+                place = values[0]
+            why = (
+                f"`{snippet(receiver)}` is an element of `{container[1]}`, which "
+                f"gets its value at line {self._line(place)} in a form "
+                f"accel-migrate cannot wrap item by item (`{snippet(place)}`); wrap "
+                "each model in it with accel.prepare_model(...) where it is built"
+            )
+        else:
+            key = root_key(self.index, receiver)
+            if key is not None and self._is_prepared(key):
+                return
+            if key is None:
+                place, why = inner, (
+                    f"`{snippet(receiver)}` is trained, but accel-migrate cannot tell "
+                    "which model it is; wrap the model with accel.prepare_model(...) "
+                    "where it is built"
+                )
+            else:
+                place, why = self._story(key, inner)
+        if (place, why) in self._blocked:
+            return  # one model handed to several optimizers
+        self._blocked.add((place, why))
+        self.block(place, why + ALL_OR_NOTHING)
+
+    @cached_property
+    def _blocked(self) -> set[tuple[cst.CSTNode, str]]:
+        return set()
+
+    def _story(self, key: Key, fallback: cst.CSTNode) -> tuple[cst.CSTNode, str]:
+        """Where the trained ``key`` gets its value, and a true sentence on why
+        this rule does not wrap it there."""
+        name = key[1]
+        for value in self.index.values.get(key, []):
+            if value is None:
+                continue
+            place = value
+            if self._fresh(key, value):
+                continue  # a form wrapped elsewhere; the unwrappable one is the story
+            return place, (
+                f"`{name}` is built in this file at line {self._line(place)} in a form "
+                f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
+                "accel.prepare_model(...) there"
+            )
+        place, why = binding_story(self.index, key, self._line)
+        return place or fallback, why

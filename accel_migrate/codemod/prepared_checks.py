@@ -1,0 +1,100 @@
+"""Whether a model is, or will be, prepared: the part of AM004 (``prepare_model``)
+that answers it for a variable, a factory call, a class and the values of a
+conditional expression.
+
+A mixin of the rule, as ``AllOrNothing`` and ``OptimizedModels`` are: it reads
+the rule's ``index``, ``models``, ``model_arguments``, ``_core``, ``_branches``
+and ``_caller_prepared``, and ``OptimizedModels``' ``elements``,
+``_container_state`` and ``_constructs``.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from .analysis import Key
+from .names import SAME_OBJECT
+from .project_callers import given_by_callers
+from .trained_models import returns_of
+
+
+class PreparedChecks:
+    """AM004's questions of whether a model is, or will be, prepared."""
+
+    def _prepared_by_factory(self, value: cst.BaseExpression | None) -> bool:
+        """``get_model()``, a function of this file each of whose ``return``s hands
+        back a model this rule prepares there: wrapping the call too would say it
+        twice."""
+        core = self._core(value) if value is not None else None
+        if not isinstance(core, cst.Call) or self.index.local_class(core.func):
+            return False
+        function = self.index.local_function(core.func)
+        if function is None:
+            return False
+        returns = returns_of(self.index, function)
+        return bool(returns) and all(
+            r is not None
+            and all(self._prepared_expr(self._core(b)) for b in self._branches(r))
+            for r in returns
+        )
+
+    def _prepared_expr(self, core: cst.BaseExpression) -> bool:
+        if self.index.is_runtime_call(core, "prepare_model"):
+            return True
+        key = self.index.key(core)
+        return key is not None and key in (self.models | self.prepared)
+
+    @cached_property
+    def prepared(self) -> set[Key]:
+        """Variables already holding a prepared model (a second run over the file)."""
+        return self.index.tagged(
+            lambda e: self.index.is_runtime_call(self._core(e), "prepare_model"),
+            SAME_OBJECT,
+        )
+
+    def _is_prepared(self, key: Key) -> bool:
+        """The variable is, or receives its value from, a model this rule prepares
+        (here, in a factory function of this file, or as an element of a list)."""
+        sources = self.index.flows_into({key}, SAME_OBJECT)
+        if sources & (self.models | self.prepared | set(self.model_arguments.values())):
+            return True
+        for source in sources:
+            # `for model, opt in zip(self.members, ...)`: `self.train_member(model,
+            # opt)`: an element of a list this rule wraps item by item
+            container = self.elements.get(source)
+            if container is not None and self._container_state(container) in {
+                "wrap",
+                "prepared",
+            }:
+                return True
+        given = given_by_callers(self.index, "model")
+        for source in sources:
+            if source in given:
+                # the batch's callers build it, and their AM004 prepares it there
+                self._caller_prepared.setdefault(source, given[source])
+                return True
+        return any(
+            self._prepared_by_factory(v) or self._branches_prepared(v)
+            for source in sources
+            for v in self.index.values.get(source, [])
+            if v is not None
+        )
+
+    def _branches_prepared(self, value: cst.BaseExpression) -> bool:
+        return all(
+            self.index.is_runtime_call(self._core(b), "prepare_model")
+            for b in self._branches(value)
+        )
+
+    def _class_is_prepared(self, cls: cst.ClassDef) -> bool:
+        """An instance of ``cls`` is, or will be, wrapped by ``accel.prepare_model``."""
+        built = [v for key in self.models for v in self.index.values.get(key, ())]
+        built += self.model_arguments
+        built += [
+            call
+            for call in self.index.calls
+            if self.index.is_runtime_call(call, "prepare_model")
+        ]
+        return any(self._constructs(expr, cls) for expr in built)
