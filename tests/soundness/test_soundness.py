@@ -441,6 +441,12 @@ EXPECTED: dict[str, str] = {
     "batch_mean_metric_r23c_project_batch": "MATCH",
     "optimizer_class_lookup_r23c_project": "MATCH",
     "optimizer_class_lookup_r23c_project_batch": "MATCH",
+    # round r24a: cross-file reach gaps (issue 12)
+    "vae_kld_weight_models_r24a_project": "FLAGGED",
+    "vae_base_forward_r24a_project": "FLAGGED",
+    "noisy_dataset_base_r24a_project": "FLAGGED",
+    "imagenet_arch_dict_r24a_project": "FLAGGED",
+    "registry_optim_factory_r24a_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
