@@ -94,7 +94,7 @@ from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_los
 from .model_classes import called_model
 from .operands import centred, elementwise_of_two, over_parameters
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
-from .row_weights import row_count_weight
+from .row_weights import method_row_weight, row_count_weight
 from .summed_args import unproven_sum
 
 if TYPE_CHECKING:
@@ -561,6 +561,11 @@ class _Reducer:
         method = model_method(self.index, call)
         if method is not None:
             return self._returned(method, depth)
+        weighed = method_row_weight(self.index, call)
+        if weighed:
+            # a method of a model class of another module, handed a weight
+            # read off the batch's row count (project_method_weights)
+            return Fact("unknown", weighed)
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         if (
             isinstance(func, cst.Attribute)

@@ -60,6 +60,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..amp import code
+from ..model_lookups import looked_up_models
 from ..model_methods import forward_methods, stepped_classes
 from ..rule import Rule
 from ..stochastic_layers import DROPOUT_FUNCTIONS, DROPOUT_LAYERS
@@ -104,7 +106,10 @@ class DropoutLayers(Rule):
         (``HelperFact.stochastic``): reported where the model is built (the
         engine keeps findings of training files only)."""
         fact = self.index.helper(node.func, returns="model")
-        if fact is None or not fact.stochastic:
+        if fact is None:
+            self._looked_up_model(node)
+            return
+        if not fact.stochastic:
             return
         self.report(
             node,
@@ -114,6 +119,32 @@ class DropoutLayers(Rule):
             "own dropout masks for its share "
             "of the batch, not its slice of the original's, so the losses match "
             "the original's only statistically, not step for step; "
+            "`accel-migrate verify --deterministic` compares the rest of the "
+            "migration exactly (dropout off in both runs)",
+        )
+
+
+    def _looked_up_model(self, node: cst.Call) -> None:
+        """``models.__dict__[args.arch]()``, ``getattr(models, name)()``,
+        ``MODELS[name]()``: a model chosen by name among a local module's
+        (``model_lookups``), reported where any candidate has dropout."""
+        candidates = looked_up_models(self.index, node.func)
+        stochastic = [f for f in candidates or () if f.stochastic]
+        if not stochastic:
+            return
+        names = [f.name for f in candidates or ()]
+        listed = "`, `".join(names[:6]) + ("`, ..." if len(names) > 6 else "`")
+        shown = "; ".join(f"{f.where}: {f.stochastic}" for f in stochastic[:3])
+        more = f" and {len(stochastic) - 3} more" if len(stochastic) > 3 else ""
+        self.report(
+            node,
+            "info",
+            f"`{code(node.func)}` picks its model by name at run time among "
+            f"{len(names)} of the project's (`{listed}), and {len(stochastic)} of "
+            f"them build a model with dropout ({shown}{more}): in train mode, where "
+            "its probability is above 0, each process draws its own dropout masks "
+            "for its share of the batch, not its slice of the original's, so the "
+            "losses match the original's only statistically, not step for step; "
             "`accel-migrate verify --deterministic` compares the rest of the "
             "migration exactly (dropout off in both runs)",
         )
