@@ -91,18 +91,23 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
     return {target: tuple(sites) for target, sites in found.items()}
 
 
+def _assigned(function: ast.AST, name: str) -> list[ast.expr]:
+    """What ``name = ...`` statements in ``function`` assign it."""
+    return [
+        n.value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
+
+
 def _criterion(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
     """The reduction ("mean", "sum", "unknown") of the loss module ``arg`` holds,
     where every binding of it in the caller's function builds one
     (``criterion = nn.CrossEntropyLoss()``); "" otherwise."""
     if not isinstance(arg, ast.Name):
         return ""
-    values = [
-        n.value
-        for n in ast.walk(function)
-        if isinstance(n, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
-    ]
+    values = _assigned(function, arg.id)
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return ""
     found = {reader._loss_module(v) for v in values}  # type: ignore[arg-type]
@@ -265,12 +270,7 @@ def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
         return False
     # built there by a call (not imported, not a parameter): where the caller's
     # AM004 wraps it
-    values = [
-        n.value
-        for n in ast.walk(function)
-        if isinstance(n, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
-    ]
+    values = _assigned(function, arg.id)
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return False
     for node in ast.walk(function):
