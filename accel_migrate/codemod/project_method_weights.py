@@ -77,10 +77,14 @@ def _weighing(
     if isinstance(expr, ast.Name):
         if expr.id in assigned and expr.id not in seen:
             for value in assigned[expr.id]:
-                _weighing(value, parameters, assigned, found, depth + 1, {*seen, expr.id})
+                _weighing(
+                    value, parameters, assigned, found, depth + 1, {*seen, expr.id}
+                )
         return
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
-        operands = [expr.left, expr.right] if isinstance(expr.op, ast.Mult) else [expr.left]
+        operands = (
+            [expr.left, expr.right] if isinstance(expr.op, ast.Mult) else [expr.left]
+        )
         found.update(
             o.id for o in operands if isinstance(o, ast.Name) and o.id in parameters
         )

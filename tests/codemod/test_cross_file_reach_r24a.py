@@ -135,7 +135,10 @@ def test_a_model_picked_by_name_is_checked_for_each_candidate(tmp_path: Path) ->
     for setup, build in (
         ("", "models.__dict__[args.arch]()"),
         ("", "getattr(models, args.arch)()"),
-        ('MODELS = {"plain": models.Plain, "dropped": models.Dropped}', "MODELS[args.arch]()"),
+        (
+            'MODELS = {"plain": models.Plain, "dropped": models.Dropped}',
+            "MODELS[args.arch]()",
+        ),
     ):
         found = _dropout_infos(tmp_path, LAYERS, setup, build)
         assert len(found) == 1, build

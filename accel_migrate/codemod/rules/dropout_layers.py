@@ -11,7 +11,11 @@ with ``GPT`` in ``model.py``, ``net = vgg_tiny()``, ``build_model(cfg)``) is
 reported where it is built when its class, or a class it builds as a submodule
 or derives from, in any local module, has such a layer (minGPT's
 ``CausalSelfAttention`` with ``nn.Dropout(config.attn_pdrop)``); in batch mode
-and when a script is migrated alone, its helpers read but unchanged. A
+and when a script is migrated alone, its helpers read but unchanged. A model
+picked by name at run time (``models.__dict__[args.arch]()``,
+``getattr(models, name)()``, a registry dict ``MODELS[name]()``) is reported
+where it is built when any of the candidates has dropout, naming those
+(``model_lookups``): which one runs is not known statically. A
 probability written as ``0`` and a functional call with ``training=False`` are
 not reported; a probability read from a config (``p=cfg.dropout``) is, its value
 being unknown. Nothing is rewritten.
@@ -122,7 +126,6 @@ class DropoutLayers(Rule):
             "`accel-migrate verify --deterministic` compares the rest of the "
             "migration exactly (dropout off in both runs)",
         )
-
 
     def _looked_up_model(self, node: cst.Call) -> None:
         """``models.__dict__[args.arch]()``, ``getattr(models, name)()``,
