@@ -92,6 +92,7 @@ class HelperFacts:
         self.file = view._display(self.path, script)
         #: A loss's parameters summed over / scaling a term (project_sum_terms).
         self._terms = SumTerms(self, None, _assigned_in)
+        self._lineages: dict[str, list[Owner]] = {}
 
     def result(self) -> HelperFact | None:
         name = self.name
@@ -244,10 +245,12 @@ class HelperFacts:
         functions and names (``project_draws.Owner``)."""
         from .class_lineage import lineage_owners
 
-        return [
-            (node, owner.scan.functions, owner._dotted)
-            for owner, node in lineage_owners(self, cls)
-        ]
+        if cls.name not in self._lineages:  # (read once per class)
+            self._lineages[cls.name] = [
+                (node, owner.scan.functions, owner._dotted)
+                for owner, node in lineage_owners(self, cls)
+            ]
+        return self._lineages[cls.name]
 
     def _class_draws(self, cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
         from .project_draws import class_draws
