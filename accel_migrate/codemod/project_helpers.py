@@ -31,7 +31,7 @@ from .optimizer_factories import class_expression, factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
-from .project_method_weights import method_weights
+from .project_method_weights import method_losses, method_weights
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
@@ -183,6 +183,9 @@ class HelperFacts:
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
                 method_weights=method_weights([c for c, _, _ in self._lineage(cls)]),
+                method_losses=method_losses(
+                    self, [c for c, _, _ in self._lineage(cls)]
+                ),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 draws=self._class_draws(cls),

@@ -234,8 +234,75 @@ for (x,) in loader:
             for f in findings
             if f.code == "AM007" and f.status == "needs-review"
         ]
-        if flagged:
-            assert review and "`VAE.loss_function` in models.py" in review[0], weight
-        else:
-            assert not review, weight
-            assert "accel.backward(loss)" in out
+        assert review and "`VAE.loss_function` in models.py" in review[0], weight
+        # the row-count weight is the reason where there is one; else the KL
+        # term (`torch.mean` over a per-sample sum) is what the view cannot
+        # place, and no mean is assumed
+        assert ("reads the batch's row count" in review[0]) == flagged, weight
+        assert "accel.backward(loss)" in out
+
+
+SUMMED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SumVAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x))
+
+    def loss_function(self, recon, x):
+        return F.binary_cross_entropy(recon, x, reduction="sum")
+
+    def mean_loss(self, recon, x):
+        return F.mse_loss(recon, x)
+
+    def unread_loss(self, recon, x, w):
+        return F.mse_loss(recon, x) + w * torch.mean(recon)
+"""
+
+
+def test_a_method_of_another_modules_model_returns_its_reduction(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, "models.py", SUMMED)
+    probe = _write(tmp_path, "probe.py", "import models\n")
+    fact = dict(read_project(str(probe)).helpers)["models.SumVAE"]
+    assert dict(fact.method_losses) == {
+        "loss_function": "sum",
+        "mean_loss": "mean",
+        "unread_loss": "",
+    }
+    body = """import torch
+from torch.utils.data import DataLoader
+from models import SumVAE
+model = SumVAE()
+optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+loader = DataLoader(data, batch_size=8)
+for (x,) in loader:
+    optimizer.zero_grad()
+    loss = model.{call}
+    loss.backward()
+    optimizer.step()
+"""
+    for call, written, review in (
+        ("loss_function(model(x), x)", 'accel.backward(loss, reduction="sum")', False),
+        ("mean_loss(model(x), x)", "accel.backward(loss)", False),
+        ("unread_loss(model(x), x, 0.5)", "accel.backward(loss)", True),
+    ):
+        train = _write(tmp_path, "train.py", body.format(call=call))
+        out, findings = _migrate(train)
+        assert written in out, call
+        reviewed = [
+            f.message
+            for f in findings
+            if f.code == "AM007" and f.status == "needs-review"
+        ]
+        assert bool(reviewed) == review, (call, reviewed)
+        if review:
+            assert "`SumVAE.unread_loss` in models.py" in reviewed[0]

@@ -85,6 +85,7 @@ from .facts import (
 )
 from .forward import (
     forward_loss_fact,
+    imported_method_fact,
     indexed_output_fact,
     model_call_fact,
     model_method,
@@ -566,6 +567,10 @@ class _Reducer:
             # a method of a model class of another module, handed a weight
             # read off the batch's row count (project_method_weights)
             return Fact("unknown", weighed)
+        imported = imported_method_fact(self.index, call)
+        if imported is not None:
+            # a method of a model class of another module that returns a loss
+            return imported
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         if (
             isinstance(func, cst.Attribute)
