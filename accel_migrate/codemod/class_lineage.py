@@ -21,11 +21,19 @@ def class_lineage(facts: HelperFacts, cls: ast.ClassDef) -> list[ast.ClassDef]:
     """``cls`` (of ``facts``'s module) and the bases the project defines (in that
     module or one it imports), depth first, as the method resolution order
     reads them for single inheritance; ``_LINEAGE`` classes at most."""
-    found: list[ast.ClassDef] = []
+    return [node for _, node in lineage_owners(facts, cls)]
+
+
+def lineage_owners(
+    facts: HelperFacts, cls: ast.ClassDef
+) -> list[tuple[HelperFacts, ast.ClassDef]]:
+    """``class_lineage`` with the facts of each class's module, in which its
+    own names (its methods' calls, its bases) are read."""
+    found: list[tuple[HelperFacts, ast.ClassDef]] = []
     seen: set[Target] = {(facts.path, cls.name)}
 
     def walk(owner: HelperFacts, node: ast.ClassDef) -> None:
-        found.append(node)
+        found.append((owner, node))
         for base in node.bases:
             target = owner.resolve(base)
             located = _class_at(owner, target) if isinstance(target, tuple) else None

@@ -14,13 +14,12 @@ from __future__ import annotations
 import libcst as cst
 
 from .analysis import ModuleIndex
-from .model_methods import _SELF_RETURNING, training_step
+from .model_methods import held_instances, training_step
 from .names import DATALOADER_CALLS
 from .project_facts import HelperFact
 
 #: What a data loader runs of its dataset for each sample (or stream).
 _SAMPLE_METHODS = ("__getitem__", "__iter__")
-_DEPTH = 6
 
 
 def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
@@ -90,32 +89,13 @@ def instance_facts(
     ``ReplayBuffer()``, ``self.pool`` set so, a model built by an imported
     factory, through ``.to(device)``, ``accel.prepare_model(...)`` and the
     parameters of a local function its callers hand one."""
-    if expr is None or depth > _DEPTH:
-        return set()
-    if isinstance(expr, cst.Call):
-        fact = index.helper(expr.func)
-        if fact is not None:
-            if fact.kind == "class":
-                return {fact}
-            if fact.model_class is not None:
-                return {fact.model_class}
-            return set()
-        func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
-            return instance_facts(index, func.value, depth + 1)
-        if index.is_runtime_call(expr, "prepare_model") and expr.args:
-            return instance_facts(index, expr.args[0].value, depth + 1)
-        return set()
-    key = index.key(expr)
-    if key is None:
-        return set()
-    found: set[HelperFact] = set()
-    for value in index.values.get(key, []):
-        found |= instance_facts(index, value, depth + 1)
-    function = index.enclosing_function(expr)
-    if function is not None and key == index.function_scope_key(function, key[1]):
-        for site in index.call_sites(function):
-            for param, arg in index.arguments(site):
-                if param == key:
-                    found |= instance_facts(index, arg, depth + 1)
-    return found
+
+    def imported(call: cst.Call) -> set[HelperFact] | None:
+        fact = index.helper(call.func)
+        if fact is None:
+            return None
+        if fact.kind == "class":
+            return {fact}
+        return {fact.model_class} if fact.model_class is not None else set()
+
+    return held_instances(index, expr, imported, depth)

@@ -7,13 +7,18 @@ called in a training step, and which of their methods ``forward`` runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from typing import TypeVar
 
 import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex, variable_names
+from .method_closure import closure
 from .subtrees import findall
+
+T = TypeVar("T")
 
 
 def training_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
@@ -85,18 +90,16 @@ def forward_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
         for s in (cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ())
         if isinstance(s, cst.FunctionDef)
     }
-    found: list[cst.FunctionDef] = []
-    todo = ["forward"]
-    while todo:
-        method = methods.get(todo.pop())
-        if method is None or method in found:
-            continue
-        found.append(method)
-        for call in findall(
-            method.body, m.Call(func=m.Attribute(value=m.Name("self")))
-        ):
-            todo.append(call.func.attr.value)  # type: ignore[attr-defined]
-    return found
+
+    def self_calls(method: cst.FunctionDef) -> list[str]:
+        return [
+            call.func.attr.value  # type: ignore[attr-defined]
+            for call in findall(
+                method.body, m.Call(func=m.Attribute(value=m.Name("self")))
+            )
+        ]
+
+    return closure("forward", methods, self_calls)
 
 
 def stepped_method(
@@ -129,31 +132,50 @@ def instance_classes(index: ModuleIndex, expr: cst.BaseExpression) -> set[cst.Cl
 def _classes_of(
     index: ModuleIndex, expr: cst.BaseExpression | None, depth: int
 ) -> set[cst.ClassDef]:
+    def local(call: cst.Call) -> set[cst.ClassDef] | None:
+        cls = index.local_class(call.func)
+        return {cls} if cls is not None else None
+
+    return held_instances(index, expr, local, depth)
+
+
+def held_instances(
+    index: ModuleIndex,
+    expr: cst.BaseExpression | None,
+    built: Callable[[cst.Call], set[T] | None],
+    depth: int = 0,
+) -> set[T]:
+    """What ``expr`` may hold an instance of, where ``built`` tells it of a
+    call that builds one (None: not such a call): followed through variables,
+    methods that return their receiver (``.to(device)``),
+    ``accel.prepare_model(...)`` and the parameters of a local function its
+    callers hand one (``instance_classes`` of this file's classes,
+    ``imported_draws.instance_facts`` of the project view's)."""
     if expr is None or depth > _DEPTH:
         return set()
     if isinstance(expr, cst.Call):
-        cls = index.local_class(expr.func)
-        if cls is not None:
-            return {cls}
+        found = built(expr)
+        if found is not None:
+            return found
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SELF_RETURNING:
-            return _classes_of(index, func.value, depth + 1)
+            return held_instances(index, func.value, built, depth + 1)
         if index.is_runtime_call(expr, "prepare_model") and expr.args:
-            return _classes_of(index, expr.args[0].value, depth + 1)
+            return held_instances(index, expr.args[0].value, built, depth + 1)
         return set()
     key = index.key(expr)
     if key is None:
         return set()
-    found: set[cst.ClassDef] = set()
+    result: set[T] = set()
     for value in index.values.get(key, []):
-        found |= _classes_of(index, value, depth + 1)
+        result |= held_instances(index, value, built, depth + 1)
     function = index.enclosing_function(expr)
     if function is not None and key == index.function_scope_key(function, key[1]):
         for site in index.call_sites(function):
             for param, arg in index.arguments(site):
                 if param == key:
-                    found |= _classes_of(index, arg, depth + 1)
-    return found
+                    result |= held_instances(index, arg, built, depth + 1)
+    return result
 
 
 #: How far a model is followed back through variables and parameters.

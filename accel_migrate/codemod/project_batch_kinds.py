@@ -11,7 +11,10 @@ A mean read as a Python number (``.item()``, ``float(...)``) is a "mean
 number": ``accel.global_loss`` combines tensors only, so AM009 weights it as
 one (``accel.global_loss(torch.as_tensor(v)).item()``, ``metrics.forms``). Only a plain shape is read, so that the kind holds whatever the caller hands:
 every ``return`` is a full reduction (``x.sum()``, ``x.mean()``,
-``torch.sum(x)``, ``torch.mean(x)``, no dimension given), optionally read with
+``torch.sum(x)``, ``torch.mean(x)``, no dimension given; a
+``torch.nn.functional`` loss with its default mean reduction or
+``reduction="sum"``: ``F.cross_entropy(output, target).item()`` is a mean over
+the batch), optionally read with
 ``.item()`` or cast (``.float()``, ``.cpu()``, ``.detach()``, ``int(...)``,
 ``float(...)``), of an expression built from the function's parameters only
 (their methods, operators, and ``torch`` functions; locals assigned once from
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+
+from .names import FUNCTIONAL_LOSSES
 
 _CASTS = frozenset({"item", "float", "double", "cpu", "detach", "long", "int"})
 #: Casts that make a Python number: ``accel.global_loss`` takes a tensor, so a
@@ -125,7 +130,12 @@ class BatchReader:
             if len(values) != 1 or values[0] is None:
                 return ("", number)
             return self._kind(values[0], depth + 1, number)
-        if not isinstance(expr, ast.Call) or expr.keywords:
+        if not isinstance(expr, ast.Call):
+            return ("", number)
+        loss = self._functional_loss(expr)
+        if loss:
+            return (loss, number)
+        if expr.keywords:
             return ("", number)
         func = expr.func
         if isinstance(func, ast.Attribute):
@@ -143,6 +153,31 @@ class BatchReader:
             kind = "sum" if target == "torch.sum" else "mean"
             return (kind if self.batch(expr.args[0], 0) else "", number)
         return ("", number)
+
+    def _functional_loss(self, call: ast.Call) -> str:
+        """ "mean" or "sum" for ``F.cross_entropy(output, target)`` (a
+        ``torch.nn.functional`` loss of the parameters, reduced by default or
+        with a literal ``reduction="mean"``/``"sum"`` and no other keyword: a
+        ``weight=`` or ``ignore_index=`` makes it a mean over other counts);
+        "" otherwise."""
+        target = self.dotted(call.func)
+        if not target.startswith("torch.nn.functional."):
+            return ""
+        if target.rsplit(".", 1)[1] not in FUNCTIONAL_LOSSES:
+            return ""
+        reduction = "mean"
+        for keyword in call.keywords:
+            value = keyword.value
+            if (
+                keyword.arg != "reduction"
+                or not isinstance(value, ast.Constant)
+                or value.value not in ("mean", "sum")
+            ):
+                return ""
+            reduction = value.value
+        if not call.args or not all(self.batch(a, 0) for a in call.args):
+            return ""
+        return reduction
 
     def batch(self, expr: ast.expr, depth: int) -> bool:
         """Is ``expr`` built from the parameters only (see the docstring)?"""

@@ -91,18 +91,23 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
     return {target: tuple(sites) for target, sites in found.items()}
 
 
+def _assigned(function: ast.AST, name: str) -> list[ast.expr]:
+    """What ``name = ...`` statements in ``function`` assign it."""
+    return [
+        n.value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
+
+
 def _criterion(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
     """The reduction ("mean", "sum", "unknown") of the loss module ``arg`` holds,
     where every binding of it in the caller's function builds one
     (``criterion = nn.CrossEntropyLoss()``); "" otherwise."""
     if not isinstance(arg, ast.Name):
         return ""
-    values = [
-        n.value
-        for n in ast.walk(function)
-        if isinstance(n, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
-    ]
+    values = _assigned(function, arg.id)
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return ""
     found = {reader._loss_module(v) for v in values}  # type: ignore[arg-type]
@@ -255,7 +260,9 @@ def _bound_names(target: ast.expr) -> list[str]:
 def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
     """Is ``arg`` a variable the caller builds with a call and whose
     ``.parameters()`` it hands an optimizer in the same function
-    (``model = build_model(cfg)``, ``opt = AdamW(model.parameters())``)? Its
+    (``model = build_model(cfg)``, ``opt = AdamW(model.parameters())``), or
+    that it hands a local optimizer factory for what it trains (``opt =
+    create_optimizer(args, model)``, ``optimizer_factories``)? Its
     value is then a model however it is built (``build_model(cfg)``, a registry
     lookup the view cannot read), and the caller's AM004 prepares it there, as it
     prepares every model whose parameters an optimizer of the file receives."""
@@ -263,18 +270,15 @@ def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
         return False
     # built there by a call (not imported, not a parameter): where the caller's
     # AM004 wraps it
-    values = [
-        n.value
-        for n in ast.walk(function)
-        if isinstance(n, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == arg.id for t in n.targets)
-    ]
+    values = _assigned(function, arg.id)
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return False
     for node in ast.walk(function):
         if not isinstance(node, ast.Call):
             continue
         target = reader.resolve(node.func)
+        if _factory_over(reader, target, node, arg.id):
+            return True
         if not (isinstance(target, str) and is_optimizer_class(target)):
             continue
         for value in [*node.args, *(k.value for k in node.keywords)]:
@@ -288,6 +292,38 @@ def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
                 ):
                     return True
     return False
+
+
+def _factory_over(
+    reader: HelperFacts, target: str | Target | None, call: ast.Call, name: str
+) -> bool:
+    """Is ``call`` a local optimizer factory's (``HelperFact.optimizer_over``)
+    handed ``name`` for the model it trains (``create_optimizer(args, model)``),
+    or ``name.parameters()`` for the parameters (``make_optimizer(
+    model.parameters(), args)``)?"""
+    if not isinstance(target, tuple):
+        return False
+    fact = reader._follow(target)
+    if fact is None or fact.returns != "optimizer":
+        return False
+    parameter, position, over = fact.optimizer_over
+    if not parameter:
+        return False
+    given = [k.value for k in call.keywords if k.arg == parameter]
+    if not given and 0 <= position < len(call.args):
+        given = [call.args[position]]
+    if not given or any(isinstance(a, ast.Starred) for a in call.args[:position]):
+        return False
+    value = given[0]
+    if over == "model":
+        return isinstance(value, ast.Name) and value.id == name
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("parameters", "named_parameters")
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    )
 
 
 def _calls(tree: ast.Module) -> list[tuple[ast.AST, ast.Call]]:

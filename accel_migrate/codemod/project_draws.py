@@ -18,7 +18,10 @@ the construction of a torchvision random augmentation is recorded apart
 (``augmentation``): it draws nothing itself, but each time a data loader
 applies it. A draw from an explicit ``generator=`` is
 the same on every process and not counted. The module's own functions and the
-class's ``self.`` methods that a function calls are followed.
+class's ``self.`` methods that a function calls are followed, also the methods
+it inherits from bases the project defines in other modules (a ``VanillaVAE`` of
+``models.py`` whose ``forward`` is ``BaseVAE``'s of ``base_model.py``; a dataset
+whose ``__getitem__`` is its base's), each read with its own module's names.
 
 Static only: ``ast``; nothing is imported or run.
 """
@@ -40,6 +43,14 @@ from .random_names import (
 _DEPTH = 3
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef
+#: Where a definition's calls are read: its module's functions, and the test
+#: of a call (``_draw_of``/``_transform_of`` over the module's names).
+Context = tuple[dict[str, Definition], Callable[[ast.Call], str]]
+#: A class's methods by name, each with the context of its own module: the
+#: class's and those it inherits from bases the project defines (``lineage``).
+Methods = dict[str, tuple[Definition, Context]]
+#: A class of a lineage: the class, its module's functions and name reader.
+Owner = tuple[ast.ClassDef, dict[str, Definition], Callable[[ast.expr], str]]
 
 
 def function_draws(
@@ -49,46 +60,46 @@ def function_draws(
 ) -> str:
     """The first draw ``function`` makes (itself or through the module's
     functions it calls), spelled for a finding; "" if none."""
-    return _draw(function, functions, {}, _draw_of(dotted), _DEPTH, set())
+    return _draw(function, (functions, _draw_of(dotted)), {}, _DEPTH, set())
 
 
 def augmentation(
     definition: Definition | ast.ClassDef,
     functions: dict[str, Definition],
     dotted: Callable[[ast.expr], str],
+    lineage: list[Owner] | None = None,
 ) -> str:
     """The first torchvision random augmentation a function (or any method of a
-    class) builds, itself or through the module's functions; "" if none. Built
-    once, it draws each time the data loader applies it to a sample."""
+    class, also one it inherits: ``lineage``) builds, itself or through the
+    module's functions; "" if none. Built once, it draws each time the data
+    loader applies it to a sample."""
     if isinstance(definition, ast.ClassDef):
-        methods = _methods(definition)
-        for method in methods.values():
-            found = _draw(
-                method, functions, methods, _transform_of(dotted), _DEPTH, set()
-            )
+        methods = lineage_methods(lineage or [(definition, functions, dotted)], True)
+        for method, context in methods.values():
+            found = _draw(method, context, methods, _DEPTH, set())
             if found:
                 return found
         return ""
-    return _draw(definition, functions, {}, _transform_of(dotted), _DEPTH, set())
+    return _draw(definition, (functions, _transform_of(dotted)), {}, _DEPTH, set())
 
 
-def class_draws(
-    cls: ast.ClassDef,
-    functions: dict[str, Definition],
-    dotted: Callable[[ast.expr], str],
-) -> tuple[tuple[str, str], ...]:
-    """(method, its first draw) for each method of ``cls`` that draws (itself,
-    through ``self.`` methods or the module's functions)."""
-    methods = _methods(cls)
+def class_draws(lineage: list[Owner]) -> tuple[tuple[str, str], ...]:
+    """(method, its first draw) for each method of the lineage's first class,
+    its own or inherited from the bases the project defines (``lineage``: the
+    class and those bases, in method resolution order, each with its module's
+    functions and names) that draws (itself, through ``self.`` methods, which
+    may be a base's or a subclass's, or its module's functions)."""
+    methods = lineage_methods(lineage, False)
     found = []
-    for name, method in methods.items():
-        draw = _draw(method, functions, methods, _draw_of(dotted), _DEPTH, set())
+    for name, (method, context) in methods.items():
+        draw = _draw(method, context, methods, _DEPTH, set())
         if draw:
             found.append((name, draw))
     return tuple(found)
 
 
-def _methods(cls: ast.ClassDef) -> dict[str, Definition]:
+def class_methods(cls: ast.ClassDef) -> dict[str, Definition]:
+    """The methods ``cls`` defines in its body, by name."""
     return {
         s.name: s
         for s in cls.body
@@ -96,17 +107,41 @@ def _methods(cls: ast.ClassDef) -> dict[str, Definition]:
     }
 
 
+def lineage_methods(lineage: list[Owner], transforms: bool) -> Methods:
+    """The methods an instance of the lineage's first class has: the first
+    definition of each name in resolution order, with its module's context
+    (draws, or random augmentations where ``transforms``)."""
+    found: Methods = {}
+    for cls, functions, dotted in lineage:
+        test = _transform_of(dotted) if transforms else _draw_of(dotted)
+        for name, method in class_methods(cls).items():
+            found.setdefault(name, (method, (functions, test)))
+    return found
+
+
+def self_calls(function: ast.AST) -> list[str]:
+    """The names of the methods ``function`` calls on ``self`` (``self.x()``)."""
+    return [
+        call.func.attr
+        for call in ast.walk(function)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "self"
+    ]
+
+
 def _draw(
     function: Definition,
-    functions: dict[str, Definition],
-    methods: dict[str, Definition],
-    test: Callable[[ast.Call], str],
+    context: Context,
+    methods: Methods,
     depth: int,
     seen: set[int],
 ) -> str:
     if depth < 0 or id(function) in seen:
         return ""
     seen.add(id(function))
+    functions, test = context
     calls = sorted(
         (n for n in _own_nodes(function) if isinstance(n, ast.Call)),
         key=lambda n: (n.lineno, n.col_offset),
@@ -116,9 +151,9 @@ def _draw(
         if found:
             return found
     for call in calls:
-        inner = _local_callee(call, functions, methods)
+        inner = _local_callee(call, functions, context, methods)
         if inner is not None:
-            found = _draw(inner, functions, methods, test, depth - 1, seen)
+            found = _draw(inner[0], inner[1], methods, depth - 1, seen)
             if found:
                 return found
     return ""
@@ -162,11 +197,13 @@ def _transform_of(dotted: Callable[[ast.expr], str]) -> Callable[[ast.Call], str
 def _local_callee(
     call: ast.Call,
     functions: dict[str, Definition],
-    methods: dict[str, Definition],
-) -> Definition | None:
+    context: Context,
+    methods: Methods,
+) -> tuple[Definition, Context] | None:
     func = call.func
     if isinstance(func, ast.Name):
-        return functions.get(func.id)
+        found = functions.get(func.id)
+        return (found, context) if found is not None else None
     if (
         isinstance(func, ast.Attribute)
         and isinstance(func.value, ast.Name)

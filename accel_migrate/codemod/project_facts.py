@@ -111,6 +111,16 @@ class HelperFact:
     #: For a loss function or a model class's ``forward``: how it compares the
     #: batch's samples with each other (``pairwise_helpers``); "" if it does not.
     pairwise: str = ""
+    #: For a model class: its methods (not ``forward``) whose returns weigh a
+    #: term by a parameter (``loss_function(..., kld_weight)`` returning
+    #: ``recons_loss + kld_weight * kld_loss``): (method, its positional
+    #: parameters after ``self``, the weighing ones) (``project_method_weights``).
+    method_weights: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: For a model class: its methods (not ``forward``) that return a loss
+    #: (PyTorch-VAE's ``loss_function``), with its reduction ("mean", "sum",
+    #: "token-mean", "unknown"; "" where the method computes a loss whose
+    #: return cannot be read) (``project_method_weights``).
+    method_losses: tuple[tuple[str, str], ...] = ()
     #: For a function that returns a model: the local model class every one of
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.

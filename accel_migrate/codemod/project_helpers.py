@@ -31,12 +31,14 @@ from .optimizer_factories import class_expression, factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_facts import HelperFact
+from .project_method_weights import method_losses, method_weights
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .shell_commands import RUNNERS, kind, literal_command
 from .stochastic_layers import stochastic_layers
 
 if TYPE_CHECKING:
+    from .project_draws import Owner
     from .project_view import ProjectView, Target
 
 _DEPTH = 12
@@ -90,6 +92,7 @@ class HelperFacts:
         self.file = view._display(self.path, script)
         #: A loss's parameters summed over / scaling a term (project_sum_terms).
         self._terms = SumTerms(self, None, _assigned_in)
+        self._lineages: dict[str, list[Owner]] = {}
 
     def result(self) -> HelperFact | None:
         name = self.name
@@ -179,6 +182,10 @@ class HelperFacts:
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
                 forward_loss=forward_loss(self, cls),
+                method_weights=method_weights([c for c, _, _ in self._lineage(cls)]),
+                method_losses=method_losses(
+                    self, [c for c, _, _ in self._lineage(cls)]
+                ),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 draws=self._class_draws(cls),
@@ -236,10 +243,22 @@ class HelperFacts:
             ),
         )
 
+    def _lineage(self, cls: ast.ClassDef) -> list[Owner]:
+        """``cls`` and the bases the project defines, each with its module's
+        functions and names (``project_draws.Owner``)."""
+        from .class_lineage import lineage_owners
+
+        if cls.name not in self._lineages:  # (read once per class)
+            self._lineages[cls.name] = [
+                (node, owner.scan.functions, owner._dotted)
+                for owner, node in lineage_owners(self, cls)
+            ]
+        return self._lineages[cls.name]
+
     def _class_draws(self, cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
         from .project_draws import class_draws
 
-        return class_draws(cls, self.scan.functions, self._dotted)
+        return class_draws(self._lineage(cls))
 
     def _function_draws(
         self, function: ast.FunctionDef | ast.AsyncFunctionDef
@@ -254,7 +273,10 @@ class HelperFacts:
     ) -> str:
         from .project_draws import augmentation
 
-        return augmentation(definition, self.scan.functions, self._dotted)
+        lineage = (
+            self._lineage(definition) if isinstance(definition, ast.ClassDef) else None
+        )
+        return augmentation(definition, self.scan.functions, self._dotted, lineage)
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project

@@ -457,10 +457,17 @@ class ProjectView:
         if path == script:
             return
         scan = self._scan(path, roots)
-        for name in [*scan.functions, *scan.classes]:
+        # a package's re-exports too (`from .vgg import *` in models/__init__.py:
+        # `models.vgg_tiny`, `models.__dict__[arch]`)
+        exported = [
+            name
+            for name, target in scan.names.items()
+            if isinstance(target, tuple) and target[1]
+        ]
+        for name in [*scan.functions, *scan.classes, *exported]:
             fact = self.fact((path, name), roots, script)
             if fact is not None:
-                helpers[f"{prefix}.{name}"] = fact
+                helpers.setdefault(f"{prefix}.{name}", fact)
                 files.add(fact.file)
 
     def attribute(self, module: str | Target, name: str) -> str | Target:

@@ -74,14 +74,11 @@ def stochastic_layers(
     line 19)"``); "" when it does not. For a function that does not return a
     model (``builds_model`` false): a functional dropout it calls itself
     (``def noisy(x): return F.dropout(x, 0.1)``, which a ``forward`` may call)."""
+    from .project_draws import class_methods
     from .project_helpers import _own_nodes
 
     if isinstance(node, ast.ClassDef):
-        methods = [
-            s
-            for s in node.body
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-        ]
+        methods = list(class_methods(node).values())
         forward = _forward_methods(methods)
         owner = node.name
     elif builds_model:
@@ -126,23 +123,10 @@ def _forward_methods(
     methods: list[ast.FunctionDef | ast.AsyncFunctionDef],
 ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """``forward`` and the methods it calls on ``self``, transitively."""
-    by_name = {m.name: m for m in methods}
-    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
-    todo = ["forward"]
-    while todo:
-        method = by_name.get(todo.pop())
-        if method is None or method in found:
-            continue
-        found.append(method)
-        for call in ast.walk(method):
-            if (
-                isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Attribute)
-                and isinstance(call.func.value, ast.Name)
-                and call.func.value.id == "self"
-            ):
-                todo.append(call.func.attr)
-    return found
+    from .method_closure import closure
+    from .project_draws import self_calls
+
+    return closure("forward", {m.name: m for m in methods}, self_calls)
 
 
 def _disabled(call: ast.Call, functional: bool) -> bool:

@@ -32,7 +32,10 @@ that asks (the backward rewrite, logged losses) gets the same answer:
 - a loss returned by a local module's function (the project view) has the
   reduction read there, a term summed over a parameter only where the call
   hands it a model's output (``summed_args``); a local function whose return
-  the view cannot read makes the reduction unknown, not a mean.
+  the view cannot read makes the reduction unknown, not a mean. So does a
+  method of a model class of another module (``model.loss_function(...)``,
+  ``HelperFact.method_losses``) whose loss the view cannot place, or to which
+  the call hands a weight read off the batch's row count (``row_weights``).
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples
@@ -85,6 +88,7 @@ from .facts import (
 )
 from .forward import (
     forward_loss_fact,
+    imported_method_fact,
     indexed_output_fact,
     model_call_fact,
     model_method,
@@ -94,7 +98,7 @@ from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_los
 from .model_classes import called_model
 from .operands import centred, elementwise_of_two, over_parameters
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
-from .row_weights import row_count_weight
+from .row_weights import method_row_weight, row_count_weight
 from .summed_args import unproven_sum
 
 if TYPE_CHECKING:
@@ -561,6 +565,15 @@ class _Reducer:
         method = model_method(self.index, call)
         if method is not None:
             return self._returned(method, depth)
+        weighed = method_row_weight(self.index, call)
+        if weighed:
+            # a method of a model class of another module, handed a weight
+            # read off the batch's row count (project_method_weights)
+            return Fact("unknown", weighed)
+        imported = imported_method_fact(self.index, call)
+        if imported is not None:
+            # a method of a model class of another module that returns a loss
+            return imported
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         if (
             isinstance(func, cst.Attribute)

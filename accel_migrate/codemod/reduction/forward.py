@@ -219,3 +219,47 @@ def model_method(index: ModuleIndex, call: cst.Call) -> cst.FunctionDef | None:
         ),
         None,
     )
+
+
+def imported_method_fact(index: ModuleIndex, call: cst.Call) -> Fact | None:
+    """The reduction of ``model.loss_function(...)`` where ``model`` holds an
+    instance of a model class of another module whose method returns a loss
+    (``HelperFact.method_losses``): the one read there, or unknown where the
+    method computes a loss its return does not let the view place (a mean is
+    never assumed); None where the call is no such method's."""
+    from ..imported_draws import instance_facts
+
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value in (
+        "forward",
+        "__call__",
+    ):
+        return None
+    name = func.attr.value
+    found: dict[str, HelperFact] = {}
+    for fact in instance_facts(index, func.value):
+        reduction = dict(fact.method_losses).get(name)
+        if reduction is not None:
+            found[reduction] = fact
+    if not found:
+        return None
+    where = ", ".join(f"`{f.name}.{name}` in {f.file}" for f in found.values())
+    if len(found) > 1:
+        return Fact(
+            "unknown", f"the loss is returned by {where}, of different reductions"
+        )
+    reduction = next(iter(found))
+    if reduction == "mean":
+        return Fact("mean")
+    if reduction == "sum":
+        return Fact("sum", what=f"{where} returns a sum-reduced loss")
+    if reduction == "":
+        return Fact(
+            "unknown",
+            f"the loss is returned by {where}, whose reduction over the batch (a "
+            "mean or a sum over its samples) the analysis cannot read from its "
+            "return",
+        )
+    return Fact(
+        "unknown", f"the loss is computed inside {where}, with a reduction not known"
+    )

@@ -52,6 +52,37 @@ def row_count_weight(index: ModuleIndex, factor: cst.BaseExpression) -> str:
     return ""
 
 
+def method_row_weight(index: ModuleIndex, call: cst.Call) -> str:
+    """Why the loss ``model.loss_function(..., kld_weight=x.size(0) / n)``
+    returns has no known reduction, where ``model`` holds an instance of a
+    model class of another module whose method weighs a term by the parameter
+    (``HelperFact.method_weights``) that this call hands a value read off the
+    batch's row count; "" otherwise."""
+    from ..imported_draws import instance_facts
+
+    func = call.func
+    if not isinstance(func, cst.Attribute) or any(a.star for a in call.args):
+        return ""
+    name = func.attr.value
+    for fact in sorted(instance_facts(index, func.value), key=lambda f: f.name):
+        for method, positional, weights in fact.method_weights:
+            if method != name:
+                continue
+            given = {
+                (a.keyword.value if a.keyword is not None else positional[i]): a.value
+                for i, a in enumerate(call.args)
+                if a.keyword is not None or i < len(positional)
+            }
+            for weight in weights:
+                argument = given.get(weight)
+                if argument is not None and _reads_row_count(index, argument):
+                    return _reason(
+                        f"{weight}={code(argument)}",
+                        f" (handed to `{fact.name}.{method}` in {fact.file})",
+                    )
+    return ""
+
+
 def _reads_row_count(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     """A row count of the batch (``x.size(0)``, ``len(x)``), or a product or
     quotient with one as a factor or numerator (``x.size(0) / len(dataset)``)."""
@@ -67,9 +98,10 @@ def _reads_row_count(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _reason(weight: str) -> str:
+def _reason(weight: str, where: str = "") -> str:
     return (
-        f"the loss weighs a term by `{weight}`, which reads the batch's row count: "
+        f"the loss weighs a term by `{weight}`{where}, which reads the batch's row "
+        "count: "
         "each process would weigh it by its own share's size, not the global "
         "batch's, so the term is a sum over the batch in disguise and neither a "
         "mean nor a sum of the processes' losses gives the original's; compute "

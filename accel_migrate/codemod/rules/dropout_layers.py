@@ -11,7 +11,11 @@ with ``GPT`` in ``model.py``, ``net = vgg_tiny()``, ``build_model(cfg)``) is
 reported where it is built when its class, or a class it builds as a submodule
 or derives from, in any local module, has such a layer (minGPT's
 ``CausalSelfAttention`` with ``nn.Dropout(config.attn_pdrop)``); in batch mode
-and when a script is migrated alone, its helpers read but unchanged. A
+and when a script is migrated alone, its helpers read but unchanged. A model
+picked by name at run time (``models.__dict__[args.arch]()``,
+``getattr(models, name)()``, a registry dict ``MODELS[name]()``) is reported
+where it is built when any of the candidates has dropout, naming those
+(``model_lookups``): which one runs is not known statically. A
 probability written as ``0`` and a functional call with ``training=False`` are
 not reported; a probability read from a config (``p=cfg.dropout``) is, its value
 being unknown. Nothing is rewritten.
@@ -60,6 +64,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..amp import code
+from ..model_lookups import looked_up_models
 from ..model_methods import forward_methods, stepped_classes
 from ..rule import Rule
 from ..stochastic_layers import DROPOUT_FUNCTIONS, DROPOUT_LAYERS
@@ -104,7 +110,10 @@ class DropoutLayers(Rule):
         (``HelperFact.stochastic``): reported where the model is built (the
         engine keeps findings of training files only)."""
         fact = self.index.helper(node.func, returns="model")
-        if fact is None or not fact.stochastic:
+        if fact is None:
+            self._looked_up_model(node)
+            return
+        if not fact.stochastic:
             return
         self.report(
             node,
@@ -114,6 +123,31 @@ class DropoutLayers(Rule):
             "own dropout masks for its share "
             "of the batch, not its slice of the original's, so the losses match "
             "the original's only statistically, not step for step; "
+            "`accel-migrate verify --deterministic` compares the rest of the "
+            "migration exactly (dropout off in both runs)",
+        )
+
+    def _looked_up_model(self, node: cst.Call) -> None:
+        """``models.__dict__[args.arch]()``, ``getattr(models, name)()``,
+        ``MODELS[name]()``: a model chosen by name among a local module's
+        (``model_lookups``), reported where any candidate has dropout."""
+        candidates = looked_up_models(self.index, node.func)
+        stochastic = [f for f in candidates or () if f.stochastic]
+        if not stochastic:
+            return
+        names = [f.name for f in candidates or ()]
+        listed = "`, `".join(names[:6]) + ("`, ..." if len(names) > 6 else "`")
+        shown = "; ".join(f"{f.where}: {f.stochastic}" for f in stochastic[:3])
+        more = f" and {len(stochastic) - 3} more" if len(stochastic) > 3 else ""
+        self.report(
+            node,
+            "info",
+            f"`{code(node.func)}` picks its model by name at run time among "
+            f"{len(names)} of the project's (`{listed}), and {len(stochastic)} of "
+            f"them build a model with dropout ({shown}{more}): in train mode, where "
+            "its probability is above 0, each process draws its own dropout masks "
+            "for its share of the batch, not its slice of the original's, so the "
+            "losses match the original's only statistically, not step for step; "
             "`accel-migrate verify --deterministic` compares the rest of the "
             "migration exactly (dropout off in both runs)",
         )

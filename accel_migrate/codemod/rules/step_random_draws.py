@@ -24,7 +24,9 @@ the file uses them: a training step's call of an imported function or of a
 method of an imported object that draws (PyTorch-GAN's
 ``ReplayBuffer.push_and_pop`` in ``utils.py``), a model of another module whose
 ``forward`` draws, a DataLoader over an imported dataset class that draws (or
-builds a random augmentation), and a call of an imported helper that builds a
+builds a random augmentation), also in a method the class inherits from a base
+of another module (``BaseVAE.forward`` in ``base_model.py``, a base dataset's
+``__getitem__``), and a call of an imported helper that builds a
 loader and draws (``get_training_dataloader`` with ``transforms.RandomCrop``). Draws from an explicit ``generator=`` (seeded alike on every
 process, it draws the original's numbers) are not reported unless their
 arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
