@@ -430,6 +430,11 @@ EXPECTED: dict[str, str] = {
     "gan_class_labels_r23": "FLAGGED",
     "dcgan_resize_configured_r23": "FLAGGED",
     "lsgan_full_labels_r23": "MATCH",
+    # round r24b (issue 12): samples saved from a batch taken once off a sharded
+    # loader (SILENT before: the saved files held the main process's rows; AM041)
+    "ae_fixed_recon_r24b": "FLAGGED",
+    "pix2pix_fixed_iter_r24b_project": "FLAGGED",
+    "pix2pix_fixed_iter_r24b_project_batch": "FLAGGED",
     # round r23c: a training setup spread over helper modules (issue 12)
     "timm_optim_factory_r23c_project": "MATCH",
     "timm_optim_factory_r23c_project_batch": "MATCH",
