@@ -435,6 +435,9 @@ EXPECTED: dict[str, str] = {
     "ae_fixed_recon_r24b": "FLAGGED",
     "pix2pix_fixed_iter_r24b_project": "FLAGGED",
     "pix2pix_fixed_iter_r24b_project_batch": "FLAGGED",
+    # ... and SimCLR's labels and mask made once from an alias and a multiple of
+    # the batch size (SILENT before: torch's size error, AM007 only; AM025 now)
+    "simclr_ntxent_labels_r24b": "FLAGGED",
     # round r23c: a training setup spread over helper modules (issue 12)
     "timm_optim_factory_r23c_project": "MATCH",
     "timm_optim_factory_r23c_project_batch": "MATCH",
