@@ -74,7 +74,9 @@ class FixedBatchWrites(Rule):
     phase = 40
 
     def visit_Module(self, node: cst.Module) -> None:
-        if not self.index.loaders:
+        if not self.index.loaders or not any(
+            m.matches(call, _NEXT) for call in self.index.calls
+        ):
             return
         origins = self._fixed_batches()
         if not origins:
@@ -93,19 +95,20 @@ class FixedBatchWrites(Rule):
         """Each variable that holds (something made from) a batch taken once off a
         sharded loader, and the ``next(...)`` call that took it."""
         origins: dict[Key, cst.Call] = {}
-        for key, values in self._bindings():
+        bindings = self._bindings()
+        for key, values in bindings:
             for value in values:
                 call = self._taken_once(value)
                 if call is not None:
                     origins[key] = call
                     break
-        gathered = {key for key, values in self._bindings() if self._gathers(values)}
+        gathered = {key for key, values in bindings if self._gathers(values)}
         origins = {k: v for k, v in origins.items() if k not in gathered}
         if not origins:
             return origins
         for _ in range(6):  # through assignments and parameters, until it settles
             before = len(origins)
-            for key, values in self._bindings():
+            for key, values in bindings:
                 if key in origins or key in gathered:
                     continue
                 for value in values:
