@@ -23,12 +23,19 @@ file showed the whole batch. Training is not changed, and nothing fails.
 
 ## Example
 ```python
+# before
 fixed_x, _ = next(iter(test_loader))
 for epoch in range(epochs):
     ...
     save_image(model(fixed_x), f"recon_{epoch}.png")
-# AM041 [needs-review] `save_image(...)` writes `model(fixed_x)`, made from the
-# batch `next(iter(test_loader))` takes once (line 1) ...
+# after
+fixed_x, _ = next(iter(test_loader))
+for epoch in range(epochs):
+    ...
+    accel.on_main_process(save_image, model(fixed_x), f"recon_{epoch}.png")  # AM017
+# AM041 [needs-review] `save_image(...)` writes `fixed_x` into
+# `f"recon_{epoch}.png"`, made from the batch `next(iter(test_loader))` takes
+# once (line 1) from a loader that is sharded ...
 ```
 
 ## Fix safety
