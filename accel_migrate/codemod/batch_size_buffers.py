@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import Key, attr_chain
-from .preallocated_buffers import assigned_name, buffer_fills, resized_first, step_uses
+from .preallocated_buffers import (
+    _holders,
+    assigned_name,
+    buffer_fills,
+    resized_first,
+    step_uses,
+)
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -34,6 +40,7 @@ class BufferFindings:
         ) -> list[tuple[cst.For, LoaderLoop]]: ...
         def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str: ...
         def _line(self, node: cst.CSTNode) -> int: ...
+        def qualnames(self, node: cst.CSTNode) -> set[str]: ...
         def report(
             self,
             node: cst.CSTNode,
@@ -73,7 +80,7 @@ class BufferFindings:
             return
         shown = _code(target)
         fill = fills[0][0]
-        spelled = attr_chain(hits[0]) or "batch_size"
+        spelled = attr_chain(hits[0]) or _code(hits[0])
         through_data = isinstance(fill.func, cst.Attribute) and isinstance(
             fill.func.value, cst.Attribute
         )
@@ -114,10 +121,15 @@ class BufferFindings:
             for use, loop in step_uses(self.index, key, self._enclosing_loops)
             if not resized_first(self.index, loop, key, self._configured_size)
         ]
-        if not uses:
+        reported: set[Key] = self.__dict__.setdefault("_whole_reported", set())
+        if key in reported:
             return
+        if not uses:
+            self._sliced(call, target, key, size)
+            return  # (`torch.cat([torch.arange(n) + n, torch.arange(n)])`: once)
+        reported.add(key)
         use, shown = uses[0][0], _code(target)
-        spelled = attr_chain(size) or "batch_size"
+        spelled = attr_chain(size) or _code(size)
         self.report(
             call,
             "needs-review",
@@ -132,12 +144,84 @@ class BufferFindings:
             if_migrated=True,
         )
 
+    def _sliced(
+        self,
+        call: cst.Call,
+        target: cst.Name | cst.Attribute,
+        key: Key,
+        size: cst.BaseExpression,
+    ) -> None:
+        """``noise = torch.randn(opt.batch_size, nz)`` before the loop, then
+        ``noise[:b]`` in a step: every process takes the same first rows, where
+        the original gave the second share's samples the rows after them. A
+        constant buffer (``torch.ones(B)[:b]``) has the same rows everywhere:
+        not reported."""
+        if not self.qualnames(call.func) & ROW_VARYING:
+            return
+        for holder in _holders(self.index, self.index.module, key):
+            loops = self._enclosing_loops(holder)
+            subscript = self.index.parent(holder)
+            if not loops or not _first_rows(subscript, holder):
+                continue
+            self.__dict__.setdefault("_whole_reported", set()).add(key)
+            shown, spelled = _code(target), attr_chain(size) or _code(size)
+            assert subscript is not None
+            self.report(
+                call,
+                "needs-review",
+                f"`{shown}` is made with {self._what_size(spelled, size)} "
+                f"before the loop, and a step takes its first rows "
+                f"(`{_code(subscript)}`, line {self._line(subscript)}): with the "
+                "global batch split across processes every process takes the "
+                "same first rows, where the original took the rows after them "
+                "for the samples of the other processes' shares, so their "
+                "values differ at world size > 1; take the rows of the "
+                "process's share, make it in the step, or launch with "
+                "`--batch-mode per-device`",
+                if_migrated=True,
+            )
+            return
+
     def _configured_size(self, call: cst.Call) -> bool:
         """Does the shape call ``call`` take a configured batch size?"""
         return any(
             isinstance(expr, (cst.Name, cst.Attribute)) and self._configured(expr)
             for _, expr in shape_args(call)
         )
+
+
+#: Makers of a tensor whose rows differ from each other (a constant one's first
+#: rows are any rows).
+ROW_VARYING = frozenset(
+    f"torch.{name}"
+    for name in (
+        "arange",
+        "randn",
+        "rand",
+        "randint",
+        "randperm",
+        "normal",
+        "linspace",
+        "logspace",
+    )
+)
+
+
+def _first_rows(subscript: cst.CSTNode | None, holder: cst.CSTNode) -> bool:
+    """``buf[:n]`` / ``buf[0:n]`` (also ``buf[:n, ...]``) with ``n`` not a
+    literal: a step's first rows of ``buf``."""
+    if not isinstance(subscript, cst.Subscript) or subscript.value is not holder:
+        return False
+    first = subscript.slice[0].slice if subscript.slice else None
+    if not isinstance(first, cst.Slice) or first.step is not None:
+        return False
+    lower = first.lower
+    starts = lower is None or (
+        isinstance(lower, cst.Integer) and lower.evaluated_value == 0
+    )
+    return (
+        starts and first.upper is not None and not isinstance(first.upper, cst.Integer)
+    )
 
 
 def _resized_to_configured(

@@ -69,6 +69,10 @@ def assigned_name(index: ModuleIndex, call: cst.Call) -> Holder | None:
                 and index.qualnames(outer.func) & _WRAPPERS
             ):
                 return None
+        elif isinstance(parent, cst.BinaryOperation):
+            outer = parent  # `torch.arange(n) + n`: as many rows
+        elif isinstance(parent, cst.Element) and _joined(index, parent) is not None:
+            outer = _joined(index, parent)  # type: ignore[assignment]
         else:
             break
         node, parent = outer, index.parent(outer)
@@ -81,6 +85,24 @@ def assigned_name(index: ModuleIndex, call: cst.Call) -> Holder | None:
         and _holder(parent.targets[0].target)
     ):
         return parent.targets[0].target  # type: ignore[return-value]
+    return None
+
+
+def _joined(index: ModuleIndex, element: cst.Element) -> cst.Call | None:
+    """The ``torch.cat([...])`` whose list holds ``element`` (SimCLR's labels,
+    ``torch.cat([torch.arange(n) + n, torch.arange(n)])``: made from the buffer)."""
+    display = index.parent(element)
+    arg = index.parent(display) if display is not None else None
+    call = index.parent(arg) if arg is not None else None
+    if (
+        isinstance(display, (cst.List, cst.Tuple))
+        and isinstance(arg, cst.Arg)
+        and isinstance(call, cst.Call)
+        and call.args
+        and call.args[0] is arg
+        and index.qualnames(call.func) & {"torch.cat", "torch.concat", "torch.stack"}
+    ):
+        return call
     return None
 
 
@@ -222,7 +244,10 @@ def _beside(
     if isinstance(parent, cst.Arg) and parent.value is name:
         call = index.parent(parent)
         if isinstance(call, cst.Call):
-            return call, [a.value for a in call.args if a is not parent]
+            others = [a.value for a in call.args if a is not parent]
+            if isinstance(call.func, cst.Attribute):
+                others.append(call.func.value)  # `logits.masked_fill(mask, v)`
+            return call, others
         return None
     if isinstance(parent, cst.BinaryOperation):
         other = parent.right if parent.left is name else parent.left

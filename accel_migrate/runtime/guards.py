@@ -10,13 +10,15 @@ one of them, and nothing complains. These checks catch that at the first step:
   (``AccumulateGrad`` nodes) and looks for ``nn.Parameter`` leaves that belong to
   no prepared model and that an optimizer will update;
 - the first ``step()`` of each prepared optimizer looks for parameters with a
-  gradient that belong to no prepared model, and, when no ``accel.backward``
-  has run yet, for prepared parameters whose gradients differ between the
-  processes: those were computed outside the runtime and outside the prepared
-  model's backward (``torch.autograd.grad(...)`` written into ``p.grad`` by
-  hand, as PCGrad's gradient surgery does), and no process averaged them
-  (``UnsyncedGradientsError``). A plain ``loss.backward()`` through the
-  prepared forward is averaged by the wrapper and passes.
+  gradient that belong to no prepared model, and for prepared parameters whose
+  gradients differ between the processes: those were computed, in whole or in
+  part, outside the runtime and outside the prepared model's backward
+  (``torch.autograd.grad(...)`` written into ``p.grad`` by hand, as PCGrad's
+  gradient surgery does, or added to it after an ``accel.backward``), and no
+  process averaged them (``UnsyncedGradientsError``). A plain
+  ``loss.backward()`` through the prepared forward, and ``accel.backward``, are
+  averaged by the strategy and pass: after them every process holds the same
+  gradients.
 
 Each check runs once, at world size > 1 only, and the ranks agree through one
 collective, so every rank raises the same error and none waits for the others.
@@ -276,7 +278,8 @@ def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
             f"of the data. Fix: {_fix(stray)}"
         )
     _agree(runtime, message)
-    if not runtime.backward_guarded and not runtime.strategy.shards_parameters:
+    if not runtime.strategy.shards_parameters:
+        # Also after an accel.backward: a gradient added by hand beside it.
         # Decided from gathered checksums: the same answer on every rank.
         unsynced = _unsynced(runtime, optimizer, prepared)
         if unsynced is not None:
@@ -286,8 +289,9 @@ def check_step(runtime: Runtime, optimizer: torch.optim.Optimizer) -> None:
 def _unsynced(
     runtime: Runtime, optimizer: torch.optim.Optimizer, prepared: set[torch.Tensor]
 ) -> str | None:
-    """Gradients of prepared parameters at the first step, with no accel.backward
-    before it, that differ between the processes: nothing averaged them.
+    """Gradients of prepared parameters at the first step that differ between
+    the processes: nothing averaged them (or a part of them, added by hand after
+    an accel.backward).
 
     A plain ``loss.backward()`` through a prepared model's forward is averaged
     by the strategy's wrapper (DDP's reducer) all the same, and its gradients
@@ -327,9 +331,10 @@ def _unsynced(
     return (
         f"{type(optimizer).__name__}.step(): the gradients of {describe(found)} "
         f"differ between the {runtime.env.world_size} processes at the first step: "
-        f"no process averaged them. They were not computed by accel.backward or by "
-        f"a backward through the prepared model's forward: torch.autograd.grad(...) "
-        f"written into p.grad by hand, as gradient surgery (PCGrad) does. Each "
+        f"no process averaged them. They (or a part of them) were not computed by "
+        f"accel.backward or by a backward through the prepared model's forward: "
+        f"torch.autograd.grad(...) written or added into p.grad by hand, as "
+        f"gradient surgery (PCGrad) does, or a backward through accel.unwrap(model). Each "
         f"process would step its own copy of the model on its own share of the "
         f"data. Fix: compute the gradients with accel.backward(loss), or average "
         f"each gradient across the processes (accel.reduce(g) / accel.world_size() "

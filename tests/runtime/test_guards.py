@@ -196,11 +196,17 @@ def test_the_step_check_runs_once_and_then_costs_nothing() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
     assert len(optimizer._optimizer_step_pre_hooks) == 1
-    for _ in range(3):
+    for step in range(3):
         model(torch.randn(2, 3)).mean().backward()
+        if step == 0:  # averaged: the peer holds the same gradients
+            runtime.comm.peer_objects = [_checksums(model.parameters())]
         optimizer.step()
     assert optimizer._optimizer_step_pre_hooks == {}
-    assert runtime.comm.calls == ["all_reduce max"]
+    assert runtime.comm.calls == [
+        "all_reduce max",
+        "all_reduce max",
+        "all_gather_object",
+    ]
 
 
 def test_parameters_without_gradients_are_not_updated_so_not_refused() -> None:
@@ -211,7 +217,37 @@ def test_parameters_without_gradients_are_not_updated_so_not_refused() -> None:
     optimizer = torch.optim.SGD([*model.parameters(), *head.parameters()], lr=0.1)
     guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
     model(torch.randn(2, 3)).mean().backward()
+    runtime.comm.peer_objects = [_checksums(model.parameters())]
     optimizer.step()
+
+
+def _checksums(params: Any) -> list[tuple[float, float]]:
+    """What a peer whose gradients equal these gathers (``guards._unsynced``)."""
+    return [
+        (float(p.grad.double().sum()), float(p.grad.double().square().sum()))
+        for p in params
+    ]
+
+
+def test_a_gradient_added_after_accel_backward_is_refused() -> None:
+    """An accel.backward ran (its gradients are averaged), then a gradient of
+    the process's share taken by torch.autograd.grad was added into p.grad:
+    the peer's differ, and the first step stops."""
+    runtime = GuardRuntime()
+    runtime.backward_guarded = True  # the backward below stands for accel.backward
+    model = runtime.prepare(Critic())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    x = torch.randn(2, 3)
+    model(x).mean().backward()
+    averaged = _checksums(model.parameters())
+    params = list(model.parameters())
+    extra = torch.autograd.grad(model(x).pow(2).mean(), params)
+    for p, e in zip(params, extra, strict=True):
+        p.grad += e
+    runtime.comm.peer_objects = [averaged]  # the peer added its own share's
+    with pytest.raises(guards.UnsyncedGradientsError, match=r"added into p\.grad"):
+        optimizer.step()
 
 
 def test_gradients_no_accel_backward_computed_are_refused() -> None:
@@ -331,3 +367,38 @@ def test_prepared_models_train(mode: str, strategy: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout
     assert "UnpreparedParametersError" not in done.stderr
+
+
+HAND_GRADS = Path(__file__).parent / "scripts" / "grads_by_hand.py"
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(
+    ("mode", "refused"), [("after_backward", True), ("parameter_penalty", False)]
+)
+def test_a_gradient_added_by_hand_after_accel_backward(
+    mode: str, refused: bool
+) -> None:
+    """AM040 can miss a ``torch.autograd.grad`` over the parameters (of another
+    module, or spelled otherwise): after ``accel.backward(loss)`` averaged the
+    loss's gradients, a batch-dependent gradient added into ``p.grad`` by hand
+    differs between the processes, and the first step stops on every rank. A
+    penalty of the parameters alone is the same everywhere: it trains."""
+    done = subprocess.run(
+        [warm_python.executable(), *LAUNCH, str(HAND_GRADS), mode],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    if not refused:
+        assert done.returncode == 0, done.stderr
+        assert "trained" in done.stdout
+        return
+    assert done.returncode == 1, done.stderr
+    for rank in (0, 1):
+        assert (
+            f"[rank{rank}]: accel_migrate.runtime.guards.UnsyncedGradientsError: "
+            "SGD.step(): the gradients of Sequential (0.weight" in done.stderr
+        ), done.stderr
+    assert "step 0" not in done.stdout, "it stopped at the first step"

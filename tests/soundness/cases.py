@@ -11,6 +11,9 @@ line each:
 - ``args ...`` / ``launch ...``: extra script arguments (both runs) / launcher flags;
 - ``tolerance X REASON``: relative tolerance instead of 1e-5 (float16 scripts);
 - ``compare PREFIX [PREFIX...]``: printed lines compared besides ``eval `` lines;
+- ``compare-files GLOB [GLOB...]``: files the script writes (``torch.save`` of
+  tensors, relative to its working folder) compared too, each within the
+  tolerance; a file the original wrote and the migrated run did not differs;
 - ``second-run ARGS``: a second run in the same folders (resuming), compared too;
 - ``requires MODULE``: skipped, with the reason, where MODULE is not installed;
 - ``batch [both]`` (project folders only): migrate the whole folder in batch mode
@@ -51,6 +54,8 @@ class Case:
     launch: tuple[str, ...] = ()
     tolerance: float = FP32_TOLERANCE
     compare: tuple[str, ...] = ("eval ",)
+    #: Globs of files written by the script (``torch.save``), compared too.
+    written: tuple[str, ...] = ()
     second_run: tuple[str, ...] | None = None
     requires: tuple[str, ...] = ()
     #: Why the case only runs in the whole-corpus run ("" : it always runs).
@@ -95,6 +100,8 @@ def parse_case(name: str, script: Path) -> list[Case]:
             values["compare"] = tuple(
                 dict.fromkeys(("eval ", *(f"{w} " for w in words)))
             )
+        elif key == "compare-files":
+            values["written"] = words
         elif key == "extended":
             values["extended"] = value.strip() or "repeats another case's shape"
         elif key == "second-run":

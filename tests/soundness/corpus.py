@@ -201,6 +201,57 @@ def differences(case: Case, original: Run, migrated: Run) -> list[str]:
     return found
 
 
+def written_differences(case: Case, original: Path, migrated: Path) -> list[str]:
+    """The files of the case's ``compare-files`` globs that differ between the
+    original's working folder and the migrated run's (loaded with ``torch.load``)."""
+    import torch
+
+    found = []
+    for pattern in case.written:
+        paths = sorted(original.glob(pattern))
+        if not paths:
+            found.append(f"the original wrote no `{pattern}`")
+        for path in paths:
+            name = str(path.relative_to(original))
+            other = migrated / name
+            if not other.exists():
+                found.append(f"file {name} not written")
+                continue
+            before = _flatten(torch.load(path, map_location="cpu"))
+            after = _flatten(torch.load(other, map_location="cpu"))
+            worst = _worst_tensor_error(before, after)
+            if worst is None:
+                found.append(f"file {name}: other keys or shapes")
+            elif worst > case.tolerance:
+                found.append(f"file {name} rel {worst:.1e}")
+    return found
+
+
+def _worst_tensor_error(
+    before: dict[str, object], after: dict[str, object]
+) -> float | None:
+    """The largest relative error over the tensors of two flattened objects;
+    None when their keys or a tensor's shape differ."""
+    import torch
+
+    if before.keys() != after.keys():
+        return None
+    worst = 0.0
+    for key, tensor in before.items():
+        other = after[key]
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        if not isinstance(other, torch.Tensor) or other.shape != tensor.shape:
+            return None
+        if tensor.is_floating_point() and tensor.numel():
+            scale = tensor.abs().max().clamp_min(1e-12)
+            error = float((other.to(tensor.dtype) - tensor).abs().max() / scale)
+            worst = max(worst, error)
+        elif not torch.equal(other, tensor):
+            return float("inf")
+    return worst
+
+
 def _flatten(state: object, prefix: str = "") -> dict[str, object]:
     if isinstance(state, dict):
         flat: dict[str, object] = {}
@@ -293,6 +344,7 @@ def _classify(case: Case, work: Path) -> tuple[str, str]:
             return "LOUD", _short(str(error))
         return _unsound(case, named, codes, f"crashes: {_short(str(error))}")
     found = differences(case, original, run)
+    found += written_differences(case, original_dir, migrated_dir)
     if second is not None and second_run is not None:
         found += [f"second run: {d}" for d in differences(case, second, second_run)]
     prefix = "rewrote an already-distributed script; " if case.unchanged else ""

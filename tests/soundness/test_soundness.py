@@ -430,6 +430,14 @@ EXPECTED: dict[str, str] = {
     "gan_class_labels_r23": "FLAGGED",
     "dcgan_resize_configured_r23": "FLAGGED",
     "lsgan_full_labels_r23": "MATCH",
+    # round r24b (issue 12): samples saved from a batch taken once off a sharded
+    # loader (SILENT before: the saved files held the main process's rows; AM041)
+    "ae_fixed_recon_r24b": "FLAGGED",
+    "pix2pix_fixed_iter_r24b_project": "FLAGGED",
+    "pix2pix_fixed_iter_r24b_project_batch": "FLAGGED",
+    # ... and SimCLR's labels and mask made once from an alias and a multiple of
+    # the batch size (SILENT before: torch's size error, AM007 only; AM025 now)
+    "simclr_ntxent_labels_r24b": "FLAGGED",
     # round r23c: a training setup spread over helper modules (issue 12)
     "timm_optim_factory_r23c_project": "MATCH",
     "timm_optim_factory_r23c_project_batch": "MATCH",

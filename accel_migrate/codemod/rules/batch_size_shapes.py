@@ -50,6 +50,17 @@ through ``**kwargs``) used as a shape:
   with nothing of the batch beside it (``netG(fixed_noise)`` for a preview) is
   not. A resize to the batch size in a step (``label.resize_(opt.batchSize)``)
   is a use as a shape, reported as above;
+- such a tensor whose rows differ from each other (``torch.randn``,
+  ``torch.arange``, ...) cut to the step's rows (``noise[:b]``, ``ids[:b]``) is
+  reported too: every process takes the same first rows. A constant one
+  (``ones[:b]`` of ``torch.ones(opt.batch_size)``) is the same cut anywhere and
+  is not;
+- an alias of the batch size (``B = args.batch_size``, every value of ``B`` one)
+  and a multiple of it (``torch.eye(2 * B)``, SimCLR's two views,
+  ``torch.cat([torch.arange(B) + B, torch.arange(B)])``) count as the batch
+  size. A name that the step rebinds, on an earlier line of the loop's body and
+  not under a branch, to something else (``batch_size = real.size(0)``, the
+  batch's own row count, then ``torch.full((batch_size,), 1.0)``) does not;
 - ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
   is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
   tutorial's per-class accuracy), counts a batch's rows by the configured size:
@@ -104,6 +115,7 @@ from .. import model_methods
 from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
 from ..batch_size_buffers import BufferFindings
 from ..batch_size_buffers import shape_args as _shape_args
+from ..batch_size_spellings import configured_spelling, multiple, rebound_in_step
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..names import DATALOADER_CALLS
 from ..patterns import strip_methods
@@ -125,6 +137,7 @@ SHAPE_FUNCTIONS = frozenset(
     f"torch.{name}"
     for name in (
         "zeros",
+        "eye",
         "ones",
         "empty",
         "full",
@@ -206,8 +219,16 @@ class BatchSizeShapes(BufferFindings, Rule):
     def _configured(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Is ``expr`` spelled as the batch size of a prepared loader? (Of another
         loader than the loop's too: the original's sizes are often equal.) A
-        parameter is when a call of its function passes it one."""
+        parameter is when a call of its function passes it one, and so is an
+        alias or a multiple of one (``batch_size_spellings``); a name the step
+        rebinds first to something else (``batch_size = x.size(0)``) is not."""
+        if depth > 2 * _PARAMETER_DEPTH:
+            return False
+        if rebound_in_step(self.index, expr, self._configured, self._line, depth):
+            return False
         if any(_same_size(self.index, expr, size, False) for size in self._batch_sizes):
+            return True
+        if configured_spelling(self.index, expr, self._configured, depth):
             return True
         passed = self._passed(expr) if depth < _PARAMETER_DEPTH else None
         return passed is not None and any(
@@ -273,7 +294,7 @@ class BatchSizeShapes(BufferFindings, Rule):
         sizes = [
             (arg, expr)
             for arg, expr in dims
-            if isinstance(expr, (cst.Name, cst.Attribute))
+            if isinstance(expr, (cst.Name, cst.Attribute)) or multiple(expr)
         ]
         if not sizes:
             return
@@ -287,7 +308,7 @@ class BatchSizeShapes(BufferFindings, Rule):
                 self._literal_parameter(node, loops)
             return
         arg, expr = hits[0]
-        spelled = attr_chain(expr) or "batch_size"
+        spelled = attr_chain(expr) or _code(expr)
         if method in RESHAPES and arg is node.args[0] and expr is arg.value:
             batch = self._provable_batch(node, expr, loops)
             if batch is not None:

@@ -74,7 +74,9 @@ def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
 ## Fix safety
 Safe for output that only the script's user reads: what the main process writes
 is what the original script wrote (with AM008 and AM009 the logged values are
-global). A file that the script writes and then reads back on every process (on a
+global). A tensor written from a process's share of a batch is that share's:
+AM041 reports a batch taken once off a sharded loader (``fixed_x, _ =
+next(iter(test_loader))``) whose images or reconstructions are saved. A file that the script writes and then reads back on every process (on a
 later line, or anywhere in a loop around the write, whose next pass reads it) is
 left as it is and reported as needs-review (the other processes would find no
 file, or read it before it is written), unless it is written in a ``with open(...)``

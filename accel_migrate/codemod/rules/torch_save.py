@@ -19,7 +19,11 @@ accel.save(accel.state_dict(model), "mnist_cnn.pt")   # with AM011
 ```
 
 ## Fix safety
-Safe: the file has the same content as the original script's. Gathering a
+Safe where the object saved is the same on every process (a model's or an
+optimizer's state, a global metric): the file then has the same content as the
+original script's. A tensor made from a process's share of a batch is not: the
+main process writes its share's (a batch taken once off a sharded loader and
+saved every epoch is reported by AM041). Gathering a
 sharded (FSDP) state dict is a collective, so the object is still built on every
 process; only the write is the main process's. When the script loads the same
 file again further down, ``accel.barrier()`` follows the save so that no process

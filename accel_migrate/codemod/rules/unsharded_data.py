@@ -11,14 +11,22 @@ loader: every one of them is a ``for`` over ``range(...)`` (or
 ``tqdm``), or a ``while``, that calls no ``next(...)``. A loop over anything else
 (a loader, a parameter, a generator) may be reading a loader, and a step that
 makes its own data (``torch.randn(...)``) has none to split: neither is
-reported. Nothing is rewritten.
+reported. Reported too: a ``for`` that runs a backward over a batch iterator
+that is not a DataLoader, under no loop that reads one: torchtext's legacy
+``BucketIterator`` / ``Iterator`` / ``BPTTIterator``, or an instance of a class
+of a local module handed no loader (pytorch/examples snli's iterator with
+``init_epoch()``; ``batch_iterators``). Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
 ``accel.prepare_dataloader`` (AM006). Data that does not go through a loader is
 not split: every process trains on all of it, in the same order, so a run on N
 processes does the work of one N times over (its gradients are the same on every
-process, and so is the result).
+process, and so is the result). ``accel.backward`` weighs a loss of a step
+that no sharded loader fed by ``1 / N``, so the averaged gradient is the
+original's where every process draws the same batches; where an iterator
+shuffles from a generator each process seeds otherwise, it is the mean of N
+different batches' gradients, and the training differs.
 
 ## Example
 ```python
@@ -46,6 +54,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..batch_iterators import unsplit_iterator
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -55,6 +64,21 @@ MESSAGE = (
     "through a torch.utils.data.DataLoader, or take this process's part with "
     "accel.rank())"
 )
+
+
+def iterator_message(loop: str, made: str) -> str:
+    return (
+        f"the loop over `{loop}` ({made}, not a torch DataLoader) is not split "
+        "across processes: every process trains on every batch it yields, so a "
+        "run on N processes does the work of one N times over. The losses and "
+        "gradients are the original's where it yields the same batches in the "
+        "same order on every process (a fixed order, or one shuffled from the "
+        "same seed), and differ where each process draws its own order (the "
+        "gradients averaged are then of different batches); make the batches "
+        "with a torch.utils.data.DataLoader (a batch_sampler can keep the "
+        "buckets) so that accel.prepare_dataloader splits them, or take this "
+        "process's part with accel.rank()"
+    )
 
 
 def _targets(loop: cst.For | cst.While) -> set[str]:
@@ -82,6 +106,28 @@ class UnshardedData(Rule):
                 if loop not in reported:
                     reported.add(loop)
                     self.report(loop, "needs-review", MESSAGE)
+            self._over_iterator(call, reported)
+
+    def _over_iterator(self, backward: cst.Call, reported: set[cst.CSTNode]) -> None:
+        """A backward run by a ``for`` over a batch iterator that is not a
+        DataLoader (``batch_iterators``), under no loop that reads a loader."""
+        for path in self.index.loop_paths(backward):
+            if any(self.index.reads_loader(loop) for loop in path):
+                continue
+            for loop in path:
+                if not isinstance(loop, cst.For) or loop in reported:
+                    continue
+                made = unsplit_iterator(self.index, loop.iter)
+                if made is None:
+                    continue
+                reported.add(loop)
+                self.report(
+                    loop,
+                    "needs-review",
+                    iterator_message(cst.Module([]).code_for_node(loop.iter), made),
+                    # Of a file another rule leaves whole, nothing runs on N.
+                    if_migrated=True,
+                )
 
     def _reads_stored_data(
         self,
