@@ -134,7 +134,7 @@ def _early(
         # says so.
         if project is None:
             project = read_project(path)
-        if project.library_trainers or project.library_for:
+        if project.library_trainers or project.library_for or project.handed_torch:
             verdict = None
     return verdict, project
 
@@ -162,6 +162,10 @@ def _full_pass(
             skip_reason=SKIP_DISTRIBUTED,
         )
     project = options.project if options.project is not None else read_project(path)
+    if not screen.uses_torch and screen.backward and screen.steps:
+        # No torch import, but a step (`loss.backward(); optimizer.step()`) on
+        # what the batch's other files hand it: their torch objects.
+        screen.training = project.handed_torch
     # A helper module of the batch (no backward of its own) migrated for its
     # callers: its writes and prints, and its sums over the loaders they hand
     # it, even where the screen takes it for a training file. What its helpers

@@ -49,6 +49,10 @@ _DESCRIBED = {
 }
 
 
+#: What a caller may hand a function that makes it work on torch objects.
+_TORCH_KINDS = frozenset({"model", "optimizer", "loader", "loss", "criterion"})
+
+
 @dataclass(frozen=True)
 class ForwardLoss:
     """The loss a model class's ``forward`` returns (``forward_losses``): at
@@ -312,6 +316,20 @@ class ProjectFacts:
                 or (fact.kind == "function" and fact.trains)
             )
             and not fact.collectives
+        )
+
+    @property
+    def handed_torch(self) -> bool:
+        """Does another file of the batch hand one of this file's functions a
+        model, an optimizer, a loader or a loss (``train_one_epoch(model,
+        loader, optimizer, criterion)``)? Then the file works on torch objects
+        even where it names no torch module (an engine.py whose step only calls
+        what it is handed)."""
+        return any(
+            kind in _TORCH_KINDS
+            for _, sites in self.callers
+            for site in sites
+            for _, kind in site.arguments
         )
 
     def digest(self) -> str:

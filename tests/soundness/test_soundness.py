@@ -461,6 +461,7 @@ EXPECTED: dict[str, str] = {
     # ... and a model handed to a local optimizer factory then to engine.py's
     # step (FLAGGED before with its engine.py as written: AM004 refused it)
     "registry_optim_factory_r24a_project": "MATCH",
+    "engine_no_torch_r24l_project": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
