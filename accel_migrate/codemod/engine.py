@@ -162,10 +162,12 @@ def _full_pass(
             skip_reason=SKIP_DISTRIBUTED,
         )
     project = options.project if options.project is not None else read_project(path)
-    if not screen.uses_torch and screen.backward and screen.steps:
-        # No torch import, but a step (`loss.backward(); optimizer.step()`) on
-        # what the batch's other files hand it: their torch objects.
-        screen.training = project.handed_torch
+    if not screen.training and screen.backward and project.handed_torch:
+        # A backward on what the batch's other files hand it (their torch
+        # objects), with no torch import (an engine.py whose step only calls
+        # them) or with the optimizer step left to the caller
+        # (`forward_backward(model, x, y)` returning `loss.item()`).
+        screen.training = True
     # A helper module of the batch (no backward of its own) migrated for its
     # callers: its writes and prints, and its sums over the loaders they hand
     # it, even where the screen takes it for a training file. What its helpers

@@ -144,6 +144,16 @@ class LossPlaces:
                     term_key = self.index.key(term)
                     if term_key is not None and term_key not in self.loss_loops:
                         terms.setdefault(term_key, set()).update(loops)
+        # `(loss / accum_steps).backward()`: `loss` is the term of the expression
+        # backpropagated (read as `loss.item()`, returned by a step helper).
+        for call in self.index.calls:
+            for each in backpropagated(self.index, call):
+                if not isinstance(each, cst.BinaryOperation):
+                    continue
+                for term in _terms(each):
+                    term_key = self.index.key(term)
+                    if term_key is not None and term_key not in self.loss_loops:
+                        terms.setdefault(term_key, set()).add(self._loop(call))
         return terms
 
     def _sum_of_losses(

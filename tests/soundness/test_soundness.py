@@ -462,6 +462,8 @@ EXPECTED: dict[str, str] = {
     # step (FLAGGED before with its engine.py as written: AM004 refused it)
     "registry_optim_factory_r24a_project": "MATCH",
     "engine_no_torch_r24l_project": "MATCH",
+    "forward_backward_helper_r24l_project": "FLAGGED",
+    "forward_backward_helper_r24l_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
