@@ -144,9 +144,15 @@ class LossPlaces:
                     term_key = self.index.key(term)
                     if term_key is not None and term_key not in self.loss_loops:
                         terms.setdefault(term_key, set()).update(loops)
-        # `(loss / accum_steps).backward()`: `loss` is the term of the expression
-        # backpropagated (read as `loss.item()`, returned by a step helper).
+        # A step helper's `(loss / accum_steps).backward()`, with no loop of its
+        # own: `loss` is the term of the expression backpropagated (read as
+        # `return loss.item()`, for the caller's loop to log).
         for call in self.index.calls:
+            if (
+                self._loop(call) is not None
+                or self.index.enclosing_function(call) is None
+            ):
+                continue
             for each in backpropagated(self.index, call):
                 if not isinstance(each, cst.BinaryOperation):
                     continue
