@@ -30,7 +30,11 @@ def fixed_batch_taken(index: ModuleIndex, call: cst.Call) -> str | None:
     if "builtins.next" not in index.qualnames(call.func) or len(call.args) != 1:
         return None
     loader = _iterated_loader(index, call.args[0].value)
-    if loader is None or _in_training_step(index, call, set()):
+    if (
+        loader is None
+        or _in_training_step(index, call, set())
+        or _trained_after(index, call)
+    ):
         return None
     statement = index.parent(call)
     taken = "a batch"
@@ -69,6 +73,26 @@ def _iterated_loader(
     if not loaders or any(loader is None for loader in loaders):
         return None
     return loaders[0]
+
+
+def _trained_after(index: ModuleIndex, call: cst.Call) -> bool:
+    """Is a backward run by a statement after the one of ``call`` in its block,
+    outside a loop (``x, y = next(iter(loader))``; ``model(x).sum().backward()``):
+    a step on that one batch, which is training data, rightly a share."""
+    statement: cst.CSTNode | None = call
+    while statement is not None and not isinstance(
+        statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+    ):
+        statement = index.parent(statement)
+    block = index.parent(statement) if statement is not None else None
+    body = getattr(block, "body", None)
+    if not isinstance(body, (list, tuple)) or statement not in body:
+        return False
+    after = list(body)[list(body).index(statement) + 1 :]
+    return any(
+        not isinstance(s, (cst.For, cst.While)) and index.runs_backward(s)
+        for s in after
+    )
 
 
 def _in_training_step(

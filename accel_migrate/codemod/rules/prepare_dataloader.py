@@ -23,11 +23,12 @@ reduces the sums over them).
 A sharded loader passed to such a module's function (``utils.evaluate(net,
 test_loader)``) is reported as needs-review: what that function sums over it is
 this process's share, and nothing there reduces it.
-A batch taken once out of a sharded loader, outside the training step
-(``fixed_images, _ = next(iter(test_loader))`` to reconstruct the same images
-every epoch; ``x_fixed = next(data_iter)`` after ``data_iter = iter(loader)``),
-is reported as needs-review too: it holds this process's share of that batch,
-so the samples, images or probe losses computed from it are the main process's
+A batch taken once out of a sharded loader outside the training step, and not
+trained on by the statements after it (``fixed_images, _ =
+next(iter(test_loader))`` to reconstruct the same images every epoch;
+``x_fixed = next(data_iter)`` after ``data_iter = iter(loader)``), is reported
+as needs-review too: it holds this process's share of that batch, so the
+samples, images or probe losses computed from it are the main process's
 share's.
 
 ## Why
