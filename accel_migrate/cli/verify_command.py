@@ -130,7 +130,9 @@ class _Runs:
             launch += ["--precision", options["precision"]]
         launch += scale_arguments(options)
         shown = ["--display-path", str(self.path), "--line-map", str(self.line_map)]
-        err.print(f"running the original on 1 process for {steps} steps{mode} ...")
+        err.print(
+            f"running the original on 1 process for up to {steps} steps{mode} ..."
+        )
         original = _run(
             "the original",
             [

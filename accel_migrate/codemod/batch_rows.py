@@ -170,7 +170,9 @@ def _passed_counts(index: ModuleIndex, key: Key, depth: int) -> bool:
             continue
         calls = index.call_sites(function)
         bound = 1 if index.enclosing_class(function.name) is not None else 0
-        passed = [dict(bind_arguments(function, bound, call)).get(name) for call in calls]
+        passed = [
+            dict(bind_arguments(function, bound, call)).get(name) for call in calls
+        ]
         return bool(passed) and all(
             value is not None and counts_batch(index, value, depth + 1)
             for value in passed

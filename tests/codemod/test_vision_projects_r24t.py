@@ -149,3 +149,41 @@ def test_a_batch_taken_once_from_a_sharded_loader_is_reported(tmp_path: Path) ->
     )
     # the `next(data_iter)` of a loop that runs a backward is training data
     assert "accel.prepare_dataloader(DataLoader(test_set" in result.output
+
+
+METHOD = """
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+model = nn.Linear(8, 8)
+optimizer = torch.optim.Adam(model.parameters())
+
+
+class Trainer:
+    def fit(self, loader):
+        for (x,) in loader:
+            noise = torch.randn(x.size(0), 8)
+            loss = (model(x + noise) - x).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+trainer = Trainer()
+trainer.fit(DataLoader(TensorDataset(torch.randn(32, 8)), batch_size=8))
+Trainer().fit(DataLoader(TensorDataset(torch.randn(32, 8)), batch_size=8))
+"""
+
+
+def test_a_method_of_an_instance_is_bound_to_its_call(tmp_path: Path) -> None:
+    """Before, `trainer.fit(loader)` ran no known function: the loop over its
+    `loader` parameter was no loader's, and its per-sample draw was neither
+    drawn for the global batch nor reported."""
+    script = _write(tmp_path, "train.py", METHOD)
+    result = migrate_source(script.read_text(), str(script))
+    assert (
+        "noise = accel.batch_draw(x.size(0), lambda rows: torch.randn(rows, 8))"
+        in result.output
+    )
+    assert not [f for f in result.findings if f.status == "needs-review"]
