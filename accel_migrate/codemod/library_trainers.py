@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Sequence
 
+from .handed_values import handed_value
 from .project_helpers import _own_nodes
 
 #: Methods that show a value is used as a model (not ``zero_grad``: an optimizer
@@ -393,7 +394,7 @@ def _stored_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
     for node in _own_nodes(init):
         if not isinstance(node, ast.Assign):
             continue
-        param = _handed_value(node.value, names, kwargs)
+        param = handed_value(node.value, names, kwargs)
         if param is None:
             continue
         for target in node.targets:
@@ -401,34 +402,6 @@ def _stored_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
             if attr is not None:
                 found.setdefault(attr, param)
     return found
-
-
-#: Methods that return their receiver, or the same module moved or cast.
-_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train"})
-
-
-def _handed_value(value: ast.expr, names: set[str], kwargs: str | None) -> str | None:
-    """The ``__init__`` parameter ``value`` is: ``model``, ``model.to(device)``,
-    or sthalles/SimCLR's ``kwargs["model"].to(self.args.device)`` of a
-    ``**kwargs`` (the keyword's name); None for anything else."""
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _SAME_MODULE
-    ):
-        value = value.func.value
-    if isinstance(value, ast.Name):
-        return value.id if value.id in names else None
-    if (
-        kwargs is not None
-        and isinstance(value, ast.Subscript)
-        and isinstance(value.value, ast.Name)
-        and value.value.id == kwargs
-        and isinstance(value.slice, ast.Constant)
-        and isinstance(value.slice.value, str)
-    ):
-        return value.slice.value
-    return None
 
 
 def _used_as_model(
