@@ -128,7 +128,9 @@ class _Runs:
             launch += ["--precision", options["precision"]]
         launch += scale_arguments(options)
         shown = ["--display-path", str(self.path), "--line-map", str(self.line_map)]
-        err.print(f"running the original on 1 process for {steps} steps{mode} ...")
+        err.print(
+            f"running the original on 1 process for up to {steps} steps{mode} ..."
+        )
         original = _run(
             "the original",
             [
@@ -236,6 +238,9 @@ def _verify_in(
     if project is not None:
         for line in project.describe():
             err.print(Text(line))
+    note = review_note(path.name, len(migration.needs_review))
+    if note:
+        err.print(Text(note))
     runs = _Runs(path, migration, work, options, project)
     try:
         pair = runs.pair(err, deterministic)
@@ -272,6 +277,19 @@ def _verify_in(
         )
         err.print(f"report written to {options['report']}")
     return EXIT_OK if outcome.passes else EXIT_DIFFERS
+
+
+def review_note(name: str, review: int) -> str:
+    """The line that says the script's own findings to review, before the runs:
+    a comparison of the losses does not see everything a finding names (an
+    evaluation line, a sample image, a checkpoint), so a PASS does not clear
+    them. "" when there is none."""
+    if not review:
+        return ""
+    return (
+        f"{name}: {review} finding{'s' if review != 1 else ''} to review "
+        f"(`accel-migrate {name}` lists them); agreeing losses do not clear them"
+    )
 
 
 def _console(stderr: bool) -> Console:

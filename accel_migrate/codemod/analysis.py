@@ -39,6 +39,7 @@ from .index_syntax import (
     variable_names,
 )
 from .index_tagging import Tagging
+from .instance_classes import instance_class
 from .parents import ParentProvider
 from .project_facts import HelperFact, ProjectFacts
 from .scopes import ScopeProvider
@@ -291,6 +292,11 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
             and node.value.value == "self"
         ):
             cls = self.enclosing_class(node)
+            if cls is not None:
+                return _method(cls, node.attr.value)
+        if isinstance(node, cst.Attribute):
+            # `Trainer().fit(loader)`, `trainer = Trainer(cfg); trainer.fit(loader)`
+            cls = instance_class(self, node.value)
             if cls is not None:
                 return _method(cls, node.attr.value)
         return None

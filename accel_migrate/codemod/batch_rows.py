@@ -16,8 +16,8 @@ local function that every call passes one (``compute_gradient_penalty(D,
 real_imgs.data, fake)``), and the parameters of a model class's ``forward``
 (and of the methods it calls on ``self``) when every call of the model in the
 file passes batch values. The row count must be read off a batch value
-(``x.size(0)``, ``x.shape[0]``, ``len(x)``, or a variable every assignment of
-which is one); a ``*_like`` draw's tensor must be a batch value. The runtime
+(``x.size(0)``, ``x.shape[0]``, ``len(x)``, a variable every assignment of
+which is one, or a parameter every call of which passes one); a ``*_like`` draw's tensor must be a batch value. The runtime
 checks the count against the process's share of the current batch and draws
 as asked where they differ.
 """
@@ -148,9 +148,36 @@ def counts_batch(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -
     if key is None or depth > 2:
         return False
     values = index.values.get(key, [])
-    return bool(values) and all(
-        v is not None and counts_batch(index, v, depth + 1) for v in values
-    )
+    if not values:
+        return _passed_counts(index, key, depth)
+    return all(v is not None and counts_batch(index, v, depth + 1) for v in values)
+
+
+def _passed_counts(index: ModuleIndex, key: Key, depth: int) -> bool:
+    """Is ``key`` a parameter of a function of the file that every call fills
+    with a count of a batch's rows? Diffusion-Models-pytorch's
+    ``sample_timesteps(self, n)``, drawing ``torch.randint(low=1, high=T,
+    size=(n,))``, called as ``self.sample_timesteps(images.shape[0])``."""
+    for function in index.functions:
+        names = [
+            p.name.value
+            for p in [*function.params.posonly_params, *function.params.params]
+        ]
+        name = next(
+            (n for n in names if index.function_scope_key(function, n) == key), None
+        )
+        if name is None:
+            continue
+        calls = index.call_sites(function)
+        bound = 1 if index.enclosing_class(function.name) is not None else 0
+        passed = [
+            dict(bind_arguments(function, bound, call)).get(name) for call in calls
+        ]
+        return bool(passed) and all(
+            value is not None and counts_batch(index, value, depth + 1)
+            for value in passed
+        )
+    return False
 
 
 def _is_batch(index: ModuleIndex, expr: cst.BaseExpression) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Sequence
 
+from .handed_values import handed_value
 from .project_helpers import _own_nodes
 
 #: Methods that show a value is used as a model (not ``zero_grad``: an optimizer
@@ -388,16 +389,18 @@ def _stored_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
         a.arg
         for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs][1:]
     }
+    kwargs = arguments.kwarg.arg if arguments.kwarg is not None else None
     found: dict[str, str] = {}
     for node in _own_nodes(init):
-        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Name):
+        if not isinstance(node, ast.Assign):
             continue
-        if node.value.id not in names:
+        param = handed_value(node.value, names, kwargs)
+        if param is None:
             continue
         for target in node.targets:
             attr = _self_attribute(target)
             if attr is not None:
-                found.setdefault(attr, node.value.id)
+                found.setdefault(attr, param)
     return found
 
 

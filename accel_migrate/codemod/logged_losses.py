@@ -148,10 +148,7 @@ class LossPlaces:
         # own: `loss` is the term of the expression backpropagated (read as
         # `return loss.item()`, for the caller's loop to log).
         for call in self.index.calls:
-            if (
-                self._loop(call) is not None
-                or self.index.enclosing_function(call) is None
-            ):
+            if not isinstance(self._loop(call), cst.FunctionDef):
                 continue
             for each in backpropagated(self.index, call):
                 if not isinstance(each, cst.BinaryOperation):

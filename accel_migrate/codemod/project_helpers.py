@@ -34,6 +34,7 @@ from .project_facts import HelperFact
 from .project_method_weights import method_losses, method_weights
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
+from .reaching_values import reaching_value
 from .shell_commands import RUNNERS, kind, literal_command
 from .stochastic_layers import stochastic_layers
 
@@ -429,8 +430,12 @@ class HelperFacts:
         if isinstance(expr, ast.BinOp):
             return self._combined(expr, function, depth)
         if isinstance(expr, ast.Name):
-            values = _assigned_in(function, expr.id) or self.scan.assigned.get(
-                expr.id, []
+            last = reaching_value(function, expr)
+            values = (
+                [last]
+                if last is not None
+                else _assigned_in(function, expr.id)
+                or self.scan.assigned.get(expr.id, [])
             )
             # `net = net.cuda()` says nothing new of `net`: its other values decide
             values = [v for v in values if not _same_object_of(v, expr.id)]

@@ -569,3 +569,17 @@ def test_a_loss_near_zero_is_compared_at_the_runs_scale() -> None:
     falling = [2.3, 1.2, 0.4, 0.23]
     late = [2.3, 1.2, 0.4, 0.23 * (1 + 3e-5)]
     assert not compare(_record(falling), _record(late), 1e-5, 2).agrees
+
+
+def test_findings_to_review_are_said_before_the_runs() -> None:
+    """A PASS compares losses: a fixed batch's reconstructions (the VQ-VAE of
+    round 24t) or a checkpoint choice differ without a loss showing it, so the
+    script's findings to review are named up front."""
+    from accel_migrate.cli.verify_command import review_note
+
+    assert review_note("main.py", 0) == ""
+    assert review_note("main.py", 1) == (
+        "main.py: 1 finding to review (`accel-migrate main.py` lists them); "
+        "agreeing losses do not clear them"
+    )
+    assert review_note("train.py", 3).startswith("train.py: 3 findings to review")

@@ -39,7 +39,9 @@ runtime keeps so (every process replays the same sampler draw), and the other
 draws of the step are the same on every process. Dropout and other draws
 inside ``torch.nn`` layers are not rows of the batch and still differ (AM027).
 The count must be read off a batch (``x.size(0)``, ``x.shape[0]``,
-``len(x)``); at run time it is checked against this process's share of the
+``len(x)``), or be a parameter every call of which passes one (DDPM's
+``sample_timesteps(self, n)`` drawing ``torch.randint(1, T, size=(n,))``,
+called as ``self.sample_timesteps(images.shape[0])``); at run time it is checked against this process's share of the
 current batch, and where they differ (a batch of another loader) the draw is
 made as written, with a warning. With ``--batch-mode per-device`` (no global
 batch) and on one process the draw is the original one.

@@ -23,6 +23,13 @@ reduces the sums over them).
 A sharded loader passed to such a module's function (``utils.evaluate(net,
 test_loader)``) is reported as needs-review: what that function sums over it is
 this process's share, and nothing there reduces it.
+A batch taken once out of a sharded loader outside the training step, and not
+trained on by the statements after it (``fixed_images, _ =
+next(iter(test_loader))`` to reconstruct the same images every epoch;
+``x_fixed = next(data_iter)`` after ``data_iter = iter(loader)``), is reported
+as needs-review too: it holds this process's share of that batch, so the
+samples, images or probe losses computed from it are the main process's
+share's.
 
 ## Why
 Every process must see its own share of the data. By default the runtime keeps
@@ -66,6 +73,7 @@ from typing import Any
 
 import libcst as cst
 
+from ..fixed_batches import fixed_batch_taken
 from ..helper_effects import loader_passed_to_helper
 from ..names import DATALOADER_CALLS
 from ..patterns import prepared_loader_map
@@ -88,7 +96,9 @@ class PrepareDataloader(Rule):
             return self._container(original_node, updated_node, held)
         helper = self.index.helper(original_node.func, "loader")
         if helper is None and not self.is_call_to(original_node, DATALOADER_CALLS):
-            passed = loader_passed_to_helper(self.index, original_node)
+            passed = loader_passed_to_helper(
+                self.index, original_node
+            ) or fixed_batch_taken(self.index, original_node)
             if passed is not None:
                 self.report(original_node, "needs-review", passed, if_migrated=True)
             return updated_node

@@ -130,6 +130,8 @@ class StepRandomDraws(Rule):
             # share of the batch (``torch.randn(x.shape, generator=g)``).
             return
         name = sorted(names)[0]
+        if self._object_method_draw(node, name):
+            return
         if any(self._training_step(path) for path in self.index.loop_paths(node)):
             self.report(
                 node,
@@ -163,6 +165,32 @@ class StepRandomDraws(Rule):
                 "the losses will not match the original's step for step",
                 if_migrated=True,
             )
+
+    def _object_method_draw(self, node: cst.Call, name: str) -> bool:
+        """A draw outside any loop of a method that a step calls on its object
+        (CycleGAN's ``ImagePool.query``): reported as that method's, which says
+        where the draw is better than "in a training step" (the step reaches it
+        through the object's method, bound at its call since round 24t)."""
+        function = self.index.enclosing_function(node)
+        if function is None or self.index.enclosing_class(function.name) is None:
+            return False
+        for ancestor in self.index.ancestors(node):
+            if ancestor is function:
+                break
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return False
+        runner = data_function_of(self.index, node)
+        if runner is None or "calls on its" not in runner:
+            return False
+        self.report(
+            node,
+            "needs-review",
+            f"random draw (`{name}`) in {runner}: each process runs it for its "
+            "own share of the data, drawing from its own random state, so the "
+            "samples do not get the numbers the original drew for them; the "
+            "losses will not match the original's step for step",
+        )
+        return True
 
     def _imported_draw(self, node: cst.Call) -> bool:
         """Report a draw made through a local module (``imported_draws``)."""
