@@ -37,6 +37,8 @@ def fixed_batch_taken(index: ModuleIndex, call: cst.Call) -> str | None:
     ):
         return None
     statement = index.parent(call)
+    if _gathered(index, statement):
+        return None
     taken = "a batch"
     if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
         taken = f"`{code(statement.targets[0].target)}`"
@@ -49,6 +51,28 @@ def fixed_batch_taken(index: ModuleIndex, call: cst.Call) -> str | None:
         "DataLoader over the same dataset that is not prepared, or combine what "
         "it yields across processes"
     )
+
+
+def _gathered(index: ModuleIndex, statement: cst.CSTNode | None) -> bool:
+    """Is a variable the batch is taken into set again from the runtime's
+    gather (``fixed_x = accel.gather(fixed_x)``): the whole batch again?"""
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1):
+        return False
+    target = statement.targets[0].target
+    names = (
+        [e.value for e in target.elements]
+        if isinstance(target, (cst.Tuple, cst.List))
+        else [target]
+    )
+    for name in names:
+        key = index.key(name)
+        values = index.values.get(key, []) if key is not None else []
+        if any(
+            isinstance(v, cst.Call) and index.is_runtime_call(v, "gather")
+            for v in values
+        ):
+            return True
+    return False
 
 
 def _iterated_loader(
