@@ -122,6 +122,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..clock_readings import reads_clock
+from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -185,6 +186,14 @@ class MetricSums(Rule):
             return
         increments = list(sum_increments(self.index, node))
         collections = list(collected_values(self.index, node))
+        ranking = batch_ranking(self.index, node)
+        if ranking is not None and (increments or collections):
+            # a candidate list ranked over the batch (NCF's HR@k): no per-process
+            # value of it combines into the original's
+            self.report(
+                ranking, "needs-review", ranking_reason(ranking), if_migrated=True
+            )
+            return
         for call, what in scattered_counts(self.index, node):
             self.report(
                 call,
