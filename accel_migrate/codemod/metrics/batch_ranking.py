@@ -73,8 +73,10 @@ def _picks_rows(
         return False
     values = [a.value for a in node.args]
     if index.qualnames(node.func) & _PICKS:
-        return bool(values) and name_in(values[0], batch) and any(
-            name_in(v, ranked) for v in values[1:]
+        return (
+            bool(values)
+            and name_in(values[0], batch)
+            and any(name_in(v, ranked) for v in values[1:])
         )
     return (
         isinstance(node.func, cst.Attribute)

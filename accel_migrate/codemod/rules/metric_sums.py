@@ -105,7 +105,12 @@ list: each process holds its share), and so are values collected in a loop over
 this process's samples or under a test of them (``for label, p in zip(labels,
 preds): correct_pred[classes[label]] += 1``: a collective there would run a
 different number of times on each process) and counts into cells the samples
-choose (``class_total[label] += 1``). Combining per batch is one collective per
+choose (``class_total[label] += 1``). A loop that ranks the samples of its batch
+against each other (NCF's hit rate: ``_, indices = torch.topk(predictions, k)``
+then ``torch.take(item, indices)``, each test batch one user's candidate list)
+is left alone and reported: each process would rank only its share, and no
+combination of the processes' values gives the original's
+(``metrics/batch_ranking.py``). Combining per batch is one collective per
 batch and per value (two for a value weighted by a count). Where a number is
 divided by the count (``100.0 / batch_size``), a process given no rows of a short
 last batch (fewer rows than processes) raises ZeroDivisionError there, loudly,
