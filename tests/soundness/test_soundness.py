@@ -454,6 +454,12 @@ EXPECTED: dict[str, str] = {
     "informer_exp_r24u_project_batch": "FLAGGED",
     "textcnn_iterater_r24u_project": "FLAGGED",
     "textcnn_iterater_r24u_project_batch": "FLAGGED",
+    # teacher outputs precomputed per batch and indexed by batch number: file
+    # mode's AM029 gathers the list whole while train_kd pairs it with its
+    # share (flagged by AM006/AM017/AM029 findings, not by that cause);
+    # batch mode is left whole (AM103 over utils.py's Params.save, AM036)
+    "kd_teacher_outputs_r24u_project": "FLAGGED",
+    "kd_teacher_outputs_r24u_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

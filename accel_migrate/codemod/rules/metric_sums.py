@@ -127,7 +127,6 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..clock_readings import reads_clock
-from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -139,6 +138,7 @@ from ..metrics.accumulators import (
     scattered_counts,
     sum_increments,
 )
+from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..metrics.row_scaled import RowScaled, row_scaled
