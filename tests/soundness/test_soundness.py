@@ -455,11 +455,17 @@ EXPECTED: dict[str, str] = {
     "textcnn_iterater_r24u_project": "FLAGGED",
     "textcnn_iterater_r24u_project_batch": "FLAGGED",
     # teacher outputs precomputed per batch and indexed by batch number: file
-    # mode's AM029 gathers the list whole while train_kd pairs it with its
-    # share (flagged by AM006/AM017/AM029 findings, not by that cause);
-    # batch mode is left whole (AM103 over utils.py's Params.save, AM036)
+    # mode's AM029 gathered the list whole while train_kd paired it with its
+    # share (torch's size error, flagged only by unrelated findings); AM029
+    # now leaves such a list alone (batch_indexed.py) and the run differs only
+    # by evaluate.py's per-process accuracy, AM006's finding; batch mode is
+    # left whole (AM103 over utils.py's Params.save, AM036)
     "kd_teacher_outputs_r24u_project": "FLAGGED",
     "kd_teacher_outputs_r24u_project_batch": "FLAGGED",
+    # tkipf/pygcn: the whole graph as one batch, no DataLoader (every process
+    # does the whole work; the gradients it averages are equal)
+    "pygcn_fullgraph_r24u_project": "MATCH",
+    "pygcn_fullgraph_r24u_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

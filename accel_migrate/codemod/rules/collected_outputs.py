@@ -69,6 +69,7 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..analysis import ModuleIndex, attr_chain
+from ..batch_indexed import batch_indexed_read
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -249,8 +250,25 @@ class CollectedOutputs(Rule):
                 not in self.context.deferred_collections
             ):
                 continue  # per-batch numbers and losses: AM009's
-            loader, reason = self._check(collection, node)
             what = f"`{collection.name}`"
+            read = batch_indexed_read(
+                self.index, _target_name(collection.statement), node
+            )
+            if read is not None:
+                self.report(
+                    collection.statement,
+                    "needs-review",
+                    f"{what} collects outputs per batch over a sharded loader and "
+                    f"is read back by batch number ({read}, in a loop over a "
+                    "sharded loader): each process's entry i is its share of "
+                    "batch i and pairs, row for row, with its share there, so it "
+                    "is not gathered (gathered whole, each entry would be the "
+                    "whole batch against a share); if it is also used whole, "
+                    "gather a copy with accel.gather_in_order",
+                    if_migrated=True,
+                )
+                continue
+            loader, reason = self._check(collection, node)
             if reason is not None:
                 self.report(
                     collection.statement,
