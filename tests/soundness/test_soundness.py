@@ -466,6 +466,14 @@ EXPECTED: dict[str, str] = {
     # does the whole work; the gradients it averages are equal)
     "pygcn_fullgraph_r24u_project": "MATCH",
     "pygcn_fullgraph_r24u_project_batch": "MATCH",
+    # ikostrikov's PPO: main.py hands the policy to `algo.PPO`, re-exported by
+    # algo/__init__.py (file mode SILENT before: the project view did not
+    # follow the re-export, so main.py was "not a training entry point"; now
+    # AM004 names the class). Batch mode migrates both files; the policy is
+    # run through act()/evaluate_actions(), never forward, and the runtime
+    # stops at the first step with its "never called" error (LOUD)
+    "ppo_rollout_storage_r24u_project": "FLAGGED",
+    "ppo_rollout_storage_r24u_project_batch": "LOUD",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
