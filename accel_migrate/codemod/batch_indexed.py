@@ -39,9 +39,7 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-def batch_indexed_read(
-    index: ModuleIndex, name: cst.Name, loop: cst.For
-) -> str | None:
+def batch_indexed_read(index: ModuleIndex, name: cst.Name, loop: cst.For) -> str | None:
     """Where the list ``name`` (filled in ``loop``) is read by batch number in a
     loop over a loader, as a phrase (```teacher_outputs[i]` in `train_kd```), or
     None."""

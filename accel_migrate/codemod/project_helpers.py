@@ -171,6 +171,7 @@ class HelperFacts:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
             from .project_data_branches import data_branch
+            from .unimplemented_forward import unimplemented_forward
 
             return HelperFact(
                 cls.name,
@@ -185,6 +186,7 @@ class HelperFacts:
                 augmentation=self._augmentation(cls),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
+                unimplemented_forward=unimplemented_forward(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage

@@ -469,11 +469,12 @@ EXPECTED: dict[str, str] = {
     # ikostrikov's PPO: main.py hands the policy to `algo.PPO`, re-exported by
     # algo/__init__.py (file mode SILENT before: the project view did not
     # follow the re-export, so main.py was "not a training entry point"; now
-    # AM004 names the class). Batch mode migrates both files; the policy is
-    # run through act()/evaluate_actions(), never forward, and the runtime
-    # stops at the first step with its "never called" error (LOUD)
+    # AM004 names the class). The policy's forward raises NotImplementedError
+    # (it runs through act()/evaluate_actions()): with the re-export followed,
+    # batch mode migrated both files and the runtime stopped at the first step
+    # (LOUD); AM041 now leaves main.py whole and AM103 ppo.py with it
     "ppo_rollout_storage_r24u_project": "FLAGGED",
-    "ppo_rollout_storage_r24u_project_batch": "LOUD",
+    "ppo_rollout_storage_r24u_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
