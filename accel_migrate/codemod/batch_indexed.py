@@ -122,3 +122,21 @@ def _read_by_counter(
             ):
                 return _code(read)
     return None
+
+
+def batch_indexed_reason(
+    index: ModuleIndex, name: cst.Name, loop: cst.For
+) -> str | None:
+    """AM029's needs-review message (after the list's name) for a list
+    ``batch_indexed_read`` finds read back by batch number, or None."""
+    read = batch_indexed_read(index, name, loop)
+    if read is None:
+        return None
+    return (
+        f"collects outputs per batch over a sharded loader and is read back by "
+        f"batch number ({read}, in a loop over a sharded loader): each process's "
+        "entry i is its share of batch i and pairs, row for row, with its share "
+        "there, so it is not gathered (gathered whole, each entry would be the "
+        "whole batch against a share); if it is also used whole, gather a copy "
+        "with accel.gather_in_order"
+    )

@@ -136,6 +136,10 @@ class HelperFact:
     #: runs through its other methods (``act``, ``evaluate_actions``), as a
     #: phrase (``unimplemented_forward``); "" if not.
     unimplemented_forward: str = ""
+    #: For a function: a loop of it that ranks its batch's samples against each
+    #: other (``torch.topk(predictions, k)`` whose indices pick the batch's
+    #: rows), as a phrase (``metrics.batch_ranking``); "" if none.
+    ranks_batch: str = ""
     #: For a model class, or a function returning a model: where it (or a class
     #: it builds or derives from, in any local module) draws dropout masks in
     #: train mode, as a phrase (``stochastic_layers``); "" if it does not.

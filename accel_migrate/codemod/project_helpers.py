@@ -292,6 +292,7 @@ class HelperFacts:
             function_trained_parameter,
             function_trains_handed,
         )
+        from .metrics.batch_ranking import helper_batch_ranking
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -358,6 +359,7 @@ class HelperFacts:
                 if kind == "optimizer"
                 else ("", -1, "")
             ),
+            ranks_batch=helper_batch_ranking(function),
         )
 
     def _container(

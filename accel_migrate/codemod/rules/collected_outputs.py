@@ -69,7 +69,8 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..analysis import ModuleIndex, attr_chain
-from ..batch_indexed import batch_indexed_read
+from ..batch_indexed import batch_indexed_reason
+from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -242,29 +243,34 @@ class CollectedOutputs(Rule):
     def visit_For(self, node: cst.For) -> None:
         if not self.index.loader_loop(node.iter)[0]:
             return
+        ranking = batch_ranking(self.index, node)
         for collection in collections_in(self.index, node):
             if self._loop_of(collection.statement) is not node:
                 continue  # an inner loader loop's
+            if ranking is not None:  # per batch: AM009 reports the loop
+                if collection.granularity == "sample":
+                    reason = f"`{collection.name}` is not gathered: "
+                    self.report(
+                        collection.statement,
+                        "needs-review",
+                        reason + ranking_reason(ranking),
+                        if_migrated=True,
+                    )
+                continue
             if collection.granularity == "batch" and (
                 original_place(self, collection.statement)
                 not in self.context.deferred_collections
             ):
                 continue  # per-batch numbers and losses: AM009's
             what = f"`{collection.name}`"
-            read = batch_indexed_read(
+            read = batch_indexed_reason(
                 self.index, _target_name(collection.statement), node
             )
             if read is not None:
                 self.report(
                     collection.statement,
                     "needs-review",
-                    f"{what} collects outputs per batch over a sharded loader and "
-                    f"is read back by batch number ({read}, in a loop over a "
-                    "sharded loader): each process's entry i is its share of "
-                    "batch i and pairs, row for row, with its share there, so it "
-                    "is not gathered (gathered whole, each entry would be the "
-                    "whole batch against a share); if it is also used whole, "
-                    "gather a copy with accel.gather_in_order",
+                    f"{what} {read}",
                     if_migrated=True,
                 )
                 continue
