@@ -292,7 +292,7 @@ class HelperFacts:
             function_trained_parameter,
             function_trains_handed,
         )
-        from .metrics.batch_ranking import helper_batch_ranking
+        from .metrics.helper_ranking import helper_batch_ranking
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""

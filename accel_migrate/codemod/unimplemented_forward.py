@@ -3,7 +3,8 @@
 ikostrikov's PPO ``Policy`` raises ``NotImplementedError`` in ``forward`` and is
 run through ``act``, ``get_value`` and ``evaluate_actions``. Read from a class
 of the file being migrated and from a class of another module of the project
-(``HelperFact.unimplemented_forward``), as a phrase for AM041. Only the class's
+(``HelperFact.unimplemented_forward``), as a phrase for AM041. ``ast`` only:
+the project view runs without libcst. Only the class's
 own ``forward`` counts: an abstract base whose subclasses implement it is not
 one.
 """
@@ -11,8 +12,6 @@ one.
 from __future__ import annotations
 
 import ast
-
-import libcst as cst
 
 _NOT_IMPLEMENTED = frozenset({"NotImplementedError", "NotImplemented"})
 _DECORATORS = frozenset({"property", "staticmethod", "classmethod"})
@@ -68,13 +67,3 @@ def unimplemented_forward(cls: ast.ClassDef, where: str = "") -> str:
             through = f", and the class is run through {methods}" if methods else ""
             return f"`{cls.name}.forward` raises NotImplementedError{place}{through}"
     return ""
-
-
-def local_unimplemented_forward(cls: cst.ClassDef) -> str:
-    """The same for a class of the file being migrated."""
-    try:
-        tree = ast.parse(cst.Module(body=[cls]).code)
-    except SyntaxError:  # pragma: no cover - libcst parsed it
-        return ""
-    node = tree.body[0]
-    return unimplemented_forward(node) if isinstance(node, ast.ClassDef) else ""

@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 from accel_migrate.codemod import migrate_source
-from accel_migrate.codemod.metrics.batch_ranking import helper_batch_ranking
+from accel_migrate.codemod.metrics.helper_ranking import helper_batch_ranking
 
 EVALUATE = """\
 import numpy as np

@@ -44,11 +44,13 @@ built counts.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from ..rule import Rule
 from ..trained_models import snippet
-from ..unimplemented_forward import local_unimplemented_forward
+from ..unimplemented_forward import unimplemented_forward
 
 
 class UnimplementedForward(Rule):
@@ -78,7 +80,12 @@ class UnimplementedForward(Rule):
         cls = self.index.local_class(node.func)
         if cls is None or cls not in self.index.local_subclasses(["torch.nn."]):
             return ""
-        return local_unimplemented_forward(cls)
+        try:
+            tree = ast.parse(cst.Module(body=[cls]).code)
+        except SyntaxError:  # pragma: no cover - libcst parsed it
+            return ""
+        node = tree.body[0]
+        return unimplemented_forward(node) if isinstance(node, ast.ClassDef) else ""
 
     def _imported(self, node: cst.Call) -> str:
         fact = self.index.helper(node.func)
