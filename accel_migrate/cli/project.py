@@ -215,10 +215,25 @@ class Project:
         in their own right), or helper modules migrated for their callers
         (``for_callers``), each with the line of its first import there: its result
         waits for theirs (``keep_whole_setups``)."""
+        direct: dict[int, dict[int, int]] = {}
+        texts: dict[int, str] = {}
+        for entry, imported, own, line in self._batch_imports():
+            direct.setdefault(entry, {}).setdefault(imported, line)
+            texts[imported] = own
         found: dict[int, dict[int, int]] = {}
-        for entry, trainer, own, line in self._batch_imports():
-            if ".backward(" in own or trainer in for_callers:
-                found.setdefault(entry, {}).setdefault(trainer, line)
+        for entry, imports in direct.items():
+            todo, seen = list(imports.items()), {entry}
+            while todo:
+                imported, line = todo.pop(0)
+                if imported in seen:
+                    continue
+                seen.add(imported)
+                if ".backward(" in texts[imported] or imported in for_callers:
+                    found.setdefault(entry, {}).setdefault(imported, line)
+                if self.files[imported].endswith("__init__.py"):
+                    # a package's `from .ppo import PPO`: importing the package
+                    # (`from a2c_ppo_acktr import algo`) imports what it re-exports
+                    todo += [(inner, line) for inner in direct.get(imported, {})]
         return found
 
     def _kept_because(

@@ -123,5 +123,7 @@ def unmigrated_warning(script: str, processes: int, nnodes: str) -> str | None:
         f"the {copies} processes runs the whole single-process script. Every line "
         f"prints once per process, every process trains its own model on all the "
         f"data, and every process writes the same checkpoint files. Migrate it first: "
-        f"accel-migrate migrate --write {script}"
+        f"accel-migrate migrate --write {script} (with the local modules it imports: "
+        f"accel-migrate migrate --write {Path(script).parent}); where that leaves it "
+        "unchanged, its needs-review findings say why"
     )

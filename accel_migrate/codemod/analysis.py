@@ -142,9 +142,27 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
             if scope is not None and not scope[func.value]:
                 names = {f"<star>.{func.value}"}
         fact = self.project.lookup(names)
+        if fact is None and isinstance(func, cst.Name):
+            # `Exp = Exp_Informer` then `Exp(args)`: a name bound once, to an
+            # imported class or function, is that class or function
+            alias = self._alias_of(func)
+            if alias is not None:
+                fact = self.project.lookup(self.qualnames(alias))
         if fact is None or (returns and fact.returns != returns):
             return None
         return fact
+
+    def _alias_of(self, name: cst.Name) -> cst.BaseExpression | None:
+        """The one name or attribute ``name`` is bound to (``Exp = Exp_Informer``),
+        or None."""
+        key = self.key(name)
+        values = self.values.get(key, ()) if key is not None else ()
+        if len(values) != 1 or not isinstance(values[0], (cst.Name, cst.Attribute)):
+            return None
+        value = values[0]
+        if isinstance(value, cst.Name) and value.value == name.value:
+            return None
+        return value
 
     def bound_in_module(self, name: str) -> bool:
         """Is ``name`` assigned, defined or imported anywhere in the file (or may a

@@ -174,6 +174,16 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
             # knows the loader from its callers (project_callers); a finding
             # there that leaves that file whole leaves this one whole too (AM103).
             return None
+        if key is not None and key in index.loaders and helper.ranks_batch:
+            return (
+                f"`{key[1]}` is sharded (each process reads its share) and is passed "
+                f"to {helper.where}, which ranks the samples of each batch against "
+                f"each other ({helper.ranks_batch}): each process would rank only "
+                "its share of the batch, so what it computes from the ranking (a "
+                "hit rate, an NDCG) differs from the original's and no reduction "
+                "gives it back; evaluate with a loader that is not sharded (on the "
+                "main process), or score each candidate list within one sample"
+            )
         if key is not None and key in index.loaders:
             return (
                 f"`{key[1]}` is sharded (each process reads its share) and is passed "

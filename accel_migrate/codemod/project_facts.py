@@ -146,6 +146,14 @@ class HelperFact:
     #: builds) runs a submodule only when its batch says so, as a phrase
     #: (``project_data_branches``); "" if it does not.
     data_branch: str = ""
+    #: For a model class: its own ``forward`` raises NotImplementedError, so it
+    #: runs through its other methods (``act``, ``evaluate_actions``), as a
+    #: phrase (``unimplemented_forward``); "" if not.
+    unimplemented_forward: str = ""
+    #: For a function: a loop of it that ranks its batch's samples against each
+    #: other (``torch.topk(predictions, k)`` whose indices pick the batch's
+    #: rows), as a phrase (``metrics.batch_ranking``); "" if none.
+    ranks_batch: str = ""
     #: For a model class, or a function returning a model: where it (or a class
     #: it builds or derives from, in any local module) draws dropout masks in
     #: train mode, as a phrase (``stochastic_layers``); "" if it does not.

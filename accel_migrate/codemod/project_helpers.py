@@ -175,6 +175,7 @@ class HelperFacts:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
             from .project_data_branches import data_branch
+            from .unimplemented_forward import unimplemented_forward
 
             return HelperFact(
                 cls.name,
@@ -193,6 +194,7 @@ class HelperFacts:
                 augmentation=self._augmentation(cls),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
+                unimplemented_forward=unimplemented_forward(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -313,6 +315,7 @@ class HelperFacts:
             function_trained_parameter,
             function_trains_handed,
         )
+        from .metrics.helper_ranking import helper_batch_ranking
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -379,6 +382,7 @@ class HelperFacts:
                 if kind == "optimizer"
                 else ("", -1, "")
             ),
+            ranks_batch=helper_batch_ranking(function),
         )
 
     def _container(

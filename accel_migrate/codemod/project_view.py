@@ -469,6 +469,20 @@ class ProjectView:
             if fact is not None:
                 helpers.setdefault(f"{prefix}.{name}", fact)
                 files.add(fact.file)
+        if os.path.basename(path) != "__init__.py":
+            return
+        # a package's re-exports (`from .ppo import PPO` in algo/__init__.py),
+        # reached as `algo.PPO` after `from a2c_ppo_acktr import algo`
+        for name, target in scan.names.items():
+            if (
+                isinstance(target, tuple)
+                and target[1]
+                and f"{prefix}.{name}" not in helpers
+            ):
+                fact = self.fact(target, roots, script)
+                if fact is not None:
+                    helpers[f"{prefix}.{name}"] = fact
+                    files.add(fact.file)
 
     def attribute(self, module: str | Target, name: str) -> str | Target:
         return _attribute(self, module, name)
@@ -572,8 +586,32 @@ def _attribute(view: ProjectView, module: str | Target, name: str) -> str | Targ
             sub = view._module_file(name, (os.path.dirname(path),))
             if sub:
                 return (sub, "")
+            found = _reexport(view, path, name)
+            if found is not None:
+                return found
         return (path, name)
     return f"{module}.{name}" if module else name
+
+
+def _reexport(view: ProjectView, init: str, name: str) -> Target | None:
+    """``name`` of a package that its ``__init__.py`` re-exports from one of its
+    own modules (``from .ppo import PPO``): that module's ``name``."""
+    tree = view.tree(init)
+    if tree is None:
+        return None
+    for statement in tree.body:
+        if not (
+            isinstance(statement, ast.ImportFrom)
+            and statement.level == 1
+            and statement.module
+        ):
+            continue
+        for alias in statement.names:
+            if (alias.asname or alias.name) != name or alias.name == "*":
+                continue
+            module = view._module_file(statement.module, (os.path.dirname(init),))
+            return (module, alias.name) if module else None
+    return None
 
 
 def _regular(path: str) -> bool:

@@ -142,7 +142,9 @@ def test_launch_warns_before_starting_an_unmigrated_script(
         "so each of the 2 processes runs the whole single-process script. Every line "
         "prints once per process, every process trains its own model on all the data, "
         "and every process writes the same checkpoint files. Migrate it first: "
-        f"accel-migrate migrate --write {script}"
+        f"accel-migrate migrate --write {script} (with the local modules it imports: "
+        f"accel-migrate migrate --write {tmp_path}); where that leaves it unchanged, "
+        "its needs-review findings say why"
     )
 
 

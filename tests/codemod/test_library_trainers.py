@@ -178,6 +178,39 @@ def test_its_caller_is_left_whole_when_the_class_is_not_migrated(
     )
 
 
+ALIASED_SCRIPT = """\
+from trainer import OwnModel
+
+Exp = OwnModel
+for ii in range(2):
+    exp = Exp(None)
+    exp.run()
+"""
+
+
+def test_a_class_called_through_a_name_bound_to_it(tmp_path: Path) -> None:
+    """Informer2020's main: ``Exp = Exp_Informer`` then ``exp = Exp(args)``;
+    ``exp.train(setting)``. The script has no loop, loader or optimizer of its
+    own: before, it was skipped as no training entry point, with no finding,
+    while each process trained a full copy in exp/."""
+    _project(tmp_path)
+    script = tmp_path / "aliased.py"
+    script.write_text(ALIASED_SCRIPT)
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed and result.skip_reason is None
+    (blocking,) = [f for f in result.findings if f.code == "AM004"]
+    assert blocking.status == "needs-review" and blocking.line == 5
+    assert blocking.message.startswith(
+        "`Exp(None)` builds `OwnModel` in trainer.py, which trains models of its own"
+    )
+    # a name bound twice is not taken for either class
+    script.write_text(
+        ALIASED_SCRIPT.replace("Exp = OwnModel\n", "Exp = OwnModel\nExp = dict\n")
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not [f for f in result.findings if f.code == "AM004"]
+
+
 def test_a_batch_that_migrates_the_class_migrates_its_caller(tmp_path: Path) -> None:
     """In one run over both files the class's file prepares its own models, so
     the caller shards its loader (a second run changes neither: golden project

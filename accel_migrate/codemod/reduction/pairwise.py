@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..metrics.helper_ranking import RANKINGS
 from ..subtrees import findall
 from . import _Reducer
 from .placement import code
@@ -76,9 +77,8 @@ _SIMILARITIES = frozenset(
     }
 )
 _DEPTH = 4
-#: Methods (and ``torch.`` functions) that rank values along a dimension, with the
-#: position of that dimension among the method's positional arguments.
-_RANKINGS = {"topk": 1, "kthvalue": 1, "sort": 0, "argsort": 0, "msort": None}
+#: Methods that rank values along a dimension (``metrics/helper_ranking.py``).
+_RANKINGS = RANKINGS
 
 
 def pairwise_comparison(

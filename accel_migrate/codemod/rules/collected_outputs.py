@@ -69,6 +69,8 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..analysis import ModuleIndex, attr_chain
+from ..batch_indexed import batch_indexed_reason
+from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -238,16 +240,38 @@ class CollectedOutputs(Rule):
     def visit_For(self, node: cst.For) -> None:
         if not self.index.loader_loop(node.iter)[0]:
             return
+        ranking = batch_ranking(self.index, node)
         for collection in collections_in(self.index, node):
             if self._loop_of(collection.statement) is not node:
                 continue  # an inner loader loop's
+            if ranking is not None:  # per batch: AM009 reports the loop
+                if collection.granularity == "sample":
+                    reason = f"`{collection.name}` is not gathered: "
+                    self.report(
+                        collection.statement,
+                        "needs-review",
+                        reason + ranking_reason(ranking),
+                        if_migrated=True,
+                    )
+                continue
             if collection.granularity == "batch" and (
                 original_place(self, collection.statement)
                 not in self.context.deferred_collections
             ):
                 continue  # per-batch numbers and losses: AM009's
-            loader, reason = self._check(collection, node)
             what = f"`{collection.name}`"
+            read = batch_indexed_reason(
+                self.index, _target_name(collection.statement), node
+            )
+            if read is not None:
+                self.report(
+                    collection.statement,
+                    "needs-review",
+                    f"{what} {read}",
+                    if_migrated=True,
+                )
+                continue
+            loader, reason = self._check(collection, node)
             if reason is not None:
                 self.report(
                     collection.statement,

@@ -105,7 +105,12 @@ list: each process holds its share), and so are values collected in a loop over
 this process's samples or under a test of them (``for label, p in zip(labels,
 preds): correct_pred[classes[label]] += 1``: a collective there would run a
 different number of times on each process) and counts into cells the samples
-choose (``class_total[label] += 1``). Combining per batch is one collective per
+choose (``class_total[label] += 1``). A loop that ranks the samples of its batch
+against each other (NCF's hit rate: ``_, indices = torch.topk(predictions, k)``
+then ``torch.take(item, indices)``, each test batch one user's candidate list)
+is left alone and reported: each process would rank only its share, and no
+combination of the processes' values gives the original's
+(``metrics/batch_ranking.py``). Combining per batch is one collective per
 batch and per value (two for a value weighted by a count). Where a number is
 divided by the count (``100.0 / batch_size``), a process given no rows of a short
 last batch (fewer rows than processes) raises ZeroDivisionError there, loudly,
@@ -134,6 +139,7 @@ from ..metrics.accumulators import (
     scattered_counts,
     sum_increments,
 )
+from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..metrics.row_scaled import RowScaled, row_scaled
@@ -182,6 +188,14 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
             return
         increments = list(sum_increments(self.index, node))
         collections = list(collected_values(self.index, node))
+        ranking = batch_ranking(self.index, node)
+        if ranking is not None and (increments or collections):
+            # a candidate list ranked over the batch (NCF's HR@k): no per-process
+            # value of it combines into the original's
+            self.report(
+                ranking, "needs-review", ranking_reason(ranking), if_migrated=True
+            )
+            return
         for call, what in scattered_counts(self.index, node):
             self.report(
                 call,

@@ -1,0 +1,97 @@
+"""AM042 unimplemented-forward: a trained model whose forward is not implemented stops the migration.
+
+## What
+Reports, as needs-review, and leaves the file unchanged: a model built from a
+class whose own ``forward`` raises ``NotImplementedError`` (ikostrikov's PPO
+``Policy``, run through ``act``, ``get_value`` and ``evaluate_actions``), where
+the file builds it: a class of the file, or of another module of the project
+(``from a2c_ppo_acktr.model import Policy``, also through a function that
+returns one).
+
+## Why
+A prepared model exchanges gradients through its own call: DDP and FSDP run
+their hooks in ``forward``. A model that is only ever run through its other
+methods never goes through them, so each process would keep the gradients of
+its own share; the runtime stops such a run at its first step ("a prepared
+model received gradients but was never called"). Migrating code that cannot
+run is no help: the finding says so before anything runs.
+
+## Example
+```python
+# before
+class Policy(nn.Module):
+    def forward(self, inputs, masks):
+        raise NotImplementedError
+
+    def evaluate_actions(self, inputs, masks, action):
+        ...
+
+actor_critic = Policy(obs_shape, num_actions)
+# after
+# (unchanged) AM042 [needs-review] `Policy.forward` raises NotImplementedError,
+# and the class is run through `act`, `evaluate_actions` ... the file is left
+# unchanged
+```
+
+## Fix safety
+This rule never rewrites. Route the training computation through ``forward``
+(``def forward(self, inputs, masks, action): return
+self.evaluate_actions(inputs, masks, action)``, then ``actor_critic(obs, masks,
+actions)`` in the update) and migrate again. A class that only declares an
+abstract ``forward`` for its subclasses is not reported: only the class that is
+built counts.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from ..rule import Rule
+from ..trained_models import snippet
+from ..unimplemented_forward import unimplemented_forward
+
+
+class UnimplementedForward(Rule):
+    code = "AM042"
+    name = "unimplemented-forward"
+    summary = (
+        "a model built from a class whose forward raises NotImplementedError -> "
+        "file left unchanged (a prepared model syncs through its own call)"
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        why = self._local(node) or self._imported(node)
+        if not why:
+            return
+        self.block(
+            node,
+            f"{why}: a prepared model exchanges gradients through its own call "
+            "(DDP and FSDP run their hooks in `forward`), so a model run only "
+            "through its other methods would keep each process's own gradients "
+            "(the runtime stops it at the first step); the file is left "
+            "unchanged: route the training computation through `forward` "
+            "(for example a `forward` that returns `self.evaluate_actions(...)`, "
+            "called as `model(...)` in the update) and migrate again",
+        )
+
+    def _local(self, node: cst.Call) -> str:
+        cls = self.index.local_class(node.func)
+        if cls is None or cls not in self.index.local_subclasses(["torch.nn."]):
+            return ""
+        try:
+            tree = ast.parse(cst.Module(body=[cls]).code)
+        except SyntaxError:  # pragma: no cover - libcst parsed it
+            return ""
+        node = tree.body[0]
+        return unimplemented_forward(node) if isinstance(node, ast.ClassDef) else ""
+
+    def _imported(self, node: cst.Call) -> str:
+        fact = self.index.helper(node.func)
+        if fact is None or fact.returns != "model":
+            return ""
+        built = fact if fact.kind == "class" else fact.model_class
+        if built is None or not built.unimplemented_forward:
+            return ""
+        return f"`{snippet(node)}` builds {built.where}: {built.unimplemented_forward}"
