@@ -214,17 +214,10 @@ class DDPStrategy(Strategy):
                 # the backward before were, so averaging the sum is exact.
                 _average_gradients(forward_module.module, self.device)
                 return None
-            try:
-                forward_module.reducer._check_reducer_finalized()
+            if _reduced(forward_module):
                 return None
-            except RuntimeError:
-                pass
             # Some parameters got no gradient: DDP is still waiting for them.
-            _average_gradients(forward_module.module, self.device)
-            forward_module.reducer._remove_autograd_hooks()
-            replacement = self._wrap(forward_module.module, find_unused_parameters=True)
-            replacement.train(forward_module.training)
-            return replacement
+            return self._rebuilt(forward_module)
         if used == {_FIRST}:
             # A second backward through a forward run before the rebuild: the old
             # wrapper's hooks are gone, so average it here. The model takes two
@@ -247,21 +240,26 @@ class DDPStrategy(Strategy):
             _average_gradients(forward_module.module, self.device)
             self._average_by_hand(forward_module, watch)
             return None
-        try:
-            forward_module.reducer._check_reducer_finalized()
+        if _reduced(forward_module):
             return None
-        except RuntimeError:
-            pass
         # The forward used a parameter this backward did not reach (StyleGAN2's
         # lazy R1 penalty: the gradient of the critic's output with respect to
         # its input does not depend on its last bias). find_unused_parameters
         # marks only parameters the forward did not use, so DDP waits for it.
         # No wrapper can take such steps; the strategy averages them itself.
+        replacement = self._rebuilt(forward_module)
+        self._average_by_hand(replacement, watch)
+        return replacement
+
+    def _rebuilt(
+        self, forward_module: DistributedDataParallel
+    ) -> DistributedDataParallel:
+        """This backward's gradients averaged here (DDP still waits for some),
+        and a new wrapper, with find_unused_parameters, in place of the old one."""
         _average_gradients(forward_module.module, self.device)
         forward_module.reducer._remove_autograd_hooks()
         replacement = self._wrap(forward_module.module, find_unused_parameters=True)
         replacement.train(forward_module.training)
-        self._average_by_hand(replacement, watch)
         return replacement
 
     @staticmethod
@@ -272,6 +270,15 @@ class DDPStrategy(Strategy):
         hooks then do nothing), and ``after_backward`` averages every backward."""
         forward_module.require_backward_grad_sync = False
         watch.manual = True
+
+
+def _reduced(forward_module: DistributedDataParallel) -> bool:
+    """Did DDP's reducer finish this backward (every parameter it waits for)?"""
+    try:
+        forward_module.reducer._check_reducer_finalized()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _tensors(output: Any) -> Iterator[torch.Tensor]:
