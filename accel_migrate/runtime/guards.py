@@ -306,6 +306,10 @@ def _unsynced(
                 seen.add(id(p))
                 params.append(p)
                 grad = p.grad
+                if grad is not None and grad.is_sparse:
+                    # an nn.Embedding(sparse=True)'s: its rows' values (sparse
+                    # tensors have no elementwise comparison)
+                    grad = grad.coalesce().values()
                 # zeroed (set_to_none=False) or None: no gradient yet
                 if grad is None or not bool(grad.ne(0).any()):
                     sums.append(None)

@@ -287,6 +287,51 @@ def test_a_plain_backward_through_the_prepared_model_is_not_refused() -> None:
     assert runtime.comm.calls.count("all_gather_object") == 1
 
 
+class SparseBag(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(10, 4, sparse=True)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        return self.head(self.bag(ids, offsets))
+
+
+def test_sparse_gradients_are_checked_by_their_values() -> None:
+    """An EmbeddingBag(sparse=True)'s gradient is a sparse tensor, which has no
+    ``ne``: the check reads its values (torch's NotImplementedError for
+    'aten::ne.Scalar' on SparseCPU at the first step before; the world-2 run is
+    fixtures/soundness/textcls_rebound_loss_r22t.py)."""
+    runtime = GuardRuntime()
+    runtime.backward_guarded = True
+    model = runtime.prepare(SparseBag())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    model(torch.tensor([1, 2, 4, 5]), torch.tensor([0, 2])).mean().backward()
+    assert model.bag.weight.grad is not None and model.bag.weight.grad.is_sparse
+    mine = [
+        (
+            float(g.double().sum()),
+            float(g.double().square().sum()),
+        )
+        for g in (
+            p.grad.coalesce().values() if p.grad.is_sparse else p.grad
+            for p in model.parameters()
+        )
+    ]
+    runtime.comm.peer_objects = [mine]  # the peer's equal: averaged
+    optimizer.step()
+    runtime = GuardRuntime()
+    runtime.backward_guarded = True
+    model = runtime.prepare(SparseBag())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    guards.guard_first_step(runtime, optimizer)  # type: ignore[arg-type]
+    model(torch.tensor([1, 2, 4, 5]), torch.tensor([0, 2])).mean().backward()
+    runtime.comm.peer_objects = [[(1.0, 1.0)] * 3]  # the peer's differ
+    with pytest.raises(guards.UnsyncedGradientsError):
+        optimizer.step()
+
+
 def test_zeroed_gradients_before_a_closure_are_not_refused() -> None:
     """LBFGS's first step(closure): the pre-step check runs before the closure's
     accel.backward, when the gradients are None or zeroed."""
