@@ -511,6 +511,8 @@ class BatchSizeShapes(BufferFindings, Rule):
     def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str:
         handed = self._handed_down(expr)
         if not handed:
+            if isinstance(expr, cst.BinaryOperation):  # `2 * B`
+                return f"`{spelled}`, a multiple of the loader's batch size,"
             return f"the loader's batch size `{spelled}`"
         return f"`{spelled}`{handed}, the loader's batch size at a call,"
 
