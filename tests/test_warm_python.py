@@ -171,3 +171,49 @@ def test_pythonpath_is_the_commands_unless_it_shadows_an_import(
     )
     assert shadowed.returncode == 0, shadowed.stderr
     assert int(shadowed.stdout) == os.getpid()
+
+
+EXIT = """
+import atexit, sys, threading, time
+out = open(sys.argv[1], "w")
+out.write("written, never closed\\n")
+atexit.register(lambda: print("atexit ran"))
+
+def late() -> None:
+    time.sleep(0.2)
+    with open(sys.argv[1] + ".thread", "w") as done:
+        done.write("thread finished\\n")
+
+threading.Thread(target=late).start()
+print("script done")
+if len(sys.argv) > 2:
+    sys.exit(int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("how", ["end", "7", "a message"])
+def test_it_exits_as_a_fresh_interpreter_does(
+    env: dict[str, str], tmp_path: Path, how: str
+) -> None:
+    # The warm child skips the interpreter's teardown of every module (0.8 s of
+    # CPU with torch loaded), not what a script can see of its exit: threads
+    # waited for, atexit callbacks, its own objects finalized, streams flushed.
+    script = tmp_path / "exits.py"
+    script.write_text(EXIT)
+    seen = []
+    for python in (warm_python.python(env), sys.executable):
+        out = tmp_path / f"out{len(seen)}.txt"
+        done = subprocess.run(
+            [python, str(script), str(out), *([] if how == "end" else [how])],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        thread = out.with_name(out.name + ".thread").read_text()
+        seen.append(
+            (done.returncode, done.stdout, done.stderr, out.read_text(), thread)
+        )
+    assert seen[0] == seen[1]
+    assert seen[0][1] == "script done\natexit ran\n"
+    assert seen[0][0] == {"end": 0, "7": 7, "a message": 1}[how]
