@@ -19,6 +19,8 @@ modules (``get_network`` -> ``models.vgg.vgg16_bn`` -> ``class VGG(nn.Module)``)
 
 Static only: files are parsed with ``ast``; nothing is imported, run or written.
 Each file is parsed once per view (the batch builds one view for all its files).
+The roots and the reading of files are ``project_files``'; which helper modules
+of a batch are migrated for its calls, ``project_libraries``'.
 """
 
 from __future__ import annotations
@@ -26,16 +28,22 @@ from __future__ import annotations
 import ast
 import os
 import re
-import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from . import python_ast
 from .project_facts import CallSite, HelperFact, ProjectFacts
+from .project_files import (
+    _MAX_FILE,
+    ROOT_MARKERS,
+    _parse,
+    _regular,
+    project_root,
+    roots_of,
+)
+from .project_libraries import BatchLibraries
 
 #: A local target: (real path of the module file, name in it; "" for the module).
 Target = tuple[str, str]
-_MAX_FILE = 2_000_000
 _IMPORT_LINE = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))",
     re.MULTILINE,
@@ -61,63 +69,21 @@ class _Scan:
     backward: bool = False
 
 
-#: What marks a project's root folder (see the module docstring).
-ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-#: Folders of installed packages: nothing above them is the file's project.
-_INSTALLED = frozenset({"site-packages", "dist-packages"})
 #: The runtime's package: known by its names, never read as a local helper.
 _RUNTIME_PACKAGE = "accel_migrate"
 
-
-def project_root(folder: str) -> str:
-    """The nearest folder at or above ``folder`` with a ``ROOT_MARKERS`` entry;
-    "" when there is none. The home folder and the filesystem's root are never
-    one: a ``.git`` of dotfiles in ``~`` would make every script under it one
-    project, its ``utils.py`` everyone's ``import utils``."""
-    current = folder
-    home = os.path.expanduser("~")
-    while True:
-        if os.path.basename(current) in _INSTALLED:
-            return ""  # an installed package's file: its project is not here
-        if current == home or os.path.dirname(current) == current:
-            return ""
-        if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return ""
-        current = parent
+__all__ = [
+    "ROOT_MARKERS",
+    "STAR",
+    "ProjectView",
+    "Target",
+    "project_root",
+    "read_project",
+    "roots_of",
+]
 
 
-def roots_of(script: str, base: str = "") -> tuple[str, ...]:
-    """Where an absolute import of ``script`` may find a local module (see the
-    module docstring)."""
-    folder = os.path.dirname(os.path.realpath(script))
-    roots = [folder]
-    top = folder
-    while os.path.isfile(os.path.join(top, "__init__.py")):
-        parent = os.path.dirname(top)
-        if parent == top:
-            break
-        top = parent
-    if base:
-        inside = base.rstrip(os.sep) + os.sep
-        current = folder
-        while current != base and current.startswith(inside):
-            current = os.path.dirname(current)
-            roots.append(current)
-    if top not in roots:
-        roots.append(top)
-    root = project_root(folder)
-    current = folder
-    while root and current != root:
-        current = os.path.dirname(current)
-        if current not in roots:
-            roots.append(current)
-    return tuple(roots)
-
-
-class ProjectView:
+class ProjectView(BatchLibraries):
     """Local modules and their facts, for the scripts of one run."""
 
     def __init__(self, scripts: Sequence[str] = (), display_base: str = "") -> None:
@@ -307,87 +273,6 @@ class ProjectView:
             self._library_for(real, callers),
         )
 
-    def _library_for(
-        self, real: str, callers: tuple[tuple[str, tuple[CallSite, ...]], ...]
-    ) -> tuple[str, ...]:
-        if not self.migrated_library(real):
-            return ()
-        return tuple(sorted({site.file for _, sites in callers for site in sites}))
-
-    def batch_trains(self, path: str) -> bool:
-        """Is ``path`` a file of this batch that runs a backward of its own (a
-        training file, migrated in its own right; the CLI's libraries are the
-        batch's other imported files, left unchanged: AM102)?"""
-        if path not in self.scripts or len(self.scripts) < 2:
-            return False
-        return self._scan(path, roots_of(path, self.base)).backward
-
-    def migrated_library(self, path: str) -> bool:
-        """Is ``path`` a helper module of this batch (no backward of its own)
-        migrated for the batch's calls of it? That is so when another file of
-        the batch hands one of its functions a loader at every call
-        (``evaluate(model, test_loader)``, ``predict(model, loader)``): what it
-        sums, collects or logs over the loader, which its caller shards, is
-        reduced there. It is so too when another file calls one of its helpers
-        that writes files or prints, builds no loader, model, optimizer or loss,
-        and does more besides (hands a value back, keeps state:
-        ``save_snapshot`` returning its path, a ``Logger`` class that keeps
-        ``sys.stdout``, a progress bar with ``global`` timers): such a helper
-        cannot be moved to the main process at its call, so its writes and
-        prints are made main-process ones in its own file. The rules that
-        prepare (``Rule.prepares``) do not run on it: its callers prepare what
-        its helpers build (AM102). A module with a helper that calls
-        collectives is left to its callers."""
-        if path not in self.scripts or len(self.scripts) < 2:
-            return False
-        if path not in self._library:
-            self._library[path] = False  # a cycle of modules reads "not"
-            self._library[path] = self._migrated_library(path)
-        return self._library[path]
-
-    def _migrated_library(self, path: str) -> bool:
-        callers = self._callers_of_file(path)
-        if self.batch_trains(path) or not callers:
-            return False
-        roots = roots_of(path, self.base)
-        scan = self._scan(path, roots)
-        facts = {
-            name: self._fact((path, name), roots, "")
-            for name in [*scan.functions, *scan.classes]
-        }
-        if any(f is not None and f.collectives for f in facts.values()):
-            return False
-        if any(_handed_a_loader(sites) for _, sites in callers):
-            return True
-        # what AM017 would otherwise report at the call (helper_effects.helper_call)
-        called = {name.split(".")[0] for name, _ in callers}
-        return any(
-            (fact := facts.get(name)) is not None
-            and fact.side_effects
-            and not fact.returns
-            and not fact.effects_only
-            for name in called
-        )
-
-    def _callers_of_file(
-        self, real: str
-    ) -> tuple[tuple[str, tuple[CallSite, ...]], ...]:
-        """The batch's calls of ``real``'s functions from its other files (read
-        once per view, for every file: ``project_callers``)."""
-        if len(self.scripts) < 2 or real not in self.scripts:
-            return ()
-        if self._callers is None:
-            from .project_callers import batch_callers
-
-            self._callers = batch_callers(self)
-        return tuple(
-            sorted(
-                (name, sites)
-                for (path, name), sites in self._callers.items()
-                if path == real
-            )
-        )
-
     def _star_helpers(
         self,
         module: Target,
@@ -504,27 +389,6 @@ class ProjectView:
             )
         return fact
 
-    def _handed_loaders(
-        self, target: Target, roots: tuple[str, ...]
-    ) -> tuple[tuple[str, int], ...]:
-        """``HelperFact.handed_loaders`` of the function ``target``. Stricter than
-        its module's ``given_by_callers`` (any call of its name in the module
-        counts), so that a caller never counts on a reduction the module does
-        not make."""
-        path, name = target
-        scan = self._scan(path, roots)
-        function = scan.functions.get(name)
-        sites = dict(self._callers_of_file(path)).get(name, ())
-        if function is None or not sites or _calls_name(scan.tree, name):
-            return ()
-        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        found = []
-        for parameter in [*positional, *(a.arg for a in function.args.kwonlyargs)]:
-            if all(site.kind(parameter) == "loader" for site in sites):
-                at = positional.index(parameter) if parameter in positional else -1
-                found.append((parameter, at))
-        return tuple(found)
-
     def _fact(
         self, target: Target, roots: tuple[str, ...], script: str, depth: int = 0
     ) -> HelperFact | None:
@@ -539,24 +403,6 @@ class ProjectView:
         fact = HelperFacts(self, target, roots, script, depth).result()
         self._facts[key] = fact
         return fact
-
-
-def _calls_name(tree: ast.Module | None, name: str) -> bool:
-    """Does ``tree`` call ``name`` (``name(...)``, ``x.name(...)``) anywhere?"""
-    return tree is not None and any(
-        isinstance(node, ast.Call)
-        and (
-            (isinstance(node.func, ast.Name) and node.func.id == name)
-            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
-        )
-        for node in ast.walk(tree)
-    )
-
-
-def _handed_a_loader(sites: tuple[CallSite, ...]) -> bool:
-    """Does every one of a function's calls hand one same parameter a loader?"""
-    first = {name for name, kind in sites[0].arguments if kind == "loader"}
-    return any(all(site.kind(name) == "loader" for site in sites) for name in first)
 
 
 def _module_statements(tree: ast.Module) -> list[ast.stmt]:
@@ -612,25 +458,6 @@ def _reexport(view: ProjectView, init: str, name: str) -> Target | None:
             module = view._module_file(statement.module, (os.path.dirname(init),))
             return (module, alias.name) if module else None
     return None
-
-
-def _regular(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _parse(path: str) -> ast.Module | None:
-    if not _regular(path):
-        return None
-    try:
-        if os.path.getsize(path) > _MAX_FILE:
-            return None
-        with open(path, "rb") as handle:
-            return python_ast.parse(handle.read(), filename=path)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 def read_project(path: str) -> ProjectFacts:

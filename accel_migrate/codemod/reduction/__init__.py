@@ -51,55 +51,37 @@ model(images, targets)``), and of a dict's values the analysis does not read;
 with no key added later) is the sum of its values' terms.
 Where nothing says otherwise a loss is a
 mean over samples, the default of every ``torch.nn`` loss.
+
+The analysis (``_Reducer``) reads variables and leaves here, operators in
+``reducer_operators`` and calls in ``reducer_calls``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 
-from ..analysis import attr_chain, variable_names
-from ..names import FUNCTIONAL_LOSSES
+from ..analysis import variable_names
 from ..patterns import string_value
 from ..subtrees import findall
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
-    _NONLINEAR,
-    _SAME_VALUE,
-    _STATISTICS,
     Fact,
     Kind,
     _added,
     _agree,
     _constructed,
-    _counts_samples,
-    _loss_call,
-    _nonlinear,
-    _reduced,
     _same_region,
-    _scaled,
-    _setting,
-    _statistic,
     code,
 )
-from .forward import (
-    forward_loss_fact,
-    imported_method_fact,
-    indexed_output_fact,
-    model_call_fact,
-    model_method,
-)
-from .local_criteria import criterion_fact
-from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
-from .model_classes import called_model
-from .operands import centred, elementwise_of_two, over_parameters
+from .forward import forward_loss_fact, indexed_output_fact
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
-from .row_weights import method_row_weight, row_count_weight
-from .summed_args import unproven_sum
+from .reducer_calls import _Calls
+from .reducer_operators import _Operators
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -144,58 +126,6 @@ def loss_reduction(
     return LossReduction("token-mean", count=fact.count.deep_clone(), what=fact.what)
 
 
-def _may_depend_on_model(
-    index: ModuleIndex,
-    expr: cst.BaseExpression,
-    depth: int = 0,
-    seen: set[Key] | None = None,
-) -> bool:
-    """Could ``expr`` depend on a model's output, and so on its parameters? A
-    call of a model, followed through variables and the arguments this file's
-    calls pass its functions; a parameter no call of the file is seen to pass
-    (a loss class's ``forward``, whose inputs may be the predictions) may."""
-    if depth > 6:
-        return True
-    seen = set() if seen is None else seen
-    for call in findall(expr, m.Call()):
-        if called_model(index, call) is not None:  # type: ignore[arg-type]
-            return True
-    for name in variable_names(expr):
-        key = index.key(name)
-        if key is None or name.value == "self" or key in seen:
-            continue  # (`src, tgt = src.cuda(), tgt.cuda()` reads itself)
-        seen.add(key)
-        values = index.values.get(key)
-        unpacked = index.unpacked.get(key, [])
-        if values is None and not unpacked:
-            function = index.enclosing_function(name)
-            params = function.params if function is not None else None
-            if params is None or not any(
-                p.name.value == name.value
-                for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-            ):
-                continue  # bound elsewhere (a loop's target over a loader)
-            sites = index.call_sites(function)  # type: ignore[arg-type]
-            if not sites:
-                return True
-            for site in sites:
-                for param, arg in index.arguments(site):
-                    if param == key and _may_depend_on_model(
-                        index, arg, depth + 1, seen
-                    ):
-                        return True
-            continue
-        for value in values or ():
-            if value is not None and _may_depend_on_model(
-                index, value, depth + 1, seen
-            ):
-                return True
-        for value, _, _ in unpacked:
-            if _may_depend_on_model(index, value, depth + 1, seen):
-                return True
-    return False
-
-
 def _computed_by_model(expr: cst.BaseExpression) -> Fact:
     return Fact(
         "unknown",
@@ -214,7 +144,7 @@ def _unplaceable(fact: Fact) -> str:
     )
 
 
-class _Reducer:
+class _Reducer(_Operators, _Calls):
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
         #: Variables being evaluated, and what they stand for meanwhile: in
@@ -383,364 +313,3 @@ class _Reducer:
 
     def _reads(self, value: cst.BaseExpression, key: Key) -> bool:
         return any(self.index.key(n) == key for n in variable_names(value))
-
-    # -- operators --------------------------------------------------------------------
-    def _binary(self, expr: cst.BinaryOperation, at: cst.CSTNode, depth: int) -> Fact:
-        left = self.fact(expr.left, at, depth + 1)
-        right = self.fact(expr.right, at, depth + 1)
-        op = expr.operator
-        if isinstance(op, (cst.Add, cst.Subtract)):
-            statistic = centred(expr, left, right)
-            if statistic is not None:
-                return Fact(
-                    "unknown",
-                    f"the loss reads `{code(expr)}`, the batch's values shifted by "
-                    f"their own {statistic} (a normalisation over the batch, as of "
-                    "advantages or features): each process would use its share's "
-                    f"{statistic}, not the global batch's",
-                )
-            return _added(left, right)
-        if isinstance(op, cst.Multiply):
-            for a, b, b_expr in ((left, right, expr.right), (right, left, expr.left)):
-                if a.kind == "constant" and (
-                    b.kind == "constant" or _setting(self.index, b_expr)
-                ):
-                    return _CONSTANT  # `args.weight_decay * l2` of the weights
-                if a.kind == "mean" and _counts_samples(self.index, b_expr):
-                    return Fact("sum")  # a batch mean times the batch size
-                if a.reduced and b.kind in ("constant", "elements"):
-                    # A weight of a reduced loss (`0.5 * kld`, `args.alpha * loss`),
-                    # unless it reads the batch's row count.
-                    why = row_count_weight(self.index, b_expr)
-                    return Fact("unknown", why) if why else a
-            return _scaled(left, right)
-        if isinstance(op, cst.Divide):
-            return self._divided(left, right, expr.right)
-        if isinstance(op, cst.Power) and left.reduced:
-            return _nonlinear(left, f"`{code(expr)}`")
-        return _scaled(left, right)
-
-    def _divided(self, left: Fact, right: Fact, divisor: cst.BaseExpression) -> Fact:
-        if left.kind == "unknown":
-            return left
-        if right.kind == "unknown":
-            return right  # `adv / (adv.std() + 1e-8)`: whatever the dividend is
-        if left.kind == "elements" and right.reduced:
-            return Fact(
-                "unknown",
-                f"the loss divides the batch's values by `{code(divisor)}`, a "
-                "reduction of the batch (a normalisation over it): each process "
-                "would divide by its share's, not the global batch's",
-            )
-        if left.kind == "sum":
-            if right.kind == "sum" and _may_depend_on_model(self.index, divisor):
-                # `2 * (p * t).sum() / (p + t).sum()`: a Dice or IoU term, a
-                # ratio of the batch's sums whose divisor moves with the model.
-                # Weighting each process by a count is right only for a count
-                # that does not (a mask, the targets that are not ignored).
-                return Fact(
-                    "unknown",
-                    f"the loss divides a sum over the batch by `{code(divisor)}`, "
-                    "which may depend on the model's output, as a Dice or IoU "
-                    "term's does: then it is a ratio of the batch's sums, which no "
-                    "weighting of each process's share rebuilds; if it counts "
-                    "samples, tokens or weights that do not depend on the model, "
-                    "pass this process's count to accel.backward(count=...)",
-                )
-            if right.kind == "sum":
-                # `(l * mask).sum() / mask.sum()`: a mean over what the mask counts.
-                anchor = self._anchor(divisor)
-                return Fact(
-                    "token-mean",
-                    count=divisor,
-                    anchor=anchor,
-                    what=f"the elements `{code(divisor)}` counts",
-                )
-            if _counts_samples(self.index, divisor):
-                return Fact("mean")
-            if right.kind == "constant" or _setting(self.index, divisor):
-                return left
-            return Fact(
-                "unknown",
-                f"a sum over the batch is divided by `{code(divisor)}`, which the "
-                "analysis cannot tell apart as this process's count or a constant",
-            )
-        if left.kind in ("mean", "token-mean", "constant", "unknown"):
-            return left  # `/ accumulation_steps`: a mean stays a mean
-        if left.reason and (right.kind == "constant" or _setting(self.index, divisor)):
-            return left  # a model's own loss over the accumulation steps
-        return _ELEMENTS
-
-    def _anchor(self, expr: cst.BaseExpression) -> cst.CSTNode:
-        return expr
-
-    # -- calls ------------------------------------------------------------------------
-    def _call(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Fact:
-        func = call.func
-        names = self.index.qualnames(func)
-        functional = {
-            n.rsplit(".", 1)[1]
-            for n in names
-            if n.startswith("torch.nn.functional.")
-            and n.rsplit(".", 1)[1] in FUNCTIONAL_LOSSES
-        }
-        if functional:
-            return _loss_call(self.index, functional.pop(), call, call, None)
-        if over_parameters(names, call):
-            return _CONSTANT  # `torch.cat([p.view(-1) for p in model.parameters()])`
-        if names & {"torch.sum", "torch.mean"}:
-            if not call.args:
-                return _ELEMENTS
-            inner = self.fact(call.args[0].value, at, depth + 1)
-            how = "sum" if "torch.sum" in names else "mean"
-            return _reduced(inner, how, call.args[1:], call)
-        if any(
-            n.rsplit(".", 1)[-1] in _STATISTICS for n in names if n.startswith("torch.")
-        ):
-            return _statistic(call, call.args[1:])
-        if any(
-            n.rsplit(".", 1)[-1] in _NONLINEAR for n in names if n.startswith("torch.")
-        ) or elementwise_of_two(names, call):
-            inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
-            reduced = [f for f in inputs if f.reduced]
-            if reduced:
-                return _nonlinear(reduced[0], f"`{code(func)}(...)`")
-            if inputs and all(f.kind == "constant" for f in inputs):
-                return _CONSTANT
-            return _ELEMENTS
-        if "builtins.sum" in names and len(call.args) == 1:
-            return self._builtin_sum(call.args[0].value, at, depth)
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            if method in ("sum", "mean", "nansum", "nanmean"):
-                inner = self.fact(func.value, at, depth + 1)
-                how = "sum" if "sum" in method else "mean"
-                return _reduced(inner, how, call.args, call)
-            if method in _SAME_VALUE:
-                return self.fact(func.value, at, depth + 1)
-            if method in _STATISTICS:
-                return _statistic(call, call.args)
-            if method in _NONLINEAR:
-                receiver = self.fact(func.value, at, depth + 1)
-                if receiver.reduced:
-                    return _nonlinear(receiver, f"`.{method}(...)`")
-                if receiver.kind == "constant":
-                    return receiver  # `.pow(2)` of the weights
-                return _ELEMENTS
-        module = self._loss_module(func)
-        if module is not None:
-            name = attr_chain(module.func) or ""
-            return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
-        local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
-        if local is not None:
-            # `criterion(out, y)` of a criterion class of this file: its forward's
-            return local  # reduction (`loss.sum()` is a sum)
-        helper = self.index.helper(func, "loss")
-        if helper is not None:
-            # A loss built in a local module (the project view): its reduction.
-            if helper.reduction in ("mean", "sum"):
-                unbound = unproven_sum(self.index, helper, call)
-                if unbound:
-                    return Fact("unknown", unbound)
-                # (``what`` of a sum: where it was learnt, for the finding)
-                return Fact(helper.reduction, what=helper.describe())  # type: ignore[arg-type]
-            return Fact(
-                "unknown",
-                f"{helper.describe()}, whose count of terms cannot be written here",
-            )
-        unread = self.index.helper(func)
-        if unread is not None and unread.kind == "function" and not unread.returns:
-            # A loss returned by a local module's function whose return the
-            # project view cannot read (a sum term it cannot place): neither a
-            # mean nor a sum can be assumed.
-            return Fact(
-                "unknown",
-                f"the loss is returned by {unread.where}, whose reduction over the "
-                "batch (a mean or a sum over its samples) the analysis cannot read "
-                "from its return",
-            )
-        target = self.index.callee(call)
-        if target is not None and not self.index.local_class(func):
-            return self._returned(target[0], depth)
-        method = model_method(self.index, call)
-        if method is not None:
-            return self._returned(method, depth)
-        weighed = method_row_weight(self.index, call)
-        if weighed:
-            # a method of a model class of another module, handed a weight
-            # read off the batch's row count (project_method_weights)
-            return Fact("unknown", weighed)
-        imported = imported_method_fact(self.index, call)
-        if imported is not None:
-            # a method of a model class of another module that returns a loss
-            return imported
-        inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
-        if (
-            isinstance(func, cst.Attribute)
-            and all(f.kind == "constant" for f in inputs)
-            and self.fact(func.value, at, depth + 1).kind == "constant"
-        ):
-            return _CONSTANT  # `.norm()` of the weights: no batch in it
-        reduced = [f for f in inputs if f.reduced or f.kind == "unknown"]
-        if (
-            len(call.args) == 1
-            and inputs[0].reason
-            and m.matches(func, m.Attribute(attr=m.Name("scale")))
-        ):
-            return inputs[0]  # `scaler.scale(loss)` of a model's own loss
-        if len(reduced) == 1 and len(call.args) == 1:
-            # `scaler.scale(loss)`: a call the analysis does not know, of the loss
-            # alone, is taken to keep what it is (a scale, a cast).
-            return reduced[0]
-        if reduced:
-            return Fact(
-                "unknown",
-                f"the loss goes through `{code(func)}(...)`, which the analysis does not know",
-            )
-        # `loss = model(x, y)`: a forward that returns the loss alone
-        found = model_call_fact(self.index, call)
-        if found is None:
-            # A module of this file that AM004 prepared (a criterion with
-            # buffers moved to the device, `CBLoss(counts).to(device)`) whose
-            # forward returns what the project view cannot read
-            # (`(w * ce).sum() / w.sum()`): its returns, read here.
-            found = criterion_fact(
-                self.index, func, lambda e: self.fact(e, e, depth + 1), prepared=True
-            )
-        return found or _ELEMENTS
-
-    def _builtin_sum(
-        self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int
-    ) -> Fact:
-        losses = model_loss_dict(self.index, iterable)
-        if losses is not None:
-            return computed_in_call(losses)
-        if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)):
-            loop = iterable.for_in
-            if m.matches(
-                loop.iter,
-                m.Call(
-                    func=m.Attribute(
-                        attr=m.Name("parameters") | m.Name("named_parameters")
-                    )
-                ),
-            ):
-                return _CONSTANT  # a regulariser of the weights: no batch in it
-            return self.fact(iterable.elt, at, depth + 1)
-        if isinstance(iterable, (cst.List, cst.Tuple)):
-            facts = [self.fact(e.value, at, depth + 1) for e in iterable.elements]
-            result = facts[0] if facts else _CONSTANT
-            for fact in facts[1:]:
-                result = _added(result, fact)
-            return result
-        if dict_view(iterable):
-            # The values of a dict are losses, not the batch's samples: `sum` adds
-            # terms whose reductions are those of the dict's values.
-            return dict_values_fact(self.index, self.fact, iterable, depth)
-        inner = self.fact(iterable, at, depth + 1)
-        return Fact("sum") if inner.kind == "elements" else inner
-
-    def _unpacked_return(self, key: Key, depth: int) -> Fact | None:
-        """The fact of ``key`` where every binding of it unpacks item i of what a
-        function of this file returns (``loss, nll, ntokens = criterion(...)``,
-        each ``return`` a tuple of as many items): that item's fact. None where
-        no binding calls such a function; unknown where one cannot be read."""
-        sources = self.index.unpacked.get(key, [])
-        if not sources:
-            return None
-        facts: list[Fact] = []
-        for value, position, length in sources:
-            target = self.index.callee(value) if isinstance(value, cst.Call) else None
-            if target is None or self.index.local_class(value.func):  # type: ignore[union-attr]
-                return None
-            function = target[0]
-            returns = [
-                r.value  # type: ignore[attr-defined]
-                for r in findall(function.body, m.Return())
-                if r.value is not None  # type: ignore[attr-defined]
-            ]
-            items = [
-                r.elements[position].value
-                for r in returns
-                if isinstance(r, cst.Tuple)
-                and len(r.elements) == length
-                and not any(isinstance(e, cst.StarredElement) for e in r.elements)
-            ]
-            if not items or len(items) != len(returns):
-                return Fact(
-                    "unknown",
-                    f"`{key[1]}` is item {position} of what `{function.name.value}` "
-                    "returns, which the analysis cannot read",
-                )
-            fact = self._returned_items(function, items, depth)
-            facts.append(fact)
-        chosen = _agree(facts)
-        if chosen is None:
-            return Fact(
-                "unknown", f"`{key[1]}` is unpacked from losses of different reductions"
-            )
-        return chosen
-
-    def _returned_items(
-        self, function: cst.FunctionDef, items: list[cst.BaseExpression], depth: int
-    ) -> Fact:
-        facts = [self.fact(item, item, depth + 1) for item in items]
-        chosen = _agree(facts)
-        if chosen is None:
-            if all(f.kind in ("constant", "elements") for f in facts):
-                # `sigmoid_rampup` returning `1.0` or `float(np.exp(...))`: no
-                # loss, values the analysis cannot place
-                return Fact(
-                    "unknown",
-                    f"`{function.name.value}` returns a constant in one place and, "
-                    "in another, a value the analysis cannot tell from one of the "
-                    "batch",
-                )
-            return Fact(
-                "unknown",
-                f"`{function.name.value}` returns losses of different reductions",
-            )
-        if chosen.kind == "token-mean":
-            # Its count is written in terms of the function's own variables.
-            return replace(
-                chosen,
-                count=None,
-                reason=f"the loss is a mean over {chosen.what}, computed inside "
-                f"`{function.name.value}`: its count of them is not known where "
-                "the loss is backpropagated",
-            )
-        return chosen
-
-    def _returned(self, function: cst.FunctionDef, depth: int) -> Fact:
-        returns = [
-            r.value  # type: ignore[attr-defined]
-            for r in findall(function.body, m.Return())
-            if r.value is not None  # type: ignore[attr-defined]
-            and not m.matches(r.value, m.Name("None"))  # type: ignore[attr-defined]
-        ]
-        return self._returned_items(function, returns, depth)
-
-    def _loss_module(self, func: cst.BaseExpression) -> cst.Call | None:
-        """``criterion`` in ``criterion(out, y)`` where every assignment of it is a
-        ``torch.nn`` loss module (``nn.CrossEntropyLoss(...).to(device)`` too)."""
-        key = self.index.key(func)
-        if key is None:
-            return None
-        values = self.index.values.get(key, ())
-        modules = []
-        for value in values:
-            while (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value in ("to", "cuda", "cpu", "float", "double")
-            ):
-                value = value.func.value
-            if not isinstance(value, cst.Call) or not any(
-                q.startswith("torch.nn.") and q.endswith("Loss")
-                for q in self.index.qualnames(value.func)
-            ):
-                return None
-            modules.append(value)
-        if len(modules) != 1:
-            return None
-        return modules[0]

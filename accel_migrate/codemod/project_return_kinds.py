@@ -1,0 +1,217 @@
+"""What a local function's returned expression is (a loader, a model, an
+optimizer or a loss, with a loss's reduction): the part of the project view's
+facts (``project_helpers.HelperFacts``) that reads returns. Static only: ``ast``."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from .names import (
+    DATALOADER_CALLS,
+    FUNCTIONAL_LOSSES,
+    IGNORING_LOSSES,
+    MODEL_FACTORY_PREFIXES,
+    is_nn_module_constructor,
+    is_optimizer_class,
+)
+from .optimizer_factories import class_expression
+from .project_nodes import _assigned_in
+from .reaching_values import reaching_value
+
+if TYPE_CHECKING:
+    from .project_sum_terms import SumTerms
+    from .project_view import _Scan
+
+_DEPTH = 12
+_SAME_OBJECT = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
+_LOSS_CLASSES = ("Loss",)
+
+
+class ReturnKinds:
+    """``HelperFacts``'s reading of returned expressions (a base of it: ``scan``,
+    ``_terms``, ``resolve``, ``_follow`` and ``_dotted`` are its)."""
+
+    scan: _Scan
+    _terms: SumTerms
+
+    def _container(
+        self, returns: list[ast.Return], function: ast.AST
+    ) -> tuple[str, tuple[str, ...], str]:
+        """("tuple" or "dict", the kinds of its items, why a loader of them cannot
+        be sharded) when every return is a display of one shape holding a loader
+        (``return train_loader, val_loader``; ``return {"train": ..., "val": ...}``)."""
+        values = [r.value for r in returns]
+        if all(
+            isinstance(v, ast.Tuple)
+            and not any(isinstance(e, ast.Starred) for e in v.elts)
+            for v in values
+        ):
+            shape, elements = "tuple", [v.elts for v in values]  # type: ignore[union-attr]
+            if len({len(e) for e in elements}) != 1:
+                return ("", (), "")
+        elif all(isinstance(v, ast.Dict) and None not in v.keys for v in values):
+            shape, elements = "dict", [v.values for v in values]  # type: ignore[union-attr]
+        else:
+            return ("", (), "")
+        found = [[self.kind_of(e, function, 0) for e in each] for each in elements]
+        if shape == "tuple":
+            columns = list(zip(*found, strict=True))
+            items = tuple(
+                c[0][0] if len({k for k, _, _ in c}) == 1 else "" for c in columns
+            )
+        else:
+            kinds = {k for each in found for k, _, _ in each}
+            items = (kinds.pop(),) if len(kinds) == 1 else ("",)
+        if "loader" not in items and not any(
+            k == "loader" for each in found for k, _, _ in each
+        ):
+            return ("", (), "")
+        why = next((w for each in found for k, _, w in each if w), "")
+        return (shape, items, why)
+
+    def kind_of(
+        self, expr: ast.expr, function: ast.AST, depth: int
+    ) -> tuple[str, str, str]:
+        """(kind, reduction, why unshardable) of a returned expression."""
+        if depth > _DEPTH:
+            return ("", "", "")
+        if isinstance(expr, ast.IfExp):
+            both = {
+                self.kind_of(e, function, depth + 1) for e in (expr.body, expr.orelse)
+            }
+            return both.pop() if len(both) == 1 else ("", "", "")
+        if isinstance(expr, ast.BinOp):
+            return self._combined(expr, function, depth)
+        if isinstance(expr, ast.Name):
+            last = reaching_value(function, expr)
+            values = (
+                [last]
+                if last is not None
+                else _assigned_in(function, expr.id)
+                or self.scan.assigned.get(expr.id, [])
+            )
+            # `net = net.cuda()` says nothing new of `net`: its other values decide
+            values = [v for v in values if not _same_object_of(v, expr.id)]
+            if not values:
+                return ("", "", "")
+            found = {self.kind_of(v, function, depth + 1) for v in values}
+            return found.pop() if len(found) == 1 else ("", "", "")
+        if not isinstance(expr, ast.Call):
+            return ("", "", "")
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in _SAME_OBJECT:
+            inner = self.kind_of(func.value, function, depth + 1)
+            if inner[0] == "model":
+                return inner
+        if class_expression(
+            func,
+            lambda name: _assigned_in(function, name),
+            self.scan.assigned,
+            self._dotted,
+        ):
+            # `OPTIMIZERS[name](params, **kwargs)`, `getattr(torch.optim, name)(...)`
+            return ("optimizer", "", "")
+        target = self.resolve(func)
+        if isinstance(target, str):
+            return self._external(target, expr)
+        if isinstance(target, tuple):
+            fact = self._follow(target)
+            if fact is not None and fact.returns:
+                return (fact.returns, fact.reduction, fact.unshardable)
+            return ("", "", "")
+        # `criterion(out, y)`, with `criterion = nn.CrossEntropyLoss(...)`
+        if isinstance(func, ast.Name):
+            values = _assigned_in(function, func.id) or self.scan.assigned.get(
+                func.id, []
+            )
+            modules = [v for v in values if isinstance(v, ast.Call)]
+            if modules and len(modules) == len(values):
+                found = {self._loss_module(v) for v in modules}
+                if len(found) == 1:
+                    return found.pop()
+        return ("", "", "")
+
+    def _external(self, target: str, call: ast.Call) -> tuple[str, str, str]:
+        if target in DATALOADER_CALLS:
+            for keyword in call.keywords:
+                if (
+                    keyword.arg == "batch_size"
+                    and isinstance(keyword.value, ast.Constant)
+                    and keyword.value.value is None
+                ):
+                    return ("loader", "", "it is built with batch_size=None")
+            return ("loader", "", "")
+        if is_optimizer_class(target):
+            return ("optimizer", "", "")
+        if is_nn_module_constructor(target) or target.startswith(
+            MODEL_FACTORY_PREFIXES
+        ):
+            return ("model", "", "")
+        if target.startswith("torch.nn.functional."):
+            name = target.rsplit(".", 1)[1]
+            if name in FUNCTIONAL_LOSSES:
+                return ("loss", _reduction(name, call), "")
+        return ("", "", "")
+
+    def _loss_module(self, construct: ast.Call) -> tuple[str, str, str]:
+        target = self._dotted(construct.func)
+        name = target.rsplit(".", 1)[-1]
+        if target.startswith("torch.nn.") and name.endswith(_LOSS_CLASSES):
+            return ("loss", _reduction(name, construct), "")
+        return ("", "", "")
+
+    def _combined(
+        self, expr: ast.BinOp, function: ast.AST, depth: int
+    ) -> tuple[str, str, str]:
+        left = self.kind_of(expr.left, function, depth + 1)
+        right = self.kind_of(expr.right, function, depth + 1)
+        if isinstance(expr.op, ast.Add) and left[0] == right[0] == "loss":
+            same = left[1] == right[1]
+            return ("loss", left[1] if same else "unknown", "")
+        if isinstance(expr.op, ast.Add) and "loss" in (left[0], right[0]):
+            # `rec + beta * torch.sum(torch.abs(code))`: a loss plus a sum over
+            # the elements of parameters (checked at each call: project_facts)
+            loss, other = (
+                (left, expr.right) if left[0] == "loss" else (right, expr.left)
+            )
+            if self._terms.batch_sum(other, depth + 1):
+                return ("loss", "sum" if loss[1] == "sum" else "unknown", "")
+        if isinstance(expr.op, (ast.Mult, ast.Div)):
+            constant = expr.right if left[0] == "loss" else expr.left
+            loss = left if left[0] == "loss" else right
+            if loss[0] == "loss" and (
+                isinstance(expr.op, ast.Mult) or constant is expr.right
+            ):
+                if self._terms.scale(constant):
+                    return loss
+        return ("", "", "")
+
+
+def _same_object_of(value: ast.expr, name: str) -> bool:
+    """``name.cuda()``, ``name.to(device)``: the same object as ``name``."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _SAME_OBJECT
+    ):
+        value = value.func.value
+    return isinstance(value, ast.Name) and value.id == name
+
+
+def _reduction(name: str, call: ast.Call) -> str:
+    values = {k.arg: k.value for k in call.keywords if k.arg}
+    reduction = values.get("reduction")
+    if reduction is not None:
+        if not isinstance(reduction, ast.Constant):
+            return "unknown"
+        if reduction.value == "sum":
+            return "sum"
+        if reduction.value != "mean":
+            return "unknown"
+    size_average = values.get("size_average")
+    if isinstance(size_average, ast.Constant) and size_average.value is False:
+        return "sum"
+    if "ignore_index" in values and name in IGNORING_LOSSES:
+        return "token-mean"
+    return "mean"
