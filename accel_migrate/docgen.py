@@ -8,6 +8,7 @@ they are stale.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from .codemod.other_codes import OTHER_CODES, OtherCode
@@ -28,23 +29,22 @@ def index(rules: list[type[Rule]]) -> str:
         "",
         "Generated from the rules' docstrings by `make docs`; do not edit by hand.",
         "",
-        "| code | name | rewrites |",
-        "| --- | --- | --- |",
-    ]
-    for rule in rules:
-        summary = rule.summary.replace("|", "\\|")
-        lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {summary} |")
-    lines += [
+        *_table("rewrites", rules),
         "",
         "Findings that come from no rule (selected and ignored like rule codes):",
         "",
-        "| code | name | reports |",
-        "| --- | --- | --- |",
+        *_table("reports", OTHER_CODES),
     ]
-    for other in OTHER_CODES:
-        summary = other.summary.replace("|", "\\|")
-        lines.append(f"| [{other.code}]({other.code}.md) | {other.name} | {summary} |")
     return "\n".join(lines) + "\n"
+
+
+def _table(column: str, entries: Iterable[type[Rule] | OtherCode]) -> list[str]:
+    """A table of codes: each links its page, with its name and summary."""
+    lines = [f"| code | name | {column} |", "| --- | --- | --- |"]
+    for entry in entries:
+        summary = entry.summary.replace("|", "\\|")
+        lines.append(f"| [{entry.code}]({entry.code}.md) | {entry.name} | {summary} |")
+    return lines
 
 
 def expected_pages() -> dict[str, str]:

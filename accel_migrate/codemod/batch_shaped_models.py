@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from .project_helpers import _own_nodes
+from .project_nodes import _own_nodes, self_attribute
 
 #: Methods whose leading arguments are a shape (AM025's ``SHAPE_METHODS``).
 _SHAPE_METHODS = frozenset(
@@ -52,7 +52,7 @@ def batch_shape(cls: ast.ClassDef, dotted: Callable[[ast.expr], str]) -> str:
         ):
             continue
         for arg in _shape_args(node):
-            attr = _self_attribute(arg)
+            attr = self_attribute(arg)
             if attr in stored:
                 source, line = stored[attr]
                 return (
@@ -72,7 +72,7 @@ def _stored_batch_sizes(
     for node in _own_nodes(init):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
-        attr = _self_attribute(node.targets[0])
+        attr = self_attribute(node.targets[0])
         value = node.value
         name = (
             value.attr
@@ -91,13 +91,3 @@ def _shape_args(call: ast.Call) -> list[ast.expr]:
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         return list(args[0].elts)
     return args
-
-
-def _self_attribute(expr: ast.expr) -> str | None:
-    if (
-        isinstance(expr, ast.Attribute)
-        and isinstance(expr.value, ast.Name)
-        and expr.value.id == "self"
-    ):
-        return expr.attr
-    return None

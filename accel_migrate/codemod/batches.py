@@ -15,7 +15,7 @@ import libcst as cst
 
 from .analysis import Key, ModuleIndex, attr_chain
 from .names import DATALOADER_CALLS
-from .patterns import string_value
+from .patterns import self_attribute, string_value
 from .scopes import FunctionScope
 
 _MAX_DEPTH = 6
@@ -72,7 +72,8 @@ def _prepared(
         ):
             return [built]
         return None
-    if not isinstance(expr, cst.Name) and not _self_attribute(expr):
+    # a name, or `self.data_loader`: a loader a class keeps (its assignments are read)
+    if not isinstance(expr, cst.Name) and not self_attribute(expr):
         return None
     values = _values(index, expr)  # type: ignore[arg-type]
     if not values:
@@ -84,15 +85,6 @@ def _prepared(
             return None
         found += calls
     return found
-
-
-def _self_attribute(expr: cst.BaseExpression) -> bool:
-    """``self.data_loader``: a loader a class keeps (its assignments are read)."""
-    return (
-        isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == "self"
-    )
 
 
 def _values(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .patterns import argument
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -28,14 +29,6 @@ PATH_READERS = frozenset({"read_text", "read_bytes", "open"})
 #: Calls whose value differs between processes: a path made from one names a
 #: different file on each (a temporary file each process made for itself).
 PER_PROCESS = frozenset({"os.getpid", "uuid.uuid1", "uuid.uuid4", "socket.gethostname"})
-
-
-def argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[position].value if len(positional) > position else None
 
 
 def shifted(call: cst.Call) -> cst.Call:

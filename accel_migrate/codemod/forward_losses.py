@@ -26,12 +26,11 @@ import ast
 from typing import TYPE_CHECKING
 
 from .project_facts import ForwardLoss, HelperFact
+from .project_nodes import SAME_OBJECT_METHODS, same_object_of
 
 if TYPE_CHECKING:
     from .project_helpers import HelperFacts
 
-#: Methods of a module that return it (``GPT(cfg).to(device)``).
-_SAME_MODULE = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
 _DEPTH = 6
 
 
@@ -64,28 +63,18 @@ def _class_of(
     if isinstance(expr, ast.Name):
         values = _assigned_in(function, expr.id)
         # `net = net.cuda()` is the same object: its other values decide
-        values = [v for v in values if not _same_module_of(v, expr.id)]
+        values = [v for v in values if not same_object_of(v, expr.id)]
         found = {_class_of(facts, v, function, depth + 1) for v in values}
         return found.pop() if len(found) == 1 else None
     if not isinstance(expr, ast.Call):
         return None
-    if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_MODULE:
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_OBJECT_METHODS:
         return _class_of(facts, expr.func.value, function, depth + 1)
     target = facts.resolve(expr.func)
     fact = facts._follow(target) if isinstance(target, tuple) else None
     if fact is None or fact.returns != "model":
         return None
     return fact if fact.kind == "class" else fact.model_class
-
-
-def _same_module_of(value: ast.expr, name: str) -> bool:
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _SAME_MODULE
-    ):
-        value = value.func.value
-    return isinstance(value, ast.Name) and value.id == name
 
 
 def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:

@@ -21,6 +21,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex
+from .patterns import argument
 from .project_facts import HelperFact
 from .stored_losses import _reads_value
 from .subtrees import findall
@@ -77,26 +78,18 @@ def _callbacks(index: ModuleIndex) -> list[tuple[cst.FunctionDef, object, Helper
         for method, parameter, position in fact.step_callbacks:
             if method != func.attr.value or any(a.star for a in call.args):
                 continue
-            positional = [a for a in call.args if a.keyword is None]
-            handed = [
-                a.value
-                for a in call.args
-                if a.keyword is not None and a.keyword.value == parameter
-            ]
-            if not handed and 0 <= position < len(positional):
-                handed = [positional[position].value]
-            for value in handed:
-                function = index.local_function(value)
-                if function is None or not isinstance(value, cst.Name):
-                    continue
-                params = [*function.params.posonly_params, *function.params.params]
-                named = findall(index.module, m.Name(value.value))
-                if not params or len(named) != 2:  # its def, and this argument
-                    continue
-                first = params[0].name.value
-                found.append(
-                    (function, index.function_scope_key(function, first), fact)
-                )
+            value = argument(call, position, parameter)
+            if value is None:
+                continue
+            function = index.local_function(value)
+            if function is None or not isinstance(value, cst.Name):
+                continue
+            params = [*function.params.posonly_params, *function.params.params]
+            named = findall(index.module, m.Name(value.value))
+            if not params or len(named) != 2:  # its def, and this argument
+                continue
+            first = params[0].name.value
+            found.append((function, index.function_scope_key(function, first), fact))
     return found
 
 

@@ -23,10 +23,10 @@ Static only: ``ast``, nothing runs.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .handed_values import handed_value
-from .project_helpers import _own_nodes
+from .project_nodes import _own_nodes, self_attribute
 
 #: Methods that show a value is used as a model (not ``zero_grad``: an optimizer
 #: has one too).
@@ -66,15 +66,9 @@ def backpropagated_attributes(lineage: Lineage) -> tuple[tuple[str, int], ...]:
     first backward of each: the losses an instance hands its callers to read."""
     found: dict[str, int] = {}
     for method in _methods(lineage):
-        for node in _own_nodes(method):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "backward"
-            ):
-                continue
+        for node in _backward_calls(method):
             tensor = node.args[0] if node.args else node.func.value
-            attr = _self_attribute(tensor)
+            attr = self_attribute(tensor)
             if attr is not None:
                 found.setdefault(attr, node.lineno)
     return tuple(sorted(found.items()))
@@ -103,16 +97,7 @@ def _handed(lineage: Lineage) -> tuple[str, str] | None:
     if not stored:
         return None
     for method in methods:
-        backward = next(
-            (
-                node
-                for node in _own_nodes(method)
-                if isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "backward"
-            ),
-            None,
-        )
+        backward = next(_backward_calls(method), None)
         if backward is None:
             continue
         used = _used_as_model(method, set(stored))
@@ -176,16 +161,7 @@ def _function_trains(
     def parameter(expr: ast.expr) -> str | None:
         return expr.id if isinstance(expr, ast.Name) and expr.id in names else None
 
-    backward = next(
-        (
-            node
-            for node in _own_nodes(function)
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-        ),
-        None,
-    )
+    backward = next(_backward_calls(function), None)
     if backward is not None:
         used = _used_value_as_model(function, parameter)
         if used is not None:
@@ -398,7 +374,7 @@ def _stored_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str
         if param is None:
             continue
         for target in node.targets:
-            attr = _self_attribute(target)
+            attr = self_attribute(target)
             if attr is not None:
                 found.setdefault(attr, param)
     return found
@@ -411,7 +387,7 @@ def _used_as_model(
     local bound to it (``model, config = self.model, self.config``)."""
 
     def attribute(expr: ast.expr) -> str | None:
-        attr = _self_attribute(expr)
+        attr = self_attribute(expr)
         return attr if attr in attributes else None
 
     return _used_value_as_model(method, attribute)
@@ -473,11 +449,12 @@ def _pairs(target: ast.expr, value: ast.expr) -> Iterable[tuple[str, ast.expr]]:
             yield from _pairs(inner, item)
 
 
-def _self_attribute(expr: ast.expr) -> str | None:
-    if (
-        isinstance(expr, ast.Attribute)
-        and isinstance(expr.value, ast.Name)
-        and expr.value.id == "self"
-    ):
-        return expr.attr
-    return None
+def _backward_calls(function: ast.AST) -> Iterator[ast.Call]:
+    """The ``x.backward(...)`` calls of ``function``'s own body."""
+    for node in _own_nodes(function):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backward"
+        ):
+            yield node

@@ -27,7 +27,7 @@ from .analysis import Key
 from .helper_effects import optimizer_method
 from .names import SAME_OBJECT
 from .optimizer_helpers import factory_model
-from .patterns import strip_methods
+from .patterns import argument, strip_methods
 from .subtrees import findall
 from .trained_models import (
     element_containers,
@@ -282,15 +282,9 @@ class OptimizedModels:
             ):
                 continue
             name, position = fact.trained_parameter
-            positional = [a for a in call.args if a.keyword is None]
-            handed = [
-                a.value
-                for a in call.args
-                if a.keyword is not None and a.keyword.value == name
-            ]
-            if not handed and 0 <= position < len(positional):
-                handed = [positional[position].value]
-            found += handed
+            handed = argument(call, position, name)
+            if handed is not None:
+                found.append(handed)
         return found
 
     def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .analysis import ModuleIndex
+from .patterns import argument
 from .project_facts import HelperFact
 
 
@@ -51,12 +52,8 @@ def factory_model(index: ModuleIndex, call: cst.Call) -> cst.BaseExpression | No
 
 
 def _argument(call: cst.Call, name: str, position: int) -> cst.BaseExpression | None:
+    """``patterns.argument`` of a call with no ``*args``/``**kwargs`` (None for
+    one with them: what they pass cannot be told)."""
     if any(a.star for a in call.args):
         return None
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None]
-    if 0 <= position < len(positional):
-        return positional[position].value
-    return None
+    return argument(call, position, name)

@@ -121,7 +121,14 @@ def _rows_against_rows(args: list[ast.expr]) -> bool:
         isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
     ):
         return False
-    equation = args[0].value.replace(" ", "")
+    return rows_against_rows(args[0].value)
+
+
+def rows_against_rows(equation: str) -> bool:
+    """An einsum equation (``"id,jd->ij"``, spaces ignored) of two operands whose
+    first indices differ and both stay in the output: every row of one against
+    every row of the other (also ``reduction.pairwise``'s)."""
+    equation = equation.replace(" ", "")
     if "->" not in equation:
         return False
     inputs, output = equation.split("->", 1)

@@ -36,13 +36,18 @@ class ParentProvider(BaseMetadataProvider[cst.CSTNode]):
         if known is not None:  # kept up to date by the engine (tree_parents)
             self._computed.update(known)
             return
-        parents = self._computed
-        stack: list[cst.CSTNode] = [module]
-        while stack:
-            node = stack.pop()
-            for child in children(node):
-                parents[child] = node
-                stack.append(child)
+        fill_parents(module, self._computed)
+
+
+def fill_parents(module: cst.Module, parents: dict[cst.CSTNode, cst.CSTNode]) -> None:
+    """Write the parent of every node of ``module`` (one whole walk) into
+    ``parents``."""
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            parents[child] = node
+            stack.append(child)
 
 
 def node_fields(node: cst.CSTNode) -> tuple[str, ...]:

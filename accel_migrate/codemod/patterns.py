@@ -140,6 +140,29 @@ def torch_alias(module: cst.Module) -> str | None:
     return None
 
 
+def argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    """What ``call`` passes as ``keyword=``, else its positional argument at
+    ``position`` (``*args`` not counted); None where it passes neither."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    if 0 <= position < len(positional):
+        return positional[position].value
+    return None
+
+
+def self_attribute(node: cst.CSTNode) -> str | None:
+    """``x`` of ``self.x``; None for anything else."""
+    if (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    ):
+        return node.attr.value
+    return None
+
+
 def string_value(node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.SimpleString) and node.prefix.lower() in ("", "u"):
         return node.evaluated_value  # type: ignore[return-value]

@@ -175,21 +175,25 @@ def _spelling(expr: ast.expr) -> str:
     return ""
 
 
-def _mode(call: ast.Call) -> str:
+def _mode_argument(call: ast.Call) -> ast.expr | None:
+    """The mode ``open(path, mode)`` is given (its second argument, or
+    ``mode=``); None where it is given none."""
     mode: ast.expr | None = call.args[1] if len(call.args) > 1 else None
     for keyword in call.keywords:
         if keyword.arg == "mode":
             mode = keyword.value
+    return mode
+
+
+def _mode(call: ast.Call) -> str:
+    mode = _mode_argument(call)
     if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
         return mode.value
     return "?"
 
 
 def _write_mode(call: ast.Call) -> bool:
-    mode: ast.expr | None = call.args[1] if len(call.args) > 1 else None
-    for keyword in call.keywords:
-        if keyword.arg == "mode":
-            mode = keyword.value
+    mode = _mode_argument(call)
     if mode is None:
         return False
     if not isinstance(mode, ast.Constant) or not isinstance(mode.value, str):

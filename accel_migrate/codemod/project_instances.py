@@ -24,13 +24,13 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .project_nodes import SAME_OBJECT_METHODS, same_object_of
+
 if TYPE_CHECKING:
     from .project_facts import HelperFact
     from .project_helpers import HelperFacts
     from .project_view import ProjectView, Target
 
-#: Methods that hand back the object they are called on.
-_SAME_OBJECT = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
 _DEPTH = 8
 
 Callee = tuple["Target", "ast.FunctionDef | ast.AsyncFunctionDef", int]
@@ -160,12 +160,12 @@ def model_class(
         values = _assigned_in(function, expr.id) or reader.scan.assigned.get(
             expr.id, []
         )
-        values = [v for v in values if not _same_object_of(v, expr.id)]
+        values = [v for v in values if not same_object_of(v, expr.id)]
         found = {model_class(reader, v, function, depth + 1) for v in values}
         return found.pop() if len(found) == 1 else None
     if not isinstance(expr, ast.Call):
         return None
-    if isinstance(expr.func, ast.Attribute) and expr.func.attr in _SAME_OBJECT:
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_OBJECT_METHODS:
         return model_class(reader, expr.func.value, function, depth + 1)
     target = reader.resolve(expr.func)
     if not isinstance(target, tuple):
@@ -174,13 +174,3 @@ def model_class(
     if fact is None or fact.returns != "model":
         return None
     return fact if fact.kind == "class" else fact.model_class
-
-
-def _same_object_of(value: ast.expr, name: str) -> bool:
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _SAME_OBJECT
-    ):
-        value = value.func.value
-    return isinstance(value, ast.Name) and value.id == name

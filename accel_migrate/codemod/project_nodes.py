@@ -1,11 +1,15 @@
-"""The nodes of a function's own body (not of the functions or classes defined
-in it), and what it assigns a name there: read by the project view's facts
-(``project_helpers``) and the modules that read local functions with it."""
+"""Small ``ast`` readers shared by the project view's facts (``project_helpers``)
+and the modules that read local functions with it: the nodes of a function's own
+body (not of the functions or classes defined in it), what it assigns a name
+there, ``self.x`` attributes, and the calls that hand back their own receiver."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+
+#: Methods that hand back the object they are called on (``net.cuda()``).
+SAME_OBJECT_METHODS = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
 
 
 def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
@@ -29,3 +33,25 @@ def _assigned_in(function: ast.AST, name: str) -> list[ast.expr]:
             if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
                 values.append(node.value)
     return values
+
+
+def self_attribute(expr: ast.expr) -> str | None:
+    """``x`` of ``self.x``; None for anything else."""
+    if (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+    ):
+        return expr.attr
+    return None
+
+
+def same_object_of(value: ast.expr, name: str) -> bool:
+    """``name.cuda()``, ``name.to(device)``: the same object as ``name``."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in SAME_OBJECT_METHODS
+    ):
+        value = value.func.value
+    return isinstance(value, ast.Name) and value.id == name

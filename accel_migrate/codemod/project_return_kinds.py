@@ -16,7 +16,7 @@ from .names import (
     is_optimizer_class,
 )
 from .optimizer_factories import class_expression
-from .project_nodes import _assigned_in
+from .project_nodes import SAME_OBJECT_METHODS, _assigned_in, same_object_of
 from .reaching_values import reaching_value
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from .project_view import _Scan
 
 _DEPTH = 12
-_SAME_OBJECT = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
 _LOSS_CLASSES = ("Loss",)
 
 
@@ -92,7 +91,7 @@ class ReturnKinds:
                 or self.scan.assigned.get(expr.id, [])
             )
             # `net = net.cuda()` says nothing new of `net`: its other values decide
-            values = [v for v in values if not _same_object_of(v, expr.id)]
+            values = [v for v in values if not same_object_of(v, expr.id)]
             if not values:
                 return ("", "", "")
             found = {self.kind_of(v, function, depth + 1) for v in values}
@@ -100,7 +99,7 @@ class ReturnKinds:
         if not isinstance(expr, ast.Call):
             return ("", "", "")
         func = expr.func
-        if isinstance(func, ast.Attribute) and func.attr in _SAME_OBJECT:
+        if isinstance(func, ast.Attribute) and func.attr in SAME_OBJECT_METHODS:
             inner = self.kind_of(func.value, function, depth + 1)
             if inner[0] == "model":
                 return inner
@@ -186,17 +185,6 @@ class ReturnKinds:
                 if self._terms.scale(constant):
                     return loss
         return ("", "", "")
-
-
-def _same_object_of(value: ast.expr, name: str) -> bool:
-    """``name.cuda()``, ``name.to(device)``: the same object as ``name``."""
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _SAME_OBJECT
-    ):
-        value = value.func.value
-    return isinstance(value, ast.Name) and value.id == name
 
 
 def _reduction(name: str, call: ast.Call) -> str:

@@ -29,8 +29,11 @@ from dataclasses import dataclass
 
 from .project_batch_kinds import BatchReader, own_nodes, reader_of
 
+#: Tensor methods that multiply or divide by their one argument (also
+#: ``metrics.row_scaled``'s).
 _MULTIPLYING = frozenset({"mul", "mul_", "multiply"})
 _DIVIDING = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
+#: Tensor methods that sum a tensor's elements, and casts that keep its value.
 _SUMS = frozenset({"sum", "count_nonzero"})
 _CASTS = frozenset({"float", "double", "detach", "cpu"})
 

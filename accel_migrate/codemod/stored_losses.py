@@ -18,18 +18,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex
+from .patterns import self_attribute
 from .returned_loss import backpropagated
 from .subtrees import findall
-
-
-def _self_attr(expr: cst.BaseExpression) -> str | None:
-    if (
-        isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == "self"
-    ):
-        return expr.attr.value
-    return None
 
 
 def _stored_losses(
@@ -46,16 +37,16 @@ def _stored_losses(
             if not index.is_backward_call(call):
                 continue
             for tensor in backpropagated(index, call):  # type: ignore[arg-type]
-                attr = _self_attr(tensor)
+                attr = self_attribute(tensor)
                 if attr is not None:
                     found.setdefault(attr, (method, call))  # type: ignore[arg-type]
         for assign in findall(method, m.Assign()):
-            targets = [_self_attr(t.target) for t in assign.targets]  # type: ignore[attr-defined]
+            targets = [self_attribute(t.target) for t in assign.targets]  # type: ignore[attr-defined]
             for target in targets:
                 if target not in found:
                     continue
                 for term in findall(assign.value, m.Attribute()):  # type: ignore[attr-defined]
-                    attr = _self_attr(term)  # type: ignore[arg-type]
+                    attr = self_attribute(term)  # type: ignore[arg-type]
                     if attr is not None:
                         found.setdefault(attr, found[target])
     return found
@@ -109,7 +100,7 @@ def stored_loss_reads(
                     )
                     continue
                 tensor = _reads_value(index, call)
-                attr = _self_attr(tensor) if tensor is not None else None
+                attr = self_attribute(tensor) if tensor is not None else None
                 if attr in stored and stored[attr][0] is not method:
                     found.append(
                         (

@@ -32,7 +32,7 @@ from typing import Any
 import libcst as cst
 
 from .fasttransform import spec_of, unique_nodes
-from .parents import children, node_fields
+from .parents import children, fill_parents, node_fields
 
 _MAYBE = cst.MaybeSentinel.DEFAULT
 
@@ -62,12 +62,7 @@ class TreeParents:
 
     def _reset(self, module: cst.Module) -> None:
         parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        stack: list[cst.CSTNode] = [module]
-        while stack:
-            node = stack.pop()
-            for child in children(node):
-                parents[child] = node
-                stack.append(child)
+        fill_parents(module, parents)
         self.root = module
         self.parents = parents
         _publish(module, parents)

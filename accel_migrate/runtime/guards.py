@@ -122,22 +122,30 @@ def graph_leaves(
 ) -> list[torch.Tensor]:
     """Every leaf tensor (parameter or plain) a backward from ``losses`` gives a
     gradient to."""
+    return [t for t in accumulated_tensors(losses) if t.requires_grad]
+
+
+def accumulated_tensors(
+    losses: torch.Tensor | Sequence[torch.Tensor],
+) -> list[torch.Tensor]:
+    """The tensors of the ``AccumulateGrad`` nodes of ``losses``'s autograd graph
+    (one walk of it, depth first), where a backward accumulates gradients."""
     if isinstance(losses, torch.Tensor):
         losses = [losses]
     roots = [t.grad_fn for t in losses if t.grad_fn is not None]
     seen: set[Any] = set(roots)
     stack = list(roots)
-    leaves: list[torch.Tensor] = []
+    found: list[torch.Tensor] = []
     while stack:
         node = stack.pop()
         variable = getattr(node, "variable", None)  # AccumulateGrad
-        if isinstance(variable, torch.Tensor) and variable.requires_grad:
-            leaves.append(variable)
+        if isinstance(variable, torch.Tensor):
+            found.append(variable)
         for next_node, _ in node.next_functions:
             if next_node is not None and next_node not in seen:
                 seen.add(next_node)
                 stack.append(next_node)
-    return leaves
+    return found
 
 
 # -- naming them ---------------------------------------------------------------------------

@@ -278,21 +278,30 @@ def _reduce_ex(self: nn.Module, protocol: Any) -> Any:
     return (copyreg._reconstructor, (base, object, None), state)
 
 
-def synced_class(cls: type) -> type:
-    """The subclass of ``cls`` that normalises by the global batch (same name)."""
-    if cls not in _SYNCED:
-        _SYNCED[cls] = type(
+def synced_subclass(
+    cls: type, cache: dict[type, type], module: str, method: str, function: Any
+) -> type:
+    """The subclass of ``cls`` of the same name whose ``method`` is ``function``,
+    made once (``cache``) in ``module`` and pickled as ``cls`` itself
+    (``_reduce_ex``): this module's layers' and sync_instancenorm's."""
+    if cls not in cache:
+        cache[cls] = type(
             cls.__name__,
             (cls,),
             {
-                "__module__": __name__,
+                "__module__": module,
                 "__qualname__": cls.__qualname__,
-                "forward": _synced_forward,
+                method: function,
                 "__reduce_ex__": _reduce_ex,
                 "_accel_synced": True,
             },
         )
-    return _SYNCED[cls]
+    return cache[cls]
+
+
+def synced_class(cls: type) -> type:
+    """The subclass of ``cls`` that normalises by the global batch (same name)."""
+    return synced_subclass(cls, _SYNCED, __name__, "forward", _synced_forward)
 
 
 def batchnorm_layers(module: nn.Module) -> list[nn.Module]:

@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.instancenorm import _InstanceNorm
 
-from .sync_batchnorm import _reduce_ex
+from .sync_batchnorm import synced_subclass
 
 _CONVERTIBLE = (nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
 _SYNCED: dict[type, type] = {}
@@ -80,19 +80,9 @@ def _synced_apply(self: _InstanceNorm, x: torch.Tensor) -> torch.Tensor:
 
 def synced_class(cls: type) -> type:
     """The subclass of ``cls`` whose running statistics are the global batch's."""
-    if cls not in _SYNCED:
-        _SYNCED[cls] = type(
-            cls.__name__,
-            (cls,),
-            {
-                "__module__": __name__,
-                "__qualname__": cls.__qualname__,
-                "_apply_instance_norm": _synced_apply,
-                "__reduce_ex__": _reduce_ex,
-                "_accel_synced": True,
-            },
-        )
-    return _SYNCED[cls]
+    return synced_subclass(
+        cls, _SYNCED, __name__, "_apply_instance_norm", _synced_apply
+    )
 
 
 def tracking_layers(module: nn.Module) -> list[nn.Module]:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..runtime.guards import accumulated_tensors
 from . import FAILURE_END, FAILURE_START
 from .stochastic import BatchPosition
 
@@ -207,21 +208,12 @@ class TrainedLeaves:
 
 def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
     """The tensors whose gradients ``loss``'s backward accumulates."""
-    found: list[torch.Tensor] = []
-    roots = [loss.grad_fn] if loss.grad_fn is not None else []
-    seen, stack = set(roots), list(roots)
-    while stack:
-        node = stack.pop()
-        variable = getattr(node, "variable", None)  # AccumulateGrad
-        if isinstance(variable, torch.Tensor) and not hasattr(
-            variable, "full_tensor"  # FSDP shards: synchronised by construction
-        ):
-            found.append(variable)
-        for next_node, _ in node.next_functions:
-            if next_node is not None and next_node not in seen:
-                seen.add(next_node)
-                stack.append(next_node)
-    return found
+    return [
+        t
+        for t in accumulated_tensors(loss)
+        # FSDP shards: synchronised by construction
+        if not hasattr(t, "full_tensor")
+    ]
 
 
 def _has_storage(tensor: torch.Tensor) -> bool:

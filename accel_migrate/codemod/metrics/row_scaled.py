@@ -42,6 +42,7 @@ import libcst.matchers as m
 
 from ..analysis import bind_arguments
 from ..batch_rows import counts_batch
+from ..project_row_scaled import _CASTS, _DIVIDING, _MULTIPLYING, _SUMS
 from ..reduction.placement import code, placement_blocker
 from ..subtrees import findall
 from .kinds import BatchKinds, inside
@@ -49,12 +50,6 @@ from .kinds import BatchKinds, inside
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
 
-#: Tensor methods that multiply or divide by their one argument.
-_MULTIPLYING = frozenset({"mul", "mul_", "multiply"})
-_DIVIDING = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
-#: Tensor methods that sum a tensor's elements, and casts that keep its value.
-_SUMS = frozenset({"sum", "count_nonzero"})
-_CASTS = frozenset({"float", "double", "detach", "cpu"})
 #: Keywords that name the dimensions a sum is taken along.
 _DIMS = frozenset({"dim", "axis"})
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..patterns import self_attribute
 from ..subtrees import findall
 from .facts import Fact, _agree
 from .placement import code
@@ -161,7 +162,7 @@ class _Settings:
                     else [node.target]  # type: ignore[attr-defined]
                 )
                 for target in targets:
-                    name = _self_attribute(target)
+                    name = self_attribute(target)
                     if name is not None:
                         value = node.value if method is init else None  # type: ignore[attr-defined]
                         if isinstance(node, cst.AugAssign):
@@ -210,13 +211,13 @@ class _Settings:
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             inner = self.test(expr.expression)
             return _UNKNOWN if inner is _UNKNOWN else not inner
-        name = _self_attribute(expr)
+        name = self_attribute(expr)
         if name is not None:
             value = self.value(name)
             return _UNKNOWN if value is _UNKNOWN else bool(value)
         if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
             target = expr.comparisons[0]
-            name = _self_attribute(expr.left)
+            name = self_attribute(expr.left)
             other = _literal(target.comparator)
             if name is None or other is _UNKNOWN:
                 return _UNKNOWN
@@ -228,16 +229,6 @@ class _Settings:
             if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
                 return value != other
         return _UNKNOWN
-
-
-def _self_attribute(node: cst.CSTNode) -> str | None:
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    ):
-        return node.attr.value
-    return None
 
 
 def _literal(expr: cst.BaseExpression | None) -> object:

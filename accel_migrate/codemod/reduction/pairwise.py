@@ -32,6 +32,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..metrics.helper_ranking import RANKINGS
+from ..pairwise_helpers import rows_against_rows
 from ..subtrees import findall
 from . import _Reducer
 from .placement import code
@@ -259,14 +260,7 @@ def _rows_against_rows(call: cst.Call) -> bool:
     if len(call.args) != 3 or not isinstance(call.args[0].value, cst.SimpleString):
         return False
     equation = call.args[0].value.evaluated_value
-    if not isinstance(equation, str) or "->" not in equation:
-        return False
-    inputs, output = equation.replace(" ", "").split("->", 1)
-    parts = inputs.split(",")
-    if len(parts) != 2 or not all(parts):
-        return False
-    first, second = parts[0][0], parts[1][0]
-    return first != second and first in output and second in output
+    return isinstance(equation, str) and rows_against_rows(equation)
 
 
 def _rows_transposed(expr: cst.BaseExpression) -> bool:

@@ -72,6 +72,7 @@ import libcst.matchers as m
 from ..analysis import variable_names
 from ..kept_state import _nodes, _StateWrites, kept_state_write
 from ..model_methods import stepped_method
+from ..patterns import self_attribute
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -137,7 +138,7 @@ class BatchStateWrites(Rule):
         receiver, args = _written(node)
         if isinstance(receiver, cst.Name):
             self._check(node, receiver, args, snippet(node))
-        elif _self_attribute(receiver) is not None:
+        elif self_attribute(receiver) is not None:
             self._check_model_state(node, receiver, args, snippet(node))  # type: ignore[arg-type]
         elif isinstance(receiver, cst.Attribute) and _reads_other(
             self.index, receiver, args
@@ -151,7 +152,7 @@ class BatchStateWrites(Rule):
             written = _without_data(target)
             if (
                 isinstance(written, cst.Attribute)
-                and _self_attribute(written) is None
+                and self_attribute(written) is None
                 and _reads_other(self.index, written, [node.value])
             ):
                 self._check_initialisation(node, written)
@@ -205,7 +206,7 @@ class BatchStateWrites(Rule):
                         if_migrated=True,
                     )
                 continue
-            if isinstance(written, cst.Attribute) and _self_attribute(written):
+            if isinstance(written, cst.Attribute) and self_attribute(written):
                 # `self.queue = torch.cat([keys, self.queue])[:, :K]` in forward:
                 # an update of what it held (not `self.hidden = h`, which each
                 # process keeps for its own rows)
@@ -220,7 +221,7 @@ class BatchStateWrites(Rule):
             tensor = _without_data(written.value)
             if isinstance(tensor, cst.Name):
                 self._check(node, tensor, [node.value, written], "")
-            elif _self_attribute(tensor) is not None:
+            elif self_attribute(tensor) is not None:
                 self._check_model_state(
                     node, tensor, [node.value, written], ""  # type: ignore[arg-type]
                 )
@@ -338,16 +339,6 @@ def _written(call: cst.Call) -> tuple[cst.BaseExpression, list[cst.CSTNode]]:
     return _without_data(receiver), args
 
 
-def _self_attribute(node: cst.BaseExpression) -> str | None:
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    ):
-        return node.attr.value
-    return None
-
-
 def _state_tensor(cls: cst.ClassDef, name: str) -> bool:
     """Is ``self.<name>`` a buffer of ``cls`` (``self.register_buffer("name",
     ...)``) or a tensor it builds (``self.name = torch.zeros(...)``)?"""
@@ -358,7 +349,7 @@ def _state_tensor(cls: cst.ClassDef, name: str) -> bool:
                 return True
     for assign in findall(cls, m.Assign()):
         for target in assign.targets:  # type: ignore[attr-defined]
-            if _self_attribute(target.target) == name and m.matches(
+            if self_attribute(target.target) == name and m.matches(
                 assign.value,  # type: ignore[attr-defined]
                 m.Call(func=m.Attribute(value=m.Name("torch"))),
             ):
@@ -385,7 +376,7 @@ def _parameter(index: ModuleIndex, cls: cst.ClassDef, name: str) -> bool:
             continue
         parent = index.parent(call)
         if isinstance(parent, cst.Assign) and any(
-            _self_attribute(t.target) == name for t in parent.targets
+            self_attribute(t.target) == name for t in parent.targets
         ):
             return True
         arg = index.parent(parent) if isinstance(parent, cst.Arg) else None

@@ -64,6 +64,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..model_methods import reads_step_value
+from ..patterns import argument
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -83,13 +84,13 @@ class ParameterGradients(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.is_call_to(node, _GRAD) or not self.index.loaders:
             return
-        inputs = _argument(node, 1, "inputs")
+        inputs = argument(node, 1, "inputs")
         if inputs is None or not self._parameters(inputs, 0):
             return
         loops = self._loader_loops(node)
         if not loops:
             return
-        create_graph = _argument(node, 4, "create_graph")
+        create_graph = argument(node, 4, "create_graph")
         per_task = create_graph is not None and m.matches(create_graph, m.Name("True"))
         if per_task and self._per_row(node, loops):
             return
@@ -218,13 +219,3 @@ def _rows(iterable: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(iterable, cst.Name):
         return [iterable]
     return []
-
-
-def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if 0 <= position < len(positional):
-        return positional[position].value
-    return None

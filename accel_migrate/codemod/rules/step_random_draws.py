@@ -144,14 +144,7 @@ class StepRandomDraws(Rule):
             return
         runner = data_function_of(self.index, node)
         if runner is not None:
-            self.report(
-                node,
-                "needs-review",
-                f"random draw (`{name}`) in {runner}: each process runs it for its "
-                "own share of the data, drawing from its own random state, so the "
-                "samples do not get the numbers the original drew for them; the "
-                "losses will not match the original's step for step",
-            )
+            self._report_data_draw(node, name, runner)
             return
         model = self._stepped_model_method(node)
         if model is not None:
@@ -182,6 +175,12 @@ class StepRandomDraws(Rule):
         runner = data_function_of(self.index, node)
         if runner is None or "calls on its" not in runner:
             return False
+        self._report_data_draw(node, name, runner)
+        return True
+
+    def _report_data_draw(self, node: cst.Call, name: str, runner: str) -> None:
+        """The finding of a draw in ``runner``, a data function or a method a
+        step calls on its object (``data_function_of``)."""
         self.report(
             node,
             "needs-review",
@@ -190,7 +189,6 @@ class StepRandomDraws(Rule):
             "samples do not get the numbers the original drew for them; the "
             "losses will not match the original's step for step",
         )
-        return True
 
     def _imported_draw(self, node: cst.Call) -> bool:
         """Report a draw made through a local module (``imported_draws``)."""

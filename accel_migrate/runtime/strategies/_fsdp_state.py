@@ -19,6 +19,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.nn.modules.module import _IncompatibleKeys
 
 from ..comm import Collectives
+from ..sharded_checkpoint import ordered_params
 
 
 def gather_model_state(module: nn.Module, rank: int) -> dict[str, Any]:
@@ -92,19 +93,11 @@ def scatter_model_state(
     return _IncompatibleKeys(missing, unexpected)
 
 
-def _ordered_params(optimizer: torch.optim.Optimizer) -> list[nn.Parameter]:
-    seen: dict[int, nn.Parameter] = {}
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            seen.setdefault(id(param), param)
-    return list(seen.values())
-
-
 def gather_optimizer_state(
     optimizer: torch.optim.Optimizer, rank: int
 ) -> dict[str, Any]:
     """PyTorch's layout: parameters numbered in param-group order."""
-    params = _ordered_params(optimizer)
+    params = ordered_params(optimizer)
     index = {id(p): i for i, p in enumerate(params)}
     state: dict[int, dict[str, Any]] = {}
     for i, param in enumerate(params):
@@ -147,7 +140,7 @@ def scatter_optimizer_state(
         if rank == 0
         else None
     )
-    params = _ordered_params(optimizer)
+    params = ordered_params(optimizer)
     if len(plan["param_groups"]) != len(optimizer.param_groups):
         raise ValueError(
             f"loaded state dict has {len(plan['param_groups'])} parameter groups, "
