@@ -261,25 +261,24 @@ def _holders(
     variable set again from ``accel.gather(...)`` holds the whole batch: none."""
     holders: dict[Key, FixedBatch] = {}
     bindings = _bindings(index)
-    for key, values in bindings:
-        for value in values:
-            taken = [c for c in _next_calls(value) if c in batches]
-            if taken:
-                holders[key] = batches[taken[0]]  # type: ignore[index]
-                break
     gathered = {key for key, values in bindings if _gathers(index, values)}
-    holders = {k: v for k, v in holders.items() if k not in gathered}
-    if not holders:
-        return holders
+    #: Functions of the file that return one (``def fixed_batch(self): return
+    #: next(iter(self.loader))``): what a call of one is assigned to holds it.
+    returning: dict[cst.FunctionDef, FixedBatch] = {}
     for _ in range(_ROUNDS):
-        before = len(holders)
+        before = len(holders) + len(returning)
+        for function in index.functions:
+            if function not in returning:
+                found = _returned(index, function, batches, holders, returning)
+                if found is not None:
+                    returning[function] = found
         for key, values in bindings:
             if key in holders or key in gathered:
                 continue
             for value in values:
-                leaves = _leaves(index, value, holders)
-                if leaves:
-                    holders[key] = holders[index.key(leaves[0])]  # type: ignore[index]
+                found = _held(index, value, batches, holders, returning)
+                if found is not None:
+                    holders[key] = found
                     break
         for call in index.calls:
             for parameter, passed in index.arguments(call):
@@ -288,9 +287,52 @@ def _holders(
                 leaves = _leaves(index, passed, holders)
                 if leaves:
                     holders[parameter] = holders[index.key(leaves[0])]  # type: ignore[index]
-        if len(holders) == before:
+        if len(holders) + len(returning) == before:
             break
     return holders
+
+
+def _held(
+    index: ModuleIndex,
+    value: cst.BaseExpression,
+    batches: dict[cst.Call, FixedBatch],
+    holders: dict[Key, FixedBatch],
+    returning: dict[cst.FunctionDef, FixedBatch],
+) -> FixedBatch | None:
+    """The fixed batch ``value`` is made from: one it takes itself, one a
+    variable it reads holds, or one a function it calls returns."""
+    taken = [c for c in _next_calls(value) if c in batches]
+    if taken:
+        return batches[taken[0]]  # type: ignore[index]
+    leaves = _leaves(index, value, holders)
+    if leaves:
+        return holders[index.key(leaves[0])]  # type: ignore[index]
+    calls = findall(value, m.Call()) + ([value] if isinstance(value, cst.Call) else [])
+    for call in calls:
+        if _inside_gather(index, call, value):
+            continue
+        callee = index.callee(call)  # type: ignore[arg-type]
+        if callee is not None and callee[0] in returning:
+            return returning[callee[0]]
+    return None
+
+
+def _returned(
+    index: ModuleIndex,
+    function: cst.FunctionDef,
+    batches: dict[cst.Call, FixedBatch],
+    holders: dict[Key, FixedBatch],
+    returning: dict[cst.FunctionDef, FixedBatch],
+) -> FixedBatch | None:
+    """The fixed batch a ``return`` of ``function`` gives back, if any."""
+    for statement in findall(function, m.Return()):
+        value = statement.value  # type: ignore[attr-defined]
+        if value is None or index.enclosing_function(statement) is not function:
+            continue
+        found = _held(index, value, batches, holders, returning)
+        if found is not None:
+            return found
+    return None
 
 
 def _bindings(index: ModuleIndex) -> list[tuple[Key, list[cst.BaseExpression]]]:
