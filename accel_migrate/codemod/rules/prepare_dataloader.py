@@ -29,7 +29,9 @@ next(iter(test_loader))`` to reconstruct the same images every epoch;
 ``x_fixed = next(data_iter)`` after ``data_iter = iter(loader)``), is reported
 as needs-review too: it holds this process's share of that batch, so the
 samples, images or probe losses computed from it are the main process's
-share's.
+share's. Such batches are one fact of the module (``fixed_batches.py``); one
+that a file is written from is AM041's finding, which names the files, and
+AM006 says nothing more of it (one finding a batch).
 
 ## Why
 Every process must see its own share of the data. By default the runtime keeps
