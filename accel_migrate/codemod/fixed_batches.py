@@ -269,7 +269,7 @@ def _holders(
         before = len(holders) + len(returning)
         for function in index.functions:
             if function not in returning:
-                found = _returned(index, function, batches, holders, returning)
+                found = _returned(index, function, batches, holders)
                 if found is not None:
                     returning[function] = found
         for key, values in bindings:
@@ -322,17 +322,37 @@ def _returned(
     function: cst.FunctionDef,
     batches: dict[cst.Call, FixedBatch],
     holders: dict[Key, FixedBatch],
-    returning: dict[cst.FunctionDef, FixedBatch],
 ) -> FixedBatch | None:
-    """The fixed batch a ``return`` of ``function`` gives back, if any."""
+    """The fixed batch a ``return`` of ``function`` gives back whatever it is
+    passed: one it takes (``return next(it)``, ``batch = next(it); return
+    batch``) or one a ``self.`` attribute or a variable of an outer scope holds
+    (``return self.x_fixed``). A value made from a parameter is the caller's
+    (``def denorm(x): return (x + 1) / 2`` is called with other batches too)."""
     for statement in findall(function, m.Return()):
         value = statement.value  # type: ignore[attr-defined]
         if value is None or index.enclosing_function(statement) is not function:
             continue
-        found = _held(index, value, batches, holders, returning)
-        if found is not None:
-            return found
+        taken = [c for c in _next_calls(value) if c in batches]
+        if taken:
+            return batches[taken[0]]  # type: ignore[index]
+        for leaf in _leaves(index, value, holders):
+            key = index.key(leaf)
+            assert key is not None
+            if getattr(key[0], "node", None) is not function or _takes(
+                index, key, batches
+            ):
+                return holders[key]
     return None
+
+
+def _takes(index: ModuleIndex, key: Key, batches: dict[cst.Call, FixedBatch]) -> bool:
+    """Is every value of the variable ``key`` a fixed batch it takes itself
+    (``batch = next(it)``)?"""
+    values = [v for v in index.values.get(key, []) if v is not None]
+    values += [value for value, _, _ in index.unpacked.get(key, [])]
+    return bool(values) and all(
+        any(c in batches for c in _next_calls(v)) for v in values
+    )
 
 
 def _bindings(index: ModuleIndex) -> list[tuple[Key, list[cst.BaseExpression]]]:

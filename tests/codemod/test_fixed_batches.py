@@ -181,3 +181,36 @@ def test_a_gathered_batch_is_neither_rules() -> None:
         "import torch\n", "import torch\nimport accel_migrate.runtime as accel\n", 1
     )
     assert _review(source) == []
+
+
+DENORM = """
+import torch
+from torch.utils.data import DataLoader
+from torchvision.utils import save_image
+
+
+def denorm(x):
+    return (x + 1) / 2
+
+
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.Adam(model.parameters())
+loader = DataLoader(train_set, batch_size=8, shuffle=True)
+fixed_x, _ = next(iter(loader))
+for epoch in range(3):
+    for x, _ in loader:
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+        out = denorm(x)
+        save_image(out, "train.png")
+    save_image(denorm(fixed_x), f"fixed_{epoch}.png")
+"""
+
+
+def test_a_function_handed_the_batch_does_not_return_it_for_every_caller() -> None:
+    """`denorm(fixed_x)` is the fixed batch's; `denorm(x)` of the step is not."""
+    [(code, line, message)] = _review(DENORM)
+    assert (code, line) == ("AM041", 14)
+    assert "(line 22)" in message and "line 21" not in message
+    assert "`save_image(...)` writes `fixed_x`" in message
