@@ -301,9 +301,9 @@ def _held(
 ) -> FixedBatch | None:
     """The fixed batch ``value`` is made from: one it takes itself, one a
     variable it reads holds, or one a function it calls returns."""
-    taken = [c for c in _next_calls(value) if c in batches]
-    if taken:
-        return batches[taken[0]]  # type: ignore[index]
+    found = _taken_in(value, batches)
+    if found is not None:
+        return found
     leaves = _leaves(index, value, holders)
     if leaves:
         return holders[index.key(leaves[0])]  # type: ignore[index]
@@ -332,9 +332,9 @@ def _returned(
         value = statement.value  # type: ignore[attr-defined]
         if value is None or index.enclosing_function(statement) is not function:
             continue
-        taken = [c for c in _next_calls(value) if c in batches]
-        if taken:
-            return batches[taken[0]]  # type: ignore[index]
+        found = _taken_in(value, batches)
+        if found is not None:
+            return found
         for leaf in _leaves(index, value, holders):
             key = index.key(leaf)
             assert key is not None
@@ -350,9 +350,17 @@ def _takes(index: ModuleIndex, key: Key, batches: dict[cst.Call, FixedBatch]) ->
     (``batch = next(it)``)?"""
     values = [v for v in index.values.get(key, []) if v is not None]
     values += [value for value, _, _ in index.unpacked.get(key, [])]
-    return bool(values) and all(
-        any(c in batches for c in _next_calls(v)) for v in values
-    )
+    return bool(values) and all(_taken_in(v, batches) is not None for v in values)
+
+
+def _taken_in(
+    value: cst.BaseExpression, batches: dict[cst.Call, FixedBatch]
+) -> FixedBatch | None:
+    """The fixed batch a ``next(...)`` in ``value`` takes, if any."""
+    for call in _next_calls(value):
+        if call in batches:
+            return batches[call]  # type: ignore[index]
+    return None
 
 
 def _bindings(index: ModuleIndex) -> list[tuple[Key, list[cst.BaseExpression]]]:
