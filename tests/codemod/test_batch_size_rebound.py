@@ -70,7 +70,9 @@ def test_a_rebinding_at_the_first_step_holds_from_then_on(test: str) -> None:
         {"test": "i == 1"},  # not the first step
         {"iterable": "enumerate(loader, 1)"},  # the counter starts at 1
         {"test": "epoch == 0", "target": "(real, _)", "iterable": "loader"},
-        {"before": "        if warmup and i == 0:\n            continue\n"},  # may skip it
+        {
+            "before": "        if warmup and i == 0:\n            continue\n"
+        },  # may skip it
         {"end": "        batch_size = full\n"},  # set back to the configured size
     ],
 )
