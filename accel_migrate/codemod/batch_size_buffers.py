@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import Key, attr_chain
+from .batch_size_part import SizeRulePart
 from .preallocated_buffers import (
     _holders,
     assigned_name,
@@ -22,33 +23,13 @@ from .preallocated_buffers import (
 )
 
 if TYPE_CHECKING:
-    from .analysis import ModuleIndex
-    from .batches import LoaderLoop
+    pass
 
 
-class BufferFindings:
+class BufferFindings(SizeRulePart):
     """Mixed into AM025's rule, whose methods it uses: ``_configured`` (is an
     expression a configured batch size), ``_enclosing_loops``, ``_what_size``,
     ``_line``, ``report``, ``index``."""
-
-    if TYPE_CHECKING:
-        index: ModuleIndex
-
-        def _configured(self, expr: cst.BaseExpression, depth: int = 0) -> bool: ...
-        def _enclosing_loops(
-            self, node: cst.CSTNode
-        ) -> list[tuple[cst.For, LoaderLoop]]: ...
-        def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str: ...
-        def _line(self, node: cst.CSTNode) -> int: ...
-        def qualnames(self, node: cst.CSTNode) -> set[str]: ...
-        def report(
-            self,
-            node: cst.CSTNode,
-            status: str,
-            message: str,
-            *,
-            if_migrated: bool = False,
-        ) -> None: ...
 
     def _preallocated(
         self, call: cst.Call, sizes: list[tuple[cst.Arg, cst.BaseExpression]]

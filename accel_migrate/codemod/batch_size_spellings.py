@@ -7,7 +7,10 @@
 - ``rebound_in_step``: a name the step rebinds before the use, from something
   that is not a configured size (``batch_size = imgs.size(0)`` in the loop, then
   ``torch.full((batch_size,), 1.0)``), holds the batch's own row count there,
-  whatever the loader was configured with.
+  whatever the loader was configured with; so does one rebound under ``if i ==
+  0:`` of the loop's own ``enumerate`` counter (the first step of every pass,
+  before the use, with nothing setting it back). Under any other branch the
+  rebinding may not run: the name may still hold the configured size.
 """
 
 from __future__ import annotations
@@ -86,14 +89,116 @@ def rebound_in_step(
             value = assign.value  # type: ignore[attr-defined]
             if value is None or line(assign) >= at:
                 continue
+            if not _rebinds(index, assign, key, configured, depth):
+                continue
             statement = index.parent(assign)
-            if statement is None or index.parent(statement) not in around:
-                continue  # under a branch or a loop of its own: not every step
-            if any(index.key(t) == key for t in _targets(assign)) and not configured(
-                value, depth + 1
-            ):
+            if statement is None:
+                continue
+            if index.parent(statement) in around:
                 return True
+            branch = _first_step_branch(index, statement, ancestor, around, line)
+            if branch is not None and _only_rebound_so(
+                index, ancestor, key, configured, depth
+            ):
+                return True  # under `if i == 0:` of the loop's own counter
     return False
+
+
+def _rebinds(
+    index: ModuleIndex,
+    assign: cst.CSTNode,
+    key: object,
+    configured: Configured,
+    depth: int,
+) -> bool:
+    """Does ``assign`` set the variable ``key`` to something not a configured size?"""
+    value = assign.value  # type: ignore[attr-defined]
+    return any(index.key(t) == key for t in _targets(assign)) and not configured(
+        value, depth + 1
+    )
+
+
+def _first_step_branch(
+    index: ModuleIndex,
+    statement: cst.CSTNode,
+    loop: cst.For | cst.While,
+    around: list[cst.CSTNode],
+    line: Callable[[cst.CSTNode], int],
+) -> cst.If | None:
+    """The ``if i == 0:`` (``if not i:``) whose body holds ``statement`` at its
+    top level, where ``i`` is the ``enumerate`` counter of ``loop`` (from 0)
+    and the ``if`` a statement of the loop's body, with no ``continue`` or
+    ``break`` of the loop before it: it runs at the first step of every pass
+    over the loader, before any later line of that step, so a rebinding there
+    holds from then on (the first batch's row count, where the original held
+    the first full batch's, the configured size)."""
+    block = index.parent(statement)
+    branch = index.parent(block) if block is not None else None
+    if not isinstance(branch, cst.If) or branch.orelse is not None:
+        return None
+    holder = index.parent(branch)
+    if holder is not loop.body or holder not in around:
+        return None
+    if not isinstance(loop, cst.For) or not _counts_from_zero(index, loop):
+        return None
+    counter = loop.target.elements[0].value  # type: ignore[attr-defined]
+    if not _is_zero_test(branch.test, counter):
+        return None
+    start = line(branch)
+    for jump in findall(loop.body, m.Continue() | m.Break()):
+        if line(jump) < start:
+            return None
+    return branch
+
+
+def _counts_from_zero(index: ModuleIndex, loop: cst.For) -> bool:
+    """``for i, batch in enumerate(loader)`` (no start, or ``start=0``)."""
+    iterable = loop.iter
+    if not (
+        isinstance(iterable, cst.Call)
+        and "builtins.enumerate" in index.qualnames(iterable.func)
+        and isinstance(loop.target, cst.Tuple)
+        and len(loop.target.elements) == 2
+        and isinstance(loop.target.elements[0].value, cst.Name)
+    ):
+        return False
+    rest = iterable.args[1:]
+    return not rest or (
+        len(rest) == 1
+        and isinstance(rest[0].value, cst.Integer)
+        and rest[0].value.evaluated_value == 0
+    )
+
+
+def _is_zero_test(test: cst.BaseExpression, counter: cst.Name) -> bool:
+    """``i == 0``, ``0 == i`` or ``not i``."""
+    name = m.Name(counter.value)
+    zero = m.Integer("0")
+    return m.matches(
+        test,
+        m.Comparison(left=name, comparisons=[m.ComparisonTarget(m.Equal(), zero)])
+        | m.Comparison(left=zero, comparisons=[m.ComparisonTarget(m.Equal(), name)])
+        | m.UnaryOperation(operator=m.Not(), expression=name),
+    )
+
+
+def _only_rebound_so(
+    index: ModuleIndex,
+    loop: cst.For | cst.While,
+    key: object,
+    configured: Configured,
+    depth: int,
+) -> bool:
+    """Is every assignment of ``key`` in ``loop`` one to a value that is not a
+    configured size (none sets the configured size back for later steps)?"""
+    for assign in findall(loop.body, m.Assign() | m.AnnAssign()):
+        if assign.value is None:  # type: ignore[attr-defined]
+            continue
+        if any(index.key(t) == key for t in _targets(assign)) and not _rebinds(
+            index, assign, key, configured, depth
+        ):
+            return False
+    return True
 
 
 def _targets(assign: cst.CSTNode) -> list[cst.Name]:

@@ -518,6 +518,11 @@ EXPECTED: dict[str, str] = {
     # (LOUD); AM042 now leaves main.py whole and AM103 ppo.py with it
     "ppo_rollout_storage_r24u_project": "FLAGGED",
     "ppo_rollout_storage_r24u_project_batch": "FLAGGED",
+    # round 25a: a StarGAN-fork solver keeping its fixed batch on the instance
+    # (`self.x_fixed, self.c_fixed = next(data_iter)` in build_model, saved by
+    # sample() every sample_step): FLAGGED before too (AM006 at the take, AM041
+    # at the write); now one AM041 finding at the take names the write
+    "solver_attr_fixed_batch_r25a_project": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -20,7 +20,8 @@ through ``**kwargs``) used as a shape:
 - any other use as a shape (``recon.view(args.batch_size, 1, 28, 28)`` on a model's
   output, ``torch.ones(batch_size, 1)`` labels, ``torch.randn(batch_size, nz)``
   noise, ``torch.full((batch_size,), 1.0)``, ``torch.arange(batch_size)``,
-  ``.expand``/``.repeat``/``.new_zeros``...) is reported as needs-review;
+  ``.expand``/``.repeat``/``.new_zeros``...) is reported as needs-review, once
+  a line (``torch.cat([torch.arange(B) + B, torch.arange(B)])`` is one finding);
 - the batch size handed to a function or method of the file that shapes a tensor
   with it, in a function that loops over a prepared loader (``hidden =
   model.init_hidden(args.batch_size)`` before the loop, whose body makes
@@ -60,7 +61,11 @@ through ``**kwargs``) used as a shape:
   ``torch.cat([torch.arange(B) + B, torch.arange(B)])``) count as the batch
   size. A name that the step rebinds, on an earlier line of the loop's body and
   not under a branch, to something else (``batch_size = real.size(0)``, the
-  batch's own row count, then ``torch.full((batch_size,), 1.0)``) does not;
+  batch's own row count, then ``torch.full((batch_size,), 1.0)``) does not, nor
+  does one rebound under ``if i == 0:`` (``if not i:``) of the loop's own
+  ``enumerate`` counter, with no ``continue`` before it and nothing setting the
+  configured size back (the first step of every pass: it holds from then on).
+  Under any other branch the rebinding may not have run: still reported;
 - ``range(batch_size)``, or ``range(4)`` in a loop over a loader whose batch size
   is the literal ``4`` (``for i in range(4): label = labels[i]``, the classic CIFAR
   tutorial's per-class accuracy), counts a batch's rows by the configured size:
@@ -109,71 +114,36 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-import libcst.matchers as m
 
-from .. import model_methods
-from ..analysis import Key, ModuleIndex, attr_chain, bind_arguments
-from ..batch_size_buffers import BufferFindings
-from ..batch_size_buffers import shape_args as _shape_args
+from ..analysis import Key, attr_chain
+from ..batch_shapes import (
+    KEEP_ROWS,
+    RESHAPES,
+    SHAPE_FUNCTIONS,
+    SHAPE_METHODS,
+    same_size,
+    shape_receiver,
+    short_code,
+)
+from ..batch_size_buffers import BufferFindings, shape_args
+from ..batch_size_handed import _PARAMETER_DEPTH, HandedSizes
 from ..batch_size_spellings import configured_spelling, multiple, rebound_in_step
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..names import DATALOADER_CALLS
-from ..patterns import strip_methods
 from ..rule import Rule
 from ..scopes import ScopeProvider
-from ..subtrees import findall
 
-#: Tensor methods whose arguments are a shape.
-SHAPE_METHODS = frozenset(
-    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty"}
-)
-RESHAPES = frozenset({"view", "reshape"})
-#: How many calls deep a batch size handed down as a parameter is followed.
-_PARAMETER_DEPTH = 3
-#: Calls named in a needs-review message about a parameter.
-_CALLS_SHOWN = 3
-#: torch functions whose leading arguments are a shape (or a length).
-SHAPE_FUNCTIONS = frozenset(
-    f"torch.{name}"
-    for name in (
-        "zeros",
-        "eye",
-        "ones",
-        "empty",
-        "full",
-        "rand",
-        "randn",
-        "randint",
-        "arange",
-        "Tensor",
-        "FloatTensor",
-        "LongTensor",
-        "cuda.FloatTensor",
-        "cuda.LongTensor",
-    )
-)
-#: Methods that keep a tensor's first dimension (a batch rebound by them is still
-#: the batch).
-KEEP_ROWS = frozenset(
-    {
-        "to",
-        "cuda",
-        "cpu",
-        "float",
-        "double",
-        "half",
-        "bfloat16",
-        "long",
-        "type",
-        "contiguous",
-        "detach",
-        "clone",
-        "requires_grad_",
-    }
-)
+#: Re-exported: the shape finder's names, for those who import them from here.
+__all__ = [
+    "KEEP_ROWS",
+    "RESHAPES",
+    "SHAPE_FUNCTIONS",
+    "SHAPE_METHODS",
+    "BatchSizeShapes",
+]
 
 
-class BatchSizeShapes(BufferFindings, Rule):
+class BatchSizeShapes(BufferFindings, HandedSizes, Rule):
     code = "AM025"
     name = "batch-size-shapes"
     summary = "loader batch size used as a shape in a step -> the batch's own size, or reported"
@@ -183,6 +153,8 @@ class BatchSizeShapes(BufferFindings, Rule):
         self._loops: dict[cst.For, LoaderLoop | None] = {}
         #: shape arguments to rewrite: the argument node -> the batch's name
         self._rewrite: dict[cst.Arg, str] = {}
+        #: the lines a shape made with the batch size is reported on
+        self._shape_lines: set[int] = set()
 
     def _loop(self, loop: cst.For) -> LoaderLoop | None:
         if loop not in self._loops:
@@ -226,54 +198,13 @@ class BatchSizeShapes(BufferFindings, Rule):
             return False
         if rebound_in_step(self.index, expr, self._configured, self._line, depth):
             return False
-        if any(_same_size(self.index, expr, size, False) for size in self._batch_sizes):
+        if any(same_size(self.index, expr, size, False) for size in self._batch_sizes):
             return True
         if configured_spelling(self.index, expr, self._configured, depth):
             return True
         passed = self._passed(expr) if depth < _PARAMETER_DEPTH else None
         return passed is not None and any(
             value is not None and self._configured(value, depth + 1)
-            for _, value in passed
-        )
-
-    def _passed(
-        self, expr: cst.BaseExpression
-    ) -> list[tuple[cst.Call, cst.BaseExpression | None]] | None:
-        """For a parameter of a function of this file that its body never rebinds,
-        what each call of the function passes it (None where a call passes it
-        nothing this rule can read: its default, ``*args``); None when ``expr`` is
-        no such parameter or nothing here calls the function."""
-        if not isinstance(expr, cst.Name):
-            return None
-        key = self.index.key(expr)
-        scope = key[0] if key is not None else None
-        function = getattr(scope, "node", None)
-        if not isinstance(function, cst.FunctionDef) or (
-            self.index.function_scope_key(function, expr.value) != key
-        ):
-            return None
-        if not all(isinstance(b.node, cst.Param) for b in scope[expr.value]):  # type: ignore[index]
-            return None
-        sites = self.index.call_sites(function)
-        if not sites:
-            return None
-        found: list[tuple[cst.Call, cst.BaseExpression | None]] = []
-        for site in sites:
-            args = [a for k, a in self.index.arguments(site) if k == key]
-            found.append((site, args[0] if len(args) == 1 else None))
-        return found
-
-    def _provably(
-        self, size: cst.BaseExpression, loader_size: cst.BaseExpression, depth: int = 0
-    ) -> bool:
-        """Is ``size`` provably the value ``loader_size``: the same variable, or a
-        parameter every call passes that variable (the loader's batch size handed
-        down: ``train(model, loader, args.batch_size)``)?"""
-        if _same_size(self.index, size, loader_size, True):
-            return True
-        passed = self._passed(size) if depth < _PARAMETER_DEPTH else None
-        return passed is not None and all(
-            value is not None and self._provably(value, loader_size, depth + 1)
             for _, value in passed
         )
 
@@ -285,9 +216,9 @@ class BatchSizeShapes(BufferFindings, Rule):
             self._row_range(node)
             return
         if method in SHAPE_METHODS or method == "resize_":
-            dims = _shape_args(node)
+            dims = shape_args(node)
         elif self.qualnames(func) & SHAPE_FUNCTIONS:
-            dims = _shape_args(node)
+            dims = shape_args(node)
         else:
             self._handed_to_shape(node)
             return
@@ -308,7 +239,7 @@ class BatchSizeShapes(BufferFindings, Rule):
                 self._literal_parameter(node, loops)
             return
         arg, expr = hits[0]
-        spelled = attr_chain(expr) or _code(expr)
+        spelled = attr_chain(expr) or short_code(expr)
         if method in RESHAPES and arg is node.args[0] and expr is arg.value:
             batch = self._provable_batch(node, expr, loops)
             if batch is not None:
@@ -325,7 +256,7 @@ class BatchSizeShapes(BufferFindings, Rule):
             receiver = node.func.value  # type: ignore[attr-defined]
             if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
                 receiver = receiver.value  # the fix resizes the tensor itself
-            tensor = _code(receiver)
+            tensor = short_code(receiver)
             self.report(
                 node,
                 "needs-review",
@@ -339,6 +270,10 @@ class BatchSizeShapes(BufferFindings, Rule):
                 if_migrated=True,
             )
             return
+        line = self._line(node)
+        if line in self._shape_lines:
+            return  # one finding a line: `torch.cat([torch.arange(B) + B, torch.arange(B)])`
+        self._shape_lines.add(line)
         self.report(
             node,
             "needs-review",
@@ -348,70 +283,6 @@ class BatchSizeShapes(BufferFindings, Rule):
             "the size from the batch (`x.size(0)`), or launch with "
             "`--batch-mode per-device`",
             if_migrated=True,
-        )
-
-    def _handed_to_shape(self, call: cst.Call) -> None:
-        """``hidden = model.init_hidden(args.batch_size)`` before the loop over
-        the loader: a configured batch size handed to a function or method of
-        this file that shapes a tensor with it (``weight.new_zeros(1, bsz,
-        nhid)``), in a function that loops over a prepared loader."""
-        target = self._shaping_callee(call)
-        if target is None:
-            return
-        function, bound = target
-        for name, arg in bind_arguments(function, bound, call):
-            if not isinstance(arg, (cst.Name, cst.Attribute)) or not self._configured(
-                arg
-            ):
-                continue
-            shape = _shaped_by(self.index, function, name)
-            if (
-                shape is None
-                or self._enclosing_loops(shape)  # reported there, through `_passed`
-                or not self._loops_over_a_loader(call)
-            ):
-                continue
-            spelled = attr_chain(arg) or "batch_size"
-            self.report(
-                call,
-                "needs-review",
-                f"{self._what_size(spelled, arg)} is handed to "
-                f"`{function.name.value}`, which shapes a tensor with it "
-                f"(`{_code(shape)}`, line {self._line(shape)}), and what it makes "
-                "is used with this loader's batches: with the global batch split "
-                f"across processes each process's batch has {spelled} / N samples, "
-                "so that shape is wrong at world size > 1; take the size from the "
-                "batch (`x.size(0)`), or launch with `--batch-mode per-device`",
-                if_migrated=True,
-            )
-            return
-
-    def _shaping_callee(self, call: cst.Call) -> tuple[cst.FunctionDef, int] | None:
-        """The function of this file ``call`` runs: a local function, or the one
-        method of that name of the local classes its receiver may hold."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            return self.index.callee(call)
-        if not isinstance(func, cst.Attribute):
-            return None
-        methods = {
-            statement
-            for cls in model_methods.instance_classes(self.index, func.value)
-            for statement in cls.body.body
-            if isinstance(statement, cst.FunctionDef)
-            and statement.name.value == func.attr.value
-        }
-        return (methods.pop(), 1) if len(methods) == 1 else None
-
-    def _loops_over_a_loader(self, node: cst.CSTNode) -> bool:
-        """Is ``node`` in, or in a function (or module) with, a loop over a
-        prepared loader?"""
-        if self._enclosing_loops(node):
-            return True
-        scope = self.index.enclosing_function(node) or self.index.module
-        return any(
-            isinstance(loop, cst.For) and self._loop(loop) is not None
-            for loop in findall(scope, m.For())
         )
 
     def _row_range(self, call: cst.Call) -> None:
@@ -434,7 +305,7 @@ class BatchSizeShapes(BufferFindings, Rule):
                 for loader in info.loaders
             ]
             if not any(
-                s is not None and _same_size(self.index, count, s, True) for s in sizes
+                s is not None and same_size(self.index, count, s, True) for s in sizes
             ):
                 return
             spelled = count.value
@@ -462,7 +333,7 @@ class BatchSizeShapes(BufferFindings, Rule):
     ) -> str | None:
         """The batch variable ``call`` reshapes, when its first dimension is provably
         the batch size ``size`` (of the loader its loop draws it from)."""
-        receiver = _receiver(call)
+        receiver = shape_receiver(call)
         if not isinstance(receiver, cst.Name):
             return None
         key = self.index.key(receiver)
@@ -477,37 +348,6 @@ class BatchSizeShapes(BufferFindings, Rule):
             return receiver.value
         return None
 
-    def _literal_parameter(
-        self, call: cst.Call, loops: list[tuple[cst.For, LoaderLoop]]
-    ) -> None:
-        """``images.view(batch_size, -1)`` on the loop's batch, where
-        ``batch_size`` is a parameter some call passes an integer literal
-        (``log_images(model, loader, 32)``): likely the loader's batch size,
-        which this rule cannot show; reported."""
-        first = call.args[0] if call.args else None
-        if first is None or first.keyword is not None or first.star:
-            return
-        passed = self._passed(first.value)
-        if not passed or not any(isinstance(v, cst.Integer) for _, v in passed):
-            return
-        receiver = _receiver(call)
-        key = self.index.key(receiver) if isinstance(receiver, cst.Name) else None
-        if key is None or not any(key in info.batch for _, info in loops):
-            return
-        name = first.value.value  # type: ignore[attr-defined]
-        self.report(
-            call,
-            "needs-review",
-            f"`{name}`{self._handed_down(first.value)} is the first dimension of "
-            f"a reshape of the batch `{receiver.value}` in a step: "  # type: ignore[union-attr]
-            "with the global batch split across processes each process's batch has "
-            "the loader's batch size / N samples, so if that literal is the loader's "
-            "batch size this reshape fails at world size > 1; take the size from the "
-            f"batch (`{receiver.value}.size(0)`), or launch with "  # type: ignore[union-attr]
-            "`--batch-mode per-device`",
-            if_migrated=True,
-        )
-
     def _what_size(self, spelled: str, expr: cst.BaseExpression) -> str:
         handed = self._handed_down(expr)
         if not handed:
@@ -515,25 +355,6 @@ class BatchSizeShapes(BufferFindings, Rule):
                 return f"`{spelled}`, a multiple of the loader's batch size,"
             return f"the loader's batch size `{spelled}`"
         return f"`{spelled}`{handed}, the loader's batch size at a call,"
-
-    def _handed_down(self, expr: cst.BaseExpression) -> str:
-        """`` (a parameter of `train()`; the call at line 40 passes `64`)``, for a
-        parameter; empty otherwise."""
-        passed = self._passed(expr)
-        if not passed:
-            return ""
-        callee = self.index.callee(passed[0][0])
-        name = callee[0].name.value if callee is not None else "a function"
-        calls = "; ".join(
-            f"line {self._line(site)} passes "
-            + (
-                f"`{cst.Module([]).code_for_node(value)}`"
-                if value is not None
-                else "no value it can read"
-            )
-            for site, value in passed[:_CALLS_SHOWN]
-        )
-        return f" (a parameter of `{name}()`: {calls})"
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.original_line(node)
@@ -580,27 +401,6 @@ class BatchSizeShapes(BufferFindings, Rule):
             value = value.func.value
         return isinstance(value, cst.Name) and value.value == name
 
-    def _batch_shaped_model(self, node: cst.Call) -> None:
-        """``model = build_model(cfg)`` or ``SeqClassifier(cfg)`` of a local
-        module whose model class keeps the configured batch size and shapes a
-        tensor with it in ``forward`` (``HelperFact.batch_shape``), in a file
-        that shards a loader: each process's batch has a share of that size."""
-        fact = self.index.helper(node.func)
-        if fact is None or fact.returns != "model":
-            return
-        shaped = fact if fact.kind == "class" else fact.model_class
-        if shaped is None or not shaped.batch_shape or not self.index.loaders:
-            return
-        self.report(
-            node,
-            "needs-review",
-            f"builds {shaped.where}, whose {shaped.batch_shape}: each process's "
-            "batch holds its share of the configured batch size, so that shape "
-            "has too many rows (a reshape fails or mixes samples); take the size "
-            f"from the batch in {shaped.file} (`x.size(0)`), or launch with "
-            "--batch-mode per-device",
-        )
-
     def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
         batch = self._rewrite.get(original_node)
         if batch is None:
@@ -611,43 +411,3 @@ class BatchSizeShapes(BufferFindings, Rule):
                 args=[cst.Arg(cst.Integer("0"))],
             )
         )
-
-
-def _shaped_by(
-    index: ModuleIndex, function: cst.FunctionDef, parameter: str
-) -> cst.Call | None:
-    """A shape call in ``function`` with its parameter ``parameter`` among the
-    sizes (``weight.new_zeros(1, bsz, nhid)``), or None."""
-    for call in findall(function, m.Call()):
-        func = call.func  # type: ignore[attr-defined]
-        method = func.attr.value if isinstance(func, cst.Attribute) else None
-        if method not in SHAPE_METHODS and not (
-            index.qualnames(func) & SHAPE_FUNCTIONS
-        ):
-            continue
-        if any(
-            m.matches(expr, m.Name(parameter))
-            for _, expr in _shape_args(call)  # type: ignore[arg-type]
-        ):
-            return call  # type: ignore[return-value]
-    return None
-
-
-def _code(node: cst.CSTNode) -> str:
-    text = cst.Module(body=[]).code_for_node(node)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _same_size(
-    index: ModuleIndex, a: cst.BaseExpression, b: cst.BaseExpression, strict: bool
-) -> bool:
-    """One variable (``same_variable``), or one integer literal (``64``)."""
-    if isinstance(a, cst.Integer) and isinstance(b, cst.Integer):
-        return a.evaluated_value == b.evaluated_value
-    return same_variable(index, a, b, strict=strict)
-
-
-def _receiver(call: cst.Call) -> cst.BaseExpression:
-    """What ``call`` (``x.to(device).view(...)``) reshapes, less the calls that
-    keep its rows."""
-    return strip_methods(call.func.value, KEEP_ROWS)  # type: ignore[attr-defined]

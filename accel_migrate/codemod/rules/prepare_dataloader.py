@@ -29,7 +29,9 @@ next(iter(test_loader))`` to reconstruct the same images every epoch;
 ``x_fixed = next(data_iter)`` after ``data_iter = iter(loader)``), is reported
 as needs-review too: it holds this process's share of that batch, so the
 samples, images or probe losses computed from it are the main process's
-share's.
+share's. Such batches are one fact of the module (``fixed_batches.py``); one
+that a file is written from is AM041's finding, which names the files, and
+AM006 says nothing more of it (one finding a batch).
 
 ## Why
 Every process must see its own share of the data. By default the runtime keeps
@@ -73,11 +75,12 @@ from typing import Any
 
 import libcst as cst
 
-from ..fixed_batches import fixed_batch_taken
+from ..fixed_batches import fixed_batches
 from ..helper_effects import loader_passed_to_helper
 from ..names import DATALOADER_CALLS
 from ..patterns import prepared_loader_map
 from ..project_facts import HelperFact
+from ..reduction.placement import code
 from ..rule import Rule, tidy_args
 from ..unshardable import unshardable_reason
 
@@ -98,7 +101,7 @@ class PrepareDataloader(Rule):
         if helper is None and not self.is_call_to(original_node, DATALOADER_CALLS):
             passed = loader_passed_to_helper(
                 self.index, original_node
-            ) or fixed_batch_taken(self.index, original_node)
+            ) or self._fixed_batch(original_node)
             if passed is not None:
                 self.report(original_node, "needs-review", passed, if_migrated=True)
             return updated_node
@@ -134,6 +137,25 @@ class PrepareDataloader(Rule):
             original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"
         )
         return self.runtime_call("prepare_dataloader", [cst.Arg(value=updated_node)])
+
+    def _fixed_batch(self, call: cst.Call) -> str | None:
+        """The needs-review message for ``call`` when it takes a batch once off a
+        sharded loader (``fixed_batches``) that no file is written from: one
+        that is written is AM041's, which names the files, once for the batch."""
+        fact = fixed_batches(self.index)
+        batch = fact.at(call)
+        if batch is None or batch.gathered or fact.written(batch):
+            return None
+        return (
+            f"{batch.into} is taken once with `{code(call)}` from "
+            f"`{code(batch.loader)}`, which accel.prepare_dataloader shards: it "
+            "holds this process's share of that batch, so what is computed from "
+            "it (sampled or reconstructed images, a probe loss, a data-dependent "
+            "initialisation) is the main process's share's where the original "
+            "used the whole batch; take it from a DataLoader over the same "
+            "dataset that is not prepared, or combine what it yields across "
+            "processes"
+        )
 
     def _container(
         self, original: cst.Call, updated: cst.Call, helper: HelperFact
