@@ -17,6 +17,7 @@ import libcst.matchers as m
 from .analysis import ModuleIndex
 from .analysis import variable_names as variable_names_of
 from .subtrees import findall
+from .trained_models import returns_of
 
 
 class BatchStatistics:
@@ -24,9 +25,12 @@ class BatchStatistics:
 
     def _batch_statistic(self, expr: cst.CSTNode | None, depth: int = 0) -> str | None:
         """A statistic over the batch dimension that the loss goes through
-        non-linearly (``(f.mean(0) - g.mean(0)).pow(2)``, ``x.var(0)``), following
-        variables a few assignments back: its spelling, or None."""
-        if expr is None or depth > 3:
+        non-linearly (``(f.mean(0) - g.mean(0)).pow(2)``, ``x.var(0)``,
+        ``x.std()``), following variables a few assignments back and into what
+        a local function returns (DRAGAN's ``compute_gradient_penalty(D, X)``,
+        whose penalty is taken at ``X + 0.5 * X.std() * noise``): its spelling,
+        or None."""
+        if expr is None or depth > _DEPTH:
             return None
         inner = _inside_calls(expr)
         for call in findall(expr, m.Call()):
@@ -43,8 +47,9 @@ class BatchStatistics:
             ][:1]
             if not dims:
                 # `criterion(D(real) - torch.mean(D(fake)), ones)`: over the whole
-                # batch, inside what makes a per-sample loss (RaGAN)
-                if call in inner:
+                # batch, inside what makes a per-sample loss (RaGAN); a spread
+                # over the whole tensor (`X.std()`) is never a loss's mean
+                if call in inner or how != "mean":
                     return code_of(call)
                 continue
             if not m.matches(dims[0], m.Integer("0")):
@@ -53,6 +58,10 @@ class BatchStatistics:
             # what per-process weighting rebuilds exactly; anything else is not.
             if how != "mean" or call is not expr:
                 return f".{how}(0)"
+        for call in findall(expr, m.Call()):
+            found = self._returned_statistic(call, depth)  # type: ignore[arg-type]
+            if found is not None:
+                return found
         for name in findall(expr, m.Name()):
             key = self.index.key(name)  # type: ignore[arg-type]
             if key is None:
@@ -62,6 +71,20 @@ class BatchStatistics:
                 found = self._batch_statistic(value, depth + 1)
                 if found is not None:
                     return found
+        return None
+
+    def _returned_statistic(self, call: cst.Call, depth: int) -> str | None:
+        """A statistic in what the local function ``call`` runs returns
+        (``gradient_penalty = compute_gradient_penalty(D, real_imgs.data)``):
+        its spelling and the function's name, or None. A method of a class
+        (a model's ``forward``) is AM037's."""
+        function = self.index.local_function(call.func)
+        if function is None or self.index.enclosing_class(function) is not None:
+            return None
+        for value in returns_of(self.index, function):
+            found = self._batch_statistic(value, depth + 1)
+            if found is not None:
+                return f"{found}` in `{function.name.value}"
         return None
 
     def _augmented_near(self, name: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -143,6 +166,8 @@ class BatchStatistics:
 
 
 _STATISTICS = frozenset({"mean", "var", "std"})
+#: How many assignments (and returns of local functions) back a loss is followed.
+_DEPTH = 5
 #: Reductions a value may be divided by to normalise it (``_normalised_targets``).
 _NORMALISERS = frozenset({"sum", "mean", "norm", "amax", "logsumexp"})
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})

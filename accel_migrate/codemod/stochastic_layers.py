@@ -27,6 +27,7 @@ Static only: ``ast``, nothing is imported or run.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -75,7 +76,6 @@ def stochastic_layers(
     model (``builds_model`` false): a functional dropout it calls itself
     (``def noisy(x): return F.dropout(x, 0.1)``, which a ``forward`` may call)."""
     from .project_draws import class_methods
-    from .project_helpers import _own_nodes
 
     if isinstance(node, ast.ClassDef):
         methods = list(class_methods(node).values())
@@ -89,7 +89,7 @@ def stochastic_layers(
         (
             (n, method in forward)
             for method in methods
-            for n in _own_nodes(method)
+            for n in _method_nodes(method)
             if isinstance(n, ast.Call)
         ),
         key=lambda c: (c[0].lineno, c[0].col_offset),
@@ -117,6 +117,19 @@ def stochastic_layers(
         if fact.kind == "class" or fact.returns == "model" or in_forward:
             return fact.stochastic
     return ""
+
+
+def _method_nodes(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``function``'s body and of the functions nested in it, not of
+    classes in it: PyTorch-GAN's ``def discriminator_block(...)`` inside
+    ``__init__`` builds the layers (``nn.Dropout2d(0.25)``) that ``__init__``
+    assembles, so its calls are the method's."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, ast.ClassDef):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _forward_methods(

@@ -116,6 +116,19 @@ class Jittered(nn.Module):
 
     def forward(self, x):
         return jitter(self.fc(x))
+
+
+class PatchDiscriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+        def discriminator_block(in_filters, out_filters):
+            return [nn.Conv2d(in_filters, out_filters, 3, 2, 1), nn.Dropout2d(0.25)]
+
+        self.model = nn.Sequential(*discriminator_block(1, 4))
+
+    def forward(self, img):
+        return self.model(img)
 """
 
 SCRIPT = """\
@@ -169,6 +182,10 @@ def test_the_fact_names_the_innermost_layer_across_modules(tmp_path: Path) -> No
     # a module-level function of its module that forward calls
     assert table["models.Jittered"].stochastic == (
         "`nn.functional.dropout(x, 0.1)` in `jitter` (models.py, line 57)"
+    )
+    # built by a function nested in __init__ (PyTorch-GAN's discriminator_block)
+    assert table["models.PatchDiscriminator"].stochastic == (
+        "`nn.Dropout2d(0.25)` in `PatchDiscriminator` (models.py, line 74)"
     )
     # p written as 0, training=False: no masks drawn
     assert table["layers.Off"].stochastic == ""

@@ -523,6 +523,29 @@ EXPECTED: dict[str, str] = {
     # sample() every sample_step): FLAGGED before too (AM006 at the take, AM041
     # at the write); now one AM041 finding at the take names the write
     "solver_attr_fixed_batch_r25a_project": "FLAGGED",
+    # Round 25c: six PyTorch-GAN implementations. BEGAN's balance `k` updated
+    # from this process's losses (AM032, true; with the real gamma and lambda_k
+    # the per-process k stays within 1e-5 of the original's over 12 steps)
+    "began_k_balance_r25c": "MATCH",
+    # EBGAN: the pull-away term compares the batch's embeddings (AM007) and the
+    # margin term is added on a per-process condition (AM028): left whole
+    "ebgan_pullaway_r25c": "FLAGGED",
+    # DRAGAN: the penalty's perturbation scaled by the batch's `X.std()` in
+    # compute_gradient_penalty (AM007 did not follow the helper's return, nor
+    # a std without a dim, before), drawn with np.random/torch.rand (AM020)
+    "dragan_perturbed_gp_r25c": "FLAGGED",
+    # Context encoder: random masks drawn in the dataset (AM020), samples of a
+    # shuffled validation batch taken with next(iter(...)) (AM041)
+    "context_encoder_r25c_project": "FLAGGED",
+    "context_encoder_r25c_project_batch": "FLAGGED",
+    # CoGAN: Dropout2d built by a `discriminator_block` function nested in
+    # __init__ (SILENT before: AM027 read only a method's own calls)
+    "cogan_coupled_r25c_project": "FLAGGED",
+    "cogan_coupled_r25c_project_batch": "FLAGGED",
+    # ESRGAN: the relativistic average loss (AM007); the pixel-only warm-up
+    # with `continue` matches
+    "esrgan_warmup_r25c_project": "FLAGGED",
+    "esrgan_warmup_r25c_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -4,9 +4,10 @@
 Reports, as info, a dropout layer of a model class defined in the file
 whose instances a training step calls (a loop that runs a backward and takes
 its batches from a data loader): ``nn.Dropout``, ``nn.Dropout1d/2d/3d``,
-``nn.AlphaDropout``, ``nn.FeatureAlphaDropout`` built in the class, and
-``F.dropout`` (and its variants) called in its ``forward`` or a method
-``forward`` calls. A model built from a local module (``model = GPT(config)``
+``nn.AlphaDropout``, ``nn.FeatureAlphaDropout`` built in the class (also in
+a function nested in one of its methods, as PyTorch-GAN's ``def
+discriminator_block(...)`` inside ``__init__``), and ``F.dropout`` (and its
+variants) called in its ``forward`` or a method ``forward`` calls. A model built from a local module (``model = GPT(config)``
 with ``GPT`` in ``model.py``, ``net = vgg_tiny()``, ``build_model(cfg)``) is
 reported where it is built when its class, or a class it builds as a submodule
 or derives from, in any local module, has such a layer (minGPT's
@@ -65,6 +66,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..amp import code
+from ..analysis import ModuleIndex
 from ..model_lookups import looked_up_models
 from ..model_methods import forward_methods, stepped_classes
 from ..rule import Rule
@@ -85,10 +87,10 @@ class DropoutLayers(Rule):
         function = sorted(names & DROPOUT_FUNCTIONS)
         if not (layer or function) or _disabled(node, functional=bool(function)):
             return
-        cls = self.index.enclosing_class(node)
+        cls, method = _owner(self.index, node)
         if cls is None or cls not in stepped_classes(self.index):
             return
-        if function and self.index.enclosing_function(node) not in forward_methods(cls):
+        if function and method not in forward_methods(cls):
             return
         name = (layer or function)[0]
         self.report(
@@ -151,6 +153,23 @@ class DropoutLayers(Rule):
             "`accel-migrate verify --deterministic` compares the rest of the "
             "migration exactly (dropout off in both runs)",
         )
+
+
+def _owner(
+    index: ModuleIndex, node: cst.CSTNode
+) -> tuple[cst.ClassDef | None, cst.FunctionDef | None]:
+    """The class whose method ``node`` is in, and that method; also through
+    functions nested in the method (PyTorch-GAN's ``def
+    discriminator_block(...)`` inside ``__init__``, which builds the
+    ``nn.Dropout2d(0.25)`` that ``__init__`` assembles). ``(None, None)`` when
+    ``node`` is in no method."""
+    function = index.enclosing_function(node)
+    while function is not None:
+        cls = index.enclosing_class(function.body)
+        if cls is not None:
+            return cls, function
+        function = index.enclosing_function(function)
+    return None, None
 
 
 def _disabled(node: cst.Call, functional: bool) -> bool:

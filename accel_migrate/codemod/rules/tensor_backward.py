@@ -63,7 +63,10 @@ and FSDP (by hand after every backward, for a model whose first backward leaves
 parameters without a gradient, see docs/runtime.md), not under DeepSpeed;
 adding the losses and calling backward once is exact everywhere and faster. And so is a loss that goes through a statistic
 of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
-matching; followed through ``loss += term`` too), or through targets that a
+matching; ``X.std()`` over the whole tensor; followed through ``loss += term``
+and into what a local function returns, as DRAGAN's
+``compute_gradient_penalty(D, X)`` taken at ``X + 0.5 * X.std() * noise``), or
+through targets that a
 local function run without gradient normalises over the batch (SwAV's
 Sinkhorn-Knopp codes, ``q = sinkhorn(out)`` dividing by ``torch.sum(Q)``): each
 process computes it over its own share of the batch, which no
