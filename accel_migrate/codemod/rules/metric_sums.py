@@ -130,6 +130,7 @@ from ..metric_means import MeanPlans
 from ..metric_rewrites import MetricRewrites
 from ..metrics.accumulators import (
     batch_dependent,
+    nested_sums,
     collected_values,
     has_runtime_call,
     read_after,
@@ -338,9 +339,13 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
                 if_migrated=True,
             )
             return
+        combined = nested_sums(self.index, loop, statement)
         for value in values:
             if has_runtime_call(self.index, value) or not batch_dependent(value):
                 continue
+            used = {n.value for n in findall(value, m.Name())}
+            if used and used <= combined:
+                continue  # sums of a nested loop, combined (or reported) after it
             if reads_clock(self.index, self.qualnames, value):
                 # `batch_time.update(time.time() - end)`: no share of a batch
                 continue
