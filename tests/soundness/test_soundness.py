@@ -555,6 +555,12 @@ EXPECTED: dict[str, str] = {
     # write as read back and puts a barrier after the `with` that writes it
     "word2vec_sgns_r25a_project": "MATCH",
     "word2vec_sgns_r25a_project_batch": "MATCH",
+    # jidasheng/bi-lstm-crf with a dev entity-F1: the per-process F1 picks the
+    # saved model (AM028: left whole). The size-weighted validation loss is a
+    # comprehension over the loader, which the divergence analysis now reads as
+    # rank-local (AM033/AM028 name what is computed from it)
+    "bilstm_crf_ner_r25a_project": "FLAGGED",
+    "bilstm_crf_ner_r25a_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
