@@ -15,6 +15,7 @@ import builtins
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .names import (
     DATALOADER_CALLS,
@@ -194,6 +195,7 @@ class HelperFacts:
                 augmentation=self._augmentation(cls),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
+                batch_mixing=batch_mixing(self, cls),
                 unimplemented_forward=unimplemented_forward(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
@@ -370,6 +372,7 @@ class HelperFacts:
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
+            batch_mixing=batch_mixing(self, function) if kind == "model" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
             row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(

@@ -127,9 +127,7 @@ def _whole_argmax(index: ModuleIndex, call: cst.Call, values: set[str]) -> bool:
     else:
         return False
     dims = [
-        a.value
-        for a in rest
-        if a.keyword is None or a.keyword.value in ("dim", "axis")
+        a.value for a in rest if a.keyword is None or a.keyword.value in ("dim", "axis")
     ]
     if dims and not m.matches(dims[0], m.Integer("0")):
         return False

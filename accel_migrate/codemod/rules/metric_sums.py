@@ -139,9 +139,9 @@ from ..metric_means import MeanPlans
 from ..metric_rewrites import MetricRewrites
 from ..metrics.accumulators import (
     batch_dependent,
-    nested_sums,
     collected_values,
     has_runtime_call,
+    nested_sums,
     read_after,
     read_inside,
     rebound_increments,
