@@ -67,6 +67,13 @@ class _TaintFinder(cst.CSTVisitor):
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
 
+    def visit_CompFor(self, node: cst.CompFor) -> bool:
+        # `[criterion(model(x), y) for x, y in val_loader]`: one value per batch
+        # of this process's share of a sharded loader
+        if self.divergence.index.loader_loop(node.iter)[0]:
+            self.hit = True
+        return True
+
 
 class _TaintedLeaves(_TaintFinder):
     """The rank-local variables an expression reads (outside calls whose result

@@ -115,16 +115,55 @@ class FileReads:
 
     def read_again(self, call: cst.Call, path: cst.BaseExpression | None) -> bool:
         """Is the file at ``path`` read after ``call`` writes it: on a later line, or
-        anywhere in a loop around the write (the next pass reads it)?"""
+        anywhere in a loop around the write (the next pass reads it)? Or handed,
+        after the write, to a function or class of the project, which may read it
+        (``handed_on``)?"""
         if path is None:
             return False
         key = path_key(path)
-        line = self.rule.get_metadata(PositionProvider, call).start.line
+        line = self._line(call)
         around_write = loops(self.index, call)
         return any(
             read == key and (later > line or bool(around & around_write))
             for later, read, around in self.reads
+        ) or self.handed_on(call, path)
+
+    def handed_on(self, call: cst.Call, path: cst.BaseExpression) -> bool:
+        """Is ``path`` (or, where it is a parameter of the function that writes,
+        what a caller passes for it) given, after the write, to a function or
+        class of the project (of this module or another)? ``write_corpus(
+        args.corpus)`` writes the file that ``InputData(args.corpus)`` opens in
+        input_data.py: the read is not on this module's lines."""
+        index = self.index
+        handed = [(path, self._line(call))]
+        function = index.enclosing_function(call)
+        if isinstance(path, cst.Name) and function is not None:
+            param = index.function_scope_key(function, path.value)
+            if index.key(path) == param:
+                for site in index.call_sites(function):
+                    for key, arg in index.arguments(site):
+                        if key == param:
+                            handed.append((arg, self._line(site)))
+        for expr, after in handed:
+            code = path_key(expr)
+            for other in index.calls:
+                if other is call or not self._project_call(other):
+                    continue
+                if self._line(other) > after and any(
+                    path_key(a.value) == code for a in other.args
+                ):
+                    return True
+        return False
+
+    def _project_call(self, call: cst.Call) -> bool:
+        """A call of a function or class of this module or of the project's others."""
+        return (
+            self.index.callee(call) is not None
+            or self.index.helper(call.func) is not None
         )
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.rule.get_metadata(PositionProvider, node).start.line
 
 
 def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:

@@ -158,6 +158,11 @@ class HelperFact:
     #: it builds or derives from, in any local module) draws dropout masks in
     #: train mode, as a phrase (``stochastic_layers``); "" if it does not.
     stochastic: str = ""
+    #: For a model class, or a function returning a model: where it (or a class
+    #: it builds or derives from, in any local module) reduces over the samples
+    #: of its batch in ``forward``, as a phrase (``batch_mixing_models``); "" if
+    #: it does not.
+    batch_mixing: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

@@ -17,6 +17,7 @@ import ast
 import builtins
 from typing import TYPE_CHECKING
 
+from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .names import (
     MODULE_BASES,
@@ -160,6 +161,7 @@ class HelperFacts(ReturnKinds):
                 augmentation=self._augmentation(cls),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
+                batch_mixing=batch_mixing(self, cls),
                 unimplemented_forward=unimplemented_forward(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
@@ -336,6 +338,7 @@ class HelperFacts(ReturnKinds):
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
+            batch_mixing=batch_mixing(self, function) if kind == "model" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
             row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(

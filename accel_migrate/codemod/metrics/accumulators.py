@@ -313,6 +313,25 @@ def _made_before(
     return True
 
 
+def nested_sums(index: ModuleIndex, loop: cst.For, statement: cst.CSTNode) -> set[str]:
+    """The sums that loops over loaders nested in ``loop`` (not ``statement``'s
+    own) accumulate (``right += 1`` in an N-way test run every few training
+    steps). AM009 combines each right after its own loop, or reports that loop
+    and leaves it: a value computed from them (``right / (right + error)``,
+    appended to a list in ``loop``) is the whole data's, or is named there."""
+    enclosing = {id(a) for a in index.ancestors(statement)}
+    names: set[str] = set()
+    for inner in findall(loop.body, m.For()):
+        assert isinstance(inner, cst.For)
+        if id(inner) in enclosing or not index.loader_loop(inner.iter)[0]:
+            continue
+        for aug in sum_increments(index, inner):
+            name = attr_chain(aug.target)
+            if name is not None:
+                names.add(name)
+    return names
+
+
 def batch_dependent(value: cst.BaseExpression) -> bool:
     """Does ``value`` depend on this process's batch? (A constant step of a
     counter, ``meter.update(x, 1)``'s ``1``, does not.)"""

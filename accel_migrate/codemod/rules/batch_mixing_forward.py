@@ -11,6 +11,11 @@ layer of ProGAN and StyleGAN discriminators, a head that compares each sample
 with the batch's mean feature, a normalisation layer of the project's own.
 Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``) nor of
 values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``).
+A model of another local module is read the same way (``HelperFact.batch_mixing``,
+``batch_mixing_models.py``), with the classes it builds in any local module: the
+finding is at the call that builds it (``model = Net(...)`` whose
+``self.digits = CapsuleLayer(...)`` in capsule_layer.py averages its routing
+agreement over the batch), in a file that shards a loader.
 
 Also, in a training step, a matrix whose rows and columns are both picked by
 the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,
@@ -56,29 +61,12 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
+from ..batch_mixing_models import REDUCTIONS
 from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
 from ..trained_models import snippet
 
-#: Methods (and ``torch.`` functions) that reduce a tensor over a dimension.
-_REDUCTIONS = frozenset(
-    {
-        "amax",
-        "amin",
-        "log_softmax",
-        "logsumexp",
-        "max",
-        "mean",
-        "median",
-        "min",
-        "norm",
-        "prod",
-        "softmax",
-        "std",
-        "sum",
-        "var",
-    }
-)
+_REDUCTIONS = REDUCTIONS
 
 
 class BatchMixingForward(Rule):
@@ -90,6 +78,7 @@ class BatchMixingForward(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._batch_mixing_model(node)
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
             return
@@ -115,6 +104,27 @@ class BatchMixingForward(Rule):
             "process reduces over its own share of the batch, not the batch the "
             "original reduced over, so the losses will not match the original's "
             "(if dimension 0 is not the batch here, this can be skipped)",
+            if_migrated=True,
+        )
+
+    def _batch_mixing_model(self, node: cst.Call) -> None:
+        """``model = Net(...)`` (or ``build_model(cfg)``) of a local module whose
+        model reduces over its batch in ``forward`` (``HelperFact.batch_mixing``:
+        a class it builds in another module, CapsNet's routing), in a file that
+        shards a loader."""
+        fact = self.index.helper(node.func)
+        if fact is None or fact.returns != "model" or not self.index.loaders:
+            return
+        if not fact.batch_mixing:
+            return
+        self.report(
+            node,
+            "needs-review",
+            f"builds {fact.where}, in which {fact.batch_mixing}: after migration "
+            "each process reduces over its own share of the batch, not the batch "
+            "the original reduced over, so the losses will not match the "
+            "original's (if dimension 0 is not the batch there, this can be "
+            "skipped)",
             if_migrated=True,
         )
 

@@ -79,7 +79,11 @@ AM041 reports a batch taken once off a sharded loader (``fixed_x, _ =
 next(iter(test_loader))``) whose images or reconstructions are saved. A file that the script writes and then reads back on every process (on a
 later line, or anywhere in a loop around the write, whose next pass reads it) is
 left as it is and reported as needs-review (the other processes would find no
-file, or read it before it is written), unless it is written in a ``with open(...)``
+file, or read it before it is written); a path handed after the write to a
+function or class of the project counts as read back (``write_corpus(
+args.corpus)`` then ``InputData(args.corpus)``, which opens it in another
+module; also what a caller passes where the path is a parameter of the function
+that writes), unless it is written in a ``with open(...)``
 statement that every process reaches together, outside any loop: then it is
 written on the main process and ``accel.barrier()`` follows the ``with`` (the file
 is closed by then), so every process reads what the main process wrote. A copy, move or rename whose

@@ -68,6 +68,15 @@ of it:
   right as the original's, and it is left alone. A loss rebound to itself in
   another dtype (``loss = loss.float()`` before ``losses.update(loss.item(),
   n)``) keeps the kind of its other assignments;
+- a value collected in an outer loop from the sums of a loader loop nested in
+  it (``queue.append(right / (right + error))`` after an N-way test run every
+  few training steps) is left as it is: those sums are combined right after
+  their own loop (or that loop is reported), so the value is already the whole
+  data's (or named there);
+- a loop that ranks its batch's samples against each other (a candidate list's
+  ``torch.topk`` for HR@k; an N-way trial's ``np.argmax(output)`` over the
+  whole batch, with batches of more than one sample) is reported and left
+  alone (``metrics/batch_ranking.py``);
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
@@ -132,6 +141,7 @@ from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
     has_runtime_call,
+    nested_sums,
     read_after,
     read_inside,
     rebound_increments,
@@ -338,9 +348,13 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
                 if_migrated=True,
             )
             return
+        combined = nested_sums(self.index, loop, statement)
         for value in values:
             if has_runtime_call(self.index, value) or not batch_dependent(value):
                 continue
+            used = {n.value for n in findall(value, m.Name())}
+            if used and used <= combined:
+                continue  # sums of a nested loop, combined (or reported) after it
             if reads_clock(self.index, self.qualnames, value):
                 # `batch_time.update(time.time() - end)`: no share of a batch
                 continue

@@ -1,0 +1,122 @@
+"""Model classes of a local module whose forward reduces over the samples of its
+batch (``HelperFact.batch_mixing``).
+
+cedrickchee/capsule-net-pytorch's ``CapsuleLayer.routing`` (capsule_layer.py),
+which ``forward`` runs, updates the routing logits with the agreement averaged
+over the batch (``.mean(dim=0, keepdim=True)``); ``Net`` (model.py) builds it
+as ``self.digits``; the script that trains it only writes ``model = Net(...)``.
+AM037 (batch-mixing-forward) reads this fact where a training file that shards
+a loader builds such a model, as it reads the forward of a model class of the
+file itself: after migration each process reduces over its share of the batch.
+
+A class mixes its batch when ``forward`` (or a method it calls on ``self``,
+transitively) reduces over dimension 0 (``mean``, ``sum``, ``std``, ... with
+``dim=0``, a tuple holding 0, or 0 as the dimension argument; not a tensor of
+the model itself, ``self.weight.norm(dim=0)``, nor one stacked along a new
+first dimension, ``torch.stack([a, b]).sum(0)``), or when it builds (or derives
+from) a local class that does, in its module or another local module. A
+function that returns a model does when it builds such a class.
+
+Static only: ``ast``, nothing is imported or run.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .project_helpers import HelperFacts
+
+#: Methods (and ``torch.`` functions) that reduce a tensor over a dimension.
+REDUCTIONS = frozenset(
+    {
+        "amax",
+        "amin",
+        "log_softmax",
+        "logsumexp",
+        "max",
+        "mean",
+        "median",
+        "min",
+        "norm",
+        "prod",
+        "softmax",
+        "std",
+        "sum",
+        "var",
+    }
+)
+
+
+def batch_mixing(
+    reader: HelperFacts, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+) -> str:
+    """Where the model class (or model-returning function) ``node`` of
+    ``reader``'s module reduces over its batch, as a phrase for a finding
+    (``"`CapsuleLayer.routing` reduces over dimension 0 (`.mean` over dim 0,
+    capsule_layer.py line 61)"``); "" when it does not."""
+    from .project_draws import class_methods
+    from .project_helpers import _own_nodes
+    from .stochastic_layers import _forward_methods
+
+    if isinstance(node, ast.ClassDef):
+        methods = list(class_methods(node).values())
+        for method in _forward_methods(methods):
+            for call in _own_nodes(method):
+                if isinstance(call, ast.Call) and _reduces_first(reader, call):
+                    assert isinstance(call.func, ast.Attribute)
+                    return (
+                        f"`{node.name}.{method.name}` reduces over dimension 0 "
+                        f"(`.{call.func.attr}` over dim 0, {reader.file} line "
+                        f"{call.lineno})"
+                    )
+        inner = [*node.bases] + [
+            n.func for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)
+        ]
+    else:
+        inner = [n.func for n in _own_nodes(node) if isinstance(n, ast.Call)]
+    for expr in inner:
+        target = reader.resolve(expr)
+        if not isinstance(target, tuple) or not target[1]:
+            continue
+        fact = reader._follow(target)
+        if fact is not None and fact.batch_mixing and fact.returns == "model":
+            return fact.batch_mixing
+    return ""
+
+
+def _reduces_first(reader: HelperFacts, call: ast.Call) -> bool:
+    """``x.mean(dim=0)``, ``torch.sum(x, 0)``, ``x.var(dim=(0, 2))``: a reduction
+    over dimension 0 of a value that is not the model's own tensor."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in REDUCTIONS:
+        return False
+    name = func.attr
+    dotted = reader._dotted(func)
+    function_form = dotted in (f"torch.{name}", f"torch.nn.functional.{name}")
+    position = (1 if function_form else 0) + (name == "norm")
+    dim = None
+    for keyword in call.keywords:
+        if keyword.arg in ("dim", "axis"):
+            dim = keyword.value
+    if dim is None and not any(isinstance(a, ast.Starred) for a in call.args):
+        dim = call.args[position] if len(call.args) > position else None
+    if not _over_first(dim):
+        return False
+    receiver = call.args[0] if function_form and call.args else func.value
+    root = receiver
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if root is not receiver and isinstance(root, ast.Name) and root.id == "self":
+        return False  # `self.weight.norm(dim=0)`: the model's own tensor
+    return not (
+        isinstance(receiver, ast.Call)
+        and reader._dotted(receiver.func) in ("torch.stack", "torch.cat")
+    )
+
+
+def _over_first(dim: ast.expr | None) -> bool:
+    if isinstance(dim, (ast.Tuple, ast.List)):
+        return any(_over_first(e) for e in dim.elts)
+    return isinstance(dim, ast.Constant) and dim.value == 0 and type(dim.value) is int
