@@ -205,6 +205,7 @@ class HelperFacts:
             trained_parameter,
             trains_own_models,
         )
+        from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
         lineage = class_lineage(self, cls)
@@ -243,6 +244,7 @@ class HelperFacts:
                 else trains_own_models(
                     cls, lambda call: is_optimizer_class(self._dotted(call.func))
                 )
+                or trains_through(self, cls)
             ),
         )
 
