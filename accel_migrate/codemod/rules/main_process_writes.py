@@ -114,6 +114,7 @@ from ..file_changes import (
 )
 from ..file_reads import FileReads, loops
 from ..helper_effects import helper_call
+from ..instance_writes import instance_call, writing_instance
 from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
 from .output_folders import is_path
@@ -180,6 +181,10 @@ class MainProcessWrites(Rule):
         helper = self.index.helper(original_node.func)
         if helper is not None and helper.side_effects and not helper.returns:
             return helper_call(self, original_node, updated_node, helper)
+        instance = writing_instance(self, original_node)
+        if instance is not None:
+            instance_call(self, original_node, instance)
+            return updated_node
         names = self.qualnames(original_node.func)
         if names & LOGGER_CLASSES:
             what = "logger created on the main process only"
