@@ -94,7 +94,13 @@ from .forward import (
     model_method,
 )
 from .local_criteria import criterion_fact
-from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
+from .loss_dicts import (
+    computed_in_call,
+    dict_values_fact,
+    dict_view,
+    model_loss_dict,
+    returned_dict_item,
+)
 from .model_classes import called_model
 from .operands import centred, elementwise_of_two, over_parameters
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
@@ -235,6 +241,12 @@ class _Reducer:
             return self._binary(expr, at, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, at, depth)
+        item = returned_dict_item(self.index, expr)
+        if isinstance(item, Fact):
+            return item
+        if item is not None:
+            # `losses["loss"]` of a function of this file returning a dict
+            return self._returned_items(item[0], item[1], depth)
         if isinstance(expr, cst.Subscript) and self._model_loss(expr):
             return _computed_by_model(expr)
         if isinstance(expr, cst.Subscript):
