@@ -52,7 +52,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..batch_rows import RowsDraw, rows_draw
+from ..batch_rows import WHOLE_SHAPE, RowsDraw, rows_draw, shape_of
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -107,7 +107,18 @@ class BatchSizedDraws(Rule):
             param += "_"
         args = list(updated.args)
         value = args[arg_index].value
-        if element is None:
+        if element == WHOLE_SHAPE:
+            # `size=x.size()`: x's rows, then the rest of its shape
+            shaped = shape_of(value)
+            assert shaped is not None
+            count = cst.Call(
+                func=cst.Attribute(value=shaped, attr=cst.Name("size")),
+                args=[cst.Arg(value=cst.Integer("0"))],
+            )
+            source = cst.Module([]).code_for_node(shaped)
+            whole = cst.parse_expression(f"({param}, *{source}.shape[1:])")
+            args[arg_index] = args[arg_index].with_changes(value=whole)
+        elif element is None:
             count = value
             args[arg_index] = args[arg_index].with_changes(value=cst.Name(param))
         else:
