@@ -72,9 +72,7 @@ def test_a_trainer_whose_step_runs_the_model_in_a_method_of_its_own(
     assert fact.trained_parameter == ("online", 0)
     result = migrate_source(script.read_bytes(), str(script))
     assert not result.changed
-    assert [f.code for f in result.findings if f.status == "needs-review"] == [
-        "AM004"
-    ]
+    assert [f.code for f in result.findings if f.status == "needs-review"] == ["AM004"]
 
 
 def test_a_barrier_follows_the_call_of_a_writing_method(tmp_path: Path) -> None:

@@ -165,7 +165,10 @@ def returned_dict_item(
             return None
         calls = values  # type: ignore[assignment]
     targets = [index.callee(c) for c in calls]
-    if any(t is None or index.local_class(c.func) for t, c in zip(targets, calls)):
+    if any(
+        t is None or index.local_class(c.func)
+        for t, c in zip(targets, calls, strict=True)
+    ):
         return None
     functions = {t[0] for t in targets if t is not None}
     if len(functions) != 1:

@@ -6,7 +6,9 @@ where the batches of a data loader are used (a training step, an evaluation
 loop, a function they call, a model's ``forward``):
 ``torch.randn(x.size(0), nz)``, ``torch.rand((len(x), 1))``,
 ``torch.randint(0, k, (x.shape[0],))``, ``torch.normal(0, 1, size=(b, d))``
-with ``b = x.size(0)``, ``numpy.random.normal(0, 1, (x.shape[0], d))``, and a
+with ``b = x.size(0)``, ``numpy.random.normal(0, 1, (x.shape[0], d))``, a draw whose size is a
+batch value's whole shape (``torch.randint(high=2, size=heads.size())``,
+``torch.rand(x.shape)``: drawn as ``(rows, *x.shape[1:])``), and a
 ``torch.randn_like(t)`` / ``rand_like`` / ``randint_like`` of a tensor computed
 from the batch (a VAE's ``reparameterize``, called from ``forward`` on the
 batch). The draw becomes ``accel.batch_draw(count, lambda rows: <the draw of

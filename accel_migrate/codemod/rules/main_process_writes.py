@@ -28,6 +28,12 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   from the project view: ``accel.on_main_process(save_checkpoint, ...)`` where
   all it does is write and print; a needs-review finding naming its file where
   it also hands back or changes a value, or calls collectives.
+- in batch mode, calls of a method of an instance of a class that another
+  training file of the batch defines and that writes files (PyTorch-BYOL's
+  ``trainer.train(dataset)``, whose class ends with ``self.save_model(path)``):
+  that file makes the writes main-process ones, so ``accel.barrier()`` follows
+  the call where every process reaches it together (a needs-review finding
+  where not), and no process reads the files before they are written.
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
