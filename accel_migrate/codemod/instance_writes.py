@@ -10,7 +10,9 @@ method runs on every process, and returns on the others before the main
 process has written: a process that reads the file afterwards (the caller, or
 anything after it) may find it missing or half old. Where every process
 reaches the call together, ``accel.barrier()`` follows it; where only some do,
-no barrier can, and it is reported.
+no barrier can, and it is reported. A call read inside an expression
+(``print(trainer.evaluate(loader))``) is left alone: which methods write is
+not known, only that the class does.
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ def instance_call(rule: MainProcessWrites, call: cst.Call, fact: HelperFact) -> 
         f"files ({', '.join(fact.writes)}) on the main process only once migrated "
         "with this batch"
     )
+    if not _statement(rule, call):
+        # a value read inside an expression (`print(trainer.evaluate(loader))`):
+        # the class's writes are in other methods as often as not, and no
+        # method's own writes are known here; left as it is
+        return
     if not _barrier_can_follow(rule, call):
         rule.report(
             call,
@@ -74,4 +81,15 @@ def instance_call(rule: MainProcessWrites, call: cst.Call, fact: HelperFact) -> 
         "fixed",
         f"{what} -> accel.barrier() after the call, so that no process reads what "
         "it writes before the main process has written it",
+    )
+
+
+def _statement(rule: MainProcessWrites, call: cst.Call) -> bool:
+    """Is ``call`` a statement of its own (``f(...)``, ``x = f(...)``)?"""
+    statement = rule.parent(rule.parent(call))
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and rule.parent(call) is statement.body[0]
+        and isinstance(statement.body[0], (cst.Expr, cst.Assign))
     )
