@@ -87,7 +87,30 @@ def rows_draw(index: ModuleIndex, call: cst.Call) -> RowsDraw | None:
         expr = _at(call, place)
         if expr is not None and counts_batch(index, expr):
             return RowsDraw(name, place)
+        if place[1] is None and expr is not None:
+            shaped = shape_of(expr)
+            if shaped is not None and _is_batch(index, shaped):
+                # `size=x.size()`: the whole shape of a batch value
+                return RowsDraw(name, (place[0], WHOLE_SHAPE))
         return None
+    return None
+
+
+#: ``RowsDraw.rows_at``'s element for a size that is a batch value's whole shape.
+WHOLE_SHAPE = -1
+
+
+def shape_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``x.size()`` or ``x.shape``; None otherwise."""
+    if (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "size"
+    ):
+        return expr.func.value
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "shape":
+        return expr.value
     return None
 
 
@@ -119,8 +142,11 @@ def _size_place(name: str, call: cst.Call) -> tuple[int, int | None] | None:
     size = args[positional[at]].value
     if isinstance(size, (cst.Tuple, cst.List)):
         return (positional[at], 0)
-    # randint's size is a tuple; numpy's may be a plain count.
-    return None if name == "torch.randint" else (positional[at], None)
+    # randint's size is a tuple (or a batch value's `x.size()`); numpy's may be
+    # a plain count.
+    if name == "torch.randint" and shape_of(size) is None:
+        return None
+    return (positional[at], None)
 
 
 def _at(call: cst.Call, place: tuple[int, int | None]) -> cst.BaseExpression | None:

@@ -101,14 +101,64 @@ def _handed(lineage: Lineage) -> tuple[str, str] | None:
         if backward is None:
             continue
         used = _used_as_model(method, set(stored))
+        through = ""
+        if used is None:
+            # the step's forward in a method of its own (PyTorch-BYOL's
+            # `loss = self.update(view_1, view_2)`)
+            for helper in _self_methods_called(method, methods):
+                used = _runs_stored(helper, set(stored))
+                if used is not None:
+                    through = f" (through `self.{helper.name}`)"
+                    break
         if used is not None:
             return (
                 f"`{method.name}` calls backward (line {backward.lineno}) in a step "
-                f"that runs `self.{used}`, which it is handed (`__init__`'s "
+                f"that runs `self.{used}`{through}, which it is handed (`__init__`'s "
                 f"`{stored[used]}`)",
                 stored[used],
             )
     return None
+
+
+def _runs_stored(
+    method: ast.FunctionDef | ast.AsyncFunctionDef, attributes: set[str]
+) -> str | None:
+    """The stored attribute ``method`` calls (``self.online_network(x)``): a
+    forward run in a helper of the step, not a read of its parameters (an EMA
+    update)."""
+    calls = sorted(
+        (n for n in _own_nodes(method) if isinstance(n, ast.Call)),
+        key=lambda n: (n.end_lineno or n.lineno, n.end_col_offset or n.col_offset),
+    )
+    for node in calls:
+        attr = _self_attribute(node.func)
+        if attr in attributes:
+            return attr
+    return None
+
+
+def _self_methods_called(
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
+    methods: list[ast.FunctionDef | ast.AsyncFunctionDef],
+) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods of the instance that ``method`` calls on ``self``, in the
+    order of the calls."""
+    by_name = {m.name: m for m in methods if m is not method}
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    calls = sorted(
+        (n for n in _own_nodes(method) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for node in calls:
+        if (
+            isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+            and node.func.attr in by_name
+            and by_name[node.func.attr] not in found
+        ):
+            found.append(by_name[node.func.attr])
+    return found
 
 
 def function_trains_handed(

@@ -77,9 +77,22 @@ def _terms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
     return []
 
 
-def _expression_code(node: cst.BinaryOperation) -> str:
+def _expression_code(node: cst.BinaryOperation | cst.Call) -> str:
     """``loss / ntokens`` for ``(loss / ntokens)`` and ``loss/ntokens``."""
     return code(node.with_changes(lpar=(), rpar=())).replace(" ", "")
+
+
+def _mean_of_variable(node: cst.BaseExpression) -> bool:
+    """``loss.mean()`` of a variable: TransE-PyTorch's per-sample margin losses,
+    backpropagated as ``loss.mean().backward()`` and logged as
+    ``loss.mean().item()``."""
+    return (
+        isinstance(node, cst.Call)
+        and not node.args
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "mean"
+        and isinstance(node.func.value, cst.Name)
+    )
 
 
 def stripped(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -289,16 +302,16 @@ class LossPlaces:
         found: dict[str, set[cst.CSTNode | None]] = {}
         for call in self.index.calls:
             for each in backpropagated(self.index, call):
-                if isinstance(each, cst.BinaryOperation):
-                    found.setdefault(_expression_code(each), set()).add(
+                if isinstance(each, cst.BinaryOperation) or _mean_of_variable(each):
+                    found.setdefault(_expression_code(each), set()).add(  # type: ignore[arg-type]
                         self._loop(call)
                     )
         return found
 
     def _loops_of(self, node: cst.BaseExpression) -> set[cst.CSTNode | None] | None:
         """The loops of the backward of the loss ``node`` is, or is a term of."""
-        if isinstance(node, cst.BinaryOperation):
-            return self.expression_loops.get(_expression_code(node))
+        if isinstance(node, cst.BinaryOperation) or _mean_of_variable(node):
+            return self.expression_loops.get(_expression_code(node))  # type: ignore[arg-type]
         key = self.index.key(node)
         if key is not None and key in self.loss_loops:
             return self.loss_loops[key]

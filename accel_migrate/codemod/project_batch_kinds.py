@@ -196,6 +196,9 @@ class BatchReader:
                 self._reading.discard(expr.id)
         if isinstance(expr, ast.Constant):
             return True
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            # `torch.tensor([0], device=device)` (TransE-PyTorch's hit_at_k)
+            return all(self.batch(e, depth + 1) for e in expr.elts)
         if isinstance(expr, ast.Attribute):
             return self.batch(expr.value, depth + 1)  # `output.data`
         if isinstance(expr, (ast.BinOp, ast.Compare, ast.UnaryOp, ast.BoolOp)):

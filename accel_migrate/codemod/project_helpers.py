@@ -173,6 +173,7 @@ class HelperFacts(ReturnKinds):
             trained_parameter,
             trains_own_models,
         )
+        from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
         lineage = class_lineage(self, cls)
@@ -211,6 +212,7 @@ class HelperFacts(ReturnKinds):
                 else trains_own_models(
                     cls, lambda call: is_optimizer_class(self._dotted(call.func))
                 )
+                or trains_through(self, cls)
             ),
         )
 

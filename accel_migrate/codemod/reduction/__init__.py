@@ -79,6 +79,7 @@ from .facts import (
     code,
 )
 from .forward import forward_loss_fact, indexed_output_fact
+from .loss_dicts import returned_dict_item
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 from .reducer_calls import _Calls
 from .reducer_operators import _Operators
@@ -165,6 +166,12 @@ class _Reducer(_Operators, _Calls):
             return self._binary(expr, at, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, at, depth)
+        item = returned_dict_item(self.index, expr)
+        if isinstance(item, Fact):
+            return item
+        if item is not None:
+            # `losses["loss"]` of a function of this file returning a dict
+            return self._returned_items(item[0], item[1], depth)
         if isinstance(expr, cst.Subscript) and self._model_loss(expr):
             return _computed_by_model(expr)
         if isinstance(expr, cst.Subscript):

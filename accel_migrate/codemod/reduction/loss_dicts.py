@@ -134,3 +134,78 @@ def model_loss_dict(
         ):
             return None  # a local function or class, a library call (dict(...))
     return calls[0]
+
+
+def returned_dict_item(
+    index: ModuleIndex, expr: cst.BaseExpression
+) -> tuple[cst.FunctionDef, list[cst.BaseExpression]] | Fact | None:
+    """``losses["loss"]`` where every binding of ``losses`` calls one function
+    of this file (not a class) whose every return is a dict with that key
+    (``return dict(gmm=gmm, loss=loss)``, ``return {"loss": loss}``):
+    world-models' ``get_loss``. The function and the values under the key,
+    for the reducer to read as that function's returns; an unknown fact where
+    a return is not such a dict; None where ``expr`` is not such an item."""
+    from ..patterns import string_value
+
+    if not (isinstance(expr, cst.Subscript) and len(expr.slice) == 1):
+        return None
+    index_node = expr.slice[0].slice
+    if not isinstance(index_node, cst.Index):
+        return None
+    name = string_value(index_node.value)
+    base = expr.value
+    if name is None:
+        return None
+    if isinstance(base, cst.Call):
+        calls = [base]
+    else:
+        key = index.key(base) if isinstance(base, cst.Name) else None
+        values = list(index.values.get(key, ())) if key is not None else []
+        if not values or not all(isinstance(v, cst.Call) for v in values):
+            return None
+        calls = values  # type: ignore[assignment]
+    targets = [index.callee(c) for c in calls]
+    if any(
+        t is None or index.local_class(c.func)
+        for t, c in zip(targets, calls, strict=True)
+    ):
+        return None
+    functions = {t[0] for t in targets if t is not None}
+    if len(functions) != 1:
+        return None
+    (function,) = functions
+    returns = [r.value for r in findall(function.body, m.Return())]  # type: ignore[attr-defined]
+    items = [_dict_value(r, name) for r in returns]
+    if not items or any(i is None for i in items):
+        return Fact(
+            "unknown",
+            f"`{code(expr)}` is the {name!r} value of what `{function.name.value}` "
+            "returns, which the analysis cannot read as a dict with that key",
+        )
+    return function, items  # type: ignore[return-value]
+
+
+def _dict_value(
+    value: cst.BaseExpression | None, name: str
+) -> cst.BaseExpression | None:
+    """The value under ``name`` of ``dict(name=...)`` or ``{"name": ...}``."""
+    from ..patterns import string_value
+
+    if isinstance(value, cst.Call) and m.matches(value.func, m.Name("dict")):
+        found = [
+            a.value
+            for a in value.args
+            if a.keyword is not None and a.keyword.value == name
+        ]
+        if any(a.star for a in value.args) or len(found) != 1:
+            return None
+        return found[0]
+    if isinstance(value, cst.Dict):
+        found = []
+        for element in value.elements:
+            if not isinstance(element, cst.DictElement):
+                return None  # `**other`: any key
+            if string_value(element.key) == name:
+                found.append(element.value)
+        return found[0] if len(found) == 1 else None
+    return None

@@ -6,7 +6,9 @@ where the batches of a data loader are used (a training step, an evaluation
 loop, a function they call, a model's ``forward``):
 ``torch.randn(x.size(0), nz)``, ``torch.rand((len(x), 1))``,
 ``torch.randint(0, k, (x.shape[0],))``, ``torch.normal(0, 1, size=(b, d))``
-with ``b = x.size(0)``, ``numpy.random.normal(0, 1, (x.shape[0], d))``, and a
+with ``b = x.size(0)``, ``numpy.random.normal(0, 1, (x.shape[0], d))``, a draw whose size is a
+batch value's whole shape (``torch.randint(high=2, size=heads.size())``,
+``torch.rand(x.shape)``: drawn as ``(rows, *x.shape[1:])``), and a
 ``torch.randn_like(t)`` / ``rand_like`` / ``randint_like`` of a tensor computed
 from the batch (a VAE's ``reparameterize``, called from ``forward`` on the
 batch). The draw becomes ``accel.batch_draw(count, lambda rows: <the draw of
@@ -52,7 +54,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ..batch_rows import RowsDraw, rows_draw
+from ..batch_rows import WHOLE_SHAPE, RowsDraw, rows_draw, shape_of
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -107,7 +109,18 @@ class BatchSizedDraws(Rule):
             param += "_"
         args = list(updated.args)
         value = args[arg_index].value
-        if element is None:
+        if element == WHOLE_SHAPE:
+            # `size=x.size()`: x's rows, then the rest of its shape
+            shaped = shape_of(value)
+            assert shaped is not None
+            count = cst.Call(
+                func=cst.Attribute(value=shaped, attr=cst.Name("size")),
+                args=[cst.Arg(value=cst.Integer("0"))],
+            )
+            source = cst.Module([]).code_for_node(shaped)
+            whole = cst.parse_expression(f"({param}, *{source}.shape[1:])")
+            args[arg_index] = args[arg_index].with_changes(value=whole)
+        elif element is None:
             count = value
             args[arg_index] = args[arg_index].with_changes(value=cst.Name(param))
         else:

@@ -28,6 +28,12 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   from the project view: ``accel.on_main_process(save_checkpoint, ...)`` where
   all it does is write and print; a needs-review finding naming its file where
   it also hands back or changes a value, or calls collectives.
+- in batch mode, calls of a method of an instance of a class that another
+  training file of the batch defines and that writes files (PyTorch-BYOL's
+  ``trainer.train(dataset)``, whose class ends with ``self.save_model(path)``):
+  that file makes the writes main-process ones, so ``accel.barrier()`` follows
+  the call where every process reaches it together (a needs-review finding
+  where not), and no process reads the files before they are written.
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
@@ -118,6 +124,7 @@ from ..file_changes import (
 )
 from ..file_reads import FileReads, loops
 from ..helper_effects import helper_call
+from ..instance_writes import instance_call, writing_instance
 from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
 from .output_folders import is_path
@@ -184,6 +191,10 @@ class MainProcessWrites(Rule):
         helper = self.index.helper(original_node.func)
         if helper is not None and helper.side_effects and not helper.returns:
             return helper_call(self, original_node, updated_node, helper)
+        instance = writing_instance(self, original_node)
+        if instance is not None:
+            instance_call(self, original_node, instance)
+            return updated_node
         names = self.qualnames(original_node.func)
         if names & LOGGER_CLASSES:
             what = "logger created on the main process only"

@@ -60,6 +60,13 @@ it, torch's ``ChainDataset`` and iterable datapipes, torchtext's datasets,
 ``webdataset``, ``load_dataset(..., streaming=True)``), whose samples have no
 index to split by, and one with ``batch_size=None``, which yields single samples.
 The runtime would stop such a loader at its first use on several processes.
+
+A loader returned by a method that its own file never calls
+(Deep-SVDD-PyTorch's ``TorchvisionDataset.loaders()``, taken out by the
+trainers of another module through the dataset object they are handed) is
+left unprepared, and the whole file with it, with a needs-review finding: its
+callers are not followed, and sharding it where it is built would shard it
+for a caller whose model is not prepared too.
 Unwrapped, every process reads all of it, and no other rule combines sums over it
 across processes.
 
@@ -81,6 +88,7 @@ from ..names import DATALOADER_CALLS
 from ..patterns import prepared_loader_map
 from ..project_facts import HelperFact
 from ..reduction.placement import code
+from ..returned_loaders import method_returned_loader
 from ..rule import Rule, tidy_args
 from ..unshardable import unshardable_reason
 
@@ -132,6 +140,20 @@ class PrepareDataloader(Rule):
         reason = unshardable_reason(self.index, original_node)
         if reason is not None:
             self.report(original_node, "needs-review", reason)
+            return updated_node
+        method = method_returned_loader(self.index, original_node)
+        if method is not None:
+            self.block(
+                original_node,
+                f"this DataLoader is returned by `{method}`, which this file never "
+                "calls: its callers take it out through an instance, elsewhere, "
+                "which the analysis does not follow, so it cannot tell that they "
+                "are migrated; sharded here, it would be sharded for every caller, "
+                "also one whose model is not prepared (each process would train "
+                "its own copy on its share). Nothing of this file is migrated: "
+                "prepare the loader with accel.prepare_dataloader(...) where a "
+                "caller takes it out, in a file whose training is migrated",
+            )
             return updated_node
         self.report(
             original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"

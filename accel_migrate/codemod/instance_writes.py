@@ -1,0 +1,95 @@
+"""Calls of a method of an instance of a class that a training file of this
+batch defines and that writes files (AM017's part of the project view):
+PyTorch-BYOL's ``trainer.train(train_dataset)`` in main.py, where
+``BYOLTrainer.train`` (trainer.py, migrated in the same batch) ends with
+``self.save_model(path)``, and main.py then ``torch.load``s that checkpoint
+for the linear evaluation.
+
+The class's file makes its writes main-process ones (``accel.save``). The
+method runs on every process, and returns on the others before the main
+process has written: a process that reads the file afterwards (the caller, or
+anything after it) may find it missing or half old. Where every process
+reaches the call together, ``accel.barrier()`` follows it; where only some do,
+no barrier can, and it is reported. A call read inside an expression
+(``print(trainer.evaluate(loader))``) is left alone: which methods write is
+not known, only that the class does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .helper_effects import _barrier_can_follow, _makes_folders_only
+from .imported_draws import instance_facts
+
+if TYPE_CHECKING:
+    from .project_facts import HelperFact
+    from .rules.main_process_writes import MainProcessWrites
+
+
+def writing_instance(rule: MainProcessWrites, call: cst.Call) -> HelperFact | None:
+    """The class of another training file of the batch whose instance ``call``
+    calls a method of (``trainer.train(...)``), when that class writes files
+    other than folders; None otherwise."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    facts = instance_facts(rule.index, func.value)
+    return next(
+        (
+            fact
+            for fact in sorted(facts, key=lambda f: f.where)
+            if fact.kind == "class"
+            and fact.batch_migrated
+            and fact.writes
+            and not _makes_folders_only(fact)
+        ),
+        None,
+    )
+
+
+def instance_call(rule: MainProcessWrites, call: cst.Call, fact: HelperFact) -> None:
+    """Follow ``call`` with accel.barrier() where every process reaches it
+    together; report it where not."""
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    what = (
+        f"`{fact.name}.{method}` runs on every process, and {fact.where} writes "
+        f"files ({', '.join(fact.writes)}) on the main process only once migrated "
+        "with this batch"
+    )
+    if not _statement(rule, call):
+        # a value read inside an expression (`print(trainer.evaluate(loader))`):
+        # the class's writes are in other methods as often as not, and no
+        # method's own writes are known here; left as it is
+        return
+    if not _barrier_can_follow(rule, call):
+        rule.report(
+            call,
+            "needs-review",
+            f"{what}, but this call is not a statement that every process reaches "
+            "together, so no barrier can follow it: a process may read what it "
+            "writes before the main process has written it; call it where every "
+            "process passes, then accel.barrier()",
+            if_migrated=True,
+        )
+        return
+    rule.barrier_after(call)
+    rule.report(
+        call,
+        "fixed",
+        f"{what} -> accel.barrier() after the call, so that no process reads what "
+        "it writes before the main process has written it",
+    )
+
+
+def _statement(rule: MainProcessWrites, call: cst.Call) -> bool:
+    """Is ``call`` a statement of its own (``f(...)``, ``x = f(...)``)?"""
+    statement = rule.parent(rule.parent(call))
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and rule.parent(call) is statement.body[0]
+        and isinstance(statement.body[0], (cst.Expr, cst.Assign))
+    )
