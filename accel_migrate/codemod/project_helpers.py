@@ -366,7 +366,9 @@ class HelperFacts:
             batch_migrated=self.view.batch_trains(self.path),
             trains=function_trains_handed(function, self.scan.functions),
             trained_parameter=function_trained_parameter(function, self.scan.functions),
-            pairwise=pairwise_in(self, function) if kind == "loss" else "",
+            # a loss, or a function whose result is not known to be anything
+            # else (``prototypical_loss`` returning ``loss_val, acc_val``)
+            pairwise=pairwise_in(self, function) if kind in ("loss", "") else "",
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
