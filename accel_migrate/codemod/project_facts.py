@@ -181,6 +181,11 @@ class HelperFact:
     #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
     #: trainer whose subclass in another file writes the training step.
     builds_optimizer: str = ""
+    #: For a class, not a model: the attributes its own ``__init__`` sets from a
+    #: call of one of its methods (Informer2020's ``Exp_Basic``: ``self.model =
+    #: self._build_model().to(self.device)``, the method a subclass overrides),
+    #: as (attribute, method, line, code) (``base_built_models``).
+    init_built: tuple[tuple[str, str, int, str], ...] = ()
     #: Its file is a training file of this batch (it runs a backward of its
     #: own), rewritten in its own right: its prints and writes are made
     #: main-process ones there, and its sums over the loaders the batch hands it

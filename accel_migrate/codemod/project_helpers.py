@@ -197,6 +197,7 @@ class HelperFacts:
                 unimplemented_forward=unimplemented_forward(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
+        from .base_built_models import init_built
         from .class_lineage import class_lineage
         from .library_trainers import (
             backpropagated_attributes,
@@ -232,6 +233,7 @@ class HelperFacts:
             trained_parameter=trained_parameter(lineage),
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
+            init_built=init_built(cls),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),
