@@ -15,7 +15,9 @@ import builtins
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .base_built_models import init_built
 from .forward_losses import built_class, forward_loss
+from .iterator_factories import iterator_class, returned_iterator
 from .names import (
     DATALOADER_CALLS,
     FILE_CHANGERS,
@@ -197,7 +199,6 @@ class HelperFacts:
                 unimplemented_forward=unimplemented_forward(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
-        from .base_built_models import init_built
         from .class_lineage import class_lineage
         from .library_trainers import (
             backpropagated_attributes,
@@ -234,6 +235,7 @@ class HelperFacts:
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
             init_built=init_built(cls),
+            batch_iterator=iterator_class(cls, self.file),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),
@@ -387,6 +389,9 @@ class HelperFacts:
                 else ("", -1, "")
             ),
             ranks_batch=helper_batch_ranking(function),
+            batch_iterator=(
+                returned_iterator(self, returns, function) if not kind else ""
+            ),
         )
 
     def _container(

@@ -15,7 +15,12 @@ reported. Reported too: a ``for`` that runs a backward over a batch iterator
 that is not a DataLoader, under no loop that reads one: torchtext's legacy
 ``BucketIterator`` / ``Iterator`` / ``BPTTIterator``, or an instance of a class
 of a local module handed no loader (pytorch/examples snli's iterator with
-``init_epoch()``; ``batch_iterators``). Nothing is rewritten.
+``init_epoch()``; ``batch_iterators``), also one a function of a local module
+returns (Chinese-Text-Classification's ``build_iterator`` returning its
+hand-written ``DatasetIterater``, a class with ``__next__``/``__iter__``), and
+in batch mode a parameter that every caller of the batch hands one
+(``train(config, model, train_iter, ...)``; ``iterator_factories``): the
+finding names the class and its file. Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
