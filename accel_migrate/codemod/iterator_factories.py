@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .reaching_values import reaching_value
+
 if TYPE_CHECKING:
     from .project_helpers import HelperFacts
 
@@ -64,8 +66,6 @@ def returned_iterator(
 
 
 def _built(facts: HelperFacts, expr: ast.expr, function: ast.AST) -> str:
-    from .reaching_values import reaching_value
-
     if isinstance(expr, ast.Name):
         value = reaching_value(function, expr)
         if value is None:
