@@ -11,6 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import Key, method_call
+from .base_built_models import base_built_story
 from .optimizer_helpers import _argument
 from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
@@ -350,4 +351,7 @@ class AllOrNothing:
                 "accel.prepare_model(...) there"
             )
         place, why = binding_story(self.index, key, self._line)
+        if place is None:
+            # `self.model` that a base class's constructor builds (Exp_Basic)
+            why = base_built_story(self.index, name, fallback, self._line) or why
         return place or fallback, why

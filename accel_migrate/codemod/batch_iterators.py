@@ -1,8 +1,11 @@
 """Batch iterators that are not DataLoaders (AM019): torchtext's legacy
 ``BucketIterator`` / ``Iterator`` / ``BPTTIterator``, and a project's own class
 built from data rather than a loader (pytorch/examples snli's iterator of
-``Batch`` objects with ``init_epoch()``). ``accel.prepare_dataloader`` cannot
-split them, so a training loop over one runs every batch on every process."""
+``Batch`` objects with ``init_epoch()``), also through a function of a local
+module that returns one (Chinese-Text-Classification's ``build_iterator``
+returning a ``DatasetIterater``) or a parameter every caller of the batch hands
+one (``iterator_factories``). ``accel.prepare_dataloader`` cannot split them,
+so a training loop over one runs every batch on every process."""
 
 from __future__ import annotations
 
@@ -36,6 +39,13 @@ def unsplit_iterator(index: ModuleIndex, iterable: cst.BaseExpression) -> str | 
         return None
     key = index.key(iterable)
     values = index.values.get(key, []) if key is not None else []
+    if key is not None and not values and index.project is not None:
+        # `for i, (x, y) in enumerate(train_iter)` of a parameter every caller
+        # of the batch hands `build_iterator(train_data, config)`
+        from .project_callers import caller_iterator
+
+        handed = caller_iterator(index, key)
+        return f"`{key[1]}`, {handed}" if handed else None
     found = [_made_by(index, v) for v in values]
     if not found or any(f is None for f in found):
         return None
@@ -45,13 +55,26 @@ def unsplit_iterator(index: ModuleIndex, iterable: cst.BaseExpression) -> str | 
 def _made_by(index: ModuleIndex, value: cst.BaseExpression | None) -> str | None:
     if not isinstance(value, cst.Call):
         return None
-    if any(index.holds_tagged(a.value, index.loaders) for a in value.args):
+    from .patterns import is_loader_seed
+
+    if any(
+        index.holds_tagged(a.value, index.loaders) or is_loader_seed(index, a.value)
+        for a in value.args
+    ):
         return None  # a wrapper of a loader (a prefetcher): it reads the loader
     names = index.qualnames(value.func)
     spelled = attr_chain(value.func) or "the iterator"
     if names & TORCHTEXT_ITERATORS:
         return f"`{spelled}`, torchtext's iterator"
     helper = index.helper(value.func)
+    if (
+        helper is not None
+        and helper.kind == "function"
+        and helper.batch_iterator
+        and not helper.returns
+    ):
+        # `train_iter = build_iterator(train_data, config)` (utils.py)
+        return f"`{spelled}` of {helper.file}, {helper.batch_iterator}"
     if (
         helper is None
         or helper.kind != "class"

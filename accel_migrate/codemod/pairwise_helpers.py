@@ -11,15 +11,22 @@ those ``pairwise.py`` reads in the file itself: a product with a transposed
 local tensor (``torch.mm``, ``torch.matmul``, ``@``), ``torch.cdist``,
 ``torch.einsum("id,jd->ij", ...)``, a cosine similarity of ``unsqueeze(0)``
 rows, rows picked by two index tensors and subtracted (an online triplet
-loss's ``emb[triplets[:, 0]] - emb[triplets[:, 1]]``); into this module's functions it calls and the function an attribute
-holds (``self.similarity_fct``, set in ``__init__`` from a parameter whose
-default is one). Static only.
+loss's ``emb[triplets[:, 0]] - emb[triplets[:, 1]]``), and the difference of
+rows broadcast against rows (``x.unsqueeze(1).expand(n, m, d) -
+y.unsqueeze(0).expand(n, m, d)``, ``a[:, None] - b[None]``: the squared
+Euclidean distances of the Prototypical Networks' ``euclidean_dist``, every
+query against every prototype built from the batch's support rows; names read
+through their one value in the function); into this module's functions it
+calls and the function an attribute holds (``self.similarity_fct``, set in
+``__init__`` from a parameter whose default is one). Static only.
 """
 
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
+
+from .reaching_values import reaching_value
 
 if TYPE_CHECKING:
     from .project_helpers import HelperFacts
@@ -41,7 +48,7 @@ def pairwise_in(
     """The spelling of a comparison of samples with each other that ``function``
     (a method of ``cls``, where given) makes, or ""."""
     for node in ast.walk(function):
-        found = _compares(facts, node)
+        found = _compares(facts, node) or _broadcast_difference(node, function)
         if found:
             return found
         if isinstance(node, ast.Call) and depth < _DEPTH:
@@ -71,6 +78,63 @@ def _compares(facts: HelperFacts, node: ast.AST) -> str:
     if name in _SIMILARITIES and any(_unsqueezed_rows(a) for a in args):
         return ast.unparse(node)
     return ""
+
+
+#: Methods that broadcast a tensor to a shape without mixing its rows.
+_EXPANSIONS = frozenset({"expand", "expand_as", "repeat"})
+
+
+def _broadcast_difference(node: ast.AST, function: ast.AST) -> str:
+    """``x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)`` (or
+    ``a[:, None] - b[None]``), the sides also read through a name's one value
+    where it is read (``x = x.unsqueeze(1)...`` then ``x - y``): every row of one
+    tensor against every row of the other, as a distance matrix; the spelling
+    with the values, or ""."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+        return ""
+    sides = []
+    for side in (node.left, node.right):
+        if isinstance(side, ast.Name):
+            side = reaching_value(function, side) or side
+        sides.append(side)
+    if {_broadcast_axis(sides[0]), _broadcast_axis(sides[1])} != {0, 1}:
+        return ""
+    return f"{ast.unparse(sides[0])} - {ast.unparse(sides[1])}"
+
+
+def _broadcast_axis(expr: ast.expr) -> int | None:
+    """0 for ``b.unsqueeze(0)`` / ``b[None]``, 1 for ``a.unsqueeze(1)`` /
+    ``a[:, None]`` (also under ``.expand(...)``); None otherwise."""
+    while (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _EXPANSIONS
+    ):
+        expr = expr.func.value
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "unsqueeze"
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], ast.Constant)
+        and expr.args[0].value in (0, 1)
+        and not isinstance(expr.args[0].value, bool)
+    ):
+        return int(expr.args[0].value)
+    if isinstance(expr, ast.Subscript):
+        parts = expr.slice.elts if isinstance(expr.slice, ast.Tuple) else [expr.slice]
+        nones = [isinstance(p, ast.Constant) and p.value is None for p in parts]
+        if nones[:1] == [True]:
+            return 0
+        if (
+            len(parts) >= 2
+            and isinstance(parts[0], ast.Slice)
+            and parts[0].lower is None
+            and parts[0].upper is None
+            and nones[1]
+        ):
+            return 1
+    return None
 
 
 def _rows_transposed(facts: HelperFacts, expr: ast.expr) -> bool:

@@ -40,6 +40,7 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
     a class of another (its ``__init__``) and methods of its instances
     (``project_instances``), by the callee (its file's real path, its name:
     ``train_one_epoch``, ``Trainer.__init__``, ``Trainer.evaluate``)."""
+    from .iterator_factories import handed_iterator
     from .project_helpers import HelperFacts
     from .project_instances import callee_of, model_class
     from .project_view import roots_of
@@ -63,6 +64,7 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
             kinds: list[tuple[str, str]] = []
             classes: list[tuple[str, HelperFact]] = []
             reductions: list[tuple[str, str]] = []
+            iterators: list[tuple[str, str]] = []
             for name, arg in _bind(defined, call, bound):
                 kind = reader.kind_of(arg, function, 0)[0]
                 criterion = "" if kind else _criterion(reader, function, arg)
@@ -79,6 +81,9 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                 built = model_class(reader, arg, function) if kind == "model" else None
                 if built is not None:
                     classes.append((name, built))
+                iterator = "" if kind else handed_iterator(reader, function, arg)
+                if iterator:
+                    iterators.append((name, iterator))
             found.setdefault(target, []).append(
                 CallSite(
                     view._display(caller, target[0]),
@@ -86,6 +91,7 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                     tuple(kinds),
                     tuple(classes),
                     tuple(reductions),
+                    tuple(iterators),
                 )
             )
     return {target: tuple(sites) for target, sites in found.items()}
@@ -412,6 +418,30 @@ def caller_model_class(index: ModuleIndex, key: Key) -> HelperFact | None:
             found = classes.pop() if len(classes) == 1 else None
             return found
     return None
+
+
+def caller_iterator(index: ModuleIndex, key: Key) -> str:
+    """How every batch call hands the parameter ``key`` a hand-written batch
+    iterator of the project (``train(config, model, train_iter, ...)`` with
+    ``train_iter = build_iterator(train_data, config)`` in the caller), as a
+    phrase naming the calls; "" where one call does not, or hands another."""
+    for name, function in _called_functions(index):
+        sites = index.project.callers_of(name)
+        if not sites or index.call_sites(function):
+            continue
+        for param in _parameters(function):
+            if index.function_scope_key(function, param.name.value) != key:
+                continue
+            handed = {site.iterator(param.name.value) for site in sites}
+            if len(handed) != 1 or "" in handed:
+                return ""
+            shown = ", ".join(site.where for site in sites[:3])
+            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+            return (
+                f"a parameter that every call from the batch's other files "
+                f"({shown}{more}) hands {handed.pop()}"
+            )
+    return ""
 
 
 def _parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:

@@ -186,6 +186,17 @@ class HelperFact:
     #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
     #: trainer whose subclass in another file writes the training step.
     builds_optimizer: str = ""
+    #: For a class, not a model, that defines ``__next__`` or ``__iter__`` (a
+    #: hand-written batch iterator: Chinese-Text-Classification's
+    #: ``DatasetIterater``), and for a function whose every return builds an
+    #: instance of one (``build_iterator``): the phrase that names it
+    #: (``iterator_factories``); "" otherwise.
+    batch_iterator: str = ""
+    #: For a class, not a model: the attributes its own ``__init__`` sets from a
+    #: call of one of its methods (Informer2020's ``Exp_Basic``: ``self.model =
+    #: self._build_model().to(self.device)``, the method a subclass overrides),
+    #: as (attribute, method, line, code) (``base_built_models``).
+    init_built: tuple[tuple[str, str, int, str], ...] = ()
     #: Its file is a training file of this batch (it runs a backward of its
     #: own), rewritten in its own right: its prints and writes are made
     #: main-process ones there, and its sums over the loaders the batch hands it
@@ -262,6 +273,11 @@ class CallSite:
     #: nn.CrossEntropyLoss()`` in the caller): its reduction ("mean", "sum").
     reductions: tuple[tuple[str, str], ...] = ()
 
+    #: For a parameter handed a hand-written batch iterator of the project
+    #: (``build_iterator(train_data, config)``): the phrase that names it
+    #: (``iterator_factories.handed_iterator``).
+    iterators: tuple[tuple[str, str], ...] = ()
+
     def kind(self, parameter: str) -> str:
         return dict(self.arguments).get(parameter, "")
 
@@ -270,6 +286,9 @@ class CallSite:
 
     def model_class(self, parameter: str) -> HelperFact | None:
         return dict(self.classes).get(parameter)
+
+    def iterator(self, parameter: str) -> str:
+        return dict(self.iterators).get(parameter, "")
 
     @property
     def where(self) -> str:

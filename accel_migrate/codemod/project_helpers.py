@@ -17,8 +17,10 @@ import ast
 import builtins
 from typing import TYPE_CHECKING
 
+from .base_built_models import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
+from .iterator_factories import iterator_class, returned_iterator
 from .names import (
     MODULE_BASES,
     is_nn_module_constructor,
@@ -201,6 +203,8 @@ class HelperFacts(ReturnKinds):
             trained_parameter=trained_parameter(lineage),
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
+            init_built=init_built(cls),
+            batch_iterator=iterator_class(cls, self.file),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),
@@ -336,7 +340,9 @@ class HelperFacts(ReturnKinds):
             batch_migrated=self.view.batch_trains(self.path),
             trains=function_trains_handed(function, self.scan.functions),
             trained_parameter=function_trained_parameter(function, self.scan.functions),
-            pairwise=pairwise_in(self, function) if kind == "loss" else "",
+            # a loss, or a function whose result is not known to be anything
+            # else (``prototypical_loss`` returning ``loss_val, acc_val``)
+            pairwise=pairwise_in(self, function) if kind in ("loss", "") else "",
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
@@ -354,4 +360,7 @@ class HelperFacts(ReturnKinds):
                 else ("", -1, "")
             ),
             ranks_batch=helper_batch_ranking(function),
+            batch_iterator=(
+                returned_iterator(self, returns, function) if not kind else ""
+            ),
         )

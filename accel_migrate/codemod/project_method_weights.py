@@ -15,7 +15,11 @@ row count is the share's on each process, not the global batch's. The
 reduction of each method's returned loss is read as a loss function's of the
 module is (``HelperFacts.kind_of``); a method that computes a loss the reader
 cannot place (``recons_loss + kld_weight * kld_loss``, a weight with no
-default) is recorded as unread, so that the caller does not take it for a mean.
+default) is recorded as unread, so that the caller does not take it for a mean,
+unless every term is a mean over the batch's samples (a loss function's mean,
+``torch.mean(-0.5 * torch.sum(..., dim=1), dim=0)``: the batch's mean of
+per-sample sums), weighed by numbers or by the method's weighing parameters,
+whose arguments each caller checks (``reduction.row_weights``): then it is a mean.
 
 Static only: ``ast``; nothing is imported or run.
 """
@@ -60,8 +64,102 @@ def method_losses(
                 (method.name, reductions.pop() if len(reductions) == 1 else "unknown")
             )
         elif _computes_loss(method, reader._dotted):
-            found.append((method.name, ""))
+            weighing = _weighing_parameters(method)
+            placed = {
+                _placed(reader, method, r.value, weighing, 0) for r in returns  # type: ignore[arg-type]
+            }
+            mean = placed == {"mean"}
+            found.append((method.name, "mean" if mean else ""))
     return tuple(found)
+
+
+def _placed(
+    reader: HelperFacts,
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
+    expr: ast.expr,
+    weighing: set[str],
+    depth: int,
+) -> str:
+    """ "mean" where ``expr`` is a mean over the batch's samples: a loss
+    function's mean (``F.mse_loss(recons, x)``), ``torch.mean(t)`` or
+    ``torch.mean(t, dim=0)`` (PyTorch-VAE's KL term, the batch's mean of
+    per-sample sums), ``t.mean()``, and sums of such terms, each maybe weighed
+    by a number or by a parameter the method weighs a term by
+    (``kld_weight``: its callers' arguments are checked where they call,
+    ``reduction.row_weights.method_row_weight``); "" otherwise."""
+    if depth > _DEPTH:
+        return ""
+    kind, reduction, _ = reader.kind_of(expr, method, 0)
+    if kind == "loss":
+        return reduction
+    if isinstance(expr, ast.Name):
+        values = [
+            n.value
+            for n in own_nodes(method)
+            if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == expr.id for t in n.targets)
+        ]
+        found = {_placed(reader, method, v, weighing, depth + 1) for v in values}
+        return found.pop() if len(found) == 1 else ""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
+        return _placed(reader, method, expr.operand, weighing, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+        left = _placed(reader, method, expr.left, weighing, depth + 1)
+        right = _placed(reader, method, expr.right, weighing, depth + 1)
+        return left if left == right else ""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
+        sides = [(expr.left, expr.right)]
+        if isinstance(expr.op, ast.Mult):
+            sides.append((expr.right, expr.left))
+        for term, factor in sides:
+            if _weight(factor, weighing):
+                return _placed(reader, method, term, weighing, depth + 1)
+        return ""
+    if isinstance(expr, ast.Call) and _batch_mean(expr, reader._dotted):
+        return "mean"
+    return ""
+
+
+def _weight(expr: ast.expr, weighing: set[str]) -> bool:
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    return isinstance(expr, ast.Name) and expr.id in weighing
+
+
+def _batch_mean(call: ast.Call, dotted: Callable[[ast.expr], str]) -> bool:
+    """``torch.mean(t)``, ``torch.mean(t, dim=0)``, ``t.mean()``, ``t.mean(0)``:
+    a mean over every element or over the first (the batch's) dimension."""
+    if dotted(call.func) == "torch.mean":
+        dims = call.args[1:]
+    elif isinstance(call.func, ast.Attribute) and call.func.attr == "mean":
+        dims = call.args
+    else:
+        return False
+    dims = [*dims, *(k.value for k in call.keywords if k.arg == "dim")]
+    if any(k.arg not in ("dim",) for k in call.keywords):
+        return False
+    if not all(isinstance(d, ast.Constant) and d.value == 0 for d in dims):
+        return False
+    # not a mean over the rows a mask or indices pick (`t[mask].mean()`): its
+    # count differs between the processes' shares
+    tensor = call.args[0] if dotted(call.func) == "torch.mean" else call.func.value  # type: ignore[attr-defined]
+    return not any(
+        isinstance(n, ast.Subscript) and not _sliced(n.slice) for n in ast.walk(tensor)
+    ) and not any(
+        isinstance(n, ast.Attribute) and n.attr in ("masked_select", "nonzero")
+        for n in ast.walk(tensor)
+    )
+
+
+def _sliced(index: ast.expr) -> bool:
+    """``t[:, 0]``, ``t[..., :k]``: slices and constants only."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return all(isinstance(p, (ast.Slice, ast.Constant)) for p in parts)
+
+
+def _weighing_parameters(method: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The method's parameters that weigh a term of its returns (``method_weights``)."""
+    return {w for _, _, weights in method_weights_of([method]) for w in weights}
 
 
 def _computes_loss(method: ast.AST, dotted: Callable[[ast.expr], str]) -> bool:
@@ -97,8 +195,15 @@ def method_weights(lineage: list[ast.ClassDef]) -> tuple[MethodWeights, ...]:
     the bases after it; not ``forward``, ``__init__``) whose returns weigh a
     term by one of its parameters: the method, its positional parameters after
     ``self``, and those weighing parameters."""
+    return method_weights_of(list(_methods(lineage).values()))
+
+
+def method_weights_of(
+    methods: list[ast.FunctionDef | ast.AsyncFunctionDef],
+) -> tuple[MethodWeights, ...]:
+    """``method_weights`` of the given methods."""
     found: list[MethodWeights] = []
-    for method in _methods(lineage).values():
+    for method in methods:
         arguments = method.args
         positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)][1:]
         parameters = {*positional, *(a.arg for a in arguments.kwonlyargs)}

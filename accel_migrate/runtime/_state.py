@@ -13,6 +13,7 @@ from torch import nn
 
 from .comm import Collectives, PendingReduce, ProcessGroupCollectives
 from .config import ConfigError, RuntimeConfig, load_config
+from .drift import DriftCheck
 from .env import DONE_DIR_VARIABLE, DistEnv
 from .faults import mark_failed, peer_gone, process_failed, report_stopped
 from .loss_share import RecordedLoss
@@ -82,6 +83,9 @@ class Runtime:
         self._backward_checked = False
         # Set once guards.check_backward has run (never needed in a world of one).
         self.backward_guarded = not env.distributed
+        # Copies of the prepared models compared at the first batches (drift.py);
+        # None once done, and in a world of one.
+        self.drift_check: DriftCheck | None = DriftCheck() if env.distributed else None
         # accel.global_loss of the loss given to accel.backward: see start_loss_reduce.
         self._last_backward_loss: weakref.ref[torch.Tensor] | None = None
         self._loss_in_flight: tuple[weakref.ref[torch.Tensor], PendingReduce] | None = (

@@ -387,6 +387,8 @@ def _sharded_steps(
         for step, batch in enumerate(iterator, start=first_step):
             local, total = batches.plan[step]
             runtime.set_batch_share(local, total, source)
+            if runtime.drift_check is not None:  # the first steps only (drift.py)
+                runtime.drift_check.at_batch(runtime)
             self._accel_step = step + 1
             yield empty_like_batch(batch) if local == 0 else batch
     finally:

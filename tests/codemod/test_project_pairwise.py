@@ -206,3 +206,80 @@ def test_a_pairwise_loss_module_handed_to_a_parameter_is_named(tmp_path: Path) -
     am007 = [f for f in result.findings if f.code == "AM007"]
     assert am007 and am007[0].status == "needs-review", result.findings
     assert "emb[t[:, 0]] - emb[t[:, 1]]" in am007[0].message
+
+
+PROTO = """\
+import torch
+import torch.nn.functional as F
+
+
+def euclidean_dist(x, y):
+    n, m, d = x.size(0), y.size(0), x.size(1)
+    x = x.unsqueeze(1).expand(n, m, d)
+    y = y.unsqueeze(0).expand(n, m, d)
+    return torch.pow(x - y, 2).sum(2)
+
+
+def proto_loss(emb, target, n_support):
+    classes = torch.unique(target)
+    support = [target.eq(c).nonzero()[:n_support].squeeze(1) for c in classes]
+    prototypes = torch.stack([emb[idx].mean(0) for idx in support])
+    query = torch.stack([target.eq(c).nonzero()[n_support:] for c in classes]).view(-1)
+    log_p_y = F.log_softmax(-euclidean_dist(emb[query], prototypes), dim=1)
+    loss_val = -log_p_y.max(1)[0].mean()
+    acc_val = log_p_y.argmax(1).float().mean()
+    return loss_val, acc_val
+
+
+def offsets(x, y):
+    return (x[:, 1] - x[:, 0]).abs().mean(), (y - x.unsqueeze(0)).mean()
+"""
+
+
+def test_the_view_reads_a_distance_matrix_of_a_loss_returning_its_accuracy(
+    tmp_path: Path,
+) -> None:
+    """The Prototypical Networks' loss returns ``loss_val, acc_val`` (no loss
+    kind is read from it); its ``euclidean_dist`` broadcasts rows against rows.
+    A slice difference and a one-sided broadcast compare nothing."""
+    (tmp_path / "proto.py").write_text(PROTO)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import proto\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["proto.proto_loss"].returns == ""
+    assert table["proto.proto_loss"].pairwise == (
+        "x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)"
+    )
+    assert table["proto.offsets"].pairwise == ""
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_am007_names_the_prototypes_distances_and_the_weighting(
+    tmp_path: Path, batch: bool
+) -> None:
+    (tmp_path / "proto.py").write_text(PROTO)
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader\n"
+        "from proto import proto_loss as loss_fn\n\n"
+        "model = torch.nn.Linear(4, 4)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x, y in DataLoader(episodes, batch_size=8):\n"
+        "    opt.zero_grad()\n"
+        "    loss, acc = loss_fn(model(x), target=y, n_support=2)\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+    )
+    options = MigrateOptions()
+    if batch:
+        view = ProjectView([str(script), str(tmp_path / "proto.py")])
+        options = MigrateOptions(project=view.facts_for(str(script)))
+    result = migrate_source(script.read_text(), str(script), options)
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert finding.status == "needs-review"
+    assert (
+        "(`x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)` in "
+        "`proto_loss` in proto.py)" in finding.message
+    )
+    assert "weighs each process's loss as a mean over its share" in finding.message

@@ -361,6 +361,18 @@ for x, y in loader:
             "loss = F.cross_entropy(s, torch.arange(4))\nloss.backward()",
             "`torch.einsum('id,jd->ij', model(x), model(y))`",
         ),
+        (
+            # Prototypical Networks: queries against prototypes, in the file
+            "e = model(x)\nq = e.unsqueeze(1).expand(4, 2, 4)\n"
+            "p = e[:2].unsqueeze(0).expand(4, 2, 4)\n"
+            "loss = F.cross_entropy(-(q - p).pow(2).sum(2), y)\nloss.backward()",
+            "`e.unsqueeze(1).expand(4, 2, 4) - e[:2].unsqueeze(0).expand(4, 2, 4)`",
+        ),
+        (
+            "e = model(x)\nloss = (e[:, None] - e[None]).pow(2).sum(-1).mean()\n"
+            "loss.backward()",
+            "`e[:, None] - e[None]`",
+        ),
     ],
 )
 def test_in_batch_negatives_are_comparisons_of_samples(body: str, spelled: str) -> None:
@@ -369,6 +381,25 @@ def test_in_batch_negatives_are_comparisons_of_samples(body: str, spelled: str) 
     finding = next(f for f in result.findings if f.code == "AM007")
     assert finding.status == "needs-review"
     assert f"with each other ({spelled})" in finding.message
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "e = model(x)\nloss = (e[:, 1] - e[:, 0]).pow(2).mean()\nloss.backward()",
+        "e = model(x)\nloss = (e - e.mean(1).unsqueeze(1)).pow(2).mean()\n"
+        "loss.backward()",
+        "e = model(x)\nloss = (e.unsqueeze(0) - y.unsqueeze(0)).pow(2).mean()\n"
+        "loss.backward()",
+    ],
+)
+def test_a_difference_not_broadcast_row_against_row_compares_nothing(
+    body: str,
+) -> None:
+    source = IN_BATCH_NEGATIVES + "".join(f"    {line}\n" for line in body.splitlines())
+    result = migrate_source(source, "train.py")
+    finding = next(f for f in result.findings if f.code == "AM007")
+    assert "with each other" not in finding.message
 
 
 def test_an_einsum_over_features_compares_nothing() -> None:

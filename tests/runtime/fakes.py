@@ -51,6 +51,9 @@ class FakeRuntime:
         self.shares: list[tuple[int, int]] = []
         #: The passes over a sharded loader that are open (yielded, not ended).
         self.open_passes: set[int] = set()
+        #: The first batches' comparison of the prepared models (drift.py):
+        #: no model here, nothing to compare.
+        self.drift_check = None
 
     def set_batch_share(
         self, local: int, total: int, source: int | None = None

@@ -497,6 +497,7 @@ EXPECTED: dict[str, str] = {
     "informer_exp_r24u_project_batch": "FLAGGED",
     "textcnn_iterater_r24u_project": "FLAGGED",
     "textcnn_iterater_r24u_project_batch": "FLAGGED",
+    "textcnn_iterater_direct_r25b_project": "MATCH",
     # teacher outputs precomputed per batch and indexed by batch number: file
     # mode's AM029 gathered the list whole while train_kd paired it with its
     # share (torch's size error, flagged only by unrelated findings); AM029

@@ -18,7 +18,10 @@ default or the first dimension) compares them too, and so do rows picked by
 two index tensors and subtracted (an online triplet loss's
 ``emb[triplets[:, 0]] - emb[triplets[:, 1]]``, a loss module handed to a
 parameter by the batch's other files included): each process would keep the
-hardest of its own share. Products with a transposed attribute (``x @
+hardest of its own share. So does a difference of rows broadcast against rows
+(``x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)``, the
+Prototypical Networks' distances of every query to every prototype built from
+the batch's support rows; ``a[:, None] - b[None]``). Products with a transposed attribute (``x @
 self.weight.t()``: a layer's weights) and transposes of other dimensions
 (``q @ k.transpose(-2, -1)``: attention over tokens) are not comparisons of
 samples.
@@ -138,6 +141,8 @@ class _Search:
                 return code(node)
             if isinstance(node.operator, cst.Subtract) and _picked_rows_paired(node):
                 return code(node)
+            if isinstance(node.operator, cst.Subtract):
+                return self._broadcast_difference(node)
             return None
         assert isinstance(node, cst.Call)
         names = self.index.qualnames(node.func)
@@ -158,6 +163,23 @@ class _Search:
         if _ranks_batch(node, names):
             return code(node)
         return None
+
+    def _broadcast_difference(self, node: cst.BinaryOperation) -> str | None:
+        """``x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)``
+        or ``a[:, None] - b[None]``, a side also read through a name's one value
+        (``x = x.unsqueeze(1)...`` then ``x - y``): every row of one tensor
+        against every row of the other (``pairwise_helpers``, in this file)."""
+        sides = []
+        for side in (node.left, node.right):
+            if isinstance(side, cst.Name):
+                key = self.index.key(side)
+                values = self.index.values.get(key, ()) if key is not None else ()
+                if len(values) == 1 and values[0] is not None:
+                    side = values[0]
+            sides.append(side)
+        if {_broadcast_axis(sides[0]), _broadcast_axis(sides[1])} != {0, 1}:
+            return None
+        return f"{code(sides[0])} - {code(sides[1])}"
 
     def _callee_body(self, call: cst.Call) -> cst.CSTNode | None:
         """The body of this file's function ``call`` runs, or of the ``forward``
@@ -310,6 +332,48 @@ def _broadcast_rows(expr: cst.BaseExpression) -> bool:
         and isinstance(expr.slice[0].slice, cst.Index)
         and m.matches(expr.slice[0].slice.value, m.Name("None"))
     )
+
+
+#: Methods that broadcast a tensor to a shape without mixing its rows.
+_EXPANSIONS = frozenset({"expand", "expand_as", "repeat"})
+
+
+def _broadcast_axis(expr: cst.BaseExpression) -> int | None:
+    """0 for ``b.unsqueeze(0)`` / ``b[None]``, 1 for ``a.unsqueeze(1)`` /
+    ``a[:, None]`` (also under ``.expand(...)``); None otherwise."""
+    while (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _EXPANSIONS
+    ):
+        expr = expr.func.value
+    if m.matches(
+        expr,
+        m.Call(
+            func=m.Attribute(attr=m.Name("unsqueeze")),
+            args=[m.Arg(m.Integer("0") | m.Integer("1"), keyword=None)],
+        ),
+    ):
+        return int(expr.args[0].value.value)  # type: ignore[attr-defined]
+    if not (isinstance(expr, cst.Subscript) and expr.slice):
+        return None
+    parts = [e.slice for e in expr.slice]
+    nones = [
+        isinstance(p, cst.Index) and m.matches(p.value, m.Name("None")) for p in parts
+    ]
+    if nones[0]:
+        return 0
+    first = parts[0]
+    if (
+        len(parts) >= 2
+        and isinstance(first, cst.Slice)
+        and first.lower is None
+        and first.upper is None
+        and first.step is None
+        and nones[1]
+    ):
+        return 1
+    return None
 
 
 def _ranks_batch(call: cst.Call, names: set[str]) -> bool:

@@ -46,7 +46,11 @@ that a training loop calls (``model.train()`` shows it is one) whose optimizer i
 not built in this file (``build_optimizer(cfg, model)``), stops the migration of
 the whole file: the file is left unchanged, with one needs-review
 finding at the model's place that says how it is bound and where to add
-``accel.prepare_model(...)``. Sharding the data and rewriting ``backward`` without
+``accel.prepare_model(...)``. A ``self.model`` that a base class's constructor sets
+from a method the class overrides (Informer2020's ``Exp_Basic.__init__``:
+``self.model = self._build_model().to(self.device)``, ``_build_model`` written in
+the subclass) is not followed through that constructor: the finding names the
+base's assignment and the override (``codemod/base_built_models.py``). Sharding the data and rewriting ``backward`` without
 the model would make every process train its own unsynchronised copy on its part
 of the data, with nothing to show for it. The unit is the file: a file is never
 half-migrated.

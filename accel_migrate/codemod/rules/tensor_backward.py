@@ -74,10 +74,16 @@ weighting of the per-process losses turns back into the original's. The same
 holds for a loss that compares the batch's samples with each other: a
 contrastive loss over ``torch.mm(z, z.t())`` (in-batch negatives), a batch-hard
 triplet loss over ``torch.cdist(emb, emb)``, a similarity matrix of
-``a.unsqueeze(1)`` against ``b.unsqueeze(0)``, the hardest samples of the batch
+``a.unsqueeze(1)`` against ``b.unsqueeze(0)``, a distance matrix
+``x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)`` (the
+Prototypical Networks' loss: every query against the class prototypes averaged
+from the episode's support rows), the hardest samples of the batch
 kept by rank (online hard example mining: ``losses.topk(k)``,
 ``losses.sort(descending=True)`` over the batch), also computed in a helper
-function or a loss module of the file (``codemod/reduction/pairwise.py``). A plain
+function or a loss module of the file (``codemod/reduction/pairwise.py``), or
+of a helper module, also one returning ``loss, acc``. The finding says how the
+runtime weighs it (as a mean over each process's share of the samples), which
+does not give back the original. A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
 is fine. A mean loss over the rows a mask or indices select
 (``F.smooth_l1_loss(box[pos], target[pos])`` with ``pos = labels > 0``,
@@ -229,7 +235,7 @@ class TensorBackward(BatchStatistics, Rule):
             )
         for pair in sorted(pairs):  # type: ignore[type-var]
             concerns.append(
-                f"the loss compares the samples of the batch with each other ({pair}): each process compares only its share's samples (fewer negatives, other hardest pairs or samples), so the loss and its gradients differ from the original's; compute it on the outputs gathered from every process"
+                f"the loss compares the samples of the batch with each other ({pair}): each process compares only its share's samples (fewer negatives, other hardest pairs, prototypes or samples), and the runtime weighs each process's loss as a mean over its share of the samples, which does not make their average the original's loss or gradients; compute it on the outputs gathered from every process"
             )
         if self._retains_graph(original, retain_position):
             concerns.append(

@@ -15,7 +15,17 @@ reported. Reported too: a ``for`` that runs a backward over a batch iterator
 that is not a DataLoader, under no loop that reads one: torchtext's legacy
 ``BucketIterator`` / ``Iterator`` / ``BPTTIterator``, or an instance of a class
 of a local module handed no loader (pytorch/examples snli's iterator with
-``init_epoch()``; ``batch_iterators``). Nothing is rewritten.
+``init_epoch()``; ``batch_iterators``), also one a function of a local module
+returns (Chinese-Text-Classification's ``build_iterator`` returning its
+hand-written ``DatasetIterater``, a class with ``__next__``/``__iter__``), and
+in batch mode a parameter that every caller of the batch hands one
+(``train(config, model, train_iter, ...)``; ``iterator_factories``): the
+finding names the class and its file. Reported too, as work not divided: a
+loop of such loops whose step runs a prepared model over data made before the
+loop, whole, into the loss it backpropagates (full-batch training: tkipf/pygcn's
+``model(features, adj)`` over the whole graph every epoch, the loss over
+``idx_train``; ``full_batch``): every process repeats the same forward and
+backward, and the result is the original's. Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
@@ -51,10 +61,15 @@ keeping in mind that the loss is then a mean over a smaller batch).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 import libcst.matchers as m
 
+from ..analysis import Key
 from ..batch_iterators import unsplit_iterator
+from ..full_batch import stored_inputs
+from ..patterns import prepared_models
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -87,10 +102,32 @@ def _targets(loop: cst.For | cst.While) -> set[str]:
     return {n.value for n in findall(loop.target, m.Name())}  # type: ignore[attr-defined]
 
 
+def full_batch_message(model: str, inputs: list[str]) -> str:
+    shown = ", ".join(f"`{name}`" for name in inputs)
+    return (
+        f"the work of this loop is not divided across processes: each step runs "
+        f"`{model}` over the whole of {shown}, made before the loop and not read "
+        "through a data loader (full-batch training, as on a whole graph), so "
+        "every process repeats the same forward and backward over all of it and "
+        "a run on N processes does the work of one N times over. "
+        "The losses and gradients are the original's where every process computes "
+        "the same values (each process's loss is the whole loss, weighed as 1/N "
+        "of it, before the gradients are averaged); to divide the work, "
+        "split the data into mini-batches read through a "
+        "torch.utils.data.DataLoader (accel.prepare_dataloader shards it), or "
+        "run the script on one process"
+    )
+
+
 class UnshardedData(Rule):
     code = "AM019"
     name = "unsharded-data"
     summary = "training loop without a data loader -> reported (every process trains on all the data)"
+
+    @cached_property
+    def _models(self) -> set[Key]:
+        """The models AM004 prepared (the rules before this one have run)."""
+        return prepared_models(self.index)
 
     def visit_Module(self, node: cst.Module) -> None:
         reported: set[cst.CSTNode] = set()
@@ -102,11 +139,41 @@ class UnshardedData(Rule):
                     continue  # a loop that reads a loader, or may
                 loop = path[0]
                 if not self._reads_stored_data(loop.body, path, 0):
-                    continue  # data made in the step: the same on every process
+                    # data made in the step (the same on every process), or
+                    # data made before it and used whole (full-batch training)
+                    self._full_batch(call, loop, reported)
+                    continue
                 if loop not in reported:
                     reported.add(loop)
                     self.report(loop, "needs-review", MESSAGE)
             self._over_iterator(call, reported)
+
+    def _full_batch(
+        self, backward: cst.Call, loop: cst.For | cst.While, reported: set[cst.CSTNode]
+    ) -> None:
+        """A step that runs a model over data made before its loop, whole
+        (pygcn's ``model(features, adj)`` every epoch; ``full_batch``)."""
+        if loop in reported:
+            return
+        func = backward.func
+        loss: cst.BaseExpression | None = None
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            loss = func.value
+        if loss is None or self.index.is_runtime_call(backward, "backward"):
+            # torch.autograd.backward(loss), accel.backward(loss) (AM007's)
+            loss = backward.args[0].value if backward.args else None
+        if loss is None:
+            return
+        model, inputs = stored_inputs(self.index, backward, loss, loop, self._models)
+        if not inputs:
+            return
+        reported.add(loop)
+        self.report(
+            loop,
+            "needs-review",
+            full_batch_message(model, inputs),
+            if_migrated=True,
+        )
 
     def _over_iterator(self, backward: cst.Call, reported: set[cst.CSTNode]) -> None:
         """A backward run by a ``for`` over a batch iterator that is not a
