@@ -131,7 +131,7 @@ def _runs_stored(
         key=lambda n: (n.end_lineno or n.lineno, n.end_col_offset or n.col_offset),
     )
     for node in calls:
-        attr = _self_attribute(node.func)
+        attr = self_attribute(node.func)
         if attr in attributes:
             return attr
     return None
