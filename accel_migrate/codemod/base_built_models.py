@@ -10,7 +10,8 @@ model through a base class's constructor, so it does not prepare it, and the
 blocking finding must say where the model is really built and why, not that it
 cannot be found.
 
-- ``init_built`` (project view, ``ast``): a class's ``__init__`` assignments
+- ``init_built`` (project view, ``ast``; in ``base_init_assignments``, which
+  imports no libcst): a class's ``__init__`` assignments
   ``self.<attr> = self.<method>(...)`` (also under ``.to(...)``, ``.float()``,
   ``.cuda()``), as (attribute, method, line, code).
 - ``base_built_story`` (the migrated file, libcst): the sentence for
@@ -27,69 +28,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .base_init_assignments import _built_by_method
 from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
-
-#: Methods that hand back the module they are called on.
-_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train"})
-_CODE = 70
-
-
-def init_built(cls: ast.ClassDef) -> tuple[tuple[str, str, int, str], ...]:
-    """(attribute, method, line, code) for each ``self.<attr> =
-    self.<method>(...)`` of ``cls``'s own ``__init__``."""
-    found = []
-    for statement in cls.body:
-        if isinstance(statement, ast.FunctionDef) and statement.name == "__init__":
-            for node in ast.walk(statement):
-                built = _built_by_method(node)
-                if built is not None:
-                    attribute, method, code = built
-                    found.append((attribute, method, node.lineno, code))  # type: ignore[attr-defined]
-    return tuple(found)
-
-
-def _built_by_method(node: ast.AST) -> tuple[str, str, str] | None:
-    """(attribute, method, code) of ``self.<attr> = self.<method>(...)``."""
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-        return None
-    target = node.targets[0]
-    if not (
-        isinstance(target, ast.Attribute)
-        and isinstance(target.value, ast.Name)
-        and target.value.id == "self"
-    ):
-        return None
-    method = _own_method(node.value)
-    if not method:
-        return None
-    code = ast.unparse(node)
-    if len(code) > _CODE:
-        code = code[: _CODE - 3] + "..."
-    return target.attr, method, code
-
-
-def _own_method(value: ast.expr) -> str:
-    """``m`` of ``self.m(...)``, also under ``.to(device)`` and the like."""
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _SAME_MODULE
-        and not (
-            isinstance(value.func.value, ast.Name) and value.func.value.id == "self"
-        )
-    ):
-        value = value.func.value
-    if (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and isinstance(value.func.value, ast.Name)
-        and value.func.value.id == "self"
-    ):
-        return value.func.attr
-    return ""
 
 
 def base_built_story(

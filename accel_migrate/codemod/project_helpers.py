@@ -17,7 +17,7 @@ import ast
 import builtins
 from typing import TYPE_CHECKING
 
-from .base_built_models import init_built
+from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .iterator_factories import iterator_class, returned_iterator

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from accel_migrate.codemod import MigrateOptions, migrate_source
-from accel_migrate.codemod.base_built_models import init_built
+from accel_migrate.codemod.base_init_assignments import init_built
 from accel_migrate.codemod.project_view import ProjectView, read_project
 
 BASE = """\
