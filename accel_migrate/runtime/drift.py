@@ -110,18 +110,26 @@ class DriftCheck:
             )
 
 
+#: Elements of a parameter summed in float64 at a time: the check must not
+#: need memory of its own beyond a few MiB, since a model that fills the device
+#: would otherwise fail here, at the first batch (a float64 copy of a large
+#: embedding, and its square, is 4x the parameter's own bytes).
+_CHUNK = 1 << 22
+
+
 def _checksums(params: list[torch.Tensor]) -> list[float]:
-    """(sum, sum of squares) of each parameter, in float64, flattened."""
+    """(sum, sum of squares) of each parameter, in float64, flattened; computed
+    in chunks of ``_CHUNK`` elements, in the same order on every process."""
+    values: list[torch.Tensor] = []
     with torch.no_grad():
-        values = [
-            part
-            for p in params
-            for part in (
-                p.detach().sum(dtype=torch.float64),
-                p.detach().double().square().sum(),
-            )
-        ]
-        return torch.stack(values).cpu().tolist()
+        for p in params:
+            total = squares = torch.zeros((), dtype=torch.float64, device=p.device)
+            for chunk in p.detach().reshape(-1).split(_CHUNK):
+                wide = chunk.double()  # one chunk's float64 copy at a time
+                total = total + wide.sum()
+                squares = squares + torch.dot(wide, wide)
+            values += (total, squares)
+    return torch.stack(values).cpu().tolist()
 
 
 def _message(runtime: Runtime, differing: list[torch.Tensor]) -> str:

@@ -150,3 +150,28 @@ def test_sharded_parameters_are_not_compared() -> None:
     runtime.comm.peer_shift = 1.0
     _batch(runtime)
     assert runtime.drift_check is None and runtime.comm.calls == []
+
+
+def test_checksums_are_float64_sums_taken_a_chunk_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parameter larger than a chunk (and one that is empty) gets the sums of
+    one float64 pass over the whole tensor: the chunking bounds the check's own
+    memory without changing what the processes compare."""
+    from accel_migrate.runtime import drift
+
+    monkeypatch.setattr(drift, "_CHUNK", 7)
+    torch.manual_seed(0)
+    params = [torch.randn(5, 9), torch.randn(3), torch.zeros(0), torch.randn(2, 2, 2)]
+    expected = [
+        value
+        for p in params
+        for value in (p.double().sum().item(), p.double().square().sum().item())
+    ]
+    assert drift._checksums(params) == pytest.approx(expected, rel=1e-13, abs=1e-13)
+    # a change of one element's last bit moves its parameter's checksum
+    moved = [p.clone() for p in params]
+    moved[0].view(-1)[40] = torch.nextafter(moved[0].view(-1)[40], torch.tensor(9.0))
+    changed = drift._checksums(moved)
+    assert changed[:2] != drift._checksums(params)[:2]
+    assert changed[2:] == drift._checksums(params)[2:]
