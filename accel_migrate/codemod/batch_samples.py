@@ -101,9 +101,7 @@ def per_sample(
     if isinstance(expr, (cst.Name, cst.Attribute)):
         return _variable(index, expr, batch, seen, deeper)
     if isinstance(expr, cst.Subscript):
-        return _keyed_item(expr) and per_sample(
-            index, expr.value, batch, seen, deeper
-        )
+        return _keyed_item(expr) and per_sample(index, expr.value, batch, seen, deeper)
     if isinstance(expr, cst.BinaryOperation):
         return _with_number(index, expr, batch, seen, deeper)
     if not isinstance(expr, cst.Call):
@@ -169,9 +167,7 @@ def _with_number(
         return per_sample(index, expr.right, batch, seen, depth)
     if isinstance(expr.right, numbers):
         return per_sample(index, expr.left, batch, seen, depth)
-    if isinstance(expr.left, cst.BinaryOperation) and isinstance(
-        expr.right, numbers
-    ):
+    if isinstance(expr.left, cst.BinaryOperation) and isinstance(expr.right, numbers):
         return per_sample(index, expr.left, batch, seen, depth)
     return False
 

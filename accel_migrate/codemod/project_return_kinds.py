@@ -56,9 +56,7 @@ class ReturnKinds:
             shape, elements = "dict", [v.values for v in values]  # type: ignore[union-attr]
         else:
             return ("", (), "")
-        found = [
-            [self._item_kind(e, function) for e in each] for each in elements
-        ]
+        found = [[self._item_kind(e, function) for e in each] for each in elements]
         if shape == "tuple":
             columns = list(zip(*found, strict=True))
             items = tuple(
@@ -245,7 +243,7 @@ def _reduction(name: str, call: ast.Call) -> str:
 
 
 def _plain_kind(expr: ast.expr, function: ast.AST, depth: int) -> str:
-    """"none" for ``None``, "number" for a number, a class constant read off an
+    """ "none" for ``None``, "number" for a number, a class constant read off an
     object (``train_set.NUM_CLASSES``) or ``len(...)``, through the variables
     of ``function`` that hold one; "" for anything else."""
     if depth > 4:

@@ -26,7 +26,9 @@ def test_gathered_rows_are_the_original_batch_in_order() -> None:
         )
         assert done.returncode == 0, f"{name}\n{done.stdout}\n{done.stderr}"
         outputs[name] = [
-            line for line in done.stdout.splitlines() if line.startswith(("rows", "values"))
+            line
+            for line in done.stdout.splitlines()
+            if line.startswith(("rows", "values"))
         ]
     assert len(outputs["original"]) == 12  # 2 epochs of 3 batches, two lines each
     assert "rows 0 2 [" in outputs["original"][4]  # the last batch: one row

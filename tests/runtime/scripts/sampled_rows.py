@@ -23,4 +23,6 @@ for epoch in range(2):
         rows = accel.gather(index)[:25]
         values = accel.gather(out.detach())[:25]
         accel.print(f"rows {epoch} {step} {rows.tolist()}")
-        accel.print(f"values {epoch} {step} {[round(v, 5) for v in values.flatten().tolist()]}")
+        accel.print(
+            f"values {epoch} {step} {[round(v, 5) for v in values.flatten().tolist()]}"
+        )
