@@ -52,13 +52,24 @@ class LoaderFacts:
     def _unpacked_loader(self, value: cst.BaseExpression, i: int, n: int) -> bool:
         """``train_loader, val_loader = utils.get_loaders(args)``: item ``i`` of a
         tuple of loaders a local module's function returns (AM006 prepares them
-        there), or of ``map(accel.prepare_dataloader, ...)`` (what it writes)."""
-        from .patterns import loader_tuple_helper, prepared_loader_map
+        there), or of ``map(accel.prepare_dataloader, ...)`` (what it writes); of
+        a tuple with ``None`` or numbers beside the loaders (``accel.
+        prepare_dataloaders(...)``, AM006's), the loaders' items only."""
+        from .patterns import (
+            loader_tuple_helper,
+            prepared_loader_map,
+            prepared_loader_tuple,
+        )
 
         if prepared_loader_map(self, value):
             return True
-        helper = loader_tuple_helper(self, value)
-        return helper is not None and len(helper.items) == n
+        inner = prepared_loader_tuple(self, value)
+        helper = loader_tuple_helper(self, value if inner is None else inner, True)
+        return (
+            helper is not None
+            and len(helper.items) == n
+            and helper.items[i] == "loader"
+        )
 
     @cached_property
     def _direct_loaders(self) -> set[Key]:

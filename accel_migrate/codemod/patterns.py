@@ -49,22 +49,46 @@ def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return index.is_runtime_call(expr, "prepare_dataloader")
 
 
-def loader_tuple_helper(index: ModuleIndex, expr: cst.BaseExpression) -> Any:
+#: Items of a returned tuple that are surely no loader (``project_return_kinds``).
+NOT_LOADERS = frozenset({"none", "number"})
+
+
+def loader_tuple_helper(
+    index: ModuleIndex, expr: cst.BaseExpression, mixed: bool = False
+) -> Any:
     """The project fact of a local module's function that returns a tuple of
     shardable DataLoaders (``return train_loader, val_loader``), if ``expr`` calls
-    one."""
+    one; with ``mixed``, also one of loaders beside ``None`` and numbers
+    (``return train_loader, val_loader, None, num_class``)."""
     if not isinstance(expr, cst.Call):
         return None
     helper = index.helper(expr.func)
+    allowed = {"loader"} | (NOT_LOADERS if mixed else set())
     if (
         helper is None
         or helper.container != "tuple"
         or helper.unshardable
-        or not helper.items
-        or any(kind != "loader" for kind in helper.items)
+        or "loader" not in helper.items
+        or any(kind not in allowed for kind in helper.items)
     ):
         return None
     return helper
+
+
+def prepared_loader_tuple(
+    index: ModuleIndex, expr: cst.BaseExpression
+) -> cst.BaseExpression | None:
+    """The call of ``accel.prepare_dataloaders(call)``: AM006's rewrite of a call
+    that returns a tuple of loaders beside ``None`` or numbers."""
+    if not (
+        isinstance(expr, cst.Call)
+        and index.is_runtime_call(expr, "prepare_dataloaders")
+        and len(expr.args) == 1
+        and expr.args[0].keyword is None
+        and not expr.args[0].star
+    ):
+        return None
+    return expr.args[0].value
 
 
 def loader_dict_helper(index: ModuleIndex, expr: cst.BaseExpression) -> Any:

@@ -235,7 +235,16 @@ class HelperFact:
         """``get_test_dataloader in utils.py returns a DataLoader``."""
         parts = []
         if self.container:
-            loaders = "DataLoaders" if set(self.items) == {"loader"} else "values"
+            loaders = (
+                "DataLoaders"
+                if set(self.items) == {"loader"}
+                else (
+                    "DataLoaders and None or numbers"
+                    if "loader" in self.items
+                    and set(self.items) <= {"loader", "none", "number"}
+                    else "values"
+                )
+            )
             parts.append(f"returns a {self.container} of {loaders}")
         if self.returns:
             verb = "builds" if self.kind == "class" else "returns"

@@ -41,6 +41,9 @@ class ReturnKinds:
         be sharded) when every return is a display of one shape holding a loader
         (``return train_loader, val_loader``; ``return {"train": ..., "val": ...}``)."""
         values = [r.value for r in returns]
+        relayed = self._relayed_container(values)
+        if relayed is not None:
+            return relayed
         if all(
             isinstance(v, ast.Tuple)
             and not any(isinstance(e, ast.Starred) for e in v.elts)
@@ -53,7 +56,7 @@ class ReturnKinds:
             shape, elements = "dict", [v.values for v in values]  # type: ignore[union-attr]
         else:
             return ("", (), "")
-        found = [[self.kind_of(e, function, 0) for e in each] for each in elements]
+        found = [[self._item_kind(e, function) for e in each] for each in elements]
         if shape == "tuple":
             columns = list(zip(*found, strict=True))
             items = tuple(
@@ -68,6 +71,40 @@ class ReturnKinds:
             return ("", (), "")
         why = next((w for each in found for k, _, w in each if w), "")
         return (shape, items, why)
+
+    def _item_kind(self, expr: ast.expr, function: ast.AST) -> tuple[str, str, str]:
+        """An item of a returned tuple: its kind (``kind_of``), or "none" for
+        ``None`` and "number" for a number (pytorch-deeplab-xception's ``return
+        train_loader, val_loader, test_loader, num_class``, ``test_loader =
+        None``, ``num_class = train_set.NUM_CLASSES``): values that are surely
+        no loader, which AM006 leaves as they are beside the loaders it prepares."""
+        found = self.kind_of(expr, function, 0)
+        if found[0]:
+            return found
+        plain = _plain_kind(expr, function, 0)
+        return (plain, "", "") if plain else found
+
+    def _relayed_container(
+        self, values: list[ast.expr | None]
+    ) -> tuple[str, tuple[str, ...], str] | None:
+        """A function each of whose returns hands back what another function of
+        the project returns (capsule-net-pytorch's ``load_data(args)``: ``return
+        load_mnist(args)``): that function's tuple or dict of loaders, followed
+        through the chain (each link is a fact of the project view)."""
+        found = set()
+        for value in values:
+            if not isinstance(value, ast.Call):
+                return None
+            target = self.resolve(value.func)
+            if not isinstance(target, tuple):
+                return None
+            fact = self._follow(target)
+            if fact is None or not fact.container:
+                return None
+            found.add((fact.container, fact.items, fact.unshardable))
+        if len(found) != 1:
+            return None
+        return found.pop()
 
     def kind_of(
         self, expr: ast.expr, function: ast.AST, depth: int
@@ -203,3 +240,27 @@ def _reduction(name: str, call: ast.Call) -> str:
     if "ignore_index" in values and name in IGNORING_LOSSES:
         return "token-mean"
     return "mean"
+
+
+def _plain_kind(expr: ast.expr, function: ast.AST, depth: int) -> str:
+    """ "none" for ``None``, "number" for a number, a class constant read off an
+    object (``train_set.NUM_CLASSES``) or ``len(...)``, through the variables
+    of ``function`` that hold one; "" for anything else."""
+    if depth > 4:
+        return ""
+    if isinstance(expr, ast.Constant):
+        if expr.value is None:
+            return "none"
+        is_number = isinstance(expr.value, (int, float))
+        return "number" if is_number and not isinstance(expr.value, bool) else ""
+    if isinstance(expr, ast.Attribute):
+        return "number" if expr.attr.isupper() else ""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        return "number" if isinstance(func, ast.Name) and func.id == "len" else ""
+    if isinstance(expr, ast.Name):
+        last = reaching_value(function, expr)
+        values = [last] if last is not None else _assigned_in(function, expr.id)
+        kinds = {_plain_kind(v, function, depth + 1) for v in values}
+        return kinds.pop() if len(kinds) == 1 else ""
+    return ""

@@ -138,6 +138,16 @@ def prepare_dataloader(loader: DataLoader) -> DataLoader:
     return sharded
 
 
+def prepare_dataloaders(values: Iterable[Any]) -> tuple[Any, ...]:
+    """``prepare_dataloader`` of each DataLoader among ``values`` (the tuple a
+    helper returns: ``train_loader, val_loader, None, num_class``); ``None``,
+    numbers and anything else are handed back as they are, in their places."""
+    return tuple(
+        prepare_dataloader(value) if isinstance(value, DataLoader) else value
+        for value in values
+    )
+
+
 def unwrap(module: nn.Module) -> nn.Module:
     """The user's module behind a prepared one."""
     return module.original_module if isinstance(module, PreparedModule) else module

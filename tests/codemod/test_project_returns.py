@@ -25,6 +25,10 @@ def get_dict(train_set, val_set):
 
 def loader_and_size(train_set):
     return DataLoader(train_set, batch_size=8), len(train_set)
+
+
+def loader_and_set(train_set):
+    return DataLoader(train_set, batch_size=8), train_set
 """
 
 LOOP = """
@@ -88,7 +92,9 @@ def test_tuple_of_loaders_from_a_module_is_prepared_and_its_sums_reduced(
         ("loader", "loader"),
     )
     assert table["data.get_dict"].container == "dict"
-    assert table["data.loader_and_size"].items == ("loader", "")
+    # a number beside the loader: prepared with accel.prepare_dataloaders
+    assert table["data.loader_and_size"].items == ("loader", "number")
+    assert table["data.loader_and_set"].items == ("loader", "")
     result = migrate_source(train.read_bytes(), str(train))
     out = result.output.decode()  # type: ignore[union-attr]
     assert (
@@ -112,7 +118,7 @@ def test_loaders_not_unpacked_one_name_each_leave_the_file_unchanged(
         "train_loader = get_dict(a, b)['train']\nval_loader = get_dict(a, b)['val']\n": (
             "not kept in one variable"
         ),
-        "train_loader, n = loader_and_size(a)\nval_loader = train_loader\n": (
+        "train_loader, n = loader_and_set(a)\nval_loader = train_loader\n": (
             "not in a tuple of other values"
         ),
     }
@@ -120,7 +126,7 @@ def test_loaders_not_unpacked_one_name_each_leave_the_file_unchanged(
         train = _write(
             tmp_path,
             "train.py",
-            "import torch\nfrom data import get_loaders, get_dict, loader_and_size\n"
+            "import torch\nfrom data import get_loaders, get_dict, loader_and_set\n"
             + head
             + LOOP,
         )

@@ -190,3 +190,28 @@ def test_parts_called_instead_of_the_prepared_model_fail_at_the_first_backward(
     loss = (nets[0](torch.randn(4, 3)) + nets[1](torch.randn(4, 3))).pow(2).mean()
     with pytest.raises(RuntimeError, match="never called"):
         accel.backward(loss)
+
+
+def test_prepare_dataloaders_prepares_the_loaders_of_a_tuple_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``accel.prepare_dataloaders(make_data_loader(args))`` (AM006's rewrite of a
+    tuple of loaders beside None and a class count): each DataLoader goes through
+    prepare_dataloader, the other items come back as they are, in their places."""
+    import accel_migrate.runtime.api as api
+
+    train = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
+    val = DataLoader(TensorDataset(torch.arange(2.0)), batch_size=2)
+    prepared: list[DataLoader] = []
+
+    def fake(loader: DataLoader) -> str:
+        prepared.append(loader)
+        return f"prepared {len(prepared)}"
+
+    monkeypatch.setattr(api, "prepare_dataloader", fake)
+    result = accel.prepare_dataloaders((train, val, None, 21))
+    assert result == ("prepared 1", "prepared 2", None, 21)
+    assert prepared == [train, val]
+    monkeypatch.undo()
+    plain = accel.prepare_dataloaders(iter([train, None]))
+    assert plain[0] is train and plain[1] is None

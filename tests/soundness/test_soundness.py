@@ -572,11 +572,12 @@ EXPECTED: dict[str, str] = {
     "siamese_seeded_pairs_r25a_project": "FLAGGED",
     "siamese_seeded_pairs_r25a_project_batch": "FLAGGED",
     # cedrickchee/capsule-net-pytorch: the loaders come back through two helper
-    # levels (utils.load_data returns load_mnist's), which neither mode shards:
-    # every process trains on every batch (equal gradients, no speed-up), so the
-    # routing logits' batch mean in capsule_layer.py is the original's
-    "capsnet_routing_r25a_project": "MATCH",
-    "capsnet_routing_r25a_project_batch": "MATCH",
+    # levels (utils.load_data returns load_mnist's). MATCH before only because
+    # neither mode sharded them (every process trained on every batch); the
+    # project view now follows the chain, AM006 shards them, and the routing
+    # logits' batch mean in capsule_layer.py is each share's (AM037 names it)
+    "capsnet_routing_r25a_project": "FLAGGED",
+    "capsnet_routing_r25a_project_batch": "FLAGGED",
     # the same with its loaders from utils.load_mnist (sharded): the routing's
     # batch mean in capsule_layer.py made the losses differ, FLAGGED only by
     # unrelated findings; AM037 now reads models of other local modules
@@ -624,6 +625,10 @@ EXPECTED: dict[str, str] = {
     "world_models_vae_mdrnn_r25b_project_batch": "FLAGGED",
     "crnn_ctc_converter_r25b_project": "FLAGGED",
     "crnn_ctc_converter_r25b_project_batch": "FLAGGED",
+    # pytorch-deeplab-xception: file mode was left whole by AM006 (a tuple of
+    # loaders with None and the class count); prepared now
+    # (accel.prepare_dataloaders), its build_loss criterion divides by the
+    # share's row count, which AM007 names (an unknown reduction)
     "deeplab_trainer_poly_r25b_project": "FLAGGED",
     "deeplab_trainer_poly_r25b_project_batch": "FLAGGED",
 }

@@ -34,6 +34,7 @@ from .forward import (
     model_call_fact,
     model_method,
 )
+from .handed_criteria import handed_criterion
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .operands import elementwise_of_two, over_parameters
@@ -148,6 +149,11 @@ class _Calls:
         if imported is not None:
             # a method of a model class of another module that returns a loss
             return imported
+        handed = handed_criterion(self.index, func)
+        if handed:
+            # `self.criterion = SegmentationLosses(...).build_loss(mode)`: a
+            # callable a local module's code hands back, not readable here
+            return Fact("unknown", handed)
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         if (
             isinstance(func, cst.Attribute)

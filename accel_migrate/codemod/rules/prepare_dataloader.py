@@ -13,9 +13,15 @@ One returning a dict of loaders (``return {"train": ..., "valid": ...}``) is
 prepared where the dict is kept in one variable: ``loaders = {key:
 accel.prepare_dataloader(loader) for key, loader in get_iterators(bs).items()}``,
 the same keys in the same order, and ``loaders["valid"]`` is a loader for the
-other rules. A tuple kept whole (``loaders = get_loaders(args)``), a dict used
-without a variable, or loaders mixed with other values cannot be prepared at the
-call, and the file is left unchanged with a needs-review finding (all or nothing: sharded data is never
+other rules. A tuple whose other items are ``None`` or numbers
+(pytorch-deeplab-xception's ``train_loader, val_loader, test_loader, nclass =
+make_data_loader(args)``, ``test_loader = None``) becomes
+``accel.prepare_dataloaders(make_data_loader(args))``: each DataLoader of it
+prepared, the other items handed back as they are. The function is followed
+through the project functions that hand its value back (``load_data(args)``:
+``return load_mnist(args)``). A tuple kept whole (``loaders =
+get_loaders(args)``), a dict used without a variable, or loaders mixed with
+other values cannot be prepared at the call, and the file is left unchanged with a needs-review finding (all or nothing: sharded data is never
 paired with an unsharded setup or the reverse). Loaders built by functions of
 this file are wrapped where they are built, and the variables their returns
 reach (also through ``a, b = f()``) are loaders for the other rules (AM009
@@ -85,7 +91,11 @@ import libcst as cst
 from ..fixed_batches import fixed_batches
 from ..helper_effects import loader_passed_to_helper
 from ..names import DATALOADER_CALLS
-from ..patterns import prepared_loader_map
+from ..patterns import (
+    loader_tuple_helper,
+    prepared_loader_map,
+    prepared_loader_tuple,
+)
 from ..project_facts import HelperFact
 from ..reduction.placement import code
 from ..returned_loaders import method_returned_loader
@@ -187,8 +197,10 @@ class PrepareDataloader(Rule):
         map(accel.prepare_dataloader, get_loaders(args))``); any other use leaves
         the file unchanged (its loaders cannot all be prepared here)."""
         arg = self.parent(original)
-        if isinstance(arg, cst.Arg) and prepared_loader_map(
-            self.index, self.parent(arg)  # type: ignore[arg-type]
+        if isinstance(arg, cst.Arg) and (
+            prepared_loader_map(self.index, self.parent(arg))  # type: ignore[arg-type]
+            or prepared_loader_tuple(self.index, self.parent(arg))  # type: ignore[arg-type]
+            is original
         ):
             return updated  # prepared already (a second run)
         where = f"{helper.describe()}"
@@ -201,7 +213,14 @@ class PrepareDataloader(Rule):
             return updated
         if helper.container == "dict" and set(helper.items) == {"loader"}:
             return self._loader_dict(original, updated, helper)
-        if helper.container != "tuple" or set(helper.items) != {"loader"}:
+        mixed = (
+            helper.container == "tuple"
+            and set(helper.items) != {"loader"}
+            and loader_tuple_helper(self.index, original, mixed=True) is not None
+        )
+        if not mixed and (
+            helper.container != "tuple" or set(helper.items) != {"loader"}
+        ):
             shape = (
                 "a dict of other values"
                 if helper.container == "dict"
@@ -233,6 +252,14 @@ class PrepareDataloader(Rule):
                 f"{helper.name}(...)`)",
             )
             return updated
+        if mixed:
+            self.report(
+                original,
+                "fixed",
+                f"{where} -> accel.prepare_dataloaders(...) (each DataLoader of "
+                "it prepared, None and numbers handed back as they are)",
+            )
+            return self.runtime_call("prepare_dataloaders", [cst.Arg(value=updated)])
         if self.index.bound_in_module("map"):
             self.block(
                 original,

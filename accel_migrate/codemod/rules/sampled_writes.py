@@ -1,0 +1,208 @@
+"""AM044 sampled-writes: samples of the training batch saved every N steps are gathered from every process first.
+
+## What
+In a loop over a sharded data loader, a file the main process writes
+(``accel.save``, AM010's, or ``accel.on_main_process(save_image, ...)``, AM017's)
+from a tensor with one row per sample of the batch (the generator's output on
+the batch's noise, the batch itself, ``torch.cat`` of such tensors along
+another dimension; ``batch_samples.py`` says which) saves the samples of every
+process: the tensor is gathered in rank order, ``accel.gather(x)``, before the
+rows the original kept are sliced off it (``x[:25]``):
+
+``accel.save(gen_imgs.data[:25], path)`` becomes
+``accel.save(accel.gather(gen_imgs.data)[:25], path)``.
+
+The gather is a collective. It is placed only where the write's condition is
+the same on every process (``batches_done % opt.sample_interval == 0``, read by
+the divergence analysis), inside the call's arguments, which every process
+evaluates before the write is left to the main process. Where the condition may
+differ between processes, or the saved value is read from the batch but not
+proven to hold one row per sample (a tuple unpacked from a model, a mean, a
+slice taken before it is saved), nothing is rewritten and a needs-review
+finding names the saved value and its line.
+
+## Why
+PyTorch-GAN's scripts save ``gen_imgs.data[:25]`` every ``sample_interval``
+batches (SRGAN a grid of the batch's inputs and outputs). After
+``accel.prepare_dataloader`` each process holds its share of the global batch,
+and the main process alone writes: its share's rows, where the original's file
+held the first 25 rows of the whole batch. Training is the original's and
+nothing fails, so nothing else would tell.
+
+The runtime gives each process a contiguous slice of every global batch, the
+first processes one more row where it does not divide (no padding, no repeated
+samples; an empty share where a last batch is shorter than the world), and the
+noise AM034 draws for the global batch is sliced the same way. Concatenated in
+rank order, the shares are the original batch's rows in the original order.
+
+## Example
+```python
+# before
+for i, (imgs, _) in enumerate(dataloader):
+    ...
+    gen_imgs = generator(z)
+    ...
+    batches_done = epoch * len(dataloader) + i
+    if batches_done % opt.sample_interval == 0:
+        torch.save(gen_imgs.data[:25], "images/%d.pt" % batches_done)
+# after
+    if batches_done % opt.sample_interval == 0:
+        accel.save(accel.gather(gen_imgs.data)[:25], "images/%d.pt" % batches_done)
+```
+
+## Fix safety
+Rewritten only when the value is proven per sample and the write is reached by
+every process together; otherwise reported. In per-device batch mode (each
+process takes whole batches) the gathered tensor holds every process's batch,
+first the main process's: its first rows are the main process's batch's. The
+gather copies the whole batch's rows to every process once per saved step.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..batch_samples import per_sample
+from ..batches import LoaderLoop, loader_loop
+from ..reduction.placement import code
+from ..rule import Rule
+from ..subtrees import findall
+
+_SAMPLE_WRITERS = frozenset({"torchvision.utils.save_image"})
+
+
+class SampledWrites(Rule):
+    code = "AM044"
+    name = "sampled-writes"
+    summary = (
+        "samples of the batch saved by the main process (`torch.save(gen_imgs"
+        ".data[:25], path)` in the loop) -> gathered from every process first "
+        "(accel.gather), or reported"
+    )
+    #: After AM006 prepares the loaders, AM010 and AM017 rewrite the writes and
+    #: AM034 draws the noise for the global batch.
+    phase = 60
+
+    def leave_Call(
+        self, original_node: cst.Call, updated_node: cst.Call
+    ) -> cst.BaseExpression:
+        position = self._saved_position(original_node)
+        if position is None:
+            return updated_node
+        value = original_node.args[position].value
+        if self._gathers(value):
+            return updated_node  # gathered already (a second run)
+        loop = self._loop(original_node)
+        if loop is None:
+            return updated_node
+        base, _rows = _row_slice(value)
+        reads = self.index.divergence.local_values.get(original_node, [])
+        proven = per_sample(self.index, base, loop.batch)
+        if not proven and not reads:
+            return updated_node  # the same on every process (a model's state)
+        line = self.original_line(original_node)
+        if not proven:
+            self._refuse(
+                original_node,
+                value,
+                line,
+                "it is computed from this process's share of the batch, and "
+                "accel-migrate cannot prove that it holds one row per sample of "
+                "the share in order (a slice, a mean, a value unpacked from a "
+                "model's output), which gathering the shares in rank order needs",
+            )
+            return updated_node
+        if not self.index.divergence.uniform(original_node):
+            self._refuse(
+                original_node,
+                value,
+                line,
+                "it holds this process's rows, and the write may run on some "
+                "processes and not others (its condition, or the loop it is in, "
+                "depends on this process's share, random draws or clock), so "
+                "gathering the rows of every process there (a collective) could "
+                "hang",
+            )
+            return updated_node
+        new_base, new_rows = _row_slice(updated_node.args[position].value)
+        gathered = self.runtime_call("gather", [cst.Arg(value=_bare(new_base))])
+        new_value: cst.BaseExpression = (
+            gathered
+            if new_rows is None
+            else cst.Subscript(value=gathered, slice=new_rows)
+        )
+        shown = code(new_value)
+        self.report(
+            original_node,
+            "fixed",
+            f"`{code(value)}` (line {line}) holds this process's rows of the batch "
+            f"-> `{shown}` (the rows of every process, in the original order, "
+            "written by the main process)",
+        )
+        args = list(updated_node.args)
+        args[position] = args[position].with_changes(value=new_value)
+        return updated_node.with_changes(args=args)
+
+    def _saved_position(self, call: cst.Call) -> int | None:
+        """Where the saved tensor is among the call's arguments: ``accel.save(x,
+        path)``, ``accel.on_main_process(save_image, x, path)``."""
+        args = call.args
+        if any(a.star for a in args):
+            return None
+        if self.index.is_runtime_call(call, "save"):
+            return 0 if args and args[0].keyword is None else None
+        if self.index.is_runtime_call(call, "on_main_process"):
+            if len(args) < 2 or args[0].keyword or args[1].keyword:
+                return None
+            if self.index.qualnames(args[0].value) & _SAMPLE_WRITERS:
+                return 1
+        return None
+
+    def _gathers(self, value: cst.BaseExpression) -> bool:
+        return any(
+            self.index.is_runtime_call(c, "gather", "gather_in_order")
+            for c in findall(value, cst.Call)
+        )
+
+    def _loop(self, call: cst.Call) -> LoaderLoop | None:
+        """The loop over a prepared loader that the write is in (in its function)."""
+        for ancestor in self.index.ancestors(call):
+            if isinstance(ancestor, cst.For):
+                found = loader_loop(self.index, ancestor)
+                if found is not None:
+                    return found
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+        return None
+
+    def _refuse(
+        self, call: cst.Call, value: cst.BaseExpression, line: int, why: str
+    ) -> None:
+        self.report(
+            call,
+            "needs-review",
+            f"`{code(value)}` (line {line}) is written by the main process only: "
+            f"{why}; the file holds the main process's share of the batch where "
+            "the original's held the whole batch's rows. Gather the tensor from "
+            "every process (accel.gather(x), on every process, before the write) "
+            "where all of them reach it, then take the rows to keep",
+            if_migrated=True,
+        )
+
+
+def _row_slice(
+    value: cst.BaseExpression,
+) -> tuple[cst.BaseExpression, tuple[cst.SubscriptElement, ...] | None]:
+    """``x[:25]`` -> (``x``, its slice): rows kept off the saved tensor."""
+    if (
+        isinstance(value, cst.Subscript)
+        and len(value.slice) == 1
+        and isinstance(value.slice[0].slice, cst.Slice)
+        and value.slice[0].slice.step is None
+    ):
+        return value.value, tuple(value.slice)
+    return value, None
+
+
+def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=(), rpar=()) if node.lpar else node
