@@ -182,6 +182,15 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: For a class, not a model, of a file this run migrates, that trains
+    #: models it builds itself (sfujim/TD3's ``TD3`` with its ``train``
+    #: method): how, as a phrase (``trains_own_models``); "" if not. A script
+    #: that imports it drives that training on every process (``drivers``).
+    migrated_trainer: str = ""
+    #: For a class that writes files: the methods it defines that write none,
+    #: directly or through the other methods of ``self`` they call
+    #: (``method_writes``): a call of one needs no barrier after it.
+    quiet_methods: tuple[str, ...] = ()
     #: For a class, not a model: where a method of it builds an optimizer, as a
     #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
     #: trainer whose subclass in another file writes the training step.
@@ -348,6 +357,18 @@ class ProjectFacts:
                 or (fact.kind == "function" and fact.trains)
             )
             and not fact.collectives
+        )
+
+    @property
+    def drives_trainer(self) -> bool:
+        """Does the script import a class of this batch's migrated files that
+        trains models of its own (``HelperFact.migrated_trainer``)? Then it is
+        the entry point of that training, launched on every process: its own
+        prints and writes are migrated even with no loop of its own
+        (``drivers``)."""
+        return any(
+            fact.kind == "class" and fact.migrated_trainer and fact.batch_migrated
+            for _, fact in self.helpers
         )
 
     @property

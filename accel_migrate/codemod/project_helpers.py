@@ -21,6 +21,7 @@ from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .iterator_factories import iterator_class, returned_iterator
+from .method_writes import quiet_methods
 from .names import (
     MODULE_BASES,
     is_nn_module_constructor,
@@ -217,6 +218,14 @@ class HelperFacts(ReturnKinds):
                     cls, lambda call: is_optimizer_class(self._dotted(call.func))
                 )
                 or trains_through(self, cls)
+            ),
+            quiet_methods=quiet_methods(self, cls) if effects.writes else (),
+            migrated_trainer=(
+                trains_own_models(
+                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
+                )
+                if self.path in self.view.scripts
+                else ""
             ),
         )
 
