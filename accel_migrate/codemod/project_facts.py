@@ -142,6 +142,11 @@ class HelperFact:
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
     augmentation: str = ""
+    #: For a function that returns a loader (or a tuple or dict of them): the
+    #: first draw a dataset class it builds makes for each sample, in its
+    #: ``__getitem__`` or ``__iter__``, as a phrase; "" if none
+    #: (``loader_sample_draws``).
+    sample_draws: str = ""
     #: For a model class: how its ``forward`` (or a class of the project it
     #: builds) runs a submodule only when its batch says so, as a phrase
     #: (``project_data_branches``); "" if it does not.

@@ -21,6 +21,7 @@ from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .iterator_factories import iterator_class, returned_iterator
+from .loader_sample_draws import sample_draws
 from .method_writes import quiet_methods
 from .names import (
     MODULE_BASES,
@@ -354,6 +355,9 @@ class HelperFacts(ReturnKinds):
             pairwise=pairwise_in(self, function) if kind in ("loss", "") else "",
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
+            sample_draws=(
+                sample_draws(self, function) if kind == "loader" or container else ""
+            ),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
             batch_mixing=batch_mixing(self, function) if kind == "model" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
