@@ -196,6 +196,10 @@ class HelperFact:
     #: directly or through the other methods of ``self`` they call
     #: (``method_writes``): a call of one needs no barrier after it.
     quiet_methods: tuple[str, ...] = ()
+    #: For a class, not a model: it derives from torch's DataLoader
+    #: (torch_geometric's NeighborSampler, written in a project's sampler.py);
+    #: accel-migrate does not prepare an instance of it (AM019 names it so).
+    loader_subclass: bool = False
     #: For a class, not a model: where a method of it builds an optimizer, as a
     #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
     #: trainer whose subclass in another file writes the training step.

@@ -24,6 +24,7 @@ from .iterator_factories import iterator_class, returned_iterator
 from .loader_sample_draws import sample_draws
 from .method_writes import quiet_methods
 from .names import (
+    DATALOADER_CALLS,
     MODULE_BASES,
     is_nn_module_constructor,
     is_optimizer_class,
@@ -221,6 +222,7 @@ class HelperFacts(ReturnKinds):
                 or trains_through(self, cls)
             ),
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
+            loader_subclass=self._loader_subclass(cls),
             migrated_trainer=(
                 trains_own_models(
                     cls, lambda call: is_optimizer_class(self._dotted(call.func))
@@ -229,6 +231,19 @@ class HelperFacts(ReturnKinds):
                 else ""
             ),
         )
+
+    def _loader_subclass(self, cls: ast.ClassDef) -> bool:
+        """Does ``cls`` derive from torch's DataLoader (itself, or through a
+        base the project defines)?"""
+        for base in cls.bases:
+            target = self.resolve(base)
+            if isinstance(target, str) and target in DATALOADER_CALLS:
+                return True
+            if isinstance(target, tuple):
+                fact = self._follow(target)
+                if fact is not None and fact.loader_subclass:
+                    return True
+        return False
 
     def _lineage(self, cls: ast.ClassDef) -> list[Owner]:
         """``cls`` and the bases the project defines, each with its module's
