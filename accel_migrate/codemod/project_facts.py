@@ -94,6 +94,10 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a model class: methods that take only ``self`` and hand back groups
+    #: of its own parameters (tsn-pytorch's ``get_optim_policies``), which an
+    #: optimizer is then built over (``param_group_methods``).
+    param_group_methods: tuple[str, ...] = ()
     #: For a function whose every return is an optimizer it builds over what one
     #: of its parameters holds (``optimizer_factories``): that parameter, its
     #: position among the positional parameters (-1: keyword only) and "model"

@@ -30,6 +30,7 @@ from .names import (
     is_optimizer_class,
 )
 from .optimizer_factories import factory_over, optimizer_class
+from .param_group_methods import param_group_methods
 from .pairwise_helpers import pairwise_in
 from .project_batch_kinds import batch_kind
 from .project_effects import _Effects
@@ -155,6 +156,7 @@ class HelperFacts(ReturnKinds):
                 "class",
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
+                param_group_methods=param_group_methods(cls),
                 forward_loss=forward_loss(self, cls),
                 method_weights=method_weights([c for c, _, _ in self._lineage(cls)]),
                 method_losses=method_losses(

@@ -652,8 +652,10 @@ EXPECTED: dict[str, str] = {
     # dataset classes a loader factory builds (loader_sample_draws)
     "esc50_specaug_folds_t7c_project": "FLAGGED",
     "esc50_specaug_folds_t7c_project_batch": "FLAGGED",
-    # yjxiong/tsn-pytorch: SGD over get_optim_policies() groups, which AM004
-    # cannot follow (left whole); random segment offsets (AM020)
+    # yjxiong/tsn-pytorch: random segment offsets (AM020). SGD over
+    # get_optim_policies() groups left it whole before (AM004); a model
+    # method handing back groups of its own parameters is followed now
+    # (param_group_methods), and the model is prepared
     "tsn_multiclip_t7c_project": "FLAGGED",
     "tsn_multiclip_t7c_project_batch": "FLAGGED",
     # the same over model.parameters(): test_models.py's strip of the
