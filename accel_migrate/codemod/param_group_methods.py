@@ -55,8 +55,7 @@ def _own_parameters_only(method: ast.AST) -> bool:
     walkers = {
         name.id
         for loop in ast.walk(method)
-        if isinstance(loop, (ast.For, ast.comprehension))
-        and _walks_self(loop.iter)
+        if isinstance(loop, (ast.For, ast.comprehension)) and _walks_self(loop.iter)
         for name in ast.walk(loop.target)
         if isinstance(name, ast.Name)
     }

@@ -30,8 +30,8 @@ from .names import (
     is_optimizer_class,
 )
 from .optimizer_factories import factory_over, optimizer_class
-from .param_group_methods import param_group_methods
 from .pairwise_helpers import pairwise_in
+from .param_group_methods import param_group_methods
 from .project_batch_kinds import batch_kind
 from .project_effects import _Effects
 from .project_facts import HelperFact

@@ -79,6 +79,7 @@ def test_the_driver_of_a_migrated_trainer_is_migrated(tmp_path: Path) -> None:
     output, findings = _migrate(tmp_path, batch=True)
     assert 'os.makedirs("./results", exist_ok=True)' in output
     assert 'accel.print("step", t)' in output
+    assert not [f for f in findings if f.status == "needs-review"]
     facts = ProjectView(
         [str(tmp_path / "main.py"), str(tmp_path / "policies.py")]
     ).facts_for(str(tmp_path / "main.py"))

@@ -83,7 +83,9 @@ MESSAGE = (
 
 def iterator_message(loop: str, made: str) -> str:
     # (a DataLoader subclass of the project is named so by `made` itself)
-    plain = "" if "derived from torch's DataLoader" in made else ", not a torch DataLoader"
+    plain = (
+        "" if "derived from torch's DataLoader" in made else ", not a torch DataLoader"
+    )
     return (
         f"the loop over `{loop}` ({made}{plain}) is not split "
         "across processes: every process trains on every batch it yields, so a "
