@@ -83,4 +83,12 @@ def _made_by(index: ModuleIndex, value: cst.BaseExpression | None) -> str | None
         or helper.batch_library
     ):
         return None
+    if helper.loader_subclass:
+        # NeighborSampler(DataLoader) of a project's sampler.py: a loader, but
+        # one whose own __init__ builds it, which prepare_dataloader is not
+        # put around
+        return (
+            f"`{spelled}`, a class of {helper.file} derived from torch's "
+            "DataLoader, which accel-migrate does not prepare"
+        )
     return f"`{spelled}`, a class of {helper.file}"

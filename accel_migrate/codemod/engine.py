@@ -134,7 +134,12 @@ def _early(
         # says so.
         if project is None:
             project = read_project(path)
-        if project.library_trainers or project.library_for or project.handed_torch:
+        if (
+            project.library_trainers
+            or project.library_for
+            or project.handed_torch
+            or project.drives_trainer
+        ):
             verdict = None
     return verdict, project
 
@@ -174,7 +179,8 @@ def _full_pass(
     # build (loaders, models, optimizers) is prepared where they are called
     # (AM102), so the rules that prepare do not run.
     library = bool(project.library_for)
-    if not screen.training and not project.library_trainers and not library:
+    drives = project.drives_trainer  # it runs a migrated class's training
+    if not (screen.training or project.library_trainers or library or drives):
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)
@@ -222,6 +228,7 @@ def _full_pass(
             context.changed
             and any(f.trains and f.batch_migrated for f in project.library_trainers)
         )
+        and not (context.changed and drives)
     ):  # it imports a library trainer but hands it nothing
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
     if not context.changed:

@@ -14,6 +14,7 @@ as it is, with a needs-review finding that names the helper and its file.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -212,6 +213,17 @@ def optimizer_method(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
     method hands back an optimizer over the model's own parameters
     (``model.configure_optimizers(config)`` with ``model = GPT(config)`` and
     ``GPT`` in mingpt/model.py): every value of the receiver is an instance."""
+    return model_method(index, call, lambda fact: fact.optimizer_methods)
+
+
+def model_method(
+    index: ModuleIndex,
+    call: cst.Call,
+    methods: Callable[[HelperFact], tuple[str, ...]],
+) -> HelperFact | None:
+    """The model class of a local module whose method ``call`` runs, when that
+    method is one of ``methods(fact)`` (``HelperFact.optimizer_methods``,
+    ``param_group_methods``): every value of the receiver is an instance."""
 
     func = call.func
     if not isinstance(func, cst.Attribute):
@@ -227,7 +239,7 @@ def optimizer_method(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
         from .reduction.model_classes import model_class_of
 
         fact = model_class_of(index, func.value) if index.project.callers else None
-        if fact is None or func.attr.value not in fact.optimizer_methods:
+        if fact is None or func.attr.value not in methods(fact):
             return None
         return fact
     found = None
@@ -236,7 +248,7 @@ def optimizer_method(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
         if not isinstance(value, cst.Call):
             return None
         fact = index.helper(value.func, "model")
-        if fact is None or func.attr.value not in fact.optimizer_methods:
+        if fact is None or func.attr.value not in methods(fact):
             return None
         found = fact
     return found

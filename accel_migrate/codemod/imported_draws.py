@@ -56,8 +56,11 @@ def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         return None
     fact = index.helper(call.func)
     if fact is not None and fact.kind == "function":
-        if fact.augmentation and (fact.returns == "loader" or fact.container):
-            return fact.where, fact.augmentation
+        if fact.returns == "loader" or fact.container:
+            # a torchvision augmentation it builds, or a dataset class of the
+            # project it builds that draws for each sample (`loader_sample_draws`)
+            draw = fact.augmentation or fact.sample_draws
+            return (fact.where, draw) if draw else None
         return None
     if not any(q in DATALOADER_CALLS for q in index.qualnames(call.func)):
         return None

@@ -27,6 +27,7 @@ from .analysis import Key
 from .helper_effects import optimizer_method
 from .names import SAME_OBJECT
 from .optimizer_helpers import factory_model
+from .param_group_methods import grouped_model
 from .patterns import argument, strip_methods
 from .subtrees import findall
 from .trained_models import (
@@ -220,6 +221,10 @@ class OptimizedModels:
                 if key is not None:
                     keys.add(key)
             if self.is_optimizer_call(call):
+                grouped = call.args and grouped_model(self.index, call.args[0].value)
+                if grouped:
+                    # `SGD(model.get_optim_policies(), ...)` (param_group_methods)
+                    keys.add(grouped)
                 for inner in self._parameter_calls(call):
                     receiver = inner.func.value  # type: ignore[attr-defined]
                     owner = self._owner_class(receiver)

@@ -94,6 +94,10 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a model class: methods that take only ``self`` and hand back groups
+    #: of its own parameters (tsn-pytorch's ``get_optim_policies``), which an
+    #: optimizer is then built over (``param_group_methods``).
+    param_group_methods: tuple[str, ...] = ()
     #: For a function whose every return is an optimizer it builds over what one
     #: of its parameters holds (``optimizer_factories``): that parameter, its
     #: position among the positional parameters (-1: keyword only) and "model"
@@ -142,6 +146,11 @@ class HelperFact:
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
     augmentation: str = ""
+    #: For a function that returns a loader (or a tuple or dict of them): the
+    #: first draw a dataset class it builds makes for each sample, in its
+    #: ``__getitem__`` or ``__iter__``, as a phrase; "" if none
+    #: (``loader_sample_draws``).
+    sample_draws: str = ""
     #: For a model class: how its ``forward`` (or a class of the project it
     #: builds) runs a submodule only when its batch says so, as a phrase
     #: (``project_data_branches``); "" if it does not.
@@ -182,6 +191,19 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: For a class, not a model, of a file this run migrates, that trains
+    #: models it builds itself (sfujim/TD3's ``TD3`` with its ``train``
+    #: method): how, as a phrase (``trains_own_models``); "" if not. A script
+    #: that imports it drives that training on every process (``drivers``).
+    migrated_trainer: str = ""
+    #: For a class that writes files: the methods it defines that write none,
+    #: directly or through the other methods of ``self`` they call
+    #: (``method_writes``): a call of one needs no barrier after it.
+    quiet_methods: tuple[str, ...] = ()
+    #: For a class, not a model: it derives from torch's DataLoader
+    #: (torch_geometric's NeighborSampler, written in a project's sampler.py);
+    #: accel-migrate does not prepare an instance of it (AM019 names it so).
+    loader_subclass: bool = False
     #: For a class, not a model: where a method of it builds an optimizer, as a
     #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
     #: trainer whose subclass in another file writes the training step.
@@ -357,6 +379,18 @@ class ProjectFacts:
                 or (fact.kind == "function" and fact.trains)
             )
             and not fact.collectives
+        )
+
+    @property
+    def drives_trainer(self) -> bool:
+        """Does the script import a class of this batch's migrated files that
+        trains models of its own (``HelperFact.migrated_trainer``)? Then it is
+        the entry point of that training, launched on every process: its own
+        prints and writes are migrated even with no loop of its own
+        (``drivers``)."""
+        return any(
+            fact.kind == "class" and fact.migrated_trainer and fact.batch_migrated
+            for _, fact in self.helpers
         )
 
     @property

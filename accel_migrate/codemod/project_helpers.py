@@ -21,13 +21,17 @@ from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .iterator_factories import iterator_class, returned_iterator
+from .loader_sample_draws import sample_draws
+from .method_writes import quiet_methods
 from .names import (
+    DATALOADER_CALLS,
     MODULE_BASES,
     is_nn_module_constructor,
     is_optimizer_class,
 )
 from .optimizer_factories import factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
+from .param_group_methods import param_group_methods
 from .project_batch_kinds import batch_kind
 from .project_effects import _Effects
 from .project_facts import HelperFact
@@ -152,6 +156,7 @@ class HelperFacts(ReturnKinds):
                 "class",
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
+                param_group_methods=param_group_methods(cls),
                 forward_loss=forward_loss(self, cls),
                 method_weights=method_weights([c for c, _, _ in self._lineage(cls)]),
                 method_losses=method_losses(
@@ -218,7 +223,29 @@ class HelperFacts(ReturnKinds):
                 )
                 or trains_through(self, cls)
             ),
+            quiet_methods=quiet_methods(self, cls) if effects.writes else (),
+            loader_subclass=self._loader_subclass(cls),
+            migrated_trainer=(
+                trains_own_models(
+                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
+                )
+                if self.path in self.view.scripts
+                else ""
+            ),
         )
+
+    def _loader_subclass(self, cls: ast.ClassDef) -> bool:
+        """Does ``cls`` derive from torch's DataLoader (itself, or through a
+        base the project defines)?"""
+        for base in cls.bases:
+            target = self.resolve(base)
+            if isinstance(target, str) and target in DATALOADER_CALLS:
+                return True
+            if isinstance(target, tuple):
+                fact = self._follow(target)
+                if fact is not None and fact.loader_subclass:
+                    return True
+        return False
 
     def _lineage(self, cls: ast.ClassDef) -> list[Owner]:
         """``cls`` and the bases the project defines, each with its module's
@@ -345,6 +372,9 @@ class HelperFacts(ReturnKinds):
             pairwise=pairwise_in(self, function) if kind in ("loss", "") else "",
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
+            sample_draws=(
+                sample_draws(self, function) if kind == "loader" or container else ""
+            ),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
             batch_mixing=batch_mixing(self, function) if kind == "model" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",

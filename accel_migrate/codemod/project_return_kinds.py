@@ -129,6 +129,15 @@ class ReturnKinds:
             )
             # `net = net.cuda()` says nothing new of `net`: its other values decide
             values = [v for v in values if not same_object_of(v, expr.id)]
+            # `optimizer = None` then one optimizer per branch of the config
+            # (human-pose-estimation's get_optimizer): an optimizer factory;
+            # a loader or model that may be None is not one (callers test it)
+            built = [v for v in values if not _is_none(v)]
+            if built and len(built) < len(values):
+                found = {self.kind_of(v, function, depth + 1) for v in built}
+                if found == {("optimizer", "", "")}:
+                    return ("optimizer", "", "")
+                return ("", "", "")
             if not values:
                 return ("", "", "")
             found = {self.kind_of(v, function, depth + 1) for v in values}
@@ -264,3 +273,7 @@ def _plain_kind(expr: ast.expr, function: ast.AST, depth: int) -> str:
         kinds = {_plain_kind(v, function, depth + 1) for v in values}
         return kinds.pop() if len(kinds) == 1 else ""
     return ""
+
+
+def _is_none(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value is None

@@ -202,3 +202,48 @@ def test_a_parameter_handed_a_loader_is_not_reported(tmp_path: Path) -> None:
     target = tmp_path / "train_eval.py"
     options = MigrateOptions(project=view.facts_for(str(target)))
     assert _am019(TRAIN, target, options) == []
+
+
+SAMPLER = """\
+import torch
+
+
+class NeighborSampler(torch.utils.data.DataLoader):
+    def __init__(self, node_idx, sizes, **kwargs):
+        self.sizes = sizes
+        super().__init__(node_idx.tolist(), collate_fn=self.sample, **kwargs)
+
+    def sample(self, batch):
+        return torch.tensor(batch)
+"""
+
+SAMPLER_SCRIPT = """\
+import torch
+
+from sampler import NeighborSampler
+
+model = torch.nn.Linear(1, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train_loader = NeighborSampler(torch.arange(8), [2], batch_size=4, shuffle=True)
+for batch in train_loader:
+    optimizer.zero_grad()
+    model(batch.float().unsqueeze(1)).sum().backward()
+    optimizer.step()
+"""
+
+
+def test_a_dataloader_subclass_of_the_project_is_named_as_one(tmp_path: Path) -> None:
+    """pyg's NeighborSampler written in sampler.py: AM019 said "not a torch
+    DataLoader" of a class that derives from one."""
+    (tmp_path / "sampler.py").write_text(SAMPLER)
+    script = tmp_path / "main.py"
+    script.write_text(SAMPLER_SCRIPT)
+    fact = dict(read_project(str(script)).helpers)["sampler.NeighborSampler"]
+    assert fact.loader_subclass
+    result = migrate_source(script.read_bytes(), str(script))
+    (finding,) = [f for f in result.findings if f.code == "AM019"]
+    assert finding.message.startswith(
+        "the loop over `train_loader` (`NeighborSampler`, a class of sampler.py "
+        "derived from torch's DataLoader, which accel-migrate does not prepare) "
+        "is not split across processes"
+    )

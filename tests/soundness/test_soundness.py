@@ -631,6 +631,50 @@ EXPECTED: dict[str, str] = {
     # share's row count, which AM007 names (an unknown reduction)
     "deeplab_trainer_poly_r25b_project": "FLAGGED",
     "deeplab_trainer_poly_r25b_project_batch": "FLAGGED",
+    # round t7c: a new-user trial on six more real public projects.
+    # rixwew/pytorch-fm: predictions gathered in order for a hand-written AUC
+    # (AM029), EarlyStopper saving the whole model on the best AUC
+    "deepfm_ctr_auc_t7c_project": "MATCH",
+    "deepfm_ctr_auc_t7c_project_batch": "MATCH",
+    # pyg reddit.py: NeighborSampler, a DataLoader subclass of sampler.py, is
+    # not prepared (AM019): every process trains on every batch, equal draws
+    "graphsage_neighbor_sampler_t7c_project": "MATCH",
+    "graphsage_neighbor_sampler_t7c_project_batch": "MATCH",
+    # sfujim/TD3: file mode leaves main.py whole (AM004 names TD3 in TD3.py).
+    # Batch mode was SILENT (FileExistsError: main.py, which only calls
+    # policy.train of the migrated TD3.py, was skipped as "not a training
+    # entry point", so its `if not os.path.exists: os.makedirs` raced); main.py
+    # is now migrated as the driver of a migrated trainer (drives_trainer), and
+    # only TD3.save, the method that writes, is followed by a barrier
+    # (method_writes: not select_action or train)
+    "td3_replay_soft_update_t7c_project": "FLAGGED",
+    "td3_replay_soft_update_t7c_project_batch": "MATCH",
+    # kamalesh0406/Audio-Classification: SpecAugment masks drawn with `random`
+    # in AudioDataset.__getitem__, the loader built by datasetaug's
+    # fetch_dataloader. File mode was flagged only by AM006 (validate.py's
+    # correct/total), which hid a SILENT cause: with the evaluation reduced
+    # the losses differed and nothing named the draws; AM020 now reads the
+    # dataset classes a loader factory builds (loader_sample_draws)
+    "esc50_specaug_folds_t7c_project": "FLAGGED",
+    "esc50_specaug_folds_t7c_project_batch": "FLAGGED",
+    # yjxiong/tsn-pytorch: random segment offsets (AM020). SGD over
+    # get_optim_policies() groups left it whole before (AM004); a model
+    # method handing back groups of its own parameters is followed now
+    # (param_group_methods), and the model is prepared
+    "tsn_multiclip_t7c_project": "FLAGGED",
+    "tsn_multiclip_t7c_project_batch": "FLAGGED",
+    # the same over model.parameters(): test_models.py's strip of the
+    # `module.` prefix crashed the migrated run (load_state_dict), FLAGGED
+    # only by unrelated findings; AM003 now writes the original's keys for a
+    # model every run wraps in DataParallel (data_parallel_keys)
+    "tsn_dp_keys_t7c_project": "FLAGGED",
+    "tsn_dp_keys_t7c_project_batch": "FLAGGED",
+    # microsoft/human-pose-estimation.pytorch: random flips in JointsDataset
+    # (AM020). Batch mode was left whole before (AM004: get_optimizer's
+    # `optimizer = None` then one per branch was of no known kind); it is an
+    # optimizer factory now, and AM009 names all_preds filled by a running idx
+    "pose_heatmap_flip_t7c_project": "FLAGGED",
+    "pose_heatmap_flip_t7c_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -34,8 +34,14 @@ its own GPU. Removing ``.module`` is safe because a prepared model's state dict
 already has the unprefixed keys ``model.module.state_dict()`` produced.
 
 ``model.state_dict()`` of the wrapped model itself had DataParallel's keys
-(``module.conv1.weight``); the migrated model's keys are the plain ones
-(``conv1.weight``). An info finding says so at every such call.
+(``module.conv1.weight``). Where every run wrapped the model (the wrap is under
+no ``if``, loop, ``try`` or ``with``, and is the model's last binding before the
+call, in the same function), it becomes ``accel.state_dict(model,
+prefix="module.")``: the original's keys, which code such as tsn-pytorch's
+test_models.py strips by hand (``'.'.join(k.split('.')[1:])``). Elsewhere (a
+wrap under ``if torch.cuda.device_count() > 1:``, whose keys depended on the
+machine) the migrated model's keys are the plain ones (``conv1.weight``), and an
+info finding says so at every such call.
 ``accel.load_state_dict`` accepts both, so the migrated script resumes from the
 original's checkpoints; ``accel.state_dict(model, prefix="module.")`` writes the
 original's format, for code that loads into a wrapped model.
@@ -49,6 +55,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key
+from ..data_parallel_keys import always_wrapped
 from ..names import DATA_PARALLEL_CALLS
 from ..rule import Rule
 from ..subtrees import findall
@@ -80,8 +87,7 @@ class DataParallel(Rule):
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
         if not self._is_dp(original_node):
-            self._report_key_format(original_node)
-            return updated_node
+            return self._key_format(original_node, updated_node)
         module = next(
             (
                 a
@@ -126,19 +132,43 @@ class DataParallel(Rule):
         )
         return updated_node.value
 
-    def _report_key_format(self, call: cst.Call) -> None:
+    def _key_format(self, call: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """``model.state_dict()`` of a model that was wrapped: the original's keys
-        had DataParallel's ``module.`` prefix, the migrated script's have not."""
+        had DataParallel's ``module.`` prefix. Where every run wrapped it
+        (``data_parallel_keys``), the migrated script writes them so; elsewhere
+        its keys are the plain ones, and an info finding says so."""
         func = call.func
         if not (
             isinstance(func, cst.Attribute)
             and func.attr.value == "state_dict"
             and not call.args
         ):
-            return
+            return updated
         key = self.index.key(func.value)
         if key is None or key not in self.wrapped:
-            return
+            return updated
+        if always_wrapped(
+            self.index, key, call, self._contains_dp, self.original_line
+        ) and isinstance(updated.func, cst.Attribute):
+            self.report(
+                call,
+                "fixed",
+                "model.state_dict() of a model every run wrapped in DataParallel -> "
+                'accel.state_dict(model, prefix="module."): the original\'s '
+                "'module.'-prefixed keys (module.conv1.weight), for code that "
+                "strips or expects that prefix",
+            )
+            prefix = cst.Arg(
+                keyword=cst.Name("prefix"),
+                value=cst.SimpleString('"module."'),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""),
+                    whitespace_after=cst.SimpleWhitespace(""),
+                ),
+            )
+            return self.runtime_call(
+                "state_dict", [cst.Arg(value=updated.func.value), prefix]
+            )
         self.report(
             call,
             "info",
@@ -148,6 +178,7 @@ class DataParallel(Rule):
             "accel.load_state_dict reads both; accel.state_dict(model, "
             'prefix="module.") writes the original\'s',
         )
+        return updated
 
     def _asks_for_class(self, node: cst.Attribute) -> bool:
         """``type(model.module)``, ``isinstance(model.module, C)``,

@@ -82,8 +82,12 @@ MESSAGE = (
 
 
 def iterator_message(loop: str, made: str) -> str:
+    # (a DataLoader subclass of the project is named so by `made` itself)
+    plain = (
+        "" if "derived from torch's DataLoader" in made else ", not a torch DataLoader"
+    )
     return (
-        f"the loop over `{loop}` ({made}, not a torch DataLoader) is not split "
+        f"the loop over `{loop}` ({made}{plain}) is not split "
         "across processes: every process trains on every batch it yields, so a "
         "run on N processes does the work of one N times over. The losses and "
         "gradients are the original's where it yields the same batches in the "
