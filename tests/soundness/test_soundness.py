@@ -632,7 +632,8 @@ EXPECTED: dict[str, str] = {
     # `next(val_iter)` batches (SILENT before: AM009 read only loops over a
     # loader), a step through the model's own `loss` method (LOUD before: AM042
     # now names it and leaves the file unchanged), the configured batch size
-    # rebound in a GAN step (FLAGGED already, AM025)
+    # rebound in a GAN step (reported by AM025 already; it matches: every
+    # process draws the same noise)
     "eval_batch_mean_print_r26b": "MATCH",
     "crnn_val_next_iter_r26b": "MATCH",
     "bilstm_crf_loss_method_r26b_project": "FLAGGED",
