@@ -12,7 +12,17 @@ anything after it) may find it missing or half old. Where every process
 reaches the call together, ``accel.barrier()`` follows it; where only some do,
 no barrier can, and it is reported. A call read inside an expression
 (``print(trainer.evaluate(loader))``) is left alone, and so is a call of a
-method that writes nothing (``method_writes``: TD3's ``select_action``).
+method that writes nothing (``method_writes.quiet_methods``: TD3's
+``select_action``).
+
+A class of a local module that is not migrated (a model class in model.py)
+whose method writes files itself (word2vec's ``model.save_embedding(id2word,
+path)``, an ``open(path, "w")`` in the method) runs that write on every
+process: the same file written N times at once. The rule cannot move the call
+to the main process: the method is the project's, may read state that differs
+by process or that FSDP shards (the parameters), and may hand something back.
+It is reported (``HelperFact.method_writes``), naming the method and what it
+writes.
 """
 
 from __future__ import annotations
@@ -96,4 +106,45 @@ def _statement(rule: MainProcessWrites, call: cst.Call) -> bool:
         and len(statement.body) == 1
         and rule.parent(call) is statement.body[0]
         and isinstance(statement.body[0], (cst.Expr, cst.Assign))
+    )
+
+
+def method_writes(
+    rule: MainProcessWrites, call: cst.Call
+) -> tuple[HelperFact, str, tuple[str, ...]] | None:
+    """(class, method, what it writes) for ``obj.method(...)`` where ``obj`` holds
+    an instance of a class of a local module that this batch does not migrate
+    and ``method`` writes files itself (``HelperFact.method_writes``); None
+    otherwise."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    method = func.attr.value
+    for fact in sorted(instance_facts(rule.index, func.value), key=lambda f: f.where):
+        if fact.kind != "class" or fact.batch_migrated:
+            continue
+        writes = dict(fact.method_writes).get(method, ())
+        writes = tuple(w for w in writes if w not in ("os.makedirs", "os.mkdir"))
+        if writes:
+            return fact, method, writes
+    return None
+
+
+def report_method_writes(
+    rule: MainProcessWrites,
+    call: cst.Call,
+    found: tuple[HelperFact, str, tuple[str, ...]],
+) -> None:
+    fact, method, writes = found
+    rule.report(
+        call,
+        "needs-review",
+        f"`{fact.name}.{method}` in {fact.file} writes files ({', '.join(writes)}) "
+        "and runs on every process: each writes the same file at once (racing, "
+        "truncated or interleaved writes); the rule cannot move a method of the "
+        "project to the main process (it may read what differs by process, or "
+        "parameters that FSDP shards); call it under `if accel.is_main_process():` "
+        "(with the full parameters, accel.state_dict(model), under FSDP), then "
+        "accel.barrier() before any process reads the file",
+        if_migrated=True,
     )

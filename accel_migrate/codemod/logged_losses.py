@@ -206,6 +206,21 @@ class LossPlaces:
             return None
         return {loop for loop in loops if self._loop(value) is loop} or None
 
+    def _loader_loop(self, node: cst.CSTNode) -> cst.For | None:
+        """The innermost loop over a data loader (sharded when the file is
+        migrated) that ``node`` is in, with or without a backward: an evaluation
+        loop's batch values are this process's share's as much as a training
+        loop's."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef | cst.Lambda):
+                return None
+            if (
+                isinstance(ancestor, cst.For)
+                and self.index.loader_loop(ancestor.iter)[0]
+            ):
+                return ancestor
+        return None
+
     def _loop(self, node: cst.CSTNode) -> cst.CSTNode | None:
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.For, cst.While)):

@@ -167,6 +167,21 @@ class _Effects:
         self.pure = False
 
 
+def method_writes(
+    facts: HelperFacts, cls: ast.ClassDef
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each method of ``cls`` that writes files in its own statements
+    (``HelperFact.method_writes``), with what it writes."""
+    found = []
+    for statement in cls.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            own = _Effects(facts, in_class=True)
+            own.body(statement.body)
+            if own.writes:
+                found.append((statement.name, tuple(sorted(own.writes))))
+    return tuple(found)
+
+
 def _spelling(expr: ast.expr) -> str:
     if isinstance(expr, ast.Name):
         return expr.id

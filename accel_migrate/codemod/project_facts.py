@@ -129,6 +129,10 @@ class HelperFact:
     #: "token-mean", "unknown"; "" where the method computes a loss whose
     #: return cannot be read) (``project_method_weights``).
     method_losses: tuple[tuple[str, str], ...] = ()
+    #: For a model class: its methods other than ``forward`` that run its layers
+    #: themselves (the BiLSTM-CRF's ``loss(xs, tags)``), past a prepared model's
+    #: own call (``layer_methods``).
+    layer_methods: tuple[str, ...] = ()
     #: For a function that returns a model: the local model class every one of
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.
@@ -245,6 +249,10 @@ class HelperFact:
     scale_params: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    #: For a class: each method that writes files itself (``open(..., "w")``,
+    #: ``torch.save``, ``numpy.save``; word2vec's ``save_embedding``), with what
+    #: it writes (``instance_writes.method_writes``).
+    method_writes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     prints: bool = False
     collectives: bool = False
     effects_only: bool = False

@@ -21,6 +21,7 @@ from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss
 from .iterator_factories import iterator_class, returned_iterator
+from .layer_methods import layer_methods
 from .loader_sample_draws import sample_draws
 from .method_writes import quiet_methods
 from .names import (
@@ -33,7 +34,7 @@ from .optimizer_factories import factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
 from .param_group_methods import param_group_methods
 from .project_batch_kinds import batch_kind
-from .project_effects import _Effects
+from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
 from .project_method_weights import method_losses, method_weights
 from .project_nodes import _assigned_in, _own_nodes
@@ -162,6 +163,7 @@ class HelperFacts(ReturnKinds):
                 method_losses=method_losses(
                     self, [c for c, _, _ in self._lineage(cls)]
                 ),
+                layer_methods=layer_methods(cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 draws=self._class_draws(cls),
@@ -170,6 +172,7 @@ class HelperFacts(ReturnKinds):
                 stochastic=stochastic_layers(self, cls),
                 batch_mixing=batch_mixing(self, cls),
                 unimplemented_forward=unimplemented_forward(cls, self.file),
+                method_writes=method_writes(self, cls),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
@@ -195,6 +198,7 @@ class HelperFacts(ReturnKinds):
             self.file,
             "class",
             writes=tuple(sorted(effects.writes)),
+            method_writes=method_writes(self, cls),
             prints=effects.prints,
             collectives=effects.collectives,
             effects_only=effects.pure,

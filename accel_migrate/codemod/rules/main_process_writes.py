@@ -34,6 +34,12 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   that file makes the writes main-process ones, so ``accel.barrier()`` follows
   the call where every process reaches it together (a needs-review finding
   where not), and no process reads the files before they are written.
+- a call of a method of an instance of a class of a local module that is not
+  migrated (a model class) where the method itself writes files (word2vec's
+  ``model.save_embedding(id2word, path)`` with its ``open(path, "w")``) is
+  reported as needs-review: it runs on every process, and the rule cannot move
+  a method of the project to the main process (it may read parameters that
+  FSDP shards, or hand something back).
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
@@ -124,7 +130,12 @@ from ..file_changes import (
 )
 from ..file_reads import FileReads, loops
 from ..helper_effects import helper_call
-from ..instance_writes import instance_call, writing_instance
+from ..instance_writes import (
+    instance_call,
+    method_writes,
+    report_method_writes,
+    writing_instance,
+)
 from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
 from .output_folders import is_path
@@ -194,6 +205,10 @@ class MainProcessWrites(Rule):
         instance = writing_instance(self, original_node)
         if instance is not None:
             instance_call(self, original_node, instance)
+            return updated_node
+        writing_method = method_writes(self, original_node)
+        if writing_method is not None:
+            report_method_writes(self, original_node, writing_method)
             return updated_node
         names = self.qualnames(original_node.func)
         if names & LOGGER_CLASSES:

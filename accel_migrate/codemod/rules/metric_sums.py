@@ -1,7 +1,10 @@
 """AM009 metric-sums: sums accumulated over a sharded loader are combined across processes.
 
 ## What
-In a loop over a data loader, a variable set to zero before the loop and
+In a loop over a data loader (or a loop over ``range(n)`` that takes each
+turn's batch with ``next(it)`` of a loader's iterator: crnn.pytorch's
+``val_iter = iter(data_loader)``; ``for i in range(max_iter): data =
+next(val_iter)``), a variable set to zero before the loop and
 increased inside it (``correct += pred.eq(target).sum().item()``,
 ``total += target.size(0)``, ``test_loss += F.nll_loss(out, y, reduction="sum").item()``)
 is a sum over this process's share of the data. The rule makes it a sum over all
@@ -194,7 +197,10 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
 
     # -- planning, on the original tree -----------------------------------------------
     def visit_For(self, node: cst.For) -> None:
-        if not self.index.loader_loop(node.iter)[0]:
+        # a loop over a loader, or one that draws each turn's batch with
+        # `next(it)` of a loader's iterator (crnn's `for i in range(max_iter):
+        # data = next(val_iter)`)
+        if not (self.index.loader_loop(node.iter)[0] or self._next_loop(node)):
             return
         increments = list(sum_increments(self.index, node))
         collections = list(collected_values(self.index, node))
@@ -288,6 +294,11 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
                 )
         if reduce_after:
             self._after[node] = reduce_after
+
+    def _next_loop(self, node: cst.For) -> bool:
+        """``for i in range(n): x, y = next(it)`` over ``it = iter(loader)``: a
+        loop over no data of its own that reads a loader's batch each turn."""
+        return self.index._no_data(node.iter, 0) and self.index.reads_loader(node)
 
     # -- numbers computed from batch means ------------------------------------------------
     def _unknown_reason(self, name: str, value: cst.BaseExpression) -> str:

@@ -30,9 +30,10 @@
   grows or changes (``for cb in self.callbacks: cb.on_batch_end(step,
   loss.item())``, ``self.callbacks = callbacks`` from ``Trainer(...,
   [Printer(), LossHistory()])``); over anything else it is reported.
-- Another tensor of the batch read in a print of that loop (``acc.item()``,
-  ``ntokens.item()``: a value computed from this process's share, by the
-  divergence analysis) is combined as it reduces the batch, so that the main
+- Another tensor of the batch read in a print of that loop, or of a loop over
+  a data loader that runs no backward (an evaluation's ``print(dist.mean().item())``)
+  (``acc.item()``, ``ntokens.item()``: a value computed from this process's
+  share, by the divergence analysis) is combined as it reduces the batch, so that the main
   process prints the whole batch's value as the original did: a mean over
   samples (``(out.argmax(1) == y).float().mean()``) becomes
   ``accel.global_loss(acc).item()``, a masked mean gets its ``count=``, a sum
@@ -152,8 +153,9 @@ class PrintMainProcess(LossPlaces, Rule):
     @cached_property
     def batch_reads(self) -> dict[cst.Call, LossReduction]:
         """Printed reads of other tensors of this process's share of the batch
-        (``acc.item()``, ``ntokens.item()``) in the loop of a backward, and how each
-        reduces the batch (``batch_values``)."""
+        (``acc.item()``, ``ntokens.item()``) in the loop of a backward or of an
+        evaluation over a loader, and how each reduces the batch
+        (``batch_values``)."""
         divergence = self.index.divergence  # shared; a loss read's taint aside
         loops = {
             loop
@@ -170,7 +172,9 @@ class PrintMainProcess(LossPlaces, Rule):
                 or self._companion(read) is not None
                 or not self._printed(read)
                 or not (
-                    self._loop(read) in loops or self._fixed_inner_loop(read, loops)
+                    self._loop(read) in loops
+                    or self._fixed_inner_loop(read, loops)
+                    or self._fixed_inner_loop(read, {self._loader_loop(read)} - {None})
                 )
             ):
                 continue

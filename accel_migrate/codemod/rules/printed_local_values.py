@@ -4,8 +4,8 @@
 After the other rules have made the script's logged values global (AM008's
 ``accel.global_loss`` for losses and printed batch tensors, AM009's
 ``accel.reduce`` of metric sums, AM026's sample counts), a value printed in a
-training loop (a loop whose step runs a backward) that still differs between
-processes is reported: a Python number read from this process's share of the
+training loop (a loop whose step runs a backward) or in an evaluation loop over
+a data loader that still differs between processes is reported: a Python number read from this process's share of the
 batch (``acc = (out.argmax(1) == y).float().mean().item()``; ``print(acc)``),
 a count of its samples (``len(x)``, ``n = y.numel()``), a running value of the
 step's own tensors. Printed tensor reads (``x.item()``, AM008's), the logged
@@ -104,9 +104,14 @@ class PrintedLocalValues(Rule):
         return channel(self.index, call) is not None
 
     def _in_training_loop(self, call: cst.Call) -> bool:
+        """Is ``call`` in a loop that runs a backward, or in a loop over a data
+        loader (an evaluation's, whose batches are this process's share too)?"""
         for ancestor in self.index.ancestors(call):
             if isinstance(ancestor, (cst.For, cst.While)):
-                return self.index.runs_backward(ancestor.body)
+                return self.index.runs_backward(ancestor.body) or (
+                    isinstance(ancestor, cst.For)
+                    and self.index.loader_loop(ancestor.iter)[0]
+                )
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 return False
         return False

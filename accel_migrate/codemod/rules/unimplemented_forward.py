@@ -8,6 +8,14 @@ the file builds it: a class of the file, or of another module of the project
 (``from a2c_ppo_acktr.model import Policy``, also through a function that
 returns one).
 
+It also blocks a training step that backpropagates what a method of a
+prepared model other than ``forward`` returns, where that method runs the
+model's layers itself (the BiLSTM-CRF's ``loss = model.loss(xs, tags)``, whose
+``loss`` builds its features with ``self.embedding`` and ``self.rnn``;
+``method_steps``): the model is never called either. A method that only
+combines what ``model(x)`` returned (``model.loss_function(*results)``) is not
+one.
+
 ## Why
 A prepared model exchanges gradients through its own call: DDP and FSDP run
 their hooks in ``forward``. A model that is only ever run through its other
@@ -34,12 +42,15 @@ actor_critic = Policy(obs_shape, num_actions)
 ```
 
 ## Fix safety
-This rule never rewrites. Route the training computation through ``forward``
+This rule never rewrites: ``accel.unwrap(model).loss(...)`` runs the same
+method past the hooks, and the wrapper's call runs only ``forward``. Route the training computation through ``forward``
 (``def forward(self, inputs, masks, action): return
 self.evaluate_actions(inputs, masks, action)``, then ``actor_critic(obs, masks,
 actions)`` in the update) and migrate again. A class that only declares an
 abstract ``forward`` for its subclasses is not reported: only the class that is
-built counts.
+built counts. For a loss method, make ``forward`` return the loss when it
+is given the targets (``def forward(self, xs, tags=None)``) and call
+``model(xs, tags)`` in the step.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ import ast
 
 import libcst as cst
 
+from ..method_steps import method_steps
 from ..rule import Rule
 from ..trained_models import snippet
 from ..unimplemented_forward import unimplemented_forward
@@ -75,6 +87,22 @@ class UnimplementedForward(Rule):
             "(for example a `forward` that returns `self.evaluate_actions(...)`, "
             "called as `model(...)` in the update) and migrate again",
         )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for step in method_steps(self.index):
+            self.block(
+                step.call,
+                f"the step backpropagates `{snippet(step.call)}`, and "
+                f"`{step.method}` of {step.where} runs the model's layers itself, "
+                "not through the model's call: a prepared model exchanges "
+                "gradients through its own call (DDP and FSDP run their hooks in "
+                "`forward`), so each process would keep its own share's gradients "
+                "(the runtime stops it at the first step), and "
+                f"accel.unwrap(model).{step.method}(...) would bypass them the "
+                "same way; the file is left unchanged: compute the loss in "
+                "`forward` when it is given the targets (`def forward(self, x, "
+                "y=None)`), call `model(x, y)` in the step, and migrate again",
+            )
 
     def _local(self, node: cst.Call) -> str:
         cls = self.index.local_class(node.func)

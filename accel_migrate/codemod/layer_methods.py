@@ -1,0 +1,102 @@
+"""Methods of a model class, other than ``forward``, that run the model's layers.
+
+The BiLSTM-CRF's ``loss(self, xs, tags)`` builds its features with
+``self.embedding`` and ``self.rnn`` and scores them with ``self.crf.loss``: a
+training step that backpropagates ``model.loss(x, y)`` never calls the model
+itself. A prepared model exchanges gradients through its own call (DDP and
+FSDP run their hooks in ``forward``), and ``model.loss`` reaches the wrapped
+module's method past them. Read from a class of the file being migrated and
+from a class of another module of the project (``HelperFact.layer_methods``),
+for AM042. ``ast`` only: the project view runs without libcst.
+
+A method runs the layers when its statements, or those of the other methods
+of the class it calls on ``self``, call ``self(...)``, ``self.forward(...)``,
+or a layer the class's ``__init__`` builds (``self.rnn(...)``,
+``self.crf.loss(...)``: an attribute set there from a call). A method that
+only combines what the caller's ``model(x)`` returned (PyTorch-VAE's
+``loss_function(*results)``) runs none.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_SKIPPED = frozenset({"forward", "__init__", "__call__"})
+
+
+def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {
+        s.name: s
+        for s in cls.body
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
+def _built_layers(init: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[str]:
+    """``self.x`` attributes that ``__init__`` sets from a call."""
+    if init is None:
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    found.add(target.attr)
+    return found
+
+
+def _self_attribute(expr: ast.expr) -> str | None:
+    """``x`` of ``self.x`` (also of ``self.x.y``); None otherwise."""
+    while isinstance(expr, ast.Attribute):
+        if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            return expr.attr
+        expr = expr.value
+    return None
+
+
+def layer_methods(cls: ast.ClassDef) -> tuple[str, ...]:
+    """The methods of ``cls`` (not ``forward``, ``__init__`` or ``__call__``)
+    that run the model's layers, in the order the class defines them."""
+    methods = _methods(cls)
+    layers = _built_layers(methods.get("__init__")) - set(methods)
+    runs: dict[str, bool] = {}
+    calls: dict[str, set[str]] = {}
+    for name, method in methods.items():
+        own = False
+        called: set[str] = set()
+        for node in ast.walk(method):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "self":
+                own = True
+                continue
+            attribute = _self_attribute(func)
+            if attribute is None:
+                continue
+            if attribute == "forward" or attribute in layers:
+                own = True
+            elif attribute in methods:  # `self.__build_features(xs)`
+                called.add(attribute)
+        runs[name] = own
+        calls[name] = called
+    changed = True
+    while changed:
+        changed = False
+        for name, called in calls.items():
+            if not runs[name] and any(runs.get(c, False) for c in called):
+                runs[name] = changed = True
+    return tuple(
+        name
+        for name, method in methods.items()
+        if runs[name]
+        and name not in _SKIPPED
+        and not any(
+            isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+            for d in method.decorator_list
+        )
+    )
