@@ -628,7 +628,10 @@ EXPECTED: dict[str, str] = {
     "deeplab_trainer_poly_r25b_project_batch": "FLAGGED",
     # t7a (new-user trial): locuslab/robust_overfitting, PGD adversarial training
     # with a uniform random start drawn in utils.attack_pgd (AM020 in batch mode;
-    # file mode leaves main.py whole: attack_pgd runs backward on the model, AM004)
+    # file mode leaves main.py whole: attack_pgd runs backward on the model, AM004).
+    # Batch mode also showed two false findings before: AM019 on attack_pgd's
+    # `X[index, :, :, :]` (a bare `:` is no slice of stored data) and AM008 on the
+    # test loop's own `robust_loss.item()` (a name that loop assigns anew)
     "pgd_robust_ckpt_t7a_project": "FLAGGED",
     "pgd_robust_ckpt_t7a_project_batch": "FLAGGED",
     # kuc2477/pytorch-ewc: the optimizer is built in train.py over the model main.py
