@@ -172,3 +172,8 @@ def _root(node: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(node, cst.Attribute):
         node = node.value
     return node
+
+
+#: What a name may hold (its assignments, or what every call passes for a
+#: parameter), for other modules' use.
+possible_values = _values

@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import Key
 from .fixed_length import fixed_length
@@ -24,6 +25,7 @@ from .reduction import loss_reduction
 from .reduction.placement import code
 from .returned_loss import ReturnedLoss, backpropagated
 from .rule import keyword_arg
+from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -267,6 +269,8 @@ class LossPlaces:
             return "loop"
         if any(a in loops for a in self.index.ancestors(at)):
             return "inner"
+        if self._rebound_in_loader_loop(node, at):
+            return None  # another loop's own loss (an evaluation's): AM009's sums
         if self.index.enclosing_function(at) in {
             (
                 self.index.enclosing_function(loop)
@@ -278,6 +282,28 @@ class LossPlaces:
         }:
             return "after"
         return None
+
+    def _rebound_in_loader_loop(
+        self, node: cst.BaseExpression, at: cst.CSTNode
+    ) -> bool:
+        """Is ``at`` in a loop over a data loader (not the backward's) that sets
+        the name ``node`` reads itself, on a line before ``at``: the name then
+        holds that loop's value (PGD training's ``robust_loss``, assigned anew
+        in the test loop), not the backpropagated loss?"""
+        loop = self._loop(at)
+        if not isinstance(node, cst.Name) or not isinstance(loop, cst.For):
+            return False
+        if not self.index.loader_loop(loop.iter)[0]:
+            return False
+        key = self.index.key(node)
+        if key is None:
+            return False
+        line = self.original_line(at)
+        for target in findall(loop.body, m.AssignTarget()):
+            for name in findall(target, m.Name()):
+                if self.index.key(name) == key and self.original_line(name) < line:
+                    return True
+        return False
 
     def _fixed_inner_loop(
         self, at: cst.CSTNode, loops: set[cst.CSTNode | None]

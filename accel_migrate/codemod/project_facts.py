@@ -163,6 +163,10 @@ class HelperFact:
     #: runs through its other methods (``act``, ``evaluate_actions``), as a
     #: phrase (``unimplemented_forward``); "" if not.
     unimplemented_forward: str = ""
+    #: For a model class: a tensor with a gradient of its own that it keeps as
+    #: an attribute without registering it as an nn.Parameter (DARTS's
+    #: ``self.alphas_normal``), as a phrase (``unregistered_tensors``); "" if none.
+    unregistered_tensors: str = ""
     #: For a function: a loop of it that ranks its batch's samples against each
     #: other (``torch.topk(predictions, k)`` whose indices pick the batch's
     #: rows), as a phrase (``metrics.batch_ranking``); "" if none.

@@ -150,6 +150,7 @@ class HelperFacts(ReturnKinds):
             from .batch_shaped_models import batch_shape
             from .project_data_branches import data_branch
             from .unimplemented_forward import unimplemented_forward
+            from .unregistered_tensors import unregistered_tensors
 
             return HelperFact(
                 cls.name,
@@ -173,6 +174,7 @@ class HelperFacts(ReturnKinds):
                 batch_mixing=batch_mixing(self, cls),
                 unimplemented_forward=unimplemented_forward(cls, self.file),
                 method_writes=method_writes(self, cls),
+                unregistered_tensors=unregistered_tensors(cls, self.file),
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage

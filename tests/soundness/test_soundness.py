@@ -687,6 +687,46 @@ EXPECTED: dict[str, str] = {
     "crnn_val_next_iter_r26b": "MATCH",
     "bilstm_crf_loss_method_r26b_project": "FLAGGED",
     "gan_rebound_batch_size_r26b": "MATCH",
+    # t7a (new-user trial): locuslab/robust_overfitting, PGD adversarial training
+    # with a uniform random start drawn in utils.attack_pgd (AM020 in batch mode;
+    # file mode leaves main.py whole: attack_pgd runs backward on the model, AM004).
+    # Batch mode also showed two false findings before: AM019 on attack_pgd's
+    # `X[index, :, :, :]` (a bare `:` is no slice of stored data) and AM008 on the
+    # test loop's own `robust_loss.item()` (a name that loop assigns anew)
+    "pgd_robust_ckpt_t7a_project": "FLAGGED",
+    "pgd_robust_ckpt_t7a_project_batch": "FLAGGED",
+    # kuc2477/pytorch-ewc: the optimizer is built in train.py over the model main.py
+    # hands it, which neither mode follows (AM004, and AM103 for the batch's others)
+    "ewc_fisher_tasks_t7a_project": "FLAGGED",
+    "ewc_fisher_tasks_t7a_project_batch": "FLAGGED",
+    # rahulvigneswaran/Lottery-Ticket-Hypothesis: the printed Loss is the last
+    # batch's, returned by train() (AM008). File mode crashed before (rank 1's
+    # `all_loss.dump(path)` into a folder only the main process made, with no
+    # finding naming it): AM017 now moves ndarray.dump/tofile to the main process
+    "lottery_imp_rewind_t7a_project": "FLAGGED",
+    "lottery_imp_rewind_t7a_project_batch": "FLAGGED",
+    # quark0/darts: the architecture weights are plain tensors with
+    # requires_grad, stepped by the Architect's Adam on a search-split batch.
+    # Batch mode was LOUD by accident before (migrated, then the runtime stopped
+    # `model._loss(...)`; had it run, the alphas' gradients were never averaged):
+    # AM045 now leaves the setup whole; file mode: AM004 (Architect) and AM045
+    "darts_search_t7a_project": "FLAGGED",
+    "darts_search_t7a_project_batch": "FLAGGED",
+    # gabrielhuang/reptile-pytorch: do_evaluation takes its batches with
+    # next(test_iter) from an endless generator around the sharded loader and
+    # averages per-process losses/accuracies (np.mean). SILENT before (only an
+    # unrelated AM008): AM009 now reports collections in such loops
+    # (metrics/next_batches.py)
+    "reptile_clone_interp_t7a_project": "FLAGGED",
+    "reptile_clone_interp_t7a_project_batch": "FLAGGED",
+    # ermongroup/ncsn: batch mode was FLAGGED for a false reason before (AM028
+    # took `for i, sample in enumerate(all_samples)`, one torch.save per annealed
+    # Langevin sample, for a rank-dependent decision and left the batch whole;
+    # the list's length is fixed by loops every process runs alike:
+    # uniform_lengths.py). Now migrated; it differs by the noise
+    # `torch.randn_like` draws in losses/dsm.py (AM020); file mode: AM004
+    "ncsn_anneal_dsm_t7a_project": "FLAGGED",
+    "ncsn_anneal_dsm_t7a_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

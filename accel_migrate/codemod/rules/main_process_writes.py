@@ -15,7 +15,9 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   ``+``, also in ``with``): ``accel.on_main_process(open, path, "w")``;
 - functions that write a file by its path: ``torchvision.utils.save_image``,
   ``numpy.save`` / ``savez`` / ``savez_compressed`` / ``savetxt`` and
-  ``matplotlib.pyplot.savefig``;
+  ``matplotlib.pyplot.savefig``; and the ``ndarray`` methods ``dump`` and
+  ``tofile`` on a value known to be a NumPy array (a variable only ever bound
+  to ``np.zeros(...)``, ``np.array(...)``, ...: ``all_loss.dump(path)``);
 - calls that copy, move or remove files: ``shutil.copyfile`` / ``copy`` /
   ``copy2`` / ``copytree`` / ``move`` / ``rmtree``, ``os.remove`` / ``unlink`` /
   ``rmdir`` / ``removedirs`` / ``rename`` / ``renames`` / ``replace``, and the
@@ -121,6 +123,7 @@ from functools import cached_property
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from ..array_writes import array_write
 from ..file_changes import (
     PATH_CHANGERS,
     PATH_WRITERS,
@@ -224,6 +227,11 @@ class MainProcessWrites(Rule):
                 self._report_read_again(original_node)
                 return updated_node
             what = f"{name}(...) writes its file on the main process only"
+        elif (array := array_write(self, original_node)) is not None:
+            if self._file_reads.read_again(original_node, array[1]):
+                self._report_read_again(original_node)
+                return updated_node
+            what = f"{array[0]}(...) writes its file on the main process only"
         elif (change := self._file_change(original_node)) is not None:
             return self._change_files(original_node, updated_node, *change)
         elif names & OPEN_CALLS and (mode := write_mode(original_node)) is not None:
@@ -373,6 +381,8 @@ class MainProcessWrites(Rule):
         if isinstance(self.parent(call), cst.Expr) and (
             self._file_change(call) is not None
         ):
+            return True
+        if array_write(self, call) is not None:
             return True
         return self.is_call_to(call, SAVES | PATH_WRITERS.keys()) or (
             self.index.is_runtime_call(call, "save", "on_main_process")

@@ -83,7 +83,12 @@ of it:
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
-  selected, this one reports it as before.
+  selected, this one reports it as before;
+- sums and collections in a loop that is not over a loader but takes its
+  batches with ``next(it)`` from one (Reptile's ``do_evaluation``: ``for _ in
+  range(iterations): data, labels = next(test_iter)`` over an endless generator
+  around a DataLoader, ``losses.append(loss.item())``) and runs no backward are
+  reported, not rewritten (``metrics/next_batches.py``).
 
 ## Why
 Evaluation loaders are sharded like training loaders, so no sample is counted
@@ -155,6 +160,7 @@ from ..metrics.accumulators import (
 from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
+from ..metrics.next_batches import report_next_batches
 from ..metrics.row_scaled import RowScaled, row_scaled
 from ..patterns import torch_alias
 from ..reduction.placement import code as _code
@@ -199,8 +205,10 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
     def visit_For(self, node: cst.For) -> None:
         # a loop over a loader, or one that draws each turn's batch with
         # `next(it)` of a loader's iterator (crnn's `for i in range(max_iter):
-        # data = next(val_iter)`)
+        # data = next(val_iter)`); other loops that take a loader's batches
+        # with next(...) are reported (metrics/next_batches.py)
         if not (self.index.loader_loop(node.iter)[0] or self._next_loop(node)):
+            report_next_batches(self, node)
             return
         increments = list(sum_increments(self.index, node))
         collections = list(collected_values(self.index, node))

@@ -27,6 +27,12 @@ file is left unchanged:
   positives. A loss assigned on both sides (teacher forcing or not, through
   the same decoder) is not reported.
 
+A ``for`` over a list whose items differ between processes but whose length
+does not is not a decision (NCSN's ``for i, sample in enumerate(all_samples):
+torch.save(sample, ...)`` over the annealed Langevin samples, one appended per
+step of loops every process runs alike: ``uniform_lengths.py``); the conditions
+inside it are still read.
+
 When the value is global already, nothing is reported: the usual case, since the
 rules before this one make sums, counts and losses global where they can prove
 how.
@@ -78,12 +84,15 @@ same on every process for a reason the analysis does not see is reported too.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 import libcst.matchers as m
 
 from ..names import DATALOADER_CALLS
 from ..rule import Rule
 from ..subtrees import findall
+from ..uniform_lengths import uniform_length
 
 #: Runtime calls that are collectives (or may be: a state dict under FSDP).
 _COLLECTIVES = (
@@ -136,10 +145,25 @@ class RankLocalDecisions(Rule):
         self._decision(node, node.test, [node.body])
 
     def visit_For(self, node: cst.For) -> None:
+        if self._uniform_loop(node):
+            return  # as many turns on every process: the decisions are inside
         if not self.index.loader_loop(node.iter)[0] and not self._made_loader(
             node.iter
         ):
             self._decision(node, node.iter, [node.body])
+
+    def _uniform_loop(self, node: cst.CSTNode) -> bool:
+        """A ``for`` over a list whose items differ between processes but whose
+        length does not (``uniform_lengths``)."""
+        if not isinstance(node, cst.For):
+            return False
+        if node not in self._uniform:
+            self._uniform[node] = uniform_length(self.index, node.iter)
+        return self._uniform[node]
+
+    @cached_property
+    def _uniform(self) -> dict[cst.For, bool]:
+        return {}
 
     def _made_loader(self, iterable: cst.BaseExpression) -> bool:
         """``get_loader(args)``: a function of this file that returns a DataLoader,
@@ -200,7 +224,10 @@ class RankLocalDecisions(Rule):
         """Inside a block that is rank-dependent already (its outer decision is
         reported, or was judged harmless with everything under it)."""
         divergent = self.index.divergence.divergent
-        return any(a in divergent for a in self.index.ancestors(node))
+        return any(
+            a in divergent and not self._uniform_loop(self.parent(a) or a)
+            for a in self.index.ancestors(node)
+        )
 
     def _hazard(
         self, node: cst.CSTNode, test: cst.BaseExpression, blocks: list[cst.CSTNode]

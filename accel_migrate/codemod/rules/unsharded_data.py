@@ -11,7 +11,8 @@ loader: every one of them is a ``for`` over ``range(...)`` (or
 ``tqdm``), or a ``while``, that calls no ``next(...)``. A loop over anything else
 (a loader, a parameter, a generator) may be reading a loader, and a step that
 makes its own data (``torch.randn(...)``) has none to split: neither is
-reported. Reported too: a ``for`` that runs a backward over a batch iterator
+reported; nor is a bare ``:`` that keeps every item of an axis (a PGD attack's
+``delta[index, :, :, :]`` of the batch it is handed). Reported too: a ``for`` that runs a backward over a batch iterator
 that is not a DataLoader, under no loop that reads one: torchtext's legacy
 ``BucketIterator`` / ``Iterator`` / ``BPTTIterator``, or an instance of a class
 of a local module handed no loader (pytorch/examples snli's iterator with
@@ -98,6 +99,12 @@ def iterator_message(loop: str, made: str) -> str:
         "buckets) so that accel.prepare_dataloader splits them, or take this "
         "process's part with accel.rank()"
     )
+
+
+def _whole(part: cst.Slice) -> bool:
+    """A bare ``:`` (``delta[index, :, :, :]``): every item of that axis, not a
+    part of the data."""
+    return part.lower is None and part.upper is None and part.step is None
 
 
 def _targets(loop: cst.For | cst.While) -> set[str]:
@@ -224,7 +231,7 @@ class UnshardedData(Rule):
                 continue
             for element in node.slice:
                 index = element.slice
-                if isinstance(index, cst.Slice):
+                if isinstance(index, cst.Slice) and not _whole(index):
                     return True
                 if isinstance(index, cst.Index) and any(
                     n.value in counters  # type: ignore[attr-defined]
