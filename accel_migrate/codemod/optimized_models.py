@@ -23,11 +23,10 @@ from functools import cached_property
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import Key
-from .helper_effects import optimizer_method
+from .analysis import Key, ModuleIndex
+from .helper_effects import model_method, optimizer_method
 from .names import SAME_OBJECT
 from .optimizer_helpers import factory_model
-from .param_group_methods import grouped_model
 from .patterns import argument, strip_methods
 from .subtrees import findall
 from .trained_models import (
@@ -346,3 +345,29 @@ class OptimizedModels:
         return {
             k for k in self.trained_containers if self._container_state(k) == "wrap"
         }
+
+
+def grouped_model(index: ModuleIndex, params: cst.BaseExpression) -> Key | None:
+    """The model variable whose parameter-group method gave an optimizer its
+    ``params`` argument (``SGD(policies, ...)`` with ``policies =
+    model.get_optim_policies()``, or the call itself); None otherwise."""
+    values: list[cst.BaseExpression | None]
+    if isinstance(params, cst.Call):
+        values = [params]
+    else:
+        key = index.key(params)
+        values = list(index.values.get(key, [])) if key is not None else []
+    if not values or not all(isinstance(v, cst.Call) for v in values):
+        return None
+    found: Key | None = None
+    for value in values:
+        assert isinstance(value, cst.Call)
+        if not isinstance(value.func, cst.Attribute):
+            return None
+        if model_method(index, value, lambda f: f.param_group_methods) is None:
+            return None
+        key = index.key(value.func.value)
+        if key is None or (found is not None and key != found):
+            return None
+        found = key
+    return found

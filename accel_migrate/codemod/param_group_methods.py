@@ -11,17 +11,14 @@ A method counts when it takes nothing but ``self``, returns a value on every
 path, and every ``.parameters()`` / ``.named_parameters()`` it reads is of
 ``self``, a part of ``self`` (``self.fc``), or a loop variable over
 ``self.modules()`` / ``self.children()`` (or their named forms): the groups
-hold the instance's own parameters only.
+hold the instance's own parameters only. ``ast`` only (the project view reads it on
+the path a cache hit takes, which imports no libcst); the optimizer side is
+``optimized_models.grouped_model``.
 """
 
 from __future__ import annotations
 
 import ast
-
-import libcst as cst
-
-from .analysis import Key, ModuleIndex
-from .helper_effects import model_method
 
 _PARAMETER_READS = ("parameters", "named_parameters")
 _MODULE_WALKS = ("modules", "children", "named_modules", "named_children")
@@ -95,29 +92,3 @@ def _root(expr: ast.expr) -> str:
     while isinstance(expr, ast.Attribute):
         expr = expr.value
     return expr.id if isinstance(expr, ast.Name) else ""
-
-
-def grouped_model(index: ModuleIndex, params: cst.BaseExpression) -> Key | None:
-    """The model variable whose parameter-group method gave an optimizer its
-    ``params`` argument (``SGD(policies, ...)`` with ``policies =
-    model.get_optim_policies()``, or the call itself); None otherwise."""
-    values: list[cst.BaseExpression | None]
-    if isinstance(params, cst.Call):
-        values = [params]
-    else:
-        key = index.key(params)
-        values = list(index.values.get(key, [])) if key is not None else []
-    if not values or not all(isinstance(v, cst.Call) for v in values):
-        return None
-    found: Key | None = None
-    for value in values:
-        assert isinstance(value, cst.Call)
-        if not isinstance(value.func, cst.Attribute):
-            return None
-        if model_method(index, value, lambda f: f.param_group_methods) is None:
-            return None
-        key = index.key(value.func.value)
-        if key is None or (found is not None and key != found):
-            return None
-        found = key
-    return found
