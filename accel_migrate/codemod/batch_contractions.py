@@ -66,7 +66,9 @@ def _transposed_ast(expr: ast.expr, dotted: Callable[[ast.expr], str]) -> bool:
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)):
         return False
     dims = sorted(
-        a.value for a in expr.args if isinstance(a, ast.Constant) and type(a.value) is int
+        a.value
+        for a in expr.args
+        if isinstance(a, ast.Constant) and type(a.value) is int
     )
     if dotted(expr.func) in ("torch.transpose", "torch.t"):
         return (
@@ -121,9 +123,7 @@ def _transposed_cst(
         return not isinstance(expr.value, cst.Attribute)
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
         return False
-    dims = sorted(
-        a.value.value for a in expr.args if isinstance(a.value, cst.Integer)
-    )
+    dims = sorted(a.value.value for a in expr.args if isinstance(a.value, cst.Integer))
     names = qualnames(expr.func)
     if names & {"torch.transpose", "torch.t"}:
         return (
@@ -136,10 +136,15 @@ def _transposed_cst(
     method = expr.func.attr.value
     if method == "t" and not expr.args:
         return True
-    return method in ("transpose", "permute") and len(expr.args) == 2 and dims == [
-        "0",
-        "1",
-    ]
+    return (
+        method in ("transpose", "permute")
+        and len(expr.args) == 2
+        and dims
+        == [
+            "0",
+            "1",
+        ]
+    )
 
 
 def sums_first_index(equation: str) -> bool:

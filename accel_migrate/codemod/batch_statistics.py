@@ -38,7 +38,9 @@ class BatchStatistics:
         for product in findall(expr, m.BinaryOperation() | m.Call()):
             # `z1.T @ z2`: a sum over the batch's samples (Barlow Twins'
             # cross-correlation), which the loss then squares
-            if product is not expr and contracts_batch_cst(product, self.index.qualnames):
+            if product is not expr and contracts_batch_cst(
+                product, self.index.qualnames
+            ):
                 return code_of(product)
         for call in findall(expr, m.Call()):
             assert isinstance(call, cst.Call)

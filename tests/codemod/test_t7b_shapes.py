@@ -112,18 +112,25 @@ def _findings(tmp_path: Path, files: dict[str, str], batch: bool) -> list:
 
 
 @pytest.mark.parametrize("batch", [False, True])
-def test_cross_correlation_of_a_helper_model_is_named(tmp_path: Path, batch: bool) -> None:
+def test_cross_correlation_of_a_helper_model_is_named(
+    tmp_path: Path, batch: bool
+) -> None:
     """facebookresearch/barlowtwins' model in model.py (was SILENT in both modes)."""
     findings = _findings(tmp_path, {"model.py": MODEL, "main.py": MAIN}, batch)
     found = [f for f in findings if f.code == "AM037"]
     assert len(found) == 1 and found[0].status == "needs-review"
-    assert "`self.bn(self.backbone(y1)).T @ self.bn(self.backbone(y2))`" in found[0].message
+    assert (
+        "`self.bn(self.backbone(y1)).T @ self.bn(self.backbone(y2))`"
+        in found[0].message
+    )
     assert "model.py line 13" in found[0].message
     table = dict(read_project(str(tmp_path / "main.py")).helpers)
     assert table["model.BarlowTwins"].batch_mixing.startswith("`BarlowTwins.forward`")
 
 
-def test_cross_correlation_in_a_loss_is_a_statistic_of_the_batch(tmp_path: Path) -> None:
+def test_cross_correlation_in_a_loss_is_a_statistic_of_the_batch(
+    tmp_path: Path,
+) -> None:
     """Without `.mean(0)` the loss was taken for a sum over the batch (and
     weighted as one): the square of a batch sum is not."""
     script = """\
@@ -147,7 +154,10 @@ for a, b in DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 4)), ba
     findings = _findings(tmp_path, {"main.py": script}, False)
     found = next(f for f in findings if f.code == "AM007")
     assert found.status == "needs-review"
-    assert "statistic of the batch (`torch.mm(z1.T, z2)` in `barlow_loss`)" in found.message
+    assert (
+        "statistic of the batch (`torch.mm(z1.T, z2)` in `barlow_loss`)"
+        in found.message
+    )
 
 
 COLLATE = """\
@@ -194,15 +204,21 @@ for inputs, labels in loader:
 
 
 @pytest.mark.parametrize("batch", [False, True])
-def test_a_masking_collator_of_a_helper_module_draws(tmp_path: Path, batch: bool) -> None:
+def test_a_masking_collator_of_a_helper_module_draws(
+    tmp_path: Path, batch: bool
+) -> None:
     """HF DataCollatorForLanguageModeling-style masking in collate.py (the BERT
     project was SILENT in batch mode)."""
-    files = {"collate.py": COLLATE, "main.py": MLM_MAIN.format(collate="MLMCollator(4)")}
+    files = {
+        "collate.py": COLLATE,
+        "main.py": MLM_MAIN.format(collate="MLMCollator(4)"),
+    }
     findings = _findings(tmp_path, files, batch)
     found = [f for f in findings if f.code == "AM020"]
     assert len(found) == 1 and found[0].status == "needs-review"
-    assert "the `collate_fn` `MLMCollator.__call__` in collate.py (`torch.bernoulli`)" in (
-        found[0].message
+    assert (
+        "the `collate_fn` `MLMCollator.__call__` in collate.py (`torch.bernoulli`)"
+        in (found[0].message)
     )
 
 
@@ -326,7 +342,9 @@ for epoch in range(2):
 """
 
 
-def test_a_loss_read_after_a_conditional_backward_carries_its_count(tmp_path: Path) -> None:
+def test_a_loss_read_after_a_conditional_backward_carries_its_count(
+    tmp_path: Path,
+) -> None:
     """BERT-pytorch's ``iteration(..., train=False)``: the test pass runs no
     backward, so the runtime has no token weighting to reuse; the read says it
     (the test perplexity differed by 0.5% at world 2 before)."""
