@@ -13,7 +13,9 @@ A class mixes its batch when ``forward`` (or a method it calls on ``self``,
 transitively) reduces over dimension 0 (``mean``, ``sum``, ``std``, ... with
 ``dim=0``, a tuple holding 0, or 0 as the dimension argument; not a tensor of
 the model itself, ``self.weight.norm(dim=0)``, nor one stacked along a new
-first dimension, ``torch.stack([a, b]).sum(0)``), or when it builds (or derives
+first dimension, ``torch.stack([a, b]).sum(0)``), or multiplies matrices over
+dimension 0 (Barlow Twins' cross-correlation ``bn(z1).T @ bn(z2)``:
+``batch_contractions``), or when it builds (or derives
 from) a local class that does, in its module or another local module. A
 function that returns a model does when it builds such a class.
 
@@ -56,6 +58,7 @@ def batch_mixing(
     ``reader``'s module reduces over its batch, as a phrase for a finding
     (``"`CapsuleLayer.routing` reduces over dimension 0 (`.mean` over dim 0,
     capsule_layer.py line 61)"``); "" when it does not."""
+    from .batch_contractions import contracts_batch_ast
     from .project_draws import class_methods
     from .project_helpers import _own_nodes
     from .stochastic_layers import _forward_methods
@@ -70,6 +73,13 @@ def batch_mixing(
                         f"`{node.name}.{method.name}` reduces over dimension 0 "
                         f"(`.{call.func.attr}` over dim 0, {reader.file} line "
                         f"{call.lineno})"
+                    )
+                product = contracts_batch_ast(call, reader._dotted)
+                if product:
+                    return (
+                        f"`{node.name}.{method.name}` reduces over dimension 0 "
+                        f"(`{product}` sums over the batch's samples, "
+                        f"{reader.file} line {call.lineno})"
                     )
         inner = [*node.bases] + [
             n.func for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)

@@ -2,7 +2,8 @@
 (``tensor_backward``) that finds one, for the finding that says the loss cannot
 be averaged across processes (a mean over dimension 0 inside a non-linear term,
 targets normalised over the whole batch without gradient, SwAV's Sinkhorn-Knopp
-codes).
+codes, a matrix product over dimension 0 such as Barlow Twins' cross-correlation
+``z1.T @ z2``: ``batch_contractions``).
 
 A mixin of the rule: it reads the rule's ``index``.
 """
@@ -16,6 +17,7 @@ import libcst.matchers as m
 
 from .analysis import ModuleIndex
 from .analysis import variable_names as variable_names_of
+from .batch_contractions import contracts_batch_cst
 from .subtrees import findall
 from .trained_models import returns_of
 
@@ -33,6 +35,13 @@ class BatchStatistics:
         if expr is None or depth > _DEPTH:
             return None
         inner = _inside_calls(expr)
+        for product in findall(expr, m.BinaryOperation() | m.Call()):
+            # `z1.T @ z2`: a sum over the batch's samples (Barlow Twins'
+            # cross-correlation), which the loss then squares
+            if product is not expr and contracts_batch_cst(
+                product, self.index.qualnames
+            ):
+                return code_of(product)
         for call in findall(expr, m.Call()):
             assert isinstance(call, cst.Call)
             normalised = self._normalised_targets(call)

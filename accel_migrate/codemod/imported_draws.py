@@ -3,7 +3,9 @@ found by ``project_draws``): where a training step calls an imported function
 or a method of an imported object that draws (``fake_A_buffer.push_and_pop(x)``
 with ``ReplayBuffer`` from ``utils.py``), runs a model of another module whose
 ``forward`` draws, or where the file builds a data loader whose dataset (or
-the helper that builds it) draws for each sample.
+the helper that builds it) draws for each sample, or whose ``collate_fn`` (an
+imported function, or an instance of an imported class whose ``__call__``
+draws) draws for each batch.
 
 AM020 reports what this module finds; each answer names the helper, its file
 and its draw.
@@ -37,7 +39,17 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         receiver, method = func.value, func.attr.value
     else:
         receiver, method = func, "forward"
-    for found in sorted(instance_facts(index, receiver), key=lambda f: f.name):
+    facts = set(instance_facts(index, receiver))
+    key = index.key(receiver)
+    if key is not None:
+        # `model(samples)` of a parameter every batch call hands a model of a
+        # helper module (MAE's train_one_epoch, given mae_vit_...(...) by main.py)
+        from .project_callers import caller_model_class
+
+        handed = caller_model_class(index, key)
+        if handed is not None:
+            facts.add(handed)
+    for found in sorted(facts, key=lambda f: f.name):
         draws = dict(found.draws)
         for name in (method, "__call__") if method == "forward" else (method,):
             if name in draws:
@@ -73,8 +85,6 @@ def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         ),
         None,
     )
-    if dataset is None:
-        return None
     for found in sorted(instance_facts(index, dataset), key=lambda f: f.name):
         draws = dict(found.draws)
         for name in _SAMPLE_METHODS:
@@ -82,6 +92,35 @@ def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
                 return f"`{found.name}.{name}` in {found.file}", draws[name]
         if found.augmentation:
             return f"`{found.name}` in {found.file}", found.augmentation
+    return _collate_draw(index, call)
+
+
+def _collate_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
+    """The loader's ``collate_fn=`` when it is an imported function that draws,
+    or an instance of an imported class whose ``__call__`` draws (Hugging Face's
+    DataCollatorForLanguageModeling-style masking, ``torch.bernoulli`` over the
+    batch's tokens in a collator of ``collate.py``): it runs for each batch of
+    each process's own share."""
+    collate = next(
+        (
+            a.value
+            for a in call.args
+            if a.keyword is not None and a.keyword.value == "collate_fn"
+        ),
+        None,
+    )
+    if collate is None:
+        return None
+    fact = index.helper(collate)
+    if fact is not None and fact.kind == "function" and fact.draws:
+        return f"the `collate_fn` {fact.where}", fact.draws[0][1]
+    for found in sorted(instance_facts(index, collate), key=lambda f: f.name):
+        draws = dict(found.draws)
+        if "__call__" in draws:
+            return (
+                f"the `collate_fn` `{found.name}.__call__` in {found.file}",
+                draws["__call__"],
+            )
     return None
 
 

@@ -20,6 +20,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import Key
+from .branch_backwards import under_other_branch
 from .fixed_length import fixed_length
 from .reduction import loss_reduction
 from .reduction.placement import code
@@ -371,6 +372,15 @@ class LossPlaces:
         node = stripped(tensor)
         key = self.index.key(node)
         if key is not None and key in self.loss_loops:
+            if not under_other_branch(self.index, key, at):
+                return []  # the runtime combines it as accel.backward weighed it
+            # `if train: loss.backward()`, read after the branch: in a pass
+            # without the backward the runtime has no weighting to reuse
+            reduction = loss_reduction(self.index, node, at)
+            if reduction.kind == "sum":
+                return [keyword_arg("reduction", self._sum_string(at))]
+            if reduction.kind == "token-mean" and reduction.count is not None:
+                return [keyword_arg("count", reduction.count)]
             return []
         if isinstance(node, cst.Subscript):
             reduction = loss_reduction(self.index, node.value, at)

@@ -11,6 +11,10 @@ layer of ProGAN and StyleGAN discriminators, a head that compares each sample
 with the batch's mean feature, a normalisation layer of the project's own.
 Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``) nor of
 values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``).
+Reported too, a matrix product over dimension 0 there: Barlow Twins'
+cross-correlation ``self.bn(z1).T @ self.bn(z2)``, ``torch.mm(x.t(), x)``,
+``torch.einsum("bi,bj->ij", a, b)`` (``batch_contractions.py``), which sums
+the batch's samples into a features-by-features matrix.
 A model of another local module is read the same way (``HelperFact.batch_mixing``,
 ``batch_mixing_models.py``), with the classes it builds in any local module: the
 finding is at the call that builds it (``model = Net(...)`` whose
@@ -61,6 +65,7 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
+from ..batch_contractions import contracts_batch_cst
 from ..batch_mixing_models import REDUCTIONS
 from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
@@ -77,8 +82,35 @@ class BatchMixingForward(Rule):
         "(each process reduces over its own share of the batch)"
     )
 
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self._contraction(node)
+
+    def _contraction(self, node: cst.BinaryOperation | cst.Call) -> None:
+        """``bn(z1).T @ bn(z2)``, ``torch.mm(x.t(), x)``: a product over
+        dimension 0 in a stepped forward (``batch_contractions``)."""
+        if not contracts_batch_cst(node, self.qualnames):
+            return
+        place = self._stepped_forward(node)
+        if place is None:
+            return
+        cls, method = place
+        self.report(
+            node,
+            "needs-review",
+            f"`{cls}.{method}` multiplies matrices over dimension 0 "
+            f"(`{snippet(node)}` sums over the batch's samples: a "
+            "cross-correlation or covariance of the batch), and a training step "
+            f"runs a `{cls}`: after migration each process sums over its own "
+            "share of the batch, not the batch the original summed over, so the "
+            "losses will not match the original's (sum the matrix over the "
+            "processes, as a distributed run does with all_reduce, or skip this "
+            "if dimension 0 is not the batch here)",
+            if_migrated=True,
+        )
+
     def visit_Call(self, node: cst.Call) -> None:
         self._batch_mixing_model(node)
+        self._contraction(node)
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
             return

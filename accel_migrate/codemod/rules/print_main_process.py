@@ -45,7 +45,10 @@
   a TensorBoard writer's ``add_scalar(s)``, ``wandb.log`` / ``run.log``, MLflow's
   ``log_metric(s)``, and a function of the file that logs what it is given and
   returns nothing (``log_metrics(step, loss.item(), acc.item())``). The finding
-  names the channel.
+  names the channel. In a file that holds no data loader, a value read in
+  loops that read no data (NeRF's rays sliced out of a tensor, AM019's case)
+  is the same on every process: printed on the main process, not combined
+  (``unsplit_steps``).
 - A loss stored on the instance (``self.loss_G``, backpropagated in
   ``backward_G``, a pix2pix-style model class) and read in another method
   (``float(getattr(self, "loss_" + name))`` in ``get_current_losses``, or
@@ -107,6 +110,7 @@ from ..reduction.batch_values import batch_value_reduction
 from ..reduction.placement import code
 from ..rule import Rule, keyword_arg
 from ..stored_losses import stored_loss_reads
+from ..unsplit_steps import collected_in_loader_loop, same_on_every_process
 
 __all__ = ["TQDM_WRITE", "PrintMainProcess"]
 
@@ -171,6 +175,7 @@ class PrintMainProcess(LossPlaces, Rule):
                 or self._placement(tensor, read) is not None
                 or self._companion(read) is not None
                 or not self._printed(read)
+                or same_on_every_process(self.index, read)
                 or not (
                     self._loop(read) in loops
                     or self._fixed_inner_loop(read, loops)
@@ -309,6 +314,8 @@ class PrintMainProcess(LossPlaces, Rule):
             )
             return None
         if place == "after":
+            if collected_in_loader_loop(self.index, original):
+                return None  # collected per batch of another loop: AM009's
             self.report(
                 original,
                 "needs-review",
