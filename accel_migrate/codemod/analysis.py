@@ -192,6 +192,25 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
     def qualnames(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self._qualnames.get(node, ())}
 
+    @cached_property
+    def called_names(self) -> frozenset[str]:
+        """The qualified names of every call's callee in this tree (what
+        ``Rule.is_call_to`` compares): the facts a rule's ``applies`` gate reads
+        off the parsed tree."""
+        found: set[str] = set()
+        for call in self.calls:
+            found |= self.qualnames(call.func)
+        return frozenset(found)
+
+    @cached_property
+    def called_attributes(self) -> frozenset[str]:
+        """The attribute names of every method-like call (``x.cuda()``: "cuda")."""
+        return frozenset(
+            call.func.attr.value
+            for call in self.calls
+            if isinstance(call.func, cst.Attribute)
+        )
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)
 

@@ -198,6 +198,7 @@ def _full_pass(
         running=frozenset(rule.code for rule in rules),
         position_chunks=chunks,
         original_positions=original_positions,
+        original_wrapper=wrapper,
     )
     for rule in rules:
         changed, modified = rule.run(wrapper, context)

@@ -34,6 +34,9 @@ from .scopes import Assignment, ClassScope, ScopeProvider
 from .suppression import applies
 
 _REGISTRY: dict[str, type[Rule]] = {}
+#: Rules whose ``applies`` says no skip their pass (False: every rule runs its
+#: pass; the equivalence tests compare the two).
+GATES = True
 _LAZY_METADATA = frozenset({PositionProvider, ParentProvider})
 
 __all__ = [
@@ -115,6 +118,14 @@ class Rule(cst.CSTTransformer):
         anything. When it did not, the new module equals the old one, and the
         caller may keep the old one with its computed metadata."""
         rule = cls(context, wrapper)
+        if (
+            GATES
+            and context.original_wrapper is not None
+            # a pass records the `# accel-migrate: skip` statements it meets
+            and not rule._suppressed
+            and not rule.applies()
+        ):
+            return wrapper.module, False
         if not fasttransform.ENABLED:
             module = wrapper.visit(rule)
             return module, rule.modified
@@ -132,6 +143,25 @@ class Rule(cst.CSTTransformer):
         # Found, with the new tree's parents, from its new nodes (tree_parents).
         computed = wrapper._metadata.get(ParentProvider)  # type: ignore[attr-defined]
         return context.tree_parents.advance(wrapper.module, module, computed), True
+
+    def applies(self) -> bool:
+        """Can this rule's pass change or report anything on this file? A rule
+        that cannot skips its pass (``run``). Decided from shared facts of the
+        parsed tree (``self.context.original_index``, the project facts), never
+        from a walk of the rule's own: a rule that overrides it must show that
+        on a file where it says no, its pass changes nothing and reports
+        nothing, whatever the rules before it changed (none of them writes the
+        calls the gates look for). ``tests/codemod/test_rule_gates.py``
+        migrates the fixtures with and without the gates."""
+        return True
+
+    def originally_calls(self, names: Iterable[str]) -> bool:
+        """Does the parsed tree call one of ``names`` (qualified names, as
+        ``is_call_to`` compares them)? For ``applies``: no rule writes a call
+        of torch's or the user's, only the runtime's (``accel.*``) and
+        ``torch.no_grad()`` (AM021), so a call that is not in the parsed tree
+        is in no later tree."""
+        return not self.context.original_index.called_names.isdisjoint(names)
 
     @classmethod
     def _dispatch(cls, suppressing: bool) -> fasttransform.Dispatch:

@@ -75,6 +75,28 @@ class RuleContext:
     #: subtree no rule changed) is where the user wrote it, with no code
     #: generated for that tree and no line map.
     original_positions: Mapping[cst.CSTNode, Any] = field(default_factory=dict)
+    #: The parsed module's wrapper: ``original_index`` (what ``Rule.applies``
+    #: gates read) is its index.
+    original_wrapper: MetadataWrapper | None = None
+    _original_index: ModuleIndex | None = None
+
+    @property
+    def original_index(self) -> ModuleIndex:
+        """The parsed tree's ModuleIndex (the first rules' index, kept after a
+        rule changes the tree)."""
+        if self._original_index is None:
+            wrapper = self.original_wrapper
+            assert wrapper is not None, "no parsed tree given"
+            if self._index is None or self._index[0] is wrapper:
+                return self.index_of(wrapper)
+            # A later tree's index stays the current one.
+            self._original_index = ModuleIndex(
+                wrapper,
+                self.alias,
+                LazyQualifiedNames(wrapper.resolve(ScopeProvider)),
+                project=self.project,
+            )
+        return self._original_index
 
     def original_start(
         self, wrapper: MetadataWrapper, node: cst.CSTNode
@@ -91,6 +113,9 @@ class RuleContext:
     def index_of(self, wrapper: MetadataWrapper) -> ModuleIndex:
         """The ModuleIndex of ``wrapper``'s module (derived data: shared by rules)."""
         if self._index is None or self._index[0] is not wrapper:
+            if wrapper is self.original_wrapper and self._original_index is not None:
+                self._index = (wrapper, self._original_index)
+                return self._original_index
             self._index = (
                 wrapper,
                 ModuleIndex(
@@ -100,6 +125,8 @@ class RuleContext:
                     project=self.project,
                 ),
             )
+        if wrapper is self.original_wrapper:
+            self._original_index = self._index[1]
         return self._index[1]
 
     def qualified_names_of(self, wrapper: MetadataWrapper) -> LazyQualifiedNames:

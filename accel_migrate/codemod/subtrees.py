@@ -226,9 +226,8 @@ def _kinds(matcher: Any) -> tuple[tuple[str, ...] | None, bool]:
     elif isinstance(matcher, BaseMatcherNode) and hasattr(cst, type(matcher).__name__):
         kinds = (type(matcher).__name__,)
         plain = all(
-            isinstance(getattr(matcher, f.name), DoNotCareSentinel)
-            for f in fields(matcher)
-            if f.name != "_metadata"
+            isinstance(getattr(matcher, name), DoNotCareSentinel)
+            for name in _field_names(type(matcher))
         )
     else:
         kinds, plain = None, False
@@ -238,6 +237,20 @@ def _kinds(matcher: Any) -> tuple[tuple[str, ...] | None, bool]:
         _MATCHERS.clear()
     _MATCHERS[id(matcher)] = (matcher, kinds, plain)
     return kinds, plain
+
+
+#: Per matcher class: its fields but ``_metadata`` (``dataclasses.fields`` builds
+#: them anew each call, and most matchers are built anew per question).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    found = _FIELD_NAMES.get(kind)
+    if found is None:
+        found = _FIELD_NAMES[kind] = tuple(
+            f.name for f in fields(kind) if f.name != "_metadata"
+        )
+    return found
 
 
 def findall(tree: Any, matcher: Any) -> list[cst.CSTNode]:

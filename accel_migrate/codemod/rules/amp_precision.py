@@ -76,15 +76,25 @@ class AmpPrecision(Rule):
     # Its code sorts it before AM013/AM014: it reads torch's autocast and GradScaler
     # calls before they are rewritten.
 
+    def applies(self) -> bool:
+        # Every finding is about an autocast or GradScaler call (`amp_api`).
+        return self.originally_calls(AUTOCAST.keys() | GRAD_SCALER.keys())
+
     def visit_Module(self, node: cst.Module) -> None:
         #: (call, what, precisions or None, the expression deciding the dtype)
         uses: list[tuple[cst.Call, str, set[PrecisionName] | None, str | None]] = []
         switches: dict[str, cst.Call] = {}
-        for call in sorted(self.index.calls, key=self._place):
-            found = amp_api(self.index, call)
-            if found is None:
-                continue
-            kind, qualname = found
+        # Only the AMP calls are placed (a stable sort of the few found gives
+        # them in the order a sort of every call would): a tree no AMP call is
+        # in generates no positions.
+        found_calls = [
+            (call, found)
+            for call in self.index.calls
+            if (found := amp_api(self.index, call)) is not None
+        ]
+        for call, (kind, qualname) in sorted(
+            found_calls, key=lambda item: self._place(item[0])
+        ):
             if kind == "autocast":
                 params = AUTOCAST[qualname][0]
                 enabled = argument(call, params, "enabled")

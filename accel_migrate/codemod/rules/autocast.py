@@ -55,6 +55,9 @@ class Autocast(Rule):
     name = "autocast"
     summary = "with torch.autocast(...) -> with accel.autocast(enabled=...)"
 
+    def applies(self) -> bool:
+        return self.originally_calls(AUTOCAST)  # all it reads is an autocast call
+
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:

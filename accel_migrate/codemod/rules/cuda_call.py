@@ -41,6 +41,10 @@ class CudaCall(Rule):
     name = "cuda-call"
     summary = "x.cuda() / model.cuda(i) -> x.to(accel.device())"
 
+    def applies(self) -> bool:
+        # All it rewrites is an `x.cuda(...)` call; no rule writes one.
+        return "cuda" in self.context.original_index.called_attributes
+
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:

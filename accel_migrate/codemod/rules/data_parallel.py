@@ -66,6 +66,13 @@ class DataParallel(Rule):
     name = "data-parallel"
     summary = "nn.DataParallel(model) removed; model.module -> model"
 
+    def applies(self) -> bool:
+        # What it rewrites or reports starts at a DataParallel call (`_is_dp`:
+        # the call, `wrapped`, the self-assignment, the `if` that only wraps).
+        # Its leave_IndentedBlock fills a block it emptied; no rule before it
+        # leaves one empty (AM001 fills its own).
+        return self.originally_calls(DATA_PARALLEL_CALLS)
+
     def _is_dp(self, node: cst.CSTNode) -> bool:
         return self.is_call_to(node, DATA_PARALLEL_CALLS)
 

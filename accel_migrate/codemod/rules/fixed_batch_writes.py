@@ -74,6 +74,10 @@ class FixedBatchWrites(Rule):
     #: Before AM010 and AM017 rewrite the writes it looks for.
     phase = 40
 
+    def applies(self) -> bool:
+        # A fixed batch is a `next(...)` call (`fixed_batches`).
+        return self.originally_calls({"builtins.next"})
+
     def visit_Module(self, node: cst.Module) -> None:
         fact = fixed_batches(self.index)
         for batch in fact.batches.values():

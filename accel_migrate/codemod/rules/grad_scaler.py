@@ -123,6 +123,10 @@ class GradScalerRule(Rule):
     name = "grad-scaler"
     summary = "GradScaler(...) -> accel.grad_scaler(...); scaler.scale(loss).backward() -> accel.backward(loss)"
 
+    def applies(self) -> bool:
+        # Its plan (all it reports and rewrites) starts at GradScaler calls.
+        return self.originally_calls(GRAD_SCALER)
+
     # -- analysis --------------------------------------------------------------------------
     @cached_property
     def plan(self) -> _Plan:

@@ -68,6 +68,11 @@ class LibraryWrites(Rule):
     # as written (a second run, over a migrated module, sees what they made)
     phase = 40
 
+    def applies(self) -> bool:
+        # Only a helper module migrated for its callers (its one hook's test).
+        project = self.context.project
+        return project is not None and bool(project.library_for)
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self.index.project.library_for or not self._writes_through(node):
             return

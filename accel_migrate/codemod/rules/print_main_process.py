@@ -136,6 +136,8 @@ class PrintMainProcess(LossPlaces, Rule):
         made = self._loss_reads | frozenset(
             read for read, how in self.batch_reads.items() if how.kind != "unknown"
         )
+        if not made:
+            return made  # nothing to make global: no analysis to run
         while True:
             divergence = Divergence(self.index, made)
             uniform = frozenset(call for call in made if divergence.uniform(call))

@@ -54,6 +54,9 @@ class SwaUpdateBn(Rule):
         "swa_model) (BatchNorm statistics of the global batch)"
     )
 
+    def applies(self) -> bool:
+        return self.originally_calls(_UPDATE_BN)  # all it rewrites is update_bn
+
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:

@@ -45,6 +45,9 @@ class TorchLoad(Rule):
         "torch.load(f) without map_location -> accel.load(f) (each process's own GPU)"
     )
 
+    def applies(self) -> bool:
+        return self.originally_calls(_LOAD)  # all it rewrites is a torch.load
+
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:

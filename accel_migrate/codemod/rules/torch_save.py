@@ -247,10 +247,16 @@ class TorchSave(Rule):
     def read_back(self) -> set[cst.Call]:
         """Saves to a file that the script loads again further down: every process
         reads it, so they must wait until the main process has written it."""
-        loads = [
-            (self.get_metadata(PositionProvider, call).start.line, path)
+        load_calls = [
+            (call, path)
             for call in self.index.calls
             if self.is_call_to(call, _LOAD) and (path := argument(call, 0, "f"))
+        ]
+        if not load_calls:
+            return set()  # nothing is loaded: no tree's positions are needed
+        loads = [
+            (self.get_metadata(PositionProvider, call).start.line, path)
+            for call, path in load_calls
         ]
         found = set()
         for call in self.index.calls:
