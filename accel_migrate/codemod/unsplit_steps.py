@@ -13,10 +13,10 @@ it builds, nor one a local module returns, nor one its callers hand it:
 (``reads_no_data``: a ``for`` over ``range(...)``, a ``while`` without
 ``next(...)``). Static only.
 
-And a read of a name bound again in a loop over another loader, inside a value
-that loop collects per batch (``err_te.append(loss.item())`` after the training
-loop): AM009 combines it, and AM008's "read outside the loop of its backward"
-would be false (``collected_in_loader_loop``).
+(A read of a name bound again in a loop over another loader, inside a value that
+loop collects per batch, ``err_te.append(loss.item())`` after the training loop,
+is AM009's: ``logged_losses._placement`` does not take it for a read after the
+backward's loop.)
 """
 
 from __future__ import annotations
@@ -34,27 +34,3 @@ def same_on_every_process(index: ModuleIndex, node: cst.CSTNode) -> bool:
         all(index.reads_no_data(loop) for loop in path)
         for path in index.loop_paths(node)
     )
-
-
-def collected_in_loader_loop(index: ModuleIndex, read: cst.CSTNode) -> bool:
-    """Is ``read`` (``loss.item()``) inside a value that a loop over a data loader
-    collects per batch (``err_te.append(loss.item())`` in jzbontar/pixelcnn's
-    test loop, where ``loss`` is bound again to the test batch's loss)? AM009
-    combines those values across processes (``metrics.accumulators``), so AM008
-    has nothing to say of the read as a training loss read after its loop."""
-    from .metrics.accumulators import collected_values
-
-    for ancestor in index.ancestors(read):
-        if not isinstance(ancestor, cst.For) or not index.loader_loop(ancestor.iter)[0]:
-            continue
-        for _, values, _ in collected_values(index, ancestor):
-            if any(node is read for value in values for node in _subtree(value)):
-                return True
-    return False
-
-
-def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found = [node]
-    for child in node.children:
-        found.extend(_subtree(child))
-    return found

@@ -110,7 +110,7 @@ from ..reduction.batch_values import batch_value_reduction
 from ..reduction.placement import code
 from ..rule import Rule, keyword_arg
 from ..stored_losses import stored_loss_reads
-from ..unsplit_steps import collected_in_loader_loop, same_on_every_process
+from ..unsplit_steps import same_on_every_process
 
 __all__ = ["TQDM_WRITE", "PrintMainProcess"]
 
@@ -316,8 +316,6 @@ class PrintMainProcess(LossPlaces, Rule):
             )
             return None
         if place == "after":
-            if collected_in_loader_loop(self.index, original):
-                return None  # collected per batch of another loop: AM009's
             self.report(
                 original,
                 "needs-review",
