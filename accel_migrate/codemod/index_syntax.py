@@ -4,6 +4,7 @@ function's parameters."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterator
 
 import libcst as cst
@@ -167,3 +168,15 @@ def _unpacked(
     ):
         return [e.value for e in value.elements]
     return [None] * len(target.elements)
+
+
+def ast_class(cls: cst.ClassDef) -> ast.ClassDef | None:
+    """``cls`` parsed again with ``ast``, for the project view's class facts
+    (``unimplemented_forward``, ``layer_methods``, ``unregistered_tensors``),
+    which read ``ast``; its lines count from the class's first line."""
+    try:
+        tree = ast.parse(cst.Module(body=[cls]).code)
+    except SyntaxError:  # pragma: no cover - libcst parsed it
+        return None
+    node = tree.body[0]
+    return node if isinstance(node, ast.ClassDef) else None

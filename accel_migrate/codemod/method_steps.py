@@ -12,13 +12,13 @@ left unchanged.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 
 import libcst as cst
 
 from .analysis import ModuleIndex
 from .imported_draws import instance_facts
+from .index_syntax import ast_class
 from .layer_methods import layer_methods
 from .model_methods import instance_classes
 from .returned_loss import backpropagated
@@ -87,9 +87,5 @@ def _method_step(index: ModuleIndex, value: cst.BaseExpression) -> MethodStep | 
 
 
 def _local_layer_methods(cls: cst.ClassDef) -> tuple[str, ...]:
-    try:
-        tree = ast.parse(cst.Module(body=[cls]).code)
-    except SyntaxError:  # pragma: no cover - libcst parsed it
-        return ()
-    node = tree.body[0]
-    return layer_methods(node) if isinstance(node, ast.ClassDef) else ()
+    parsed = ast_class(cls)
+    return layer_methods(parsed) if parsed is not None else ()

@@ -55,10 +55,9 @@ is given the targets (``def forward(self, xs, tags=None)``) and call
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
+from ..index_syntax import ast_class
 from ..method_steps import method_steps
 from ..rule import Rule
 from ..trained_models import snippet
@@ -108,12 +107,8 @@ class UnimplementedForward(Rule):
         cls = self.index.local_class(node.func)
         if cls is None or cls not in self.index.local_subclasses(["torch.nn."]):
             return ""
-        try:
-            tree = ast.parse(cst.Module(body=[cls]).code)
-        except SyntaxError:  # pragma: no cover - libcst parsed it
-            return ""
-        node = tree.body[0]
-        return unimplemented_forward(node) if isinstance(node, ast.ClassDef) else ""
+        parsed = ast_class(cls)
+        return unimplemented_forward(parsed) if parsed is not None else ""
 
     def _imported(self, node: cst.Call) -> str:
         fact = self.index.helper(node.func)

@@ -43,11 +43,11 @@ a buffer) is not reported.
 
 from __future__ import annotations
 
-import ast
 from functools import cached_property
 
 import libcst as cst
 
+from ..index_syntax import ast_class
 from ..names import DATALOADER_CALLS
 from ..rule import Rule
 from ..trained_models import snippet
@@ -91,12 +91,8 @@ class UnregisteredTensors(Rule):
         cls = self.index.local_class(node.func)
         if cls is None or cls not in self.index.local_subclasses(["torch.nn."]):
             return ""
-        try:
-            tree = ast.parse(cst.Module(body=[cls]).code)
-        except SyntaxError:  # pragma: no cover - libcst parsed it
-            return ""
-        parsed = tree.body[0]
-        if not isinstance(parsed, ast.ClassDef):
+        parsed = ast_class(cls)
+        if parsed is None:
             return ""
         offset = self.original_line(cls) - parsed.lineno
         return unregistered_tensors(parsed, offset=offset)
