@@ -101,6 +101,9 @@ class LossReduction:
     reason: str = ""
     count: cst.BaseExpression | None = None
     what: str = ""  # for a token mean: what it averages over; a sum: its source
+    #: for the batch's largest or smallest value (``dist.max()``): the
+    #: ``accel.reduce`` op that combines it across processes
+    op: str = ""
 
 
 def loss_reduction(
@@ -184,6 +187,13 @@ class _Reducer(_Operators, _Calls):
     ) -> Fact:
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
             return self.fact(expr.value, at, depth)
+        if (
+            isinstance(expr, cst.Attribute)
+            and expr.attr.value == "values"
+            and isinstance(expr.value, cst.Call)
+        ):
+            # `x.max(0).values`: as the call (over the batch, a statistic of it)
+            return self.fact(expr.value, at, depth + 1)
         if self._model_loss(expr):
             return _computed_by_model(expr)
         key = self.index.key(expr)

@@ -40,8 +40,26 @@ def batch_value_reduction(
         if blocker is not None:
             return LossReduction("unknown", f"{_unplaceable(fact)} ({blocker})")
         return LossReduction("token-mean", count=fact.count.deep_clone())
+    op = _extreme(index, value)
+    if op:
+        largest = "largest" if op == "max" else "smallest"
+        return LossReduction(
+            "unknown", f"`{code(value)}` is the {largest} value of the batch", op=op
+        )
     return LossReduction(
         "unknown",
         fact.reason
         or f"the rule cannot tell `{code(value)}` a mean or a sum over the batch",
     )
+
+
+def _extreme(index: ModuleIndex, value: cst.BaseExpression) -> str:
+    """ "max" or "min" for the whole tensor's maximum or minimum (``x.max()``,
+    ``torch.max(x)``: no dimension), else ""."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        name = value.func.attr.value
+        if name not in ("max", "min"):
+            return ""
+        qualified = index.qualnames(value.func) & {f"torch.{name}"}
+        return name if len(value.args) == (1 if qualified else 0) else ""
+    return ""

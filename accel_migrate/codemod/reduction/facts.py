@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -273,6 +273,25 @@ def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> 
     if inner.kind in ("elements",):
         return Fact(how)  # type: ignore[arg-type]
     return inner
+
+
+#: A tensor's largest or smallest value: over dimension 0 (or the whole tensor)
+#: a statistic of the batch, as ``var``; with a second tensor, elementwise.
+_EXTREMES = frozenset({"max", "min", "amax", "amin"})
+
+
+def extreme(call: cst.Call, args: Sequence[cst.Arg]) -> Fact | None:
+    """``x.max()``, ``x.max(0)``, ``torch.amax(x, dim=0)``: a statistic of the
+    batch; ``x.max(1)``: per sample; ``x.max(y)``, ``torch.max(a, b)``: None
+    (elementwise, the caller's other cases)."""
+    dims = [a for a in args if a.keyword is None or a.keyword.value == "dim"]
+    if (
+        dims
+        and dims[0].keyword is None
+        and not isinstance(dims[0].value, (cst.Integer, cst.UnaryOperation))
+    ):
+        return None
+    return _statistic(call, args)
 
 
 def _statistic(call: cst.Call, args: Iterable[cst.Arg]) -> Fact:

@@ -17,6 +17,7 @@ from ..subtrees import findall
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
+    _EXTREMES,
     _NONLINEAR,
     _SAME_VALUE,
     _STATISTICS,
@@ -28,6 +29,7 @@ from .facts import (
     _reduced,
     _statistic,
     code,
+    extreme,
 )
 from .forward import (
     imported_method_fact,
@@ -73,6 +75,15 @@ class _Calls:
             n.rsplit(".", 1)[-1] in _STATISTICS for n in names if n.startswith("torch.")
         ):
             return _statistic(call, call.args[1:])
+        if (
+            any(
+                n.rsplit(".", 1)[-1] in _EXTREMES
+                for n in names
+                if n.startswith("torch.")
+            )
+            and (found := extreme(call, call.args[1:])) is not None
+        ):
+            return found
         if any(
             n.rsplit(".", 1)[-1] in _NONLINEAR for n in names if n.startswith("torch.")
         ) or elementwise_of_two(names, call):
@@ -95,6 +106,8 @@ class _Calls:
                 return self.fact(func.value, at, depth + 1)
             if method in _STATISTICS:
                 return _statistic(call, call.args)
+            if method in _EXTREMES and (found := extreme(call, call.args)) is not None:
+                return found
             if method in _NONLINEAR:
                 receiver = self.fact(func.value, at, depth + 1)
                 if receiver.reduced:

@@ -218,9 +218,13 @@ class PrintMainProcess(LossPlaces, Rule):
                 "needs-review",
                 f"{shows}, a value of this process's share of the batch "
                 f"(the original {'printed' if shows.startswith('prints') else 'logged'}"
-                f" the whole batch's): {how.reason}; combine "
-                "it across processes (accel.global_loss for a mean over samples, "
-                "accel.reduce for a sum)",
+                f" the whole batch's): {how.reason}; combine it across processes "
+                + (
+                    f'(accel.reduce(..., op="{how.op}"))'
+                    if how.op
+                    else "(accel.global_loss for a mean over samples, accel.reduce "
+                    "for a sum)"
+                ),
                 if_migrated=True,
             )
             return None
