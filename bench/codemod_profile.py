@@ -364,15 +364,30 @@ def compare_transforms(longest: Path, repeat: int) -> list[list[str]]:
     return _compare(longest, repeat, use, lambda: use(True))
 
 
+def compare_reuse(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with every
+    statement walked by each divergence analysis and with the walks of earlier
+    trees and rounds reused (``divergence_memo``), alternating as
+    ``compare_visits``."""
+    from accel_migrate.codemod import divergence_memo
+
+    def use(reuse: bool) -> None:
+        divergence_memo.REUSE = reuse
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def _compare(
     longest: Path,
     repeat: int,
     use: Callable[[bool], None],
     restore: Callable[[], None],
+    paths: list[Path] | None = None,
 ) -> list[list[str]]:
     from accel_migrate.codemod import MigrateOptions, migrate_source
 
-    paths = [ROOT / "fixtures" / name for name in VISIT_SET] + [longest]
+    if paths is None:
+        paths = [ROOT / "fixtures" / name for name in VISIT_SET] + [longest]
     best: dict[tuple[Path, bool], float] = defaultdict(lambda: float("inf"))
     outputs: dict[tuple[Path, bool], Any] = {}
     migrate_source(paths[0].read_bytes(), str(paths[0]))  # imports, warm caches
@@ -431,6 +446,12 @@ def main() -> int:
         help="only compare libcst's transformer visit with the engine's "
         "changed-path walk on 8 scripts",
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="only compare the divergence analysis walking every statement with "
+        "its walks reused across trees, over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -456,6 +477,18 @@ def main() -> int:
                     f"{options.repeat})",
                     ["script", "lines", "libcst", "fasttransform", "speed-up"],
                     compare_transforms(longest, options.repeat),
+                )
+            )
+            return 0
+        if options.reuse:
+            rows = compare_reuse(paths, options.repeat)
+            print(
+                table(
+                    "Full pass, the divergence analysis walking every statement "
+                    "against its walks reused (CPU s, best of "
+                    f"{options.repeat})",
+                    ["script", "lines", "every walk", "reused", "speed-up"],
+                    [rows[-2], rows[-1]],
                 )
             )
             return 0

@@ -62,6 +62,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .divergence import Divergence
+    from .divergence_memo import DivergenceMemo
     from .returned_loss import ReturnedLosses
 
 
@@ -128,6 +129,8 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         self.match_captures: set[str] = collector.match_captures
         self.star_import: bool = collector.star_import
         self._callees: dict[cst.Call, tuple[cst.FunctionDef, int] | None] = {}
+        #: Shared by the indexes of one file's trees (``RuleContext``).
+        self.divergence_memo: DivergenceMemo | None = None
 
     # -- basic lookups ---------------------------------------------------------------
     def helper(self, func: cst.BaseExpression, returns: str = "") -> HelperFact | None:

@@ -17,21 +17,25 @@ leaves the code alone and says why.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import libcst.matchers as m
 
+from . import divergence_memo as memo
 from .analysis import attr_chain
 from .divergence_finders import (
     _declared_globals,
     _ExitFinder,
+    _next_batch,
     _TaintedLeaves,
     _TaintFinder,
     _TrainingFinder,
 )
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
+    _RANK_LOCAL_CALL_PREFIXES,
+    _UNIFORM_RUNTIME_CALLS,
     CLOCK_PREFIXES,
     DISTRIBUTION_DRAWS,
     DISTRIBUTIONS,
@@ -87,14 +91,22 @@ class Divergence:
         #: For each such call, the variables in its arguments that hold rank-local
         #: values there (``n`` of ``print(f"{n} samples")``, ``n = len(x)``).
         self.local_values: dict[cst.Call, list[cst.Name | cst.Attribute]] = {}
-        self._current_globals: set[str] = set()
+        self._current_globals: frozenset[str] = frozenset()
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
         #: ``self.x`` attributes that a method of a class sets from a rank-local
         #: value (``self.samples_seen += x.size(0)``): rank-local in every method
         #: of that class (state an object keeps across calls).
         self.tainted_attributes: set[tuple[cst.ClassDef, str]] = set()
-        self._current_class: cst.ClassDef | None = None
+        self.current_class: cst.ClassDef | None = None
+        #: The statement walks of this file's trees (``divergence_memo``).
+        shared = index.divergence_memo
+        self._memo: memo.DivergenceMemo = shared or memo.DivergenceMemo()
+        #: What the top-level statement being walked asked and added (a Trace's).
+        self._events: list[tuple[object, ...]] | None = None
+        self._static_calls: dict[
+            cst.Call, tuple[bool, bool, cst.FunctionDef | None]
+        ] = {}
         self._function_uniform: dict[cst.FunctionDef, bool] = {}
         self._setup_functions: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.CSTNode, bool] = {}
@@ -204,27 +216,112 @@ class Divergence:
         self.local_calls.clear()
         self.local_reads.clear()
         self.local_values.clear()
-        self._walk(self.index.module.body, set(self.tainted_globals))
+        self._walk_top(self.index.module.body, set(self.tainted_globals))
         for function in self.index.functions:
             body = (
                 function.body.body
                 if isinstance(function.body, cst.IndentedBlock)
                 else ()
             )
-            self._current_globals = _declared_globals(function)
+            self._current_globals = self._declared_globals(function)
             cls = self.index.enclosing_class(function.name)
-            self._current_class = cls
+            self.current_class = cls
             attributes = {name for c, name in self.tainted_attributes if c is cls}
-            self._walk(body, set(self.tainted_globals) | attributes)
-            self._current_globals = set()
-            self._current_class = None
+            self._walk_top(body, set(self.tainted_globals) | attributes)
+            self._current_globals = frozenset()
+            self.current_class = None
+
+    def _declared_globals(self, function: cst.FunctionDef) -> frozenset[str]:
+        found = self._memo.declared_globals.get(function)
+        if found is None:
+            found = frozenset(_declared_globals(function))
+            self._memo.declared_globals[function] = found
+        return found
+
+    def _walk_top(self, body: Sequence[cst.CSTNode], tainted: set[str]) -> set[str]:
+        """``_walk`` of a function's (or the module's) body, each statement's walk
+        reused where an earlier tree's (or round's) holds here (``divergence_memo``)."""
+        for position, statement in enumerate(body):
+            key = (
+                frozenset(tainted),
+                statement in self.divergent,
+                self._current_globals,
+                self.current_class is None,
+            )
+            trace = self._memo.find(self, statement, key) if memo.REUSE else None
+            if trace is not None:
+                tainted = set(trace.tainted_after)
+            else:
+                self._events = []
+                try:
+                    tainted = self._statement(statement, tainted)
+                    events = tuple(self._events)
+                finally:
+                    self._events = None
+                self._memo.keep(statement, memo.Trace(key, events, frozenset(tainted)))
+            if self._exits_divergently(statement):
+                self.divergent.update(body[position + 1 :])
+        return tainted
 
     def _walk(self, body: Sequence[cst.CSTNode], tainted: set[str]) -> set[str]:
         for position, statement in enumerate(body):
             tainted = self._statement(statement, tainted)
             if self._exits_divergently(statement):
-                self.divergent.update(body[position + 1 :])
+                self._add(
+                    memo.DIVERGENT_ALL, self.divergent, tuple(body[position + 1 :])
+                )
         return tainted
+
+    def _add(self, kind: int, results: set[Any], item: Any) -> None:
+        """Add ``item`` to one of the analysis's results, recorded for reuse."""
+        if kind == memo.DIVERGENT_ALL:
+            results.update(item)
+        else:
+            results.add(item)
+        if self._events is not None:
+            self._events.append((kind, item))
+
+    def _record(self, *event: object) -> None:
+        if self._events is not None:
+            self._events.append(event)
+
+    # -- the questions a walk asks about the rest of the tree (recorded) -------------
+    def static_call(self, node: cst.Call) -> tuple[bool, bool, cst.FunctionDef | None]:
+        """What ``node`` is, whatever the rank-local names: the same on every rank
+        (stop: its arguments do not matter), rank-local by itself (a batch size, a
+        random draw during training, the clock), and the local function it runs."""
+        found = self._static_calls.get(node)
+        if found is not None:
+            return found
+        index = self.index
+        if node in self.uniform_calls or index.is_runtime_call(
+            node, *_UNIFORM_RUNTIME_CALLS
+        ):
+            found = (True, False, None)
+        else:
+            qualnames = index.qualnames(node.func)
+            hit = any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames) or (
+                any(is_random_draw(q) for q in qualnames) and self.random_is_local(node)
+            )
+            callee = index.callee(node)
+            if "builtins.next" in qualnames and _next_batch(index, node):
+                hit = True  # a batch of this process's share of a sharded loader
+            found = (False, hit, callee[0] if callee is not None else None)
+        self._static_calls[node] = found
+        return found
+
+    def call_taint(self, node: cst.Call) -> tuple[bool, bool]:
+        """(stop, rank-local) for a call met in an expression: ``static_call``, and
+        a local function whose return value is rank-local."""
+        stop, hit, callee = self.static_call(node)
+        returns = None if callee is None else callee in self.tainted_returns
+        self._record(memo.CALL, node, stop, hit, returns)
+        return stop, hit or bool(returns)
+
+    def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
+        answer = self.index.loader_loop(iterable)
+        self._record(memo.LOOP, iterable, answer)
+        return answer
 
     def _statement(self, node: cst.CSTNode, tainted: set[str]) -> set[str]:
         if isinstance(node, cst.SimpleStatementLine):
@@ -233,9 +330,9 @@ class Divergence:
             return tainted
         if isinstance(node, cst.If):
             if self._tainted(node.test, tainted):
-                self.divergent.add(node.body)
+                self._add(memo.DIVERGENT, self.divergent, node.body)
                 if node.orelse is not None:
-                    self.divergent.add(node.orelse)
+                    self._add(memo.DIVERGENT, self.divergent, node.orelse)
             after_body = self._block(node.body, set(tainted))
             after_else = (
                 self._block(node.orelse, set(tainted)) if node.orelse else tainted
@@ -251,7 +348,7 @@ class Divergence:
             return self._for(node, tainted)
         if isinstance(node, cst.While):
             if self._tainted(node.test, tainted):
-                self.divergent.add(node.body)
+                self._add(memo.DIVERGENT, self.divergent, node.body)
             once = self._block(node.body, set(tainted))
             return self._block(node.body, once) | once
         if isinstance(node, cst.With):
@@ -263,7 +360,7 @@ class Divergence:
             tainted = self._block(node.body, tainted)
             for handler in node.handlers:
                 # An exception is usually raised on one rank only.
-                self.divergent.add(handler)
+                self._add(memo.DIVERGENT, self.divergent, handler)
                 tainted |= self._block(handler.body, set(tainted))
             if node.orelse is not None:
                 tainted = self._block(node.orelse.body, tainted)
@@ -271,7 +368,7 @@ class Divergence:
                 tainted = self._block(node.finalbody.body, tainted)
             return tainted
         if isinstance(node, cst.Match) and self._tainted(node.subject, tainted):
-            self.divergent.add(node)
+            self._add(memo.DIVERGENT, self.divergent, node)
         return tainted
 
     def _block(self, block: cst.CSTNode | None, tainted: set[str]) -> set[str]:
@@ -288,7 +385,7 @@ class Divergence:
         return tainted
 
     def _for(self, node: cst.For, tainted: set[str]) -> set[str]:
-        over_loader, index_target = self.index.loader_loop(node.iter)
+        over_loader, index_target = self.loader_loop(node.iter)
         if over_loader:
             targets = node.target
             if index_target and isinstance(targets, cst.Tuple) and targets.elements:
@@ -301,7 +398,9 @@ class Divergence:
         else:
             iter_tainted = self._tainted(node.iter, tainted)
             if iter_tainted:
-                self.divergent.add(node.body)  # the number of iterations differs
+                self._add(
+                    memo.DIVERGENT, self.divergent, node.body
+                )  # the number of iterations differs
             self._bind(node.target, iter_tainted, tainted)
         once = self._block(node.body, set(tainted))
         again = self._block(node.body, set(once))
@@ -315,7 +414,7 @@ class Divergence:
             value_tainted = self._tainted(node.value, tainted)
             for target in node.targets:
                 if value_tainted and isinstance(target.target, cst.Subscript):
-                    self.local_stores.add(node)
+                    self._add(memo.STORE, self.local_stores, node)
                 self._bind(target.target, value_tainted, tainted)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
@@ -328,31 +427,34 @@ class Divergence:
                 # A rank-local value, a rank-local cell (`class_total[label] += 1`)
                 # or a rank-dependent number of runs (`+= 1` in a loop over this
                 # process's samples, or under a test of them).
-                self.local_increments.add(node)
+                self._add(memo.INCREMENT, self.local_increments, node)
                 self._bind(node.target, True, tainted)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
             call = node.value
             if any(self._tainted(arg.value, tainted) for arg in call.args):
-                self.local_calls.add(call)
+                self._add(memo.LOCAL_CALL, self.local_calls, call)
                 leaves = _TaintedLeaves(self, tainted)
                 for arg in call.args:
                     arg.value.visit(leaves)
                     for read in findall(arg.value, TENSOR_READ):
                         assert isinstance(read, cst.Call)
                         if self._tainted(_read_tensor(read), tainted):
-                            self.local_reads.add(read)
+                            self._add(memo.READ, self.local_reads, read)
                 self.local_values[call] = leaves.leaves
+                self._record(memo.VALUES, call, tuple(leaves.leaves))
             if (
                 isinstance(call.func, cst.Attribute)
                 and call.func.attr.value in _MUTATORS
                 and any(self._tainted(arg.value, tainted) for arg in call.args)
             ):
-                self.local_mutations.add(call)
+                self._add(memo.MUTATION, self.local_mutations, call)
                 self._bind(call.func.value, True, tainted)
         elif isinstance(node, cst.Return) and node.value is not None:
             function = self.index.enclosing_function(node)
+            self._record(memo.ENCLOSING, node, function is not None)
             if function is not None and self._tainted(node.value, tainted):
                 self.tainted_returns.add(function)
+                self._record(memo.RETURN, node)
         return tainted
 
     def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
@@ -381,24 +483,27 @@ class Divergence:
             if isinstance(target, cst.Subscript) and is_tainted:
                 self._bind(target.value, True, tainted)
             return
-        if is_tainted and self._holds_loader(target):
+        if is_tainted and self.holds_loader(target):
             # A sharded loader has the same length and the same number of batches
             # on every rank, whatever data it was built from.
             is_tainted = False
         if is_tainted:
             tainted.add(name)
             if name in self._current_globals:
-                self.tainted_globals.add(name)
-            if self._current_class is not None and name.startswith("self."):
-                self.tainted_attributes.add((self._current_class, name))
+                self._add(memo.GLOBAL, self.tainted_globals, name)
+            if self.current_class is not None and name.startswith("self."):
+                self.tainted_attributes.add((self.current_class, name))
+                self._record(memo.ATTRIBUTE, name)
         else:
             tainted.discard(name)
 
-    def _holds_loader(self, target: cst.BaseExpression) -> bool:
+    def holds_loader(self, target: cst.BaseExpression) -> bool:
         key = self.index.key(target)
-        return key is not None and (
+        answer = key is not None and (
             key in self.index.loaders or key in self.index.loader_containers
         )
+        self._record(memo.HOLDS, target, answer)
+        return answer
 
     def _tainted(self, expr: cst.CSTNode, tainted: set[str]) -> bool:
         return _TaintFinder(self, tainted).found(expr)

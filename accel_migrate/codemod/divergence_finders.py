@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import attr_chain
-from .random_names import is_random_draw
-from .rank_local_calls import _RANK_LOCAL_CALL_PREFIXES, _UNIFORM_RUNTIME_CALLS
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -28,23 +26,11 @@ class _TaintFinder(cst.CSTVisitor):
         return self.hit
 
     def visit_Call(self, node: cst.Call) -> bool:
-        index = self.divergence.index
-        if node in self.divergence.uniform_calls or index.is_runtime_call(
-            node, *_UNIFORM_RUNTIME_CALLS
-        ):
+        stop, hit = self.divergence.call_taint(node)
+        if stop:
             return False  # the same on every rank, whatever its arguments
-        qualnames = index.qualnames(node.func)
-        if any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames):
+        if hit:
             self.hit = True
-        elif any(is_random_draw(q) for q in qualnames) and (
-            self.divergence.random_is_local(node)
-        ):
-            self.hit = True
-        callee = index.callee(node)
-        if callee is not None and callee[0] in self.divergence.tainted_returns:
-            self.hit = True
-        if "builtins.next" in qualnames and _next_batch(index, node):
-            self.hit = True  # a batch of this process's share of a sharded loader
         return True
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -70,7 +56,7 @@ class _TaintFinder(cst.CSTVisitor):
     def visit_CompFor(self, node: cst.CompFor) -> bool:
         # `[criterion(model(x), y) for x, y in val_loader]`: one value per batch
         # of this process's share of a sharded loader
-        if self.divergence.index.loader_loop(node.iter)[0]:
+        if self.divergence.loader_loop(node.iter)[0]:
             self.hit = True
         return True
 

@@ -17,6 +17,7 @@ from libcst.metadata import (
 
 from . import positions
 from .analysis import LazyQualifiedNames, ModuleIndex
+from .divergence_memo import DivergenceMemo
 from .findings import Finding
 from .linemap import LineMap
 from .project_facts import ProjectFacts
@@ -79,6 +80,9 @@ class RuleContext:
     #: gates read) is its index.
     original_wrapper: MetadataWrapper | None = None
     _original_index: ModuleIndex | None = None
+    #: The divergence analysis's statement walks, reused on this file's later
+    #: trees where they hold (``divergence_memo``).
+    divergence_memo: DivergenceMemo = field(default_factory=DivergenceMemo)
 
     @property
     def original_index(self) -> ModuleIndex:
@@ -96,6 +100,7 @@ class RuleContext:
                 LazyQualifiedNames(wrapper.resolve(ScopeProvider)),
                 project=self.project,
             )
+            self._original_index.divergence_memo = self.divergence_memo
         return self._original_index
 
     def original_start(
@@ -125,6 +130,7 @@ class RuleContext:
                     project=self.project,
                 ),
             )
+            self._index[1].divergence_memo = self.divergence_memo
         if wrapper is self.original_wrapper:
             self._original_index = self._index[1]
         return self._index[1]

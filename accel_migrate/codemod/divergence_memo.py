@@ -1,0 +1,155 @@
+"""The divergence analysis's statements reused across the trees of one file.
+
+A rule's pass shares every subtree it did not change with the tree before
+(``fasttransform``), so most statements of a changed tree are the very objects
+the analysis walked on an earlier tree. Walking a statement (``Divergence.
+_statement``) is a function of
+
+- the statement's own subtree (its nodes' ancestors inside it, its syntax),
+- the walk's state when it starts: the rank-local names, whether the statement
+  follows a rank-dependent exit (is itself divergent), the function's ``global``
+  names and whether it is a method (``Trace.key``),
+- the answers of a few questions about the rest of the tree: is an iterable a data
+  loader (``loader_loop``), does a name hold one, what a call is (the same on
+  every rank, rank-local by itself, which local function it runs and whether that
+  function returns a rank-local value), which function a ``return`` is in.
+
+A walk records those answers and what it added to the analysis's results (the
+divergent blocks, the rank-local increments, stores, calls and reads, the
+tainted returns, globals and attributes), in order: a ``Trace``. On a later
+tree (or in the fixpoint's next round) a statement with the same key whose
+recorded questions get the same answers there would be walked to the same
+additions, and they are made without walking (``replay``). Any different
+answer, and the statement is walked again. ``REUSE = False`` walks every
+statement (``tests/codemod/test_divergence_reuse.py`` compares the two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from .divergence import Divergence
+
+#: False: no statement's walk is reused (every analysis walks every statement).
+REUSE = True
+
+# Questions (the answer recorded after the node).
+LOOP = 0  # (LOOP, iterable, loader_loop answer)
+HOLDS = 1  # (HOLDS, target, holds a loader)
+CALL = 2  # (CALL, call, stop, hit, callee returns rank-local: None if no callee)
+ENCLOSING = 3  # (ENCLOSING, return statement, in a function)
+# Additions to the analysis's results.
+DIVERGENT = 10
+DIVERGENT_ALL = 11
+INCREMENT = 12
+MUTATION = 13
+STORE = 14
+LOCAL_CALL = 15
+READ = 16
+VALUES = 17  # (VALUES, call, leaves)
+RETURN = 18  # (RETURN, return statement): its function returns a rank-local value
+GLOBAL = 19
+ATTRIBUTE = 20  # (ATTRIBUTE, "self.x") of the current class
+
+Key = tuple[frozenset[str], bool, frozenset[str], bool]
+
+#: Traces kept per statement (the fixpoint's rounds and AM008's second analysis
+#: start some statements from different states).
+_KEEP = 4
+
+
+@dataclass(frozen=True)
+class Trace:
+    key: Key
+    events: tuple[tuple[Any, ...], ...]
+    tainted_after: frozenset[str]
+
+
+class DivergenceMemo:
+    """The traces of the statements walked on one file's trees, and each
+    function's ``global`` names."""
+
+    def __init__(self) -> None:
+        self.traces: dict[cst.CSTNode, list[Trace]] = {}
+        self.declared_globals: dict[cst.FunctionDef, frozenset[str]] = {}
+        #: Statements whose walk was reused (counted for the tests).
+        self.reused = 0
+
+    def find(
+        self, divergence: Divergence, statement: cst.CSTNode, key: Key
+    ) -> Trace | None:
+        for trace in self.traces.get(statement, ()):
+            if trace.key == key and replay(divergence, trace):
+                self.reused += 1
+                return trace
+        return None
+
+    def keep(self, statement: cst.CSTNode, trace: Trace) -> None:
+        kept = self.traces.setdefault(statement, [])
+        kept.insert(0, trace)
+        del kept[_KEEP:]
+
+
+def replay(divergence: Divergence, trace: Trace) -> bool:
+    """Make ``trace``'s additions if every question it asked gets the same answer
+    in ``divergence`` (its tree, its results so far); else change nothing."""
+    returns: list[cst.FunctionDef] = []
+    for event in trace.events:
+        kind = event[0]
+        if kind == CALL:
+            stop, hit, callee = divergence.static_call(event[1])
+            if stop != event[2] or hit != event[3]:
+                return False
+            if callee is None:
+                if event[4] is not None:
+                    return False
+            elif event[4] is None or event[4] != (
+                callee in divergence.tainted_returns or callee in returns
+            ):
+                return False
+        elif kind == LOOP:
+            if divergence.index.loader_loop(event[1]) != event[2]:
+                return False
+        elif kind == HOLDS:
+            if divergence.holds_loader(event[1]) != event[2]:
+                return False
+        elif kind == ENCLOSING:
+            if (divergence.index.enclosing_function(event[1]) is not None) != event[2]:
+                return False
+        elif kind == RETURN:
+            function = divergence.index.enclosing_function(event[1])
+            assert function is not None  # asked before (ENCLOSING)
+            returns.append(function)
+    returned = iter(returns)
+    for event in trace.events:
+        kind = event[0]
+        if kind < DIVERGENT:
+            continue
+        if kind == DIVERGENT:
+            divergence.divergent.add(event[1])
+        elif kind == DIVERGENT_ALL:
+            divergence.divergent.update(event[1])
+        elif kind == INCREMENT:
+            divergence.local_increments.add(event[1])
+        elif kind == MUTATION:
+            divergence.local_mutations.add(event[1])
+        elif kind == STORE:
+            divergence.local_stores.add(event[1])
+        elif kind == LOCAL_CALL:
+            divergence.local_calls.add(event[1])
+        elif kind == READ:
+            divergence.local_reads.add(event[1])
+        elif kind == VALUES:
+            divergence.local_values[event[1]] = list(event[2])
+        elif kind == RETURN:
+            divergence.tainted_returns.add(next(returned))
+        elif kind == GLOBAL:
+            divergence.tainted_globals.add(event[1])
+        elif kind == ATTRIBUTE:
+            assert divergence.current_class is not None
+            divergence.tainted_attributes.add((divergence.current_class, event[1]))
+    return True
