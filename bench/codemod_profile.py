@@ -3,6 +3,7 @@
     python bench/codemod_profile.py [--jobs 2] [--skip-cli] [--repeat 3]
     python bench/codemod_profile.py --visits [--repeat 2]
     python bench/codemod_profile.py --transforms [--repeat 2]
+    python bench/codemod_profile.py --reuse [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -32,6 +33,9 @@ slows both alike.
 ``--transforms`` prints the same table for the rules' passes: libcst's
 transformer visit against the engine's changed-path walk
 (``codemod/fasttransform.py``); it stops if the two results differ.
+``--reuse`` prints the full pass over the whole tree with the divergence
+analysis walking every statement against its walks reused across trees
+(``codemod/divergence_memo.py``), alternating the same way.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
