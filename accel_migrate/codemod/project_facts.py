@@ -116,6 +116,10 @@ class HelperFact:
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None
+    #: For a plain function whose every return is a tuple: the loss at one of
+    #: its positions (``return loss, to_cpu(components)``), read as a forward's
+    #: (``forward_losses.tuple_loss``), or None where none can be read.
+    tuple_loss: ForwardLoss | None = None
     #: For a loss function or a model class's ``forward``: how it compares the
     #: batch's samples with each other (``pairwise_helpers``); "" if it does not.
     pairwise: str = ""

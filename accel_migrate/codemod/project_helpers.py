@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
-from .forward_losses import built_class, forward_loss
+from .forward_losses import built_class, forward_loss, tuple_loss
 from .iterator_factories import iterator_class, returned_iterator
 from .layer_methods import layer_methods
 from .loader_sample_draws import sample_draws
@@ -345,6 +345,7 @@ class HelperFacts(ReturnKinds):
             )
         ):
             kind = "optimizer class"  # `get_optimizer_class(name)`
+        returned = tuple_loss(self, function) if not kind and returns else None
         container, items = "", ()
         if not kind and returns:
             container, items, why = self._container(returns, function)
@@ -359,7 +360,8 @@ class HelperFacts(ReturnKinds):
             "function",
             returns=kind,
             reduction=reduction if kind == "loss" else "",
-            **(self._terms.fields() if kind == "loss" else {}),
+            **(self._terms.fields() if kind == "loss" or returned else {}),
+            tuple_loss=returned,
             model_class=(
                 built_class(self, returns, function) if kind == "model" else None
             ),

@@ -37,6 +37,7 @@ from .forward import (
     model_method,
 )
 from .handed_criteria import handed_criterion
+from .helper_items import imported_item_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .operands import elementwise_of_two, over_parameters
@@ -244,6 +245,15 @@ class _Calls:
         facts: list[Fact] = []
         for value, position, length in sources:
             target = self.index.callee(value) if isinstance(value, cst.Call) else None
+            if target is None and isinstance(value, cst.Call):
+                # `loss, parts = compute_loss(...)` of another local module
+                imported = imported_item_fact(
+                    self.index, value, position, length, key[1]
+                )
+                if imported is None:
+                    return None
+                facts.append(imported)
+                continue
             if target is None or self.index.local_class(value.func):  # type: ignore[union-attr]
                 return None
             function = target[0]

@@ -145,6 +145,7 @@ from ..analysis import attr_chain
 from ..clock_readings import reads_clock
 from ..metric_means import MeanPlans
 from ..metric_rewrites import MetricRewrites
+from ..metrics.state_methods import kept_values
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -244,6 +245,16 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
                     "meant, add into another variable",
                     if_migrated=True,
                 )
+        for call, written in kept_values(self.index, node):
+            self.report(
+                call,
+                "needs-review",
+                f"`{written}` hands this process's share of each batch to a method "
+                "that keeps it in the object (running sums, averages logged later): "
+                "not combined across processes; combine the values before handing "
+                "them (accel.global_loss for batch means, accel.reduce for sums)",
+                if_migrated=True,
+            )
         if not increments and not collections:
             return
         if not self.index.uniform(node):
