@@ -32,7 +32,10 @@ that asks (the backward rewrite, logged losses) gets the same answer:
 - a loss returned by a local module's function (the project view) has the
   reduction read there, a term summed over a parameter only where the call
   hands it a model's output (``summed_args``); a local function whose return
-  the view cannot read makes the reduction unknown, not a mean. So does a
+  the view cannot read makes the reduction unknown, not a mean; so does an
+  item unpacked from the tuple it returns (``loss, parts = compute_loss(...)``)
+  where no loss of a known reduction sits at that position (``helper_items``,
+  ``HelperFact.tuple_loss``). So does a
   method of a model class of another module (``model.loss_function(...)``,
   ``HelperFact.method_losses``) whose loss the view cannot place, or to which
   the call hands a weight read off the batch's row count (``row_weights``).

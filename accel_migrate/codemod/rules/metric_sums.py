@@ -46,7 +46,11 @@ of it:
   becomes ``accel.global_loss(...)`` (a number from one of the script's functions,
   ``accel.global_loss(torch.as_tensor(...)).item()``), a sum or a count
   ``accel.reduce(...)``. What the object then holds, and everything computed from
-  it after the loop (``sum(values)``, ``meter.avg``), is the original's;
+  it after the loop (``sum(values)``, ``meter.avg``), is the original's. Values
+  handed to a method of the file's own class that keeps them in the object under
+  another name (RAFT's ``logger.push(metrics)`` adding into
+  ``self.running_loss``) are reported: what the object does with them is not
+  followed;
 - a batch mean that is a Python number is never given to ``accel.global_loss``
   (which takes a tensor). Linear in the batch's losses (``acc =
   (pred == y).float().mean().item()``; ``total += acc``), it is weighted by each

@@ -55,7 +55,11 @@ is not known: a ``reduction=`` that is not written in the file, class
 ``F.cross_entropy(..., weight=torch.tensor([...]))`` call; a loss module's are read
 as ``criterion.weight``), a sum plus a mean, a reduction passed through
 ``sqrt``/``log``, or a token mean whose count cannot be written at the backward
-(the target is reassigned in between, or the loss is computed in a helper).
+(the target is reassigned in between, or the loss is computed in a helper),
+or a loss unpacked from the tuple a function of another local module returns
+(``loss, parts = compute_loss(...)``) where the project view reads no loss of a
+known reduction at that position (PyTorch-YOLOv3's box term, a mean over the
+targets matched to anchors).
 ``torch.autograd.backward`` of losses with different reductions is reported
 too (one call gets one weight). So is ``backward(retain_graph=True)``: a
 second backward through the same forward is averaged by the runtime under DDP
