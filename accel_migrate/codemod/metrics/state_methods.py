@@ -6,8 +6,11 @@ training loop calls ``logger.push(metrics)`` with the batch's metrics. Such a
 call collects per-batch values into an object made before the loop, as
 ``meter.update(v)`` does (``accumulators.collected_values``), whatever the
 method is named: the method (a ``def`` of a class of this file, resolved by
-``ModuleIndex.local_function``) assigns, increments or appends a value read
-from one of its parameters into the object's state (``self.x``, an item of it).
+``ModuleIndex.local_function``) adds a value read
+from one of its parameters into the object's state (``self.x``, an item of
+it): an increment (``+=``) or an ``append``/``extend``/``insert``/``add``/
+``update`` of a container there; a plain assignment (pix2pix's ``set_input``
+keeping the batch for the next forward) is no collection.
 A method that runs a backward (a training step) keeps no handed values: it is
 not one. What the object then does with them (running averages printed every
 N steps, a log file) is not followed, so AM009 reports such a call rather than
@@ -51,8 +54,8 @@ def kept_values(index: ModuleIndex, loop: cst.For) -> Iterator[tuple[cst.Call, s
 
 
 def keeping_method(index: ModuleIndex, call: cst.Call) -> bool:
-    """Does ``call`` run a method of a class of this file that keeps a value
-    read from one of its parameters in the object's state?"""
+    """Does ``call`` run a method of a class of this file that adds a value
+    read from one of its parameters into the object's state?"""
     method = index.local_function(call.func)
     if (
         method is None
@@ -68,13 +71,12 @@ def keeping_method(index: ModuleIndex, call: cst.Call) -> bool:
     } | {p.name.value for p in method.params.kwonly_params}
     if not params:
         return False
-    for statement in findall(method.body, m.Assign() | m.AugAssign()):
-        if isinstance(statement, cst.Assign):
-            targets = [t.target for t in statement.targets]
-        else:
-            targets = [statement.target]  # type: ignore[attr-defined]
+    for statement in findall(method.body, m.AugAssign()):
+        # `self.running_loss[key] += metrics[key]`: a running sum; a plain
+        # `self.real_A = input["A"]` (pix2pix's set_input) keeps the current
+        # batch for the next forward, no collection
         value = statement.value  # type: ignore[attr-defined]
-        if any(_of_self(t) for t in targets) and _reads(value, params):
+        if _of_self(statement.target) and _reads(value, params):  # type: ignore[attr-defined]
             return True
     for inner in findall(method.body, m.Call(func=m.Attribute())):
         func = inner.func  # type: ignore[attr-defined]
