@@ -81,7 +81,6 @@ def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
     """The loss ``cls.forward`` returns in a tuple, or alone (``length`` 0: every
     ``return`` is the loss itself), or None when it returns none (or not at one
     known place)."""
-    from .project_helpers import _own_nodes
 
     forward = next(
         (
@@ -118,9 +117,13 @@ def returned_loss(
     from .project_helpers import _assigned_in, _own_nodes
 
     returns = [n for n in _own_nodes(forward) if isinstance(n, ast.Return)]
-    if single and returns and not any(
-        r.value is None or isinstance(r.value, (ast.Tuple, ast.Constant))
-        for r in returns
+    if (
+        single
+        and returns
+        and not any(
+            r.value is None or isinstance(r.value, (ast.Tuple, ast.Constant))
+            for r in returns
+        )
     ):
         # `return F.cross_entropy(...)`: one value, the loss itself (length 0)
         tuples = [ast.Tuple(elts=[r.value], ctx=ast.Load()) for r in returns]

@@ -100,8 +100,6 @@ def test_a_keeping_method_of_the_files_class_is_reported(tmp_path: Path) -> None
 def test_an_optimizer_returned_in_a_tuple_is_one_for_the_scaler(tmp_path: Path) -> None:
     result = _migrate(tmp_path, SCALER)
     am014 = [f for f in result.findings if f.code == "AM014"]
-    assert am014 and all(f.status == "fixed" for f in am014), [
-        f.message for f in am014
-    ]
+    assert am014 and all(f.status == "fixed" for f in am014), [f.message for f in am014]
     out = result.output.decode()  # type: ignore[union-attr]
     assert "accel.grad_scaler(" in out and "accel.backward(loss)" in out

@@ -149,7 +149,6 @@ from ..analysis import attr_chain
 from ..clock_readings import reads_clock
 from ..metric_means import MeanPlans
 from ..metric_rewrites import MetricRewrites
-from ..metrics.state_methods import kept_values
 from ..metrics.accumulators import (
     batch_dependent,
     collected_values,
@@ -167,6 +166,7 @@ from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..metrics.next_batches import report_next_batches
 from ..metrics.row_scaled import RowScaled, row_scaled
+from ..metrics.state_methods import kept_values
 from ..patterns import torch_alias
 from ..reduction.placement import code as _code
 from ..rule import Rule
