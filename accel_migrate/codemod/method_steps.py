@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import ModuleIndex
 from .imported_draws import instance_facts
@@ -22,6 +23,7 @@ from .index_syntax import ast_class
 from .layer_methods import layer_methods
 from .model_methods import instance_classes
 from .returned_loss import backpropagated
+from .subtrees import findall
 
 #: Reductions a loss method's value may be taken through before its backward.
 _REDUCTIONS = frozenset({"mean", "sum"})
@@ -34,6 +36,9 @@ class MethodStep:
     call: cst.Call  # `model.loss(xb, yb)`
     method: str
     where: str  # "`BiRnnCrf` in bi_lstm_crf/model/model.py", "`Tagger`"
+    #: The method's own ``self.forward(x)`` (or ``self(x)``) call, in a class of
+    #: this file: the model's call that the step skips.
+    own_forward: cst.Call | None = None
 
 
 def method_steps(index: ModuleIndex) -> list[MethodStep]:
@@ -82,7 +87,33 @@ def _method_step(index: ModuleIndex, value: cst.BaseExpression) -> MethodStep | 
         instance_classes(index, receiver) & set(modules), key=lambda c: c.name.value
     ):
         if method in _local_layer_methods(cls):
-            return MethodStep(value, method, f"`{cls.name.value}`")
+            return MethodStep(
+                value, method, f"`{cls.name.value}`", _own_forward(cls, method)
+            )
+    return None
+
+
+def _own_forward(cls: cst.ClassDef, method: str) -> cst.Call | None:
+    """The first ``self.forward(...)`` or ``self(...)`` call of ``method`` of
+    ``cls``, or of a method of the class it calls on ``self``."""
+    methods = {
+        s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)
+    }
+    queue, seen = [method], set()
+    while queue:
+        name = queue.pop(0)
+        if name in seen or name not in methods:
+            continue
+        seen.add(name)
+        for call in findall(methods[name].body, m.Call()):
+            assert isinstance(call, cst.Call)
+            func = call.func
+            if m.matches(func, m.Name("self")) or m.matches(
+                func, m.Attribute(value=m.Name("self"), attr=m.Name("forward"))
+            ):
+                return call
+            if m.matches(func, m.Attribute(value=m.Name("self"))):
+                queue.append(func.attr.value)  # type: ignore[attr-defined]
     return None
 
 

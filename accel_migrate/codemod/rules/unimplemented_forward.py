@@ -89,18 +89,36 @@ class UnimplementedForward(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         for step in method_steps(self.index):
+            own = step.own_forward
+            if own is None:
+                how = (
+                    f"`{step.method}` of {step.where} runs the model's layers "
+                    "itself, not through the model's call"
+                )
+                instead = ""
+            else:
+                how = (
+                    f"`{step.method}` of {step.where} runs the model through "
+                    f"`{snippet(own)}` (line {self.original_line(own)}): `self` "
+                    "there is the module inside the prepared (DDP-wrapped) model, "
+                    "so that call skips the prepared model's own call"
+                )
+                instead = (
+                    "call the prepared model in the step where the method calls "
+                    f"`{snippet(own)}` (`model(...)`) and compute the loss from its "
+                    "output there, or "
+                )
             self.block(
                 step.call,
-                f"the step backpropagates `{snippet(step.call)}`, and "
-                f"`{step.method}` of {step.where} runs the model's layers itself, "
-                "not through the model's call: a prepared model exchanges "
-                "gradients through its own call (DDP and FSDP run their hooks in "
-                "`forward`), so each process would keep its own share's gradients "
-                "(the runtime stops it at the first step), and "
+                f"the step backpropagates `{snippet(step.call)}`, and {how}: a "
+                "prepared model exchanges gradients through its own call (DDP and "
+                "FSDP run their hooks in `forward`), so the processes' gradients "
+                "are not averaged and each keeps its own share's (the runtime "
+                "stops it at the first step), and "
                 f"accel.unwrap(model).{step.method}(...) would bypass them the "
-                "same way; the file is left unchanged: compute the loss in "
-                "`forward` when it is given the targets (`def forward(self, x, "
-                "y=None)`), call `model(x, y)` in the step, and migrate again",
+                f"same way; the file is left unchanged: {instead}compute the loss "
+                "in `forward` when it is given the targets (`def forward(self, x, "
+                "y=None)`) and call `model(x, y)` in the step, and migrate again",
             )
 
     def _local(self, node: cst.Call) -> str:
