@@ -269,13 +269,14 @@ class HelperFact:
         """``get_test_dataloader in utils.py returns a DataLoader``."""
         parts = []
         if self.container:
+            others = set(self.items) - {"loader"}
             loaders = (
                 "DataLoaders"
-                if set(self.items) == {"loader"}
+                if not others
                 else (
-                    "DataLoaders and None or numbers"
+                    f"DataLoaders and {self.plain_items()}"
                     if "loader" in self.items
-                    and set(self.items) <= {"loader", "none", "number"}
+                    and others <= {"none", "number", "dataset"}
                     else "values"
                 )
             )
@@ -293,6 +294,13 @@ class HelperFact:
         if self.collectives:
             parts.append("calls collectives")
         return f"{self.where} " + (", ".join(parts) or "has no known effect")
+
+    def plain_items(self, joiner: str = "or") -> str:
+        """``None or numbers``: the items beside the loaders that are surely no
+        loader, as a finding names them."""
+        names = {"none": "None", "number": "numbers", "dataset": "datasets"}
+        found = [names[k] for k in ("none", "number", "dataset") if k in self.items]
+        return f" {joiner} ".join(found)
 
     @property
     def side_effects(self) -> bool:
