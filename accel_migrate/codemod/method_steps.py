@@ -96,9 +96,7 @@ def _method_step(index: ModuleIndex, value: cst.BaseExpression) -> MethodStep | 
 def _own_forward(cls: cst.ClassDef, method: str) -> cst.Call | None:
     """The first ``self.forward(...)`` or ``self(...)`` call of ``method`` of
     ``cls``, or of a method of the class it calls on ``self``."""
-    methods = {
-        s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)
-    }
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
     queue, seen = [method], set()
     while queue:
         name = queue.pop(0)

@@ -96,8 +96,7 @@ class ReturnKinds:
             last = reaching_value(function, expr)
             values = [last] if last is not None else _assigned_in(function, expr.id)
             return bool(values) and all(
-                v is not None and self._dataset(v, function, depth + 1)
-                for v in values
+                v is not None and self._dataset(v, function, depth + 1) for v in values
             )
         if not isinstance(expr, ast.Call):
             return False
@@ -304,8 +303,7 @@ def _reduction(name: str, call: ast.Call) -> str:
 def _dataset_name(target: str) -> bool:
     """``torch.utils.data.TensorDataset``, ``torchvision.datasets.MNIST``."""
     return (
-        target.startswith("torch.utils.data.")
-        and target.rsplit(".", 1)[1] in _DATASETS
+        target.startswith("torch.utils.data.") and target.rsplit(".", 1)[1] in _DATASETS
     ) or target.startswith("torchvision.datasets.")
 
 

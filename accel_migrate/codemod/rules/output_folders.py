@@ -134,12 +134,15 @@ class OutputFolders(Rule):
     def _imported_mkdir_calls(self) -> bool:
         """Has the file a call of ``mkdir`` imported from ``os`` that becomes
         ``makedirs(...)`` (so its import must bring ``makedirs`` too)?"""
-        return any(
-            isinstance(call.func, cst.Name)
-            and self.is_call_to(call, _MKDIR)
-            and self._plain_mkdir(call)
-            for call in self.index.calls
-        ) and self._makedirs_free()
+        return (
+            any(
+                isinstance(call.func, cst.Name)
+                and self.is_call_to(call, _MKDIR)
+                and self._plain_mkdir(call)
+                for call in self.index.calls
+            )
+            and self._makedirs_free()
+        )
 
     def _makedirs_free(self) -> bool:
         """Is ``makedirs`` bound, if at all, only by ``from os import`` lines?"""

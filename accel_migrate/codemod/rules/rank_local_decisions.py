@@ -31,7 +31,19 @@ A ``for`` over a list whose items differ between processes but whose length
 does not is not a decision (NCSN's ``for i, sample in enumerate(all_samples):
 torch.save(sample, ...)`` over the annealed Langevin samples, one appended per
 step of loops every process runs alike: ``uniform_lengths.py``); the conditions
-inside it are still read.
+inside it are still read. Nor is a loop or branch whose value rests on random
+draws alone (every source ``rank_local_sources`` finds is a draw) and that only
+saves the drawn values themselves (``torch.save(sample, ...)`` over Langevin
+samples kept when their draw passes a test: no model or optimizer state,
+nothing collective): the main process saves its own draws, as the original
+saved its own, and only the number of sample files differs, as draws do. Where
+such a save rests on the data instead, the finding says that files the
+original wrote can be missing and others appear.
+
+Each finding names where the value comes from (``rank_local_sources``): the
+clock read, the random draw or the data loader, with its line and the variables
+in between (``start_epoch`` read from a checkpoint in a folder named from
+``datetime.datetime.now()`` at line 95), and a fix for that kind of source.
 
 When the value is global already, nothing is reported: the usual case, since the
 rules before this one make sums, counts and losses global where they can prove

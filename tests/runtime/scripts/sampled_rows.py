@@ -2,7 +2,8 @@
 batch (the batch's indices and a model's output on them) gathered in rank order,
 over a shuffled loader whose last batch is shorter than the world (7 samples,
 batches of 3: the last batch's one row is rank 0's, rank 1's share is empty).
-Prints each step's gathered rows (and two parts gathered then joined), which must be the original's."""
+Prints each step's gathered rows (and two parts gathered then joined), which must be the original's.
+"""
 
 import torch
 from torch import nn
