@@ -1,5 +1,6 @@
 """Values read off the clock: ``time.time() - end``, or a variable computed from
-one (``secs = int(time.time() - t0)``, then ``mins = secs / 60``).
+one (``secs = int(time.time() - t0)``, then ``mins = secs / 60``), or a total
+of them (``T = 0.0``, then ``T += time.time() - t0`` each epoch).
 
 Each process's own reading is as right as the original's: a duration printed
 (AM040's concern) or collected into a meter (``batch_time.update(time.time() -
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -23,6 +25,27 @@ if TYPE_CHECKING:
 
 #: Variables followed back from a value, at most (``a = f(t)``, ``b = a / 60``...).
 _DEPTH = 4
+
+#: Per module index: the values added to each variable (``T += t1``), which the
+#: index's ``values`` (assignments only) does not hold.
+_INCREMENTS: WeakKeyDictionary[ModuleIndex, dict[Key, list[cst.BaseExpression]]] = (
+    WeakKeyDictionary()
+)
+
+
+def increments(index: ModuleIndex) -> dict[Key, list[cst.BaseExpression]]:
+    """The values each variable of ``index``'s module is incremented by
+    (``total += value``, any augmented operator), computed once per index."""
+    found = _INCREMENTS.get(index)
+    if found is None:
+        found = {}
+        for statement in findall(index.module, m.AugAssign()):
+            assert isinstance(statement, cst.AugAssign)
+            key = index.key(statement.target)
+            if key is not None:
+                found.setdefault(key, []).append(statement.value)
+        _INCREMENTS[index] = found
+    return found
 
 
 def reads_clock(
@@ -44,12 +67,12 @@ def key_reads_clock(
     key: Key | None,
     seen: set[Key],
 ) -> bool:
-    """Is a value assigned to ``key`` read off the clock,
-    directly or through the variables it is computed from?"""
+    """Is a value assigned to ``key`` (or added to it: ``T += t1``) read off the
+    clock, directly or through the variables it is computed from?"""
     if key is None or key in seen or len(seen) > _DEPTH:
         return False
     seen.add(key)
-    for value in index.values.get(key, ()):
+    for value in (*index.values.get(key, ()), *increments(index).get(key, ())):
         if value is None:
             continue
         if _calls_clock(qualnames, value):

@@ -756,6 +756,18 @@ EXPECTED: dict[str, str] = {
     # the test loop's err_te.append(loss.item()) (AM009 combines it) is gone
     "pixelcnn_sampling_t7b_project": "MATCH",
     "pixelcnn_sampling_t7b_project_batch": "MATCH",
+    # t8c (new-user trial): Diego999/pyGAT, full-graph GAT with a patience
+    # counter, `{epoch}.pkl` snapshots pruned with glob + os.remove (main process
+    # only) and the best one loaded back; every process runs the whole graph
+    # (AM019 says the work is not divided), so it matches
+    "gat_cora_patience_t8c_project": "MATCH",
+    "gat_cora_patience_t8c_project_batch": "MATCH",
+    # pmixer/SASRec.pytorch: an in-process sampler drawing users and negatives
+    # with np.random, NDCG@10/HR@10 over random.sample'd users; every process
+    # draws the same batch. Its `T += time.time() - t0` total was reported by
+    # AM033 as a share of the batch before (clock_readings now follows `+=`)
+    "sasrec_sampled_ndcg_t8c_project": "MATCH",
+    "sasrec_sampled_ndcg_t8c_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
