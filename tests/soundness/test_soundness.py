@@ -794,6 +794,14 @@ EXPECTED: dict[str, str] = {
     # the wrapper the parameters go to and says `model` is train()'s parameter
     "lstnet_data_utility_t8c_project": "FLAGGED",
     "lstnet_data_utility_t8c_project_batch": "FLAGGED",
+    # chsong513/DeepKnowledgeTracing-DKT-Pytorch: the loop in evaluation/eval.py,
+    # a loss summed over students and answered steps, the test set's answered
+    # steps gathered with torch.cat for one AUC. File mode: AM004 (trained in
+    # eval.py). Batch mode matches: getLoader hands its loaders back in lists,
+    # which are not sharded, so every process trains on all of it (no finding
+    # says the work is not divided: see the t8c report)
+    "dkt_student_loop_auc_t8c_project": "FLAGGED",
+    "dkt_student_loop_auc_t8c_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
