@@ -802,6 +802,12 @@ EXPECTED: dict[str, str] = {
     # says the work is not divided: see the t8c report)
     "dkt_student_loop_auc_t8c_project": "FLAGGED",
     "dkt_student_loop_auc_t8c_project_batch": "MATCH",
+    # LSTNet's forks that name the model class directly: migrated in both modes
+    # (the Optim wrapper's own optimizer is left as it is; the get_batches
+    # generator is not sharded, every process draws the same randperm) and it
+    # matches. Extended: it repeats lstnet_data_utility_t8c_project's layout
+    "lstnet_direct_model_t8c_project": "MATCH",
+    "lstnet_direct_model_t8c_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
