@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -25,27 +24,6 @@ if TYPE_CHECKING:
 
 #: Variables followed back from a value, at most (``a = f(t)``, ``b = a / 60``...).
 _DEPTH = 4
-
-#: Per module index: the values added to each variable (``T += t1``), which the
-#: index's ``values`` (assignments only) does not hold.
-_INCREMENTS: WeakKeyDictionary[ModuleIndex, dict[Key, list[cst.BaseExpression]]] = (
-    WeakKeyDictionary()
-)
-
-
-def increments(index: ModuleIndex) -> dict[Key, list[cst.BaseExpression]]:
-    """The values each variable of ``index``'s module is incremented by
-    (``total += value``, any augmented operator), computed once per index."""
-    found = _INCREMENTS.get(index)
-    if found is None:
-        found = {}
-        for statement in findall(index.module, m.AugAssign()):
-            assert isinstance(statement, cst.AugAssign)
-            key = index.key(statement.target)
-            if key is not None:
-                found.setdefault(key, []).append(statement.value)
-        _INCREMENTS[index] = found
-    return found
 
 
 def reads_clock(
@@ -72,7 +50,8 @@ def key_reads_clock(
     if key is None or key in seen or len(seen) > _DEPTH:
         return False
     seen.add(key)
-    for value in (*index.values.get(key, ()), *increments(index).get(key, ())):
+    increments = [a.value for a in index.augmented.get(key, ())]
+    for value in (*index.values.get(key, ()), *increments):
         if value is None:
             continue
         if _calls_clock(qualnames, value):

@@ -52,7 +52,11 @@ PICKS = {
 
 def _am019(pick: str) -> list[str]:
     result = migrate_source(SCRIPT.replace("PICK", pick), "train.py")
-    return [f.message for f in result.findings if f.code == "AM019" and f.status == "needs-review"]
+    return [
+        f.message
+        for f in result.findings
+        if f.code == "AM019" and f.status == "needs-review"
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(PICKS))

@@ -87,13 +87,18 @@ def test_a_script_calling_a_self_training_model_is_left_whole(
     assert result.output == source  # left whole
     found = [f for f in result.findings if f.code == "AM042"]
     assert len(found) == 1 and found[0].status == "needs-review", found
-    assert f"`train_model` of {where} runs the model's layers itself" in found[0].message
+    assert (
+        f"`train_model` of {where} runs the model's layers itself" in found[0].message
+    )
 
 
 def test_a_layer_method_without_backward_is_not_blocked(tmp_path: Path) -> None:
     (tmp_path / "dkt.py").write_text(MODEL)
     script = tmp_path / "main.py"
-    source = MAIN.replace("model.train_model(train_loader, 2, opt)", "print(model.predict(torch.randn(2, 4)))")
+    source = MAIN.replace(
+        "model.train_model(train_loader, 2, opt)",
+        "print(model.predict(torch.randn(2, 4)))",
+    )
     script.write_text(source)
     result = migrate_source(source, str(script), MigrateOptions())
     assert not [f for f in result.findings if f.code == "AM042"]

@@ -59,7 +59,10 @@ def test_am004_names_the_wrapper_and_the_parameter(tmp_path: Path) -> None:
     assert result.output == MAIN
     (finding,) = [f for f in result.findings if f.code == "AM004"]
     assert finding.status == "needs-review"
-    assert "(`Optim.Optim(model.parameters(), 0.01)`, line 16, hands them to `Optim` in Optim.py" in finding.message
+    assert (
+        "(`Optim.Optim(model.parameters(), 0.01)`, line 16, hands them to `Optim` in Optim.py"
+        in finding.message
+    )
     assert "here `model` is a parameter of `train()`, line 6" in finding.message
 
 

@@ -26,7 +26,14 @@ loop of such loops whose step runs a prepared model over data made before the
 loop, whole, into the loss it backpropagates (full-batch training: tkipf/pygcn's
 ``model(features, adj)`` over the whole graph every epoch, the loss over
 ``idx_train``; ``full_batch``): every process repeats the same forward and
-backward, and the result is the original's. Nothing is rewritten.
+backward, and the result is the original's. Reported too: a step that picks
+its batch out of data made before the loop by indices it draws itself
+(powerful-gnns' ``selected_idx = np.random.permutation(len(train_graphs))
+[:batch_size]``, then ``[train_graphs[idx] for idx in selected_idx]``;
+``drawn_batches``): every process draws the same indices, trains on the same
+batch, and what the runtime combines over the processes' samples (a
+BatchNorm's running variance under its synchronised batch norm) counts each
+copy as samples of its own. Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
