@@ -8,6 +8,11 @@ gradients of its own share. ``accel.unwrap(model).loss(...)`` is the same call
 (the wrapped module's method), and no rewrite routes a method other than
 ``forward`` through the wrapper's call, so the step is reported and the file
 left unchanged.
+
+``model.train_model(train_loader, test_loader, num_epochs, opt, ckpt_path)``
+(``training_calls``) is the same hazard one level up: a method of the model
+that runs its layers (``self(q, r)``) and backpropagates itself, so the whole
+training loop runs past the prepared model's call.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import libcst.matchers as m
 from .analysis import ModuleIndex
 from .imported_draws import instance_facts
 from .index_syntax import ast_class
-from .layer_methods import layer_methods
+from .layer_methods import layer_methods, training_methods
 from .model_methods import instance_classes
 from .returned_loss import backpropagated
 from .subtrees import findall
@@ -52,6 +57,35 @@ def method_steps(index: ModuleIndex) -> list[MethodStep]:
                 if step is not None:
                     found.setdefault(step.call, step)
     return list(found.values())
+
+
+def training_calls(index: ModuleIndex) -> list[MethodStep]:
+    """Every call of the file of a model's method that runs the model's layers
+    and backpropagates itself (``HelperFact.training_methods``, or the same of
+    a model class of the file)."""
+    found: list[MethodStep] = []
+    modules = set(index.local_subclasses(["torch.nn."]))
+    for call in index.calls:
+        if not isinstance(call.func, cst.Attribute):
+            continue
+        method = call.func.attr.value
+        receiver = call.func.value
+        where = ""
+        for fact in sorted(instance_facts(index, receiver), key=lambda f: f.where):
+            if fact.returns == "model" and method in fact.training_methods:
+                where = fact.where
+                break
+        if not where:
+            for cls in sorted(
+                instance_classes(index, receiver) & modules, key=lambda c: c.name.value
+            ):
+                parsed = ast_class(cls)
+                if parsed is not None and method in training_methods(parsed):
+                    where = f"`{cls.name.value}`"
+                    break
+        if where:
+            found.append(MethodStep(call, method, where))
+    return found
 
 
 def _values(index: ModuleIndex, tensor: cst.BaseExpression) -> list[cst.BaseExpression]:

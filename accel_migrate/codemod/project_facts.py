@@ -133,6 +133,10 @@ class HelperFact:
     #: themselves (the BiLSTM-CRF's ``loss(xs, tags)``), past a prepared model's
     #: own call (``layer_methods``).
     layer_methods: tuple[str, ...] = ()
+    #: For a model class: those of its ``layer_methods`` that also run a backward
+    #: (a model that trains itself: ``DKT.train_model(loaders, ..., opt)``)
+    #: (``layer_methods.training_methods``).
+    training_methods: tuple[str, ...] = ()
     #: For a function that returns a model: the local model class every one of
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.
