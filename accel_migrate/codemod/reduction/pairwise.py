@@ -383,9 +383,10 @@ def _ranks_batch(call: cst.Call, names: set[str]) -> bool:
     1)`` (classes) is not one."""
     if isinstance(call.func, cst.Attribute) and call.func.attr.value in _RANKINGS:
         method, shift = call.func.attr.value, 0
-        if any(n.startswith("torch.") for n in names):
-            shift = 1  # torch.topk(input, k, dim): the input comes first
-        elif not names and m.matches(call.func.value, m.Name("torch")):
+        if any(n.startswith(("torch.", "numpy.")) for n in names):
+            # torch.topk(input, k, dim), np.argsort(a, axis): the input first
+            shift = 1
+        elif not names and m.matches(call.func.value, m.Name("torch") | m.Name("np")):
             shift = 1
     else:
         return False
@@ -394,7 +395,9 @@ def _ranks_batch(call: cst.Call, names: set[str]) -> bool:
         return True  # msort: always the first dimension
     positional = [a.value for a in call.args if a.keyword is None]
     dims = [
-        a.value for a in call.args if a.keyword is not None and a.keyword.value == "dim"
+        a.value
+        for a in call.args
+        if a.keyword is not None and a.keyword.value in ("dim", "axis")
     ]
     if not dims and len(positional) > where + shift:
         dims = [positional[where + shift]]
