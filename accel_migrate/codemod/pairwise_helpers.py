@@ -67,7 +67,8 @@ def pairwise_in(
 
 def _compares(facts: HelperFacts, node: ast.AST) -> str:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-        return ast.unparse(node) if _rows_transposed(facts, node.right) else ""
+        paired = _rows_transposed(facts, node.right) and not _held(node.left)
+        return ast.unparse(node) if paired else ""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
         return ast.unparse(node) if _picked_rows_paired(node) else ""
     if not isinstance(node, ast.Call):
@@ -76,7 +77,12 @@ def _compares(facts: HelperFacts, node: ast.AST) -> str:
     args = node.args
     if name in _DISTANCES:
         return ast.unparse(node)
-    if name in _PRODUCTS and len(args) == 2 and _rows_transposed(facts, args[1]):
+    if (
+        name in _PRODUCTS
+        and len(args) == 2
+        and _rows_transposed(facts, args[1])
+        and not _held(args[0])
+    ):
         return ast.unparse(node)
     if name == "torch.einsum" and _rows_against_rows(args):
         return ast.unparse(node)
@@ -175,6 +181,23 @@ def _rows_transposed(facts: HelperFacts, expr: ast.expr) -> bool:
     if method == "t" and not expr.args:
         return True
     return method in ("transpose", "permute") and len(expr.args) == 2 and dims == [0, 1]
+
+
+def _held(expr: ast.expr) -> bool:
+    """``self.m_list[None, :]``, ``self.centers``: a tensor the module holds (its
+    margins, centers, a layer's weight), read through subscripts and method
+    calls. A product of it with the batch's transposed rows (LDAM's
+    ``torch.matmul(self.m_list[None, :], index_float.transpose(0, 1))``, each
+    sample's own margin) sets each sample against the held rows, not against the
+    batch's other samples."""
+    while True:
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            break
+    return isinstance(expr, ast.Attribute)
 
 
 def _picked_rows_paired(node: ast.BinOp) -> bool:
