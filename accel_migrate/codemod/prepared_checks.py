@@ -58,6 +58,12 @@ class PreparedChecks:
         """The variable is, or receives its value from, a model this rule prepares
         (here, in a factory function of this file, or as an element of a list)."""
         sources = self.index.flows_into({key}, SAME_OBJECT)
+        if any(self._unpacked_unprepared(s) for s in sources & self.models):
+            # `model, criterion = set_model(opt)` then, later in the function,
+            # `model = SupConResNet(...)` (SupContrast's second stage): only the
+            # second binding is wrapped; the loop of the first trains the
+            # unpacked model unprepared
+            return False
         if sources & (self.models | self.prepared | set(self.model_arguments.values())):
             return True
         for source in sources:
@@ -80,6 +86,18 @@ class PreparedChecks:
             for source in sources
             for v in self.index.values.get(source, [])
             if v is not None
+        )
+
+    def _unpacked_unprepared(self, key: Key) -> bool:
+        """``key`` is a model this rule wraps where it is built, but another of
+        its bindings unpacks it from a call (``model, criterion =
+        set_model(opt)``) that no wrap reaches: the key is only partly prepared."""
+        if None not in self.index.values.get(key, ()):
+            return False
+        return any(
+            isinstance(value, cst.Call)
+            and not self.index.is_runtime_call(value, "prepare_model")
+            for value, _, _ in self.index.unpacked.get(key, ())
         )
 
     def _branches_prepared(self, value: cst.BaseExpression) -> bool:
