@@ -106,8 +106,9 @@ def test_am007_names_the_ranking_in_the_helper(
     for finding in findings:
         if ranked:
             assert finding.status == "needs-review"
-            assert "`np.argsort(loss_1.data.cpu())` in `loss_coteaching` in loss.py" in (
-                finding.message
+            assert (
+                "`np.argsort(loss_1.data.cpu())` in `loss_coteaching` in loss.py"
+                in (finding.message)
             )
         else:
             assert "compares the samples" not in finding.message

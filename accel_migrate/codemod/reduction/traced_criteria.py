@@ -94,8 +94,10 @@ def _weighted_module(index: ModuleIndex, call: cst.Call) -> str:
         return f"`{code(call)}`"
     helper = index.helper(call.func)
     loss = helper.forward_loss if helper is not None else None
-    if helper is not None and loss is not None and loss.what.startswith(
-        "the class weights"
+    if (
+        helper is not None
+        and loss is not None
+        and loss.what.startswith("the class weights")
     ):
         return f"`{code(call)}` (`{helper.name}.forward` in {helper.file})"
     return ""
