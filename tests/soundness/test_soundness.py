@@ -786,7 +786,7 @@ EXPECTED: dict[str, str] = {
     # second stage's `model = SupConResNet(...)` was wrapped and AM004 took the
     # name for prepared; the first stage, `model, criterion = set_model(opt)`,
     # trained unprepared and the runtime stopped it). Left whole now, AM004
-    # naming the unpacking
+    # naming the unpacking; AM007 names SupConLoss, handed to train()
     "supcon_two_stage_t8a_project": "FLAGGED",
     "supcon_two_stage_t8a_project_batch": "FLAGGED",
     # YU1ut/MixMatch-pytorch: np.random.beta and torch.randperm mixup over each
