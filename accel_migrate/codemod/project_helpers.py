@@ -376,7 +376,11 @@ class HelperFacts(ReturnKinds):
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             # a loss, or a function whose result is not known to be anything
             # else (``prototypical_loss`` returning ``loss_val, acc_val``)
-            pairwise=pairwise_in(self, function) if kind in ("loss", "") else "",
+            pairwise=(
+                pairwise_in(self, function, rankings=True)
+                if kind in ("loss", "")
+                else ""
+            ),
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             sample_draws=(

@@ -297,6 +297,16 @@ def _reduction(name: str, call: ast.Call) -> str:
         return "sum"
     if "ignore_index" in values and name in IGNORING_LOSSES:
         return "token-mean"
+    weight = values.get("weight")
+    if (
+        weight is not None
+        and not (isinstance(weight, ast.Constant) and weight.value is None)
+        and name in IGNORING_LOSSES
+    ):
+        # class weights (LDAM-DRW's `F.cross_entropy(s * out, y,
+        # weight=self.weight)`): a mean over the weights of the batch's targets,
+        # whose sum differs between the processes' shares
+        return "token-mean"
     return "mean"
 
 
