@@ -243,12 +243,18 @@ def _counted_targets(
 
 
 def _token_mean_what(values: list[ast.expr]) -> str:
-    """``the targets that are not `ignore_index` (-1) of `F.cross_entropy` ``."""
+    """``the targets that are not `ignore_index` (-1) of `F.cross_entropy` ``, or
+    ``the class weights (`weight=self.weight`) of the targets of ...``."""
     for value in values:
         for node in ast.walk(value):
             if not isinstance(node, ast.Call):
                 continue
             for keyword in node.keywords:
+                if keyword.arg == "weight":
+                    return (
+                        f"the class weights (`weight={ast.unparse(keyword.value)}`) "
+                        f"of the targets of `{ast.unparse(node.func)}`"
+                    )
                 if keyword.arg == "ignore_index":
                     return (
                         f"the targets that are not `ignore_index` "

@@ -84,6 +84,7 @@ from .facts import (
 from .forward import forward_loss_fact, indexed_output_fact
 from .loss_dicts import returned_dict_item
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
+from .read_outs import read_out
 from .reducer_calls import _Calls
 from .reducer_operators import _Operators
 
@@ -219,6 +220,9 @@ class _Reducer(_Operators, _Calls):
             return found or _ELEMENTS
         if all(_constructed(self.index, v) for v in values) and not increments:
             return _CONSTANT
+        # `loss = loss.detach().cpu().numpy()` after the backward (powerful-gnns'
+        # train()): the same loss read out, not another reduction of it.
+        values = [v for v in values if not read_out(self.index, v, key)] or values
         own = [v for v in values if self._reads(v, key)]
         values = [v for v in values if not self._reads(v, key)] or values
         self._bound[key] = _ELEMENTS  # a value read in its own definition

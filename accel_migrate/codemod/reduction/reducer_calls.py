@@ -43,6 +43,7 @@ from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_los
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
+from .traced_criteria import traced_class_weights
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -120,6 +121,11 @@ class _Calls:
         if module is not None:
             name = attr_chain(module.func) or ""
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        weighted = traced_class_weights(self.index, func)
+        if weighted:
+            # `criterion(out, y)` of a criterion handed in or built in branches,
+            # one of which is a class-weighted mean (LDAM-DRW's DRW)
+            return Fact("unknown", weighted)
         local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
         if local is not None:
             # `criterion(out, y)` of a criterion class of this file: its forward's
