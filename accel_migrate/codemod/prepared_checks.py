@@ -114,8 +114,30 @@ class PreparedChecks:
             isinstance(value, cst.Call)
             and not self.index.is_runtime_call(value, "prepare_model")
             and not self._item_prepared(value, position, length)
+            and not self._relays_prepared(value, position, length)
             for value, position, length in self.index.unpacked.get(key, ())
         )
+
+    def _relays_prepared(self, call: cst.Call, position: int, length: int) -> bool:
+        """``call`` is a project helper that hands back, unchanged at item
+        ``position``, the parameter it is given a model this rule prepares for
+        (DKT's ``model, optimizer = eval.train(loaders, model, optimizer, f)``):
+        the item is the prepared model itself."""
+        fact = self.index.helper(call.func)
+        if fact is None or len(fact.relayed) != length:
+            return False
+        index, name = fact.relayed[position]
+        if not name:
+            return False
+        handed = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args):
+            return False
+        argument = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == name),
+            handed[index].value if 0 <= index < len(handed) else None,
+        )
+        key = self.index.key(self._core(argument)) if argument is not None else None
+        return key is not None and key in (self.models | self.prepared)
 
     def _item_prepared(
         self, value: cst.BaseExpression, position: int, length: int

@@ -120,6 +120,11 @@ class HelperFact:
     #: its positions (``return loss, to_cpu(components)``), read as a forward's
     #: (``forward_losses.tuple_loss``), or None where none can be read.
     tuple_loss: ForwardLoss | None = None
+    #: For a plain function whose every return is a tuple of one length: per
+    #: position, (positional index, name) of the parameter it hands back
+    #: unchanged there (DKT's ``return model, optimizer``), or (-1, "")
+    #: (``relayed_parameters``).
+    relayed: tuple[tuple[int, str], ...] = ()
     #: For a loss function or a model class's ``forward``: how it compares the
     #: batch's samples with each other (``pairwise_helpers``); "" if it does not.
     pairwise: str = ""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss, tuple_loss
+from .relayed_parameters import relayed_parameters
 from .iterator_factories import iterator_class, returned_iterator
 from .layer_methods import layer_methods, training_methods
 from .loader_sample_draws import sample_draws
@@ -363,6 +364,11 @@ class HelperFacts(ReturnKinds):
             reduction=reduction if kind == "loss" else "",
             **(self._terms.fields() if kind == "loss" or returned else {}),
             tuple_loss=returned,
+            relayed=(
+                relayed_parameters(function, returns, self.scan.functions)
+                if not kind and returns
+                else ()
+            ),
             model_class=(
                 built_class(self, returns, function) if kind == "model" else None
             ),
