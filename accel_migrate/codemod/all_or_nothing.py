@@ -68,15 +68,49 @@ class AllOrNothing:
                     + ALL_OR_NOTHING,
                 )
                 continue
+            built = f"(line {self._line(place)})"
+            if isinstance(place, cst.Param):
+                function = self.index.enclosing_function(place)
+                name = function.name.value if function is not None else "a function"
+                built = (
+                    f"(here `{key[1]}` is a parameter of `{name}()`, line "
+                    f"{self._line(place)}: wrap the model handed to it)"
+                )
             self.block(
                 place,
                 f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in a "
                 f"training loop (line {self._line(call)}), but its parameters reach no "
-                "optimizer built in this file, so accel-migrate cannot tell how it is "
-                "trained; wrap it with accel.prepare_model(...) where it is built "
-                f"(line {self._line(place)}) and its optimizer with "
-                "accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
+                f"optimizer built in this file{self._handed_parameters(key[1])}, so "
+                "accel-migrate cannot tell how it is trained; wrap it with "
+                f"accel.prepare_model(...) where it is built {built} and its "
+                "optimizer with accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
             )
+
+    def _handed_parameters(self, name: str) -> str:
+        """Where the file hands ``name.parameters()`` to a class or function of
+        another local module (LSTNet's ``Optim.Optim(model.parameters(), ...)``,
+        whose ``_makeOptimizer`` builds the torch optimizer), as a clause; ""
+        when it does not."""
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if fact is None:
+                continue
+            for arg in call.args:
+                value = arg.value
+                if (
+                    isinstance(value, cst.Call)
+                    and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value == "parameters"
+                    and isinstance(value.func.value, cst.Name)
+                    and value.func.value.value == name
+                ):
+                    return (
+                        f" (`{snippet(call)}`, line {self._line(call)}, hands them "
+                        f"to {fact.where}, which builds what steps them in another "
+                        "file: accel-migrate does not prepare an optimizer across "
+                        "files)"
+                    )
+        return ""
 
     def _block_library_trainers(self) -> None:
         """``Trainer(config, model, dataset)`` of a local module whose class trains

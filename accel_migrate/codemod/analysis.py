@@ -63,6 +63,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .divergence import Divergence
     from .divergence_memo import DivergenceMemo
+    from .rank_local_sources import RankLocalSources
     from .returned_loss import ReturnedLosses
 
 
@@ -392,6 +393,14 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         from .divergence import Divergence
 
         return Divergence(self)
+
+    @cached_property
+    def rank_local_sources(self) -> RankLocalSources:
+        """Why a rank-local value differs between processes (its provenance:
+        the clock, a draw, the data), for findings (``rank_local_sources``)."""
+        from .rank_local_sources import RankLocalSources
+
+        return RankLocalSources(self)
 
     @cached_property
     def returned_losses(self) -> ReturnedLosses:

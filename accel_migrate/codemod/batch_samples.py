@@ -204,6 +204,37 @@ def _cat(
     )
 
 
+def row_joined_parts(
+    index: ModuleIndex, expr: cst.BaseExpression, batch: frozenset[Key]
+) -> list[cst.BaseExpression] | None:
+    """``torch.cat((imgs, gen_imgs), 0)``: the parts joined along the rows, when
+    each has one row per sample of the share (gathered one by one, in rank
+    order, they are the original's parts; the joined tensor gathered whole would
+    interleave the processes' parts), or None."""
+    if not isinstance(expr, cst.Call) or not index.qualnames(expr.func) & _CATS:
+        return None
+    first = _first(expr)
+    if not isinstance(first, (cst.Tuple, cst.List)) or not first.elements:
+        return None
+    for position, arg in enumerate(expr.args):
+        if position == 0:
+            continue
+        if arg.star or position > 1:
+            return None
+        if arg.keyword is not None and arg.keyword.value not in ("dim", "axis"):
+            return None
+        if not (isinstance(arg.value, cst.Integer) and int(arg.value.value) == 0):
+            return None
+    parts = []
+    for element in first.elements:
+        if isinstance(element, cst.StarredElement):
+            return None
+        if not per_sample(index, element.value, batch):
+            return None
+        parts.append(element.value)
+    return parts
+
+
 def _nonzero_integer(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Integer):
         return int(expr.value) != 0

@@ -1,5 +1,6 @@
 """Values read off the clock: ``time.time() - end``, or a variable computed from
-one (``secs = int(time.time() - t0)``, then ``mins = secs / 60``).
+one (``secs = int(time.time() - t0)``, then ``mins = secs / 60``), or a total
+of them (``T = 0.0``, then ``T += time.time() - t0`` each epoch).
 
 Each process's own reading is as right as the original's: a duration printed
 (AM040's concern) or collected into a meter (``batch_time.update(time.time() -
@@ -44,12 +45,13 @@ def key_reads_clock(
     key: Key | None,
     seen: set[Key],
 ) -> bool:
-    """Is a value assigned to ``key`` read off the clock,
-    directly or through the variables it is computed from?"""
+    """Is a value assigned to ``key`` (or added to it: ``T += t1``) read off the
+    clock, directly or through the variables it is computed from?"""
     if key is None or key in seen or len(seen) > _DEPTH:
         return False
     seen.add(key)
-    for value in index.values.get(key, ()):
+    increments = [a.value for a in index.augmented.get(key, ())]
+    for value in (*index.values.get(key, ()), *increments):
         if value is None:
             continue
         if _calls_clock(qualnames, value):

@@ -81,7 +81,6 @@ def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
     """The loss ``cls.forward`` returns in a tuple, or alone (``length`` 0: every
     ``return`` is the loss itself), or None when it returns none (or not at one
     known place)."""
-    from .project_helpers import _assigned_in, _own_nodes
 
     forward = next(
         (
@@ -94,10 +93,37 @@ def forward_loss(facts: HelperFacts, cls: ast.ClassDef) -> ForwardLoss | None:
     )
     if forward is None:
         return None
+    return returned_loss(facts, forward, single=True)
+
+
+def tuple_loss(
+    facts: HelperFacts, function: ast.FunctionDef | ast.AsyncFunctionDef
+) -> ForwardLoss | None:
+    """The loss a plain function of a local module returns in a tuple (``return
+    loss, to_cpu(...)``, ``return loss_val, acc_val``): its position and
+    reduction, read as for a ``forward``; None where no return is a tuple, or no
+    one position of them holds a loss the view can read."""
+    found = returned_loss(facts, function, single=False)
+    return found if found is not None and found.length else None
+
+
+def returned_loss(
+    facts: HelperFacts,
+    forward: ast.FunctionDef | ast.AsyncFunctionDef,
+    single: bool,
+) -> ForwardLoss | None:
+    """The loss ``forward`` returns at one position of a tuple (or alone, with
+    ``single``), as ``forward_loss`` tells it."""
+    from .project_helpers import _assigned_in, _own_nodes
+
     returns = [n for n in _own_nodes(forward) if isinstance(n, ast.Return)]
-    if returns and not any(
-        r.value is None or isinstance(r.value, (ast.Tuple, ast.Constant))
-        for r in returns
+    if (
+        single
+        and returns
+        and not any(
+            r.value is None or isinstance(r.value, (ast.Tuple, ast.Constant))
+            for r in returns
+        )
     ):
         # `return F.cross_entropy(...)`: one value, the loss itself (length 0)
         tuples = [ast.Tuple(elts=[r.value], ctx=ast.Load()) for r in returns]
@@ -217,12 +243,18 @@ def _counted_targets(
 
 
 def _token_mean_what(values: list[ast.expr]) -> str:
-    """``the targets that are not `ignore_index` (-1) of `F.cross_entropy` ``."""
+    """``the targets that are not `ignore_index` (-1) of `F.cross_entropy` ``, or
+    ``the class weights (`weight=self.weight`) of the targets of ...``."""
     for value in values:
         for node in ast.walk(value):
             if not isinstance(node, ast.Call):
                 continue
             for keyword in node.keywords:
+                if keyword.arg == "weight":
+                    return (
+                        f"the class weights (`weight={ast.unparse(keyword.value)}`) "
+                        f"of the targets of `{ast.unparse(node.func)}`"
+                    )
                 if keyword.arg == "ignore_index":
                     return (
                         f"the targets that are not `ignore_index` "

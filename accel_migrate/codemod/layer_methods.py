@@ -58,6 +58,37 @@ def _self_attribute(expr: ast.expr) -> str | None:
     return None
 
 
+def training_methods(cls: ast.ClassDef) -> tuple[str, ...]:
+    """The layer-running methods of ``cls`` (``layer_methods``) that also
+    backpropagate, themselves or through a method of the class they call on
+    ``self``: a model that trains itself (knowledge-tracing-collection-
+    pytorch's ``DKT.train_model(train_loader, test_loader, num_epochs, opt,
+    ckpt_path)``, which calls ``self(q, r)`` and ``loss.backward()``)."""
+    methods = _methods(cls)
+    backward: dict[str, bool] = {}
+    calls: dict[str, set[str]] = {}
+    for name, method in methods.items():
+        backward[name] = False
+        calls[name] = set()
+        for node in ast.walk(method):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "backward":
+                backward[name] = True
+            attribute = _self_attribute(func)
+            if attribute in methods and isinstance(func, ast.Attribute):
+                if isinstance(func.value, ast.Name):  # `self.train_epoch(...)`
+                    calls[name].add(attribute)
+    changed = True
+    while changed:
+        changed = False
+        for name, called in calls.items():
+            if not backward[name] and any(backward[c] for c in called):
+                backward[name] = changed = True
+    return tuple(name for name in layer_methods(cls) if backward.get(name))
+
+
 def layer_methods(cls: ast.ClassDef) -> tuple[str, ...]:
     """The methods of ``cls`` (not ``forward``, ``__init__`` or ``__call__``)
     that run the model's layers, in the order the class defines them."""

@@ -8,6 +8,11 @@ gradients of its own share. ``accel.unwrap(model).loss(...)`` is the same call
 (the wrapped module's method), and no rewrite routes a method other than
 ``forward`` through the wrapper's call, so the step is reported and the file
 left unchanged.
+
+``model.train_model(train_loader, test_loader, num_epochs, opt, ckpt_path)``
+(``training_calls``) is the same hazard one level up: a method of the model
+that runs its layers (``self(q, r)``) and backpropagates itself, so the whole
+training loop runs past the prepared model's call.
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import ModuleIndex
 from .imported_draws import instance_facts
 from .index_syntax import ast_class
-from .layer_methods import layer_methods
+from .layer_methods import layer_methods, training_methods
 from .model_methods import instance_classes
 from .returned_loss import backpropagated
+from .subtrees import findall
 
 #: Reductions a loss method's value may be taken through before its backward.
 _REDUCTIONS = frozenset({"mean", "sum"})
@@ -34,6 +41,9 @@ class MethodStep:
     call: cst.Call  # `model.loss(xb, yb)`
     method: str
     where: str  # "`BiRnnCrf` in bi_lstm_crf/model/model.py", "`Tagger`"
+    #: The method's own ``self.forward(x)`` (or ``self(x)``) call, in a class of
+    #: this file: the model's call that the step skips.
+    own_forward: cst.Call | None = None
 
 
 def method_steps(index: ModuleIndex) -> list[MethodStep]:
@@ -47,6 +57,35 @@ def method_steps(index: ModuleIndex) -> list[MethodStep]:
                 if step is not None:
                     found.setdefault(step.call, step)
     return list(found.values())
+
+
+def training_calls(index: ModuleIndex) -> list[MethodStep]:
+    """Every call of the file of a model's method that runs the model's layers
+    and backpropagates itself (``HelperFact.training_methods``, or the same of
+    a model class of the file)."""
+    found: list[MethodStep] = []
+    modules = set(index.local_subclasses(["torch.nn."]))
+    for call in index.calls:
+        if not isinstance(call.func, cst.Attribute):
+            continue
+        method = call.func.attr.value
+        receiver = call.func.value
+        where = ""
+        for fact in sorted(instance_facts(index, receiver), key=lambda f: f.where):
+            if fact.returns == "model" and method in fact.training_methods:
+                where = fact.where
+                break
+        if not where:
+            for cls in sorted(
+                instance_classes(index, receiver) & modules, key=lambda c: c.name.value
+            ):
+                parsed = ast_class(cls)
+                if parsed is not None and method in training_methods(parsed):
+                    where = f"`{cls.name.value}`"
+                    break
+        if where:
+            found.append(MethodStep(call, method, where))
+    return found
 
 
 def _values(index: ModuleIndex, tensor: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -82,7 +121,31 @@ def _method_step(index: ModuleIndex, value: cst.BaseExpression) -> MethodStep | 
         instance_classes(index, receiver) & set(modules), key=lambda c: c.name.value
     ):
         if method in _local_layer_methods(cls):
-            return MethodStep(value, method, f"`{cls.name.value}`")
+            return MethodStep(
+                value, method, f"`{cls.name.value}`", _own_forward(cls, method)
+            )
+    return None
+
+
+def _own_forward(cls: cst.ClassDef, method: str) -> cst.Call | None:
+    """The first ``self.forward(...)`` or ``self(...)`` call of ``method`` of
+    ``cls``, or of a method of the class it calls on ``self``."""
+    methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+    queue, seen = [method], set()
+    while queue:
+        name = queue.pop(0)
+        if name in seen or name not in methods:
+            continue
+        seen.add(name)
+        for call in findall(methods[name].body, m.Call()):
+            assert isinstance(call, cst.Call)
+            func = call.func
+            if m.matches(func, m.Name("self")) or m.matches(
+                func, m.Attribute(value=m.Name("self"), attr=m.Name("forward"))
+            ):
+                return call
+            if m.matches(func, m.Attribute(value=m.Name("self"))):
+                queue.append(func.attr.value)  # type: ignore[attr-defined]
     return None
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .metrics.helper_ranking import _ast_ranks_batch
 from .reaching_values import reaching_value
 
 if TYPE_CHECKING:
@@ -44,17 +45,21 @@ def pairwise_in(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     cls: ast.ClassDef | None = None,
     depth: int = 0,
+    rankings: bool = False,
 ) -> str:
     """The spelling of a comparison of samples with each other that ``function``
-    (a method of ``cls``, where given) makes, or ""."""
+    (a method of ``cls``, where given) makes, or "". With ``rankings``, a
+    ranking of values over the batch counts too (``_ranked``)."""
     for node in ast.walk(function):
         found = _compares(facts, node) or _broadcast_difference(node, function)
+        if not found and rankings:
+            found = _ranked(node)
         if found:
             return found
         if isinstance(node, ast.Call) and depth < _DEPTH:
             callee = _callee(facts, node, cls)
             if callee is not None and callee is not function:
-                found = pairwise_in(facts, callee, cls, depth + 1)
+                found = pairwise_in(facts, callee, cls, depth + 1, rankings)
                 if found:
                     return found
     return ""
@@ -62,7 +67,8 @@ def pairwise_in(
 
 def _compares(facts: HelperFacts, node: ast.AST) -> str:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-        return ast.unparse(node) if _rows_transposed(facts, node.right) else ""
+        paired = _rows_transposed(facts, node.right) and not _held(node.left)
+        return ast.unparse(node) if paired else ""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
         return ast.unparse(node) if _picked_rows_paired(node) else ""
     if not isinstance(node, ast.Call):
@@ -71,11 +77,29 @@ def _compares(facts: HelperFacts, node: ast.AST) -> str:
     args = node.args
     if name in _DISTANCES:
         return ast.unparse(node)
-    if name in _PRODUCTS and len(args) == 2 and _rows_transposed(facts, args[1]):
+    if (
+        name in _PRODUCTS
+        and len(args) == 2
+        and _rows_transposed(facts, args[1])
+        and not _held(args[0])
+    ):
         return ast.unparse(node)
     if name == "torch.einsum" and _rows_against_rows(args):
         return ast.unparse(node)
     if name in _SIMILARITIES and any(_unsqueezed_rows(a) for a in args):
+        return ast.unparse(node)
+    return ""
+
+
+def _ranked(node: ast.AST) -> str:
+    """A loss function that ranks its per-sample losses over the batch and keeps
+    some by rank: Co-teaching's ``loss_coteaching`` (``np.argsort(loss_1.data)``,
+    then the ``int(remember_rate * len(loss_1_sorted))`` smallest), online hard
+    example mining's ``losses.topk(k)``. Over a sharded batch each process ranks
+    and keeps its own share's samples, not the batch's. Read for loss functions
+    only: a model's ``forward`` sorting its batch by length (for
+    ``pack_padded_sequence``) ranks without changing any sample's loss."""
+    if isinstance(node, ast.Call) and _ast_ranks_batch(node):
         return ast.unparse(node)
     return ""
 
@@ -157,6 +181,23 @@ def _rows_transposed(facts: HelperFacts, expr: ast.expr) -> bool:
     if method == "t" and not expr.args:
         return True
     return method in ("transpose", "permute") and len(expr.args) == 2 and dims == [0, 1]
+
+
+def _held(expr: ast.expr) -> bool:
+    """``self.m_list[None, :]``, ``self.centers``: a tensor the module holds (its
+    margins, centers, a layer's weight), read through subscripts and method
+    calls. A product of it with the batch's transposed rows (LDAM's
+    ``torch.matmul(self.m_list[None, :], index_float.transpose(0, 1))``, each
+    sample's own margin) sets each sample against the held rows, not against the
+    batch's other samples."""
+    while True:
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            break
+    return isinstance(expr, ast.Attribute)
 
 
 def _picked_rows_paired(node: ast.BinOp) -> bool:

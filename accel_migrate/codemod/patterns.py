@@ -50,7 +50,7 @@ def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
 
 
 #: Items of a returned tuple that are surely no loader (``project_return_kinds``).
-NOT_LOADERS = frozenset({"none", "number"})
+NOT_LOADERS = frozenset({"none", "number", "dataset"})
 
 
 def loader_tuple_helper(

@@ -58,6 +58,12 @@ class PreparedChecks:
         """The variable is, or receives its value from, a model this rule prepares
         (here, in a factory function of this file, or as an element of a list)."""
         sources = self.index.flows_into({key}, SAME_OBJECT)
+        if any(self._unpacked_unprepared(s) for s in sources & self.models):
+            # `model, criterion = set_model(opt)` then, later in the function,
+            # `model = SupConResNet(...)` (SupContrast's second stage): only the
+            # second binding is wrapped; the loop of the first trains the
+            # unpacked model unprepared
+            return False
         if sources & (self.models | self.prepared | set(self.model_arguments.values())):
             return True
         for source in sources:
@@ -75,11 +81,83 @@ class PreparedChecks:
                 # the batch's callers build it, and their AM004 prepares it there
                 self._caller_prepared.setdefault(source, given[source])
                 return True
+        if any(self._unpacked_prepared(source) for source in sources):
+            return True
         return any(
             self._prepared_by_factory(v) or self._branches_prepared(v)
             for source in sources
             for v in self.index.values.get(source, [])
             if v is not None
+        )
+
+    def _unpacked_prepared(self, key: Key) -> bool:
+        """Every binding of ``key`` unpacks item i of a call of a function of this
+        file whose every ``return`` is a tuple with a prepared model at i
+        (SupContrast's ``model, criterion = set_model(opt)`` once ``set_model``
+        builds ``model = accel.prepare_model(SupConResNet(...))``)."""
+        values = self.index.values.get(key, ())
+        unpacked = self.index.unpacked.get(key, ())
+        if not unpacked or any(v is not None for v in values):
+            return False
+        for value, position, length in unpacked:
+            if not self._item_prepared(value, position, length):
+                return False
+        return True
+
+    def _unpacked_unprepared(self, key: Key) -> bool:
+        """``key`` is a model this rule wraps where it is built, but another of
+        its bindings unpacks it from a call (``model, criterion =
+        set_model(opt)``) that no wrap reaches: the key is only partly prepared."""
+        if None not in self.index.values.get(key, ()):
+            return False
+        return any(
+            isinstance(value, cst.Call)
+            and not self.index.is_runtime_call(value, "prepare_model")
+            and not self._item_prepared(value, position, length)
+            and not self._relays_prepared(value, position, length)
+            for value, position, length in self.index.unpacked.get(key, ())
+        )
+
+    def _relays_prepared(self, call: cst.Call, position: int, length: int) -> bool:
+        """``call`` is a project helper that hands back, unchanged at item
+        ``position``, the parameter it is given a model this rule prepares for
+        (DKT's ``model, optimizer = eval.train(loaders, model, optimizer, f)``):
+        the item is the prepared model itself."""
+        fact = self.index.helper(call.func)
+        if fact is None or len(fact.relayed) != length:
+            return False
+        index, name = fact.relayed[position]
+        if not name:
+            return False
+        handed = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in call.args):
+            return False
+        argument = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == name),
+            handed[index].value if 0 <= index < len(handed) else None,
+        )
+        key = self.index.key(self._core(argument)) if argument is not None else None
+        return key is not None and key in (self.models | self.prepared)
+
+    def _item_prepared(
+        self, value: cst.BaseExpression, position: int, length: int
+    ) -> bool:
+        """``value`` calls a function of this file whose every ``return`` is a
+        tuple of ``length`` with a prepared model at ``position``."""
+        function = (
+            self.index.local_function(value.func)
+            if isinstance(value, cst.Call) and not self.index.local_class(value.func)
+            else None
+        )
+        if function is None:
+            return False
+        returns = returns_of(self.index, function)
+        return bool(returns) and all(
+            isinstance(r, cst.Tuple)
+            and len(r.elements) == length
+            and not any(isinstance(e, cst.StarredElement) for e in r.elements)
+            and self._prepared_expr(self._core(r.elements[position].value))
+            for r in returns
         )
 
     def _branches_prepared(self, value: cst.BaseExpression) -> bool:

@@ -116,6 +116,15 @@ class HelperFact:
     #: For a model class: the loss its ``forward`` computes and returns in a
     #: tuple (minGPT's ``return logits, loss``), or None.
     forward_loss: ForwardLoss | None = None
+    #: For a plain function whose every return is a tuple: the loss at one of
+    #: its positions (``return loss, to_cpu(components)``), read as a forward's
+    #: (``forward_losses.tuple_loss``), or None where none can be read.
+    tuple_loss: ForwardLoss | None = None
+    #: For a plain function whose every return is a tuple of one length: per
+    #: position, (positional index, name) of the parameter it hands back
+    #: unchanged there (DKT's ``return model, optimizer``), or (-1, "")
+    #: (``relayed_parameters``).
+    relayed: tuple[tuple[int, str], ...] = ()
     #: For a loss function or a model class's ``forward``: how it compares the
     #: batch's samples with each other (``pairwise_helpers``); "" if it does not.
     pairwise: str = ""
@@ -133,6 +142,10 @@ class HelperFact:
     #: themselves (the BiLSTM-CRF's ``loss(xs, tags)``), past a prepared model's
     #: own call (``layer_methods``).
     layer_methods: tuple[str, ...] = ()
+    #: For a model class: those of its ``layer_methods`` that also run a backward
+    #: (a model that trains itself: ``DKT.train_model(loaders, ..., opt)``)
+    #: (``layer_methods.training_methods``).
+    training_methods: tuple[str, ...] = ()
     #: For a function that returns a model: the local model class every one of
     #: its returns builds (``def get_model(cfg): return GPT(cfg)``), whose
     #: ``forward`` its models run; None where that is not one known class.
@@ -269,13 +282,14 @@ class HelperFact:
         """``get_test_dataloader in utils.py returns a DataLoader``."""
         parts = []
         if self.container:
+            others = set(self.items) - {"loader"}
             loaders = (
                 "DataLoaders"
-                if set(self.items) == {"loader"}
+                if not others
                 else (
-                    "DataLoaders and None or numbers"
+                    f"DataLoaders and {self.plain_items()}"
                     if "loader" in self.items
-                    and set(self.items) <= {"loader", "none", "number"}
+                    and others <= {"none", "number", "dataset"}
                     else "values"
                 )
             )
@@ -293,6 +307,13 @@ class HelperFact:
         if self.collectives:
             parts.append("calls collectives")
         return f"{self.where} " + (", ".join(parts) or "has no known effect")
+
+    def plain_items(self, joiner: str = "or") -> str:
+        """``None or numbers``: the items beside the loaders that are surely no
+        loader, as a finding names them."""
+        names = {"none": "None", "number": "numbers", "dataset": "datasets"}
+        found = [names[k] for k in ("none", "number", "dataset") if k in self.items]
+        return f" {joiner} ".join(found)
 
     @property
     def side_effects(self) -> bool:

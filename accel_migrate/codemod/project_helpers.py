@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
-from .forward_losses import built_class, forward_loss
+from .forward_losses import built_class, forward_loss, tuple_loss
+from .relayed_parameters import relayed_parameters
 from .iterator_factories import iterator_class, returned_iterator
-from .layer_methods import layer_methods
+from .layer_methods import layer_methods, training_methods
 from .loader_sample_draws import sample_draws
 from .method_writes import quiet_methods
 from .names import (
@@ -165,6 +166,7 @@ class HelperFacts(ReturnKinds):
                     self, [c for c, _, _ in self._lineage(cls)]
                 ),
                 layer_methods=layer_methods(cls),
+                training_methods=training_methods(cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 draws=self._class_draws(cls),
@@ -345,6 +347,7 @@ class HelperFacts(ReturnKinds):
             )
         ):
             kind = "optimizer class"  # `get_optimizer_class(name)`
+        returned = tuple_loss(self, function) if not kind and returns else None
         container, items = "", ()
         if not kind and returns:
             container, items, why = self._container(returns, function)
@@ -359,7 +362,13 @@ class HelperFacts(ReturnKinds):
             "function",
             returns=kind,
             reduction=reduction if kind == "loss" else "",
-            **(self._terms.fields() if kind == "loss" else {}),
+            **(self._terms.fields() if kind == "loss" or returned else {}),
+            tuple_loss=returned,
+            relayed=(
+                relayed_parameters(function, returns, self.scan.functions)
+                if not kind and returns
+                else ()
+            ),
             model_class=(
                 built_class(self, returns, function) if kind == "model" else None
             ),
@@ -375,7 +384,11 @@ class HelperFacts(ReturnKinds):
             trained_parameter=function_trained_parameter(function, self.scan.functions),
             # a loss, or a function whose result is not known to be anything
             # else (``prototypical_loss`` returning ``loss_val, acc_val``)
-            pairwise=pairwise_in(self, function) if kind in ("loss", "") else "",
+            pairwise=(
+                pairwise_in(self, function, rankings=True)
+                if kind in ("loss", "")
+                else ""
+            ),
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
             sample_draws=(

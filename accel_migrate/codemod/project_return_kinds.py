@@ -82,7 +82,56 @@ class ReturnKinds:
         if found[0]:
             return found
         plain = _plain_kind(expr, function, 0)
+        if not plain and self._dataset(expr, function, 0):
+            plain = "dataset"
         return (plain, "", "") if plain else found
+
+    def _dataset(self, expr: ast.expr, function: ast.AST, depth: int) -> bool:
+        """A Dataset (``train_set = _dataset(128, 0)`` returning ``Toy(x, y)``,
+        ``class Toy(TensorDataset)``): a torch or torchvision dataset, or a class
+        or function of this module that builds one; surely no loader."""
+        if depth > 4:
+            return False
+        if isinstance(expr, ast.Name):
+            last = reaching_value(function, expr)
+            values = [last] if last is not None else _assigned_in(function, expr.id)
+            return bool(values) and all(
+                v is not None and self._dataset(v, function, depth + 1) for v in values
+            )
+        if not isinstance(expr, ast.Call):
+            return False
+        target = self.resolve(expr.func)
+        if isinstance(target, str):
+            return _dataset_name(target)
+        if not isinstance(target, tuple) or target[0] != self.path:
+            return False
+        name = target[1]
+        if name in self.scan.classes:
+            return self._dataset_class(self.scan.classes[name], depth + 1)
+        inner = self.scan.functions.get(name)
+        if inner is None:
+            return False
+        returns = [n for n in ast.walk(inner) if isinstance(n, ast.Return)]
+        return bool(returns) and all(
+            r.value is not None and self._dataset(r.value, inner, depth + 1)
+            for r in returns
+        )
+
+    def _dataset_class(self, cls: ast.ClassDef, depth: int) -> bool:
+        if depth > 4:
+            return False
+        for base in cls.bases:
+            target = self.resolve(base)
+            if isinstance(target, str) and _dataset_name(target):
+                return True
+            if (
+                isinstance(target, tuple)
+                and target[0] == self.path
+                and target[1] in self.scan.classes
+                and self._dataset_class(self.scan.classes[target[1]], depth + 1)
+            ):
+                return True
+        return False
 
     def _relayed_container(
         self, values: list[ast.expr | None]
@@ -248,7 +297,37 @@ def _reduction(name: str, call: ast.Call) -> str:
         return "sum"
     if "ignore_index" in values and name in IGNORING_LOSSES:
         return "token-mean"
+    weight = values.get("weight")
+    if (
+        weight is not None
+        and not (isinstance(weight, ast.Constant) and weight.value is None)
+        and name in IGNORING_LOSSES
+    ):
+        # class weights (LDAM-DRW's `F.cross_entropy(s * out, y,
+        # weight=self.weight)`): a mean over the weights of the batch's targets,
+        # whose sum differs between the processes' shares
+        return "token-mean"
     return "mean"
+
+
+def _dataset_name(target: str) -> bool:
+    """``torch.utils.data.TensorDataset``, ``torchvision.datasets.MNIST``."""
+    return (
+        target.startswith("torch.utils.data.") and target.rsplit(".", 1)[1] in _DATASETS
+    ) or target.startswith("torchvision.datasets.")
+
+
+_DATASETS = frozenset(
+    {
+        "Dataset",
+        "TensorDataset",
+        "Subset",
+        "ConcatDataset",
+        "IterableDataset",
+        "StackDataset",
+        "ChainDataset",
+    }
+)
 
 
 def _plain_kind(expr: ast.expr, function: ast.AST, depth: int) -> str:

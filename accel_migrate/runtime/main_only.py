@@ -16,6 +16,7 @@ is still reached by every process.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -62,6 +63,13 @@ class MainProcessOnly:
     def __setitem__(self, key: Any, value: Any) -> None:
         pass
 
+    def fileno(self) -> int:
+        """The descriptor of an unnamed temporary file: a log file's ``flush``
+        often ends in ``os.fsync(self.file.fileno())`` (deep-person-reid's
+        Logger), which needs a real descriptor of a file that can be synced
+        (``os.devnull`` cannot). Writes through the stand-in itself are dropped."""
+        return _scratch_fd()
+
     def __bool__(self) -> bool:
         # The real object (a writer, a file, a run) is true: code under
         # `if writer:` runs on every process, so collectives in it stay matched.
@@ -69,6 +77,17 @@ class MainProcessOnly:
 
     def __repr__(self) -> str:
         return f"<{self._name} on the main process only>"
+
+
+_SCRATCH: list[Any] = []
+
+
+def _scratch_fd() -> int:
+    """One unnamed temporary file per process, opened on first use (it is gone
+    from the disk when the process ends)."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryFile())
+    return int(_SCRATCH[0].fileno())
 
 
 def on_main_process(factory: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

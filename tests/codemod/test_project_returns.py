@@ -10,7 +10,9 @@ from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.project_view import read_project
 
 DATA = """
-from torch.utils.data import DataLoader
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from torchvision.datasets import MNIST
 
 
 def get_loaders(train_set, val_set):
@@ -29,6 +31,27 @@ def loader_and_size(train_set):
 
 def loader_and_set(train_set):
     return DataLoader(train_set, batch_size=8), train_set
+
+
+class Toy(TensorDataset):
+    pass
+
+
+def _toy(n):
+    return Toy(torch.randn(n, 4))
+
+
+def loader_and_built_set(n):
+    train_set = _toy(n)
+    return DataLoader(train_set, batch_size=8), train_set
+
+
+def loader_and_mnist(root):
+    return DataLoader(TensorDataset(torch.randn(8, 4))), MNIST(root)
+
+
+def loader_and_other(n):
+    return DataLoader(TensorDataset(torch.randn(8, 4))), Toy.__name__
 """
 
 LOOP = """
@@ -94,7 +117,12 @@ def test_tuple_of_loaders_from_a_module_is_prepared_and_its_sums_reduced(
     assert table["data.get_dict"].container == "dict"
     # a number beside the loader: prepared with accel.prepare_dataloaders
     assert table["data.loader_and_size"].items == ("loader", "number")
-    assert table["data.loader_and_set"].items == ("loader", "")
+    assert table["data.loader_and_set"].items == ("loader", "")  # a parameter
+    # a dataset built by the module (its class, through a function) or by
+    # torchvision: surely no loader, handed back by accel.prepare_dataloaders
+    assert table["data.loader_and_built_set"].items == ("loader", "dataset")
+    assert table["data.loader_and_mnist"].items == ("loader", "dataset")
+    assert table["data.loader_and_other"].items == ("loader", "")
     result = migrate_source(train.read_bytes(), str(train))
     out = result.output.decode()  # type: ignore[union-attr]
     assert (

@@ -30,6 +30,7 @@ def test_gathered_rows_are_the_original_batch_in_order() -> None:
             for line in done.stdout.splitlines()
             if line.startswith(("rows", "values"))
         ]
-    assert len(outputs["original"]) == 12  # 2 epochs of 3 batches, two lines each
-    assert "rows 0 2 [" in outputs["original"][4]  # the last batch: one row
+    assert len(outputs["original"]) == 18  # 2 epochs of 3 batches, three lines each
+    assert "rows 0 2 [" in outputs["original"][6]  # the last batch: one row
+    assert "rows joined 0 2 [" in outputs["original"][7]
     assert outputs["world2"] == outputs["original"]

@@ -215,3 +215,10 @@ def test_prepare_dataloaders_prepares_the_loaders_of_a_tuple_only(
     monkeypatch.undo()
     plain = accel.prepare_dataloaders(iter([train, None]))
     assert plain[0] is train and plain[1] is None
+    # a Dataset beside its loader (`return train_loader, train_set`): handed back
+    # as it is, at one process and when launched
+    dataset = TensorDataset(torch.arange(4.0))
+    assert accel.prepare_dataloaders((train, dataset))[1] is dataset
+    monkeypatch.setattr(api, "prepare_dataloader", fake)
+    launched = accel.prepare_dataloaders((train, dataset))
+    assert launched[0] == "prepared 3" and launched[1] is dataset

@@ -32,11 +32,13 @@ def _ast_ranks_batch(call: ast.Call) -> bool:
     func = call.func
     if not (isinstance(func, ast.Attribute) and func.attr in RANKINGS):
         return False
-    shift = 1 if isinstance(func.value, ast.Name) and func.value.id == "torch" else 0
+    # torch.topk(input, k, dim), np.argsort(a, axis): the input comes first
+    functions = ("torch", "np", "numpy")
+    shift = 1 if isinstance(func.value, ast.Name) and func.value.id in functions else 0
     where = RANKINGS[func.attr]
     if where is None:
         return True
-    dims = [k.value for k in call.keywords if k.arg == "dim"]
+    dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")]
     if not dims and len(call.args) > where + shift:
         dims = [call.args[where + shift]]
     return not dims or (isinstance(dims[0], ast.Constant) and dims[0].value == 0)

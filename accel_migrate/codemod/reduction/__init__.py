@@ -32,7 +32,10 @@ that asks (the backward rewrite, logged losses) gets the same answer:
 - a loss returned by a local module's function (the project view) has the
   reduction read there, a term summed over a parameter only where the call
   hands it a model's output (``summed_args``); a local function whose return
-  the view cannot read makes the reduction unknown, not a mean. So does a
+  the view cannot read makes the reduction unknown, not a mean; so does an
+  item unpacked from the tuple it returns (``loss, parts = compute_loss(...)``)
+  where no loss of a known reduction sits at that position (``helper_items``,
+  ``HelperFact.tuple_loss``). So does a
   method of a model class of another module (``model.loss_function(...)``,
   ``HelperFact.method_losses``) whose loss the view cannot place, or to which
   the call hands a weight read off the batch's row count (``row_weights``).
@@ -81,6 +84,7 @@ from .facts import (
 from .forward import forward_loss_fact, indexed_output_fact
 from .loss_dicts import returned_dict_item
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
+from .read_outs import read_out
 from .reducer_calls import _Calls
 from .reducer_operators import _Operators
 
@@ -216,6 +220,9 @@ class _Reducer(_Operators, _Calls):
             return found or _ELEMENTS
         if all(_constructed(self.index, v) for v in values) and not increments:
             return _CONSTANT
+        # `loss = loss.detach().cpu().numpy()` after the backward (powerful-gnns'
+        # train()): the same loss read out, not another reduction of it.
+        values = [v for v in values if not read_out(self.index, v, key)] or values
         own = [v for v in values if self._reads(v, key)]
         values = [v for v in values if not self._reads(v, key)] or values
         self._bound[key] = _ELEMENTS  # a value read in its own definition

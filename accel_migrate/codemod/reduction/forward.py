@@ -152,12 +152,16 @@ def _fact(model: HelperFact, loss: ForwardLoss, call: cst.Call) -> Fact:
             return Fact(
                 "token-mean", count=count, anchor=call, what=f"{what} in {where}"
             )
+        differs = (
+            "(the sum of the weights of their targets' classes)"
+            if what.startswith("the class weights")
+            else "(targets set to the ignored value)"
+        )
         return Fact(
             "token-mean",
             reason=f"the loss is a mean over {what}, computed inside {where}: its "
             "count of them is not known where the loss is backpropagated, and "
-            "it can differ between the processes' shares (targets set to the "
-            "ignored value)",
+            f"it can differ between the processes' shares {differs}",
             what=f"{what} in {where}",
         )
     return Fact(

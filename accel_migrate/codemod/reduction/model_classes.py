@@ -232,6 +232,8 @@ class _Tracer:
             if node is defined or id(node) in callees:
                 continue
             parent = index.parent(node)
+            if isinstance(parent, cst.Arg) and parent.keyword is node:
+                continue  # `IMBALANCECIFAR10(..., train=True)`: a keyword's name
             if (
                 isinstance(parent, cst.Attribute)
                 and parent.attr is node

@@ -41,7 +41,7 @@ from . import _Reducer
 from .placement import code
 
 if TYPE_CHECKING:
-    from ..analysis import ModuleIndex
+    from ..analysis import Key, ModuleIndex
 
 
 def _picked_rows_paired(node: cst.BinaryOperation) -> bool:
@@ -129,6 +129,13 @@ class _Search:
             # `loss, acc = nll_of_scores(q, ctx)`: the call it was unpacked from
             for value, _, _ in self.index.unpacked.get(key, ()):
                 found = self.find(value, depth + 1, value)
+                if found is not None:
+                    return found
+            # `criterion` a parameter of `train(loader, model, criterion, opt)`:
+            # what the file's calls of `train` pass for it (SupContrast's
+            # SupConLoss built in main, or unpacked from `set_model(opt)`)
+            for passed in handed_arguments(self.index, key):
+                found = self.find(passed, depth + 1, passed)
                 if found is not None:
                     return found
         return None
@@ -376,6 +383,22 @@ def _broadcast_axis(expr: cst.BaseExpression) -> int | None:
     return None
 
 
+def handed_arguments(index: ModuleIndex, key: Key) -> list[cst.BaseExpression]:
+    """The arguments the file's calls of a function pass for its parameter
+    ``key`` (none where ``key`` is not a parameter of a function of the file)."""
+    from .model_classes import _Tracer
+
+    function = _Tracer(index)._parameter(key)
+    if function is None:
+        return []
+    return [
+        arg
+        for call in index.call_sites(function)
+        for k, arg in index.arguments(call)
+        if k == key
+    ]
+
+
 def _ranks_batch(call: cst.Call, names: set[str]) -> bool:
     """``losses.topk(k)``, ``torch.sort(losses, descending=True)``,
     ``x.kthvalue(k, 0)``: a ranking over the default or the first dimension (the
@@ -383,9 +406,10 @@ def _ranks_batch(call: cst.Call, names: set[str]) -> bool:
     1)`` (classes) is not one."""
     if isinstance(call.func, cst.Attribute) and call.func.attr.value in _RANKINGS:
         method, shift = call.func.attr.value, 0
-        if any(n.startswith("torch.") for n in names):
-            shift = 1  # torch.topk(input, k, dim): the input comes first
-        elif not names and m.matches(call.func.value, m.Name("torch")):
+        if any(n.startswith(("torch.", "numpy.")) for n in names):
+            # torch.topk(input, k, dim), np.argsort(a, axis): the input first
+            shift = 1
+        elif not names and m.matches(call.func.value, m.Name("torch") | m.Name("np")):
             shift = 1
     else:
         return False
@@ -394,7 +418,9 @@ def _ranks_batch(call: cst.Call, names: set[str]) -> bool:
         return True  # msort: always the first dimension
     positional = [a.value for a in call.args if a.keyword is None]
     dims = [
-        a.value for a in call.args if a.keyword is not None and a.keyword.value == "dim"
+        a.value
+        for a in call.args
+        if a.keyword is not None and a.keyword.value in ("dim", "axis")
     ]
     if not dims and len(positional) > where + shift:
         dims = [positional[where + shift]]

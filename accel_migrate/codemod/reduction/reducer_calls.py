@@ -37,11 +37,13 @@ from .forward import (
     model_method,
 )
 from .handed_criteria import handed_criterion
+from .helper_items import imported_item_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
+from .traced_criteria import traced_class_weights
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -119,6 +121,11 @@ class _Calls:
         if module is not None:
             name = attr_chain(module.func) or ""
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        weighted = traced_class_weights(self.index, func)
+        if weighted:
+            # `criterion(out, y)` of a criterion handed in or built in branches,
+            # one of which is a class-weighted mean (LDAM-DRW's DRW)
+            return Fact("unknown", weighted)
         local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
         if local is not None:
             # `criterion(out, y)` of a criterion class of this file: its forward's
@@ -244,6 +251,15 @@ class _Calls:
         facts: list[Fact] = []
         for value, position, length in sources:
             target = self.index.callee(value) if isinstance(value, cst.Call) else None
+            if target is None and isinstance(value, cst.Call):
+                # `loss, parts = compute_loss(...)` of another local module
+                imported = imported_item_fact(
+                    self.index, value, position, length, key[1]
+                )
+                if imported is None:
+                    return None
+                facts.append(imported)
+                continue
             if target is None or self.index.local_class(value.func):  # type: ignore[union-attr]
                 return None
             function = target[0]

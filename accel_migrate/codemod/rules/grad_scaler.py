@@ -184,7 +184,9 @@ class GradScalerRule(Rule):
 
     @cached_property
     def optimizers(self) -> set[Key]:
-        return self.index.tagged(self._builds_optimizer)
+        # also `optimizer, scheduler = fetch_optimizer(args, model)` of a function
+        # of this file returning the optimizer it builds (RAFT's train.py)
+        return self.index.tagged(self._builds_optimizer, returns=True)
 
     def _builds_optimizer(self, expr: cst.BaseExpression) -> bool:
         if not isinstance(expr, cst.Call):

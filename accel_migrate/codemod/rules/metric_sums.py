@@ -46,7 +46,11 @@ of it:
   becomes ``accel.global_loss(...)`` (a number from one of the script's functions,
   ``accel.global_loss(torch.as_tensor(...)).item()``), a sum or a count
   ``accel.reduce(...)``. What the object then holds, and everything computed from
-  it after the loop (``sum(values)``, ``meter.avg``), is the original's;
+  it after the loop (``sum(values)``, ``meter.avg``), is the original's. Values
+  handed to a method of the file's own class that keeps them in the object under
+  another name (RAFT's ``logger.push(metrics)`` adding into
+  ``self.running_loss``) are reported: what the object does with them is not
+  followed;
 - a batch mean that is a Python number is never given to ``accel.global_loss``
   (which takes a tensor). Linear in the batch's losses (``acc =
   (pred == y).float().mean().item()``; ``total += acc``), it is weighted by each
@@ -162,6 +166,7 @@ from ..metrics.forms import BatchForms, direct_reads
 from ..metrics.kinds import BatchKinds, read_of, returned_tensor
 from ..metrics.next_batches import report_next_batches
 from ..metrics.row_scaled import RowScaled, row_scaled
+from ..metrics.state_methods import kept_values
 from ..patterns import torch_alias
 from ..reduction.placement import code as _code
 from ..rule import Rule
@@ -244,6 +249,16 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
                     "meant, add into another variable",
                     if_migrated=True,
                 )
+        for call, written in kept_values(self.index, node):
+            self.report(
+                call,
+                "needs-review",
+                f"`{written}` hands this process's share of each batch to a method "
+                "that keeps it in the object (running sums, averages logged later): "
+                "not combined across processes; combine the values before handing "
+                "them (accel.global_loss for batch means, accel.reduce for sums)",
+                if_migrated=True,
+            )
         if not increments and not collections:
             return
         if not self.index.uniform(node):

@@ -30,17 +30,27 @@ if not os.path.isdir("checkpoint"):
 Safe for output folders. Two differences from ``os.mkdir``: missing parent
 folders are made too, and an existing folder is no error. A script that relies
 on that error (``os.mkdir`` as a lock, ``exist_ok=False`` written out) is left
-as it is and reported as needs-review, and so is ``mkdir`` imported on its own
-(``from os import mkdir``: ``makedirs`` is not imported there).
+as it is and reported as needs-review.
+
+``mkdir`` imported on its own (``from os import mkdir``, world-models'
+``mkdir(vae_dir)``) becomes ``makedirs(vae_dir, exist_ok=True)``, and
+``makedirs`` joins the names that import brings (``from os import mkdir,
+makedirs``): the import statement the file has is extended, no new one is
+added. Where ``makedirs`` already names something else in the file, the call is
+left as it is and reported as needs-review.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
 
 from ..amp import is_false
 from ..rule import Rule, tidy_args
+from ..subtrees import findall
 
 _MKDIR = frozenset({"os.mkdir"})
 _MAKEDIRS = frozenset({"os.makedirs"})
@@ -55,6 +65,26 @@ def _exist_ok() -> cst.Arg:
             whitespace_before=cst.SimpleWhitespace(""),
             whitespace_after=cst.SimpleWhitespace(""),
         ),
+    )
+
+
+def _with_exist_ok_arg(arguments: Sequence[cst.Arg]) -> list[cst.Arg]:
+    args = [*arguments]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return tidy_args([*args, _exist_ok()])
+
+
+def _from_os(statement: cst.ImportFrom) -> bool:
+    return not statement.relative and m.matches(statement.module, m.Name("os"))
+
+
+def _imports_mkdir(statement: cst.ImportFrom) -> bool:
+    """``from os import mkdir`` (also ``mkdir as mk``, beside other names)."""
+    return (
+        _from_os(statement)
+        and not isinstance(statement.names, cst.ImportStar)
+        and any(alias.evaluated_name == "mkdir" for alias in statement.names)
     )
 
 
@@ -83,16 +113,93 @@ class OutputFolders(Rule):
             )
         return updated_node
 
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> cst.ImportFrom:
+        """``from os import mkdir`` -> ``from os import mkdir, makedirs`` where a
+        call of that ``mkdir`` becomes ``makedirs(..., exist_ok=True)``."""
+        if not self._imported_mkdir_calls or not _imports_mkdir(original_node):
+            return updated_node
+        names = updated_node.names
+        assert not isinstance(names, cst.ImportStar)  # _imports_mkdir
+        if any(alias.evaluated_name == "makedirs" for alias in names):
+            return updated_node
+        last = names[-1].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+        added = cst.ImportAlias(name=cst.Name("makedirs"))
+        return updated_node.with_changes(names=[*names[:-1], last, added])
+
+    @cached_property
+    def _imported_mkdir_calls(self) -> bool:
+        """Has the file a call of ``mkdir`` imported from ``os`` that becomes
+        ``makedirs(...)`` (so its import must bring ``makedirs`` too)?"""
+        return (
+            any(
+                isinstance(call.func, cst.Name)
+                and self.is_call_to(call, _MKDIR)
+                and self._plain_mkdir(call)
+                for call in self.index.calls
+            )
+            and self._makedirs_free()
+        )
+
+    def _makedirs_free(self) -> bool:
+        """Is ``makedirs`` bound, if at all, only by ``from os import`` lines?"""
+        if self.index.star_import:
+            return False
+        if any(key[1] == "makedirs" for key in self.index.values):
+            return False
+        for statement in findall(self.index.module, m.FunctionDef() | m.ClassDef()):
+            if statement.name.value == "makedirs":  # type: ignore[attr-defined]
+                return False
+        for statement in findall(self.index.module, m.Import() | m.ImportFrom()):
+            if isinstance(statement, cst.ImportFrom) and _from_os(statement):
+                continue
+            names = statement.names  # type: ignore[attr-defined]
+            if not isinstance(names, cst.ImportStar) and any(
+                (a.asname.name.value if a.asname else a.evaluated_name) == "makedirs"  # type: ignore[union-attr]
+                for a in names
+            ):
+                return False
+        return True
+
+    def _plain_mkdir(self, call: cst.Call) -> bool:
+        return not any(arg.star for arg in call.args) and not any(
+            arg.keyword is not None and arg.keyword.value == "dir_fd"
+            for arg in call.args
+        )
+
     def _mkdir(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = updated.func
-        if any(arg.star for arg in original.args) or not isinstance(
-            func, cst.Attribute
+        if (
+            isinstance(func, cst.Name)
+            and self._imported_mkdir_calls
+            and self._plain_mkdir(original)
         ):
             self.report(
                 original,
+                "fixed",
+                "mkdir -> makedirs(..., exist_ok=True) (imported from os beside "
+                "mkdir): every process may make the folder",
+            )
+            return updated.with_changes(
+                func=cst.Name("makedirs"), args=_with_exist_ok_arg(updated.args)
+            )
+        if any(arg.star for arg in original.args) or not isinstance(
+            func, cst.Attribute
+        ):
+            why = (
+                " (`makedirs` names something else in this file, so it is not "
+                "imported beside `mkdir`)"
+                if isinstance(func, cst.Name) and self._plain_mkdir(original)
+                else ""
+            )
+            self.report(
+                original,
                 "needs-review",
-                "mkdir() on every process: all but the first fail with FileExistsError; "
-                "use os.makedirs(path, exist_ok=True)",
+                "mkdir() on every process: all but the first fail with "
+                f"FileExistsError{why}; use os.makedirs(path, exist_ok=True)",
                 if_migrated=True,
             )
             return updated
@@ -112,12 +219,9 @@ class OutputFolders(Rule):
             "fixed",
             "os.mkdir -> os.makedirs(..., exist_ok=True): every process may make the folder",
         )
-        args = [*updated.args]
-        if args:
-            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(
             func=func.with_changes(attr=cst.Name("makedirs")),
-            args=tidy_args([*args, _exist_ok()]),
+            args=_with_exist_ok_arg(updated.args),
         )
 
     def _with_exist_ok(

@@ -13,8 +13,9 @@ One returning a dict of loaders (``return {"train": ..., "valid": ...}``) is
 prepared where the dict is kept in one variable: ``loaders = {key:
 accel.prepare_dataloader(loader) for key, loader in get_iterators(bs).items()}``,
 the same keys in the same order, and ``loaders["valid"]`` is a loader for the
-other rules. A tuple whose other items are ``None`` or numbers
-(pytorch-deeplab-xception's ``train_loader, val_loader, test_loader, nclass =
+other rules. A tuple whose other items are ``None``, numbers or datasets
+(a torch or torchvision dataset, or a class or function of the helper's module
+that builds one; pytorch-deeplab-xception's ``train_loader, val_loader, test_loader, nclass =
 make_data_loader(args)``, ``test_loader = None``) becomes
 ``accel.prepare_dataloaders(make_data_loader(args))``: each DataLoader of it
 prepared, the other items handed back as they are. The function is followed
@@ -257,7 +258,7 @@ class PrepareDataloader(Rule):
                 original,
                 "fixed",
                 f"{where} -> accel.prepare_dataloaders(...) (each DataLoader of "
-                "it prepared, None and numbers handed back as they are)",
+                f"it prepared, {helper.plain_items('and')} handed back as they are)",
             )
             return self.runtime_call("prepare_dataloaders", [cst.Arg(value=updated)])
         if self.index.bound_in_module("map"):

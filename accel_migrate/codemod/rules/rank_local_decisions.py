@@ -31,7 +31,19 @@ A ``for`` over a list whose items differ between processes but whose length
 does not is not a decision (NCSN's ``for i, sample in enumerate(all_samples):
 torch.save(sample, ...)`` over the annealed Langevin samples, one appended per
 step of loops every process runs alike: ``uniform_lengths.py``); the conditions
-inside it are still read.
+inside it are still read. Nor is a loop or branch whose value rests on random
+draws alone (every source ``rank_local_sources`` finds is a draw) and that only
+saves the drawn values themselves (``torch.save(sample, ...)`` over Langevin
+samples kept when their draw passes a test: no model or optimizer state,
+nothing collective): the main process saves its own draws, as the original
+saved its own, and only the number of sample files differs, as draws do. Where
+such a save rests on the data instead, the finding says that files the
+original wrote can be missing and others appear.
+
+Each finding names where the value comes from (``rank_local_sources``): the
+clock read, the random draw or the data loader, with its line and the variables
+in between (``start_epoch`` read from a checkpoint in a folder named from
+``datetime.datetime.now()`` at line 95), and a fix for that kind of source.
 
 When the value is global already, nothing is reported: the usual case, since the
 rules before this one make sums, counts and losses global where they can prove
@@ -89,6 +101,7 @@ from functools import cached_property
 import libcst as cst
 import libcst.matchers as m
 
+from .. import rank_local_reasons as reasons
 from ..names import DATALOADER_CALLS
 from ..rule import Rule
 from ..subtrees import findall
@@ -118,9 +131,14 @@ SKIP = (
 )
 LEARNING_RATE = "the learning rate: the processes' learning rates can diverge and their model replicas drift apart"
 CHECKPOINT = (
-    "which checkpoint is saved: the main process chooses on its own share's value, "
+    "which checkpoint is saved: the main process chooses on its own value, "
     "not on the original's (and under FSDP the state dict is gathered by a "
     "collective that only some processes reach)"
+)
+SAMPLE_FILES = (
+    "which sample files are written: the main process writes the files its own "
+    "values pass, not the original's, so a file the original wrote can be "
+    "missing and one it did not write can appear"
 )
 COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
 LOSS_TERM = (
@@ -189,7 +207,7 @@ class RankLocalDecisions(Rule):
             return
         if self._inside_reported(node):
             return
-        self._block_on(node, _code(node.args[0].value), LEARNING_RATE)
+        self._block_on(node, node.args[0].value, LEARNING_RATE)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """``g["lr"] = base_lr * scale`` with a ``scale`` that differs between
@@ -204,7 +222,7 @@ class RankLocalDecisions(Rule):
 
     def _learning_rate_value(self, node: cst.Assign | cst.AugAssign) -> None:
         if _sets_learning_rate(node) and not self._inside_reported(node):
-            self._block_on(node, _code(node), LEARNING_RATE)
+            self._block_on(node, node, LEARNING_RATE)
 
     # -- decisions ------------------------------------------------------------------
     def _decision(
@@ -218,7 +236,7 @@ class RankLocalDecisions(Rule):
             return
         hazard = self._hazard(node, test, [b for b in blocks if b is not None])
         if hazard is not None:
-            self._block_on(node, _code(test), hazard)
+            self._block_on(node, test, hazard)
 
     def _inside_reported(self, node: cst.CSTNode) -> bool:
         """Inside a block that is rank-dependent already (its outer decision is
@@ -245,13 +263,51 @@ class RankLocalDecisions(Rule):
             isinstance(n, cst.Call) and self._steps_scheduler(n) for n in run
         ):
             hazards.append(LEARNING_RATE)
-        if not self._reads_clock(test) and any(
-            isinstance(n, cst.Call) and self._saves(n, 0) for n in run
-        ):
+        saves = [n for n in run if isinstance(n, cst.Call) and self._saves(n, 0)]
+        if saves and not self._reads_clock(test):
             # (A save on the main process's clock is the original's decision; the
             # state dict's collective under FSDP is AM011's finding.)
-            hazards.append(CHECKPOINT)
+            if not self._samples_saved(saves):
+                hazards.append(CHECKPOINT)
+            elif hazards or not self._drawn(test):
+                hazards.append(SAMPLE_FILES)
         return "; and ".join(hazards) or None
+
+    def _drawn(self, test: cst.BaseExpression) -> bool:
+        """Does the decision rest on random draws alone (every source of its
+        value is one, ``rank_local_sources``)? Then, where it only saves the
+        drawn values themselves (``torch.save(sample, ...)`` over NCSN's
+        filtered Langevin samples), the main process saves its own draws as the
+        original saved its own: no checkpoint is chosen, nothing collective runs
+        (``accel.save`` of a tensor is the main process's alone), and only how
+        many sample files there are differs, as the draws do."""
+        provenance = self.index.rank_local_sources.of(test)
+        return provenance.complete and provenance.kinds == {"random"}
+
+    def _samples_saved(self, saves: list[cst.Call]) -> bool:
+        """Does each save write a value that differs between processes itself
+        (a sample), not a model's or optimizer's state, which every process
+        holds alike, nor anything through a function of the file?"""
+        leaves = self.index.divergence.local_values
+        for save in saves:
+            if not (
+                self.qualnames(save.func) & _SAVES
+                or self.index.is_runtime_call(save, "save")
+            ):
+                return False  # a function of the file that saves
+            if not save.args or save.args[0].keyword is not None:
+                return False
+            saved = save.args[0].value
+            inside = set(findall(saved, m.Name() | m.Attribute()))
+            if not any(leaf in inside for leaf in leaves.get(save, [])):
+                return False  # the same on every process: a model's state
+            if any(
+                m.matches(c, m.Call(func=m.Attribute(attr=m.Name("state_dict"))))
+                or self.index.is_runtime_call(c, "state_dict")
+                for c in findall(saved, m.Call())
+            ):
+                return False
+        return True
 
     def _changes_backpropagated(self, node: cst.CSTNode) -> bool:
         """Does one side of the branch only assign a loss that a backward of its
@@ -372,15 +428,14 @@ class RankLocalDecisions(Rule):
             for n in _run_by(function.body)
         )
 
-    def _block_on(self, node: cst.CSTNode, value: str, hazard: str) -> None:
+    def _block_on(self, node: cst.CSTNode, value: cst.CSTNode, hazard: str) -> None:
+        asked = value.value if isinstance(value, cst.AugAssign | cst.Assign) else value
+        source = self.index.rank_local_sources.first(asked)
         self.block(
             node,
-            f"`{value}` differs between processes (it is computed, or set under a "
-            f"condition that is, from this "
-            f"process's share of the data, its clock or its random draws) and it "
-            f"decides {hazard}; the file is left unchanged: make the value global "
-            "where it is computed (accel.reduce of its sums and counts, "
-            "accel.global_loss for a loss)",
+            f"`{_code(value)}` differs between processes "
+            f"({reasons.why(source, self.original_line)}) and it decides {hazard}; "
+            f"the file is left unchanged: {reasons.fix(source)}",
         )
 
 

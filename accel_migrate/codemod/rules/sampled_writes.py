@@ -10,7 +10,10 @@ process: the tensor is gathered in rank order, ``accel.gather(x)``, before the
 rows the original kept are sliced off it (``x[:25]``):
 
 ``accel.save(gen_imgs.data[:25], path)`` becomes
-``accel.save(accel.gather(gen_imgs.data)[:25], path)``.
+``accel.save(accel.gather(gen_imgs.data)[:25], path)``. Per-sample tensors
+joined along the rows (``torch.cat((imgs, gen_imgs), 0)``) are gathered part by
+part, ``torch.cat((accel.gather(imgs), accel.gather(gen_imgs)), 0)``: the
+joined tensor gathered whole would interleave the processes' parts.
 
 The gather is a collective. It is placed only where the write's condition is
 the same on every process (``batches_done % opt.sample_interval == 0``, read by
@@ -62,12 +65,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..batch_samples import per_sample
+from ..batch_samples import per_sample, row_joined_parts
 from ..batches import LoaderLoop, loader_loop
 from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
 
+_SHARE_WRITTEN = (
+    "the file holds the main process's share of the batch where the original's "
+    "held the whole batch's rows"
+)
 _SAMPLE_WRITERS = frozenset({"torchvision.utils.save_image"})
 
 
@@ -98,23 +105,23 @@ class SampledWrites(Rule):
         base, _rows = _row_slice(value)
         reads = self.index.divergence.local_values.get(original_node, [])
         proven = per_sample(self.index, base, loop.batch)
-        if not proven and not reads:
+        parts = None if proven else row_joined_parts(self.index, base, loop.batch)
+        if not proven and parts is None and not reads:
             return updated_node  # the same on every process (a model's state)
         line = self.original_line(original_node)
-        if not proven:
+        if not proven and parts is None:
             self._refuse(
-                original_node,
                 value,
                 line,
                 "it is computed from this process's share of the batch, and "
                 "accel-migrate cannot prove that it holds one row per sample of "
                 "the share in order (a slice, a mean, a value unpacked from a "
                 "model's output), which gathering the shares in rank order needs",
+                _SHARE_WRITTEN,
             )
             return updated_node
         if not self.index.divergence.uniform(original_node):
             self._refuse(
-                original_node,
                 value,
                 line,
                 "it holds this process's rows, and the write may run on some "
@@ -122,26 +129,62 @@ class SampledWrites(Rule):
                 "depends on this process's share, random draws or clock), so "
                 "gathering the rows of every process there (a collective) could "
                 "hang",
+                "the main process writes when its own share passes the test, "
+                "not when the whole batch does: a file the original wrote can be "
+                "missing, one it did not write can appear, and a file written "
+                "holds the main process's rows only where the original's held "
+                "the whole batch's",
             )
             return updated_node
         new_base, new_rows = _row_slice(updated_node.args[position].value)
-        gathered = self.runtime_call("gather", [cst.Arg(value=_bare(new_base))])
+        if parts is not None:
+            joined = self._gather_parts(new_base, len(parts))
+            if joined is None:
+                return updated_node
+            new_base = joined
+        else:
+            new_base = self.runtime_call("gather", [cst.Arg(value=_bare(new_base))])
         new_value: cst.BaseExpression = (
-            gathered
+            new_base
             if new_rows is None
-            else cst.Subscript(value=gathered, slice=new_rows)
+            else cst.Subscript(value=new_base, slice=new_rows)
         )
         shown = code(new_value)
+        how = (
+            "each part gathered on its own, so that the parts of every process "
+            "are joined as the original's were, not interleaved"
+            if parts is not None
+            else "the rows of every process, in the original order"
+        )
         self.report(
-            original_node,
+            value,
             "fixed",
             f"`{code(value)}` (line {line}) holds this process's rows of the batch "
-            f"-> `{shown}` (the rows of every process, in the original order, "
-            "written by the main process)",
+            f"-> `{shown}` ({how}, written by the main process)",
         )
         args = list(updated_node.args)
         args[position] = args[position].with_changes(value=new_value)
         return updated_node.with_changes(args=args)
+
+    def _gather_parts(
+        self, joined: cst.BaseExpression, count: int
+    ) -> cst.BaseExpression | None:
+        """``torch.cat((a, b), 0)`` -> ``torch.cat((accel.gather(a),
+        accel.gather(b)), 0)``."""
+        if not isinstance(joined, cst.Call) or not joined.args:
+            return None
+        first = joined.args[0].value
+        if not isinstance(first, (cst.Tuple, cst.List)) or len(first.elements) != count:
+            return None
+        elements = [
+            e.with_changes(
+                value=self.runtime_call("gather", [cst.Arg(value=_bare(e.value))])
+            )
+            for e in first.elements
+        ]
+        args = list(joined.args)
+        args[0] = args[0].with_changes(value=first.with_changes(elements=elements))
+        return joined.with_changes(args=args)
 
     def _saved_position(self, call: cst.Call) -> int | None:
         """Where the saved tensor is among the call's arguments: ``accel.save(x,
@@ -176,14 +219,13 @@ class SampledWrites(Rule):
         return None
 
     def _refuse(
-        self, call: cst.Call, value: cst.BaseExpression, line: int, why: str
+        self, value: cst.BaseExpression, line: int, why: str, differs: str
     ) -> None:
         self.report(
-            call,
+            value,
             "needs-review",
             f"`{code(value)}` (line {line}) is written by the main process only: "
-            f"{why}; the file holds the main process's share of the batch where "
-            "the original's held the whole batch's rows. Gather the tensor from "
+            f"{why}; {differs}. Gather the tensor from "
             "every process (accel.gather(x), on every process, before the write) "
             "where all of them reach it, then take the rows to keep",
             if_migrated=True,

@@ -55,7 +55,11 @@ is not known: a ``reduction=`` that is not written in the file, class
 ``F.cross_entropy(..., weight=torch.tensor([...]))`` call; a loss module's are read
 as ``criterion.weight``), a sum plus a mean, a reduction passed through
 ``sqrt``/``log``, or a token mean whose count cannot be written at the backward
-(the target is reassigned in between, or the loss is computed in a helper).
+(the target is reassigned in between, or the loss is computed in a helper),
+or a loss unpacked from the tuple a function of another local module returns
+(``loss, parts = compute_loss(...)``) where the project view reads no loss of a
+known reduction at that position (PyTorch-YOLOv3's box term, a mean over the
+targets matched to anchors).
 ``torch.autograd.backward`` of losses with different reductions is reported
 too (one call gets one weight). So is ``backward(retain_graph=True)``: a
 second backward through the same forward is averaged by the runtime under DDP
@@ -79,9 +83,11 @@ triplet loss over ``torch.cdist(emb, emb)``, a similarity matrix of
 Prototypical Networks' loss: every query against the class prototypes averaged
 from the episode's support rows), the hardest samples of the batch
 kept by rank (online hard example mining: ``losses.topk(k)``,
-``losses.sort(descending=True)`` over the batch), also computed in a helper
+``losses.sort(descending=True)`` over the batch; Co-teaching's
+``np.argsort(loss_1.data)`` keeping the smallest), also computed in a helper
 function or a loss module of the file (``codemod/reduction/pairwise.py``), or
-of a helper module, also one returning ``loss, acc``. The finding says how the
+of a helper module, also one returning ``loss, acc`` (a ranking: in a loss
+function of a helper module). The finding says how the
 runtime weighs it (as a mean over each process's share of the samples), which
 does not give back the original. A plain
 mean over the batch of per-sample losses (``losses.mean(0)`` as the whole loss)
@@ -90,6 +96,12 @@ is fine. A mean loss over the rows a mask or indices select
 ``cross_entropy(logits[labelled], y[labelled])``, rows from ``.nonzero()``) is
 reported: it averages over a number of rows that differs between the
 processes' shares.
+A criterion with class ``weight=`` that is handed in as a parameter or built
+in branches (LDAM-DRW's ``nn.CrossEntropyLoss(weight=per_cls_weights)`` or
+``LDAMLoss(..., weight=...)`` handed to ``train(..., criterion, ...)``) is
+reported: its mean divides by the weights of each process's targets, a count
+written only for one module built where the loss is
+(``codemod/reduction/traced_criteria.py``).
 A loss over packed sequences (an argument from ``pack_padded_sequence``) gets
 ``count=target.numel()``. A ``cross_entropy`` without ``ignore_index`` is a mean over
 tokens, with the count ``(y != -100).sum()``, in a file that writes -100 into

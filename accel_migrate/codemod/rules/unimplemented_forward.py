@@ -14,7 +14,11 @@ model's layers itself (the BiLSTM-CRF's ``loss = model.loss(xs, tags)``, whose
 ``loss`` builds its features with ``self.embedding`` and ``self.rnn``;
 ``method_steps``): the model is never called either. A method that only
 combines what ``model(x)`` returned (``model.loss_function(*results)``) is not
-one.
+one. A call of a model's method that runs its layers and backpropagates itself,
+the whole training loop inside the model class (knowledge-tracing-collection-
+pytorch's ``model.train_model(train_loader, test_loader, num_epochs, opt,
+ckpt_path)``, whose ``DKT.train_model`` calls ``self(q, r)`` and
+``loss.backward()``; ``training_calls``), is blocked the same way.
 
 ## Why
 A prepared model exchanges gradients through its own call: DDP and FSDP run
@@ -50,7 +54,8 @@ actions)`` in the update) and migrate again. A class that only declares an
 abstract ``forward`` for its subclasses is not reported: only the class that is
 built counts. For a loss method, make ``forward`` return the loss when it
 is given the targets (``def forward(self, xs, tags=None)``) and call
-``model(xs, tags)`` in the step.
+``model(xs, tags)`` in the step. For a model that trains itself, move the loop
+into a function that calls ``model(...)`` on the model it is handed.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..index_syntax import ast_class
-from ..method_steps import method_steps
+from ..method_steps import method_steps, training_calls
 from ..rule import Rule
 from ..trained_models import snippet
 from ..unimplemented_forward import unimplemented_forward
@@ -89,18 +94,51 @@ class UnimplementedForward(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         for step in method_steps(self.index):
+            own = step.own_forward
+            if own is None:
+                how = (
+                    f"`{step.method}` of {step.where} runs the model's layers "
+                    "itself, not through the model's call"
+                )
+                instead = ""
+            else:
+                how = (
+                    f"`{step.method}` of {step.where} runs the model through "
+                    f"`{snippet(own)}` (line {self.original_line(own)}): `self` "
+                    "there is the module inside the prepared (DDP-wrapped) model, "
+                    "so that call skips the prepared model's own call"
+                )
+                instead = (
+                    "call the prepared model in the step where the method calls "
+                    f"`{snippet(own)}` (`model(...)`) and compute the loss from its "
+                    "output there, or "
+                )
             self.block(
                 step.call,
-                f"the step backpropagates `{snippet(step.call)}`, and "
-                f"`{step.method}` of {step.where} runs the model's layers itself, "
-                "not through the model's call: a prepared model exchanges "
-                "gradients through its own call (DDP and FSDP run their hooks in "
-                "`forward`), so each process would keep its own share's gradients "
-                "(the runtime stops it at the first step), and "
+                f"the step backpropagates `{snippet(step.call)}`, and {how}: a "
+                "prepared model exchanges gradients through its own call (DDP and "
+                "FSDP run their hooks in `forward`), so the processes' gradients "
+                "are not averaged and each keeps its own share's (the runtime "
+                "stops it at the first step), and "
                 f"accel.unwrap(model).{step.method}(...) would bypass them the "
-                "same way; the file is left unchanged: compute the loss in "
-                "`forward` when it is given the targets (`def forward(self, x, "
-                "y=None)`), call `model(x, y)` in the step, and migrate again",
+                f"same way; the file is left unchanged: {instead}compute the loss "
+                "in `forward` when it is given the targets (`def forward(self, x, "
+                "y=None)`) and call `model(x, y)` in the step, and migrate again",
+            )
+
+        for step in training_calls(self.index):
+            self.block(
+                step.call,
+                f"`{snippet(step.call)}` trains the model through its own "
+                f"method: `{step.method}` of {step.where} runs the model's layers "
+                "itself (`self(...)`) and backpropagates, past the model's call: a "
+                "prepared model exchanges gradients through its own call (DDP and "
+                "FSDP run their hooks in `forward`), so each process would keep "
+                "its own share's gradients (the runtime stops it at the first "
+                "step); the file is left unchanged: move the training loop out of "
+                "the model class (a function of the script or of a module that "
+                "calls `model(...)` on the model it is handed, with the optimizer "
+                "and loaders), and migrate again",
             )
 
     def _local(self, node: cst.Call) -> str:

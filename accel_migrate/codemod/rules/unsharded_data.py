@@ -26,7 +26,14 @@ loop of such loops whose step runs a prepared model over data made before the
 loop, whole, into the loss it backpropagates (full-batch training: tkipf/pygcn's
 ``model(features, adj)`` over the whole graph every epoch, the loss over
 ``idx_train``; ``full_batch``): every process repeats the same forward and
-backward, and the result is the original's. Nothing is rewritten.
+backward, and the result is the original's. Reported too: a step that picks
+its batch out of data made before the loop by indices it draws itself
+(powerful-gnns' ``selected_idx = np.random.permutation(len(train_graphs))
+[:batch_size]``, then ``[train_graphs[idx] for idx in selected_idx]``;
+``drawn_batches``): every process draws the same indices, trains on the same
+batch, and what the runtime combines over the processes' samples (a
+BatchNorm's running variance under its synchronised batch norm) counts each
+copy as samples of its own. Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
@@ -69,6 +76,7 @@ import libcst.matchers as m
 
 from ..analysis import Key
 from ..batch_iterators import unsplit_iterator
+from ..drawn_batches import drawn_pick
 from ..full_batch import stored_inputs
 from ..patterns import prepared_models
 from ..rule import Rule
@@ -113,6 +121,24 @@ def _targets(loop: cst.For | cst.While) -> set[str]:
     return {n.value for n in findall(loop.target, m.Name())}  # type: ignore[attr-defined]
 
 
+def drawn_message(data: str, draw: str) -> str:
+    return (
+        f"the training data is not split across processes: each step picks its "
+        f"batch out of `{data}` (made before the loop) by indices it draws "
+        f"itself (`{draw}`), not through a data loader, so every process draws "
+        "the same indices and trains on the same whole batch (a run on N "
+        "processes does the work of one N times over). The gradients are the "
+        "original's, but what the runtime combines over the processes' samples "
+        "counts each process's copy of the batch as samples of its own: a "
+        "BatchNorm's running variance (unbiased, with the global count, under "
+        "the runtime's synchronised batch norm), and with it the evaluation, "
+        "differs from the original's; read the data through a "
+        "torch.utils.data.DataLoader (a sampler can draw the batches the same "
+        "way) so that accel.prepare_dataloader splits it, or run the script on "
+        "one process"
+    )
+
+
 def full_batch_message(model: str, inputs: list[str]) -> str:
     shown = ", ".join(f"`{name}`" for name in inputs)
     return (
@@ -149,6 +175,8 @@ class UnshardedData(Rule):
                 if not path or not all(self.index.reads_no_data(loop) for loop in path):
                     continue  # a loop that reads a loader, or may
                 loop = path[0]
+                if self._drawn(loop, path, reported):
+                    continue
                 if not self._reads_stored_data(loop.body, path, 0):
                     # data made in the step (the same on every process), or
                     # data made before it and used whole (full-batch training)
@@ -158,6 +186,27 @@ class UnshardedData(Rule):
                     reported.add(loop)
                     self.report(loop, "needs-review", MESSAGE)
             self._over_iterator(call, reported)
+
+    def _drawn(
+        self,
+        loop: cst.For | cst.While,
+        path: tuple[cst.For | cst.While, ...],
+        reported: set[cst.CSTNode],
+    ) -> bool:
+        """A step that picks its batch out of stored data by indices it draws
+        itself (powerful-gnns' ``[train_graphs[idx] for idx in selected_idx]``;
+        ``drawn_batches``): reported once, with what it means."""
+        counters = set().union(*(_targets(outer) for outer in path))
+        pick = drawn_pick(loop.body, self.qualnames, counters)
+        if pick is None:
+            return False
+        if loop not in reported:
+            reported.add(loop)
+            draw = cst.Module([]).code_for_node(pick.draw)
+            self.report(
+                loop, "needs-review", drawn_message(pick.data, draw), if_migrated=True
+            )
+        return True
 
     def _full_batch(
         self, backward: cst.Call, loop: cst.For | cst.While, reported: set[cst.CSTNode]

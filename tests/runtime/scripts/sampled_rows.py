@@ -2,7 +2,8 @@
 batch (the batch's indices and a model's output on them) gathered in rank order,
 over a shuffled loader whose last batch is shorter than the world (7 samples,
 batches of 3: the last batch's one row is rank 0's, rank 1's share is empty).
-Prints each step's gathered rows, which must be the original's."""
+Prints each step's gathered rows (and two parts gathered then joined), which must be the original's.
+"""
 
 import torch
 from torch import nn
@@ -23,6 +24,10 @@ for epoch in range(2):
         rows = accel.gather(index)[:25]
         values = accel.gather(out.detach())[:25]
         accel.print(f"rows {epoch} {step} {rows.tolist()}")
+        # torch.cat((index, index + 100), 0) with each part gathered on its own
+        # (AM044's rewrite of parts joined along the rows): the original's order
+        joined = torch.cat((accel.gather(index), accel.gather(index + 100)), 0)
+        accel.print(f"rows joined {epoch} {step} {joined.tolist()}")
         accel.print(
             f"values {epoch} {step} {[round(v, 5) for v in values.flatten().tolist()]}"
         )

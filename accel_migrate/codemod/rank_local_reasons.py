@@ -1,0 +1,85 @@
+"""How a finding says why a value differs between processes, and how to make
+it the same: the words for a ``rank_local_sources.Source`` (AM028)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from .rank_local_sources import Source
+
+#: Said where no source is found (the analysis errs towards rank-dependent).
+GENERIC_WHY = (
+    "it is computed, or set under a condition that is, from this process's share "
+    "of the data, its clock or its random draws"
+)
+GENERIC_FIX = (
+    "make the value global where it is computed (accel.reduce of its sums and "
+    "counts, accel.global_loss for a loss)"
+)
+_FIXES = {
+    "data": GENERIC_FIX,
+    "clock": (
+        "decide on values every process shares, not on each process's clock (a "
+        "step or epoch count for a time budget; a name passed on the command "
+        "line, or fixed in the script, for a folder or file)"
+    ),
+    "pid": "compute it from values every process shares, not from the process id",
+    "random": (
+        "draw it from a generator seeded alike on every process "
+        "(generator=torch.Generator().manual_seed(seed)), or decide on values "
+        "every process shares"
+    ),
+    "exception": (
+        "make the `try` succeed or fail alike on every process (read a path "
+        "every process shares), or decide on values every process shares"
+    ),
+}
+
+
+def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
+    """``start_epoch` is computed (through `checkpoint`, `exp_dir`, `timestr`)
+    from `datetime.datetime.now()` at line 95: each process reads its own
+    clock...``."""
+    if source is None:
+        return GENERIC_WHY
+    line = line_of(source.node)
+    text = _code(source.node)
+    names = [n for n in source.through]
+    if source.kind == "exception":
+        who = f"`{names[-1]}`" if names else "it"
+        return (
+            f"{who} is set in the `except` handler at line {line}, and the `try` "
+            "before it can fail on some processes and not on others"
+        )
+    via = "it is computed"
+    if names:
+        via = f"`{names[0]}` is computed"
+        if len(names) > 1:
+            via += " (through " + ", ".join(f"`{n}`" for n in names[1:]) + ")"
+    if source.kind == "clock":
+        return (
+            f"{via} from `{text}` at line {line}: each process reads its own "
+            "clock, so what is named or decided from it (a folder, a file, a time "
+            "budget) differs between processes"
+        )
+    if source.kind == "pid":
+        return f"{via} from `{text}` at line {line}, this process's own id"
+    if source.kind == "random":
+        return (
+            f"{via} from the random draw `{text}` at line {line}, which each "
+            "process draws on its own"
+        )
+    return f"{via} from this process's share of the data (`{text}` at line {line})"
+
+
+def fix(source: Source | None) -> str:
+    return GENERIC_FIX if source is None else _FIXES[source.kind]
+
+
+def _code(node: cst.CSTNode) -> str:
+    if isinstance(node, cst.ExceptHandler):
+        return "except"
+    text = cst.Module([]).code_for_node(node).strip()
+    return text if len(text) <= 50 else text[:47] + "..."

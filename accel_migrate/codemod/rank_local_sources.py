@@ -1,0 +1,342 @@
+"""Where a value that differs between processes comes from: the provenance of
+the divergence analysis's facts.
+
+``divergence`` says *that* a value differs between processes (a name set from
+the clock, a random draw, this process's share of the data...); this module
+says *why*, for the findings that name it: ``range(start_epoch, args.epoch)``
+differs because ``start_epoch`` is read from a checkpoint whose folder is named
+from ``datetime.datetime.now()`` at line 95. It follows the value back through
+the variables it is computed from (assignments, ``+=``, ``x.append(v)``, loop
+variables, parameters at their call sites, the returns of local functions, and
+the tests of the branches that set it) to the sources the divergence analysis
+reads as rank-local:
+
+- "clock": ``time.*`` and ``datetime.*`` calls; "pid": ``os.getpid()``;
+- "random": a random draw the analysis takes for rank-local;
+- "data": a loop over a (sharded) data loader, a batch taken with ``next``;
+- "exception": an assignment in an ``except`` handler (an exception may be
+  raised on one process only).
+
+A value's sources are listed nearest first. ``complete`` is False when some
+variable on the way is bound in a way this walk does not follow (a ``with``
+target, a walrus, an ``except ... as``): a rule that relaxes a check on the
+kinds of the sources asks for a complete list. Read only: nothing here changes
+what ``divergence`` decides.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from .analysis import attr_chain
+from .random_names import is_random_draw
+from .rank_local_calls import _RANK_LOCAL_CALL_PREFIXES, _UNIFORM_RUNTIME_CALLS
+from .scopes import BuiltinAssignment
+from .subtrees import findall
+
+if TYPE_CHECKING:
+    from .analysis import Key, ModuleIndex
+
+_MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
+_ORDER = ("data", "clock", "pid", "random", "exception")
+_LIMIT = 400  # expressions visited per question
+
+
+@dataclass(frozen=True)
+class Source:
+    """One reason a value differs between processes."""
+
+    kind: str  # "clock", "pid", "random", "data", "exception"
+    node: cst.CSTNode  # the call, the loop's iterable, the except handler
+    #: The variables from the asked value to the source, nearest first.
+    through: tuple[str, ...] = ()
+
+
+@dataclass
+class Provenance:
+    sources: list[Source] = field(default_factory=list)
+    complete: bool = True
+
+    @property
+    def kinds(self) -> set[str]:
+        return {s.kind for s in self.sources}
+
+
+class RankLocalSources:
+    """The provenance map of one module (``ModuleIndex.rank_local_sources``)."""
+
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+        self._definitions: dict[Key, list[tuple[str, cst.CSTNode]]] | None = None
+        self._cache: dict[cst.CSTNode, Provenance] = {}
+
+    def of(self, expr: cst.CSTNode) -> Provenance:
+        """The sources that make ``expr`` differ between processes."""
+        if expr not in self._cache:
+            self._cache[expr] = self._walk(expr)
+        return self._cache[expr]
+
+    def first(self, expr: cst.CSTNode) -> Source | None:
+        """The source a finding names: the nearest of the first kind found of
+        the data, the clock, the pid, a draw, an exception handler."""
+        found = self.of(expr).sources
+        for kind in _ORDER:
+            for source in found:
+                if source.kind == kind:
+                    return source
+        return None
+
+    # -- the walk ------------------------------------------------------------------
+    def _walk(self, start: cst.CSTNode) -> Provenance:
+        result = Provenance()
+        seen_keys: set[Key] = set()
+        seen_nodes: set[cst.CSTNode] = set()
+        queue: deque[tuple[cst.CSTNode, tuple[str, ...]]] = deque([(start, ())])
+        visited = 0
+        while queue:
+            expr, through = queue.popleft()
+            if expr in seen_nodes:
+                continue
+            seen_nodes.add(expr)
+            visited += 1
+            if visited > _LIMIT:
+                result.complete = False
+                break
+            for source in self._direct(expr, through):
+                result.sources.append(source)
+            for inner, path in self._returns(expr, through):
+                queue.append((inner, path))
+            for name in self._names(expr):
+                key = self.index.key(name)
+                if key is None:
+                    continue
+                if key in seen_keys:
+                    continue
+                seen_keys.add(key)
+                spelled = attr_chain(name) or key[1]
+                path = (*through, spelled)
+                definitions = self.definitions.get(key)
+                if definitions is None:
+                    if not self._plain_binding(key):
+                        result.complete = False
+                    continue
+                for kind, node in definitions:
+                    if kind == "data":
+                        result.sources.append(Source("data", node, path))
+                    elif kind == "exception":
+                        result.sources.append(Source("exception", node, path))
+                    else:
+                        queue.append((node, path))
+        return result
+
+    def _direct(self, expr: cst.CSTNode, through: tuple[str, ...]) -> list[Source]:
+        """The sources in ``expr`` itself: clock, pid and random calls, a batch
+        taken with ``next``, a comprehension over a loader."""
+        index = self.index
+        divergence = index.divergence
+        found = []
+        for call in _calls(expr, index):
+            names = index.qualnames(call.func)
+            if any(q.startswith("os.getpid") for q in names):
+                found.append(Source("pid", call, through))
+            elif any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in names):
+                found.append(Source("clock", call, through))
+            elif any(is_random_draw(q) for q in names) and divergence.random_is_local(
+                call
+            ):
+                found.append(Source("random", call, through))
+            elif "builtins.next" in names and call.args:
+                inner = call.args[0].value
+                if index.holds_tagged(inner, index.loaders) or (
+                    isinstance(inner, cst.Call)
+                    and inner.args
+                    and index.holds_tagged(inner.args[0].value, index.loaders)
+                ):
+                    found.append(Source("data", call, through))
+        for comp in findall(expr, m.CompFor()):
+            if index.loader_loop(comp.iter)[0]:  # type: ignore[attr-defined]
+                found.append(Source("data", comp.iter, through))  # type: ignore[attr-defined]
+        # `datetime.datetime.now().strftime(...)`: name the reading, not its format
+        return [s for s in found if not _outer(s, found)]
+
+    def _returns(
+        self, expr: cst.CSTNode, through: tuple[str, ...]
+    ) -> list[tuple[cst.CSTNode, tuple[str, ...]]]:
+        """The returned values of the local functions ``expr`` calls."""
+        found = []
+        for call in _calls(expr, self.index):
+            callee = self.index.callee(call)
+            if callee is None or callee[0] not in self.index.divergence.tainted_returns:
+                continue
+            function = callee[0]
+            for ret in findall(function.body, m.Return()):
+                value = ret.value  # type: ignore[attr-defined]
+                if value is not None and self.index.enclosing_function(ret) is function:
+                    found.append((value, (*through, f"{function.name.value}()")))
+        return found
+
+    def _names(self, expr: cst.CSTNode) -> list[cst.BaseExpression]:
+        """The variables ``expr`` reads (``self.x`` whole), outside lambdas and
+        runtime calls that are the same on every process."""
+        found: list[cst.BaseExpression] = []
+        index = self.index
+
+        class _Names(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> bool:
+                return not index.is_runtime_call(node, *_UNIFORM_RUNTIME_CALLS)
+
+            def visit_Attribute(self, node: cst.Attribute) -> bool:
+                if index.key(node) is not None:
+                    found.append(node)
+                    return False
+                node.value.visit(self)
+                return False
+
+            def visit_Name(self, node: cst.Name) -> bool:
+                found.append(node)
+                return False
+
+            def visit_Arg(self, node: cst.Arg) -> bool:
+                node.value.visit(self)
+                return False
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+        if isinstance(expr, cst.Name):
+            return [expr]
+        expr.visit(_Names())
+        return found
+
+    def _plain_binding(self, key: Key) -> bool:
+        """A name bound only by imports, definitions or nothing (a builtin)."""
+        scope, name = key
+        assignments = getattr(scope, "assignments", None)
+        if assignments is None:
+            return isinstance(scope, cst.ClassDef)  # `self.x` never assigned
+        for assignment in assignments[name]:
+            if isinstance(assignment, BuiltinAssignment):
+                continue
+            node = getattr(assignment, "node", None)
+            if not isinstance(
+                node, (cst.Import, cst.ImportFrom, cst.FunctionDef, cst.ClassDef)
+            ):
+                return False
+        return True
+
+    # -- definitions -------------------------------------------------------------
+    @property
+    def definitions(self) -> dict[Key, list[tuple[str, cst.CSTNode]]]:
+        """For each variable: what sets it, as ("value", expression to follow),
+        ("data", a loader loop's iterable) or ("exception", a handler)."""
+        if self._definitions is None:
+            self._definitions = self._collect()
+        return self._definitions
+
+    def _collect(self) -> dict[Key, list[tuple[str, cst.CSTNode]]]:
+        index = self.index
+        found: dict[Key, list[tuple[str, cst.CSTNode]]] = {}
+
+        def add(target: cst.CSTNode, kind: str, node: cst.CSTNode) -> None:
+            for leaf in _targets(target):
+                key = index.key(leaf)
+                if key is not None:
+                    found.setdefault(key, []).append((kind, node))
+
+        module = index.module
+        for statement in findall(module, m.Assign() | m.AnnAssign() | m.AugAssign()):
+            value = getattr(statement, "value", None)
+            targets = (
+                [t.target for t in statement.targets]  # type: ignore[attr-defined]
+                if isinstance(statement, cst.Assign)
+                else [statement.target]  # type: ignore[attr-defined]
+            )
+            for target in targets:
+                if value is not None:
+                    add(target, "value", value)
+                if isinstance(target, cst.Subscript) and value is not None:
+                    add(target.value, "value", value)  # `counts[i] = v`
+                for condition in self._conditions(statement):
+                    add(target, *condition)
+        for loop in index.for_loops:
+            if index.loader_loop(loop.iter)[0]:
+                add(loop.target, "data", loop.iter)
+            else:
+                add(loop.target, "value", loop.iter)
+        for comp in findall(module, m.CompFor()):
+            add(comp.target, "value", comp.iter)  # type: ignore[attr-defined]
+        for call in index.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _MUTATORS
+                and call.args
+            ):
+                for arg in call.args:
+                    add(func.value, "value", arg.value)
+                for condition in self._conditions(call):
+                    add(func.value, *condition)
+        for function in index.functions:
+            for call in index.call_sites(function):
+                for key, arg in index.arguments(call):
+                    found.setdefault(key, []).append(("value", arg))
+        return found
+
+    def _conditions(self, node: cst.CSTNode) -> list[tuple[str, cst.CSTNode]]:
+        """The tests of the rank-dependent branches ``node`` is set under (in its
+        function), and the ``except`` handlers it is in."""
+        divergent = self.index.divergence.divergent
+        found: list[tuple[str, cst.CSTNode]] = []
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, cst.ExceptHandler):
+                found.append(("exception", ancestor))
+            elif ancestor in divergent:
+                owner = self.index.parent(ancestor)
+                if isinstance(owner, cst.Else):
+                    owner = self.index.parent(owner)
+                test = getattr(owner, "test", None) or getattr(owner, "iter", None)
+                if test is not None:
+                    found.append(("value", test))
+        return found
+
+
+def _outer(source: Source, found: list[Source]) -> bool:
+    """Does another source of ``found`` sit inside ``source``'s call?"""
+    below = {id(n) for n in findall(source.node, m.Call()) if n is not source.node}
+    return any(s is not source and id(s.node) in below for s in found)
+
+
+def _targets(target: cst.CSTNode) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [leaf for e in target.elements for leaf in _targets(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _targets(target.value)
+    if isinstance(target, (cst.Name, cst.Attribute)):
+        return [target]
+    return []
+
+
+def _calls(expr: cst.CSTNode, index: ModuleIndex) -> list[cst.Call]:
+    """The calls ``expr`` makes, outside lambdas and the runtime's uniform calls
+    (whose arguments do not make their result differ)."""
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            if index.is_runtime_call(node, *_UNIFORM_RUNTIME_CALLS):
+                return False
+            found.append(node)
+            return True
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    expr.visit(_Calls())
+    return found

@@ -1,0 +1,103 @@
+"""A criterion handed in as a parameter, or chosen among several in branches,
+one of which is a mean over class weights.
+
+LDAM-DRW's ``cifar_train.py`` builds the criterion per epoch in branches
+(``nn.CrossEntropyLoss(weight=per_cls_weights)``, ``LDAMLoss(...,
+weight=per_cls_weights)`` of ``losses.py``, ``FocalLoss(...)``) and hands it to
+``train(train_loader, model, criterion, ...)``, which calls ``loss =
+criterion(output, target)``. A cross-entropy with class ``weight=`` divides by
+the sum of the weights of the batch's targets, a sum that differs between the
+processes' shares: the runtime's mean over samples does not give the original
+back. Where the criterion is one module built in the same function, the
+reduction analysis writes the count (``accel.class_weight_count``); through a
+parameter or several branches it cannot, and before this module it took the
+call for a mean over samples.
+
+The criterion is traced to the calls that build it (``model_classes._Tracer``:
+through the file's assignments and the arguments every call of the function
+passes); if one of them is a ``torch.nn`` loss module with class weights, or a
+loss class of a local module whose ``forward`` returns such a mean
+(``HelperFact.forward_loss``), the loss's reduction is unknown, with the
+reason. Static only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from ..names import IGNORING_LOSSES
+from .placement import code
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+
+
+def traced_class_weights(index: ModuleIndex, func: cst.BaseExpression) -> str:
+    """Why ``func(...)`` (a criterion handed in or chosen in branches) has no
+    reduction the analysis can write, when one of the modules it may be is a mean
+    over class weights; "" otherwise (also for one module built in this
+    function, whose count the reduction analysis writes)."""
+    from .model_classes import _Tracer
+
+    if not isinstance(func, (cst.Name, cst.Attribute)):
+        return ""
+    key = index.key(func)
+    if key is None:
+        return ""
+    tracer = _Tracer(index)
+    origins = tracer.origins(func, frozenset(), 0)
+    if isinstance(origins, str) or not origins:
+        return ""
+    calls = [o for o in origins if isinstance(o, cst.Call)]
+    handed = tracer._parameter(key) is not None
+    if not handed and len(calls) < 2:
+        return ""
+    for call in calls:
+        weighted = _weighted_module(index, call)
+        if weighted:
+            how = (
+                f"one of {len(calls)} modules built in branches"
+                if len(calls) > 1
+                else "handed in as a parameter"
+            )
+            return (
+                f"`{code(func)}` may be {weighted}, a mean over the class weights of "
+                "the targets: it divides by the sum of the weights of this "
+                "process's targets, not of the whole batch's, and the criterion is "
+                f"{how}, so the count (accel.class_weight_count) cannot be written "
+                "where the loss is backpropagated"
+            )
+    return ""
+
+
+def _weighted_module(index: ModuleIndex, call: cst.Call) -> str:
+    """The spelling of ``call`` when it builds a class-weighted mean: a
+    ``torch.nn`` cross-entropy/NLL module with ``weight=``, or a local module's
+    loss class whose forward returns a mean over class weights."""
+    names = index.qualnames(call.func)
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword}
+    if any(
+        q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] in IGNORING_LOSSES
+        for q in names
+    ):
+        weight = keywords.get("weight")
+        reduction = keywords.get("reduction")
+        if weight is None or m.matches(weight, m.Name("None")):
+            return ""
+        if reduction is not None and not m.matches(
+            reduction, m.SimpleString('"mean"') | m.SimpleString("'mean'")
+        ):
+            return ""
+        return f"`{code(call)}`"
+    helper = index.helper(call.func)
+    loss = helper.forward_loss if helper is not None else None
+    if (
+        helper is not None
+        and loss is not None
+        and loss.what.startswith("the class weights")
+    ):
+        return f"`{code(call)}` (`{helper.name}.forward` in {helper.file})"
+    return ""
