@@ -180,3 +180,11 @@ def ast_class(cls: cst.ClassDef) -> ast.ClassDef | None:
         return None
     node = tree.body[0]
     return node if isinstance(node, ast.ClassDef) else None
+
+
+def parameter_names(function: cst.FunctionDef) -> set[str]:
+    """The names of ``function``'s positional and keyword-only parameters, not
+    ``self``, ``*args`` or ``**kwargs``."""
+    params = function.params
+    positional = {p.name.value for p in (*params.posonly_params, *params.params)}
+    return (positional - {"self"}) | {p.name.value for p in params.kwonly_params}

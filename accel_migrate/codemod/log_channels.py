@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .index_syntax import parameter_names
 from .names import TQDM_CALLS
 from .reduction.placement import code
 from .subtrees import findall
@@ -188,11 +189,7 @@ def _logging_helper(index: ModuleIndex, call: cst.Call) -> bool:
         for r in findall(function.body, m.Return())
     ):
         return False
-    params = {
-        p.name.value
-        for p in (*function.params.posonly_params, *function.params.params)
-        if p.name.value != "self"
-    } | {p.name.value for p in function.params.kwonly_params}
+    params = parameter_names(function)
     for inner in findall(function.body, m.Call()):
         if channel(index, inner, depth=1) is None:  # type: ignore[arg-type]
             continue

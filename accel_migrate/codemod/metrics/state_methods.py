@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..index_syntax import parameter_names
 from ..subtrees import findall
 
 if TYPE_CHECKING:
@@ -64,11 +65,7 @@ def keeping_method(index: ModuleIndex, call: cst.Call) -> bool:
         or index.runs_backward(method.body)
     ):
         return False
-    params = {
-        p.name.value
-        for p in (*method.params.posonly_params, *method.params.params)
-        if p.name.value != "self"
-    } | {p.name.value for p in method.params.kwonly_params}
+    params = parameter_names(method)
     if not params:
         return False
     for statement in findall(method.body, m.AugAssign()):
