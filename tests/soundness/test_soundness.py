@@ -712,6 +712,14 @@ EXPECTED: dict[str, str] = {
     # AM045 now leaves the setup whole; file mode: AM004 (Architect) and AM045
     "darts_search_t7a_project": "FLAGGED",
     "darts_search_t7a_project_batch": "FLAGGED",
+    # the same with the alphas registered as nn.Parameter: batch mode was LOUD
+    # (the runtime's "received gradients but was never called": the Architect
+    # backpropagates `self.model._loss(...)`, a method of the model of
+    # model_search.py that runs `self(input)` past the prepared wrapper); AM042
+    # now follows the model main.py hands Architect to its class and leaves
+    # the setup whole; file mode: AM004 (Architect)
+    "darts_param_alphas_r27a_project": "FLAGGED",
+    "darts_param_alphas_r27a_project_batch": "FLAGGED",
     # gabrielhuang/reptile-pytorch: do_evaluation takes its batches with
     # next(test_iter) from an endless generator around the sharded loader and
     # averages per-process losses/accuracies (np.mean). SILENT before (only an
