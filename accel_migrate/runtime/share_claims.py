@@ -27,7 +27,6 @@ from typing import Any
 import torch
 
 
-
 class ShareClaims:
     def __init__(self) -> None:
         #: Passes that yielded a batch since the last forward of a prepared model.

@@ -57,11 +57,15 @@ def test_a_script_with_no_device_code_runs_on_the_cpu() -> None:
     assert device_free(SCRIPT)
     migrated = migrate_source(SCRIPT).output
     lines = migrated.splitlines()
-    imports = [i for i, l in enumerate(lines) if l.startswith(("import ", "from "))]
+    imports = [
+        i for i, line in enumerate(lines) if line.startswith(("import ", "from "))
+    ]
     call = lines.index(f"{CPU_ONLY}  # no device code: every process on the CPU")
     assert call > max(imports), "after every import"
     first_runtime = min(
-        i for i, l in enumerate(lines) if "accel." in l and not l.startswith("import")
+        i
+        for i, line in enumerate(lines)
+        if "accel." in line and not line.startswith("import")
     )
     assert call == first_runtime, "before any other runtime call"
     ast.parse(migrated)
@@ -79,7 +83,9 @@ def test_a_script_with_device_code_is_left_to_it() -> None:
 
 def test_a_local_module_with_device_code_counts(tmp_path: Path) -> None:
     helper = tmp_path / "models.py"
-    helper.write_text("import torch\n\ndef zeros(n):\n    return torch.zeros(n).cuda()\n")
+    helper.write_text(
+        "import torch\n\ndef zeros(n):\n    return torch.zeros(n).cuda()\n"
+    )
     project = ProjectFacts(files=(str(helper),))
     migrated = migrate_source(SCRIPT, options=MigrateOptions(project=project))
     assert CPU_ONLY not in migrated.output

@@ -230,7 +230,9 @@ def test_a_batch_sampler_whose_every_batch_is_below_the_world_is_refused() -> No
     dataset = TensorDataset(torch.arange(4).float().unsqueeze(1))
     pairs = [[0, 1], [2, 3]]
     loader = shard_loader(DataLoader(dataset, batch_sampler=pairs), FakeRuntime(0, 3, {}))  # type: ignore[arg-type]
-    with pytest.raises(BatchSmallerThanWorldError, match="batch size is 2, smaller than the 3"):
+    with pytest.raises(
+        BatchSmallerThanWorldError, match="batch size is 2, smaller than the 3"
+    ):
         list(loader)
     uneven = [[0, 1, 2], [3]]  # one short batch: carried
     loader = shard_loader(DataLoader(dataset, batch_sampler=uneven), FakeRuntime(0, 3, {}))  # type: ignore[arg-type]

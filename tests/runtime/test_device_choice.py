@@ -12,7 +12,7 @@ from torch import nn
 
 import accel_migrate.runtime as accel
 from accel_migrate.runtime._state import Runtime, pick_device, reset_runtime
-from accel_migrate.runtime.config import ConfigError, RuntimeConfig
+from accel_migrate.runtime.config import ConfigError
 from accel_migrate.runtime.env import DistEnv
 
 

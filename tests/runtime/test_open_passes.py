@@ -11,8 +11,9 @@ import re
 
 import pytest
 
-from .test_distributed import STEP_LOSS, SCRIPTS, launch, plain
 from tests import warm_python
+
+from .test_distributed import SCRIPTS, STEP_LOSS, launch, plain
 
 pytestmark = pytest.mark.multiprocess
 
@@ -29,11 +30,20 @@ def test_a_loss_reading_both_batches_is_refused_naming_both_shares() -> None:
     import subprocess
 
     done = subprocess.run(
-        [*warm_python.launcher(), "--nproc", "2", str(SCRIPTS / "open_eval_pass.py"), "both"],
+        [
+            *warm_python.launcher(),
+            "--nproc",
+            "2",
+            str(SCRIPTS / "open_eval_pass.py"),
+            "both",
+        ],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
     assert done.returncode != 0
-    assert "this loss is computed from the batches of 2 sharded loaders" in done.stderr + done.stdout
+    assert (
+        "this loss is computed from the batches of 2 sharded loaders"
+        in done.stderr + done.stdout
+    )

@@ -16,8 +16,7 @@ import accel_migrate.runtime as accel
 
 def make_infinite(loader):
     while True:
-        for batch in loader:
-            yield batch
+        yield from loader
 
 
 torch.manual_seed(0)
