@@ -12,8 +12,12 @@ step's own tensors. Printed tensor reads (``x.item()``, AM008's), the logged
 sample counts AM026 rewrites or reports (``batch_idx * len(data)``) and clock
 readings (``time.time() - start``, or values computed from one: ``secs =
 int(time.time() - start)``, ``mins = secs / 60``; each process's own time is as
-right as the original's) are left out, and so is a file that another rule leaves
-unchanged (nothing in it is split). Nothing is rewritten.
+right as the original's) are left out, and so are counts taken in a loop that
+ranks the samples of each batch against each other (``right += 1`` after
+``np.argmax(output)`` over an N-way trial: AM009 reports that loop, and no
+combination of the processes' counts is the original's, so advice to combine
+them would be false), and so is a file that another rule leaves unchanged
+(nothing in it is split). Nothing is rewritten.
 
 A print is one channel among those a script logs through (``log_channels``): a
 tqdm bar's ``set_postfix`` / ``set_description``, ``logging`` and its loggers,
