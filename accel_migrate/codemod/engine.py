@@ -21,7 +21,15 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from . import fastvisit, matcher_hooks, node_kinds, positions, python_ast, suppression
+from . import (
+    device_free,
+    fastvisit,
+    matcher_hooks,
+    node_kinds,
+    positions,
+    python_ast,
+    suppression,
+)
 from .findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
@@ -236,6 +244,10 @@ def _full_pass(
         return MigrationResult(path, source, source, findings, suppressed=suppressed)
     if screen.runtime_alias is None:
         module = place_runtime_import(_add_runtime_import(module, alias), alias)
+        # A script that names no device keeps every process on the CPU.
+        module = device_free.for_entry_point(
+            module, alias, context.original_code, project
+        )
         # Its statements but the imports were generated for the rules' trees.
         migrated = positions.code_of(module, context.position_chunks)
     else:

@@ -7,7 +7,10 @@ called, so DDP and FSDP never run their hooks, and each process would keep the
 gradients of its own share. ``accel.unwrap(model).loss(...)`` is the same call
 (the wrapped module's method), and no rewrite routes a method other than
 ``forward`` through the wrapper's call, so the step is reported and the file
-left unchanged.
+left unchanged. The model may be one the batch's other files hand a class of
+this file (DARTS's ``Architect(model, args)``, whose ``step`` backpropagates
+``self.model._loss(...)``, a method of ``model_search.Network`` that runs
+``self(input)``: the module's own call, past the prepared wrapper).
 
 ``model.train_model(train_loader, test_loader, num_epochs, opt, ckpt_path)``
 (``training_calls``) is the same hazard one level up: a method of the model
@@ -27,6 +30,8 @@ from .imported_draws import instance_facts
 from .index_syntax import ast_class
 from .layer_methods import layer_methods, training_methods
 from .model_methods import instance_classes
+from .project_callers import caller_model_class
+from .project_facts import HelperFact
 from .returned_loss import backpropagated
 from .subtrees import findall
 
@@ -124,6 +129,9 @@ def _method_step(index: ModuleIndex, value: cst.BaseExpression) -> MethodStep | 
             return MethodStep(
                 value, method, f"`{cls.name.value}`", _own_forward(cls, method)
             )
+    for fact in _handed_classes(index, receiver, 0):
+        if method in fact.layer_methods:
+            return MethodStep(value, method, fact.where)
     return None
 
 
@@ -147,6 +155,26 @@ def _own_forward(cls: cst.ClassDef, method: str) -> cst.Call | None:
             if m.matches(func, m.Attribute(value=m.Name("self"))):
                 queue.append(func.attr.value)  # type: ignore[attr-defined]
     return None
+
+
+def _handed_classes(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int
+) -> list[HelperFact]:
+    """The model classes of another file of the batch that every caller hands
+    the parameter ``expr`` holds (DARTS's ``Architect(model, args)``, kept as
+    ``self.model``: ``self.model._loss(...)``), through variables and ``self``
+    attributes (``project_callers.caller_model_class``)."""
+    key = index.key(expr)
+    if key is None or depth > 3:
+        return []
+    fact = caller_model_class(index, key)
+    if fact is not None:
+        return [fact]
+    found: list[HelperFact] = []
+    for value in index.values.get(key, []):
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            found += _handed_classes(index, value, depth + 1)
+    return found
 
 
 def _local_layer_methods(cls: cst.ClassDef) -> tuple[str, ...]:

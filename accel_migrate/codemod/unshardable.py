@@ -3,7 +3,9 @@
 ``accel.prepare_dataloader`` splits batches by sample index; a loader whose
 samples have none (over an ``IterableDataset``) or that yields single samples
 (``batch_size=None``) is refused with ``runtime.data.ShardingError`` once the
-script runs on several processes. Such a loader is left unwrapped and reported
+script runs on several processes; one whose batches must not be split (one
+sample a batch, or samples ranked against each other: ``unsplit_loaders``) is
+left whole too. Such a loader is left unwrapped and reported
 for review (AM006), and no rule treats it as a sharded loader: every process
 reads all of it, so sums over it must not be combined across processes.
 """
@@ -73,7 +75,10 @@ def _reason(index: ModuleIndex, call: cst.Call) -> str | None:
     dataset = keywords.get("dataset", positional[0] if positional else None)
     what = _iterable_dataset(index, dataset, _DEPTH) if dataset is not None else None
     if what is None:
-        return None
+        from .unsplit_loaders import unsplit_reason
+
+        # one sample a batch, or batches whose samples are ranked: left whole
+        return unsplit_reason(index, call)
     return (
         f"DataLoader over an IterableDataset ({what}): the runtime cannot shard it "
         "(its samples have no index to split by), so it is left unwrapped and every "

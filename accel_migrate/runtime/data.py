@@ -383,9 +383,14 @@ def _sharded_steps(
 ) -> Iterator[Any]:
     runtime = self._accel_runtime
     source = id(iterator)  # this pass (the loader may have two open at once)
+    world = runtime.env.world_size
     try:
         for step, batch in enumerate(iterator, start=first_step):
             local, total = batches.plan[step]
+            if total < world and isinstance(batches, GlobalBatchSlices):
+                from .small_batches import check_batch_covers_world
+
+                check_batch_covers_world(batches, step, total, world)
             runtime.set_batch_share(local, total, source)
             if runtime.drift_check is not None:  # the first steps only (drift.py)
                 runtime.drift_check.at_batch(runtime)

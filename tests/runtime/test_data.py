@@ -192,3 +192,48 @@ def test_two_loaders_iterated_together_draw_in_the_original_order() -> None:
     found = pairs(lambda loader: shard_loader(loader, FakeRuntime(0, 1, {})))  # type: ignore[arg-type]
     assert found == expected
     assert len(expected) == 2
+
+
+def test_a_batch_size_below_the_world_stops_at_its_first_batch() -> None:
+    """``DataLoader(ds)`` (batch size 1) at two processes: every step leaves one
+    process with nothing; its first batch stops every process with an error
+    naming the batch size, the world size and the fixes (a crash of the empty
+    forward, far from the cause, otherwise)."""
+    from accel_migrate.runtime.small_batches import BatchSmallerThanWorldError
+
+    dataset = TensorDataset(torch.arange(6).float().unsqueeze(1))
+    published: dict = {}
+    for rank in range(2):
+        runtime = FakeRuntime(rank, 2, published)
+        loader = shard_loader(DataLoader(dataset), runtime)  # type: ignore[arg-type]
+        with pytest.raises(BatchSmallerThanWorldError) as caught:
+            next(iter(loader))
+        message = str(caught.value)
+        assert "batch size is 1, smaller than the 2 processes" in message
+        assert "batch mode 'per-device'" in message
+        assert isinstance(caught.value, ShardingError)
+        assert runtime.shares == [], "refused before the batch reached the script"
+
+
+def test_a_short_last_batch_below_the_world_is_still_carried() -> None:
+    dataset = TensorDataset(torch.arange(7).float().unsqueeze(1))
+    published: dict = {}
+    for rank in range(4):
+        loader = shard_loader(DataLoader(dataset, batch_size=6), FakeRuntime(rank, 4, published))  # type: ignore[arg-type]
+        sizes = [len(x) for (x,) in loader]
+        assert sizes == ([2, 1] if rank == 0 else [2 if rank == 1 else 1, 0])
+
+
+def test_a_batch_sampler_whose_every_batch_is_below_the_world_is_refused() -> None:
+    from accel_migrate.runtime.small_batches import BatchSmallerThanWorldError
+
+    dataset = TensorDataset(torch.arange(4).float().unsqueeze(1))
+    pairs = [[0, 1], [2, 3]]
+    loader = shard_loader(DataLoader(dataset, batch_sampler=pairs), FakeRuntime(0, 3, {}))  # type: ignore[arg-type]
+    with pytest.raises(
+        BatchSmallerThanWorldError, match="batch size is 2, smaller than the 3"
+    ):
+        list(loader)
+    uneven = [[0, 1, 2], [3]]  # one short batch: carried
+    loader = shard_loader(DataLoader(dataset, batch_sampler=uneven), FakeRuntime(0, 3, {}))  # type: ignore[arg-type]
+    assert [len(x) for (x,) in loader] == [1, 1]

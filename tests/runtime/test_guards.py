@@ -18,6 +18,7 @@ from accel_migrate.runtime._state import reset_runtime
 from accel_migrate.runtime.comm import Collectives
 from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.module import PreparedModule
+from accel_migrate.runtime.share_claims import ShareClaims
 from tests import warm_python
 
 
@@ -79,6 +80,7 @@ class GuardRuntime:
         self.precision = Precision()
         self.backward_guarded = False
         self.empty_share_backward = False
+        self.share_claims = ShareClaims()
         self.prepared: list[PreparedModule] = []
 
     def prepare(self, module: nn.Module) -> PreparedModule:

@@ -29,6 +29,7 @@ AM006's finding at the call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -148,15 +149,23 @@ def _one_sample_batches(index: ModuleIndex, loop: cst.For) -> bool:
     return True
 
 
-def batch_ranking(index: ModuleIndex, loop: cst.For) -> cst.Call | None:
-    """A ranking of the batch's samples in ``loop``'s body, or None."""
+def batch_ranking(
+    index: ModuleIndex,
+    loop: cst.For,
+    over_loader: Callable[[cst.BaseExpression], bool] | None = None,
+) -> cst.Call | None:
+    """A ranking of the batch's samples in ``loop``'s body, or None.
+    ``over_loader`` tells the loops of the body that step through a loader
+    (their own rankings are theirs); by default the index's loader loops."""
     batch = _bound(loop.target)
+    if over_loader is None:
+        over_loader = lambda iterable: index.loader_loop(iterable)[0]  # type: ignore[attr-defined]  # noqa: E731
     if not _one_sample_batches(index, loop):
         values = _loop_values(loop)
         nested = {
             id(c)
             for inner in findall(loop.body, m.For())
-            if index.loader_loop(inner.iter)[0]  # type: ignore[attr-defined]
+            if over_loader(inner.iter)
             for c in findall(inner, m.Call())
         }
         for call in findall(loop.body, m.Call()):

@@ -131,7 +131,10 @@ against each other (NCF's hit rate: ``_, indices = torch.topk(predictions, k)``
 then ``torch.take(item, indices)``, each test batch one user's candidate list)
 is left alone and reported: each process would rank only its share, and no
 combination of the processes' values gives the original's
-(``metrics/batch_ranking.py``). Combining per batch is one collective per
+(``metrics/batch_ranking.py``). A loader in a fixed order that such a loop
+steps through is left whole by AM006 (``unsplit_loaders.py``): every process
+then ranks whole batches, as the original did, and there is nothing to
+combine; one that may shuffle stays sharded and both rules report it. Combining per batch is one collective per
 batch and per value (two for a value weighted by a count). Where a number is
 divided by the count (``100.0 / batch_size``), a process given no rows of a short
 last batch (fewer rows than processes) raises ZeroDivisionError there, loudly,

@@ -68,6 +68,20 @@ it, torch's ``ChainDataset`` and iterable datapipes, torchtext's datasets,
 index to split by, and one with ``batch_size=None``, which yields single samples.
 The runtime would stop such a loader at its first use on several processes.
 
+A loader whose batches must not be split is left unwrapped too, and reported
+needs-review (``unsplit_loaders.py``): one of batch size 1 (``batch_size=1`` or
+none given), where all processes but one would get an empty batch, and one an
+evaluation loop ranks the samples of each batch of (``pred =
+np.argmax(output)`` over an N-way trial, a candidate list's ``topk``), where
+each process would rank only its share (AM009's finding). Every process reads
+all of it in its fixed order, as the original did, and nothing computed over
+it is combined across processes. One of batch size 1 that may shuffle
+(``shuffle=True``, a ``sampler=``) is wrapped, since each process could draw
+its own order, and reported: the runtime stops it at its first batch on
+several processes unless the batch mode is ``per-device``. One that may
+shuffle and whose batches a loop ranks is wrapped and reported too, never
+silently (its metric is not the original's; AM009 reports the loop).
+
 A loader returned by a method that its own file never calls
 (Deep-SVDD-PyTorch's ``TorchvisionDataset.loaders()``, taken out by the
 trainers of another module through the dataset object they are handed) is
@@ -102,6 +116,7 @@ from ..reduction.placement import code
 from ..returned_loaders import method_returned_loader
 from ..rule import Rule, tidy_args
 from ..unshardable import unshardable_reason
+from ..unsplit_loaders import one_sample_shuffled, ranked_shuffled
 
 
 class PrepareDataloader(Rule):
@@ -166,9 +181,15 @@ class PrepareDataloader(Rule):
                 "caller takes it out, in a file whose training is migrated",
             )
             return updated_node
-        self.report(
-            original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"
+        shuffled = one_sample_shuffled(self.index, original_node) or ranked_shuffled(
+            self.index, original_node
         )
+        if shuffled is not None:
+            self.report(original_node, "needs-review", shuffled, if_migrated=True)
+        else:
+            self.report(
+                original_node, "fixed", "DataLoader -> accel.prepare_dataloader(...)"
+            )
         return self.runtime_call("prepare_dataloader", [cst.Arg(value=updated_node)])
 
     def _fixed_batch(self, call: cst.Call) -> str | None:

@@ -12,8 +12,12 @@ step's own tensors. Printed tensor reads (``x.item()``, AM008's), the logged
 sample counts AM026 rewrites or reports (``batch_idx * len(data)``) and clock
 readings (``time.time() - start``, or values computed from one: ``secs =
 int(time.time() - start)``, ``mins = secs / 60``; each process's own time is as
-right as the original's) are left out, and so is a file that another rule leaves
-unchanged (nothing in it is split). Nothing is rewritten.
+right as the original's) are left out, and so are counts taken in a loop that
+ranks the samples of each batch against each other (``right += 1`` after
+``np.argmax(output)`` over an N-way trial: AM009 reports that loop, and no
+combination of the processes' counts is the original's, so advice to combine
+them would be false), and so is a file that another rule leaves unchanged
+(nothing in it is split). Nothing is rewritten.
 
 A print is one channel among those a script logs through (``log_channels``): a
 tqdm bar's ``set_postfix`` / ``set_description``, ``logging`` and its loggers,
@@ -56,6 +60,7 @@ from ..analysis import Key
 from ..clock_readings import key_reads_clock
 from ..divergence import TENSOR_READ
 from ..log_channels import channel
+from ..metrics.batch_ranking import batch_ranking
 from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
@@ -163,9 +168,25 @@ class PrintedLocalValues(Rule):
                 return False
             if self._counter_form(ancestor):
                 return False
-        if self._reported_at_read(leaf):
+        if self._reported_at_read(leaf) or self._counted_over_ranking(leaf):
             return False
         return not self._clock_reading(self.index.key(leaf), set())
+
+    def _counted_over_ranking(self, leaf: cst.CSTNode) -> bool:
+        """Is ``leaf`` a variable counted up (``right += 1``) in a loop over a
+        loader that ranks the samples of each batch against each other? AM009
+        reports that loop (no combination of the processes' values is the
+        original's), and AM006 the loader: advice to combine it would be false."""
+        key = self.index.key(leaf)
+        for aug in self.index.augmented.get(key, []) if key is not None else []:
+            for ancestor in self.index.ancestors(aug):
+                if (
+                    isinstance(ancestor, cst.For)
+                    and self.index.loader_loop(ancestor.iter)[0]
+                    and batch_ranking(self.index, ancestor) is not None
+                ):
+                    return True
+        return False
 
     def _clock_reading(self, key: Key | None, seen: set[Key]) -> bool:
         """Is a value of ``key`` read off the clock (``clock_readings``)? Each

@@ -1,0 +1,150 @@
+"""A script with no device code at all keeps every process on the CPU.
+
+A training script that never names a device (no ``.cuda()``, no ``.to(...)``,
+no ``device=``, no ``torch.device``) runs on the CPU: its model, its batches
+and every tensor it makes stay there. ``accel.prepare_model`` moves a model to
+this process's device, ``cuda:LOCAL_RANK`` on a machine with GPUs, while the
+script's batches stay on the CPU: the migrated script would stop at its first
+forward with a device mismatch where the original ran. The runtime cannot move
+every tensor the script makes, and cannot tell at ``prepare_model`` whether
+the script will ask for the device later, so the codemod decides from the
+source: such a script gets ``accel.device(accelerator=False)`` after its
+imports, before any other runtime call, and every process runs on the CPU as
+the original did (gloo under the launcher). A script that wants the GPUs says
+so with device code (``device = torch.device("cuda")``, ``.to(device)``) and
+is migrated to ``accel.device()``.
+
+Read with ``ast``, conservatively: any attribute, keyword, name or string that
+may name a device (``cuda``, ``to``, ``cpu``, ``device``, ``map_location``,
+``DataParallel``, ``autocast``, ``"cuda:0"``, ...) counts as device code, in
+the file and in every local module it reads (the project view's files). A
+module that other files of the batch call (a helper migrated for its callers)
+is not an entry point and gets nothing: its callers decide the device.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import libcst as cst
+
+from .project_facts import ProjectFacts
+
+#: Attributes that may move a tensor or ask for a device.
+_ATTRIBUTES = frozenset(
+    {
+        "cuda",
+        "to",
+        "cpu",
+        "device",
+        "devices",
+        "is_available",
+        "set_device",
+        "current_device",
+        "device_count",
+        "accelerator",
+        "mps",
+        "xpu",
+        "npu",
+        "autocast",
+        "amp",
+        "GradScaler",
+        "DataParallel",
+        "DistributedDataParallel",
+        "set_default_device",
+        "half",
+        "pin_memory",
+    }
+)
+#: Keywords that name a device.
+_KEYWORDS = frozenset(
+    {"device", "map_location", "device_ids", "output_device", "pin_memory_device"}
+)
+#: Names that may hold or choose a device.
+_NAMES = frozenset(
+    {"device", "cuda", "DataParallel", "DistributedDataParallel", "autocast"}
+)
+#: Pieces of strings that name a device.
+_STRINGS = ("cuda", "mps", "xpu", "gpu", "GPU", "nccl")
+
+
+def has_device_code(tree: ast.AST) -> bool:
+    """Does ``tree`` name a device anywhere (conservatively)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTES:
+            return True
+        if isinstance(node, ast.keyword) and node.arg in _KEYWORDS:
+            return True
+        if isinstance(node, ast.Name) and node.id in _NAMES:
+            return True
+        if isinstance(node, ast.alias) and (
+            node.name.rsplit(".", 1)[-1] in _NAMES | _ATTRIBUTES
+            or (node.asname or "") in _NAMES
+        ):
+            return True
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and any(piece in node.value for piece in _STRINGS)
+        ):
+            return True
+    return False
+
+
+def device_free(source: str, local_files: Iterable[str] = ()) -> bool:
+    """The script ``source``, and the local modules it reads, name no device."""
+    try:
+        if has_device_code(ast.parse(source)):
+            return False
+        for path in local_files:
+            if has_device_code(ast.parse(Path(path).read_bytes())):
+                return False
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return True
+
+
+def keep_on_cpu(module: cst.Module, alias: str, runtime_import: int) -> cst.Module:
+    """``module`` with ``alias.device(accelerator=False)`` after the block of
+    imports that holds the runtime's import (its index in the body)."""
+    body = list(module.body)
+    end = runtime_import + 1
+    while end < len(body) and _import_line(body[end]):
+        end += 1
+    call = cst.parse_statement(
+        f"{alias}.device(accelerator=False)  # no device code: every process on the CPU\n"
+    )
+    following = body[end] if end < len(body) else None
+    call = call.with_changes(leading_lines=[cst.EmptyLine()])
+    if following is not None and not following.leading_lines:  # type: ignore[union-attr]
+        body[end] = following.with_changes(  # type: ignore[union-attr]
+            leading_lines=[cst.EmptyLine()]
+        )
+    body.insert(end, call)
+    return module.with_changes(body=body)
+
+
+def _import_line(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(part, (cst.Import, cst.ImportFrom)) for part in statement.body
+    )
+
+
+def for_entry_point(
+    module: cst.Module, alias: str, original: str, project: ProjectFacts
+) -> cst.Module:
+    """``keep_on_cpu`` for a device-free entry point (not a module the batch's
+    other files call, nor one migrated for its callers), where its runtime
+    import was added; ``module`` as it is otherwise."""
+    from .formatting import _is_runtime_import
+
+    if project.callers or project.library_for:
+        return module
+    at = next(
+        (i for i, s in enumerate(module.body) if _is_runtime_import(s, alias)), None
+    )
+    if at is None or not device_free(original, project.files):
+        return module
+    return keep_on_cpu(module, alias, at)

@@ -1,0 +1,184 @@
+"""DataLoaders whose batches must not be split across processes, read from the source.
+
+``accel.prepare_dataloader`` splits every global batch into one slice a
+process. Two kinds of loader are left whole (AM006 leaves them unwrapped and
+reports why, and ``unshardable_reason`` hands the reason to every rule, so no
+rule treats them as sharded and nothing computed over them is combined):
+
+- a loader whose batch size is provably 1 (``batch_size=1``, or none given,
+  the DataLoader default): one sample cannot be split, so all but one process
+  would get an empty batch, and a forward that cannot take zero rows
+  (``net(x).argmax()`` with no dimension) crashes there;
+- a loader an evaluation loop steps through whose body ranks the samples of
+  each batch against each other (``metrics/batch_ranking.py``: an N-way trial
+  scored by ``np.argmax(output)``, a candidate list's ``topk``): each process
+  would rank only its share, and no sum of the processes' values is the
+  original's.
+
+Left whole, every process reads every batch, as the original did, so what it
+computes from them is the original's; a training loop over it trains every
+process on the same samples, and the gradient average of equal gradients is
+the original's gradient. That holds only when every process reads the batches
+in the same order: a loader that may shuffle (``shuffle=`` anything but
+``False``, a ``sampler=``) could draw a different order on each process once
+their random states differ, so it is not left whole. One of batch size 1 is
+then wrapped as before and reported (``one_sample_shuffled``): the runtime
+stops it at its first batch on several processes in the default batch mode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from .names import DATALOADER_CALLS
+from .subtrees import findall
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+
+_DEPTH = 4
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def unsplit_reason(index: ModuleIndex, call: cst.Call) -> str | None:
+    """Why the ``DataLoader(...)`` ``call`` is left whole (unwrapped), or None."""
+    if not fixed_order(call):
+        return None
+    if one_sample_batches(index, call):
+        return (
+            f"`{_code(call)}` gives one sample a batch, which cannot be split "
+            "across processes (all but one would get an empty batch): it is left "
+            "unwrapped, so every process reads all of it in the original's order "
+            "and what is computed over it is the original's (not combined across "
+            "processes; a training loop over it trains every process on the same "
+            "samples). Give it a batch size of at least the number of processes "
+            "and wrap it with accel.prepare_dataloader(...) to split it"
+        )
+    ranking = _ranking_loop(index, call)
+    if ranking is not None:
+        return (
+            f"`{_code(ranking)}` ranks the samples of each batch of this loader "
+            "against each other (a candidate list ranked for a hit rate or NDCG, "
+            "an N-way trial scored by its best match): split across processes, "
+            "each would rank only its share of the batch, and no combination of "
+            "the processes' values is the original's. The loader is left "
+            "unwrapped, so every process evaluates all of it in the original's "
+            "order and its metrics are the original's (not combined across "
+            "processes). To split the evaluation, score each candidate list "
+            "within one sample"
+        )
+    return None
+
+
+def one_sample_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
+    """The needs-review message for a ``DataLoader(...)`` of one sample a batch
+    that may shuffle: it stays wrapped (see the module docstring)."""
+    if fixed_order(call) or not one_sample_batches(index, call):
+        return None
+    return (
+        f"`{_code(call)}` gives one sample a batch in an order it may shuffle: "
+        "the sample cannot be split across processes, and left whole each "
+        "process could draw its own order. In the default batch mode the runtime "
+        "stops it at its first batch on more than one process: give it a batch "
+        "size of at least the number of processes, or run with batch mode "
+        "'per-device' (each process takes whole batches; the global batch grows "
+        "with the processes)"
+    )
+
+
+def ranked_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
+    """The needs-review message for a ``DataLoader(...)`` that may shuffle and
+    whose batches a loop ranks: it stays wrapped (each process could draw its
+    own order), and what the loop computes is not the original's."""
+    if fixed_order(call):
+        return None
+    ranking = _ranking_loop(index, call)
+    if ranking is None:
+        return None
+    return (
+        f"this loader is sharded, but `{_code(ranking)}` ranks the samples of "
+        "each of its batches against each other: each process ranks only its "
+        "share of the batch, and no combination of the processes' values is the "
+        "original's (AM009 leaves the loop unchanged). It may shuffle, so it is "
+        "not left whole (each process could draw its own order): evaluate with a "
+        "DataLoader in a fixed order (shuffle=False), which the migration leaves "
+        "whole, or score each candidate list within one sample"
+    )
+
+
+def one_sample_batches(index: ModuleIndex, call: cst.Call) -> bool:
+    """``batch_size=1``, or no batch size at all (the default, 1)."""
+    from .batches import batch_size_of
+
+    if any(a.star for a in call.args if a.star == "*"):
+        return False
+    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+    if "batch_sampler" in keywords:
+        return False
+    size = batch_size_of(index, call)
+    if size is None:
+        return not any(a.star == "**" for a in call.args)
+    return m.matches(size, m.Integer("1"))
+
+
+def fixed_order(call: cst.Call) -> bool:
+    """The loader yields its samples in one fixed order: no ``shuffle=`` but
+    ``False``, no ``sampler=``, nothing passed by ``*`` or ``**``."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if any(a.star for a in call.args) or len(positional) > 3:
+        return False
+    shuffle = positional[2].value if len(positional) == 3 else None
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value in ("sampler", "batch_sampler"):
+                return False
+            if arg.keyword.value == "shuffle":
+                shuffle = arg.value
+    return shuffle is None or m.matches(shuffle, m.Name("False"))
+
+
+def _ranking_loop(index: ModuleIndex, call: cst.Call) -> cst.Call | None:
+    """A ranking of the batch's samples in a loop that steps through ``call``."""
+    from .metrics.batch_ranking import batch_ranking
+
+    def over_loader(iterable: cst.BaseExpression) -> bool:
+        return bool(_loader_calls(index, iterable, 0))
+
+    for loop in findall(index.module, m.For()):
+        assert isinstance(loop, cst.For)
+        if any(c is call for c in _loader_calls(index, loop.iter, 0)):
+            found = batch_ranking(index, loop, over_loader)
+            if found is not None:
+                return found
+    return None
+
+
+def _loader_calls(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int
+) -> list[cst.Call]:
+    """The ``DataLoader(...)`` calls ``expr`` may be (through ``enumerate``,
+    ``tqdm``, variables and the arguments of a local function's calls). Read
+    without the index's loader facts, which are built from this module's
+    answers."""
+    from .batches import possible_values
+
+    if depth > _DEPTH:
+        return []
+    inner = index._loop_wrapped(expr)  # type: ignore[attr-defined]
+    if inner is not None:
+        return _loader_calls(index, inner, depth + 1)
+    if isinstance(expr, cst.Call):
+        return [expr] if index.qualnames(expr.func) & DATALOADER_CALLS else []
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return []
+    found: list[cst.Call] = []
+    for value in possible_values(index, expr) or ():
+        if value is not None:
+            found += _loader_calls(index, value, depth + 1)
+    return found
