@@ -18,13 +18,16 @@ Read with ``ast``, conservatively: any attribute, keyword, name or string that
 may name a device (``cuda``, ``to``, ``cpu``, ``device``, ``map_location``,
 ``DataParallel``, ``autocast``, ``"cuda:0"``, ...) counts as device code, in
 the file and in every local module it reads (the project view's files). A
-module that other files of the batch call (a helper migrated for its callers)
+script that imports a package the codemod cannot read and does not know (an
+installed ``mylib`` whose ``build_model`` may call ``.cuda()``) is not taken
+for device-free either. A module that other files of the batch call (a helper migrated for its callers)
 is not an entry point and gets nothing: its callers decide the device.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -66,6 +69,32 @@ _KEYWORDS = frozenset(
 _NAMES = frozenset(
     {"device", "cuda", "DataParallel", "DistributedDataParallel", "autocast"}
 )
+#: Packages that never place a script's tensors on a device for it (a model or
+#: batch built by one of them stays on the CPU unless the script moves it).
+#: An import of any other package that is not a local module read here (an
+#: installed ``mylib.models.build_model``) may: the script is then not taken
+#: for device-free.
+_KNOWN_PACKAGES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "numpy",
+        "scipy",
+        "pandas",
+        "sklearn",
+        "matplotlib",
+        "PIL",
+        "tqdm",
+        "yaml",
+        "h5py",
+        "tensorboardX",
+        "imageio",
+        "cv2",
+        "accel_migrate",
+    }
+)
 #: Pieces of strings that name a device.
 _STRINGS = ("cuda", "mps", "xpu", "gpu", "GPU", "nccl")
 
@@ -93,10 +122,38 @@ def has_device_code(tree: ast.AST) -> bool:
     return False
 
 
+def unknown_imports(tree: ast.AST, local_files: Iterable[str]) -> list[str]:
+    """The top-level packages ``tree`` imports that are neither the standard
+    library, nor one of ``_KNOWN_PACKAGES``, nor a module or folder of
+    ``local_files`` (relative imports count as local)."""
+    local = set()
+    for path in local_files:
+        parts = Path(path).with_suffix("").parts
+        local.update(parts)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".", 1)[0]
+            if not (
+                top in sys.stdlib_module_names or top in _KNOWN_PACKAGES or top in local
+            ):
+                found.append(top)
+    return found
+
+
 def device_free(source: str, local_files: Iterable[str] = ()) -> bool:
-    """The script ``source``, and the local modules it reads, name no device."""
+    """The script ``source``, and the local modules it reads, name no device,
+    and it imports no package that might place its tensors unseen."""
+    local_files = tuple(local_files)
     try:
-        if has_device_code(ast.parse(source)):
+        tree = ast.parse(source)
+        if has_device_code(tree) or unknown_imports(tree, local_files):
             return False
         for path in local_files:
             if has_device_code(ast.parse(Path(path).read_bytes())):

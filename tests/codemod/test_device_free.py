@@ -94,3 +94,19 @@ def test_a_local_module_with_device_code_counts(tmp_path: Path) -> None:
     project = ProjectFacts(files=(str(clean),))
     migrated = migrate_source(SCRIPT, options=MigrateOptions(project=project))
     assert CPU_ONLY in migrated.output
+
+
+def test_an_unread_package_may_place_tensors(tmp_path: Path) -> None:
+    """``from mylib.models import build_model`` of a package that is neither
+    read nor known may move what it builds to a GPU itself: no CPU-only line."""
+    source = "from mylib.models import build_model\n" + SCRIPT
+    assert not device_free(source)
+    assert CPU_ONLY not in migrate_source(source).output
+    # the same package read as a local module with no device code: device-free
+    package = tmp_path / "mylib"
+    package.mkdir()
+    (package / "models.py").write_text("def build_model():\n    return None\n")
+    files = (str(package / "models.py"),)
+    assert device_free(source, files)
+    # the standard library and torch's own packages are known
+    assert device_free("import os, json\nimport torchvision\n" + SCRIPT)
