@@ -19,7 +19,6 @@ from .faults import mark_failed, peer_gone, process_failed, report_stopped
 from .loss_share import RecordedLoss
 from .module import PreparedModule
 from .precision import Precision, precision_class
-from .share_claims import ShareClaims
 from .strategies import Strategy, strategy_class
 from .strategies.base import optimizers_holding
 
@@ -81,8 +80,6 @@ class Runtime:
         #: Per pass over a sharded loader, still open, that has yielded since the
         #: last backward: its batch's share (local, total).
         self._step_shares: dict[int, tuple[int, int]] = {}
-        #: Which of those passes' batches each forward took (share_claims.py).
-        self.share_claims = ShareClaims()
         self._backward_checked = False
         # Set once guards.check_backward has run (never needed in a world of one).
         self.backward_guarded = not env.distributed
@@ -143,28 +140,18 @@ class Runtime:
         self._batch_share = (local, total)
         if source is not None:
             self._step_shares[source] = (local, total)
-            self.share_claims.yielded(source)
 
     def end_batch_shares(self, source: int) -> None:
         """A pass over a sharded loader ended (exhausted, left or closed): its
         batches are no longer the step's."""
         self._step_shares.pop(source, None)
-        self.share_claims.ended(source)
 
     def take_step_shares(self) -> list[tuple[int, int]]:
         """The shares of the open passes that yielded since the last backward
         (then forgotten: a backward ends a step's batches)."""
-        return list(self.take_step_share_map().values())
-
-    def take_step_share_map(self) -> dict[int, tuple[int, int]]:
-        """``take_step_shares`` by pass (the ``source`` each was set with)."""
-        shares = dict(self._step_shares)
+        shares = list(self._step_shares.values())
         self._step_shares.clear()
         return shares
-
-    def weigh_by_share(self, share: tuple[int, int]) -> None:
-        """The share of the batch this step's loss is computed from."""
-        self._batch_share = share
 
     def loss_weight(self) -> float:
         """Factor that makes the averaged gradient that of the global-batch mean loss."""

@@ -180,12 +180,9 @@ def backward(
     losses = _loss_share.as_tensors(loss)
     if not runtime.backward_guarded:
         _guards.check_backward(runtime, losses)
-    shares = runtime.take_step_share_map()
+    shares = runtime.take_step_shares()
     if reduction == "mean" and count is None and runtime.env.distributed:
-        kept = _loss_share.one_share(shares, runtime.share_claims, losses)
-        if kept is not None:
-            runtime.weigh_by_share(kept)
-    runtime.share_claims.backward_done()
+        _loss_share.check_one_share(shares)
     share = _loss_share.loss_share(runtime, reduction, count)
     fraction = share.fraction
     runtime.record_losses(losses, fraction)

@@ -22,7 +22,7 @@ whole loss, with fraction ``1 / world_size``, whatever the reduction.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,7 +30,6 @@ import torch
 
 if TYPE_CHECKING:
     from ._state import Runtime
-    from .share_claims import ShareClaims
 
 Reduction = Literal["mean", "sum"]
 REDUCTIONS: tuple[str, ...] = ("mean", "sum")
@@ -81,51 +80,29 @@ def loss_share(runtime: Runtime, reduction: str, count: Any = None) -> LossShare
     return LossShare(fraction, fraction == 0)
 
 
-def one_share(
-    shares: Mapping[int, tuple[int, int]],
-    claims: ShareClaims,
-    losses: Sequence[torch.Tensor],
-) -> tuple[int, int] | None:
+def check_one_share(shares: Sequence[tuple[int, int]]) -> None:
     """A mean loss weighted by one share (``loss_share``) is the global mean only
-    if every sharded loader whose batch it is computed from gave this process
-    the same share of its global batch (FixMatch's labelled and unlabelled
-    loaders, the labelled one's last batch short). Where the passes that
-    yielded since the last backward differ, the loss's graph says which of
-    them it reads (``share_claims``): the share of those, when they agree,
-    is returned (the one to weigh by); otherwise raises ShardingError."""
-    if len({local / total for local, total in shares.values() if total}) < 2:
-        return None
-    reached = claims.reached(losses) & shares.keys()
-    kept = [shares[source] for source in reached]
-    if kept and len({local / total for local, total in kept if total}) < 2:
-        return kept[0]
+    if every sharded loader whose batch it may read gave this process the same
+    share of its global batch (FixMatch's labelled and unlabelled loaders, the
+    labelled one's last batch short): raises ShardingError where they differ."""
+    fractions = {local / total for local, total in shares if total}
+    if len(fractions) < 2:
+        return
     from .data import ShardingError
 
-    if kept:
-        held = ", ".join(f"{local} of {total}" for local, total in kept)
-        raise ShardingError(
-            f"accel.backward(loss) weighs a mean over this process's batch by its "
-            f"share of the global batch, but this loss is computed from the "
-            f"batches of {len(kept)} sharded loaders whose shares differ ({held} "
-            "samples): a mean over each loader's batch needs its own weight, which "
-            "one backward cannot give. Make each loader's batches split evenly "
-            "(drop_last=True, or a batch size that the dataset and the world size "
-            "divide), or weigh each term by hand and pass reduction='sum'"
-        )
-    held = ", ".join(f"{local} of {total}" for local, total in shares.values())
+    held = ", ".join(f"{local} of {total}" for local, total in shares)
     raise ShardingError(
         f"accel.backward(loss) weighs a mean over this process's batch by its "
-        f"share of the global batch, but {len(shares)} passes over sharded loaders "
-        f"yielded batches since the last backward with different shares ({held} "
-        "samples), and this loss reaches the output of no prepared model's forward "
-        "that took one of them, so the runtime cannot tell which share it is "
-        "computed from. If it reads one loader's batch only (another's was taken "
-        "for an evaluation, or by an iterator left open), run that loader's "
-        "batches through the prepared model (accel.prepare_model), or end the "
-        "other pass before this backward; if it reads several, make each "
-        "loader's batches split evenly (drop_last=True, or a batch size that the "
-        "dataset and the world size divide), or weigh each term by hand and pass "
-        "reduction='sum'"
+        f"share of the global batch, but {len(shares)} sharded loaders yielded "
+        f"batches since the last backward with different shares ({held} "
+        "samples), and the runtime cannot tell which of them this loss is "
+        "computed from: a mean over each loader's batch needs its own weight, "
+        "which one backward cannot give. Make each loader's batches split evenly "
+        "(drop_last=True, or a batch size that the dataset and the world size "
+        "divide), or weigh each term by hand and pass reduction='sum'. A batch "
+        "taken only for an evaluation (next() of an iterator left open) counts "
+        "too: split its loader evenly as well, or leave that loader unprepared "
+        "so that every process evaluates all of it"
     )
 
 

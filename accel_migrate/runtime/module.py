@@ -118,7 +118,6 @@ class PreparedModule(nn.Module):
                 raise
         self._runtime.strategy.watch_forward(forward_module, output)
         if self._runtime.env.distributed:
-            self._runtime.share_claims.forward(output)
             empty_share.gate_outputs(output, self._runtime)
         return output
 

@@ -18,7 +18,6 @@ from accel_migrate.runtime._state import reset_runtime
 from accel_migrate.runtime.comm import Collectives
 from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.module import PreparedModule
-from accel_migrate.runtime.share_claims import ShareClaims
 from tests import warm_python
 
 
@@ -80,7 +79,6 @@ class GuardRuntime:
         self.precision = Precision()
         self.backward_guarded = False
         self.empty_share_backward = False
-        self.share_claims = ShareClaims()
         self.prepared: list[PreparedModule] = []
 
     def prepare(self, module: nn.Module) -> PreparedModule:

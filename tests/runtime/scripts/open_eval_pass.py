@@ -1,9 +1,10 @@
 """Reptile's evaluation between steps (gabrielhuang/reptile-pytorch): one batch
 taken with next() of an endless generator over a sharded test loader, whose
 pass stays open; its global batch of 3 rows splits 2/1 at two processes, the
-training loader's of 4 rows 2/2. The next step's loss is computed from the
-training batch alone, through the prepared model, and must train as one
-process does; a loss computed from both batches is refused."""
+training loader's of 4 rows 2/2. The runtime cannot tell from the order of the
+passes which batches a loss is computed from (a batch first evaluated may be
+read again: FixMatch's pseudo-labels from a no-grad or detached forward), so
+the next backward is refused, as a loss computed from both batches is."""
 
 import sys
 
