@@ -69,7 +69,9 @@ def migrate_file(
 
 
 def _project_digest(options: MigrateOptions) -> str:
-    return options.project.digest() if options.project else ""
+    # not `if options.project`: facts with no helpers (a file's local imports
+    # and their device code) decide the output too
+    return options.project.digest() if options.project is not None else ""
 
 
 #: The task the cache may answer for (a name no test or caller rebinds).

@@ -15,13 +15,17 @@ so with device code (``device = torch.device("cuda")``, ``.to(device)``) and
 is migrated to ``accel.device()``.
 
 Read with ``ast``, conservatively: any attribute, keyword, name or string that
-may name a device (``cuda``, ``to``, ``cpu``, ``device``, ``map_location``,
-``DataParallel``, ``autocast``, ``"cuda:0"``, ...) counts as device code, in
-the file and in every local module it reads (the project view's files). A
+may name a device (``cuda``, ``to``, ``device``, ``map_location``,
+``DataParallel``, ``autocast``, ``"cuda:0"``, ...) counts as device code
+(``.cpu()`` and ``map_location="cpu"`` do not: they keep tensors on the CPU), in
+the file and in every local module it imports, directly or through other local
+modules (``ProjectView`` reads them by their real paths, whatever the working
+folder, into ``ProjectFacts.device_imports``, so the cache key holds them). A
 script that imports a package the codemod cannot read and does not know (an
-installed ``mylib`` whose ``build_model`` may call ``.cuda()``) is not taken
-for device-free either. A module that other files of the batch call (a helper migrated for its callers)
-is not an entry point and gets nothing: its callers decide the device.
+installed ``mylib`` whose ``build_model`` may call ``.cuda()``, or a
+``models.py`` that is not found) is not taken for device-free either. A module
+that other files of the batch call (a helper migrated for its callers) is not
+an entry point and gets nothing: its callers decide the device.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 import libcst as cst
 
@@ -40,7 +43,6 @@ _ATTRIBUTES = frozenset(
     {
         "cuda",
         "to",
-        "cpu",
         "device",
         "devices",
         "is_available",
@@ -105,7 +107,13 @@ def has_device_code(tree: ast.AST) -> bool:
         if isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTES:
             return True
         if isinstance(node, ast.keyword) and node.arg in _KEYWORDS:
-            return True
+            # `map_location="cpu"` keeps a checkpoint on the CPU, as `.cpu()` does
+            if not (
+                node.arg == "map_location"
+                and isinstance(node.value, ast.Constant)
+                and node.value.value == "cpu"
+            ):
+                return True
         if isinstance(node, ast.Name) and node.id in _NAMES:
             return True
         if isinstance(node, ast.alias) and (
@@ -122,45 +130,43 @@ def has_device_code(tree: ast.AST) -> bool:
     return False
 
 
-def unknown_imports(tree: ast.AST, local_files: Iterable[str]) -> list[str]:
+def unknown_imports(tree: ast.AST, local: Iterable[str] = ()) -> list[str]:
     """The top-level packages ``tree`` imports that are neither the standard
-    library, nor one of ``_KNOWN_PACKAGES``, nor a module or folder of
-    ``local_files`` (relative imports count as local)."""
-    local = set()
-    for path in local_files:
-        parts = Path(path).with_suffix("").parts
-        local.update(parts)
+    library, nor one of ``_KNOWN_PACKAGES``, nor a local module (``local``: the
+    project view's ``local_imports``; a relative import that resolved is "."):
+    such a package may move what it builds to a device unseen."""
+    known = set(local)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names = [node.module]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else ["."]
         else:
             continue
         for name in names:
-            top = name.split(".", 1)[0]
+            top = name.split(".", 1)[0] if name != "." else "."
             if not (
-                top in sys.stdlib_module_names or top in _KNOWN_PACKAGES or top in local
+                top in sys.stdlib_module_names or top in _KNOWN_PACKAGES or top in known
             ):
                 found.append(top)
     return found
 
 
-def device_free(source: str, local_files: Iterable[str] = ()) -> bool:
-    """The script ``source``, and the local modules it reads, name no device,
-    and it imports no package that might place its tensors unseen."""
-    local_files = tuple(local_files)
+def device_free(source: str, project: ProjectFacts | None = None) -> bool:
+    """The script ``source`` names no device, no local module it imports does
+    (``project.device_imports``, read by the project view), and it imports no
+    other package that might place its tensors unseen."""
+    project = project or ProjectFacts()
     try:
         tree = ast.parse(source)
-        if has_device_code(tree) or unknown_imports(tree, local_files):
-            return False
-        for path in local_files:
-            if has_device_code(ast.parse(Path(path).read_bytes())):
-                return False
-    except (OSError, SyntaxError, ValueError):
+    except (SyntaxError, ValueError):
         return False
-    return True
+    return not (
+        has_device_code(tree)
+        or project.device_imports
+        or unknown_imports(tree, project.local_imports)
+    )
 
 
 def keep_on_cpu(module: cst.Module, alias: str, runtime_import: int) -> cst.Module:
@@ -202,6 +208,6 @@ def for_entry_point(
     at = next(
         (i for i, s in enumerate(module.body) if _is_runtime_import(s, alias)), None
     )
-    if at is None or not device_free(original, project.files):
+    if at is None or not device_free(original, project):
         return module
     return keep_on_cpu(module, alias, at)

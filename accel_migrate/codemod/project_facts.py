@@ -380,6 +380,12 @@ class ProjectFacts:
     #: rules that prepare (``Rule.prepares``) do not run on it; its loaders,
     #: models and optimizers are prepared where they are called (AM102).
     library_for: tuple[str, ...] = ()
+    #: The top-level names of the file's imports that are local modules (``from
+    #: models import Encoder`` with a models.py found), and those of them whose
+    #: code may name a device (``device_free``): a file that names no device
+    #: and imports nothing else unknown keeps every process on the CPU.
+    local_imports: tuple[str, ...] = ()
+    device_imports: tuple[str, ...] = ()
 
     def callers_of(self, function: str) -> tuple[CallSite, ...]:
         """The batch's calls of this file's ``function`` from other files."""

@@ -49,6 +49,9 @@ _IMPORT_LINE = re.compile(
     re.MULTILINE,
 )
 _DEPTH = 12
+#: At most this many local modules are read for device code; past it, a script
+#: is not taken for device-free.
+_MAX_DEVICE_WALK = 200
 #: The prefix of the names a local star import binds (``ProjectFacts`` keys).
 STAR = "<star>"
 
@@ -232,11 +235,13 @@ class ProjectView(BatchLibraries):
             else:
                 star_names.extend(names)
         stars_local = star_names is not None
+        local: dict[str, set[str]] = {}  # top-level import name -> module files
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     target = self._absolute(alias.name, roots)
                     if isinstance(target, tuple):
+                        local.setdefault(alias.name.split(".")[0], set()).add(target[0])
                         self._module_helpers(
                             alias.name, target[0], real, roots, helpers, files
                         )
@@ -244,6 +249,8 @@ class ProjectView(BatchLibraries):
                 module = self._from_module(real, node, roots)
                 if not isinstance(module, tuple):
                     continue
+                head = (node.module or "").split(".")[0] if not node.level else "."
+                local.setdefault(head, set()).add(module[0])
                 spelled = "." * node.level + (node.module or "")
                 for alias in node.names:
                     if alias.name == "*":
@@ -271,7 +278,46 @@ class ProjectView(BatchLibraries):
             tuple(sorted(set(star_names))) if star_names is not None else None,
             callers,
             self._library_for(real, callers),
+            local_imports=tuple(sorted(local)),
+            device_imports=tuple(
+                sorted(
+                    name
+                    for name, paths in local.items()
+                    if self._names_device(paths, roots, real)
+                )
+            ),
         )
+
+    def _names_device(
+        self, paths: Iterable[str], roots: tuple[str, ...], script: str
+    ) -> bool:
+        """May a module at ``paths``, or a local module they import in turn, name
+        a device (``device_free.has_device_code``)? True where one cannot be read."""
+        from .device_free import has_device_code
+
+        queue, seen = list(paths), {script}
+        while queue:
+            path = queue.pop()
+            if path in seen:
+                continue
+            seen.add(path)
+            tree = self.tree(path)
+            if tree is None or has_device_code(tree) or len(seen) > _MAX_DEVICE_WALK:
+                return True
+            # importing a package's module runs the package's __init__ first
+            folder = os.path.dirname(path)
+            while os.path.isfile(os.path.join(folder, "__init__.py")):
+                queue.append(os.path.realpath(os.path.join(folder, "__init__.py")))
+                folder = os.path.dirname(folder)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    targets = [self._absolute(a.name, roots) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    targets = [self._from_module(path, node, roots)]
+                else:
+                    continue
+                queue.extend(t[0] for t in targets if isinstance(t, tuple))
+        return False
 
     def _star_helpers(
         self,
