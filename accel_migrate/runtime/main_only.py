@@ -16,6 +16,7 @@ is still reached by every process.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -84,10 +85,14 @@ _SCRATCH: list[Any] = []
 
 def _scratch_fd() -> int:
     """One unnamed temporary file per process, opened on first use (it is gone
-    from the disk when the process ends)."""
+    from the disk when the process ends), emptied at each use: code that writes
+    through the descriptor itself (``os.write``, ``subprocess.run(...,
+    stdout=f)``) must not fill the disk of a long run on the other processes."""
     if not _SCRATCH:
         _SCRATCH.append(tempfile.TemporaryFile())
-    return int(_SCRATCH[0].fileno())
+    descriptor = int(_SCRATCH[0].fileno())
+    os.ftruncate(descriptor, 0)
+    return descriptor
 
 
 def on_main_process(factory: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -33,7 +33,10 @@ def check_batch_covers_world(batches: Any, step: int, total: int, world: int) ->
         # A batch sampler of its own: refused when every batch of the epoch
         # leaves a process empty (a short last batch alone is carried).
         plan = batches.plan
-        if not isinstance(plan, list) or any(t >= world for _, t in plan):
+        if not isinstance(plan, list) or len(plan) < 2:
+            # an epoch of one batch: its shortness is a short last batch's
+            return
+        if any(t >= world for _, t in plan):
             return
         size = max((t for _, t in plan), default=total)
     if size >= world:

@@ -237,3 +237,11 @@ def test_a_batch_sampler_whose_every_batch_is_below_the_world_is_refused() -> No
     uneven = [[0, 1, 2], [3]]  # one short batch: carried
     loader = shard_loader(DataLoader(dataset, batch_sampler=uneven), FakeRuntime(0, 3, {}))  # type: ignore[arg-type]
     assert [len(x) for (x,) in loader] == [1, 1]
+
+
+def test_a_batch_sampler_of_one_short_batch_is_carried() -> None:
+    """An epoch of one batch below the world (``batch_sampler=[[0]]``) is a
+    short last batch, as the same data with ``batch_size=64`` is."""
+    dataset = TensorDataset(torch.arange(4).float().unsqueeze(1))
+    loader = shard_loader(DataLoader(dataset, batch_sampler=[[0]]), FakeRuntime(0, 3, {}))  # type: ignore[arg-type]
+    assert [len(x) for (x,) in loader] == [1]

@@ -18,6 +18,14 @@ def test_stand_in_file_has_a_real_descriptor() -> None:
     assert stand_in.fileno() == fd  # one descriptor, not one per call
 
 
+def test_writes_through_the_descriptor_do_not_pile_up() -> None:
+    stand_in = MainProcessOnly("open")
+    fd = stand_in.fileno()
+    os.write(fd, b"x" * 4096)
+    assert os.fstat(fd).st_size == 4096
+    assert os.fstat(stand_in.fileno()).st_size == 0  # emptied at each use
+
+
 def test_stand_in_still_accepts_other_calls() -> None:
     stand_in = MainProcessOnly("open")
     assert stand_in.write("x") is stand_in
