@@ -199,7 +199,12 @@ class OutputFolders(Rule):
                 original,
                 "needs-review",
                 "mkdir() on every process: all but the first fail with "
-                f"FileExistsError{why}; use os.makedirs(path, exist_ok=True)",
+                f"FileExistsError{why}; use os.makedirs(path, exist_ok=True)"
+                + (
+                    " (with `import os`)"
+                    if why and not self.index.bound_in_module("os")
+                    else ""
+                ),
                 if_migrated=True,
             )
             return updated
