@@ -19,7 +19,12 @@ GENERIC_FIX = (
     "counts, accel.global_loss for a loss)"
 )
 _FIXES = {
-    "data": GENERIC_FIX,
+    "data": (
+        "make the value global where it is computed (accel.reduce of its sums "
+        "and counts, accel.global_loss for a loss; for samples it keeps, "
+        "accel.gather of the rows before they are tested, so that every process "
+        "tests all of them)"
+    ),
     "clock": (
         "decide on values every process shares, not on each process's clock (a "
         "step or epoch count for a time budget; a name passed on the command "
