@@ -98,7 +98,8 @@ class UnimplementedForward(Rule):
             if own is None:
                 how = (
                     f"`{step.method}` of {step.where} runs the model's layers "
-                    "itself, not through the model's call"
+                    "(or the module's own `self(...)`) inside the method, past the "
+                    "prepared (DDP-wrapped) model's call"
                 )
                 instead = ""
             else:
