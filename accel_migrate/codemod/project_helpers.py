@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss, tuple_loss
-from .relayed_parameters import relayed_parameters
 from .iterator_factories import iterator_class, returned_iterator
 from .layer_methods import layer_methods, training_methods
 from .loader_sample_draws import sample_draws
@@ -42,6 +41,7 @@ from .project_nodes import _assigned_in, _own_nodes
 from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
+from .relayed_parameters import relayed_parameters
 from .stochastic_layers import stochastic_layers
 
 if TYPE_CHECKING:
