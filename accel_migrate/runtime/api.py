@@ -182,7 +182,7 @@ def backward(
         _guards.check_backward(runtime, losses)
     shares = runtime.take_step_shares()
     if reduction == "mean" and count is None and runtime.env.distributed:
-        _loss_share.check_one_share(shares)
+        _loss_share.check_one_share(shares, runtime.env.world_size, runtime.env.rank)
     share = _loss_share.loss_share(runtime, reduction, count)
     fraction = share.fraction
     runtime.record_losses(losses, fraction)

@@ -80,22 +80,46 @@ def loss_share(runtime: Runtime, reduction: str, count: Any = None) -> LossShare
     return LossShare(fraction, fraction == 0)
 
 
-def check_one_share(shares: Sequence[tuple[int, int]]) -> None:
+def check_one_share(
+    shares: Sequence[tuple[int, int]], world: int = 1, rank: int = 0
+) -> None:
     """A mean loss weighted by one share (``loss_share``) is the global mean only
     if every sharded loader whose batch it may read gave this process the same
     share of its global batch (FixMatch's labelled and unlabelled loaders, the
-    labelled one's last batch short): raises ShardingError where they differ."""
-    fractions = {local / total for local, total in shares if total}
-    if len(fractions) < 2:
-        return
-    from .data import ShardingError
+    labelled one's last batch short): raises ShardingError where they differ.
 
-    held = ", ".join(f"{local} of {total}" for local, total in shares)
+    Decided for every process at once where the shares are the plan's
+    (``data.chunk_bounds``: the same global batches on every rank), so that all
+    raise together: at 4 processes a batch of 6 (2, 2, 1, 1) beside one of 3
+    (1, 1, 1, 0) gives ranks 0 and 1 equal fractions, and were they to go on into
+    the backward's all-reduce while ranks 2 and 3 raise, they would wait."""
+    from .data import ShardingError, chunk_bounds
+
+    def size(total: int, r: int) -> int:
+        lo, hi = chunk_bounds(total, world, r)
+        return hi - lo
+
+    planned = world > 1 and all(
+        size(total, rank) == local for local, total in shares if total
+    )
+    if planned:
+        # every rank's shares follow from the global batches, alike everywhere
+        differs = any(
+            len({size(total, r) / total for _, total in shares if total}) > 1
+            for r in range(world)
+        )
+    else:
+        differs = len({local / total for local, total in shares if total}) > 1
+    if not differs:
+        return
+    held = ", ".join(f"{local} of {total}" for local, total in shares) + " samples"
+    if len({local / total for local, total in shares if total}) < 2:
+        held += " here, which agree; another process's differ"
     raise ShardingError(
         f"accel.backward(loss) weighs a mean over this process's batch by its "
         f"share of the global batch, but {len(shares)} sharded loaders yielded "
-        f"batches since the last backward with different shares ({held} "
-        "samples), and the runtime cannot tell which of them this loss is "
+        f"batches since the last backward with different shares ({held}), "
+        "and the runtime cannot tell which of them this loss is "
         "computed from: a mean over each loader's batch needs its own weight, "
         "which one backward cannot give. Make each loader's batches split evenly "
         "(drop_last=True, or a batch size that the dataset and the world size "
