@@ -76,7 +76,11 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
             f"{via} from the random draw `{text}` at line {line}, which each "
             "process draws on its own"
         )
-    return f"{via} from this process's share of the data (`{text}` at line {line})"
+    return (
+        f"{via} from this process's share of the data (`{text}` at line {line}), "
+        "so it covers this process's samples only: it differs from the original's "
+        "value, and between processes where their shares differ"
+    )
 
 
 def fix(source: Source | None) -> str:
