@@ -26,6 +26,7 @@ from functools import partial
 
 from ..codemod import MigrateOptions, MigrationError, MigrationResult
 from ..codemod.findings import Failure
+from ..codemod.project_facts import ProjectFacts
 from ..codemod.project_view import ProjectView
 from .cache import ResultCache
 from .files import FileError, read_source
@@ -70,8 +71,10 @@ def migrate_file(
 
 def _project_digest(options: MigrateOptions) -> str:
     # not `if options.project`: facts with no helpers (a file's local imports
-    # and their device code) decide the output too
-    return options.project.digest() if options.project is not None else ""
+    # and their device code) decide the output too; no facts at all hash as
+    # none, so a file migrated on its own and in a batch share an entry
+    project = options.project
+    return "" if project is None or project == ProjectFacts() else project.digest()
 
 
 #: The task the cache may answer for (a name no test or caller rebinds).

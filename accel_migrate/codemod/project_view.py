@@ -293,7 +293,7 @@ class ProjectView(BatchLibraries):
     ) -> bool:
         """May a module at ``paths``, or a local module they import in turn, name
         a device (``device_free.has_device_code``)? True where one cannot be read."""
-        from .device_free import has_device_code
+        from .device_code import has_device_code
 
         queue, seen = list(paths), {script}
         while queue:
