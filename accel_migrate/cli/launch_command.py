@@ -23,6 +23,7 @@ from .launch_options import (
     banner,
     check_options,
     extra_torchrun_arguments,
+    keeps_cpu,
     module_file,
     offload_note,
     unknown_option,
@@ -237,6 +238,7 @@ def run_launch(
             sources,
             cuda=torch.cuda.is_available(),
             slurm=sources.get("nnodes") == "SLURM",
+            cpu_only=keeps_cpu(source_file),
         )
         print(line, file=sys.stderr, flush=True)
         note = offload_note(config, torch.cuda.is_available())

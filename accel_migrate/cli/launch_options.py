@@ -199,8 +199,12 @@ def banner(
     sources: dict[str, str],
     cuda: bool,
     slurm: bool,
+    cpu_only: bool = False,
 ) -> str:
-    """One line: what the job is and where each part of it came from."""
+    """One line: what the job is and where each part of it came from.
+    ``cpu_only``: the script calls ``accel.device(accelerator=False)`` (the
+    codemod writes it for a script with no device code), so its processes use
+    gloo on the CPU whatever the machine has."""
 
     def came(name: str, env: str) -> str:
         where = sources.get(name, "DEFAULT")
@@ -222,12 +226,30 @@ def banner(
     if strategy == "auto":
         strategy = "ddp" if processes * high > 1 else "single"
         strategy_source = f"auto, {strategy_source}"
-    backend = "nccl" if cuda else "gloo"
+    backend = "nccl" if cuda and not cpu_only else "gloo"
+    found = "GPUs found" if cuda else "no GPU"
+    if cuda and cpu_only:
+        found = "GPUs found; the script keeps every process on the CPU"
     return (
         f"accel-migrate launch: world size {world} ({processes} per node, "
         f"{nproc_source}), nodes {nodes} ({node_source}), strategy {strategy} "
         f"({strategy_source}), precision {config.precision} "
         f"({config.source_of('precision')}), backend {backend} "
-        f"({'GPUs found' if cuda else 'no GPU'}), batch mode {config.batch_mode} "
+        f"({found}), batch mode {config.batch_mode} "
         f"({config.source_of('batch_mode')})"
     )
+
+
+_CPU_ONLY = re.compile(rb"\.device\(\s*accelerator\s*=\s*False\s*\)")
+
+
+def keeps_cpu(script: str | None) -> bool:
+    """Does the script at ``script`` call ``accel.device(accelerator=False)``?
+    (Read as text, never run; False where it cannot be read.)"""
+    if script is None:
+        return False
+    try:
+        with open(script, "rb") as handle:
+            return _CPU_ONLY.search(handle.read(1 << 22)) is not None
+    except OSError:
+        return False

@@ -268,6 +268,35 @@ def test_the_banner_says_what_starts_and_where_each_part_came_from(
     ]
 
 
+def test_the_banner_says_gloo_for_a_script_kept_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+    torchrun: list[argparse.Namespace],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """A script with no device code is migrated to
+    ``accel.device(accelerator=False)``: on a GPU machine its processes use gloo
+    on the CPU, and the banner must not say nccl."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    _, _, err = launch(capsys, "--nproc", "2", "train.py")
+    assert "backend nccl (GPUs found)" in err, err
+    script = tmp_path / "train.py"
+    script.write_text(
+        MIGRATED.replace(
+            "import accel_migrate.runtime as accel\n",
+            "import accel_migrate.runtime as accel\n\naccel.device(accelerator=False)\n",
+            1,
+        )
+    )
+    _, _, err = launch(capsys, "--nproc", "2", "train.py")
+    assert (
+        "backend gloo (GPUs found; the script keeps every process on the CPU)" in err
+    ), err
+
+
 def test_the_banner_of_a_default_launch_and_of_slurm(
     monkeypatch: pytest.MonkeyPatch,
     torchrun: list[argparse.Namespace],
