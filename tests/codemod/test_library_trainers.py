@@ -613,3 +613,78 @@ def test_a_subclass_that_writes_only_the_training_step(tmp_path: Path) -> None:
         "`Lit` (line 6) inherits the training of its base `BaseTrainer` in base.py: "
         "`fit` calls backward (line 15)"
     )
+
+
+TRAIN_FNS = """\
+import torch
+
+
+def GAN_training_function(G, D, GD, z_, config):
+    def train(x, y):
+        D.optim.zero_grad()
+        z_.sample_()
+        D_fake, D_real = GD(z_, x, train_G=False)
+        loss = torch.relu(1.0 + D_fake).mean() + torch.relu(1.0 - D_real).mean()
+        loss.backward()
+        D.optim.step()
+        return {"D_loss": float(loss.item())}
+
+    return train
+
+
+def shadowing_factory(GD, config):
+    def train(GD, x):
+        GD(x).sum().backward()
+
+    return train
+
+
+def unreturned_factory(GD, config):
+    def train(x):
+        GD(x).sum().backward()
+
+    return config
+"""
+
+CLOSURE_SCRIPT = """\
+import torch
+
+import train_fns
+from models import G_D
+
+GD = G_D()
+train = train_fns.GAN_training_function(GD.G, GD.D, GD, z_, config)
+for x, y in loader:
+    metrics = train(x, y)
+    print(metrics["D_loss"])
+"""
+
+
+def test_a_factory_that_returns_its_training_step_as_a_closure(
+    tmp_path: Path,
+) -> None:
+    """BigGAN-PyTorch's ``train_fns.GAN_training_function(G, D, GD, ...)``
+    defines ``train(x, y)`` inside itself (the backward and the optimizer steps
+    are there) and returns it: it trains the ``GD`` it is handed. The script,
+    with no backward, optimizer or DataLoader of its own, was skipped as no
+    training entry point with no finding before; it is left whole, naming
+    train_fns.py. A closure whose own parameter shadows the factory's, or one
+    the factory does not return, trains nothing handed."""
+    (tmp_path / "train_fns.py").write_text(TRAIN_FNS)
+    script = tmp_path / "main.py"
+    script.write_text(CLOSURE_SCRIPT)
+    table = dict(read_project(str(script)).helpers)
+    assert table["train_fns.GAN_training_function"].trains == (
+        "`GAN_training_function` returns `train` (line 14), a step that calls "
+        "backward (line 10) and runs `GD`, its parameter"
+    )
+    assert table["train_fns.GAN_training_function"].trained_parameter == ("GD", 2)
+    assert table["train_fns.shadowing_factory"].trains == ""
+    assert table["train_fns.unreturned_factory"].trains == ""
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [7]
+    assert "hands its arguments to `GAN_training_function` in train_fns.py" in (
+        blocking[0].message
+    )
