@@ -285,10 +285,15 @@ class OptimizedModels:
                 or any(a.star for a in call.args)
             ):
                 continue
-            name, position = fact.trained_parameter
-            handed = argument(call, position, name)
-            if handed is not None:
-                found.append(handed)
+            # every model it is handed that it trains: the one its step runs,
+            # and each whose parameters feed an optimizer it builds (a GAN
+            # trainer's `gen` and `dis`, handed_optimized)
+            for name, position in dict(
+                [fact.trained_parameter, *fact.optimized_parameters]
+            ).items():
+                handed = argument(call, position, name)
+                if handed is not None and handed not in found:
+                    found.append(handed)
         return found
 
     def _parameter_calls(self, call: cst.Call) -> list[cst.Call]:

@@ -201,6 +201,11 @@ class HelperFact:
     #: For such a class: the ``__init__`` parameter it trains, and its position
     #: among the positional parameters after ``self`` (-1: keyword only).
     trained_parameter: tuple[str, int] = ("", -1)
+    #: For such a class: the ``__init__`` parameters (and positions) stored on
+    #: ``self`` whose parameters feed an optimizer one of its methods builds
+    #: (ProGAN's ``gen`` and ``dis``), ``handed_optimized``: a caller prepares
+    #: each model it hands one of them.
+    optimized_parameters: tuple[tuple[str, int], ...] = ()
     #: For a class: the attributes its methods backpropagate (``self.loss``),
     #: with the line of the backward, which callers may read on an instance.
     losses: tuple[tuple[str, int], ...] = ()

@@ -180,6 +180,7 @@ class HelperFacts(ReturnKinds):
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
+        from .handed_optimized import optimized_parameters
         from .library_trainers import (
             backpropagated_attributes,
             builds_optimizer,
@@ -214,6 +215,9 @@ class HelperFacts(ReturnKinds):
                 or self._base_builds_optimizer(cls)
             ),
             trained_parameter=trained_parameter(lineage),
+            optimized_parameters=optimized_parameters(
+                lineage, lambda call: is_optimizer_class(self._dotted(call.func))
+            ),
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
             init_built=init_built(cls),

@@ -61,6 +61,7 @@ global batch with ``accel.gather``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
@@ -145,9 +146,9 @@ class BatchMixingForward(Rule):
         a class it builds in another module, CapsNet's routing), in a file that
         shards a loader."""
         fact = self.index.helper(node.func)
-        if fact is None or fact.returns != "model" or not self.index.loaders:
+        if fact is None or fact.returns != "model" or not fact.batch_mixing:
             return
-        if not fact.batch_mixing:
+        if not (self.index.loaders or self._hands_batch_trainer):
             return
         self.report(
             node,
@@ -159,6 +160,19 @@ class BatchMixingForward(Rule):
             "skipped)",
             if_migrated=True,
         )
+
+    @cached_property
+    def _hands_batch_trainer(self) -> bool:
+        """Does the file hand what it builds to a trainer of another file of
+        this batch that trains it there, sharding its loaders
+        (``HelperFact.trains`` and ``batch_migrated``: ProGAN's
+        ``ProGAN(gen, dis).train(dataset, ...)``)? Its models then train on
+        each process's share of the batch, though this file shards none."""
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if fact is not None and fact.trains and fact.batch_migrated:
+                return True
+        return False
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         index = _paired_index(node, self.qualnames)
