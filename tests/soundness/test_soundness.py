@@ -921,6 +921,13 @@ EXPECTED: dict[str, str] = {
     # configured batch size crashes the gradient penalty (AM020 names the draw)
     "progan_fade_stddev_t9b_project": "FLAGGED",
     "progan_fade_stddev_t9b_project_batch": "FLAGGED",
+    # samet-akcay/ganomaly: the Ganomaly class of lib/model.py trains its own
+    # netg/netd (file mode AM004); batch mode is left whole for Options.parse's
+    # opt.txt written in a method (AM036). Its AM028 on `res["AUC"] >
+    # best_auc` traces `res` to the clock through the dict's other entry (the
+    # run time): the taint does not follow dict keys (not fixed)
+    "ganomaly_auc_t9b_project": "FLAGGED",
+    "ganomaly_auc_t9b_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
