@@ -933,6 +933,12 @@ EXPECTED: dict[str, str] = {
     # (a process that skips a backward another runs would hang under DDP)
     "vaegan_equilibrium_t9b_project": "FLAGGED",
     "vaegan_equilibrium_t9b_project_batch": "FLAGGED",
+    # znxlwm/UGATIT-pytorch: the UGATIT class trains its own six models (file
+    # mode AM004); batch mode migrates it whole (itertools.chain optimizers,
+    # next() restarts, linear LR decay on param_groups, RhoClipper `apply`-ed
+    # to the prepared generators) and matches
+    "ugatit_rho_clip_t9b_project": "FLAGGED",
+    "ugatit_rho_clip_t9b_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
