@@ -13,6 +13,7 @@ import libcst.matchers as m
 from .analysis import Key, method_call
 from .base_built_models import base_built_story
 from .optimizer_helpers import _argument
+from .owned_optimizers import stepped_attribute_owners
 from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
 
@@ -291,6 +292,8 @@ class AllOrNothing:
                 key = self.index.key(attribute.value)
                 if key is not None and key not in found:
                     found[key] = snippet(call)
+        for key, evidence in stepped_attribute_owners(self.index).items():
+            found.setdefault(key, evidence)
         return found
 
     @cached_property
