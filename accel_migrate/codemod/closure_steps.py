@@ -14,7 +14,7 @@ Static only: ``ast``, nothing runs.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .project_nodes import _own_nodes
 
@@ -57,3 +57,34 @@ def own_parameters(function: Function) -> set[str]:
         if extra is not None:
             names.add(extra.arg)
     return names
+
+
+def closure_trains(
+    factory: str,
+    step: Function,
+    returned: int,
+    parameter: Callable[[ast.expr], str | None],
+) -> tuple[str, str] | None:
+    """(phrase, parameter) when the nested function ``step`` that ``factory``
+    returns calls backward in a step that runs one of ``factory``'s parameters
+    (``parameter``) that ``step`` does not shadow with its own."""
+    # (library_trainers imports this module)
+    from .library_trainers import _backward_calls, _used_value_as_model
+
+    backward = next(_backward_calls(step), None)
+    if backward is None:
+        return None
+    shadowed = own_parameters(step)
+
+    def outer(expr: ast.expr) -> str | None:
+        name = parameter(expr)
+        return name if name is not None and name not in shadowed else None
+
+    used = _used_value_as_model(step, outer)
+    if used is None:
+        return None
+    return (
+        f"`{factory}` returns `{step.name}` (line {returned}), a step that calls "
+        f"backward (line {backward.lineno}) and runs `{used}`, its parameter",
+        used,
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from .closure_steps import own_parameters, returned_closures
+from .closure_steps import closure_trains, returned_closures
 from .handed_values import handed_value
 from .project_nodes import _own_nodes, self_attribute
 
@@ -223,7 +223,7 @@ def _function_trains(
             )
     for step, returned in returned_closures(function):
         # BigGAN's `GAN_training_function(G, D, GD, ...)` returning its `train`
-        found = _closure_trains(function.name, step, returned, parameter)
+        found = closure_trains(function.name, step, returned, parameter)
         if found is not None:
             return found
     if depth >= _CALL_DEPTH:
@@ -249,34 +249,6 @@ def _function_trains(
                 own,
             )
     return None
-
-
-def _closure_trains(
-    factory: str,
-    step: ast.FunctionDef | ast.AsyncFunctionDef,
-    returned: int,
-    parameter: Callable[[ast.expr], str | None],
-) -> tuple[str, str] | None:
-    """(phrase, parameter) when the nested function ``step`` that ``factory``
-    returns calls backward in a step that runs one of ``factory``'s parameters
-    (``parameter``) that ``step`` does not shadow with its own."""
-    backward = next(_backward_calls(step), None)
-    if backward is None:
-        return None
-    shadowed = own_parameters(step)
-
-    def outer(expr: ast.expr) -> str | None:
-        name = parameter(expr)
-        return name if name is not None and name not in shadowed else None
-
-    used = _used_value_as_model(step, outer)
-    if used is None:
-        return None
-    return (
-        f"`{factory}` returns `{step.name}` (line {returned}), a step that calls "
-        f"backward (line {backward.lineno}) and runs `{used}`, its parameter",
-        used,
-    )
 
 
 def _argument_for(

@@ -19,7 +19,10 @@ A model of another local module is read the same way (``HelperFact.batch_mixing`
 ``batch_mixing_models.py``), with the classes it builds in any local module: the
 finding is at the call that builds it (``model = Net(...)`` whose
 ``self.digits = CapsuleLayer(...)`` in capsule_layer.py averages its routing
-agreement over the batch), in a file that shards a loader.
+agreement over the batch), in a file that shards a loader, or that hands its
+models to a trainer of another file of the batch that trains them there (ProGAN's
+``ProGAN(gen, dis)`` of gan.py, whose discriminator ends with a minibatch
+standard-deviation layer).
 
 Also, in a training step, a matrix whose rows and columns are both picked by
 the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,

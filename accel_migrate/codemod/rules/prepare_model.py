@@ -43,7 +43,9 @@ A trained model that this rule cannot wrap or show prepared (it comes from an
 import, it is a parameter no call of this file passes a model, it is unpacked from
 a call, it is built in a form such as ``cached if ok else Net()``), or a model
 that a training loop calls (``model.train()`` shows it is one) whose optimizer is
-not built in this file (``build_optimizer(cfg, model)``), stops the migration of
+not built in this file (``build_optimizer(cfg, model)``; also a model whose
+attribute is the optimizer the script steps, pix2pixHD's ``optimizer_G =
+model.module.optimizer_G``: ``codemod/owned_optimizers.py``), stops the migration of
 the whole file: the file is left unchanged, with one needs-review
 finding at the model's place that says how it is bound and where to add
 ``accel.prepare_model(...)``. A ``self.model`` that a base class's constructor sets
@@ -78,14 +80,20 @@ its metrics or moving its logs and saves while each process trains a full copy
 in the library would mix a migrated half with an unmigrated one. A script with
 no training loop of its own that only builds the model and calls
 ``Trainer(config, model, dataset).run()`` (minGPT's chargpt) gets the same
-finding: it is a training entry point, trained through the library. With one
+finding: it is a training entry point, trained through the library. So does a
+script that calls a function of a local module returning its training step as
+a closure (BigGAN-PyTorch's ``train = train_fns.GAN_training_function(G, D,
+GD, ...)``, whose nested ``train(x, y)`` runs ``GD`` and the backward:
+``codemod/closure_steps.py``). With one
 file argument the library is found as the script will import it: from the
 script's folder up to the project root (the nearest folder with
 ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` below the home
 folder, which ``pip install -e .`` puts on the path), read and never written.
 
 In batch mode, with the class's file migrated too, the script prepares the
-model it hands the class, once, and the class's file learns from the batch's
+model it hands the class, once (every model it hands that the class builds an
+optimizer over: ProGAN's ``ProGAN(gen, dis)``, ``codemod/handed_optimized.py``),
+and the class's file learns from the batch's
 calls (``Trainer(config, model, ...)``, ``trainer.evaluate(loader)``:
 ``project_callers``) that its model is prepared there (an info finding names
 the calls), which loaders they shard, and the model's class (its
