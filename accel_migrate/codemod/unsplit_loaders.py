@@ -83,12 +83,17 @@ def one_sample_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
         return None
     return (
         f"`{_code(call)}` gives one sample a batch in an order it may shuffle: "
-        "the sample cannot be split across processes, and left whole each "
-        "process could draw its own order. In the default batch mode the runtime "
-        "stops it at its first batch on more than one process: give it a batch "
-        "size of at least the number of processes, or run with batch mode "
-        "'per-device' (each process takes whole batches; the global batch grows "
-        "with the processes)"
+        "at N processes its global batch of 1 cannot be split (all but one "
+        "process would get no sample), and left whole each process could draw "
+        "its own order (the gradients averaged would be of different samples), "
+        "so it is wrapped and the runtime stops it at its first batch on more "
+        "than one process (BatchSmallerThanWorldError). To run it on N "
+        "processes, launch with `accel-migrate launch --batch-mode per-device`: "
+        "each process then draws its own sample a step, a global batch of N "
+        "samples where the original trained on 1, so the losses and the trained "
+        "model differ from the original's (as a batch size of N would); or give "
+        "it a batch size of at least the number of processes (the global batch "
+        "changes too)"
     )
 
 
