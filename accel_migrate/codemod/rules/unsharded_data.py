@@ -33,7 +33,20 @@ its batch out of data made before the loop by indices it draws itself
 ``drawn_batches``): every process draws the same indices, trains on the same
 batch, and what the runtime combines over the processes' samples (a
 BatchNorm's running variance under its synchronised batch norm) counts each
-copy as samples of its own. Nothing is rewritten.
+copy as samples of its own. Reported too, where the file's model is
+prepared: a loop that steps through batches of a source no process splits,
+once every value its iterable may hold is followed to one
+(``unsplit_sources``): a loader held by an object another module builds
+(pytorch-center-loss's ``dataset.trainloader`` of ``datasets.create(...)``),
+one taken out of a list a helper returns (DKT's ``trainLoaders[i]``, in batch
+mode a parameter the batch's callers hand such a list), a generator method of
+such an object (LSTNet's ``data.get_batches(X, Y, batch_size, True)``), or,
+under loops that read no data, a method of an instance of a helper module's
+class handed no loader (SASRec's ``sampler.next_batch()``). The finding names
+the source and its line; each process trains on the whole of every batch, so
+the run matches and does the work of one N times over. A parameter whose
+callers are not known, or this file's own classes and functions (whose
+DataLoaders AM006 wraps), are never reported. Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
