@@ -48,3 +48,46 @@ def test_a_fixed_order_loader_of_one_sample_is_left_whole() -> None:
     source = SOURCE.replace("batch_size=1, shuffle=True", "batch_size=1")
     result = migrate_source(source, "train.py")
     assert "accel.prepare_dataloader" not in result.output
+
+
+OPTION = """\
+import argparse
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch_size", type=int, default=1, help="size of the batches")
+opt = parser.parse_args()
+data = TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
+dataloader = DataLoader(data, batch_size=opt.batch_size, shuffle=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters(), lr=2e-4)
+for epoch in range(2):
+    for x, y in dataloader:
+        optimizer.zero_grad()
+        torch.nn.functional.l1_loss(model(x), y).backward()
+        optimizer.step()
+"""
+
+
+def test_a_batch_size_option_of_default_one_is_reported_for_its_default() -> None:
+    """PyTorch-GAN's cyclegan.py: ``--batch_size`` of ``default=1``."""
+    result = migrate_source(OPTION, "cyclegan.py")
+    assert "dataloader = accel.prepare_dataloader(\n    DataLoader(data, batch_size=opt" in (
+        result.output
+    )
+    (finding,) = [f for f in result.findings if f.code == "AM006"]
+    assert (finding.line, finding.status) == (10, "needs-review")
+    assert finding.message.startswith(
+        "`DataLoader(data, batch_size=opt.batch_size, shuffle=True)` gives one "
+        "sample a batch by default (`--batch_size` defaults to 1) in an order it "
+        "may shuffle"
+    )
+    assert "--batch-mode per-device" in finding.message
+
+
+def test_a_batch_size_option_of_another_default_is_not_reported() -> None:
+    source = OPTION.replace("default=1,", "default=4,")
+    result = migrate_source(source, "cyclegan.py")
+    assert [f.status for f in result.findings if f.code == "AM006"] == ["fixed"]
