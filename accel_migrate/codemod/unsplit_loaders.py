@@ -135,9 +135,7 @@ def _option_of_default_one(index: ModuleIndex, call: cst.Call) -> str | None:
     from .patterns import string_value
 
     size = batch_size_of(index, call)
-    if not (
-        isinstance(size, cst.Attribute) and isinstance(size.value, cst.Name)
-    ):
+    if not (isinstance(size, cst.Attribute) and isinstance(size.value, cst.Name)):
         return None
     wanted = size.attr.value
     found: list[str] = []

@@ -118,9 +118,7 @@ def _origins(
             return _handed_by_callers(index, expr, key)
         found: list[cst.BaseExpression] = []
         for value in values:
-            inner_found = (
-                None if value is None else _origins(index, value, depth + 1)
-            )
+            inner_found = None if value is None else _origins(index, value, depth + 1)
             if inner_found is None:
                 return None
             found += inner_found
@@ -160,7 +158,6 @@ def _foreign_object(index: ModuleIndex, attribute: cst.Attribute) -> bool:
     an object whose every value is a call of another module (not this file's
     own class or function, not a loader), and whose attributes this file never
     sets?"""
-    from .batches import possible_values
 
     root: cst.BaseExpression = attribute
     while isinstance(root, cst.Attribute):

@@ -74,8 +74,9 @@ for epoch in range(2):
 def test_a_batch_size_option_of_default_one_is_reported_for_its_default() -> None:
     """PyTorch-GAN's cyclegan.py: ``--batch_size`` of ``default=1``."""
     result = migrate_source(OPTION, "cyclegan.py")
-    assert "dataloader = accel.prepare_dataloader(\n    DataLoader(data, batch_size=opt" in (
-        result.output
+    assert (
+        "dataloader = accel.prepare_dataloader(\n    DataLoader(data, batch_size=opt"
+        in (result.output)
     )
     (finding,) = [f for f in result.findings if f.code == "AM006"]
     assert (finding.line, finding.status) == (10, "needs-review")

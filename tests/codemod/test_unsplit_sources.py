@@ -170,9 +170,13 @@ def test_a_loader_of_this_files_own_class_is_prepared_not_reported(
     tmp_path: Path,
 ) -> None:
     """The class is in the migrated file: AM006 wraps its DataLoader there."""
-    own = DATASETS.split("\n\ndef create")[0] + "\n\n" + HELD.replace(
-        "import datasets\n", ""
-    ).replace("datasets.create(batch_size=4)", "MNIST(4)")
+    own = (
+        DATASETS.split("\n\ndef create")[0]
+        + "\n\n"
+        + HELD.replace("import datasets\n", "").replace(
+            "datasets.create(batch_size=4)", "MNIST(4)"
+        )
+    )
     script = tmp_path / "main.py"
     script.write_text(own)
     result = migrate_source(own, str(script))
@@ -243,6 +247,4 @@ def test_batch_mode_a_loader_out_of_a_helpers_lists_is_reported(
     assert "accel.backward(" in result.output
     found = [f for f in result.findings if f.code == "AM019"]
     assert [(f.line, f.status) for f in found] == [(5, "needs-review")]
-    assert "this loop takes them from `trainLoaders[i]` (line 13)" in (
-        found[0].message
-    )
+    assert "this loop takes them from `trainLoaders[i]` (line 13)" in (found[0].message)

@@ -202,7 +202,10 @@ def test_cuda_rng_states_are_saved_and_restored_for_a_run_on_the_gpu(
     """The flag decides, not the machine: a GPU run saves every device's state
     and restores those the machine has; a state without them (a CPU run's)
     restores nothing of CUDA's."""
-    saved = [torch.full((16,), 1, dtype=torch.uint8), torch.full((16,), 2, dtype=torch.uint8)]
+    saved = [
+        torch.full((16,), 1, dtype=torch.uint8),
+        torch.full((16,), 2, dtype=torch.uint8),
+    ]
     restored: list[tuple[int, int]] = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
