@@ -146,9 +146,11 @@ def _option_of_default_one(index: ModuleIndex, call: cst.Call) -> str | None:
             and node.args
         ):
             continue
-        flag = string_value(node.args[0].value)
-        if flag is None or not flag.startswith("-"):
+        flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
+        if not flags or not all(f.startswith("-") for f in flags):
             continue
+        # argparse's dest: the first long option (`-b`, `--batch-size`)
+        flag = next((f for f in flags if f.startswith("--")), flags[0])
         keywords = {a.keyword.value: a.value for a in node.args if a.keyword}
         dest = string_value(keywords["dest"]) if "dest" in keywords else None
         if (dest or flag.lstrip("-").replace("-", "_")) != wanted:

@@ -88,6 +88,14 @@ def test_a_batch_size_option_of_default_one_is_reported_for_its_default() -> Non
     assert "--batch-mode per-device" in finding.message
 
 
+def test_a_short_flag_beside_the_long_one_is_read_as_argparse_does() -> None:
+    source = OPTION.replace('"--batch_size",', '"-b", "--batch-size",')
+    (finding,) = [
+        f for f in migrate_source(source, "cyclegan.py").findings if f.code == "AM006"
+    ]
+    assert "(`--batch-size` defaults to 1)" in finding.message
+
+
 def test_a_batch_size_option_of_another_default_is_not_reported() -> None:
     source = OPTION.replace("default=1,", "default=4,")
     result = migrate_source(source, "cyclegan.py")
