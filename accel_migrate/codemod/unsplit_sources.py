@@ -129,6 +129,10 @@ def _origins(
         if index.local_class(expr.func) is not None:
             return None
         func = expr.func
+        if any(_may_hold_loader(index, a.value, 0) for a in expr.args):
+            # a wrapper that may read a loader (MetricLogger.log_every(data_loader,
+            # ...), a prefetcher): its batches may be a sharded loader's
+            return None
         if isinstance(func, cst.Attribute) and _foreign_object(index, func):
             return [expr]
         return None
@@ -141,6 +145,54 @@ def _origins(
         ):
             return [expr]
     return None
+
+
+def _may_hold_loader(index: ModuleIndex, expr: cst.BaseExpression, depth: int) -> bool:
+    """May ``expr``, an argument of a call the batches come from, be a data
+    loader (or a container of them), or is it not known? Literals, tensors'
+    items and attributes of objects this file does not set are not."""
+    from .batches import possible_values
+
+    if depth > _DEPTH:
+        return True
+    if isinstance(expr, (cst.BaseNumber, cst.BaseString)) or m.matches(
+        expr, m.Name("True") | m.Name("False") | m.Name("None")
+    ):
+        return False
+    if isinstance(expr, cst.Call):
+        return _loader_call(index, expr) or index._loop_wrapped(expr) is not None
+    if isinstance(expr, cst.Subscript):
+        return index._loader_item(expr) or _may_hold_loader(  # type: ignore[attr-defined]
+            index, expr.value, depth + 1
+        )
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return True
+    if index.holds_tagged(expr, index.loaders) or index.holds_tagged(
+        expr, index.loader_containers
+    ):
+        return True
+    if index.key(expr) is None:
+        return not isinstance(expr, cst.Attribute) or _root_set_here(index, expr)
+    values = possible_values(index, expr)
+    if not values:
+        return True
+    return any(v is None or _may_hold_loader(index, v, depth + 1) for v in values)
+
+
+def _root_set_here(index: ModuleIndex, attribute: cst.Attribute) -> bool:
+    """Does this file set ``attribute`` or an attribute it is read through
+    (``dataset.trainloader = ...`` for ``dataset.trainloader``)? Then what it
+    holds is not followed. Not known for a chain of anything but names."""
+    chain = attr_chain(attribute)
+    if chain is None:
+        return True
+    parts = chain.split(".")
+    read = {".".join(parts[:n]) for n in range(2, len(parts) + 1)}
+    for target in findall(index.module, m.AssignTarget()):
+        assert isinstance(target, cst.AssignTarget)
+        if attr_chain(target.target) in read:
+            return True
+    return False
 
 
 def _loader_call(index: ModuleIndex, call: cst.Call) -> bool:
@@ -165,11 +217,8 @@ def _foreign_object(index: ModuleIndex, attribute: cst.Attribute) -> bool:
     if not isinstance(root, cst.Name) or root.value == "self":
         return False
     chain = attr_chain(attribute)
-    for target in findall(index.module, m.AssignTarget()):
-        assert isinstance(target, cst.AssignTarget)
-        name = attr_chain(target.target)
-        if name is not None and "." in name and name.split(".")[0] == root.value:
-            return False  # `dataset.trainloader = ...` here: not followed
+    if _root_set_here(index, attribute):
+        return False  # `dataset.trainloader = ...` here: not followed
     if chain is None:
         return False
     values = _object_values(index, root, 0)

@@ -248,3 +248,35 @@ def test_batch_mode_a_loader_out_of_a_helpers_lists_is_reported(
     found = [f for f in result.findings if f.code == "AM019"]
     assert [(f.line, f.status) for f in found] == [(5, "needs-review")]
     assert "this loop takes them from `trainLoaders[i]` (line 13)" in (found[0].message)
+
+
+def test_a_helpers_wrapper_around_a_prepared_loader_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    """The reference scripts' ``metric_logger.log_every(data_loader, ...)``: a
+    helper object's generator over a loader the file prepares yields its
+    shares."""
+    (tmp_path / "utils.py").write_text(
+        "class MetricLogger:\n"
+        "    def log_every(self, iterable, print_freq):\n"
+        "        for i, obj in enumerate(iterable):\n"
+        "            yield obj\n"
+    )
+    source = (
+        "import torch\nimport torch.nn.functional as F\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n\nimport utils\n\n"
+        "data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))\n"
+        "data_loader = DataLoader(data, batch_size=4, shuffle=True)\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "metric_logger = utils.MetricLogger()\n"
+        "for x, y in metric_logger.log_every(data_loader, 2):\n"
+        "    optimizer.zero_grad()\n"
+        "    F.mse_loss(model(x), y).backward()\n"
+        "    optimizer.step()\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script))
+    assert "accel.prepare_dataloader(DataLoader(" in result.output
+    assert not [f for f in result.findings if f.code == "AM019"]
