@@ -34,8 +34,15 @@ from .unmigrated import unmigrated_warning
 EXIT_JOB_FAILED = 1
 
 
-def _processes_per_node(nproc: str) -> int:
+def _processes_per_node(nproc: str, cpu_only: bool = False) -> int:
+    """``--nproc``: a number, or ``auto``: one per GPU, one without GPUs, and
+    one for a script that keeps every process on the CPU
+    (``accel.device(accelerator=False)``, ``cpu_only``) whatever the machine
+    has: its processes would not use the GPUs, so their count must not decide
+    its world size (the same script gets the same job on any machine)."""
     if nproc == "auto":
+        if cpu_only:
+            return 1
         import torch
 
         return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
@@ -198,7 +205,8 @@ def run_launch(
             source_file = str(found) if found is not None else None
         elif not os.path.isfile(script):
             raise ConfigError(f"{script}: no such script")
-        processes = _processes_per_node(options["nproc"])
+        cpu_only = keeps_cpu(source_file)
+        processes = _processes_per_node(options["nproc"], cpu_only)
         check_options(options, processes)
         check_launch(config, processes, options["nnodes"])
         argv = torchrun_arguments(
@@ -238,7 +246,7 @@ def run_launch(
             sources,
             cuda=torch.cuda.is_available(),
             slurm=sources.get("nnodes") == "SLURM",
-            cpu_only=keeps_cpu(source_file),
+            cpu_only=cpu_only,
         )
         print(line, file=sys.stderr, flush=True)
         note = offload_note(config, torch.cuda.is_available())

@@ -220,7 +220,13 @@ def banner(
     node_source = "Slurm" if slurm else came("nnodes", "PET_NNODES")
     nproc_source = came("nproc", "PET_NPROC_PER_NODE")
     if options["nproc"] == "auto":
-        nproc_source += ", auto: one per GPU" if cuda else ", auto: no GPU"
+        if cuda and cpu_only:
+            nproc_source += (
+                ", auto: one, not one per GPU, as the script keeps every process "
+                "on the CPU; --nproc N starts N"
+            )
+        else:
+            nproc_source += ", auto: one per GPU" if cuda else ", auto: no GPU"
     strategy = config.strategy
     strategy_source = config.source_of("strategy")
     if strategy == "auto":

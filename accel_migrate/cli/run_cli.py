@@ -131,7 +131,10 @@ def scale_arguments(options: dict[str, Any]) -> list[str]:
     show_default=True,
     metavar="N",
     envvar="PET_NPROC_PER_NODE",
-    help="Processes per node: a number, or 'auto' (one per GPU, or 1 without GPUs).",
+    help=(
+        "Processes per node: a number, or 'auto' (one per GPU; 1 without GPUs, "
+        "or for a script kept on the CPU)."
+    ),
 )
 @click.option(
     "--strategy",

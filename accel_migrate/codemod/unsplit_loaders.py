@@ -78,17 +78,32 @@ def unsplit_reason(index: ModuleIndex, call: cst.Call) -> str | None:
 
 def one_sample_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
     """The needs-review message for a ``DataLoader(...)`` of one sample a batch
-    that may shuffle: it stays wrapped (see the module docstring)."""
-    if fixed_order(call) or not one_sample_batches(index, call):
+    that may shuffle: it stays wrapped (see the module docstring). Also one
+    whose batch size is a command-line option of default 1 (PyTorch-GAN's
+    cyclegan.py: ``batch_size=opt.batch_size`` with ``--batch_size`` of
+    ``default=1``): wrapped either way, it is reported for its default."""
+    if fixed_order(call):
         return None
+    if one_sample_batches(index, call):
+        gives = "gives one sample a batch"
+    else:
+        option = _option_of_default_one(index, call)
+        if option is None:
+            return None
+        gives = f"gives one sample a batch by default (`{option}` defaults to 1)"
     return (
-        f"`{_code(call)}` gives one sample a batch in an order it may shuffle: "
-        "the sample cannot be split across processes, and left whole each "
-        "process could draw its own order. In the default batch mode the runtime "
-        "stops it at its first batch on more than one process: give it a batch "
-        "size of at least the number of processes, or run with batch mode "
-        "'per-device' (each process takes whole batches; the global batch grows "
-        "with the processes)"
+        f"`{_code(call)}` {gives} in an order it may shuffle: "
+        "at N processes its global batch of 1 cannot be split (all but one "
+        "process would get no sample), and left whole each process could draw "
+        "its own order (the gradients averaged would be of different samples), "
+        "so it is wrapped and the runtime stops it at its first batch on more "
+        "than one process (BatchSmallerThanWorldError). To run it on N "
+        "processes, launch with `accel-migrate launch --batch-mode per-device`: "
+        "each process then draws its own sample a step, a global batch of N "
+        "samples where the original trained on 1, so the losses and the trained "
+        "model differ from the original's (as a batch size of N would); or give "
+        "it a batch size of at least the number of processes (the global batch "
+        "changes too)"
     )
 
 
@@ -110,6 +125,41 @@ def ranked_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
         "DataLoader in a fixed order (shuffle=False), which the migration leaves "
         "whole, or score each candidate list within one sample"
     )
+
+
+def _option_of_default_one(index: ModuleIndex, call: cst.Call) -> str | None:
+    """The command-line option (``--batch_size``) whose value ``call``'s batch
+    size reads (``opt.batch_size``, ``args.batch_size``), when this file's
+    ``add_argument`` of it has ``default=1``; None otherwise."""
+    from .batches import batch_size_of
+    from .patterns import string_value
+
+    size = batch_size_of(index, call)
+    if not (isinstance(size, cst.Attribute) and isinstance(size.value, cst.Name)):
+        return None
+    wanted = size.attr.value
+    found: list[str] = []
+    for node in index.calls:
+        if not (
+            isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "add_argument"
+            and node.args
+        ):
+            continue
+        flags = [string_value(a.value) or "" for a in node.args if a.keyword is None]
+        if not flags or not all(f.startswith("-") for f in flags):
+            continue
+        # argparse's dest: the first long option (`-b`, `--batch-size`)
+        flag = next((f for f in flags if f.startswith("--")), flags[0])
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword}
+        dest = string_value(keywords["dest"]) if "dest" in keywords else None
+        if (dest or flag.lstrip("-").replace("-", "_")) != wanted:
+            continue
+        default = keywords.get("default")
+        if default is None or not m.matches(default, m.Integer("1")):
+            return None
+        found.append(flag)
+    return found[0] if len(found) == 1 else None
 
 
 def one_sample_batches(index: ModuleIndex, call: cst.Call) -> bool:

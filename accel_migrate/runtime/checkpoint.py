@@ -3,8 +3,8 @@
 A state folder holds everything a run needs to continue as if it had never
 stopped: every prepared model and optimizer, the precision's loss scale, the
 script's own objects passed in (LR schedulers...) and small values
-(``epoch=...``), and per rank: the RNG states (torch CPU and CUDA, ``random``,
-NumPy) and where each prepared loader stands (epoch, step, and the epoch's
+(``epoch=...``), and per rank: the RNG states (torch CPU, CUDA for a run on the
+GPU only, ``random``, NumPy) and where each prepared loader stands (epoch, step, and the epoch's
 batches, so a resumed epoch sees the same samples).
 
 Models and optimizers: under FSDP each rank writes its own shards
@@ -54,12 +54,22 @@ class Resume:
     values: dict[str, Any] = field(default_factory=dict)
 
 
-def _rng_state() -> dict[str, Any]:
+def _uses_cuda(runtime: Runtime) -> bool:
+    """Does this run use CUDA (its device is a GPU)? A run kept on the CPU
+    (``accel.device(accelerator=False)``, or no GPU) does not, also on a
+    machine that has GPUs: its CUDA RNG draws nothing it trains on."""
+    return runtime.device.type == "cuda"
+
+
+def _rng_state(cuda: bool) -> dict[str, Any]:
+    """The RNG states to save: CUDA's only for a run on the GPU (``cuda``), so
+    that a CPU run's state is the same on any machine and saving it creates no
+    CUDA context on every GPU."""
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "python": random.getstate(),
     }
-    if torch.cuda.is_available():
+    if cuda:
         state["cuda"] = torch.cuda.get_rng_state_all()
     numpy = sys.modules.get("numpy")
     if numpy is not None:
@@ -67,10 +77,13 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def _set_rng_state(state: dict[str, Any], cuda: bool) -> None:
+    """Restore ``state``; its CUDA states only in a run on the GPU (``cuda``):
+    a CPU run resumed from a GPU run's state leaves CUDA untouched, and a GPU
+    run resumed from a CPU run's state (none saved) keeps its own."""
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
+    if "cuda" in state and cuda:
         # One state per device the saving node had; a job resumed on a node with
         # fewer devices restores those it has.
         for device, device_state in enumerate(
@@ -117,7 +130,7 @@ def save_state(
 
         shared["optimizer_parts"] = save_tensors(staging, models, runtime.optimizers())
     own = {
-        "rng": _rng_state(),
+        "rng": _rng_state(_uses_cuda(runtime)),
         "loaders": [loader.accel_position() for loader in runtime.loaders()],
     }
     torch.save(own, staging / f"rank{env.rank}.pt")
@@ -226,7 +239,7 @@ def load_state(
     for loader, position in zip(loaders, own["loaders"], strict=False):
         loader.accel_resume(position)
     if own["rng"] is not None:
-        _set_rng_state(own["rng"])
+        _set_rng_state(own["rng"], _uses_cuda(runtime))
     first = own["loaders"][0] if own["loaders"] else {"epoch": 0, "step": 0}
     return Resume(
         epoch=int(first["epoch"]), step=int(first["step"]), values=shared["values"]

@@ -51,5 +51,8 @@ def check_batch_covers_world(batches: Any, step: int, total: int, world: int) ->
         f"batch then changes), or do not prepare it (every process then reads all "
         f"of it, in the same order: right for an evaluation loader, whose sums are "
         f"then not combined with accel.reduce), or run with batch mode 'per-device' "
-        f"(each process takes whole batches of {size})"
+        f"(`accel-migrate launch --batch-mode per-device`, or "
+        f"ACCEL_MIGRATE_BATCH_MODE=per-device): each process then takes whole "
+        f"batches of {size}, a global batch of {size * world}, so the losses differ "
+        f"from the original's"
     )

@@ -297,6 +297,46 @@ def test_the_banner_says_gloo_for_a_script_kept_on_the_cpu(
     ), err
 
 
+def test_nproc_auto_starts_one_process_for_a_script_kept_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+    torchrun: list[argparse.Namespace],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """On a (faked) machine with 4 GPUs, ``--nproc auto`` starts one process per
+    GPU for a script that uses them, and one for a script that keeps every
+    process on the CPU (``accel.device(accelerator=False)``), as on a machine
+    with no GPU: the GPU count says nothing of a CPU job; the banner says why,
+    and ``--nproc N`` still starts N."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    code, _, err = launch(capsys, "train.py")
+    assert code == EXIT_OK, err
+    assert torchrun[-1].nproc_per_node == "4"
+    assert "world size 4 (4 per node, default, auto: one per GPU)" in err, err
+    (tmp_path / "train.py").write_text(
+        MIGRATED.replace(
+            "import accel_migrate.runtime as accel\n",
+            "import accel_migrate.runtime as accel\n\naccel.device(accelerator=False)\n",
+            1,
+        )
+    )
+    code, _, err = launch(capsys, "train.py")
+    assert code == EXIT_OK, err
+    assert torchrun[-1].nproc_per_node == "1"
+    assert (
+        "world size 1 (1 per node, default, auto: one, not one per GPU, as the "
+        "script keeps every process on the CPU; --nproc N starts N)"
+    ) in err, err
+    assert "strategy single (auto, default)" in err
+    code, _, err = launch(capsys, "--nproc", "3", "train.py")
+    assert code == EXIT_OK, err
+    assert torchrun[-1].nproc_per_node == "3"
+    assert "world size 3 (3 per node, flag)" in err, err
+
+
 def test_the_banner_of_a_default_launch_and_of_slurm(
     monkeypatch: pytest.MonkeyPatch,
     torchrun: list[argparse.Namespace],

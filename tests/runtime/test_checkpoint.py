@@ -159,3 +159,68 @@ def test_a_gathered_state_converts_to_plain_state_dicts(tmp_path: Path) -> None:
     fresh = torch.optim.Adam(nn.Linear(3, 2).parameters(), lr=0.1)
     fresh.load_state_dict(plain["optimizers"][0])  # PyTorch's own layout
     assert plain["objects"][0]["last_epoch"] == 0
+
+
+def _no_cuda_rng(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with a GPU (faked) whose CUDA RNG must not be touched."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the CUDA RNG touched by a run on the CPU")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", refused)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", refused)
+
+
+def test_a_cpu_run_on_a_gpu_machine_saves_and_restores_no_cuda_rng(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script kept on the CPU (``accel.device(accelerator=False)``) on a GPU
+    machine: its state is the one it would save on a CPU machine (no CUDA RNG
+    states), and restoring a state that holds some (a GPU run's) leaves CUDA
+    alone. Before, both read or set CUDA's RNG whenever CUDA existed."""
+    accel.device(accelerator=False)
+    _no_cuda_rng(monkeypatch)
+    model, optimizer, scheduler = _setup()
+    _train(model, optimizer)
+    accel.save_state(tmp_path / "state", scheduler)
+    own = torch.load(tmp_path / "state" / "rank0.pt", weights_only=False)
+    assert set(own["rng"]) >= {"torch", "python"}
+    assert "cuda" not in own["rng"]
+    # the same folder as a GPU run would have written it
+    own["rng"]["cuda"] = [torch.zeros(16, dtype=torch.uint8)]
+    torch.save(own, tmp_path / "state" / "rank0.pt")
+    after_save = torch.rand(1)
+    assert accel.load_state(tmp_path / "state", scheduler) is not None
+    assert torch.equal(torch.rand(1), after_save), "the CPU RNG is restored"
+
+
+def test_cuda_rng_states_are_saved_and_restored_for_a_run_on_the_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The flag decides, not the machine: a GPU run saves every device's state
+    and restores those the machine has; a state without them (a CPU run's)
+    restores nothing of CUDA's."""
+    saved = [
+        torch.full((16,), 1, dtype=torch.uint8),
+        torch.full((16,), 2, dtype=torch.uint8),
+    ]
+    restored: list[tuple[int, int]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved)
+    monkeypatch.setattr(
+        torch.cuda,
+        "set_rng_state",
+        lambda state, device: restored.append((int(state[0]), device)),
+    )
+    state = checkpoint._rng_state(True)
+    assert state["cuda"] is saved
+    assert "cuda" not in checkpoint._rng_state(False)
+    checkpoint._set_rng_state(state, True)
+    assert restored == [(1, 0)], "only the devices this machine has"
+    restored.clear()
+    checkpoint._set_rng_state(checkpoint._rng_state(False), True)
+    checkpoint._set_rng_state(state, False)
+    assert restored == []

@@ -211,6 +211,9 @@ def test_a_batch_size_below_the_world_stops_at_its_first_batch() -> None:
         message = str(caught.value)
         assert "batch size is 1, smaller than the 2 processes" in message
         assert "batch mode 'per-device'" in message
+        # the launcher's real flag, and what it changes
+        assert "`accel-migrate launch --batch-mode per-device`" in message
+        assert "a global batch of 2, so the losses differ" in message
         assert isinstance(caught.value, ShardingError)
         assert runtime.shares == [], "refused before the batch reached the script"
 

@@ -875,6 +875,10 @@ EXPECTED: dict[str, str] = {
     # only by an unrelated AM023: the stand-in's fileno() is a real descriptor now
     "center_loss_mnist_t8a_project": "MATCH",
     "center_loss_mnist_t8a_project_batch": "MATCH",
+    # round 28a: PyTorch-GAN cyclegan.py at its defaults (--batch_size 1, shuffled):
+    # the global batch of one image cannot be split; the runtime stops it and
+    # names --batch-mode per-device, AM006 says why
+    "cyclegan_batch_one_r28a": "LOUD",
     # bhanML/Co-teaching: SILENT before (flagged only by unrelated AM009/AM017/
     # AM030/AM033): loss.loss_coteaching ranks the per-sample losses with
     # np.argsort and keeps the smallest, each process over its own share; AM007

@@ -77,8 +77,13 @@ each process would rank only its share (AM009's finding). Every process reads
 all of it in its fixed order, as the original did, and nothing computed over
 it is combined across processes. One of batch size 1 that may shuffle
 (``shuffle=True``, a ``sampler=``) is wrapped, since each process could draw
-its own order, and reported: the runtime stops it at its first batch on
-several processes unless the batch mode is ``per-device``. One that may
+its own order, and reported: at N processes its global batch of 1 cannot be
+split, so the runtime stops it at its first batch (``BatchSmallerThanWorldError``)
+unless the batch mode is ``per-device`` (``accel-migrate launch --batch-mode
+per-device``), where each process draws its own sample a step: a global batch
+of N, so the losses differ from the original's (the finding says so). A
+batch size read from a command-line option of ``default=1`` (PyTorch-GAN's
+cyclegan.py: ``batch_size=opt.batch_size``) is reported so too, for its default. One that may
 shuffle and whose batches a loop ranks is wrapped and reported too, never
 silently (its metric is not the original's; AM009 reports the loop).
 

@@ -33,7 +33,20 @@ its batch out of data made before the loop by indices it draws itself
 ``drawn_batches``): every process draws the same indices, trains on the same
 batch, and what the runtime combines over the processes' samples (a
 BatchNorm's running variance under its synchronised batch norm) counts each
-copy as samples of its own. Nothing is rewritten.
+copy as samples of its own. Reported too, where the file's model is
+prepared: a loop that steps through batches of a source no process splits,
+once every value its iterable may hold is followed to one
+(``unsplit_sources``): a loader held by an object another module builds
+(pytorch-center-loss's ``dataset.trainloader`` of ``datasets.create(...)``),
+one taken out of a list a helper returns (DKT's ``trainLoaders[i]``, in batch
+mode a parameter the batch's callers hand such a list), a generator method of
+such an object (LSTNet's ``data.get_batches(X, Y, batch_size, True)``), or,
+under loops that read no data, a method of an instance of a helper module's
+class handed no loader (SASRec's ``sampler.next_batch()``). The finding names
+the source and its line; each process trains on the whole of every batch, so
+the run matches and does the work of one N times over. A parameter whose
+callers are not known, or this file's own classes and functions (whose
+DataLoaders AM006 wraps), are never reported. Nothing is rewritten.
 
 ## Why
 The runtime gives each process its share of the data through
@@ -81,6 +94,7 @@ from ..full_batch import stored_inputs
 from ..patterns import prepared_models
 from ..rule import Rule
 from ..subtrees import findall
+from ..unsplit_sources import unsplit_sources
 
 MESSAGE = (
     "the training data is not split across processes: each trains on all of it "
@@ -106,6 +120,24 @@ def iterator_message(loop: str, made: str) -> str:
         "with a torch.utils.data.DataLoader (a batch_sampler can keep the "
         "buckets) so that accel.prepare_dataloader splits them, or take this "
         "process's part with accel.rank()"
+    )
+
+
+def source_message(origin: str, line: int, made: str) -> str:
+    what = f" {made}" if made else ""
+    return (
+        f"the training batches are not split across processes: this loop takes "
+        f"them from `{origin}` (line {line}){what}, which is not a DataLoader "
+        "that accel.prepare_dataloader wraps here, so every process trains on "
+        "the whole of every batch. The losses and gradients are the original's "
+        "where every process gets the same batches in the same order (the "
+        "averaged gradients of equal batches), but a run on N processes does the "
+        "work of one N times over, and they differ where each process draws its "
+        "own order. To split it, wrap the loader it comes from where this file "
+        "takes it out (`loader = accel.prepare_dataloader(...)` around it, a "
+        "torch.utils.data.DataLoader), or make its batches with a DataLoader, "
+        "or take this process's part by hand with accel.rank() and "
+        "accel.world_size()"
     )
 
 
@@ -186,6 +218,7 @@ class UnshardedData(Rule):
                     reported.add(loop)
                     self.report(loop, "needs-review", MESSAGE)
             self._over_iterator(call, reported)
+        self._unsplit_sources(reported)
 
     def _drawn(
         self,
@@ -255,6 +288,25 @@ class UnshardedData(Rule):
                     # Of a file another rule leaves whole, nothing runs on N.
                     if_migrated=True,
                 )
+
+    def _unsplit_sources(self, reported: set[cst.CSTNode]) -> None:
+        """A loop that runs a backward on batches of a source no process
+        splits: a loader this file does not prepare (held by another module's
+        object, taken out of a list), a generator method, a sampler's
+        ``next_batch()`` (``unsplit_sources``)."""
+        for source in unsplit_sources(self.index):
+            if source.loop in reported:
+                continue
+            reported.add(source.loop)
+            line = self.context.original_start(self.wrapper, source.origin)[0]
+            self.report(
+                source.loop,
+                "needs-review",
+                source_message(
+                    cst.Module([]).code_for_node(source.origin), line, source.made
+                ),
+                if_migrated=True,
+            )
 
     def _reads_stored_data(
         self,
