@@ -18,6 +18,7 @@ Static only: imports are read with Python's ``ast``; nothing is imported.
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -228,7 +229,7 @@ class Project:
                 if imported in seen:
                     continue
                 seen.add(imported)
-                if ".backward(" in texts[imported] or imported in for_callers:
+                if _trains(texts[imported]) or imported in for_callers:
                     found.setdefault(entry, {}).setdefault(imported, line)
                 if self.files[imported].endswith("__init__.py"):
                     # a package's `from .ppo import PPO`: importing the package
@@ -414,6 +415,17 @@ class Project:
 
 #: How much of a root cause's message AM103 quotes.
 _ROOT_TEXT = 160
+
+#: A ``torch.optim`` class built (``torch.optim.SGD(``, ``optim.Adam(``).
+_OPTIMIZER_BUILT = re.compile(r"\boptim\.[A-Z]\w*\(")
+
+
+def _trains(text: str) -> bool:
+    """Does a file's text run a backward pass, or build an optimizer (a base
+    class that builds the models and optimizers its subclasses in other files
+    step: FeatureLearningRotNet's algorithms/Algorithm.py under
+    ClassificationModel.py)? Its importers wait for its result."""
+    return ".backward(" in text or _OPTIMIZER_BUILT.search(text) is not None
 
 
 def _silent(outcome: Outcome | None) -> bool:

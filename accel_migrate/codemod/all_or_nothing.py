@@ -249,14 +249,15 @@ class AllOrNothing:
             f"`{snippet(call)}` builds {fact.where}, which trains models of its "
             f"own there: {fact.trains_own}. accel-migrate migrates a training "
             "setup one file at a time and does not prepare models across files, so "
-            f"{fact.file} is not migrated; in {fact.file} wrap each model it "
+            f"{fact.file} is not migrated; in {fact.trains_in or fact.file} wrap "
+            "each model it "
             "builds with accel.prepare_model(...) and each optimizer with "
             "accel.prepare_optimizer(...), and its backward with "
             "accel.backward(...); where this file feeds it batches, shard that "
             "loader with accel.prepare_dataloader(...), and make the losses it "
             "hands back global (accel.global_loss) where they are logged. Nothing in this "
             f"file was migrated: while each process trains a full copy in "
-            f"{fact.file}, sharding this file's loaders, reducing its metrics or "
+            f"{fact.trains_in or fact.file}, sharding this file's loaders, reducing its metrics or "
             "moving its logs and saves to the main process would mix a migrated "
             "half with an unmigrated one",
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
@@ -191,6 +192,9 @@ class HelperFacts(ReturnKinds):
         from .step_callbacks import step_callbacks
 
         lineage = class_lineage(self, cls)
+        base_trains = (
+            self._base_trains_own(cls) if self.path not in self.view.scripts else ("", "")
+        )
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -226,17 +230,15 @@ class HelperFacts(ReturnKinds):
             trains_own=(
                 ""
                 if self.path in self.view.scripts
-                else trains_own_models(
-                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
-                )
+                else trains_own_models(cls, self._optimizer_call(cls))
                 or trains_through(self, cls)
+                or base_trains[0]
             ),
+            trains_in=base_trains[1],
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
             loader_subclass=self._loader_subclass(cls),
             migrated_trainer=(
-                trains_own_models(
-                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
-                )
+                trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts
                 else ""
             ),
@@ -289,6 +291,34 @@ class HelperFacts(ReturnKinds):
             self._lineage(definition) if isinstance(definition, ast.ClassDef) else None
         )
         return augmentation(definition, self.scan.functions, self._dotted, lineage)
+
+    def _optimizer_call(self, cls: ast.ClassDef) -> Callable[[ast.Call], bool]:
+        """Does a call of ``cls``'s methods build an optimizer: a ``torch.optim``
+        class, or ``self.optimizer_fn(...)`` where ``__init__`` stored an
+        optimizer class handed as a default (``optimizer_defaults``)."""
+        from .optimizer_defaults import builds_optimizer_call, optimizer_attributes
+
+        return builds_optimizer_call(
+            lambda expr: self._dotted(expr), optimizer_attributes([cls], self._dotted)
+        )
+
+    def _base_trains_own(self, cls: ast.ClassDef) -> tuple[str, str]:
+        """``HelperFact.trains_own`` of a base of ``cls`` that the project defines
+        (read in the base's own module), naming it, and the file where it trains
+        (``HelperFact.trains_in``): pytorch_tabnet's ``TabNetClassifier(TabModel)``,
+        whose base in abstract_model.py builds the network and its optimizer in
+        ``fit`` and calls backward; ("", "") when no base trains."""
+        for base in cls.bases:
+            target = self.resolve(base)
+            if not isinstance(target, tuple):
+                continue
+            fact = self._follow(target)
+            if fact is not None and fact.kind == "class" and fact.trains_own:
+                inner = fact.trains_own
+                if not inner.startswith("its base "):
+                    inner = f"its base {fact.where}: {inner}"
+                return inner, fact.trains_in or fact.file
+        return "", ""
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
