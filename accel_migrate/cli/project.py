@@ -18,7 +18,6 @@ Static only: imports are read with Python's ``ast``; nothing is imported.
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..codemod.findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
+    SKIP_NOT_TRAINING,
     SKIP_SUPPRESSED,
     Failure,
     Finding,
@@ -229,7 +229,7 @@ class Project:
                 if imported in seen:
                     continue
                 seen.add(imported)
-                if _trains(texts[imported]) or imported in for_callers:
+                if ".backward(" in texts[imported] or imported in for_callers:
                     found.setdefault(entry, {}).setdefault(imported, line)
                 if self.files[imported].endswith("__init__.py"):
                     # a package's `from .ppo import PPO`: importing the package
@@ -378,6 +378,46 @@ class Project:
                     changed = True
         return result
 
+    def keep_orphan_libraries(
+        self,
+        outcomes: Sequence[Outcome | None],
+        libraries: dict[int, int],
+        imports: dict[int, dict[int, int]],
+    ) -> list[Outcome | None]:
+        """``outcomes`` with each library (``libraries``: no backward of its own)
+        migrated in its own right (its loaders prepared where it builds them:
+        FeatureLearningRotNet's dataloader.py, whose ``DataLoader`` class builds
+        a torch DataLoader in ``get_iterator``) turned into an unchanged result
+        with one needs-review finding (AM103) where its importer is no training
+        entry point of its own and runs the training of a file of the batch
+        that is left whole (``imports``: main.py's
+        ``getattr(alg, name)(config).solve(loader_train, loader_test)``): its
+        loaders would be sharded for a training that is not migrated."""
+        result = list(outcomes)
+        for library, entry in sorted(libraries.items()):
+            importer = result[entry]
+            if not (
+                _migrated(result[library])
+                and isinstance(importer, MigrationResult)
+                and importer.skip_reason == SKIP_NOT_TRAINING
+            ):
+                continue
+            whole = [t for t in sorted(imports.get(entry, {})) if _left_whole(result[t])]
+            if not whole:
+                continue
+            result[library] = _kept_whole(
+                result[library],  # type: ignore[arg-type]
+                1,
+                f"is imported by {self.paths[entry]}, which is no training entry "
+                f"point of its own and runs the training of {self.paths[whole[0]]}, "
+                "a training file of this batch left unchanged (see its findings): "
+                "the loaders this file prepares would be split across processes "
+                "for a training that is not migrated, so this file is left "
+                "unchanged too; resolve those findings and run the batch again"
+                + self._root_cause(whole[:1], result, {}),
+            )
+        return result
+
     def keep_distributed_imports(
         self, outcomes: Sequence[Outcome | None]
     ) -> list[Outcome | None]:
@@ -416,16 +456,6 @@ class Project:
 #: How much of a root cause's message AM103 quotes.
 _ROOT_TEXT = 160
 
-#: A ``torch.optim`` class built (``torch.optim.SGD(``, ``optim.Adam(``).
-_OPTIMIZER_BUILT = re.compile(r"\boptim\.[A-Z]\w*\(")
-
-
-def _trains(text: str) -> bool:
-    """Does a file's text run a backward pass, or build an optimizer (a base
-    class that builds the models and optimizers its subclasses in other files
-    step: FeatureLearningRotNet's algorithms/Algorithm.py under
-    ClassificationModel.py)? Its importers wait for its result."""
-    return ".backward(" in text or _OPTIMIZER_BUILT.search(text) is not None
 
 
 def _silent(outcome: Outcome | None) -> bool:

@@ -40,6 +40,7 @@ class AllOrNothing:
 
     def visit_Module(self, node: cst.Module) -> None:
         self._block_library_trainers()
+        self._block_picked_trainers()
         self._block_subclassed_trainers()
         for key, call in self._stepped_models.items():
             values = [v for v in self.index.values.get(key, []) if v is not None]
@@ -159,6 +160,39 @@ class AllOrNothing:
                 "logs and saves to the main process would mix a migrated half with "
                 "an unmigrated one",
             )
+
+    def _block_picked_trainers(self) -> None:
+        """``getattr(alg, config["algorithm_type"])(config)`` of a local module
+        whose classes train (``dynamic_trainers``): the class is picked by name,
+        and each of them keeps its setup in its own file."""
+        from .dynamic_trainers import picked_trainers
+
+        for call, module, facts in picked_trainers(
+            self.index.calls, self.index.qualnames, self.index.project
+        ):
+            shown = facts[:2]
+            how = "; ".join(
+                f"{f.where} trains {'models of its own there: ' + f.trains_own if f.trains_own else 'what it is handed there: ' + f.trains}"
+                for f in shown
+            )
+            more = f" (and {len(facts) - 2} more)" if len(facts) > 2 else ""
+            files = sorted({f.file for f in facts} | {f.trains_in for f in facts} - {""})
+            self.block(
+                call,
+                f"`{snippet(call)}` builds a class of the local module `{module}` "
+                f"picked by name, and its classes train: {how}{more}. accel-migrate "
+                "migrates a training setup one file at a time and does not prepare "
+                f"models across files, so {', '.join(files)} are not migrated; there "
+                "wrap each model with accel.prepare_model(...) where it is built, "
+                "each optimizer with accel.prepare_optimizer(...), the backward "
+                "with accel.backward(...), shard the loaders it is handed with "
+                "accel.prepare_dataloader(...) and make the losses it logs global "
+                "(accel.global_loss). Nothing in this file was migrated: while each "
+                "process trains a full copy there, sharding this file's loaders, "
+                "reducing its metrics or moving its logs and saves to the main "
+                "process would mix a migrated half with an unmigrated one",
+            )
+            return
 
     def _handed_model(
         self, call: cst.Call, fact: HelperFact

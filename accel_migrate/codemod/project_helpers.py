@@ -188,12 +188,15 @@ class HelperFacts(ReturnKinds):
             trained_parameter,
             trains_own_models,
         )
+        from .inherited_trainers import inherited_training
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
         lineage = class_lineage(self, cls)
         base_trains = (
-            self._base_trains_own(cls) if self.path not in self.view.scripts else ("", "")
+            inherited_training(self, cls)
+            if self.path not in self.view.scripts
+            else ("", "")
         )
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
@@ -301,24 +304,6 @@ class HelperFacts(ReturnKinds):
         return builds_optimizer_call(
             lambda expr: self._dotted(expr), optimizer_attributes([cls], self._dotted)
         )
-
-    def _base_trains_own(self, cls: ast.ClassDef) -> tuple[str, str]:
-        """``HelperFact.trains_own`` of a base of ``cls`` that the project defines
-        (read in the base's own module), naming it, and the file where it trains
-        (``HelperFact.trains_in``): pytorch_tabnet's ``TabNetClassifier(TabModel)``,
-        whose base in abstract_model.py builds the network and its optimizer in
-        ``fit`` and calls backward; ("", "") when no base trains."""
-        for base in cls.bases:
-            target = self.resolve(base)
-            if not isinstance(target, tuple):
-                continue
-            fact = self._follow(target)
-            if fact is not None and fact.kind == "class" and fact.trains_own:
-                inner = fact.trains_own
-                if not inner.startswith("its base "):
-                    inner = f"its base {fact.where}: {inner}"
-                return inner, fact.trains_in or fact.file
-        return "", ""
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
