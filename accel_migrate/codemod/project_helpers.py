@@ -335,6 +335,7 @@ class HelperFacts(ReturnKinds):
         return pairwise_in(self, forward, cls) if forward is not None else ""
 
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
+        from .closure_steps import steps_closure
         from .library_trainers import (
             function_trained_parameter,
             function_trains_handed,
@@ -343,6 +344,9 @@ class HelperFacts(ReturnKinds):
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
+        stepped = steps_closure(
+            function, lambda call: is_optimizer_class(self._dotted(call.func))
+        )
         self._terms = SumTerms(self, function, _assigned_in)
         if returns and all(r.value is not None for r in returns):
             found = [self.kind_of(r.value, function, 0) for r in returns]  # type: ignore[arg-type]
@@ -395,8 +399,13 @@ class HelperFacts(ReturnKinds):
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
-            trains=function_trains_handed(function, self.scan.functions),
-            trained_parameter=function_trained_parameter(function, self.scan.functions),
+            trains=function_trains_handed(function, self.scan.functions)
+            or (stepped[0] if stepped else ""),
+            trained_parameter=(
+                function_trained_parameter(function, self.scan.functions)
+                if not stepped or function_trains_handed(function, self.scan.functions)
+                else _position(function, stepped[1])
+            ),
             # a loss, or a function whose result is not known to be anything
             # else (``prototypical_loss`` returning ``loss_val, acc_val``)
             pairwise=(
@@ -428,3 +437,12 @@ class HelperFacts(ReturnKinds):
                 returned_iterator(self, returns, function) if not kind else ""
             ),
         )
+
+
+def _position(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> tuple[str, int]:
+    """``name`` and its position among ``function``'s positional parameters
+    (-1: keyword only), as ``HelperFact.trained_parameter``."""
+    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    return (name, positional.index(name) if name in positional else -1)
