@@ -398,6 +398,15 @@ class MainProcessWrites(Rule):
         ``accel.barrier()``."""
         self._barrier_after.add(call)
 
+    @cached_property
+    def _barrier_around(self) -> set[cst.Call]:
+        """Calls (of the original tree) that a barrier precedes and follows."""
+        return set()
+
+    def barrier_around(self, call: cst.Call) -> None:
+        """Put the statement ``call`` makes between two ``accel.barrier()``."""
+        self._barrier_around.add(call)
+
     def _closed_before_read(self, call: cst.Call) -> cst.With | None:
         """The ``with open(path, "w") as f:`` statement ``call`` opens, when a barrier
         after it is safe and enough: every process reaches it together, and no loop
@@ -425,10 +434,24 @@ class MainProcessWrites(Rule):
         original_node: cst.SimpleStatementLine,
         updated_node: cst.SimpleStatementLine,
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        if not any(
-            isinstance(s, (cst.Expr, cst.Assign)) and s.value in self._barrier_after
-            for s in original_node.body
-        ):
+        values = [
+            s.value for s in original_node.body if isinstance(s, (cst.Expr, cst.Assign))
+        ]
+        if any(v in self._barrier_around for v in values):
+            before, after = (
+                cst.SimpleStatementLine(
+                    body=[cst.Expr(self.runtime_call("barrier", []))]
+                )
+                for _ in range(2)
+            )
+            return cst.FlattenSentinel(
+                [
+                    before.with_changes(leading_lines=updated_node.leading_lines),
+                    updated_node.with_changes(leading_lines=()),
+                    after,
+                ]
+            )
+        if not any(v in self._barrier_after for v in values):
             return updated_node
         return self._barrier_after_statement(updated_node)
 
