@@ -390,7 +390,7 @@ class Project:
         a torch DataLoader in ``get_iterator``) turned into an unchanged result
         with one needs-review finding (AM103) where its importer is no training
         entry point of its own and runs the training of a file of the batch
-        that is left whole (``imports``: main.py's
+        that is not migrated, left whole or skipped (``imports``: main.py's
         ``getattr(alg, name)(config).solve(loader_train, loader_test)``): its
         loaders would be sharded for a training that is not migrated."""
         result = list(outcomes)
@@ -402,7 +402,11 @@ class Project:
                 and importer.skip_reason == SKIP_NOT_TRAINING
             ):
                 continue
-            whole = [t for t in sorted(imports.get(entry, {})) if _left_whole(result[t])]
+            whole = [
+                t
+                for t in sorted(imports.get(entry, {}))
+                if _left_whole(result[t]) or _not_migrated(result[t])
+            ]
             if not whole:
                 continue
             result[library] = _kept_whole(
@@ -410,7 +414,8 @@ class Project:
                 1,
                 f"is imported by {self.paths[entry]}, which is no training entry "
                 f"point of its own and runs the training of {self.paths[whole[0]]}, "
-                "a training file of this batch left unchanged (see its findings): "
+                "a training file of this batch left unchanged (see its findings, or "
+                "its skip reason): "
                 "the loaders this file prepares would be split across processes "
                 "for a training that is not migrated, so this file is left "
                 "unchanged too; resolve those findings and run the batch again"
