@@ -462,7 +462,6 @@ class Project:
 _ROOT_TEXT = 160
 
 
-
 def _silent(outcome: Outcome | None) -> bool:
     """A result with nothing to say: unchanged and without a finding (not one the
     user left alone with ``# accel-migrate: skip-file``)."""

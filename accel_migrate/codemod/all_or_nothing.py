@@ -176,7 +176,9 @@ class AllOrNothing:
                 for f in shown
             )
             more = f" (and {len(facts) - 2} more)" if len(facts) > 2 else ""
-            files = sorted({f.file for f in facts} | {f.trains_in for f in facts} - {""})
+            files = sorted(
+                {f.file for f in facts} | {f.trains_in for f in facts} - {""}
+            )
             self.block(
                 call,
                 f"`{snippet(call)}` builds a class of the local module `{module}` "

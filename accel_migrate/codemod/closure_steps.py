@@ -33,7 +33,9 @@ def steps_closure(
     parameters, calls another of its parameters (the caller's closure, or hands
     it to ``optimizer.step``) and steps that optimizer; None otherwise."""
     arguments = function.args
-    names = [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
+    names = [
+        a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    ]
     built: dict[str, tuple[str, ast.Call]] = {}
     for node in _own_nodes(function):
         if (

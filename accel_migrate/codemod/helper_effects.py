@@ -61,8 +61,10 @@ def helper_call(
             if_migrated=True,
         )
         return updated
-    if helper.writes and _makes_folders_only(helper) and _barrier_can_follow(
-        rule, original
+    if (
+        helper.writes
+        and _makes_folders_only(helper)
+        and _barrier_can_follow(rule, original)
     ):
         # a folder made on the main process, which the others may write into
         # once it returns (torchdiffeq's `makedirs(args.save)`, then

@@ -26,6 +26,7 @@ import ast
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .handed_values import handed_value
+from .optimizer_defaults import optimizer_class_defaults
 from .project_nodes import _own_nodes, self_attribute
 
 #: Methods that show a value is used as a model (not ``zero_grad``: an optimizer
@@ -96,7 +97,7 @@ def _handed(lineage: Lineage) -> tuple[str, str] | None:
     stored = _stored_through_bases(lineage[owner:])
     # an optimizer class handed as a default (pytorch_tabnet's
     # `optimizer_fn=torch.optim.Adam`) is called to build one, not run as a model
-    classes = _optimizer_class_defaults(init)
+    classes = optimizer_class_defaults(init)
     stored = {k: v for k, v in stored.items() if v not in classes}
     if not stored:
         return None
@@ -512,23 +513,3 @@ def _backward_calls(function: ast.AST) -> Iterator[ast.Call]:
             and node.func.attr == "backward"
         ):
             yield node
-
-
-def _optimizer_class_defaults(init: ast.FunctionDef) -> frozenset[str]:
-    """The parameters of ``init`` whose default is spelled as a ``torch.optim``
-    class (``torch.optim.Adam``, ``optim.SGD``)."""
-    arguments = init.args
-    positional = [*arguments.posonlyargs, *arguments.args]
-    pairs = list(
-        zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults)
-    )
-    pairs += [
-        (a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None
-    ]
-    return frozenset(
-        a.arg
-        for a, default in pairs
-        if isinstance(default, ast.Attribute)
-        and default.attr[:1].isupper()
-        and ast.unparse(default.value).split(".")[-1] == "optim"
-    )

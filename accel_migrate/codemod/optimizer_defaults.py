@@ -84,6 +84,43 @@ def _optimizer_parameters(
     args: ast.arguments, dotted: Callable[[ast.expr], str]
 ) -> set[str]:
     positional = [*args.posonlyargs, *args.args]
-    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    pairs = list(
+        zip(
+            positional[len(positional) - len(args.defaults) :],
+            args.defaults,
+            strict=True,
+        )
+    )
+    pairs += [
+        (a, d)
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+        if d is not None
+    ]
     return {a.arg for a, default in pairs if is_optimizer_class(dotted(default))}
+
+
+def optimizer_class_defaults(init: ast.FunctionDef) -> frozenset[str]:
+    """The parameters of ``init`` whose default is spelled as a ``torch.optim``
+    class (``torch.optim.Adam``, ``optim.SGD``): read without the module's
+    names, for ``library_trainers``, whose handed values are models."""
+    arguments = init.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = list(
+        zip(
+            positional[len(positional) - len(arguments.defaults) :],
+            arguments.defaults,
+            strict=True,
+        )
+    )
+    pairs += [
+        (a, d)
+        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+        if d is not None
+    ]
+    return frozenset(
+        a.arg
+        for a, default in pairs
+        if isinstance(default, ast.Attribute)
+        and default.attr[:1].isupper()
+        and ast.unparse(default.value).split(".")[-1] == "optim"
+    )

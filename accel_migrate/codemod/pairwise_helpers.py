@@ -65,7 +65,12 @@ def pairwise_in(
             callee = _callee(facts, node, cls)
             if callee is not None and callee is not function:
                 found = pairwise_in(
-                    facts, callee, cls, depth + 1, rankings, _held_parameters(node, callee)
+                    facts,
+                    callee,
+                    cls,
+                    depth + 1,
+                    rankings,
+                    _held_parameters(node, callee),
                 )
                 if found:
                     return found
@@ -82,7 +87,7 @@ def _held_parameters(
         positional = positional[1:]
     found = {
         name
-        for name, arg in zip(positional, call.args)
+        for name, arg in zip(positional, call.args, strict=False)
         if not isinstance(arg, ast.Starred) and _held(arg)
     }
     found |= {k.arg for k in call.keywords if k.arg is not None and _held(k.value)}

@@ -181,6 +181,7 @@ class HelperFacts(ReturnKinds):
             )
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
+        from .inherited_trainers import inherited_training
         from .library_trainers import (
             backpropagated_attributes,
             builds_optimizer,
@@ -188,7 +189,6 @@ class HelperFacts(ReturnKinds):
             trained_parameter,
             trains_own_models,
         )
-        from .inherited_trainers import inherited_training
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 

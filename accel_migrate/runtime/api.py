@@ -283,7 +283,9 @@ def _reduce_numpy(comm: Any, value: Any, op: ReduceOp) -> Any:
 
     if isinstance(value, np.ndarray):
         if value.dtype == np.bool_ or value.dtype.kind not in "iuf":
-            raise TypeError(f"accel.reduce cannot combine a numpy array of {value.dtype}")
+            raise TypeError(
+                f"accel.reduce cannot combine a numpy array of {value.dtype}"
+            )
         array = value.astype(np.float64) if op == "mean" else value
         result = comm.all_reduce(torch.from_numpy(np.array(array, copy=True)), op)
         return result.numpy()

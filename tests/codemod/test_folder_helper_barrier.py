@@ -51,7 +51,7 @@ def _migrate(tmp_path: Path, tail: str = "") -> tuple[str, str]:
 
 def test_a_barrier_follows_the_folder_made_on_the_main_process(tmp_path: Path) -> None:
     output, message = _migrate(tmp_path)
-    assert "accel.on_main_process(makedirs, \"experiment1\")\naccel.barrier()\n" in output
+    assert 'accel.on_main_process(makedirs, "experiment1")\naccel.barrier()\n' in output
     assert message.endswith(
         "-> accel.on_main_process(...), then accel.barrier(), so that no process "
         "writes into the folder before the main process has made it"
@@ -59,8 +59,6 @@ def test_a_barrier_follows_the_folder_made_on_the_main_process(tmp_path: Path) -
 
 
 def test_no_barrier_where_not_every_process_reaches_the_call(tmp_path: Path) -> None:
-    output, _ = _migrate(
-        tmp_path, 'if loss.item() > 0.5:\n    makedirs("plots")'
-    )
+    output, _ = _migrate(tmp_path, 'if loss.item() > 0.5:\n    makedirs("plots")')
     assert output.count("accel.barrier()") == 1, output  # the first call's only
     assert 'accel.on_main_process(makedirs, "plots")' in output

@@ -12,10 +12,17 @@ total = accel.reduce(np.float32(0.5 + rank))
 array = accel.reduce(np.array([rank, 1, 2], dtype=np.int64))
 mean = accel.reduce(np.int64(2 + 2 * rank), op="mean")
 accel.print(
-    "count", type(count).__name__, int(count),
-    "total", type(total).__name__, float(total),
-    "array", array.dtype, array.tolist(),
-    "mean", mean,
+    "count",
+    type(count).__name__,
+    int(count),
+    "total",
+    type(total).__name__,
+    float(total),
+    "array",
+    array.dtype,
+    array.tolist(),
+    "mean",
+    mean,
 )
 try:
     accel.reduce(np.bool_(True))
