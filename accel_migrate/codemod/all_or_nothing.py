@@ -170,10 +170,14 @@ class AllOrNothing:
         for call, module, facts in picked_trainers(
             self.index.calls, self.index.qualnames, self.index.project
         ):
-            shown = facts[:2]
             how = "; ".join(
-                f"{f.where} trains {'models of its own there: ' + f.trains_own if f.trains_own else 'what it is handed there: ' + f.trains}"
-                for f in shown
+                f"{f.where} trains "
+                + (
+                    f"models of its own there: {f.trains_own}"
+                    if f.trains_own
+                    else f"what it is handed there: {f.trains}"
+                )
+                for f in facts[:2]
             )
             more = f" (and {len(facts) - 2} more)" if len(facts) > 2 else ""
             files = sorted(
@@ -184,7 +188,8 @@ class AllOrNothing:
                 f"`{snippet(call)}` builds a class of the local module `{module}` "
                 f"picked by name, and its classes train: {how}{more}. accel-migrate "
                 "migrates a training setup one file at a time and does not prepare "
-                f"models across files, so {', '.join(files)} are not migrated; there "
+                f"models across files, so {', '.join(files)} "
+                f"{'is' if len(files) == 1 else 'are'} not migrated; there "
                 "wrap each model with accel.prepare_model(...) where it is built, "
                 "each optimizer with accel.prepare_optimizer(...), the backward "
                 "with accel.backward(...), shard the loaders it is handed with "
