@@ -229,12 +229,16 @@ def _run_files(
         finally:
             batch.stop()
     if held:
-        kept = project.keep_whole_setups(
-            project.keep_libraries(
-                project.keep_distributed_imports(outcomes), libraries, migrated
+        kept = project.keep_orphan_libraries(
+            project.keep_whole_setups(
+                project.keep_libraries(
+                    project.keep_distributed_imports(outcomes), libraries, migrated
+                ),
+                trainers,
+                migrated,
             ),
+            libraries,
             trainers,
-            migrated,
         )
         for index in sorted(held):
             emit(index, kept[index])  # type: ignore[arg-type]

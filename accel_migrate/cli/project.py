@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from ..codemod.findings import (
     SKIP_DISTRIBUTED,
     SKIP_GENERATED,
+    SKIP_NOT_TRAINING,
     SKIP_SUPPRESSED,
     Failure,
     Finding,
@@ -375,6 +376,51 @@ class Project:
                     )
                     blocked_by[trainer] = [entry]
                     changed = True
+        return result
+
+    def keep_orphan_libraries(
+        self,
+        outcomes: Sequence[Outcome | None],
+        libraries: dict[int, int],
+        imports: dict[int, dict[int, int]],
+    ) -> list[Outcome | None]:
+        """``outcomes`` with each library (``libraries``: no backward of its own)
+        migrated in its own right (its loaders prepared where it builds them:
+        FeatureLearningRotNet's dataloader.py, whose ``DataLoader`` class builds
+        a torch DataLoader in ``get_iterator``) turned into an unchanged result
+        with one needs-review finding (AM103) where its importer is no training
+        entry point of its own and runs the training of a file of the batch
+        that is not migrated, left whole or skipped (``imports``: main.py's
+        ``getattr(alg, name)(config).solve(loader_train, loader_test)``): its
+        loaders would be sharded for a training that is not migrated."""
+        result = list(outcomes)
+        for library, entry in sorted(libraries.items()):
+            importer = result[entry]
+            if not (
+                _migrated(result[library])
+                and isinstance(importer, MigrationResult)
+                and importer.skip_reason == SKIP_NOT_TRAINING
+            ):
+                continue
+            whole = [
+                t
+                for t in sorted(imports.get(entry, {}))
+                if _left_whole(result[t]) or _not_migrated(result[t])
+            ]
+            if not whole:
+                continue
+            result[library] = _kept_whole(
+                result[library],  # type: ignore[arg-type]
+                1,
+                f"is imported by {self.paths[entry]}, which is no training entry "
+                f"point of its own and runs the training of {self.paths[whole[0]]}, "
+                "a training file of this batch left unchanged (see its findings, or "
+                "its skip reason): "
+                "the loaders this file prepares would be split across processes "
+                "for a training that is not migrated, so this file is left "
+                "unchanged too; resolve those findings and run the batch again"
+                + self._root_cause(whole[:1], result, {}),
+            )
         return result
 
     def keep_distributed_imports(

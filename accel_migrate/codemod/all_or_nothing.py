@@ -41,6 +41,7 @@ class AllOrNothing:
 
     def visit_Module(self, node: cst.Module) -> None:
         self._block_library_trainers()
+        self._block_picked_trainers()
         self._block_subclassed_trainers()
         for key, call in self._stepped_models.items():
             values = [v for v in self.index.values.get(key, []) if v is not None]
@@ -161,6 +162,46 @@ class AllOrNothing:
                 "an unmigrated one",
             )
 
+    def _block_picked_trainers(self) -> None:
+        """``getattr(alg, config["algorithm_type"])(config)`` of a local module
+        whose classes train (``dynamic_trainers``): the class is picked by name,
+        and each of them keeps its setup in its own file."""
+        from .dynamic_trainers import picked_trainers
+
+        for call, module, facts in picked_trainers(
+            self.index.calls, self.index.qualnames, self.index.project
+        ):
+            how = "; ".join(
+                f"{f.where} trains "
+                + (
+                    f"models of its own there: {f.trains_own}"
+                    if f.trains_own
+                    else f"what it is handed there: {f.trains}"
+                )
+                for f in facts[:2]
+            )
+            more = f" (and {len(facts) - 2} more)" if len(facts) > 2 else ""
+            files = sorted(
+                {f.file for f in facts} | {f.trains_in for f in facts} - {""}
+            )
+            self.block(
+                call,
+                f"`{snippet(call)}` builds a class of the local module `{module}` "
+                f"picked by name, and its classes train: {how}{more}. accel-migrate "
+                "migrates a training setup one file at a time and does not prepare "
+                f"models across files, so {', '.join(files)} "
+                f"{'is' if len(files) == 1 else 'are'} not migrated; there "
+                "wrap each model with accel.prepare_model(...) where it is built, "
+                "each optimizer with accel.prepare_optimizer(...), the backward "
+                "with accel.backward(...), shard the loaders it is handed with "
+                "accel.prepare_dataloader(...) and make the losses it logs global "
+                "(accel.global_loss). Nothing in this file was migrated: while each "
+                "process trains a full copy there, sharding this file's loaders, "
+                "reducing its metrics or moving its logs and saves to the main "
+                "process would mix a migrated half with an unmigrated one",
+            )
+            return
+
     def _handed_model(
         self, call: cst.Call, fact: HelperFact
     ) -> cst.BaseExpression | None:
@@ -250,14 +291,15 @@ class AllOrNothing:
             f"`{snippet(call)}` builds {fact.where}, which trains models of its "
             f"own there: {fact.trains_own}. accel-migrate migrates a training "
             "setup one file at a time and does not prepare models across files, so "
-            f"{fact.file} is not migrated; in {fact.file} wrap each model it "
+            f"{fact.file} is not migrated; in {fact.trains_in or fact.file} wrap "
+            "each model it "
             "builds with accel.prepare_model(...) and each optimizer with "
             "accel.prepare_optimizer(...), and its backward with "
             "accel.backward(...); where this file feeds it batches, shard that "
             "loader with accel.prepare_dataloader(...), and make the losses it "
             "hands back global (accel.global_loss) where they are logged. Nothing in this "
             f"file was migrated: while each process trains a full copy in "
-            f"{fact.file}, sharding this file's loaders, reducing its metrics or "
+            f"{fact.trains_in or fact.file}, sharding this file's loaders, reducing its metrics or "
             "moving its logs and saves to the main process would mix a migrated "
             "half with an unmigrated one",
         )

@@ -61,8 +61,25 @@ def helper_call(
             if_migrated=True,
         )
         return updated
-    if not helper.writes or _makes_folders_only(helper):
-        # a folder made on the main process: the others write nothing into it
+    if (
+        helper.writes
+        and _makes_folders_only(helper)
+        and _barrier_can_follow(rule, original)
+    ):
+        # a folder made on the main process, which the others may write into
+        # once it returns (torchdiffeq's `makedirs(args.save)`, then
+        # `get_logger(logpath=os.path.join(args.save, "logs"))` opening a
+        # logging.FileHandler there on every process)
+        rule.barrier_after(original)
+        rule.report(
+            original,
+            "fixed",
+            f"{helper.describe()}, and nothing else -> accel.on_main_process(...), "
+            "then accel.barrier(), so that no process writes into the folder before "
+            "the main process has made it",
+        )
+    elif not helper.writes or _makes_folders_only(helper):
+        # a folder made on the main process where no barrier can follow
         rule.report(
             original,
             "fixed",

@@ -136,6 +136,13 @@ def report_method_writes(
     found: tuple[HelperFact, str, tuple[str, ...]],
 ) -> None:
     fact, method, writes = found
+    # Every process writes the same bytes at once; with a barrier on each side
+    # none reads the file while another still writes it (CosFace_pytorch's
+    # `model.module.save(path)` then `lfw_eval.eval(path)`, in the epoch loop:
+    # the barrier before keeps the next epoch's writes from the last one's reads)
+    fenced = _barrier_can_follow(rule, call)
+    if fenced:
+        rule.barrier_around(call)
     rule.report(
         call,
         "needs-review",
@@ -143,7 +150,14 @@ def report_method_writes(
         "and runs on every process: each writes the same file at once (racing, "
         "truncated or interleaved writes); the rule cannot move a method of the "
         "project to the main process (it may read what differs by process, or "
-        "parameters that FSDP shards); call it under `if accel.is_main_process():` "
+        "parameters that FSDP shards)"
+        + (
+            "; accel.barrier() before and after the call keeps every process from "
+            "reading the file while another writes it; "
+            if fenced
+            else "; "
+        )
+        + "call it under `if accel.is_main_process():` "
         "(with the full parameters, accel.state_dict(model), under FSDP), then "
         "accel.barrier() before any process reads the file",
         if_migrated=True,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .closure_steps import closure_trains, returned_closures
 from .handed_values import handed_value
+from .optimizer_defaults import optimizer_class_defaults
 from .project_nodes import _own_nodes, self_attribute
 
 #: Methods that show a value is used as a model (not ``zero_grad``: an optimizer
@@ -95,6 +96,10 @@ def _handed(lineage: Lineage) -> tuple[str, str] | None:
     if not isinstance(init, ast.FunctionDef):
         return None
     stored = _stored_through_bases(lineage[owner:])
+    # an optimizer class handed as a default (pytorch_tabnet's
+    # `optimizer_fn=torch.optim.Adam`) is called to build one, not run as a model
+    classes = optimizer_class_defaults(init)
+    stored = {k: v for k, v in stored.items() if v not in classes}
     if not stored:
         return None
     for method in methods:

@@ -187,7 +187,12 @@ an ``engine.train_one_epoch`` of that file) is left unchanged, with one finding
 at its first line naming the importer. The same holds for a helper module migrated
 for its callers (AM102: its writes, prints and sums over the loaders they hand
 it): left unchanged, its importers are left unchanged too, since their calls of
-it stay on every process and their loaders are sharded. When the file it names
+it stay on every process and their loaders are sharded. A module with no
+backward that prepares loaders of its own (FeatureLearningRotNet's
+dataloader.py) is left unchanged where its importer is no training entry point
+of its own and runs the training of a file of the batch that is not migrated
+(``getattr(alg, name)(config).solve(dloader_train, dloader_test)``): its loaders
+would be split for a training that each process runs whole. When the file it names
 is itself left unchanged only by such a finding (a chain: ``chargpt.py`` ->
 ``mingpt/trainer.py`` -> ``mingpt/utils.py`` -> ``mingpt/model.py``), the finding
 also names the root cause: the first file down the chain left unchanged by a

@@ -46,12 +46,17 @@ def pairwise_in(
     cls: ast.ClassDef | None = None,
     depth: int = 0,
     rankings: bool = False,
+    held: frozenset[str] = frozenset(),
 ) -> str:
     """The spelling of a comparison of samples with each other that ``function``
     (a method of ``cls``, where given) makes, or "". With ``rankings``, a
-    ranking of values over the batch counts too (``_ranked``)."""
+    ranking of values over the batch counts too (``_ranked``). ``held``: the
+    parameters of ``function`` its caller hands a tensor the module holds
+    (``cosine_sim(input, self.weight)``: a product with them sets each sample
+    against the held rows, not against the batch's other samples)."""
     for node in ast.walk(function):
-        found = _compares(facts, node) or _broadcast_difference(node, function)
+        found = "" if _against_held(node, held) else _compares(facts, node)
+        found = found or _broadcast_difference(node, function)
         if not found and rankings:
             found = _ranked(node)
         if found:
@@ -59,10 +64,66 @@ def pairwise_in(
         if isinstance(node, ast.Call) and depth < _DEPTH:
             callee = _callee(facts, node, cls)
             if callee is not None and callee is not function:
-                found = pairwise_in(facts, callee, cls, depth + 1, rankings)
+                found = pairwise_in(
+                    facts,
+                    callee,
+                    cls,
+                    depth + 1,
+                    rankings,
+                    _held_parameters(node, callee),
+                )
                 if found:
                     return found
     return ""
+
+
+def _held_parameters(
+    call: ast.Call, callee: ast.FunctionDef | ast.AsyncFunctionDef
+) -> frozenset[str]:
+    """The parameters of ``callee`` that ``call`` hands a tensor the module holds
+    (``_held``: ``self.weight``): CosFace's ``cosine_sim(input, self.weight)``."""
+    positional = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
+    if positional[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]
+    found = {
+        name
+        for name, arg in zip(positional, call.args, strict=False)
+        if not isinstance(arg, ast.Starred) and _held(arg)
+    }
+    found |= {k.arg for k in call.keywords if k.arg is not None and _held(k.value)}
+    return frozenset(found)
+
+
+def _against_held(node: ast.AST, held: frozenset[str]) -> bool:
+    """A product (``torch.mm(x1, x2.t())``, ``x1 @ x2.T``) one of whose sides is
+    a parameter in ``held``, transposed or not."""
+    if not held:
+        return False
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        sides = [node.left, node.right]
+    elif isinstance(node, ast.Call) and len(node.args) == 2:
+        sides = list(node.args)
+    else:
+        return False
+    return any(_root_name(side) in held for side in sides)
+
+
+def _root_name(expr: ast.expr) -> str:
+    """The name under transposes and method calls (``x2`` of ``x2.t()``,
+    ``x2.T``, ``x2.transpose(0, 1)``, ``torch.t(x2)``); "" otherwise."""
+    while True:
+        if isinstance(expr, ast.Attribute) and expr.attr == "T":
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            if isinstance(expr.func.value, ast.Name) and expr.func.value.id == "torch":
+                if not expr.args:
+                    return ""
+                expr = expr.args[0]
+            else:
+                expr = expr.func.value
+        else:
+            break
+    return expr.id if isinstance(expr, ast.Name) else ""
 
 
 def _compares(facts: HelperFacts, node: ast.AST) -> str:

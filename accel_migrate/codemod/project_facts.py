@@ -217,6 +217,10 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: For a class whose ``trains_own`` is its base's (pytorch_tabnet's
+    #: ``TabNetClassifier(TabModel)``): the file of the class that trains, where
+    #: the models and optimizers to prepare are built; "" when it is its own.
+    trains_in: str = ""
     #: For a class, not a model, of a file this run migrates, that trains
     #: models it builds itself (sfujim/TD3's ``TD3`` with its ``train``
     #: method): how, as a phrase (``trains_own_models``); "" if not. A script

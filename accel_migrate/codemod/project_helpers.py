@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
@@ -181,6 +182,7 @@ class HelperFacts(ReturnKinds):
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
         from .handed_optimized import optimized_parameters
+        from .inherited_trainers import inherited_training
         from .library_trainers import (
             backpropagated_attributes,
             builds_optimizer,
@@ -192,6 +194,11 @@ class HelperFacts(ReturnKinds):
         from .step_callbacks import step_callbacks
 
         lineage = class_lineage(self, cls)
+        base_trains = (
+            inherited_training(self, cls)
+            if self.path not in self.view.scripts
+            else ("", "")
+        )
         effects = _Effects(self, in_class=True)
         for statement in cls.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -230,17 +237,15 @@ class HelperFacts(ReturnKinds):
             trains_own=(
                 ""
                 if self.path in self.view.scripts
-                else trains_own_models(
-                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
-                )
+                else trains_own_models(cls, self._optimizer_call(cls))
                 or trains_through(self, cls)
+                or base_trains[0]
             ),
+            trains_in=base_trains[1],
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
             loader_subclass=self._loader_subclass(cls),
             migrated_trainer=(
-                trains_own_models(
-                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
-                )
+                trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts
                 else ""
             ),
@@ -294,6 +299,16 @@ class HelperFacts(ReturnKinds):
         )
         return augmentation(definition, self.scan.functions, self._dotted, lineage)
 
+    def _optimizer_call(self, cls: ast.ClassDef) -> Callable[[ast.Call], bool]:
+        """Does a call of ``cls``'s methods build an optimizer: a ``torch.optim``
+        class, or ``self.optimizer_fn(...)`` where ``__init__`` stored an
+        optimizer class handed as a default (``optimizer_defaults``)."""
+        from .optimizer_defaults import builds_optimizer_call, optimizer_attributes
+
+        return builds_optimizer_call(
+            lambda expr: self._dotted(expr), optimizer_attributes([cls], self._dotted)
+        )
+
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
         defines (read in the base's own module), naming it: a class of
@@ -324,6 +339,7 @@ class HelperFacts(ReturnKinds):
         return pairwise_in(self, forward, cls) if forward is not None else ""
 
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
+        from .closure_optimizers import steps_closure
         from .library_trainers import (
             function_trained_parameter,
             function_trains_handed,
@@ -332,6 +348,9 @@ class HelperFacts(ReturnKinds):
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
+        stepped = steps_closure(
+            function, lambda call: is_optimizer_class(self._dotted(call.func))
+        )
         self._terms = SumTerms(self, function, _assigned_in)
         if returns and all(r.value is not None for r in returns):
             found = [self.kind_of(r.value, function, 0) for r in returns]  # type: ignore[arg-type]
@@ -384,8 +403,13 @@ class HelperFacts(ReturnKinds):
             collectives=effects.collectives,
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
-            trains=function_trains_handed(function, self.scan.functions),
-            trained_parameter=function_trained_parameter(function, self.scan.functions),
+            trains=function_trains_handed(function, self.scan.functions)
+            or (stepped[0] if stepped else ""),
+            trained_parameter=(
+                function_trained_parameter(function, self.scan.functions)
+                if not stepped or function_trains_handed(function, self.scan.functions)
+                else _position(function, stepped[1])
+            ),
             # a loss, or a function whose result is not known to be anything
             # else (``prototypical_loss`` returning ``loss_val, acc_val``)
             pairwise=(
@@ -417,3 +441,12 @@ class HelperFacts(ReturnKinds):
                 returned_iterator(self, returns, function) if not kind else ""
             ),
         )
+
+
+def _position(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> tuple[str, int]:
+    """``name`` and its position among ``function``'s positional parameters
+    (-1: keyword only), as ``HelperFact.trained_parameter``."""
+    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    return (name, positional.index(name) if name in positional else -1)

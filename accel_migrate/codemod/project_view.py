@@ -475,12 +475,15 @@ def _attribute(view: ProjectView, module: str | Target, name: str) -> str | Targ
         if inner:
             return (path, f"{inner}.{name}")
         if os.path.basename(path) == "__init__.py":
-            sub = view._module_file(name, (os.path.dirname(path),))
-            if sub:
-                return (sub, "")
+            # `from .Algorithm import Algorithm` in the package's __init__.py
+            # rebinds the name its submodule import bound: the package's
+            # `Algorithm` is the class (FeatureLearningRotNet's algorithms/)
             found = _reexport(view, path, name)
             if found is not None:
                 return found
+            sub = view._module_file(name, (os.path.dirname(path),))
+            if sub:
+                return (sub, "")
         return (path, name)
     return f"{module}.{name}" if module else name
 

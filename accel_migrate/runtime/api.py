@@ -276,6 +276,27 @@ def global_loss(
 
 
 # -- metrics and output ----------------------------------------------------------------------
+def _reduce_numpy(comm: Any, value: Any, op: ReduceOp) -> Any:
+    """``reduce`` of a numpy scalar or array: the same type back (a float for the
+    mean of an integer scalar, as for a Python int)."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if value.dtype == np.bool_ or value.dtype.kind not in "iuf":
+            raise TypeError(
+                f"accel.reduce cannot combine a numpy array of {value.dtype}"
+            )
+        array = value.astype(np.float64) if op == "mean" else value
+        result = comm.all_reduce(torch.from_numpy(np.array(array, copy=True)), op)
+        return result.numpy()
+    if isinstance(value, np.bool_) or not isinstance(value, (np.integer, np.floating)):
+        raise TypeError(f"accel.reduce cannot combine a {type(value).__name__}")
+    floating = isinstance(value, np.floating) or op == "mean"
+    dtype = torch.float64 if floating else torch.int64
+    result = comm.all_reduce(torch.tensor(value.item(), dtype=dtype), op).item()
+    return value.dtype.type(result) if op != "mean" else result
+
+
 def reduce(value: T, op: ReduceOp = "sum") -> T:
     """Combine a tensor or number (or a list, tuple or dict of them) across ranks.
 
@@ -287,6 +308,10 @@ def reduce(value: T, op: ReduceOp = "sum") -> T:
     comm = get_runtime().comm
     if isinstance(value, torch.Tensor):
         return comm.all_reduce(value, op)  # type: ignore[return-value]
+    if type(value).__module__ == "numpy":
+        # `total_correct += np.sum(predicted == target)`: a numpy int64 count
+        # (torchdiffeq's accuracy()), or an array of them
+        return _reduce_numpy(comm, value, op)
     if isinstance(value, bool) or not isinstance(
         value, (int, float, list, tuple, dict)
     ):

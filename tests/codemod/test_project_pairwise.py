@@ -283,3 +283,47 @@ def test_am007_names_the_prototypes_distances_and_the_weighting(
         "`proto_loss` in proto.py)" in finding.message
     )
     assert "weighs each process's loss as a mean over its share" in finding.message
+
+
+MARGIN_LAYER = """\
+import torch
+import torch.nn as nn
+
+
+def cosine_sim(x1, x2, dim=1, eps=1e-8):
+    ip = torch.mm(x1, x2.t())
+    w1 = torch.norm(x1, 2, dim)
+    w2 = torch.norm(x2, 2, dim)
+    return ip / torch.ger(w1, w2).clamp(min=eps)
+
+
+class MarginCosineProduct(nn.Module):
+    def __init__(self, in_features, out_features, s=30.0, m=0.40):
+        super().__init__()
+        self.s, self.m = s, m
+        self.weight = nn.Parameter(torch.randn(out_features, in_features))
+
+    def forward(self, input, label):
+        cosine = cosine_sim(input, self.weight)
+        one_hot = torch.zeros_like(cosine).scatter_(1, label.view(-1, 1), 1.0)
+        return self.s * (cosine - one_hot * self.m)
+
+
+class SelfSimilarity(nn.Module):
+    def forward(self, input, label):
+        return cosine_sim(input, input)
+"""
+
+
+def test_a_product_with_a_held_weight_handed_to_a_function_compares_nothing(
+    tmp_path: Path,
+) -> None:
+    """CosFace's MarginCosineProduct: ``cosine_sim(input, self.weight)`` sets each
+    sample against the class weights, not against the batch's other samples (AM007
+    said it compared them); the same function called with the batch twice does."""
+    (tmp_path / "layer.py").write_text(MARGIN_LAYER)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import layer\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["layer.MarginCosineProduct"].pairwise == ""
+    assert table["layer.SelfSimilarity"].pairwise == "torch.mm(x1, x2.t())"

@@ -952,6 +952,52 @@ EXPECTED: dict[str, str] = {
     # whole. Batch mode: TrainOptions.parse and Visualizer write in methods (AM036)
     "pix2pixhd_multiscale_t9b_project": "FLAGGED",
     "pix2pixhd_multiscale_t9b_project_batch": "FLAGGED",
+    # t9a, a new user's trial of six more families.
+    # hungthanhpham94/GRU4REC-pytorch: main.py hands its model to lib.Trainer,
+    # which trains it (AM004 leaves main.py whole). Batch mode migrates it;
+    # the session-parallel lib.DataLoader is no torch loader, so every process
+    # trains on every batch (AM019) and it matches
+    "gru4rec_session_parallel_t9a_project": "FLAGGED",
+    "gru4rec_session_parallel_t9a_project_batch": "MATCH",
+    # dreamquark-ai/tabnet: SILENT before in file mode (main.py only calls
+    # clf.fit; "not a training entry point", no finding): TabNetClassifier's
+    # base TabModel in abstract_model.py builds the network and
+    # `self.optimizer_fn(...)` (an optimizer class handed as a default) and
+    # calls backward; AM004 names it now. Batch mode: AM006 (a tuple of a
+    # loader and a list of loaders from create_dataloaders), AM103
+    "tabnet_ghost_bn_t9a_project": "FLAGGED",
+    "tabnet_ghost_bn_t9a_project_batch": "FLAGGED",
+    # gidariss/FeatureLearningRotNet: SILENT before in file mode
+    # (`getattr(alg, config["algorithm_type"])(config)` picks the trainer
+    # class by name; AM004 names the package's classes now). Batch mode was
+    # half migrated (ClassificationModel.py's backward and dataloader.py's
+    # loader migrated, algorithms/Algorithm.py, which builds the models, left
+    # whole; the runtime stopped it): `from . import Algorithm` is the class
+    # __init__.py re-exports now, the subclasses are left whole by AM004, and
+    # dataloader.py by AM103 (its importer runs a training left whole)
+    "rotnet_frozen_feats_t9a_project": "FLAGGED",
+    "rotnet_frozen_feats_t9a_project_batch": "FLAGGED",
+    # MuggleWang/CosFace_pytorch: matches. AM007 said MarginCosineProduct
+    # compared the batch's samples (`cosine_sim(input, self.weight)`: against
+    # the class weights); batch mode crashed now and then (rank 1's
+    # lfw_eval torch.load of the checkpoint `model.module.save` was writing on
+    # rank 0): AM017 puts that call between two barriers now
+    "cosface_lfw_kfold_t9a_project": "MATCH",
+    "cosface_lfw_kfold_t9a_project_batch": "MATCH",
+    # DmitryUlyanov/deep-image-prior: SILENT before in both modes (the
+    # closure's backward in main.py, the Adam and its steps in
+    # utils/common_utils.py's optimize: neither a training file alone);
+    # AM004 names optimize now, AM103 leaves common_utils.py whole with it
+    "deep_image_prior_t9a_project": "FLAGGED",
+    "deep_image_prior_t9a_project_batch": "FLAGGED",
+    # rtqichen/torchdiffeq odenet_mnist: file mode crashed on rank 1
+    # (FileNotFoundError: `makedirs(args.save)` moved to the main process with
+    # no barrier before get_logger's FileHandler), flagged only by AM006; a
+    # barrier follows it now, and it differs for AM006's reason (accuracy()
+    # in utils.py counts over sharded loaders). Batch mode was LOUD by accident
+    # (accel.reduce refused accuracy()'s numpy int64 count): matches now
+    "neural_ode_nfe_t9a_project": "FLAGGED",
+    "neural_ode_nfe_t9a_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

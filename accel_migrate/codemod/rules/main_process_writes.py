@@ -28,8 +28,11 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
 - calls of a local module's helper that writes files or prints
   (``utils.save_checkpoint(...)``, ``Logger("log.txt")``, a progress bar), known
   from the project view: ``accel.on_main_process(save_checkpoint, ...)`` where
-  all it does is write and print; a needs-review finding naming its file where
-  it also hands back or changes a value, or calls collectives.
+  all it does is write and print, followed by ``accel.barrier()`` where every
+  process reaches the call together (a helper that only makes a folder too:
+  the others may write into it next, torchdiffeq's ``makedirs(args.save)``
+  before ``get_logger``'s ``FileHandler`` there); a needs-review finding naming
+  its file where it also hands back or changes a value, or calls collectives.
 - in batch mode, calls of a method of an instance of a class that another
   training file of the batch defines and that writes files (PyTorch-BYOL's
   ``trainer.train(dataset)``, whose class ends with ``self.save_model(path)``):
@@ -41,7 +44,10 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   ``model.save_embedding(id2word, path)`` with its ``open(path, "w")``) is
   reported as needs-review: it runs on every process, and the rule cannot move
   a method of the project to the main process (it may read parameters that
-  FSDP shards, or hand something back).
+  FSDP shards, or hand something back). Where every process reaches the call
+  together, ``accel.barrier()`` precedes and follows it, so that no process
+  reads the file while another still writes it (CosFace_pytorch's
+  ``model.module.save(path)`` then ``lfw_eval.eval(path)`` each epoch).
 
 ## Why
 Every process runs the script. Without this, N processes would each create a
@@ -398,6 +404,15 @@ class MainProcessWrites(Rule):
         ``accel.barrier()``."""
         self._barrier_after.add(call)
 
+    @cached_property
+    def _barrier_around(self) -> set[cst.Call]:
+        """Calls (of the original tree) that a barrier precedes and follows."""
+        return set()
+
+    def barrier_around(self, call: cst.Call) -> None:
+        """Put the statement ``call`` makes between two ``accel.barrier()``."""
+        self._barrier_around.add(call)
+
     def _closed_before_read(self, call: cst.Call) -> cst.With | None:
         """The ``with open(path, "w") as f:`` statement ``call`` opens, when a barrier
         after it is safe and enough: every process reaches it together, and no loop
@@ -425,10 +440,24 @@ class MainProcessWrites(Rule):
         original_node: cst.SimpleStatementLine,
         updated_node: cst.SimpleStatementLine,
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        if not any(
-            isinstance(s, (cst.Expr, cst.Assign)) and s.value in self._barrier_after
-            for s in original_node.body
-        ):
+        values = [
+            s.value for s in original_node.body if isinstance(s, (cst.Expr, cst.Assign))
+        ]
+        if any(v in self._barrier_around for v in values):
+            before, after = (
+                cst.SimpleStatementLine(
+                    body=[cst.Expr(self.runtime_call("barrier", []))]
+                )
+                for _ in range(2)
+            )
+            return cst.FlattenSentinel(
+                [
+                    before.with_changes(leading_lines=updated_node.leading_lines),
+                    updated_node.with_changes(leading_lines=()),
+                    after,
+                ]
+            )
+        if not any(v in self._barrier_after for v in values):
             return updated_node
         return self._barrier_after_statement(updated_node)
 

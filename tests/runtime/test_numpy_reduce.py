@@ -1,0 +1,34 @@
+"""accel.reduce combines numpy scalars and arrays (the count torchdiffeq's
+odenet_mnist accuracy() sums with ``np.sum``), keeping their type, where it
+raised ``TypeError: accel.reduce cannot combine a int64``. Two processes
+under the launcher (gloo)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests import warm_python
+
+from .test_distributed import SCRIPTS
+
+pytestmark = pytest.mark.multiprocess
+
+
+def test_numpy_values_are_combined_with_their_type() -> None:
+    done = subprocess.run(
+        [*warm_python.launcher(), "--nproc", "2", str(SCRIPTS / "numpy_reduce.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    # rank 0 counts 1 match of 3, rank 1 counts 2: 3 in all
+    assert "count int64 3" in out, out
+    assert "total float32 2.0" in out, out
+    assert "array int64 [1, 2, 4]" in out, out
+    assert "mean 3.0" in out, out
+    assert "refused accel.reduce cannot combine a bool" in out, out
