@@ -20,6 +20,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import scope_provider as _libcst
 
+from . import scope_reuse
 from .fastvisit import _fields
 from .scopes import (
     Access,
@@ -65,10 +66,30 @@ class ScopeWalk:
         self.last_string: cst.BaseString | None = None
         #: Could a qualified name start with ``typing`` yet?
         self.typing = False
+        #: String annotations parsed so far.
+        self.strings = 0
 
     def run(self, module: cst.Module) -> None:
-        self.visit(module, False)
+        memo = scope_reuse.current()
+        if memo is None:
+            self.visit(module, False)
+        else:
+            self.module(module, memo)
+            memo.finish(self)
         self.infer_accesses()
+
+    def module(self, module: cst.Module, memo: scope_reuse.ScopeMemo) -> None:
+        """``visit(module)``, each top-level statement through ``memo``."""
+        scope = self.scope
+        for name in _MODULE_FIELDS:
+            for item in getattr(module, name):
+                if name == "body":
+                    memo.statement(self, item)
+                elif type(item) in _LEAVES:
+                    self.computed[item] = scope
+                else:
+                    self.visit(item, False)
+        self.computed[module] = scope
 
     # -- the walk -----------------------------------------------------------------------
     def visit(self, node: cst.CSTNode, store: bool) -> None:
@@ -212,6 +233,7 @@ class ScopeWalk:
         top = self.last_string is None
         if top:
             self.last_string = node
+        self.strings += 1
         try:
             module = cst.parse_module(value)
             self.visit(module, False)
@@ -412,6 +434,10 @@ _HANDLERS: dict[type, Callable[[ScopeWalk, Any, bool], None]] = {
 _KIND_FIELDS: dict[type, tuple[str, ...] | None] = {}
 #: Node classes without fields to visit, hooks or bindings.
 _LEAVES: set[type] = set()
+#: The fields of a module, in libcst's order (``ScopeWalk.module``).
+_MODULE_FIELDS = ("header", "body", "footer")
+assert _fields(cst.Module(body=())) == _MODULE_FIELDS
+assert cst.Module not in _ASSIGNMENT_LIKE and cst.Module not in _HANDLERS
 for _kind, _handler in (
     ("TypeAlias", ScopeWalk._type_alias),
     ("TypeVar", ScopeWalk._type_var),

@@ -206,6 +206,8 @@ class Scope:
     globals: GlobalScope
     node: cst.CSTNode | None = None
     _name_prefix = ""
+    #: The module scope's bindings, logged while ``scope_reuse`` records a walk.
+    _log: list[Assignment] | None = None
 
     def __init__(self, parent: Scope) -> None:
         self.parent = parent
@@ -236,7 +238,10 @@ class Scope:
     def record_assignment(self, name: str, node: cst.CSTNode) -> None:
         target = self._find_assignment_target(name)
         found = target._assignments.setdefault(name, {})
-        found[Assignment(name, target, node, target._assignment_count)] = None
+        assignment = Assignment(name, target, node, target._assignment_count)
+        found[assignment] = None
+        if target._log is not None:
+            target._log.append(assignment)
 
     def record_import_assignment(
         self, name: str, node: cst.CSTNode, as_name: cst.CSTNode
@@ -244,7 +249,10 @@ class Scope:
         target = self._find_assignment_target(name)
         found = target._assignments.setdefault(name, {})
         index = target._assignment_count
-        found[ImportAssignment(name, target, node, index, as_name)] = None
+        assignment = ImportAssignment(name, target, node, index, as_name)
+        found[assignment] = None
+        if target._log is not None:
+            target._log.append(assignment)
 
     def record_access(self, access: Access) -> None:
         self._accesses_by_node.setdefault(access.node, []).append(access)
