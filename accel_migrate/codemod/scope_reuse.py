@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from . import scopes
 from .scopes import Access, Assignment, GlobalScope, ImportAssignment, Scope
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 
 #: False: every top-level statement is walked on every tree.
 REUSE = True
+#: False: only the module's own statements are recorded and replayed.
+NESTED = True
 
 _current: ScopeMemo | None = None
 
@@ -67,32 +70,80 @@ def per_file() -> Iterator[ScopeMemo]:
 
 
 class Record:
-    """What walking one top-level statement made (see the module docstring)."""
+    """What walking one statement made (see the module docstring)."""
 
-    __slots__ = ("accesses", "bindings", "count", "entries", "module_scope")
+    __slots__ = (
+        "accesses",
+        "bindings",
+        "count",
+        "nodes",
+        "places",
+        "scope",
+        "scopes",
+        "where",
+    )
 
     def __init__(
         self,
-        module_scope: GlobalScope,
-        bindings: list[tuple[Assignment, int]],
-        accesses: list[tuple[cst.CSTNode, Scope, int, Any, Any]],
+        scope: Scope,
+        where: Where,
+        bindings: list[tuple[Assignment, int, int]],
+        accesses: list[tuple[cst.CSTNode, Scope, int, Any]],
         count: int,
     ) -> None:
-        self.module_scope = module_scope
-        #: Bindings made in the module's scope, with their number less the count
-        #: the statement started from.
+        #: The scope the statement was walked in, and what its chain of scopes
+        #: up to the module's was (``_where``).
+        self.scope = scope
+        self.where = where
+        #: Bindings made in a scope of that chain: (binding, how far up the chain
+        #: its scope is, its number less that scope's count when the statement
+        #: started).
         self.bindings = bindings
-        #: Reads: (node, scope, number (the module scope's: relative), the
-        #: dotted attribute it starts, the string it is in).
+        #: Reads: (node, scope, number (relative, in the statement's scope), the
+        #: dotted attribute it starts).
         self.accesses = accesses
-        #: How much the statement raised the module scope's count.
+        #: How much the statement raised its scope's count.
         self.count = count
-        #: The scope mapping's entries, in the walk's order (``ScopeMemo.finish``).
-        self.entries: list[tuple[cst.CSTNode, Scope]] = []
+        #: The scope mapping's entries, in the walk's order (``ScopeMemo.finish``):
+        #: the nodes, and each one's scope as a place in ``scopes`` (the
+        #: statement's scope first, then those made inside it).
+        self.nodes: list[cst.CSTNode] = []
+        self.places: list[int] = []
+        self.scopes: list[Scope] = [scope]
+
+
+#: A statement's place: its scope's qualified-name prefix, and per scope of its
+#: chain (its own, its parent's... the module's) the kind and the ``global`` /
+#: ``nonlocal`` names, each with how far up the chain it points.
+Where = tuple[str, tuple[tuple[type, tuple[tuple[str, int], ...]], ...]]
+
+
+def _chain(scope: Scope) -> list[Scope]:
+    chain = [scope]
+    while not isinstance(scope, GlobalScope):
+        scope = scope.parent
+        chain.append(scope)
+    return chain
+
+
+def _where(chain: list[Scope]) -> Where | None:
+    """None where an overwrite points off the chain (not seen: then no reuse)."""
+    kinds = []
+    for scope in chain:
+        overwrites = ()
+        if scope._overwrites:
+            places = []
+            for name, target in scope._overwrites.items():
+                if target not in chain:
+                    return None
+                places.append((name, chain.index(target)))
+            overwrites = tuple(places)
+        kinds.append((type(scope), overwrites))
+    return chain[0]._name_prefix, tuple(kinds)
 
 
 class ScopeMemo:
-    """The records of one file's scope walks, per top-level statement."""
+    """The records of one file's scope walks, per statement."""
 
     def __init__(self) -> None:
         self.records: dict[cst.CSTNode, Record] = {}
@@ -102,48 +153,79 @@ class ScopeMemo:
         self.reused = 0
         self.walked = 0
 
-    # -- a walk's top-level statements ---------------------------------------------------
-    def statement(self, walk: ScopeWalk, statement: cst.CSTNode) -> None:
-        """Walk ``statement`` (a top-level statement of ``walk``'s module), or make
-        an earlier walk's records again."""
-        if not walk.typing:
-            record = self.records.get(statement)
-            if record is not None:
-                self._replay(walk, record)
-                self.reused += 1
-                return
-        self._walk(walk, statement)
+    def start(self) -> None:
+        """Before a walk: every binding is logged (``scopes.LOG``)."""
+        scopes.LOG = []
 
-    def _walk(self, walk: ScopeWalk, statement: cst.CSTNode) -> None:
-        self.walked += 1
-        module_scope = walk.scope
-        assert isinstance(module_scope, GlobalScope)
-        typing, strings = walk.typing, walk.strings
-        start = module_scope._assignment_count
-        deferred, computed = len(walk.deferred), len(walk.computed)
-        log: list[Assignment] = []
-        module_scope._log = log
-        try:
+    # -- a walk's statements ----------------------------------------------------------
+    def statement(self, walk: ScopeWalk, statement: cst.CSTNode) -> None:
+        """Walk ``statement`` (one of a module's or block's statements), or make
+        an earlier walk's records again."""
+        if (
+            walk.typing
+            or (not NESTED and not isinstance(walk.scope, GlobalScope))
+            or walk.last_string is not None
+            or walk.top_attribute[-1] is not None
+            or walk.in_annotation[-1]
+            or walk.in_type_hint[-1]
+            or walk.ignored_subscripts
+        ):
             walk.visit(statement, False)
-        finally:
-            module_scope._log = None
-        if typing or walk.typing or walk.strings != strings:
             return
-        accesses = [
-            (
-                access.node,
-                access.scope,
-                access._index - start if access.scope is module_scope else access._index,
-                attribute,
-                string,
+        chain = _chain(walk.scope)
+        where = _where(chain)
+        record = self.records.get(statement)
+        if record is not None and where is not None and record.where == where:
+            self._replay(walk, record, chain)
+            self.reused += 1
+            return
+        self._walk(walk, statement, chain, where)
+
+    def _walk(
+        self,
+        walk: ScopeWalk,
+        statement: cst.CSTNode,
+        chain: list[Scope],
+        where: Where | None,
+    ) -> None:
+        self.walked += 1
+        log = scopes.LOG
+        assert log is not None
+        logged = len(log)
+        strings = walk.strings
+        counts = [scope._assignment_count for scope in chain]
+        deferred, computed = len(walk.deferred), len(walk.computed)
+        walk.visit(statement, False)
+        if (
+            where is None
+            or walk.typing
+            or walk.strings != strings
+            or any(s._assignment_count != n for s, n in zip(chain[1:], counts[1:]))
+            # a `global x` / `nonlocal x` statement changes its scope's names
+            or _where(chain) != where
+        ):
+            return
+        scope, start = chain[0], counts[0]
+        depth = {id(s): d for d, s in enumerate(chain)}
+        bindings = []
+        for binding in log[logged:]:
+            up = depth.get(id(binding.scope))
+            if up is not None:
+                bindings.append((binding, up, binding._index - counts[up]))
+        accesses = []
+        for access, attribute, string in walk.deferred[deferred:]:
+            assert string is None
+            number = access._index
+            accesses.append(
+                (
+                    access.node,
+                    access.scope,
+                    number - start if access.scope is scope else number,
+                    attribute,
+                )
             )
-            for access, attribute, string in walk.deferred[deferred:]
-        ]
         record = Record(
-            module_scope,
-            [(assignment, assignment._index - start) for assignment in log],
-            accesses,
-            module_scope._assignment_count - start,
+            scope, where, bindings, accesses, scope._assignment_count - start
         )
         self._pending.append((statement, record, computed, len(walk.computed)))
 
@@ -151,45 +233,60 @@ class ScopeMemo:
         """After the walk: the recorded statements' entries of the scope mapping (a
         statement's nodes are new keys, so its entries are the ones added while it
         was walked, in order)."""
+        scopes.LOG = None
         if not self._pending:
             return
-        items = list(walk.computed.items())
+        nodes = list(walk.computed)
+        values = list(walk.computed.values())
         for statement, record, first, end in self._pending:
-            record.entries = items[first:end]
+            record.nodes = nodes[first:end]
+            places = {id(record.scope): 0}
+            found = record.scopes
+            for scope in values[first:end]:
+                if id(scope) not in places:
+                    places[id(scope)] = len(found)
+                    found.append(scope)
+            record.places = [places[id(scope)] for scope in values[first:end]]
             self.records[statement] = record
         self._pending = []
 
     # -- replay -------------------------------------------------------------------------
-    def _replay(self, walk: ScopeWalk, record: Record) -> None:
-        module_scope = walk.scope
+    def _replay(self, walk: ScopeWalk, record: Record, chain: list[Scope]) -> None:
+        here = chain[0]
+        module_scope = chain[-1]
         assert isinstance(module_scope, GlobalScope)
-        start = module_scope._assignment_count
-        old_module = record.module_scope
-        new: dict[Scope, Scope] = {old_module: module_scope}
+        start = here._assignment_count
+        old_chain = _chain(record.scope)
+        # by id: a scope's own __hash__ is a Python call
+        new: dict[int, Scope] = {id(o): n for o, n in zip(old_chain, chain)}
 
         def scope_of(old: Scope) -> Scope:
-            found = new.get(old)
+            found = new.get(id(old))
             if found is None:
-                found = new[old] = _copy(old, scope_of(old.parent), module_scope)
+                found = _copy(old, scope_of(old.parent), module_scope)
+                new[id(old)] = found
                 found._overwrites = {
                     name: scope_of(target) for name, target in old._overwrites.items()
                 }
             return found
 
-        for binding, number in record.bindings:
-            found = module_scope._assignments.setdefault(binding.name, {})
-            found[_rebind(binding, module_scope, number + start)] = None
-        computed = walk.computed
-        get = new.get
-        for node, old in record.entries:
-            scope = get(old)
-            computed[node] = scope if scope is not None else scope_of(old)
+        log = scopes.LOG
+        assert log is not None
+        for binding, up, number in record.bindings:
+            target = chain[up]
+            found = target._assignments.setdefault(binding.name, {})
+            rebound = _rebind(binding, target, number + target._assignment_count)
+            found[rebound] = None
+            log.append(rebound)
+        made = [scope_of(old) for old in record.scopes]
+        walk.computed.update(zip(record.nodes, map(made.__getitem__, record.places)))
         deferred = walk.deferred
-        for node, old, number, attribute, string in record.accesses:
-            access = Access(node, scope_of(old))
-            access._index = number + start if old is old_module else number
-            deferred.append((access, attribute, string))
-        module_scope._assignment_count = start + record.count
+        old_here = record.scope
+        for node, old, number, attribute in record.accesses:
+            access = Access(node, here if old is old_here else scope_of(old))
+            access._index = number + start if old is old_here else number
+            deferred.append((access, attribute, None))
+        here._assignment_count = start + record.count
 
 
 def _copy(old: Scope, parent: Scope, module_scope: GlobalScope) -> Scope:

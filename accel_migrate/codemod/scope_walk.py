@@ -68,28 +68,43 @@ class ScopeWalk:
         self.typing = False
         #: String annotations parsed so far.
         self.strings = 0
+        #: The statements of earlier trees' walks (``scope_reuse``), if reused.
+        self.memo: scope_reuse.ScopeMemo | None = None
 
     def run(self, module: cst.Module) -> None:
-        memo = scope_reuse.current()
+        memo = self.memo = scope_reuse.current()
         if memo is None:
             self.visit(module, False)
         else:
-            self.module(module, memo)
-            memo.finish(self)
+            memo.start()
+            try:
+                self._block(module, False)
+                self.computed[module] = self.scope
+            finally:
+                memo.finish(self)
         self.infer_accesses()
 
-    def module(self, module: cst.Module, memo: scope_reuse.ScopeMemo) -> None:
-        """``visit(module)``, each top-level statement through ``memo``."""
+    def _block(self, node: cst.Module | cst.IndentedBlock, store: bool) -> None:
+        """``children(node)``, each statement of its body through the memo of
+        statements walked on earlier trees (``scope_reuse``), if there is one."""
+        memo = self.memo
+        if memo is None:
+            self.children(node, store)
+            return
         scope = self.scope
-        for name in _MODULE_FIELDS:
-            for item in getattr(module, name):
-                if name == "body":
+        for name in _BLOCK_FIELDS:
+            value = getattr(node, name)
+            if name == "body":
+                for item in value:
                     memo.statement(self, item)
-                elif type(item) in _LEAVES:
+                continue
+            for item in (
+                value if type(value) is tuple or type(value) is list else (value,)
+            ):
+                if type(item) in _LEAVES:
                     self.computed[item] = scope
                 else:
                     self.visit(item, False)
-        self.computed[module] = scope
 
     # -- the walk -----------------------------------------------------------------------
     def visit(self, node: cst.CSTNode, store: bool) -> None:
@@ -320,8 +335,12 @@ class ScopeWalk:
         for keyword in node.keywords:
             self.visit(keyword, False)
         self.scope = ClassScope(self.scope, node, node.name.value)
+        memo = self.memo
         for statement in node.body.body:
-            self.visit(statement, False)
+            if memo is None:
+                self.visit(statement, False)
+            else:
+                memo.statement(self, statement)
         self.scope = outer
 
     def _global(self, node: cst.Global, store: bool) -> None:
@@ -434,10 +453,12 @@ _HANDLERS: dict[type, Callable[[ScopeWalk, Any, bool], None]] = {
 _KIND_FIELDS: dict[type, tuple[str, ...] | None] = {}
 #: Node classes without fields to visit, hooks or bindings.
 _LEAVES: set[type] = set()
-#: The fields of a module, in libcst's order (``ScopeWalk.module``).
-_MODULE_FIELDS = ("header", "body", "footer")
-assert _fields(cst.Module(body=())) == _MODULE_FIELDS
-assert cst.Module not in _ASSIGNMENT_LIKE and cst.Module not in _HANDLERS
+#: The fields of a module and of a block, in libcst's order (``ScopeWalk._block``).
+_BLOCK_FIELDS = ("header", "body", "footer")
+assert _fields(cst.Module(body=())) == _BLOCK_FIELDS
+assert _fields(cst.IndentedBlock(body=())) == _BLOCK_FIELDS
+assert not {cst.Module, cst.IndentedBlock} & (_ASSIGNMENT_LIKE | set(_HANDLERS))
+_HANDLERS[cst.IndentedBlock] = ScopeWalk._block
 for _kind, _handler in (
     ("TypeAlias", ScopeWalk._type_alias),
     ("TypeVar", ScopeWalk._type_var),

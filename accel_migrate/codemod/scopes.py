@@ -38,6 +38,9 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import BaseMetadataProvider, QualifiedName, QualifiedNameSource
 from libcst.metadata import scope_provider as _libcst
 
+#: Every binding made while a walk is recorded (``scope_reuse``); else None.
+LOG: list[Assignment] | None = None
+
 _LOCAL, _IMPORT, _BUILTIN = (
     QualifiedNameSource.LOCAL,
     QualifiedNameSource.IMPORT,
@@ -206,8 +209,6 @@ class Scope:
     globals: GlobalScope
     node: cst.CSTNode | None = None
     _name_prefix = ""
-    #: The module scope's bindings, logged while ``scope_reuse`` records a walk.
-    _log: list[Assignment] | None = None
 
     def __init__(self, parent: Scope) -> None:
         self.parent = parent
@@ -240,8 +241,8 @@ class Scope:
         found = target._assignments.setdefault(name, {})
         assignment = Assignment(name, target, node, target._assignment_count)
         found[assignment] = None
-        if target._log is not None:
-            target._log.append(assignment)
+        if LOG is not None:
+            LOG.append(assignment)
 
     def record_import_assignment(
         self, name: str, node: cst.CSTNode, as_name: cst.CSTNode
@@ -251,8 +252,8 @@ class Scope:
         index = target._assignment_count
         assignment = ImportAssignment(name, target, node, index, as_name)
         found[assignment] = None
-        if target._log is not None:
-            target._log.append(assignment)
+        if LOG is not None:
+            LOG.append(assignment)
 
     def record_access(self, access: Access) -> None:
         self._accesses_by_node.setdefault(access.node, []).append(access)

@@ -193,7 +193,7 @@ def test_a_replay_numbers_module_bindings_from_where_it_lands() -> None:
     module = cst.parse_module(_TRICKY)
     with scope_reuse.per_file() as memo:
         ScopeWalk({}).run(module)
-        assert memo.walked == len(module.body) and memo.reused == 0
+        assert memo.walked > len(module.body) and memo.reused == 0
         extra = cst.parse_statement("total = 1\n")
         changed = module.with_changes(body=[extra, *module.body[:-1]])
         reused: dict[cst.CSTNode, Any] = {}
