@@ -4,7 +4,6 @@
     python bench/codemod_profile.py --visits [--repeat 2]
     python bench/codemod_profile.py --transforms [--repeat 2]
     python bench/codemod_profile.py --reuse [--repeat 3]
-    python bench/codemod_profile.py --scopes [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -37,9 +36,6 @@ transformer visit against the engine's changed-path walk
 ``--reuse`` prints the full pass over the whole tree with the divergence
 analysis walking every statement against its walks reused across trees
 (``codemod/divergence_memo.py``), alternating the same way.
-``--scopes`` does the same for the scope walk walking every top-level statement
-of every tree against its statements reused across a file's trees
-(``codemod/scope_reuse.py``), with libcst's parse of the tree for the ratio.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -385,19 +381,6 @@ def compare_reuse(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
-def compare_scopes(paths: list[Path], repeat: int) -> list[list[str]]:
-    """Per script of the whole tree: CPU seconds of a full pass with the scope
-    walk going through every top-level statement of every tree and with the
-    statements of earlier trees reused (``scope_reuse``), alternating as
-    ``compare_visits``."""
-    from accel_migrate.codemod import scope_reuse
-
-    def use(reuse: bool) -> None:
-        scope_reuse.REUSE = reuse
-
-    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
-
-
 def _compare(
     longest: Path,
     repeat: int,
@@ -473,12 +456,6 @@ def main() -> int:
         help="only compare the divergence analysis walking every statement with "
         "its walks reused across trees, over the whole tree",
     )
-    parser.add_argument(
-        "--scopes",
-        action="store_true",
-        help="only compare the scope walk of every statement with its top-level "
-        "statements reused across trees, over the whole tree",
-    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -518,24 +495,6 @@ def main() -> int:
                     [rows[-2], rows[-1]],
                 )
             )
-            return 0
-        if options.scopes:
-            rows = compare_scopes(paths, options.repeat)
-            parse_s = min(time_libcst_parse(paths) for _ in range(3))
-            rows[-1].append(
-                f"{float(rows[-1][2]) / parse_s:.1f}x / "
-                f"{float(rows[-1][3]) / parse_s:.1f}x"
-            )
-            print(
-                table(
-                    "Full pass, the scope walk of every statement against its "
-                    f"top-level statements reused (CPU s, best of {options.repeat}; "
-                    f"libcst's parse of the tree {parse_s:.3f} s)",
-                    ["script", "lines", "every walk", "reused", "speed-up", "/ parse"],
-                    [[*rows[-2], ""], rows[-1]],
-                )
-            )
-            print(f"load average: {os.getloadavg()}")
             return 0
         print(f"Tree: {len(paths)} training scripts, {lines} lines\n")
 

@@ -28,7 +28,6 @@ from . import (
     node_kinds,
     positions,
     python_ast,
-    scope_reuse,
     suppression,
 )
 from .findings import (
@@ -103,18 +102,15 @@ def migrate_source(
 def _migrate(
     source: str | bytes, text: str, path: str, options: MigrateOptions
 ) -> MigrationResult:
-    # The scope walks of this file's trees reuse each other's top-level
-    # statements (scope_reuse).
-    with scope_reuse.per_file():
-        result = _full_pass(source, path, options)
-        if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
-            result = suppression.review(
-                result,
-                text,
-                options,
-                module=lambda: parse(source, path),
-                migrate=lambda again: _full_pass(source, path, again),
-            )
+    result = _full_pass(source, path, options)
+    if options.honour_suppressions and suppression.SKIP_COMMENT.search(text):
+        result = suppression.review(
+            result,
+            text,
+            options,
+            module=lambda: parse(source, path),
+            migrate=lambda again: _full_pass(source, path, again),
+        )
     return result
 
 

@@ -20,7 +20,6 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import scope_provider as _libcst
 
-from . import scope_reuse
 from .fastvisit import _fields
 from .scopes import (
     Access,
@@ -66,45 +65,10 @@ class ScopeWalk:
         self.last_string: cst.BaseString | None = None
         #: Could a qualified name start with ``typing`` yet?
         self.typing = False
-        #: String annotations parsed so far.
-        self.strings = 0
-        #: The statements of earlier trees' walks (``scope_reuse``), if reused.
-        self.memo: scope_reuse.ScopeMemo | None = None
 
     def run(self, module: cst.Module) -> None:
-        memo = self.memo = scope_reuse.current()
-        if memo is None:
-            self.visit(module, False)
-        else:
-            memo.start()
-            try:
-                self._block(module, False)
-                self.computed[module] = self.scope
-            finally:
-                memo.finish(self)
+        self.visit(module, False)
         self.infer_accesses()
-
-    def _block(self, node: cst.Module | cst.IndentedBlock, store: bool) -> None:
-        """``children(node)``, each statement of its body through the memo of
-        statements walked on earlier trees (``scope_reuse``), if there is one."""
-        memo = self.memo
-        if memo is None:
-            self.children(node, store)
-            return
-        scope = self.scope
-        for name in _BLOCK_FIELDS:
-            value = getattr(node, name)
-            if name == "body":
-                for item in value:
-                    memo.statement(self, item)
-                continue
-            for item in (
-                value if type(value) is tuple or type(value) is list else (value,)
-            ):
-                if type(item) in _LEAVES:
-                    self.computed[item] = scope
-                else:
-                    self.visit(item, False)
 
     # -- the walk -----------------------------------------------------------------------
     def visit(self, node: cst.CSTNode, store: bool) -> None:
@@ -248,7 +212,6 @@ class ScopeWalk:
         top = self.last_string is None
         if top:
             self.last_string = node
-        self.strings += 1
         try:
             module = cst.parse_module(value)
             self.visit(module, False)
@@ -335,12 +298,8 @@ class ScopeWalk:
         for keyword in node.keywords:
             self.visit(keyword, False)
         self.scope = ClassScope(self.scope, node, node.name.value)
-        memo = self.memo
         for statement in node.body.body:
-            if memo is None:
-                self.visit(statement, False)
-            else:
-                memo.statement(self, statement)
+            self.visit(statement, False)
         self.scope = outer
 
     def _global(self, node: cst.Global, store: bool) -> None:
@@ -453,12 +412,6 @@ _HANDLERS: dict[type, Callable[[ScopeWalk, Any, bool], None]] = {
 _KIND_FIELDS: dict[type, tuple[str, ...] | None] = {}
 #: Node classes without fields to visit, hooks or bindings.
 _LEAVES: set[type] = set()
-#: The fields of a module and of a block, in libcst's order (``ScopeWalk._block``).
-_BLOCK_FIELDS = ("header", "body", "footer")
-assert _fields(cst.Module(body=())) == _BLOCK_FIELDS
-assert _fields(cst.IndentedBlock(body=())) == _BLOCK_FIELDS
-assert not {cst.Module, cst.IndentedBlock} & (_ASSIGNMENT_LIKE | set(_HANDLERS))
-_HANDLERS[cst.IndentedBlock] = ScopeWalk._block
 for _kind, _handler in (
     ("TypeAlias", ScopeWalk._type_alias),
     ("TypeVar", ScopeWalk._type_var),

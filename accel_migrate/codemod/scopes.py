@@ -38,9 +38,6 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import BaseMetadataProvider, QualifiedName, QualifiedNameSource
 from libcst.metadata import scope_provider as _libcst
 
-#: Every binding made while a walk is recorded (``scope_reuse``); else None.
-LOG: list[Assignment] | None = None
-
 _LOCAL, _IMPORT, _BUILTIN = (
     QualifiedNameSource.LOCAL,
     QualifiedNameSource.IMPORT,
@@ -239,10 +236,7 @@ class Scope:
     def record_assignment(self, name: str, node: cst.CSTNode) -> None:
         target = self._find_assignment_target(name)
         found = target._assignments.setdefault(name, {})
-        assignment = Assignment(name, target, node, target._assignment_count)
-        found[assignment] = None
-        if LOG is not None:
-            LOG.append(assignment)
+        found[Assignment(name, target, node, target._assignment_count)] = None
 
     def record_import_assignment(
         self, name: str, node: cst.CSTNode, as_name: cst.CSTNode
@@ -250,10 +244,7 @@ class Scope:
         target = self._find_assignment_target(name)
         found = target._assignments.setdefault(name, {})
         index = target._assignment_count
-        assignment = ImportAssignment(name, target, node, index, as_name)
-        found[assignment] = None
-        if LOG is not None:
-            LOG.append(assignment)
+        found[ImportAssignment(name, target, node, index, as_name)] = None
 
     def record_access(self, access: Access) -> None:
         self._accesses_by_node.setdefault(access.node, []).append(access)
