@@ -4,6 +4,7 @@
     python bench/codemod_profile.py --visits [--repeat 2]
     python bench/codemod_profile.py --transforms [--repeat 2]
     python bench/codemod_profile.py --reuse [--repeat 3]
+    python bench/codemod_profile.py --hashes [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -36,6 +37,10 @@ transformer visit against the engine's changed-path walk
 ``--reuse`` prints the full pass over the whole tree with the divergence
 analysis walking every statement against its walks reused across trees
 (``codemod/divergence_memo.py``), alternating the same way.
+``--hashes`` does the same for libcst's nodes (and the engine's scopes) hashed
+and compared by identity in Python, as libcst defines them, against
+``object``'s own in C (``codemod/identity_hash.py``), with libcst's parse of the
+tree for the ratio.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -381,6 +386,32 @@ def compare_reuse(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_hashes(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with nodes and
+    scopes hashed in Python (libcst's ``__hash__``/``__eq__``; the scopes' as
+    they were) and in C (``identity_hash``), alternating as ``compare_visits``."""
+    from accel_migrate.codemod import identity_hash
+    from accel_migrate.codemod.scopes import Scope
+
+    def python_hash(self: object) -> int:
+        return id(self)
+
+    def python_eq(self: object, other: object) -> bool:
+        return self is other
+
+    def use(fast: bool) -> None:
+        if fast:
+            identity_hash.install()
+            Scope.__hash__ = object.__hash__  # type: ignore[assignment]
+            Scope.__eq__ = object.__eq__  # type: ignore[assignment,method-assign]
+        else:
+            identity_hash.uninstall()
+            Scope.__hash__ = python_hash  # type: ignore[assignment]
+            Scope.__eq__ = python_eq  # type: ignore[assignment,method-assign]
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def _compare(
     longest: Path,
     repeat: int,
@@ -456,6 +487,12 @@ def main() -> int:
         help="only compare the divergence analysis walking every statement with "
         "its walks reused across trees, over the whole tree",
     )
+    parser.add_argument(
+        "--hashes",
+        action="store_true",
+        help="only compare nodes hashed in Python (libcst's) with nodes hashed "
+        "in C (identity_hash), over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -495,6 +532,24 @@ def main() -> int:
                     [rows[-2], rows[-1]],
                 )
             )
+            return 0
+        if options.hashes:
+            rows = compare_hashes(paths, options.repeat)
+            parse_s = min(time_libcst_parse(paths) for _ in range(3))
+            rows[-1].append(
+                f"{float(rows[-1][2]) / parse_s:.1f}x / "
+                f"{float(rows[-1][3]) / parse_s:.1f}x"
+            )
+            print(
+                table(
+                    "Full pass, nodes hashed in Python against in C (CPU s, best "
+                    f"of {options.repeat}; libcst's parse of the tree "
+                    f"{parse_s:.3f} s, best of 3)",
+                    ["script", "lines", "Python", "C", "speed-up", "/ parse"],
+                    [[*rows[-2], ""], rows[-1]],
+                )
+            )
+            print(f"\nload average at the end: {os.getloadavg()}")
             return 0
         print(f"Tree: {len(paths)} training scripts, {lines} lines\n")
 

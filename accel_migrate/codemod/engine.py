@@ -24,6 +24,7 @@ from libcst.metadata import MetadataWrapper
 from . import (
     device_free,
     fastvisit,
+    identity_hash,
     matcher_hooks,
     node_kinds,
     positions,
@@ -54,6 +55,7 @@ from .test_files import is_test_module
 
 # Every analysis here is a libcst visitor: visit without building copies.
 fastvisit.install()
+identity_hash.install()
 matcher_hooks.install()
 
 

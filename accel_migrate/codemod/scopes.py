@@ -215,11 +215,8 @@ class Scope:
         self._accesses_by_node: dict[cst.CSTNode, list[Access]] = {}
         self._overwrites: dict[str, Scope] = {}
 
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    # Hashed and compared by identity: ``object``'s own, in C (a Python
+    # ``__hash__`` costs a call for every (scope, name) key of the module index).
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name_prefix or '(module)'}>"
