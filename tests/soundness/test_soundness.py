@@ -867,6 +867,18 @@ EXPECTED: dict[str, str] = {
     # matches. Extended: it repeats lstnet_data_utility_t8c_project's layout
     "lstnet_direct_model_t8c_project": "MATCH",
     "lstnet_direct_model_t8c_project_batch": "MATCH",
+    # t9c, a new user's trial of six more families.
+    # ServiceNow/N-BEATS: trainer() in experiments/trainer.py trains the model
+    # it is handed (`model = model.to(default_device())`, its own Adam, next()
+    # on the TimeseriesSampler generator): left whole in both modes (AM004;
+    # batch mode also AM036 for SnapshotManager.register's saves)
+    "nbeats_sampler_t9c_project": "FLAGGED",
+    "nbeats_sampler_t9c_project_batch": "FLAGGED",
+    # locuslab/TCN pmnist_test.py: a fixed np.random permutation of the pixel
+    # sequence, clipping, a summed test loss over len(dataset) and lr /= 10 by
+    # hand when it rises (fires once at epoch 3): migrated, matches
+    "tcn_pmnist_lr_rule_t9c_project": "MATCH",
+    "tcn_pmnist_lr_rule_t9c_project_batch": "MATCH",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed
