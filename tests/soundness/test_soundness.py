@@ -879,6 +879,12 @@ EXPECTED: dict[str, str] = {
     # hand when it rises (fires once at epoch 3): migrated, matches
     "tcn_pmnist_lr_rule_t9c_project": "MATCH",
     "tcn_pmnist_lr_rule_t9c_project_batch": "MATCH",
+    # zfjsail/gae-pytorch: edges split once with np.random (negatives drawn
+    # once), full-graph VGAE training (randn_like in the reparameterisation,
+    # the same draw on every process), ROC AUC/AP over the edge lists: matches
+    # (AM007: loss_function's reduction is not read from its return)
+    "vgae_link_pred_t9c_project": "MATCH",
+    "vgae_link_pred_t9c_project_batch": "MATCH",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed
