@@ -885,6 +885,12 @@ EXPECTED: dict[str, str] = {
     # (AM007: loss_function's reduction is not read from its return)
     "vgae_link_pred_t9c_project": "MATCH",
     "vgae_link_pred_t9c_project_batch": "MATCH",
+    # aditya-grover/node2vec walks + a PyTorch skip-gram (sparse nn.Embedding,
+    # SparseAdam): the negatives of each batch are drawn in the loop with
+    # torch.multinomial(noise, B * K), per process for its share (AM020, true);
+    # save_embedding writes on every process (AM017)
+    "node2vec_sparse_adam_t9c_project": "FLAGGED",
+    "node2vec_sparse_adam_t9c_project_batch": "FLAGGED",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed
