@@ -240,6 +240,10 @@ class HelperFact:
     #: self._build_model().to(self.device)``, the method a subclass overrides),
     #: as (attribute, method, line, code) (``base_built_models``).
     init_built: tuple[tuple[str, str, int, str], ...] = ()
+    #: For a class: it has no base but ``object``, so it is not an nn.Module
+    #: (pointer_summarizer's ``class Model(object)`` holding the encoder and
+    #: decoder as attributes: ``plain_holders``).
+    plain: bool = False
     #: Its file is a training file of this batch (it runs a backward of its
     #: own), rewritten in its own right: its prints and writes are made
     #: main-process ones there, and its sums over the loaders the batch hands it

@@ -187,6 +187,7 @@ class HelperFacts(ReturnKinds):
             trained_parameter,
             trains_own_models,
         )
+        from .plain_holders import plain_bases
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
@@ -217,6 +218,7 @@ class HelperFacts(ReturnKinds):
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
             init_built=init_built(cls),
+            plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),

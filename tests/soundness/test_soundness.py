@@ -891,6 +891,13 @@ EXPECTED: dict[str, str] = {
     # save_embedding writes on every process (AM017)
     "node2vec_sparse_adam_t9c_project": "FLAGGED",
     "node2vec_sparse_adam_t9c_project_batch": "FLAGGED",
+    # atulkum/pointer_summarizer: `self.model = Model(path)`, a plain
+    # `class Model(object)` holding encoder/decoder/reduce_state, and one
+    # Adagrad over their parameters. LOUD by accident before (AM004 wrapped the
+    # holder: "prepare_model expects a torch.nn.Module, got Model"); the setup
+    # is left whole now, AM004 naming the holder (holder_models)
+    "pointer_gen_coverage_t9c_project": "FLAGGED",
+    "pointer_gen_coverage_t9c_project_batch": "FLAGGED",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed
