@@ -133,7 +133,10 @@ class FileReads:
         what a caller passes for it) given, after the write, to a function or
         class of the project (of this module or another)? ``write_corpus(
         args.corpus)`` writes the file that ``InputData(args.corpus)`` opens in
-        input_data.py: the read is not on this module's lines."""
+        input_data.py: the read is not on this module's lines. So is the object
+        that holds the path (``holders_of``): BiDAF-pytorch writes
+        ``args.prediction_file`` and then calls ``evaluate.main(args)``, which
+        opens it."""
         index = self.index
         handed = [(path, self._line(call))]
         function = index.enclosing_function(call)
@@ -145,13 +148,21 @@ class FileReads:
                         if key == param:
                             handed.append((arg, self._line(site)))
         for expr, after in handed:
-            code = path_key(expr)
+            code, holders = path_key(expr), holders_of(expr)
             for other in index.calls:
                 if other is call or not self._project_call(other):
                     continue
-                if self._line(other) > after and any(
-                    path_key(a.value) == code for a in other.args
-                ):
+                if self._line(other) <= after:
+                    continue
+                codes = {path_key(a.value) for a in other.args}
+                if code in codes:
+                    return True
+                if codes & holders and index.enclosing_function(
+                    other
+                ) is index.enclosing_function(call):
+                    # `evaluate.main(args)` after writing `args.prediction_file`,
+                    # in the same function (not `main(args)` at the bottom of
+                    # the script, after a function that writes `args.log`)
                     return True
         return False
 
@@ -164,6 +175,19 @@ class FileReads:
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.rule.get_metadata(PositionProvider, node).start.line
+
+
+def holders_of(path: cst.BaseExpression) -> set[str]:
+    """The code of each object an attribute path is read from: ``args`` for
+    ``args.prediction_file``, ``self.cfg`` and ``self`` for
+    ``self.cfg.out_file``. Handing one of them to a call hands it the path."""
+    found: set[str] = set()
+    while isinstance(path, cst.Attribute):
+        path = path.value
+        if not isinstance(path, (cst.Name, cst.Attribute)):
+            break
+        found.add(cst.Module([]).code_for_node(path))
+    return found
 
 
 def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:
