@@ -193,6 +193,11 @@ class HelperFact:
     #: of its batch in ``forward``, as a phrase (``batch_mixing_models``); "" if
     #: it does not.
     batch_mixing: str = ""
+    #: For a model class, or a function returning a model: where it (or a class
+    #: it builds or derives from, in any local module) unpacks an RNN's output
+    #: to the longest sequence of its batch (``pad_packed_sequence`` without a
+    #: fixed ``total_length``), as a phrase (``share_padding``); "" otherwise.
+    share_padded: str = ""
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

@@ -42,6 +42,7 @@ from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .relayed_parameters import relayed_parameters
+from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ class HelperFacts(ReturnKinds):
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
                 batch_mixing=batch_mixing(self, cls),
+                share_padded=share_padded(self, cls),
                 unimplemented_forward=unimplemented_forward(cls, self.file),
                 method_writes=method_writes(self, cls),
                 unregistered_tensors=unregistered_tensors(cls, self.file),
@@ -398,6 +400,7 @@ class HelperFacts(ReturnKinds):
             ),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
             batch_mixing=batch_mixing(self, function) if kind == "model" else "",
+            share_padded=share_padded(self, function) if kind == "model" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
             row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(

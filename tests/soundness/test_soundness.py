@@ -907,6 +907,25 @@ EXPECTED: dict[str, str] = {
     # the `with`. Matches in both modes
     "bidaf_ema_squad_t9c_project": "MATCH",
     "bidaf_ema_squad_t9c_project_batch": "MATCH",
+    # BiDAF-pytorch's forks that build the DataLoaders in run.py (sharded):
+    # SILENT in training before (flagged only by AM009 for the answers dict).
+    # Two causes: the collate_fn returns a Batch object (batch.c_word,
+    # batch.s_idx, batch.id), which the runtime could not split, so each
+    # process padded its share to the share's longest (the runtime now splits
+    # a record attribute by attribute: global padding); and utils/nn.py's LSTM
+    # unpacks with pad_packed_sequence to its batch's longest, so the start/end
+    # logits have the share's positions: AM037 now names it (share_padding).
+    # The dev answers, a dict filled over the sharded dev loader, stay this
+    # process's share (AM009)
+    "bidaf_answers_sharded_t9c_project": "FLAGGED",
+    "bidaf_answers_sharded_t9c_project_batch": "FLAGGED",
+    # pyg-team/pytorch_geometric examples/node2vec.py (Node2Vec stand-in):
+    # `loader = model.loader(...)` samples walks in its collate_fn and the step
+    # backpropagates `model.loss(pos_rw, neg_rw)`, a method past the prepared
+    # model's forward: left whole, AM042 says why (the gradients would not be
+    # averaged)
+    "node2vec_pyg_loader_t9c_project": "FLAGGED",
+    "node2vec_pyg_loader_t9c_project_batch": "FLAGGED",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed
