@@ -919,6 +919,16 @@ EXPECTED: dict[str, str] = {
     # process's share (AM009)
     "bidaf_answers_sharded_t9c_project": "FLAGGED",
     "bidaf_answers_sharded_t9c_project_batch": "FLAGGED",
+    # philipperemy/n-beats examples/trainer_pytorch.py: training in chunks, each
+    # starting with load(net, optimiser) (os.path.exists + torch.load of the
+    # checkpoint, grad_step resumed from it) and ending with save(...). SILENT
+    # before in both modes: accel.save writes on the main process, and AM010
+    # added no barrier since load() is defined above save() (line order), so
+    # rank 1 resumed from no file or an older one (another grad_step, other
+    # weights). A load in another function than the save now counts as a read
+    # back: accel.barrier() follows the save, and it matches
+    "nbeats_resume_steps_t9c_project": "MATCH",
+    "nbeats_resume_steps_t9c_project_batch": "MATCH",
     # pyg-team/pytorch_geometric examples/node2vec.py (Node2Vec stand-in):
     # `loader = model.loader(...)` samples walks in its collate_fn and the step
     # backpropagates `model.loss(pos_rw, neg_rw)`, a method past the prepared
