@@ -157,12 +157,64 @@ class FileReads:
                 codes = {path_key(a.value) for a in other.args}
                 if code in codes:
                     return True
-                if codes & holders and index.enclosing_function(
-                    other
-                ) is index.enclosing_function(call):
+                if (
+                    codes & holders
+                    and index.enclosing_function(other)
+                    is index.enclosing_function(call)
+                    and self._reads_held(other, code)
+                ):
                     # `evaluate.main(args)` after writing `args.prediction_file`,
-                    # in the same function (not `main(args)` at the bottom of
-                    # the script, after a function that writes `args.log`)
+                    # in the same function, and it opens `args.prediction_file`
+                    return True
+        return False
+
+    def _reads_held(self, other: cst.Call, code: str) -> bool:
+        """Does ``other`` open the path ``code`` (``args.prediction_file``) by
+        the object it is handed (``args``)? Read in the local function it
+        calls, or in the project view's fact (``HelperFact.reads_paths``)."""
+        positional = 0
+        for arg in other.args:
+            held = path_key(arg.value)
+            index = positional if arg.keyword is None and not arg.star else -1
+            if arg.keyword is None and not arg.star:
+                positional += 1
+            if not code.startswith(held + "."):
+                continue
+            attr = code[len(held) + 1 :]
+            keyword = arg.keyword.value if arg.keyword is not None else ""
+            fact = self.index.helper(other.func)
+            if fact is not None and any(
+                a == attr
+                and ((index >= 0 and i == index) or (keyword and n == keyword))
+                for i, n, a in fact.reads_paths
+            ):
+                return True
+            if self._local_reads(other, arg.value, attr):
+                return True
+        return False
+
+    def _local_reads(
+        self, other: cst.Call, handed: cst.BaseExpression, attr: str
+    ) -> bool:
+        """Does the function of this module that ``other`` calls open
+        ``<its parameter bound to handed>.<attr>`` for reading?"""
+        from .rules.torch_save import OPEN_CALLS, write_mode
+        from .subtrees import findall
+
+        target = self.index.callee(other)
+        if target is None:
+            return False
+        function = target[0]
+        for key, value in self.index.arguments(other):
+            if value is not handed:
+                continue
+            wanted = f"{key[1]}.{attr}"
+            for read in findall(function, m.Call()):
+                if not read.args or not self.rule.is_call_to(read, READERS):
+                    continue
+                if self.rule.is_call_to(read, OPEN_CALLS) and write_mode(read):
+                    continue
+                if path_key(read.args[0].value) == wanted:
                     return True
         return False
 

@@ -198,6 +198,11 @@ class HelperFact:
     #: to the longest sequence of its batch (``pad_packed_sequence`` without a
     #: fixed ``total_length``), as a phrase (``share_padding``); "" otherwise.
     share_padded: str = ""
+    #: For a function: the files it opens for reading by an attribute of one of
+    #: its parameters, as (positional index or -1, parameter, attribute path):
+    #: SQuAD's ``evaluate.main(args)`` opens ``args.prediction_file``
+    #: (``path_reads``).
+    reads_paths: tuple[tuple[int, str, str], ...] = ()
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);

@@ -33,6 +33,7 @@ from .names import (
 from .optimizer_factories import factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
 from .param_group_methods import param_group_methods
+from .path_reads import reads_paths
 from .project_batch_kinds import batch_kind
 from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
@@ -395,6 +396,7 @@ class HelperFacts(ReturnKinds):
             ),
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
+            reads_paths=reads_paths(function, self._dotted),
             sample_draws=(
                 sample_draws(self, function) if kind == "loader" or container else ""
             ),
