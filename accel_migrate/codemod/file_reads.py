@@ -133,7 +133,10 @@ class FileReads:
         what a caller passes for it) given, after the write, to a function or
         class of the project (of this module or another)? ``write_corpus(
         args.corpus)`` writes the file that ``InputData(args.corpus)`` opens in
-        input_data.py: the read is not on this module's lines."""
+        input_data.py: the read is not on this module's lines. So is the object
+        that holds the path (``holders_of``): BiDAF-pytorch writes
+        ``args.prediction_file`` and then calls ``evaluate.main(args)``, which
+        opens it."""
         index = self.index
         handed = [(path, self._line(call))]
         function = index.enclosing_function(call)
@@ -145,13 +148,73 @@ class FileReads:
                         if key == param:
                             handed.append((arg, self._line(site)))
         for expr, after in handed:
-            code = path_key(expr)
+            code, holders = path_key(expr), holders_of(expr)
             for other in index.calls:
                 if other is call or not self._project_call(other):
                     continue
-                if self._line(other) > after and any(
-                    path_key(a.value) == code for a in other.args
+                if self._line(other) <= after:
+                    continue
+                codes = {path_key(a.value) for a in other.args}
+                if code in codes:
+                    return True
+                if (
+                    codes & holders
+                    and index.enclosing_function(other)
+                    is index.enclosing_function(call)
+                    and self._reads_held(other, code)
                 ):
+                    # `evaluate.main(args)` after writing `args.prediction_file`,
+                    # in the same function, and it opens `args.prediction_file`
+                    return True
+        return False
+
+    def _reads_held(self, other: cst.Call, code: str) -> bool:
+        """Does ``other`` open the path ``code`` (``args.prediction_file``) by
+        the object it is handed (``args``)? Read in the local function it
+        calls, or in the project view's fact (``HelperFact.reads_paths``)."""
+        positional = 0
+        for arg in other.args:
+            held = path_key(arg.value)
+            index = positional if arg.keyword is None and not arg.star else -1
+            if arg.keyword is None and not arg.star:
+                positional += 1
+            if not code.startswith(held + "."):
+                continue
+            attr = code[len(held) + 1 :]
+            keyword = arg.keyword.value if arg.keyword is not None else ""
+            fact = self.index.helper(other.func)
+            if fact is not None and any(
+                a == attr
+                and ((index >= 0 and i == index) or (keyword and n == keyword))
+                for i, n, a in fact.reads_paths
+            ):
+                return True
+            if self._local_reads(other, arg.value, attr):
+                return True
+        return False
+
+    def _local_reads(
+        self, other: cst.Call, handed: cst.BaseExpression, attr: str
+    ) -> bool:
+        """Does the function of this module that ``other`` calls open
+        ``<its parameter bound to handed>.<attr>`` for reading?"""
+        from .rules.torch_save import OPEN_CALLS, write_mode
+        from .subtrees import findall
+
+        target = self.index.callee(other)
+        if target is None:
+            return False
+        function = target[0]
+        for key, value in self.index.arguments(other):
+            if value is not handed:
+                continue
+            wanted = f"{key[1]}.{attr}"
+            for read in findall(function, m.Call()):
+                if not read.args or not self.rule.is_call_to(read, READERS):
+                    continue
+                if self.rule.is_call_to(read, OPEN_CALLS) and write_mode(read):
+                    continue
+                if path_key(read.args[0].value) == wanted:
                     return True
         return False
 
@@ -164,6 +227,19 @@ class FileReads:
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.rule.get_metadata(PositionProvider, node).start.line
+
+
+def holders_of(path: cst.BaseExpression) -> set[str]:
+    """The code of each object an attribute path is read from: ``args`` for
+    ``args.prediction_file``, ``self.cfg`` and ``self`` for
+    ``self.cfg.out_file``. Handing one of them to a call hands it the path."""
+    found: set[str] = set()
+    while isinstance(path, cst.Attribute):
+        path = path.value
+        if not isinstance(path, (cst.Name, cst.Attribute)):
+            break
+        found.add(cst.Module([]).code_for_node(path))
+    return found
 
 
 def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:

@@ -193,6 +193,16 @@ class HelperFact:
     #: of its batch in ``forward``, as a phrase (``batch_mixing_models``); "" if
     #: it does not.
     batch_mixing: str = ""
+    #: For a model class, or a function returning a model: where it (or a class
+    #: it builds or derives from, in any local module) unpacks an RNN's output
+    #: to the longest sequence of its batch (``pad_packed_sequence`` without a
+    #: fixed ``total_length``), as a phrase (``share_padding``); "" otherwise.
+    share_padded: str = ""
+    #: For a function: the files it opens for reading by an attribute of one of
+    #: its parameters, as (positional index or -1, parameter, attribute path):
+    #: SQuAD's ``evaluate.main(args)`` opens ``args.prediction_file``
+    #: (``path_reads``).
+    reads_paths: tuple[tuple[int, str, str], ...] = ()
     #: For a class that trains what its caller hands it (a library trainer such
     #: as minGPT's ``Trainer``), or a function that does (a project's own
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);
@@ -249,6 +259,10 @@ class HelperFact:
     #: self._build_model().to(self.device)``, the method a subclass overrides),
     #: as (attribute, method, line, code) (``base_built_models``).
     init_built: tuple[tuple[str, str, int, str], ...] = ()
+    #: For a class: it has no base but ``object``, so it is not an nn.Module
+    #: (pointer_summarizer's ``class Model(object)`` holding the encoder and
+    #: decoder as attributes: ``plain_holders``).
+    plain: bool = False
     #: Its file is a training file of this batch (it runs a backward of its
     #: own), rewritten in its own right: its prints and writes are made
     #: main-process ones there, and its sums over the loaders the batch hands it

@@ -34,6 +34,7 @@ from .names import (
 from .optimizer_factories import factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
 from .param_group_methods import param_group_methods
+from .path_reads import reads_paths
 from .project_batch_kinds import batch_kind
 from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
@@ -43,6 +44,7 @@ from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .relayed_parameters import relayed_parameters
+from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
 
 if TYPE_CHECKING:
@@ -175,6 +177,7 @@ class HelperFacts(ReturnKinds):
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
                 batch_mixing=batch_mixing(self, cls),
+                share_padded=share_padded(self, cls),
                 unimplemented_forward=unimplemented_forward(cls, self.file),
                 method_writes=method_writes(self, cls),
                 unregistered_tensors=unregistered_tensors(cls, self.file),
@@ -190,6 +193,7 @@ class HelperFacts(ReturnKinds):
             trained_parameter,
             trains_own_models,
         )
+        from .plain_holders import plain_bases
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
@@ -228,6 +232,7 @@ class HelperFacts(ReturnKinds):
             losses=backpropagated_attributes(lineage),
             step_callbacks=step_callbacks(cls),
             init_built=init_built(cls),
+            plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
@@ -419,11 +424,13 @@ class HelperFacts(ReturnKinds):
             ),
             draws=self._function_draws(function),
             augmentation=self._augmentation(function),
+            reads_paths=reads_paths(function, self._dotted),
             sample_draws=(
                 sample_draws(self, function) if kind == "loader" or container else ""
             ),
             stochastic=stochastic_layers(self, function, builds_model=kind == "model"),
             batch_mixing=batch_mixing(self, function) if kind == "model" else "",
+            share_padded=share_padded(self, function) if kind == "model" else "",
             batch_kind=batch_kind(function, self._dotted) if not kind else "",
             row_scaled=row_scaled_return(function, self._dotted) if not kind else None,
             optimizer_over=(

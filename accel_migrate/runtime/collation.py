@@ -11,7 +11,9 @@ on every rank (every rank loads every sample of it) and keeps this rank's rows.
 The samples are split where that is unambiguous: every tensor of the output
 has the batch's samples along its first dimension, or its second (sequence
 first, as ``pad_sequence`` pads by default), and every list or tuple that is not
-a structure of the output holds one entry per sample. Before the first split is
+a structure of the output holds one entry per sample; a plain record object (a
+torchtext-style ``Batch`` of attributes, BiDAF-pytorch's ``batch.c_word``) is
+split attribute by attribute (``record_fields``). Before the first split is
 trusted, it is checked against the share collated alone, under the same random
 state: each tensor of the share must be the split's, cut to the share's own
 padding, and later batches are split along the same dimensions. A 1-D tensor that
@@ -31,7 +33,9 @@ padding), raises ShardingError.
 
 from __future__ import annotations
 
+import copy
 import random
+import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -250,6 +254,16 @@ class Split:
             return _UNSPLIT if _UNSPLIT in parts else type(batch)(*parts)
         if isinstance(batch, (list, tuple)):
             return self._sequence(batch, path)
+        fields = record_fields(batch)
+        if fields:
+            # a torchtext-style Batch object (BiDAF-pytorch's batch.c_word,
+            # batch.s_idx, batch.id): split attribute by attribute
+            taken = {k: self.take(v, (*path, k)) for k, v in fields.items()}
+            if any(v is _UNSPLIT for v in taken.values()):
+                return _UNSPLIT
+            rows = copy.copy(batch)
+            vars(rows).update(taken)
+            return rows
         return _UNSPLIT
 
     def _sequence(self, batch: list | tuple, path: tuple) -> Any:
@@ -338,6 +352,9 @@ def _lengths_in(
     elif isinstance(batch, (list, tuple)):
         for i, value in enumerate(batch):
             yield from _lengths_in(value, size, (*path, i))
+    elif fields := record_fields(batch):
+        for key, value in fields.items():
+            yield from _lengths_in(value, size, (*path, key))
 
 
 def _padded_otherwise(own: Any, collated: Any, share: int, size: int) -> str | None:
@@ -364,6 +381,9 @@ def _padded_otherwise(own: Any, collated: Any, share: int, size: int) -> str | N
         pairs = [(own[k], collated[k]) for k in own if k in collated]
     elif isinstance(own, (list, tuple)) and isinstance(collated, (list, tuple)):
         pairs = list(zip(own, collated, strict=False))
+    elif (fields := record_fields(own)) and type(own) is type(collated):
+        theirs = record_fields(collated) or {}
+        pairs = [(fields[k], theirs[k]) for k in fields if k in theirs]
     else:
         return None
     for a, b in pairs:
@@ -412,10 +432,31 @@ def _cut_of(own: Any, rows: Any, dims: dict[tuple, int], path: tuple = ()) -> bo
                 for i, (a, b) in enumerate(zip(own, rows, strict=True))
             )
         )
+    fields = record_fields(own)
+    if fields and type(own) is type(rows):
+        theirs = record_fields(rows) or {}
+        return list(fields) == list(theirs) and all(
+            _cut_of(fields[k], theirs[k], dims, (*path, k)) for k in fields
+        )
     try:
         return bool(own == rows)
     except Exception:  # an object without a plain equality
         return False
+
+
+def record_fields(value: Any) -> dict[str, Any] | None:
+    """The attributes of a plain record object that a ``collate_fn`` returns
+    (a torchtext-style ``Batch`` with ``c_word``, ``s_idx``, ``id``): an instance
+    of a class of the script with a ``__dict__``, not a tensor, mapping,
+    sequence, module, class or function. None for anything else."""
+    if isinstance(value, (torch.Tensor, Mapping, list, tuple, str, bytes, type)):
+        return None
+    if callable(value) or isinstance(value, types.ModuleType):
+        return None
+    if type(value).__module__ in ("builtins", "numpy", "torch"):
+        return None
+    fields = getattr(value, "__dict__", None)
+    return dict(fields) if isinstance(fields, dict) else None
 
 
 def _random_state() -> tuple[Any, ...]:

@@ -34,6 +34,7 @@ draws the epoch again up to that step.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -348,6 +349,14 @@ def empty_like_batch(batch: Any) -> Any:
         if all(isinstance(item, (str, bytes, int, float, bool)) for item in batch):
             return type(batch)()  # one entry per sample
         return type(batch)(empty_like_batch(value) for value in batch)
+    from .collation import record_fields  # (collation imports this module)
+
+    fields = record_fields(batch)
+    if fields:
+        # a torchtext-style Batch object: each attribute emptied
+        empty = copy.copy(batch)
+        vars(empty).update({k: empty_like_batch(v) for k, v in fields.items()})
+        return empty
     raise ShardingError(
         f"a rank got no samples of a short global batch and cannot build an empty "
         f"batch of type {type(batch).__name__}; use a batch size that is a multiple "

@@ -867,6 +867,75 @@ EXPECTED: dict[str, str] = {
     # matches. Extended: it repeats lstnet_data_utility_t8c_project's layout
     "lstnet_direct_model_t8c_project": "MATCH",
     "lstnet_direct_model_t8c_project_batch": "MATCH",
+    # t9c, a new user's trial of six more families.
+    # ServiceNow/N-BEATS: trainer() in experiments/trainer.py trains the model
+    # it is handed (`model = model.to(default_device())`, its own Adam, next()
+    # on the TimeseriesSampler generator): left whole in both modes (AM004;
+    # batch mode also AM036 for SnapshotManager.register's saves)
+    "nbeats_sampler_t9c_project": "FLAGGED",
+    "nbeats_sampler_t9c_project_batch": "FLAGGED",
+    # locuslab/TCN pmnist_test.py: a fixed np.random permutation of the pixel
+    # sequence, clipping, a summed test loss over len(dataset) and lr /= 10 by
+    # hand when it rises (fires once at epoch 3): migrated, matches
+    "tcn_pmnist_lr_rule_t9c_project": "MATCH",
+    "tcn_pmnist_lr_rule_t9c_project_batch": "MATCH",
+    # zfjsail/gae-pytorch: edges split once with np.random (negatives drawn
+    # once), full-graph VGAE training (randn_like in the reparameterisation,
+    # the same draw on every process), ROC AUC/AP over the edge lists: matches
+    # (AM007: loss_function's reduction is not read from its return)
+    "vgae_link_pred_t9c_project": "MATCH",
+    "vgae_link_pred_t9c_project_batch": "MATCH",
+    # aditya-grover/node2vec walks + a PyTorch skip-gram (sparse nn.Embedding,
+    # SparseAdam): the negatives of each batch are drawn in the loop with
+    # torch.multinomial(noise, B * K), per process for its share (AM020, true);
+    # save_embedding writes on every process (AM017)
+    "node2vec_sparse_adam_t9c_project": "FLAGGED",
+    "node2vec_sparse_adam_t9c_project_batch": "FLAGGED",
+    # atulkum/pointer_summarizer: `self.model = Model(path)`, a plain
+    # `class Model(object)` holding encoder/decoder/reduce_state, and one
+    # Adagrad over their parameters. LOUD by accident before (AM004 wrapped the
+    # holder: "prepare_model expects a torch.nn.Module, got Model"); the setup
+    # is left whole now, AM004 naming the holder (holder_models)
+    "pointer_gen_coverage_t9c_project": "FLAGGED",
+    "pointer_gen_coverage_t9c_project_batch": "FLAGGED",
+    # galsang/BiDAF-pytorch: test() swaps the EMA weights in, writes the answers
+    # keyed by question id to args.prediction_file and calls evaluate.main(args),
+    # which reads it back. SILENT before (flaky): the write was moved to the main
+    # process with no barrier, as `args` handed on was not seen as handing the
+    # path (rank 1 read a missing or half-written file: JSONDecodeError); AM017
+    # now follows the object that holds the path and puts accel.barrier() after
+    # the `with`. Matches in both modes
+    "bidaf_ema_squad_t9c_project": "MATCH",
+    "bidaf_ema_squad_t9c_project_batch": "MATCH",
+    # BiDAF-pytorch's forks that build the DataLoaders in run.py (sharded):
+    # SILENT in training before (flagged only by AM009 for the answers dict).
+    # Two causes: the collate_fn returns a Batch object (batch.c_word,
+    # batch.s_idx, batch.id), which the runtime could not split, so each
+    # process padded its share to the share's longest (the runtime now splits
+    # a record attribute by attribute: global padding); and utils/nn.py's LSTM
+    # unpacks with pad_packed_sequence to its batch's longest, so the start/end
+    # logits have the share's positions: AM037 now names it (share_padding).
+    # The dev answers, a dict filled over the sharded dev loader, stay this
+    # process's share (AM009)
+    "bidaf_answers_sharded_t9c_project": "FLAGGED",
+    "bidaf_answers_sharded_t9c_project_batch": "FLAGGED",
+    # philipperemy/n-beats examples/trainer_pytorch.py: training in chunks, each
+    # starting with load(net, optimiser) (os.path.exists + torch.load of the
+    # checkpoint, grad_step resumed from it) and ending with save(...). SILENT
+    # before in both modes: accel.save writes on the main process, and AM010
+    # added no barrier since load() is defined above save() (line order), so
+    # rank 1 resumed from no file or an older one (another grad_step, other
+    # weights). A load in another function than the save now counts as a read
+    # back: accel.barrier() follows the save, and it matches
+    "nbeats_resume_steps_t9c_project": "MATCH",
+    "nbeats_resume_steps_t9c_project_batch": "MATCH",
+    # pyg-team/pytorch_geometric examples/node2vec.py (Node2Vec stand-in):
+    # `loader = model.loader(...)` samples walks in its collate_fn and the step
+    # backpropagates `model.loss(pos_rw, neg_rw)`, a method past the prepared
+    # model's forward: left whole, AM042 says why (the gradients would not be
+    # averaged)
+    "node2vec_pyg_loader_t9c_project": "FLAGGED",
+    "node2vec_pyg_loader_t9c_project_batch": "FLAGGED",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed

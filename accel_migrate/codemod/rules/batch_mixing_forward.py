@@ -30,6 +30,13 @@ the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,
 subgraph of a Cluster-GCN or GraphSAINT-style node batch, which a graph
 convolution then mixes the batch's samples with (and whose degrees normalise it).
 
+A model of a local module whose forward (or a layer class it builds) unpacks
+an RNN's output with ``pad_packed_sequence`` to the longest sequence of its
+batch (no ``total_length``, or one taken from ``lengths.max()``: BiDAF-pytorch's
+``LSTM``) is reported at the call that builds it the same way
+(``HelperFact.share_padded``, ``share_padding.py``): each process pads to its
+share's longest, and span logits over the positions change their softmax.
+
 ## Why
 After migration each process runs the model on its share of the batch. A
 statistic over dimension 0 is then the share's, not the batch's the original
@@ -114,6 +121,7 @@ class BatchMixingForward(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         self._batch_mixing_model(node)
+        self._share_padded_model(node)
         self._contraction(node)
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
@@ -176,6 +184,28 @@ class BatchMixingForward(Rule):
             if fact is not None and fact.trains and fact.batch_migrated:
                 return True
         return False
+
+    def _share_padded_model(self, node: cst.Call) -> None:
+        """``model = BiDAF(...)`` of a local module whose model (or a layer class
+        it builds) unpacks an RNN's output to its batch's longest sequence
+        (``HelperFact.share_padded``), in a file that shards a loader."""
+        fact = self.index.helper(node.func)
+        if fact is None or fact.returns != "model" or not fact.share_padded:
+            return
+        if not (self.index.loaders or self._hands_batch_trainer):
+            return
+        self.report(
+            node,
+            "needs-review",
+            f"builds {fact.where}, in which {fact.share_padded}: after migration "
+            "each process unpacks its share of the batch, padded to the share's "
+            "longest sequence, not the batch's, so where the model or the loss "
+            "reads the padded positions (a softmax or cross-entropy over sequence "
+            "positions, as span start/end logits do) the losses will not match "
+            "the original's; pass total_length=<the input's padded length> "
+            "(x.size(1)) to pad_packed_sequence",
+            if_migrated=True,
+        )
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         index = _paired_index(node, self.qualnames)

@@ -103,8 +103,12 @@ file, or read it before it is written); a path handed after the write to a
 function or class of the project counts as read back (``write_corpus(
 args.corpus)`` then ``InputData(args.corpus)``, which opens it in another
 module; also what a caller passes where the path is a parameter of the function
-that writes), unless it is written in a ``with open(...)``
-statement that every process reaches together, outside any loop: then it is
+that writes, and, later in the same function, the object the path is read from:
+BiDAF-pytorch writes ``args.prediction_file`` and calls ``evaluate.main(args)``),
+unless it is written in a ``with open(...)``
+statement that every process reaches together, outside any loop and not under a
+test of the file system (``if not os.path.exists(path):``, which a process that
+tests after the main process has written skips): then it is
 written on the main process and ``accel.barrier()`` follows the ``with`` (the file
 is closed by then), so every process reads what the main process wrote. A copy, move or rename whose
 destination the script uses again (reads it, lists it, tests it, passes it to a
@@ -137,7 +141,7 @@ from ..file_changes import (
     per_process,
     written_path,
 )
-from ..file_reads import FileReads, loops
+from ..file_reads import FileReads, loops, tests_files
 from ..helper_effects import helper_call
 from ..instance_writes import (
     instance_call,
@@ -416,10 +420,18 @@ class MainProcessWrites(Rule):
     def _closed_before_read(self, call: cst.Call) -> cst.With | None:
         """The ``with open(path, "w") as f:`` statement ``call`` opens, when a barrier
         after it is safe and enough: every process reaches it together, and no loop
-        is around it (whose next pass could read before the barrier)."""
+        is around it (whose next pass could read before the barrier). Not under a
+        test of the file system (BiDAF-pytorch's download step, ``if not
+        os.path.exists(args.dev_file):``): a process that tests after the main
+        process has written finds the file and skips the barrier (a hang)."""
         item = self.parent(call)
         block = self.parent(item) if isinstance(item, cst.WithItem) else None
         if not isinstance(block, cst.With) or loops(self.index, call):
+            return None
+        if any(
+            isinstance(a, (cst.If, cst.While)) and tests_files(self, a.test)
+            for a in self.index.ancestors(block)
+        ):
             return None
         return block if self.index.uniform(block) else None
 
@@ -494,6 +506,9 @@ class MainProcessWrites(Rule):
             "needs-review",
             "a file that every process writes and the script reads back: "
             "write it on the main process only (accel.on_main_process) "
-            "and add accel.barrier() before it is read",
+            "and add accel.barrier() before it is read, where every process "
+            "reaches it (not under a test of the file system such as `if not "
+            "os.path.exists(path):`, which a process that tests after the write "
+            "skips)",
             if_migrated=True,
         )

@@ -52,7 +52,13 @@ finding at the model's place that says how it is bound and where to add
 from a method the class overrides (Informer2020's ``Exp_Basic.__init__``:
 ``self.model = self._build_model().to(self.device)``, ``_build_model`` written in
 the subclass) is not followed through that constructor: the finding names the
-base's assignment and the override (``codemod/base_built_models.py``). Sharding the data and rewriting ``backward`` without
+base's assignment and the override (``codemod/base_built_models.py``). A
+variable holding an instance of a plain class (no base but ``object``: not an
+nn.Module) whose attributes' parameters an optimizer trains
+(pointer_summarizer's ``self.model = Model(path)`` and
+``Adagrad(list(self.model.encoder.parameters()) + ...)``) is not wrapped
+(``prepare_model`` refuses a non-module) and stops the migration the same way,
+the finding naming the holder (``codemod/holder_models.py``). Sharding the data and rewriting ``backward`` without
 the model would make every process train its own unsynchronised copy on its part
 of the data, with nothing to show for it. The unit is the file: a file is never
 half-migrated.
@@ -144,6 +150,7 @@ from libcst.metadata import PositionProvider
 
 from ..all_or_nothing import ALL_OR_NOTHING, AllOrNothing
 from ..analysis import Key, method_call
+from ..holder_models import HolderModels
 from ..model_parts import part_use_message, part_uses
 from ..names import (
     MODEL_FACTORY_PREFIXES,
@@ -165,7 +172,7 @@ from ..scopes import ImportAssignment, ScopeProvider
 from ..subtrees import findall
 
 
-class PrepareModel(AllOrNothing, OptimizedModels, PreparedChecks, Rule):
+class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, Rule):
     code = "AM004"
     name = "prepare-model"
     summary = (
@@ -301,6 +308,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, PreparedChecks, Rule):
         for key, values in self.index.values.items():
             if isinstance(key[0], cst.ClassDef) and key[0] in self.module_classes:
                 continue  # a layer of a module, not a model
+            if key in self.plain_holders:
+                continue  # `Model(object)` holding the trained modules (blocked)
             fresh = [v for v in values if self._fresh(key, v)]
             if not fresh:
                 continue
@@ -414,6 +423,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, PreparedChecks, Rule):
         if not self.is_optimizer_call(original_node):
             return updated_node
         for inner in self._parameter_calls(original_node):
+            if self.holder_trained(original_node, inner):
+                continue  # `self.model.encoder` of a plain holder (blocked)
             receiver = inner.func.value  # type: ignore[attr-defined]
             owner = self._owner_class(receiver)
             if owner is not None:

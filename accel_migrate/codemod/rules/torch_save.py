@@ -26,8 +26,11 @@ main process writes its share's (a batch taken once off a sharded loader and
 saved every epoch is reported by AM041). Gathering a
 sharded (FSDP) state dict is a collective, so the object is still built on every
 process; only the write is the main process's. When the script loads the same
-file again further down, ``accel.barrier()`` follows the save so that no process
-reads it before it is written (needs-review where only some processes reach the
+file again further down, or in another function (which may run after the save
+whatever its line: philipperemy/n-beats' ``load(net, optimiser)``, defined above
+``save(...)``, resumes each chunk of training from what the last one saved),
+``accel.barrier()`` follows the save so that no process reads it before it is
+written (needs-review where only some processes reach the
 save). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
 process has its own buffer and reads it back.
 
@@ -239,9 +242,21 @@ class TorchSave(Rule):
             if self.is_call_to(source, OPEN_CALLS) and source.args:  # type: ignore[attr-defined]
                 source = source.args[0].value  # type: ignore[attr-defined]
             later = self.get_metadata(PositionProvider, call).start.line
-            if later > line and self._same_file(path, source):
+            if (later > line or self._loaded_elsewhere(call, save)) and self._same_file(
+                path, source
+            ):
                 return True
         return False
+
+    def _loaded_elsewhere(self, load: cst.Call, save: cst.Call) -> bool:
+        """Is ``load`` in another function than ``save`` (or one of them at
+        module level)? Then it may run after the save whatever their lines:
+        philipperemy/n-beats' ``load(net, optimiser)`` (line 60) reads the
+        checkpoint that ``save(...)`` (line 70) writes, both called from
+        ``train_100_grad_steps``, which the script calls again and again."""
+        return self.index.enclosing_function(load) is not self.index.enclosing_function(
+            save
+        )
 
     @cached_property
     def read_back(self) -> set[cst.Call]:
@@ -269,7 +284,9 @@ class TorchSave(Rule):
                 continue
             line = self.get_metadata(PositionProvider, call).start.line
             if any(
-                later > line and self._same_file(target, path) for later, path in loads
+                (later > line or self._loaded_elsewhere(load, call))
+                and self._same_file(target, path)
+                for (later, path), (load, _) in zip(loads, load_calls, strict=True)
             ):
                 found.add(call)
         return found
