@@ -44,6 +44,7 @@ from .rank_local_calls import (
     _read_tensor,
     distribution_values,
     method_draw,
+    rank_environment_read,
 )
 from .subtrees import findall
 
@@ -300,8 +301,13 @@ class Divergence:
             found = (True, False, None)
         else:
             qualnames = index.qualnames(node.func)
-            hit = any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames) or (
-                any(is_random_draw(q) for q in qualnames) and self.random_is_local(node)
+            hit = (
+                any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames)
+                or (
+                    any(is_random_draw(q) for q in qualnames)
+                    and self.random_is_local(node)
+                )
+                or rank_environment_read(index, node)
             )
             callee = index.callee(node)
             if "builtins.next" in qualnames and _next_batch(index, node):
@@ -317,6 +323,12 @@ class Divergence:
         returns = None if callee is None else callee in self.tainted_returns
         self._record(memo.CALL, node, stop, hit, returns)
         return stop, hit or bool(returns)
+
+    def environment_read(self, node: cst.Subscript) -> bool:
+        """``os.environ["RANK"]``: a variable the launcher sets per process."""
+        answer = rank_environment_read(self.index, node)
+        self._record(memo.ENVIRON, node, answer)
+        return answer
 
     def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
         answer = self.index.loader_loop(iterable)

@@ -45,6 +45,11 @@ class _TaintFinder(cst.CSTVisitor):
         node.value.visit(self)  # not the keyword's name
         return False
 
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        if self.divergence.environment_read(node):
+            self.hit = True
+        return True
+
     def visit_Name(self, node: cst.Name) -> bool:
         if node.value in self.tainted:
             self.hit = True

@@ -10,7 +10,8 @@ _statement``) is a function of
   follows a rank-dependent exit (is itself divergent), the function's ``global``
   names and whether it is a method (``Trace.key``),
 - the answers of a few questions about the rest of the tree: is an iterable a data
-  loader (``loader_loop``), does a name hold one, what a call is (the same on
+  loader (``loader_loop``), does a name hold one, does a subscript read a per-process
+  environment variable (``os.environ["RANK"]``), what a call is (the same on
   every rank, rank-local by itself, which local function it runs and whether that
   function returns a rank-local value), which function a ``return`` is in.
 
@@ -42,6 +43,7 @@ LOOP = 0  # (LOOP, iterable, loader_loop answer)
 HOLDS = 1  # (HOLDS, target, holds a loader)
 CALL = 2  # (CALL, call, stop, hit, callee returns rank-local: None if no callee)
 ENCLOSING = 3  # (ENCLOSING, return statement, in a function)
+ENVIRON = 4  # (ENVIRON, subscript, reads a per-process environment variable)
 # Additions to the analysis's results.
 DIVERGENT = 10
 DIVERGENT_ALL = 11
@@ -113,6 +115,9 @@ def replay(divergence: Divergence, trace: Trace) -> bool:
                 return False
         elif kind == LOOP:
             if divergence.index.loader_loop(event[1]) != event[2]:
+                return False
+        elif kind == ENVIRON:
+            if divergence.environment_read(event[1]) != event[2]:
                 return False
         elif kind == HOLDS:
             if divergence.holds_loader(event[1]) != event[2]:

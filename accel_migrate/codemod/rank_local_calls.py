@@ -26,6 +26,50 @@ _RANK_LOCAL_CALL_PREFIXES = (
 )
 #: Of them, the clock: each process's own reading is as right as the original's.
 CLOCK_PREFIXES = ("time.", "datetime.")
+#: Environment variables a launcher sets differently for each process (torchrun,
+#: SLURM, Open MPI, MPICH/Intel MPI). A script written for one GPU sometimes
+#: reads one already (``if os.environ.get("RANK", "0") == "0":``), and under the
+#: migrated script's launcher it really differs between processes.
+RANK_VARIABLES = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "PMI_RANK",
+    }
+)
+_ENVIRON_GETTERS = ("os.environ.get", "os.getenv", "os.environ.__getitem__")
+
+
+def rank_environment_read(index: ModuleIndex, node: cst.CSTNode) -> bool:
+    """``os.environ.get("RANK")``, ``os.getenv("LOCAL_RANK", "0")`` or
+    ``os.environ["RANK"]``: a read of a variable the launcher sets per process.
+    A key that is not a string literal may name one: it counts (the analysis
+    errs towards "divergent")."""
+    if isinstance(node, cst.Call):
+        if not node.args or not any(
+            q in _ENVIRON_GETTERS for q in index.qualnames(node.func)
+        ):
+            return False
+        key: cst.BaseExpression = node.args[0].value
+    elif isinstance(node, cst.Subscript):
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return False
+        if "os.environ" not in index.qualnames(node.value):
+            return False
+        key = node.slice[0].slice.value
+    else:
+        return False
+    if isinstance(key, (cst.SimpleString, cst.ConcatenatedString)):
+        value = key.evaluated_value
+        if isinstance(value, str):
+            return value in RANK_VARIABLES
+    return True
 
 
 def method_draw(

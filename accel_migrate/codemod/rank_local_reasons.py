@@ -31,6 +31,11 @@ _FIXES = {
         "line, or fixed in the script, for a folder or file)"
     ),
     "pid": "compute it from values every process shares, not from the process id",
+    "environment": (
+        "leave the choice of a process to the runtime (accel.is_main_process() "
+        "for work one process does, collectives outside it), not a branch on the "
+        "launcher's rank variables"
+    ),
     "random": (
         "draw it from a generator seeded alike on every process "
         "(generator=torch.Generator().manual_seed(seed)), or decide on values "
@@ -71,6 +76,11 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
         )
     if source.kind == "pid":
         return f"{via} from `{text}` at line {line}, this process's own id"
+    if source.kind == "environment":
+        return (
+            f"{via} from `{text}` at line {line}, a variable the launcher sets "
+            "differently for each process"
+        )
     if source.kind == "random":
         return (
             f"{via} from the random draw `{text}` at line {line}, which each "

@@ -12,6 +12,7 @@ the tests of the branches that set it) to the sources the divergence analysis
 reads as rank-local:
 
 - "clock": ``time.*`` and ``datetime.*`` calls; "pid": ``os.getpid()``;
+- "environment": a variable the launcher sets per process (``os.environ["RANK"]``);
 - "random": a random draw the analysis takes for rank-local;
 - "data": a loop over a (sharded) data loader, a batch taken with ``next``;
 - "exception": an assignment in an ``except`` handler (an exception may be
@@ -35,7 +36,11 @@ import libcst.matchers as m
 
 from .analysis import attr_chain
 from .random_names import is_random_draw
-from .rank_local_calls import _RANK_LOCAL_CALL_PREFIXES, _UNIFORM_RUNTIME_CALLS
+from .rank_local_calls import (
+    _RANK_LOCAL_CALL_PREFIXES,
+    _UNIFORM_RUNTIME_CALLS,
+    rank_environment_read,
+)
 from .scopes import BuiltinAssignment
 from .subtrees import findall
 
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
 
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
-_ORDER = ("data", "clock", "pid", "random", "exception")
+_ORDER = ("data", "clock", "pid", "environment", "random", "exception")
 _LIMIT = 400  # expressions visited per question
 
 
@@ -51,7 +56,7 @@ _LIMIT = 400  # expressions visited per question
 class Source:
     """One reason a value differs between processes."""
 
-    kind: str  # "clock", "pid", "random", "data", "exception"
+    kind: str  # "clock", "pid", "environment", "random", "data", "exception"
     node: cst.CSTNode  # the call, the loop's iterable, the except handler
     #: The variables from the asked value to the source, nearest first.
     through: tuple[str, ...] = ()
@@ -135,7 +140,8 @@ class RankLocalSources:
         return result
 
     def _direct(self, expr: cst.CSTNode, through: tuple[str, ...]) -> list[Source]:
-        """The sources in ``expr`` itself: clock, pid and random calls, a batch
+        """The sources in ``expr`` itself: clock, pid, environment and random
+        calls, a per-process environment variable read by subscript, a batch
         taken with ``next``, a comprehension over a loader."""
         index = self.index
         divergence = index.divergence
@@ -144,6 +150,8 @@ class RankLocalSources:
             names = index.qualnames(call.func)
             if any(q.startswith("os.getpid") for q in names):
                 found.append(Source("pid", call, through))
+            elif rank_environment_read(index, call):
+                found.append(Source("environment", call, through))
             elif any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in names):
                 found.append(Source("clock", call, through))
             elif any(is_random_draw(q) for q in names) and divergence.random_is_local(
@@ -158,6 +166,9 @@ class RankLocalSources:
                     and index.holds_tagged(inner.args[0].value, index.loaders)
                 ):
                     found.append(Source("data", call, through))
+        for read in findall(expr, m.Subscript()):
+            if rank_environment_read(index, read):
+                found.append(Source("environment", read, through))
         for comp in findall(expr, m.CompFor()):
             if index.loader_loop(comp.iter)[0]:  # type: ignore[attr-defined]
                 found.append(Source("data", comp.iter, through))  # type: ignore[attr-defined]

@@ -4,9 +4,11 @@
 After the other rules have made the script's metrics global (AM008's
 ``accel.global_loss`` for logged and compared losses, AM009's ``accel.reduce`` of
 metric sums, AM029's ordered gathers), a value that still differs between
-processes (computed from this process's share of the data, from its clock or
-its random draws) and that decides what the training does is reported, and the
-file is left unchanged:
+processes (computed from this process's share of the data, from its clock, its
+random draws, or a variable the launcher sets per process, such as a
+DDP-ready script's ``if os.environ.get("RANK", "0") == "0":`` or
+``int(os.environ["LOCAL_RANK"])``) and that decides what the training does is
+reported, and the file is left unchanged:
 
 - an early exit: ``if epochs_since_improvement == patience: break``, ``if
   val_loss > best: patience += 1 ... if patience > n: break``, a time budget
