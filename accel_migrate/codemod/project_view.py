@@ -101,6 +101,9 @@ class ProjectView(BatchLibraries):
         self._callers: dict[Target, tuple[CallSite, ...]] | None = None
         self._trees: dict[str, ast.Module | None] = {}
         self._library: dict[str, bool] = {}
+        #: The facts being read now (``_fact``): one asked again reads "not
+        #: known", so what is decided from it then is not kept (``migrated_library``).
+        self._pending: set[tuple[Target, tuple[str, ...]]] = set()
 
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
@@ -446,7 +449,11 @@ class ProjectView(BatchLibraries):
         self._facts[key] = None  # a cycle reads "not known"
         from .project_helpers import HelperFacts
 
-        fact = HelperFacts(self, target, roots, script, depth).result()
+        self._pending.add(key)
+        try:
+            fact = HelperFacts(self, target, roots, script, depth).result()
+        finally:
+            self._pending.discard(key)
         self._facts[key] = fact
         return fact
 
