@@ -221,6 +221,11 @@ class HelperFact:
     #: directly or through the other methods of ``self`` they call
     #: (``method_writes``): a call of one needs no barrier after it.
     quiet_methods: tuple[str, ...] = ()
+    #: For a class that prints or writes files only in methods that nothing in
+    #: the project names (LSTNet's ``Optim.updateLearningRate``): those
+    #: methods (``uncalled_methods``); () otherwise. Building one prints and
+    #: writes nothing, so AM017 leaves its construction alone.
+    uncalled_effects: tuple[str, ...] = ()
     #: For a class, not a model: it derives from torch's DataLoader
     #: (torch_geometric's NeighborSampler, written in a project's sampler.py);
     #: accel-migrate does not prepare an instance of it (AM019 names it so).

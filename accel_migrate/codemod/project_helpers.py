@@ -43,6 +43,7 @@ from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .relayed_parameters import relayed_parameters
 from .stochastic_layers import stochastic_layers
+from .uncalled_methods import uncalled_effects
 
 if TYPE_CHECKING:
     from .project_draws import Owner
@@ -232,6 +233,11 @@ class HelperFacts(ReturnKinds):
                 or trains_through(self, cls)
             ),
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
+            uncalled_effects=(
+                uncalled_effects(self, cls)
+                if effects.writes or effects.prints or effects.collectives
+                else ()
+            ),
             loader_subclass=self._loader_subclass(cls),
             migrated_trainer=(
                 trains_own_models(

@@ -104,6 +104,9 @@ class ProjectView(BatchLibraries):
         #: The facts being read now (``_fact``): one asked again reads "not
         #: known", so what is decided from it then is not kept (``migrated_library``).
         self._pending: set[tuple[Target, tuple[str, ...]]] = set()
+        #: The text of the project's Python files, by topmost root
+        #: (``uncalled_methods``): read only for a class that prints or writes.
+        self._project_texts: dict[str, tuple[bytes, ...] | None] = {}
 
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
