@@ -13,6 +13,7 @@ import libcst.matchers as m
 from .analysis import Key, method_call
 from .base_built_models import base_built_story
 from .optimizer_helpers import _argument
+from .shadowed_modules import shadowed_module
 from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
 
@@ -379,6 +380,13 @@ class AllOrNothing:
             place = value
             if self._fresh(key, value):
                 continue  # a form wrapped elsewhere; the unwrappable one is the story
+            shadowed = shadowed_module(self, key, value, self._line)
+            if shadowed:
+                # `model = model.RNNModel(...)` with `global model` above it
+                return place, (
+                    f"`{name}` is built in this file at line {self._line(place)} "
+                    f"from `{snippet(value)}`: {shadowed}"
+                )
             return place, (
                 f"`{name}` is built in this file at line {self._line(place)} in a form "
                 f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
