@@ -3,10 +3,12 @@ wrapped (AM004's story, ``AllOrNothing._story``): salesforce/awd-lstm-lm's
 ``model = model.RNNModel(...)`` after ``import model``, where ``model_load``
 above it declares ``global model`` and assigns it. In the text, ``model`` is
 bound again between the import and the build, so which ``model`` the build
-reads (the module, or whatever the function left there) is not known to the
-rule, and it does not wrap the build (``PrepareModel._reads_import``: a name
+reads (the module, or whatever the function left there, if it was called) is
+not known to the rule, and it does not wrap the build (``PrepareModel._reads_import``: a name
 read where only imports bound it so far is the module). This module words that
-precisely: the name, the import, and the binding in between.
+precisely: the name, the import, and the binding in between. Only bindings
+in functions count: one the module runs itself after the import (``model =
+Net()``, then ``model = model.cuda()``) makes the name the model there.
 """
 
 from __future__ import annotations
@@ -47,24 +49,21 @@ def shadowed_module(
             key=lambda a: line(a.node),
         )
         imports = [a for a in earlier if isinstance(a, ImportAssignment)]
-        others = [a for a in earlier if not isinstance(a, ImportAssignment)]
-        if not imports or not others:
+        if not imports:
             continue
-        other = others[0].node
-        where = f"line {line(other)}"
-        function = next(
-            (
-                f
-                for f in rule.index.ancestors(other)
-                if isinstance(f, cst.FunctionDef)
-            ),
-            None,
+        after = [a for a in earlier if line(a.node) > line(imports[-1].node)]
+        functions = [_function(rule, a.node) for a in after]
+        if not after or None in functions:
+            # none in between (`model = model.Net()` right after the import), or
+            # one the module itself runs (`model = Net()` then `model.cuda()`):
+            # the name's value where it is read is known
+            continue
+        function = functions[0]
+        assert function is not None
+        where = (
+            f"line {line(after[0].node)}, in `{function.name.value}()`, which "
+            f"declares `global {name.value}`"
         )
-        if function is not None:
-            where += (
-                f", in `{function.name.value}()`, which declares "
-                f"`global {name.value}`"
-            )
         return (
             f"it reads `{name.value}` as the module imported at line "
             f"{line(imports[0].node)}, but `{name.value}` is bound again between "
@@ -75,3 +74,12 @@ def shadowed_module(
             "accel.prepare_model(...)"
         )
     return ""
+
+
+def _function(rule: Rule, node: cst.CSTNode) -> cst.FunctionDef | None:
+    """The function whose body binds ``node`` (under ``global``); None at the
+    module's own level."""
+    return next(
+        (f for f in rule.index.ancestors(node) if isinstance(f, cst.FunctionDef)),
+        None,
+    )
