@@ -91,6 +91,10 @@ class HelperFact:
     #: item of the tuple ("" where not known), or of the dict's values.
     container: str = ""
     items: tuple[str, ...] = ()
+    #: For a tuple with items of unknown kind (""), why each is not known, in
+    #: order (``returned_items``: a parameter handed back, a value the analysis
+    #: does not recognise, a kind that differs between returns).
+    item_reasons: tuple[str, ...] = ()
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()

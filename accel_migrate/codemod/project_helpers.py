@@ -42,6 +42,7 @@ from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .relayed_parameters import relayed_parameters
+from .returned_items import item_reasons
 from .stochastic_layers import stochastic_layers
 from .uncalled_methods import uncalled_effects
 
@@ -354,10 +355,12 @@ class HelperFacts(ReturnKinds):
         ):
             kind = "optimizer class"  # `get_optimizer_class(name)`
         returned = tuple_loss(self, function) if not kind and returns else None
-        container, items = "", ()
+        container, items, reasons = "", (), ()
         if not kind and returns:
             container, items, why = self._container(returns, function)
             unshardable = unshardable or why
+            if container == "tuple" and "" in items:
+                reasons = item_reasons(self, returns, function, items)
         effects = _Effects(self, in_class=False)
         effects.body(function.body)
         if any(r.value is not None for r in returns):
@@ -381,6 +384,7 @@ class HelperFacts(ReturnKinds):
             unshardable=unshardable if kind == "loader" or container else "",
             container=container,
             items=items,
+            item_reasons=reasons,
             writes=tuple(sorted(effects.writes)),
             prints=effects.prints,
             collectives=effects.collectives,
