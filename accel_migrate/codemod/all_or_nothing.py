@@ -11,6 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import Key, method_call
+from .names import SAME_OBJECT
 from .base_built_models import base_built_story
 from .optimizer_helpers import _argument
 from .shadowed_modules import shadowed_module
@@ -18,6 +19,7 @@ from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
 
 if TYPE_CHECKING:
+    from .analysis import ModuleIndex
     from .project_facts import HelperFact
 
 
@@ -375,7 +377,13 @@ class AllOrNothing:
         this rule does not wrap it there."""
         name = key[1]
         for value in self.index.values.get(key, []):
-            if value is None:
+            if (
+                value is None
+                or m.matches(value, m.Name("None"))
+                or _moved_self(self.index, key, value)
+            ):
+                # `criterion = None`, a placeholder, and `criterion =
+                # criterion.cuda()`, the same object: nothing built there
                 continue
             place = value
             if self._fresh(key, value):
@@ -397,3 +405,13 @@ class AllOrNothing:
             # `self.model` that a base class's constructor builds (Exp_Basic)
             why = base_built_story(self.index, name, fallback, self._line) or why
         return place or fallback, why
+
+
+def _moved_self(index: ModuleIndex, key: Key, value: cst.BaseExpression) -> bool:
+    """``x.cuda()``, ``x.to(device)`` of ``key`` itself: the same object."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in SAME_OBJECT
+        and index.key(value.func.value) == key
+    )
