@@ -11,8 +11,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import Key, method_call
-from .names import SAME_OBJECT
 from .base_built_models import base_built_story
+from .names import SAME_OBJECT
 from .optimizer_helpers import _argument
 from .shadowed_modules import shadowed_module
 from .subtrees import findall

@@ -59,9 +59,7 @@ def item_reasons(
     return tuple(found)
 
 
-def _unknown(
-    expr: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef
-) -> str:
+def _unknown(expr: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     if isinstance(expr, ast.Name):
         if expr.id in _parameters(function):
             return (

@@ -181,9 +181,7 @@ def _project_texts(facts: HelperFacts) -> tuple[bytes, ...] | None:
 def _read_tree(top: str) -> tuple[bytes, ...] | None:
     texts: list[bytes] = []
     for folder, dirs, files in os.walk(top):
-        dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and d not in _SKIPPED
-        )
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
         for name in files:
             if not name.endswith(".py"):
                 continue

@@ -49,14 +49,19 @@ for (x,) in loader:
 
 
 def _am017(
-    tmp_path: Path, base: str = "object", method: str = "updateLearningRate", tail: str = ""
+    tmp_path: Path,
+    base: str = "object",
+    method: str = "updateLearningRate",
+    tail: str = "",
 ) -> list[tuple[str, str]]:
     (tmp_path / "Optim.py").write_text(OPTIM.format(base=base, method=method))
     train = tmp_path / "train.py"
     train.write_text(TRAIN.format(tail=tail))
     view = ProjectView([str(train)])
     result = migrate_source(
-        train.read_text(), str(train), MigrateOptions(project=view.facts_for(str(train)))
+        train.read_text(),
+        str(train),
+        MigrateOptions(project=view.facts_for(str(train))),
     )
     return [(f.status, f.message) for f in result.findings if f.code == "AM017"]
 
