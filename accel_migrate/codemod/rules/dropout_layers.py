@@ -29,11 +29,11 @@ of the batch. They are not slices of the original's masks, so the losses at
 world N match the original's only statistically, not step for step, and a
 step-for-step comparison (``accel-migrate verify``) cannot tell this noise from
 a bug of the migration. Where no data loader is sharded (``ModuleIndex.loaders``
-is empty: pyGAT's whole graph each step, SASRec's batches from its own
-sampler), every process runs the whole batch and draws masks for all of it:
-they are the original's where every process's random state is the original's
-(seeded alike, with the same draws before), and the finding says so instead of
-speaking of shares.
+is empty, and no trainer of another file runs the training: pyGAT's whole graph
+each step, SASRec's batches from its own sampler), every process runs the whole
+batch and draws masks for all of it: they are the original's where every
+process's random state is the original's (seeded alike, with the same draws
+before), and the finding says so instead of speaking of shares.
 
 ## Example
 ```python
@@ -107,9 +107,11 @@ class DropoutLayers(Rule):
 
     def _masks(self) -> str:
         """Whose masks each process draws: for its share of each batch, or, where
-        no loader is sharded (``ModuleIndex.loaders``: pyGAT's whole graph,
-        SASRec's sampler), for the whole batch every process runs."""
-        if self.index.loaders:
+        no loader is sharded (``ModuleIndex.loaders`` is empty and no trainer of
+        another file is handed the model: pyGAT's whole graph, SASRec's
+        sampler), for the whole batch every process runs."""
+        if self.index.loaders or self.index.project.library_trainers:
+            # (minGPT's Trainer of another file builds and shards its loader)
             return _masks_of_shares()
         return _masks_of_whole_batches()
 
