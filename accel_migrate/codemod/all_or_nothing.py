@@ -12,12 +12,15 @@ import libcst.matchers as m
 
 from .analysis import Key, method_call
 from .base_built_models import base_built_story
+from .names import SAME_OBJECT
 from .optimizer_helpers import _argument
 from .owned_optimizers import stepped_attribute_owners
+from .shadowed_modules import shadowed_module
 from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
 
 if TYPE_CHECKING:
+    from .analysis import ModuleIndex
     from .project_facts import HelperFact
 
 
@@ -419,11 +422,24 @@ class AllOrNothing:
         this rule does not wrap it there."""
         name = key[1]
         for value in self.index.values.get(key, []):
-            if value is None:
+            if (
+                value is None
+                or m.matches(value, m.Name("None"))
+                or _moved_self(self.index, key, value)
+            ):
+                # `criterion = None`, a placeholder, and `criterion =
+                # criterion.cuda()`, the same object: nothing built there
                 continue
             place = value
             if self._fresh(key, value):
                 continue  # a form wrapped elsewhere; the unwrappable one is the story
+            shadowed = shadowed_module(self, key, value, self._line)
+            if shadowed:
+                # `model = model.RNNModel(...)` with `global model` above it
+                return place, (
+                    f"`{name}` is built in this file at line {self._line(place)} "
+                    f"from `{snippet(value)}`: {shadowed}"
+                )
             return place, (
                 f"`{name}` is built in this file at line {self._line(place)} in a form "
                 f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
@@ -434,3 +450,13 @@ class AllOrNothing:
             # `self.model` that a base class's constructor builds (Exp_Basic)
             why = base_built_story(self.index, name, fallback, self._line) or why
         return place or fallback, why
+
+
+def _moved_self(index: ModuleIndex, key: Key, value: cst.BaseExpression) -> bool:
+    """``x.cuda()``, ``x.to(device)`` of ``key`` itself: the same object."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in SAME_OBJECT
+        and index.key(value.func.value) == key
+    )

@@ -93,6 +93,10 @@ class Divergence:
         #: values there (``n`` of ``print(f"{n} samples")``, ``n = len(x)``).
         self.local_values: dict[cst.Call, list[cst.Name | cst.Attribute]] = {}
         self._current_globals: frozenset[str] = frozenset()
+        #: Walking the module's own statements: a name they make rank-local is a
+        #: global a function of the file may read (``hard_samples()`` reading
+        #: the batch ``x`` of a module-level loop over a loader).
+        self._module_walk = False
         self.tainted_returns: set[cst.FunctionDef] = set()
         self.tainted_globals: set[str] = set()
         #: ``self.x`` attributes that a method of a class sets from a rank-local
@@ -217,7 +221,11 @@ class Divergence:
         self.local_calls.clear()
         self.local_reads.clear()
         self.local_values.clear()
-        self._walk_top(self.index.module.body, set(self.tainted_globals))
+        self._module_walk = True
+        try:
+            self._walk_top(self.index.module.body, set(self.tainted_globals))
+        finally:
+            self._module_walk = False
         for function in self.index.functions:
             body = (
                 function.body.body
@@ -228,7 +236,9 @@ class Divergence:
             cls = self.index.enclosing_class(function.name)
             self.current_class = cls
             attributes = {name for c, name in self.tainted_attributes if c is cls}
-            self._walk_top(body, set(self.tainted_globals) | attributes)
+            # (a parameter of the same name is not the global)
+            globals_read = set(self.tainted_globals) - _parameters(function)
+            self._walk_top(body, globals_read | attributes)
             self._current_globals = frozenset()
             self.current_class = None
 
@@ -501,7 +511,7 @@ class Divergence:
             is_tainted = False
         if is_tainted:
             tainted.add(name)
-            if name in self._current_globals:
+            if name in self._current_globals or self._module_walk:
                 self._add(memo.GLOBAL, self.tainted_globals, name)
             if self.current_class is not None and name.startswith("self."):
                 self.tainted_attributes.add((self.current_class, name))
@@ -547,3 +557,13 @@ class Divergence:
         finder = _ExitFinder()
         statement.visit(finder)
         return finder.found
+
+
+def _parameters(function: cst.FunctionDef) -> set[str]:
+    """The names ``function``'s parameters bind."""
+    params = function.params
+    found = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            found.append(star)
+    return {p.name.value for p in found}

@@ -38,6 +38,19 @@ def helper_call(
         return updated
     if helper.batch_library:
         return _left_to_its_file(rule, original, updated, helper)
+    if helper.uncalled_effects:
+        # LSTNet's `Optim.Optim(...)`: only `updateLearningRate` prints, and
+        # nothing in the project names it (``uncalled_methods``)
+        methods = ", ".join(f"`{m}`" for m in helper.uncalled_effects)
+        rule.report(
+            original,
+            "info",
+            f"{helper.describe()} only in {methods}, which nothing in this "
+            "project calls: building one runs none of them, so the call is left "
+            "as it is; if you call one, guard its writes and prints in "
+            f"{helper.file} with accel.is_main_process()",
+        )
+        return updated
     if helper.collectives:
         rule.report(
             original,

@@ -17,6 +17,7 @@ import libcst as cst
 from .analysis import Key
 from .names import SAME_OBJECT
 from .project_callers import given_by_callers
+from .shadowed_modules import shadowed_module
 from .trained_models import returns_of
 
 
@@ -58,6 +59,15 @@ class PreparedChecks:
         """The variable is, or receives its value from, a model this rule prepares
         (here, in a factory function of this file, or as an element of a list)."""
         sources = self.index.flows_into({key}, SAME_OBJECT)
+        if any(
+            v is not None and shadowed_module(self, s, v, self._line)  # type: ignore[arg-type]
+            for s in sources
+            for v in self.index.values.get(s, [])
+        ):
+            # `model = model.RNNModel(...)` after `import model`, with a
+            # `global model` assignment above it: not known to be the module's
+            # class, nor a change of a prepared model (``shadowed_modules``)
+            return False
         if any(self._unpacked_unprepared(s) for s in sources & self.models):
             # `model, criterion = set_model(opt)` then, later in the function,
             # `model = SupConResNet(...)` (SupContrast's second stage): only the

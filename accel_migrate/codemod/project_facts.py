@@ -91,6 +91,10 @@ class HelperFact:
     #: item of the tuple ("" where not known), or of the dict's values.
     container: str = ""
     items: tuple[str, ...] = ()
+    #: For a tuple with items of unknown kind (""), why each is not known, in
+    #: order (``returned_items``: a parameter handed back, a value the analysis
+    #: does not recognise, a kind that differs between returns).
+    item_reasons: tuple[str, ...] = ()
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
@@ -240,6 +244,11 @@ class HelperFact:
     #: directly or through the other methods of ``self`` they call
     #: (``method_writes``): a call of one needs no barrier after it.
     quiet_methods: tuple[str, ...] = ()
+    #: For a class that prints or writes files only in methods that nothing in
+    #: the project names (LSTNet's ``Optim.updateLearningRate``): those
+    #: methods (``uncalled_methods``); () otherwise. Building one prints and
+    #: writes nothing, so AM017 leaves its construction alone.
+    uncalled_effects: tuple[str, ...] = ()
     #: For a class, not a model: it derives from torch's DataLoader
     #: (torch_geometric's NeighborSampler, written in a project's sampler.py);
     #: accel-migrate does not prepare an instance of it (AM019 names it so).

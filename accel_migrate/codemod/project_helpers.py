@@ -44,8 +44,10 @@ from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
 from .relayed_parameters import relayed_parameters
+from .returned_items import item_reasons
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
+from .uncalled_methods import uncalled_effects
 
 if TYPE_CHECKING:
     from .project_draws import Owner
@@ -248,6 +250,11 @@ class HelperFacts(ReturnKinds):
             ),
             trains_in=base_trains[1],
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
+            uncalled_effects=(
+                uncalled_effects(self, cls)
+                if effects.writes or effects.prints or effects.collectives
+                else ()
+            ),
             loader_subclass=self._loader_subclass(cls),
             migrated_trainer=(
                 trains_own_models(cls, self._optimizer_call(cls))
@@ -376,10 +383,12 @@ class HelperFacts(ReturnKinds):
         ):
             kind = "optimizer class"  # `get_optimizer_class(name)`
         returned = tuple_loss(self, function) if not kind and returns else None
-        container, items = "", ()
+        container, items, reasons = "", (), ()
         if not kind and returns:
             container, items, why = self._container(returns, function)
             unshardable = unshardable or why
+            if container == "tuple" and "" in items:
+                reasons = item_reasons(self, returns, function, items)
         effects = _Effects(self, in_class=False)
         effects.body(function.body)
         if any(r.value is not None for r in returns):
@@ -403,6 +412,7 @@ class HelperFacts(ReturnKinds):
             unshardable=unshardable if kind == "loader" or container else "",
             container=container,
             items=items,
+            item_reasons=reasons,
             writes=tuple(sorted(effects.writes)),
             prints=effects.prints,
             collectives=effects.collectives,

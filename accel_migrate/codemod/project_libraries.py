@@ -23,6 +23,7 @@ class BatchLibraries:
     base: str
     _callers: dict[Target, tuple[CallSite, ...]] | None
     _library: dict[str, bool]
+    _pending: set[tuple[Target, tuple[str, ...]]]
 
     def _library_for(
         self, real: str, callers: tuple[tuple[str, tuple[CallSite, ...]], ...]
@@ -59,7 +60,14 @@ class BatchLibraries:
             return False
         if path not in self._library:
             self._library[path] = False  # a cycle of modules reads "not"
-            self._library[path] = self._migrated_library(path)
+            found = self._migrated_library(path)
+            if self._pending:
+                # asked while a fact is being read (``noisify``'s, whose helper
+                # ``noisify_pairflip`` prints): that fact reads "not known"
+                # here, so the answer is not kept; asked again once it is read
+                del self._library[path]
+                return found
+            self._library[path] = found
         return self._library[path]
 
     def _migrated_library(self, path: str) -> bool:

@@ -101,6 +101,12 @@ class ProjectView(BatchLibraries):
         self._callers: dict[Target, tuple[CallSite, ...]] | None = None
         self._trees: dict[str, ast.Module | None] = {}
         self._library: dict[str, bool] = {}
+        #: The facts being read now (``_fact``): one asked again reads "not
+        #: known", so what is decided from it then is not kept (``migrated_library``).
+        self._pending: set[tuple[Target, tuple[str, ...]]] = set()
+        #: The text of the project's Python files, by topmost root
+        #: (``uncalled_methods``): read only for a class that prints or writes.
+        self._project_texts: dict[str, tuple[bytes, ...] | None] = {}
 
     # -- files -------------------------------------------------------------------
     def _module_file(self, dotted: str, bases: Iterable[str]) -> str | None:
@@ -446,7 +452,11 @@ class ProjectView(BatchLibraries):
         self._facts[key] = None  # a cycle reads "not known"
         from .project_helpers import HelperFacts
 
-        fact = HelperFacts(self, target, roots, script, depth).result()
+        self._pending.add(key)
+        try:
+            fact = HelperFacts(self, target, roots, script, depth).result()
+        finally:
+            self._pending.discard(key)
         self._facts[key] = fact
         return fact
 

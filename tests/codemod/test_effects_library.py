@@ -365,3 +365,70 @@ def test_a_helper_also_handed_something_else_is_not_counted_on_to_reduce(
     script = _migrate(view, tmp_path / "train.py")
     flagged = [f for f in script.needs_review if f.code == "AM006"]
     assert len(flagged) == 1 and "`evaluate`" in flagged[0].message
+
+
+NOISY_DATA = """\
+import torch
+
+from utils import noisify
+
+
+class Noisy(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.x = torch.randn(n, 4)
+        self.labels, self.rate = noisify(list(range(n)), 0.2)
+
+    def __getitem__(self, i):
+        return self.x[i], self.labels[i]
+
+    def __len__(self):
+        return len(self.x)
+"""
+
+NOISY_UTILS = """\
+def flip(labels, rate):
+    noisy = [l + 1 for l in labels]
+    print("Actual noise %.2f" % rate)
+    return noisy, rate
+
+
+def noisify(labels, rate):
+    return flip(labels, rate)
+"""
+
+NOISY_TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+
+from data import Noisy
+
+loader = DataLoader(Noisy(16), batch_size=4)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_a_print_two_helpers_down_is_made_main_process_whatever_is_read_first(
+    tmp_path: Path,
+) -> None:
+    """Co-teaching's data/cifar.py calls ``noisify`` in data/utils.py, whose
+    ``noisify_pairflip`` prints and hands back the labels. Reading cifar.py
+    first read utils.py while ``noisify``'s fact was still being read, and kept
+    "not a migrated library" from that: AM017 then left the whole batch."""
+    for name, text in (
+        ("data.py", NOISY_DATA),
+        ("utils.py", NOISY_UTILS),
+        ("train.py", NOISY_TRAIN),
+    ):
+        (tmp_path / name).write_text(text)
+    view = ProjectView([str(tmp_path / n) for n in ("data.py", "utils.py", "train.py")])
+    assert view.migrated_library(str(tmp_path / "data.py"))
+    assert view.migrated_library(str(tmp_path / "utils.py"))
+    data = _migrate(view, tmp_path / "data.py")
+    assert not [f for f in data.findings if f.status == "needs-review"]
+    utils = _migrate(view, tmp_path / "utils.py")
+    assert 'accel.print("Actual noise %.2f" % rate)' in utils.output

@@ -146,8 +146,10 @@ def test_loaders_not_unpacked_one_name_each_leave_the_file_unchanged(
         "train_loader = get_dict(a, b)['train']\nval_loader = get_dict(a, b)['val']\n": (
             "not kept in one variable"
         ),
+        # the item it cannot classify, named with why (not "a tuple of other values")
         "train_loader, n = loader_and_set(a)\nval_loader = train_loader\n": (
-            "not in a tuple of other values"
+            "but item 2, `train_set`, is a parameter of `loader_and_set` handed "
+            "back as its caller gave it"
         ),
     }
     for head, reason in cases.items():

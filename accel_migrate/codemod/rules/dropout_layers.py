@@ -28,7 +28,12 @@ migration each process draws its own masks, from its own state, for its share
 of the batch. They are not slices of the original's masks, so the losses at
 world N match the original's only statistically, not step for step, and a
 step-for-step comparison (``accel-migrate verify``) cannot tell this noise from
-a bug of the migration.
+a bug of the migration. Where no data loader is sharded (``ModuleIndex.loaders``
+is empty, and no trainer of another file runs the training: pyGAT's whole graph
+each step, SASRec's batches from its own sampler), every process runs the whole
+batch and draws masks for all of it: they are the original's where every
+process's random state is the original's (seeded alike, with the same draws
+before), and the finding says so instead of speaking of shares.
 
 ## Example
 ```python
@@ -97,14 +102,18 @@ class DropoutLayers(Rule):
             node,
             "info",
             f"dropout in `{cls.name.value}` (`{name}`), which runs in a model a "
-            "training step calls: "
-            "in train mode, where its probability is above 0, each process draws its "
-            "own dropout masks for its share of "
-            "the batch, not its slice of the original's, so the losses match the "
-            "original's only statistically, not step for step; "
-            "`accel-migrate verify --deterministic` compares the rest of the "
-            "migration exactly (dropout off in both runs)",
+            "training step calls: " + self._masks(),
         )
+
+    def _masks(self) -> str:
+        """Whose masks each process draws: for its share of each batch, or, where
+        no loader is sharded (``ModuleIndex.loaders`` is empty and no trainer of
+        another file is handed the model: pyGAT's whole graph, SASRec's
+        sampler), for the whole batch every process runs."""
+        if self.index.loaders or self.index.project.library_trainers:
+            # (minGPT's Trainer of another file builds and shards its loader)
+            return _masks_of_shares()
+        return _masks_of_whole_batches()
 
     def _imported_model(self, node: cst.Call) -> None:
         """``model = GPT(config)`` or ``build_model(cfg)`` of a local module
@@ -121,12 +130,7 @@ class DropoutLayers(Rule):
             node,
             "info",
             f"{fact.where} builds a model with dropout ({fact.stochastic}): "
-            "in train mode, where its probability is above 0, each process draws its "
-            "own dropout masks for its share "
-            "of the batch, not its slice of the original's, so the losses match "
-            "the original's only statistically, not step for step; "
-            "`accel-migrate verify --deterministic` compares the rest of the "
-            "migration exactly (dropout off in both runs)",
+            + self._masks(),
         )
 
     def _looked_up_model(self, node: cst.Call) -> None:
@@ -146,13 +150,35 @@ class DropoutLayers(Rule):
             "info",
             f"`{code(node.func)}` picks its model by name at run time among "
             f"{len(names)} of the project's (`{listed}), and {len(stochastic)} of "
-            f"them build a model with dropout ({shown}{more}): in train mode, where "
-            "its probability is above 0, each process draws its own dropout masks "
-            "for its share of the batch, not its slice of the original's, so the "
-            "losses match the original's only statistically, not step for step; "
-            "`accel-migrate verify --deterministic` compares the rest of the "
-            "migration exactly (dropout off in both runs)",
+            f"them build a model with dropout ({shown}{more}): " + self._masks(),
         )
+
+
+def _masks_of_shares() -> str:
+    return (
+        "in train mode, where its probability is above 0, each process draws its "
+        "own dropout masks for its share of the batch, not its slice of the "
+        "original's, so the losses match the original's only statistically, not "
+        "step for step; " + _VERIFY
+    )
+
+
+def _masks_of_whole_batches() -> str:
+    return (
+        "in train mode, where its probability is above 0, each process draws the "
+        "dropout masks from its own random state; no data loader is sharded here, "
+        "so every process runs the whole batch (a whole graph, a sampler's batch) "
+        "and draws masks for all of it: they are the original's where every "
+        "process's random state is the original's (seeded alike, with the same "
+        "draws before), and otherwise the losses match the original's only "
+        "statistically, not step for step; " + _VERIFY
+    )
+
+
+_VERIFY = (
+    "`accel-migrate verify --deterministic` compares the rest of the migration "
+    "exactly (dropout off in both runs)"
+)
 
 
 def _owner(

@@ -245,6 +245,17 @@ class PrepareDataloader(Rule):
             and set(helper.items) != {"loader"}
             and loader_tuple_helper(self.index, original, mixed=True) is not None
         )
+        if not mixed and helper.container == "tuple" and helper.item_reasons:
+            # `return DataLoader(train_set, ...), train_set` (a parameter)
+            self.block(
+                original,
+                f"{where}: accel-migrate prepares the loaders of a returned tuple "
+                "where every other item is surely no loader (None, a number, a "
+                f"dataset), but {'; '.join(helper.item_reasons)}; {helper.file} is "
+                "not rewritten, so nothing of this file is migrated (prepare each "
+                "loader with accel.prepare_dataloader(...) where it is taken out)",
+            )
+            return updated
         if not mixed and (
             helper.container != "tuple" or set(helper.items) != {"loader"}
         ):

@@ -19,7 +19,11 @@ reported, and the file is left unchanged:
   (or any ``torch.optim.lr_scheduler``) on such a value, ``if acc < prev:
   g["lr"] *= 0.5``, or a learning rate assigned from such a value with no
   condition (``g["lr"] = base_lr * scale``, a warm-up over a sample count
-  ``self.samples_seen += x.size(0)`` that a Trainer keeps);
+  ``self.samples_seen += x.size(0)`` that a Trainer keeps); a store that puts
+  back the value read from the same place before such a store, in the same
+  block (awd-lstm-lm's ``lr2 = g["lr"]``, ``g["lr"] = lr2 * seq_len / bptt``,
+  the step, ``g["lr"] = lr2``), is not a decision of its own: the scaled store
+  is reported, the restore is not (``restored_values``);
 - a checkpoint choice: ``is_best = acc > best_acc`` then ``if is_best:
   torch.save(...)`` or ``save_checkpoint(...)``;
 - training, evaluating or a collective under such a condition;
@@ -105,6 +109,7 @@ import libcst.matchers as m
 
 from .. import rank_local_reasons as reasons
 from ..names import DATALOADER_CALLS
+from ..restored_values import restores_saved
 from ..rule import Rule
 from ..subtrees import findall
 from ..uniform_lengths import uniform_length
@@ -215,7 +220,9 @@ class RankLocalDecisions(Rule):
         """``g["lr"] = base_lr * scale`` with a ``scale`` that differs between
         processes (a warm-up over ``self.samples_seen += x.size(0)``): no
         condition decides, the value is the decision."""
-        if node in self.index.divergence.local_stores:
+        if node in self.index.divergence.local_stores and not restores_saved(
+            self, node
+        ):
             self._learning_rate_value(node)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:

@@ -134,6 +134,11 @@ torchvision's detection references and DETR), whose losses may be normalised by
 a count of the batch (objects, boxes), and the sum of any dict's values whose
 reductions the analysis does not read (it is not a sum over the batch; the
 values of a dict literal, also one a helper of the file returns, are read).
+None of these concerns holds where no data loader is sharded and no loop
+around the backward reads data (``unsplit_steps.same_on_every_process``:
+SASRec's batches from its own sampler, a whole graph): every process computes
+the loss over the whole batch, and the runtime weighs it as the whole loss
+whatever its reduction, so the finding is fixed and says so.
 """
 
 from __future__ import annotations
@@ -150,6 +155,7 @@ from ..names import MODULE_BASES
 from ..reduction import LossReduction, loss_reduction
 from ..reduction.pairwise import pairwise_comparison
 from ..rule import Rule, keyword_arg
+from ..unsplit_steps import same_on_every_process
 
 
 class TensorBackward(BatchStatistics, Rule):
@@ -239,6 +245,18 @@ class TensorBackward(BatchStatistics, Rule):
         if statistics or pairs:
             # Already a concern of its own; no weighting of the shares is right.
             reduction, reduction_concern = LossReduction("mean"), None
+        unsplit = ""
+        if (statistics or pairs or reduction_concern) and same_on_every_process(
+            self.index, original
+        ):
+            # SASRec's batches from a sampler, not a loader: no process holds a
+            # share, so none of these concerns is true (``unsplit_steps``)
+            unsplit = (
+                ": no data loader is sharded here, so every process computes this "
+                "loss over the whole batch, and the runtime weighs it as the whole "
+                "loss, whatever its reduction"
+            )
+            statistics, pairs, reduction_concern = set(), set(), None
         if reduction_concern:
             concerns.append(reduction_concern)
         for statistic in sorted(statistics):  # type: ignore[type-var]
@@ -282,7 +300,7 @@ class TensorBackward(BatchStatistics, Rule):
                 f"{message}: the loss is a mean over {reduction.what}, weighted by the count of all processes",
             )
         else:
-            self.report(original, "fixed", message)
+            self.report(original, "fixed", message + unsplit)
         return self.runtime_call("backward", args)
 
     def _reduction(
