@@ -49,8 +49,9 @@ _ENVIRON_GETTERS = ("os.environ.get", "os.getenv", "os.environ.__getitem__")
 def rank_environment_read(index: ModuleIndex, node: cst.CSTNode) -> bool:
     """``os.environ.get("RANK")``, ``os.getenv("LOCAL_RANK", "0")`` or
     ``os.environ["RANK"]``: a read of a variable the launcher sets per process.
-    A key that is not a string literal may name one: it counts (the analysis
-    errs towards "divergent")."""
+    A key that is not a string literal does not count: a helper such as ``def
+    flag(name): return os.environ.get(name) == "1"`` reads the switches the
+    user sets alike for every process, and a rank variable is read by name."""
     if isinstance(node, cst.Call):
         if not node.args or not any(
             q in _ENVIRON_GETTERS for q in index.qualnames(node.func)
@@ -69,7 +70,7 @@ def rank_environment_read(index: ModuleIndex, node: cst.CSTNode) -> bool:
         value = key.evaluated_value
         if isinstance(value, str):
             return value in RANK_VARIABLES
-    return True
+    return False
 
 
 def method_draw(

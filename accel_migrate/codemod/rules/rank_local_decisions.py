@@ -142,6 +142,12 @@ CHECKPOINT = (
     "not on the original's (and under FSDP the state dict is gathered by a "
     "collective that only some processes reach)"
 )
+RANK_BRANCH = (
+    "which processes save the checkpoint: only those whose rank variable passes "
+    "the test take the branch (one per machine where the variable is a local "
+    "rank), so a collective under it (the state dict gathered under FSDP, a "
+    "barrier) waits for processes that never come (a hang)"
+)
 SAMPLE_FILES = (
     "which sample files are written: the main process writes the files its own "
     "values pass, not the original's, so a file the original wrote can be "
@@ -440,6 +446,8 @@ class RankLocalDecisions(Rule):
     def _block_on(self, node: cst.CSTNode, value: cst.CSTNode, hazard: str) -> None:
         asked = value.value if isinstance(value, cst.AugAssign | cst.Assign) else value
         source = self.index.rank_local_sources.first(asked)
+        if hazard == CHECKPOINT and source is not None and source.kind == "environment":
+            hazard = RANK_BRANCH
         self.block(
             node,
             f"`{_code(value)}` differs between processes "
