@@ -246,12 +246,20 @@ def banner(
     )
 
 
-_CPU_ONLY = re.compile(rb"\.device\(\s*accelerator\s*=\s*False\s*\)")
+#: The module-level statement the codemod writes into a script with no device
+#: code (``device_free``): a bare call at column 0, not an assignment. A GPU
+#: script's ``device = accel.device(accelerator=False)`` in the CPU branch of
+#: ``if torch.cuda.is_available():`` (``device_choice``) does not match.
+_CPU_ONLY = re.compile(
+    rb"^[A-Za-z_][\w.]*\.device\(\s*accelerator\s*=\s*False\s*\)[ \t]*(#[^\n]*)?$",
+    re.MULTILINE,
+)
 
 
 def keeps_cpu(script: str | None) -> bool:
-    """Does the script at ``script`` call ``accel.device(accelerator=False)``?
-    (Read as text, never run; False where it cannot be read.)"""
+    """Does the script at ``script`` keep every process on the CPU, with the
+    module-level statement ``accel.device(accelerator=False)``? (Read as text,
+    never run; False where it cannot be read.)"""
     if script is None:
         return False
     try:

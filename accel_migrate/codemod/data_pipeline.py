@@ -70,7 +70,9 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
                     found[runner] = (
                         "the `collate_fn` that the data loader runs for each batch"
                     )
-    for cls in datasets:
+    # in source order (a set of nodes iterates by address: a helper two datasets
+    # call would be named from either, run to run)
+    for cls in _in_source_order(index, datasets):
         for name in _DATASET_METHODS:
             method = _method(cls, name)
             if method is not None:
@@ -99,7 +101,7 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
             training_step(index, p) for p in index.loop_paths(call)
         ):
             continue
-        for cls in classes:
+        for cls in _in_source_order(index, classes):
             method = _method(cls, name)
             if method is not None and method not in found:
                 found[method] = (
@@ -110,11 +112,18 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
     return found
 
 
+def _in_source_order(
+    index: ModuleIndex, classes: set[cst.ClassDef]
+) -> list[cst.ClassDef]:
+    known = {cls: n for n, cls in enumerate(index.classes)}
+    return sorted(classes, key=lambda c: (known.get(c, len(known)), c.name.value))
+
+
 def _add_callees(index: ModuleIndex, found: dict[Runner, str]) -> None:
     """Add the local functions and ``self.`` methods the found ones call."""
     todo = list(found)
     while todo:
-        runner = todo.pop()
+        runner = todo.pop(0)  # first found first: a shared helper is named from it
         for call in findall(runner.body, m.Call()):
             callee = index.local_function(call.func)  # type: ignore[attr-defined]
             if callee is not None and callee not in found:

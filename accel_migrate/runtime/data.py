@@ -339,6 +339,8 @@ def _digest(batches: list[list[Any]]) -> int:
 
 def empty_like_batch(batch: Any) -> Any:
     """The same batch structure with zero samples."""
+    if batch is None:
+        return None  # an attribute a record batch leaves unset (a split keeps it)
     if isinstance(batch, torch.Tensor):
         return batch[:0]
     if isinstance(batch, Mapping):
@@ -355,7 +357,19 @@ def empty_like_batch(batch: Any) -> Any:
     if fields:
         # a torchtext-style Batch object: each attribute emptied
         empty = copy.copy(batch)
-        vars(empty).update({k: empty_like_batch(v) for k, v in fields.items()})
+        emptied = {}
+        for name, value in fields.items():
+            try:
+                emptied[name] = empty_like_batch(value)
+            except ShardingError:
+                raise ShardingError(
+                    f"a rank got no samples of a short global batch and cannot "
+                    f"build an empty {type(batch).__name__}: its attribute "
+                    f"`{name}` is a {type(value).__name__}; use a batch size that "
+                    f"is a multiple of the world size, drop_last=True, or batch "
+                    f"mode 'per-device'"
+                ) from None
+        vars(empty).update(emptied)
         return empty
     raise ShardingError(
         f"a rank got no samples of a short global batch and cannot build an empty "

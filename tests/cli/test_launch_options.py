@@ -337,6 +337,34 @@ def test_nproc_auto_starts_one_process_for_a_script_kept_on_the_cpu(
     assert "world size 3 (3 per node, flag)" in err, err
 
 
+def test_nproc_auto_counts_gpus_for_a_script_with_a_cpu_fallback_branch(
+    monkeypatch: pytest.MonkeyPatch,
+    torchrun: list[argparse.Namespace],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """A GPU script's CPU branch (``device = accel.device(accelerator=False)``
+    under ``else:`` of ``if torch.cuda.is_available():``, as the device-choice
+    rule writes it) does not keep the script on the CPU: on a (faked) machine
+    with 4 GPUs ``--nproc auto`` starts 4 processes and the backend is nccl.
+    Only the bare module-level statement the codemod writes into a script with
+    no device code counts."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        + MIGRATED
+        + "\nif torch.cuda.is_available():\n    device = accel.device()\n"
+        + "else:\n    device = accel.device(accelerator=False)\n"
+    )
+    code, _, err = launch(capsys, "train.py")
+    assert code == EXIT_OK, err
+    assert torchrun[-1].nproc_per_node == "4"
+    assert "backend nccl (GPUs found)" in err, err
+
+
 def test_the_banner_of_a_default_launch_and_of_slurm(
     monkeypatch: pytest.MonkeyPatch,
     torchrun: list[argparse.Namespace],

@@ -51,6 +51,14 @@ class CountedBatch(Batch):
         self.ntokens = int(self.c_word[1].sum())
 
 
+class TargetlessBatch(Batch):
+    """A record whose target is unset in this split (``batch.target = None``)."""
+
+    def __init__(self, examples: list[tuple[str, torch.Tensor]]) -> None:
+        super().__init__(examples)
+        self.target = None
+
+
 def _shard(collate, world: int, n: int = 10, batch_size: int = 4):
     dataset = Sequences(n)
     original = list(DataLoader(dataset, batch_size=batch_size, collate_fn=collate))
@@ -79,6 +87,19 @@ def test_a_record_batch_is_split_by_attribute_with_the_global_padding(
         assert torch.equal(torch.cat([p.c_word[1] for p in parts]), whole.c_word[1])
         assert torch.equal(torch.cat([p.s_idx for p in parts]), whole.s_idx)
         assert [q for p in parts for q in p.id] == whole.id
+
+
+def test_a_record_with_an_unset_attribute_splits_and_empties() -> None:
+    """5 samples in batches of 4 at world 3: the last batch (one sample) leaves
+    ranks 1 and 2 an empty share, built from the record with its ``None``
+    attribute kept (it raised "cannot build an empty batch of type NoneType")."""
+    original, per_rank, warned = _shard(TargetlessBatch, 3, n=5)
+    assert not warned
+    last = [per_rank[r][-1] for r in range(3)]
+    assert [len(p.id) for p in last] == [1, 0, 0]
+    assert all(type(p) is TargetlessBatch and p.target is None for p in last)
+    assert all(p.c_word[0].shape[0] == len(p.id) for p in last)
+    assert torch.equal(last[0].c_word[0], original[-1].c_word[0])
 
 
 def test_a_record_with_a_whole_batch_value_padded_otherwise_stops_the_run() -> None:

@@ -241,7 +241,10 @@ def imported_method_fact(index: ModuleIndex, call: cst.Call) -> Fact | None:
         return None
     name = func.attr.value
     found: dict[str, HelperFact] = {}
-    for fact in instance_facts(index, func.value):
+    # sorted: the facts are a set, and which one names a reduction must not
+    # change from run to run
+    facts = sorted(instance_facts(index, func.value), key=lambda f: (f.file, f.name))
+    for fact in facts:
         reduction = dict(fact.method_losses).get(name)
         if reduction is not None:
             found[reduction] = fact
