@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .file_reads import tests_files
+from .file_tests import file_test, file_test_note
 from .project_facts import HelperFact
 
 if TYPE_CHECKING:
@@ -117,7 +117,8 @@ def helper_call(
             "(accel.on_main_process), but this call is not a statement that every "
             "process reaches together, so no barrier can follow it: a process may "
             "read what it writes before the main process has written it; call it "
-            "where every process passes, then accel.barrier()",
+            "where every process passes, then accel.barrier()"
+            + file_test_reason(rule, original),
             if_migrated=True,
         )
     return rule.on_main_process(updated)
@@ -126,8 +127,9 @@ def helper_call(
 def _barrier_can_follow(rule: MainProcessWrites, call: cst.Call) -> bool:
     """Is ``call`` a statement of its own (``f(...)``, ``x = f(...)``) that every
     process reaches together, so that ``accel.barrier()`` may follow it? Not
-    under a test of the file system (``if not os.path.isdir(d):``): what each
-    process finds there depends on what the main process has written yet."""
+    under a test of the file system (``if not os.path.isdir(d):``), here or
+    around a call of the function it is in (``file_tests``): what each process
+    finds there depends on what the main process has written yet."""
     statement = rule.parent(rule.parent(call))
     return (
         isinstance(statement, cst.SimpleStatementLine)
@@ -135,11 +137,15 @@ def _barrier_can_follow(rule: MainProcessWrites, call: cst.Call) -> bool:
         and rule.parent(call) is statement.body[0]
         and isinstance(statement.body[0], (cst.Expr, cst.Assign))
         and rule.index.uniform(call)
-        and not any(
-            isinstance(a, (cst.If, cst.While)) and tests_files(rule, a.test)
-            for a in rule.index.ancestors(call)
-        )
+        and file_test(rule, call) is None
     )
+
+
+def file_test_reason(rule: MainProcessWrites, call: cst.Call) -> str:
+    """Why no barrier can follow ``call`` where a test of the file system decides
+    whether it runs (``file_tests``), for a finding; empty otherwise."""
+    test = file_test(rule, call)
+    return "" if test is None else f" ({file_test_note(rule, test)})"
 
 
 def _makes_folders_only(helper: HelperFact) -> bool:
@@ -170,7 +176,8 @@ def _left_to_its_file(
             f"{helper.file}, migrated with this batch, but this call is not a "
             "statement that every process reaches together, so no barrier can "
             "follow it: a process may read what it writes before the main process "
-            "has written it; call it where every process passes, then accel.barrier()",
+            "has written it; call it where every process passes, then accel.barrier()"
+            + file_test_reason(rule, original),
             if_migrated=True,
         )
         return updated

@@ -31,7 +31,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .helper_effects import _barrier_can_follow, _makes_folders_only
+from .helper_effects import (
+    _barrier_can_follow,
+    _makes_folders_only,
+    file_test_reason,
+)
 from .imported_draws import instance_facts
 
 if TYPE_CHECKING:
@@ -85,7 +89,7 @@ def instance_call(rule: MainProcessWrites, call: cst.Call, fact: HelperFact) -> 
             f"{what}, but this call is not a statement that every process reaches "
             "together, so no barrier can follow it: a process may read what it "
             "writes before the main process has written it; call it where every "
-            "process passes, then accel.barrier()",
+            "process passes, then accel.barrier()" + file_test_reason(rule, call),
             if_migrated=True,
         )
         return

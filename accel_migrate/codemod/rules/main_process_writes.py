@@ -108,7 +108,9 @@ BiDAF-pytorch writes ``args.prediction_file`` and calls ``evaluate.main(args)``)
 unless it is written in a ``with open(...)``
 statement that every process reaches together, outside any loop and not under a
 test of the file system (``if not os.path.exists(path):``, which a process that
-tests after the main process has written skips): then it is
+tests after the main process has written skips; nor around a call of the
+function that writes, at any depth: the finding then names that test and its
+line, and the barrier belongs before it): then it is
 written on the main process and ``accel.barrier()`` follows the ``with`` (the file
 is closed by then), so every process reads what the main process wrote. A copy, move or rename whose
 destination the script uses again (reads it, lists it, tests it, passes it to a
@@ -141,7 +143,8 @@ from ..file_changes import (
     per_process,
     written_path,
 )
-from ..file_reads import FileReads, loops, tests_files
+from ..file_reads import FileReads, loops
+from ..file_tests import file_test, file_test_note
 from ..helper_effects import helper_call
 from ..instance_writes import (
     instance_call,
@@ -330,6 +333,17 @@ class MainProcessWrites(Rule):
             or self._used_again(original, made)
         ):
             line = self.parent(self.parent(original))
+            test = file_test(self, original)
+            if test is not None:
+                self.report(
+                    original,
+                    "needs-review",
+                    f"{name}(...) makes a file that the script uses again, and "
+                    f"{file_test_note(self, test)}; run it on the main process only "
+                    "(accel.on_main_process)",
+                    if_migrated=True,
+                )
+                return updated
             if not (
                 isinstance(line, cst.SimpleStatementLine)
                 and self.index.uniform(original)
@@ -422,16 +436,14 @@ class MainProcessWrites(Rule):
         after it is safe and enough: every process reaches it together, and no loop
         is around it (whose next pass could read before the barrier). Not under a
         test of the file system (BiDAF-pytorch's download step, ``if not
-        os.path.exists(args.dev_file):``): a process that tests after the main
-        process has written finds the file and skips the barrier (a hang)."""
+        os.path.exists(args.dev_file):``), here or around a call of the function
+        it is in (``file_tests``): a process that tests after the main process
+        has written finds the file and skips the barrier (a hang)."""
         item = self.parent(call)
         block = self.parent(item) if isinstance(item, cst.WithItem) else None
         if not isinstance(block, cst.With) or loops(self.index, call):
             return None
-        if any(
-            isinstance(a, (cst.If, cst.While)) and tests_files(self, a.test)
-            for a in self.index.ancestors(block)
-        ):
+        if file_test(self, block) is not None:
             return None
         return block if self.index.uniform(block) else None
 
@@ -501,6 +513,18 @@ class MainProcessWrites(Rule):
         return FileReads(self)
 
     def _report_read_again(self, call: cst.Call) -> None:
+        test = file_test(self, call)
+        if test is not None:
+            self.report(
+                call,
+                "needs-review",
+                "a file that every process writes and the script reads back: "
+                "write it on the main process only (accel.on_main_process) and "
+                "add accel.barrier() before it is read; here "
+                + file_test_note(self, test),
+                if_migrated=True,
+            )
+            return
         self.report(
             call,
             "needs-review",

@@ -31,7 +31,10 @@ whatever its line: philipperemy/n-beats' ``load(net, optimiser)``, defined above
 ``save(...)``, resumes each chunk of training from what the last one saved),
 ``accel.barrier()`` follows the save so that no process reads it before it is
 written (needs-review where only some processes reach the
-save). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
+save, and where a test of the file system decides whether it runs, ``if not
+os.path.exists(INIT): torch.save(...)``, here or around a call of its function:
+a process that tests after the main process has written skips the branch, so
+the barrier belongs before the test). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
 process has its own buffer and reads it back.
 
 A save into a file the script opens from a path, ``with open(path, "wb") as f:
@@ -51,6 +54,7 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..file_changes import argument
+from ..file_tests import file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
 from ..subtrees import findall
@@ -209,6 +213,8 @@ class TorchSave(Rule):
         )
         if not self._read_again(path, save):
             return statement
+        if self._under_file_test(save, original_node):
+            return statement
         if not self.index.uniform(original_node):
             self.report(
                 save,
@@ -305,6 +311,8 @@ class TorchSave(Rule):
         saves = [c for c in findall(original_node, m.Call()) if c in self.read_back]
         if not saves:
             return updated_node
+        if self._under_file_test(saves[0], original_node):
+            return updated_node
         if not self.index.uniform(original_node):
             self.report(
                 saves[0],
@@ -322,6 +330,26 @@ class TorchSave(Rule):
             body=[cst.Expr(self.runtime_call("barrier", []))]
         )
         return cst.FlattenSentinel([updated_node, barrier])
+
+    def _under_file_test(self, save: cst.Call, statement: cst.CSTNode) -> bool:
+        """Is the save of a file loaded again reached only by the processes that
+        pass a test of the file system (``if not os.path.exists(INIT):``, here or
+        around a call of its function)? Then no barrier follows it, and it is
+        reported."""
+        test = file_test(self, statement)
+        if test is None:
+            return False
+        self.report(
+            save,
+            "needs-review",
+            "the file is loaded again later, but "
+            + file_test_note(self, test, "the save")
+            + " (the others may read the file before the main process has written "
+            "it; under FSDP accel.state_dict(model) in that branch is a collective "
+            "too: build the state before the test)",
+            if_migrated=True,
+        )
+        return True
 
     def _in_memory(self, expr: cst.BaseExpression) -> bool:
         """``io.BytesIO()``, or a variable that only ever holds one."""
