@@ -278,23 +278,38 @@ def global_loss(
 # -- metrics and output ----------------------------------------------------------------------
 def _reduce_numpy(comm: Any, value: Any, op: ReduceOp) -> Any:
     """``reduce`` of a numpy scalar or array: the same type back (a float for the
-    mean of an integer scalar, as for a Python int)."""
+    mean of an integer, as for a Python int). Integers are combined as int64
+    (gloo has no unsigned types but uint8), floats in their own precision (the
+    mean in float64, then back), and a scalar whose sum no longer fits its type
+    comes back as an int64."""
     import numpy as np
 
     if isinstance(value, np.ndarray):
-        if value.dtype == np.bool_ or value.dtype.kind not in "iuf":
+        kind = value.dtype.kind
+        if value.dtype == np.bool_ or kind not in "iuf":
             raise TypeError(
                 f"accel.reduce cannot combine a numpy array of {value.dtype}"
             )
-        array = value.astype(np.float64) if op == "mean" else value
-        result = comm.all_reduce(torch.from_numpy(np.array(array, copy=True)), op)
-        return result.numpy()
+        native = value.dtype.newbyteorder("=")
+        if kind == "f":
+            work, back = (np.float64 if op == "mean" else native), native
+        else:
+            work, back = (
+                (np.float64, np.float64) if op == "mean" else (np.int64, native)
+            )
+        tensor = torch.from_numpy(np.ascontiguousarray(value.astype(work)))
+        return comm.all_reduce(tensor, op).numpy().astype(back)
     if isinstance(value, np.bool_) or not isinstance(value, (np.integer, np.floating)):
         raise TypeError(f"accel.reduce cannot combine a {type(value).__name__}")
-    floating = isinstance(value, np.floating) or op == "mean"
-    dtype = torch.float64 if floating else torch.int64
+    floating = isinstance(value, np.floating)
+    dtype = torch.float64 if floating or op == "mean" else torch.int64
     result = comm.all_reduce(torch.tensor(value.item(), dtype=dtype), op).item()
-    return value.dtype.type(result) if op != "mean" else result
+    if op == "mean" and not floating:
+        return result
+    try:
+        return value.dtype.type(result)
+    except OverflowError:
+        return np.int64(result)
 
 
 def reduce(value: T, op: ReduceOp = "sum") -> T:

@@ -32,3 +32,10 @@ def test_numpy_values_are_combined_with_their_type() -> None:
     assert "array int64 [1, 2, 4]" in out, out
     assert "mean 3.0" in out, out
     assert "refused accel.reduce cannot combine a bool" in out, out
+    # a float32 mean stays float32; a uint8 array (no unsigned type in gloo but
+    # uint8) is summed as int64 and handed back as uint8 (200 + 200 wraps as
+    # numpy's own sum does); an int32 sum past 2**31 comes back as an int64
+    assert "half float32 [1.0, 2.5]" in out, out
+    assert "small uint8 [144, 1]" in out, out
+    assert "scalar_mean float32 2.0" in out, out
+    assert f"wide int64 {2 * (2**31 - 1)}" in out, out

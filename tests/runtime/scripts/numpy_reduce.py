@@ -24,6 +24,24 @@ accel.print(
     "mean",
     mean,
 )
+half = accel.reduce(np.array([1.0, 2.0 + rank], dtype=np.float32), op="mean")
+small = accel.reduce(np.array([200, rank], dtype=np.uint8))
+scalar_mean = accel.reduce(np.float32(1.0 + 2 * rank), op="mean")
+wide = accel.reduce(np.int32(2**31 - 1))
+accel.print(
+    "half",
+    half.dtype,
+    half.tolist(),
+    "small",
+    small.dtype,
+    small.tolist(),
+    "scalar_mean",
+    type(scalar_mean).__name__,
+    float(scalar_mean),
+    "wide",
+    type(wide).__name__,
+    int(wide),
+)
 try:
     accel.reduce(np.bool_(True))
 except TypeError as error:
