@@ -93,8 +93,19 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
     )
 
 
+_NUMPY_DRAW = (
+    "draw it from a generator seeded alike on every process "
+    "(rng = np.random.default_rng(seed), and the draw made from rng), or decide on "
+    "values every process shares"
+)
+
+
 def fix(source: Source | None) -> str:
-    return GENERIC_FIX if source is None else _FIXES[source.kind]
+    if source is None:
+        return GENERIC_FIX
+    if source.kind == "random" and _code(source.node).startswith(("np.", "numpy.")):
+        return _NUMPY_DRAW  # a torch.Generator does not seed numpy's draws
+    return _FIXES[source.kind]
 
 
 def _code(node: cst.CSTNode) -> str:
