@@ -28,6 +28,7 @@ what ``divergence`` decides.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,8 @@ from .subtrees import findall
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
 
+#: (kind, the node to follow or to name, the node that binds the variable)
+_Definition = tuple[str, cst.CSTNode, cst.CSTNode]
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 _ORDER = ("data", "clock", "pid", "environment", "random", "exception")
 _LIMIT = 400  # expressions visited per question
@@ -77,7 +80,7 @@ class RankLocalSources:
 
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
-        self._definitions: dict[Key, list[tuple[str, cst.CSTNode]]] | None = None
+        self._definitions: dict[Key, list[_Definition]] | None = None
         self._cache: dict[cst.CSTNode, Provenance] = {}
 
     def of(self, expr: cst.CSTNode) -> Provenance:
@@ -100,6 +103,7 @@ class RankLocalSources:
     def _walk(self, start: cst.CSTNode) -> Provenance:
         result = Provenance()
         seen_keys: set[Key] = set()
+        seen_definitions: set[tuple[Key, int]] = set()
         seen_nodes: set[cst.CSTNode] = set()
         queue: deque[tuple[cst.CSTNode, tuple[str, ...]]] = deque([(start, ())])
         visited = 0
@@ -120,17 +124,21 @@ class RankLocalSources:
                 key = self.index.key(name)
                 if key is None:
                     continue
-                if key in seen_keys:
-                    continue
-                seen_keys.add(key)
                 spelled = attr_chain(name) or key[1]
                 path = (*through, spelled)
                 definitions = self.definitions.get(key)
                 if definitions is None:
-                    if not self._plain_binding(key):
+                    if key not in seen_keys and not self._plain_binding(key):
                         result.complete = False
+                    seen_keys.add(key)
                     continue
-                for kind, node in definitions:
+                seen_keys.add(key)
+                for kind, node, _ in self._reaching(name, key, definitions):
+                    if (key, id(node)) in seen_definitions:
+                        continue
+                    seen_definitions.add((key, id(node)))
+                    if kind == "counter":
+                        continue  # `i` of `enumerate(loader)`: the same everywhere
                     if kind == "data":
                         result.sources.append(Source("data", node, path))
                     elif kind == "exception":
@@ -242,22 +250,26 @@ class RankLocalSources:
 
     # -- definitions -------------------------------------------------------------
     @property
-    def definitions(self) -> dict[Key, list[tuple[str, cst.CSTNode]]]:
+    def definitions(self) -> dict[Key, list[_Definition]]:
         """For each variable: what sets it, as ("value", expression to follow),
-        ("data", a loader loop's iterable) or ("exception", a handler)."""
+        ("data", a loader loop's iterable), ("exception", a handler) or
+        ("counter", the step counter of ``enumerate(loader)``), each with the
+        node that binds it (the statement, loop or call)."""
         if self._definitions is None:
             self._definitions = self._collect()
         return self._definitions
 
-    def _collect(self) -> dict[Key, list[tuple[str, cst.CSTNode]]]:
+    def _collect(self) -> dict[Key, list[_Definition]]:
         index = self.index
-        found: dict[Key, list[tuple[str, cst.CSTNode]]] = {}
+        found: dict[Key, list[_Definition]] = {}
 
-        def add(target: cst.CSTNode, kind: str, node: cst.CSTNode) -> None:
+        def add(
+            target: cst.CSTNode, kind: str, node: cst.CSTNode, anchor: cst.CSTNode
+        ) -> None:
             for leaf in _targets(target):
                 key = index.key(leaf)
                 if key is not None:
-                    found.setdefault(key, []).append((kind, node))
+                    found.setdefault(key, []).append((kind, node, anchor))
 
         module = index.module
         for statement in findall(module, m.Assign() | m.AnnAssign() | m.AugAssign()):
@@ -269,18 +281,26 @@ class RankLocalSources:
             )
             for target in targets:
                 if value is not None:
-                    add(target, "value", value)
+                    add(target, "value", value, statement)
                 if isinstance(target, cst.Subscript) and value is not None:
-                    add(target.value, "value", value)  # `counts[i] = v`
+                    add(target.value, "value", value, statement)  # `counts[i] = v`
                 for condition in self._conditions(statement):
-                    add(target, *condition)
+                    add(target, *condition, statement)
         for loop in index.for_loops:
-            if index.loader_loop(loop.iter)[0]:
-                add(loop.target, "data", loop.iter)
+            over_loader, counter = index.loader_loop(loop.iter)
+            target = loop.target
+            if over_loader and counter and isinstance(target, cst.Tuple):
+                # The divergence analysis's fact: `i` of `enumerate(loader)` is
+                # the step index, the same on every process.
+                add(target.elements[0].value, "counter", loop.iter, loop)
+                for element in target.elements[1:]:
+                    add(element.value, "data", loop.iter, loop)
+            elif over_loader:
+                add(target, "data", loop.iter, loop)
             else:
-                add(loop.target, "value", loop.iter)
+                add(target, "value", loop.iter, loop)
         for comp in findall(module, m.CompFor()):
-            add(comp.target, "value", comp.iter)  # type: ignore[attr-defined]
+            add(comp.target, "value", comp.iter, comp)  # type: ignore[attr-defined]
         for call in index.calls:
             func = call.func
             if (
@@ -289,14 +309,42 @@ class RankLocalSources:
                 and call.args
             ):
                 for arg in call.args:
-                    add(func.value, "value", arg.value)
+                    add(func.value, "value", arg.value, call)
                 for condition in self._conditions(call):
-                    add(func.value, *condition)
+                    add(func.value, *condition, call)
         for function in index.functions:
             for call in index.call_sites(function):
                 for key, arg in index.arguments(call):
-                    found.setdefault(key, []).append(("value", arg))
+                    found.setdefault(key, []).append(("value", arg, call))
         return found
+
+    def _reaching(
+        self, use: cst.CSTNode, key: Key, definitions: list[_Definition]
+    ) -> list[_Definition]:
+        """The definitions of ``key`` that can reach ``use``: where an earlier
+        statement of a block around the use (in its function) rebinds the name
+        outright (``seq_len = ...``, or both arms of an ``if``), only the
+        definitions from that statement on; all of them otherwise."""
+        index = self.index
+        child: cst.CSTNode = use
+        for ancestor in index.ancestors(use):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            body = _statements(ancestor)
+            position = next((i for i, s in enumerate(body or ()) if s is child), None)
+            if body is None or position is None:
+                child = ancestor
+                continue
+            # A simple statement binds after it reads (`lr = lr * scale`).
+            end = (
+                position if isinstance(child, cst.SimpleStatementLine) else position + 1
+            )
+            for start in range(position - 1, -1, -1):
+                if _rebinds(index, body[start], key):
+                    window = body[start:end]
+                    return [d for d in definitions if _inside(index, d[2], window)]
+            child = ancestor
+        return definitions
 
     def _conditions(self, node: cst.CSTNode) -> list[tuple[str, cst.CSTNode]]:
         """The tests of the rank-dependent branches ``node`` is set under (in its
@@ -316,6 +364,56 @@ class RankLocalSources:
                 if test is not None:
                     found.append(("value", test))
         return found
+
+
+def _statements(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
+    """The statements of a block (a module's, an indented block's)."""
+    if isinstance(node, (cst.Module, cst.IndentedBlock)):
+        return node.body
+    return None
+
+
+def _rebinds(index: ModuleIndex, statement: cst.CSTNode, key: Key) -> bool:
+    """Does ``statement`` always rebind ``key`` outright: a plain assignment to
+    it, a ``with`` whose body does, an ``if`` whose every arm does?"""
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = [small.target]
+            else:
+                continue
+            leaves = [leaf for t in targets for leaf in _targets(t)]
+            if any(index.key(leaf) == key for leaf in leaves):
+                return True
+        return False
+    if isinstance(statement, cst.With):
+        return _block_rebinds(index, statement.body, key)
+    if isinstance(statement, cst.If):
+        orelse = statement.orelse
+        if orelse is None or not _block_rebinds(index, statement.body, key):
+            return False
+        if isinstance(orelse, cst.If):
+            return _rebinds(index, orelse, key)
+        return _block_rebinds(index, orelse.body, key)
+    return False
+
+
+def _block_rebinds(index: ModuleIndex, block: cst.BaseSuite, key: Key) -> bool:
+    if isinstance(block, cst.IndentedBlock):
+        return any(_rebinds(index, s, key) for s in block.body)
+    return _rebinds(index, cst.SimpleStatementLine(body=block.body), key)
+
+
+def _inside(
+    index: ModuleIndex, node: cst.CSTNode, statements: Sequence[cst.CSTNode]
+) -> bool:
+    """Is ``node`` one of ``statements`` or inside one?"""
+    if any(node is s for s in statements):
+        return True
+    ids = {id(s) for s in statements}
+    return any(id(a) in ids for a in index.ancestors(node))
 
 
 def _outer(source: Source, found: list[Source]) -> bool:
