@@ -50,6 +50,14 @@ if TYPE_CHECKING:
 
 #: (kind, the node to follow or to name, the node that binds the variable)
 _Definition = tuple[str, cst.CSTNode, cst.CSTNode]
+_SUITES = (
+    cst.IndentedBlock,
+    cst.SimpleStatementSuite,
+    cst.Else,
+    cst.If,  # an `elif`
+    cst.ExceptHandler,
+    cst.Finally,
+)
 _MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 _ORDER = ("data", "clock", "pid", "environment", "random", "exception")
 _LIMIT = 400  # expressions visited per question
@@ -326,6 +334,7 @@ class RankLocalSources:
         outright (``seq_len = ...``, or both arms of an ``if``), only the
         definitions from that statement on; all of them otherwise."""
         index = self.index
+        below: cst.CSTNode = use
         child: cst.CSTNode = use
         for ancestor in index.ancestors(use):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -333,17 +342,18 @@ class RankLocalSources:
             body = _statements(ancestor)
             position = next((i for i, s in enumerate(body or ()) if s is child), None)
             if body is None or position is None:
-                child = ancestor
+                below, child = child, ancestor
                 continue
-            # A simple statement binds after it reads (`lr = lr * scale`).
-            end = (
-                position if isinstance(child, cst.SimpleStatementLine) else position + 1
-            )
+            # A statement's own bindings reach a use in its body (or a `while`
+            # test), not one in what it reads first (`lr = lr * scale`, an
+            # `if`'s test, a `for`'s iterable).
+            in_body = isinstance(below, _SUITES) or isinstance(child, cst.While)
+            end = position + 1 if in_body else position
             for start in range(position - 1, -1, -1):
                 if _rebinds(index, body[start], key):
                     window = body[start:end]
                     return [d for d in definitions if _inside(index, d[2], window)]
-            child = ancestor
+            below, child = child, ancestor
         return definitions
 
     def _conditions(self, node: cst.CSTNode) -> list[tuple[str, cst.CSTNode]]:

@@ -88,3 +88,58 @@ def test_draws_and_data_are_told_apart() -> None:
     kept = index.module.body[-1].body[0].value  # type: ignore[attr-defined]
     assert index.rank_local_sources.of(kept).kinds == {"random", "data"}
     assert index.rank_local_sources.of(kept).complete
+
+
+def test_the_step_counter_of_a_sharded_loader_is_no_source() -> None:
+    index = _index(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)\n"
+        "total = 0\n"
+        "for i, (x,) in enumerate(loader):\n"
+        "    total += x.size(0)\n"
+        "    if i >= 2 or total > 100:\n"
+        "        break\n"
+    )
+    (loop,) = index.for_loops
+    test = loop.body.body[1].test  # type: ignore[attr-defined]
+    sources = index.rank_local_sources
+    counter_only = test.left  # `i >= 2`
+    assert sources.of(counter_only).sources == []
+    assert sources.of(counter_only).complete
+    first = sources.first(test)
+    assert first is not None and first.kind == "data"
+    assert first.through == ("total", "x")
+
+
+def test_a_rebinding_hides_the_earlier_draws() -> None:
+    index = _index(
+        "import numpy as np\n"
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)\n"
+        "for (x,) in loader:\n"
+        "    pass\n"
+        "n = int(np.random.normal(70, 5))\n"
+        "n = int(np.random.normal(35, 5))\n"
+        "if n > 40:\n"
+        "    n = int(np.random.normal(10, 1))\n"
+        "else:\n"
+        "    n = int(np.random.normal(20, 1))\n"
+        "m = n\n"
+        "k = n * 2\n"
+    )
+    sources = index.rank_local_sources
+    code = cst.Module([]).code_for_node
+    m_value = index.module.body[-2].body[0].value  # type: ignore[attr-defined]
+    found = [code(s.node) for s in sources.of(m_value).sources]
+    # the arms' draws, then the test they are set under; not the first draw
+    assert found == [
+        "np.random.normal(10, 1)",
+        "np.random.normal(20, 1)",
+        "np.random.normal(35, 5)",
+    ]
+    test = index.module.body[-3].test  # type: ignore[attr-defined]
+    assert [code(s.node) for s in sources.of(test).sources] == [
+        "np.random.normal(35, 5)"
+    ]
