@@ -262,7 +262,8 @@ class RankLocalSources:
         """For each variable: what sets it, as ("value", expression to follow),
         ("data", a loader loop's iterable), ("exception", a handler) or
         ("counter", the step counter of ``enumerate(loader)``), each with the
-        node that binds it (the statement, loop or call)."""
+        node that binds it (the statement, loop or call; for a parameter, its
+        function)."""
         if self._definitions is None:
             self._definitions = self._collect()
         return self._definitions
@@ -323,7 +324,7 @@ class RankLocalSources:
         for function in index.functions:
             for call in index.call_sites(function):
                 for key, arg in index.arguments(call):
-                    found.setdefault(key, []).append(("value", arg, call))
+                    found.setdefault(key, []).append(("value", arg, function))
         return found
 
     def _reaching(
@@ -332,7 +333,8 @@ class RankLocalSources:
         """The definitions of ``key`` that can reach ``use``: where an earlier
         statement of a block around the use (in its function) rebinds the name
         outright (``seq_len = ...``, or both arms of an ``if``), only the
-        definitions from that statement on; all of them otherwise."""
+        definitions from that statement on (and those in other functions, which
+        a call in between may run); all of them otherwise."""
         index = self.index
         below: cst.CSTNode = use
         child: cst.CSTNode = use
@@ -352,7 +354,17 @@ class RankLocalSources:
             for start in range(position - 1, -1, -1):
                 if _rebinds(index, body[start], key):
                     window = body[start:end]
-                    return [d for d in definitions if _inside(index, d[2], window)]
+                    function = index.enclosing_function(use)
+                    return [
+                        d
+                        for d in definitions
+                        if _inside(index, d[2], window)
+                        # set in another function (`global`), which a call may run
+                        or (
+                            not isinstance(d[2], cst.FunctionDef)
+                            and index.enclosing_function(d[2]) is not function
+                        )
+                    ]
             below, child = child, ancestor
         return definitions
 
@@ -385,7 +397,8 @@ def _statements(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
 
 def _rebinds(index: ModuleIndex, statement: cst.CSTNode, key: Key) -> bool:
     """Does ``statement`` always rebind ``key`` outright: a plain assignment to
-    it, a ``with`` whose body does, an ``if`` whose every arm does?"""
+    it, an ``if`` whose every arm does? (Not a ``with``, whose manager may
+    swallow an exception raised before the assignment.)"""
     if isinstance(statement, cst.SimpleStatementLine):
         for small in statement.body:
             if isinstance(small, cst.Assign):
@@ -398,8 +411,6 @@ def _rebinds(index: ModuleIndex, statement: cst.CSTNode, key: Key) -> bool:
             if any(index.key(leaf) == key for leaf in leaves):
                 return True
         return False
-    if isinstance(statement, cst.With):
-        return _block_rebinds(index, statement.body, key)
     if isinstance(statement, cst.If):
         orelse = statement.orelse
         if orelse is None or not _block_rebinds(index, statement.body, key):

@@ -143,3 +143,24 @@ def test_a_rebinding_hides_the_earlier_draws() -> None:
     assert [code(s.node) for s in sources.of(test).sources] == [
         "np.random.normal(35, 5)"
     ]
+
+
+def test_a_call_between_may_rebind_a_global() -> None:
+    index = _index(
+        "import numpy as np\n"
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)\n"
+        "for (x,) in loader:\n"
+        "    pass\n"
+        "def redraw():\n"
+        "    global n\n"
+        "    n = int(np.random.normal(35, 5))\n"
+        "n = 70\n"
+        "redraw()\n"
+        "m = n\n"
+    )
+    m_value = index.module.body[-1].body[0].value  # type: ignore[attr-defined]
+    found = index.rank_local_sources.of(m_value).sources
+    code = cst.Module([]).code_for_node
+    assert [code(s.node) for s in found] == ["np.random.normal(35, 5)"]
