@@ -5,7 +5,7 @@ state_dict, config)`` defines ``def train(x, y):`` inside itself, whose body
 runs ``GD(...)``, calls ``D_loss.backward()`` and ``D.optim.step()``, and
 ``return train``; the script then calls ``train(x, y)`` on every batch of its
 loader. The step trains the models its factory is handed, though the factory's
-own body has no backward: ``library_trainers`` asks ``returned_closures`` for
+own body has no backward: ``function_trainers`` asks ``returned_closures`` for
 the nested functions a factory returns and reads the step there.
 
 Static only: ``ast``, nothing runs.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
+from .model_uses import _backward_calls, _used_value_as_model
 from .project_nodes import _own_nodes
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -68,9 +69,6 @@ def closure_trains(
     """(phrase, parameter) when the nested function ``step`` that ``factory``
     returns calls backward in a step that runs one of ``factory``'s parameters
     (``parameter``) that ``step`` does not shadow with its own."""
-    # (library_trainers imports this module)
-    from .library_trainers import _backward_calls, _used_value_as_model
-
     backward = next(_backward_calls(step), None)
     if backward is None:
         return None

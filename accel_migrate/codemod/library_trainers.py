@@ -17,25 +17,19 @@ CycleGAN ``Pix2PixModel``: ``__init__`` builds ``self.netG`` and its
 ``torch.optim.Adam``, ``optimize_parameters`` calls ``self.loss_G.backward()``,
 and the script only loops ``model.set_input(data); model.optimize_parameters()``
 over its loader): ``trains_own_models`` finds it (``HelperFact.trains_own``).
-Static only: ``ast``, nothing runs.
+Functions that train a handed model are ``function_trainers``; what counts as using
+a value as a model is ``model_uses``. Static only: ``ast``, nothing runs.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
-from .closure_steps import closure_trains, returned_closures
 from .handed_values import handed_value
+from .model_uses import _backward_calls, _used_value_as_model
 from .optimizer_defaults import optimizer_class_defaults
 from .project_nodes import _own_nodes, self_attribute
-
-#: Methods that show a value is used as a model (not ``zero_grad``: an optimizer
-#: has one too).
-_MODEL_METHODS = frozenset(
-    {"train", "parameters", "named_parameters", "configure_optimizers"}
-)
-
 
 Lineage = Sequence[ast.ClassDef]
 """A class and then its bases that the project defines, nearest first (the
@@ -165,111 +159,6 @@ def _self_methods_called(
         ):
             found.append(by_name[node.func.attr])
     return found
-
-
-def function_trains_handed(
-    function: ast.FunctionDef | ast.AsyncFunctionDef,
-    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
-) -> str:
-    """How a function trains a model its caller hands it, as a phrase for a
-    finding (``"`fit` calls backward (line 14) in a step that runs `model`, its
-    parameter"``); "" when it does not: it calls ``.backward()`` and uses a
-    parameter, or a local bound to one, as a model (called, or ``.train()``,
-    ``.parameters()``...). A project's own ``fit(model, optimizer, loader)``
-    loop, or torchvision's reference ``train_one_epoch(model, ...)``. Also
-    through a function of its module (``functions``) it hands the parameter
-    (``train(model, loaders, cfg)`` calling ``train_one_epoch(model=model,
-    ...)``, which trains it)."""
-    found = _function_trains(function, functions or {}, 0)
-    return found[0] if found is not None else ""
-
-
-def function_trained_parameter(
-    function: ast.FunctionDef | ast.AsyncFunctionDef,
-    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
-) -> tuple[str, int]:
-    """The parameter ``function_trains_handed`` finds trained and its position
-    among the positional parameters (-1: keyword only); ("", -1) for none."""
-    found = _function_trains(function, functions or {}, 0)
-    if found is None:
-        return ("", -1)
-    arguments = function.args
-    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
-    name = found[1]
-    return (name, positional.index(name) if name in positional else -1)
-
-
-#: How many calls deep ``function_trains_handed`` follows a handed model.
-_CALL_DEPTH = 3
-
-
-def _function_trains(
-    function: ast.FunctionDef | ast.AsyncFunctionDef,
-    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
-    depth: int,
-) -> tuple[str, str] | None:
-    """(phrase, parameter) for ``function_trains_handed``; None when it does not."""
-    arguments = function.args
-    names = {
-        a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-    }
-
-    def parameter(expr: ast.expr) -> str | None:
-        return expr.id if isinstance(expr, ast.Name) and expr.id in names else None
-
-    backward = next(_backward_calls(function), None)
-    if backward is not None:
-        used = _used_value_as_model(function, parameter)
-        if used is not None:
-            return (
-                f"`{function.name}` calls backward (line {backward.lineno}) in a "
-                f"step that runs `{used}`, its parameter",
-                used,
-            )
-    for step, returned in returned_closures(function):
-        # BigGAN's `GAN_training_function(G, D, GD, ...)` returning its `train`
-        found = closure_trains(function.name, step, returned, parameter)
-        if found is not None:
-            return found
-    if depth >= _CALL_DEPTH:
-        return None
-    for node in _own_nodes(function):
-        if not (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in functions
-            and functions[node.func.id] is not function
-        ):
-            continue
-        callee = functions[node.func.id]
-        inner = _function_trains(callee, functions, depth + 1)
-        if inner is None:
-            continue
-        handed = _argument_for(node, callee, inner[1])
-        own = parameter(handed) if handed is not None else None
-        if own is not None:
-            return (
-                f"`{function.name}` hands its parameter `{own}` to "
-                f"`{callee.name}` (line {node.lineno}), where {inner[0]}",
-                own,
-            )
-    return None
-
-
-def _argument_for(
-    call: ast.Call, callee: ast.FunctionDef | ast.AsyncFunctionDef, name: str
-) -> ast.expr | None:
-    """What ``call`` hands ``callee``'s parameter ``name`` (None: nothing, or
-    through ``*args``/``**kwargs``)."""
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    positional = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
-    if any(isinstance(a, ast.Starred) for a in call.args):
-        return None
-    if name in positional and positional.index(name) < len(call.args):
-        return call.args[positional.index(name)]
-    return None
 
 
 def trains_own_models(
@@ -452,70 +341,3 @@ def _used_as_model(
         return attr if attr in attributes else None
 
     return _used_value_as_model(method, attribute)
-
-
-def _used_value_as_model(
-    method: ast.FunctionDef | ast.AsyncFunctionDef,
-    handed: Callable[[ast.expr], str | None],
-) -> str | None:
-    """What ``method`` uses as a model among the values ``handed`` names,
-    directly or through a local bound to one."""
-    aliases: dict[str, str] = {}
-    for node in _own_nodes(method):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                for name, value in _pairs(target, node.value):
-                    found = handed(value)
-                    if found is not None:
-                        aliases[name] = found
-
-    def stored(expr: ast.expr) -> str | None:
-        found = handed(expr)
-        if found is not None:
-            return found
-        if isinstance(expr, ast.Name):
-            return aliases.get(expr.id)
-        return None
-
-    # In the order they return (`self.model(x)` before the `self.criterion(...)`
-    # it is an argument of). A model's own methods say it best
-    # (`self.model.train()`); a stored value that is only called may be the loss
-    # function (`self.criterion(out, y)`).
-    calls = sorted(
-        (n for n in _own_nodes(method) if isinstance(n, ast.Call)),
-        key=lambda n: (n.end_lineno or n.lineno, n.end_col_offset or n.col_offset),
-    )
-    for node in calls:
-        if isinstance(node.func, ast.Attribute) and node.func.attr in _MODEL_METHODS:
-            receiver = stored(node.func.value)
-            if receiver is not None:
-                return receiver
-    for node in calls:
-        called = stored(node.func)
-        if called is not None:
-            return called
-    return None
-
-
-def _pairs(target: ast.expr, value: ast.expr) -> Iterable[tuple[str, ast.expr]]:
-    """(name, value) for ``a = v`` and element-wise ``a, b = v, w``."""
-    if isinstance(target, ast.Name):
-        yield target.id, value
-    elif (
-        isinstance(target, (ast.Tuple, ast.List))
-        and isinstance(value, (ast.Tuple, ast.List))
-        and len(target.elts) == len(value.elts)
-    ):
-        for inner, item in zip(target.elts, value.elts, strict=True):
-            yield from _pairs(inner, item)
-
-
-def _backward_calls(function: ast.AST) -> Iterator[ast.Call]:
-    """The ``x.backward(...)`` calls of ``function``'s own body."""
-    for node in _own_nodes(function):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-        ):
-            yield node

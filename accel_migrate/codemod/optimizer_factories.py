@@ -126,7 +126,7 @@ def factory_over(
     local: Callable[[str], list[ast.expr]],
 ) -> tuple[str, int, str]:
     """``HelperFact.optimizer_over`` of a function whose every return is an
-    optimizer (``scan``: its module's ``project_view._Scan``; ``local``: what a
+    optimizer (``scan``: its module's ``project_scans._Scan``; ``local``: what a
     name of the function is assigned)."""
     built = [
         node

@@ -352,7 +352,7 @@ class HelperFacts(ReturnKinds):
 
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
         from .closure_optimizers import steps_closure
-        from .library_trainers import (
+        from .function_trainers import (
             function_trained_parameter,
             function_trains_handed,
         )

@@ -20,8 +20,8 @@ from .project_nodes import SAME_OBJECT_METHODS, _assigned_in, same_object_of
 from .reaching_values import reaching_value
 
 if TYPE_CHECKING:
+    from .project_scans import _Scan
     from .project_sum_terms import SumTerms
-    from .project_view import _Scan
 
 _DEPTH = 12
 _LOSS_CLASSES = ("Loss",)

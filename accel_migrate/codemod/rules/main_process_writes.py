@@ -133,16 +133,10 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from ..array_writes import array_write
-from ..file_changes import (
-    PATH_CHANGERS,
-    PATH_WRITERS,
-    argument,
-    per_process,
-    written_path,
-)
+from ..file_change_calls import change_files, file_change
+from ..file_changes import PATH_WRITERS, written_path
 from ..file_reads import FileReads, loops
 from ..file_tests import file_test, file_test_note
 from ..helper_effects import helper_call
@@ -152,9 +146,7 @@ from ..instance_writes import (
     report_method_writes,
     writing_instance,
 )
-from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
-from .output_folders import is_path
 from .torch_save import OPEN_CALLS, write_mode
 
 LOGGER_CLASSES = frozenset(
@@ -245,8 +237,8 @@ class MainProcessWrites(Rule):
                 self._report_read_again(original_node)
                 return updated_node
             what = f"{array[0]}(...) writes its file on the main process only"
-        elif (change := self._file_change(original_node)) is not None:
-            return self._change_files(original_node, updated_node, *change)
+        elif (change := file_change(self, original_node)) is not None:
+            return change_files(self, original_node, updated_node, *change)
         elif names & OPEN_CALLS and (mode := write_mode(original_node)) is not None:
             if self._file_reads.read_again(original_node, written_path(original_node)):
                 block = self._closed_before_read(original_node)
@@ -266,151 +258,6 @@ class MainProcessWrites(Rule):
             return updated_node
         self.report(original_node, "fixed", f"{what} -> accel.on_main_process(...)")
         return self.on_main_process(updated_node)
-
-    # -- copies, moves and removals of files -------------------------------------------
-    def _file_change(
-        self, call: cst.Call
-    ) -> tuple[str, cst.BaseExpression | None, list[cst.BaseExpression]] | None:
-        """For a call that copies, moves, removes or fills a file by its path: its
-        name, the path it makes (None when it only removes) and every path it
-        touches."""
-        made: cst.BaseExpression | None = None
-        names = self.qualnames(call.func) & FILE_CHANGERS.keys()
-        positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        if names:
-            name = sorted(names)[0]
-            where = FILE_CHANGERS[name]
-            if where is not None:
-                made = argument(call, *where)
-            return name, made, positional
-        func = call.func
-        if not (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in PATH_CHANGERS
-            and is_path(self, func.value)
-        ):
-            return None
-        method = PATH_CHANGERS[func.attr.value]
-        if method == "self":
-            made = func.value
-        elif isinstance(method, tuple):
-            made = argument(call, *method)
-        return f"Path.{func.attr.value}", made, [func.value, *positional]
-
-    def _change_files(
-        self,
-        original: cst.Call,
-        updated: cst.Call,
-        name: str,
-        made: cst.BaseExpression | None,
-        paths: list[cst.BaseExpression],
-    ) -> cst.BaseExpression:
-        if any(arg.star for arg in original.args):
-            return updated
-        if not isinstance(self.parent(original), cst.Expr):
-            self.report(
-                original,
-                "needs-review",
-                f"{name}(...) changes files on every process, racing with the others, "
-                "and its result is used: on the main process only "
-                "(accel.on_main_process) the others would get no result",
-                if_migrated=True,
-            )
-            return updated
-        if any(per_process(self.index, path) for path in paths):
-            if made is not None:
-                self.report(
-                    original,
-                    "needs-review",
-                    f"{name}(...) with a path each process makes for itself "
-                    "(tempfile, os.getpid): left on every process; check that what it "
-                    "copies or moves is written by every process",
-                    if_migrated=True,
-                )
-            return updated  # each process removes its own temporary file
-        if made is not None and (
-            self._file_reads.read_again(original, made)
-            or self._used_again(original, made)
-        ):
-            line = self.parent(self.parent(original))
-            test = file_test(self, original)
-            if test is not None:
-                self.report(
-                    original,
-                    "needs-review",
-                    f"{name}(...) makes a file that the script uses again, and "
-                    f"{file_test_note(self, test)}; run it on the main process only "
-                    "(accel.on_main_process)",
-                    if_migrated=True,
-                )
-                return updated
-            if not (
-                isinstance(line, cst.SimpleStatementLine)
-                and self.index.uniform(original)
-            ):
-                self.report(
-                    original,
-                    "needs-review",
-                    f"{name}(...) makes a file that the script uses again, where only "
-                    "some processes go: run it on the main process only "
-                    "(accel.on_main_process) and add accel.barrier() where every "
-                    "process passes, before it is read",
-                    if_migrated=True,
-                )
-                return updated
-            self._barrier_after.add(original)
-            self.report(
-                original,
-                "fixed",
-                "the path it makes is used again later -> accel.barrier() after it, "
-                "so that no process reads or tests it before the main process has "
-                "made it",
-            )
-        self.report(
-            original,
-            "fixed",
-            f"{name}(...) changes files on the main process only, where accel.save "
-            "and the other writes go, in order -> accel.on_main_process(...)",
-        )
-        return self.on_main_process(updated)
-
-    def _used_again(self, call: cst.Call, made: cst.BaseExpression) -> bool:
-        """Is the path ``call`` makes passed to another call later (or anywhere in
-        a loop around it), other than one that runs on the main process only (a
-        save, a write or another file operation): ``ImageFolder(dst)``,
-        ``os.path.exists(dst)``?"""
-        code = cst.Module([]).code_for_node
-        wanted = code(made)
-        key = self.index.key(made) if isinstance(made, cst.Name) else None
-        line = self.get_metadata(PositionProvider, call).start.line
-        around = loops(self.index, call)
-        for other in self.index.calls:
-            if other is call or any(
-                isinstance(c, cst.Call) and self._main_only(c)
-                for c in (other, *self.index.ancestors(other))
-            ):
-                continue  # a path built in a main-only call's arguments
-            for arg in other.args:
-                if code(arg.value) != wanted or (
-                    key is not None and self.index.key(arg.value) != key
-                ):
-                    continue
-                later = self.get_metadata(PositionProvider, other).start.line
-                if later > line or loops(self.index, other) & around:
-                    return True
-        return False
-
-    def _main_only(self, call: cst.Call) -> bool:
-        """A call that this rule or AM010 puts on the main process only."""
-        if isinstance(self.parent(call), cst.Expr) and (
-            self._file_change(call) is not None
-        ):
-            return True
-        if array_write(self, call) is not None:
-            return True
-        return self.is_call_to(call, SAVES | PATH_WRITERS.keys()) or (
-            self.index.is_runtime_call(call, "save", "on_main_process")
-        )
 
     @cached_property
     def _barrier_after(self) -> set[cst.Call]:
