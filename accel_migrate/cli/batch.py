@@ -372,3 +372,10 @@ class Batch:
                 process.terminate()
         for process in processes:
             process.join(timeout=5)
+        # Its manager thread sees the workers gone and closes its wake-up pipe;
+        # left running, it races the interpreter's exit hook that writes to that
+        # pipe ("Exception ignored ... OSError: Bad file descriptor" after an
+        # interrupt, seen under load in CI).
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(timeout=5)
