@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from .file_reads import tests_files
 
@@ -98,7 +97,7 @@ def _exits_on_test(rule: Rule, statement: cst.CSTNode) -> bool:
 
 def describe(rule: Rule, test: cst.CSTNode) -> str:
     """``the test of the file system at line 54 (`if not os.path.exists(p)`)``."""
-    line = rule.get_metadata(PositionProvider, test).start.line
+    line = rule.original_line(test)
     code = cst.Module([]).code_for_node
     if isinstance(test, (cst.If, cst.While)):
         keyword = "while" if isinstance(test, cst.While) else "if"
