@@ -378,8 +378,6 @@ class MainProcessWrites(Rule):
             "a file that every process writes and the script reads back: "
             "write it on the main process only (accel.on_main_process) "
             "and add accel.barrier() before it is read, where every process "
-            "reaches it (not under a test of the file system such as `if not "
-            "os.path.exists(path):`, which a process that tests after the write "
-            "skips)",
+            "reaches it",
             if_migrated=True,
         )
