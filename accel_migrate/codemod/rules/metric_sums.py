@@ -149,14 +149,11 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
-from ..clock_readings import reads_clock
+from ..metric_collections import _ROW_SCALED, CollectionPlans
 from ..metric_means import MeanPlans
 from ..metric_rewrites import MetricRewrites
 from ..metrics.accumulators import (
-    batch_dependent,
     collected_values,
-    has_runtime_call,
-    nested_sums,
     read_after,
     read_inside,
     rebound_increments,
@@ -165,8 +162,8 @@ from ..metrics.accumulators import (
     sum_increments,
 )
 from ..metrics.batch_ranking import batch_ranking, ranking_reason
-from ..metrics.forms import BatchForms, direct_reads
-from ..metrics.kinds import BatchKinds, read_of, returned_tensor
+from ..metrics.forms import BatchForms
+from ..metrics.kinds import BatchKinds
 from ..metrics.next_batches import report_next_batches
 from ..metrics.row_scaled import RowScaled, row_scaled
 from ..metrics.state_methods import kept_values
@@ -174,11 +171,9 @@ from ..patterns import torch_alias
 from ..reduction.placement import code as _code
 from ..rule import Rule
 from ..subtrees import findall
-from .batch_state_writes import defer_to_batch_state_writes
-from .collected_outputs import defer_to_collected_outputs
 
 
-class MetricSums(MeanPlans, MetricRewrites, Rule):
+class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
     code = "AM009"
     name = "metric-sums"
     summary = "sums over a sharded loader -> accel.reduce(...) after the loop"
@@ -346,146 +341,6 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
             "this process's share only"
         )
 
-    def _plan_collection(
-        self,
-        statement: cst.CSTNode,
-        values: list[cst.BaseExpression],
-        what: str,
-        loop: cst.For,
-    ) -> None:
-        plan: dict[cst.BaseExpression, str] = {}
-        if self.index.divergence.runs_divergently(statement):
-            # `correct_pred[classes[label]] += 1` in `for label, p in zip(labels,
-            # preds)`: this process's samples decide how often it runs (and a
-            # collective per run would hang).
-            if defer_to_collected_outputs(self, statement):
-                return  # outputs (`confident.append(out)` under a test): AM029's
-            self.report(
-                statement,
-                "needs-review",
-                f"values collected with `{what}` in a loop over this process's "
-                "samples (or under a test of them) hold this process's share; not "
-                "combined across processes",
-                if_migrated=True,
-            )
-            return
-        if (
-            isinstance(statement, cst.AugAssign)
-            and statement in self.index.divergence.local_increments
-            and not any(batch_dependent(v) for v in values)
-        ):
-            # `class_total[label] += 1`: a count into a cell this process's
-            # samples choose.
-            self.report(
-                statement,
-                "needs-review",
-                f"counts collected with `{what}` into cells chosen by this "
-                "process's samples hold this process's share; not combined across "
-                "processes",
-                if_migrated=True,
-            )
-            return
-        combined = nested_sums(self.index, loop, statement)
-        for value in values:
-            if has_runtime_call(self.index, value) or not batch_dependent(value):
-                continue
-            used = {n.value for n in findall(value, m.Name())}
-            if used and used <= combined:
-                continue  # sums of a nested loop, combined (or reported) after it
-            if reads_clock(self.index, self.qualnames, value):
-                # `batch_time.update(time.time() - end)`: no share of a batch
-                continue
-            returned = returned_tensor(self.index, value)
-            if returned is not None:
-                self.report(
-                    statement,
-                    "needs-review",
-                    f"values collected with `{what}` are the loss tensors "
-                    f"`{returned}` returns, this process's share of each batch; the "
-                    "rule does not follow what the collection is used for: collect "
-                    "accel.global_loss(loss).item() for the whole batch's",
-                    if_migrated=True,
-                )
-                return
-            scaled = row_scaled(self._kinds, value, loop)
-            if scaled is not None:
-                plan[value] = "row_scaled"
-                self._scaled[value] = scaled
-                continue
-            kind = self._kinds.kind(value, loop)
-            if kind == "unknown":
-                if defer_to_collected_outputs(self, statement):
-                    return  # outputs collected per batch (predictions): AM029's
-                if defer_to_batch_state_writes(self, statement):
-                    return  # a tensor kept across steps (a queue): AM032's
-                self.report(
-                    statement,
-                    "needs-review",
-                    f"values collected with `{what}` hold this process's share "
-                    "(the rule cannot tell whether they are sums or batch means)",
-                    if_migrated=True,
-                )
-                return
-            reads: list[cst.BaseExpression] = []
-            form = self._forms.form(value, loop, reads) if kind == "mean" else "other"
-            if form == "opaque":
-                self.report(
-                    statement,
-                    "needs-review",
-                    f"values collected with `{what}` are numbers that a function of "
-                    f"this file computes from this process's share of each batch "
-                    f"(`{_code(value)}`); the rule cannot tell whether it is linear in "
-                    "the batch, and per-process values of a non-linear one (PSNR) "
-                    "cannot be combined into the original's: compute them from "
-                    "accel.global_loss(loss).item() in the loop",
-                    if_migrated=True,
-                )
-                return
-            if form == "nonlinear":
-                # Computed from the whole batch's losses: the original's values.
-                self._reads.update(reads)
-                plan[value] = "as_is"
-                continue
-            if kind == "sum":
-                plan[value] = "reduce"
-            elif self._forms.returns_number(value) or (
-                form == "linear"
-                and not direct_reads(value)
-                and all(read_of(r) is not r for r in reads)
-            ):
-                if self._torch_name is None:
-                    self.report(
-                        statement,
-                        "needs-review",
-                        f"values collected with `{what}` hold this process's share (batch means that are numbers; the file does not import torch)",
-                        if_migrated=True,
-                    )
-                    return
-                plan[value] = "global_number"
-            else:
-                plan[value] = "global_loss"
-        if not plan:
-            return
-        self._collect.update(plan)
-        if set(plan.values()) == {"as_is"}:
-            self.report(
-                statement,
-                "fixed",
-                f"`{what}` collects numbers computed from batch-mean losses -> "
-                "computed from the whole batch's losses (accel.global_loss), the same "
-                "on every process",
-            )
-            return
-        scaled = [self._scaled[v] for v, how in plan.items() if how == "row_scaled"]
-        weighted = f"; {_ROW_SCALED}: weighted by each process's count of them"
-        self._report_scaled(
-            statement,
-            f"`{what}` collects per-batch values -> the whole batch's "
-            "(accel.global_loss for batch means, accel.reduce for sums and counts"
-            f"{weighted if scaled else ''})",
-            scaled,
-        )
-
     def _report_scaled(
         self, node: cst.CSTNode, fixed: str, scaled: list[RowScaled]
     ) -> None:
@@ -509,6 +364,3 @@ class MetricSums(MeanPlans, MetricRewrites, Rule):
     @cached_property
     def _torch_name(self) -> str | None:
         return torch_alias(self.index.module)
-
-
-_ROW_SCALED = "a sum over the batch's rows scaled by their count"
