@@ -61,6 +61,7 @@ def batch_mixing(
     from .batch_contractions import contracts_batch_ast
     from .project_draws import class_methods
     from .project_helpers import _own_nodes
+    from .project_nodes import built_model_phrase
     from .stochastic_layers import _forward_methods
 
     if isinstance(node, ast.ClassDef):
@@ -81,19 +82,9 @@ def batch_mixing(
                         f"(`{product}` sums over the batch's samples, "
                         f"{reader.file} line {call.lineno})"
                     )
-        inner = [*node.bases] + [
-            n.func for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)
-        ]
     else:
-        inner = [n.func for n in _own_nodes(node) if isinstance(n, ast.Call)]
-    for expr in inner:
-        target = reader.resolve(expr)
-        if not isinstance(target, tuple) or not target[1]:
-            continue
-        fact = reader._follow(target)
-        if fact is not None and fact.batch_mixing and fact.returns == "model":
-            return fact.batch_mixing
-    return ""
+        methods = []
+    return built_model_phrase(reader, node, methods, lambda fact: fact.batch_mixing)
 
 
 def _reduces_first(reader: HelperFacts, call: ast.Call) -> bool:

@@ -130,14 +130,21 @@ def _barrier_can_follow(rule: MainProcessWrites, call: cst.Call) -> bool:
     under a test of the file system (``if not os.path.isdir(d):``), here or
     around a call of the function it is in (``file_tests``): what each process
     finds there depends on what the main process has written yet."""
+    return (
+        _own_statement(rule, call)
+        and rule.index.uniform(call)
+        and file_test(rule, call) is None
+    )
+
+
+def _own_statement(rule: MainProcessWrites, call: cst.Call) -> bool:
+    """Is ``call`` a statement of its own (``f(...)``, ``x = f(...)``)?"""
     statement = rule.parent(rule.parent(call))
     return (
         isinstance(statement, cst.SimpleStatementLine)
         and len(statement.body) == 1
         and rule.parent(call) is statement.body[0]
         and isinstance(statement.body[0], (cst.Expr, cst.Assign))
-        and rule.index.uniform(call)
-        and file_test(rule, call) is None
     )
 
 

@@ -34,6 +34,7 @@ import libcst as cst
 from .helper_effects import (
     _barrier_can_follow,
     _makes_folders_only,
+    _own_statement,
     file_test_reason,
 )
 from .imported_draws import instance_facts
@@ -77,7 +78,7 @@ def instance_call(rule: MainProcessWrites, call: cst.Call, fact: HelperFact) -> 
         f"files ({', '.join(fact.writes)}) on the main process only once migrated "
         "with this batch"
     )
-    if not _statement(rule, call):
+    if not _own_statement(rule, call):
         # a value read inside an expression (`print(trainer.evaluate(loader))`):
         # the class's writes are in other methods as often as not, and no
         # method's own writes are known here; left as it is
@@ -99,17 +100,6 @@ def instance_call(rule: MainProcessWrites, call: cst.Call, fact: HelperFact) -> 
         "fixed",
         f"{what} -> accel.barrier() after the call, so that no process reads what "
         "it writes before the main process has written it",
-    )
-
-
-def _statement(rule: MainProcessWrites, call: cst.Call) -> bool:
-    """Is ``call`` a statement of its own (``f(...)``, ``x = f(...)``)?"""
-    statement = rule.parent(rule.parent(call))
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and rule.parent(call) is statement.body[0]
-        and isinstance(statement.body[0], (cst.Expr, cst.Assign))
     )
 
 

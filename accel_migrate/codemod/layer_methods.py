@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ast
 
+from .project_nodes import self_attribute
+
 _SKIPPED = frozenset({"forward", "__init__", "__call__"})
 
 
@@ -40,12 +42,9 @@ def _built_layers(init: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[st
     for node in ast.walk(init):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ):
-                    found.add(target.attr)
+                attribute = self_attribute(target)
+                if attribute is not None:
+                    found.add(attribute)
     return found
 
 

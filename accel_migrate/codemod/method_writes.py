@@ -27,13 +27,10 @@ if TYPE_CHECKING:
 def quiet_methods(facts: HelperFacts, cls: ast.ClassDef) -> tuple[str, ...]:
     """The methods ``cls`` defines that write no file, directly or through the
     other methods of ``self`` they call (sorted)."""
+    from .project_draws import class_methods, self_calls
     from .project_effects import _Effects
 
-    methods = {
-        node.name: node
-        for node in cls.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
+    methods = class_methods(cls)
     quiet: set[str] = set()
     calls: dict[str, set[str]] = {}
     for name, method in methods.items():
@@ -42,14 +39,7 @@ def quiet_methods(facts: HelperFacts, cls: ast.ClassDef) -> tuple[str, ...]:
         if effects.writes:
             continue
         quiet.add(name)
-        calls[name] = {
-            node.func.attr
-            for node in ast.walk(method)
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "self"
-        }
+        calls[name] = set(self_calls(method))
     # `self.actor(state)`: an attribute the class sets holds an object (a
     # model), not a method; its calls are counted as the class's are
     # (``_Effects``), so they do not make a method write

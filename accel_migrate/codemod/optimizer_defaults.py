@@ -21,6 +21,7 @@ import ast
 from collections.abc import Callable, Iterable
 
 from .names import is_optimizer_class
+from .project_nodes import self_attribute
 
 
 def optimizer_attributes(
@@ -50,12 +51,9 @@ def optimizer_attributes(
             if node.value.id not in names:
                 continue
             for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ):
-                    found.add(target.attr)
+                attribute = self_attribute(target)
+                if attribute is not None:
+                    found.add(attribute)
     return frozenset(found)
 
 
@@ -83,6 +81,26 @@ def builds_optimizer_call(
 def _optimizer_parameters(
     args: ast.arguments, dotted: Callable[[ast.expr], str]
 ) -> set[str]:
+    pairs = _defaulted(args)
+    return {a.arg for a, default in pairs if is_optimizer_class(dotted(default))}
+
+
+def optimizer_class_defaults(init: ast.FunctionDef) -> frozenset[str]:
+    """The parameters of ``init`` whose default is spelled as a ``torch.optim``
+    class (``torch.optim.Adam``, ``optim.SGD``): read without the module's
+    names, for ``library_trainers``, whose handed values are models."""
+    pairs = _defaulted(init.args)
+    return frozenset(
+        a.arg
+        for a, default in pairs
+        if isinstance(default, ast.Attribute)
+        and default.attr[:1].isupper()
+        and ast.unparse(default.value).split(".")[-1] == "optim"
+    )
+
+
+def _defaulted(args: ast.arguments) -> list[tuple[ast.arg, ast.expr]]:
+    """The parameters that have a default, each with it."""
     positional = [*args.posonlyargs, *args.args]
     pairs = list(
         zip(
@@ -96,31 +114,4 @@ def _optimizer_parameters(
         for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
         if d is not None
     ]
-    return {a.arg for a, default in pairs if is_optimizer_class(dotted(default))}
-
-
-def optimizer_class_defaults(init: ast.FunctionDef) -> frozenset[str]:
-    """The parameters of ``init`` whose default is spelled as a ``torch.optim``
-    class (``torch.optim.Adam``, ``optim.SGD``): read without the module's
-    names, for ``library_trainers``, whose handed values are models."""
-    arguments = init.args
-    positional = [*arguments.posonlyargs, *arguments.args]
-    pairs = list(
-        zip(
-            positional[len(positional) - len(arguments.defaults) :],
-            arguments.defaults,
-            strict=True,
-        )
-    )
-    pairs += [
-        (a, d)
-        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
-        if d is not None
-    ]
-    return frozenset(
-        a.arg
-        for a, default in pairs
-        if isinstance(default, ast.Attribute)
-        and default.attr[:1].isupper()
-        and ast.unparse(default.value).split(".")[-1] == "optim"
-    )
+    return pairs

@@ -22,6 +22,7 @@ summed over them is reduced here).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .names import is_optimizer_class
@@ -380,25 +381,18 @@ def given_by_callers(
     found: dict[Key, tuple[cst.Param, tuple[CallSite, ...]]] = {}
     if not index.project.callers:
         return found
-    for name, function in _called_functions(index):
-        sites = index.project.callers_of(name)
-        if not sites or index.call_sites(function):
-            continue
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if all(site.kind(param.name.value) == kind for site in sites):
-                key = index.function_scope_key(function, param.name.value)
-                found[key] = (param, sites)
+    for function, param, sites in _caller_parameters(index):
+        if all(site.kind(param.name.value) == kind for site in sites):
+            key = index.function_scope_key(function, param.name.value)
+            found[key] = (param, sites)
     return found
 
 
 def prepared_by_callers(name: str, sites: tuple[CallSite, ...]) -> str:
     """AM004's info finding for a parameter every batch call hands a model."""
-    shown = ", ".join(site.where for site in sites[:3])
-    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
     return (
         f"`{name}` is a parameter that every call from the batch's other files "
-        f"hands a model built there ({shown}{more}), which is prepared where it "
+        f"hands a model built there ({_shown(sites)}), which is prepared where it "
         "is built: not wrapped here"
     )
 
@@ -407,16 +401,12 @@ def caller_model_class(index: ModuleIndex, key: Key) -> HelperFact | None:
     """The local model class every batch call hands the parameter ``key`` an
     instance of (``Trainer(config, model, ...)`` with ``model = GPT(config)``
     in the caller); None where one call does not show it, or shows another."""
-    for name, function in _called_functions(index):
-        sites = index.project.callers_of(name)
-        if not sites or index.call_sites(function):
+    for function, param, sites in _caller_parameters(index):
+        if index.function_scope_key(function, param.name.value) != key:
             continue
-        for param in _parameters(function):
-            if index.function_scope_key(function, param.name.value) != key:
-                continue
-            classes = {site.model_class(param.name.value) for site in sites}
-            found = classes.pop() if len(classes) == 1 else None
-            return found
+        classes = {site.model_class(param.name.value) for site in sites}
+        found = classes.pop() if len(classes) == 1 else None
+        return found
     return None
 
 
@@ -425,23 +415,37 @@ def caller_iterator(index: ModuleIndex, key: Key) -> str:
     iterator of the project (``train(config, model, train_iter, ...)`` with
     ``train_iter = build_iterator(train_data, config)`` in the caller), as a
     phrase naming the calls; "" where one call does not, or hands another."""
+    for function, param, sites in _caller_parameters(index):
+        if index.function_scope_key(function, param.name.value) != key:
+            continue
+        handed = {site.iterator(param.name.value) for site in sites}
+        if len(handed) != 1 or "" in handed:
+            return ""
+        return (
+            f"a parameter that every call from the batch's other files "
+            f"({_shown(sites)}) hands {handed.pop()}"
+        )
+    return ""
+
+
+def _shown(sites: tuple[CallSite, ...]) -> str:
+    """The first three calls' places, and how many more there are."""
+    shown = ", ".join(site.where for site in sites[:3])
+    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return f"{shown}{more}"
+
+
+def _caller_parameters(
+    index: ModuleIndex,
+) -> Iterator[tuple[cst.FunctionDef, cst.Param, tuple[CallSite, ...]]]:
+    """The parameters of this file's functions (``_called_functions``) that the
+    batch's other files call and this file does not, each with those calls."""
     for name, function in _called_functions(index):
         sites = index.project.callers_of(name)
         if not sites or index.call_sites(function):
             continue
         for param in _parameters(function):
-            if index.function_scope_key(function, param.name.value) != key:
-                continue
-            handed = {site.iterator(param.name.value) for site in sites}
-            if len(handed) != 1 or "" in handed:
-                return ""
-            shown = ", ".join(site.where for site in sites[:3])
-            more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
-            return (
-                f"a parameter that every call from the batch's other files "
-                f"({shown}{more}) hands {handed.pop()}"
-            )
-    return ""
+            yield function, param, sites
 
 
 def _parameters(function: cst.FunctionDef) -> tuple[cst.Param, ...]:

@@ -6,7 +6,12 @@ there, ``self.x`` attributes, and the calls that hand back their own receiver.""
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .project_facts import HelperFact
+    from .project_helpers import HelperFacts
 
 #: Methods that hand back the object they are called on (``net.cuda()``).
 SAME_OBJECT_METHODS = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half"})
@@ -55,3 +60,29 @@ def same_object_of(value: ast.expr, name: str) -> bool:
     ):
         value = value.func.value
     return isinstance(value, ast.Name) and value.id == name
+
+
+def built_model_phrase(
+    reader: HelperFacts,
+    node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef,
+    methods: Sequence[ast.AST],
+    phrase: Callable[[HelperFact], str],
+) -> str:
+    """``phrase`` of the first model of a local module that ``node`` builds (a
+    class among its bases or called in its ``methods``; for a function, called in
+    its body) and that has one (``HelperFact.batch_mixing``, ``share_padded``);
+    "" when none has."""
+    if isinstance(node, ast.ClassDef):
+        inner = [*node.bases] + [
+            n.func for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)
+        ]
+    else:
+        inner = [n.func for n in _own_nodes(node) if isinstance(n, ast.Call)]
+    for expr in inner:
+        target = reader.resolve(expr)
+        if not isinstance(target, tuple) or not target[1]:
+            continue
+        fact = reader._follow(target)
+        if fact is not None and phrase(fact) and fact.returns == "model":
+            return phrase(fact)
+    return ""

@@ -45,6 +45,7 @@ def share_padded(
     not."""
     from .project_draws import class_methods
     from .project_helpers import _own_nodes
+    from .project_nodes import built_model_phrase
 
     if isinstance(node, ast.ClassDef):
         methods = list(class_methods(node).values())
@@ -56,19 +57,9 @@ def share_padded(
                         "`pad_packed_sequence` to the longest sequence of its "
                         f"batch ({reader.file} line {call.lineno})"
                     )
-        inner = [*node.bases] + [
-            n.func for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)
-        ]
     else:
-        inner = [n.func for n in _own_nodes(node) if isinstance(n, ast.Call)]
-    for expr in inner:
-        target = reader.resolve(expr)
-        if not isinstance(target, tuple) or not target[1]:
-            continue
-        fact = reader._follow(target)
-        if fact is not None and fact.share_padded and fact.returns == "model":
-            return fact.share_padded
-    return ""
+        methods = []
+    return built_model_phrase(reader, node, methods, lambda fact: fact.share_padded)
 
 
 def _unpacks_to_longest(reader: HelperFacts, call: ast.Call) -> bool:

@@ -92,31 +92,13 @@ def _called_anyway(name: str) -> bool:
     return (name.startswith("__") and name.endswith("__")) or name in _PROTOCOL
 
 
-def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    return {
-        node.name: node
-        for node in cls.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
-
-
-def _self_calls(method: ast.AST) -> set[str]:
-    return {
-        node.func.attr
-        for node in ast.walk(method)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "self"
-    }
-
-
 def _effect_methods(facts: HelperFacts, cls: ast.ClassDef) -> set[str]:
     """The methods that print, write or call collectives, in their own
     statements or through ``self.m(...)`` of one that does."""
+    from .project_draws import class_methods, self_calls
     from .project_effects import _Effects
 
-    methods = _methods(cls)
+    methods = class_methods(cls)
     found: set[str] = set()
     for name, method in methods.items():
         effects = _Effects(facts, in_class=True)
@@ -127,7 +109,7 @@ def _effect_methods(facts: HelperFacts, cls: ast.ClassDef) -> set[str]:
     while changed:
         changed = False
         for name, method in methods.items():
-            if name not in found and _self_calls(method) & found:
+            if name not in found and set(self_calls(method)) & found:
                 found.add(name)
                 changed = True
     return found

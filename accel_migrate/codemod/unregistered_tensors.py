@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 
+from .project_nodes import self_attribute
+
 _PARAMETERS = frozenset({"Parameter"})
 _VARIABLES = frozenset({"Variable"})
 
@@ -78,14 +80,11 @@ def unregistered_tensors(cls: ast.ClassDef, where: str = "", offset: int = 0) ->
             if not isinstance(node, ast.Assign) or not _learnt_tensor(node.value):
                 continue
             for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ):
+                attribute = self_attribute(target)
+                if attribute is not None:
                     place = f"{where}, line" if where else "line"
                     return (
-                        f"`{cls.name}.{method.name}` sets `self.{target.attr}` to a "
+                        f"`{cls.name}.{method.name}` sets `self.{attribute}` to a "
                         "tensor with a gradient of its own that is not an "
                         f"nn.Parameter ({place} {node.lineno + offset})"
                     )
