@@ -20,16 +20,17 @@ had: ranks whose draws are the original's (``accel.batch_draw``) stay in step wi
 it. A digest check catches samplers that use another RNG; then rank 0's batches are
 broadcast.
 
-Lazy epochs: an epoch of more than ``EAGER_LIMIT`` batches (minGPT-style trainers:
-``RandomSampler(ds, replacement=True, num_samples=int(1e10))``, left with ``break``
-after ``max_iters``) is not drawn up front. Its batches are drawn one at a time, as
-the original draws them: the first under rank 0's RNG state (where a sampler draws
-its seed), the later ones under a copy of the state that draw left, kept apart from
-the training's RNG and the same on every rank. Agreement is checked at the first
-step (on disagreement rank 0's batches are broadcast, each step) and again at steps
-2, 4, 8, ... (a late disagreement fails on every rank). A checkpoint records where
-the epoch started (RNG state, the sampler's generator) and the step, and resuming
-draws the epoch again up to that step.
+Lazy epochs (``runtime.lazy_epochs``): an epoch of more than ``EAGER_LIMIT`` batches
+(minGPT-style trainers: ``RandomSampler(ds, replacement=True,
+num_samples=int(1e10))``, left with ``break`` after ``max_iters``) is not drawn up
+front. Its batches are drawn one at a time, as the original draws them: the first
+under rank 0's RNG state (where a sampler draws its seed), the later ones under a
+copy of the state that draw left, kept apart from the training's RNG and the same on
+every rank. Agreement is checked at the first step (on disagreement rank 0's batches
+are broadcast, each step) and again at steps 2, 4, 8, ... (a late disagreement fails
+on every rank). A checkpoint records where the epoch started (RNG state, the
+sampler's generator) and the step, and resuming draws the epoch again up to that
+step.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler
+
+from .lazy_epochs import _KEPT_SHARES, _lazy_global_batches, _LazyPlan
 
 if TYPE_CHECKING:
     from ._state import Runtime
@@ -168,97 +171,6 @@ class GlobalBatchSlices(_EpochBatches):
             plan.shares[step] = (hi - lo, len(batch))
             plan.shares.pop(step - _KEPT_SHARES, None)  # read by now, or never
             yield batch if self.whole else batch[lo:hi] if hi > lo else batch[:1]
-
-
-_KEPT_SHARES = 4096
-
-
-class _LazyPlan:
-    """``plan`` of a lazy epoch: only the shares of steps drawn and not yet read."""
-
-    def __init__(self, inner: Any) -> None:
-        self.shares: dict[int, tuple[int, int]] = {}
-        try:
-            self.length = len(inner)
-        except TypeError:
-            self.length = 1 << 62
-
-    def __getitem__(self, step: int) -> tuple[int, int]:
-        for old in [s for s in self.shares if s < step]:
-            del self.shares[old]  # a loader with workers reads a few steps behind
-        return self.shares[step]
-
-    def __len__(self) -> int:
-        return self.length
-
-
-def _generator_of(inner: Any) -> torch.Generator | None:
-    for candidate in (inner, getattr(inner, "sampler", None)):
-        generator = getattr(candidate, "generator", None)
-        if isinstance(generator, torch.Generator):
-            return generator
-    return None
-
-
-def _lazy_global_batches(
-    owner: _EpochBatches, plan: _LazyPlan
-) -> Iterator[tuple[int, list[Any]]]:
-    """(step, global batch) of a lazy epoch from its start, the same on every rank;
-    a resumed epoch is drawn again and its steps before the resume are skipped."""
-    comm, rank = owner.runtime.comm, owner.runtime.env.rank
-    replayed, skip = owner._replayed, owner.resume_step
-    owner._replayed, owner.resume_step = None, 0
-    generator = _generator_of(owner.inner)
-    if replayed is None:
-        start = comm.broadcast_object(torch.get_rng_state() if rank == 0 else None)
-        replay = {
-            "rng": start,
-            "generator": None if generator is None else generator.get_state(),
-        }
-    else:
-        replay, start = replayed, replayed["rng"]
-        if generator is not None and replay["generator"] is not None:
-            generator.set_state(replay["generator"])
-    owner.replay = replay
-    own = torch.get_rng_state()
-    torch.set_rng_state(start)
-    try:
-        iterator = iter(owner.inner)
-        first = next(iterator, None)
-    finally:
-        drawn = torch.get_rng_state()
-        if replayed is not None:  # a resumed rank has its own saved state back
-            torch.set_rng_state(own)
-    if first is None:
-        return
-    broadcast = len(set(comm.all_gather_object(_digest([list(first)])))) > 1
-    digest, check_at, step, batch = 0, 1, 0, list(first)
-    while True:
-        if broadcast:
-            batch = comm.broadcast_object(batch if rank == 0 else None)
-        else:
-            digest = hash((digest, tuple(batch)))
-            if step == check_at:
-                check_at *= 2
-                if len(set(comm.all_gather_object(digest))) > 1:
-                    raise ShardingError(
-                        f"the sampler gave different batches on different ranks by "
-                        f"step {step} of an epoch of {len(plan)} batches (it draws "
-                        f"from a random generator of its own, not torch's): seed it "
-                        f"the same on every rank"
-                    )
-        if step >= skip:
-            yield step, batch
-        own = torch.get_rng_state()
-        torch.set_rng_state(drawn)
-        try:
-            following = next(iterator, None)
-        finally:
-            drawn = torch.get_rng_state()
-            torch.set_rng_state(own)
-        if following is None:
-            return
-        step, batch = step + 1, list(following)
 
 
 class PerDeviceBatches(_EpochBatches):
