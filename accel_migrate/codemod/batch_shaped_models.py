@@ -1,8 +1,11 @@
 """A model class of a local module that keeps the configured batch size and
 shapes a tensor with it in ``forward`` (``self.batch_size = cfg.batch_size`` in
-``__init__``, then ``x.view(self.batch_size, self.seq_len, -1)``): under the
-default global-batch mode each process's batch has ``batch_size / N`` rows, so
-the reshape fails or mixes samples. AM025 reads the fact at the call that builds
+``__init__``, then ``x.view(self.batch_size, self.seq_len, -1)``), or in another
+method of its own (the HAN's ``_init_hidden_state()``, called before every
+training batch: ``batch_size = self.batch_size`` then ``torch.zeros(2,
+batch_size, hidden)``, the GRUs' initial state): under the default global-batch
+mode each process's batch has ``batch_size / N`` rows, so the reshape fails or
+mixes samples, and a state of the configured size does not fit the share. AM025 reads the fact at the call that builds
 the model (``HelperFact.batch_shape``), as it reads a batch size used as a shape
 in the script itself. Static only: ``ast``, nothing runs."""
 
@@ -36,31 +39,57 @@ def batch_shape(cls: ast.ClassDef, dotted: Callable[[ast.expr], str]) -> str:
         for m in cls.body
         if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
-    init, forward = methods.get("__init__"), methods.get("forward")
-    if init is None or forward is None:
+    init = methods.get("__init__")
+    if init is None or "forward" not in methods:
         return ""
     stored = _stored_batch_sizes(init)
     if not stored:
         return ""
-    for node in _own_nodes(forward):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if not (
-            (isinstance(func, ast.Attribute) and func.attr in _SHAPE_METHODS)
-            or dotted(func) in _SHAPE_FUNCTIONS
-        ):
-            continue
-        for arg in _shape_args(node):
-            attr = self_attribute(arg)
-            if attr in stored:
-                source, line = stored[attr]
-                return (
-                    f"`forward` shapes a tensor with `self.{attr}` (line "
-                    f"{node.lineno}), which `__init__` sets from `{source}` (line "
-                    f"{line})"
-                )
+    # ``forward`` first, then the class's other methods (a state reset the
+    # training loop calls, ``model._init_hidden_state()``), in their order.
+    ordered = [methods["forward"]] + [
+        m for name, m in methods.items() if name not in ("__init__", "forward")
+    ]
+    for method in ordered:
+        aliases = _aliases(method, stored)
+        for node in _own_nodes(method):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if not (
+                (isinstance(func, ast.Attribute) and func.attr in _SHAPE_METHODS)
+                or dotted(func) in _SHAPE_FUNCTIONS
+            ):
+                continue
+            for arg in _shape_args(node):
+                attr = self_attribute(arg)
+                through = ""
+                if attr is None and isinstance(arg, ast.Name) and arg.id in aliases:
+                    attr, through = aliases[arg.id], f"as `{arg.id}`, "
+                if attr in stored:
+                    source, line = stored[attr]
+                    return (
+                        f"`{method.name}` shapes a tensor with `self.{attr}` "
+                        f"({through}line {node.lineno}), which `__init__` sets "
+                        f"from `{source}` (line {line})"
+                    )
     return ""
+
+
+def _aliases(
+    method: ast.FunctionDef | ast.AsyncFunctionDef, stored: dict[str, tuple[str, int]]
+) -> dict[str, str]:
+    """Local names a method binds to a stored batch size (``batch_size =
+    self.batch_size``, under a branch too): name -> the attribute. A name also
+    bound to something else counts: on that path the tensor has the configured
+    size."""
+    found: dict[str, str] = {}
+    for node in _own_nodes(method):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, attr = node.targets[0], self_attribute(node.value)
+            if isinstance(target, ast.Name) and attr in stored:
+                found[target.id] = attr
+    return found
 
 
 def _stored_batch_sizes(

@@ -100,3 +100,61 @@ def test_the_script_that_builds_it_is_told(tmp_path: Path) -> None:
         "builds `SeqClassifier` in models.py, whose `forward` shapes a tensor with "
         "`self.batch_size` (line 13)"
     )
+
+
+HIDDEN = """\
+import torch
+import torch.nn as nn
+
+
+class HierAttNet(nn.Module):
+    def __init__(self, hidden_size, batch_size):
+        super().__init__()
+        self.batch_size = batch_size
+        self.hidden_size = hidden_size
+        self.gru = nn.GRU(3, hidden_size, bidirectional=True)
+        self._init_hidden_state()
+
+    def _init_hidden_state(self, last_batch_size=None):
+        if last_batch_size:
+            batch_size = last_batch_size
+        else:
+            batch_size = self.batch_size
+        self.hidden = torch.zeros(2, batch_size, self.hidden_size)
+
+    def forward(self, x):
+        out, self.hidden = self.gru(x, self.hidden)
+        return out[-1]
+
+
+class SizedByInput(nn.Module):
+    def __init__(self, hidden_size, batch_size):
+        super().__init__()
+        self.batch_size = batch_size
+        self.gru = nn.GRU(3, hidden_size)
+
+    def init_hidden(self, bsz):
+        return torch.zeros(1, bsz, 4)
+
+    def forward(self, x):
+        return self.gru(x, self.init_hidden(x.size(1)))[0][-1]
+"""
+
+
+def test_a_state_reset_method_shaped_by_the_stored_batch_size(
+    tmp_path: Path,
+) -> None:
+    """The HAN's ``_init_hidden_state()``, called before every training batch,
+    makes the GRUs' initial state with ``self.batch_size`` through a local
+    alias: each process's share of the batch does not fit it (torch's "Expected
+    hidden size (2, 2, 5), got [2, 4, 5]" at world size 2). A reset shaped by
+    the size it is handed (the batch's own) is not the stored size."""
+    (tmp_path / "models.py").write_text(HIDDEN)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import models\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["models.HierAttNet"].batch_shape == (
+        "`_init_hidden_state` shapes a tensor with `self.batch_size` (as "
+        "`batch_size`, line 18), which `__init__` sets from `batch_size` (line 8)"
+    )
+    assert table["models.SizedByInput"].batch_shape == ""

@@ -30,7 +30,10 @@ through ``**kwargs``) used as a shape:
 - a model built from a local module (``model = build_model(cfg)``) whose class
   keeps the configured batch size and shapes a tensor with it in ``forward``
   (``self.batch_size = cfg.batch_size``, then ``x.view(self.batch_size,
-  self.seq_len, -1)``), in a file that shards a loader, is reported as
+  self.seq_len, -1)``) or in another method of its own (a state reset the loop
+  calls before every batch, the HAN's ``model._init_hidden_state()`` making
+  ``torch.zeros(2, batch_size, hidden)`` with ``batch_size =
+  self.batch_size``), in a file that shards a loader, is reported as
   needs-review at the call that builds it;
 - a buffer made with the batch size outside the loop and filled in place in a
   step (the Variable-era DCGAN: ``label = torch.FloatTensor(opt.batchSize)``

@@ -57,7 +57,10 @@ process, and so is the result). ``accel.backward`` weighs a loss of a step
 that no sharded loader fed by ``1 / N``, so the averaged gradient is the
 original's where every process draws the same batches; where an iterator
 shuffles from a generator each process seeds otherwise, it is the mean of N
-different batches' gradients, and the training differs.
+different batches' gradients, and the training differs. Even with the same
+batches everywhere, a BatchNorm layer's running variance differs: the runtime's
+synchronised batch norm takes the N copies of the batch for a global batch N
+times as large, whose unbiased correction is another (the messages say so).
 
 ## Example
 ```python
@@ -104,6 +107,18 @@ MESSAGE = (
 )
 
 
+#: What differs even where every process gets the same batches: the runtime's
+#: synchronised BatchNorm combines the processes' batches as samples of one
+#: global batch, so N copies of the same batch count N times in its unbiased
+#: running variance (deepspeech.pytorch's BucketingSampler loop: the losses
+#: equal, `running_var` not).
+_BATCHNORM_COPIES = (
+    "; a BatchNorm layer's running variance differs even then (the runtime's "
+    "synchronised batch norm counts each process's copy of the batch as samples "
+    "of its own in its unbiased correction), and the evaluation with it"
+)
+
+
 def iterator_message(loop: str, made: str) -> str:
     # (a DataLoader subclass of the project is named so by `made` itself)
     plain = (
@@ -116,7 +131,8 @@ def iterator_message(loop: str, made: str) -> str:
         "gradients are the original's where it yields the same batches in the "
         "same order on every process (a fixed order, or one shuffled from the "
         "same seed), and differ where each process draws its own order (the "
-        "gradients averaged are then of different batches); make the batches "
+        f"gradients averaged are then of different batches){_BATCHNORM_COPIES}; "
+        "make the batches "
         "with a torch.utils.data.DataLoader (a batch_sampler can keep the "
         "buckets) so that accel.prepare_dataloader splits them, or take this "
         "process's part with accel.rank()"
@@ -133,7 +149,7 @@ def source_message(origin: str, line: int, made: str) -> str:
         "where every process gets the same batches in the same order (the "
         "averaged gradients of equal batches), but a run on N processes does the "
         "work of one N times over, and they differ where each process draws its "
-        "own order. To split it, wrap the loader it comes from where this file "
+        f"own order{_BATCHNORM_COPIES}. To split it, wrap the loader it comes from where this file "
         "takes it out (`loader = accel.prepare_dataloader(...)` around it, a "
         "torch.utils.data.DataLoader), or make its batches with a DataLoader, "
         "or take this process's part by hand with accel.rank() and "

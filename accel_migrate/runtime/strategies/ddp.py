@@ -50,6 +50,16 @@ depend on the critic's last bias. DDP, with or without find_unused_parameters
 bias's gradient, and its next forward fails. The first such backward is averaged
 here, and the model is averaged by the strategy after every backward from then
 on, as above: exact, whatever each backward reaches.
+
+Parameters made trainable after the wrapper was built
+-----------------------------------------------------
+DDP registers the parameters that require a gradient when it is built (at the
+model's first forward). Gradual unfreezing (ULMFiT's ``freeze_to(-1)``, then one
+more layer group per phase: ``p.requires_grad = True``) makes others trainable
+later; DDP's reducer never sees their gradients, finishes without them, and each
+process would step them with its own share's gradient. After a backward that DDP
+reduced, such parameters' gradients are averaged here, and the wrapper is built
+again over the parameters that are trainable now.
 """
 
 from __future__ import annotations
@@ -121,6 +131,10 @@ class DDPStrategy(Strategy):
         self._watches: weakref.WeakKeyDictionary[nn.Module, _Watch] = (
             weakref.WeakKeyDictionary()
         )
+        #: The parameters each wrapper registered (trainable when it was built).
+        self._registered: weakref.WeakKeyDictionary[
+            DistributedDataParallel, frozenset[int]
+        ] = weakref.WeakKeyDictionary()
 
     def backward(
         self,
@@ -148,18 +162,25 @@ class DDPStrategy(Strategy):
         return self._wrap(module, find_unused_parameters=False)
 
     def _wrap(
-        self, module: nn.Module, find_unused_parameters: bool
+        self,
+        module: nn.Module,
+        find_unused_parameters: bool,
+        init_sync: bool | None = None,
     ) -> DistributedDataParallel:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(
+        wrapper = DistributedDataParallel(
             module,
             device_ids=device_ids,
             find_unused_parameters=find_unused_parameters,
             # The rebuild skips the broadcast: every rank's parameters are already
             # rank 0's, and writing them in place would break a graph kept for a
             # second backward (retain_graph=True).
-            init_sync=not find_unused_parameters,
+            init_sync=(not find_unused_parameters if init_sync is None else init_sync),
         )
+        self._registered[wrapper] = frozenset(
+            id(p) for p in module.parameters() if p.requires_grad
+        )
+        return wrapper
 
     @contextmanager
     def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:
@@ -215,7 +236,7 @@ class DDPStrategy(Strategy):
                 _average_gradients(forward_module.module, self.device)
                 return None
             if _reduced(forward_module):
-                return None
+                return self._late_trainable(forward_module)
             # Some parameters got no gradient: DDP is still waiting for them.
             return self._rebuilt(forward_module)
         if used == {_FIRST}:
@@ -241,7 +262,7 @@ class DDPStrategy(Strategy):
             self._average_by_hand(forward_module, watch)
             return None
         if _reduced(forward_module):
-            return None
+            return self._late_trainable(forward_module)
         # The forward used a parameter this backward did not reach (StyleGAN2's
         # lazy R1 penalty: the gradient of the critic's output with respect to
         # its input does not depend on its last bias). find_unused_parameters
@@ -249,6 +270,31 @@ class DDPStrategy(Strategy):
         # No wrapper can take such steps; the strategy averages them itself.
         replacement = self._rebuilt(forward_module)
         self._average_by_hand(replacement, watch)
+        return replacement
+
+    def _late_trainable(
+        self, forward_module: DistributedDataParallel
+    ) -> DistributedDataParallel | None:
+        """Parameters that require a gradient now but did not when the wrapper
+        was built (gradual unfreezing): DDP reduced without them, so their
+        gradients are averaged here, and a wrapper over the parameters trainable
+        now replaces this one. None where there are none."""
+        registered = self._registered.get(forward_module)
+        module = forward_module.module
+        late = [
+            p
+            for p in module.parameters()
+            if p.requires_grad and registered is not None and id(p) not in registered
+        ]
+        if not late:
+            return None
+        _average_gradients(module, self.device, late)
+        forward_module.reducer._remove_autograd_hooks()
+        # No broadcast: a frozen parameter was never stepped, so it is rank 0's.
+        replacement = self._wrap(
+            module, forward_module.find_unused_parameters, init_sync=False
+        )
+        replacement.train(forward_module.training)
         return replacement
 
     def _rebuilt(
@@ -292,13 +338,20 @@ def _tensors(output: Any) -> Iterator[torch.Tensor]:
             yield from _tensors(item)
 
 
-def _average_gradients(module: nn.Module, device: torch.device) -> None:
-    """What DDP's reduction would have done: every gradient averaged over ranks.
+def _average_gradients(
+    module: nn.Module,
+    device: torch.device,
+    only: list[nn.Parameter] | None = None,
+) -> None:
+    """What DDP's reduction would have done: every gradient averaged over ranks
+    (those of ``only`` where given).
 
     A parameter without a gradient here but with one on another rank contributed
     zero here; one without a gradient anywhere keeps none, as in the original.
     """
-    params = [p for p in module.parameters() if p.requires_grad]
+    params = (
+        [p for p in module.parameters() if p.requires_grad] if only is None else only
+    )
     present = torch.tensor(
         [p.grad is not None for p in params], dtype=torch.int64, device=device
     )

@@ -170,6 +170,30 @@ def all_used() -> nn.Module:
     return model
 
 
+def unfreeze() -> nn.Module:
+    """Gradual unfreezing (ULMFiT): the head alone trains first, the trunk is made
+    trainable after the wrapper was built. Its gradients must be averaged too
+    (SILENT before: DDP had registered only the head, and each process stepped the
+    trunk with its own share's gradient); the wrapper is rebuilt over both."""
+    model = accel.prepare_model(
+        nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    )
+    optimizer = sgd(model)
+    for p in model[0].parameters():
+        p.requires_grad = False
+    for phase in range(2):
+        if phase:
+            for p in model[0].parameters():
+                p.requires_grad = True
+        for step, (x,) in enumerate(data()):
+            optimizer.zero_grad()
+            loss = model(x).pow(2).mean()
+            accel.backward(loss)
+            optimizer.step()
+            report("unfreeze", 3 * phase + step, loss)
+    return model
+
+
 torch.manual_seed(0)
 models = {
     "retain": retain_graph(Full(), "retain"),
@@ -182,6 +206,7 @@ models = {
     "accumulate": accumulate(),
     "lazy_r1": lazy_r1(),
     "all_used": all_used(),
+    "unfreeze": unfreeze(),
 }
 state = {}
 for name, model in models.items():
