@@ -333,7 +333,9 @@ class HelperFacts(ReturnKinds):
         if not isinstance(target, tuple):
             return False
         fact = self._follow(target)
-        return fact is not None and fact.kind == "function" and fact.returns == "optimizer"
+        return (
+            fact is not None and fact.kind == "function" and fact.returns == "optimizer"
+        )
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
         """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project

@@ -158,7 +158,8 @@ def test_a_module_attribute_or_one_no_optimizer_steps_is_not_this_rule() -> None
     # only feeds autograd (a PINN's collocation points) is data.
     as_module = AGENT.replace("class Agent(object):", "class Agent(nn.Module):")
     as_module = as_module.replace(
-        "    def __init__(self, lr):\n", "    def __init__(self, lr):\n        super().__init__()\n"
+        "    def __init__(self, lr):\n",
+        "    def __init__(self, lr):\n        super().__init__()\n",
     )
     assert "AM031" not in {f.code for f in migrate_source(as_module, "a.py").findings}
     data_only = AGENT.replace("[self.log_alpha]", "self.policy.parameters()")

@@ -4,7 +4,9 @@
 A variable bound, outside any loop, to a tensor that has a gradient of its own and
 belongs to no module: ``torch.zeros(1, requires_grad=True)``, ``torch.randn(3,
 1).requires_grad_()``, a bare ``nn.Parameter(...)`` (not an attribute of a
-module), and that the script trains:
+module; an attribute of a plain class is one, SAC's ``self.log_alpha =
+torch.zeros(1, requires_grad=True)`` in the agent's ``__init__``), and that the
+script trains:
 
 - an optimizer is given it (``optim.SGD([w, b], lr=0.1)``, ``Adam(list(
   model.parameters()) + [log_temperature])``, also through variables);
@@ -14,7 +16,11 @@ module), and that the script trains:
   ``.grad`` (``sgd([w, b], lr, batch_size)``, the textbook "from scratch" shape);
 
 while a training loop over a data loader reads it. Such a setup is not migrated:
-the file is left unchanged, with a needs-review finding at the tensor.
+the file is left unchanged, with a needs-review finding at the tensor. One that
+an optimizer steps is reported so even where no loader feeds it (``Adam([
+self.log_alpha])`` over a replay buffer's batches): the migrated optimizer
+would be prepared, and the runtime refuses a tensor of no prepared model at its
+first step (``UnpreparedParametersError``).
 
 ## Why
 ``accel.prepare_model(...)`` averages the gradients of the parameters of the
@@ -51,7 +57,8 @@ comment on the statement the finding points at lifts the block (the user has
 taken that tensor over, for example by averaging its gradient with
 ``accel.reduce``). A tensor created inside the loop (an input to a gradient
 penalty, an adversarial perturbation) is data, not a learnt tensor, and is left
-alone; so is one no data loader feeds (every process computes the same gradient).
+alone; so is one no data loader feeds and no optimizer steps, updated by hand
+(every process computes the same gradient, and no prepared optimizer holds it).
 """
 
 from __future__ import annotations
@@ -342,8 +349,7 @@ class LearntTensors(Rule):
 def _plain_class(scope: object) -> bool:
     """A class of no base but ``object``: an agent or a holder, never an nn.Module."""
     return isinstance(scope, cst.ClassDef) and all(
-        isinstance(b.value, cst.Name) and b.value.value == "object"
-        for b in scope.bases
+        isinstance(b.value, cst.Name) and b.value.value == "object" for b in scope.bases
     )
 
 
