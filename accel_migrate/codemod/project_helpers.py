@@ -313,12 +313,28 @@ class HelperFacts(ReturnKinds):
 
     def _optimizer_call(self, cls: ast.ClassDef) -> Callable[[ast.Call], bool]:
         """Does a call of ``cls``'s methods build an optimizer: a ``torch.optim``
-        class, or ``self.optimizer_fn(...)`` where ``__init__`` stored an
-        optimizer class handed as a default (``optimizer_defaults``)."""
+        class, ``self.optimizer_fn(...)`` where ``__init__`` stored an optimizer
+        class handed as a default (``optimizer_defaults``), or a project
+        function that returns one (ddim's ``get_optimizer(self.config,
+        model.parameters())`` from functions/__init__.py)."""
         from .optimizer_defaults import builds_optimizer_call, optimizer_attributes
 
-        return builds_optimizer_call(
+        builds = builds_optimizer_call(
             lambda expr: self._dotted(expr), optimizer_attributes([cls], self._dotted)
+        )
+
+        def is_optimizer(call: ast.Call) -> bool:
+            return builds(call) or self._returns_optimizer(call)
+
+        return is_optimizer
+
+    def _returns_optimizer(self, call: ast.Call) -> bool:
+        target = self.resolve(call.func)
+        if not isinstance(target, tuple):
+            return False
+        fact = self._follow(target)
+        return (
+            fact is not None and fact.kind == "function" and fact.returns == "optimizer"
         )
 
     def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:

@@ -79,6 +79,20 @@ _OWN_ATTRIBUTES = frozenset(
 )
 
 
+class LateRegistrationError(RuntimeError):
+    """A parameter, buffer or submodule registered on a prepared model after its
+    first forward, when the strategy's wrapper has been built without it."""
+
+
+_LATE = (
+    "`{call}` on a prepared model after its first forward: the strategy's wrapper "
+    "(DistributedDataParallel, a sharded module) was built at that forward, "
+    "without it, so its gradients would not be averaged across the processes. "
+    "Register it before the model's first forward (where the model is built, "
+    "before or right after accel.prepare_model(...))"
+)
+
+
 class PreparedModule(nn.Module):
     """The user's module behind the strategy's forward wrapper."""
 
@@ -155,6 +169,34 @@ class PreparedModule(nn.Module):
             super().__setattr__(name, value)
         else:
             setattr(self._modules["_original_module"], name, value)
+
+    # -- registration reaches the user's module, like attribute writes ----------------
+    def register_parameter(self, name: str, param: nn.Parameter | None) -> None:
+        """``model.register_parameter("lambda_1", p)`` after preparing (the PINN
+        ports' learnt PDE coefficients): the user's module holds it, so that
+        ``parameters()``, the optimizer and the strategy's wrapper see it."""
+        self._late("register_parameter")
+        self.original_module.register_parameter(name, param)
+
+    def register_buffer(
+        self, name: str, tensor: torch.Tensor | None, persistent: bool = True
+    ) -> None:
+        self._late("register_buffer")
+        self.original_module.register_buffer(name, tensor, persistent)
+
+    def add_module(self, name: str, module: nn.Module | None) -> None:
+        if name == "_original_module":
+            super().add_module(name, module)  # nn.Module.__setattr__ of __init__
+            return
+        self._late("add_module")
+        self.original_module.add_module(name, module)
+
+    def register_module(self, name: str, module: nn.Module | None) -> None:
+        self.add_module(name, module)
+
+    def _late(self, call: str) -> None:
+        if self._forward_module is not None:
+            raise LateRegistrationError(_LATE.format(call=call))
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # `torch.save(model, path)` and `copy.deepcopy(model)` see the user's module:

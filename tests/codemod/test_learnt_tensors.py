@@ -78,13 +78,89 @@ def test_the_same_weights_in_a_module_are_migrated() -> None:
     assert not result.needs_review
 
 
-def test_without_a_data_loader_every_process_computes_the_same_gradient() -> None:
-    # Nothing is sharded (the runtime splits loaders only): not a learnt-tensor
-    # problem, whatever else the file is.
-    source = PLAIN.replace(
-        "loader = DataLoader(TensorDataset(torch.randn(64, 3), torch.randn(64, 1)), "
-        "batch_size=8)\n",
-        "loader = [(torch.randn(8, 3), torch.randn(8, 1))]\n",
+NO_LOADER = PLAIN.replace(
+    "loader = DataLoader(TensorDataset(torch.randn(64, 3), torch.randn(64, 1)), "
+    "batch_size=8)\n",
+    "loader = [(torch.randn(8, 3), torch.randn(8, 1))]\n",
+)
+
+
+def test_without_a_data_loader_an_optimizer_over_it_is_still_reported() -> None:
+    # Nothing is sharded, so every process computes the same gradient; but the
+    # migrated optimizer is prepared, and the runtime refuses a tensor of no
+    # prepared model at its first step (UnpreparedParametersError): reported
+    # here instead, with that reason, and the file is left whole.
+    result = migrate_source(NO_LOADER, "train.py")
+    assert result.output == NO_LOADER
+    (finding,) = [f for f in result.findings if f.code == "AM031"]
+    assert (finding.line, finding.status) == (5, "needs-review")
+    assert "No data loader this file shards feeds it" in finding.message
+    assert "UnpreparedParametersError" in finding.message
+    assert "`model.w = nn.Parameter(...)`" in finding.message
+
+
+def test_without_a_data_loader_a_hand_update_is_not_reported() -> None:
+    # Updated by hand, the tensor meets no prepared optimizer, and every process
+    # computes the same gradient: nothing to report.
+    source = NO_LOADER.replace("optimizer = torch.optim.SGD([w], lr=0.1)\n", "")
+    source = source.replace("    optimizer.zero_grad()\n", "").replace(
+        "    optimizer.step()\n",
+        "    with torch.no_grad():\n        w -= 0.1 * w.grad\n        w.grad.zero_()\n",
     )
     result = migrate_source(source, "train.py")
     assert "AM031" not in {f.code for f in result.findings}
+
+
+AGENT = """\
+import torch
+import torch.nn as nn
+
+
+class Agent(object):
+    def __init__(self, lr):
+        self.policy = nn.Linear(3, 1)
+        self.policy_optim = torch.optim.Adam(self.policy.parameters(), lr=lr)
+        self.log_alpha = torch.zeros(1, requires_grad=True)
+        self.alpha_optim = torch.optim.Adam([self.log_alpha], lr=lr)
+
+    def update(self, states):
+        log_pi = self.policy(states)
+        policy_loss = (self.log_alpha.exp().detach() * log_pi).mean()
+        self.policy_optim.zero_grad()
+        policy_loss.backward()
+        self.policy_optim.step()
+        alpha_loss = -(self.log_alpha * (log_pi + 1.0).detach()).mean()
+        self.alpha_optim.zero_grad()
+        alpha_loss.backward()
+        self.alpha_optim.step()
+
+
+agent = Agent(3e-4)
+for step in range(4):
+    agent.update(torch.randn(8, 3))
+"""
+
+
+def test_an_attribute_of_a_plain_class_an_optimizer_steps_is_reported() -> None:
+    # SAC's temperature: `self.log_alpha = torch.zeros(1, requires_grad=True)` in
+    # the agent's __init__, stepped by `Adam([self.log_alpha])`.
+    result = migrate_source(AGENT, "train.py")
+    assert result.output == AGENT
+    (finding,) = [f for f in result.findings if f.code == "AM031"]
+    assert (finding.line, finding.status) == (9, "needs-review")
+    assert "`self.log_alpha` is a tensor this script trains" in finding.message
+    assert "Adam([self.log_alpha], lr=lr)`, line 10" in finding.message
+    assert "`model.log_alpha = nn.Parameter(...)`" in finding.message
+
+
+def test_a_module_attribute_or_one_no_optimizer_steps_is_not_this_rule() -> None:
+    # A module's own tensor attribute is AM045's; a plain class's tensor that
+    # only feeds autograd (a PINN's collocation points) is data.
+    as_module = AGENT.replace("class Agent(object):", "class Agent(nn.Module):")
+    as_module = as_module.replace(
+        "    def __init__(self, lr):\n",
+        "    def __init__(self, lr):\n        super().__init__()\n",
+    )
+    assert "AM031" not in {f.code for f in migrate_source(as_module, "a.py").findings}
+    data_only = AGENT.replace("[self.log_alpha]", "self.policy.parameters()")
+    assert "AM031" not in {f.code for f in migrate_source(data_only, "a.py").findings}

@@ -688,3 +688,62 @@ def test_a_factory_that_returns_its_training_step_as_a_closure(
     assert "hands its arguments to `GAN_training_function` in train_fns.py" in (
         blocking[0].message
     )
+
+
+FACTORY = """\
+import torch.optim as optim
+
+
+def get_optimizer(config, parameters):
+    if config.optimizer == "Adam":
+        return optim.Adam(parameters, lr=config.lr)
+    elif config.optimizer == "SGD":
+        return optim.SGD(parameters, lr=config.lr, momentum=0.9)
+    raise NotImplementedError(config.optimizer)
+"""
+
+RUNNER = """\
+import torch
+
+from functions import get_optimizer
+
+
+class Diffusion(object):
+    def __init__(self, config):
+        self.config = config
+
+    def train(self, loader):
+        model = torch.nn.Linear(2, 2)
+        optimizer = get_optimizer(self.config, model.parameters())
+        for x in loader:
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+"""
+
+
+def test_an_optimizer_from_a_project_function_counts_as_built(tmp_path: Path) -> None:
+    # ermongroup/ddim: runners/diffusion.py's Diffusion.train() builds its model
+    # and gets its optimizer from functions/__init__.py's get_optimizer(config,
+    # params). main.py, with no loop of its own, was skipped as "not a training
+    # entry point" with nothing said; it is left whole now, AM004 naming the runner.
+    (tmp_path / "functions.py").write_text(FACTORY)
+    (tmp_path / "runner.py").write_text(RUNNER)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import runner\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["runner.Diffusion"].trains_own == (
+        "`train` calls backward (line 15), and `train` builds an optimizer "
+        "(`get_optimizer(...)`, line 12)"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(
+        "from runner import Diffusion\n\nrunner = Diffusion(None)\nrunner.train([])\n"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed and result.skip_reason is None
+    (blocking,) = [f for f in result.findings if f.code == "AM004"]
+    assert blocking.message.startswith(
+        "`Diffusion(None)` builds `Diffusion` in runner.py, which trains models of "
+        "its own there: `train` calls backward (line 15)"
+    )

@@ -936,6 +936,45 @@ EXPECTED: dict[str, str] = {
     # averaged)
     "node2vec_pyg_loader_t9c_project": "FLAGGED",
     "node2vec_pyg_loader_t9c_project_batch": "FLAGGED",
+    # t10c, a new user's trial of RL, audio, time-series, scientific and
+    # diffusion projects. pranz24/pytorch-soft-actor-critic: SAC(object) trains
+    # its own critic/policy in sac.py (file mode AM004). Batch mode: its
+    # `self.log_alpha = torch.zeros(1, requires_grad=True)` stepped by
+    # `Adam([self.log_alpha])` was prepared, and the runtime stopped the run
+    # (UnpreparedParametersError: LOUD by accident, in the variant without the
+    # buffer's save/load); AM031 now reports a learnt tensor a prepared optimizer
+    # steps, also without a loader and as an attribute of a plain class
+    "sac_twin_q_alpha_t10c_project": "FLAGGED",
+    "sac_twin_q_alpha_t10c_project_batch": "FLAGGED",
+    "sac_memory_sample_t10c_project": "FLAGGED",
+    "sac_memory_sample_t10c_project_batch": "FLAGGED",
+    # descriptinc/melgan-neurips: best_netG.pt chosen on the per-process mean of
+    # the costs (AM028), random.randint segments in AudioDataset.__getitem__ (AM020)
+    "melgan_multiscale_fm_t10c_project": "FLAGGED",
+    "melgan_multiscale_fm_t10c_project_batch": "FLAGGED",
+    # zhykoties/TimeSeries (DeepAR): `from dataloader import *` hands main.py
+    # torch's DataLoader through dataloader.py, which the codemod does not
+    # recognise: the loaders stay whole on every process (the same full batches,
+    # so the losses match; nothing says the work is not divided). Batch mode is
+    # left whole for Params.save's json in a method (AM036)
+    "deepar_gaussian_lstm_t10c_project": "MATCH",
+    "deepar_gaussian_lstm_t10c_project_batch": "FLAGGED",
+    # jayroxis/PINNs Burgers identification: batch mode was SILENT (lambda_1
+    # never trained): `self.dnn.register_parameter("lambda_1", ...)` on the
+    # prepared DNN registered it on the runtime's wrapper, not the user's module,
+    # so `self.dnn.parameters()` and the optimizers never saw it. PreparedModule
+    # now registers parameters, buffers and submodules on the user's module
+    # (before the wrapper is built at the first forward; after it, it refuses)
+    "pinn_burgers_identify_t10c_project": "FLAGGED",
+    "pinn_burgers_identify_t10c_project_batch": "MATCH",
+    # ermongroup/ddim: file mode was SILENT (main.py, no loop of its own, skipped
+    # as "not a training entry point", nothing said): Diffusion.train() gets its
+    # optimizer from functions/__init__.py's get_optimizer, which did not count
+    # as building one; a project function returning an optimizer does now, and
+    # AM004 names the runner. Batch mode: antithetic timesteps drawn per share
+    # (AM020)
+    "ddim_generalized_steps_t10c_project": "FLAGGED",
+    "ddim_generalized_steps_t10c_project_batch": "FLAGGED",
     # t8a, a new user's trial of six more families.
     # KaiyangZhou/pytorch-center-loss: the CenterLoss module (its own learnable
     # centers and SGD) is prepared as a model and matches. Batch mode crashed

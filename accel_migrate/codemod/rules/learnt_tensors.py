@@ -4,7 +4,9 @@
 A variable bound, outside any loop, to a tensor that has a gradient of its own and
 belongs to no module: ``torch.zeros(1, requires_grad=True)``, ``torch.randn(3,
 1).requires_grad_()``, a bare ``nn.Parameter(...)`` (not an attribute of a
-module), and that the script trains:
+module; an attribute of a plain class is one, SAC's ``self.log_alpha =
+torch.zeros(1, requires_grad=True)`` in the agent's ``__init__``), and that the
+script trains:
 
 - an optimizer is given it (``optim.SGD([w, b], lr=0.1)``, ``Adam(list(
   model.parameters()) + [log_temperature])``, also through variables);
@@ -14,7 +16,11 @@ module), and that the script trains:
   ``.grad`` (``sgd([w, b], lr, batch_size)``, the textbook "from scratch" shape);
 
 while a training loop over a data loader reads it. Such a setup is not migrated:
-the file is left unchanged, with a needs-review finding at the tensor.
+the file is left unchanged, with a needs-review finding at the tensor. One that
+an optimizer steps is reported so even where no loader feeds it (``Adam([
+self.log_alpha])`` over a replay buffer's batches): the migrated optimizer
+would be prepared, and the runtime refuses a tensor of no prepared model at its
+first step (``UnpreparedParametersError``).
 
 ## Why
 ``accel.prepare_model(...)`` averages the gradients of the parameters of the
@@ -51,7 +57,8 @@ comment on the statement the finding points at lifts the block (the user has
 taken that tensor over, for example by averaging its gradient with
 ``accel.reduce``). A tensor created inside the loop (an input to a gradient
 penalty, an adversarial perturbation) is data, not a learnt tensor, and is left
-alone; so is one no data loader feeds (every process computes the same gradient).
+alone; so is one no data loader feeds and no optimizer steps, updated by hand
+(every process computes the same gradient, and no prepared optimizer holds it).
 """
 
 from __future__ import annotations
@@ -86,31 +93,48 @@ class LearntTensors(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
-        if not self._shards_data:
-            return
-        step_reads = self._step_reads
+        step_reads = self._step_reads if self._shards_data else set()
         for key, created in self._created.items():
-            if key not in step_reads:
-                continue
-            trained = self._optimizer_of(key) or self._hand_update_of(key)
-            if trained is None:
-                continue
             name = key[1]
-            self.block(
-                created,
-                f"`{name}` is a tensor this script trains outside any nn.Module "
-                f"(`{snippet(created)}`, line {self._line(created)}; {trained}), and "
-                f"a training loop over a data loader reads it: accel.prepare_model("
-                f"...) prepares modules only, so the gradient of `{name}` would stay "
-                "each process's own, computed from its share of each batch, and "
-                f"every process would update its own copy of `{name}`. Make it an "
-                "nn.Parameter of a module the script prepares (`model."
-                f"{name} = nn.Parameter(...)` before accel.prepare_model(...), or a "
-                "small nn.Module that holds it) and migrate again. Nothing in this "
-                "file was migrated: a training setup is migrated whole or not at all "
-                f"(sharding its data while the gradient of `{name}` is not averaged "
-                "would train a different copy in each process)",
-            )
+            if key in step_reads:
+                trained = self._optimizer_of(key) or self._hand_update_of(key)
+                if trained is not None:
+                    self.block(created, self._fed_message(name, created, trained))
+                continue
+            stepped = self._optimizer_of(key)
+            if stepped is not None:
+                self.block(created, self._stepped_message(name, created, stepped))
+
+    def _fed_message(self, name: str, created: cst.CSTNode, trained: str) -> str:
+        return (
+            f"`{name}` is a tensor this script trains outside any nn.Module "
+            f"(`{snippet(created)}`, line {self._line(created)}; {trained}), and "
+            f"a training loop over a data loader reads it: accel.prepare_model("
+            f"...) prepares modules only, so the gradient of `{name}` would stay "
+            "each process's own, computed from its share of each batch, and "
+            f"every process would update its own copy of `{name}`. Make it an "
+            "nn.Parameter of a module the script prepares (`model."
+            f"{_bare(name)} = nn.Parameter(...)` before accel.prepare_model(...), or "
+            "a small nn.Module that holds it) and migrate again. Nothing in this "
+            "file was migrated: a training setup is migrated whole or not at all "
+            f"(sharding its data while the gradient of `{name}` is not averaged "
+            "would train a different copy in each process)"
+        )
+
+    def _stepped_message(self, name: str, created: cst.CSTNode, stepped: str) -> str:
+        return (
+            f"`{name}` is a tensor this script trains outside any nn.Module "
+            f"(`{snippet(created)}`, line {self._line(created)}; {stepped}). No "
+            "data loader this file shards feeds it, but once migrated that "
+            "optimizer is prepared (accel.prepare_optimizer), and the runtime "
+            "refuses, at its first step, a tensor that belongs to no prepared "
+            "model (UnpreparedParametersError): nothing would average its "
+            "gradient across the processes. Make it an nn.Parameter of a module "
+            f"the script prepares (`model.{_bare(name)} = nn.Parameter(...)` before "
+            "accel.prepare_model(...), or a small nn.Module that holds it) and "
+            "migrate again. Nothing in this file was migrated: a training setup is "
+            "migrated whole or not at all"
+        )
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.original_line(node)
@@ -132,10 +156,17 @@ class LearntTensors(Rule):
         with a gradient of its own."""
         found: dict[Key, cst.BaseExpression] = {}
         for key, values in self.index.values.items():
-            if key[1].startswith("self.") or key in found:
+            if key in found:
                 continue
+            attribute = key[1].startswith("self.")
+            if attribute and not _plain_class(key[0]):
+                continue  # a module's attribute: AM045's
             for value in values:
-                if value is not None and self._learnable(value) and self._setup(value):
+                if (
+                    value is not None
+                    and self._learnable(value)
+                    and self._setup(value, attribute)
+                ):
                     found[key] = value
                     break
         for call in self.index.calls:
@@ -183,14 +214,16 @@ class LearntTensors(Rule):
             value = value.func.value
         return False
 
-    def _setup(self, value: cst.BaseExpression) -> bool:
-        """Not in a loop (a per-step tensor is data) and not in a module's methods."""
+    def _setup(self, value: cst.BaseExpression, attribute: bool = False) -> bool:
+        """Not in a loop (a per-step tensor is data) and not in a class's methods,
+        but for an attribute of a plain class (``self.log_alpha = torch.zeros(1,
+        requires_grad=True)`` in an agent's ``__init__``)."""
         for ancestor in self.index.ancestors(value):
             if isinstance(ancestor, (cst.For, cst.While, cst.CompFor)):
                 return False
             if isinstance(ancestor, cst.FunctionDef):
-                return self.index.enclosing_class(value) is None
-        return True
+                return attribute or self.index.enclosing_class(value) is None
+        return not attribute
 
     @cached_property
     def _step_reads(self) -> set[Key]:
@@ -243,7 +276,8 @@ class LearntTensors(Rule):
         todo: list[tuple[cst.CSTNode, int]] = [(params, 0)]
         while todo:
             node, depth = todo.pop()
-            for name in variable_names(node):
+            attributes = findall(node, m.Attribute(value=m.Name("self")))
+            for name in [*variable_names(node), *attributes]:
                 key = self.index.key(name)
                 if key is None or key in found:
                     continue
@@ -310,6 +344,17 @@ class LearntTensors(Rule):
             any(a is function.body for a in self.index.ancestors(u))
             for u in self._updates
         )
+
+
+def _plain_class(scope: object) -> bool:
+    """A class of no base but ``object``: an agent or a holder, never an nn.Module."""
+    return isinstance(scope, cst.ClassDef) and all(
+        isinstance(b.value, cst.Name) and b.value.value == "object" for b in scope.bases
+    )
+
+
+def _bare(name: str) -> str:
+    return name.removeprefix("self.")
 
 
 def _updated(update: cst.CSTNode) -> cst.BaseExpression | None:

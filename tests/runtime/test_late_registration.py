@@ -1,0 +1,65 @@
+"""``register_parameter`` / ``register_buffer`` / ``add_module`` on a prepared
+model reach the user's module, as attribute writes do (the PINN ports'
+``self.dnn.register_parameter("lambda_1", self.lambda_1)`` after the DNN is
+built): its ``parameters()``, the optimizer over them and the strategy's
+wrapper, built at the first forward, see them. After that forward the wrapper
+is built without them, and the runtime says so instead of training them
+unsynchronised."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from accel_migrate.runtime._state import Runtime
+from accel_migrate.runtime.config import RuntimeConfig
+from accel_migrate.runtime.env import DistEnv
+from accel_migrate.runtime.module import LateRegistrationError, PreparedModule
+
+
+def _prepared() -> PreparedModule:
+    return PreparedModule(nn.Linear(2, 1), Runtime(RuntimeConfig(), DistEnv()))
+
+
+def test_a_registered_parameter_is_the_user_modules() -> None:
+    prepared = _prepared()
+    lam = nn.Parameter(torch.zeros(1))
+    prepared.register_parameter("lambda_1", lam)
+    assert prepared.original_module.lambda_1 is lam
+    assert [n for n, _ in prepared.named_parameters()] == ["weight", "bias", "lambda_1"]
+    assert any(p is lam for p in prepared.parameters())
+    assert "lambda_1" in prepared.state_dict()
+    # the optimizer built over `model.parameters()` steps it
+    optimizer = torch.optim.SGD(prepared.parameters(), lr=1.0)
+    (lam * 2).sum().backward()
+    optimizer.step()
+    assert lam.item() == pytest.approx(-2.0)
+
+
+def test_buffers_and_submodules_reach_the_user_module_too() -> None:
+    prepared = _prepared()
+    prepared.register_buffer("scale", torch.ones(1))
+    prepared.add_module("head", nn.Linear(1, 1))
+    prepared.register_module("tail", nn.Linear(1, 1))
+    original = prepared.original_module
+    assert torch.equal(original.scale, torch.ones(1))
+    assert isinstance(original.head, nn.Linear) and isinstance(original.tail, nn.Linear)
+    assert {n for n, _ in prepared.named_modules()} == {"", "head", "tail"}
+
+
+def test_after_the_first_forward_registration_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prepared = _prepared()
+    monkeypatch.setattr(
+        PreparedModule,
+        "ensure_ready",
+        lambda self: object.__setattr__(self, "_forward_module", self.original_module)
+        or self.original_module,
+    )
+    prepared(torch.ones(1, 2))
+    with pytest.raises(LateRegistrationError, match="register_parameter"):
+        prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
+    with pytest.raises(LateRegistrationError, match="add_module"):
+        prepared.add_module("late", nn.Linear(1, 1))
