@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from accel_migrate.runtime.config import ConfigError, RuntimeConfig, load_config
-from accel_migrate.runtime.strategies.fsdp_units import block_units
+from accel_migrate.runtime.strategies.fsdp_units import block_units, checkpoint_block
 from tests import warm_python
 
 SCRIPT = Path(__file__).parent / "scripts" / "fsdp_blocks.py"
@@ -141,3 +141,24 @@ def test_six_blocks_in_bf16_hand_the_head_bf16_activations(tmp_path: Path) -> No
     assert len(got) == len(expected) == 8
     # bf16's band (docs/runtime.md, "Precision and tolerances")
     assert got == pytest.approx(expected, rel=5e-2)
+
+
+def _stage() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.ReLU())
+
+
+def test_checkpointed_blocks_count_batchnorm_statistics_once() -> None:
+    # A VGG stage under --activation-checkpointing: the recomputation in backward
+    # ran BatchNorm's forward again and updated its running statistics twice
+    # (num_batches_tracked 2 after one step; the eval and the checkpoint differed).
+    plain, checkpointed = _stage(), _stage()
+    checkpoint_block(checkpointed)
+    x = torch.randn(4, 3, 6, 6, requires_grad=True)
+    for model in (plain, checkpointed):
+        for _ in range(2):
+            model(x).square().mean().backward()
+    assert int(checkpointed[1].num_batches_tracked) == 2
+    for name, value in plain.state_dict().items():
+        torch.testing.assert_close(checkpointed.state_dict()[name], value)
+    torch.testing.assert_close(checkpointed[0].weight.grad, plain[0].weight.grad)

@@ -41,7 +41,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..config import RuntimeConfig
 from .base import Strategy, optimizers_holding
-from .fsdp_units import block_units
+from .fsdp_units import block_units, checkpoint_block
 
 # `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
 # where they are used, never at module level: importing them pulls in sympy and
@@ -93,9 +93,7 @@ class FSDPStrategy(Strategy):
         block_options = {**options, "mp_policy": replace(policy, output_dtype=None)}
         for block in block_units(module, self.config):
             if self.config.activation_checkpointing:
-                from torch.distributed._composable import checkpoint
-
-                checkpoint(block)
+                checkpoint_block(block)
             fully_shard(block, **block_options)
         # The root's unit holds what no block does (embeddings, heads).
         fully_shard(module, **options)

@@ -14,12 +14,17 @@ The blocks, outermost first, never one inside another:
   ResNet stage's residual blocks);
 - else, with ``fsdp-min-params`` N > 0: each outermost submodule of at least N
   parameters that is not the whole model.
+
+``checkpoint_block``: activation checkpointing of a block, whose recomputation
+leaves BatchNorm's running statistics alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
+import torch
 from torch import nn
 
 from ..config import RuntimeConfig
@@ -71,3 +76,39 @@ def _outermost(model: nn.Module, chosen, root: bool = True) -> Iterator[nn.Modul
 
 def _size(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
+
+
+def checkpoint_block(block: nn.Module) -> None:
+    """Activation checkpointing of ``block`` (torch's composable ``checkpoint``):
+    its activations are recomputed in backward instead of kept.
+
+    The recomputation runs the block's forward a second time, and a BatchNorm in
+    training mode would update its running statistics again there: momentum applied
+    twice, ``num_batches_tracked`` counted twice, and an eval and a checkpoint that
+    differ from the original's with nothing said (a VGG stage, Conv-BN-ReLU, had
+    ``num_batches_tracked`` 8 after 4 steps). The recomputation keeps them as the
+    forward left them."""
+    from torch.distributed._composable import checkpoint
+
+    checkpoint(block, context_fn=lambda: (nullcontext(), _keep_running_stats(block)))
+
+
+@contextmanager
+def _keep_running_stats(block: nn.Module) -> Iterator[None]:
+    kept = [
+        (buffer, buffer.clone())
+        for module in block.modules()
+        if isinstance(module, nn.modules.batchnorm._NormBase)
+        for buffer in (
+            module.running_mean,
+            module.running_var,
+            module.num_batches_tracked,
+        )
+        if buffer is not None
+    ]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in kept:
+                buffer.copy_(value)
