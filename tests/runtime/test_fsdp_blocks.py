@@ -13,7 +13,11 @@ import torch
 from torch import nn
 
 from accel_migrate.runtime.config import ConfigError, RuntimeConfig, load_config
-from accel_migrate.runtime.strategies.fsdp_units import block_units, checkpoint_block
+from accel_migrate.runtime.strategies.fsdp_units import (
+    block_units,
+    checkpoint_block,
+    describe_units,
+)
 from tests import warm_python
 
 SCRIPT = Path(__file__).parent / "scripts" / "fsdp_blocks.py"
@@ -116,6 +120,9 @@ def _plain_and_launched(
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert "units 7" in launched.stdout  # six blocks and the root
+    # What the user sees of it (rank 0, once).
+    seen = "accel-migrate: Net: 7 FSDP units (6 x Block, and the root)"
+    assert launched.stderr.count(seen) == 1, launched.stderr
     return [float(v) for _, v in LOSS.findall(plain.stdout)], launched
 
 
@@ -162,3 +169,18 @@ def test_checkpointed_blocks_count_batchnorm_statistics_once() -> None:
     for name, value in plain.state_dict().items():
         torch.testing.assert_close(checkpointed.state_dict()[name], value)
     torch.testing.assert_close(checkpointed[0].weight.grad, plain[0].weight.grad)
+
+
+def test_the_units_are_described_and_a_root_alone_says_why() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    config = RuntimeConfig()
+    assert block_units(model, config) == []
+    said = describe_units(model, [], config)
+    assert said.startswith("Sequential: 1 FSDP unit, the root: no repeated blocks")
+    assert "--fsdp-min-params N" in said
+    root = RuntimeConfig(fsdp_wrap="root")
+    assert describe_units(model, [], root).endswith("the root (fsdp-wrap root)")
+    blocks = [model[0], model[2]]
+    assert describe_units(model, blocks, config) == (
+        "Sequential: 3 FSDP units (2 x Linear, and the root)"
+    )

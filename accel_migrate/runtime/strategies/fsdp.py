@@ -41,7 +41,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..config import RuntimeConfig
 from .base import Strategy, optimizers_holding
-from .fsdp_units import block_units, checkpoint_block
+from .fsdp_units import block_units, checkpoint_block, describe_units
 
 # `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
 # where they are used, never at module level: importing them pulls in sympy and
@@ -91,7 +91,14 @@ class FSDPStrategy(Strategy):
         # fp32 (a block's fp32 output met a bf16 head: "mat1 and mat2 must have
         # the same dtype").
         block_options = {**options, "mp_policy": replace(policy, output_dtype=None)}
-        for block in block_units(module, self.config):
+        blocks = block_units(module, self.config)
+        if self.env.rank == 0:  # how a user sees the units (docs/runtime.md)
+            print(
+                f"accel-migrate: {describe_units(module, blocks, self.config)}",
+                file=sys.stderr,
+                flush=True,
+            )
+        for block in blocks:
             if self.config.activation_checkpointing:
                 checkpoint_block(block)
             fully_shard(block, **block_options)

@@ -15,6 +15,7 @@ The blocks, outermost first, never one inside another:
 - else, with ``fsdp-min-params`` N > 0: each outermost submodule of at least N
   parameters that is not the whole model.
 
+``describe_units``: the line rank 0 prints when it shards a model.
 ``checkpoint_block``: activation checkpointing of a block, whose recomputation
 leaves BatchNorm's running statistics alone.
 """
@@ -45,6 +46,26 @@ def block_units(model: nn.Module, config: RuntimeConfig) -> list[nn.Module]:
             _outermost(model, lambda m: _size(m) >= config.fsdp_min_params, root=False)
         )
     return []
+
+
+def describe_units(
+    model: nn.Module, blocks: list[nn.Module], config: RuntimeConfig
+) -> str:
+    """What rank 0 says when it shards ``model``: the units, or why there is one."""
+    name = type(model).__name__
+    if blocks:
+        counts: dict[str, int] = {}
+        for block in blocks:
+            counts[type(block).__name__] = counts.get(type(block).__name__, 0) + 1
+        kinds = ", ".join(f"{n} x {kind}" for kind, n in counts.items())
+        return f"{name}: {len(blocks) + 1} FSDP units ({kinds}, and the root)"
+    if config.fsdp_wrap == "root":
+        return f"{name}: 1 FSDP unit, the root (fsdp-wrap root)"
+    return (
+        f"{name}: 1 FSDP unit, the root: no repeated blocks found, so every "
+        "parameter is gathered for the whole step (about DDP's peak memory); "
+        "--fsdp-block-classes NAMES or --fsdp-min-params N make units of its parts"
+    )
 
 
 def _repeated_children(model: nn.Module) -> Iterator[nn.Module]:
