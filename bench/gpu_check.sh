@@ -20,13 +20,25 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.device
 PY
 start=$(date +%s)
 status=0
-timeout 290 "$PY" -m pytest -q -p no:cacheprovider tests/gpu -rs "$@" || status=$?
+# The scale strategies first: the parity matrix (12 fixtures x 5 configurations,
+# each an original run and a torchrun launch) is the slow part, and run first
+# under one timeout it left no time for them. Each part has its own timeout.
+part() {  # NAME SECONDS COMMAND...: run one part, say how it ended
+  local name=$1 limit=$2 rc=0
+  shift 2
+  timeout "$limit" "$@" || rc=$?
+  [ "$rc" -eq 124 ] && echo "gpu_check: $name stopped after its ${limit} s"
+  [ "$rc" -eq 0 ] || status=$rc
+}
+part "scale and offload" 200 "$PY" -m pytest -q -p no:cacheprovider \
+  tests/gpu/test_gpu_scale.py tests/gpu/test_gpu_offload.py -rs "$@"
 DS=.venv-deepspeed/bin/python
 if [ -x "$DS" ]; then
-  timeout 150 "$DS" -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_scale.py \
-    -k deepspeed -rs "$@" || status=$?
+  part "DeepSpeed ZeRO" 150 "$DS" -m pytest -q -p no:cacheprovider \
+    tests/gpu/test_gpu_scale.py -k deepspeed -rs "$@"
 else
   echo "SKIP: DeepSpeed ZeRO on the GPU: no $DS (make setup-deepspeed)"
 fi
+part "parity" 240 "$PY" -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_parity.py -rs "$@"
 echo "gpu_check: $(( $(date +%s) - start )) s, status $status"
 exit $status

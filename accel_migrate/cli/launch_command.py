@@ -55,8 +55,11 @@ def _processes_per_node(nproc: str, cpu_only: bool = False) -> int:
     return count
 
 
-def check_launch(config: RuntimeConfig, processes: int, nnodes: str) -> None:
-    """Refuse combinations that cannot run, before starting anything."""
+def check_launch(
+    config: RuntimeConfig, processes: int, nnodes: str, command: str = "launch"
+) -> None:
+    """Refuse combinations that cannot run, before starting anything (for
+    ``command``: verify has no --nnodes to suggest)."""
     multi = processes > 1 or nnodes not in ("1", "1:1")
     if config.strategy == "single" and multi:
         raise ConfigError(
@@ -72,8 +75,13 @@ def check_launch(config: RuntimeConfig, processes: int, nnodes: str) -> None:
     if config.strategy == "hsdp" and nnodes in ("1", "1:1"):
         raise ConfigError(
             f"strategy 'hsdp' (from {config.source_of('strategy')}) replicates across "
-            "nodes, but --nnodes is 1; on one node HSDP is plain FSDP: use "
-            "--strategy fsdp (or --nnodes 2 or more)"
+            + (
+                "nodes, but --nnodes is 1; on one node HSDP is plain FSDP: use "
+                "--strategy fsdp (or --nnodes 2 or more)"
+                if command == "launch"
+                else "nodes, but verify runs its migrated copy on one node, where "
+                "HSDP is plain FSDP: use --strategy fsdp"
+            )
         )
 
 

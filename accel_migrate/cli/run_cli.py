@@ -14,6 +14,23 @@ import click
 
 from .exit_codes import EXIT_USAGE
 
+
+class StrategyChoice(click.Choice):
+    """``--strategy``: ``tpu``/``xla`` get the reason they are not supported, as
+    the same value from pyproject.toml or the environment does, not click's list
+    of choices alone."""
+
+    def __init__(self) -> None:
+        super().__init__(["auto", "single", "ddp", "fsdp", "deepspeed", "hsdp"])
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and value.lower() in ("tpu", "xla"):
+            from ..runtime.config import NO_TPU
+
+            self.fail(f"{value!r}: {NO_TPU}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 #: How the runtime shards and places the model: the same options for ``launch``
 #: and ``verify`` (which hands them on to the launcher of its migrated run).
 SCALE_OPTIONS = [
@@ -138,7 +155,7 @@ def scale_arguments(options: dict[str, Any]) -> list[str]:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed", "hsdp"]),
+    type=StrategyChoice(),
     default=None,
     help="Default: [tool.accel-migrate] in pyproject.toml, else auto (ddp for >1 process).",
 )
@@ -324,7 +341,7 @@ def launch(script: str, script_args: tuple[str, ...], **options: Any) -> int:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(["auto", "single", "ddp", "fsdp", "deepspeed", "hsdp"]),
+    type=StrategyChoice(),
     default=None,
 )
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default=None)

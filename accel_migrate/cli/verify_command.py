@@ -184,7 +184,7 @@ def run_verify(script: str, script_args: list[str], **options: Any) -> int:
             raise ConfigError("--steps and --nproc must be at least 1")
         # What the launcher of the migrated run would refuse, said before the
         # original runs (DeepSpeed missing, fp16 on the CPU, HSDP on one node).
-        check_launch(config, options["nproc"], "1")
+        check_launch(config, options["nproc"], "1", command="verify")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -21,6 +21,11 @@ BatchMode = Literal["global", "per-device"]
 FsdpWrap = Literal["blocks", "root"]
 
 STRATEGIES: tuple[str, ...] = get_args(StrategyName)
+#: Why no strategy name claims TPUs (``--strategy tpu``, ``strategy = "xla"``).
+NO_TPU = (
+    "TPU/XLA is not supported (torch-xla's last release pins torch 2.9; "
+    "see docs/runtime.md)"
+)
 PRECISIONS: tuple[str, ...] = get_args(PrecisionName)
 BATCH_MODES: tuple[str, ...] = get_args(BatchMode)
 FSDP_WRAPS: tuple[str, ...] = get_args(FsdpWrap)
@@ -202,10 +207,7 @@ def _validated(key: str, value: object, source: str) -> object:
         return seconds
     choices = _CHOICES[key]
     if key == "strategy" and str(value).lower() in ("tpu", "xla"):
-        raise ConfigError(
-            f"strategy={value!r} from {source}: TPU/XLA is not supported (torch-xla's "
-            "last release pins torch 2.9; see docs/runtime.md)"
-        )
+        raise ConfigError(f"strategy={value!r} from {source}: {NO_TPU}")
     if value not in choices:
         raise ConfigError(
             f"{_toml_key(key)}={value!r} from {source} is not one of: {', '.join(choices)}"

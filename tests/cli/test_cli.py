@@ -669,7 +669,10 @@ def no_torchrun(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         (["launch", "--strategy", "single", "--nproc", "2", "job.py"], "single"),
         (["launch", "--nproc", "0", "job.py"], "must be at least 1"),
         (["launch", "--nproc", "two", "job.py"], "not a number"),
-        (["launch", "--strategy", "tpu", "job.py"], "'tpu' is not one of"),
+        (["launch", "--strategy", "ddpp", "job.py"], "'ddpp' is not one of"),
+        # The reason, as from pyproject.toml (was click's list of choices alone).
+        (["launch", "--strategy", "tpu", "job.py"], "TPU/XLA is not supported"),
+        (["verify", "--strategy", "XLA", "job.py"], "TPU/XLA is not supported"),
         (["launch", "--nnodes", "2", "job.py"], "--rdzv-endpoint"),
     ],
 )

@@ -237,6 +237,9 @@ def test_what_the_launcher_refuses_is_refused_before_the_original_runs() -> None
     assert "error: strategy 'hsdp' (from --strategy) replicates across nodes" in (
         done.stderr
     )
+    # verify has no --nnodes: the message does not suggest it.
+    assert "verify runs its migrated copy on one node" in done.stderr
+    assert "--nnodes" not in done.stderr
     assert "running the original" not in done.stderr
 
 

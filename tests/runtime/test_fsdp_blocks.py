@@ -13,7 +13,11 @@ import torch
 from torch import nn
 
 from accel_migrate.runtime.config import ConfigError, RuntimeConfig, load_config
-from accel_migrate.runtime.strategies.fsdp_units import block_units
+from accel_migrate.runtime.strategies.fsdp_units import (
+    block_units,
+    checkpoint_block,
+    describe_units,
+)
 from tests import warm_python
 
 SCRIPT = Path(__file__).parent / "scripts" / "fsdp_blocks.py"
@@ -116,6 +120,9 @@ def _plain_and_launched(
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr
     assert "units 7" in launched.stdout  # six blocks and the root
+    # What the user sees of it (rank 0, once).
+    seen = "accel-migrate: Net: 7 FSDP units (6 x Block, and the root)"
+    assert launched.stderr.count(seen) == 1, launched.stderr
     return [float(v) for _, v in LOSS.findall(plain.stdout)], launched
 
 
@@ -141,3 +148,39 @@ def test_six_blocks_in_bf16_hand_the_head_bf16_activations(tmp_path: Path) -> No
     assert len(got) == len(expected) == 8
     # bf16's band (docs/runtime.md, "Precision and tolerances")
     assert got == pytest.approx(expected, rel=5e-2)
+
+
+def _stage() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.ReLU())
+
+
+def test_checkpointed_blocks_count_batchnorm_statistics_once() -> None:
+    # A VGG stage under --activation-checkpointing: the recomputation in backward
+    # ran BatchNorm's forward again and updated its running statistics twice
+    # (num_batches_tracked 2 after one step; the eval and the checkpoint differed).
+    plain, checkpointed = _stage(), _stage()
+    checkpoint_block(checkpointed)
+    x = torch.randn(4, 3, 6, 6, requires_grad=True)
+    for model in (plain, checkpointed):
+        for _ in range(2):
+            model(x).square().mean().backward()
+    assert int(checkpointed[1].num_batches_tracked) == 2
+    for name, value in plain.state_dict().items():
+        torch.testing.assert_close(checkpointed.state_dict()[name], value)
+    torch.testing.assert_close(checkpointed[0].weight.grad, plain[0].weight.grad)
+
+
+def test_the_units_are_described_and_a_root_alone_says_why() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    config = RuntimeConfig()
+    assert block_units(model, config) == []
+    said = describe_units(model, [], config)
+    assert said.startswith("Sequential: 1 FSDP unit, the root: no repeated blocks")
+    assert "--fsdp-min-params N" in said
+    root = RuntimeConfig(fsdp_wrap="root")
+    assert describe_units(model, [], root).endswith("the root (fsdp-wrap root)")
+    blocks = [model[0], model[2]]
+    assert describe_units(model, blocks, config) == (
+        "Sequential: 3 FSDP units (2 x Linear, and the root)"
+    )

@@ -106,6 +106,8 @@ class DeepSpeedState:
 
         inner = self._inner()
         flat_states = [s for s in inner.state.values() if s]
+        if flat_states:
+            self._link_optimizer_state()
         tensor_keys = sorted(
             {
                 k
@@ -201,11 +203,22 @@ class DeepSpeedState:
             for key in keys:
                 if key not in inner.state[flat]:
                     inner.state[flat][key] = torch.zeros_like(flat)
-        link = getattr(
-            self.engine.optimizer, "_lazy_init_hp_params_optimizer_state", None
-        )
-        if link is not None:  # stages 1 and 2 map each parameter into the state
-            link()
+        self._link_optimizer_state()
+
+    def _link_optimizer_state(self) -> None:
+        """Stages 1 and 2 map each parameter into its partition's optimizer state
+        (``safe_get/set_full_optimizer_state`` read through that map) once, and
+        DeepSpeed 0.19.8 does it right after the step of the *first* parameter
+        group: it steps group by group, so a second group (nanoGPT's parameters
+        without weight decay) was mapped before its state existed, and reading it
+        failed with "exp_avg not found in optimizer state fragment". Map every
+        group again, now that each has its state (stage 3 has no such map)."""
+        zero = self.engine.optimizer
+        link = getattr(zero, "_lazy_init_hp_params_optimizer_state", None)
+        if link is None:
+            return
+        zero._hp_optimizer_states_linked = False
+        link()
 
 
 def _set_full(

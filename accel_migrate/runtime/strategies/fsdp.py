@@ -41,7 +41,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..config import RuntimeConfig
 from .base import Strategy, optimizers_holding
-from .fsdp_units import block_units
+from .fsdp_units import block_units, checkpoint_block, describe_units
 
 # `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
 # where they are used, never at module level: importing them pulls in sympy and
@@ -91,11 +91,16 @@ class FSDPStrategy(Strategy):
         # fp32 (a block's fp32 output met a bf16 head: "mat1 and mat2 must have
         # the same dtype").
         block_options = {**options, "mp_policy": replace(policy, output_dtype=None)}
-        for block in block_units(module, self.config):
+        blocks = block_units(module, self.config)
+        if self.env.rank == 0:  # how a user sees the units (docs/runtime.md)
+            print(
+                f"accel-migrate: {describe_units(module, blocks, self.config)}",
+                file=sys.stderr,
+                flush=True,
+            )
+        for block in blocks:
             if self.config.activation_checkpointing:
-                from torch.distributed._composable import checkpoint
-
-                checkpoint(block)
+                checkpoint_block(block)
             fully_shard(block, **block_options)
         # The root's unit holds what no block does (embeddings, heads).
         fully_shard(module, **options)

@@ -14,12 +14,18 @@ The blocks, outermost first, never one inside another:
   ResNet stage's residual blocks);
 - else, with ``fsdp-min-params`` N > 0: each outermost submodule of at least N
   parameters that is not the whole model.
+
+``describe_units``: the line rank 0 prints when it shards a model.
+``checkpoint_block``: activation checkpointing of a block, whose recomputation
+leaves BatchNorm's running statistics alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
+import torch
 from torch import nn
 
 from ..config import RuntimeConfig
@@ -40,6 +46,26 @@ def block_units(model: nn.Module, config: RuntimeConfig) -> list[nn.Module]:
             _outermost(model, lambda m: _size(m) >= config.fsdp_min_params, root=False)
         )
     return []
+
+
+def describe_units(
+    model: nn.Module, blocks: list[nn.Module], config: RuntimeConfig
+) -> str:
+    """What rank 0 says when it shards ``model``: the units, or why there is one."""
+    name = type(model).__name__
+    if blocks:
+        counts: dict[str, int] = {}
+        for block in blocks:
+            counts[type(block).__name__] = counts.get(type(block).__name__, 0) + 1
+        kinds = ", ".join(f"{n} x {kind}" for kind, n in counts.items())
+        return f"{name}: {len(blocks) + 1} FSDP units ({kinds}, and the root)"
+    if config.fsdp_wrap == "root":
+        return f"{name}: 1 FSDP unit, the root (fsdp-wrap root)"
+    return (
+        f"{name}: 1 FSDP unit, the root: no repeated blocks found, so every "
+        "parameter is gathered for the whole step (about DDP's peak memory); "
+        "--fsdp-block-classes NAMES or --fsdp-min-params N make units of its parts"
+    )
 
 
 def _repeated_children(model: nn.Module) -> Iterator[nn.Module]:
@@ -71,3 +97,39 @@ def _outermost(model: nn.Module, chosen, root: bool = True) -> Iterator[nn.Modul
 
 def _size(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
+
+
+def checkpoint_block(block: nn.Module) -> None:
+    """Activation checkpointing of ``block`` (torch's composable ``checkpoint``):
+    its activations are recomputed in backward instead of kept.
+
+    The recomputation runs the block's forward a second time, and a BatchNorm in
+    training mode would update its running statistics again there: momentum applied
+    twice, ``num_batches_tracked`` counted twice, and an eval and a checkpoint that
+    differ from the original's with nothing said (a VGG stage, Conv-BN-ReLU, had
+    ``num_batches_tracked`` 8 after 4 steps). The recomputation keeps them as the
+    forward left them."""
+    from torch.distributed._composable import checkpoint
+
+    checkpoint(block, context_fn=lambda: (nullcontext(), _keep_running_stats(block)))
+
+
+@contextmanager
+def _keep_running_stats(block: nn.Module) -> Iterator[None]:
+    kept = [
+        (buffer, buffer.clone())
+        for module in block.modules()
+        if isinstance(module, nn.modules.batchnorm._NormBase)
+        for buffer in (
+            module.running_mean,
+            module.running_var,
+            module.num_batches_tracked,
+        )
+        if buffer is not None
+    ]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in kept:
+                buffer.copy_(value)

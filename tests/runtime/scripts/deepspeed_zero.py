@@ -2,9 +2,9 @@
 
 For each configuration the runtime is rebuilt (a new DeepSpeed engine over the
 same process group), a small MLP trains 4 steps of 2 accumulated micro-batches
-with Adam, a StepLR scheduler and ``accel.clip_grad_norm_``, and the same run is done in plain PyTorch on the
-whole global batch (the single-process original, computed on every rank). Stage 3
-also saves its state after step 2, and a second engine resumes from it. Rank 0
+with Adam (two parameter groups), a StepLR scheduler and ``accel.clip_grad_norm_``, and the same run is done in plain PyTorch on the
+whole global batch (the single-process original, computed on every rank). Stages 1
+and 3 also save their state after step 2, and a second engine resumes from it. Rank 0
 prints one JSON line per configuration; tests/runtime/test_deepspeed.py checks it.
 """
 
@@ -33,7 +33,15 @@ SAVE_AT = 2
 def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.StepLR]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    # Two groups, as nanoGPT's configure_optimizers makes them (weight decay on
+    # the matrices only): DeepSpeed steps group by group (see _deepspeed_state).
+    optimizer = torch.optim.Adam(
+        [
+            {"params": [p for p in model.parameters() if p.dim() >= 2]},
+            {"params": [p for p in model.parameters() if p.dim() < 2], "lr": 0.01},
+        ],
+        lr=0.01,
+    )
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
     return model, optimizer, scheduler
 
@@ -69,7 +77,11 @@ def plain(precision: str) -> dict[str, object]:
             losses.append(running)
             running = 0.0
     state = {k: v.tolist() for k, v in model.state_dict().items()}
-    exp_avg = [optimizer.state[p]["exp_avg"].tolist() for p in model.parameters()]
+    exp_avg = [
+        optimizer.state[p]["exp_avg"].tolist()
+        for group in optimizer.param_groups
+        for p in group["params"]
+    ]
     return {"losses": losses, "norms": norms, "state": state, "exp_avg": exp_avg}
 
 
@@ -139,7 +151,7 @@ def main() -> None:
         configurations = [(int(s), p) for s, p in (a.split(":") for a in sys.argv[1:])]
     for stage, precision in configurations:
         reference = plain(precision.partition("+")[0])
-        saving = stage == 3 and precision == "fp32"
+        saving = stage in (1, 3) and precision == "fp32"
         shared = accel.gather(folder)[0] if saving else None  # rank 0's temp dir
         got = runtime_run(
             stage, precision, f"{shared}/s{stage}" if saving else None, False
