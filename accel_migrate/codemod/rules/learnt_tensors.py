@@ -51,7 +51,11 @@ comment on the statement the finding points at lifts the block (the user has
 taken that tensor over, for example by averaging its gradient with
 ``accel.reduce``). A tensor created inside the loop (an input to a gradient
 penalty, an adversarial perturbation) is data, not a learnt tensor, and is left
-alone; so is one no data loader feeds (every process computes the same gradient).
+alone. One that no data loader feeds (every process computes the same
+gradient: neural-style-pt's ``img = nn.Parameter(img)`` optimised by
+``optim.LBFGS([img])``) blocks the file too when an optimizer steps it: the
+runtime refuses a prepared optimizer's tensor of no prepared model, and there
+is nothing to divide; the finding says so.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class LearntTensors(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         if not self._shards_data:
+            self._unfed_optimized()
             return
         step_reads = self._step_reads
         for key, created in self._created.items():
@@ -110,6 +115,31 @@ class LearntTensors(Rule):
                 "file was migrated: a training setup is migrated whole or not at all "
                 f"(sharding its data while the gradient of `{name}` is not averaged "
                 "would train a different copy in each process)",
+            )
+
+    def _unfed_optimized(self) -> None:
+        """A tensor of no module that an optimizer steps, where no loader is
+        sharded (neural-style-pt's ``img = nn.Parameter(img)``, optimised by
+        ``optim.LBFGS([img])``): every process would compute the same gradient,
+        but the optimizer would be prepared, and the runtime refuses to step a
+        parameter of no prepared model. Nothing is divided: the file is left
+        as it is, and the finding says so."""
+        for key, created in self._created.items():
+            trained = self._optimizer_of(key)
+            if trained is None:
+                continue
+            name = key[1]
+            self.block(
+                created,
+                f"`{name}` is a tensor this script trains outside any nn.Module "
+                f"(`{snippet(created)}`, line {self._line(created)}; {trained}), and "
+                "no data loader feeds the training: every process would run the "
+                f"same optimisation of `{name}` from the same data (the work of "
+                "one, N times over; an image optimised by style transfer, a "
+                "curve fitted to fixed points), and the runtime refuses, at the "
+                "first step, an optimizer that updates a tensor of no prepared "
+                "model. There is nothing to divide between processes: run it as "
+                "one process. Nothing in this file was migrated",
             )
 
     def _line(self, node: cst.CSTNode) -> int:
@@ -250,8 +280,24 @@ class LearntTensors(Rule):
                 found.add(key)
                 if depth < _DEPTH:
                     values = [*self.index.values.get(key, ()), *extra.get(key, ())]
+                    values += self._passed_for(key)
                     todo += [(v, depth + 1) for v in values if v is not None]
         return found
+
+    def _passed_for(self, key: Key) -> list[cst.BaseExpression]:
+        """What the callers of a local function pass for its parameter ``key``
+        (neural-style-pt's ``setup_optimizer(img)`` builds ``LBFGS([img])``)."""
+        passed: list[cst.BaseExpression] = []
+        for function in self._functions:
+            if self.index.function_scope_key(function, key[1]) != key:
+                continue
+            for site in self.index.call_sites(function):
+                passed += [arg for k, arg in self.index.arguments(site) if k == key]
+        return passed
+
+    @cached_property
+    def _functions(self) -> list[cst.FunctionDef]:
+        return findall(self.index.module, m.FunctionDef())  # type: ignore[return-value]
 
     @cached_property
     def _extra(self) -> dict[Key, list[cst.BaseExpression]]:
