@@ -346,7 +346,9 @@ def _template(node: cst.BaseExpression) -> str | None:
         left, right = _template(node.left), _template(node.right)
         if left is None and right is None:
             return None
-        return (left if left is not None else "{}") + (right if right is not None else "{}")
+        return (left if left is not None else "{}") + (
+            right if right is not None else "{}"
+        )
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
         text = string_value(node.left)
         if text is not None:

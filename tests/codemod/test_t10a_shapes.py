@@ -94,7 +94,9 @@ def test_a_templated_save_handed_to_a_loader_of_another_module_is_fenced(
 def test_another_template_is_not_the_saved_file(tmp_path: Path, load_path: str) -> None:
     output, findings = _migrate(
         tmp_path,
-        SR_MAIN.format(save_path='"model_epoch_{}.pth".format(epoch)', load_path=load_path),
+        SR_MAIN.format(
+            save_path='"model_epoch_{}.pth".format(epoch)', load_path=load_path
+        ),
     )
     assert "accel.barrier()" not in output
     assert not any("loaded again" in f for f in findings)
@@ -206,8 +208,82 @@ def test_a_tensor_optimised_with_no_loader_blocks_the_file(tmp_path: Path) -> No
 
 
 def test_a_tensor_no_optimizer_steps_does_not_block(tmp_path: Path) -> None:
-    source = STYLE.replace("    optimizer.step(feval)\n", "    feval()\n").replace(
-        "    optimizer = setup_optimizer(img)\n", "    optimizer = None\n"
-    ).replace("        optimizer.zero_grad()\n", "")
+    source = (
+        STYLE.replace("    optimizer.step(feval)\n", "    feval()\n")
+        .replace("    optimizer = setup_optimizer(img)\n", "    optimizer = None\n")
+        .replace("        optimizer.zero_grad()\n", "")
+    )
     _, findings = _migrate(tmp_path, source)
     assert not any(f.startswith("AM031") for f in findings)
+
+
+DEIT = """\
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+
+from dist_utils import get_rank, get_world_size, is_main_process
+
+
+def local_world_size():
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def main(lr, batch_size, seed):
+    torch.manual_seed(seed + get_rank())
+    model = torch.nn.Linear(4, 1)
+    scaled = lr * batch_size * {world} / 512.0
+    optimizer = torch.optim.SGD(model.parameters(), lr=scaled)
+    for x in DataLoader(torch.randn(8, 4), batch_size=batch_size):
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+    if is_main_process():
+        torch.save(model.state_dict(), "ckpt.pth")
+
+
+main(0.1, 4, 0)
+"""
+
+DIST_UTILS = """\
+import torch.distributed as dist
+
+
+def is_dist_avail_and_initialized():
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_world_size():
+    if not is_dist_avail_and_initialized():
+        return 1
+    return dist.get_world_size()
+
+
+def get_rank():
+    if not is_dist_avail_and_initialized():
+        return 0
+    return dist.get_rank()
+
+
+def is_main_process():
+    return get_rank() == 0
+"""
+
+
+@pytest.mark.parametrize("world", ["get_world_size()", "local_world_size()"])
+def test_a_world_size_and_a_seeded_rank_are_reported(
+    tmp_path: Path, world: str
+) -> None:
+    (tmp_path / "dist_utils.py").write_text(DIST_UTILS)
+    _, findings = _migrate(tmp_path, DEIT.replace("{world}", world))
+    am046 = [f for f in findings if f.startswith("AM046 needs-review")]
+    assert any(
+        f"`{world}` asks torch.distributed for the process group's world size" in f
+        for f in am046
+    ), findings
+    assert any(
+        "`get_rank()` asks torch.distributed for the process group's rank" in f
+        for f in am046
+    ), findings
+    assert not any("is_main_process" in f for f in am046)
+    assert len(am046) == 2

@@ -30,6 +30,14 @@ the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,
 subgraph of a Cluster-GCN or GraphSAINT-style node batch, which a graph
 convolution then mixes the batch's samples with (and whose degrees normalise it).
 
+Also, in a training step, a tensor of the step's batch moved along dimension
+0: ``torch.roll(images, n)`` without ``dims`` (the flattened batch rolls across
+its samples) or over dimension 0, ``x.flip(0)``, ``torch.flip(x, [0])``
+(PatrickHua/SimSiam's stream fork pairs each frame with the one before it,
+``images1 = torch.roll(images, args.n_offset)``): each process moves only its
+own share's values, so the samples at the ends of each share are paired with
+others than the original's.
+
 A model of a local module whose forward (or a layer class it builds) unpacks
 an RNN's output with ``pad_packed_sequence`` to the longest sequence of its
 batch (no ``total_length``, or one taken from ``lengths.max()``: BiDAF-pytorch's
@@ -335,8 +343,10 @@ def _moving_samples(
         if dims is None:
             return receiver  # no dims: rolls the flattened tensor
     elif dims is None and positional:
-        dims = positional[0] if len(positional) == 1 else cst.List(
-            [cst.Element(p) for p in positional]
+        dims = (
+            positional[0]
+            if len(positional) == 1
+            else cst.List([cst.Element(p) for p in positional])
         )
     if dims is None or not _over_first(dims):
         return None

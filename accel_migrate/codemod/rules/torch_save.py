@@ -29,6 +29,11 @@ process; only the write is the main process's. When the script loads the same
 file again further down, or in another function (which may run after the save
 whatever its line: philipperemy/n-beats' ``load(net, optimiser)``, defined above
 ``save(...)``, resumes each chunk of training from what the last one saved),
+or hands a path that may name it to a function or class of the project (two
+paths built from one template are taken for the same file:
+pytorch/examples super_resolution saves ``"model_epoch_{}.pth".format(epoch)``
+and hands ``"model_epoch_{}.pth".format(opt.nEpochs)`` to super_resolve.py,
+which loads it),
 ``accel.barrier()`` follows the save so that no process reads it before it is
 written (needs-review where only some processes reach the
 save, and where a test of the file system decides whether it runs, ``if not
