@@ -6,6 +6,7 @@ part that reads the batch's calls across its files."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .project_facts import CallSite
@@ -24,6 +25,7 @@ class BatchLibraries:
     _callers: dict[Target, tuple[CallSite, ...]] | None
     _library: dict[str, bool]
     _pending: set[tuple[Target, tuple[str, ...]]]
+    _display: Callable[[str, str], str]
 
     def _library_for(
         self, real: str, callers: tuple[tuple[str, tuple[CallSite, ...]], ...]
@@ -31,7 +33,9 @@ class BatchLibraries:
         if not self.migrated_library(real):
             return ()
         files = {site.file for _, sites in callers for site in sites}
-        return tuple(sorted(files or self._derived_trainers(real)))
+        if not files:  # shown as the callers' files are (``CallSite.file``)
+            files = {self._display(f, real) for f in self._derived_trainers(real)}
+        return tuple(sorted(files))
 
     def batch_trains(self, path: str) -> bool:
         """Is ``path`` a file of this batch that runs a backward of its own (a

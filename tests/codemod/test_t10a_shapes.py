@@ -287,3 +287,63 @@ def test_a_world_size_and_a_seeded_rank_are_reported(
     ), findings
     assert not any("is_main_process" in f for f in am046)
     assert len(am046) == 2
+
+
+BASE = """\
+import torch
+
+
+class NetworkTrainer:
+    def __init__(self):
+        self.epoch = 0
+
+    def run_training(self, epochs):
+        while self.epoch < epochs:
+            loss = self.run_iteration()
+            print("epoch", self.epoch, "loss", loss)
+            torch.save(self.network.state_dict(), "model_latest.model")
+            self.epoch += 1
+"""
+
+TRAINER = """\
+import torch
+from torch.utils.data import DataLoader
+
+from base import NetworkTrainer
+
+
+class Trainer(NetworkTrainer):
+    def __init__(self):
+        super().__init__()
+        self.network = torch.nn.Linear(4, 1)
+        self.optimizer = torch.optim.SGD(self.network.parameters(), lr=0.1)
+        self.loader = DataLoader(torch.randn(8, 4), batch_size=4)
+
+    def run_iteration(self):
+        for x in self.loader:
+            self.optimizer.zero_grad()
+            loss = self.network(x).pow(2).mean()
+            loss.backward()
+            self.optimizer.step()
+        return loss.item()
+"""
+
+
+def test_the_base_module_of_a_batch_trainer_is_migrated_for_it(tmp_path: Path) -> None:
+    """nnU-Net: nnUNetTrainer(NetworkTrainer) trains; the base's run_training
+    prints and saves on every process unless its module is migrated too."""
+    from accel_migrate.codemod import MigrateOptions
+    from accel_migrate.codemod.project_view import ProjectView
+
+    base, trainer = tmp_path / "base.py", tmp_path / "trainer.py"
+    base.write_text(BASE)
+    trainer.write_text(TRAINER)
+    view = ProjectView([str(base), str(trainer)])
+    assert view.facts_for(str(base)).library_for == ("trainer.py",)
+    result = migrate_source(
+        BASE, str(base), MigrateOptions(project=view.facts_for(str(base)))
+    )
+    assert 'accel.print("epoch", self.epoch, "loss", loss)' in result.output
+    assert "accel.save(" in result.output
+    alone = ProjectView([str(base)])
+    assert alone.facts_for(str(base)).library_for == ()
