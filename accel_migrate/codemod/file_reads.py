@@ -9,6 +9,7 @@ code; a string path is compared without the suffix numpy adds.
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -277,3 +278,79 @@ def path_key(path: cst.BaseExpression) -> str:
     for suffix in _NUMPY_SUFFIXES:
         value = value.removesuffix(suffix)
     return repr(value)
+
+
+_FIELD = re.compile(r"\{[^{}]*\}")
+_PERCENT = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdifgeErx]")
+
+
+def path_template(index: ModuleIndex, path: cst.BaseExpression) -> str | None:
+    """The family of files a path built from a template names, with each field
+    as ``{}``: ``"model_epoch_{}.pth"`` for ``"model_epoch_{}.pth".format(epoch)``,
+    ``f"model_epoch_{n}.pth"``, ``"model_epoch_" + str(n) + ".pth"``, or a
+    variable only ever set to one of them. pytorch/examples' super_resolution
+    saves ``"model_epoch_{}.pth".format(epoch)`` in ``checkpoint(epoch)`` and
+    loads ``"model_epoch_{}.pth".format(opt.nEpochs)``: the two codes differ,
+    the file may be the same. None for a path with no literal text or no field
+    (a plain string is compared by its code)."""
+    if isinstance(path, cst.Name):
+        key = index.key(path)
+        values = index.values.get(key, []) if key is not None else []
+        if len(values) != 1 or values[0] is None or isinstance(values[0], cst.Name):
+            return None
+        path = values[0]
+    text = _template(path)
+    if text is None or "{}" not in text or not text.replace("{}", ""):
+        return None
+    return text
+
+
+def same_template(
+    index: ModuleIndex, a: cst.BaseExpression, b: cst.BaseExpression
+) -> bool:
+    """May the paths ``a`` and ``b`` name the same file by their templates: both
+    built from one template (``path_template``), or one a string the other's
+    template spells (``"model_epoch_2.pth"`` for ``"model_epoch_{}.pth"``)?"""
+    first, second = path_template(index, a), path_template(index, b)
+    if first is not None and first == second:
+        return True
+    for template, other in ((first, b), (second, a)):
+        text = string_value(other)
+        if template is not None and text is not None:
+            pattern = ".+".join(re.escape(part) for part in template.split("{}"))
+            if re.fullmatch(pattern, text):
+                return True
+    return False
+
+
+def _template(node: cst.BaseExpression) -> str | None:
+    value = string_value(node)
+    if value is not None:
+        return _FIELD.sub("{}", value.replace("{{", "").replace("}}", ""))
+    if isinstance(node, cst.FormattedString):
+        parts = []
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                parts.append(part.value.replace("{{", "").replace("}}", ""))
+            else:
+                parts.append("{}")
+        return "".join(parts)
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "format"
+        and string_value(node.func.value) is not None
+    ):
+        return _template(node.func.value)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        left, right = _template(node.left), _template(node.right)
+        if left is None and right is None:
+            return None
+        return (left if left is not None else "{}") + (
+            right if right is not None else "{}"
+        )
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        text = string_value(node.left)
+        if text is not None:
+            return _PERCENT.sub("{}", text.replace("%%", ""))
+    return None

@@ -30,6 +30,10 @@ _WRITERS = frozenset(
 _PRINTS = frozenset({"builtins.print", "sys.stdout.write", "sys.stderr.write"})
 _FLUSHES = frozenset({"sys.stdout.flush", "sys.stderr.flush"})
 _COLLECTIVE_PREFIXES = ("torch.distributed.", "accel_migrate.runtime.")
+#: What a process asks torch.distributed about the group it belongs to.
+_GROUP_QUERIES = frozenset(
+    {"torch.distributed.get_world_size", "torch.distributed.get_rank"}
+)
 #: Calls that change nothing (what an effects-only helper may also do).
 _PURE_PREFIXES = ("os.path.", "time.", "datetime.", "math.", "json.dumps", "str.")
 _PURE_BUILTINS = frozenset(
@@ -54,6 +58,9 @@ class _Effects:
         self.writes: set[str] = set()
         self.prints = False
         self.collectives = False
+        #: What it asks torch.distributed about the process group
+        #: (``get_world_size``, ``get_rank``), here or in what it calls.
+        self.queries: set[str] = set()
         self.pure = True
         #: Names (and ``self.x`` attributes) bound to a file opened here.
         self.handles: set[str] = set()
@@ -133,6 +140,8 @@ class _Effects:
             if target in _FLUSHES or target in _PURE_BUILTINS:
                 return
             if target.startswith(_COLLECTIVE_PREFIXES):
+                if target in _GROUP_QUERIES:
+                    self.queries.add(target.rsplit(".", 1)[1])
                 self.collectives = True
                 self.pure = False
                 return
@@ -148,6 +157,7 @@ class _Effects:
             self.writes.update(fact.writes)
             self.prints = self.prints or fact.prints
             self.collectives = self.collectives or fact.collectives
+            self.queries.update(fact.group_queries)
             if not fact.effects_only:
                 self.pure = False
             return

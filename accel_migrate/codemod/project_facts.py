@@ -304,6 +304,11 @@ class HelperFact:
     method_writes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     prints: bool = False
     collectives: bool = False
+    #: For a function: what it asks torch.distributed about the process group,
+    #: itself or through the helpers it calls (``get_world_size``,
+    #: ``get_rank``): DeiT's ``utils.get_world_size()``, 1 where no process
+    #: group is initialised (AM046).
+    group_queries: tuple[str, ...] = ()
     effects_only: bool = False
 
     @property

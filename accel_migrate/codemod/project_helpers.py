@@ -432,6 +432,7 @@ class HelperFacts(ReturnKinds):
             writes=tuple(sorted(effects.writes)),
             prints=effects.prints,
             collectives=effects.collectives,
+            group_queries=tuple(sorted(effects.queries)),
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
             trains=function_trains_handed(function, self.scan.functions)

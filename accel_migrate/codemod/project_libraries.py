@@ -6,6 +6,7 @@ part that reads the batch's calls across its files."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .project_facts import CallSite
@@ -24,13 +25,17 @@ class BatchLibraries:
     _callers: dict[Target, tuple[CallSite, ...]] | None
     _library: dict[str, bool]
     _pending: set[tuple[Target, tuple[str, ...]]]
+    _display: Callable[[str, str], str]
 
     def _library_for(
         self, real: str, callers: tuple[tuple[str, tuple[CallSite, ...]], ...]
     ) -> tuple[str, ...]:
         if not self.migrated_library(real):
             return ()
-        return tuple(sorted({site.file for _, sites in callers for site in sites}))
+        files = {site.file for _, sites in callers for site in sites}
+        if not files:  # shown as the callers' files are (``CallSite.file``)
+            files = {self._display(f, real) for f in self._derived_trainers(real)}
+        return tuple(sorted(files))
 
     def batch_trains(self, path: str) -> bool:
         """Is ``path`` a file of this batch that runs a backward of its own (a
@@ -72,8 +77,12 @@ class BatchLibraries:
 
     def _migrated_library(self, path: str) -> bool:
         callers = self._callers_of_file(path)
-        if self.batch_trains(path) or not callers:
+        if self.batch_trains(path):
             return False
+        if not callers:
+            return bool(self._derived_trainers(path)) and not self._calls_collectives(
+                path
+            )
         roots = roots_of(path, self.base)
         scan = self._scan(path, roots)
         facts = {
@@ -92,6 +101,33 @@ class BatchLibraries:
             and not fact.returns
             and not fact.effects_only
             for name in called
+        )
+
+    def _derived_trainers(self, path: str) -> tuple[str, ...]:
+        """The training files of the batch that define a class whose base is a
+        class of ``path`` (nnU-Net's ``nnUNetTrainer(NetworkTrainer)``, whose
+        inherited ``run_training`` loop prints, logs and saves checkpoints on
+        every process). The base's methods run in their training: its writes
+        and prints are made main-process ones in its own file."""
+        found: list[str] = []
+        for other in sorted(self.scripts):
+            if other == path or not self.batch_trains(other):
+                continue
+            scan = self._scan(other, roots_of(other, self.base))
+            for cls in scan.classes.values():
+                for base in cls.bases:
+                    target = _base_target(scan.names, base)
+                    if target is not None and target[0] == path and target[1]:
+                        found.append(other)
+        return tuple(dict.fromkeys(found))
+
+    def _calls_collectives(self, path: str) -> bool:
+        roots = roots_of(path, self.base)
+        scan = self._scan(path, roots)
+        return any(
+            (fact := self._fact((path, name), roots, "")) is not None
+            and fact.collectives
+            for name in [*scan.functions, *scan.classes]
         )
 
     def _callers_of_file(
@@ -151,3 +187,16 @@ def _handed_a_loader(sites: tuple[CallSite, ...]) -> bool:
     """Does every one of a function's calls hand one same parameter a loader?"""
     first = {name for name, kind in sites[0].arguments if kind == "loader"}
     return any(all(site.kind(name) == "loader" for site in sites) for name in first)
+
+
+def _base_target(names: dict[str, str | Target], base: ast.expr) -> Target | None:
+    """The local class a class statement's base names: ``NetworkTrainer``
+    imported from its module, or ``network_trainer.NetworkTrainer``."""
+    if isinstance(base, ast.Name):
+        found = names.get(base.id)
+        return found if isinstance(found, tuple) else None
+    if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
+        module = names.get(base.value.id)
+        if isinstance(module, tuple) and not module[1]:
+            return (module[0], base.attr)
+    return None

@@ -96,6 +96,7 @@ def test_without_a_data_loader_an_optimizer_over_it_is_still_reported() -> None:
     assert (finding.line, finding.status) == (5, "needs-review")
     assert "No data loader this file shards feeds it" in finding.message
     assert "UnpreparedParametersError" in finding.message
+    assert "nothing to divide between processes" in finding.message
     assert "`model.w = nn.Parameter(...)`" in finding.message
 
 

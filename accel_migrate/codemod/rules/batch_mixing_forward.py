@@ -30,6 +30,14 @@ the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,
 subgraph of a Cluster-GCN or GraphSAINT-style node batch, which a graph
 convolution then mixes the batch's samples with (and whose degrees normalise it).
 
+Also, in a training step, a tensor of the step's batch moved along dimension
+0: ``torch.roll(images, n)`` without ``dims`` (the flattened batch rolls across
+its samples) or over dimension 0, ``x.flip(0)``, ``torch.flip(x, [0])``
+(PatrickHua/SimSiam's stream fork pairs each frame with the one before it,
+``images1 = torch.roll(images, args.n_offset)``): each process moves only its
+own share's values, so the samples at the ends of each share are paired with
+others than the original's.
+
 A model of a local module whose forward (or a layer class it builds) unpacks
 an RNN's output with ``pad_packed_sequence`` to the longest sequence of its
 batch (no ``total_length``, or one taken from ``lengths.max()``: BiDAF-pytorch's
@@ -123,6 +131,7 @@ class BatchMixingForward(Rule):
         self._batch_mixing_model(node)
         self._share_padded_model(node)
         self._contraction(node)
+        self._moved_samples(node)
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
             return
@@ -227,6 +236,31 @@ class BatchMixingForward(Rule):
             if_migrated=True,
         )
 
+    def _moved_samples(self, node: cst.Call) -> None:
+        """``torch.roll(images, n)`` (no ``dims``: the batch is flattened) or
+        over dimension 0, ``x.flip(0)``, of a value of a training step's batch:
+        PatrickHua/SimSiam's stream fork pairs each frame with the one before
+        it, ``images1 = torch.roll(images, args.n_offset)``."""
+        receiver = _moving_samples(node, self.qualnames)
+        if receiver is None:
+            return
+        steps = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
+        if not steps or not reads_step_value(self.index, receiver, steps[0][0]):
+            return
+        self.report(
+            node,
+            "needs-review",
+            f"`{snippet(node)}` moves values between the samples of this step's "
+            "batch (a roll without dims rolls the flattened batch; over dimension "
+            "0, or a flip of it, it pairs each sample with another): after "
+            "migration each process does it to its own share of the batch, so "
+            "the samples at the ends of each share get other values than the "
+            "original's and the losses will not match (do it where the whole "
+            "batch is, before the loader shards it: in the dataset or a "
+            "collate_fn, or skip this if dimension 0 is not the batch here)",
+            if_migrated=True,
+        )
+
     def _stepped_forward(self, node: cst.Call) -> tuple[str, str] | None:
         found = stepped_method(self.index, node)
         return (found[0].name.value, found[1].name.value) if found else None
@@ -272,6 +306,51 @@ def _paired_index(
     if not all(_full(s) for s in inner[1:]):
         return None
     return columns if inner[0].value.deep_equals(columns) else None
+
+
+def _moving_samples(
+    call: cst.Call, qualnames: Callable[[cst.CSTNode], set[str]]
+) -> cst.BaseExpression | None:
+    """The tensor ``call`` moves along dimension 0: ``torch.roll(x, n)`` or
+    ``x.roll(n)`` without dims (the flattened tensor rolls across its rows), or
+    with dims holding 0; ``torch.flip(x, [0])`` or ``x.flip(0)``. None for
+    anything else."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("roll", "flip"):
+        return None
+    name = func.attr.value
+    function_form = bool(qualnames(func) & {f"torch.{name}"})
+    if function_form:
+        if not call.args or call.args[0].star:
+            return None
+        receiver, rest = call.args[0].value, call.args[1:]
+    elif qualnames(func.value) & {"torch"}:
+        return None
+    else:
+        receiver, rest = func.value, call.args
+    dims = None
+    positional = []
+    for arg in rest:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            positional.append(arg.value)
+        elif arg.keyword.value in ("dims", "dim"):
+            dims = arg.value
+    if name == "roll":
+        if dims is None and len(positional) > 1:
+            dims = positional[1]
+        if dims is None:
+            return receiver  # no dims: rolls the flattened tensor
+    elif dims is None and positional:
+        dims = (
+            positional[0]
+            if len(positional) == 1
+            else cst.List([cst.Element(p) for p in positional])
+        )
+    if dims is None or not _over_first(dims):
+        return None
+    return receiver
 
 
 def _full(part: cst.BaseSlice) -> bool:

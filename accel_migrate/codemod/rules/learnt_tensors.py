@@ -59,6 +59,11 @@ taken that tensor over, for example by averaging its gradient with
 penalty, an adversarial perturbation) is data, not a learnt tensor, and is left
 alone; so is one no data loader feeds and no optimizer steps, updated by hand
 (every process computes the same gradient, and no prepared optimizer holds it).
+One no data loader feeds that an optimizer steps (neural-style-pt's
+``img = nn.Parameter(img)`` optimised by ``optim.LBFGS([img])``, SAC's
+temperature) blocks the file too: the runtime refuses a prepared optimizer's
+tensor of no prepared model, and where nothing is sharded there is nothing
+to divide; the finding says so.
 """
 
 from __future__ import annotations
@@ -125,15 +130,17 @@ class LearntTensors(Rule):
         return (
             f"`{name}` is a tensor this script trains outside any nn.Module "
             f"(`{snippet(created)}`, line {self._line(created)}; {stepped}). No "
-            "data loader this file shards feeds it, but once migrated that "
-            "optimizer is prepared (accel.prepare_optimizer), and the runtime "
-            "refuses, at its first step, a tensor that belongs to no prepared "
-            "model (UnpreparedParametersError): nothing would average its "
-            "gradient across the processes. Make it an nn.Parameter of a module "
-            f"the script prepares (`model.{_bare(name)} = nn.Parameter(...)` before "
-            "accel.prepare_model(...), or a small nn.Module that holds it) and "
-            "migrate again. Nothing in this file was migrated: a training setup is "
-            "migrated whole or not at all"
+            "data loader this file shards feeds it: every process would run the "
+            f"same optimisation of `{name}`, and once migrated that optimizer is "
+            "prepared (accel.prepare_optimizer), and the runtime refuses, at its "
+            "first step, a tensor that belongs to no prepared model "
+            "(UnpreparedParametersError). Where there is nothing to divide between "
+            "processes (an image optimised by style transfer, a curve fitted to "
+            "fixed points), run it as one process; otherwise make it an "
+            "nn.Parameter of a module the script prepares (`model."
+            f"{_bare(name)} = nn.Parameter(...)` before accel.prepare_model(...), "
+            "or a small nn.Module that holds it) and migrate again. Nothing in this "
+            "file was migrated: a training setup is migrated whole or not at all"
         )
 
     def _line(self, node: cst.CSTNode) -> int:
@@ -284,8 +291,24 @@ class LearntTensors(Rule):
                 found.add(key)
                 if depth < _DEPTH:
                     values = [*self.index.values.get(key, ()), *extra.get(key, ())]
+                    values += self._passed_for(key)
                     todo += [(v, depth + 1) for v in values if v is not None]
         return found
+
+    def _passed_for(self, key: Key) -> list[cst.BaseExpression]:
+        """What the callers of a local function pass for its parameter ``key``
+        (neural-style-pt's ``setup_optimizer(img)`` builds ``LBFGS([img])``)."""
+        passed: list[cst.BaseExpression] = []
+        for function in self._functions:
+            if self.index.function_scope_key(function, key[1]) != key:
+                continue
+            for site in self.index.call_sites(function):
+                passed += [arg for k, arg in self.index.arguments(site) if k == key]
+        return passed
+
+    @cached_property
+    def _functions(self) -> list[cst.FunctionDef]:
+        return findall(self.index.module, m.FunctionDef())  # type: ignore[return-value]
 
     @cached_property
     def _extra(self) -> dict[Key, list[cst.BaseExpression]]:

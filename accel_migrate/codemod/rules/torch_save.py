@@ -29,6 +29,11 @@ process; only the write is the main process's. When the script loads the same
 file again further down, or in another function (which may run after the save
 whatever its line: philipperemy/n-beats' ``load(net, optimiser)``, defined above
 ``save(...)``, resumes each chunk of training from what the last one saved),
+or hands a path that may name it to a function or class of the project (two
+paths built from one template are taken for the same file:
+pytorch/examples super_resolution saves ``"model_epoch_{}.pth".format(epoch)``
+and hands ``"model_epoch_{}.pth".format(opt.nEpochs)`` to super_resolve.py,
+which loads it),
 ``accel.barrier()`` follows the save so that no process reads it before it is
 written (needs-review where only some processes reach the
 save, and where a test of the file system decides whether it runs, ``if not
@@ -54,6 +59,7 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..file_changes import argument
+from ..file_reads import path_template, same_template
 from ..file_tests import file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
@@ -211,7 +217,7 @@ class TorchSave(Rule):
             leading_lines=updated_node.leading_lines,
             trailing_whitespace=line.trailing_whitespace,
         )
-        if not self._read_again(path, save):
+        if not (self._read_again(path, save) or self._handed_on(save, path)):
             return statement
         if self._under_file_test(save, original_node):
             return statement
@@ -273,16 +279,18 @@ class TorchSave(Rule):
             for call in self.index.calls
             if self.is_call_to(call, _LOAD) and (path := argument(call, 0, "f"))
         ]
-        if not load_calls:
-            return set()  # nothing is loaded: no tree's positions are needed
+        saves = [c for c in self.index.calls if self.is_call_to(c, _SAVE)]
+        if not load_calls and not any(
+            (t := _target(c)) is not None and path_template(self.index, t) is not None
+            for c in saves
+        ):
+            return set()  # nothing is read back: no tree's positions are needed
         loads = [
             (self.get_metadata(PositionProvider, call).start.line, path)
             for call, path in load_calls
         ]
         found = set()
-        for call in self.index.calls:
-            if not self.is_call_to(call, _SAVE):
-                continue
+        for call in saves:
             target = _target(call)
             if target is None or self._in_memory(target):
                 continue
@@ -293,15 +301,43 @@ class TorchSave(Rule):
                 (later > line or self._loaded_elsewhere(load, call))
                 and self._same_file(target, path)
                 for (later, path), (load, _) in zip(loads, load_calls, strict=True)
-            ):
+            ) or self._handed_on(call, target):
                 found.add(call)
         return found
 
-    def _same_file(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-        code = cst.Module([]).code_for_node
-        if code(a) != code(b):
+    def _handed_on(self, save: cst.Call, target: cst.BaseExpression) -> bool:
+        """Is a path that may name the saved file handed, after the save (or from
+        another function), to a function or class of the project, which may load
+        it? pytorch/examples' super_resolution pickles the model to
+        ``"model_epoch_{}.pth".format(epoch)`` in ``checkpoint(epoch)`` and
+        hands ``"model_epoch_{}.pth".format(opt.nEpochs)`` to super_resolve.py,
+        whose ``torch.load`` the other processes would run before the main
+        process has written the file. A barrier after a save that every process
+        reaches costs one wait where the path is handed to a function that does
+        not read it."""
+        if path_template(self.index, target) is None:
             return False
-        return not isinstance(a, cst.Name) or self.index.key(a) == self.index.key(b)
+        line = self.get_metadata(PositionProvider, save).start.line
+        for other in self.index.calls:
+            if other is save or not (
+                self.index.callee(other) is not None
+                or self.index.helper(other.func) is not None
+            ):
+                continue
+            later = self.get_metadata(PositionProvider, other).start.line
+            if not (later > line or self._loaded_elsewhere(other, save)):
+                continue
+            if any(self._same_file(target, arg.value) for arg in other.args):
+                return True
+        return False
+
+    def _same_file(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+        """The same path code (the same variable), or two paths built from one
+        template (``path_template``): they may name the same file."""
+        code = cst.Module([]).code_for_node
+        if code(a) == code(b):
+            return not isinstance(a, cst.Name) or self.index.key(a) == self.index.key(b)
+        return same_template(self.index, a, b)
 
     def leave_SimpleStatementLine(
         self,
