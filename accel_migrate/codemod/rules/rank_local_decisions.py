@@ -94,7 +94,11 @@ assignment) is not reported; a later decision on the assigned value is. A save
 under a condition on the clock (``if time.time() - start > 3600: torch.save(...)``)
 is not reported: the main process's clock decides as the original's did (AM011
 reports the state dict's collective under FSDP there); an exit or a collective
-under it is. Only the
+under it is. Nor is a save under the runtime's own test of the process,
+``if accel.is_main_process():`` (AM046 writes it for a DDP-ready script's
+``if rank == 0:`` that only writes output, or a second run meets it): that is
+where one process's writes belong; a collective or an exit under it is
+reported, as being true on one process only. Only the
 outermost rank-dependent condition of a nest is reported. The analysis errs
 towards rank-dependent (see ``codemod/divergence.py``), so a value that is the
 same on every process for a reason the analysis does not see is reported too.

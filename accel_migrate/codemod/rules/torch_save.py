@@ -34,7 +34,11 @@ written (needs-review where only some processes reach the
 save, and where a test of the file system decides whether it runs, ``if not
 os.path.exists(INIT): torch.save(...)``, here or around a call of its function:
 a process that tests after the main process has written skips the branch, so
-the barrier belongs before the test). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
+the barrier belongs before the test; where that test is an ``if`` statement
+every process reaches alike, ``accel.barrier()`` follows the whole ``if``
+instead, fixed: every process reaches it whatever its own test says, and the
+main process has written the file before any goes on. Not where the saved
+object is built under the test by a collective, a state dict under FSDP). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
 process has its own buffer and reads it back.
 
 A save into a file the script opens from a path, ``with open(path, "wb") as f:
