@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 
 #: The end of every blocking message of AM004.
+#: Methods that hand back the module they are called on.
+_SAME_MODULE = frozenset(
+    {"train", "eval", "to", "cuda", "cpu", "float", "half", "double"}
+)
 ALL_OR_NOTHING = (
     ". Nothing in this file was migrated: a training setup is migrated whole or "
     "not at all (sharding its data and rewriting its backward without preparing "
@@ -148,13 +152,16 @@ class AllOrNothing:
             if fact.batch_migrated:
                 self._block_unprepared_handed(call, fact)
                 continue
+            model = self._model_named(call, fact, "the model")
             self.block(
                 call,
                 f"`{snippet(call)}` hands its arguments to {fact.where}, which "
-                f"trains with them there: {fact.trains}. accel-migrate migrates a "
-                "training setup one file at a time and does not prepare a model "
-                f"across files, so {fact.file} is not migrated for this model; wrap "
-                "the model with accel.prepare_model(...) where it is built, and in "
+                f"trains with them there: {fact.trains}. The backward that trains "
+                f"{model} is in {fact.file}, which migrating this file alone reads "
+                "but does not write (a file's local imports are read, never "
+                f"written), so preparing {model} here would leave that backward "
+                f"unmigrated: {model} is not prepared, nor is anything else. Wrap "
+                f"{model} with accel.prepare_model(...) where it is built, and in "
                 f"{fact.file} its optimizer with accel.prepare_optimizer(...), the "
                 "loader with accel.prepare_dataloader(...), the backward with "
                 "accel.backward(...), and make the loss it hands back global "
@@ -211,6 +218,18 @@ class AllOrNothing:
         """What ``call`` hands the parameter ``fact`` trains (None: not shown)."""
         return _argument(call, *fact.trained_parameter)
 
+    def _model_named(self, call: cst.Call, fact: HelperFact, otherwise: str) -> str:
+        """The model ``call`` hands ``fact``'s trained parameter, as a finding
+        names it: `GD`, `model` for ``model.train()`` or ``model.to(device)``."""
+        handed = self._handed_model(call, fact)
+        while (
+            isinstance(handed, cst.Call)
+            and isinstance(handed.func, cst.Attribute)
+            and handed.func.attr.value in _SAME_MODULE
+        ):
+            handed = handed.func.value
+        return f"`{snippet(handed)}`" if handed is not None else otherwise
+
     def _handed_prepared(self, call: cst.Call, fact: HelperFact) -> bool:
         """Does this file prepare the model it hands a function of a training
         file of this batch that trains it (``train_one_epoch(model, optimizer,
@@ -226,13 +245,15 @@ class AllOrNothing:
         batch that trains the model it is handed, where nothing in this file
         shows that model trained (its optimizer is built over there): this file
         would not prepare it, so it is left whole, and that file with it (AM103)."""
+        model = self._model_named(call, fact, "a model")
         self.block(
             call,
-            f"`{snippet(call)}` hands a model to {fact.where}, which trains it "
+            f"`{snippet(call)}` hands {model} to {fact.where}, which trains it "
             f"there: {fact.trains}; no optimizer built in this file receives its "
-            "parameters (one that a function of another module builds over it "
-            "is not followed), so accel-migrate cannot show here that it is "
-            f"trained and does not prepare it, while {fact.file} counts on its "
+            "parameters (one that another module builds over them, in a function "
+            "or in the model class's own methods, is not followed), so "
+            f"accel-migrate cannot show here that {model} is trained and does not "
+            f"prepare it, while {fact.file} counts on its "
             "callers to prepare the models they hand it. Wrap the model with "
             "accel.prepare_model(...) where it is built, and its optimizer with "
             "accel.prepare_optimizer(...) where that is built" + ALL_OR_NOTHING,
@@ -292,9 +313,11 @@ class AllOrNothing:
         self.block(
             call,
             f"`{snippet(call)}` builds {fact.where}, which trains models of its "
-            f"own there: {fact.trains_own}. accel-migrate migrates a training "
-            "setup one file at a time and does not prepare models across files, so "
-            f"{fact.file} is not migrated; in {fact.trains_in or fact.file} wrap "
+            f"own there: {fact.trains_own}. The models it trains and their "
+            f"optimizers are built inside it, in {fact.trains_in or fact.file}, "
+            "which migrating this file reads but does not write, and this file "
+            "builds no model or optimizer of that training to prepare: nothing of "
+            f"it is prepared. In {fact.trains_in or fact.file} wrap "
             "each model it "
             "builds with accel.prepare_model(...) and each optimizer with "
             "accel.prepare_optimizer(...), and its backward with "

@@ -49,6 +49,9 @@ from .rank_local_calls import (
 )
 from .subtrees import findall
 
+#: The runtime's tests of which process this is.
+MAIN_PROCESS_TESTS = ("is_main_process", "is_local_main_process")
+
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
 
@@ -269,7 +272,12 @@ class Divergence(DivergenceQueries):
                 tainted = self._small(small, tainted)
             return tainted
         if isinstance(node, cst.If):
-            if self._tainted(node.test, tainted):
+            # A test of the runtime's choice of a process (``if
+            # accel.is_main_process():``, AM047's or a second run's) is no
+            # rank-local value of the script's (a progress bar's ``disable=``
+            # is not), but its branch runs on one process only.
+            one_process = self._main_process_test(node.test)
+            if one_process or self._tainted(node.test, tainted):
                 self._add(memo.DIVERGENT, self.divergent, node.body)
                 if node.orelse is not None:
                     self._add(memo.DIVERGENT, self.divergent, node.orelse)
@@ -278,7 +286,7 @@ class Divergence(DivergenceQueries):
                 self._block(node.orelse, set(tainted)) if node.orelse else tainted
             )
             result = after_body | after_else
-            if self._tainted(node.test, tainted):
+            if one_process or self._tainted(node.test, tainted):
                 # Set on some ranks only (`patience = 0` / `patience += 1`).
                 self._bind_all(node, result)
             return result
@@ -444,6 +452,15 @@ class Divergence(DivergenceQueries):
         )
         self._record(memo.HOLDS, target, answer)
         return answer
+
+    def _main_process_test(self, test: cst.BaseExpression) -> bool:
+        """Does ``test`` call the runtime's ``is_main_process()`` or
+        ``is_local_main_process()``? (A question about the statement's own
+        subtree and the file's runtime alias: the memo needs no record.)"""
+        return any(
+            self.index.is_runtime_call(call, *MAIN_PROCESS_TESTS)
+            for call in findall(test, m.Call())
+        )
 
     def _tainted(self, expr: cst.CSTNode, tainted: set[str]) -> bool:
         return _TaintFinder(self, tainted).found(expr)

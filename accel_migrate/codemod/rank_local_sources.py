@@ -111,24 +111,52 @@ class RankLocalSources:
     def _walk(self, start: cst.CSTNode) -> Provenance:
         result = Provenance()
         seen_keys: set[Key] = set()
-        seen_definitions: set[tuple[Key, int]] = set()
-        seen_nodes: set[cst.CSTNode] = set()
-        queue: deque[tuple[cst.CSTNode, tuple[str, ...]]] = deque([(start, ())])
+        seen_definitions: set[tuple[Key, int, str | None]] = set()
+        seen_nodes: set[tuple[cst.CSTNode, str | None]] = set()
+        # An entry read by its literal key (``res["AUC"]``) is followed as that
+        # entry: where the value is a dict built with literal keys (``performance
+        # = OrderedDict([("Avg Run Time (ms/batch)", self.times), ("AUC",
+        # auc)])``), only the entry's value is its source, not the other
+        # entries' (ganomaly's clock-timed "Avg Run Time"). The key is carried
+        # through plain hops only: a variable's definitions and a local
+        # function's returns.
+        queue: deque[tuple[cst.CSTNode, tuple[str, ...], str | None]] = deque(
+            [(start, (), None)]
+        )
         visited = 0
         while queue:
-            expr, through = queue.popleft()
-            if expr in seen_nodes:
+            expr, through, wanted = queue.popleft()
+            if wanted is not None:
+                value = _dict_entry(self.index, expr, wanted)
+                if value is not None:
+                    expr, through, wanted = value, (*through, f'["{wanted}"]'), None
+                elif not isinstance(expr, (cst.Name, cst.Attribute, cst.Call)):
+                    wanted = None
+            if (expr, wanted) in seen_nodes:
                 continue
-            seen_nodes.add(expr)
+            seen_nodes.add((expr, wanted))
             visited += 1
             if visited > _LIMIT:
                 result.complete = False
                 break
             for source in self._direct(expr, through):
                 result.sources.append(source)
+            keep = wanted if isinstance(expr, cst.Call) else None
             for inner, path in self._returns(expr, through):
-                queue.append((inner, path))
+                queue.append((inner, path, keep))
+            keep = wanted if isinstance(expr, (cst.Name, cst.Attribute)) else None
+            entries = {
+                read.value: key  # type: ignore[attr-defined]
+                for read in findall(expr, m.Subscript())
+                if (key := _entry_key(read)) is not None
+                and isinstance(read.value, cst.Name)  # type: ignore[attr-defined]
+            }
+            for name, key in entries.items():
+                if name is not expr:
+                    queue.append((name, through, key))
             for name in self._names(expr):
+                if name in entries and name is not expr:
+                    continue  # followed as that entry
                 key = self.index.key(name)
                 if key is None:
                     continue
@@ -142,9 +170,9 @@ class RankLocalSources:
                     continue
                 seen_keys.add(key)
                 for kind, node, _ in self._reaching(name, key, definitions):
-                    if (key, id(node)) in seen_definitions:
+                    if (key, id(node), keep) in seen_definitions:
                         continue
-                    seen_definitions.add((key, id(node)))
+                    seen_definitions.add((key, id(node), keep))
                     if kind == "counter":
                         continue  # `i` of `enumerate(loader)`: the same everywhere
                     if kind == "data":
@@ -152,7 +180,7 @@ class RankLocalSources:
                     elif kind == "exception":
                         result.sources.append(Source("exception", node, path))
                     else:
-                        queue.append((node, path))
+                        queue.append((node, path, keep))
         return result
 
     def _direct(self, expr: cst.CSTNode, through: tuple[str, ...]) -> list[Source]:
@@ -469,4 +497,55 @@ def _calls(expr: cst.CSTNode, index: ModuleIndex) -> list[cst.Call]:
             return False
 
     expr.visit(_Calls())
+    return found
+
+
+def _entry_key(node: cst.CSTNode) -> str | None:
+    """``"AUC"`` of ``res["AUC"]``: a read of one entry by a literal key."""
+    if not (
+        isinstance(node, cst.Subscript)
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and isinstance(node.slice[0].slice.value, cst.SimpleString)
+    ):
+        return None
+    key = node.slice[0].slice.value.evaluated_value
+    return key if isinstance(key, str) else None
+
+
+_DICT_CALLS = frozenset({"builtins.dict", "collections.OrderedDict"})
+
+
+def _dict_entry(
+    index: ModuleIndex, expr: cst.CSTNode, wanted: str
+) -> cst.BaseExpression | None:
+    """The value of entry ``wanted`` of a dict built with literal keys only:
+    ``{"AUC": auc, ...}``, ``dict(AUC=auc)``, ``OrderedDict([("AUC", auc),
+    ...])``; None where ``expr`` is no such dict or lacks the key."""
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+    if isinstance(expr, cst.Dict):
+        for element in expr.elements:
+            if not isinstance(element, cst.DictElement):
+                return None  # `**other`: any key
+            pairs.append((element.key, element.value))
+    elif isinstance(expr, cst.Call) and index.qualnames(expr.func) & _DICT_CALLS:
+        for arg in expr.args:
+            if arg.keyword is not None:
+                pairs.append((cst.SimpleString(repr(arg.keyword.value)), arg.value))
+            elif arg.star or not isinstance(arg.value, (cst.List, cst.Tuple)):
+                return None
+            else:
+                for element in arg.value.elements:
+                    item = element.value
+                    if not (isinstance(item, cst.Tuple) and len(item.elements) == 2):
+                        return None
+                    pairs.append((item.elements[0].value, item.elements[1].value))
+    else:
+        return None
+    found = None
+    for key, value in pairs:
+        if not isinstance(key, cst.SimpleString):
+            return None
+        if key.evaluated_value == wanted:
+            found = value  # the last one of a key wins
     return found

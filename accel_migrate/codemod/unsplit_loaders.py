@@ -91,6 +91,20 @@ def one_sample_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
         if option is None:
             return None
         gives = f"gives one sample a batch by default (`{option}` defaults to 1)"
+    if _evaluated_only(index, call):
+        return (
+            f"`{_code(call)}` {gives} in an order it may shuffle, and the loops "
+            "over it evaluate (no backward): at N processes its global batch of 1 "
+            "cannot be split (all but one process would get no sample), and left "
+            "whole each process could draw its own order, so it is wrapped and "
+            "the runtime stops it at its first batch on more than one process "
+            "(BatchSmallerThanWorldError). To run it on N processes, give this "
+            "evaluation loader shuffle=False: one sample a batch in a fixed order "
+            "is left whole, and every process evaluates all of it in the "
+            "original's order; or launch with `accel-migrate launch --batch-mode "
+            "per-device`, where each process evaluates its own sample a step (N "
+            "samples a step where the original evaluated 1)"
+        )
     return (
         f"`{_code(call)}` {gives} in an order it may shuffle: "
         "at N processes its global batch of 1 cannot be split (all but one "
@@ -104,6 +118,37 @@ def one_sample_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:
         "model differ from the original's (as a batch size of N would); or give "
         "it a batch size of at least the number of processes (the global batch "
         "changes too)"
+    )
+
+
+def _evaluated_only(index: ModuleIndex, call: cst.Call) -> bool:
+    """Is ``call`` bound to a variable (``single = DataLoader(...)``) that only
+    ``for`` loops of this file step through, none of which runs a backward
+    (an evaluation loader)? False where the loader goes anywhere else (a
+    function it is handed to may train on it)."""
+    assign = index.parent(call)
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+    ):
+        return False
+    key = index.key(assign.targets[0].target)
+    if key is None:
+        return False
+    target = assign.targets[0].target
+    loops: list[cst.For] = []
+    for name in findall(index.module, m.Name(value=target.value)):
+        if name is target or index.key(name) != key:
+            continue
+        loop = index.parent(name)
+        if not (isinstance(loop, cst.For) and loop.iter is name):
+            return False  # handed on, wrapped, or read otherwise
+        loops.append(loop)
+    return bool(loops) and not any(
+        index.is_backward_call(c)
+        for loop in loops
+        for c in findall(loop.body, m.Call())
     )
 
 

@@ -67,6 +67,11 @@ def is_main_process() -> bool:
     return _env().is_main
 
 
+def is_local_main_process() -> bool:
+    """The first process of this machine (``LOCAL_RANK`` 0): one per node."""
+    return _env().local_rank == 0
+
+
 def barrier() -> None:
     get_runtime().comm.barrier()
 

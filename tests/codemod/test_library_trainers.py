@@ -431,7 +431,7 @@ def test_a_batch_caller_that_prepares_nothing_it_hands_is_left_whole(
     blocking = [f for f in result.findings if f.code == "AM004"]
     assert [f.line for f in blocking] == [8]
     assert blocking[0].message.startswith(
-        '`train(model=model, loaders={"train": tl}, cfg=cfg)` hands a model to '
+        '`train(model=model, loaders={"train": tl}, cfg=cfg)` hands `model` to '
         "`train` in engine.py, which trains it there"
     )
     assert "no optimizer built in this file receives its" in blocking[0].message

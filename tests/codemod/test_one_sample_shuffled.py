@@ -100,3 +100,35 @@ def test_a_batch_size_option_of_another_default_is_not_reported() -> None:
     source = OPTION.replace("default=1,", "default=4,")
     result = migrate_source(source, "cyclegan.py")
     assert [f.status for f in result.findings if f.code == "AM006"] == ["fixed"]
+
+
+EVALUATED = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+train = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+single = DataLoader(TensorDataset(torch.randn(8, 4)), shuffle=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters(), lr=2e-4)
+for x, y in train:
+    optimizer.zero_grad()
+    torch.nn.functional.l1_loss(model(x), y).backward()
+    optimizer.step()
+close = 0
+with torch.no_grad():
+    for (x,) in single:
+        close += (model(x) > 0).sum().item()
+print("close", close)
+"""
+
+
+def test_an_evaluation_loader_is_told_as_one() -> None:
+    """Only evaluation loops step through it: the finding speaks of evaluating
+    (no gradients, no trained model), and of shuffle=False as a way out."""
+    result = migrate_source(EVALUATED, "eval.py")
+    (finding,) = [f for f in result.findings if f.code == "AM006" and f.line == 5]
+    assert finding.status == "needs-review"
+    assert "the loops over it evaluate (no backward)" in finding.message
+    assert "give this evaluation loader shuffle=False" in finding.message
+    assert "gradients" not in finding.message
+    assert "trained" not in finding.message

@@ -164,3 +164,57 @@ def test_a_call_between_may_rebind_a_global() -> None:
     found = index.rank_local_sources.of(m_value).sources
     code = cst.Module([]).code_for_node
     assert [code(s.node) for s in found] == ["np.random.normal(35, 5)"]
+
+
+# ganomaly's test(): a dict of a clock-timed entry and the AUC; the checkpoint
+# is chosen on the AUC entry, whose source is the data, not the clock.
+TIMED_METRICS = """import time
+from collections import OrderedDict
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+
+
+def test():
+    start = time.time()
+    for (x,) in loader:
+        score = model(x).max().item()
+    return OrderedDict([("Run Time", time.time() - start), ("AUC", score)])
+
+
+best = 0.0
+for epoch in range(3):
+    for (x,) in loader:
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+    res = test()
+    if res["AUC"] > best:
+        best = res["AUC"]
+        torch.save(model.state_dict(), "best.pt")
+"""
+
+
+def test_an_entry_read_by_its_key_is_followed_as_that_entry() -> None:
+    result = migrate_source(TIMED_METRICS, "train.py")
+    (finding,) = [f for f in result.findings if f.code == "AM028"]
+    assert '`res["AUC"] > best`' in finding.message
+    assert "clock" not in finding.message  # the "Run Time" entry is not read
+    assert "`score`" in finding.message and "share of the data" in finding.message
+
+
+def test_the_other_entries_of_the_dict_are_no_source() -> None:
+    index = _index(TIMED_METRICS)
+    test = next(
+        i.test
+        for i in index.module.body
+        if isinstance(i, cst.For)
+        for i in i.body.body
+        if isinstance(i, cst.If)
+    )
+    assert index.rank_local_sources.of(test).kinds == {"data"}  # not the clock

@@ -988,6 +988,7 @@ EXPECTED: dict[str, str] = {
     # names --batch-mode per-device, AM006 says why
     "cyclegan_batch_one_r28a": "LOUD",
     "ddp_ready_rank_env_fsdp": "FLAGGED",
+    "ddp_ready_rank_main_output_r29": "MATCH",
     # bhanML/Co-teaching: SILENT before (flagged only by unrelated AM009/AM017/
     # AM030/AM033): loss.loss_coteaching ranks the per-sample losses with
     # np.argsort and keeps the smallest, each process over its own share; AM007

@@ -252,10 +252,7 @@ class _Reducer(_Operators, _Calls):
             if chosen is not None and base is None:
                 chosen = self._transformed(key, chosen, own, at, depth)
         if chosen is None:
-            return Fact(
-                "unknown",
-                f"`{code(expr)}` is assigned losses of different reductions",
-            )
+            return Fact("unknown", _disagreeing(expr, values, facts))
         for increment in increments:
             chosen = _added(chosen, self.fact(increment.value, increment, depth + 1))
         return chosen
@@ -337,3 +334,21 @@ class _Reducer(_Operators, _Calls):
 
     def _reads(self, value: cst.BaseExpression, key: Key) -> bool:
         return any(self.index.key(n) == key for n in variable_names(value))
+
+
+def _disagreeing(
+    expr: cst.BaseExpression, values: list[cst.BaseExpression], facts: list[Fact]
+) -> str:
+    """Why a variable assigned values whose facts disagree has no reduction:
+    losses of different reductions, or (none of them a loss) values the
+    analysis cannot tell are plain numbers (``lambda_mse = args.lambda_mse``,
+    later ``lambda_mse = 1``: a weight read off the command line)."""
+    if any(f.reduced for f in facts):
+        return f"`{code(expr)}` is assigned losses of different reductions"
+    shown = [f"`{code(v)}`" for v in values[:3]]
+    listed = ", ".join(shown[:-1]) + f" and {shown[-1]}" if len(shown) > 1 else shown[0]
+    return (
+        f"`{code(expr)}` is assigned {listed}, which the analysis cannot tell are "
+        "plain numbers: a tensor of the batch's samples there would change how "
+        "the loss reduces"
+    )

@@ -94,7 +94,11 @@ assignment) is not reported; a later decision on the assigned value is. A save
 under a condition on the clock (``if time.time() - start > 3600: torch.save(...)``)
 is not reported: the main process's clock decides as the original's did (AM011
 reports the state dict's collective under FSDP there); an exit or a collective
-under it is. Only the
+under it is. Nor is a save under the runtime's own test of the process,
+``if accel.is_main_process():`` (AM047 writes it for a DDP-ready script's
+``if rank == 0:`` that only writes output, or a second run meets it): that is
+where one process's writes belong; a collective or an exit under it is
+reported, as being true on one process only. Only the
 outermost rank-dependent condition of a nest is reported. The analysis errs
 towards rank-dependent (see ``codemod/divergence.py``), so a value that is the
 same on every process for a reason the analysis does not see is reported too.
@@ -108,6 +112,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .. import rank_local_reasons as reasons
+from ..divergence import MAIN_PROCESS_TESTS
 from ..names import DATALOADER_CALLS
 from ..restored_values import restores_saved
 from ..rule import Rule
@@ -279,7 +284,7 @@ class RankLocalDecisions(Rule):
         ):
             hazards.append(LEARNING_RATE)
         saves = [n for n in run if isinstance(n, cst.Call) and self._saves(n, 0)]
-        if saves and not self._reads_clock(test):
+        if saves and not self._reads_clock(test) and not self._main_process(test):
             # (A save on the main process's clock is the original's decision; the
             # state dict's collective under FSDP is AM011's finding.)
             if not self._samples_saved(saves):
@@ -287,6 +292,16 @@ class RankLocalDecisions(Rule):
             elif hazards or not self._drawn(test):
                 hazards.append(SAMPLE_FILES)
         return "; and ".join(hazards) or None
+
+    def _main_process(self, test: cst.CSTNode) -> bool:
+        """``accel.is_main_process()`` (AM047's, or a second run's): the
+        runtime's choice of the process that writes, which is where the saves
+        belong; only what every process must join (a collective, an exit out
+        of training) is a hazard under it."""
+        return any(
+            self.index.is_runtime_call(c, *MAIN_PROCESS_TESTS)
+            for c in findall(test, m.Call())
+        )
 
     def _drawn(self, test: cst.BaseExpression) -> bool:
         """Does the decision rest on random draws alone (every source of its
@@ -448,6 +463,14 @@ class RankLocalDecisions(Rule):
         source = self.index.rank_local_sources.first(asked)
         if hazard == CHECKPOINT and source is not None and source.kind == "environment":
             hazard = RANK_BRANCH
+        if source is None and self._main_process(asked):
+            self.block(
+                node,
+                f"`{_code(value)}` is true on one process only and it decides "
+                f"{hazard}; the file is left unchanged: move the collective or "
+                "the exit out of the branch, so that every process reaches it",
+            )
+            return
         self.block(
             node,
             f"`{_code(value)}` differs between processes "

@@ -65,7 +65,10 @@ too (one call gets one weight). So is ``backward(retain_graph=True)``: a
 second backward through the same forward is averaged by the runtime under DDP
 and FSDP (by hand after every backward, for a model whose first backward leaves
 parameters without a gradient, see docs/runtime.md), not under DeepSpeed;
-adding the losses and calling backward once is exact everywhere and faster. And so is a loss that goes through a statistic
+adding the losses and calling backward once is exact everywhere and faster,
+except where each backward reaches only its own parameters (``inputs=``, a
+VAE-GAN's encoder, decoder and discriminator, each stepped by its own
+optimizer), which the finding says instead. And so is a loss that goes through a statistic
 of the batch (``x.var(0)``, ``(f.mean(0) - g.mean(0)).pow(2)``, as in feature
 matching; ``X.std()`` over the whole tensor; followed through ``loss += term``
 and into what a local function returns, as DRAGAN's
@@ -268,13 +271,22 @@ class TensorBackward(BatchStatistics, Rule):
                 f"the loss compares the samples of the batch with each other ({pair}): each process compares only its share's samples (fewer negatives, other hardest pairs, prototypes or samples), and the runtime weighs each process's loss as a mean over its share of the samples, which does not make their average the original's loss or gradients; compute it on the outputs gathered from every process"
             )
         if self._retains_graph(original, retain_position):
+            # With `inputs=` each backward reaches its own parameters (a
+            # VAE-GAN's encoder, decoder and discriminator, each stepped by its
+            # own optimizer): one backward of the sum is not the same.
+            alternative = (
+                "the backward reaches only the parameters given by inputs=, so the "
+                "losses cannot be added into one backward"
+                if any(a.keyword and a.keyword.value == "inputs" for a in original.args)
+                else "adding the losses and calling accel.backward once is exact "
+                "under every strategy and faster"
+            )
             concerns.append(
                 "retain_graph=True: the runtime averages a second backward "
                 "through the same forward under DDP and FSDP (by hand after every "
                 "backward, without DDP's overlap, for a model whose first "
                 "backward leaves parameters without a gradient); under --strategy "
-                "deepspeed this is untested; adding the losses and calling "
-                "accel.backward once is exact under every strategy and faster"
+                f"deepspeed this is untested; {alternative}"
             )
         told = ""
         if reduction.kind == "sum":

@@ -39,7 +39,11 @@ written (needs-review where only some processes reach the
 save, and where a test of the file system decides whether it runs, ``if not
 os.path.exists(INIT): torch.save(...)``, here or around a call of its function:
 a process that tests after the main process has written skips the branch, so
-the barrier belongs before the test). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
+the barrier belongs before the test; where that test is an ``if`` statement
+every process reaches alike, ``accel.barrier()`` follows the whole ``if``
+instead, fixed: every process reaches it whatever its own test says, and the
+main process has written the file before any goes on. Not where the saved
+object is built under the test by a collective, a state dict under FSDP). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
 process has its own buffer and reads it back.
 
 A save into a file the script opens from a path, ``with open(path, "wb") as f:
@@ -58,9 +62,10 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
+from ..analysis import attr_chain
 from ..file_changes import argument
 from ..file_reads import path_template, same_template
-from ..file_tests import file_test, file_test_note
+from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
 from ..subtrees import findall
@@ -370,11 +375,24 @@ class TorchSave(Rule):
     def _under_file_test(self, save: cst.Call, statement: cst.CSTNode) -> bool:
         """Is the save of a file loaded again reached only by the processes that
         pass a test of the file system (``if not os.path.exists(INIT):``, here or
-        around a call of its function)? Then no barrier follows it, and it is
-        reported."""
+        around a call of its function)? Then no barrier follows it: where the
+        test is an ``if`` that every process reaches (``_barrier_after``), the
+        barrier follows that ``if``; else the save is reported."""
         test = file_test(self, statement)
         if test is None:
             return False
+        if self._barrier_after(test, save):
+            self._after_tests.add(test)
+            self.report(
+                save,
+                "fixed",
+                "the file is loaded again later -> accel.barrier() after the branch on "
+                + describe(self, test)
+                + ": every process reaches the statement after that `if`, whatever "
+                "its own test says, so the barrier waits for none that never comes, "
+                "and no process reads the file before the main process has written it",
+            )
+            return True
         self.report(
             save,
             "needs-review",
@@ -386,6 +404,46 @@ class TorchSave(Rule):
             if_migrated=True,
         )
         return True
+
+    def _barrier_after(self, test: cst.CSTNode, save: cst.Call) -> bool:
+        """Can ``accel.barrier()`` follow the whole ``if`` that tests the file
+        system? Where the ``if`` is a statement of a block that every process
+        runs alike (not under a rank-dependent branch, nor under another test
+        of the file system), every process reaches the statement after it,
+        whether its own test passed or not: the barrier waits for none that
+        never comes, and the main process has written the file (if its test
+        passed) before any process goes on. Not where the saved object is
+        built by a collective under the test (a state dict, under FSDP)."""
+        if not isinstance(test, cst.If) or not isinstance(
+            self.parent(test), (cst.IndentedBlock, cst.Module)
+        ):
+            return False  # an `elif`, an early exit, or around a call site
+        if not any(a is test for a in self.index.ancestors(save)):
+            return False
+        if not self.index.uniform(test) or file_test(self, test) is not None:
+            return False
+        built = [arg.value for arg in save.args]
+        return not any(
+            (isinstance(c.func, cst.Attribute) and c.func.attr.value == "state_dict")
+            or (attr_chain(c.func) or "").startswith(f"{self.context.alias}.")
+            for value in built
+            for c in findall(value, m.Call())
+        )
+
+    @cached_property
+    def _after_tests(self) -> set[cst.CSTNode]:
+        """The file-system ``if``s that ``accel.barrier()`` follows."""
+        return set()
+
+    def leave_If(
+        self, original_node: cst.If, updated_node: cst.If
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if original_node not in self._after_tests:
+            return updated_node
+        barrier = cst.SimpleStatementLine(
+            body=[cst.Expr(self.runtime_call("barrier", []))]
+        )
+        return cst.FlattenSentinel([updated_node, barrier])
 
     def _in_memory(self, expr: cst.BaseExpression) -> bool:
         """``io.BytesIO()``, or a variable that only ever holds one."""

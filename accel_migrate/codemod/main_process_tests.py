@@ -1,0 +1,242 @@
+"""Which tests choose the main process by the launcher's rank variables.
+
+A script written for one GPU but ready for DDP picks the process that prints
+or saves with ``if int(os.environ.get("RANK", 0)) == 0:``, ``if
+os.getenv("LOCAL_RANK", "0") == "0":`` or ``if not rank:`` over ``rank =
+int(os.environ["RANK"])``. Under ``accel-migrate launch`` (torchrun) every
+process has ``RANK`` and ``LOCAL_RANK``, and the runtime reads the same
+variables: such a test is true on exactly the processes where
+``accel.is_main_process()`` (``RANK``) or ``accel.is_local_main_process()``
+(``LOCAL_RANK``) is. Run as one process (no launcher) the variable is unset,
+and the test is the main process's only where its default passes it (``0``,
+``"0"``, or ``-1`` in ``(-1, 0)``): ``os.environ.get("RANK") == "0"`` is False
+there and is not such a test.
+
+``main_process_test`` decides it by evaluating the test, read as the values it
+can take: the variable's value ``str(r)`` (or ``r`` through ``int``) for the
+ranks ``r`` of a launch, and its default when unset. Only literals,
+comparisons and ``not`` take part; anything else is not such a test.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from .rank_local_calls import rank_environment_read
+
+if TYPE_CHECKING:
+    from .rule import Rule
+
+#: The variables torchrun sets and the runtime reads, and what tells their 0.
+MAIN_PROCESS_CALLS = {"RANK": "is_main_process", "LOCAL_RANK": "is_local_main_process"}
+#: What a read gives where it raises (``os.environ["RANK"]`` unset, ``int(None)``).
+_RAISES = object()
+_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    cst.Equal: operator.eq,
+    cst.NotEqual: operator.ne,
+    cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le,
+    cst.GreaterThan: operator.gt,
+    cst.GreaterThanEqual: operator.ge,
+    cst.In: lambda a, b: a in b,
+    cst.NotIn: lambda a, b: a not in b,
+}
+#: Ranks tried; a literal beyond them makes the test not one of these.
+_RANKS = range(16)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A read of a rank variable: its name, whether ``int`` casts it, and what
+    it gives when the variable is unset (None with no default, ``_RAISES``)."""
+
+    variable: str
+    cast: bool
+    unset: Any
+
+    def value(self, rank: int | None) -> Any:
+        if rank is not None:
+            return rank if self.cast else str(rank)
+        if not self.cast or self.unset is _RAISES:
+            return self.unset
+        try:
+            return int(self.unset)
+        except (TypeError, ValueError):
+            return _RAISES
+
+
+def main_process_test(rule: Rule, test: cst.BaseExpression) -> tuple[str, str] | None:
+    """(runtime function, variable) when ``test`` is true on exactly the main
+    process (``"is_main_process"``, ``"RANK"``) or the first process of each
+    machine (``"is_local_main_process"``, ``"LOCAL_RANK"``), as described in the
+    module docstring; else None."""
+    reads: list[_Read] = []
+    if not _collect(rule, test, reads) or not reads:
+        return None
+    variables = {r.variable for r in reads}
+    if len(variables) != 1:
+        return None
+    variable = variables.pop()
+    if variable not in MAIN_PROCESS_CALLS or _environment_written(rule, variable):
+        return None
+    for rank in _RANKS:
+        if _evaluate(rule, test, rank) is not (rank == 0):
+            return None
+    unset = _evaluate(rule, test, None)
+    if unset is not True and unset is not _RAISES:
+        return None
+    return MAIN_PROCESS_CALLS[variable], variable
+
+
+def _read(rule: Rule, node: cst.BaseExpression, depth: int = 0) -> _Read | None:
+    """``os.environ.get("RANK", "0")``, ``int(...)`` of it, a variable bound
+    only to one such read, or ``int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK"
+    in os.environ else 0``."""
+    if depth > 3:
+        return None
+    if isinstance(node, cst.Call) and "builtins.int" in rule.qualnames(node.func):
+        if len(node.args) != 1 or node.args[0].keyword is not None:
+            return None
+        inner = _read(rule, node.args[0].value, depth + 1)
+        if inner is None or inner.cast:
+            return None
+        return _Read(inner.variable, True, inner.unset)
+    if rank_environment_read(rule.index, node):
+        return _environment(node)
+    if isinstance(node, cst.IfExp):
+        return _guarded_read(rule, node, depth)
+    if isinstance(node, cst.Name):
+        bindings = rule.plain_assignments(node)
+        if not bindings:
+            return None
+        found = [_read(rule, value, depth + 1) for _, value in bindings]
+        first = found[0]
+        if first is None or any(r != first for r in found):
+            return None
+        return first
+    return None
+
+
+def _environment(node: cst.BaseExpression) -> _Read:
+    """The variable and default of a read ``rank_environment_read`` accepted."""
+    if isinstance(node, cst.Subscript):
+        key = node.slice[0].slice.value  # type: ignore[attr-defined]
+        return _Read(key.evaluated_value, False, _RAISES)
+    assert isinstance(node, cst.Call)
+    variable = node.args[0].value.evaluated_value  # type: ignore[attr-defined]
+    rest = node.args[1:]
+    # A default that is not a literal: unknown, read as raising (not main).
+    default = _literal(rest[0].value) if rest else None
+    return _Read(variable, False, default)
+
+
+def _guarded_read(rule: Rule, node: cst.IfExp, depth: int) -> _Read | None:
+    """``int(os.environ["V"]) if "V" in os.environ else 0``."""
+    test = node.test
+    if not (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.In)
+        and "os.environ" in rule.qualnames(test.comparisons[0].comparator)
+    ):
+        return None
+    inner = _read(rule, node.body, depth + 1)
+    default = _literal(node.orelse)
+    if inner is None or default is _RAISES or _literal(test.left) != inner.variable:
+        return None
+    if not isinstance(default, int if inner.cast else str):
+        return None  # `int(...) if ... else "0"`: not one value's type
+    return _Read(inner.variable, inner.cast, default)
+
+
+def _literal(node: cst.BaseExpression) -> Any:
+    """The value of an int, string, negative int, or a tuple/list/set of them;
+    ``_RAISES`` for anything else."""
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    if (
+        isinstance(node, cst.UnaryOperation)
+        and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, cst.Integer)
+    ):
+        return -int(node.expression.value, 0)
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        items = [_literal(e.value) for e in node.elements]
+        if any(
+            i is _RAISES or isinstance(e, cst.StarredElement)
+            for i, e in zip(items, node.elements, strict=True)
+        ):
+            return _RAISES
+        return tuple(items)
+    return _RAISES
+
+
+def _collect(rule: Rule, node: cst.BaseExpression, reads: list[_Read]) -> bool:
+    """Is ``node`` made of rank reads, literals, comparisons and ``not`` only?"""
+    read = _read(rule, node)
+    if read is not None:
+        reads.append(read)
+        return True
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return _collect(rule, node.expression, reads)
+    if isinstance(node, cst.Comparison):
+        return _collect(rule, node.left, reads) and all(
+            type(c.operator) in _COMPARE and _collect(rule, c.comparator, reads)
+            for c in node.comparisons
+        )
+    value = _literal(node)
+    if value is _RAISES:
+        return False
+    return not any(isinstance(v, int) and v > _RANKS[-1] for v in _flat(value))
+
+
+def _flat(value: Any) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _evaluate(rule: Rule, node: cst.BaseExpression, rank: int | None) -> Any:
+    """The value of ``node`` (accepted by ``_collect``) on the process of rank
+    ``rank`` (None: the variable unset). ``_RAISES`` where it raises."""
+    read = _read(rule, node)
+    if read is not None:
+        return read.value(rank)
+    if isinstance(node, cst.UnaryOperation):
+        inner = _evaluate(rule, node.expression, rank)
+        return inner if inner is _RAISES else not inner
+    if isinstance(node, cst.Comparison):
+        left = _evaluate(rule, node.left, rank)
+        result: Any = True
+        for comparison in node.comparisons:
+            right = _evaluate(rule, comparison.comparator, rank)
+            if left is _RAISES or right is _RAISES:
+                return _RAISES
+            try:
+                ok = _COMPARE[type(comparison.operator)](left, right)
+            except TypeError:
+                return _RAISES
+            result = result and ok
+            left = right
+        return bool(result)
+    if isinstance(node, cst.BaseExpression):
+        return _literal(node)
+    return _RAISES
+
+
+def _environment_written(rule: Rule, variable: str) -> bool:
+    """Does the file set the variable itself (``os.environ["RANK"] = ...``,
+    ``os.environ.update(...)``, ``os.putenv``)? Then the runtime and the
+    script may read different values."""
+    code = rule.context.original_code
+    return (
+        f'environ["{variable}"] =' in code
+        or f"environ['{variable}'] =" in code
+        or "environ.update" in code
+        or "putenv" in code
+    )

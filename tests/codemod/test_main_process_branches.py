@@ -1,0 +1,140 @@
+"""AM047: a test of the launcher's rank variable that picks the main process
+becomes the runtime's, where the branch only writes output; anything else is
+left to AM028. And AM010's barrier after an ``if`` that tests the file system."""
+
+from __future__ import annotations
+
+import pytest
+
+from accel_migrate.codemod import migrate_source
+
+SCRIPT = """\
+import os
+
+import torch
+
+rank = int(os.environ.get("RANK", 0))
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x in torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4):
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+if {test}:
+{body}
+"""
+
+
+def _migrate(test: str, body: str = '    print("done")'):
+    source = SCRIPT.format(test=test, body=body)
+    return migrate_source(source, "train.py")
+
+
+@pytest.mark.parametrize(
+    ("test", "call"),
+    [
+        ('int(os.environ.get("RANK", 0)) == 0', "is_main_process"),
+        ('os.environ.get("RANK", "0") == "0"', "is_main_process"),
+        ('int(os.environ["RANK"]) == 0', "is_main_process"),
+        ("rank == 0", "is_main_process"),
+        ("0 == rank", "is_main_process"),
+        ("not rank", "is_main_process"),
+        ("rank < 1", "is_main_process"),
+        ('int(os.environ.get("LOCAL_RANK", -1)) in (-1, 0)', "is_local_main_process"),
+        ('os.getenv("LOCAL_RANK", "0") == "0"', "is_local_main_process"),
+    ],
+)
+def test_a_main_process_test_becomes_the_runtimes(test: str, call: str) -> None:
+    result = _migrate(test)
+    assert f"if accel.{call}():\n" in result.output
+    assert [f.code for f in result.findings if f.code == "AM047"] == ["AM047"]
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        'os.environ.get("RANK") == "0"',  # false run as one process
+        'int(os.environ.get("LOCAL_RANK", -1)) == 0',  # likewise
+        "rank != 0",  # the other processes
+        "rank == 1",
+        'os.environ.get("SLURM_PROCID", "0") == "0"',  # not what torchrun sets
+        'not os.environ.get("RANK", "0")',  # "0" is a true string
+        'rank == 0 and os.path.exists("x")',
+    ],
+)
+def test_other_tests_are_not_rewritten(test: str) -> None:
+    assert "AM047" not in {f.code for f in _migrate(test).findings}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '    torch.save(model.state_dict(), "m.pt")',  # a collective under FSDP
+        "    opt.zero_grad()",  # training state
+        '    print(open("m.txt").read())',  # a read of the file system
+        "    model.eval()",  # training state
+        "    print(torch.rand(1))",  # a draw on one process only
+    ],
+)
+def test_a_branch_that_does_more_than_output_is_left(body: str) -> None:
+    result = _migrate("rank == 0", body)
+    assert "AM047" not in {f.code for f in result.findings}
+
+
+def test_a_name_assigned_under_the_branch_and_read_after_it_is_left() -> None:
+    source = SCRIPT.format(test="rank == 0", body='    path = "a.pt"') + "print(path)\n"
+    assert "AM047" not in {f.code for f in migrate_source(source, "t.py").findings}
+
+
+def test_a_file_that_sets_the_variable_is_left() -> None:
+    source = 'import os\nos.environ["RANK"] = "0"\n' + SCRIPT.format(
+        test="rank == 0", body='    print("x")'
+    )
+    assert "AM047" not in {f.code for f in migrate_source(source, "t.py").findings}
+
+
+def test_a_second_run_keeps_a_loss_under_the_main_process_branch_local() -> None:
+    """Under ``accel.is_main_process()`` a loss read is not turned into
+    ``accel.global_loss`` (a collective the other processes never join)."""
+    first = _migrate("rank == 0", '    print("loss", loss.item())')
+    again = migrate_source(first.output, "train.py")
+    assert "global_loss" not in again.output.split("is_main_process()")[-1]
+
+
+SAVE_UNDER_TEST = """\
+import os
+
+import torch
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    for x in torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if os.path.isdir("ckpt"):
+        torch.save({saved}, "ckpt/last.pt")
+state = torch.load("ckpt/last.pt")
+"""
+
+
+def test_the_barrier_follows_an_if_that_tests_the_file_system() -> None:
+    result = migrate_source(SAVE_UNDER_TEST.format(saved="{'epoch': epoch}"), "t.py")
+    assert (
+        '    if os.path.isdir("ckpt"):\n'
+        "        accel.save({'epoch': epoch}, \"ckpt/last.pt\")\n"
+        "    accel.barrier()\n"
+    ) in result.output
+    assert not [f for f in result.findings if f.status == "needs-review"]
+
+
+def test_a_state_dict_under_the_test_is_still_reported() -> None:
+    result = migrate_source(SAVE_UNDER_TEST.format(saved="model.state_dict()"), "t.py")
+    assert "accel.barrier()" not in result.output
+    assert any(
+        f.code == "AM010" and f.status == "needs-review" and "line 13" in f.message
+        for f in result.findings
+    )
