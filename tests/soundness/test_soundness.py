@@ -1072,6 +1072,14 @@ EXPECTED: dict[str, str] = {
     # builds the SGD over the net it is handed; AM004 names it (true cause)
     "d2l_train_ch6_t10d_project": "FLAGGED",
     "d2l_train_ch6_t10d_project_batch": "FLAGGED",
+    # d2l's fine-tuning notebook with train_ch13 (nn.DataParallel over
+    # try_all_gpus, l.sum().backward()): file mode left whole (AM004: train_ch13
+    # trains the net it is handed). Batch mode migrates both files; it printed
+    # `float(accel.reduce(l)) / labels.shape[0]` (the global sum over the
+    # share's count, twice the loss) flagged only by AM009 on the Animator:
+    # AM008 now reports a sum divided by the share's row count, unrewritten
+    "d2l_train_ch13_t10d_project": "FLAGGED",
+    "d2l_train_ch13_t10d_project_batch": "FLAGGED",
     # dlwpt-code p2ch11 LunaTrainingApp: per-sample metrics in
     # torch.zeros(METRICS_SIZE, len(train_dl.dataset)) filled at
     # batch_ndx * batch_size; before t10d flagged only for other reasons
