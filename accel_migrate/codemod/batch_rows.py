@@ -179,6 +179,20 @@ def counts_batch(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -
     return all(v is not None and counts_batch(index, v, depth + 1) for v in values)
 
 
+def divided_by_rows(index: ModuleIndex, read: cst.BaseExpression) -> bool:
+    """``float(l) / labels.shape[0]`` (d2l's train_ch13 loss sum): ``read``
+    divided by this process's count of its batch's rows (``counts_batch``; not
+    ``len(loader)``). For AM008: reducing the sum alone would divide the global
+    sum by the share's count."""
+    parent = index.parent(read)
+    return (
+        isinstance(parent, cst.BinaryOperation)
+        and isinstance(parent.operator, cst.Divide)
+        and parent.left is read
+        and counts_batch(index, parent.right)
+    )
+
+
 def _passed_counts(index: ModuleIndex, key: Key, depth: int) -> bool:
     """Is ``key`` a parameter of a function of the file that every call fills
     with a count of a batch's rows? Diffusion-Models-pytorch's

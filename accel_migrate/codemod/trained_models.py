@@ -173,6 +173,22 @@ def snippet(node: cst.CSTNode) -> str:
     return code if len(code) <= _SNIPPET else code[: _SNIPPET - 3] + "..."
 
 
+def _self_trained(owner: cst.ClassDef, method: cst.FunctionDef, line: int) -> str:
+    """AM004's reason for a model that trains itself: an optimizer built over
+    ``self.parameters()`` in a method of the model's own class
+    (pytorch/examples' forward-forward ``Layer``: ``self.opt =
+    Adam(self.parameters())`` in ``__init__``, stepped in its ``train``)."""
+    cls, where = owner.name.value, method.name.value
+    return (
+        f"the optimizer is built over the parameters of `self`, an instance of "
+        f"`{cls}`, in `{cls}.{where}()` (line {line}): the model owns its optimizer, "
+        f"and no call in this file hands it a model "
+        f"accel-migrate prepares; build the model, then its optimizer, outside "
+        f"`{cls}` and wrap them with accel.prepare_model(...) and "
+        f"accel.prepare_optimizer(...) there"
+    )
+
+
 def binding_story(
     index: ModuleIndex, key: Key, line: Callable[[cst.CSTNode], int]
 ) -> tuple[cst.CSTNode | None, str]:
@@ -194,6 +210,9 @@ def binding_story(
             where = (
                 f"`{function.name.value}()`" if function is not None else "a function"
             )
+            owner = index.enclosing_class(node) if name == "self" else None
+            if owner is not None and function is not None:
+                return node, _self_trained(owner, function, line(node))
             return node, (
                 f"`{name}` is a parameter of {where} (line {line(node)}) and no call "
                 f"in this file passes it a model accel-migrate prepares; wrap the model "

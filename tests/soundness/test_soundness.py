@@ -1197,6 +1197,30 @@ EXPECTED: dict[str, str] = {
     # findings about engine.py's meters and prints: AM046 names both reads now
     "deit_distill_token_t10a_project": "FLAGGED",
     "deit_distill_token_t10a_project_batch": "FLAGGED",
+    # d2l-ai/d2l-en LeNet with the book's d2l/torch.py vendored: train_ch6
+    # builds the SGD over the net it is handed; AM004 names it (true cause)
+    "d2l_train_ch6_t10d_project": "FLAGGED",
+    "d2l_train_ch6_t10d_project_batch": "FLAGGED",
+    # d2l's fine-tuning notebook with train_ch13 (nn.DataParallel over
+    # try_all_gpus, l.sum().backward()): file mode left whole (AM004: train_ch13
+    # trains the net it is handed). Batch mode migrates both files; it printed
+    # `float(accel.reduce(l)) / labels.shape[0]` (the global sum over the
+    # share's count, twice the loss) flagged only by AM009 on the Animator:
+    # AM008 now reports a sum divided by the share's row count, unrewritten
+    "d2l_train_ch13_t10d_project": "FLAGGED",
+    "d2l_train_ch13_t10d_project_batch": "FLAGGED",
+    # dlwpt-code p2ch11 LunaTrainingApp: per-sample metrics in
+    # torch.zeros(METRICS_SIZE, len(train_dl.dataset)) filled at
+    # batch_ndx * batch_size; before t10d flagged only for other reasons
+    # (AM006 on enumerateWithEstimate, AM017 on the writers): AM029 names it now
+    "luna_training_app_t10d_project": "FLAGGED",
+    "luna_training_app_t10d_project_batch": "FLAGGED",
+    # pytorch/examples mnist_forward_forward: each Layer owns its Adam (built
+    # in __init__ over self.parameters()); AM004's reason names that now
+    "mnist_forward_forward_t10d": "FLAGGED",
+    # pytorch/examples time_sequence_prediction: full-batch LBFGS, no loader
+    "time_sequence_lbfgs_t10d_project": "MATCH",
+    "time_sequence_lbfgs_t10d_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

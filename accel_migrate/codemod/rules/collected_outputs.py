@@ -57,6 +57,15 @@ share) and fails on every process with ``GatherOrderError`` when they do not, so
 a per-batch number taken for a prediction is an error, never a wrong order.
 Values that are numbers per batch (``losses.append(loss.item())``) are AM009's.
 Each gather pickles the collection once to every process.
+
+A tensor made with one entry per sample of a sharded loader's dataset
+(``metrics = torch.zeros(3, len(train_dl.dataset))``) and written by position
+as the batches come, in the function that makes it or in a local function it
+is handed to (``metrics_g[LOSS, start_ndx:end_ndx] = loss_g.detach()`` at
+``batch_ndx * batch_size``, dlwpt-code's LunaTrainingApp), is reported as
+needs-review and never rewritten (``dataset_sized.py``): each process fills
+the positions of its own samples only, and where they fall depends on how the
+runtime split the batches, so no gather can put them back by position.
 """
 
 from __future__ import annotations
@@ -70,6 +79,7 @@ from libcst.metadata import PositionProvider
 
 from ..analysis import ModuleIndex, attr_chain
 from ..batch_indexed import batch_indexed_reason
+from ..dataset_sized import dataset_sized_fills, dataset_sized_reason
 from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..rule import Rule
 from ..subtrees import findall
@@ -236,6 +246,12 @@ class CollectedOutputs(Rule):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         #: Loop (original node) -> (list name, loader source, per batch) to gather after it.
         self._after: dict[cst.For, list[tuple[str, str, bool]]] = {}
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for fill in dataset_sized_fills(self.index):
+            line = self.original_start(fill.fill)[0]
+            reason = dataset_sized_reason(fill, line)
+            self.report(fill.maker, "needs-review", reason, if_migrated=True)
 
     def visit_For(self, node: cst.For) -> None:
         if not self.index.loader_loop(node.iter)[0]:

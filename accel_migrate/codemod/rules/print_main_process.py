@@ -89,7 +89,10 @@ the ``.item()`` is left as it is and reported as needs-review: the value printed
 is then the main process's share. A log call routed to the main process
 (``accel.print``, ``accel.on_main_process(logger.info, ...)``, a disabled bar's
 ``set_postfix``, the writer's stand-in) still has its arguments evaluated on every
-process, so the collective in them is reached by all.
+process, so the collective in them is reached by all. A printed sum over the
+batch divided by the batch's own row count (``float(l) / labels.shape[0]``, d2l's
+``train_ch13``) is reported and left alone: reducing the sum alone would divide
+the global sum by this process's count.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ from functools import cached_property
 import libcst as cst
 
 from ..analysis import attr_chain
+from ..batch_rows import divided_by_rows
 from ..divergence import Divergence
 from ..handed_losses import handed_loss_reads, step_reads
 from ..log_channels import TQDM_WRITE, logged_in, progress_log
@@ -240,6 +244,17 @@ class PrintMainProcess(LossPlaces, Rule):
             return None
         if isinstance(tensor, cst.BinaryOperation):
             tensor = tensor.with_changes(lpar=(), rpar=())
+        if how.kind == "sum" and divided_by_rows(self.index, original):
+            self.report(
+                original,
+                "needs-review",
+                f"{shows}, a sum over this process's share of the batch, divided by "
+                "this process's count of its rows: a mean over the share only; "
+                "combine the sum and the count across processes (accel.reduce of "
+                "each) before dividing",
+                if_migrated=True,
+            )
+            return None
         if how.kind == "sum":
             self.report(
                 original,
