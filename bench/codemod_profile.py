@@ -5,6 +5,7 @@
     python bench/codemod_profile.py --transforms [--repeat 2]
     python bench/codemod_profile.py --reuse [--repeat 3]
     python bench/codemod_profile.py --hashes [--repeat 3]
+    python bench/codemod_profile.py --checks [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -41,6 +42,9 @@ analysis walking every statement against its walks reused across trees
 and compared by identity in Python, as libcst defines them, against
 ``object``'s own in C (``codemod/identity_hash.py``), with libcst's parse of the
 tree for the ratio.
+``--checks`` does the same for ``isinstance`` against libcst's node classes
+through ``ABCMeta``'s Python ``__instancecheck__`` against ``type``'s in C
+(``codemod/class_checks.py``).
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -412,6 +416,18 @@ def compare_hashes(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_checks(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with node classes
+    checked by ``ABCMeta`` (Python) and by their MRO in C (``class_checks``),
+    alternating as ``compare_visits``."""
+    from accel_migrate.codemod import class_checks
+
+    def use(fast: bool) -> None:
+        (class_checks.install if fast else class_checks.uninstall)()
+
+    return _compare(paths[-1], repeat, use, class_checks.install, paths)
+
+
 def _compare(
     longest: Path,
     repeat: int,
@@ -493,6 +509,12 @@ def main() -> int:
         help="only compare nodes hashed in Python (libcst's) with nodes hashed "
         "in C (identity_hash), over the whole tree",
     )
+    parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="only compare isinstance through ABCMeta (Python) with the MRO "
+        "check in C (class_checks), over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -533,8 +555,15 @@ def main() -> int:
                 )
             )
             return 0
-        if options.hashes:
-            rows = compare_hashes(paths, options.repeat)
+        if options.hashes or options.checks:
+            compare = compare_hashes if options.hashes else compare_checks
+            what = (
+                "nodes hashed in Python against in C"
+                if options.hashes
+                else "node classes checked by ABCMeta against by the MRO in C"
+            )
+            print(f"load average at the start: {os.getloadavg()}")
+            rows = compare(paths, options.repeat)
             parse_s = min(time_libcst_parse(paths) for _ in range(3))
             rows[-1].append(
                 f"{float(rows[-1][2]) / parse_s:.1f}x / "
@@ -542,7 +571,7 @@ def main() -> int:
             )
             print(
                 table(
-                    "Full pass, nodes hashed in Python against in C (CPU s, best "
+                    f"Full pass, {what} (CPU s, best "
                     f"of {options.repeat}; libcst's parse of the tree "
                     f"{parse_s:.3f} s, best of 3)",
                     ["script", "lines", "Python", "C", "speed-up", "/ parse"],
