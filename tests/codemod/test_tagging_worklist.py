@@ -63,7 +63,7 @@ def test_every_tagged_set_of_a_pass_is_the_rounds(
     monkeypatch.setattr(index_tagging.Tagging, "tagged", original)
     monkeypatch.setattr(index_tagging, "WORKLIST", False)
     assert _migrate(path) == with_worklist
-    if path.parent == FIXTURES / "realworld":
+    if path.parent == FIXTURES / "realworld" and path.name != "already_distributed.py":
         assert any(asked)  # something was tagged
 
 
