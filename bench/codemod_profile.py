@@ -6,6 +6,7 @@
     python bench/codemod_profile.py --reuse [--repeat 3]
     python bench/codemod_profile.py --hashes [--repeat 3]
     python bench/codemod_profile.py --checks [--repeat 3]
+    python bench/codemod_profile.py --worklist [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -44,7 +45,9 @@ and compared by identity in Python, as libcst defines them, against
 tree for the ratio.
 ``--checks`` does the same for ``isinstance`` against libcst's node classes
 through ``ABCMeta``'s Python ``__instancecheck__`` against ``type``'s in C
-(``codemod/class_checks.py``).
+(``codemod/class_checks.py``), ``--worklist`` for the module index's
+``tagged`` fixpoint in rounds over every entry against a worklist
+(``index_tagging.WORKLIST``).
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -428,6 +431,17 @@ def compare_checks(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, class_checks.install, paths)
 
 
+def compare_worklist(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with ``tagged``'s
+    fixpoint in rounds and by a worklist, alternating as ``compare_visits``."""
+    from accel_migrate.codemod import index_tagging
+
+    def use(worklist: bool) -> None:
+        index_tagging.WORKLIST = worklist
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def _compare(
     longest: Path,
     repeat: int,
@@ -515,6 +529,12 @@ def main() -> int:
         help="only compare isinstance through ABCMeta (Python) with the MRO "
         "check in C (class_checks), over the whole tree",
     )
+    parser.add_argument(
+        "--worklist",
+        action="store_true",
+        help="only compare the tagging fixpoint in rounds with the worklist, "
+        "over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -555,12 +575,21 @@ def main() -> int:
                 )
             )
             return 0
-        if options.hashes or options.checks:
-            compare = compare_hashes if options.hashes else compare_checks
-            what = (
-                "nodes hashed in Python against in C"
+        if options.hashes or options.checks or options.worklist:
+            compare, what = (
+                (compare_hashes, "nodes hashed in Python against in C")
                 if options.hashes
-                else "node classes checked by ABCMeta against by the MRO in C"
+                else (
+                    (
+                        compare_checks,
+                        "node classes checked by ABCMeta against by the MRO in C",
+                    )
+                    if options.checks
+                    else (
+                        compare_worklist,
+                        "tagging in rounds against by a worklist",
+                    )
+                )
             )
             print(f"load average at the start: {os.getloadavg()}")
             rows = compare(paths, options.repeat)
@@ -574,7 +603,17 @@ def main() -> int:
                     f"Full pass, {what} (CPU s, best "
                     f"of {options.repeat}; libcst's parse of the tree "
                     f"{parse_s:.3f} s, best of 3)",
-                    ["script", "lines", "Python", "C", "speed-up", "/ parse"],
+                    [
+                        "script",
+                        "lines",
+                        *(
+                            ("rounds", "worklist")
+                            if options.worklist
+                            else ("Python", "C")
+                        ),
+                        "speed-up",
+                        "/ parse",
+                    ],
                     [[*rows[-2], ""], rows[-1]],
                 )
             )
