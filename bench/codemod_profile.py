@@ -5,6 +5,8 @@
     python bench/codemod_profile.py --transforms [--repeat 2]
     python bench/codemod_profile.py --reuse [--repeat 3]
     python bench/codemod_profile.py --hashes [--repeat 3]
+    python bench/codemod_profile.py --checks [--repeat 3]
+    python bench/codemod_profile.py --worklist [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -41,6 +43,11 @@ analysis walking every statement against its walks reused across trees
 and compared by identity in Python, as libcst defines them, against
 ``object``'s own in C (``codemod/identity_hash.py``), with libcst's parse of the
 tree for the ratio.
+``--checks`` does the same for ``isinstance`` against libcst's node classes
+through ``ABCMeta``'s Python ``__instancecheck__`` against ``type``'s in C
+(``codemod/class_checks.py``), ``--worklist`` for the module index's
+``tagged`` fixpoint in rounds over every entry against a worklist
+(``index_tagging.WORKLIST``).
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -412,6 +419,29 @@ def compare_hashes(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_checks(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with node classes
+    checked by ``ABCMeta`` (Python) and by their MRO in C (``class_checks``),
+    alternating as ``compare_visits``."""
+    from accel_migrate.codemod import class_checks
+
+    def use(fast: bool) -> None:
+        (class_checks.install if fast else class_checks.uninstall)()
+
+    return _compare(paths[-1], repeat, use, class_checks.install, paths)
+
+
+def compare_worklist(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with ``tagged``'s
+    fixpoint in rounds and by a worklist, alternating as ``compare_visits``."""
+    from accel_migrate.codemod import index_tagging
+
+    def use(worklist: bool) -> None:
+        index_tagging.WORKLIST = worklist
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def _compare(
     longest: Path,
     repeat: int,
@@ -493,6 +523,18 @@ def main() -> int:
         help="only compare nodes hashed in Python (libcst's) with nodes hashed "
         "in C (identity_hash), over the whole tree",
     )
+    parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="only compare isinstance through ABCMeta (Python) with the MRO "
+        "check in C (class_checks), over the whole tree",
+    )
+    parser.add_argument(
+        "--worklist",
+        action="store_true",
+        help="only compare the tagging fixpoint in rounds with the worklist, "
+        "over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -533,8 +575,24 @@ def main() -> int:
                 )
             )
             return 0
-        if options.hashes:
-            rows = compare_hashes(paths, options.repeat)
+        if options.hashes or options.checks or options.worklist:
+            compare, what = (
+                (compare_hashes, "nodes hashed in Python against in C")
+                if options.hashes
+                else (
+                    (
+                        compare_checks,
+                        "node classes checked by ABCMeta against by the MRO in C",
+                    )
+                    if options.checks
+                    else (
+                        compare_worklist,
+                        "tagging in rounds against by a worklist",
+                    )
+                )
+            )
+            print(f"load average at the start: {os.getloadavg()}")
+            rows = compare(paths, options.repeat)
             parse_s = min(time_libcst_parse(paths) for _ in range(3))
             rows[-1].append(
                 f"{float(rows[-1][2]) / parse_s:.1f}x / "
@@ -542,10 +600,20 @@ def main() -> int:
             )
             print(
                 table(
-                    "Full pass, nodes hashed in Python against in C (CPU s, best "
+                    f"Full pass, {what} (CPU s, best "
                     f"of {options.repeat}; libcst's parse of the tree "
                     f"{parse_s:.3f} s, best of 3)",
-                    ["script", "lines", "Python", "C", "speed-up", "/ parse"],
+                    [
+                        "script",
+                        "lines",
+                        *(
+                            ("rounds", "worklist")
+                            if options.worklist
+                            else ("Python", "C")
+                        ),
+                        "speed-up",
+                        "/ parse",
+                    ],
                     [[*rows[-2], ""], rows[-1]],
                 )
             )

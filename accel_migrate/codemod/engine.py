@@ -22,6 +22,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from . import (
+    class_checks,
     device_free,
     fastvisit,
     identity_hash,
@@ -56,6 +57,7 @@ from .test_files import is_test_module
 # Every analysis here is a libcst visitor: visit without building copies.
 fastvisit.install()
 identity_hash.install()
+class_checks.install()
 matcher_hooks.install()
 
 

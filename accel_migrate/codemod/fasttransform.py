@@ -263,8 +263,17 @@ class _Walk:
 
     def node(self, node: cst.CSTNode) -> Any:
         hooked = self.hooked
-        if hooked is not None and not node_kinds.mask_of(node, _node_fields) & hooked:
-            return node  # no callback anywhere below: nothing can change
+        if hooked is not None:
+            # mask_of's own cache lookup, inlined: this runs for every node.
+            table = node_kinds._MASKS
+            found = table.get(id(node)) if table is not None else None
+            mask = (
+                found[0]
+                if found is not None
+                else node_kinds.mask_of(node, _node_fields)
+            )
+            if not mask & hooked:
+                return node  # no callback anywhere below: nothing can change
         visitor = self.visitor
         kind = type(node)
         entry = self.dispatch.entries.get(kind)

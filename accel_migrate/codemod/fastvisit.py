@@ -250,12 +250,14 @@ def _walk(node: cst.CSTNode, visitor: Any, dispatch: _Dispatch) -> None:
     # The hot loop of every analysis: one dict lookup per node, no isinstance
     # against libcst's abstract classes (slow), recursion inlined for fields.
     hooked = dispatch.hooked
-    if (
-        hooked is not None
-        and node_kinds.active()
-        and not node_kinds.mask_of(node, _fields) & hooked
-    ):
-        return  # no hook anywhere below
+    if hooked is not None:
+        table = node_kinds._MASKS  # None: not ``active()``, no pruning
+        if table is not None:
+            # mask_of's own cache lookup, inlined: this runs for every node.
+            found = table.get(id(node))
+            mask = found[0] if found is not None else node_kinds.mask_of(node, _fields)
+            if not mask & hooked:
+                return  # no hook anywhere below
     kind = type(node)
     entry = dispatch.entries.get(kind)
     if entry is None:

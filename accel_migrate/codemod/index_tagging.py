@@ -16,6 +16,12 @@ from .index_syntax import (
     method_call,
 )
 
+#: Evaluate ``tagged``'s fixpoint by a worklist (False: in rounds over every
+#: entry until none changes, as before round 20; for comparisons).
+WORKLIST = True
+
+_VALUES, _UNPACKED, _ARGUMENT = 0, 1, 2
+
 
 class Tagging:
     """A part of ``ModuleIndex`` (``analysis``): its methods read the index's
@@ -70,13 +76,18 @@ class Tagging:
             finally:
                 active.discard(function)  # type: ignore[arg-type]
 
+        missed: list[Key] = []  # the variables a holds() found untagged
+
         def holds(expr: cst.BaseExpression | None) -> bool:
             while expr is not None:
                 if seed(expr):
                     return True
                 key = self.key(expr)
                 if key is not None:
-                    return key in tagged
+                    if key in tagged:
+                        return True
+                    missed.append(key)
+                    return False
                 if returns and isinstance(expr, cst.Call):
                     if holds_all(expr, lambda v: v):
                         return True
@@ -105,28 +116,72 @@ class Tagging:
                 and holds_all(value, lambda v: item(v, i, n))
             )
 
-        changed = True
-        while changed:
-            changed = False
-            for key, values in self.values.items():
-                if key not in tagged and any(holds(v) for v in values):
-                    tagged.add(key)
-                    changed = True
-            if returns or positional is not None:
-                for key, sources in self.unpacked.items():
-                    if key not in tagged and any(unpacks(*s) for s in sources):
-                        tagged.add(key)
+        # What may hold it: a variable's assigned values, its unpacked sources,
+        # a parameter's arguments at each call of a local function.
+        entries: list[tuple[Key, int, Any]] = [
+            (key, _VALUES, values) for key, values in self.values.items()
+        ]
+        if returns or positional is not None:
+            entries += [
+                (key, _UNPACKED, sources) for key, sources in self.unpacked.items()
+            ]
+        for call in self.calls:
+            target = self.callee(call)
+            if target is None:
+                continue
+            function, bound = target
+            for param_name, arg in bind_arguments(function, bound, call):
+                key = self.function_scope_key(function, param_name)
+                entries.append((key, _ARGUMENT, arg))
+
+        def evaluate(entry: tuple[Key, int, Any]) -> bool:
+            _, kind, payload = entry
+            if kind == _VALUES:
+                return any(holds(v) for v in payload)
+            if kind == _UNPACKED:
+                return any(unpacks(*s) for s in payload)
+            return holds(payload)
+
+        if not WORKLIST:
+            changed = True
+            while changed:
+                changed = False
+                for entry in entries:
+                    if entry[0] not in tagged and evaluate(entry):
+                        tagged.add(entry[0])
                         changed = True
-            for call in self.calls:
-                target = self.callee(call)
-                if target is None:
-                    continue
-                function, bound = target
-                for param_name, arg in bind_arguments(function, bound, call):
-                    key = self.function_scope_key(function, param_name)
-                    if key not in tagged and holds(arg):
-                        tagged.add(key)
-                        changed = True
+            return tagged
+        # A worklist: an entry found false is evaluated again only when a
+        # variable its evaluation found untagged is tagged (all it read of
+        # ``tagged``; the seeds, ``through`` and ``positional`` never read it).
+        # ``holds`` only grows with ``tagged``, so this is the same least
+        # fixpoint the rounds above reach.
+        waiting: dict[Key, list[int]] = {}
+        pending: list[int] = []
+        queued = [False] * len(entries)
+
+        def run(i: int) -> None:
+            entry = entries[i]
+            key = entry[0]
+            if key in tagged:
+                return
+            missed.clear()
+            if evaluate(entry):
+                tagged.add(key)
+                for j in waiting.pop(key, ()):
+                    if not queued[j]:
+                        queued[j] = True
+                        pending.append(j)
+            else:
+                for variable in set(missed):
+                    waiting.setdefault(variable, []).append(i)
+
+        for i in range(len(entries)):
+            run(i)
+            while pending:
+                j = pending.pop()
+                queued[j] = False
+                run(j)
         return tagged
 
     def flows_into(
