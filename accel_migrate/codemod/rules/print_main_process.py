@@ -100,6 +100,7 @@ import libcst as cst
 
 from ..analysis import attr_chain
 from ..divergence import Divergence
+from ..file_tests import racy_file_test
 from ..handed_losses import handed_loss_reads, step_reads
 from ..log_channels import TQDM_WRITE, logged_in, progress_log
 from ..logged_losses import LossPlaces, stripped
@@ -138,6 +139,8 @@ class PrintMainProcess(LossPlaces, Rule):
         )
         if not made:
             return made  # nothing to make global: no analysis to run
+        # a read under a test of the file system is no place for a collective
+        made = frozenset(c for c in made if racy_file_test(self.index, c) is None)
         while True:
             divergence = Divergence(self.index, made)
             uniform = frozenset(call for call in made if divergence.uniform(call))
