@@ -64,6 +64,36 @@ def racy_file_test(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
     return _test_of(index, node, memo, lambda test: not _sees_start_files(index, test))
 
 
+def every_call_file_test(
+    index: ModuleIndex, node: cst.CSTNode, depth: int = 0
+) -> cst.CSTNode | None:
+    """A test of the file system that ``node`` runs only after passing, on every
+    way to it: one around it in its function, or one around every call of that
+    function (which has one at least); None otherwise. (``file_test`` takes any
+    call: one way to it under a test is enough for a barrier to hang.)"""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.While, cst.IfExp)):
+            if child is not ancestor.test and tests_files(index, ancestor.test):
+                return ancestor
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if _exits_on_test(index, statement):
+                    return statement
+        if isinstance(ancestor, cst.FunctionDef):
+            sites = index.call_sites(ancestor)
+            if not sites or depth > 3:
+                return None
+            found = [every_call_file_test(index, s, depth + 1) for s in sites]
+            return found[0] if all(t is not None for t in found) else None
+        if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+            return None
+        child = ancestor
+    return None
+
+
 def _any_test(test: cst.CSTNode) -> bool:
     return True
 

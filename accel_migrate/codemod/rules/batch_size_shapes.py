@@ -5,7 +5,9 @@ In a loop over a prepared data loader (training or evaluation; also one a class
 keeps, ``for x_, z_ in self.data_loader``), a batch size a
 prepared loader was configured with (``batch_size``, ``args.batch_size``,
 ``opt.batch_size``: the expression given to ``DataLoader(batch_size=...)``, also
-through ``**kwargs``) used as a shape:
+through ``**kwargs``, or the argument a loader factory of another module is
+handed for the parameter its DataLoader takes its batch size from, ProGAN's
+``get_data_loader(dataset, current_batch_size, ...)``) used as a shape:
 
 - ``x.view(batch_size, ...)`` / ``x.reshape(batch_size, ...)`` where ``x`` is the
   batch the loop draws from that loader is rewritten to ``x.view(x.size(0), ...)``:
