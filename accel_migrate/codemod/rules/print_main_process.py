@@ -100,7 +100,7 @@ import libcst as cst
 
 from ..analysis import attr_chain
 from ..divergence import Divergence
-from ..file_tests import racy_file_test
+from ..file_tests import collective_note, racy_file_test
 from ..handed_losses import handed_loss_reads, step_reads
 from ..log_channels import TQDM_WRITE, logged_in, progress_log
 from ..logged_losses import LossPlaces, stripped
@@ -236,8 +236,8 @@ class PrintMainProcess(LossPlaces, Rule):
                 original,
                 "needs-review",
                 f"{shows}, a value of this process's share of the batch, "
-                "where only some processes may go (rank-dependent branch): it "
-                "shows this process's share only",
+                "where only some processes may go "
+                f"{self._why_apart(original)}: it shows this process's share only",
                 if_migrated=True,
             )
             return None
@@ -295,6 +295,11 @@ class PrintMainProcess(LossPlaces, Rule):
             for a in self.index.ancestors(augmented)
         )
 
+    def _why_apart(self, read: cst.Call) -> str:
+        """``(rank-dependent branch)``, or the test of the file system that
+        keeps the processes apart there (``file_tests``)."""
+        return collective_note(self, read).strip() or "(rank-dependent branch)"
+
     def _global(
         self, original: cst.Call, tensor: cst.BaseExpression
     ) -> cst.BaseExpression | None:
@@ -349,7 +354,8 @@ class PrintMainProcess(LossPlaces, Rule):
             self.report(
                 original,
                 "needs-review",
-                "loss read where only some processes may go (rank-dependent branch); it shows this process's share only",
+                "loss read where only some processes may go "
+                f"{self._why_apart(original)}; it shows this process's share only",
                 if_migrated=True,
             )
             return None
