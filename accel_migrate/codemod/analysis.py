@@ -196,6 +196,11 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
     def qualnames(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self._qualnames.get(node, ())}
 
+    def is_call_to(self, node: cst.CSTNode, names: Iterable[str]) -> bool:
+        return isinstance(node, cst.Call) and not self.qualnames(node.func).isdisjoint(
+            names
+        )
+
     @cached_property
     def called_names(self) -> frozenset[str]:
         """The qualified names of every call's callee in this tree (what
@@ -411,5 +416,10 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         return ReturnedLosses(self)
 
     def uniform(self, node: cst.CSTNode) -> bool:
-        """True when every rank reaches ``node`` together (a collective is safe there)."""
-        return self.divergence.uniform(node)
+        """True when every rank reaches ``node`` together (a collective is safe
+        there): no rank-dependent branch decides it (``divergence``), and no test
+        of the file system, which each process makes at its own moment, while the
+        main process may be writing the file (``file_tests``)."""
+        from .file_tests import racy_file_test
+
+        return self.divergence.uniform(node) and racy_file_test(self, node) is None

@@ -85,6 +85,10 @@ def rebound_in_step(
             return False
         if not isinstance(ancestor, (cst.For, cst.While)):
             continue
+        if _builds_loader(index, ancestor.body):
+            # ProGAN's depth loop: `current_batch_size = batch_sizes[d]`, then a
+            # loader built with it: that binding configures the loader
+            continue
         for assign in findall(ancestor.body, m.Assign() | m.AnnAssign()):
             value = assign.value  # type: ignore[attr-defined]
             if value is None or line(assign) >= at:
@@ -102,6 +106,14 @@ def rebound_in_step(
             ):
                 return True  # under `if i == 0:` of the loop's own counter
     return False
+
+
+def _builds_loader(index: ModuleIndex, body: cst.CSTNode) -> bool:
+    """Does ``body`` build a prepared loader (``accel.prepare_dataloader(...)``)?"""
+    return any(
+        index.is_runtime_call(call, "prepare_dataloader")
+        for call in findall(body, m.Call())
+    )
 
 
 def _rebinds(

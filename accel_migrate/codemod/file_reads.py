@@ -250,7 +250,7 @@ def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:
     )
 
 
-def looks_at_files(rule: Rule, call: cst.Call) -> bool:
+def looks_at_files(rule: Rule | ModuleIndex, call: cst.Call) -> bool:
     """Does ``call`` read, list or test the file system (``os.path.isdir(d)``,
     ``glob.glob(p)``, ``open(f)`` to read, ``path.exists()``)?"""
     from .rules.torch_save import OPEN_CALLS, write_mode
@@ -262,7 +262,7 @@ def looks_at_files(rule: Rule, call: cst.Call) -> bool:
     )
 
 
-def tests_files(rule: Rule, node: cst.CSTNode) -> bool:
+def tests_files(rule: Rule | ModuleIndex, node: cst.CSTNode) -> bool:
     """Does ``node`` (a branch's test) look at the file system anywhere?"""
     from .subtrees import findall
 

@@ -393,7 +393,8 @@ def prepared_by_callers(name: str, sites: tuple[CallSite, ...]) -> str:
     return (
         f"`{name}` is a parameter that every call from the batch's other files "
         f"hands a model built there ({_shown(sites)}), which is prepared where it "
-        "is built: not wrapped here"
+        "is built if it is trained (a frozen one is left as it is): not wrapped "
+        "here"
     )
 
 

@@ -288,6 +288,10 @@ class HelperFact:
     #: parameters, -1 keyword only), when its module never calls it itself:
     #: those its module reduces over (``project_callers.given_by_callers``).
     handed_loaders: tuple[tuple[str, int], ...] = ()
+    #: For a function that returns a DataLoader: the parameter (name, position
+    #: among the positional parameters, -1 keyword only) it takes its batch size
+    #: from (``loader_factory_sizes``); ("", -1) where not known.
+    loader_batch_size: tuple[str, int] = ("", -1)
     #: For a sum-reduced loss with a term summed over some of its parameters
     #: (``return rec + beta * torch.sum(torch.abs(code))``): those parameters,
     #: which a caller must hand values of the batch's samples (model outputs)

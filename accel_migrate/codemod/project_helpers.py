@@ -23,6 +23,7 @@ from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, forward_loss, tuple_loss
 from .iterator_factories import iterator_class, returned_iterator
 from .layer_methods import layer_methods, training_methods
+from .loader_factory_sizes import batch_size_parameter
 from .loader_sample_draws import sample_draws
 from .method_writes import quiet_methods
 from .names import (
@@ -426,6 +427,11 @@ class HelperFacts(ReturnKinds):
                 built_class(self, returns, function) if kind == "model" else None
             ),
             unshardable=unshardable if kind == "loader" or container else "",
+            loader_batch_size=(
+                batch_size_parameter(function, self._dotted)
+                if kind == "loader"
+                else ("", -1)
+            ),
             container=container,
             items=items,
             item_reasons=reasons,

@@ -1,7 +1,7 @@
 """DataLoaders whose batches must not be split across processes, read from the source.
 
 ``accel.prepare_dataloader`` splits every global batch into one slice a
-process. Two kinds of loader are left whole (AM006 leaves them unwrapped and
+process. Three kinds of loader are left whole (AM006 leaves them unwrapped and
 reports why, and ``unshardable_reason`` hands the reason to every rule, so no
 rule treats them as sharded and nothing computed over them is combined):
 
@@ -13,7 +13,12 @@ rule treats them as sharded and nothing computed over them is combined):
   each batch against each other (``metrics/batch_ranking.py``: an N-way trial
   scored by ``np.argmax(output)``, a candidate list's ``topk``): each process
   would rank only its share, and no sum of the processes' values is the
-  original's.
+  original's;
+- a loader every loop over which runs only after a test of the file system
+  (``file_tests.every_call_file_test``): each process tests at its own moment,
+  and one that tests after the main process has written the file skips the
+  loop, so a sharded loader (whose epochs the processes start together) and a
+  sum reduced after it would wait for it.
 
 Left whole, every process reads every batch, as the original did, so what it
 computes from them is the original's; a training loop over it trains every
@@ -73,7 +78,45 @@ def unsplit_reason(index: ModuleIndex, call: cst.Call) -> str | None:
             "processes). To split the evaluation, score each candidate list "
             "within one sample"
         )
+    test = _file_tested_loops(index, call)
+    if test is not None:
+        return (
+            f"every loop over this loader runs only where `{_code_line(test)}` "
+            "passes, a test of the file system that each process makes at its own "
+            "moment (one that tests after the main process has written the file "
+            "goes the other way): split across processes, the ones that skip the "
+            "loop would leave the others waiting for them. The loader is left "
+            "unwrapped, so every process that runs the loop reads all of it in the "
+            "original's order and what it computes is the original's (not combined "
+            "across processes)"
+        )
     return None
+
+
+def _code_line(node: cst.CSTNode) -> str:
+    if isinstance(node, (cst.If, cst.While)):
+        keyword = "while" if isinstance(node, cst.While) else "if"
+        return f"{keyword} {_code(node.test)}"
+    return _code(node).strip().splitlines()[0]
+
+
+def _file_tested_loops(index: ModuleIndex, call: cst.Call) -> cst.CSTNode | None:
+    """The test of the file system (``file_tests``) that decides whether each
+    loop stepping through ``call`` runs, when every such loop (one at least) has
+    one; None otherwise. Any test counts, also one made where the script starts:
+    a loader left whole is read whole by every process, as the original did."""
+    from .file_tests import every_call_file_test
+
+    found = None
+    for loop in findall(index.module, m.For()):
+        assert isinstance(loop, cst.For)
+        if not any(c is call for c in _loader_calls(index, loop.iter, 0)):
+            continue
+        test = every_call_file_test(index, loop)
+        if test is None:
+            return None
+        found = found or test
+    return found
 
 
 def one_sample_shuffled(index: ModuleIndex, call: cst.Call) -> str | None:

@@ -21,6 +21,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..batches import possible_values
+from ..file_tests import collective_note
 from ..subtrees import findall
 from .accumulators import _COLLECTORS, _held_by, _made_before, sum_increments
 
@@ -112,8 +113,10 @@ def report_next_batches(rule: Rule, loop: cst.For) -> None:
     index = rule.index
     if not _reads_batches(index, loop) or index.runs_backward(loop.body):
         return
-    if not index.uniform(loop):
+    if not index.divergence.uniform(loop):
         return  # AM009's rank-dependent branch findings are for loader loops
+    # under a test of the file system: reported, but no collective goes there
+    fix_where = collective_note(rule, loop)
     how = (
         "in a loop that takes its batches with next(...) from a data loader, "
         "which is sharded: "
@@ -121,6 +124,7 @@ def report_next_batches(rule: Rule, loop: cst.For) -> None:
     fix = (
         "combine it across processes (accel.global_loss(loss) for a batch mean, "
         "accel.reduce for a sum or a count) or loop over the loader itself"
+        + (f", where every process goes{fix_where}" if fix_where else "")
     )
     for aug in sum_increments(index, loop):
         name = attr_chain(aug.target) or "the sum"

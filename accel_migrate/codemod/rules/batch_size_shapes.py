@@ -5,7 +5,9 @@ In a loop over a prepared data loader (training or evaluation; also one a class
 keeps, ``for x_, z_ in self.data_loader``), a batch size a
 prepared loader was configured with (``batch_size``, ``args.batch_size``,
 ``opt.batch_size``: the expression given to ``DataLoader(batch_size=...)``, also
-through ``**kwargs``) used as a shape:
+through ``**kwargs``, or the argument a loader factory of another module is
+handed for the parameter its DataLoader takes its batch size from, ProGAN's
+``get_data_loader(dataset, current_batch_size, ...)``) used as a shape:
 
 - ``x.view(batch_size, ...)`` / ``x.reshape(batch_size, ...)`` where ``x`` is the
   batch the loop draws from that loader is rewritten to ``x.view(x.size(0), ...)``:
@@ -132,6 +134,7 @@ from ..batch_size_buffers import BufferFindings, shape_args
 from ..batch_size_handed import _PARAMETER_DEPTH, HandedSizes
 from ..batch_size_spellings import configured_spelling, multiple, rebound_in_step
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
+from ..loader_factory_sizes import factory_batch_size, factory_loader_loop
 from ..names import DATALOADER_CALLS
 from ..rule import Rule
 from ..scopes import ScopeProvider
@@ -161,7 +164,9 @@ class BatchSizeShapes(BufferFindings, HandedSizes, Rule):
 
     def _loop(self, loop: cst.For) -> LoaderLoop | None:
         if loop not in self._loops:
-            self._loops[loop] = loader_loop(self.index, loop)
+            self._loops[loop] = loader_loop(self.index, loop) or factory_loader_loop(
+                self.index, loop
+            )
         return self._loops[loop]
 
     def _enclosing_loops(self, node: cst.CSTNode) -> list[tuple[cst.For, LoaderLoop]]:
@@ -187,6 +192,17 @@ class BatchSizeShapes(BufferFindings, HandedSizes, Rule):
                 wrapper, "prepare_dataloader"
             ):
                 size = batch_size_of(self.index, call)
+                if size is not None:
+                    found.append(size)
+        for call in self.index.calls:
+            # `accel.prepare_dataloader(get_loader(ds, bs))`, `get_loader` of
+            # another module building its DataLoader with `batch_size=bs`
+            holder = self.index.parent(call)
+            wrapper = self.index.parent(holder) if holder is not None else None
+            if wrapper is not None and self.index.is_runtime_call(
+                wrapper, "prepare_dataloader"
+            ):
+                size = factory_batch_size(self.index, call)
                 if size is not None:
                     found.append(size)
         return found
@@ -343,6 +359,8 @@ class BatchSizeShapes(BufferFindings, HandedSizes, Rule):
         for loop, info in loops:
             if key not in info.batch:
                 continue
+            if not info.loaders:
+                return None  # a factory's loader (`factory_loader_loop`): reported
             sizes = [batch_size_of(self.index, c) for c in info.loaders]
             if not all(s is not None and self._provably(size, s) for s in sizes):
                 return None

@@ -49,6 +49,7 @@ import libcst.matchers as m
 
 from ..amp import bind, code, is_false
 from ..analysis import Key, variable_names
+from ..file_tests import collective_note
 from ..patterns import prepared_models
 from ..rule import Rule, tidy_args
 from ..scopes import ScopeProvider
@@ -132,7 +133,8 @@ class ClipGrad(Rule):
             self.report(
                 original_node,
                 "needs-review",
-                f"{name}() where only some processes go: under FSDP the norm is a collective and the others never join it",
+                f"{name}() where only some processes go: under FSDP the norm is a collective and the others never join it"
+                + collective_note(self, original_node),
                 if_migrated=True,
             )
         dropped = {bound[n] for n in _DROPPED if n in bound}

@@ -80,6 +80,7 @@ from libcst.metadata import PositionProvider
 from ..analysis import ModuleIndex, attr_chain
 from ..batch_indexed import batch_indexed_reason
 from ..dataset_sized import dataset_sized_fills, dataset_sized_reason
+from ..file_tests import collective_note
 from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..rule import Rule
 from ..subtrees import findall
@@ -371,7 +372,8 @@ class CollectedOutputs(Rule):
         if not self.index.uniform(loop):
             return (
                 None,
-                "not every process reaches the loop together (a collective there could hang)",
+                "not every process reaches the loop together (a collective there could hang)"
+                + collective_note(self, loop),
             )
         return loader, None
 

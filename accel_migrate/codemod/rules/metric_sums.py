@@ -149,6 +149,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
+from ..file_tests import collective_note
 from ..metric_collections import _ROW_SCALED, CollectionPlans
 from ..metric_means import MeanPlans
 from ..metric_rewrites import MetricRewrites
@@ -260,18 +261,24 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
         if not increments and not collections:
             return
         if not self.index.uniform(node):
+            note = collective_note(self, node)
+            branch = (
+                f"a branch that not every process takes together{note}"
+                if note
+                else "a rank-dependent branch"
+            )
             for aug in increments:
                 self.report(
                     aug,
                     "needs-review",
-                    "sum over a sharded loader in a rank-dependent branch: not combined across processes",
+                    f"sum over a sharded loader in {branch}: not combined across processes",
                     if_migrated=True,
                 )
             for statement, _, what in collections:
                 self.report(
                     statement,
                     "needs-review",
-                    f"values collected with `{what}` in a rank-dependent branch hold this process's share; not combined across processes",
+                    f"values collected with `{what}` in {branch} hold this process's share; not combined across processes",
                     if_migrated=True,
                 )
             return

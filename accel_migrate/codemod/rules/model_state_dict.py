@@ -37,6 +37,7 @@ from functools import cached_property
 import libcst as cst
 
 from ..analysis import Key
+from ..file_tests import collective_note
 from ..patterns import prepared_models
 from ..rule import Rule
 
@@ -70,7 +71,8 @@ class ModelStateDict(Rule):
             self.report(
                 original_node,
                 "needs-review",
-                f"model.{name}() where only some processes go: under FSDP it is a collective and the others never join it",
+                f"model.{name}() where only some processes go: under FSDP it is a collective and the others never join it"
+                + collective_note(self, original_node),
                 if_migrated=True,
             )
         self.report(original_node, "fixed", f"model.{name}() -> accel.{name}(model)")

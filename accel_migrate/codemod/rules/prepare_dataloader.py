@@ -85,7 +85,12 @@ of N, so the losses differ from the original's (the finding says so). A
 batch size read from a command-line option of ``default=1`` (PyTorch-GAN's
 cyclegan.py: ``batch_size=opt.batch_size``) is reported so too, for its default. One that may
 shuffle and whose batches a loop ranks is wrapped and reported too, never
-silently (its metric is not the original's; AM009 reports the loop).
+silently (its metric is not the original's; AM009 reports the loop). A loader
+in a fixed order every loop over which runs only after a test of the file
+system (``if os.path.exists(ckpt):`` around the loop or every call of its
+function) is left unwrapped and reported as well: each process tests at its own
+moment, and one that tests after the main process has written the file skips
+the loop, so a sharded loader there would leave the others waiting for it.
 
 A loader returned by a method that its own file never calls
 (Deep-SVDD-PyTorch's ``TorchvisionDataset.loaders()``, taken out by the

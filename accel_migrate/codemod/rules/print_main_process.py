@@ -104,6 +104,7 @@ import libcst as cst
 from ..analysis import attr_chain
 from ..batch_rows import divided_by_rows
 from ..divergence import Divergence
+from ..file_tests import collective_note, racy_file_test
 from ..handed_losses import handed_loss_reads, step_reads
 from ..log_channels import TQDM_WRITE, logged_in, progress_log
 from ..logged_losses import LossPlaces, stripped
@@ -142,6 +143,8 @@ class PrintMainProcess(LossPlaces, Rule):
         )
         if not made:
             return made  # nothing to make global: no analysis to run
+        # a read under a test of the file system is no place for a collective
+        made = frozenset(c for c in made if racy_file_test(self.index, c) is None)
         while True:
             divergence = Divergence(self.index, made)
             uniform = frozenset(call for call in made if divergence.uniform(call))
@@ -237,8 +240,8 @@ class PrintMainProcess(LossPlaces, Rule):
                 original,
                 "needs-review",
                 f"{shows}, a value of this process's share of the batch, "
-                "where only some processes may go (rank-dependent branch): it "
-                "shows this process's share only",
+                "where only some processes may go "
+                f"{self._why_apart(original)}: it shows this process's share only",
                 if_migrated=True,
             )
             return None
@@ -307,6 +310,11 @@ class PrintMainProcess(LossPlaces, Rule):
             for a in self.index.ancestors(augmented)
         )
 
+    def _why_apart(self, read: cst.Call) -> str:
+        """``(rank-dependent branch)``, or the test of the file system that
+        keeps the processes apart there (``file_tests``)."""
+        return collective_note(self, read).strip() or "(rank-dependent branch)"
+
     def _global(
         self, original: cst.Call, tensor: cst.BaseExpression
     ) -> cst.BaseExpression | None:
@@ -361,7 +369,8 @@ class PrintMainProcess(LossPlaces, Rule):
             self.report(
                 original,
                 "needs-review",
-                "loss read where only some processes may go (rank-dependent branch); it shows this process's share only",
+                "loss read where only some processes may go "
+                f"{self._why_apart(original)}; it shows this process's share only",
                 if_migrated=True,
             )
             return None

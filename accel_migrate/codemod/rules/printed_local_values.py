@@ -59,6 +59,7 @@ import libcst.matchers as m
 from ..analysis import Key
 from ..clock_readings import key_reads_clock
 from ..divergence import TENSOR_READ
+from ..file_tests import collective_note
 from ..log_channels import channel
 from ..metrics.batch_ranking import batch_ranking
 from ..reduction.placement import code
@@ -100,7 +101,12 @@ class PrintedLocalValues(Rule):
             "the main process shows its share's value where the original showed "
             "the whole batch's; combine it across processes (accel.global_loss "
             "of the tensor for a mean over samples, accel.reduce for a sum or a "
-            "count) or label it as the main process's",
+            "count) or label it as the main process's"
+            + (
+                f"; combine it where every process goes: here{note}"
+                if (note := collective_note(self, node))
+                else ""
+            ),
             # Of a file another rule leaves whole, nothing is split: not said.
             if_migrated=True,
         )

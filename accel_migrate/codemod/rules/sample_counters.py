@@ -47,6 +47,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..batches import LoaderLoop, loader_loop
+from ..file_tests import collective_note
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -106,7 +107,7 @@ class SampleCounters(Rule):
                     f"(`{counter.value} * ...`): each process's batch is its share "
                     "of the global batch, and not every process reaches this line "
                     "together, so it cannot be summed here; it prints about 1/N of "
-                    "the original's count",
+                    "the original's count" + collective_note(self, node),
                     if_migrated=True,
                 )
             return
@@ -143,7 +144,8 @@ class SampleCounters(Rule):
                 "needs-review",
                 "logged per-sample loss divided by this process's batch length: each "
                 "process's batch is its share of the global batch, and not every "
-                "process reaches this line together, so it cannot be summed here",
+                "process reaches this line together, so it cannot be summed here"
+                + collective_note(self, node),
                 if_migrated=True,
             )
 

@@ -67,6 +67,7 @@ import libcst as cst
 
 from ..batch_samples import per_sample, row_joined_parts
 from ..batches import LoaderLoop, loader_loop
+from ..file_tests import collective_note
 from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
@@ -117,6 +118,17 @@ class SampledWrites(Rule):
                 "accel-migrate cannot prove that it holds one row per sample of "
                 "the share in order (a slice, a mean, a value unpacked from a "
                 "model's output), which gathering the shares in rank order needs",
+                _SHARE_WRITTEN,
+            )
+            return updated_node
+        note = collective_note(self, original_node)
+        if note:
+            self._refuse(
+                value,
+                line,
+                "it holds this process's rows, and the write may run on some "
+                f"processes and not others{note}, so gathering the rows of every "
+                "process there (a collective) could hang",
                 _SHARE_WRITTEN,
             )
             return updated_node

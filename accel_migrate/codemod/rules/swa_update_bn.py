@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..file_tests import collective_note
 from ..rule import Rule
 
 _UPDATE_BN = frozenset({"torch.optim.swa_utils.update_bn"})
@@ -70,7 +71,7 @@ class SwaUpdateBn(Rule):
                 "averages the BatchNorm statistics of this process's share of the "
                 "loader, not the original's; accel.update_bn would wait, in every "
                 "forward, for processes that do not run it. Call it where every "
-                "process does",
+                "process does" + collective_note(self, original_node),
                 if_migrated=True,
             )
             return updated_node
