@@ -82,7 +82,10 @@ def _hooked(visitor_class: type) -> int | None:
     for klass in visitor_class.__mro__:
         if klass in _CSTVisitor.__mro__:
             continue
-        for name in klass.__dict__:
+        # A snapshot: another thread (the soundness harness migrates cases in
+        # threads) may set a class attribute meanwhile, and iterating the live
+        # namespace would raise 'dictionary changed size during iteration'.
+        for name in tuple(klass.__dict__):
             if not name.startswith(("visit_", "leave_")):
                 continue
             node, _, field = name.partition("_")[2].partition("_")
