@@ -91,7 +91,9 @@ def test_rebound_name_is_not_the_library_s(tmp_path: Path, helper: str) -> None:
 
 
 def test_facts_record_reexports_and_star_conflicts(tmp_path: Path) -> None:
-    train = _train(tmp_path, "from dataloader import *\nfrom other import *", "DataLoader")
+    train = _train(
+        tmp_path, "from dataloader import *\nfrom other import *", "DataLoader"
+    )
     (tmp_path / "other.py").write_text("class DataLoader:\n    pass\n\nimport torch\n")
     facts = dict(read_project(str(train)).reexports)
     # two star imports bind DataLoader to different objects: not known
