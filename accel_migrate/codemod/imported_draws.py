@@ -141,3 +141,25 @@ def instance_facts(
         return {fact.model_class} if fact.model_class is not None else set()
 
     return held_instances(index, expr, imported, depth)
+
+
+def sampler_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
+    """(the sampler's ``__iter__``, its draw) for a data loader this file builds
+    with ``sampler=`` / ``batch_sampler=`` an instance of an imported class whose
+    ``__iter__`` draws from torch's global random state (DeepAR's
+    ``WeightedSampler`` with ``torch.multinomial``); None otherwise."""
+    if not index.project or not any(
+        q in DATALOADER_CALLS for q in index.qualnames(call.func)
+    ):
+        return None
+    for arg in call.args:
+        if arg.keyword is None or arg.keyword.value not in (
+            "sampler",
+            "batch_sampler",
+        ):
+            continue
+        for found in sorted(instance_facts(index, arg.value), key=lambda f: f.name):
+            draw = dict(found.draws).get("__iter__", "")
+            if draw.startswith("`torch."):
+                return f"`{found.name}.__iter__` in {found.file}", draw
+    return None

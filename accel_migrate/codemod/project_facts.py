@@ -427,6 +427,10 @@ class ProjectFacts:
     #: and imports nothing else unknown keeps every process on the CPU.
     local_imports: tuple[str, ...] = ()
     device_imports: tuple[str, ...] = ()
+    #: The names of the file's local imports that are a library's object, as
+    #: libcst names them (``dataloader.DataLoader``; ``<star>.DataLoader`` for a
+    #: star import), with the library's name (``project_reexports``).
+    reexports: tuple[tuple[str, str], ...] = ()
 
     def callers_of(self, function: str) -> tuple[CallSite, ...]:
         """The batch's calls of this file's ``function`` from other files."""

@@ -34,6 +34,7 @@ from dataclasses import replace
 from .project_facts import CallSite, HelperFact, ProjectFacts
 from .project_files import ROOT_MARKERS, project_root, roots_of
 from .project_libraries import BatchLibraries
+from .project_reexports import reexported as _reexported
 from .project_scans import ModuleScans, Target, _attribute, _Scan
 
 _DEPTH = 12
@@ -129,12 +130,14 @@ class ProjectView(ModuleScans, BatchLibraries):
                 star_names.extend(names)
         stars_local = star_names is not None
         local: dict[str, set[str]] = {}  # top-level import name -> module files
+        reexports: dict[str, str] = {}  # project_reexports
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     target = self._absolute(alias.name, roots)
                     if isinstance(target, tuple):
                         local.setdefault(alias.name.split(".")[0], set()).add(target[0])
+                        _reexported(self, alias.name, target, roots, reexports)
                         self._module_helpers(
                             alias.name, target[0], real, roots, helpers, files
                         )
@@ -149,6 +152,7 @@ class ProjectView(ModuleScans, BatchLibraries):
                     if alias.name == "*":
                         if stars_local:
                             self._star_helpers(module, real, roots, helpers, files)
+                            _reexported(self, STAR, module, roots, reexports, star=True)
                         continue
                     prefix = (
                         f"{spelled}.{alias.name}"
@@ -156,6 +160,7 @@ class ProjectView(ModuleScans, BatchLibraries):
                         else spelled + alias.name
                     )
                     target = _attribute(self, module, alias.name)
+                    _reexported(self, prefix, target, roots, reexports)
                     if isinstance(target, tuple) and not target[1]:
                         self._module_helpers(
                             prefix, target[0], real, roots, helpers, files
@@ -179,6 +184,7 @@ class ProjectView(ModuleScans, BatchLibraries):
                     if self._names_device(paths, roots, real)
                 )
             ),
+            reexports=tuple(sorted(n for n in reexports.items() if n[1])),
         )
 
     def _names_device(

@@ -97,7 +97,7 @@ class RuleContext:
             self._original_index = ModuleIndex(
                 wrapper,
                 self.alias,
-                LazyQualifiedNames(wrapper.resolve(ScopeProvider)),
+                LazyQualifiedNames(wrapper.resolve(ScopeProvider), self.reexports),
                 project=self.project,
             )
             self._original_index.divergence_memo = self.divergence_memo
@@ -135,11 +135,16 @@ class RuleContext:
             self._original_index = self._index[1]
         return self._index[1]
 
+    @property
+    def reexports(self) -> dict[str, str]:
+        """The project's re-exported library names (``project_reexports``)."""
+        return dict(self.project.reexports) if self.project is not None else {}
+
     def qualified_names_of(self, wrapper: MetadataWrapper) -> LazyQualifiedNames:
         if self._qualnames is None or self._qualnames[0] is not wrapper:
             self._qualnames = (
                 wrapper,
-                LazyQualifiedNames(wrapper.resolve(ScopeProvider)),
+                LazyQualifiedNames(wrapper.resolve(ScopeProvider), self.reexports),
             )
         return self._qualnames[1]
 

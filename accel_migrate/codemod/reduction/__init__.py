@@ -39,6 +39,10 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   method of a model class of another module (``model.loss_function(...)``,
   ``HelperFact.method_losses``) whose loss the view cannot place, or to which
   the call hands a weight read off the batch's row count (``row_weights``).
+  So does a name that may hold a local module's function whose return the
+  view does not read as a mean, through this file's assignments and
+  calls (DeepAR's ``loss_fn = net.loss_fn`` passed to ``train(..., loss_fn)``:
+  ``traced_criteria.traced_helper_function``).
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples

@@ -43,7 +43,7 @@ from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_los
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
-from .traced_criteria import traced_class_weights
+from .traced_criteria import traced_class_weights, traced_helper_function
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -126,6 +126,11 @@ class _Calls:
             # `criterion(out, y)` of a criterion handed in or built in branches,
             # one of which is a class-weighted mean (LDAM-DRW's DRW)
             return Fact("unknown", weighted)
+        traced = traced_helper_function(self.index, func)
+        if traced:
+            # `loss_fn(mu, sigma, y)` of `loss_fn` handed a local module's
+            # function whose return the project view cannot read
+            return Fact("unknown", traced)
         local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
         if local is not None:
             # `criterion(out, y)` of a criterion class of this file: its forward's

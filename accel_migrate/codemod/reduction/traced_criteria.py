@@ -101,3 +101,61 @@ def _weighted_module(index: ModuleIndex, call: cst.Call) -> str:
     ):
         return f"`{code(call)}` (`{helper.name}.forward` in {helper.file})"
     return ""
+
+
+def traced_helper_function(index: ModuleIndex, func: cst.BaseExpression) -> str:
+    """Why ``func(...)`` has no reduction the analysis can read, where ``func`` is
+    a name that may hold (through this file's assignments and the arguments every
+    call of its function passes) a local module's function whose return the
+    project view does not read as a mean over samples (DeepAR's ``loss_fn =
+    net.loss_fn`` handed to ``train(..., loss_fn, ...)``, a mean over the labels
+    that are not zero); "" otherwise."""
+    from .model_classes import _Tracer
+
+    if not isinstance(func, cst.Name):
+        return ""
+    tracer = _Tracer(index)
+    for leaf in _leaves(index, tracer, func, frozenset(), 0):
+        if leaf is func or not isinstance(leaf, (cst.Name, cst.Attribute)):
+            continue
+        helper = index.helper(leaf)
+        if helper is None or helper.kind != "function":
+            continue
+        if helper.returns == "loss" and helper.reduction == "mean":
+            continue
+        return (
+            f"the loss is computed by `{code(func)}`, which may be `{code(leaf)}` "
+            f"({helper.where}), a function whose reduction over the batch (a mean "
+            "over its samples, or over a count that differs between the processes' "
+            "shares, as a mean over the labels a mask selects) the analysis cannot "
+            "read from its return"
+        )
+    return ""
+
+
+def _leaves(
+    index: ModuleIndex,
+    tracer: object,
+    expr: cst.BaseExpression,
+    seen: frozenset[object],
+    depth: int,
+) -> list[cst.BaseExpression]:
+    """The expressions ``expr`` (a name) may hold: its assigned values and the
+    arguments the calls of its function pass for it, followed through names."""
+    if not isinstance(expr, cst.Name) or depth > 8:
+        return [expr]
+    key = index.key(expr)
+    if key is None or key in seen:
+        return []
+    seen = seen | {key}
+    found: list[cst.BaseExpression] = []
+    function = tracer._parameter(key)  # type: ignore[attr-defined]
+    if function is not None:
+        for call in index.call_sites(function):
+            for k, arg in index.arguments(call):
+                if k == key:
+                    found += _leaves(index, tracer, arg, seen, depth + 1)
+    for value in index.values.get(key, []):
+        if value is not None:
+            found += _leaves(index, tracer, value, seen, depth + 1)
+    return found

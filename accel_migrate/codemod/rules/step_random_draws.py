@@ -27,7 +27,13 @@ method of an imported object that draws (PyTorch-GAN's
 builds a random augmentation), also in a method the class inherits from a base
 of another module (``BaseVAE.forward`` in ``base_model.py``, a base dataset's
 ``__getitem__``), and a call of an imported helper that builds a
-loader and draws (``get_training_dataloader`` with ``transforms.RandomCrop``). Draws from an explicit ``generator=`` (seeded alike on every
+loader and draws (``get_training_dataloader`` with ``transforms.RandomCrop``). Also a DataLoader
+whose ``sampler=`` (or ``batch_sampler=``) is an instance of an imported class
+whose ``__iter__`` draws from torch's global random state (DeepAR's
+``WeightedSampler`` with ``torch.multinomial``): the runtime draws the order
+under the main process's random state, the original's only while no draw
+before it was made for one process's share (a model sampling over a sharded
+evaluation loader). Draws from an explicit ``generator=`` (seeded alike on every
 process, it draws the original's numbers) are not reported unless their
 arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
 draws in setup code before training, nor are draws in a
@@ -80,7 +86,7 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
-from ..imported_draws import loader_draw, step_draw
+from ..imported_draws import loader_draw, sampler_draw, step_draw
 from ..model_methods import stepped_function, stepped_method, training_step
 from ..random_names import random_transform
 from ..rule import Rule
@@ -216,6 +222,22 @@ class StepRandomDraws(Rule):
                 "from that process's random state: the samples do not get the "
                 "numbers the original drew for them; the losses will not match "
                 "the original's step for step",
+            )
+            return True
+        found = sampler_draw(self.index, node)
+        if found is not None:
+            where, draw = found
+            self.report(
+                node,
+                "needs-review",
+                f"the loader's sampler draws its order in {where} ({draw}) from "
+                "torch's global random state as each epoch starts: every process "
+                "draws it under the main process's random state, which is the "
+                "original's only while every draw before it there was the "
+                "original's; a draw made for one process's share (a model that "
+                "samples over a sharded evaluation loader, dropout on a share) "
+                "moves it apart, and the batches then differ from the original's",
+                if_migrated=True,
             )
             return True
         return False
