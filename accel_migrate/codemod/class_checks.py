@@ -15,9 +15,15 @@ class's method resolution order, read in C. ``ABCMeta``'s answer is that same
 order plus the classes ``register``-ed with an ABC and what a
 ``__subclasshook__`` says; libcst registers no class and defines no hook
 (``tests/codemod/test_class_checks.py`` checks both, and every answer for
-every pair of node classes), so every answer is the same. Classes derived
-later from a node class get ``_NodeMeta`` too (a class takes its bases'
-metaclass).
+every pair of node classes), so for libcst's own classes every answer is the
+same. Classes derived later from a node class get ``_NodeMeta`` too (a class
+takes its bases' metaclass). Where another user of libcst in the same process
+could see a difference, the classes go back to ``ABCMeta`` first: a
+``register`` call on a node class, or a class derived later that defines a
+``__subclasshook__`` (uninstalled before the hook can be asked). One difference
+stays: a class derived from a node class with a metaclass of its own derived
+from ``ABCMeta`` gets a metaclass conflict (no code of accel-migrate or libcst
+does that; ``uninstall()`` first).
 
 ``install()`` (at the engine's import) sets it on every node class libcst
 defines; ``uninstall()`` puts ``ABCMeta`` back (for comparisons:
@@ -37,6 +43,18 @@ class _NodeMeta(ABCMeta):
     __instancecheck__ = type.__instancecheck__
     __subclasscheck__ = type.__subclasscheck__
 
+    def __new__(mcls, name, bases, namespace, /, **kwargs):  # type: ignore[no-untyped-def]
+        kind = super().__new__(mcls, name, bases, namespace, **kwargs)
+        if "__subclasshook__" in namespace:
+            # Only ABCMeta asks a hook: every class goes back to it.
+            uninstall()
+        return kind
+
+    def register(cls, subclass):  # type: ignore[no-untyped-def]
+        # The C check reads no registry: every class goes back to ABCMeta first.
+        uninstall()
+        return ABCMeta.register(cls, subclass)
+
 
 def install() -> None:
     for kind in node_classes():
@@ -45,9 +63,20 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    for kind in node_classes():
+    """Every node class back to ``ABCMeta``: libcst's own and those derived
+    from them since (which took ``_NodeMeta`` from their bases)."""
+    import libcst as cst
+
+    todo = [*node_classes(), cst.CSTNode]
+    seen: set[int] = set()
+    while todo:
+        kind = todo.pop()
+        if id(kind) in seen:
+            continue
+        seen.add(id(kind))
         if type(kind) is _NodeMeta:
             kind.__class__ = ABCMeta
+        todo += type.__subclasses__(kind)
 
 
 def installed() -> bool:

@@ -99,6 +99,45 @@ def test_a_class_derived_later_checks_in_c_too() -> None:
     assert isinstance(node, cst.BaseExpression) and not isinstance(node, cst.Call)
 
 
+def test_the_checks_are_types_own() -> None:
+    # Correct but slow would pass every other test: the point is the C path.
+    assert class_checks._NodeMeta.__instancecheck__ is type.__instancecheck__
+    assert class_checks._NodeMeta.__subclasscheck__ is type.__subclasscheck__
+
+
+def test_a_registered_class_puts_abcmeta_back_first() -> None:
+    # Another libcst user in the process registers a virtual subclass: the C
+    # check reads no registry, so every class goes back to ABCMeta's checks.
+    class Foreign:
+        pass
+
+    try:
+        cst.BaseExpression.register(Foreign)
+        assert not class_checks.installed()
+        assert isinstance(Foreign(), cst.BaseExpression)
+        assert isinstance(Foreign(), cst.CSTNode)  # through its subclass's registry
+    finally:
+        cst.BaseExpression._abc_registry_clear()
+        class_checks.install()
+    assert class_checks.installed() and not isinstance(Foreign(), cst.BaseExpression)
+
+
+def test_a_subclass_hook_defined_later_puts_abcmeta_back_first() -> None:
+    try:
+
+        class Hooked(cst.BaseExpression):
+            @classmethod
+            def __subclasshook__(cls, other: type) -> bool:
+                return True if other is int else NotImplemented
+
+        assert type(Hooked) is ABCMeta and not class_checks.installed()
+        assert issubclass(int, Hooked) and issubclass(int, cst.BaseExpression)
+    finally:
+        class_checks.install()
+        cst.BaseExpression._abc_caches_clear()
+        cst.CSTNode._abc_caches_clear()
+
+
 def test_uninstall_puts_abcmeta_back(abc_checks: None) -> None:
     assert not class_checks.installed()
     assert type(cst.Name) is ABCMeta and type(cst.BaseExpression) is ABCMeta
