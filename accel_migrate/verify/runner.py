@@ -9,8 +9,10 @@ have seen), on every rank, and rank 0 writes the file. The script is not changed
 ``--deterministic`` disables dropout and keys the step's random draws in the same
 way in both modes (``stochastic.py``). Facts for the diagnosis are recorded too:
 stochastic calls, loss reductions, the initial weights, and (migrated) whether
-the processes' trained parameters still agree. A failure of the script is printed
-once, between markers, without this runner's frames and with the user's file and
+the processes' trained parameters still agree, and (``--rounding-out``, the
+original) the elements whose gradients were rounding alone, which the migrated
+run (``--rounding``) checksums apart as the original does. A failure of the
+script is printed once, between markers, without this runner's frames and with the user's file and
 line numbers (``--display-path``, ``--line-map``).
 """
 
