@@ -128,6 +128,9 @@ class _Runs:
             launch += ["--precision", options["precision"]]
         launch += scale_arguments(options)
         shown = ["--display-path", str(self.path), "--line-map", str(self.line_map)]
+        # the elements whose gradients were rounding alone in the original: the
+        # migrated run checksums the others apart (compare's traced parameters)
+        rounding = str(work / f"original-{record}.rounding.pt")
         err.print(
             f"running the original on 1 process for up to {steps} steps{mode} ..."
         )
@@ -137,6 +140,7 @@ class _Runs:
                 *[sys.executable, "-m", "accel_migrate.verify.runner"],
                 *["--record", str(work / f"original-{record}.json")],
                 *["--steps", steps, "--mode", "original", *flag],
+                *["--rounding-out", rounding],
                 *["--display-path", str(self.path)],
                 *[str(self.path.resolve()), "--", *options["script_args"]],
             ],
@@ -159,6 +163,7 @@ class _Runs:
                 ],
                 *["--record", str(work / f"migrated-{record}.json")],
                 *["--steps", steps, "--mode", "migrated", *flag, *shown],
+                *["--rounding", rounding],
                 *[str(self.migrated), "--", *options["script_args"]],
             ],
             self.env,

@@ -112,10 +112,11 @@ def summary_of(outcome: Outcome) -> str:
 
 def summary(verdict: Verdict) -> str:
     if verdict.agrees:
+        note = f"; note: {verdict.note}" if verdict.note else ""
         return (
             f"PASS: {len(verdict.rows)} losses over {verdict.original_steps} steps agree "
             f"(worst relative error {verdict.worst_error:.1e}, parameters {verdict.parameter_error:.1e}, "
-            f"tolerance {verdict.tolerance_text})"
+            f"tolerance {verdict.tolerance_text}){note}"
         )
     if verdict.first_divergence is not None:
         row = verdict.first_divergence

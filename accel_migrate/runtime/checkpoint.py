@@ -270,7 +270,8 @@ def _own_part(
     own = read(rank) if rank < saved_world else {"rng": None}
     if is_main:
         warnings.warn(
-            f"resuming at {world} processes a state saved by {saved_world}: the "
+            f"resuming at {_processes(world)} a state saved by "
+            f"{_processes(saved_world)}: the "
             f"data order and rank 0's RNG states continue as saved; the RNG streams "
             f"of the other ranks (dropout, random augmentation) cannot follow the "
             f"new split of each batch, so a model that draws random numbers in its "
@@ -278,6 +279,10 @@ def _own_part(
             stacklevel=4,
         )
     return {"rng": own["rng"], "loaders": read(0)["loaders"]}
+
+
+def _processes(count: int) -> str:
+    return f"{count} process" if count == 1 else f"{count} processes"
 
 
 def read_plain_state(directory: str | os.PathLike[str]) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class Verdict:
     causes: tuple[str, ...]
     #: (steps held to ``tolerance``, the tolerance after them and for parameters).
     band: tuple[int, float] | None = None
+    #: Where parameters differ only in elements whose gradients were rounding
+    #: alone in the original (``parameter_error`` leaves those out): (how many
+    #: parameters, their elements of rounding, the error of the whole parameters).
+    rounding_apart: tuple[int, int, float] | None = None
 
     def limit(self, row: Row) -> float:
         if self.band is None or row.index < self.band[0]:
@@ -81,26 +85,102 @@ class Verdict:
         )
 
     @property
+    def note(self) -> str | None:
+        """What a passing comparison left out of ``parameter_error``."""
+        if self.rounding_apart is None:
+            return None
+        count, elements, whole = self.rounding_apart
+        return (
+            f"{count} parameter{'s differ' if count != 1 else ' differs'} only in "
+            f"{elements} element{'s' if elements != 1 else ''} whose gradients were "
+            f"rounding alone in the original (whole-parameter error {whole:.1e}): "
+            "nothing the loss reads depends on them (a key bias, which softmax "
+            "ignores; a bias just before a normalization layer), and an optimizer "
+            "that divides each gradient by its own size (Adam) turns that rounding "
+            "into full-size steps, which another summation order changes"
+        )
+
+    @property
     def worst_error(self) -> float:
         return max((row.error for row in self.rows), default=0.0)
 
 
-def _parameter_error(
-    original: list[dict[str, Any]], migrated: list[dict[str, Any]]
+def _traced_error(
+    original: list[dict[str, Any]],
+    migrated: list[dict[str, Any]],
+    moves: list[float] | None = None,
 ) -> float:
+    """``_parameter_error`` over the elements the loss reads, where both runs
+    checksummed them apart (``traced``), else over whole parameters."""
+    if len(original) != len(migrated):
+        return _parameter_error(original, migrated, moves)
+    pairs = [
+        (a["traced"], b["traced"]) if "traced" in a and "traced" in b else (a, b)
+        for a, b in zip(original, migrated, strict=True)
+    ]
+    return _parameter_error([a for a, _ in pairs], [b for _, b in pairs], moves)
+
+
+def _rounding_apart(
+    original: list[dict[str, Any]],
+    migrated: list[dict[str, Any]],
+    tolerance: float,
+    moves: list[float] | None = None,
+) -> tuple[int, int, float] | None:
+    """Parameters apart as wholes that agree on the elements the loss reads."""
+    if len(original) != len(migrated):
+        return None
+    if moves is None or len(moves) != len(original):
+        moves = [0.0] * len(original)
+    apart = [
+        (a, b, move)
+        for a, b, move in zip(original, migrated, moves, strict=True)
+        if "traced" in a
+        and "traced" in b
+        and _parameter_error([a], [b], [move]) > tolerance
+        and _parameter_error([a["traced"]], [b["traced"]], [move]) <= tolerance
+    ]
+    if not apart:
+        return None
+    elements = sum(a["numel"] - a["traced"]["numel"] for a, _, _ in apart)
+    whole = _parameter_error(*(list(column) for column in zip(*apart, strict=True)))
+    return len(apart), elements, whole
+
+
+def _parameter_error(
+    original: list[dict[str, Any]],
+    migrated: list[dict[str, Any]],
+    moves: list[float] | None = None,
+) -> float:
+    """The largest relative difference of a parameter's sum and sum of squares;
+    relative to its norm, or where ``moves`` tells (per parameter, how far its
+    optimizer moves an element in the run at most) to the norm of that movement
+    where larger (``MOVEMENT_FLOOR``)."""
     if len(original) != len(migrated) or not original:
         return math.inf if original or migrated else 0.0
+    if moves is None or len(moves) != len(original):
+        moves = [0.0] * len(original)
     worst = 0.0
-    for a, b in zip(original, migrated, strict=True):
+    for a, b, move in zip(original, migrated, moves, strict=True):
         if a["numel"] != b["numel"]:
             return math.inf
-        norm = math.sqrt(a["sumsq"])
+        norm = max(math.sqrt(a["sumsq"]), move * math.sqrt(a["numel"]), 1e-12)
         worst = max(
             worst,
-            abs(a["sum"] - b["sum"]) / max(norm, 1e-12),
-            abs(a["sumsq"] - b["sumsq"]) / max(a["sumsq"], 1e-12),
+            abs(a["sum"] - b["sum"]) / norm,
+            abs(a["sumsq"] - b["sumsq"]) / max(norm * norm, 1e-12),
         )
     return worst
+
+
+def movements(record: dict[str, Any]) -> list[float] | None:
+    """Per parameter of ``record`` (the original's): how far its optimizer moves
+    one element over the run at most, ``lr`` x steps for an optimizer of Adam's
+    kind (``step_bounds``); None where not recorded."""
+    bounds = record.get("step_bounds")
+    if not bounds or len(bounds) != len(record["parameters"]):
+        return None
+    return [bound * record["steps"] for bound in bounds]
 
 
 def compare(
@@ -113,6 +193,7 @@ def compare(
     a, b = original["losses"], migrated["losses"]
     steps = original["loss_steps"] + migrated["loss_steps"][len(a) :]
     scale = max((abs(x) for x in a if math.isfinite(x)), default=0.0)
+    moves = movements(original)
     rows = tuple(
         Row(
             index=i,
@@ -128,12 +209,19 @@ def compare(
         tolerance=tolerance,
         original_steps=original["steps"],
         migrated_steps=migrated["steps"],
-        parameter_error=_parameter_error(
-            original["parameters"], migrated["parameters"]
+        # elements whose gradients were rounding alone in the original left out
+        parameter_error=_traced_error(
+            original["parameters"], migrated["parameters"], moves
         ),
         first_divergence=None,
         causes=(),
         band=band,
+        rounding_apart=_rounding_apart(
+            original["parameters"],
+            migrated["parameters"],
+            band[1] if band is not None else tolerance,
+            moves,
+        ),
     )
     first = next((row for row in rows if row.error > verdict.limit(row)), None)
     verdict = Verdict(**{**verdict.__dict__, "first_divergence": first})
@@ -280,12 +368,15 @@ def _parameters_apart(
     )
     peaks = original.get("gradient_peaks") or []
     a, b = original["parameters"], migrated["parameters"]
+    moves = movements(original)
+    moves = moves if moves and len(moves) == len(a) else None
     if not peaks or len(peaks) != len(a) or len(a) != len(b) or max(peaks) <= 0:
         return plain
     apart = [
         i
         for i in range(len(a))
-        if _parameter_error([a[i]], [b[i]]) > verdict.parameter_tolerance
+        if _parameter_error([a[i]], [b[i]], [moves[i]] if moves else None)
+        > verdict.parameter_tolerance
     ]
     top = max(peaks)
     if not apart or any(peaks[i] > ROUNDING_GRADIENT * top for i in apart):

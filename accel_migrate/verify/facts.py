@@ -32,8 +32,13 @@ _LOSSES = {
 }
 
 
-def checksums(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
-    """Per parameter of ``optimizer``: numel, sum and sum of squares (fp64)."""
+def checksums(
+    optimizer: torch.optim.Optimizer, rounding: list[torch.Tensor | None] | None = None
+) -> list[dict[str, Any]]:
+    """Per parameter of ``optimizer``: numel, sum and sum of squares (fp64). With
+    ``rounding`` (per parameter, in this order: a mask of the elements whose
+    gradients were rounding alone in the original's run), ``traced`` too: the
+    same over the other elements, those the loss reads."""
     rows = []
     # Run as a script: the runtime is there only if the migrated copy loaded it.
     state = sys.modules.get("accel_migrate.runtime._state")
@@ -43,35 +48,73 @@ def checksums(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
     groups = (
         [{"params": engine_view}] if engine_view is not None else optimizer.param_groups
     )
+    index = 0
     for group in groups:
         for param in group["params"]:
             full = param.detach()
             if hasattr(full, "full_tensor"):  # an FSDP shard: gather (collective)
                 full = full.full_tensor()
             values = full.double()
-            rows.append(
-                {
-                    "numel": int(values.numel()),
-                    "sum": float(values.sum()),
-                    "sumsq": float((values * values).sum()),
-                }
-            )
+            row = _checksum(values)
+            mask = rounding[index] if rounding and index < len(rounding) else None
+            if mask is not None and mask.numel() == values.numel():
+                row["traced"] = _checksum(
+                    values.reshape(-1)[~mask.reshape(-1).to(values.device)]
+                )
+            rows.append(row)
+            index += 1
     return rows
 
 
-def gradient_peaks(optimizer: torch.optim.Optimizer) -> list[float]:
-    """Per parameter of ``optimizer``, in ``checksums``' order: the largest
-    absolute entry of its gradient now (0.0 without one). Plain tensors only
-    (the original's run): a sharded gradient would need a collective."""
-    peaks = []
+def _checksum(values: torch.Tensor) -> dict[str, Any]:
+    return {
+        "numel": int(values.numel()),
+        "sum": float(values.sum()),
+        "sumsq": float((values * values).sum()),
+    }
+
+
+#: Optimizers whose step moves each element by at most about ``lr``, whatever
+#: its gradient's size (a gradient of rounding or of bf16 noise included).
+_LR_BOUNDED = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam")
+
+
+def step_bounds(optimizer: torch.optim.Optimizer) -> list[float]:
+    """Per parameter of ``optimizer``, in ``checksums``' order: how far one step
+    moves each of its elements at most (its group's ``lr``) where the optimizer
+    is of Adam's kind, else 0.0 (unbounded: a step follows the gradient)."""
+    bounded = any(
+        isinstance(optimizer, getattr(torch.optim, name, ())) for name in _LR_BOUNDED
+    )
+    return [
+        float(group.get("lr", 0.0)) if bounded else 0.0
+        for group in optimizer.param_groups
+        for _ in group["params"]
+    ]
+
+
+def gradient_sizes(optimizer: torch.optim.Optimizer) -> list[torch.Tensor | None]:
+    """Per parameter of ``optimizer``, in ``checksums``' order: the absolute value
+    of each entry of its gradient now (None without one). Plain tensors only (the
+    original's run): a sharded gradient would need a collective."""
+    sizes: list[torch.Tensor | None] = []
     for group in optimizer.param_groups:
         for param in group["params"]:
             grad = param.grad
             if grad is None or grad.is_sparse or hasattr(grad, "full_tensor"):
-                peaks.append(0.0)
+                sizes.append(None)
                 continue
-            peaks.append(float(grad.detach().abs().max()) if grad.numel() else 0.0)
-    return peaks
+            sizes.append(grad.detach().abs().float().cpu())
+    return sizes
+
+
+def gradient_peaks(optimizer: torch.optim.Optimizer) -> list[float]:
+    """Per parameter of ``optimizer``, in ``checksums``' order: the largest
+    absolute entry of its gradient now (0.0 without one)."""
+    return [
+        float(size.max()) if size is not None and size.numel() else 0.0
+        for size in gradient_sizes(optimizer)
+    ]
 
 
 def leading_size(batch: Any) -> int | None:

@@ -9,8 +9,10 @@ have seen), on every rank, and rank 0 writes the file. The script is not changed
 ``--deterministic`` disables dropout and keys the step's random draws in the same
 way in both modes (``stochastic.py``). Facts for the diagnosis are recorded too:
 stochastic calls, loss reductions, the initial weights, and (migrated) whether
-the processes' trained parameters still agree. A failure of the script is printed
-once, between markers, without this runner's frames and with the user's file and
+the processes' trained parameters still agree, and (``--rounding-out``, the
+original) the elements whose gradients were rounding alone, which the migrated
+run (``--rounding``) checksums apart as the original does. A failure of the
+script is printed once, between markers, without this runner's frames and with the user's file and
 line numbers (``--display-path``, ``--line-map``).
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 import torch
 
 from accel_migrate.verify import facts as _facts
+from accel_migrate.verify.compare import ROUNDING_GRADIENT
 from accel_migrate.verify.stochastic import BatchPosition, Stochastic
 
 
@@ -35,7 +38,13 @@ class StopVerification(BaseException):
 
 
 class Recorder:
-    def __init__(self, steps: int, mode: str, deterministic: bool = False) -> None:
+    def __init__(
+        self,
+        steps: int,
+        mode: str,
+        deterministic: bool = False,
+        rounding: list[torch.Tensor | None] | None = None,
+    ) -> None:
         self.steps = steps
         self.deterministic = deterministic
         self.mode = mode
@@ -55,9 +64,13 @@ class Recorder:
         self.losses_seen = _facts.LossFacts()
         self.initial: list[dict[str, Any]] | None = None
         self.trained: _facts.TrainedLeaves = _facts.TrainedLeaves()
-        #: Per optimizer (by id), per parameter: its largest gradient entry over
-        #: the steps (the original's run only), for ``compare``'s diagnosis.
-        self.peaks: dict[int, list[float]] = {}
+        #: Per optimizer (by id), per parameter: the largest size of each of its
+        #: gradient's entries over the steps (the original's run only).
+        self.sizes: dict[int, list[torch.Tensor | None]] = {}
+        #: Per parameter, in ``parameters``' order: the elements whose gradients
+        #: were rounding alone in the original (``rounding_masks``), read by the
+        #: migrated run from the original's recording.
+        self.rounding = rounding
 
     def position(self) -> BatchPosition:
         """Where this process's samples sit in the current global batch."""
@@ -84,11 +97,11 @@ class Recorder:
         if self.initial is None:  # the weights the first update starts from
             self.initial = _facts.checksums(optimizer)
         if self.mode == "original":
-            now = _facts.gradient_peaks(optimizer)
-            seen = self.peaks.get(id(optimizer), now)
+            now = _facts.gradient_sizes(optimizer)
+            seen = self.sizes.get(id(optimizer), now)
             if len(seen) == len(now):
-                self.peaks[id(optimizer)] = [
-                    max(a, b) for a, b in zip(seen, now, strict=True)
+                self.sizes[id(optimizer)] = [
+                    _larger(a, b) for a, b in zip(seen, now, strict=True)
                 ]
 
     def on_step(self, optimizer: torch.optim.Optimizer, *_: Any) -> None:
@@ -116,8 +129,42 @@ class Recorder:
 
     # -- results -----------------------------------------------------------------------
     def parameters(self) -> list[dict[str, Any]]:
-        """Per parameter, in optimizer order: numel, sum and sum of squares (fp64)."""
-        return [c for optimizer in self.optimizers for c in _facts.checksums(optimizer)]
+        """Per parameter, in optimizer order: numel, sum and sum of squares (fp64),
+        and those of its elements the loss reads (``traced``) where ``rounding``
+        tells them."""
+        rows: list[dict[str, Any]] = []
+        for optimizer in self.optimizers:
+            masks = self.rounding[len(rows) :] if self.rounding is not None else None
+            rows += _facts.checksums(optimizer, masks)
+        return rows
+
+    def peaks(self) -> list[float]:
+        """Per parameter, in ``parameters``' order: its largest gradient entry."""
+        return [
+            float(size.max()) if size is not None and size.numel() else 0.0
+            for o in self.optimizers
+            for size in self.sizes.get(id(o), [])
+        ]
+
+    def rounding_masks(self) -> list[torch.Tensor | None]:
+        """Per parameter, in ``parameters``' order (the original's run): the
+        elements whose largest gradient over the steps was at most
+        ``ROUNDING_GRADIENT`` of the run's largest (None: a parameter without
+        such elements). Nothing the loss reads depends on them (a key bias,
+        which softmax ignores; a bias before a normalization layer)."""
+        sizes = [size for o in self.optimizers for size in self.sizes.get(id(o), [])]
+        top = max(
+            (float(s.max()) for s in sizes if s is not None and s.numel()), default=0.0
+        )
+        if top <= 0 or len(sizes) != sum(
+            len(group["params"]) for o in self.optimizers for group in o.param_groups
+        ):
+            return []
+        masks: list[torch.Tensor | None] = []
+        for size in sizes:
+            mask = None if size is None else size <= ROUNDING_GRADIENT * top
+            masks.append(mask if mask is not None and bool(mask.any()) else None)
+        return masks
 
     def result(self, stopped: bool) -> dict[str, Any]:
         facts = {
@@ -142,11 +189,16 @@ class Recorder:
             "loss_steps": self.loss_steps,
             "parameters": self.parameters(),
             "initial_parameters": self.initial or [],
-            "gradient_peaks": [
-                peak for o in self.optimizers for peak in self.peaks.get(id(o), [])
-            ],
+            "gradient_peaks": self.peaks(),
+            "step_bounds": [b for o in self.optimizers for b in _facts.step_bounds(o)],
             "facts": facts,
         }
+
+
+def _larger(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return torch.maximum(a, b) if a.shape == b.shape else b
 
 
 def _install(recorder: Recorder) -> None:
@@ -202,12 +254,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deterministic", action="store_true")
     parser.add_argument("--display-path", default=None)
     parser.add_argument("--line-map", default=None)
+    # the original's record of its rounding elements (--rounding-out of its run)
+    parser.add_argument("--rounding", default=None)
+    parser.add_argument("--rounding-out", default=None)
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
     script_args = options.args[1:] if options.args[:1] == ["--"] else options.args
 
-    recorder = Recorder(options.steps, options.mode, options.deterministic)
+    rounding = (
+        torch.load(options.rounding, weights_only=True)
+        if options.rounding and Path(options.rounding).exists()
+        else None
+    )
+    recorder = Recorder(options.steps, options.mode, options.deterministic, rounding)
     _install(recorder)
     script = Path(options.script).resolve()
     sys.argv = [str(script), *script_args]
@@ -234,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         sys.stderr.flush()
         return 1
+    if options.rounding_out and options.mode == "original":
+        # the original's own parameters are checksummed with them too
+        recorder.rounding = recorder.rounding_masks()
+        if any(mask is not None for mask in recorder.rounding):
+            torch.save(recorder.rounding, options.rounding_out)
     result = recorder.result(stopped)
     if int(os.environ.get("RANK", "0")) == 0:
         Path(options.record).write_text(json.dumps(result))

@@ -49,6 +49,27 @@ PROJECT = FIXTURES / "soundness" / "imagenet_engine_topk_r23c_project"
 #: ("{report}" is the run's report file) and environment. They start together
 #: from one pool (``runs``), each run a job of several processes.
 JOBS: dict[str, tuple[tuple[str, ...], dict[str, str] | None]] = {
+    # a nanoGPT shape under fsdp: its key biases' Adam steps follow rounding
+    "fused_qkv": (
+        (
+            str(VERIFY_FIXTURES / "fused_qkv_adam.py"),
+            "--strategy",
+            "fsdp",
+            "--steps",
+            "6",
+        ),
+        None,
+    ),
+    "fused_qkv_broken": (
+        (
+            str(VERIFY_FIXTURES / "fused_qkv_adam.py"),
+            "--strategy",
+            "fsdp",
+            "--steps",
+            "6",
+        ),
+        {"BROKEN_ATTENTION_LR": "1"},
+    ),
     "faithful": (
         (
             str(FIXTURES / "parity" / "cnn_eval.py"),
@@ -338,6 +359,21 @@ def test_the_diagnosis_is_not_misled_by_synced_layers_data_order_or_inputs(
     causes = [line for line in done.stdout.splitlines() if "likely cause:" in line]
     assert len(causes) == 1, done.stdout
     assert "unprepared model" in causes[0] and "shape (1,)" in causes[0], done.stdout
+
+
+@pytest.mark.multiprocess
+def test_a_fused_qkv_under_adam_passes_with_its_key_biases_named(runs) -> None:
+    """The key third of each block's c_attn.bias has gradients of rounding alone
+    (softmax ignores it) and Adam's steps on it differ between the runs: PASS,
+    with those 4 x 32 elements named; the c_attn layers stepped with another
+    learning rate (a broken migration) FAIL."""
+    done = runs["fused_qkv"].result().done
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = _one_line(done.stdout, "PASS: 6 losses over 6 steps agree")
+    assert "note: 4 parameters differ only in 128 elements" in line, line
+    broken = runs["fused_qkv_broken"].result().done
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "FAIL" in broken.stdout and "note:" not in broken.stdout
 
 
 @pytest.mark.multiprocess

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.multiprocess
 SCRIPT = Path(__file__).parent / "scripts" / "reshard.py"
 STEP_LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
 SAVE_AFTER, STEPS = 2, 8
-WARNING = "resuming at {world} processes a state saved by 2"
+WARNING = "resuming at {world} a state saved by 2 processes"
 
 
 def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -108,7 +108,8 @@ def test_resumed_at_another_world_size_continues_the_curve(
             whole[step]
         ), f"world {world} step {step}: {loss} vs {whole[step]}"
     # Said once (rank 0), since a model with dropout would not continue the same.
-    assert done.stderr.count(WARNING.format(world=world)) == 1, done.stderr
+    processes = "1 process" if world == 1 else f"{world} processes"
+    assert done.stderr.count(WARNING.format(world=processes)) == 1, done.stderr
     work: Path = runs["work"]  # type: ignore[assignment]
     expected = torch.load(work / "final-2.pt")
     final = torch.load(work / f"final-{world}.pt")  # one plain file, original keys
