@@ -43,8 +43,17 @@ the barrier belongs before the test; where that test is an ``if`` statement
 every process reaches alike, ``accel.barrier()`` follows the whole ``if``
 instead, fixed: every process reaches it whatever its own test says, and the
 main process has written the file before any goes on. Not where the saved
-object is built under the test by a collective, a state dict under FSDP). A save into an in-memory buffer (``io.BytesIO``) is left as it is: each
-process has its own buffer and reads it back.
+object is built under the test by a collective, a state dict under FSDP, nor
+where either arm of the ``if`` leaves the block: a ``return``, ``break``,
+``continue``, ``raise`` or exit call skips the statement after it). A save into
+an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
+buffer and reads it back.
+
+A save in code a data loader runs per sample or batch (a Dataset's
+``__getitem__``, a ``collate_fn``: a feature cache written on first use) is left
+as it is and reported: each process loads its own samples, so the main process
+alone would write only its share's files, and a barrier there would be reached a
+different number of times on each process.
 
 A save into a file the script opens from a path, ``with open(path, "wb") as f:
 torch.save(obj, f)``, would be every process writing the same file: when the
@@ -63,6 +72,8 @@ import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
 from ..analysis import attr_chain
+from ..branch_exits import leaves_block
+from ..data_pipeline import data_function_of
 from ..file_changes import argument
 from ..file_reads import path_template, same_template
 from ..file_tests import describe, file_test, file_test_note
@@ -89,6 +100,20 @@ class TorchSave(Rule):
             return updated_node  # every process writes its own buffer: nothing shared
         if original_node in self.collapsed_saves:
             return updated_node  # the whole `with open(...)` becomes accel.save
+        loader_run = self._run_by_loader(original_node)
+        if loader_run is not None:
+            self.report(
+                original_node,
+                "needs-review",
+                f"torch.save in {loader_run}: each process loads its own samples, "
+                "so the main process alone would write only its share's files, and "
+                "a barrier there would be reached a different number of times on "
+                "each process; left as it is (every process writes the files of "
+                "the samples it loads). Write such a cache before training, on "
+                "the main process, followed by accel.barrier()",
+                if_migrated=True,
+            )
+            return updated_node
         if target is not None and self._opened_handle(target) is not None:
             opened = self._opened_handle(target)
             if opened is not None and write_mode(opened) is None:
@@ -349,7 +374,11 @@ class TorchSave(Rule):
         original_node: cst.SimpleStatementLine,
         updated_node: cst.SimpleStatementLine,
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        saves = [c for c in findall(original_node, m.Call()) if c in self.read_back]
+        saves = [
+            c
+            for c in findall(original_node, m.Call())
+            if c in self.read_back and self._run_by_loader(c) is None
+        ]
         if not saves:
             return updated_node
         if self._under_file_test(saves[0], original_node):
@@ -422,6 +451,8 @@ class TorchSave(Rule):
             return False
         if not self.index.uniform(test) or file_test(self, test) is not None:
             return False
+        if leaves_block(test):
+            return False  # a process that takes the branch would skip the barrier
         built = [arg.value for arg in save.args]
         return not any(
             (isinstance(c.func, cst.Attribute) and c.func.attr.value == "state_dict")
@@ -444,6 +475,13 @@ class TorchSave(Rule):
             body=[cst.Expr(self.runtime_call("barrier", []))]
         )
         return cst.FlattenSentinel([updated_node, barrier])
+
+    def _run_by_loader(self, node: cst.CSTNode) -> str | None:
+        """What runs ``node`` per sample or batch, where a data loader does (a
+        Dataset's ``__getitem__``, a ``collate_fn``): each process runs it for
+        its own share, a different number of times."""
+        phrase = data_function_of(self.index, node)
+        return phrase if phrase is not None and "data loader" in phrase else None
 
     def _in_memory(self, expr: cst.BaseExpression) -> bool:
         """``io.BytesIO()``, or a variable that only ever holds one."""
