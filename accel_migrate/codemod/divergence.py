@@ -364,8 +364,10 @@ class Divergence(DivergenceQueries):
                 if value_tainted and isinstance(target.target, cst.Subscript):
                     self._add(memo.STORE, self.local_stores, node)
                 self._bind(target.target, value_tainted, tainted)
+            self._parsed_options(node, tainted)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
+            self._parsed_options(node, tainted)
         elif isinstance(node, cst.AugAssign):
             if (
                 self._tainted(node.value, tainted)
@@ -405,6 +407,16 @@ class Divergence(DivergenceQueries):
                 self._record(memo.RETURN, node)
         return tainted
 
+    def _parsed_options(
+        self, node: cst.Assign | cst.AnnAssign, tainted: set[str]
+    ) -> None:
+        """``args = parser.parse_args()``: ``args.local_rank`` is rank-local
+        where an option's default reads a rank variable (``rank_local_options``)."""
+        bound = self.index.rank_local_options.bound(node)
+        self._record(memo.OPTIONS, node, bound)
+        for name in sorted(bound):
+            self._bind_name(name, True, tainted)
+
     def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
         """Every variable that a statement under ``node`` sets is rank-local."""
         for statement in findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
@@ -435,6 +447,10 @@ class Divergence(DivergenceQueries):
             # A sharded loader has the same length and the same number of batches
             # on every rank, whatever data it was built from.
             is_tainted = False
+        self._bind_name(name, is_tainted, tainted)
+
+    def _bind_name(self, name: str, is_tainted: bool, tainted: set[str]) -> None:
+        """Mark the variable (or ``self.x``-like chain) ``name`` rank-local or not."""
         if is_tainted:
             tainted.add(name)
             if name in self._current_globals or self._module_walk:

@@ -157,12 +157,14 @@ class RankLocalSources:
             for name in self._names(expr):
                 if name in entries and name is not expr:
                     continue  # followed as that entry
-                key = self.index.key(name)
+                key = self._key(name)
                 if key is None:
                     continue
                 spelled = attr_chain(name) or key[1]
                 path = (*through, spelled)
                 definitions = self.definitions.get(key)
+                if definitions is None and self.index.key(name) is None:
+                    continue  # `args.x` never stored: its namespace is followed
                 if definitions is None:
                     if key not in seen_keys and not self._plain_binding(key):
                         result.complete = False
@@ -175,7 +177,11 @@ class RankLocalSources:
                     seen_definitions.add((key, id(node), keep))
                     if kind == "counter":
                         continue  # `i` of `enumerate(loader)`: the same everywhere
-                    if kind == "data":
+                    if kind == "option":
+                        # `args.local_rank` of `parser.parse_args()`: the default
+                        flag = self.options_by_default[node]
+                        queue.append((node, (*path, flag), keep))
+                    elif kind == "data":
                         result.sources.append(Source("data", node, path))
                     elif kind == "exception":
                         result.sources.append(Source("exception", node, path))
@@ -240,6 +246,7 @@ class RankLocalSources:
         runtime calls that are the same on every process."""
         found: list[cst.BaseExpression] = []
         index = self.index
+        sources = self
 
         class _Names(cst.CSTVisitor):
             def visit_Call(self, node: cst.Call) -> bool:
@@ -249,6 +256,9 @@ class RankLocalSources:
                 if index.key(node) is not None:
                     found.append(node)
                     return False
+                key = sources._key(node)
+                if key is not None and key in sources.definitions:
+                    found.append(node)  # `args.x = ...`: its stores, and `args`
                 node.value.visit(self)
                 return False
 
@@ -267,6 +277,18 @@ class RankLocalSources:
             return [expr]
         expr.visit(_Names())
         return found
+
+    def _key(self, node: cst.CSTNode) -> Key | None:
+        """``index.key``, and for an attribute of a variable (``args.local_rank``,
+        ``self.args.seed``) the variable's scope with the whole chain: the key
+        under which this walk keeps the attribute's stores."""
+        key = self.index.key(node)
+        if key is not None or not isinstance(node, cst.Attribute):
+            return key
+        base = self._key(node.value)
+        if base is None:
+            return None
+        return (base[0], f"{base[1]}.{node.attr.value}")
 
     def _plain_binding(self, key: Key) -> bool:
         """A name bound only by imports, definitions or nothing (a builtin)."""
@@ -287,7 +309,9 @@ class RankLocalSources:
     # -- definitions -------------------------------------------------------------
     @property
     def definitions(self) -> dict[Key, list[_Definition]]:
-        """For each variable: what sets it, as ("value", expression to follow),
+        """For each variable (and attribute of one, ``args.x``): what sets it, as
+        ("value", expression to follow), ("option", the default of a rank-local
+        command-line option ``args.x`` is parsed from),
         ("data", a loader loop's iterable), ("exception", a handler) or
         ("counter", the step counter of ``enumerate(loader)``), each with the
         node that binds it (the statement, loop or call; for a parameter, its
@@ -295,6 +319,15 @@ class RankLocalSources:
         if self._definitions is None:
             self._definitions = self._collect()
         return self._definitions
+
+    @property
+    def options_by_default(self) -> dict[cst.CSTNode, str]:
+        """The flag of each rank-local option (``--local_rank``), by its default."""
+        return {
+            option.default: option.flag
+            for parsed in self.index.rank_local_options.options.values()
+            for option in parsed
+        }
 
     def _collect(self) -> dict[Key, list[_Definition]]:
         index = self.index
@@ -304,7 +337,7 @@ class RankLocalSources:
             target: cst.CSTNode, kind: str, node: cst.CSTNode, anchor: cst.CSTNode
         ) -> None:
             for leaf in _targets(target):
-                key = index.key(leaf)
+                key = self._key(leaf)
                 if key is not None:
                     found.setdefault(key, []).append((kind, node, anchor))
 
@@ -323,6 +356,19 @@ class RankLocalSources:
                     add(target.value, "value", value, statement)  # `counts[i] = v`
                 for condition in self._conditions(statement):
                     add(target, *condition, statement)
+        options = index.rank_local_options.options
+        assignments = findall(module, m.Assign() | m.AnnAssign()) if options else ()
+        for statement in assignments:
+            namespace = index.rank_local_options.namespace(statement)
+            base = self._key(namespace) if namespace is not None else None
+            if base is None:
+                continue
+            for dest, parsed in options.items():
+                key = (base[0], f"{base[1]}.{dest}")
+                for option in parsed:
+                    found.setdefault(key, []).append(
+                        ("option", option.default, statement)
+                    )
         for loop in index.for_loops:
             over_loader, counter = index.loader_loop(loop.iter)
             target = loop.target
