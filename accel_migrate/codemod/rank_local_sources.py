@@ -7,7 +7,9 @@ says *why*, for the findings that name it: ``range(start_epoch, args.epoch)``
 differs because ``start_epoch`` is read from a checkpoint whose folder is named
 from ``datetime.datetime.now()`` at line 95. It follows the value back through
 the variables it is computed from (assignments, ``+=``, ``x.append(v)``, loop
-variables, parameters at their call sites, the returns of local functions, and
+variables, parameters at their call sites, the returns of local functions,
+stores into a namespace's attributes (``args.local_rank = ...``), the default
+of a command-line option ``args.x`` is parsed from (``rank_local_options``), and
 the tests of the branches that set it) to the sources the divergence analysis
 reads as rank-local:
 
