@@ -64,6 +64,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .divergence import Divergence
     from .divergence_memo import DivergenceMemo
+    from .rank_local_options import RankLocalOptions
     from .rank_local_sources import RankLocalSources
     from .returned_loss import ReturnedLosses
 
@@ -415,6 +416,14 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         from .rank_local_sources import RankLocalSources
 
         return RankLocalSources(self)
+
+    @cached_property
+    def rank_local_options(self) -> RankLocalOptions:
+        """Command-line options whose ``default=`` reads a rank variable
+        (``rank_local_options``)."""
+        from .rank_local_options import RankLocalOptions
+
+        return RankLocalOptions(self)
 
     @cached_property
     def returned_losses(self) -> ReturnedLosses:

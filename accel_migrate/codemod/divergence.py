@@ -12,7 +12,9 @@ or ``accel.gather`` are the same on every rank.
 
 The analysis errs towards "divergent": a rule that cannot prove a place uniform
 leaves the code alone and says why. The questions rules ask of its results
-(``uniform``, ``trains``, ``setup_position``...) are in ``divergence_queries``.
+(``uniform``, ``trains``, ``setup_position``...) are in ``divergence_queries``;
+those the walk asks about the rest of the tree (what a call is, whether an
+iterable is a loader), recorded for reuse, in ``divergence_questions``.
 """
 
 from __future__ import annotations
@@ -28,15 +30,12 @@ from .analysis import attr_chain
 from .divergence_finders import (
     _declared_globals,
     _ExitFinder,
-    _next_batch,
     _TaintedLeaves,
     _TaintFinder,
 )
-from .divergence_queries import DivergenceQueries
+from .divergence_questions import MAIN_PROCESS_TESTS, DivergenceQuestions
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
-    _RANK_LOCAL_CALL_PREFIXES,
-    _UNIFORM_RUNTIME_CALLS,
     CLOCK_PREFIXES,
     DISTRIBUTION_DRAWS,
     DISTRIBUTIONS,
@@ -45,12 +44,8 @@ from .rank_local_calls import (
     _read_tensor,
     distribution_values,
     method_draw,
-    rank_environment_read,
 )
 from .subtrees import findall
-
-#: The runtime's tests of which process this is.
-MAIN_PROCESS_TESTS = ("is_main_process", "is_local_main_process")
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -60,6 +55,7 @@ __all__ = [
     "DISTRIBUTIONS",
     "DISTRIBUTION_DRAWS",
     "DRAW_METHODS",
+    "MAIN_PROCESS_TESTS",
     "RANDOM_CALL_PREFIXES",
     "TENSOR_READ",
     "Divergence",
@@ -72,7 +68,7 @@ __all__ = [
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
 
 
-class Divergence(DivergenceQueries):
+class Divergence(DivergenceQuestions):
     def __init__(
         self, index: ModuleIndex, uniform_calls: frozenset[cst.Call] = frozenset()
     ) -> None:
@@ -213,59 +209,6 @@ class Divergence(DivergenceQueries):
         if self._events is not None:
             self._events.append((kind, item))
 
-    def _record(self, *event: object) -> None:
-        if self._events is not None:
-            self._events.append(event)
-
-    # -- the questions a walk asks about the rest of the tree (recorded) -------------
-    def static_call(self, node: cst.Call) -> tuple[bool, bool, cst.FunctionDef | None]:
-        """What ``node`` is, whatever the rank-local names: the same on every rank
-        (stop: its arguments do not matter), rank-local by itself (a batch size, a
-        random draw during training, the clock), and the local function it runs."""
-        found = self._static_calls.get(node)
-        if found is not None:
-            return found
-        index = self.index
-        if node in self.uniform_calls or index.is_runtime_call(
-            node, *_UNIFORM_RUNTIME_CALLS
-        ):
-            found = (True, False, None)
-        else:
-            qualnames = index.qualnames(node.func)
-            hit = (
-                any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in qualnames)
-                or (
-                    any(is_random_draw(q) for q in qualnames)
-                    and self.random_is_local(node)
-                )
-                or rank_environment_read(index, node)
-            )
-            callee = index.callee(node)
-            if "builtins.next" in qualnames and _next_batch(index, node):
-                hit = True  # a batch of this process's share of a sharded loader
-            found = (False, hit, callee[0] if callee is not None else None)
-        self._static_calls[node] = found
-        return found
-
-    def call_taint(self, node: cst.Call) -> tuple[bool, bool]:
-        """(stop, rank-local) for a call met in an expression: ``static_call``, and
-        a local function whose return value is rank-local."""
-        stop, hit, callee = self.static_call(node)
-        returns = None if callee is None else callee in self.tainted_returns
-        self._record(memo.CALL, node, stop, hit, returns)
-        return stop, hit or bool(returns)
-
-    def environment_read(self, node: cst.Subscript) -> bool:
-        """``os.environ["RANK"]``: a variable the launcher sets per process."""
-        answer = rank_environment_read(self.index, node)
-        self._record(memo.ENVIRON, node, answer)
-        return answer
-
-    def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
-        answer = self.index.loader_loop(iterable)
-        self._record(memo.LOOP, iterable, answer)
-        return answer
-
     def _statement(self, node: cst.CSTNode, tainted: set[str]) -> set[str]:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
@@ -364,8 +307,10 @@ class Divergence(DivergenceQueries):
                 if value_tainted and isinstance(target.target, cst.Subscript):
                     self._add(memo.STORE, self.local_stores, node)
                 self._bind(target.target, value_tainted, tainted)
+            self._parsed_options(node, tainted)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
+            self._parsed_options(node, tainted)
         elif isinstance(node, cst.AugAssign):
             if (
                 self._tainted(node.value, tainted)
@@ -405,6 +350,16 @@ class Divergence(DivergenceQueries):
                 self._record(memo.RETURN, node)
         return tainted
 
+    def _parsed_options(
+        self, node: cst.Assign | cst.AnnAssign, tainted: set[str]
+    ) -> None:
+        """``args = parser.parse_args()``: ``args.local_rank`` is rank-local
+        where an option's default reads a rank variable (``rank_local_options``)."""
+        bound = self.index.rank_local_options.bound(node)
+        self._record(memo.OPTIONS, node, bound)
+        for name in sorted(bound):
+            self._bind_name(name, True, tainted)
+
     def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
         """Every variable that a statement under ``node`` sets is rank-local."""
         for statement in findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
@@ -435,6 +390,10 @@ class Divergence(DivergenceQueries):
             # A sharded loader has the same length and the same number of batches
             # on every rank, whatever data it was built from.
             is_tainted = False
+        self._bind_name(name, is_tainted, tainted)
+
+    def _bind_name(self, name: str, is_tainted: bool, tainted: set[str]) -> None:
+        """Mark the variable (or ``self.x``-like chain) ``name`` rank-local or not."""
         if is_tainted:
             tainted.add(name)
             if name in self._current_globals or self._module_walk:
@@ -444,23 +403,6 @@ class Divergence(DivergenceQueries):
                 self._record(memo.ATTRIBUTE, name)
         else:
             tainted.discard(name)
-
-    def holds_loader(self, target: cst.BaseExpression) -> bool:
-        key = self.index.key(target)
-        answer = key is not None and (
-            key in self.index.loaders or key in self.index.loader_containers
-        )
-        self._record(memo.HOLDS, target, answer)
-        return answer
-
-    def _main_process_test(self, test: cst.BaseExpression) -> bool:
-        """Does ``test`` call the runtime's ``is_main_process()`` or
-        ``is_local_main_process()``? (A question about the statement's own
-        subtree and the file's runtime alias: the memo needs no record.)"""
-        return any(
-            self.index.is_runtime_call(call, *MAIN_PROCESS_TESTS)
-            for call in findall(test, m.Call())
-        )
 
     def _tainted(self, expr: cst.CSTNode, tainted: set[str]) -> bool:
         return _TaintFinder(self, tainted).found(expr)

@@ -11,7 +11,8 @@ _statement``) is a function of
   names and whether it is a method (``Trace.key``),
 - the answers of a few questions about the rest of the tree: is an iterable a data
   loader (``loader_loop``), does a name hold one, does a subscript read a per-process
-  environment variable (``os.environ["RANK"]``), what a call is (the same on
+  environment variable (``os.environ["RANK"]``), which command-line options
+  default to one (``rank_local_options``), what a call is (the same on
   every rank, rank-local by itself, which local function it runs and whether that
   function returns a rank-local value), which function a ``return`` is in.
 
@@ -44,6 +45,7 @@ HOLDS = 1  # (HOLDS, target, holds a loader)
 CALL = 2  # (CALL, call, stop, hit, callee returns rank-local: None if no callee)
 ENCLOSING = 3  # (ENCLOSING, return statement, in a function)
 ENVIRON = 4  # (ENVIRON, subscript, reads a per-process environment variable)
+OPTIONS = 5  # (OPTIONS, assignment, the rank-local options of a namespace it binds)
 # Additions to the analysis's results.
 DIVERGENT = 10
 DIVERGENT_ALL = 11
@@ -124,6 +126,9 @@ def replay(divergence: Divergence, trace: Trace) -> bool:
                 return False
         elif kind == ENCLOSING:
             if (divergence.index.enclosing_function(event[1]) is not None) != event[2]:
+                return False
+        elif kind == OPTIONS:
+            if divergence.index.rank_local_options.bound(event[1]) != event[2]:
                 return False
         elif kind == RETURN:
             function = divergence.index.enclosing_function(event[1])

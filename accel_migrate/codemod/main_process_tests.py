@@ -119,7 +119,34 @@ def _read(rule: Rule, node: cst.BaseExpression, depth: int = 0) -> _Read | None:
         if first is None or any(r != first for r in found):
             return None
         return first
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+        return _option_read(rule, node, depth)
     return None
+
+
+def _option_read(rule: Rule, node: cst.Attribute, depth: int) -> _Read | None:
+    """``args.local_rank`` where ``args`` is bound only to the command line's
+    parsed namespace (``parser.parse_args()``) and ``--local_rank``'s default is
+    a read (``rank_local_options``): ``accel-migrate launch`` (torchrun) passes
+    no ``--local_rank``, so the option is its default. Not where the file
+    stores into the attribute, nor where the option has a ``type=`` and the
+    default is a string (argparse converts a string default)."""
+    options = rule.index.rank_local_options
+    parsed = options.options.get(node.attr.value, ())
+    if len(parsed) != 1 or options.stored(node.attr.value):
+        return None
+    bindings = rule.plain_assignments(node.value)
+    if not bindings or not all(
+        options.from_command_line(rule.parent(value)) for _, value in bindings
+    ):
+        return None
+    read = _read(rule, parsed[0].default, depth + 1)
+    typed = any(
+        a.keyword is not None and a.keyword.value == "type" for a in parsed[0].call.args
+    )
+    if read is None or (typed and not read.cast):
+        return None
+    return read
 
 
 def _environment(node: cst.BaseExpression) -> _Read:

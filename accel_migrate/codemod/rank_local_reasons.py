@@ -56,18 +56,22 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
         return GENERIC_WHY
     line = line_of(source.node)
     text = _code(source.node)
-    names = [n for n in source.through]
+    # a rank-local option's flag: `args.local_rank` is read from its default
+    names = [
+        f"the default of `{n}`" if n.startswith("-") else f"`{n}`"
+        for n in source.through
+    ]
     if source.kind == "exception":
-        who = f"`{names[-1]}`" if names else "it"
+        who = names[-1] if names else "it"
         return (
             f"{who} is set in the `except` handler at line {line}, and the `try` "
             "before it can fail on some processes and not on others"
         )
     via = "it is computed"
     if names:
-        via = f"`{names[0]}` is computed"
+        via = f"{names[0]} is computed"
         if len(names) > 1:
-            via += " (through " + ", ".join(f"`{n}`" for n in names[1:]) + ")"
+            via += " (through " + ", ".join(names[1:]) + ")"
     if source.kind == "clock":
         return (
             f"{via} from `{text}` at line {line}: each process reads its own "

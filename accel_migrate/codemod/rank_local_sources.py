@@ -7,7 +7,9 @@ says *why*, for the findings that name it: ``range(start_epoch, args.epoch)``
 differs because ``start_epoch`` is read from a checkpoint whose folder is named
 from ``datetime.datetime.now()`` at line 95. It follows the value back through
 the variables it is computed from (assignments, ``+=``, ``x.append(v)``, loop
-variables, parameters at their call sites, the returns of local functions, and
+variables, parameters at their call sites, the returns of local functions,
+stores into a namespace's attributes (``args.local_rank = ...``), the default
+of a command-line option ``args.x`` is parsed from (``rank_local_options``), and
 the tests of the branches that set it) to the sources the divergence analysis
 reads as rank-local:
 
@@ -28,7 +30,6 @@ what ``divergence`` decides.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,16 @@ from .rank_local_calls import (
     _RANK_LOCAL_CALL_PREFIXES,
     _UNIFORM_RUNTIME_CALLS,
     rank_environment_read,
+)
+from .rank_local_syntax import (
+    _calls,
+    _dict_entry,
+    _entry_key,
+    _inside,
+    _outer,
+    _rebinds,
+    _statements,
+    _targets,
 )
 from .scopes import BuiltinAssignment
 from .subtrees import findall
@@ -157,12 +168,14 @@ class RankLocalSources:
             for name in self._names(expr):
                 if name in entries and name is not expr:
                     continue  # followed as that entry
-                key = self.index.key(name)
+                key = self._key(name)
                 if key is None:
                     continue
                 spelled = attr_chain(name) or key[1]
                 path = (*through, spelled)
                 definitions = self.definitions.get(key)
+                if definitions is None and self.index.key(name) is None:
+                    continue  # `args.x` never stored: its namespace is followed
                 if definitions is None:
                     if key not in seen_keys and not self._plain_binding(key):
                         result.complete = False
@@ -175,7 +188,11 @@ class RankLocalSources:
                     seen_definitions.add((key, id(node), keep))
                     if kind == "counter":
                         continue  # `i` of `enumerate(loader)`: the same everywhere
-                    if kind == "data":
+                    if kind == "option":
+                        # `args.local_rank` of `parser.parse_args()`: the default
+                        flag = self.options_by_default[node]
+                        queue.append((node, (*path, flag), keep))
+                    elif kind == "data":
                         result.sources.append(Source("data", node, path))
                     elif kind == "exception":
                         result.sources.append(Source("exception", node, path))
@@ -240,6 +257,7 @@ class RankLocalSources:
         runtime calls that are the same on every process."""
         found: list[cst.BaseExpression] = []
         index = self.index
+        sources = self
 
         class _Names(cst.CSTVisitor):
             def visit_Call(self, node: cst.Call) -> bool:
@@ -249,6 +267,9 @@ class RankLocalSources:
                 if index.key(node) is not None:
                     found.append(node)
                     return False
+                key = sources._key(node)
+                if key is not None and key in sources.definitions:
+                    found.append(node)  # `args.x = ...`: its stores, and `args`
                 node.value.visit(self)
                 return False
 
@@ -267,6 +288,18 @@ class RankLocalSources:
             return [expr]
         expr.visit(_Names())
         return found
+
+    def _key(self, node: cst.CSTNode) -> Key | None:
+        """``index.key``, and for an attribute of a variable (``args.local_rank``,
+        ``self.args.seed``) the variable's scope with the whole chain: the key
+        under which this walk keeps the attribute's stores."""
+        key = self.index.key(node)
+        if key is not None or not isinstance(node, cst.Attribute):
+            return key
+        base = self._key(node.value)
+        if base is None:
+            return None
+        return (base[0], f"{base[1]}.{node.attr.value}")
 
     def _plain_binding(self, key: Key) -> bool:
         """A name bound only by imports, definitions or nothing (a builtin)."""
@@ -287,7 +320,9 @@ class RankLocalSources:
     # -- definitions -------------------------------------------------------------
     @property
     def definitions(self) -> dict[Key, list[_Definition]]:
-        """For each variable: what sets it, as ("value", expression to follow),
+        """For each variable (and attribute of one, ``args.x``): what sets it, as
+        ("value", expression to follow), ("option", the default of a rank-local
+        command-line option ``args.x`` is parsed from),
         ("data", a loader loop's iterable), ("exception", a handler) or
         ("counter", the step counter of ``enumerate(loader)``), each with the
         node that binds it (the statement, loop or call; for a parameter, its
@@ -295,6 +330,15 @@ class RankLocalSources:
         if self._definitions is None:
             self._definitions = self._collect()
         return self._definitions
+
+    @property
+    def options_by_default(self) -> dict[cst.CSTNode, str]:
+        """The flag of each rank-local option (``--local_rank``), by its default."""
+        return {
+            option.default: option.flag
+            for parsed in self.index.rank_local_options.options.values()
+            for option in parsed
+        }
 
     def _collect(self) -> dict[Key, list[_Definition]]:
         index = self.index
@@ -304,7 +348,7 @@ class RankLocalSources:
             target: cst.CSTNode, kind: str, node: cst.CSTNode, anchor: cst.CSTNode
         ) -> None:
             for leaf in _targets(target):
-                key = index.key(leaf)
+                key = self._key(leaf)
                 if key is not None:
                     found.setdefault(key, []).append((kind, node, anchor))
 
@@ -323,6 +367,19 @@ class RankLocalSources:
                     add(target.value, "value", value, statement)  # `counts[i] = v`
                 for condition in self._conditions(statement):
                     add(target, *condition, statement)
+        options = index.rank_local_options.options
+        assignments = findall(module, m.Assign() | m.AnnAssign()) if options else ()
+        for statement in assignments:
+            namespace = index.rank_local_options.namespace(statement)
+            base = self._key(namespace) if namespace is not None else None
+            if base is None:
+                continue
+            for dest, parsed in options.items():
+                key = (base[0], f"{base[1]}.{dest}")
+                for option in parsed:
+                    found.setdefault(key, []).append(
+                        ("option", option.default, statement)
+                    )
         for loop in index.for_loops:
             over_loader, counter = index.loader_loop(loop.iter)
             target = loop.target
@@ -414,138 +471,3 @@ class RankLocalSources:
                 if test is not None:
                     found.append(("value", test))
         return found
-
-
-def _statements(node: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
-    """The statements of a block (a module's, an indented block's)."""
-    if isinstance(node, (cst.Module, cst.IndentedBlock)):
-        return node.body
-    return None
-
-
-def _rebinds(index: ModuleIndex, statement: cst.CSTNode, key: Key) -> bool:
-    """Does ``statement`` always rebind ``key`` outright: a plain assignment to
-    it, an ``if`` whose every arm does? (Not a ``with``, whose manager may
-    swallow an exception raised before the assignment.)"""
-    if isinstance(statement, cst.SimpleStatementLine):
-        for small in statement.body:
-            if isinstance(small, cst.Assign):
-                targets = [t.target for t in small.targets]
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                targets = [small.target]
-            else:
-                continue
-            leaves = [leaf for t in targets for leaf in _targets(t)]
-            if any(index.key(leaf) == key for leaf in leaves):
-                return True
-        return False
-    if isinstance(statement, cst.If):
-        orelse = statement.orelse
-        if orelse is None or not _block_rebinds(index, statement.body, key):
-            return False
-        if isinstance(orelse, cst.If):
-            return _rebinds(index, orelse, key)
-        return _block_rebinds(index, orelse.body, key)
-    return False
-
-
-def _block_rebinds(index: ModuleIndex, block: cst.BaseSuite, key: Key) -> bool:
-    if isinstance(block, cst.IndentedBlock):
-        return any(_rebinds(index, s, key) for s in block.body)
-    return _rebinds(index, cst.SimpleStatementLine(body=block.body), key)
-
-
-def _inside(
-    index: ModuleIndex, node: cst.CSTNode, statements: Sequence[cst.CSTNode]
-) -> bool:
-    """Is ``node`` one of ``statements`` or inside one?"""
-    if any(node is s for s in statements):
-        return True
-    ids = {id(s) for s in statements}
-    return any(id(a) in ids for a in index.ancestors(node))
-
-
-def _outer(source: Source, found: list[Source]) -> bool:
-    """Does another source of ``found`` sit inside ``source``'s call?"""
-    below = {id(n) for n in findall(source.node, m.Call()) if n is not source.node}
-    return any(s is not source and id(s.node) in below for s in found)
-
-
-def _targets(target: cst.CSTNode) -> list[cst.BaseExpression]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [leaf for e in target.elements for leaf in _targets(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _targets(target.value)
-    if isinstance(target, (cst.Name, cst.Attribute)):
-        return [target]
-    return []
-
-
-def _calls(expr: cst.CSTNode, index: ModuleIndex) -> list[cst.Call]:
-    """The calls ``expr`` makes, outside lambdas and the runtime's uniform calls
-    (whose arguments do not make their result differ)."""
-    found: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> bool:
-            if index.is_runtime_call(node, *_UNIFORM_RUNTIME_CALLS):
-                return False
-            found.append(node)
-            return True
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-    expr.visit(_Calls())
-    return found
-
-
-def _entry_key(node: cst.CSTNode) -> str | None:
-    """``"AUC"`` of ``res["AUC"]``: a read of one entry by a literal key."""
-    if not (
-        isinstance(node, cst.Subscript)
-        and len(node.slice) == 1
-        and isinstance(node.slice[0].slice, cst.Index)
-        and isinstance(node.slice[0].slice.value, cst.SimpleString)
-    ):
-        return None
-    key = node.slice[0].slice.value.evaluated_value
-    return key if isinstance(key, str) else None
-
-
-_DICT_CALLS = frozenset({"builtins.dict", "collections.OrderedDict"})
-
-
-def _dict_entry(
-    index: ModuleIndex, expr: cst.CSTNode, wanted: str
-) -> cst.BaseExpression | None:
-    """The value of entry ``wanted`` of a dict built with literal keys only:
-    ``{"AUC": auc, ...}``, ``dict(AUC=auc)``, ``OrderedDict([("AUC", auc),
-    ...])``; None where ``expr`` is no such dict or lacks the key."""
-    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
-    if isinstance(expr, cst.Dict):
-        for element in expr.elements:
-            if not isinstance(element, cst.DictElement):
-                return None  # `**other`: any key
-            pairs.append((element.key, element.value))
-    elif isinstance(expr, cst.Call) and index.qualnames(expr.func) & _DICT_CALLS:
-        for arg in expr.args:
-            if arg.keyword is not None:
-                pairs.append((cst.SimpleString(repr(arg.keyword.value)), arg.value))
-            elif arg.star or not isinstance(arg.value, (cst.List, cst.Tuple)):
-                return None
-            else:
-                for element in arg.value.elements:
-                    item = element.value
-                    if not (isinstance(item, cst.Tuple) and len(item.elements) == 2):
-                        return None
-                    pairs.append((item.elements[0].value, item.elements[1].value))
-    else:
-        return None
-    found = None
-    for key, value in pairs:
-        if not isinstance(key, cst.SimpleString):
-            return None
-        if key.evaluated_value == wanted:
-            found = value  # the last one of a key wins
-    return found

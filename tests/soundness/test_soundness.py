@@ -993,6 +993,11 @@ EXPECTED: dict[str, str] = {
     # the global batch of one image cannot be split; the runtime stops it and
     # names --batch-mode per-device, AM006 says why
     "cyclegan_batch_one_r28a": "LOUD",
+    # round 29i: `args.local_rank` parsed from an option whose default is
+    # int(os.environ.get("LOCAL_RANK", -1)), the state dict saved under
+    # `if args.local_rank in (-1, 0)`: HANG before (the FSDP gather reached by
+    # local rank 0 only), FLAGGED by AM028 now (`rank_local_options`)
+    "ddp_ready_argparse_local_rank_fsdp": "FLAGGED",
     "ddp_ready_rank_env_fsdp": "FLAGGED",
     "ddp_ready_rank_main_output_r29": "MATCH",
     # bhanML/Co-teaching: SILENT before (flagged only by unrelated AM009/AM017/

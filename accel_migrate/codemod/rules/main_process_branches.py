@@ -5,7 +5,9 @@ A branch whose test chooses the main process by the launcher's rank variable
 (``main_process_tests``): ``if int(os.environ.get("RANK", 0)) == 0:``, ``if
 os.getenv("LOCAL_RANK", "0") == "0":``, ``if not rank:`` over ``rank =
 int(os.environ["RANK"])``, ``local_rank in (-1, 0)`` over ``local_rank =
-int(os.environ.get("LOCAL_RANK", -1))``, gets the runtime's test:
+int(os.environ.get("LOCAL_RANK", -1))`` or ``args.local_rank in (-1, 0)``
+over ``args = parser.parse_args()`` where ``--local_rank``'s default is such a
+read (``rank_local_options``), gets the runtime's test:
 ``accel.is_main_process()`` for ``RANK``, ``accel.is_local_main_process()``
 (the first process of each machine) for ``LOCAL_RANK``. Only where everything
 under it is output the main process alone makes, after the other rules'
@@ -56,7 +58,15 @@ Safe: under the launcher the test is true on exactly the process where
 process the variable is unset and the test passes (its default is 0), as the
 runtime's does. A test whose default fails it (``os.environ.get("RANK") ==
 "0"``, false without a launcher) is not rewritten, nor one in a file that sets
-the variable itself (``os.environ["RANK"] = ...``). The body runs on the same
+the variable itself (``os.environ["RANK"] = ...``). An option read as its
+default (``args.local_rank``) is one only where nothing else sets it: torchrun
+passes no ``--local_rank``, the namespace is parsed from the command line
+(``parse_args()`` given no list), and the file stores nothing into the
+attribute (no ``args.local_rank = ...``, ``setattr``, ``vars(args)``); with a
+``type=``, the default must be converted already (``int(...)``), as argparse
+converts a string default. A user who passes ``--local_rank`` to the launched
+script chooses the processes by hand, and the branch then runs on each
+machine's first process instead. The body runs on the same
 process as before and only makes output no other process reads: nothing
 collective, no training state, no value the rest of the script reads.
 """

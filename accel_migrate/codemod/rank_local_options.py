@@ -1,0 +1,261 @@
+"""Command-line options whose default differs between processes.
+
+A script half-written for DDP often takes its local rank as an option whose
+default is the launcher's variable::
+
+    parser.add_argument("--local_rank", type=int,
+                        default=int(os.environ.get("LOCAL_RANK", -1)))
+    args = parser.parse_args()
+    ...
+    if args.local_rank in (-1, 0):
+        torch.save(model.state_dict(), "m.pt")
+
+``accel-migrate launch`` starts the script with torchrun, which passes no
+``--local_rank`` (it sets ``LOCAL_RANK`` in the environment instead), so the
+option takes its default on every process: ``args.local_rank`` is as rank-local
+as the variable it is read from. An option whose default is a plain value
+(``default=-1``) is the same on every process, and so is one the user passes.
+
+``RankLocalOptions`` lists the options of a module whose ``default=`` reads a
+variable the launcher sets per process (``rank_local_calls.
+rank_environment_read``), directly or through a local name (``local_rank =
+int(os.environ["LOCAL_RANK"])`` ... ``default=local_rank``), by the attribute
+they are parsed to (their ``dest``). The divergence analysis makes ``args.X``
+rank-local where ``args = <parser>.parse_args()`` binds a namespace with such
+an option ``X``; the provenance (``rank_local_sources``) follows ``args.X`` back
+to the default. Any parser of the module counts (the analysis errs towards
+rank-dependent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from .analysis import attr_chain
+from .rank_local_calls import rank_environment_read
+from .subtrees import findall
+
+if TYPE_CHECKING:
+    from .analysis import Key, ModuleIndex
+
+#: The methods of an ``argparse.ArgumentParser`` that return the parsed
+#: namespace (``parse_known_args``: as the first of a pair).
+PARSE_METHODS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args"})
+_HOPS = 8  # names followed from a default back to a rank variable
+
+
+@dataclass(frozen=True)
+class RankLocalOption:
+    dest: str  # the namespace's attribute: "local_rank"
+    flag: str  # how the option is spelled: "--local_rank"
+    default: cst.BaseExpression  # the ``default=`` expression
+    call: cst.Call  # the ``add_argument`` call
+
+
+class RankLocalOptions:
+    """The rank-local options of one module (``ModuleIndex.rank_local_options``)."""
+
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+        self._values: dict[Key, list[cst.BaseExpression]] | None = None
+        self._parsers: dict[cst.FunctionDef, str] | None = None
+        self.options: dict[str, list[RankLocalOption]] = {}
+        for call in index.calls:
+            option = self._option(call)
+            if option is not None:
+                self.options.setdefault(option.dest, []).append(option)
+        #: The attributes of a parsed namespace that differ between processes.
+        self.dests: frozenset[str] = frozenset(self.options)
+
+    def _option(self, call: cst.Call) -> RankLocalOption | None:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
+            return None
+        default = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == "default"),
+            None,
+        )
+        if default is None or not self._rank_local(default):
+            return None
+        named = _option_dest(call)
+        if named is None:
+            return None
+        return RankLocalOption(named[0], named[1], default, call)
+
+    def _rank_local(self, expr: cst.CSTNode) -> bool:
+        """Does ``expr`` read a rank variable, itself or through the values of
+        the local names it reads?"""
+        index = self.index
+        pending = [expr]
+        seen: set[Key] = set()
+        for _ in range(_HOPS):
+            if not pending:
+                return False
+            names: list[cst.Name] = []
+            for node in pending:
+                if any(
+                    rank_environment_read(index, n)
+                    for n in findall(node, m.Call() | m.Subscript())
+                ):
+                    return True
+                names.extend(n for n in findall(node, m.Name()))  # type: ignore[misc]
+            pending = []
+            for name in names:
+                key = index.key(name)
+                if key is None or key in seen:
+                    continue
+                seen.add(key)
+                pending.extend(self.values.get(key, ()))
+        return False
+
+    def bound(self, node: cst.CSTNode) -> frozenset[str]:
+        """The rank-local attributes an assignment of a parsed namespace binds:
+        ``{"args.local_rank"}`` for ``args = parser.parse_args()`` where
+        ``--local_rank`` is a rank-local option; empty for any other statement."""
+        if not self.dests:
+            return frozenset()
+        namespace = self.namespace(node)
+        chain = attr_chain(namespace) if namespace is not None else None
+        if chain is None:
+            return frozenset()
+        return frozenset(f"{chain}.{dest}" for dest in self.dests)
+
+    def namespace(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        """The target an assignment binds a parsed namespace to: ``args`` of
+        ``args = parser.parse_args()``, of ``args, rest =
+        parser.parse_known_args()`` or of ``args = get_args()`` where the local
+        function ``get_args`` returns ``parser.parse_args()``; None for any
+        other statement."""
+        if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
+            return None
+        value = node.value
+        if not isinstance(value, cst.Call):
+            return None
+        func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value in PARSE_METHODS:
+            method: str | None = func.attr.value
+        else:
+            callee = self.index.callee(value)
+            method = None if callee is None else self.parsers.get(callee[0])
+        if method is None:
+            return None
+        target = node.targets[0].target if isinstance(node, cst.Assign) else node.target
+        if method == "parse_known_args":
+            if not isinstance(target, (cst.Tuple, cst.List)) or not target.elements:
+                return None
+            target = target.elements[0].value
+        if isinstance(target, (cst.Name, cst.Attribute)):
+            return target
+        return None
+
+    def from_command_line(self, node: cst.CSTNode | None) -> bool:
+        """Is ``node`` an assignment of a namespace (``namespace``) parsed from
+        the command line itself: its ``parse_args()`` call, or every one the
+        local function returns, given no arguments (not ``parse_args([])``)?"""
+        if self.namespace(node) is None:
+            return False
+        value = node.value  # type: ignore[attr-defined]
+        if (
+            isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in PARSE_METHODS
+        ):
+            return not value.args
+        callee = self.index.callee(value)
+        if callee is None:
+            return False
+        function = callee[0]
+        return all(
+            not ret.value.args  # type: ignore[attr-defined]
+            for ret in findall(function.body, m.Return())
+            if isinstance(ret.value, cst.Call)  # type: ignore[attr-defined]
+            and self.index.enclosing_function(ret) is function
+        )
+
+    def stored(self, dest: str) -> bool:
+        """Does a statement of the module store into an attribute named ``dest``
+        (``args.local_rank = ...``, ``+=``), or set attributes by name
+        (``setattr``, ``vars(args)``, ``__dict__``)?"""
+        code = self.index.module.code
+        if "setattr(" in code or "vars(" in code or "__dict__" in code:
+            return True
+        for statement in findall(
+            self.index.module, m.Assign() | m.AugAssign() | m.AnnAssign()
+        ):
+            if isinstance(statement, cst.Assign):
+                targets = [t.target for t in statement.targets]
+            else:
+                targets = [statement.target]  # type: ignore[attr-defined]
+            for target in targets:
+                for leaf in findall(target, m.Attribute()):
+                    if leaf.attr.value == dest:  # type: ignore[attr-defined]
+                        return True
+        return False
+
+    @property
+    def parsers(self) -> dict[cst.FunctionDef, str]:
+        """The local functions that return a parsed namespace (``return
+        parser.parse_args()``), with the method they call."""
+        if self._parsers is None:
+            found: dict[cst.FunctionDef, str] = {}
+            for function in self.index.functions:
+                for ret in findall(function.body, m.Return()):
+                    value = ret.value  # type: ignore[attr-defined]
+                    if (
+                        isinstance(value, cst.Call)
+                        and isinstance(value.func, cst.Attribute)
+                        and value.func.attr.value in PARSE_METHODS
+                        and self.index.enclosing_function(ret) is function
+                    ):
+                        found[function] = value.func.attr.value
+            self._parsers = found
+        return self._parsers
+
+    @property
+    def values(self) -> dict[Key, list[cst.BaseExpression]]:
+        """The values plain assignments give each variable."""
+        if self._values is None:
+            found: dict[Key, list[cst.BaseExpression]] = {}
+            for statement in findall(self.index.module, m.Assign() | m.AnnAssign()):
+                value = getattr(statement, "value", None)
+                if value is None:
+                    continue
+                if isinstance(statement, cst.Assign):
+                    targets = [t.target for t in statement.targets]
+                else:
+                    targets = [statement.target]  # type: ignore[attr-defined]
+                for target in targets:
+                    if isinstance(target, cst.Name):
+                        key = self.index.key(target)
+                        if key is not None:
+                            found.setdefault(key, []).append(value)
+            self._values = found
+        return self._values
+
+
+def _option_dest(call: cst.Call) -> tuple[str, str] | None:
+    """(dest, flag) of ``add_argument("--local-rank", ...)``: argparse's
+    ``dest=``, else the first long option (dashes made underscores), else the
+    first short one, else a positional's name."""
+    flags: list[str] = []
+    dest = None
+    for arg in call.args:
+        if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
+            text = arg.value.evaluated_value
+            if isinstance(text, str):
+                flags.append(text)
+        elif arg.keyword is not None and arg.keyword.value == "dest":
+            if not isinstance(arg.value, cst.SimpleString):
+                return None
+            text = arg.value.evaluated_value
+            dest = text if isinstance(text, str) else None
+    if not flags:
+        return None
+    long = [f for f in flags if f.startswith("--")]
+    flag = long[0] if long else flags[0]
+    if dest is None:
+        dest = flag.lstrip("-").replace("-", "_")
+    return (dest, flag) if dest.isidentifier() else None
