@@ -118,6 +118,20 @@ class RankLocalSources:
                     return source
         return None
 
+    def reaching_values(self, name: cst.CSTNode) -> list[cst.CSTNode]:
+        """The expressions a variable read at ``name`` may hold: the values of
+        its definitions that can reach the read (``rank = get_rank()`` for
+        ``seed + rank``)."""
+        key = self.index.key(name)
+        definitions = self.definitions.get(key) if key is not None else None
+        if not definitions:
+            return []
+        return [
+            node
+            for kind, node, _ in self._reaching(name, key, definitions)  # type: ignore[arg-type]
+            if kind == "value"
+        ]
+
     # -- the walk ------------------------------------------------------------------
     def _walk(self, start: cst.CSTNode) -> Provenance:
         result = Provenance()

@@ -1000,6 +1000,9 @@ EXPECTED: dict[str, str] = {
     "ddp_ready_argparse_local_rank_fsdp": "FLAGGED",
     "ddp_ready_rank_env_fsdp": "FLAGGED",
     "ddp_ready_rank_main_output_r29": "MATCH",
+    # a rank held in a variable, then seeded with (SILENT before: the losses
+    # differed from step 0 at world 2); AM046 now follows the variable
+    "held_rank_seed_r29k": "FLAGGED",
     # bhanML/Co-teaching: SILENT before (flagged only by unrelated AM009/AM017/
     # AM030/AM033): loss.loss_coteaching ranks the per-sample losses with
     # np.argsort and keeps the smallest, each process over its own share; AM007

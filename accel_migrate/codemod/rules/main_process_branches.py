@@ -24,7 +24,12 @@ rewrites:
 
 and where the arguments call nothing but pure built-ins, ``os.path``, the
 clock, ``json.dumps``, and pure methods (``.item()``, ``.format()``,
-``.join()``). No ``else``.
+``.join()``): not a method of the same name that a class of the file defines,
+nor one of an object a function or class of the script or its project made
+(``tally = new_tally()`` then ``print(tally.mean())``: its method may be the
+script's own). No ``else``. A save whose file the script reads again after it
+(``torch.load("schedule.pt")`` below the branch) is not output only: the
+branch is left as it is (AM028 reports it).
 
 Anything else leaves the branch as it is, and AM028 reports it: a state dict
 under it (under FSDP it is gathered by a collective every process must
@@ -73,9 +78,12 @@ collective, no training state, no value the rest of the script reads.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 import libcst.matchers as m
 
+from ..file_reads import FileReads
 from ..main_process_tests import main_process_test
 from ..random_names import is_random_draw
 from ..rule import Rule
@@ -229,6 +237,8 @@ class MainProcessBranches(Rule):
         if names & _OUTPUT_CALLS or any(n.startswith(_LOGGING) for n in names):
             return self._arguments(call, objects)
         if self.index.is_runtime_call(call, *_RUNTIME_OUTPUT):
+            if self._read_back(call):
+                return False
             return self._arguments(call, objects)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             receiver = func.value
@@ -269,8 +279,60 @@ class MainProcessBranches(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value in _PURE_METHODS:
             # `.items()` of a dict, `.item()` of a tensor; never a method the
             # script defines (a class of its own may give any name any effect)
-            return self.index.local_function(func) is None
+            return (
+                self.index.local_function(func) is None
+                and func.attr.value not in self._script_methods
+                and not self._script_made(func.value)
+            )
         return False
+
+    @cached_property
+    def _script_methods(self) -> frozenset[str]:
+        """The names of the methods the classes of this file define (``Meter.mean``)."""
+        return frozenset(
+            f.name.value
+            for f in self.index.functions
+            if self.index.enclosing_class(f) is not None
+        )
+
+    def _script_made(self, receiver: cst.BaseExpression) -> bool:
+        """Is ``receiver`` (``meter`` of ``meter.mean()``) bound to what a
+        function or class of the script or its project returns (``meter =
+        make_meter()``), or not only by plain assignments? Its method may then
+        be the script's own: not proven a library call."""
+        if not isinstance(receiver, cst.Name):
+            return isinstance(receiver, cst.Call) and self._script_call(receiver)
+        bindings = self.plain_assignments(receiver)
+        if bindings is None:
+            return False  # a parameter, a loop target: as before
+        return any(
+            isinstance(value, cst.Call) and self._script_call(value)
+            for _, value in bindings
+        )
+
+    def _script_call(self, call: cst.Call) -> bool:
+        return (
+            self.index.local_function(call.func) is not None
+            or self.index.local_class(call.func) is not None
+            or self.index.callee(call) is not None
+            or self.index.helper(call.func) is not None
+        )
+
+    @cached_property
+    def _file_reads(self) -> FileReads:
+        return FileReads(self)
+
+    def _read_back(self, call: cst.Call) -> bool:
+        """``accel.save(meta, "meta.pt")`` whose file the script reads again
+        later (``accel.load("meta.pt")`` after the branch): the file is then no
+        output only, and AM010's finding on the save stands."""
+        if not self.index.is_runtime_call(call, "save"):
+            return False
+        path = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == "f"),
+            call.args[1].value if len(call.args) > 1 else None,
+        )
+        return self._file_reads.read_again(call, path)
 
     def _logger(self, name: cst.Name) -> bool:
         """``logger`` bound only to ``logging.getLogger(...)``."""

@@ -12,6 +12,15 @@ utils.get_rank())``. A world size is reported wherever it is read; a rank only
 in arithmetic or a seed: compared with a number (``get_rank() == 0``,
 ``is_main_process()`` guarding a write) it keeps the meaning it had.
 
+A rank held in a variable and then seeded with (``rank = get_rank()``, ``rank =
+dist.get_rank() if dist.is_initialized() else 0`` or ``rank =
+int(os.environ.get("RANK", 0))``, then ``torch.manual_seed(seed + 1 + rank)``)
+leaves the file unchanged, with a finding at the seed that names the variable
+and the line that sets it: the variable is followed through its definitions
+(``rank_local_sources``), where the check above sees only the query's own
+parent. A launcher's rank variable counts here too: run as one process it is
+unset and its default is seeded with.
+
 ## Why
 The original runs as one process with no process group, so such helpers give
 1 and 0. The migrated script runs under ``accel-migrate launch``, whose runtime
@@ -31,7 +40,7 @@ linear_scaled_lr = args.lr * args.batch_size * utils.get_world_size() / 512.0
 ```
 
 ## Fix safety
-Report only. Where the value should be the original's, use it
+Report only (a rank seeded through a variable leaves the file unchanged). Where the value should be the original's, use it
 (``linear_scaled_lr = args.lr * args.batch_size / 512.0``: the global batch is
 ``args.batch_size``); where a per-process batch is meant, launch with
 ``--batch-mode per-device``, whose global batch is N times larger, and keep
@@ -68,6 +77,8 @@ class ProcessGroupQueries(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        if node.args and self.qualnames(node.func) & _SEEDS:
+            self._seeded_with_held_rank(node)
         found = self._queries(node)
         if not found:
             return
@@ -112,6 +123,73 @@ class ProcessGroupQueries(Rule):
             if inner:
                 return tuple(sorted(inner)), f"`{target[0].name.value}` of this file"
         return None
+
+    def _seeded_with_held_rank(self, seed: cst.Call) -> None:
+        """``rank = get_rank()`` (or ``int(os.environ.get("RANK", 0))``), then
+        ``torch.manual_seed(seed + rank)``: the rank reaches the seed through a
+        variable, where the check on the query's own parent does not see it."""
+        value = seed.args[0].value
+        held = self._held_rank(value)
+        if held is None:
+            return
+        variable, source, original = held
+        self.block(
+            seed,
+            f"`{snippet(seed)}` seeds with `{variable}`, which is computed from {source}: "
+            f"in the original run it is {original}; once migrated each process "
+            "has its own rank, so each process draws other numbers than the "
+            "original did and the losses differ from the first step; the file is "
+            "left unchanged: seed with the original's value (without the rank), "
+            "or keep the per-process seed knowing the run will not match the "
+            "original's",
+        )
+
+    def _held_rank(self, value: cst.BaseExpression) -> tuple[str, str, str] | None:
+        """The variable in ``value`` that holds a rank, what sets it, and what
+        it is in the original run; None when no variable does."""
+        sources = self.index.rank_local_sources
+        for source in sources.of(value).sources:
+            if source.kind == "environment" and source.through:
+                return (
+                    source.through[0],
+                    f"`{snippet(source.node)}`, a variable the launcher sets to "
+                    "each process's rank",
+                    "unset, and the default is used",
+                )
+        queue = [(n, n.value) for n in findall(value, m.Name())]  # type: ignore[attr-defined]
+        seen: set[cst.CSTNode] = set()
+        while queue and len(seen) < 50:
+            name, first = queue.pop(0)
+            for held in sources.reaching_values(name):
+                if held in seen:
+                    continue
+                seen.add(held)
+                for call in [held, *findall(held, m.Call())]:
+                    if (
+                        isinstance(call, cst.Call)
+                        and self._asks_rank(call)
+                        # `seed = args.seed + get_rank()`: reported there
+                        and not self._computed_with(call)
+                    ):
+                        line = self.context.original_start(self.wrapper, call)[0]
+                        return (
+                            first,
+                            f"`{snippet(call)}` (line {line}), torch.distributed's "
+                            "rank",
+                            "0 (no process group)",
+                        )
+                queue.extend(
+                    (n, first) for n in findall(held, m.Name())  # type: ignore[misc]
+                )
+        return None
+
+    def _asks_rank(self, call: cst.Call) -> bool:
+        """Does ``call`` ask torch.distributed for the rank (itself, or a
+        function that does)?"""
+        if "torch.distributed.get_rank" in self.qualnames(call.func):
+            return True
+        found = self._queries(call)
+        return found is not None and "get_rank" in found[0]
 
     def _computed_with(self, call: cst.Call) -> bool:
         """Is the rank an operand of arithmetic, or a seed?"""

@@ -98,7 +98,11 @@ under it is. Nor is a save under the runtime's own test of the process,
 ``if accel.is_main_process():`` (AM047 writes it for a DDP-ready script's
 ``if rank == 0:`` that only writes output, or a second run meets it): that is
 where one process's writes belong; a collective or an exit under it is
-reported, as being true on one process only. Only the
+reported, as being true on one process only, and so is an
+``accel.state_dict(model)`` that the file already has under it (a second run
+of ``if accel.is_main_process(): accel.save(accel.state_dict(model), ...)``):
+under FSDP it is a collective every process must call, to be moved above the
+branch (the one AM011 writes there in this run is AM011's finding). Only the
 outermost rank-dependent condition of a nest is reported. The analysis errs
 towards rank-dependent (see ``codemod/divergence.py``), so a value that is the
 same on every process for a reason the analysis does not see is reported too.
@@ -157,6 +161,12 @@ SAMPLE_FILES = (
     "which sample files are written: the main process writes the files its own "
     "values pass, not the original's, so a file the original wrote can be "
     "missing and one it did not write can appear"
+)
+STATE_DICT = (
+    "whether `accel.state_dict` runs: under FSDP it is a collective every "
+    "process must call, and the processes that call it wait for those that do "
+    "not (a hang); call it above the branch (`state = accel.state_dict(model)` "
+    "on every process) and save `state` under it"
 )
 COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
 LOSS_TERM = (
@@ -274,6 +284,14 @@ class RankLocalDecisions(Rule):
         hazards = []
         if any(self._collective(n) for n in run):
             hazards.append(COLLECTIVE)
+        elif self._main_process(test) and any(
+            isinstance(c, cst.Call) and self.index.is_runtime_call(c, "state_dict")
+            # the user's own (a second run): AM011 reports the one it writes
+            and c in self.context.original_positions
+            for n in run
+            for c in (n, *findall(n, m.Call()))
+        ):
+            hazards.append(STATE_DICT)
         exit_kind = self._exits(node, run)
         if exit_kind is not None:
             hazards.append(SKIP if exit_kind == "continue" else EXIT)
