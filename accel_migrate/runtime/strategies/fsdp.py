@@ -92,12 +92,9 @@ class FSDPStrategy(Strategy):
         # the same dtype").
         block_options = {**options, "mp_policy": replace(policy, output_dtype=None)}
         blocks = block_units(module, self.config)
-        if self.env.rank == 0:  # how a user sees the units (docs/runtime.md)
-            print(
-                f"accel-migrate: {describe_units(module, blocks, self.config)}",
-                file=sys.stderr,
-                flush=True,
-            )
+        said = describe_units(module, blocks, self.config)
+        if said is not None and self.env.rank == 0:  # docs/runtime.md
+            print(f"accel-migrate: {said}", file=sys.stderr, flush=True)
         for block in blocks:
             if self.config.activation_checkpointing:
                 checkpoint_block(block)
