@@ -103,13 +103,20 @@ _LATE_BUFFER = (
 _WRAPPERS = {"ddp": "DistributedDataParallel", "deepspeed": "DeepSpeed's engine"}
 
 
-def _trainable(value: Any) -> bool:
-    """Does ``value`` (a parameter, a module) hold a parameter that requires a gradient?"""
+def _new_trainable(value: Any, module: nn.Module) -> bool:
+    """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
+    requires a gradient and that it does not hold yet?"""
     if isinstance(value, nn.Parameter):
-        return value.requires_grad
-    if isinstance(value, nn.Module):
-        return any(p.requires_grad for p in value.parameters())
-    return False
+        params = [value]
+    elif isinstance(value, nn.Module):
+        params = list(value.parameters())
+    else:
+        return False
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        return False
+    held = {id(p) for p in module.parameters()}
+    return any(id(p) not in held for p in params)
 
 
 class PreparedModule(nn.Module):
@@ -227,7 +234,9 @@ class PreparedModule(nn.Module):
             if value is None:
                 return
             consequence, fix = _LATE_BUFFER
-        elif strategy.late_parameters or not _trainable(value):
+        elif strategy.late_parameters or not _new_trainable(
+            value, self.original_module
+        ):
             return
         else:
             consequence, fix = _LATE_PARAMETER

@@ -80,7 +80,7 @@ def test_after_the_first_forward_a_sharding_strategy_refuses(
     prepared = _after_first_forward(monkeypatch)
     # a distributed strategy that cannot take in late parameters (FSDP, DeepSpeed)
     monkeypatch.setattr(type(prepared._runtime.strategy), "distributed", True)
-    with pytest.raises(LateRegistrationError, match="register_parameter.*averaged"):
+    with pytest.raises(LateRegistrationError, match=r"register_parameter.*averaged"):
         prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
     with pytest.raises(LateRegistrationError, match="add_module"):
         prepared.add_module("late", nn.Linear(1, 1))
@@ -91,7 +91,8 @@ def test_after_the_first_forward_a_sharding_strategy_refuses(
         prepared.register_buffer("count", torch.zeros(1))
     assert "broadcast from rank 0" in str(refused.value)
     assert "gradient" not in str(refused.value)
-    # nothing to train: a frozen submodule, a plain value
+    # nothing new to train: a parameter it holds, a frozen submodule, a plain value
+    prepared.weight = prepared.original_module.weight
     prepared.add_module("teacher", nn.Linear(1, 1).requires_grad_(False))
     prepared.note = 3
     assert prepared.original_module.note == 3
