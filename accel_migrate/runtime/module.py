@@ -85,12 +85,38 @@ class LateRegistrationError(RuntimeError):
 
 
 _LATE = (
-    "`{call}` on a prepared model after its first forward: the strategy's wrapper "
-    "(DistributedDataParallel, a sharded module) was built at that forward, "
-    "without it, so its gradients would not be averaged across the processes. "
-    "Register it before the model's first forward (where the model is built, "
-    "before or right after accel.prepare_model(...))"
+    "`{call}` on a prepared model after its first forward under --strategy "
+    "{strategy}: the strategy's wrapper ({wrapper}) was built at that forward, "
+    "without it, so {consequence}. {fix}"
 )
+_LATE_PARAMETER = (
+    "its gradient would not be averaged across the processes",
+    "Add it before the model's first forward (where the model is built, before or "
+    "right after accel.prepare_model(...)), or use --strategy ddp, which trains "
+    "parameters added later",
+)
+_LATE_BUFFER = (
+    "it would not be kept alike on every process (broadcast from rank 0)",
+    "Register it before the model's first forward (where the model is built, before "
+    "or right after accel.prepare_model(...))",
+)
+_WRAPPERS = {"ddp": "DistributedDataParallel", "deepspeed": "DeepSpeed's engine"}
+
+
+def _new_trainable(value: Any, module: nn.Module) -> bool:
+    """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
+    requires a gradient and that it does not hold yet?"""
+    if isinstance(value, nn.Parameter):
+        params = [value]
+    elif isinstance(value, nn.Module):
+        params = list(value.parameters())
+    else:
+        return False
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        return False
+    held = {id(p) for p in module.parameters()}
+    return any(id(p) not in held for p in params)
 
 
 class PreparedModule(nn.Module):
@@ -168,6 +194,8 @@ class PreparedModule(nn.Module):
         if name in _OWN_ATTRIBUTES or name.startswith("_"):
             super().__setattr__(name, value)
         else:
+            # `model.scale = nn.Parameter(...)` is `register_parameter` spelt otherwise.
+            self._late(f"model.{name} = ...", value)
             setattr(self._modules["_original_module"], name, value)
 
     # -- registration reaches the user's module, like attribute writes ----------------
@@ -175,28 +203,52 @@ class PreparedModule(nn.Module):
         """``model.register_parameter("lambda_1", p)`` after preparing (the PINN
         ports' learnt PDE coefficients): the user's module holds it, so that
         ``parameters()``, the optimizer and the strategy's wrapper see it."""
-        self._late("register_parameter")
+        self._late("register_parameter", param)
         self.original_module.register_parameter(name, param)
 
     def register_buffer(
         self, name: str, tensor: torch.Tensor | None, persistent: bool = True
     ) -> None:
-        self._late("register_buffer")
+        self._late("register_buffer", tensor, buffer=True)
         self.original_module.register_buffer(name, tensor, persistent)
 
     def add_module(self, name: str, module: nn.Module | None) -> None:
         if name == "_original_module":
             super().add_module(name, module)  # nn.Module.__setattr__ of __init__
             return
-        self._late("add_module")
+        self._late("add_module", module)
         self.original_module.add_module(name, module)
 
     def register_module(self, name: str, module: nn.Module | None) -> None:
         self.add_module(name, module)
 
-    def _late(self, call: str) -> None:
-        if self._forward_module is not None:
-            raise LateRegistrationError(_LATE.format(call=call))
+    def _late(self, call: str, value: Any, buffer: bool = False) -> None:
+        """Refuse what the strategy's wrapper, built at the first forward, would
+        not train as one process does: a trainable parameter added later where
+        the strategy cannot take it in (DDP can: its ``_late_trainable``), any
+        buffer registered later. One process runs the script as written."""
+        strategy = self._runtime.strategy
+        if self._forward_module is None or not strategy.distributed:
+            return
+        if buffer:
+            if value is None:
+                return
+            consequence, fix = _LATE_BUFFER
+        elif strategy.late_parameters or not _new_trainable(
+            value, self.original_module
+        ):
+            return
+        else:
+            consequence, fix = _LATE_PARAMETER
+        raise LateRegistrationError(
+            _LATE.format(
+                call=call,
+                strategy=strategy.name,
+                wrapper=_WRAPPERS.get(strategy.name, "a sharded module"),
+                consequence=consequence,
+                fix=fix,
+            )
+        )
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # `torch.save(model, path)` and `copy.deepcopy(model)` see the user's module:

@@ -175,9 +175,21 @@ def test_the_units_are_described_and_a_root_alone_says_why() -> None:
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     config = RuntimeConfig()
     assert block_units(model, config) == []
-    said = describe_units(model, [], config)
+    # a small model alone says nothing; a larger one says why and what to do
+    assert describe_units(model, [], config) is None
+    large = nn.Sequential(nn.Linear(400, 300), nn.ReLU(), nn.Linear(300, 2))
+    said = describe_units(large, [], config)
+    assert said is not None
     assert said.startswith("Sequential: 1 FSDP unit, the root: no repeated blocks")
     assert "--fsdp-min-params N" in said
+    # options that match nothing are named, not advised again
+    given = RuntimeConfig(fsdp_block_classes=("Block",), fsdp_min_params=10**9)
+    said = describe_units(model, [], given)
+    assert said == (
+        "Sequential: 1 FSDP unit, the root: the options given (--fsdp-block-classes "
+        "Block --fsdp-min-params 1000000000) match no module, so every parameter "
+        "is gathered for the whole step (about DDP's peak memory)"
+    )
     root = RuntimeConfig(fsdp_wrap="root")
     assert describe_units(model, [], root).endswith("the root (fsdp-wrap root)")
     blocks = [model[0], model[2]]

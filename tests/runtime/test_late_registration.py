@@ -3,8 +3,9 @@ model reach the user's module, as attribute writes do (the PINN ports'
 ``self.dnn.register_parameter("lambda_1", self.lambda_1)`` after the DNN is
 built): its ``parameters()``, the optimizer over them and the strategy's
 wrapper, built at the first forward, see them. After that forward the wrapper
-is built without them, and the runtime says so instead of training them
-unsynchronised."""
+is built without them: DDP takes a parameter in (as it does one written as an
+attribute), other distributed strategies refuse it, and one process runs the
+script as written."""
 
 from __future__ import annotations
 
@@ -48,9 +49,7 @@ def test_buffers_and_submodules_reach_the_user_module_too() -> None:
     assert {n for n, _ in prepared.named_modules()} == {"", "head", "tail"}
 
 
-def test_after_the_first_forward_registration_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _after_first_forward(monkeypatch: pytest.MonkeyPatch) -> PreparedModule:
     prepared = _prepared()
     monkeypatch.setattr(
         PreparedModule,
@@ -59,7 +58,56 @@ def test_after_the_first_forward_registration_is_refused(
         or self.original_module,
     )
     prepared(torch.ones(1, 2))
-    with pytest.raises(LateRegistrationError, match="register_parameter"):
+    return prepared
+
+
+def test_one_process_refuses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one process runs the script as written, whatever the precision
+    prepared = _after_first_forward(monkeypatch)
+    prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
+    prepared.register_buffer("count", torch.zeros(1))
+    prepared.add_module("head", nn.Linear(1, 1))
+    prepared.scale = nn.Parameter(torch.ones(1))
+    original = prepared.original_module
+    assert {n for n, _ in original.named_parameters()} >= {"late", "scale"}
+    assert "count" in dict(original.named_buffers())
+    assert isinstance(original.head, nn.Linear)
+
+
+def test_after_the_first_forward_a_sharding_strategy_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prepared = _after_first_forward(monkeypatch)
+    # a distributed strategy that cannot take in late parameters (FSDP, DeepSpeed)
+    monkeypatch.setattr(type(prepared._runtime.strategy), "distributed", True)
+    with pytest.raises(LateRegistrationError, match=r"register_parameter.*averaged"):
         prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
     with pytest.raises(LateRegistrationError, match="add_module"):
         prepared.add_module("late", nn.Linear(1, 1))
+    with pytest.raises(LateRegistrationError, match=r"`model.scale = \.\.\.`"):
+        prepared.scale = nn.Parameter(torch.zeros(1))
+    # a buffer has no gradient: the reason is that it is not kept alike
+    with pytest.raises(LateRegistrationError, match="register_buffer") as refused:
+        prepared.register_buffer("count", torch.zeros(1))
+    assert "broadcast from rank 0" in str(refused.value)
+    assert "gradient" not in str(refused.value)
+    # nothing new to train: a parameter it holds, a frozen submodule, a plain value
+    prepared.weight = prepared.original_module.weight
+    prepared.add_module("teacher", nn.Linear(1, 1).requires_grad_(False))
+    prepared.note = 3
+    assert prepared.original_module.note == 3
+
+
+def test_after_the_first_forward_ddp_takes_parameters_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # DDP averages them and rebuilds its wrapper (strategies/ddp.py)
+    prepared = _after_first_forward(monkeypatch)
+    strategy = type(prepared._runtime.strategy)
+    monkeypatch.setattr(strategy, "distributed", True)
+    monkeypatch.setattr(strategy, "late_parameters", True)
+    prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
+    prepared.scale = nn.Parameter(torch.zeros(1))
+    prepared.add_module("head", nn.Linear(1, 1))
+    with pytest.raises(LateRegistrationError, match="register_buffer"):
+        prepared.register_buffer("count", torch.zeros(1))

@@ -18,6 +18,12 @@ from ..precision.base import Precision
 _REGISTRY: dict[str, type[Strategy]] = {}
 
 
+class LateParameterError(RuntimeError):
+    """A parameter of a prepared model requires a gradient that the strategy's
+    wrapper, built at the model's first forward, does not train (added or
+    unfrozen later, under a strategy that cannot take it in)."""
+
+
 class Strategy:
     """Base strategy. Subclasses register themselves under ``name``."""
 
@@ -34,6 +40,11 @@ class Strategy:
     #: with its own (DeepSpeed's flat partitions): the first-step guard, which
     #: compares them with the models' parameters, is then checked by the strategy.
     wraps_optimizer: ClassVar[bool] = False
+    #: Whether a parameter added to a prepared model after its first forward (an
+    #: attribute write, ``register_parameter``, ``add_module``) is trained as one
+    #: process would train it: DDP averages it and rebuilds its wrapper; a sharded
+    #: module or DeepSpeed's engine was built without it (``module.py`` refuses it).
+    late_parameters: ClassVar[bool] = False
     #: The strategy-specific settings it reads (``RuntimeConfig`` fields): the
     #: launcher refuses one given as a flag to a strategy that would ignore it.
     settings: ClassVar[frozenset[str]] = frozenset()

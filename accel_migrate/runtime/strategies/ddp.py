@@ -59,7 +59,12 @@ more layer group per phase: ``p.requires_grad = True``) makes others trainable
 later; DDP's reducer never sees their gradients, finishes without them, and each
 process would step them with its own share's gradient. After a backward that DDP
 reduced, such parameters' gradients are averaged here, and the wrapper is built
-again over the parameters that are trainable now.
+again over the parameters that are trainable now. The same holds for parameters
+added to the prepared model after its first forward (``model.scale =
+nn.Parameter(...)``, ``register_parameter``, ``add_module``). A model with no
+trainable parameter at its first forward gets no wrapper (DDP refuses one); the
+first backward after it has trainable ones averages their gradients and builds
+its wrapper.
 """
 
 from __future__ import annotations
@@ -124,6 +129,7 @@ class _Watch:
 
 class DDPStrategy(Strategy):
     name = "ddp"
+    late_parameters = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -135,6 +141,8 @@ class DDPStrategy(Strategy):
         self._registered: weakref.WeakKeyDictionary[
             DistributedDataParallel, frozenset[int]
         ] = weakref.WeakKeyDictionary()
+        #: Models frozen at their first forward, left without a wrapper.
+        self._frozen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
     def backward(
         self,
@@ -156,7 +164,10 @@ class DDPStrategy(Strategy):
         if not any(p.requires_grad for p in module.parameters()):
             # A frozen model (a teacher, an EMA copy) has no gradient to average;
             # DDP refuses it. Still start every rank from rank 0's weights.
+            # Made trainable later (a backbone frozen for the first phase): see
+            # ``_unfrozen``.
             _broadcast(module)
+            self._frozen.add(module)
             return module
         self._watches[module] = _Watch()
         return self._wrap(module, find_unused_parameters=False)
@@ -216,7 +227,7 @@ class DDPStrategy(Strategy):
 
     def after_backward(self, forward_module: nn.Module) -> nn.Module | None:
         if not isinstance(forward_module, DistributedDataParallel):
-            return None
+            return self._unfrozen(forward_module)
         watch = self._watches.get(forward_module.module)
         if watch is None or not watch.used:
             return None  # this backward did not run through the model
@@ -295,6 +306,25 @@ class DDPStrategy(Strategy):
             module, forward_module.find_unused_parameters, init_sync=False
         )
         replacement.train(forward_module.training)
+        return replacement
+
+    def _unfrozen(self, module: nn.Module) -> DistributedDataParallel | None:
+        """A model frozen at its first forward (no wrapper: DDP refuses a model
+        without trainable parameters) whose parameters require a gradient now:
+        this backward's gradients are averaged here, and a wrapper is built for
+        the forwards to come. None while it stays frozen."""
+        if module not in self._frozen:
+            return None
+        trainable = [p for p in module.parameters() if p.requires_grad]
+        if not trainable:
+            return None
+        _average_gradients(module, self.device, trainable)
+        self._frozen.discard(module)
+        self._watches[module] = _Watch()
+        # No broadcast: every rank holds rank 0's weights (broadcast when it was
+        # first called, never stepped since: nothing had a gradient).
+        replacement = self._wrap(module, find_unused_parameters=False, init_sync=False)
+        replacement.train(module.training)
         return replacement
 
     def _rebuilt(

@@ -37,6 +37,7 @@ import importlib.util
 import logging
 import math
 import types
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -48,7 +49,7 @@ from torch import nn
 from ..config import ConfigError, RuntimeConfig
 from ..env import DistEnv
 from ._deepspeed_state import DeepSpeedState
-from .base import Strategy, optimizers_holding
+from .base import LateParameterError, Strategy, optimizers_holding
 
 INSTALL_HINT = 'pip install "accel-migrate[deepspeed]"'
 
@@ -191,6 +192,10 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
         self._inside_engine = False
         #: clip_grad_norm_ ran the stage-2 boundary copy for the coming step.
         self._finalized = False
+        #: The parameters that required a gradient when the engine was built.
+        self._built: frozenset[int] = frozenset()
+        #: Models frozen at their first forward (no engine).
+        self._frozen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         # Stage 3 splits the parameters themselves: a pickled module would be empty.
         self.shards_parameters = self.stage == 3  # type: ignore[misc]
 
@@ -212,6 +217,7 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
     def setup_module(self, module: nn.Module) -> nn.Module:
         if not any(p.requires_grad for p in module.parameters()):
             _broadcast(module)  # a frozen model (a teacher): no engine needed
+            self._frozen.add(module)
             return module
         if self.engine is not None:
             raise RuntimeError(
@@ -225,6 +231,7 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
         logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
         _no_kernel_builds()
         self._groups = [list(group["params"]) for group in optimizer.param_groups]
+        self._built = frozenset(id(p) for p in module.parameters() if p.requires_grad)
         config = deepspeed_config(
             micro_batch=self._micro_batch(),
             world_size=self.env.world_size,
@@ -251,6 +258,33 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
         self.engine, self._module, self._optimizer = engine, module, optimizer
         self._route_optimizer(optimizer)
         return engine
+
+    def after_backward(self, forward_module: nn.Module) -> nn.Module | None:
+        """ZeRO's optimizer holds the parameters that required a gradient when
+        the engine was built (the model's first forward): one unfrozen later
+        (gradual unfreezing) or added later would never be stepped."""
+        if forward_module is self.engine:
+            module = self._module
+            built = self._built
+        elif forward_module in self._frozen:
+            module, built = forward_module, frozenset()
+        else:
+            return None
+        late = [
+            name
+            for name, p in module.named_parameters()  # type: ignore[union-attr]
+            if p.requires_grad and id(p) not in built
+        ]
+        if late:
+            raise LateParameterError(
+                f"accel-migrate: parameter {late[0]!r} of a prepared model requires a "
+                "gradient now but did not (or did not exist) at the model's first "
+                "forward, where --strategy deepspeed built its engine, whose ZeRO "
+                "optimizer holds only the parameters trainable then: it would never "
+                "be stepped. Unfreeze it before the model's first forward, or use "
+                "--strategy ddp or fsdp, which handle gradual unfreezing"
+            )
+        return None
 
     def _optimizer_of(self, module: nn.Module) -> torch.optim.Optimizer:
         params = {p for p in module.parameters() if p.requires_grad}

@@ -40,7 +40,7 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..config import RuntimeConfig
-from .base import Strategy, optimizers_holding
+from .base import LateParameterError, Strategy, optimizers_holding
 from .fsdp_units import block_units, checkpoint_block, describe_units
 
 # `torch.distributed.tensor` (DTensor) and `torch.distributed.fsdp` are imported
@@ -92,12 +92,9 @@ class FSDPStrategy(Strategy):
         # the same dtype").
         block_options = {**options, "mp_policy": replace(policy, output_dtype=None)}
         blocks = block_units(module, self.config)
-        if self.env.rank == 0:  # how a user sees the units (docs/runtime.md)
-            print(
-                f"accel-migrate: {describe_units(module, blocks, self.config)}",
-                file=sys.stderr,
-                flush=True,
-            )
+        said = describe_units(module, blocks, self.config)
+        if said is not None and self.env.rank == 0:  # docs/runtime.md
+            print(f"accel-migrate: {said}", file=sys.stderr, flush=True)
         for block in blocks:
             if self.config.activation_checkpointing:
                 checkpoint_block(block)
@@ -170,6 +167,29 @@ class FSDPStrategy(Strategy):
         from ._fsdp_state import scatter_model_state
 
         return scatter_model_state(module, dict(state), self.comm, strict)
+
+    def after_backward(self, forward_module: nn.Module) -> nn.Module | None:
+        """Sharding replaced every parameter the model had at its first forward
+        by a DTensor; one that is not got there later (``model.layer.scale =
+        nn.Parameter(...)``, a new submodule) and holds a gradient no unit
+        reduces: each process would step it with its own share's gradient."""
+        from torch.distributed.tensor import DTensor
+
+        late = [
+            name
+            for name, p in forward_module.named_parameters()
+            if p.grad is not None and not isinstance(p, DTensor)
+        ]
+        if late:
+            raise LateParameterError(
+                f"accel-migrate: parameter {late[0]!r} of a prepared model was added "
+                f"after the model's first forward, where --strategy {self.name} "
+                "sharded the model without it, so its gradient is not averaged across "
+                "the processes. Add it before the model's first forward (where the "
+                "model is built), or use --strategy ddp, which trains parameters "
+                "added later"
+            )
+        return None
 
     @contextmanager
     def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:

@@ -48,10 +48,16 @@ def block_units(model: nn.Module, config: RuntimeConfig) -> list[nn.Module]:
     return []
 
 
+#: A model with fewer parameters sharded as the root alone, with no option
+#: asking for units, is not described (a small head: nothing to gain from units).
+QUIET_BELOW = 100_000
+
+
 def describe_units(
     model: nn.Module, blocks: list[nn.Module], config: RuntimeConfig
-) -> str:
-    """What rank 0 says when it shards ``model``: the units, or why there is one."""
+) -> str | None:
+    """What rank 0 says when it shards ``model``: the units, or why there is
+    one; None for a small model sharded as the root alone by default."""
     name = type(model).__name__
     if blocks:
         counts: dict[str, int] = {}
@@ -61,9 +67,30 @@ def describe_units(
         return f"{name}: {len(blocks) + 1} FSDP units ({kinds}, and the root)"
     if config.fsdp_wrap == "root":
         return f"{name}: 1 FSDP unit, the root (fsdp-wrap root)"
+    given = [
+        *(
+            [f"--fsdp-block-classes {','.join(config.fsdp_block_classes)}"]
+            if config.fsdp_block_classes
+            else []
+        ),
+        *(
+            [f"--fsdp-min-params {config.fsdp_min_params}"]
+            if config.fsdp_min_params
+            else []
+        ),
+    ]
+    gathered = (
+        "every parameter is gathered for the whole step (about DDP's peak memory)"
+    )
+    if given:
+        return (
+            f"{name}: 1 FSDP unit, the root: the options given ({' '.join(given)}) "
+            f"match no module, so {gathered}"
+        )
+    if _size(model) < QUIET_BELOW:
+        return None
     return (
-        f"{name}: 1 FSDP unit, the root: no repeated blocks found, so every "
-        "parameter is gathered for the whole step (about DDP's peak memory); "
+        f"{name}: 1 FSDP unit, the root: no repeated blocks found, so {gathered}; "
         "--fsdp-block-classes NAMES or --fsdp-min-params N make units of its parts"
     )
 

@@ -1,0 +1,52 @@
+"""Parameters a prepared model gets after its first forward, per argv[1]:
+``attr`` (``model.scale = nn.Parameter(...)``), ``reg`` (``register_parameter``),
+``nested`` (``model[2].scale = ...``, past the prepared model), ``frozen`` (the
+whole model frozen at its first forward, unfrozen in the second phase;
+``tests/runtime/test_late_parameters.py``)."""
+
+import sys
+
+import torch
+from torch import nn
+
+import accel_migrate.runtime as accel
+
+mode = sys.argv[1]
+torch.manual_seed(0)
+X, Y = torch.randn(24, 4), torch.randn(24, 1)
+backbone = accel.prepare_model(nn.Sequential(nn.Linear(4, 8), nn.Tanh()))
+model = accel.prepare_model(nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1)))
+params = [*backbone.parameters(), *model.parameters()]
+optimizer = accel.prepare_optimizer(torch.optim.SGD(params, lr=0.1))
+if mode == "frozen":
+    backbone.requires_grad_(False)
+for phase in range(2):
+    if phase and mode == "frozen":
+        backbone.requires_grad_(True)
+    elif phase:
+        scale = nn.Parameter(torch.zeros(1))
+        if mode == "attr":
+            model.scale = scale
+        elif mode == "reg":
+            model.register_parameter("scale", scale)
+        else:
+            model[2].scale = scale
+        optimizer.add_param_group({"params": [scale]})
+    loader = accel.prepare_dataloader(
+        torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=8)
+    )
+    for step, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        out = model(backbone(x))
+        if phase and mode != "frozen":
+            out = out * (1 + scale)
+        loss = (out - y).pow(2).mean()
+        accel.backward(loss)
+        optimizer.step()
+        value = accel.global_loss(loss).item()
+        accel.print(f"late step {3 * phase + step} loss {value:.10e}")
+state = {
+    **accel.state_dict(model),
+    **{"b." + k: v for k, v in accel.state_dict(backbone).items()},
+}
+accel.save(state, sys.argv[2])
