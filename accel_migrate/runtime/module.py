@@ -103,6 +103,17 @@ _LATE_BUFFER = (
 _WRAPPERS = {"ddp": "DistributedDataParallel", "deepspeed": "DeepSpeed's engine"}
 
 
+def _new_parameters(value: Any, module: nn.Module) -> list[nn.Parameter]:
+    """The parameters ``value`` brings ``module`` that it does not hold yet."""
+    params = (
+        [value]
+        if isinstance(value, nn.Parameter)
+        else list(value.parameters()) if isinstance(value, nn.Module) else []
+    )
+    held = {id(p) for p in module.parameters()}
+    return [p for p in params if id(p) not in held]
+
+
 def _new_trainable(value: Any, module: nn.Module) -> bool:
     """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
     requires a gradient and that it does not hold yet?"""
@@ -234,9 +245,13 @@ class PreparedModule(nn.Module):
             if value is None:
                 return
             consequence, fix = _LATE_BUFFER
-        elif strategy.late_parameters or not _new_trainable(
-            value, self.original_module
-        ):
+        elif not _new_trainable(value, self.original_module):
+            return
+        elif strategy.late_parameters:
+            # Every process writes it (the same statement), each from its own
+            # random state: rank 0's value, as a parameter built before the
+            # wrapper gets from the wrapper's first broadcast.
+            strategy.adopt_late_parameters(_new_parameters(value, self.original_module))
             return
         else:
             consequence, fix = _LATE_PARAMETER

@@ -61,7 +61,18 @@ _QUERIES = {
     "torch.distributed.get_rank": "get_rank",
 }
 _SEEDS = frozenset(
-    {"torch.manual_seed", "torch.cuda.manual_seed", "numpy.random.seed", "random.seed"}
+    {
+        "torch.manual_seed",
+        "torch.random.manual_seed",
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "numpy.random.seed",
+        "numpy.random.default_rng",
+        "numpy.random.RandomState",
+        "numpy.random.Generator",
+        "random.seed",
+        "random.Random",
+    }
 )
 _WHAT = {"get_world_size": "world size", "get_rank": "rank"}
 _ORIGINAL = {"get_world_size": "1", "get_rank": "0"}
@@ -77,7 +88,14 @@ class ProcessGroupQueries(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if node.args and self.qualnames(node.func) & _SEEDS:
+        if node.args and (
+            self.qualnames(node.func) & _SEEDS
+            # a generator's own seed: `g = torch.Generator(); g.manual_seed(s)`
+            or (
+                isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "manual_seed"
+            )
+        ):
             self._seeded_with_held_rank(node)
         found = self._queries(node)
         if not found:

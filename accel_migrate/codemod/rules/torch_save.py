@@ -481,7 +481,9 @@ class TorchSave(Rule):
         Dataset's ``__getitem__``, a ``collate_fn``): each process runs it for
         its own share, a different number of times."""
         phrase = data_function_of(self.index, node)
-        return phrase if phrase is not None and "data loader" in phrase else None
+        # Not a generator the loader's batches pass through: every process runs
+        # it once per batch alike (a per-epoch checkpoint there is a plain save).
+        return phrase if phrase is not None and "runs for each" in phrase else None
 
     def _in_memory(self, expr: cst.BaseExpression) -> bool:
         """``io.BytesIO()``, or a variable that only ever holds one."""

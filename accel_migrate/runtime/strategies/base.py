@@ -45,9 +45,15 @@ class Strategy:
     #: process would train it: DDP averages it and rebuilds its wrapper; a sharded
     #: module or DeepSpeed's engine was built without it (``module.py`` refuses it).
     late_parameters: ClassVar[bool] = False
+
     #: The strategy-specific settings it reads (``RuntimeConfig`` fields): the
     #: launcher refuses one given as a flag to a strategy that would ignore it.
     settings: ClassVar[frozenset[str]] = frozenset()
+
+    def adopt_late_parameters(self, params: list[Any]) -> None:
+        """Parameters added to a prepared model after its wrapper was built, where
+        ``late_parameters`` says the strategy takes them in: made equal on every
+        process (each process built its own)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -131,6 +131,13 @@ class DDPStrategy(Strategy):
     name = "ddp"
     late_parameters = True
 
+    def adopt_late_parameters(self, params: list[nn.Parameter]) -> None:
+        # Rank 0's values everywhere, before any forward reads them. Every
+        # process runs the statement that adds them, so the broadcasts match.
+        with torch.no_grad():
+            for param in params:
+                dist.broadcast(param.data, src=0)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Keyed by the user's module: it outlives a wrapper that is replaced.

@@ -1,9 +1,12 @@
 """Parameters a prepared model gets after its first forward, per argv[1]:
 ``attr`` (``model.scale = nn.Parameter(...)``), ``reg`` (``register_parameter``),
 ``nested`` (``model[2].scale = ...``, past the prepared model), ``frozen`` (the
-whole model frozen at its first forward, unfrozen in the second phase;
+whole model frozen at its first forward, unfrozen in the second phase),
+``drawn`` (an attribute write of a value each process draws differently, as its
+random state has drifted: every process must train rank 0's;
 ``tests/runtime/test_late_parameters.py``)."""
 
+import os
 import sys
 
 import torch
@@ -25,7 +28,11 @@ for phase in range(2):
         backbone.requires_grad_(True)
     elif phase:
         scale = nn.Parameter(torch.zeros(1))
-        if mode == "attr":
+        if mode == "drawn":
+            # unset on one process: rank 0's draw, the one the original makes
+            drift = torch.Generator().manual_seed(int(os.environ.get("RANK", 0)))
+            scale = nn.Parameter(0.5 * torch.randn(1, generator=drift))
+        if mode in ("attr", "drawn"):
             model.scale = scale
         elif mode == "reg":
             model.register_parameter("scale", scale)
