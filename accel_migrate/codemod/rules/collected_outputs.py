@@ -70,158 +70,23 @@ runtime split the batches, so no gather can put them back by position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import PositionProvider
 
-from ..analysis import ModuleIndex, attr_chain
+from ..analysis import attr_chain
 from ..batch_indexed import batch_indexed_reason
 from ..dataset_sized import dataset_sized_fills, dataset_sized_reason
 from ..file_tests import collective_note
 from ..metrics.batch_ranking import batch_ranking, ranking_reason
+from ..output_collections import (
+    Collection,
+    collection_of,
+    collections_in,
+    empty_list,
+)
 from ..rule import Rule
 from ..subtrees import findall
-
-#: Methods that keep one value per sample (or per row) of what they are called on.
-_PER_SAMPLE_METHODS = frozenset(
-    {
-        "cpu",
-        "cuda",
-        "detach",
-        "numpy",
-        "tolist",
-        "clone",
-        "to",
-        "float",
-        "double",
-        "half",
-        "long",
-        "int",
-        "bool",
-        "squeeze",
-        "flatten",
-        "view",
-        "reshape",
-        "argmax",
-        "argmin",
-        "softmax",
-        "log_softmax",
-        "sigmoid",
-        "exp",
-        "round",
-        "contiguous",
-    }
-)
-#: Of those, methods that reduce everything to one value when given no dimension.
-_NEED_DIM = frozenset({"argmax", "argmin", "softmax", "log_softmax"})
-
-Granularity = Literal["sample", "batch"]
-
-
-@dataclass(frozen=True)
-class Collection:
-    statement: cst.CSTNode  # the AugAssign, or the append/extend call
-    name: str
-    granularity: Granularity
-    #: Not one value per sample: a selection (``idx[pred != y].tolist()``) or a
-    #: value the rule does not know keeps the rows. Reported, never gathered.
-    selection: bool = False
-    #: The list is also bound to something other than an empty list
-    #: (``all_preds = np.array(all_preds)`` after the loop): gathered only when it
-    #: is proven empty each time the loop starts (``empty_at_start``).
-    rebound: bool = False
-
-
-def outputs_like(value: cst.BaseExpression) -> bool:
-    """An expression that keeps one value per sample of what it starts from: a
-    name, a call (``model(x)``), a subscript, through methods such as ``.cpu()``,
-    ``.argmax(1)``, ``.tolist()``; never ``.item()``, ``.sum()`` or arithmetic."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        method = value.func.attr.value
-        if method not in _PER_SAMPLE_METHODS:
-            return False
-        if method in _NEED_DIM and not value.args:
-            return False
-        value = value.func.value
-    if isinstance(value, cst.Call) and attr_chain(value.func) in {"list"}:
-        return len(value.args) == 1 and outputs_like(value.args[0].value)
-    if isinstance(value, cst.Subscript):
-        return all(_keeps_rows(e.slice) for e in value.slice) and outputs_like(
-            value.value
-        )
-    return isinstance(value, (cst.Name, cst.Call, cst.Attribute))
-
-
-def _keeps_rows(index: cst.BaseSlice) -> bool:
-    """``out[0]`` (one output of several), ``x[:, 1]``, ``batch["logits"]``: not a
-    selection of rows by a mask or a list of indices."""
-    if isinstance(index, cst.Slice):
-        return index.lower is None and index.upper is None and index.step is None
-    value = index.value  # type: ignore[attr-defined]
-    return isinstance(value, (cst.Integer, cst.SimpleString)) or (
-        isinstance(value, cst.UnaryOperation)
-        and isinstance(value.expression, cst.Integer)
-    )
-
-
-def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
-    """``node`` collects outputs into a list variable: ``xs += v.tolist()``,
-    ``xs.extend(v)``, ``xs.append(v)`` with ``v`` outputs-like (``outputs_like``),
-    where ``xs`` is bound to an empty list (and, where also bound to something
-    else, ``Collection.rebound``), never to the runtime's gather of it."""
-    if isinstance(node, cst.AugAssign):
-        if not isinstance(node.operator, cst.AddAssign):
-            return None
-        target, value, granularity = node.target, node.value, "sample"
-    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        method = node.func.attr.value
-        if method not in {"append", "extend"} or len(node.args) != 1:
-            return None
-        arg = node.args[0]
-        if arg.star or arg.keyword is not None:
-            return None
-        target, value = node.func.value, arg.value
-        granularity = "batch" if method == "append" else "sample"
-    else:
-        return None
-    if not isinstance(target, cst.Name):
-        return None
-    listed = m.matches(
-        value,
-        m.Call(func=m.Attribute(attr=m.Name("tolist"))) | m.Call(func=m.Name("list")),
-    )
-    if isinstance(node, cst.AugAssign) and not listed:
-        return None  # `xs += v` takes a list on the right: `.tolist()` or `list(...)`
-    selection = not outputs_like(value)
-    if selection and granularity == "batch":
-        return None  # a number per batch (`losses.append(loss.item())`): AM009's
-    key = index.key(target)
-    values = index.values.get(key, []) if key is not None else []
-    if not any(_empty_list(v) for v in values):
-        return None
-    if any(index.is_runtime_call(v, "gather_in_order", "gather") for v in values):
-        return None  # gathered already (a second run over the migrated code)
-    rebound = not all(_empty_list(v) for v in values)
-    return Collection(node, target.value, granularity, selection, rebound)  # type: ignore[arg-type]
-
-
-def _empty_list(value: cst.BaseExpression | None) -> bool:
-    if isinstance(value, cst.List):
-        return not value.elements
-    return m.matches(value, m.Call(func=m.Name("list"), args=[]))
-
-
-def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
-    """The output collections in ``loop``'s body (nested statements included)."""
-    found = []
-    for node in findall(loop.body, m.AugAssign() | m.Call(func=m.Attribute())):
-        collection = collection_of(index, node)
-        if collection is not None:
-            found.append(collection)
-    return found
 
 
 def original_place(rule: Rule, node: cst.CSTNode) -> tuple[int, int]:
@@ -389,7 +254,7 @@ class CollectedOutputs(Rule):
             return False  # a binding the index cannot see the value of
         end = self._span(loop)[1]
         around = self._loops_around(loop)
-        for empty in (v for v in values if _empty_list(v)):
+        for empty in (v for v in values if empty_list(v)):
             if not self._runs_before(empty, loop):
                 continue
             if not all(
@@ -400,7 +265,7 @@ class CollectedOutputs(Rule):
             if all(
                 self._span(other)[1] < empty_start or self._span(other)[0] > end
                 for other in values
-                if not _empty_list(other)
+                if not empty_list(other)
             ):
                 return True
         return False

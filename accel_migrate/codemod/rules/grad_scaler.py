@@ -74,27 +74,13 @@ from ..amp import (
     SCALER_SETTINGS,
     amp_api,
     bind,
-    code,
     enabled_keyword,
 )
 from ..analysis import Key, variable_names
 from ..names import OPTIMIZER_BASES, is_optimizer_class
 from ..optimizer_lookups import looked_up_optimizer
 from ..rule import Rule
-
-#: GradScaler methods that the runtime's object has.
-_METHODS = frozenset(
-    {
-        "scale",
-        "step",
-        "update",
-        "unscale_",
-        "get_scale",
-        "is_enabled",
-        "state_dict",
-        "load_state_dict",
-    }
-)
+from ..scaler_uses import ScalerUses, short
 
 
 @dataclass
@@ -118,7 +104,7 @@ class _Group:
     strip: set[cst.Call] = field(default_factory=set)
 
 
-class GradScalerRule(Rule):
+class GradScalerRule(ScalerUses, Rule):
     code = "AM014"
     name = "grad-scaler"
     summary = "GradScaler(...) -> accel.grad_scaler(...); scaler.scale(loss).backward() -> accel.backward(loss)"
@@ -223,7 +209,7 @@ class GradScalerRule(Rule):
                     group.problems.append(
                         (
                             value,
-                            f"`{key[1]}` also holds `{_short(value)}`, not only a GradScaler",
+                            f"`{key[1]}` also holds `{short(value)}`, not only a GradScaler",
                         )
                     )
         for call in self.index.calls:
@@ -232,7 +218,7 @@ class GradScalerRule(Rule):
                     group.problems.append(
                         (
                             arg,
-                            f"the scaler parameter `{key[1]}` also receives `{_short(arg)}`",
+                            f"the scaler parameter `{key[1]}` also receives `{short(arg)}`",
                         )
                     )
         references = self._references(group.keys)
@@ -308,142 +294,6 @@ class GradScalerRule(Rule):
                 found.append(attribute)
         return found
 
-    def _check_use(self, ref: cst.BaseExpression, group: _Group) -> None:
-        parent = self.parent(ref)
-        if isinstance(parent, (cst.AssignTarget, cst.Param, cst.NameItem)):
-            return  # a definition
-        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and ref in (
-            parent.value,
-            getattr(parent, "target", None),
-        ):
-            return  # a definition, or an alias (followed)
-        if isinstance(parent, cst.Arg) and parent.value is ref:
-            call = self.parent(parent)
-            if (
-                not parent.star
-                and isinstance(call, cst.Call)
-                and any(arg is ref for _, arg in self.index.arguments(call))
-            ):
-                return  # an argument of a function of this file: followed
-            callee = code(call.func) if isinstance(call, cst.Call) else "a call"
-            group.problems.append(
-                (
-                    ref,
-                    f"the scaler is passed to `{callee}`, which this file does not define",
-                )
-            )
-            return
-        if isinstance(parent, cst.Attribute) and parent.value is ref:
-            self._check_method(ref, parent, group)
-            return
-        if self._tested(ref, parent):
-            return
-        group.problems.append(
-            (ref, f"the scaler is used as a value here: `{_short(parent)}`")
-        )
-
-    def _tested(self, ref: cst.BaseExpression, parent: cst.CSTNode | None) -> bool:
-        """``if scaler``, ``scaler is not None``, ``not scaler``, ``scaler and ...``."""
-        if isinstance(parent, (cst.If, cst.While, cst.IfExp)):
-            return parent.test is ref
-        if isinstance(parent, cst.BooleanOperation):
-            return True
-        if isinstance(parent, cst.UnaryOperation):
-            return isinstance(parent.operator, cst.Not)
-        if isinstance(parent, cst.ComparisonTarget):
-            return isinstance(parent.operator, (cst.Is, cst.IsNot))
-        if isinstance(parent, cst.Comparison):
-            return all(
-                isinstance(t.operator, (cst.Is, cst.IsNot)) for t in parent.comparisons
-            )
-        return False
-
-    def _check_method(
-        self, ref: cst.BaseExpression, attribute: cst.Attribute, group: _Group
-    ) -> None:
-        method = attribute.attr.value
-        call = self.parent(attribute)
-        if not (isinstance(call, cst.Call) and call.func is attribute):
-            group.problems.append(
-                (attribute, f"`{code(attribute)}` is read without calling it")
-            )
-            return
-        if method not in _METHODS:
-            group.problems.append(
-                (
-                    call,
-                    f"`{code(attribute)}()`: accel.grad_scaler's object has no `{method}`",
-                )
-            )
-            return
-        if method == "scale":
-            self._check_scale(call, group)
-        elif method == "step":
-            self._check_step(call, group)
-        elif method == "load_state_dict":
-            group.notes.append(
-                (
-                    call,
-                    "scaler.load_state_dict(): a checkpoint written by the original script's GradScaler has other keys than the runtime's loss scale; resume from checkpoints written by the migrated script",
-                )
-            )
-
-    def _check_scale(self, call: cst.Call, group: _Group) -> None:
-        if bind(call, ("outputs",)) != {"outputs": 0}:
-            group.problems.append(
-                (call, f"`{_short(call)}`: expected scaler.scale(loss)")
-            )
-            return
-        outer = self.parent(call)
-        if (
-            isinstance(outer, cst.Attribute)
-            and outer.value is call
-            and outer.attr.value == "backward"
-            and isinstance(backward := self.parent(outer), cst.Call)
-            and backward.func is outer
-        ):
-            group.problems.append(
-                (
-                    backward,
-                    "scaler.scale(loss).backward() was not made accel.backward (AM007 left it, or was not selected): the runtime's scale() would not scale it",
-                )
-            )
-            return
-        if (
-            isinstance(outer, cst.Arg)
-            and isinstance(backward := self.parent(outer), cst.Call)
-            and self.index.is_runtime_call(backward, "backward")
-            and backward.args[0] is outer
-        ):
-            group.strip.add(call)  # accel.backward(scaler.scale(loss)), from AM007
-            return
-        group.problems.append(
-            (
-                call,
-                f"the result of `{_short(call)}` is kept or used other than by backward: accel.grad_scaler's scale() returns the loss unscaled (accel.backward scales it)",
-            )
-        )
-
-    def _check_step(self, call: cst.Call, group: _Group) -> None:
-        bound = bind(call, ("optimizer",))
-        optimizer = (
-            call.args[bound["optimizer"]].value
-            if bound is not None and "optimizer" in bound
-            else None
-        )
-        if optimizer is not None and (
-            self._builds_optimizer(optimizer)
-            or self.index.holds_tagged(optimizer, self.optimizers)
-        ):
-            return
-        what = f"`{_short(optimizer)}`" if optimizer is not None else "its argument"
-        group.problems.append(
-            (
-                call,
-                f"scaler.step(): {what} is not an optimizer built in this file, so it may not be prepared (its step would not unscale)",
-            )
-        )
-
     # -- reporting and rewriting -------------------------------------------------------------
     def visit_Module(self, node: cst.Module) -> None:
         for where, message in self.plan.review:
@@ -483,11 +333,6 @@ class GradScalerRule(Rule):
             "accel.backward(scaler.scale(loss)) -> accel.backward(loss): the runtime scales the loss, once",
         )
         return updated_node.args[0].value
-
-
-def _short(node: cst.CSTNode | None, limit: int = 60) -> str:
-    text = " ".join(code(node).split()) if node is not None else ""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _self_attributes(module: cst.Module) -> list[cst.Attribute]:

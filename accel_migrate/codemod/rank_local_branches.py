@@ -1,0 +1,227 @@
+"""What a branch of AM028 (``rank_local_decisions``) runs: a collective or a
+training step, an exit out of a loop (or function) that trains, a scheduler
+step or a learning-rate write, a save (and whether it saves samples, values
+that differ between processes, or a model's state), a loss term that one side
+alone adds to what a backward backpropagates.
+
+A mixin of the rule: it reads the rule's ``index`` and ``qualnames``; the rule
+decides from its answers which hazard a rank-dependent condition decides.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from .rule import Rule
+from .subtrees import findall
+
+#: Runtime calls that are collectives (or may be: a state dict under FSDP).
+_COLLECTIVES = (
+    "reduce",
+    "global_loss",
+    "gather",
+    "gather_in_order",
+    "barrier",
+    "save_state",
+    "load_state",
+    "backward",
+)
+_SAVES = frozenset({"torch.save"})
+_CLOCKS = ("time.", "datetime.")
+_SCHEDULERS = "torch.optim.lr_scheduler."
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+class BranchContents:
+    """What the nodes a rank-dependent branch runs do (AM028's hazards)."""
+
+    def _samples_saved(self, saves: list[cst.Call]) -> bool:
+        """Does each save write a value that differs between processes itself
+        (a sample), not a model's or optimizer's state, which every process
+        holds alike, nor anything through a function of the file?"""
+        leaves = self.index.divergence.local_values
+        for save in saves:
+            if not (
+                self.qualnames(save.func) & _SAVES
+                or self.index.is_runtime_call(save, "save")
+            ):
+                return False  # a function of the file that saves
+            if not save.args or save.args[0].keyword is not None:
+                return False
+            saved = save.args[0].value
+            inside = set(findall(saved, m.Name() | m.Attribute()))
+            if not any(leaf in inside for leaf in leaves.get(save, [])):
+                return False  # the same on every process: a model's state
+            if any(
+                m.matches(c, m.Call(func=m.Attribute(attr=m.Name("state_dict"))))
+                or self.index.is_runtime_call(c, "state_dict")
+                for c in findall(saved, m.Call())
+            ):
+                return False
+        return True
+
+    def _changes_backpropagated(self, node: cst.CSTNode) -> bool:
+        """Does one side of the branch only assign a loss that a backward of its
+        scope then backpropagates (``if pos.any(): loss = loss + box_loss`` before
+        ``loss.backward()``, no ``else``)? A loss assigned on both sides (teacher
+        forcing or not, through the same decoder) is not this hazard."""
+        if not isinstance(node, cst.If):
+            return False  # a loop's rounds add terms through the same parameters
+        sides = [node.body, node.orelse]
+        assigned = [
+            self._assigned(side) if side is not None else set() for side in sides
+        ]
+        keys = assigned[0] ^ assigned[1]
+        if not keys:
+            return False
+        scope = self.index.enclosing_function(node) or self.index.module
+        for call in findall(scope, m.Call()):
+            if not self.index.is_backward_call(call):
+                continue
+            if self.index.is_runtime_call(call, "backward"):
+                loss = call.args[0].value if call.args else None  # type: ignore[attr-defined]
+            else:
+                loss = call.func.value  # type: ignore[attr-defined]  # `loss.backward()`
+            if loss is not None and any(
+                self.index.key(name) in keys
+                for name in (loss, *findall(loss, m.Name()))
+            ):
+                return True
+        return False
+
+    def _assigned(self, block: cst.CSTNode) -> set:
+        keys = set()
+        for statement in run_by(block):
+            targets: list[cst.BaseExpression] = []
+            if isinstance(statement, cst.Assign):
+                targets = [t.target for t in statement.targets]
+            elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+                targets = [statement.target]
+            for target in targets:
+                key = self.index.key(target)
+                if key is not None:
+                    keys.add(key)
+        return keys
+
+    def _reads_clock(self, test: cst.BaseExpression) -> bool:
+        return any(
+            any(q.startswith(_CLOCKS) for q in self.qualnames(call.func))  # type: ignore[attr-defined]
+            for call in findall(test, m.Call())
+        )
+
+    def _collective(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Call):
+            return self.index.is_runtime_call(node, *_COLLECTIVES)
+        if isinstance(node, cst.BaseStatement):
+            return self.index.divergence.trains(node)
+        return False
+
+    def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> str | None:
+        """A break, continue or return under ``node`` that leaves a loop (or a
+        function) that trains, evaluates or runs a collective: "continue" when
+        every such exit is a ``continue`` (a skipped step), "exit" otherwise."""
+        loops = [
+            a for a in self.index.ancestors(node) if isinstance(a, (cst.For, cst.While))
+        ]
+        found = None
+        for exit_node in run:
+            if isinstance(exit_node, (cst.Break, cst.Continue)):
+                if _loop_of(self, exit_node, node) is not None:
+                    continue  # leaves a loop inside the decision only
+                if loops and self._heavy(loops[0]):
+                    if not isinstance(exit_node, cst.Continue):
+                        return "exit"
+                    found = "continue"
+            elif isinstance(exit_node, cst.Return):
+                function = self.index.enclosing_function(node)
+                scope = function if function is not None else None
+                if scope is not None and self._heavy(scope):
+                    return "exit"
+        return found
+
+    def _heavy(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` train, evaluate or run a collective?"""
+        body = getattr(node, "body", None)
+        statements = list(getattr(body, "body", ())) if body is not None else []
+        if any(self.index.divergence.trains(s) for s in statements):
+            return True
+        return any(
+            isinstance(n, cst.Call) and self._collective(n) for n in run_by(node)
+        )
+
+    def _steps_scheduler(self, call: cst.Call) -> bool:
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "step"
+            and call.args
+            and call.args[0].keyword is None
+        ):
+            return False
+        key = self.index.key(func.value)
+        for value in self.index.values.get(key, []) if key is not None else []:
+            if isinstance(value, cst.Call) and any(
+                q.startswith(_SCHEDULERS) for q in self.qualnames(value.func)
+            ):
+                return True
+        return False
+
+    def _saves(self, call: cst.Call, depth: int) -> bool:
+        if self.qualnames(call.func) & _SAVES or self.index.is_runtime_call(
+            call, "save", "save_state"
+        ):
+            return True
+        function = self.index.local_function(call.func)
+        if function is None or depth > 2:
+            return False
+        return any(
+            isinstance(n, cst.Call) and self._saves(n, depth + 1)
+            for n in run_by(function.body)
+        )
+
+
+def run_by(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes that run when ``node`` runs: not the bodies it defines."""
+    found: list[cst.CSTNode] = []
+
+    class _Walk(cst.CSTVisitor):
+        def on_visit(self, inner: cst.CSTNode) -> bool:
+            if inner is not node and isinstance(inner, _NESTED_SCOPES):
+                return False
+            found.append(inner)
+            return True
+
+    node.visit(_Walk())
+    return found
+
+
+def _loop_of(
+    rule: Rule, exit_node: cst.CSTNode, decision: cst.CSTNode
+) -> cst.CSTNode | None:
+    """The loop a break or continue leaves, when it is inside ``decision``."""
+    for ancestor in rule.index.ancestors(exit_node):
+        if ancestor is decision:
+            return None
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor
+    return None
+
+
+def sets_learning_rate(node: cst.CSTNode) -> bool:
+    """``g["lr"] = ...``, ``param_group["lr"] *= ...``."""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, cst.AugAssign):
+        targets = [node.target]
+    return any(
+        m.matches(
+            t,
+            m.Subscript(
+                slice=[m.SubscriptElement(slice=m.Index(value=m.SimpleString()))]
+            ),
+        )
+        and t.slice[0].slice.value.evaluated_value == "lr"  # type: ignore[attr-defined]
+        for t in targets
+    )
