@@ -161,6 +161,22 @@ def test_moving_along_another_dimension_is_not_reported(
     assert not any("moves values between the samples" in f for f in findings)
 
 
+def test_a_moved_batch_no_later_statement_reads_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    # `images = images.flip(0)` last in the loop's body: the loop binds `images`
+    # again before anything reads the flipped one, so no loss sees it.
+    dead = STEP.format(moved="images").replace(
+        "    optimizer.step()\n", "    optimizer.step()\n    images = images.flip(0)\n"
+    )
+    _, findings = _migrate(tmp_path, dead)
+    assert not any("moves values between the samples" in f for f in findings)
+    # read after it (a second loss on the flipped batch): reported
+    live = dead + "    print(model(images).sum().item())\n"
+    _, findings = _migrate(tmp_path, live)
+    assert any("moves values between the samples" in f for f in findings), findings
+
+
 STYLE = """\
 import torch
 import torch.nn as nn

@@ -88,6 +88,7 @@ from ..batch_contractions import contracts_batch_cst
 from ..batch_mixing_models import REDUCTIONS
 from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
+from ..subtrees import findall
 from ..trained_models import snippet
 
 _REDUCTIONS = REDUCTIONS
@@ -247,6 +248,8 @@ class BatchMixingForward(Rule):
         steps = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
         if not steps or not reads_step_value(self.index, receiver, steps[0][0]):
             return
+        if self._unread(node):
+            return
         self.report(
             node,
             "needs-review",
@@ -260,6 +263,28 @@ class BatchMixingForward(Rule):
             "collate_fn, or skip this if dimension 0 is not the batch here)",
             if_migrated=True,
         )
+
+    def _unread(self, call: cst.Call) -> bool:
+        """Is ``call`` the value of ``y = y.flip(0)`` at the end of a loop's
+        body that binds ``y`` again, with no statement after it reading ``y``?
+        Nothing computed from the moved samples then reaches a loss."""
+        statement = self.index.parent(call)
+        line = self.index.parent(statement) if statement is not None else None
+        if not (
+            m.matches(statement, m.Assign(targets=[m.AssignTarget(target=m.Name())]))
+            and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+        ):
+            return False
+        name = statement.targets[0].target.value  # type: ignore[union-attr]
+        block = self.index.parent(line)
+        loop = self.index.parent(block) if block is not None else None
+        if not isinstance(block, cst.IndentedBlock) or not isinstance(loop, cst.For):
+            return False
+        after = list(block.body)[list(block.body).index(line) + 1 :]
+        return not any(
+            n.value == name for s in after for n in findall(s, m.Name())
+        ) and any(n.value == name for n in findall(loop.target, m.Name()))
 
     def _stepped_forward(self, node: cst.Call) -> tuple[str, str] | None:
         found = stepped_method(self.index, node)

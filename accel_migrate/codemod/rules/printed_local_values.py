@@ -12,7 +12,9 @@ step's own tensors. Printed tensor reads (``x.item()``, AM008's), the logged
 sample counts AM026 rewrites or reports (``batch_idx * len(data)``) and clock
 readings (``time.time() - start``, or values computed from one: ``secs =
 int(time.time() - start)``, ``mins = secs / 60``; each process's own time is as
-right as the original's) are left out, and so are counts taken in a loop that
+right as the original's) are left out, and so is a value read only from a
+variable the launcher sets per process (``rank = int(os.environ.get("RANK",
+0))``: no share of the batch), and so are counts taken in a loop that
 ranks the samples of each batch against each other (``right += 1`` after
 ``np.argmax(output)`` over an N-way trial: AM009 reports that loop, and no
 combination of the processes' counts is the original's, so advice to combine
@@ -103,7 +105,7 @@ class PrintedLocalValues(Rule):
             "of the tensor for a mean over samples, accel.reduce for a sum or a "
             "count) or label it as the main process's"
             + (
-                f"; combine it where every process goes: here{note}"
+                f"; combine it where every process goes, not here{note}"
                 if (note := collective_note(self, node))
                 else ""
             ),
@@ -176,7 +178,16 @@ class PrintedLocalValues(Rule):
                 return False
         if self._reported_at_read(leaf) or self._counted_over_ranking(leaf):
             return False
+        if self._launcher_rank(leaf):
+            return False
         return not self._clock_reading(self.index.key(leaf), set())
+
+    def _launcher_rank(self, leaf: cst.CSTNode) -> bool:
+        """Is ``leaf`` read only from a variable the launcher sets per process
+        (``rank = int(os.environ.get("RANK", 0))``)? It is no share of the batch,
+        and what the main process prints of it is its own rank."""
+        found = self.index.rank_local_sources.of(leaf)
+        return found.complete and found.kinds == {"environment"}
 
     def _counted_over_ranking(self, leaf: cst.CSTNode) -> bool:
         """Is ``leaf`` a variable counted up (``right += 1``) in a loop over a
