@@ -53,33 +53,9 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
     """The local functions a data loader or a training step runs on the data, each
     with a phrase naming what runs it ("which the data loader runs for each
     sample")."""
-    found: dict[Runner, str] = {}
-    loaders = _loader_calls(index)
-    if not loaders:
-        return found
-    datasets = set(index.local_subclasses(DATASET_BASES))
-    for call in loaders:
-        for arg in call.args:
-            if (arg.keyword is None and arg is call.args[0]) or _keyword(
-                arg, "dataset"
-            ):
-                datasets |= instance_classes(index, arg.value)
-            if _keyword(arg, "collate_fn"):
-                runner = _runner(index, arg.value)
-                if runner is not None:
-                    found[runner] = (
-                        "the `collate_fn` that the data loader runs for each batch"
-                    )
-    # in source order (a set of nodes iterates by address: a helper two datasets
-    # call would be named from either, run to run)
-    for cls in _in_source_order(index, datasets):
-        for name in _DATASET_METHODS:
-            method = _method(cls, name)
-            if method is not None:
-                found[method] = (
-                    f"`{cls.name.value}.{name}`, which the data loader runs for "
-                    "each sample"
-                )
+    if not _loader_calls(index):
+        return {}
+    found = _loader_runners(index)
     for function in index.functions:
         if function not in found and _loader_generator(index, function):
             found[function] = (
@@ -109,6 +85,54 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
                     f"calls on its `{cls.name.value}` object"
                 )
     _add_callees(index, found)
+    return found
+
+
+@lru_cache(maxsize=8)
+def loader_run_functions(index: ModuleIndex) -> dict[Runner, str]:
+    """The local functions a data loader runs for each sample or batch (a
+    Dataset's ``__getitem__``, a ``collate_fn``) and those they call, with the
+    phrase ``data_functions`` gives: each process runs them for its own share
+    of the samples, a different number of times."""
+    found = _loader_runners(index)
+    _add_callees(index, found)
+    return found
+
+
+def loader_run_function_of(index: ModuleIndex, node: cst.CSTNode) -> str | None:
+    """What runs ``node`` per sample or batch, if a data loader does."""
+    return _enclosing(index, node, loader_run_functions(index))
+
+
+def _loader_runners(index: ModuleIndex) -> dict[Runner, str]:
+    """A Dataset's methods and a ``collate_fn`` of the file's loaders."""
+    found: dict[Runner, str] = {}
+    loaders = _loader_calls(index)
+    if not loaders:
+        return found
+    datasets = set(index.local_subclasses(DATASET_BASES))
+    for call in loaders:
+        for arg in call.args:
+            if (arg.keyword is None and arg is call.args[0]) or _keyword(
+                arg, "dataset"
+            ):
+                datasets |= instance_classes(index, arg.value)
+            if _keyword(arg, "collate_fn"):
+                runner = _runner(index, arg.value)
+                if runner is not None:
+                    found[runner] = (
+                        "the `collate_fn` that the data loader runs for each batch"
+                    )
+    # in source order (a set of nodes iterates by address: a helper two datasets
+    # call would be named from either, run to run)
+    for cls in _in_source_order(index, datasets):
+        for name in _DATASET_METHODS:
+            method = _method(cls, name)
+            if method is not None:
+                found[method] = (
+                    f"`{cls.name.value}.{name}`, which the data loader runs for "
+                    "each sample"
+                )
     return found
 
 
@@ -167,7 +191,12 @@ def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
 
 def data_function_of(index: ModuleIndex, node: cst.CSTNode) -> str | None:
     """What runs the data function ``node`` is in (a phrase), if it is in one."""
-    functions = data_functions(index)
+    return _enclosing(index, node, data_functions(index))
+
+
+def _enclosing(
+    index: ModuleIndex, node: cst.CSTNode, functions: dict[Runner, str]
+) -> str | None:
     if not functions:
         return None
     for ancestor in index.ancestors(node):

@@ -72,7 +72,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..branch_exits import leaves_block
-from ..data_pipeline import data_function_of
+from ..data_pipeline import loader_run_function_of
 from ..file_changes import argument
 from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
@@ -379,10 +379,9 @@ class TorchSave(ReadBack, Rule):
         """What runs ``node`` per sample or batch, where a data loader does (a
         Dataset's ``__getitem__``, a ``collate_fn``): each process runs it for
         its own share, a different number of times."""
-        phrase = data_function_of(self.index, node)
         # Not a generator the loader's batches pass through: every process runs
         # it once per batch alike (a per-epoch checkpoint there is a plain save).
-        return phrase if phrase is not None and "runs for each" in phrase else None
+        return loader_run_function_of(self.index, node)
 
     def _in_memory(self, expr: cst.BaseExpression) -> bool:
         """``io.BytesIO()``, or a variable that only ever holds one."""
