@@ -36,6 +36,14 @@ def loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
     loaders = _prepared(index, loop.iter, 0)
     if not loaders:
         return None
+    return bound(index, loop, tuple(loaders))
+
+
+def bound(
+    index: ModuleIndex, loop: cst.For, loaders: tuple[cst.Call, ...]
+) -> LoaderLoop | None:
+    """What ``loop``'s target binds, over ``loaders``: the ``enumerate`` counter
+    and the batch's variables; None for an ``enumerate`` target of another shape."""
     target = loop.target
     counter = None
     if index.loader_loop(loop.iter)[1]:  # enumerate(loader): (i, batch)
@@ -43,8 +51,7 @@ def loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
             return None
         first, target = target.elements[0].value, target.elements[1].value
         counter = index.key(first) if isinstance(first, cst.Name) else None
-    batch = frozenset(_names(index, target))
-    return LoaderLoop(tuple(loaders), counter, batch)
+    return LoaderLoop(loaders, counter, frozenset(_names(index, target)))
 
 
 def _names(index: ModuleIndex, target: cst.BaseExpression) -> list[Key]:

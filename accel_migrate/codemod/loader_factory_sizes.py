@@ -126,7 +126,7 @@ def factory_loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
     ``accel.prepare_dataloader(get_loader(...))`` of a factory whose batch size
     is known (``factory_batch_size``): a loop over prepared loaders, with no
     ``DataLoader`` call of this file to read (``LoaderLoop.loaders`` empty)."""
-    from .batches import LoaderLoop, _names, _values
+    from .batches import _values, bound
 
     expr: cst.BaseExpression = loop.iter
     for _ in range(3):
@@ -146,11 +146,4 @@ def factory_loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
         for value in values
     ):
         return None
-    target = loop.target
-    counter = None
-    if index.loader_loop(loop.iter)[1]:  # enumerate(loader): (i, batch)
-        if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
-            return None
-        first, target = target.elements[0].value, target.elements[1].value
-        counter = index.key(first) if isinstance(first, cst.Name) else None
-    return LoaderLoop((), counter, frozenset(_names(index, target)))
+    return bound(index, loop, ())
