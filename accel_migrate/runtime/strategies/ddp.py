@@ -131,13 +131,6 @@ class DDPStrategy(Strategy):
     name = "ddp"
     late_parameters = True
 
-    def adopt_late_parameters(self, params: list[nn.Parameter]) -> None:
-        # Rank 0's values everywhere, before any forward reads them. Every
-        # process runs the statement that adds them, so the broadcasts match.
-        with torch.no_grad():
-            for param in params:
-                dist.broadcast(param.data, src=0)
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Keyed by the user's module: it outlives a wrapper that is replaced.
@@ -150,6 +143,13 @@ class DDPStrategy(Strategy):
         ] = weakref.WeakKeyDictionary()
         #: Models frozen at their first forward, left without a wrapper.
         self._frozen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+    def adopt_late_parameters(self, params: list[nn.Parameter]) -> None:
+        # Rank 0's values everywhere, before any forward reads them. Every
+        # process runs the statement that adds them, so the broadcasts match.
+        with torch.no_grad():
+            for param in params:
+                dist.broadcast(param.data, src=0)
 
     def backward(
         self,
@@ -299,21 +299,17 @@ class DDPStrategy(Strategy):
         now replaces this one. None where there are none."""
         registered = self._registered.get(forward_module)
         module = forward_module.module
+        if registered is None:
+            return None
         late = [
             p
             for p in module.parameters()
-            if p.requires_grad and registered is not None and id(p) not in registered
+            if p.requires_grad and id(p) not in registered
         ]
         if not late:
             return None
-        _average_gradients(module, self.device, late)
         forward_module.reducer._remove_autograd_hooks()
-        # No broadcast: a frozen parameter was never stepped, so it is rank 0's.
-        replacement = self._wrap(
-            module, forward_module.find_unused_parameters, init_sync=False
-        )
-        replacement.train(forward_module.training)
-        return replacement
+        return self._rewrapped(module, late, forward_module.find_unused_parameters)
 
     def _unfrozen(self, module: nn.Module) -> DistributedDataParallel | None:
         """A model frozen at its first forward (no wrapper: DDP refuses a model
@@ -325,12 +321,22 @@ class DDPStrategy(Strategy):
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:
             return None
-        _average_gradients(module, self.device, trainable)
         self._frozen.discard(module)
         self._watches[module] = _Watch()
-        # No broadcast: every rank holds rank 0's weights (broadcast when it was
-        # first called, never stepped since: nothing had a gradient).
-        replacement = self._wrap(module, find_unused_parameters=False, init_sync=False)
+        return self._rewrapped(module, trainable, find_unused_parameters=False)
+
+    def _rewrapped(
+        self,
+        module: nn.Module,
+        late: list[nn.Parameter],
+        find_unused_parameters: bool,
+    ) -> DistributedDataParallel:
+        """Average this backward's gradients of ``late`` (no wrapper reduced
+        them) and wrap ``module`` over what is trainable now. No broadcast: a
+        parameter frozen until now was never stepped, and one added late took
+        rank 0's value when it was written (``adopt_late_parameters``)."""
+        _average_gradients(module, self.device, late)
+        replacement = self._wrap(module, find_unused_parameters, init_sync=False)
         replacement.train(module.training)
         return replacement
 
