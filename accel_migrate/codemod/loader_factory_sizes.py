@@ -10,7 +10,8 @@ sized tensor (AM025), as it would be with the ``DataLoader`` built in place.
 
 ``batch_size_parameter`` reads the factory (Python ``ast``, for its
 ``HelperFact.loader_batch_size``); ``factory_batch_size`` finds the argument a
-call hands that parameter.
+call hands that parameter. libcst is imported where it is used: the project
+facts import this module on the cache-hit path, which stays free of libcst.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
 from .names import DATALOADER_CALLS
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from .analysis import ModuleIndex
     from .batches import LoaderLoop
 
@@ -126,6 +127,8 @@ def factory_loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
     ``accel.prepare_dataloader(get_loader(...))`` of a factory whose batch size
     is known (``factory_batch_size``): a loop over prepared loaders, with no
     ``DataLoader`` call of this file to read (``LoaderLoop.loaders`` empty)."""
+    import libcst as cst
+
     from .batches import _values, bound
 
     expr: cst.BaseExpression = loop.iter
