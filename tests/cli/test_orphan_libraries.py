@@ -95,5 +95,7 @@ def test_the_loader_module_of_a_training_left_whole_is_left_whole(
     assert note["code"] == "AM103" and note["status"] == "needs-review"
     assert note["message"].startswith(
         "is imported by proj/main.py, which is no training entry point of its own "
-        "and runs the training of proj/algorithms/ClassificationModel.py"
+        # the trainer's base module, which builds its optimizer and runs its
+        # loop (a training file of the batch since its derived trainer's file)
+        "and runs the training of proj/algorithms/Algorithm.py"
     )

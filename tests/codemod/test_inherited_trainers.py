@@ -87,7 +87,7 @@ def test_a_class_trains_through_its_base_and_an_optimizer_handed_as_a_default(
     assert not result.changed
     (blocking,) = [f for f in result.findings if f.code == "AM004"]
     assert blocking.status == "needs-review" and blocking.line == 4
-    assert "in pkg/abstract_model.py wrap each model it builds" in blocking.message
+    assert "In pkg/abstract_model.py wrap each model it builds" in blocking.message
 
 
 def test_an_attribute_that_is_no_optimizer_class_builds_none(tmp_path: Path) -> None:
