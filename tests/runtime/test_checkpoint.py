@@ -130,7 +130,9 @@ def test_a_gathered_state_resumes_at_another_world_size(tmp_path: Path) -> None:
     after_save = torch.rand(1)
     _saved_by(tmp_path / "state", 3, "global")
     _train(model, optimizer)
-    with pytest.warns(UserWarning, match="a state saved by 3 processes: the data order"):
+    with pytest.warns(
+        UserWarning, match="a state saved by 3 processes: the data order"
+    ):
         resume = accel.load_state(tmp_path / "state", scheduler)
     assert resume is not None and resume.values == {"epoch": 1}
     for name, tensor in saved.items():
