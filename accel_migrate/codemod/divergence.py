@@ -155,7 +155,9 @@ class Divergence(DivergenceQuestions):
             attributes = {name for c, name in self.tainted_attributes if c is cls}
             # (a parameter of the same name is not the global)
             globals_read = set(self.tainted_globals) - _parameters(function)
-            self._walk_top(body, globals_read | attributes)
+            # `def main(args)` handed `parser.parse_args()`: `args.local_rank`
+            options = self.index.rank_local_options.parameters(function)
+            self._walk_top(body, globals_read | attributes | options)
             self._current_globals = frozenset()
             self.current_class = None
 

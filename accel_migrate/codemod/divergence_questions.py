@@ -85,8 +85,12 @@ class DivergenceQuestions(DivergenceQueries):
         return stop, hit or bool(returns)
 
     def environment_read(self, node: cst.Subscript) -> bool:
-        """``os.environ["RANK"]``: a variable the launcher sets per process."""
-        answer = rank_environment_read(self.index, node)
+        """``os.environ["RANK"]``: a variable the launcher sets per process; or
+        a namespace's dict read by a rank-local option's name
+        (``vars(args)["local_rank"]``, ``rank_local_options``)."""
+        answer = rank_environment_read(self.index, node) or (
+            self.index.rank_local_options.item(node) is not None
+        )
         self._record(memo.ENVIRON, node, answer)
         return answer
 

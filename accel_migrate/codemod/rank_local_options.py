@@ -36,6 +36,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .parsed_namespaces import ParsedNamespaces, _single_target
 from .rank_local_calls import rank_environment_read
 from .subtrees import findall
 
@@ -63,18 +64,53 @@ class RankLocalOptions:
         self.index = index
         self._values: dict[Key, list[cst.BaseExpression]] | None = None
         self._parsers: dict[cst.FunctionDef, str] | None = None
+        self._namespaces: ParsedNamespaces | None = None
+        self._attributes: frozenset[str] | None = None
         self.options: dict[str, list[RankLocalOption]] = {}
+        #: Options ``set_defaults`` also gives a value that reads no rank
+        #: variable: which default the namespace gets is not read here.
+        self.reset: set[str] = set()
         for call in index.calls:
-            option = self._option(call)
-            if option is not None:
+            for option in self._option(call):
                 self.options.setdefault(option.dest, []).append(option)
         #: The attributes of a parsed namespace that differ between processes.
         self.dests: frozenset[str] = frozenset(self.options)
 
-    def _option(self, call: cst.Call) -> RankLocalOption | None:
+    def _option(self, call: cst.Call) -> list[RankLocalOption]:
+        """The rank-local options ``call`` declares: ``add_argument(...,
+        default=<read>)``, or each keyword of ``set_defaults(local_rank=<read>)``
+        (a parser's defaults override its arguments')."""
         func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
-            return None
+        if not isinstance(func, cst.Attribute):
+            return []
+        if func.attr.value == "add_argument":
+            option = self._argument(call)
+            return [] if option is None else [option]
+        if func.attr.value != "set_defaults":
+            return []
+        found = []
+        for arg in call.args:
+            if arg.keyword is None:
+                continue
+            dest = arg.keyword.value
+            if not self._rank_local(arg.value):
+                self.reset.add(dest)
+                continue
+            flag = next(
+                (
+                    named[1]
+                    for other in self.index.calls
+                    if isinstance(other.func, cst.Attribute)
+                    and other.func.attr.value == "add_argument"
+                    and (named := _option_dest(other)) is not None
+                    and named[0] == dest
+                ),
+                dest,
+            )
+            found.append(RankLocalOption(dest, flag, arg.value, call))
+        return found
+
+    def _argument(self, call: cst.Call) -> RankLocalOption | None:
         default = next(
             (a.value for a in call.args if a.keyword and a.keyword.value == "default"),
             None,
@@ -87,23 +123,30 @@ class RankLocalOptions:
         return RankLocalOption(named[0], named[1], default, call)
 
     def _rank_local(self, expr: cst.CSTNode) -> bool:
-        """Does ``expr`` read a rank variable, itself or through the values of
-        the local names it reads?"""
+        """Does ``expr`` read a rank variable, itself, through the values of
+        the local names it reads or through what the local functions it calls
+        return (``default=env_rank()``)?"""
         index = self.index
         pending = [expr]
         seen: set[Key] = set()
+        called: set[cst.FunctionDef] = set()
         for _ in range(_HOPS):
             if not pending:
                 return False
             names: list[cst.Name] = []
+            returned: list[cst.BaseExpression] = []
             for node in pending:
-                if any(
-                    rank_environment_read(index, n)
-                    for n in findall(node, m.Call() | m.Subscript())
-                ):
+                reads = findall(node, m.Call() | m.Subscript())
+                if any(rank_environment_read(index, n) for n in reads):
                     return True
                 names.extend(n for n in findall(node, m.Name()))  # type: ignore[misc]
-            pending = []
+                for call in reads:
+                    callee = index.callee(call) if isinstance(call, cst.Call) else None
+                    if callee is None or callee[0] in called:
+                        continue
+                    called.add(callee[0])
+                    returned.extend(_returns(index, callee[0]))
+            pending = returned
             for name in names:
                 key = index.key(name)
                 if key is None or key in seen:
@@ -116,13 +159,76 @@ class RankLocalOptions:
         """The rank-local attributes an assignment of a parsed namespace binds:
         ``{"args.local_rank"}`` for ``args = parser.parse_args()`` where
         ``--local_rank`` is a rank-local option; empty for any other statement."""
-        if not self.dests:
+        if not self.attributes:
             return frozenset()
         namespace = self.namespace(node)
+        dests = self.dests
+        if namespace is None and isinstance(node, (cst.Assign, cst.AnnAssign)):
+            # `cfg = SimpleNamespace(**vars(args))`, `self.args = args`: the
+            # namespace handed on, with what the module stored into it
+            target = _single_target(node)
+            if target is not None and self.namespaces.holds(node.value):  # type: ignore[arg-type]
+                namespace, dests = target, self.attributes
         chain = attr_chain(namespace) if namespace is not None else None
         if chain is None:
             return frozenset()
-        return frozenset(f"{chain}.{dest}" for dest in self.dests)
+        return frozenset(f"{chain}.{dest}" for dest in dests)
+
+    def parameters(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The rank-local attributes of the namespaces ``function`` is passed:
+        ``{"args.local_rank"}`` for ``def main(args)`` called as
+        ``main(parser.parse_args())`` (``parsed_namespaces``)."""
+        if not self.attributes:
+            return frozenset()
+        return frozenset(
+            f"{name}.{dest}"
+            for name in self.namespaces.parameters(function)
+            for dest in self.attributes
+        )
+
+    def item(self, node: cst.Subscript) -> str | None:
+        """The rank-local attribute a read of a namespace's dict names
+        (``vars(args)["local_rank"]``, ``opt["local_rank"]``), or None."""
+        if not self.attributes:
+            return None
+        dest = self.namespaces.item(node)
+        return dest if dest in self.attributes else None
+
+    @property
+    def namespaces(self) -> ParsedNamespaces:
+        """The variables that hold a parsed namespace or its dict."""
+        if self._namespaces is None:
+            self._namespaces = ParsedNamespaces(self)
+        return self._namespaces
+
+    @property
+    def attributes(self) -> frozenset[str]:
+        """``dests`` and the attributes the module stores a rank variable into
+        on a namespace (``args.local_rank = env_rank()``): rank-local on the
+        namespaces it is handed on as."""
+        if self._attributes is None:
+            found = set(self.dests)
+            if self.parsers or "parse_" in self.index.module.code:
+                for target, value in self.stores:
+                    if self._rank_local(value):
+                        found.add(target.attr.value)
+            self._attributes = frozenset(found)
+        return self._attributes
+
+    @property
+    def stores(self) -> list[tuple[cst.Attribute, cst.BaseExpression]]:
+        """``ns.x = value`` statements that store into a parsed namespace."""
+        found = []
+        for statement in findall(self.index.module, m.Assign() | m.AnnAssign()):
+            target = _single_target(statement)
+            value = getattr(statement, "value", None)
+            if (
+                isinstance(target, cst.Attribute)
+                and value is not None
+                and self.namespaces.holds(target.value)
+            ):
+                found.append((target, value))
+        return found
 
     def namespace(self, node: cst.CSTNode) -> cst.BaseExpression | None:
         """The target an assignment binds a parsed namespace to: ``args`` of
@@ -180,6 +286,8 @@ class RankLocalOptions:
         (``args.local_rank = ...``, ``+=``), or set attributes by name
         (``setattr``, ``vars(args)``, ``__dict__``)?"""
         code = self.index.module.code
+        if dest in self.reset:
+            return True
         if "setattr(" in code or "vars(" in code or "__dict__" in code:
             return True
         for statement in findall(
@@ -259,3 +367,13 @@ def _option_dest(call: cst.Call) -> tuple[str, str] | None:
     if dest is None:
         dest = flag.lstrip("-").replace("-", "_")
     return (dest, flag) if dest.isidentifier() else None
+
+
+def _returns(index: ModuleIndex, function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The values ``function``'s own ``return`` statements give."""
+    return [
+        ret.value  # type: ignore[attr-defined]
+        for ret in findall(function.body, m.Return())
+        if ret.value is not None  # type: ignore[attr-defined]
+        and index.enclosing_function(ret) is function
+    ]
