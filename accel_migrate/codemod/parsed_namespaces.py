@@ -33,7 +33,7 @@ from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
-    from .rank_local_options import RankLocalOptions
+    from .rank_local_options import RankLocalOption, RankLocalOptions
 
 _ROUNDS = 6  # hand-ons followed (main(args) -> train(args) -> ...)
 
@@ -49,6 +49,10 @@ class ParsedNamespaces:
         self.keys: dict[Key, list[cst.CSTNode]] = {}
         #: Variables holding a parsed namespace's dict (``vars(args)``).
         self.dicts: set[Key] = set()
+        #: Local functions called with a namespace's dict spread as keywords
+        #: (``main(**vars(args))``): each option is the parameter of its name.
+        self.spread: set[cst.FunctionDef] = set()
+        self._asking: set[cst.FunctionDef] = set()  # local functions being asked
         self._collect()
 
     def _collect(self) -> None:
@@ -65,6 +69,7 @@ class ParsedNamespaces:
                 self.keys.setdefault(key, []).append(statement)
         for _ in range(_ROUNDS):
             before = (sum(len(v) for v in self.keys.values()), len(self.dicts))
+            before += (len(self.spread),)
             for statement in assignments:
                 target = _single_target(statement)
                 key = index.key(target) if target is not None else None
@@ -79,12 +84,19 @@ class ParsedNamespaces:
                     self.dicts.add(key)
             for function in index.functions:
                 for call in index.call_sites(function):
+                    if any(
+                        a.star == "**" and self.holds_dict(a.value) for a in call.args
+                    ):
+                        self.spread.add(function)  # `main(**vars(args))`
                     for key, arg in index.arguments(call):
                         if self.holds(arg):
                             bound = self.keys.setdefault(key, [])
                             if function not in bound:
                                 bound.append(function)
-            if (sum(len(v) for v in self.keys.values()), len(self.dicts)) == before:
+                        elif self.holds_dict(arg):
+                            self.dicts.add(key)  # `main(vars(args))`
+            after = (sum(len(v) for v in self.keys.values()), len(self.dicts))
+            if (*after, len(self.spread)) == before:
                 break
 
     def holds(self, expr: cst.BaseExpression) -> bool:
@@ -105,9 +117,15 @@ class ParsedNamespaces:
         callee = index.callee(expr)
         if callee is not None and callee[0] in self.options.parsers:
             return self.options.parsers[callee[0]] != "parse_known_args"
-        return any(
-            arg.star == "**" and self.holds_dict(arg.value) for arg in expr.args
-        )
+        if callee is not None and callee[0] not in self._asking:
+            # `cfg = build_config()` returning `SimpleNamespace(**vars(args))`
+            self._asking.add(callee[0])
+            try:
+                if any(self.holds(v) for v in _returns(index, callee[0])):
+                    return True
+            finally:
+                self._asking.discard(callee[0])
+        return any(arg.star == "**" and self.holds_dict(arg.value) for arg in expr.args)
 
     def holds_dict(self, expr: cst.BaseExpression) -> bool:
         """Is ``expr`` a parsed namespace's dict: ``vars(ns)``, ``ns.__dict__``
@@ -163,3 +181,57 @@ def _single_target(statement: cst.CSTNode) -> cst.BaseExpression | None:
     else:
         return None
     return target if isinstance(target, (cst.Name, cst.Attribute)) else None
+
+
+def _returns(index: ModuleIndex, function: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The values ``function``'s own ``return`` statements give."""
+    return [
+        ret.value  # type: ignore[attr-defined]
+        for ret in findall(function.body, m.Return())
+        if ret.value is not None  # type: ignore[attr-defined]
+        and index.enclosing_function(ret) is function
+    ]
+
+
+def handed_on(
+    index: ModuleIndex,
+) -> list[tuple[Key, tuple[str, cst.CSTNode, cst.CSTNode]]]:
+    """The provenance's definitions (``rank_local_sources``) of the rank-local
+    attributes of the namespaces handed on (``def main(args)`` called as
+    ``main(parser.parse_args())``, ``cfg = SimpleNamespace(**vars(args))``,
+    ``main(**vars(args))``): ("option", the default, what binds the
+    namespace) for each option, ("value", the value, the same) for each rank
+    variable the module stores into a namespace (``args.local_rank =
+    env_rank()``)."""
+    options = index.rank_local_options
+    found: list[tuple[Key, tuple[str, cst.CSTNode, cst.CSTNode]]] = []
+    for function in options.namespaces.spread:
+        for dest, parsed in options.options.items():
+            key = index.function_scope_key(function, dest)
+            if key[0] is not None:  # a parameter of that name
+                found.extend((key, ("option", o.default, function)) for o in parsed)
+    for base, anchors in options.namespaces.keys.items():
+        for anchor in anchors:
+            if options.namespace(anchor) is not None:
+                continue  # `args = parser.parse_args()`: the provenance's own
+            for dest, parsed in options.options.items():
+                key = (base[0], f"{base[1]}.{dest}")
+                found.extend((key, ("option", o.default, anchor)) for o in parsed)
+            for target, value in options.stores:
+                key = (base[0], f"{base[1]}.{target.attr.value}")
+                found.append((key, ("value", value, anchor)))
+    return found
+
+
+def option_items(
+    index: ModuleIndex, expr: cst.CSTNode
+) -> list[tuple[cst.Subscript, RankLocalOption]]:
+    """The reads of a namespace's dict by a rank-local option's name in
+    ``expr`` (``opt["local_rank"]``), with the option."""
+    options = index.rank_local_options
+    found = []
+    for read in findall(expr, m.Subscript()):
+        dest = options.item(read)  # type: ignore[arg-type]
+        for option in options.options.get(dest or "", ()):
+            found.append((read, option))  # type: ignore[arg-type]
+    return found

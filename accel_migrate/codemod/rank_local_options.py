@@ -18,13 +18,24 @@ as the variable it is read from. An option whose default is a plain value
 
 ``RankLocalOptions`` lists the options of a module whose ``default=`` reads a
 variable the launcher sets per process (``rank_local_calls.
-rank_environment_read``), directly or through a local name (``local_rank =
-int(os.environ["LOCAL_RANK"])`` ... ``default=local_rank``), by the attribute
-they are parsed to (their ``dest``). The divergence analysis makes ``args.X``
-rank-local where ``args = <parser>.parse_args()`` binds a namespace with such
-an option ``X``; the provenance (``rank_local_sources``) follows ``args.X`` back
-to the default. Any parser of the module counts (the analysis errs towards
-rank-dependent).
+rank_environment_read``), directly, through a local name (``local_rank =
+int(os.environ["LOCAL_RANK"])`` ... ``default=local_rank``) or through what a
+local function returns (``default=env_rank()``), by the attribute they are
+parsed to (their ``dest``); a parser's ``set_defaults(local_rank=<read>)``
+declares one too. The divergence analysis makes ``args.X`` rank-local where
+``args = <parser>.parse_args()`` binds a namespace with such an option ``X``,
+and wherever the module hands that namespace on (``parsed_namespaces``): a
+parameter of a local function a call passes it (``def main(args)`` ...
+``main(parser.parse_args())``, ``train(args, model)``), a variable or
+attribute bound to it (``self.args = args``), an object built from its dict
+(``SimpleNamespace(**vars(args))``), a read of its dict by the option's name
+(``vars(args)["local_rank"]``) and the parameter of that name of a local
+function called with ``**vars(args)``. On a namespace handed on, an attribute
+the module stores a rank variable into (``args.local_rank = env_rank()``) is
+rank-local too (``attributes``). The provenance (``rank_local_sources``)
+follows ``args.X`` back to the default. Any parser of the module counts (the
+analysis errs towards rank-dependent). A namespace that goes through a call
+this module does not define and comes back is not followed.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
-from .parsed_namespaces import ParsedNamespaces, _single_target
+from .parsed_namespaces import ParsedNamespaces, _returns, _single_target
 from .rank_local_calls import rank_environment_read
 from .subtrees import findall
 
@@ -177,14 +188,18 @@ class RankLocalOptions:
     def parameters(self, function: cst.FunctionDef) -> frozenset[str]:
         """The rank-local attributes of the namespaces ``function`` is passed:
         ``{"args.local_rank"}`` for ``def main(args)`` called as
-        ``main(parser.parse_args())`` (``parsed_namespaces``)."""
+        ``main(parser.parse_args())``, and ``{"local_rank"}`` for ``def
+        main(local_rank=-1)`` called as ``main(**vars(args))``
+        (``parsed_namespaces``)."""
         if not self.attributes:
             return frozenset()
+        spread = self.attributes if function in self.namespaces.spread else ()
+        named = _all_parameter_names(function)
         return frozenset(
             f"{name}.{dest}"
             for name in self.namespaces.parameters(function)
             for dest in self.attributes
-        )
+        ) | frozenset(dest for dest in spread if dest in named)
 
     def item(self, node: cst.Subscript) -> str | None:
         """The rank-local attribute a read of a namespace's dict names
@@ -369,11 +384,7 @@ def _option_dest(call: cst.Call) -> tuple[str, str] | None:
     return (dest, flag) if dest.isidentifier() else None
 
 
-def _returns(index: ModuleIndex, function: cst.FunctionDef) -> list[cst.BaseExpression]:
-    """The values ``function``'s own ``return`` statements give."""
-    return [
-        ret.value  # type: ignore[attr-defined]
-        for ret in findall(function.body, m.Return())
-        if ret.value is not None  # type: ignore[attr-defined]
-        and index.enclosing_function(ret) is function
-    ]
+def _all_parameter_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    found = (*params.posonly_params, *params.params, *params.kwonly_params)
+    return {p.name.value for p in found}

@@ -37,6 +37,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .parsed_namespaces import handed_on, option_items
 from .random_names import is_random_draw
 from .rank_local_calls import (
     _RANK_LOCAL_CALL_PREFIXES,
@@ -58,7 +59,6 @@ from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
-    from .rank_local_options import RankLocalOption
 
 #: (kind, the node to follow or to name, the node that binds the variable)
 _Definition = tuple[str, cst.CSTNode, cst.CSTNode]
@@ -180,7 +180,7 @@ class RankLocalSources:
             for name, key in entries.items():
                 if name is not expr:
                     queue.append((name, through, key))
-            for read, option in self._option_items(expr):
+            for read, option in option_items(self.index, expr):
                 # `opt["local_rank"]` of `opt = vars(args)`: the option's default
                 spelled = cst.Module([]).code_for_node(read)
                 queue.append((option.default, (*through, spelled, option.flag), None))
@@ -400,7 +400,8 @@ class RankLocalSources:
                         ("option", option.default, statement)
                     )
         if index.rank_local_options.attributes:
-            self._handed_on(found)
+            for key, definition in handed_on(index):
+                found.setdefault(key, []).append(definition)
         for loop in index.for_loops:
             over_loader, counter = index.loader_loop(loop.iter)
             target = loop.target
@@ -431,39 +432,6 @@ class RankLocalSources:
             for call in index.call_sites(function):
                 for key, arg in index.arguments(call):
                     found.setdefault(key, []).append(("value", arg, function))
-        return found
-
-    def _handed_on(self, found: dict[Key, list[_Definition]]) -> None:
-        """The namespaces handed on (``def main(args)`` called as
-        ``main(parser.parse_args())``, ``cfg = SimpleNamespace(**vars(args))``,
-        ``parsed_namespaces``): their rank-local attributes come from the
-        options' defaults and from what the module stores into a namespace
-        (``args.local_rank = env_rank()``)."""
-        options = self.index.rank_local_options
-        for base, anchors in options.namespaces.keys.items():
-            for anchor in anchors:
-                if options.namespace(anchor) is not None:
-                    continue  # `args = parser.parse_args()`: above
-                for dest, parsed in options.options.items():
-                    for option in parsed:
-                        found.setdefault((base[0], f"{base[1]}.{dest}"), []).append(
-                            ("option", option.default, anchor)
-                        )
-                for target, value in options.stores:
-                    key = (base[0], f"{base[1]}.{target.attr.value}")
-                    found.setdefault(key, []).append(("value", value, anchor))
-
-    def _option_items(
-        self, expr: cst.CSTNode
-    ) -> list[tuple[cst.Subscript, RankLocalOption]]:
-        """The reads of a namespace's dict by a rank-local option's name in
-        ``expr`` (``opt["local_rank"]``), with the option."""
-        options = self.index.rank_local_options
-        found = []
-        for read in findall(expr, m.Subscript()):
-            dest = options.item(read)  # type: ignore[arg-type]
-            for option in options.options.get(dest or "", ()):
-                found.append((read, option))  # type: ignore[arg-type]
         return found
 
     def _reaching(

@@ -998,6 +998,11 @@ EXPECTED: dict[str, str] = {
     # `if args.local_rank in (-1, 0)`: HANG before (the FSDP gather reached by
     # local rank 0 only), FLAGGED by AM028 now (`rank_local_options`)
     "ddp_ready_argparse_local_rank_fsdp": "FLAGGED",
+    # round 30a: the same option's namespace handed on, `main(parse_args())`
+    # then `train(args, model, ...)`, which saves under `if args.local_rank in
+    # (-1, 0)`: HANG before (CollectiveTimeoutError, rank 1's broadcast at 60 s),
+    # FLAGGED by AM028 now (`parsed_namespaces`)
+    "ddp_ready_argparse_namespace_param_fsdp": "FLAGGED",
     "ddp_ready_rank_env_fsdp": "FLAGGED",
     "ddp_ready_rank_main_output_r29": "MATCH",
     # a rank held in a variable, then seeded with (SILENT before: the losses
