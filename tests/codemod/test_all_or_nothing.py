@@ -217,3 +217,66 @@ def test_the_cli_names_the_same_binding(
     ]
     assert (found["line"], found["code"]) == (14, "AM004")
     assert "`f, buffer = build()`" in found["message"]
+
+
+ENSEMBLE_HELPER = """\
+import torch.nn.functional as F
+
+
+def train_single_epoch(epoch, model, train_loader, optimizer):
+    model.train()
+    for data, labels in train_loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(data), labels)
+        loss.backward()
+        optimizer.step()
+        print("step loss", loss.item())
+"""
+
+ENSEMBLE_MAIN = """\
+import torch
+from torch import nn, optim
+from torch.utils.data import DataLoader, TensorDataset
+
+from train_utils import train_single_epoch
+
+models = {"mlp": lambda: nn.Linear(4, 3)}
+data = TensorDataset(torch.randn(32, 4), torch.randint(0, 3, (32,)))
+
+net_ensemble = [models["mlp"]() for _ in range(2)]
+optimizers = []
+for i, model in enumerate(net_ensemble):
+    opt_params = model.parameters()
+    optimizers.append(optim.SGD(opt_params, lr=0.1))
+train_loader = DataLoader(data, batch_size=8, shuffle=True)
+
+for epoch in range(2):
+    for i, model in enumerate(net_ensemble):
+        train_single_epoch(epoch, model, train_loader, optimizers[i])
+"""
+
+
+def test_an_ensemble_member_optimized_here_is_not_said_to_have_no_optimizer(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """omegafragger/DDU's train_ensemble.py in batch mode: each member of
+    `net_ensemble` gets its optimizer here (`for i, model in enumerate(...)`,
+    `optim.SGD(model.parameters())`) and is handed to a helper that trains it.
+    The list cannot be wrapped item by item, which is the one reason given; the
+    claim that no optimizer of this file receives the member's parameters was
+    false (the optimizer is recorded on the list, not on its loop variable)."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train_utils.py").write_text(ENSEMBLE_HELPER)
+    (tmp_path / "proj" / "main.py").write_text(ENSEMBLE_MAIN)
+    monkeypatch.chdir(tmp_path)
+    cli_main(["--no-cache", "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    files = {f["path"]: f for f in report["files"]}
+    found = [
+        f for f in files["proj/main.py"]["findings"] if f["status"] == "needs-review"
+    ]
+    assert [(f["line"], f["code"]) for f in found] == [(10, "AM004")]
+    assert "cannot wrap item by item" in found[0]["message"]
+    assert "no optimizer built in this file receives" not in json.dumps(report)
