@@ -238,7 +238,17 @@ class AllOrNothing:
         if handed is None:
             return False
         key = root_key(self.index, handed)
-        return key is not None and (key in self.optimized or self._is_prepared(key))
+        if key is None:
+            return False
+        # `for i, model in enumerate(net_ensemble)` with each member's optimizer
+        # built here over `model.parameters()` (omegafragger/DDU's
+        # train_ensemble.py): the list is what `optimized` records
+        optimized = self.optimized
+        return (
+            key in optimized
+            or self.elements.get(key) in self.trained_containers
+            or self._is_prepared(key)
+        )
 
     def _block_unprepared_handed(self, call: cst.Call, fact: HelperFact) -> None:
         """``train(model=model, loaders=..., cfg=cfg)`` of a training file of this

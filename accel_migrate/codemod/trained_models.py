@@ -218,17 +218,26 @@ def binding_story(
                 f"in this file passes it a model accel-migrate prepares; wrap the model "
                 f"with accel.prepare_model(...) where it is built"
             )
-    for assignment in assignments:
-        node = assignment.node
-        if isinstance(assignment, Assignment) and isinstance(node, cst.Name):
-            found = _statement(index, node)
-            if found is not None:
-                statement, code = found
-                return statement, (
-                    f"`{name}` is bound in this file at line {line(statement)} in a form "
-                    f"accel-migrate cannot wrap (`{code}`); wrap the model "
-                    f"with accel.prepare_model(...) where it is built"
-                )
+    bindings = [
+        found
+        for assignment in assignments
+        if isinstance(assignment, Assignment) and isinstance(assignment.node, cst.Name)
+        for found in [_statement(index, assignment.node)]
+        if found is not None
+    ]
+    # A name bound by `with open(...) as f` and later by `f, buffer = build(...)`
+    # (wgrathwohl/JEM's main()): the `with` binds a context manager's value (a
+    # file, a lock), not the trained model, so another binding tells the story.
+    # The scope's bindings are a set: line order makes the choice deterministic.
+    bindings.sort(
+        key=lambda found: (isinstance(found[0], cst.WithItem), line(found[0]))
+    )
+    for statement, code in bindings:
+        return statement, (
+            f"`{name}` is bound in this file at line {line(statement)} in a form "
+            f"accel-migrate cannot wrap (`{code}`); wrap the model "
+            f"with accel.prepare_model(...) where it is built"
+        )
     return None, (
         f"`{name}` is trained but accel-migrate cannot find where it is built; wrap "
         f"the model with accel.prepare_model(...) where it is built"

@@ -3,8 +3,12 @@ leaves the whole file unchanged, with the reason at the model's place."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from accel_migrate.cli import main as cli_main
 from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.findings import Finding
 from accel_migrate.codemod.rule import RuleContext
@@ -154,3 +158,125 @@ def test_a_stored_loss_read_by_name_is_a_claim_of_the_migrated_file(
     assert [f.code for f in result.findings] == codes
     reads = [f for f in result.findings if "by a name computed" in f.message]
     assert len(reads) == (0 if result.output == source else 1)
+
+
+REBOUND_AFTER_WITH = """\
+import json
+
+import torch
+from torch.utils.data import DataLoader
+
+from models import build
+
+
+def main():
+    with open("params.txt", "w") as f:
+        json.dump({}, f)
+    with open("log.txt", "w") as f:
+        f.write("start")
+    f, buffer = build()
+    optim = torch.optim.SGD(f.parameters(), lr=0.1)
+    loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)
+    for x in loader:
+        optim.zero_grad()
+        f(x).sum().backward()
+        optim.step()
+        print("step")
+
+
+main()
+"""
+
+
+def test_the_story_names_the_models_binding_not_an_earlier_with_item() -> None:
+    """wgrathwohl/JEM's main(): `f` is a file handle (`with open(...) as f`)
+    before it is the model (`f, replay_buffer = get_model_and_buffer(...)`); the
+    reason points at the model's binding, not at a `with` (the scope's bindings
+    are a set, so which one was named depended on its order before)."""
+    result = migrate_source(REBOUND_AFTER_WITH, "train.py")
+    assert result.output == REBOUND_AFTER_WITH
+    (finding,) = [f for f in result.findings if f.status == "needs-review"]
+    assert (finding.line, finding.code) == (14, "AM004")
+    assert "`f, buffer = build()`" in finding.message
+    assert "open(" not in finding.message
+
+
+def test_the_cli_names_the_same_binding(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Through the CLI the scope's set of bindings came in another order (the
+    `with` at line 10 was named before the fix)."""
+    (tmp_path / "train.py").write_text(REBOUND_AFTER_WITH)
+    monkeypatch.chdir(tmp_path)
+    cli_main(["--no-cache", "--output-format", "json", "train.py"])
+    report = json.loads(capsys.readouterr().out)
+    (found,) = [
+        f for f in report["files"][0]["findings"] if f["status"] == "needs-review"
+    ]
+    assert (found["line"], found["code"]) == (14, "AM004")
+    assert "`f, buffer = build()`" in found["message"]
+
+
+ENSEMBLE_HELPER = """\
+import torch.nn.functional as F
+
+
+def train_single_epoch(epoch, model, train_loader, optimizer):
+    model.train()
+    for data, labels in train_loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(data), labels)
+        loss.backward()
+        optimizer.step()
+        print("step loss", loss.item())
+"""
+
+ENSEMBLE_MAIN = """\
+import torch
+from torch import nn, optim
+from torch.utils.data import DataLoader, TensorDataset
+
+from train_utils import train_single_epoch
+
+models = {"mlp": lambda: nn.Linear(4, 3)}
+data = TensorDataset(torch.randn(32, 4), torch.randint(0, 3, (32,)))
+
+net_ensemble = [models["mlp"]() for _ in range(2)]
+optimizers = []
+for i, model in enumerate(net_ensemble):
+    opt_params = model.parameters()
+    optimizers.append(optim.SGD(opt_params, lr=0.1))
+train_loader = DataLoader(data, batch_size=8, shuffle=True)
+
+for epoch in range(2):
+    for i, model in enumerate(net_ensemble):
+        train_single_epoch(epoch, model, train_loader, optimizers[i])
+"""
+
+
+def test_an_ensemble_member_optimized_here_is_not_said_to_have_no_optimizer(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """omegafragger/DDU's train_ensemble.py in batch mode: each member of
+    `net_ensemble` gets its optimizer here (`for i, model in enumerate(...)`,
+    `optim.SGD(model.parameters())`) and is handed to a helper that trains it.
+    The list cannot be wrapped item by item, which is the one reason given; the
+    claim that no optimizer of this file receives the member's parameters was
+    false (the optimizer is recorded on the list, not on its loop variable)."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train_utils.py").write_text(ENSEMBLE_HELPER)
+    (tmp_path / "proj" / "main.py").write_text(ENSEMBLE_MAIN)
+    monkeypatch.chdir(tmp_path)
+    cli_main(["--no-cache", "--output-format", "json", "proj"])
+    report = json.loads(capsys.readouterr().out)
+    files = {f["path"]: f for f in report["files"]}
+    found = [
+        f for f in files["proj/main.py"]["findings"] if f["status"] == "needs-review"
+    ]
+    assert [(f["line"], f["code"]) for f in found] == [(10, "AM004")]
+    assert "cannot wrap item by item" in found[0]["message"]
+    assert "no optimizer built in this file receives" not in json.dumps(report)
