@@ -86,7 +86,7 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
-from ..imported_draws import loader_draw, sampler_draw, step_draw
+from ..imported_draws import epoch_draw, loader_draw, sampler_draw, step_draw
 from ..model_methods import stepped_function, stepped_method, training_step
 from ..random_names import random_transform
 from ..rule import Rule
@@ -222,6 +222,22 @@ class StepRandomDraws(Rule):
                 "from that process's random state: the samples do not get the "
                 "numbers the original drew for them; the losses will not match "
                 "the original's step for step",
+            )
+            return True
+        handed = epoch_draw(self.index, node)
+        if handed is not None:
+            where, draw, loader = handed
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in {where} ({draw}), which runs here between "
+                f"training epochs over `{loader}`: that loader is sharded, so each "
+                "process draws for its own share of the samples, not the "
+                "original's numbers, and its draws move torch's random state "
+                "away from the original's; a loader that shuffles draws its "
+                "next epoch's order from that state (the main process's), so "
+                "the batches and the losses then differ from the original's",
+                if_migrated=True,
             )
             return True
         found = sampler_draw(self.index, node)
