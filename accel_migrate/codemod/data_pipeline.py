@@ -5,7 +5,13 @@ which local functions a data loader runs for every sample or batch (a Dataset's
 ``__getitem__``, a ``collate_fn``), and which methods of local objects a training
 step calls (``fake_pool.query(fake)``, ``mix(x, y)`` running ``__call__``: calls that
 ``ModuleIndex.loop_paths`` cannot follow, because it resolves only plain names
-and ``self.`` methods). The functions those call here are included, transitively.
+and ``self.`` methods). The functions those call here are included, transitively,
+methods of other local objects too (``self.cache.put(i, feat)`` where ``__init__``
+set ``self.cache = FeatureCache(root)``). A dataset reaches its loader directly or
+through torch's wrappers (``Subset``, ``ConcatDataset``, ``random_split``), so a
+class with ``__getitem__`` that derives from no Dataset is found there too.
+
+AM010 asks ``loader_run_function_of`` (a save there is each process's own).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex
-from .model_methods import instance_classes, training_step
+from .model_methods import held_instances, instance_classes, training_step
 from .names import DATALOADER_CALLS
 from .subtrees import findall
 
@@ -28,6 +34,21 @@ DATASET_BASES = (
     "torch.utils.data.TensorDataset",
     "torch.utils.data.dataset.",
 )
+#: torch's datasets made of other datasets -> how they take them: "first" (the
+#: first argument, ``Subset(ds, indices)``, ``random_split(ds, lengths)``),
+#: "list" (a list of datasets, ``ConcatDataset([a, b])``) or "all" (every argument,
+#: ``StackDataset(a, b)``).
+_WRAPPERS = {
+    f"torch.utils.data.{module}{name}": how
+    for module in ("", "dataset.")
+    for name, how in (
+        ("Subset", "first"),
+        ("random_split", "first"),
+        ("ConcatDataset", "list"),
+        ("ChainDataset", "list"),
+        ("StackDataset", "all"),
+    )
+}
 #: The methods a data loader calls on its dataset, per sample or per batch.
 _DATASET_METHODS = ("__getitem__", "__getitems__", "__iter__")
 
@@ -116,7 +137,7 @@ def _loader_runners(index: ModuleIndex) -> dict[Runner, str]:
             if (arg.keyword is None and arg is call.args[0]) or _keyword(
                 arg, "dataset"
             ):
-                datasets |= instance_classes(index, arg.value)
+                datasets |= dataset_classes(index, arg.value)
             if _keyword(arg, "collate_fn"):
                 runner = _runner(index, arg.value)
                 if runner is not None:
@@ -136,6 +157,58 @@ def _loader_runners(index: ModuleIndex) -> dict[Runner, str]:
     return found
 
 
+def dataset_classes(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
+) -> set[cst.ClassDef]:
+    """The local classes whose instance the dataset ``expr`` may be or wrap: an
+    instance of the class, or one handed to ``Subset``, ``ConcatDataset``,
+    ``random_split`` (``train, val = random_split(ds, [n, m])``; ``splits[0]``)."""
+    if depth > _DEPTH:
+        return set()
+    if isinstance(expr, cst.Subscript):  # random_split(...)[0], splits[0]
+        return dataset_classes(index, expr.value, depth + 1)
+
+    def built(call: cst.Call) -> set[cst.ClassDef] | None:
+        cls = index.local_class(call.func)
+        if cls is not None:
+            return {cls}
+        how = next(
+            (_WRAPPERS[q] for q in index.qualnames(call.func) if q in _WRAPPERS), None
+        )
+        if how is None:
+            return None
+        found: set[cst.ClassDef] = set()
+        for value in _wrapped(call, how):
+            found |= dataset_classes(index, value, depth + 1)
+        return found
+
+    found = held_instances(index, expr, built, depth)
+    key = index.key(expr)
+    for value, _, _ in index.unpacked.get(key, []) if key is not None else []:
+        found |= dataset_classes(index, value, depth + 1)  # a, b = random_split(...)
+    return found
+
+
+#: How far a dataset is followed through wrappers and variables.
+_DEPTH = 8
+
+
+def _wrapped(call: cst.Call, how: str) -> list[cst.BaseExpression]:
+    """The datasets a wrapper's call takes (``how``: see ``_WRAPPERS``)."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    keyword = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if how == "all":
+        return positional + list(keyword.values())
+    first = (
+        positional[0] if positional else keyword.get("dataset", keyword.get("datasets"))
+    )
+    if first is None:
+        return []
+    if how == "list" and isinstance(first, (cst.List, cst.Tuple)):
+        return [e.value for e in first.elements if isinstance(e, cst.Element)]
+    return [first]
+
+
 def _in_source_order(
     index: ModuleIndex, classes: set[cst.ClassDef]
 ) -> list[cst.ClassDef]:
@@ -144,15 +217,34 @@ def _in_source_order(
 
 
 def _add_callees(index: ModuleIndex, found: dict[Runner, str]) -> None:
-    """Add the local functions and ``self.`` methods the found ones call."""
+    """Add the local functions and methods the found ones call: ``self.`` methods
+    and those of other local objects (``self.cache.put(i, feat)``)."""
     todo = list(found)
     while todo:
         runner = todo.pop(0)  # first found first: a shared helper is named from it
         for call in findall(runner.body, m.Call()):
-            callee = index.local_function(call.func)  # type: ignore[attr-defined]
-            if callee is not None and callee not in found:
-                found[callee] = f"`{callee.name.value}`, called from {found[runner]}"
-                todo.append(callee)
+            for callee, name in _callees(index, call):  # type: ignore[arg-type]
+                if callee not in found:
+                    found[callee] = f"`{name}`, called from {found[runner]}"
+                    todo.append(callee)
+
+
+def _callees(index: ModuleIndex, call: cst.Call) -> list[tuple[cst.FunctionDef, str]]:
+    """The local functions ``call`` may run, each with its name for a message: a
+    function or ``self.`` method (its own name), or the method of a local object
+    an attribute holds (``self.cache.put`` -> ``FeatureCache.put``)."""
+    callee = index.local_function(call.func)
+    if callee is not None:
+        return [(callee, callee.name.value)]
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return []
+    methods = []
+    for cls in _in_source_order(index, instance_classes(index, func.value)):
+        method = _method(cls, func.attr.value)
+        if method is not None:
+            methods.append((method, f"{cls.name.value}.{func.attr.value}"))
+    return methods
 
 
 def _loader_generator(index: ModuleIndex, function: cst.FunctionDef) -> bool:

@@ -5,7 +5,11 @@ with ``ReplayBuffer`` from ``utils.py``), runs a model of another module whose
 ``forward`` draws, or where the file builds a data loader whose dataset (or
 the helper that builds it) draws for each sample, or whose ``collate_fn`` (an
 imported function, or an instance of an imported class whose ``__call__``
-draws) draws for each batch.
+draws) draws for each batch; and where, between training epochs, the file
+hands one of its data loaders to an imported function that draws (an
+evaluation that samples predictions over a sharded test loader): each process
+draws for its own share, and the draws move torch's random state away from the
+original's, which decides the next epoch's shuffled order.
 
 AM020 reports what this module finds; each answer names the helper, its file
 and its draw.
@@ -163,3 +167,35 @@ def sampler_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
             if draw.startswith("`torch."):
                 return f"`{found.name}.__iter__` in {found.file}", draw
     return None
+
+
+def epoch_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str, str] | None:
+    """(the helper, its draw, the loader handed to it) for a call of an imported
+    function that draws, made in a loop that trains (an epoch loop) but not in
+    its training step, and handed a data loader this file builds (DeepAR-style
+    ``evaluate(model, test_loader)`` sampling predictions); None otherwise.
+    Under the runtime that loader is sharded, so each process draws for its
+    own share; a shuffled loader's next epoch is drawn from rank 0's random
+    state, which those draws have moved away from the original's."""
+    if not index.project:
+        return None
+    fact = index.helper(call.func)
+    if fact is None or fact.kind != "function" or not fact.draws:
+        return None
+    paths = index.loop_paths(call)
+    if not any(index.runs_backward(loop.body) for path in paths for loop in path):
+        return None
+    for arg in call.args:
+        key = index.key(arg.value)
+        values = index.values.get(key, []) if key is not None else []
+        if any(_builds_loader(index, value) for value in values):
+            return fact.where, fact.draws[0][1], cst.Module([]).code_for_node(arg.value)
+    return None
+
+
+def _builds_loader(index: ModuleIndex, value: cst.BaseExpression | None) -> bool:
+    """``DataLoader(...)``, or ``accel.prepare_dataloader(...)`` (AM006 has run)."""
+    return isinstance(value, cst.Call) and (
+        index.is_runtime_call(value, "prepare_dataloader")
+        or any(q in DATALOADER_CALLS for q in index.qualnames(value.func))
+    )

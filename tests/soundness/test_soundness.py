@@ -1008,6 +1008,9 @@ EXPECTED: dict[str, str] = {
     # a rank held in a variable, then seeded with (SILENT before: the losses
     # differed from step 0 at world 2); AM046 now follows the variable
     "held_rank_seed_r29k": "FLAGGED",
+    "feature_cache_object_r30b": "FLAGGED",
+    "mc_eval_shuffle_r30b_project": "FLAGGED",
+    "mc_eval_shuffle_r30b_project_batch": "FLAGGED",
     # bhanML/Co-teaching: SILENT before (flagged only by unrelated AM009/AM017/
     # AM030/AM033): loss.loss_coteaching ranks the per-sample losses with
     # np.argsort and keeps the smallest, each process over its own share; AM007

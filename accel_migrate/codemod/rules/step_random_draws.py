@@ -33,7 +33,12 @@ whose ``__iter__`` draws from torch's global random state (DeepAR's
 ``WeightedSampler`` with ``torch.multinomial``): the runtime draws the order
 under the main process's random state, the original's only while no draw
 before it was made for one process's share (a model sampling over a sharded
-evaluation loader). Draws from an explicit ``generator=`` (seeded alike on every
+evaluation loader). And a call, between training epochs, of an imported
+function that draws and is handed a loader of the file (DeepAR-style
+``evaluate(model, test_loader)`` sampling its forecasts): the loader is sharded,
+so each process draws for its own share, and the draws move torch's random
+state, from which a shuffled loader draws its next epoch's order, away from the
+original's. Draws from an explicit ``generator=`` (seeded alike on every
 process, it draws the original's numbers) are not reported unless their
 arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
 draws in setup code before training, nor are draws in a
@@ -86,7 +91,7 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
-from ..imported_draws import loader_draw, sampler_draw, step_draw
+from ..imported_draws import epoch_draw, loader_draw, sampler_draw, step_draw
 from ..model_methods import stepped_function, stepped_method, training_step
 from ..random_names import random_transform
 from ..rule import Rule
@@ -222,6 +227,22 @@ class StepRandomDraws(Rule):
                 "from that process's random state: the samples do not get the "
                 "numbers the original drew for them; the losses will not match "
                 "the original's step for step",
+            )
+            return True
+        handed = epoch_draw(self.index, node)
+        if handed is not None:
+            where, draw, loader = handed
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in {where} ({draw}), which runs here between "
+                f"training epochs over `{loader}`: that loader is sharded, so each "
+                "process draws for its own share of the samples, not the "
+                "original's numbers, and its draws move torch's random state "
+                "away from the original's; a loader that shuffles draws its "
+                "next epoch's order from that state (the main process's), so "
+                "the batches and the losses then differ from the original's",
+                if_migrated=True,
             )
             return True
         found = sampler_draw(self.index, node)

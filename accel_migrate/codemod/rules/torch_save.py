@@ -50,7 +50,10 @@ an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
 buffer and reads it back.
 
 A save in code a data loader runs per sample or batch (a Dataset's
-``__getitem__``, a ``collate_fn``: a feature cache written on first use) is left
+``__getitem__``, a ``collate_fn``: a feature cache written on first use; also a
+method of another local object they call, ``self.cache.put(i, feat)``, and the
+``__getitem__`` of a class that derives from no Dataset but reaches the loader
+through ``Subset``, ``ConcatDataset`` or ``random_split``) is left
 as it is and reported: each process loads its own samples, so the main process
 alone would write only its share's files, and a barrier there would be reached a
 different number of times on each process.

@@ -1,0 +1,143 @@
+"""A save in code the data loader runs per sample is left as it is and reported
+(AM010, ``data_pipeline.loader_run_functions``), also where it is reached
+through a method of another local object the Dataset holds
+(``self.cache.put(i, feat)``) and where the dataset is a class that derives
+from no Dataset and reaches the loader through ``Subset``, ``ConcatDataset`` or
+``random_split``. A save the training loop makes through its own object stays
+a main-process save."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.codemod import migrate_source
+
+TRAIN = """
+def main():
+    loader = DataLoader({dataset}, batch_size=8, shuffle=True)
+    model = nn.Linear(6, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+
+DUCK = """\
+import os
+
+import torch
+from torch import nn
+from torch.utils.data import ConcatDataset, DataLoader, Subset, random_split
+
+
+class Samples:
+    def __init__(self, n):
+        self.x = torch.randn(n, 6)
+        self.y = torch.randn(n, 1)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        path = f"cache/{{i}}.pt"
+        if not os.path.exists(path):
+            torch.save(self.x[i], path)
+        return torch.load(path), self.y[i]
+
+{setup}
+"""
+
+
+def _am010(tmp_path: Path, source: str) -> list[str]:
+    script = tmp_path / "main.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script))
+    return [f"{f.status} {f.message}" for f in result.findings if f.code == "AM010"]
+
+
+@pytest.mark.parametrize(
+    "setup, dataset",
+    [
+        ("", "Subset(Samples(40), range(32))"),
+        ("", "ConcatDataset([Samples(20), Samples(20)])"),
+        ("", "dataset=random_split(Samples(40), [32, 8])[0]"),
+        ("train_set, val_set = random_split(Samples(40), [32, 8])\n", "train_set"),
+        ("splits = random_split(Samples(40), [32, 8])\n", "splits[0]"),
+    ],
+)
+def test_a_duck_typed_dataset_behind_a_wrapper_keeps_its_save(
+    tmp_path: Path, setup: str, dataset: str
+) -> None:
+    source = DUCK.format(setup=setup) + TRAIN.format(dataset=dataset)
+    findings = _am010(tmp_path, source)
+    assert len(findings) == 1, findings
+    assert findings[0].startswith(
+        "needs-review torch.save in `Samples.__getitem__`, which the data loader runs"
+    )
+
+
+def test_a_duck_typed_class_no_loader_reads_is_a_plain_save(tmp_path: Path) -> None:
+    source = DUCK.format(setup="") + TRAIN.format(
+        dataset="torch.utils.data.TensorDataset(torch.randn(32, 6), torch.randn(32, 1))"
+    )
+    findings = _am010(tmp_path, source)
+    assert findings and all(f.startswith("fixed") for f in findings), findings
+
+
+CACHE = """\
+import os
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Cache:
+    def __init__(self, root):
+        self.root = root
+
+    def put(self, key, value):
+        torch.save(value, os.path.join(self.root, f"{{key}}.pt"))
+
+
+class Saver:
+    def __init__(self, path):
+        self.path = path
+
+    def write(self, model):
+        torch.save(model.state_dict(), self.path)
+
+
+class Samples(Dataset):
+    def __init__(self, n, cache):
+        self.x = torch.randn(n, 6)
+        self.y = torch.randn(n, 1)
+        self.cache = {cache}
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        self.cache.put(i, self.x[i])
+        return self.x[i], self.y[i]
+"""
+
+
+@pytest.mark.parametrize("cache", ["Cache('cache')", "cache"])
+def test_a_save_in_a_method_of_an_object_the_dataset_holds_is_kept(
+    tmp_path: Path, cache: str
+) -> None:
+    source = CACHE.format(cache=cache) + TRAIN.format(
+        dataset="Samples(32, Cache('cache'))"
+    )
+    source += "    Saver('last.pt').write(model)\n"
+    findings = _am010(tmp_path, source)
+    assert findings[0].startswith(
+        "needs-review torch.save in `Cache.put`, called from `Samples.__getitem__`"
+    ), findings
+    # the training loop's own checkpoint object is not run by the loader
+    assert findings[1:] == ["fixed torch.save -> accel.save (main process, atomic)"]
