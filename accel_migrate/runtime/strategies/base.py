@@ -166,6 +166,12 @@ def strategy_class(name: str) -> type[Strategy]:
         ) from None
 
 
+def strategy_names() -> list[str]:
+    """The registered strategies' names, sorted (``--strategy``'s choices, with
+    ``auto``)."""
+    return sorted(_REGISTRY)
+
+
 def strategies_reading(setting: str) -> list[str]:
     """The strategies that read ``setting`` (a ``RuntimeConfig`` field) as their
     own (``Strategy.settings``); none for a setting every strategy reads."""

@@ -194,7 +194,9 @@ class FSDPStrategy(Strategy):
         )
         if self.env.distributed:
             had = self.comm.all_reduce(had, op="max")
-        late = [name for (name, _), got in zip(candidates, had.tolist()) if got]
+        late = [
+            name for (name, _), got in zip(candidates, had.tolist(), strict=True) if got
+        ]
         if late:
             raise LateParameterError(
                 f"accel-migrate: parameter {late[0]!r} of a prepared model was added "
