@@ -294,6 +294,21 @@ def likely_causes(
             "the initial weights differ (before the first update): a random generator, "
             "seed or checkpoint the migration does not see"
         )
+    seeds = migrated["facts"].get("seeds_apart")
+    if seeds and world_size > 1:
+        when = (
+            "from the first step"
+            if first is not None and first.index == 0
+            else "from where they draw"
+        )
+        causes.append(
+            f"a seed that differs between the processes: {seeds} (a seed offset by "
+            f"the rank, torch.manual_seed(seed + rank)). Rank 0 draws the original's "
+            f"numbers and every other rank its own, so the random numbers the script "
+            f"draws itself (noise, a random tensor, an augmentation) differ {when}; "
+            f"the runtime already starts every process from rank 0's weights and "
+            f"data order: seed every process alike"
+        )
     ratio = _ratio(first) if first is not None and first.index == 0 else None
     if (
         ratio is not None

@@ -30,6 +30,7 @@ import torch
 
 from accel_migrate.verify import facts as _facts
 from accel_migrate.verify.compare import ROUNDING_GRADIENT
+from accel_migrate.verify.seeds import Seeds
 from accel_migrate.verify.stochastic import BatchPosition, Stochastic
 
 
@@ -62,6 +63,7 @@ class Recorder:
             deterministic, step=lambda: self.completed, position=self.position
         )
         self.losses_seen = _facts.LossFacts()
+        self.seeds = Seeds()
         self.initial: list[dict[str, Any]] | None = None
         self.trained: _facts.TrainedLeaves = _facts.TrainedLeaves()
         #: Per optimizer (by id), per parameter: the largest size of each of its
@@ -181,6 +183,7 @@ class Recorder:
                 for p in group["params"]
             }
             facts["ranks_disagree"] = self.trained.disagreement(stepped)
+            facts["seeds_apart"] = self.seeds.apart()
         return {
             "mode": self.mode,
             "steps": self.completed,
@@ -213,6 +216,7 @@ def _install(recorder: Recorder) -> None:
     torch.nn.modules.module.register_module_forward_pre_hook(recorder.on_forward)
     recorder.stochastic.install()
     recorder.losses_seen.install()
+    recorder.seeds.install()
     next_batch = _BaseDataLoaderIter.__next__
 
     def __next__(self: Any) -> Any:

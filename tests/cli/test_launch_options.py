@@ -435,3 +435,26 @@ def test_a_strategys_option_from_pyproject_is_a_default_not_refused(
     code, _, err = launch(capsys, "--strategy", "ddp", "--nproc", "2", "train.py")
     assert code == 0, err
     assert len(torchrun) == 1
+
+
+def test_the_strategy_choices_are_the_registry_s() -> None:
+    # StrategyChoice once listed the strategies itself; the runtime
+    # configuration's list (used without torch) must name the same ones
+    from accel_migrate.cli.run_cli import StrategyChoice
+    from accel_migrate.runtime.config import STRATEGIES
+    from accel_migrate.runtime.strategies import strategy_names
+    from accel_migrate.runtime.strategies.base import Strategy
+
+    class Extra(Strategy):  # a strategy registered later is offered too
+        name = "extra-for-test"
+
+    try:
+        assert StrategyChoice().choices == ("auto", *strategy_names())
+        assert "extra-for-test" in StrategyChoice().choices
+    finally:
+        from accel_migrate.runtime.strategies import base
+
+        del base._REGISTRY["extra-for-test"]
+    assert set(StrategyChoice().choices) == set(STRATEGIES)
+    assert len(STRATEGIES) == len(set(STRATEGIES))
+    del Extra

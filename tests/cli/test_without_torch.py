@@ -86,3 +86,12 @@ def test_the_runtime_says_it_needs_torch() -> None:
         "ImportError: accel_migrate.runtime needs PyTorch: pip install torch "
         "(or pip install 'accel-migrate[torch]')"
     )
+
+
+def test_launch_help_lists_the_strategies_without_torch() -> None:
+    # --strategy's choices come from the runtime's registry, which imports
+    # torch; without it, the runtime configuration's list (equal to the
+    # registry's: tests/cli/test_launch_options.py)
+    result = run("launch", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--strategy [auto|ddp|deepspeed|fsdp|hsdp|single]" in result.stdout

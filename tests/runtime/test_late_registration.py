@@ -89,8 +89,10 @@ def test_after_the_first_forward_a_sharding_strategy_refuses(
     # a buffer has no gradient: the reason is that it is not kept alike
     with pytest.raises(LateRegistrationError, match="register_buffer") as refused:
         prepared.register_buffer("count", torch.zeros(1))
-    assert "broadcast from rank 0" in str(refused.value)
+    assert "made rank 0's on every process" in str(refused.value)
     assert "gradient" not in str(refused.value)
+    assert "or use --strategy ddp" in str(refused.value)
+    assert "count" not in dict(prepared.named_buffers())
     # nothing new to train: a parameter it holds, a frozen submodule, a plain value
     prepared.weight = prepared.original_module.weight
     prepared.add_module("teacher", nn.Linear(1, 1).requires_grad_(False))
@@ -109,5 +111,24 @@ def test_after_the_first_forward_ddp_takes_parameters_in(
     prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
     prepared.scale = nn.Parameter(torch.zeros(1))
     prepared.add_module("head", nn.Linear(1, 1))
-    with pytest.raises(LateRegistrationError, match="register_buffer"):
-        prepared.register_buffer("count", torch.zeros(1))
+
+
+def test_after_the_first_forward_ddp_takes_buffers_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # DDP makes it rank 0's and lists it among the buffers its wrapper
+    # broadcasts (strategies/ddp.py; tests/runtime/test_late_parameters.py at
+    # world 2); a buffer set to None is nothing to keep alike
+    prepared = _after_first_forward(monkeypatch)
+    strategy = type(prepared._runtime.strategy)
+    monkeypatch.setattr(strategy, "distributed", True)
+    monkeypatch.setattr(strategy, "late_buffers", True)
+    adopted: list[tuple[torch.Tensor, object]] = []
+    monkeypatch.setattr(
+        strategy, "adopt_late_buffer", lambda self, b, w: adopted.append((b, w))
+    )
+    count = torch.zeros(1)
+    prepared.register_buffer("count", count)
+    prepared.register_buffer("nothing", None)
+    assert prepared.original_module.count is count
+    assert adopted == [(count, prepared.forward_module)]

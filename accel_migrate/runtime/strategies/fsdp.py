@@ -172,13 +172,30 @@ class FSDPStrategy(Strategy):
         """Sharding replaced every parameter the model had at its first forward
         by a DTensor; one that is not got there later (``model.layer.scale =
         nn.Parameter(...)``, a new submodule) and holds a gradient no unit
-        reduces: each process would step it with its own share's gradient."""
+        reduces: each process would step it with its own share's gradient.
+
+        Whether it got a gradient can depend on the process's share of the
+        batch (``if pos.any(): loss = loss + head.gate * ...``): decided on one
+        process alone, that process would stop and the others go on to wait for
+        it in their next collective, or step. So the processes decide together
+        (one all-reduce, only where the model holds such a parameter: every
+        process runs the statement that adds it)."""
         from torch.distributed.tensor import DTensor
 
-        late = [
-            name
+        candidates = [
+            (name, p)
             for name, p in forward_module.named_parameters()
-            if p.grad is not None and not isinstance(p, DTensor)
+            if p.requires_grad and not isinstance(p, DTensor)
+        ]
+        if not candidates:
+            return None
+        had = torch.tensor(
+            [float(p.grad is not None) for _, p in candidates], device=self.device
+        )
+        if self.env.distributed:
+            had = self.comm.all_reduce(had, op="max")
+        late = [
+            name for (name, _), got in zip(candidates, had.tolist(), strict=True) if got
         ]
         if late:
             raise LateParameterError(

@@ -17,13 +17,15 @@ The blocks, outermost first, never one inside another:
 
 ``describe_units``: the line rank 0 prints when it shards a model.
 ``checkpoint_block``: activation checkpointing of a block, whose recomputation
-leaves BatchNorm's running statistics alone.
+leaves BatchNorm's running statistics and spectral normalization's power
+iteration as the forward left them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -130,15 +132,112 @@ def checkpoint_block(block: nn.Module) -> None:
     """Activation checkpointing of ``block`` (torch's composable ``checkpoint``):
     its activations are recomputed in backward instead of kept.
 
-    The recomputation runs the block's forward a second time, and a BatchNorm in
-    training mode would update its running statistics again there: momentum applied
-    twice, ``num_batches_tracked`` counted twice, and an eval and a checkpoint that
-    differ from the original's with nothing said (a VGG stage, Conv-BN-ReLU, had
-    ``num_batches_tracked`` 8 after 4 steps). The recomputation keeps them as the
-    forward left them."""
+    The recomputation runs the block's forward a second time, and state that a
+    forward in training mode updates in place would be updated again there:
+
+    - BatchNorm's running statistics: momentum applied twice,
+      ``num_batches_tracked`` counted twice, and an eval and a checkpoint that
+      differ from the original's with nothing said (a VGG stage, Conv-BN-ReLU, had
+      ``num_batches_tracked`` 8 after 4 steps). The recomputation keeps them as the
+      forward left them.
+    - spectral normalization's power iteration (``torch.nn.utils.spectral_norm``'s
+      ``weight_u``/``weight_v``, ``parametrizations.spectral_norm``'s ``_u``/``_v``):
+      the recomputation advanced it a second time, so the weight it recomputed was
+      divided by another estimate of the spectral norm than the forward's, and the
+      gradients were of another function than the loss (a spectral-norm Linear
+      block, 3 SGD steps: ``weight_u`` 7.6e-2 and the parameters 1.1e-2 apart from
+      the run without checkpointing). The recomputation starts from the vectors the
+      forward's weight used, without iterating (the layer in eval mode, for that
+      recomputation only), and leaves them as the forward did.
+    """
     from torch.distributed._composable import checkpoint
 
-    checkpoint(block, context_fn=lambda: (nullcontext(), _keep_running_stats(block)))
+    if any(isinstance(h, _spectral_hook()) for h in block._forward_pre_hooks.values()):
+        # Its hook runs before checkpoint's: the forward computes the weight
+        # outside the checkpointed region, the recomputation inside it, and
+        # torch stops the backward ("Recomputed values ... have different
+        # metadata"). Said here, before the first step.
+        raise ActivationCheckpointingError(
+            f"--activation-checkpointing: the FSDP block {type(block).__name__} is "
+            "itself normalized by torch.nn.utils.spectral_norm, whose weight is "
+            "computed before the block's checkpointed region begins, and its "
+            "recomputation in backward fails. Use "
+            "torch.nn.utils.parametrizations.spectral_norm, or make units of the "
+            "modules that hold such layers (--fsdp-block-classes), or leave "
+            "activation checkpointing off"
+        )
+    checkpoint(block, context_fn=lambda: _recomputed_alike(block))
+
+
+class ActivationCheckpointingError(RuntimeError):
+    """A block that ``--activation-checkpointing`` cannot recompute as its forward
+    ran."""
+
+
+def _spectral_hook() -> type:
+    from torch.nn.utils.spectral_norm import SpectralNorm
+
+    return SpectralNorm
+
+
+#: A spectral normalization's vectors: (the module that holds them as buffers,
+#: their names); the module's ``training`` turns its power iteration on.
+_Vectors = tuple[nn.Module, tuple[str, str]]
+
+
+def _recomputed_alike(block: nn.Module) -> tuple[ContextManager[None], ...]:
+    """The forward's and the recomputation's contexts of one checkpointed call
+    of ``block`` (``checkpoint``'s ``context_fn``): see ``checkpoint_block``."""
+    iterated = _power_iterations(block)
+    used: list[list[torch.Tensor]] = []
+
+    @contextmanager
+    def forward() -> Iterator[None]:
+        yield
+        # the vectors this forward's weight was divided with (the iteration
+        # runs in the layer's forward pre-hook, inside the block's forward)
+        used[:] = [
+            [owner._buffers[n].clone() for n in names] for owner, names in iterated
+        ]
+
+    @contextmanager
+    def recompute() -> Iterator[None]:
+        # The buffers themselves are set aside, not written: the recomputation
+        # saves the vectors it divides with for the backward (the hook's
+        # eval-mode weight does not clone them), so they are copies of the
+        # forward's that nothing changes afterwards.
+        kept = [[owner._buffers[n] for n in names] for owner, names in iterated]
+        modes = [owner.training for owner, _ in iterated]
+        for (owner, names), values in zip(iterated, used, strict=False):
+            for name, value in zip(names, values, strict=True):
+                owner._buffers[name] = value
+            owner.training = False  # no power iteration: the forward's vectors
+        try:
+            with _keep_running_stats(block):
+                yield
+        finally:
+            for (owner, names), buffers, mode in zip(
+                iterated, kept, modes, strict=True
+            ):
+                owner.training = mode
+                for name, buffer in zip(names, buffers, strict=True):
+                    owner._buffers[name] = buffer
+
+    return forward(), recompute()
+
+
+def _power_iterations(block: nn.Module) -> list[_Vectors]:
+    """The spectral normalizations in ``block`` that iterate in training mode."""
+    from torch.nn.utils.parametrizations import _SpectralNorm
+
+    found: list[_Vectors] = []
+    for module in block.modules():
+        if isinstance(module, _SpectralNorm) and "_u" in module._buffers:
+            found.append((module, ("_u", "_v")))
+        for hook in module._forward_pre_hooks.values():
+            if isinstance(hook, _spectral_hook()):
+                found.append((module, (f"{hook.name}_u", f"{hook.name}_v")))
+    return found
 
 
 @contextmanager

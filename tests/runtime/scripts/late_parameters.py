@@ -4,7 +4,10 @@
 whole model frozen at its first forward, unfrozen in the second phase),
 ``drawn`` (an attribute write of a value each process draws differently, as its
 random state has drifted: every process must train rank 0's;
-``tests/runtime/test_late_parameters.py``)."""
+``tests/runtime/test_late_parameters.py``), ``buffer`` (``register_buffer`` of
+such a drawn value, which the loss adds: every process must use rank 0's),
+``branch`` (as ``nested``, used only for a batch whose targets' mean is
+positive: at world 2 the first such share is rank 0's alone)."""
 
 import os
 import sys
@@ -26,6 +29,9 @@ if mode == "frozen":
 for phase in range(2):
     if phase and mode == "frozen":
         backbone.requires_grad_(True)
+    elif phase and mode == "buffer":
+        drift = torch.Generator().manual_seed(int(os.environ.get("RANK", 0)))
+        model.register_buffer("shift", torch.randn(1, generator=drift))
     elif phase:
         scale = nn.Parameter(torch.zeros(1))
         if mode == "drawn":
@@ -36,7 +42,7 @@ for phase in range(2):
             model.scale = scale
         elif mode == "reg":
             model.register_parameter("scale", scale)
-        else:
+        else:  # nested, branch
             model[2].scale = scale
         optimizer.add_param_group({"params": [scale]})
     loader = accel.prepare_dataloader(
@@ -45,13 +51,22 @@ for phase in range(2):
     for step, (x, y) in enumerate(loader):
         optimizer.zero_grad()
         out = model(backbone(x))
-        if phase and mode != "frozen":
+        if phase and mode == "buffer":
+            out = out + model.shift
+        elif phase and mode == "branch":
+            if y.mean() > 0:
+                out = out * (1 + scale)
+        elif phase and mode != "frozen":
             out = out * (1 + scale)
         loss = (out - y).pow(2).mean()
         accel.backward(loss)
         optimizer.step()
         value = accel.global_loss(loss).item()
         accel.print(f"late step {3 * phase + step} loss {value:.10e}")
+wrapper = getattr(model, "forward_module", None)
+if mode == "buffer" and hasattr(wrapper, "modules_buffers"):
+    # DDP broadcasts it at each forward, as the buffers it was built with
+    accel.print(f"wrapper broadcasts {len(wrapper.modules_buffers)} buffer(s)")
 state = {
     **accel.state_dict(model),
     **{"b." + k: v for k, v in accel.state_dict(backbone).items()},
