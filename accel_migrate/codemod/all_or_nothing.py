@@ -15,6 +15,7 @@ from .base_built_models import base_built_story
 from .names import SAME_OBJECT
 from .optimizer_helpers import _argument
 from .owned_optimizers import stepped_attribute_owners
+from .quantization_swaps import quantization_swap, swap_message
 from .shadowed_modules import shadowed_module
 from .subtrees import findall
 from .trained_models import binding_story, root_key, snippet
@@ -39,6 +40,21 @@ ALL_OR_NOTHING = (
 #: Methods a script calls on a model it trains (not `.parameters()`: a frozen
 #: feature extractor is asked for them to turn requires_grad off).
 MODEL_METHODS = ("train", "zero_grad")
+#: The one parameter nn.Module's ``train(mode=True)`` and ``zero_grad(
+#: set_to_none=True)`` take: a call that passes another keyword, or more than one
+#: argument, is a method of something else (davda54/sam's ``log.train(
+#: len_dataset=len(dataset.train))`` on its Log), no evidence of a model.
+_MODEL_METHOD_PARAMETER = {"train": "mode", "zero_grad": "set_to_none"}
+
+
+def _module_signature(call: cst.Call, method: str) -> bool:
+    """Can ``call``'s arguments bind to nn.Module's ``method``?"""
+    if len(call.args) > 1:
+        return False
+    return all(
+        arg.keyword is None or arg.keyword.value == _MODEL_METHOD_PARAMETER[method]
+        for arg in call.args
+    ) and not any(arg.star for arg in call.args)
 
 
 class AllOrNothing:
@@ -50,6 +66,7 @@ class AllOrNothing:
         self._block_library_trainers()
         self._block_picked_trainers()
         self._block_subclassed_trainers()
+        self._block_quantization_swaps()
         for key, call in self._stepped_models.items():
             values = [v for v in self.index.values.get(key, []) if v is not None]
             place = (
@@ -94,6 +111,14 @@ class AllOrNothing:
                 f"accel.prepare_model(...) where it is built {built} and its "
                 "optimizer with accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
             )
+
+    def _block_quantization_swaps(self) -> None:
+        """``torch.ao.quantization.prepare_qat(model, inplace=True)`` and the
+        other swaps of ``quantization_swaps``: left whole, with the reason."""
+        for call in self.index.calls:
+            name = quantization_swap(self, call)
+            if name:
+                self.block(call, swap_message(name) + ALL_OR_NOTHING)
 
     def _handed_parameters(self, name: str) -> str:
         """Where the file hands ``name.parameters()`` to a class or function of
@@ -366,7 +391,7 @@ class AllOrNothing:
         found: dict[Key, str] = {}
         for call in self.index.calls:
             attribute = method_call(call, *MODEL_METHODS)
-            if attribute is not None:
+            if attribute is not None and _module_signature(call, attribute.attr.value):
                 key = self.index.key(attribute.value)
                 if key is not None and key not in found:
                     found[key] = snippet(call)

@@ -151,6 +151,7 @@ def _early(
             or project.library_for
             or project.handed_torch
             or project.drives_trainer
+            or project.builds_local_optimizer
         ):
             verdict = None
     return verdict, project
@@ -179,11 +180,17 @@ def _full_pass(
             skip_reason=SKIP_DISTRIBUTED,
         )
     project = options.project if options.project is not None else read_project(path)
-    if not screen.training and screen.backward and project.handed_torch:
+    if (
+        not screen.training
+        and screen.backward
+        and (project.handed_torch or project.builds_local_optimizer)
+    ):
         # A backward on what the batch's other files hand it (their torch
         # objects), with no torch import (an engine.py whose step only calls
         # them) or with the optimizer step left to the caller
-        # (`forward_backward(model, x, y)` returning `loss.item()`).
+        # (`forward_backward(model, x, y)` returning `loss.item()`); or on what
+        # a local torch.optim.Optimizer subclass steps with methods of its own
+        # (SAM's `optimizer.first_step()` / `second_step()`).
         screen.training = True
     # A helper module of the batch (no backward of its own) migrated for its
     # callers: its writes and prints, and its sums over the loaders they hand

@@ -99,6 +99,24 @@ def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     return _collate_draw(index, call)
 
 
+def transform_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
+    """(what draws, its draw) for an instance of an imported class, not a model,
+    whose ``__call__`` draws: a transform of the project's own (torchvision
+    references' transforms.py, ``T.RandomCrop(size)`` cropping an image and its
+    mask at ``random.randint`` offsets), built in a file that builds a data
+    loader, which applies it to each process's share of the samples. Where the
+    dataset gets it (a ``T.Compose`` handed through ``get_dataset(...,
+    transform)``) need not be followed: as with torchvision's augmentations,
+    building it in the loader's file is enough."""
+    if not index.project:
+        return None
+    fact = index.helper(call.func)
+    if fact is None or fact.kind != "class" or fact.returns == "model":
+        return None
+    draw = dict(fact.draws).get("__call__")
+    return (f"`{fact.name}.__call__` in {fact.file}", draw) if draw else None
+
+
 def _collate_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     """The loader's ``collate_fn=`` when it is an imported function that draws,
     or an instance of an imported class whose ``__call__`` draws (Hugging Face's

@@ -257,6 +257,10 @@ class HelperFact:
     #: phrase (``library_trainers.builds_optimizer``); "" if none does. A base
     #: trainer whose subclass in another file writes the training step.
     builds_optimizer: str = ""
+    #: For a class: it derives from ``torch.optim.Optimizer`` (davda54/sam's
+    #: ``SAM``, stepped by its own ``first_step``/``second_step``): constructing
+    #: it builds an optimizer (``optimizer_subclass``).
+    optimizer_subclass: bool = False
     #: For a class, not a model, that defines ``__next__`` or ``__iter__`` (a
     #: hand-written batch iterator: Chinese-Text-Classification's
     #: ``DatasetIterater``), and for a function whose every return builds an
@@ -476,6 +480,14 @@ class ProjectFacts:
             fact.kind == "class" and fact.migrated_trainer and fact.batch_migrated
             for _, fact in self.helpers
         )
+
+    @property
+    def builds_local_optimizer(self) -> bool:
+        """Does the file import a local module's ``torch.optim.Optimizer``
+        subclass? With a backward of its own it trains, even where it calls no
+        ``step()`` (SAM's ``first_step``/``second_step``) and no torch
+        optimizer class."""
+        return any(fact.optimizer_subclass for _, fact in self.helpers)
 
     @property
     def handed_torch(self) -> bool:

@@ -29,6 +29,7 @@ from .method_writes import quiet_methods
 from .names import (
     DATALOADER_CALLS,
     MODULE_BASES,
+    OPTIMIZER_BASES,
     is_nn_module_constructor,
     is_optimizer_class,
 )
@@ -222,6 +223,9 @@ class HelperFacts(ReturnKinds):
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            optimizer_subclass=any(
+                self._dotted(base) in OPTIMIZER_BASES for base in cls.bases
+            ),
             builds_optimizer=(
                 builds_optimizer(
                     cls, lambda call: is_optimizer_class(self._dotted(call.func))

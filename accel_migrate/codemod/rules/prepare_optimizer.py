@@ -65,8 +65,10 @@ class PrepareOptimizer(Rule):
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
         local = self.index.local_class(original_node.func)
+        helper = self.index.helper(original_node.func)
         is_optimizer = (
             local in self.optimizer_classes
+            or (helper is not None and helper.optimizer_subclass)
             or any(is_optimizer_class(q) for q in self.qualnames(original_node.func))
             or looked_up_optimizer(self.index, original_node)
         )

@@ -19,7 +19,9 @@ calls on a local object (a CycleGAN ``ImagePool.query``, the ``__call__`` of a
 Mixup object ``mix(x, y)``), and the local functions
 those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
-loader. The same draws in a local module the file imports are reported where
+loader, or an instance of a local module's class, not a model, whose ``__call__``
+draws (a transforms.py of the project's own, as torchvision's reference scripts
+keep one: ``T.RandomCrop(crop_size)`` at ``random.randint`` offsets) built there. The same draws in a local module the file imports are reported where
 the file uses them: a training step's call of an imported function or of a
 method of an imported object that draws (PyTorch-GAN's
 ``ReplayBuffer.push_and_pop`` in ``utils.py``), a model of another module whose
@@ -91,7 +93,13 @@ from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
 from ..data_pipeline import builds_loader, data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
-from ..imported_draws import epoch_draw, loader_draw, sampler_draw, step_draw
+from ..imported_draws import (
+    epoch_draw,
+    loader_draw,
+    sampler_draw,
+    step_draw,
+    transform_draw,
+)
 from ..model_methods import stepped_function, stepped_method, training_step
 from ..random_names import random_transform
 from ..rule import Rule
@@ -115,6 +123,18 @@ class StepRandomDraws(Rule):
             return
         qualnames = self.qualnames(node.func)
         transforms = sorted(q for q in qualnames if random_transform(q))
+        local = transform_draw(self.index, node)
+        if local is not None and builds_loader(self.index):
+            self.report(
+                node,
+                "needs-review",
+                f"random augmentation {local[0]} ({local[1]}), built here in a "
+                "file that builds a data loader: the loader applies it to each "
+                "process's own share of the samples, drawing from that process's "
+                "random state, so the samples are not augmented as the original's "
+                "were; the losses will not match the original's step for step",
+            )
+            return
         if transforms and builds_loader(self.index):
             self.report(
                 node,
