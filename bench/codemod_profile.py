@@ -7,6 +7,7 @@
     python bench/codemod_profile.py --hashes [--repeat 3]
     python bench/codemod_profile.py --checks [--repeat 3]
     python bench/codemod_profile.py --worklist [--repeat 3]
+    python bench/codemod_profile.py --collector [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -47,7 +48,9 @@ tree for the ratio.
 through ``ABCMeta``'s Python ``__instancecheck__`` against ``type``'s in C
 (``codemod/class_checks.py``), ``--worklist`` for the module index's
 ``tagged`` fixpoint in rounds over every entry against a worklist
-(``index_tagging.WORKLIST``).
+(``index_tagging.WORKLIST``), ``--collector`` for the garbage collector at
+CPython's pace against held back during a migration (``collector``), with the
+collector's own CPU time (``gc.callbacks``) of each side.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -442,6 +445,44 @@ def compare_worklist(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_collector(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with the
+    garbage collector at CPython's thresholds and held back (``collector``),
+    alternating as ``compare_visits``; the collector's CPU seconds of each side
+    (its last run over the tree) are printed."""
+    import gc
+
+    from accel_migrate.codemod import collector
+
+    spent = {False: 0.0, True: 0.0}
+    counts = {False: 0, True: 0}
+    started = [0.0]
+
+    def timer(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            spent[collector.ENABLED] += time.process_time() - started[0]
+            counts[collector.ENABLED] += 1
+
+    def use(held: bool) -> None:
+        collector.ENABLED = held
+        spent[held] = 0.0
+        counts[held] = 0
+
+    gc.callbacks.append(timer)
+    try:
+        rows = _compare(paths[-1], repeat, use, lambda: use(True), paths)
+    finally:
+        gc.callbacks.remove(timer)
+    print(
+        "the collector, last run over the tree: "
+        f"CPython's pace {counts[False]} collections, {spent[False]:.2f} s; "
+        f"held back {counts[True]} collections, {spent[True]:.2f} s"
+    )
+    return rows
+
+
 def _compare(
     longest: Path,
     repeat: int,
@@ -535,6 +576,12 @@ def main() -> int:
         help="only compare the tagging fixpoint in rounds with the worklist, "
         "over the whole tree",
     )
+    parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="only compare the garbage collector at CPython's pace with held "
+        "back during a migration, over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -575,22 +622,25 @@ def main() -> int:
                 )
             )
             return 0
-        if options.hashes or options.checks or options.worklist:
-            compare, what = (
-                (compare_hashes, "nodes hashed in Python against in C")
-                if options.hashes
-                else (
-                    (
-                        compare_checks,
-                        "node classes checked by ABCMeta against by the MRO in C",
-                    )
-                    if options.checks
-                    else (
-                        compare_worklist,
-                        "tagging in rounds against by a worklist",
-                    )
-                )
-            )
+        comparisons = {
+            "hashes": (compare_hashes, "nodes hashed in Python against in C"),
+            "checks": (
+                compare_checks,
+                "node classes checked by ABCMeta against by the MRO in C",
+            ),
+            "worklist": (compare_worklist, "tagging in rounds against by a worklist"),
+            "collector": (
+                compare_collector,
+                "the garbage collector at CPython's pace against held back",
+            ),
+        }
+        sides = {
+            "worklist": ("rounds", "worklist"),
+            "collector": ("CPython's", "held back"),
+        }
+        chosen = [name for name in comparisons if getattr(options, name)]
+        if chosen:
+            compare, what = comparisons[chosen[0]]
             print(f"load average at the start: {os.getloadavg()}")
             rows = compare(paths, options.repeat)
             parse_s = min(time_libcst_parse(paths) for _ in range(3))
@@ -606,11 +656,7 @@ def main() -> int:
                     [
                         "script",
                         "lines",
-                        *(
-                            ("rounds", "worklist")
-                            if options.worklist
-                            else ("Python", "C")
-                        ),
+                        *sides.get(chosen[0], ("Python", "C")),
                         "speed-up",
                         "/ parse",
                     ],

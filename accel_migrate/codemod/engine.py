@@ -23,6 +23,7 @@ from libcst.metadata import MetadataWrapper
 
 from . import (
     class_checks,
+    collector,
     device_free,
     fastvisit,
     identity_hash,
@@ -85,6 +86,15 @@ def migrate_source(
     source: str | bytes, path: str = "<string>", options: MigrateOptions | None = None
 ) -> MigrationResult:
     """Migrate ``source``. Raises MigrationError for a file that cannot be migrated."""
+    # A pass allocates hundreds of thousands of containers: the collector's
+    # default pace walked every live one again and again (``collector``).
+    with collector.held_back():
+        return _migrate_held(source, path, options)
+
+
+def _migrate_held(
+    source: str | bytes, path: str, options: MigrateOptions | None
+) -> MigrationResult:
     options = options or MigrateOptions()
     text = _decode(source, path)
     verdict, project = _early(text, path, options.prescreen, options.project)
