@@ -45,7 +45,14 @@ instead, fixed: every process reaches it whatever its own test says, and the
 main process has written the file before any goes on. Not where the saved
 object is built under the test by a collective, a state dict under FSDP, nor
 where either arm of the ``if`` leaves the block: a ``return``, ``break``,
-``continue``, ``raise`` or exit call skips the statement after it). A save into
+``continue``, ``raise`` or exit call skips the statement after it). A save
+inside a ``try`` whose ``except`` catches its error (``save_tries``) gets its
+barrier after the whole ``try`` instead, fixed: only the main process writes,
+so only it can fail and jump to the ``except``, past a barrier right after the
+save that the others would wait at forever. Needs-review, with no barrier,
+where that ``try`` is not a statement every process reaches, an arm of it
+leaves the block, the file is read again inside it, it is inside another
+``try``, or it is around a call of the function that saves. A save into
 an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
 buffer and reads it back.
 
@@ -77,6 +84,7 @@ from ..file_changes import argument
 from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
+from ..save_tries import barrier_after_try, try_around
 from ..saves_read_back import ReadBack
 from ..subtrees import findall
 
@@ -248,6 +256,8 @@ class TorchSave(ReadBack, Rule):
         )
         if not (self._read_again(path, save) or self._handed_on(save, path)):
             return statement
+        if self._in_try(save, original_node):
+            return statement
         if self._under_file_test(save, original_node):
             return statement
         if not self.index.uniform(original_node):
@@ -280,6 +290,8 @@ class TorchSave(ReadBack, Rule):
         ]
         if not saves:
             return updated_node
+        if self._in_try(saves[0], original_node):
+            return updated_node
         if self._under_file_test(saves[0], original_node):
             return updated_node
         if not self.index.uniform(original_node):
@@ -299,6 +311,46 @@ class TorchSave(ReadBack, Rule):
             body=[cst.Expr(self.runtime_call("barrier", []))]
         )
         return cst.FlattenSentinel([updated_node, barrier])
+
+    def _in_try(self, save: cst.Call, statement: cst.CSTNode) -> bool:
+        """Is the save of a file loaded again inside a ``try`` whose ``except``
+        catches its error (``save_tries``)? Only the main process writes, so
+        only it can fail and skip a barrier right after the save: the barrier
+        follows the whole ``try`` where every process reaches it before any
+        reads the file; else the save is reported."""
+        around = try_around(self.index, statement)
+        if around is None:
+            return False
+        target = _target(save)
+        reads = self._reads_of(target) if target is not None else []
+        where = f"the `try` at line {self.original_line(around.node)}"
+        why_not = barrier_after_try(self, around, reads)
+        if why_not is None:
+            self._after_tests.add(around.node)
+            self.report(
+                save,
+                "fixed",
+                f"the file is loaded again later -> accel.barrier() after {where}: "
+                "its `except` catches an error of the save, which only the main "
+                "process (the one that writes) can meet, so a barrier inside it "
+                "would wait for a main process that skipped it; every process "
+                "reaches the statement after the `try`, and no process reads the "
+                "file before the main process has written it",
+            )
+            return True
+        self.report(
+            save,
+            "needs-review",
+            f"the file is loaded again later, but saved inside {where}, whose "
+            "`except` catches an error of the save: only the main process writes, "
+            "so only it can fail there and skip accel.barrier() after the save, "
+            f"which the others would wait at forever, and {why_not}; no barrier is "
+            "placed (the others may read the file before the main process has "
+            "written it): read the file after the `try`, or let the save's "
+            "error propagate",
+            if_migrated=True,
+        )
+        return True
 
     def _under_file_test(self, save: cst.Call, statement: cst.CSTNode) -> bool:
         """Is the save of a file loaded again reached only by the processes that
@@ -352,6 +404,10 @@ class TorchSave(ReadBack, Rule):
             return False
         if leaves_block(test):
             return False  # a process that takes the branch would skip the barrier
+        if try_around(self.index, test) is not None:
+            # a main process whose save raises into the `except` skips it
+            # (``save_tries``; ``_in_try`` places it after the `try`)
+            return False
         built = [arg.value for arg in save.args]
         return not any(
             (isinstance(c.func, cst.Attribute) and c.func.attr.value == "state_dict")
@@ -362,8 +418,14 @@ class TorchSave(ReadBack, Rule):
 
     @cached_property
     def _after_tests(self) -> set[cst.CSTNode]:
-        """The file-system ``if``s that ``accel.barrier()`` follows."""
+        """The file-system ``if``s (and the ``try``s, ``_in_try``) that
+        ``accel.barrier()`` follows."""
         return set()
+
+    def leave_Try(
+        self, original_node: cst.Try, updated_node: cst.Try
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        return self.leave_If(original_node, updated_node)  # type: ignore[arg-type]
 
     def leave_If(
         self, original_node: cst.If, updated_node: cst.If
