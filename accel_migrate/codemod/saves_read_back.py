@@ -16,7 +16,7 @@ from functools import cached_property
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from .file_changes import argument
+from .file_changes import argument, per_process
 from .file_reads import path_template, same_template
 
 
@@ -112,6 +112,8 @@ class ReadBack:
             target = _target(call)
             if target is None or self._in_memory(target):
                 continue
+            if per_process(self.index, target):
+                continue  # each process reads its own file (``per_process``)
             if call in self.collapsed_saves or self._opened_handle(target):
                 continue
             line = self.get_metadata(PositionProvider, call).start.line

@@ -54,7 +54,14 @@ where that ``try`` is not a statement every process reaches, an arm of it
 leaves the block, the file is read again inside it, it is inside another
 ``try``, or it is around a call of the function that saves. A save into
 an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
-buffer and reads it back.
+buffer and reads it back. So is a save into a path made from a value each
+process has its own of (``file_changes.per_process``: a folder from
+``tempfile.mkdtemp()``, ``os.getpid()``; not ``tempfile.gettempdir()``, which
+every process shares), reported as info with no barrier: each process writes
+its own file and reads its own back, as the original did, where ``accel.save``
+would write the main process's only and the others would find none (measured:
+a best checkpoint reloaded under ``if os.path.exists(best_path):`` was
+reloaded by the main process alone, and the losses after it differed).
 
 A save in code a data loader runs per sample or batch (a Dataset's
 ``__getitem__``, a ``collate_fn``: a feature cache written on first use) is left
@@ -80,7 +87,7 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..branch_exits import leaves_block
 from ..data_pipeline import loader_run_function_of
-from ..file_changes import argument
+from ..file_changes import argument, per_process
 from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
@@ -89,6 +96,10 @@ from ..saves_read_back import ReadBack
 from ..subtrees import findall
 
 _SAVE = {"torch.save", "torch.serialization.save"}
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 _LOAD = {"torch.load", "torch.serialization.load"}
 
 
@@ -105,6 +116,18 @@ class TorchSave(ReadBack, Rule):
         target = _target(original_node)
         if target is not None and self._in_memory(target):
             return updated_node  # every process writes its own buffer: nothing shared
+        if target is not None and per_process(self.index, target):
+            self.report(
+                original_node,
+                "info",
+                f"torch.save into `{code_of(target)}`, a path made from a value "
+                "each process has its own of (a folder from tempfile.mkdtemp(), "
+                "os.getpid()): each process writes its own file and reads its own "
+                "back, as the original did, so it is left as it is (accel.save "
+                "would write only the main process's, and the others would read "
+                "a file that is not there)",
+            )
+            return updated_node
         if original_node in self.collapsed_saves:
             return updated_node  # the whole `with open(...)` becomes accel.save
         loader_run = self._run_by_loader(original_node)
