@@ -56,9 +56,8 @@ def started_before(rule: Rule, node: cst.CSTNode) -> cst.CSTNode | str | None:
     if index.enclosing_function(node) is not None or index.enclosing_class(node):
         return "function"
     project = index.project
-    if (
-        not (project.callers or project.library_for)
-        and device_free(rule.context.original_code, project)
+    if not (project.callers or project.library_for) and device_free(
+        rule.context.original_code, project
     ):
         return "imports"
     holder = next(
@@ -95,8 +94,7 @@ def _starting_call(rule: Rule, call: cst.Call) -> bool:
     names = rule.qualnames(call.func)
     if any(n.startswith("torch.distributed.") for n in names):
         return "torch.distributed.is_initialized" not in names and not any(
-            n.endswith((".is_available", ".get_world_size", ".get_rank"))
-            for n in names
+            n.endswith((".is_available", ".get_world_size", ".get_rank")) for n in names
         )
     chain = cst.Module([]).code_for_node(call.func)
     prefix = rule.context.alias + "."
@@ -105,5 +103,7 @@ def _starting_call(rule: Rule, call: cst.Call) -> bool:
     )
     if not runtime:
         return False
-    name = chain[len(prefix) :] if chain.startswith(prefix) else chain.rsplit(".", 1)[-1]
+    name = (
+        chain[len(prefix) :] if chain.startswith(prefix) else chain.rsplit(".", 1)[-1]
+    )
     return name not in _NOT_STARTING

@@ -50,9 +50,7 @@ def _am046(tmp_path: Path, source: str) -> dict[int, tuple[str, str]]:
     script = tmp_path / "train.py"
     script.write_text(source)
     result = migrate_source(source, str(script))
-    return {
-        f.line: (f.status, f.message) for f in result.findings if f.code == "AM046"
-    }
+    return {f.line: (f.status, f.message) for f in result.findings if f.code == "AM046"}
 
 
 def test_a_read_above_the_runtimes_first_call_is_still_one(tmp_path: Path) -> None:

@@ -277,7 +277,9 @@ class BatchMixingForward(Rule):
         that cannot be read from the code (a parameter, an option, a call)."""
         if isinstance(node, cst.Integer):
             return [int(node.value, 0)]
-        if m.matches(node, m.UnaryOperation(operator=m.Minus(), expression=m.Integer())):
+        if m.matches(
+            node, m.UnaryOperation(operator=m.Minus(), expression=m.Integer())
+        ):
             return [-int(node.expression.value, 0)]  # type: ignore[attr-defined]
         if isinstance(node, (cst.Tuple, cst.List)):
             values: list[int] = []

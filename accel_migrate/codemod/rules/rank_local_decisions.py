@@ -303,9 +303,10 @@ class RankLocalDecisions(BranchContents, Rule):
             if not isinstance(node, cst.Call):
                 continue
             for call in (node, *self.index.reached_calls.through(node)):
-                if self.index.is_runtime_call(
-                    call, "state_dict"
-                ) and call in self.context.original_positions:
+                if (
+                    self.index.is_runtime_call(call, "state_dict")
+                    and call in self.context.original_positions
+                ):
                     if call is node:
                         return STATE_DICT
                     function = self.index.enclosing_function(call)

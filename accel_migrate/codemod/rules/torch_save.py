@@ -100,6 +100,8 @@ _SAVE = {"torch.save", "torch.serialization.save"}
 
 def code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
 _LOAD = {"torch.load", "torch.serialization.load"}
 
 
