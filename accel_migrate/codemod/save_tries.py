@@ -40,6 +40,7 @@ from .file_tests import file_test
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
     from .rule import Rule
+    from .rules.torch_save import TorchSave
 
 _TRIES = (cst.Try, cst.TryStar)
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -113,3 +114,45 @@ def _calls_in(index: ModuleIndex, node: cst.CSTNode) -> list[cst.Call]:
         found.append(call)
         found.extend(index.reached_calls.through(call))
     return found
+
+
+def place_after_try(rule: TorchSave, save: cst.Call, statement: cst.CSTNode) -> bool:
+    """AM010's answer for the save of a file loaded again, at ``statement``:
+    False where no ``try`` catches its error; else True, with the barrier
+    recorded to follow the whole ``try`` (fixed) or the save reported
+    (needs-review, no barrier)."""
+    from .rules.torch_save import _target  # (the rule imports this module)
+
+    around = try_around(rule.index, statement)
+    if around is None:
+        return False
+    target = _target(save)
+    reads = rule._reads_of(target) if target is not None else []
+    where = f"the `try` at line {rule.original_line(around.node)}"
+    why_not = barrier_after_try(rule, around, reads)
+    if why_not is None:
+        rule._after_tests.add(around.node)
+        rule.report(
+            save,
+            "fixed",
+            f"the file is loaded again later -> accel.barrier() after {where}: "
+            "its `except` catches an error of the save, which only the main "
+            "process (the one that writes) can meet, so a barrier inside it "
+            "would wait for a main process that skipped it; every process "
+            "reaches the statement after the `try`, and no process reads the "
+            "file before the main process has written it",
+        )
+        return True
+    rule.report(
+        save,
+        "needs-review",
+        f"the file is loaded again later, but saved inside {where}, whose "
+        "`except` catches an error of the save: only the main process writes, "
+        "so only it can fail there and skip accel.barrier() after the save, "
+        f"which the others would wait at forever, and {why_not}; no barrier is "
+        "placed (the others may read the file before the main process has "
+        "written it): read the file after the `try`, or let the save's "
+        "error propagate",
+        if_migrated=True,
+    )
+    return True

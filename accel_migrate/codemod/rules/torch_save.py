@@ -91,7 +91,7 @@ from ..file_changes import argument, per_process
 from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
-from ..save_tries import barrier_after_try, try_around
+from ..save_tries import place_after_try, try_around
 from ..saves_read_back import ReadBack
 from ..subtrees import findall
 
@@ -339,43 +339,9 @@ class TorchSave(ReadBack, Rule):
 
     def _in_try(self, save: cst.Call, statement: cst.CSTNode) -> bool:
         """Is the save of a file loaded again inside a ``try`` whose ``except``
-        catches its error (``save_tries``)? Only the main process writes, so
-        only it can fail and skip a barrier right after the save: the barrier
-        follows the whole ``try`` where every process reaches it before any
-        reads the file; else the save is reported."""
-        around = try_around(self.index, statement)
-        if around is None:
-            return False
-        target = _target(save)
-        reads = self._reads_of(target) if target is not None else []
-        where = f"the `try` at line {self.original_line(around.node)}"
-        why_not = barrier_after_try(self, around, reads)
-        if why_not is None:
-            self._after_tests.add(around.node)
-            self.report(
-                save,
-                "fixed",
-                f"the file is loaded again later -> accel.barrier() after {where}: "
-                "its `except` catches an error of the save, which only the main "
-                "process (the one that writes) can meet, so a barrier inside it "
-                "would wait for a main process that skipped it; every process "
-                "reaches the statement after the `try`, and no process reads the "
-                "file before the main process has written it",
-            )
-            return True
-        self.report(
-            save,
-            "needs-review",
-            f"the file is loaded again later, but saved inside {where}, whose "
-            "`except` catches an error of the save: only the main process writes, "
-            "so only it can fail there and skip accel.barrier() after the save, "
-            f"which the others would wait at forever, and {why_not}; no barrier is "
-            "placed (the others may read the file before the main process has "
-            "written it): read the file after the `try`, or let the save's "
-            "error propagate",
-            if_migrated=True,
-        )
-        return True
+        catches its error? Then its barrier follows the whole ``try``, or it is
+        reported (``save_tries.place_after_try``)."""
+        return place_after_try(self, save, statement)
 
     def _under_file_test(self, save: cst.Call, statement: cst.CSTNode) -> bool:
         """Is the save of a file loaded again reached only by the processes that
