@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from .divergence_memo import DivergenceMemo
     from .rank_local_options import RankLocalOptions
     from .rank_local_sources import RankLocalSources
+    from .reached_calls import ReachedCalls
     from .returned_loss import ReturnedLosses
 
 
@@ -408,6 +409,14 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         from .divergence import Divergence
 
         return Divergence(self)
+
+    @cached_property
+    def reached_calls(self) -> ReachedCalls:
+        """The calls a call runs through the local functions it calls
+        (``reached_calls``)."""
+        from .reached_calls import ReachedCalls
+
+        return ReachedCalls(self)
 
     @cached_property
     def rank_local_sources(self) -> RankLocalSources:

@@ -16,8 +16,8 @@ _EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 _EXITS = (cst.Return, cst.Break, cst.Continue, cst.Raise)
 
 
-def leaves_block(branch: cst.If) -> bool:
-    """Does either arm of ``branch`` hold an exit outside a nested function or
+def leaves_block(branch: cst.If | cst.Try | cst.TryStar) -> bool:
+    """Does any arm of ``branch`` (an ``if``, a ``try``) hold an exit outside a nested function or
     class? (A loop inside the arm whose own ``break`` stays in it counts too:
     conservative.)"""
     stack: list[cst.CSTNode] = [branch]

@@ -29,6 +29,11 @@ PATH_READERS = frozenset({"read_text", "read_bytes", "open"})
 #: Calls whose value differs between processes: a path made from one names a
 #: different file on each (a temporary file each process made for itself).
 PER_PROCESS = frozenset({"os.getpid", "uuid.uuid1", "uuid.uuid4", "socket.gethostname"})
+#: ``tempfile`` functions that name the folder every process shares (``/tmp``),
+#: not one each process makes for itself (``mkdtemp``, ``mkstemp``...).
+SHARED_TEMP = frozenset(
+    {"tempfile.gettempdir", "tempfile.gettempdirb", "tempfile.gettempprefix"}
+)
 
 
 def shifted(call: cst.Call) -> cst.Call:
@@ -62,7 +67,9 @@ def per_process(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) ->
     ``tempfile`` path, ``os.getpid()``), directly or through variables?"""
     for call in findall(expr, m.Call()):
         names = index.qualnames(call.func)  # type: ignore[attr-defined]
-        if names & PER_PROCESS or any(n.startswith("tempfile.") for n in names):
+        if names & PER_PROCESS or any(
+            n.startswith("tempfile.") and n not in SHARED_TEMP for n in names
+        ):
             return True
     if depth > 3:
         return False

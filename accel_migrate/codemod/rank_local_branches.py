@@ -112,7 +112,11 @@ class BranchContents:
 
     def _collective(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Call):
-            return self.index.is_runtime_call(node, *_COLLECTIVES)
+            # its own text, or a local function it calls (``reached_calls``)
+            return any(
+                self.index.is_runtime_call(call, *_COLLECTIVES)
+                for call in (node, *self.index.reached_calls.through(node))
+            )
         if isinstance(node, cst.BaseStatement):
             return self.index.divergence.trains(node)
         return False

@@ -16,7 +16,7 @@ from functools import cached_property
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from .file_changes import argument
+from .file_changes import argument, per_process
 from .file_reads import path_template, same_template
 
 
@@ -45,6 +45,36 @@ class ReadBack:
             ):
                 return True
         return False
+
+    def _reads_of(self, path: cst.BaseExpression) -> list[cst.Call]:
+        """Every ``torch.load`` or ``open`` of the file ``path`` names, wherever
+        it is (``save_tries``: is one inside the ``try`` around the save?)."""
+        from .rules.torch_save import _LOAD, OPEN_CALLS  # (the rule imports this)
+
+        found = []
+        for call in self.index.calls:
+            loads = self.is_call_to(call, _LOAD)
+            if not (loads or self.is_call_to(call, OPEN_CALLS)):
+                continue
+            source = (
+                argument(call, 0, "f")
+                if loads
+                else (call.args[0].value if call.args else None)
+            )
+            if source is not None and self.is_call_to(source, OPEN_CALLS):
+                source = source.args[0].value if source.args else None  # type: ignore[attr-defined]
+            if source is not None and self._same_file(path, source):
+                found.append(call)
+        found.extend(  # handed to a function of the project, which may load it
+            call
+            for call in self.index.calls
+            if (
+                self.index.callee(call) is not None
+                or self.index.helper(call.func) is not None
+            )
+            and any(self._same_file(path, arg.value) for arg in call.args)
+        )
+        return found
 
     def _loaded_elsewhere(self, load: cst.Call, save: cst.Call) -> bool:
         """Is ``load`` in another function than ``save`` (or one of them at
@@ -82,6 +112,8 @@ class ReadBack:
             target = _target(call)
             if target is None or self._in_memory(target):
                 continue
+            if per_process(self.index, target):
+                continue  # each process reads its own file (``per_process``)
             if call in self.collapsed_saves or self._opened_handle(target):
                 continue
             line = self.get_metadata(PositionProvider, call).start.line

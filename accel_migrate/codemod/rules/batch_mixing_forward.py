@@ -36,7 +36,12 @@ its samples) or over dimension 0, ``x.flip(0)``, ``torch.flip(x, [0])``
 (PatrickHua/SimSiam's stream fork pairs each frame with the one before it,
 ``images1 = torch.roll(images, args.n_offset)``): each process moves only its
 own share's values, so the samples at the ends of each share are paired with
-others than the original's.
+others than the original's. A dimension that may be 0 is reported too, with
+the condition in the finding: a negative one, ``-k``, is dimension 0 of a
+``k``-dimensional tensor (``torch.roll(images, 1, dims=-4)`` of a batch of
+images), and one the code does not give (``dims=args.dim``, a parameter)
+cannot be proven not the batch's; a name bound only to integers (``DIM =
+2``) is read as them.
 
 A model of a local module whose forward (or a layer class it builds) unpacks
 an RNN's output with ``pad_packed_sequence`` to the longest sequence of its
@@ -242,9 +247,10 @@ class BatchMixingForward(Rule):
         over dimension 0, ``x.flip(0)``, of a value of a training step's batch:
         PatrickHua/SimSiam's stream fork pairs each frame with the one before
         it, ``images1 = torch.roll(images, args.n_offset)``."""
-        receiver = _moving_samples(node, self.qualnames)
-        if receiver is None:
+        found = _moving_samples(node, self.qualnames, self._dim_values)
+        if found is None:
             return
+        receiver, condition = found
         steps = [p for p in self.index.loop_paths(node) if training_step(self.index, p)]
         if not steps or not reads_step_value(self.index, receiver, steps[0][0]):
             return
@@ -260,9 +266,45 @@ class BatchMixingForward(Rule):
             "the samples at the ends of each share get other values than the "
             "original's and the losses will not match (do it where the whole "
             "batch is, before the loader shards it: in the dataset or a "
-            "collate_fn, or skip this if dimension 0 is not the batch here)",
+            "collate_fn, or skip this if dimension 0 is not the batch here)"
+            + condition,
             if_migrated=True,
         )
+
+    def _dim_values(self, node: cst.BaseExpression) -> list[int] | None:
+        """The dimensions ``node`` may hold: an integer, a negated one, or a
+        name whose every binding is a plain assignment of those; None when
+        that cannot be read from the code (a parameter, an option, a call)."""
+        if isinstance(node, cst.Integer):
+            return [int(node.value, 0)]
+        if m.matches(
+            node, m.UnaryOperation(operator=m.Minus(), expression=m.Integer())
+        ):
+            return [-int(node.expression.value, 0)]  # type: ignore[attr-defined]
+        if isinstance(node, (cst.Tuple, cst.List)):
+            values: list[int] = []
+            for element in node.elements:
+                inner = (
+                    None
+                    if isinstance(element, cst.StarredElement)
+                    else self._dim_values(element.value)
+                )
+                if inner is None:
+                    return None
+                values.extend(inner)
+            return values
+        if isinstance(node, cst.Name):
+            bindings = self.plain_assignments(node)
+            if not bindings:
+                return None
+            values = []
+            for _, value in bindings:
+                inner = None if value is node else self._dim_values(value)
+                if inner is None:
+                    return None
+                values.extend(inner)
+            return values
+        return None
 
     def _unread(self, call: cst.Call) -> bool:
         """Is ``call`` the value of ``y = y.flip(0)`` at the end of a loop's
@@ -334,12 +376,18 @@ def _paired_index(
 
 
 def _moving_samples(
-    call: cst.Call, qualnames: Callable[[cst.CSTNode], set[str]]
-) -> cst.BaseExpression | None:
-    """The tensor ``call`` moves along dimension 0: ``torch.roll(x, n)`` or
-    ``x.roll(n)`` without dims (the flattened tensor rolls across its rows), or
-    with dims holding 0; ``torch.flip(x, [0])`` or ``x.flip(0)``. None for
-    anything else."""
+    call: cst.Call,
+    qualnames: Callable[[cst.CSTNode], set[str]],
+    dim_values: Callable[[cst.BaseExpression], list[int] | None],
+) -> tuple[cst.BaseExpression, str] | None:
+    """The tensor ``call`` may move along dimension 0, and on what condition
+    (empty: it does): ``torch.roll(x, n)`` or ``x.roll(n)`` without dims (the
+    flattened tensor rolls across its rows), or with dims holding 0;
+    ``torch.flip(x, [0])`` or ``x.flip(0)``; a negative dimension ``-k``
+    (dimension 0 of a ``k``-dimensional tensor: ``dims=-4`` of a batch of
+    images), or one whose value cannot be read from the code (``dims=d`` with
+    ``d`` a parameter or an option), which cannot be proven not the batch's.
+    None for anything else."""
     func = call.func
     if not isinstance(func, cst.Attribute) or func.attr.value not in ("roll", "flip"):
         return None
@@ -366,16 +414,34 @@ def _moving_samples(
         if dims is None and len(positional) > 1:
             dims = positional[1]
         if dims is None:
-            return receiver  # no dims: rolls the flattened tensor
+            return receiver, ""  # no dims: rolls the flattened tensor
     elif dims is None and positional:
         dims = (
             positional[0]
             if len(positional) == 1
             else cst.List([cst.Element(p) for p in positional])
         )
-    if dims is None or not _over_first(dims):
+    if dims is None:
         return None
-    return receiver
+    values = dim_values(dims)
+    shown = cst.Module([]).code_for_node(dims)
+    if values is None:
+        return receiver, (
+            f"; the dimension `{shown}` cannot be read from the code, so it "
+            "cannot be proven not to be the batch's (skip this if it never is)"
+        )
+    if 0 in values:
+        return receiver, ""
+    negative = sorted({-v for v in values if v < 0})
+    if not negative:
+        return None
+    sizes = " or ".join(str(k) for k in negative)
+    return receiver, (
+        f"; the dimension `{shown}` counts from the end: it is dimension 0 of a "
+        f"tensor with {sizes} dimensions (a batch of images has 4), so it "
+        "cannot be proven not to be the batch's (skip this if the tensor has "
+        "more dimensions)"
+    )
 
 
 def _full(part: cst.BaseSlice) -> bool:

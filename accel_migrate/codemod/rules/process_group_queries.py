@@ -12,6 +12,14 @@ utils.get_rank())``. A world size is reported wherever it is read; a rank only
 in arithmetic or a seed: compared with a number (``get_rank() == 0``,
 ``is_main_process()`` guarding a write) it keeps the meaning it had.
 
+A read in a module-level statement above every statement that starts the
+runtime's process group (its first call other than ``accel.rank()``,
+``accel.world_size()``, ``accel.is_main_process()`` or ``accel.print``, in the
+statement's text or a local function it calls; in a script with no device
+code, ``accel.device(accelerator=False)`` right after the imports) still gives
+1 and 0 in the migrated run: it is reported as info, saying so, not as a
+value that changes (``group_start``).
+
 A rank held in a variable and then seeded with (``rank = get_rank()``, ``rank =
 dist.get_rank() if dist.is_initialized() else 0`` or ``rank =
 int(os.environ.get("RANK", 0))``, then ``torch.manual_seed(seed + 1 + rank)``)
@@ -52,6 +60,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..group_start import started_before
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -103,6 +112,9 @@ class ProcessGroupQueries(Rule):
         query = "get_world_size" if "get_world_size" in found[0] else "get_rank"
         if query == "get_rank" and not self._computed_with(node):
             return
+        if started_before(self, node) is None:
+            self._before_group(node, query, found[1])
+            return
         self.report(
             node,
             "needs-review",
@@ -116,6 +128,22 @@ class ProcessGroupQueries(Rule):
             "value here, or launch with --batch-mode per-device where a "
             "per-process batch is meant",
             if_migrated=True,
+        )
+
+    def _before_group(self, node: cst.Call, query: str, where: str) -> None:
+        """A module-level read above every statement that starts the runtime's
+        process group (``group_start``): it still answers the original's value
+        there, and only moving it below would change it."""
+        self.report(
+            node,
+            "info",
+            f"`{snippet(node)}` asks torch.distributed for the process group's "
+            f"{_WHAT[query]} ({where}): here it is still {_ORIGINAL[query]}, as in "
+            "the original run (where nothing checks that a group exists, it "
+            "fails as the original did), because the runtime starts the process "
+            "group at its first call, which comes after this line; read below "
+            f"that call it would be {_MIGRATED[query]} and what is computed from "
+            "it would change, so keep it above, or use the original's value",
         )
 
     def _queries(self, call: cst.Call) -> tuple[tuple[str, ...], str] | None:

@@ -100,7 +100,10 @@ under it is. Nor is a save under the runtime's own test of the process,
 where one process's writes belong; a collective or an exit under it is
 reported, as being true on one process only, and so is an
 ``accel.state_dict(model)`` that the file already has under it (a second run
-of ``if accel.is_main_process(): accel.save(accel.state_dict(model), ...)``):
+of ``if accel.is_main_process(): accel.save(accel.state_dict(model), ...)``),
+in the branch's text or in a local function the branch calls, at any depth
+(``if accel.is_main_process(): save_weights(net)`` whose ``save_weights``
+calls it: ``reached_calls``; a collective is found the same way):
 under FSDP it is a collective every process must call, to be moved above the
 branch (the one AM011 writes there in this run is AM011's finding). Only the
 outermost rank-dependent condition of a nest is reported. The analysis errs
@@ -269,14 +272,10 @@ class RankLocalDecisions(BranchContents, Rule):
         hazards = []
         if any(self._collective(n) for n in run):
             hazards.append(COLLECTIVE)
-        elif self._main_process(test) and any(
-            isinstance(c, cst.Call) and self.index.is_runtime_call(c, "state_dict")
-            # the user's own (a second run): AM011 reports the one it writes
-            and c in self.context.original_positions
-            for n in run
-            for c in (n, *findall(n, m.Call()))
-        ):
-            hazards.append(STATE_DICT)
+        elif self._main_process(test):
+            state_dict = self._state_dict_run(run)
+            if state_dict is not None:
+                hazards.append(state_dict)
         exit_kind = self._exits(node, run)
         if exit_kind is not None:
             hazards.append(SKIP if exit_kind == "continue" else EXIT)
@@ -295,6 +294,30 @@ class RankLocalDecisions(BranchContents, Rule):
             elif hazards or not self._drawn(test):
                 hazards.append(SAMPLE_FILES)
         return "; and ".join(hazards) or None
+
+    def _state_dict_run(self, run: list[cst.CSTNode]) -> str | None:
+        """``accel.state_dict`` of the user's own (a second run; AM011 reports
+        the one it writes) that the branch runs, in its own text or in a local
+        function it calls (``reached_calls``): STATE_DICT, naming the function."""
+        for node in run:
+            if not isinstance(node, cst.Call):
+                continue
+            for call in (node, *self.index.reached_calls.through(node)):
+                if (
+                    self.index.is_runtime_call(call, "state_dict")
+                    and call in self.context.original_positions
+                ):
+                    if call is node:
+                        return STATE_DICT
+                    function = self.index.enclosing_function(call)
+                    name = function.name.value if function is not None else "?"
+                    return STATE_DICT.replace(
+                        "runs:",
+                        f"runs (in `{name}`, line {self.original_line(call)}, "
+                        f"which `{_code(node)}` calls):",
+                        1,
+                    )
+        return None
 
     def _main_process(self, test: cst.CSTNode) -> bool:
         """``accel.is_main_process()`` (AM047's, or a second run's): the

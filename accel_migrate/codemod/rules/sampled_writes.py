@@ -64,9 +64,11 @@ gather copies the whole batch's rows to every process once per saved step.
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from ..batch_samples import per_sample, row_joined_parts
 from ..batches import LoaderLoop, loader_loop
+from ..divergence import MAIN_PROCESS_TESTS
 from ..file_tests import collective_note
 from ..reduction.placement import code
 from ..rule import Rule
@@ -132,6 +134,19 @@ class SampledWrites(Rule):
                 _SHARE_WRITTEN,
             )
             return updated_node
+        main_test = self._main_process_branch(original_node)
+        if main_test is not None:
+            self._refuse(
+                value,
+                line,
+                "it holds this process's rows, and the write is under "
+                f"`{code(main_test.test)}` (line {self.original_line(main_test)}), "
+                "which only the main process passes, so gathering the rows of "
+                "every process there (a collective) would wait for the others, "
+                "which never come (a hang)",
+                _SHARE_WRITTEN,
+            )
+            return updated_node
         if not self.index.divergence.uniform(original_node):
             self._refuse(
                 value,
@@ -178,6 +193,32 @@ class SampledWrites(Rule):
         args[position] = args[position].with_changes(value=new_value)
         return updated_node.with_changes(args=args)
 
+    def _main_process_branch(self, call: cst.Call) -> cst.If | None:
+        """The outermost branch that makes ``call`` rank-dependent in its
+        function, where it is a test of the main process
+        (``accel.is_main_process()``, AM047's, or a second run's): the write's
+        own condition is then the same as the original's, and only the
+        process that runs it differs."""
+        divergent = self.index.divergence.divergent
+        outermost: cst.CSTNode | None = None
+        for ancestor in self.index.ancestors(call):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if ancestor in divergent:
+                outermost = ancestor
+        branch = self.index.parent(outermost) if outermost is not None else None
+        if (
+            isinstance(branch, cst.If)
+            and outermost is branch.body
+            and any(
+                self.index.is_runtime_call(c, *MAIN_PROCESS_TESTS)
+                for c in (branch.test, *findall(branch.test, m.Call()))
+            )
+            and self.index.divergence.uniform(branch)
+        ):
+            return branch
+        return None
+
     def _gather_parts(
         self, joined: cst.BaseExpression, count: int
     ) -> cst.BaseExpression | None:
@@ -216,7 +257,7 @@ class SampledWrites(Rule):
     def _gathers(self, value: cst.BaseExpression) -> bool:
         return any(
             self.index.is_runtime_call(c, "gather", "gather_in_order")
-            for c in findall(value, cst.Call)
+            for c in findall(value, m.Call())
         )
 
     def _loop(self, call: cst.Call) -> LoaderLoop | None:

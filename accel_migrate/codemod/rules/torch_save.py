@@ -45,9 +45,23 @@ instead, fixed: every process reaches it whatever its own test says, and the
 main process has written the file before any goes on. Not where the saved
 object is built under the test by a collective, a state dict under FSDP, nor
 where either arm of the ``if`` leaves the block: a ``return``, ``break``,
-``continue``, ``raise`` or exit call skips the statement after it). A save into
+``continue``, ``raise`` or exit call skips the statement after it). A save
+inside a ``try`` whose ``except`` catches its error (``save_tries``) gets its
+barrier after the whole ``try`` instead, fixed: only the main process writes,
+so only it can fail and jump to the ``except``, past a barrier right after the
+save that the others would wait at forever. Needs-review, with no barrier,
+where that ``try`` is not a statement every process reaches, an arm of it
+leaves the block, the file is read again inside it, it is inside another
+``try``, or it is around a call of the function that saves. A save into
 an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
-buffer and reads it back.
+buffer and reads it back. So is a save into a path made from a value each
+process has its own of (``file_changes.per_process``: a folder from
+``tempfile.mkdtemp()``, ``os.getpid()``; not ``tempfile.gettempdir()``, which
+every process shares), reported as info with no barrier: each process writes
+its own file and reads its own back, as the original did, where ``accel.save``
+would write the main process's only and the others would find none (measured:
+a best checkpoint reloaded under ``if os.path.exists(best_path):`` was
+reloaded by the main process alone, and the losses after it differed).
 
 A save in code a data loader runs per sample or batch (a Dataset's
 ``__getitem__``, a ``collate_fn``: a feature cache written on first use; also a
@@ -76,14 +90,21 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..branch_exits import leaves_block
 from ..data_pipeline import loader_run_function_of
-from ..file_changes import argument
+from ..file_changes import argument, per_process
 from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
 from ..rule import Rule
+from ..save_tries import place_after_try, try_around
 from ..saves_read_back import ReadBack
 from ..subtrees import findall
 
 _SAVE = {"torch.save", "torch.serialization.save"}
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
 _LOAD = {"torch.load", "torch.serialization.load"}
 
 
@@ -100,6 +121,18 @@ class TorchSave(ReadBack, Rule):
         target = _target(original_node)
         if target is not None and self._in_memory(target):
             return updated_node  # every process writes its own buffer: nothing shared
+        if target is not None and per_process(self.index, target):
+            self.report(
+                original_node,
+                "info",
+                f"torch.save into `{code_of(target)}`, a path made from a value "
+                "each process has its own of (a folder from tempfile.mkdtemp(), "
+                "os.getpid()): each process writes its own file and reads its own "
+                "back, as the original did, so it is left as it is (accel.save "
+                "would write only the main process's, and the others would read "
+                "a file that is not there)",
+            )
+            return updated_node
         if original_node in self.collapsed_saves:
             return updated_node  # the whole `with open(...)` becomes accel.save
         loader_run = self._run_by_loader(original_node)
@@ -251,6 +284,8 @@ class TorchSave(ReadBack, Rule):
         )
         if not (self._read_again(path, save) or self._handed_on(save, path)):
             return statement
+        if self._in_try(save, original_node):
+            return statement
         if self._under_file_test(save, original_node):
             return statement
         if not self.index.uniform(original_node):
@@ -283,6 +318,8 @@ class TorchSave(ReadBack, Rule):
         ]
         if not saves:
             return updated_node
+        if self._in_try(saves[0], original_node):
+            return updated_node
         if self._under_file_test(saves[0], original_node):
             return updated_node
         if not self.index.uniform(original_node):
@@ -302,6 +339,12 @@ class TorchSave(ReadBack, Rule):
             body=[cst.Expr(self.runtime_call("barrier", []))]
         )
         return cst.FlattenSentinel([updated_node, barrier])
+
+    def _in_try(self, save: cst.Call, statement: cst.CSTNode) -> bool:
+        """Is the save of a file loaded again inside a ``try`` whose ``except``
+        catches its error? Then its barrier follows the whole ``try``, or it is
+        reported (``save_tries.place_after_try``)."""
+        return place_after_try(self, save, statement)
 
     def _under_file_test(self, save: cst.Call, statement: cst.CSTNode) -> bool:
         """Is the save of a file loaded again reached only by the processes that
@@ -355,6 +398,10 @@ class TorchSave(ReadBack, Rule):
             return False
         if leaves_block(test):
             return False  # a process that takes the branch would skip the barrier
+        if try_around(self.index, test) is not None:
+            # a main process whose save raises into the `except` skips it
+            # (``save_tries``; ``_in_try`` places it after the `try`)
+            return False
         built = [arg.value for arg in save.args]
         return not any(
             (isinstance(c.func, cst.Attribute) and c.func.attr.value == "state_dict")
@@ -365,8 +412,14 @@ class TorchSave(ReadBack, Rule):
 
     @cached_property
     def _after_tests(self) -> set[cst.CSTNode]:
-        """The file-system ``if``s that ``accel.barrier()`` follows."""
+        """The file-system ``if``s (and the ``try``s, ``_in_try``) that
+        ``accel.barrier()`` follows."""
         return set()
+
+    def leave_Try(
+        self, original_node: cst.Try, updated_node: cst.Try
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        return self.leave_If(original_node, updated_node)  # type: ignore[arg-type]
 
     def leave_If(
         self, original_node: cst.If, updated_node: cst.If

@@ -1,0 +1,158 @@
+"""A save of a file read back, inside a ``try`` whose ``except`` catches its
+error (AM010's barrier placement).
+
+``accel.save`` writes on the main process only, so only the main process can
+fail there (a missing folder, a full disk). Inside
+
+```python
+try:
+    torch.save(stats, STATS)
+    stats = torch.load(STATS)
+except OSError as err:
+    print("no statistics cache:", err)
+```
+
+an ``accel.barrier()`` right after the save is reached by the other processes
+and skipped by a main process whose save raised: the others wait for it
+forever (measured: the job hung until killed). The barrier belongs where every
+process goes on, after the whole ``try`` statement, and only where that is
+still before the file is read again and no arm of the ``try`` leaves the block
+(``barrier_after_try``). Otherwise no barrier is placed and the save is
+reported.
+
+The ``try`` is looked for around the save in its function and around each call
+of that function in this file (``ModuleIndex.call_sites``): a save in
+``save_stats()`` called inside a ``try`` in ``main`` skips the barrier after it
+the same way; a barrier cannot follow a ``try`` of the caller from inside the
+callee, so that case is always reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .branch_exits import leaves_block
+from .file_tests import file_test
+
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+    from .rule import Rule
+    from .rules.torch_save import TorchSave
+
+_TRIES = (cst.Try, cst.TryStar)
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+@dataclass(frozen=True)
+class TryAround:
+    """The ``try`` whose handlers catch an error of ``node``; ``caller``: it is
+    around a call of ``node``'s function, not in the same function."""
+
+    node: cst.Try | cst.TryStar
+    caller: bool
+
+
+def try_around(
+    index: ModuleIndex, node: cst.CSTNode, depth: int = 0
+) -> TryAround | None:
+    """The innermost ``try`` with an ``except`` whose body holds ``node`` in its
+    function, or one around a call of that function (up to three calls deep)."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, _TRIES) and child is ancestor.body:
+            if ancestor.handlers:
+                return TryAround(ancestor, depth > 0)
+        if isinstance(ancestor, cst.FunctionDef):
+            if depth >= 3:
+                return None
+            for site in index.call_sites(ancestor):
+                found = try_around(index, site, depth + 1)
+                if found is not None:
+                    return TryAround(found.node, True)
+            return None
+        if isinstance(ancestor, _SCOPES):
+            return None
+        child = ancestor
+    return None
+
+
+def barrier_after_try(
+    rule: Rule, around: TryAround, reads: list[cst.Call]
+) -> str | None:
+    """Why ``accel.barrier()`` cannot follow the whole ``try`` (None: it can).
+    ``reads``: the loads of the saved file."""
+    statement = around.node
+    if around.caller:
+        return "the `try` is around a call of the function that saves"
+    if not isinstance(rule.parent(statement), (cst.IndentedBlock, cst.Module)):
+        return "the `try` is not a statement of a block"
+    if try_around(rule.index, statement) is not None:
+        return "that `try` is inside another `try`"
+    if not rule.index.uniform(statement) or file_test(rule, statement) is not None:
+        return "not every process reaches that `try`"
+    if leaves_block(statement):
+        return (
+            "an arm of that `try` leaves the block (a `return`, `break`, "
+            "`continue`, `raise` or exit), so a process that takes it skips "
+            "the statement after it"
+        )
+    inside = set(_calls_in(rule.index, statement))
+    if any(read in inside for read in reads):
+        return "the file is read again inside that `try`, before its end"
+    return None
+
+
+def _calls_in(index: ModuleIndex, node: cst.CSTNode) -> list[cst.Call]:
+    """The calls ``node`` runs, those of the local functions it calls included."""
+    from .index_syntax import _calls_run_by
+
+    found: list[cst.Call] = []
+    for call in _calls_run_by(node):
+        found.append(call)
+        found.extend(index.reached_calls.through(call))
+    return found
+
+
+def place_after_try(rule: TorchSave, save: cst.Call, statement: cst.CSTNode) -> bool:
+    """AM010's answer for the save of a file loaded again, at ``statement``:
+    False where no ``try`` catches its error; else True, with the barrier
+    recorded to follow the whole ``try`` (fixed) or the save reported
+    (needs-review, no barrier)."""
+    from .rules.torch_save import _target  # (the rule imports this module)
+
+    around = try_around(rule.index, statement)
+    if around is None:
+        return False
+    target = _target(save)
+    reads = rule._reads_of(target) if target is not None else []
+    where = f"the `try` at line {rule.original_line(around.node)}"
+    why_not = barrier_after_try(rule, around, reads)
+    if why_not is None:
+        rule._after_tests.add(around.node)
+        rule.report(
+            save,
+            "fixed",
+            f"the file is loaded again later -> accel.barrier() after {where}: "
+            "its `except` catches an error of the save, which only the main "
+            "process (the one that writes) can meet, so a barrier inside it "
+            "would wait for a main process that skipped it; every process "
+            "reaches the statement after the `try`, and no process reads the "
+            "file before the main process has written it",
+        )
+        return True
+    rule.report(
+        save,
+        "needs-review",
+        f"the file is loaded again later, but saved inside {where}, whose "
+        "`except` catches an error of the save: only the main process writes, "
+        "so only it can fail there and skip accel.barrier() after the save, "
+        f"which the others would wait at forever, and {why_not}; no barrier is "
+        "placed (the others may read the file before the main process has "
+        "written it): read the file after the `try`, or let the save's "
+        "error propagate",
+        if_migrated=True,
+    )
+    return True
