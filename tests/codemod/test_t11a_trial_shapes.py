@@ -145,7 +145,7 @@ def test_an_unchanged_helper_migrated_for_its_writes_leaves_its_importer_migrate
     assert "hands its sharded loaders" in kept[0].findings[0].message  # type: ignore[union-attr]
 
 
-MODEL = '''
+MODEL = """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -170,7 +170,7 @@ class GPT(nn.Module):
     def forward(self, x, targets=None):
         logits = self.head(x)
         return logits, F.cross_entropy(logits, targets, ignore_index=-1)
-'''
+"""
 
 FINETUNE = """import torch
 from torch.utils.data import DataLoader
