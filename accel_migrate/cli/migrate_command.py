@@ -236,6 +236,9 @@ def _run_files(
                 ),
                 trainers,
                 migrated,
+                project.loader_libraries(
+                    migrated, lambda i: batch.options_for(i).project
+                ),
             ),
             libraries,
             trainers,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ..codemod.findings import SKIP_DISTRIBUTED, Finding, MigrationResult
 from ..codemod.options import RUNTIME_MODULE
 from ..codemod.other_codes import ALREADY_DISTRIBUTED, LIBRARY_MODULE
+from ..codemod.project_libraries import handed_loaders
 from .files import FileError, read_source
 from .project_imports import _local_imports, _names_local_module, _roots
 from .whole_setups import Outcome, keep_orphan_libraries, keep_whole_setups
@@ -200,6 +201,19 @@ class Project:
             if (found := facts(i)) is not None and found.library_for
         )
 
+    def loader_libraries(
+        self,
+        migrated: frozenset[int],
+        facts: Callable[[int], ProjectFacts | None],
+    ) -> frozenset[int]:
+        """Of the libraries ``migrated`` for their callers, those the callers hand
+        a loader (``handed_loaders``), not migrated for their writes alone."""
+        return frozenset(
+            i
+            for i in migrated
+            if (found := facts(i)) is not None and handed_loaders(found.callers)
+        )
+
     def training_imports(
         self, for_callers: frozenset[int] = frozenset()
     ) -> dict[int, dict[int, int]]:
@@ -234,10 +248,13 @@ class Project:
         outcomes: Sequence[Outcome | None],
         imports: dict[int, dict[int, int]],
         for_callers: frozenset[int] = frozenset(),
+        handed_loaders: frozenset[int] | None = None,
     ) -> list[Outcome | None]:
         """``outcomes`` with the files that share a training setup with a file left
         unchanged left unchanged too (AM103: ``whole_setups.keep_whole_setups``)."""
-        return keep_whole_setups(self.paths, outcomes, imports, for_callers)
+        return keep_whole_setups(
+            self.paths, outcomes, imports, for_callers, handed_loaders
+        )
 
     def keep_orphan_libraries(
         self,

@@ -118,6 +118,7 @@ def keep_whole_setups(
     outcomes: Sequence[Outcome | None],
     imports: dict[int, dict[int, int]],
     for_callers: frozenset[int] = frozenset(),
+    handed_loaders: frozenset[int] | None = None,
 ) -> list[Outcome | None]:
     """``outcomes`` with each changed file that imports a training file of the
     batch left whole (``imports``) turned into an unchanged result with one
@@ -127,13 +128,25 @@ def keep_whole_setups(
     is handed: ``project_callers``) is left whole. Repeated until nothing
     changes, as a file left whole here may be imported by another.
     A helper module migrated for its callers (``for_callers``) is left whole
-    when it is not migrated for any reason: its callers count on it."""
+    when it is not migrated for any reason: its callers count on it; but not
+    one migrated for its writes and prints alone (none of ``handed_loaders``:
+    no caller hands it a loader) that comes back unchanged with no finding
+    (the DPO repository's utils.py, whose ``get_local_run_dir`` makes a folder
+    with ``exist_ok=True``): nothing in it needed changing, and it sums over
+    no loader of theirs. ``handed_loaders`` None: every one counts as handed
+    loaders."""
     result = list(outcomes)
     #: The files each file was left whole for here (for its root cause).
     blocked_by: dict[int, list[int]] = {}
 
     def whole(index: int) -> bool:
         if index in for_callers:
+            if (
+                handed_loaders is not None
+                and index not in handed_loaders
+                and _silent(result[index])
+            ):
+                return False  # its writes needed no change
             return _not_migrated(result[index])
         return _left_whole(result[index])
 

@@ -114,7 +114,16 @@ class LoaderFacts:
 
     def _loop_wrapped(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
         """``tqdm(loader, ...)``, ``enumerate(loader)``, ``iter(loader)``: the
-        iterable such a wrapper steps through (its first positional argument)."""
+        iterable such a wrapper steps through (its first positional argument);
+        also ``(Batch(b[0], b[1], pad) for b in loader)``, a generator of one
+        item per batch (annotated-transformer's run_epoch argument)."""
+        if (
+            isinstance(expr, cst.GeneratorExp)
+            and expr.for_in.inner_for_in is None
+            and not expr.for_in.ifs
+            and expr.for_in.asynchronous is None
+        ):
+            return expr.for_in.iter
         if not isinstance(expr, cst.Call) or not expr.args:
             return None
         first = expr.args[0]

@@ -98,6 +98,9 @@ class HelperFact:
     #: For a model class: its methods whose every return is an optimizer built
     #: over the instance's own parameters (minGPT's ``configure_optimizers``).
     optimizer_methods: tuple[str, ...] = ()
+    #: For a model class: its class methods that hand back a new instance
+    #: (``GPT.from_pretrained``: ``constructor_methods``).
+    constructor_methods: tuple[str, ...] = ()
     #: For a model class: methods that take only ``self`` and hand back groups
     #: of its own parameters (tsn-pytorch's ``get_optim_policies``), which an
     #: optimizer is then built over (``param_group_methods``).

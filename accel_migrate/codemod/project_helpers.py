@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
+from .constructor_methods import constructor_methods
 from .forward_losses import built_class, forward_loss, tuple_loss
 from .iterator_factories import iterator_class, returned_iterator
 from .layer_methods import layer_methods, training_methods
@@ -166,6 +167,7 @@ class HelperFacts(ReturnKinds):
                 "class",
                 returns="model",
                 optimizer_methods=self._optimizer_methods(cls),
+                constructor_methods=constructor_methods(cls),
                 param_group_methods=param_group_methods(cls),
                 forward_loss=forward_loss(self, cls),
                 method_weights=method_weights([c for c, _, _ in self._lineage(cls)]),

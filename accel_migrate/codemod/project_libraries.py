@@ -183,6 +183,14 @@ def _calls_name(tree: ast.Module | None, name: str) -> bool:
     )
 
 
+def handed_loaders(callers: tuple[tuple[str, tuple[CallSite, ...]], ...]) -> bool:
+    """Is a helper module migrated for its callers (``ProjectFacts.callers``)
+    handed a loader by them, rather than migrated for its writes and prints
+    alone? (AM103 reads it: a helper handed loaders that comes back unchanged
+    may still sum this process's share over them.)"""
+    return any(_handed_a_loader(sites) for _, sites in callers if sites)
+
+
 def _handed_a_loader(sites: tuple[CallSite, ...]) -> bool:
     """Does every one of a function's calls hand one same parameter a loader?"""
     first = {name for name, kind in sites[0].arguments if kind == "loader"}

@@ -44,6 +44,7 @@ def migrate_tree(root: Path) -> dict[Path, MigrationResult]:
         project.keep_libraries(results, libraries, migrated),
         project.training_imports(migrated),
         migrated,
+        project.loader_libraries(migrated, facts.__getitem__),
     )
     return {f.relative_to(root): r for f, r in zip(files, kept, strict=True)}
 

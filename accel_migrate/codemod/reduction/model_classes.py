@@ -33,6 +33,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .. import python_ast
+from ..constructor_methods import constructed_class
 from ..patterns import prepared_models
 from ..subtrees import findall
 from .placement import code
@@ -69,7 +70,11 @@ def called_model(index: ModuleIndex, call: cst.BaseExpression) -> CalledModel | 
         if not isinstance(origin, cst.Call):
             classes.add(origin)  # the class the batch's callers hand an instance of
             continue
-        fact = index.helper(origin.func, "model") or _own_model(index, origin.func)
+        fact = (
+            index.helper(origin.func, "model")
+            or _own_model(index, origin.func)
+            or constructed_class(index, origin.func)
+        )
         built = fact if fact is None or fact.kind == "class" else fact.model_class
         if built is None:
             if not model and fact is None:
@@ -103,7 +108,9 @@ def model_class_of(index: ModuleIndex, expr: cst.BaseExpression) -> HelperFact |
         if not isinstance(origin, cst.Call):
             classes.add(origin)
             continue
-        fact = index.helper(origin.func, "model")
+        fact = index.helper(origin.func, "model") or constructed_class(
+            index, origin.func
+        )
         built = fact if fact is None or fact.kind == "class" else fact.model_class
         if built is None:
             return None

@@ -36,6 +36,7 @@ from .forward import (
     model_call_fact,
     model_method,
 )
+from .handed_callables import handed_callable
 from .handed_criteria import handed_criterion
 from .helper_items import imported_item_fact
 from .local_criteria import criterion_fact
@@ -257,6 +258,11 @@ class _Calls:
         for value, position, length in sources:
             target = self.index.callee(value) if isinstance(value, cst.Call) else None
             if target is None and isinstance(value, cst.Call):
+                handed = handed_callable(self.index, value)
+                if handed is not None:
+                    # `loss, loss_node = loss_compute(out, y, batch.ntokens)`
+                    facts.append(Fact("unknown", handed))
+                    continue
                 # `loss, parts = compute_loss(...)` of another local module
                 imported = imported_item_fact(
                     self.index, value, position, length, key[1]

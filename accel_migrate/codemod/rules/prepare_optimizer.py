@@ -4,7 +4,9 @@
 Wraps the construction of every optimizer: classes of ``torch.optim`` (not the
 learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
 ``timm.optim`` and ``transformers``, and classes of this file deriving from
-``torch.optim.Optimizer``, also looked up by name (``OPTIMIZERS[args.opt](...)``
+``torch.optim.Optimizer`` (not a stand-in whose ``__init__`` never initialises
+its base: ``class DummyOptimizer(torch.optim.Optimizer)`` with only
+``self.param_groups = [{"lr": 0}]``, which steps nothing), also looked up by name (``OPTIMIZERS[args.opt](...)``
 with a module-level dict of optimizer classes, ``getattr(torch.optim,
 cfg.optimizer)(...)``, a local module's ``get_optimizer_class(name)(...)``). Works wherever the call is: an assignment,
 ``self.optimizer = ...``, or ``return optim.Adam(...)`` in a
@@ -48,6 +50,7 @@ from ..helper_effects import optimizer_method
 from ..names import OPTIMIZER_BASES, is_optimizer_class
 from ..optimizer_helpers import factory_model, factory_of
 from ..optimizer_lookups import looked_up_optimizer
+from ..optimizer_stand_ins import stand_in_optimizers
 from ..rule import Rule
 
 
@@ -59,7 +62,10 @@ class PrepareOptimizer(Rule):
 
     @cached_property
     def optimizer_classes(self) -> set[cst.ClassDef]:
-        return self.index.local_subclasses(OPTIMIZER_BASES)
+        # a stand-in that never initialises its Optimizer base (a validation
+        # epoch's DummyOptimizer) holds no parameters: left alone
+        local = self.index.local_subclasses(OPTIMIZER_BASES)
+        return local - stand_in_optimizers(self.index, local)
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

@@ -59,7 +59,11 @@ as ``criterion.weight``), a sum plus a mean, a reduction passed through
 or a loss unpacked from the tuple a function of another local module returns
 (``loss, parts = compute_loss(...)``) where the project view reads no loss of a
 known reduction at that position (PyTorch-YOLOv3's box term, a mean over the
-targets matched to anchors).
+targets matched to anchors), or a loss unpacked from a call of a callable
+handed in as a parameter (annotated-transformer's ``loss, loss_node =
+loss_compute(out, batch.tgt_y, batch.ntokens)`` in ``run_epoch(data_iter,
+model, loss_compute, ...)``: a ``SimpleLossCompute`` dividing a summed KL
+divergence by the batch's token count, whose reduction is not read).
 ``torch.autograd.backward`` of losses with different reductions is reported
 too (one call gets one weight). So is ``backward(retain_graph=True)``: a
 second backward through the same forward is averaged by the runtime under DDP
