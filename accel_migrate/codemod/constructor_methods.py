@@ -14,11 +14,11 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
 from .project_nodes import _own_nodes
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from .analysis import ModuleIndex
     from .project_facts import HelperFact
 
@@ -94,6 +94,10 @@ def constructed_class(
 ) -> HelperFact | None:
     """The local module's model class whose constructor method ``func`` names
     (``GPT.from_pretrained``), where the project view read it as one."""
+    # here, not at the top: the project view imports this module on the cache-hit
+    # path, which must not import libcst (tests/cli/test_cache.py)
+    import libcst as cst
+
     if not isinstance(func, cst.Attribute):
         return None
     fact = index.helper(func.value, "model")
