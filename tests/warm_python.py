@@ -353,12 +353,13 @@ def _wait(
         events.register(exited, selectors.EVENT_READ)
     except OSError:  # (no pidfd here: look every 0.2 s)
         exited = -1
+    every = None if exited >= 0 else 0.2
     try:
         while True:
             found = os.wait4(child, os.WNOHANG)
             if found[0] == child:
                 return found
-            if any(key.fileobj is connection for key, _ in events.select(0.2)):
+            if any(key.fileobj is connection for key, _ in events.select(every)):
                 try:
                     gone = not connection.recv(1, socket.MSG_DONTWAIT)
                 except BlockingIOError:

@@ -116,7 +116,10 @@ def _run(
                 if pipe is not None:
                     pipe.close()
             process.wait()
-            stdout, stderr = "", f"(output pipes still open {AFTER_KILL} s after the kill)"
+            stdout, stderr = (
+                "",
+                f"(output pipes still open {AFTER_KILL} s after the kill)",
+            )
         raise subprocess.TimeoutExpired(
             command, timeout, output=stdout, stderr=stderr
         ) from expired
