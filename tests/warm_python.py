@@ -13,7 +13,10 @@ the caller's stdin/stdout/stderr, working folder, environment, memory limit and
 ``sys.argv``/``sys.path[0]``; a traceback starts at the script's own first frame;
 the exit code or signal comes back to the shim, which exits the same way. The
 child dies when its shim does (a lifeline socket), so a timeout that kills the
-shim's process group still stops everything below it.
+shim's process group still stops everything below it: the server's process that
+waits for the child kills the child's whole tree (``kill_tree``), processes in
+sessions of their own included (torchrun starts its workers so; DataLoader
+workers are forked below them), whose own shims then end their commands alike.
 
 Anything the server cannot reproduce falls back to exec'ing the real interpreter:
 options other than ``-u``/``-B`` with ``-m``/``-c``/a script, or an environment
@@ -322,13 +325,101 @@ def _monitor(
     for fd in fds:
         os.close(fd)
     connection.sendall(f"pid {child}\n".encode())
-    _, status, usage = os.wait4(child, 0)
+    _, status, usage = _wait(connection, child)
     _log_cpu(request, usage)
     if os.WIFSIGNALED(status):
-        connection.sendall(f"signal {os.WTERMSIG(status)}\n".encode())
+        report = f"signal {os.WTERMSIG(status)}\n"
     else:
-        connection.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+        report = f"exit {os.waitstatus_to_exitcode(status)}\n"
+    try:
+        connection.sendall(report.encode())
+    except OSError:  # the shim is gone (killed): nobody to tell
+        pass
     return None
+
+
+def _wait(
+    connection: socket.socket, child: int
+) -> tuple[int, int, resource.struct_rusage]:
+    """``os.wait4(child)``, killing the child's whole tree first if the shim goes
+    (the lifeline: the shim was killed, by a timeout). Here, not in a thread of
+    the child, so that a child stuck holding the GIL is stopped too."""
+    import selectors
+
+    events = selectors.DefaultSelector()
+    events.register(connection, selectors.EVENT_READ)
+    try:
+        exited = os.pidfd_open(child)
+        events.register(exited, selectors.EVENT_READ)
+    except OSError:  # (no pidfd here: look every 0.2 s)
+        exited = -1
+    every = None if exited >= 0 else 0.2
+    try:
+        while True:
+            found = os.wait4(child, os.WNOHANG)
+            if found[0] == child:
+                return found
+            if any(key.fileobj is connection for key, _ in events.select(every)):
+                try:
+                    gone = not connection.recv(1, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    gone = False
+                except OSError:
+                    gone = True
+                if gone:
+                    kill_tree(child)
+                    events.unregister(connection)
+    finally:
+        events.close()
+        if exited >= 0:
+            os.close(exited)
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (a process that has exited between the
+    listing and the read is left out)."""
+    found: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        found.setdefault(int(fields[1]), []).append(int(name))
+    return found
+
+
+def kill_tree(root: int) -> set[int]:
+    """SIGKILL ``root`` and every process below it, in whatever process group or
+    session: each is stopped first (SIGSTOP) and the tree read again until no new
+    one appears, so none forks away or is orphaned (its parent killed, moved under
+    init) before it is found. The processes it signalled."""
+    stopped: set[int] = set()
+    while True:
+        children = _children()
+        tree, todo = set(), [root]
+        while todo:
+            pid = todo.pop()
+            if pid not in tree:
+                tree.add(pid)
+                todo.extend(children.get(pid, ()))
+        new = tree - stopped
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        stopped |= new
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return stopped
 
 
 def _why_not(
@@ -423,7 +514,8 @@ def run(connection: socket.socket, request: dict) -> None:
     plan = request["plan"]
     unbuffered = plan["u"] or bool(os.environ.get("PYTHONUNBUFFERED"))
     _stdio(unbuffered)
-    _lifeline(connection)
+    # The lifeline is the server's process that waits for this one (``_wait``).
+    connection.close()
     sys.dont_write_bytecode = sys.dont_write_bytecode or "-B" in request["argv"]
     import runpy
     import types
@@ -519,20 +611,6 @@ def _stdio(unbuffered: bool) -> None:
         encoding=encoding,
         errors=errors,
     )
-
-
-def _lifeline(connection: socket.socket) -> None:
-    """Kill this process group when the shim is gone (killed by a timeout)."""
-
-    def watch() -> None:
-        try:
-            while connection.recv(1):
-                pass
-        except OSError:
-            pass
-        os.killpg(0, signal.SIGKILL)
-
-    threading.Thread(target=watch, name="warm-python-lifeline", daemon=True).start()
 
 
 def _exit_status(exit: SystemExit) -> int:

@@ -24,6 +24,8 @@ from tests import warm_python
 
 STEP_LOSS = re.compile(r"^step (\d+) loss (\S+)$", re.MULTILINE)
 TIMEOUT = 180
+#: Seconds to read what a timed-out run wrote once its processes are killed.
+AFTER_KILL = 10
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,29 @@ def _run(
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as expired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
+        # The whole tree: torchrun starts each worker in a session of its own, which
+        # the group's kill alone leaves running (and holding the output pipes).
+        # Under the warm interpreter the command is the server's child, not the
+        # shim's: the server kills its tree when the shim dies (warm_python._wait).
+        warm_python.kill_tree(process.pid)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            stdout, stderr = process.communicate(timeout=AFTER_KILL)
+        except subprocess.TimeoutExpired:
+            # Something outside the tree still holds the pipes: give up on them
+            # rather than stall the suite.
+            process.kill()
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+            process.wait()
+            stdout, stderr = (
+                "",
+                f"(output pipes still open {AFTER_KILL} s after the kill)",
+            )
         raise subprocess.TimeoutExpired(
             command, timeout, output=stdout, stderr=stderr
         ) from expired
