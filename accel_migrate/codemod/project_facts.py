@@ -36,6 +36,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .project_namespaces import HandedOption
 from .project_row_scaled import RowScaledReturn
 
 #: What a helper's call returns.
@@ -382,6 +383,10 @@ class CallSite:
     #: (``build_iterator(train_data, config)``): the phrase that names it
     #: (``iterator_factories.handed_iterator``).
     iterators: tuple[tuple[str, str], ...] = ()
+    #: For a parameter handed a parsed namespace with rank-local options
+    #: (``--local_rank`` defaulting to ``LOCAL_RANK``): those options
+    #: (``project_namespaces``).
+    namespaces: tuple[tuple[str, tuple[HandedOption, ...]], ...] = ()
 
     def kind(self, parameter: str) -> str:
         return dict(self.arguments).get(parameter, "")
