@@ -70,9 +70,17 @@ def handed_options(
     ``function`` (the module at top level); () where it is none or not known.
     ``shown``: the file the finding is in (files are named from there)."""
     tree = reader.view.tree(caller)
-    if tree is None:
+    if tree is None or not isinstance(arg, (ast.Name, ast.Call)):
         return ()
-    return _Namespaces(reader, caller, tree, shown).options(arg, function, 0)
+    cache = reader.view._rank_options
+    # (a variable is handed to many calls: `args`)
+    key = (caller, id(function), arg.id, shown) if isinstance(arg, ast.Name) else None
+    if key is not None and key in cache:
+        return cache[key]
+    found = _Namespaces(reader, caller, tree, shown).options(arg, function, 0)
+    if key is not None:
+        cache[key] = found
+    return found
 
 
 class _Namespaces:
@@ -153,15 +161,21 @@ def file_options(
     reader: HelperFacts, path: str, script: str
 ) -> tuple[HandedOption, ...]:
     """The options of ``path``'s parsers whose default reads a rank variable
-    (once per view and ``script``, the file that names them)."""
-    cache: dict[tuple[str, str], tuple[HandedOption, ...]]
+    (read once per view), named from ``script``."""
     cache = reader.view._rank_options
-    if (path, script) in cache:
-        return cache[path, script]
-    cache[path, script] = ()
-    tree = reader.view.tree(path)
-    found: list[HandedOption] = []
+    if (path,) not in cache:
+        cache[path,] = _options(reader.view.tree(path))
+    found = cache[path,]
+    if not found:
+        return ()
     shown = reader.view._display(path, script)
+    return tuple(HandedOption(o.dest, o.flag, shown, o.line, o.read) for o in found)
+
+
+def _options(tree: ast.Module | None) -> tuple[HandedOption, ...]:
+    """``file_options`` of a parsed file, not yet named (``file`` empty)."""
+    found: list[HandedOption] = []
+    shown = ""
     for node in ast.walk(tree) if tree is not None else ():
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
@@ -194,8 +208,7 @@ def file_options(
                 found.append(
                     HandedOption(dest_name, flag, shown, read.lineno, ast.unparse(read))
                 )
-    cache[path, script] = tuple(found)
-    return cache[path, script]
+    return tuple(found)
 
 
 def _rank_read(tree: ast.Module, expr: ast.expr, depth: int) -> ast.expr | None:

@@ -79,7 +79,7 @@ class ProjectView(ModuleScans, BatchLibraries):
         #: (``uncalled_methods``): read only for a class that prints or writes.
         self._project_texts: dict[str, tuple[bytes, ...] | None] = {}
         #: The rank-local options of a file's parsers (``project_namespaces``).
-        self._rank_options: dict[tuple[str, str], tuple[HandedOption, ...]] = {}
+        self._rank_options: dict[tuple[object, ...], tuple[HandedOption, ...]] = {}
 
     # -- files -------------------------------------------------------------------
     def _display(self, path: str, script: str) -> str:
