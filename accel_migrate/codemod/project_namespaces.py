@@ -38,6 +38,8 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .rank_variables import RANK_VARIABLES
+
 if TYPE_CHECKING:
     import libcst as cst
 
@@ -215,9 +217,6 @@ def _rank_read(tree: ast.Module, expr: ast.expr, depth: int) -> ast.expr | None:
     """The read of a rank variable ``expr`` makes (``os.environ.get("LOCAL_RANK",
     -1)``, ``os.environ["RANK"]``, ``os.getenv(...)``), directly or through a
     name the module assigns it to; None for any other value."""
-    # (lazily: the view reads files before any needs libcst)
-    from .rank_local_calls import RANK_VARIABLES
-
     for node in ast.walk(expr):
         key = None
         if isinstance(node, ast.Call) and node.args:
