@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .project_namespaces import HandedOption
+
 if TYPE_CHECKING:
     from .project_facts import HelperFact
 
@@ -31,6 +33,10 @@ class CallSite:
     #: (``build_iterator(train_data, config)``): the phrase that names it
     #: (``iterator_factories.handed_iterator``).
     iterators: tuple[tuple[str, str], ...] = ()
+    #: For a parameter handed a parsed namespace with rank-local options
+    #: (``--local_rank`` defaulting to ``LOCAL_RANK``): those options
+    #: (``project_namespaces``).
+    namespaces: tuple[tuple[str, tuple[HandedOption, ...]], ...] = ()
 
     def kind(self, parameter: str) -> str:
         return dict(self.arguments).get(parameter, "")

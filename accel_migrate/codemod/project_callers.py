@@ -44,6 +44,7 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
     from .iterator_factories import handed_iterator
     from .project_helpers import HelperFacts
     from .project_instances import callee_of, model_class
+    from .project_namespaces import HandedOption, handed_options
     from .project_view import roots_of
 
     found: dict[Target, list[CallSite]] = {}
@@ -66,7 +67,11 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
             classes: list[tuple[str, HelperFact]] = []
             reductions: list[tuple[str, str]] = []
             iterators: list[tuple[str, str]] = []
+            namespaces: list[tuple[str, tuple[HandedOption, ...]]] = []
             for name, arg in _bind(defined, call, bound):
+                options = handed_options(reader, caller, function, arg, target[0])
+                if options:
+                    namespaces.append((name, options))
                 kind = reader.kind_of(arg, function, 0)[0]
                 criterion = "" if kind else _criterion(reader, function, arg)
                 if criterion:
@@ -93,6 +98,7 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                     tuple(classes),
                     tuple(reductions),
                     tuple(iterators),
+                    tuple(namespaces),
                 )
             )
     return {target: tuple(sites) for target, sites in found.items()}

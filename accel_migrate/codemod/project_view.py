@@ -34,6 +34,7 @@ from dataclasses import replace
 from .project_facts import CallSite, HelperFact, ProjectFacts
 from .project_files import ROOT_MARKERS, project_root, roots_of
 from .project_libraries import BatchLibraries
+from .project_namespaces import HandedOption
 from .project_reexports import reexported as _reexported
 from .project_scans import ModuleScans, Target, _attribute, _Scan
 
@@ -77,6 +78,8 @@ class ProjectView(ModuleScans, BatchLibraries):
         #: The text of the project's Python files, by topmost root
         #: (``uncalled_methods``): read only for a class that prints or writes.
         self._project_texts: dict[str, tuple[bytes, ...] | None] = {}
+        #: The rank-local options of a file's parsers (``project_namespaces``).
+        self._rank_options: dict[tuple[object, ...], tuple[HandedOption, ...]] = {}
 
     # -- files -------------------------------------------------------------------
     def _display(self, path: str, script: str) -> str:

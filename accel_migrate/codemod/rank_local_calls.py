@@ -14,6 +14,7 @@ from .random_names import (
     DISTRIBUTIONS,
     DRAW_METHODS,
 )
+from .rank_variables import RANK_VARIABLES  # re-exported
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
@@ -26,23 +27,6 @@ _RANK_LOCAL_CALL_PREFIXES = (
 )
 #: Of them, the clock: each process's own reading is as right as the original's.
 CLOCK_PREFIXES = ("time.", "datetime.")
-#: Environment variables a launcher sets differently for each process (torchrun,
-#: SLURM, Open MPI, MPICH/Intel MPI). A script written for one GPU sometimes
-#: reads one already (``if os.environ.get("RANK", "0") == "0":``), and under the
-#: migrated script's launcher it really differs between processes.
-RANK_VARIABLES = frozenset(
-    {
-        "RANK",
-        "LOCAL_RANK",
-        "GROUP_RANK",
-        "ROLE_RANK",
-        "SLURM_PROCID",
-        "SLURM_LOCALID",
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-        "PMI_RANK",
-    }
-)
 _ENVIRON_GETTERS = ("os.environ.get", "os.getenv", "os.environ.__getitem__")
 
 

@@ -48,6 +48,7 @@ import libcst.matchers as m
 
 from .analysis import attr_chain
 from .parsed_namespaces import ParsedNamespaces, _returns, _single_target
+from .project_namespaces import HandedOption, handed_parameters
 from .rank_local_calls import rank_environment_read
 from .subtrees import findall
 
@@ -77,6 +78,9 @@ class RankLocalOptions:
         self._parsers: dict[cst.FunctionDef, str] | None = None
         self._namespaces: ParsedNamespaces | None = None
         self._attributes: frozenset[str] | None = None
+        self._handed: (
+            dict[cst.FunctionDef, dict[str, tuple[HandedOption, ...]]] | None
+        ) = None
         self.options: dict[str, list[RankLocalOption]] = {}
         #: Options ``set_defaults`` also gives a value that reads no rank
         #: variable: which default the namespace gets is not read here.
@@ -190,16 +194,32 @@ class RankLocalOptions:
         ``{"args.local_rank"}`` for ``def main(args)`` called as
         ``main(parser.parse_args())``, and ``{"local_rank"}`` for ``def
         main(local_rank=-1)`` called as ``main(**vars(args))``
-        (``parsed_namespaces``)."""
+        (``parsed_namespaces``); in a batch, ``{"args.local_rank"}`` for ``def
+        train(args)`` that another file calls as ``train(parser.parse_args())``
+        (``project_namespaces``)."""
+        handed = frozenset(self.handed.get(function, ()))
         if not self.attributes:
-            return frozenset()
+            return handed
         spread = self.attributes if function in self.namespaces.spread else ()
         named = _all_parameter_names(function)
-        return frozenset(
-            f"{name}.{dest}"
-            for name in self.namespaces.parameters(function)
-            for dest in self.attributes
-        ) | frozenset(dest for dest in spread if dest in named)
+        return (
+            frozenset(
+                f"{name}.{dest}"
+                for name in self.namespaces.parameters(function)
+                for dest in self.attributes
+            )
+            | frozenset(dest for dest in spread if dest in named)
+            | handed
+        )
+
+    @property
+    def handed(self) -> dict[cst.FunctionDef, dict[str, tuple[HandedOption, ...]]]:
+        """The rank-local options of the namespaces the batch's other files
+        hand this file's functions, by function and attribute
+        (``project_namespaces.handed_parameters``)."""
+        if self._handed is None:
+            self._handed = handed_parameters(self.index)
+        return self._handed
 
     def item(self, node: cst.Subscript) -> str | None:
         """The rank-local attribute a read of a namespace's dict names

@@ -81,8 +81,10 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
     if source.kind == "pid":
         return f"{via} from `{text}` at line {line}, this process's own id"
     if source.kind == "environment":
+        # a namespace parsed in another file of the batch (`project_namespaces`)
+        where = source.origin or f"`{text}` at line {line}"
         return (
-            f"{via} from `{text}` at line {line}, a variable the launcher sets "
+            f"{via} from {where}, a variable the launcher sets "
             "differently for each process"
         )
     if source.kind == "random":

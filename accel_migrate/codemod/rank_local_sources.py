@@ -38,6 +38,7 @@ import libcst.matchers as m
 
 from .analysis import attr_chain
 from .parsed_namespaces import handed_on, option_items
+from .project_namespaces import handed_keys
 from .random_names import is_random_draw
 from .rank_local_calls import (
     _RANK_LOCAL_CALL_PREFIXES,
@@ -59,6 +60,7 @@ from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
+    from .project_namespaces import HandedOption
 
 #: (kind, the node to follow or to name, the node that binds the variable)
 _Definition = tuple[str, cst.CSTNode, cst.CSTNode]
@@ -83,6 +85,9 @@ class Source:
     node: cst.CSTNode  # the call, the loop's iterable, the except handler
     #: The variables from the asked value to the source, nearest first.
     through: tuple[str, ...] = ()
+    #: For a source in another file of the batch: what and where it is
+    #: (`` `os.environ.get('LOCAL_RANK', -1)` in main.py at line 12``).
+    origin: str = ""
 
 
 @dataclass
@@ -102,6 +107,8 @@ class RankLocalSources:
         self.index = index
         self._definitions: dict[Key, list[_Definition]] | None = None
         self._cache: dict[cst.CSTNode, Provenance] = {}
+        self._handed: dict[Key, tuple[HandedOption, ...]] | None = None
+        self._handed_nodes: dict[Key, cst.CSTNode] = {}
 
     def of(self, expr: cst.CSTNode) -> Provenance:
         """The sources that make ``expr`` differ between processes."""
@@ -192,6 +199,16 @@ class RankLocalSources:
                     continue
                 spelled = attr_chain(name) or key[1]
                 path = (*through, spelled)
+                if key in self.handed:
+                    # `args.local_rank` of `def train(args)` another file hands
+                    # its parsed namespace (`project_namespaces`)
+                    for option in self.handed[key]:
+                        node = self._handed_nodes[key]
+                        shown = (*path, option.flag)
+                        result.sources.append(
+                            Source("environment", node, shown, option.origin)
+                        )
+                    continue
                 definitions = self.definitions.get(key)
                 if definitions is None and self.index.key(name) is None:
                     continue  # `args.x` never stored: its namespace is followed
@@ -287,7 +304,9 @@ class RankLocalSources:
                     found.append(node)
                     return False
                 key = sources._key(node)
-                if key is not None and key in sources.definitions:
+                if key is not None and (
+                    key in sources.definitions or key in sources.handed
+                ):
                     found.append(node)  # `args.x = ...`: its stores, and `args`
                 node.value.visit(self)
                 return False
@@ -349,6 +368,15 @@ class RankLocalSources:
         if self._definitions is None:
             self._definitions = self._collect()
         return self._definitions
+
+    @property
+    def handed(self) -> dict[Key, tuple[HandedOption, ...]]:
+        """The rank-local options of the namespaces the batch's other files
+        hand this file's functions (``project_namespaces``), by the key of the
+        parameter's attribute (``args.local_rank``)."""
+        if self._handed is None:
+            self._handed, self._handed_nodes = handed_keys(self.index)
+        return self._handed
 
     @property
     def options_by_default(self) -> dict[cst.CSTNode, str]:

@@ -1005,6 +1005,13 @@ EXPECTED: dict[str, str] = {
     # (-1, 0)`: HANG before (CollectiveTimeoutError, rank 1's broadcast at 60 s),
     # FLAGGED by AM028 now (`parsed_namespaces`)
     "ddp_ready_argparse_namespace_param_fsdp": "FLAGGED",
+    # round 30f: the option parsed in main.py, its namespace handed to
+    # `train(args, ...)` in trainer.py, which saves under `if args.local_rank
+    # in (-1, 0)`. File mode: main.py left whole by AM004 (trainer.py's
+    # backward), before and now. Batch mode: HANG before (trainer.py's save
+    # migrated with no finding), FLAGGED by AM028 now (`project_namespaces`)
+    "ddp_ready_argparse_namespace_project_fsdp": "FLAGGED",
+    "ddp_ready_argparse_namespace_project_fsdp_batch": "FLAGGED",
     "ddp_ready_rank_env_fsdp": "FLAGGED",
     "ddp_ready_rank_main_output_r29": "MATCH",
     # a rank held in a variable, then seeded with (SILENT before: the losses
