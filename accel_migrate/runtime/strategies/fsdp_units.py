@@ -149,8 +149,13 @@ def checkpoint_block(block: nn.Module) -> None:
       the run without checkpointing). The recomputation starts from the vectors the
       forward's weight used, without iterating (the normalization's
       ``n_power_iterations`` 0, for that recomputation only), and leaves them as
-      the forward did. No module's ``training`` changes: the layer's own forward
-      (a BatchNorm or a dropout the layer is) recomputes as it ran.
+      the forward did. No module's ``training`` changes for it: the layer's own
+      forward (a BatchNorm or a dropout the layer is) recomputes as it ran.
+    - the modules' modes: a forward in eval mode whose backward runs after
+      ``model.train()`` (a penalty term) recomputed in training mode (a
+      BatchNorm's ``CheckpointError``, or a dropout's masks in the saved
+      tensors). The recomputation runs every module in the block in the mode of
+      the forward it repeats.
     """
     from torch.distributed._composable import checkpoint
 
@@ -194,6 +199,10 @@ def _recomputed_alike(block: nn.Module) -> tuple[ContextManager[None], ...]:
     iterated = _power_iterations(block)
     used: list[list[torch.Tensor]] = []
 
+    # each module's mode as this forward ran (a script may call the model in
+    # eval mode and call backward after model.train(): a penalty term)
+    modes = [(module, module.training) for module in block.modules()]
+
     @contextmanager
     def forward() -> Iterator[None]:
         yield
@@ -209,18 +218,24 @@ def _recomputed_alike(block: nn.Module) -> tuple[ContextManager[None], ...]:
         # saves the vectors it divides with for the backward (the hook's
         # eval-mode weight does not clone them), so they are copies of the
         # forward's that nothing changes afterwards.
-        # No iteration (not eval mode: the layer's own forward, a BatchNorm's or
-        # a dropout's, reads ``training``): the forward's vectors as they are.
+        # No iteration (0 iterations, not eval mode: the layer's own forward, a
+        # BatchNorm's or a dropout's, reads ``training``), from the forward's
+        # vectors; every module in the mode the forward ran in.
         kept = [[owner._buffers[n] for n in names] for owner, names, _ in iterated]
         counts = [it.n_power_iterations for _, _, it in iterated]  # type: ignore
         for (owner, names, it), values in zip(iterated, used, strict=False):
             for name, value in zip(names, values, strict=True):
                 owner._buffers[name] = value
             it.n_power_iterations = 0  # type: ignore[attr-defined]
+        now = [(module, module.training) for module, _ in modes]
+        for module, mode in modes:
+            module.training = mode
         try:
             with _keep_running_stats(block):
                 yield
         finally:
+            for module, mode in now:
+                module.training = mode
             for (owner, names, it), buffers, count in zip(
                 iterated, kept, counts, strict=True
             ):
