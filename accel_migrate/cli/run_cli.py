@@ -16,40 +16,30 @@ from .exit_codes import EXIT_USAGE
 
 
 class StrategyChoice(click.Choice):
-    """``--strategy``: ``auto`` and the runtime's registered strategies (read
-    when the choices are first needed: the registry imports torch, which a
-    ``migrate`` run never does; without torch, ``--help`` shows the runtime
-    configuration's list, which a test keeps equal to the registry's).
-    ``tpu``/``xla`` get the reason they are not supported, as the same value
-    from pyproject.toml or the environment does, not click's list of choices
-    alone."""
+    """``--strategy``: ``auto`` and the runtime configuration's strategies
+    (``runtime/config.py``'s ``STRATEGIES``, read without importing the runtime:
+    ``--help`` never imports torch; a test keeps them equal to the strategy
+    registry's names). ``tpu``/``xla`` get the reason they are not supported, as
+    the same value from pyproject.toml or the environment does, not click's list
+    of choices alone."""
 
     def __init__(self) -> None:
-        # (click.Choice's __init__ would store a fixed tuple of choices)
-        self.case_sensitive = True
-
-    @property
-    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
-        return strategy_choices()
+        super().__init__(strategy_choices())
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if isinstance(value, str) and value.lower() in ("tpu", "xla"):
-            from ..runtime.config import NO_TPU
+            from .runtime_config import config_without_torch
 
-            self.fail(f"{value!r}: {NO_TPU}", param, ctx)
+            self.fail(f"{value!r}: {config_without_torch().NO_TPU}", param, ctx)
         return super().convert(value, param, ctx)
 
 
 def strategy_choices() -> tuple[str, ...]:
-    """``auto`` and the names in the runtime's strategy registry."""
-    try:
-        from ..runtime.strategies import strategy_names
-    except ImportError:  # no torch: launch and verify will say they need it
-        from .runtime_config import runtime_config
+    """``auto`` and the runtime configuration's other strategies, sorted."""
+    from .runtime_config import config_without_torch
 
-        names = [n for n in runtime_config().STRATEGIES if n != "auto"]
-        return ("auto", *sorted(names))
-    return ("auto", *strategy_names())
+    names = [n for n in config_without_torch().STRATEGIES if n != "auto"]
+    return ("auto", *sorted(names))
 
 
 #: How the runtime shards and places the model: the same options for ``launch``

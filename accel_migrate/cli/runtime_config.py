@@ -21,12 +21,25 @@ def runtime_config() -> ModuleType:
     try:
         from ..runtime import config
     except ImportError:
-        if _STANDALONE in sys.modules:
-            return sys.modules[_STANDALONE]
-        path = Path(__file__).resolve().parent.parent / "runtime" / "config.py"
-        spec = importlib.util.spec_from_file_location(_STANDALONE, path)
-        assert spec is not None and spec.loader is not None
-        config = importlib.util.module_from_spec(spec)
-        sys.modules[_STANDALONE] = config  # dataclasses look the module up by name
-        spec.loader.exec_module(config)
+        return _standalone()
+    return config
+
+
+def config_without_torch() -> ModuleType:
+    """The runtime's configuration module without importing the runtime (whose
+    ``__init__`` imports torch, 13 s): the one already imported, or the file
+    loaded on its own. For what ``--help`` shows."""
+    loaded = sys.modules.get("accel_migrate.runtime.config")
+    return loaded if loaded is not None else _standalone()
+
+
+def _standalone() -> ModuleType:
+    if _STANDALONE in sys.modules:
+        return sys.modules[_STANDALONE]
+    path = Path(__file__).resolve().parent.parent / "runtime" / "config.py"
+    spec = importlib.util.spec_from_file_location(_STANDALONE, path)
+    assert spec is not None and spec.loader is not None
+    config = importlib.util.module_from_spec(spec)
+    sys.modules[_STANDALONE] = config  # dataclasses look the module up by name
+    spec.loader.exec_module(config)
     return config

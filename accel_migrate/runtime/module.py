@@ -101,8 +101,7 @@ _LATE_BUFFER = (
     "value drawn from a random state that has drifted, or computed from each "
     "process's share of the data, differs between processes)",
     "Register it before the model's first forward (where the model is built, before "
-    "or right after accel.prepare_model(...)), or use --strategy ddp, which makes a "
-    "buffer registered later rank 0's on every process, as it does the others",
+    "or right after accel.prepare_model(...))",
 )
 _WRAPPERS = {"ddp": "DistributedDataParallel", "deepspeed": "DeepSpeed's engine"}
 
@@ -226,10 +225,6 @@ class PreparedModule(nn.Module):
     ) -> None:
         self._late("register_buffer", tensor, buffer=True)
         self.original_module.register_buffer(name, tensor, persistent)
-        if tensor is not None and self._late_buffer():
-            # DDP: rank 0's value on every process, and among the buffers its
-            # wrapper broadcasts at each forward, as one registered before.
-            self._runtime.strategy.adopt_late_buffer(tensor, self._forward_module)
 
     def add_module(self, name: str, module: nn.Module | None) -> None:
         if name == "_original_module":
@@ -241,27 +236,16 @@ class PreparedModule(nn.Module):
     def register_module(self, name: str, module: nn.Module | None) -> None:
         self.add_module(name, module)
 
-    def _late_buffer(self) -> bool:
-        """Is a buffer registered now one the strategy takes in after its
-        wrapper was built (DDP)?"""
-        strategy = self._runtime.strategy
-        return (
-            self._forward_module is not None
-            and strategy.distributed
-            and strategy.late_buffers
-        )
-
     def _late(self, call: str, value: Any, buffer: bool = False) -> None:
         """Refuse what the strategy's wrapper, built at the first forward, would
         not train as one process does: a trainable parameter added later where
-        the strategy cannot take it in (DDP can: its ``_late_trainable``), a
-        buffer registered later where it cannot (DDP can:
-        ``adopt_late_buffer``). One process runs the script as written."""
+        the strategy cannot take it in (DDP can: its ``_late_trainable``), any
+        buffer registered later. One process runs the script as written."""
         strategy = self._runtime.strategy
         if self._forward_module is None or not strategy.distributed:
             return
         if buffer:
-            if value is None or strategy.late_buffers:
+            if value is None:
                 return
             consequence, fix = _LATE_BUFFER
         elif not _new_trainable(value, self.original_module):

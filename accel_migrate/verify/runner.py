@@ -63,7 +63,7 @@ class Recorder:
             deterministic, step=lambda: self.completed, position=self.position
         )
         self.losses_seen = _facts.LossFacts()
-        self.seeds = Seeds()
+        self.seeds = Seeds(step=lambda: self.completed)
         self.initial: list[dict[str, Any]] | None = None
         self.trained: _facts.TrainedLeaves = _facts.TrainedLeaves()
         #: Per optimizer (by id), per parameter: the largest size of each of its

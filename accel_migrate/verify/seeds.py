@@ -22,11 +22,21 @@ from typing import Any
 
 import torch
 
+#: At most this many calls of one seeding function per process, in all: a script
+#: seeds once at its start (or a few times: per library, per phase). One that
+#: calls it per sample or per step (``random.seed(i)`` in ``__getitem__``) is
+#: reseeding for its own reasons, and which process drew which sample explains
+#: the values, not a seed offset by the rank.
+FEW = 3
+
 
 @dataclass
 class Seeds:
-    #: ``name(seed)`` for each seed this process set, in order.
-    calls: list[str] = field(default_factory=list)
+    #: ``(function, repr(seed), training steps completed)`` for each seed this
+    #: process set, in order.
+    calls: list[tuple[str, str, int]] = field(default_factory=list)
+    #: The training steps completed so far (the runner's count).
+    step: Callable[[], int] = lambda: 0
 
     def install(self) -> None:
         """Record the seeds set through torch's, Python's and NumPy's global
@@ -40,20 +50,19 @@ class Seeds:
             numpy.random.seed = self._recording("numpy.random.seed", numpy.random.seed)
 
     def _recording(self, name: str, seed: Callable[..., Any]) -> Callable[..., Any]:
-        calls = self.calls
+        calls, step = self.calls, self.step
 
         @functools.wraps(seed)
         def seeded(*args: Any, **kwargs: Any) -> Any:
             value = args[0] if args else kwargs.get("seed", kwargs.get("a"))
-            calls.append(f"{name}({value!r})")
+            calls.append((name, repr(value), step()))
             return seed(*args, **kwargs)
 
         return seeded
 
     def apart(self) -> str | None:
-        """Where the processes' seeds first differ, e.g. ``torch.manual_seed(1)
-        on rank 0, torch.manual_seed(2) on rank 1``; None where they agree or
-        there is one process. A collective where there are several."""
+        """Where the processes' seeds differ (``seeds_apart``); None where they
+        agree or there is one process. A collective where there are several."""
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
@@ -62,18 +71,38 @@ class Seeds:
             return None
         every: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(every, self.calls)
-        if all(calls == every[0] for calls in every):
-            return None
-        width = max(len(calls) for calls in every)
-        index = next(
-            i
-            for i in range(width)
-            if len({calls[i] if i < len(calls) else None for calls in every}) > 1
-        )
-        shown = [
-            f"{calls[index] if index < len(calls) else 'no such seed'} on rank {rank}"
-            for rank, calls in enumerate(every)
-        ]
-        if len(shown) > 3:
-            shown = [*shown[:2], f"... ({len(shown) - 3} more), {shown[-1]}"]
-        return ", ".join(shown)
+        return seeds_apart(every)
+
+
+def seeds_apart(every: list[list[tuple[str, str, int]]]) -> str | None:
+    """The first seed that differs between the processes (``every[rank]``: that
+    process's ``Seeds.calls``), e.g. ``torch.manual_seed(1) on rank 0,
+    torch.manual_seed(2) on rank 1``. Only a seeding function that every process
+    called the same number of times, at most ``FEW`` times in all and each
+    before the first training step completed, as a script seeds at its start: a
+    seed called per sample, per step, or on some processes only (``if
+    accel.is_main_process(): torch.manual_seed(123)``) names no seed."""
+    found: list[tuple[int, int, list[list[tuple[str, str, int]]]]] = []
+    for name in sorted({name for calls in every for name, _, _ in calls}):
+        per_rank = [[c for c in calls if c[0] == name] for calls in every]
+        count = len(per_rank[0])
+        if not 1 <= count <= FEW or any(len(c) != count for c in per_rank):
+            continue
+        if any(step != 0 for calls in per_rank for _, _, step in calls):
+            continue
+        for index in range(count):
+            if len({calls[index][1] for calls in per_rank}) > 1:
+                # (where it stands among rank 0's seeds: the first one apart)
+                position = every[0].index(per_rank[0][index])
+                found.append((position, index, per_rank))
+                break
+    if not found:
+        return None
+    _, index, per_rank = min(found, key=lambda f: f[0])
+    shown = [
+        f"{calls[index][0]}({calls[index][1]}) on rank {rank}"
+        for rank, calls in enumerate(per_rank)
+    ]
+    if len(shown) > 3:
+        shown = [*shown[:2], f"... ({len(shown) - 3} more), {shown[-1]}"]
+    return ", ".join(shown)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from accel_migrate.verify.compare import compare
+from accel_migrate.verify.seeds import seeds_apart
 
 
 def _record(losses: list[float], **facts: object) -> dict:
@@ -45,6 +46,62 @@ def test_a_first_loss_apart_with_seeds_apart_names_the_seed() -> None:
     assert not cause.startswith("data order")
 
 
+def _calls(*calls: tuple[str, object, int]) -> list[tuple[str, str, int]]:
+    return [(name, repr(value), step) for name, value, step in calls]
+
+
+def test_a_seed_offset_by_the_rank_at_the_start_is_named() -> None:
+    every = [
+        _calls(("random.seed", 7, 0), ("torch.manual_seed", 0 + rank, 0))
+        for rank in range(2)
+    ]
+    assert seeds_apart(every) == (
+        "torch.manual_seed(0) on rank 0, torch.manual_seed(1) on rank 1"
+    )
+
+
+def test_a_seed_per_sample_names_no_seed() -> None:
+    # random.seed(i) in __getitem__: each process seeds with the indices of its
+    # own share (r30e named "random.seed(0) on rank 0, random.seed(4) on rank 1")
+    every = [
+        _calls(
+            ("torch.manual_seed", 0, 0),
+            *[
+                ("random.seed", i, step)
+                for step in range(4)
+                for i in range(8 * step + 4 * rank, 8 * step + 4 * rank + 4)
+            ],
+        )
+        for rank in range(2)
+    ]
+    assert seeds_apart(every) is None
+    # a dataset of few samples: fewer calls, but during the training steps
+    few = [
+        _calls(("random.seed", rank, 0), ("random.seed", 2 + rank, 1))
+        for rank in range(2)
+    ]
+    assert seeds_apart(few) is None
+
+
+def test_a_seed_on_the_main_process_only_names_no_seed() -> None:
+    # `if accel.is_main_process(): torch.manual_seed(123)` after each step (r30e
+    # named "torch.manual_seed(123) on rank 0, no such seed on rank 1")
+    every = [
+        _calls(("torch.manual_seed", 0, 0)),
+        _calls(("torch.manual_seed", 0, 0)),
+    ]
+    every[0] += _calls(*[("torch.manual_seed", 123, step) for step in range(1, 5)])
+    assert seeds_apart(every) is None
+    # once, before the first step, on rank 0 only: no seed either
+    once = [_calls(("torch.manual_seed", 123, 0)), []]
+    assert seeds_apart(once) is None
+
+
+def test_a_seed_set_alike_names_no_seed() -> None:
+    every = [_calls(("torch.manual_seed", 0, 0), ("random.seed", 0, 0))] * 2
+    assert seeds_apart(every) is None
+
+
 def test_without_seeds_apart_a_first_loss_apart_is_still_data_order() -> None:
     verdict = compare(_record([0.57, 1.49]), _record([0.61, 1.52]), 1e-5, 2)
     assert [c.split(":")[0] for c in verdict.causes] == ["data order"]
@@ -56,9 +113,9 @@ SCRIPT = textwrap.dedent("""
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
-    def run(rank, port):
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=2)
+    def run(rank, store_path):
+        store = dist.FileStore(store_path, 2)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
         from accel_migrate.verify.seeds import Seeds
         seeds = Seeds()
         seeds.install()
@@ -73,11 +130,10 @@ SCRIPT = textwrap.dedent("""
         dist.destroy_process_group()
 
     if __name__ == "__main__":
-        import socket
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(run, args=(port,), nprocs=2)
+        import sys
+        # a file store, not a port (a free port closed, then bound by the
+        # spawned processes, was taken in between once: EADDRINUSE)
+        mp.spawn(run, args=(sys.argv[1],), nprocs=2)
     """)
 
 
@@ -86,7 +142,7 @@ def test_the_processes_seeds_are_compared(tmp_path: Path) -> None:
     script = tmp_path / "seeds.py"  # (spawned processes import it by path)
     script.write_text(SCRIPT)
     done = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), str(tmp_path / "store")],
         capture_output=True,
         text=True,
         timeout=120,

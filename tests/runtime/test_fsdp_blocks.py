@@ -217,6 +217,83 @@ def test_checkpointed_blocks_iterate_spectral_norm_once(kind: str, whole: bool) 
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+class _DropoutOwner(nn.Module):
+    """A layer the spectral norm hook normalizes whose own forward reads
+    ``training`` (a dropout of its output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.dropout(x @ self.weight.t(), 0.5, self.training)
+
+
+def _owner_block(kind: str) -> nn.Module:
+    torch.manual_seed(0)
+    hook, parametrized = (
+        nn.utils.spectral_norm,
+        nn.utils.parametrizations.spectral_norm,
+    )
+    block = {
+        "hook-batchnorm": lambda: nn.Sequential(
+            hook(nn.Linear(4, 4)), nn.BatchNorm1d(4), parametrized(nn.Linear(4, 4))
+        ),
+        # the normalized layer is itself a BatchNorm (its weight, dim 0)
+        "batchnorm-owner": lambda: nn.Sequential(
+            nn.Linear(4, 4), hook(nn.BatchNorm1d(4))
+        ),
+        "dropout-owner": lambda: nn.Sequential(hook(_DropoutOwner()), nn.Tanh()),
+    }[kind]()
+    return nn.Sequential(block, nn.Linear(4, 1))
+
+
+@pytest.mark.parametrize("kind", ["hook-batchnorm", "batchnorm-owner", "dropout-owner"])
+@pytest.mark.parametrize("forwards", ["one", "two", "no-grad-first", "eval"])
+def test_checkpointed_spectral_norm_leaves_the_layer_s_own_forward_alone(
+    kind: str, forwards: str
+) -> None:
+    # r30e recomputed with the hook's layer in eval mode: a BatchNorm the hook
+    # normalizes recomputed with its running statistics (CheckpointError at the
+    # first backward), a dropout in the layer without its mask (a different
+    # number of saved tensors). No module's mode changes now: the hook iterates
+    # 0 times in the recomputation, from the forward's vectors. A forward in
+    # eval mode recomputed after train() (`eval`) ran in training mode: a
+    # BatchNorm's CheckpointError, a dropout's masks (1.3e-2 in the loss)
+    results = []
+    for checkpointed in (False, True):
+        model = _owner_block(kind)
+        if checkpointed:
+            checkpoint_block(model[0])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        for step in range(3):
+            x = torch.randn(8, 4, generator=g)
+            optimizer.zero_grad()
+            torch.manual_seed(100 + step)
+            if forwards == "eval":  # a forward in eval mode, backward after train()
+                model.eval()
+                loss = model(x).pow(2).mean()
+                model.train()
+            elif forwards == "two":
+                loss = model(x).pow(2).mean() + model(x * 2).pow(2).mean()
+            else:
+                if forwards == "no-grad-first":
+                    with torch.no_grad():
+                        model(x)
+                loss = model(x).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert all(m.training for m in model.modules())
+        results.append((losses, model.state_dict()))
+    (plain, plain_state), (got, got_state) = results
+    assert got == plain
+    for name, value in plain_state.items():
+        torch.testing.assert_close(got_state[name], value, rtol=0, atol=0)
+
+
 def test_a_block_normalized_by_the_spectral_norm_hook_is_refused_at_setup() -> None:
     # Its hook runs before checkpoint's: the backward stopped with torch's
     # "Recomputed values ... have different metadata" at the first step.

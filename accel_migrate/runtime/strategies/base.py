@@ -45,12 +45,6 @@ class Strategy:
     #: process would train it: DDP averages it and rebuilds its wrapper; a sharded
     #: module or DeepSpeed's engine was built without it (``module.py`` refuses it).
     late_parameters: ClassVar[bool] = False
-    #: Whether a buffer registered on a prepared model after its first forward
-    #: (``register_buffer``) is made rank 0's on every process and kept so as the
-    #: buffers registered before are: DDP's wrapper broadcasts them at each
-    #: forward; a sharded module or DeepSpeed's engine broadcast its buffers once,
-    #: when built, without it (``module.py`` refuses it).
-    late_buffers: ClassVar[bool] = False
 
     #: The strategy-specific settings it reads (``RuntimeConfig`` fields): the
     #: launcher refuses one given as a flag to a strategy that would ignore it.
@@ -60,11 +54,6 @@ class Strategy:
         """Parameters added to a prepared model after its wrapper was built, where
         ``late_parameters`` says the strategy takes them in: made equal on every
         process (each process built its own)."""
-
-    def adopt_late_buffer(self, buffer: Any, forward_module: Any) -> None:
-        """A buffer registered on a prepared model after its wrapper
-        (``forward_module``) was built, where ``late_buffers`` says the strategy
-        takes it in: made rank 0's on every process, and kept so."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -65,11 +65,6 @@ nn.Parameter(...)``, ``register_parameter``, ``add_module``). A model with no
 trainable parameter at its first forward gets no wrapper (DDP refuses one); the
 first backward after it has trainable ones averages their gradients and builds
 its wrapper.
-
-A buffer registered on the prepared model after its first forward
-(``register_buffer``) takes rank 0's value on every process when it is
-registered (``adopt_late_buffer``), and joins the buffers DDP broadcasts from
-rank 0 at each forward: it is kept as the buffers registered before are.
 """
 
 from __future__ import annotations
@@ -135,7 +130,6 @@ class _Watch:
 class DDPStrategy(Strategy):
     name = "ddp"
     late_parameters = True
-    late_buffers = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -156,24 +150,6 @@ class DDPStrategy(Strategy):
         with torch.no_grad():
             for param in params:
                 dist.broadcast(param.data, src=0)
-
-    def adopt_late_buffer(self, buffer: Any, forward_module: Any) -> None:
-        # Rank 0's value everywhere now (every process runs the statement that
-        # registers it, so the broadcasts match), as the wrapper's first
-        # broadcast made the buffers it was built with. DDP broadcasts the
-        # buffers it listed at each forward (broadcast_buffers): list this one
-        # too (a model with no buffer at its first forward has an empty list,
-        # and DDP would never broadcast).
-        with torch.no_grad():
-            if buffer.device == self.device:
-                dist.broadcast(buffer.data, src=0)
-            else:  # (NCCL broadcasts device tensors only)
-                on_device = buffer.detach().to(self.device)
-                dist.broadcast(on_device, src=0)
-                buffer.data.copy_(on_device)
-        assign = getattr(forward_module, "_assign_modules_buffers", None)
-        if isinstance(forward_module, DistributedDataParallel) and assign is not None:
-            assign()
 
     def backward(
         self,

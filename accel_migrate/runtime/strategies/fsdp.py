@@ -174,28 +174,18 @@ class FSDPStrategy(Strategy):
         nn.Parameter(...)``, a new submodule) and holds a gradient no unit
         reduces: each process would step it with its own share's gradient.
 
-        Whether it got a gradient can depend on the process's share of the
-        batch (``if pos.any(): loss = loss + head.gate * ...``): decided on one
-        process alone, that process would stop and the others go on to wait for
-        it in their next collective, or step. So the processes decide together
-        (one all-reduce, only where the model holds such a parameter: every
-        process runs the statement that adds it)."""
+        Each process decides alone, with no collective: where only some got
+        such a gradient (a parameter added on one process, or used only for
+        one process's share of the batch), those raise at once, naming it, and
+        the others fail in their next collective on the closed connection. A
+        collective to decide together cannot be made safe: a process with no
+        late parameter would not know it had to join it."""
         from torch.distributed.tensor import DTensor
 
-        candidates = [
-            (name, p)
-            for name, p in forward_module.named_parameters()
-            if p.requires_grad and not isinstance(p, DTensor)
-        ]
-        if not candidates:
-            return None
-        had = torch.tensor(
-            [float(p.grad is not None) for _, p in candidates], device=self.device
-        )
-        if self.env.distributed:
-            had = self.comm.all_reduce(had, op="max")
         late = [
-            name for (name, _), got in zip(candidates, had.tolist(), strict=True) if got
+            name
+            for name, p in forward_module.named_parameters()
+            if p.grad is not None and not isinstance(p, DTensor)
         ]
         if late:
             raise LateParameterError(

@@ -147,8 +147,15 @@ def checkpoint_block(block: nn.Module) -> None:
       gradients were of another function than the loss (a spectral-norm Linear
       block, 3 SGD steps: ``weight_u`` 7.6e-2 and the parameters 1.1e-2 apart from
       the run without checkpointing). The recomputation starts from the vectors the
-      forward's weight used, without iterating (the layer in eval mode, for that
-      recomputation only), and leaves them as the forward did.
+      forward's weight used, without iterating (the normalization's
+      ``n_power_iterations`` 0, for that recomputation only), and leaves them as
+      the forward did. No module's ``training`` changes for it: the layer's own
+      forward (a BatchNorm or a dropout the layer is) recomputes as it ran.
+    - the modules' modes: a forward in eval mode whose backward runs after
+      ``model.train()`` (a penalty term) recomputed in training mode (a
+      BatchNorm's ``CheckpointError``, or a dropout's masks in the saved
+      tensors). The recomputation runs every module in the block in the mode of
+      the forward it repeats.
     """
     from torch.distributed._composable import checkpoint
 
@@ -181,8 +188,9 @@ def _spectral_hook() -> type:
 
 
 #: A spectral normalization's vectors: (the module that holds them as buffers,
-#: their names); the module's ``training`` turns its power iteration on.
-_Vectors = tuple[nn.Module, tuple[str, str]]
+#: their names, what iterates them: the hook or the parametrization, whose
+#: ``n_power_iterations`` is the number of iterations a training forward runs).
+_Vectors = tuple[nn.Module, tuple[str, str], object]
 
 
 def _recomputed_alike(block: nn.Module) -> tuple[ContextManager[None], ...]:
@@ -191,13 +199,17 @@ def _recomputed_alike(block: nn.Module) -> tuple[ContextManager[None], ...]:
     iterated = _power_iterations(block)
     used: list[list[torch.Tensor]] = []
 
+    # each module's mode as this forward ran (a script may call the model in
+    # eval mode and call backward after model.train(): a penalty term)
+    modes = [(module, module.training) for module in block.modules()]
+
     @contextmanager
     def forward() -> Iterator[None]:
         yield
         # the vectors this forward's weight was divided with (the iteration
         # runs in the layer's forward pre-hook, inside the block's forward)
         used[:] = [
-            [owner._buffers[n].clone() for n in names] for owner, names in iterated
+            [owner._buffers[n].clone() for n in names] for owner, names, _ in iterated
         ]
 
     @contextmanager
@@ -206,20 +218,28 @@ def _recomputed_alike(block: nn.Module) -> tuple[ContextManager[None], ...]:
         # saves the vectors it divides with for the backward (the hook's
         # eval-mode weight does not clone them), so they are copies of the
         # forward's that nothing changes afterwards.
-        kept = [[owner._buffers[n] for n in names] for owner, names in iterated]
-        modes = [owner.training for owner, _ in iterated]
-        for (owner, names), values in zip(iterated, used, strict=False):
+        # No iteration (0 iterations, not eval mode: the layer's own forward, a
+        # BatchNorm's or a dropout's, reads ``training``), from the forward's
+        # vectors; every module in the mode the forward ran in.
+        kept = [[owner._buffers[n] for n in names] for owner, names, _ in iterated]
+        counts = [it.n_power_iterations for _, _, it in iterated]  # type: ignore
+        for (owner, names, it), values in zip(iterated, used, strict=False):
             for name, value in zip(names, values, strict=True):
                 owner._buffers[name] = value
-            owner.training = False  # no power iteration: the forward's vectors
+            it.n_power_iterations = 0  # type: ignore[attr-defined]
+        now = [(module, module.training) for module, _ in modes]
+        for module, mode in modes:
+            module.training = mode
         try:
             with _keep_running_stats(block):
                 yield
         finally:
-            for (owner, names), buffers, mode in zip(
-                iterated, kept, modes, strict=True
+            for module, mode in now:
+                module.training = mode
+            for (owner, names, it), buffers, count in zip(
+                iterated, kept, counts, strict=True
             ):
-                owner.training = mode
+                it.n_power_iterations = count  # type: ignore[attr-defined]
                 for name, buffer in zip(names, buffers, strict=True):
                     owner._buffers[name] = buffer
 
@@ -233,10 +253,10 @@ def _power_iterations(block: nn.Module) -> list[_Vectors]:
     found: list[_Vectors] = []
     for module in block.modules():
         if isinstance(module, _SpectralNorm) and "_u" in module._buffers:
-            found.append((module, ("_u", "_v")))
+            found.append((module, ("_u", "_v"), module))
         for hook in module._forward_pre_hooks.values():
             if isinstance(hook, _spectral_hook()):
-                found.append((module, (f"{hook.name}_u", f"{hook.name}_v")))
+                found.append((module, (f"{hook.name}_u", f"{hook.name}_v"), hook))
     return found
 
 

@@ -5,7 +5,8 @@ whole model frozen at its first forward, unfrozen in the second phase),
 ``drawn`` (an attribute write of a value each process draws differently, as its
 random state has drifted: every process must train rank 0's;
 ``tests/runtime/test_late_parameters.py``), ``buffer`` (``register_buffer`` of
-such a drawn value, which the loss adds: every process must use rank 0's),
+such a drawn value, which the loss adds: refused under every distributed
+strategy),
 ``branch`` (as ``nested``, used only for a batch whose targets' mean is
 positive: at world 2 the first such share is rank 0's alone)."""
 
@@ -63,10 +64,6 @@ for phase in range(2):
         optimizer.step()
         value = accel.global_loss(loss).item()
         accel.print(f"late step {3 * phase + step} loss {value:.10e}")
-wrapper = getattr(model, "forward_module", None)
-if mode == "buffer" and hasattr(wrapper, "modules_buffers"):
-    # DDP broadcasts it at each forward, as the buffers it was built with
-    accel.print(f"wrapper broadcasts {len(wrapper.modules_buffers)} buffer(s)")
 state = {
     **accel.state_dict(model),
     **{"b." + k: v for k, v in accel.state_dict(backbone).items()},
