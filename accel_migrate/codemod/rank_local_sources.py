@@ -432,6 +432,12 @@ class RankLocalSources:
             for call in index.call_sites(function):
                 for key, arg in index.arguments(call):
                     found.setdefault(key, []).append(("value", arg, function))
+            params = function.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                # `def train(..., rank=int(os.environ["LOCAL_RANK"]))`
+                key = index.function_scope_key(function, param.name.value)
+                if param.default is not None and key is not None:
+                    found.setdefault(key, []).append(("value", param.default, function))
         return found
 
     def _reaching(
