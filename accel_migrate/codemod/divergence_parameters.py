@@ -145,8 +145,7 @@ def _identity(
         for statement in assignments:
             value = getattr(statement, "value", None)
             if value is None or not (
-                options._rank_local(value)
-                or any(c in found for c in _chains(value))
+                options._rank_local(value) or any(c in found for c in _chains(value))
             ):
                 continue
             if isinstance(statement, cst.Assign):

@@ -37,6 +37,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .divergence_parameters import _params
 from .parsed_namespaces import handed_on, option_items
 from .random_names import is_random_draw
 from .rank_local_calls import (
@@ -432,11 +433,9 @@ class RankLocalSources:
             for call in index.call_sites(function):
                 for key, arg in index.arguments(call):
                     found.setdefault(key, []).append(("value", arg, function))
-            params = function.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                # `def train(..., rank=int(os.environ["LOCAL_RANK"]))`
+            for param in _params(function):  # `def f(rank=int(os.environ[...]))`
                 key = index.function_scope_key(function, param.name.value)
-                if param.default is not None and key is not None:
+                if param.default is not None:
                     found.setdefault(key, []).append(("value", param.default, function))
         return found
 
