@@ -33,6 +33,7 @@ from .divergence_finders import (
     _TaintedLeaves,
     _TaintFinder,
 )
+from .divergence_parameters import call_arguments, handed_parameters
 from .divergence_questions import MAIN_PROCESS_TESTS, DivergenceQuestions
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
@@ -103,6 +104,12 @@ class Divergence(DivergenceQuestions):
         #: value (``self.samples_seen += x.size(0)``): rank-local in every method
         #: of that class (state an object keeps across calls).
         self.tainted_attributes: set[tuple[cst.ClassDef, str]] = set()
+        #: Parameters of local functions that a call of the file hands a value
+        #: read from a rank variable (``train(model, args.local_rank)``), or
+        #: whose default reads one: rank-local at the function's entry
+        #: (``divergence_parameters``).
+        self.tainted_parameters: set[tuple[cst.FunctionDef, str]] = set()
+        self._identities: dict[object, frozenset[str]] = {}
         self.current_class: cst.ClassDef | None = None
         #: The statement walks of this file's trees (``divergence_memo``).
         shared = index.divergence_memo
@@ -122,11 +129,12 @@ class Divergence(DivergenceQuestions):
             if self._summary_sizes() == before:
                 break
 
-    def _summary_sizes(self) -> tuple[int, int, int]:
+    def _summary_sizes(self) -> tuple[int, int, int, int]:
         return (
             len(self.tainted_returns),
             len(self.tainted_globals),
             len(self.tainted_attributes),
+            len(self.tainted_parameters),
         )
 
     # -- the walk --------------------------------------------------------------------------
@@ -157,7 +165,9 @@ class Divergence(DivergenceQuestions):
             globals_read = set(self.tainted_globals) - _parameters(function)
             # `def main(args)` handed `parser.parse_args()`: `args.local_rank`
             options = self.index.rank_local_options.parameters(function)
-            self._walk_top(body, globals_read | attributes | options)
+            # `def train(..., rank)` called as `train(..., args.local_rank)`
+            handed = handed_parameters(self, function)
+            self._walk_top(body, globals_read | attributes | options | handed)
             self._current_globals = frozenset()
             self.current_class = None
 
@@ -303,6 +313,7 @@ class Divergence(DivergenceQuestions):
         return result
 
     def _small(self, node: cst.BaseSmallStatement, tainted: set[str]) -> set[str]:
+        call_arguments(self, node, tainted)
         if isinstance(node, cst.Assign):
             value_tainted = self._tainted(node.value, tainted)
             for target in node.targets:

@@ -29,7 +29,7 @@ class _TaintFinder(cst.CSTVisitor):
         stop, hit = self.divergence.call_taint(node)
         if stop:
             return False  # the same on every rank, whatever its arguments
-        if hit:
+        if hit or _tainted_getattr(node, self.tainted):
             self.hit = True
         return True
 
@@ -169,3 +169,17 @@ def _declared_globals(function: cst.FunctionDef) -> set[str]:
 
     function.visit(_Globals())
     return names
+
+
+def _tainted_getattr(node: cst.Call, tainted: set[str]) -> bool:
+    """``getattr(opt, "local_rank", -1)``: the rank-local ``opt.local_rank``."""
+    if not (
+        isinstance(node.func, cst.Name)
+        and node.func.value == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1].value, cst.SimpleString)
+    ):
+        return False
+    owner = attr_chain(node.args[0].value)
+    name = node.args[1].value.evaluated_value
+    return owner is not None and isinstance(name, str) and f"{owner}.{name}" in tainted

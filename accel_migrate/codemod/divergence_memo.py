@@ -46,6 +46,7 @@ CALL = 2  # (CALL, call, stop, hit, callee returns rank-local: None if no callee
 ENCLOSING = 3  # (ENCLOSING, return statement, in a function)
 ENVIRON = 4  # (ENVIRON, subscript, reads a per-process environment variable)
 OPTIONS = 5  # (OPTIONS, assignment, the rank-local options of a namespace it binds)
+HANDED = 6  # (HANDED, call, callee, ((parameter, argument, hands a rank), ...))
 # Additions to the analysis's results.
 DIVERGENT = 10
 DIVERGENT_ALL = 11
@@ -58,6 +59,7 @@ VALUES = 17  # (VALUES, call, leaves)
 RETURN = 18  # (RETURN, return statement): its function returns a rank-local value
 GLOBAL = 19
 ATTRIBUTE = 20  # (ATTRIBUTE, "self.x") of the current class
+PARAMETER = 21  # (PARAMETER, function, parameter) handed a rank
 
 Key = tuple[frozenset[str], bool, frozenset[str], bool]
 
@@ -101,6 +103,8 @@ class DivergenceMemo:
 def replay(divergence: Divergence, trace: Trace) -> bool:
     """Make ``trace``'s additions if every question it asked gets the same answer
     in ``divergence`` (its tree, its results so far); else change nothing."""
+    from .divergence_parameters import replay_handed
+
     returns: list[cst.FunctionDef] = []
     for event in trace.events:
         kind = event[0]
@@ -129,6 +133,9 @@ def replay(divergence: Divergence, trace: Trace) -> bool:
                 return False
         elif kind == OPTIONS:
             if divergence.index.rank_local_options.bound(event[1]) != event[2]:
+                return False
+        elif kind == HANDED:
+            if not replay_handed(divergence, event):
                 return False
         elif kind == RETURN:
             function = divergence.index.enclosing_function(event[1])
@@ -162,4 +169,6 @@ def replay(divergence: Divergence, trace: Trace) -> bool:
         elif kind == ATTRIBUTE:
             assert divergence.current_class is not None
             divergence.tainted_attributes.add((divergence.current_class, event[1]))
+        elif kind == PARAMETER:
+            divergence.tainted_parameters.add((event[1], event[2]))
     return True

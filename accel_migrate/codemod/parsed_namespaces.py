@@ -225,13 +225,33 @@ def handed_on(
 
 def option_items(
     index: ModuleIndex, expr: cst.CSTNode
-) -> list[tuple[cst.Subscript, RankLocalOption]]:
+) -> list[tuple[cst.BaseExpression, RankLocalOption]]:
     """The reads of a namespace's dict by a rank-local option's name in
-    ``expr`` (``opt["local_rank"]``), with the option."""
+    ``expr`` (``opt["local_rank"]``), and of the namespace by ``getattr(opt,
+    "local_rank", -1)``, with the option."""
     options = index.rank_local_options
-    found = []
-    for read in findall(expr, m.Subscript()):
-        dest = options.item(read)  # type: ignore[arg-type]
+    found: list[tuple[cst.BaseExpression, RankLocalOption]] = []
+    if not options.options:
+        return found
+    for read in findall(expr, m.Subscript() | m.Call(func=m.Name("getattr"))):
+        if isinstance(read, cst.Subscript):
+            dest = options.item(read)
+        else:
+            dest = _getattr_name(options.namespaces, read)  # type: ignore[arg-type]
         for option in options.options.get(dest or "", ()):
             found.append((read, option))  # type: ignore[arg-type]
     return found
+
+
+def _getattr_name(namespaces: ParsedNamespaces, call: cst.Call) -> str | None:
+    """``local_rank`` of ``getattr(opt, "local_rank", -1)`` where ``opt`` holds
+    a parsed namespace, else None."""
+    if len(call.args) < 2 or call.args[0].star or call.args[1].star:
+        return None
+    name = call.args[1].value
+    if not isinstance(name, cst.SimpleString):
+        return None
+    text = name.evaluated_value
+    if not isinstance(text, str) or not namespaces.holds(call.args[0].value):
+        return None
+    return text

@@ -244,9 +244,23 @@ class RankLocalOptions:
         if self._attributes is None:
             found = set(self.dests)
             if self.parsers or "parse_" in self.index.module.code:
-                for target, value in self.stores:
+                stores = self.stores
+                for target, value in stores:
                     if self._rank_local(value):
                         found.add(target.attr.value)
+                # `args.is_main = args.local_rank in (-1, 0)`: computed from one
+                for _ in range(_HOPS):
+                    before = len(found)
+                    for target, value in stores:
+                        if target.attr.value not in found and any(
+                            isinstance(read, cst.Attribute)
+                            and read.attr.value in found
+                            and self.namespaces.holds(read.value)
+                            for read in findall(value, m.Attribute())
+                        ):
+                            found.add(target.attr.value)
+                    if len(found) == before:
+                        break
             self._attributes = frozenset(found)
         return self._attributes
 

@@ -37,6 +37,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .divergence_parameters import _params
 from .parsed_namespaces import handed_on, option_items
 from .project_namespaces import handed_keys
 from .random_names import is_random_draw
@@ -460,6 +461,10 @@ class RankLocalSources:
             for call in index.call_sites(function):
                 for key, arg in index.arguments(call):
                     found.setdefault(key, []).append(("value", arg, function))
+            for param in _params(function):  # `def f(rank=int(os.environ[...]))`
+                key = index.function_scope_key(function, param.name.value)
+                if param.default is not None:
+                    found.setdefault(key, []).append(("value", param.default, function))
         return found
 
     def _reaching(

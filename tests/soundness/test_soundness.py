@@ -1013,6 +1013,10 @@ EXPECTED: dict[str, str] = {
     "ddp_ready_argparse_namespace_project_fsdp": "FLAGGED",
     "ddp_ready_argparse_namespace_project_fsdp_batch": "FLAGGED",
     "ddp_ready_rank_env_fsdp": "FLAGGED",
+    # round 30j: the option's value handed on as a plain argument,
+    # `train(..., args.local_rank)`, which saves under `if rank in (-1, 0)`:
+    # HANG before, FLAGGED by AM028 now (`divergence_parameters`)
+    "ddp_ready_rank_param_fsdp": "FLAGGED",
     "ddp_ready_rank_main_output_r29": "MATCH",
     # a rank held in a variable, then seeded with (SILENT before: the losses
     # differed from step 0 at world 2); AM046 now follows the variable
