@@ -203,6 +203,11 @@ class HelperFact:
     #: of its batch in ``forward``, as a phrase (``batch_mixing_models``); "" if
     #: it does not.
     batch_mixing: str = ""
+    #: For a model class used as a criterion: how its ``forward`` passes a loss
+    #: that is already a mean over the batch through a non-linear function
+    #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),
+    #: as a phrase (``nonlinear_criteria``); "" if it does not.
+    nonlinear_loss: str = ""
     #: For a model class, or a function returning a model: where it (or a class
     #: it builds or derives from, in any local module) unpacks an RNN's output
     #: to the longest sequence of its batch (``pad_packed_sequence`` without a

@@ -157,6 +157,7 @@ class HelperFacts(ReturnKinds):
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
+            from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
             from .unimplemented_forward import unimplemented_forward
             from .unregistered_tensors import unregistered_tensors
@@ -178,6 +179,7 @@ class HelperFacts(ReturnKinds):
                 training_methods=training_methods(cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
+                nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
                 draws=self._class_draws(cls),
                 augmentation=self._augmentation(cls),
                 data_branch=data_branch(self, cls),

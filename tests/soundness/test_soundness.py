@@ -1332,11 +1332,16 @@ EXPECTED: dict[str, str] = {
     "c3d_clip_offsets_t11b_project": "FLAGGED",
     "c3d_clip_offsets_t11b_project_batch": "FLAGGED",
     # ronghuaiyang/arcface-pytorch: random crop/flip in Dataset.__getitem__
-    # (AM020) and nn.Dropout() in the backbone; with those off, batch mode
-    # still differs from the first step of epoch 2 (only AM033 said):
-    # not yet explained (see t11b's report)
+    # (AM020) and nn.Dropout() in the backbone; and its FocalLoss (AM007)
     "arcface_margin_fc_t11b_project": "FLAGGED",
     "arcface_margin_fc_t11b_project_batch": "FLAGGED",
+    # the same without the crop/flip and the dropout: what t11b saw still
+    # differ (loss step 7 rel 0.13; it starts at step 1, rel ~1e-5) is
+    # FocalLoss, the focal term of the batch's mean cross-entropy, applied
+    # by each process to its share's mean. SILENT before r30h (only AM017/
+    # AM033 said, neither the cause); AM007 names it now (cause AM007)
+    "arcface_noaug_t11b_project": "FLAGGED",
+    "arcface_noaug_t11b_project_batch": "FLAGGED",
     # PyTorch's QAT tutorial split into model/data/utils: file mode left
     # whole (AM004: train_one_epoch in utils.py). Batch mode ran the QAT
     # model under the runtime's wrapper (losses differ from step 3, each

@@ -42,7 +42,11 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   So does a name that may hold a local module's function whose return the
   view does not read as a mean, through this file's assignments and
   calls (DeepAR's ``loss_fn = net.loss_fn`` passed to ``train(..., loss_fn)``:
-  ``traced_criteria.traced_helper_function``).
+  ``traced_criteria.traced_helper_function``). So does a criterion that may be
+  an instance of a local module's class whose ``forward`` passes a mean loss
+  over the batch through a non-linear function (arcface-pytorch's
+  ``FocalLoss``: ``torch.exp(-self.ce(input, target))``,
+  ``HelperFact.nonlinear_loss``, ``traced_criteria.traced_nonlinear_criterion``).
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples

@@ -44,7 +44,11 @@ from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_los
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
-from .traced_criteria import traced_class_weights, traced_helper_function
+from .traced_criteria import (
+    traced_class_weights,
+    traced_helper_function,
+    traced_nonlinear_criterion,
+)
 
 if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
@@ -132,6 +136,11 @@ class _Calls:
             # `loss_fn(mu, sigma, y)` of `loss_fn` handed a local module's
             # function whose return the project view cannot read
             return Fact("unknown", traced)
+        nonlinear = traced_nonlinear_criterion(self.index, func)
+        if nonlinear:
+            # `criterion(out, y)` of an instance of a local module's class that
+            # passes its batch mean through a non-linear term (a focal loss)
+            return Fact("unknown", nonlinear)
         local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
         if local is not None:
             # `criterion(out, y)` of a criterion class of this file: its forward's

@@ -73,6 +73,32 @@ def traced_class_weights(index: ModuleIndex, func: cst.BaseExpression) -> str:
     return ""
 
 
+def traced_nonlinear_criterion(index: ModuleIndex, func: cst.BaseExpression) -> str:
+    """Why ``func(...)`` has no reduction the analysis can write, when one of the
+    criteria it may be (built here, in branches, or handed in) is an instance of
+    a local module's class whose ``forward`` passes a mean over the batch
+    through a non-linear function (``HelperFact.nonlinear_loss``: arcface-pytorch's
+    ``FocalLoss``); "" otherwise."""
+    from .model_classes import _Tracer
+
+    if not isinstance(func, (cst.Name, cst.Attribute)) or index.key(func) is None:
+        return ""
+    origins = _Tracer(index).origins(func, frozenset(), 0)
+    if isinstance(origins, str):
+        return ""
+    for origin in origins:
+        helper = index.helper(origin.func) if isinstance(origin, cst.Call) else origin
+        if helper is not None and helper.nonlinear_loss:
+            return (
+                f"`{code(func)}` may be a `{helper.name}` ({helper.file}), whose "
+                f"forward is no mean over samples: {helper.nonlinear_loss}; each "
+                "process would apply it to its share's mean, not to the global "
+                "batch's, and no weighting of the processes' losses gives the "
+                "original's back"
+            )
+    return ""
+
+
 def _weighted_module(index: ModuleIndex, call: cst.Call) -> str:
     """The spelling of ``call`` when it builds a class-weighted mean: a
     ``torch.nn`` cross-entropy/NLL module with ``weight=``, or a local module's
