@@ -11,7 +11,9 @@ set ``self.cache = FeatureCache(root)``). A dataset reaches its loader directly 
 through torch's wrappers (``Subset``, ``ConcatDataset``, ``random_split``), so a
 class with ``__getitem__`` that derives from no Dataset is found there too.
 
-AM010 asks ``loader_run_function_of`` (a save there is each process's own).
+AM010 asks ``loader_run_function_of`` (a save there is each process's own), and
+``training_caller`` (a save there that the training code also runs: no local
+rewrite is right for both).
 """
 
 from __future__ import annotations
@@ -123,6 +125,47 @@ def loader_run_functions(index: ModuleIndex) -> dict[Runner, str]:
 def loader_run_function_of(index: ModuleIndex, node: cst.CSTNode) -> str | None:
     """What runs ``node`` per sample or batch, if a data loader does."""
     return _enclosing(index, node, loader_run_functions(index))
+
+
+def training_caller(index: ModuleIndex, node: cst.CSTNode) -> cst.Call | None:
+    """A call outside the code a data loader runs (the training loop's
+    ``store.put("model.pt", model.state_dict())``) that also runs the per-sample
+    function ``node`` is in (``Store.put``, which a Dataset's ``__getitem__``
+    calls), itself or through the local functions it calls; None if none."""
+    runs = loader_run_functions(index)
+    function = next(
+        (a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None
+    )
+    if function is None or function not in runs:
+        return None
+    return _outside_callers(index).get(function)
+
+
+@lru_cache(maxsize=8)
+def _outside_callers(index: ModuleIndex) -> dict[Runner, cst.Call]:
+    """Each function a data loader runs that a call outside those functions runs
+    too (directly or through the local functions it calls) -> that call, the
+    first in source order."""
+    runs = loader_run_functions(index)
+    found: dict[Runner, cst.Call] = {}
+    if not runs:
+        return found
+    for call in index.calls:
+        if _enclosing(index, call, runs) is not None:
+            continue  # run per sample itself
+        todo = [c for c, _ in _callees(index, call) if c in runs]
+        while todo:
+            function = todo.pop(0)
+            if function in found:
+                continue
+            found[function] = call
+            for inner in findall(function.body, m.Call()):
+                todo += [
+                    c
+                    for c, _ in _callees(index, inner)  # type: ignore[arg-type]
+                    if c in runs and c not in found
+                ]
+    return found
 
 
 def _loader_runners(index: ModuleIndex) -> dict[Runner, str]:
