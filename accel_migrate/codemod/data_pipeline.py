@@ -210,6 +210,11 @@ def dataset_classes(
         return set()
     if isinstance(expr, cst.Subscript):  # random_split(...)[0], splits[0]
         return dataset_classes(index, expr.value, depth + 1)
+    if isinstance(expr, (cst.List, cst.Tuple)):  # ConcatDataset(parts), parts = [...]
+        found: set[cst.ClassDef] = set()
+        for element in expr.elements:
+            found |= dataset_classes(index, element.value, depth + 1)
+        return found
 
     def built(call: cst.Call) -> set[cst.ClassDef] | None:
         cls = index.local_class(call.func)
@@ -227,6 +232,9 @@ def dataset_classes(
 
     found = held_instances(index, expr, built, depth)
     key = index.key(expr)
+    for value in index.values.get(key, []) if key is not None else []:
+        if isinstance(value, (cst.List, cst.Tuple)):
+            found |= dataset_classes(index, value, depth + 1)
     for value, _, _ in index.unpacked.get(key, []) if key is not None else []:
         found |= dataset_classes(index, value, depth + 1)  # a, b = random_split(...)
     return found
@@ -265,11 +273,24 @@ def _add_callees(index: ModuleIndex, found: dict[Runner, str]) -> None:
     todo = list(found)
     while todo:
         runner = todo.pop(0)  # first found first: a shared helper is named from it
-        for call in findall(runner.body, m.Call()):
-            for callee, name in _callees(index, call):  # type: ignore[arg-type]
-                if callee not in found:
-                    found[callee] = f"`{name}`, called from {found[runner]}"
-                    todo.append(callee)
+        callees = [
+            pair
+            for call in findall(runner.body, m.Call())
+            for pair in _callees(index, call)  # type: ignore[arg-type]
+        ]
+        for item in findall(runner.body, m.Subscript()):
+            # `return self.base[i]` of a wrapper Dataset: the held object's
+            # __getitem__ (a duck-typed dataset handed to the wrapper)
+            for cls in _in_source_order(
+                index, instance_classes(index, item.value)  # type: ignore[attr-defined]
+            ):
+                method = _method(cls, "__getitem__")
+                if method is not None:
+                    callees.append((method, f"{cls.name.value}.__getitem__"))
+        for callee, name in callees:
+            if callee not in found:
+                found[callee] = f"`{name}`, called from {found[runner]}"
+                todo.append(callee)
 
 
 def _callees(index: ModuleIndex, call: cst.Call) -> list[tuple[cst.FunctionDef, str]]:

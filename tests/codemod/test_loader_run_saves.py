@@ -67,6 +67,9 @@ def _am010(tmp_path: Path, source: str) -> list[str]:
         ("", "dataset=random_split(Samples(40), [32, 8])[0]"),
         ("train_set, val_set = random_split(Samples(40), [32, 8])\n", "train_set"),
         ("splits = random_split(Samples(40), [32, 8])\n", "splits[0]"),
+        # a list variable handed to ConcatDataset
+        ("parts = [Samples(20), Samples(20)]\n", "ConcatDataset(parts)"),
+        ("", "ConcatDataset((Samples(20), Samples(20)))"),
     ],
 )
 def test_a_duck_typed_dataset_behind_a_wrapper_keeps_its_save(
@@ -78,6 +81,33 @@ def test_a_duck_typed_dataset_behind_a_wrapper_keeps_its_save(
     assert findings[0].startswith(
         "needs-review torch.save in `Samples.__getitem__`, which the data loader runs"
     )
+
+
+WRAP = """
+class Wrap(torch.utils.data.Dataset):
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return len(self.base)
+
+    def __getitem__(self, i):
+        return self.base[i]
+"""
+
+
+@pytest.mark.parametrize("dataset", ["Wrap(Samples(32))", "Wrap(base=Samples(32))"])
+def test_a_duck_typed_dataset_a_local_wrapper_subscripts_keeps_its_save(
+    tmp_path: Path, dataset: str
+) -> None:
+    # `return self.base[i]` runs the held object's __getitem__ for each sample
+    source = DUCK.format(setup=WRAP) + TRAIN.format(dataset=dataset)
+    findings = _am010(tmp_path, source)
+    assert findings == [
+        "needs-review torch.save in `Samples.__getitem__`, called from "
+        "`Wrap.__getitem__`, which the data loader runs for each sample: "
+        + findings[0].split("for each sample: ", 1)[1]
+    ], findings
 
 
 def test_a_duck_typed_class_no_loader_reads_is_a_plain_save(tmp_path: Path) -> None:
