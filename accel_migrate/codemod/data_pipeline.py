@@ -8,8 +8,10 @@ step calls (``fake_pool.query(fake)``, ``mix(x, y)`` running ``__call__``: calls
 and ``self.`` methods). The functions those call here are included, transitively,
 methods of other local objects too (``self.cache.put(i, feat)`` where ``__init__``
 set ``self.cache = FeatureCache(root)``). A dataset reaches its loader directly or
-through torch's wrappers (``Subset``, ``ConcatDataset``, ``random_split``), so a
-class with ``__getitem__`` that derives from no Dataset is found there too.
+through torch's wrappers (``Subset``, ``ConcatDataset`` of a list, written there
+or in a variable, ``random_split``) or a local wrapper Dataset that subscripts
+the object it holds (``return self.base[i]``), so a class with ``__getitem__``
+that derives from no Dataset is found there too.
 
 AM010 asks ``loader_run_function_of`` (a save there is each process's own), and
 ``training_caller`` (a save there that the training code also runs: no local

@@ -67,7 +67,8 @@ A save in code a data loader runs per sample or batch (a Dataset's
 ``__getitem__``, a ``collate_fn``: a feature cache written on first use; also a
 method of another local object they call, ``self.cache.put(i, feat)``, and the
 ``__getitem__`` of a class that derives from no Dataset but reaches the loader
-through ``Subset``, ``ConcatDataset`` or ``random_split``) is left
+through ``Subset``, ``ConcatDataset`` (also of a list variable) or
+``random_split``, or a local wrapper Dataset's ``self.base[i]``) is left
 as it is and reported: each process loads its own samples, so the main process
 alone would write only its share's files, and a barrier there would be reached a
 different number of times on each process. Where the training code also calls
