@@ -8,10 +8,14 @@ step calls (``fake_pool.query(fake)``, ``mix(x, y)`` running ``__call__``: calls
 and ``self.`` methods). The functions those call here are included, transitively,
 methods of other local objects too (``self.cache.put(i, feat)`` where ``__init__``
 set ``self.cache = FeatureCache(root)``). A dataset reaches its loader directly or
-through torch's wrappers (``Subset``, ``ConcatDataset``, ``random_split``), so a
-class with ``__getitem__`` that derives from no Dataset is found there too.
+through torch's wrappers (``Subset``, ``ConcatDataset`` of a list, written there
+or in a variable, ``random_split``) or a local wrapper Dataset that subscripts
+the object it holds (``return self.base[i]``), so a class with ``__getitem__``
+that derives from no Dataset is found there too.
 
-AM010 asks ``loader_run_function_of`` (a save there is each process's own).
+AM010 asks ``loader_run_function_of`` (a save there is each process's own), and
+``training_caller`` (a save there that the training code also runs: no local
+rewrite is right for both).
 """
 
 from __future__ import annotations
@@ -125,6 +129,47 @@ def loader_run_function_of(index: ModuleIndex, node: cst.CSTNode) -> str | None:
     return _enclosing(index, node, loader_run_functions(index))
 
 
+def training_caller(index: ModuleIndex, node: cst.CSTNode) -> cst.Call | None:
+    """A call outside the code a data loader runs (the training loop's
+    ``store.put("model.pt", model.state_dict())``) that also runs the per-sample
+    function ``node`` is in (``Store.put``, which a Dataset's ``__getitem__``
+    calls), itself or through the local functions it calls; None if none."""
+    runs = loader_run_functions(index)
+    function = next(
+        (a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None
+    )
+    if function is None or function not in runs:
+        return None
+    return _outside_callers(index).get(function)
+
+
+@lru_cache(maxsize=8)
+def _outside_callers(index: ModuleIndex) -> dict[Runner, cst.Call]:
+    """Each function a data loader runs that a call outside those functions runs
+    too (directly or through the local functions it calls) -> that call, the
+    first in source order."""
+    runs = loader_run_functions(index)
+    found: dict[Runner, cst.Call] = {}
+    if not runs:
+        return found
+    for call in index.calls:
+        if _enclosing(index, call, runs) is not None:
+            continue  # run per sample itself
+        todo = [c for c, _ in _callees(index, call) if c in runs]
+        while todo:
+            function = todo.pop(0)
+            if function in found:
+                continue
+            found[function] = call
+            for inner in findall(function.body, m.Call()):
+                todo += [
+                    c
+                    for c, _ in _callees(index, inner)  # type: ignore[arg-type]
+                    if c in runs and c not in found
+                ]
+    return found
+
+
 def _loader_runners(index: ModuleIndex) -> dict[Runner, str]:
     """A Dataset's methods and a ``collate_fn`` of the file's loaders."""
     found: dict[Runner, str] = {}
@@ -167,6 +212,11 @@ def dataset_classes(
         return set()
     if isinstance(expr, cst.Subscript):  # random_split(...)[0], splits[0]
         return dataset_classes(index, expr.value, depth + 1)
+    if isinstance(expr, (cst.List, cst.Tuple)):  # ConcatDataset(parts), parts = [...]
+        found: set[cst.ClassDef] = set()
+        for element in expr.elements:
+            found |= dataset_classes(index, element.value, depth + 1)
+        return found
 
     def built(call: cst.Call) -> set[cst.ClassDef] | None:
         cls = index.local_class(call.func)
@@ -184,6 +234,9 @@ def dataset_classes(
 
     found = held_instances(index, expr, built, depth)
     key = index.key(expr)
+    for value in index.values.get(key, []) if key is not None else []:
+        if isinstance(value, (cst.List, cst.Tuple)):
+            found |= dataset_classes(index, value, depth + 1)
     for value, _, _ in index.unpacked.get(key, []) if key is not None else []:
         found |= dataset_classes(index, value, depth + 1)  # a, b = random_split(...)
     return found
@@ -222,11 +275,24 @@ def _add_callees(index: ModuleIndex, found: dict[Runner, str]) -> None:
     todo = list(found)
     while todo:
         runner = todo.pop(0)  # first found first: a shared helper is named from it
-        for call in findall(runner.body, m.Call()):
-            for callee, name in _callees(index, call):  # type: ignore[arg-type]
-                if callee not in found:
-                    found[callee] = f"`{name}`, called from {found[runner]}"
-                    todo.append(callee)
+        callees = [
+            pair
+            for call in findall(runner.body, m.Call())
+            for pair in _callees(index, call)  # type: ignore[arg-type]
+        ]
+        for item in findall(runner.body, m.Subscript()):
+            # `return self.base[i]` of a wrapper Dataset: the held object's
+            # __getitem__ (a duck-typed dataset handed to the wrapper)
+            for cls in _in_source_order(
+                index, instance_classes(index, item.value)  # type: ignore[attr-defined]
+            ):
+                method = _method(cls, "__getitem__")
+                if method is not None:
+                    callees.append((method, f"{cls.name.value}.__getitem__"))
+        for callee, name in callees:
+            if callee not in found:
+                found[callee] = f"`{name}`, called from {found[runner]}"
+                todo.append(callee)
 
 
 def _callees(index: ModuleIndex, call: cst.Call) -> list[tuple[cst.FunctionDef, str]]:

@@ -189,8 +189,11 @@ def sampler_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
 
 def epoch_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str, str] | None:
     """(the helper, its draw, the loader handed to it) for a call of an imported
-    function that draws, made in a loop that trains (an epoch loop) but not in
-    its training step, and handed a data loader this file builds (DeepAR-style
+    function that draws from torch's global random state (``torch.randn_like``,
+    not ``random.randint`` or ``np.random.rand``, which leave the loader's
+    shuffle alone; not a draw under ``if augment:`` with ``augment=False`` that
+    the call does not pass: ``HelperFact.torch_draws``), made in a loop that
+    trains (an epoch loop) but not in its training step, and handed a data loader this file builds (DeepAR-style
     ``evaluate(model, test_loader)`` sampling predictions); None otherwise.
     Under the runtime that loader is sharded, so each process draws for its
     own share; a shuffled loader's next epoch is drawn from rank 0's random
@@ -198,7 +201,10 @@ def epoch_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str, str] | Non
     if not index.project:
         return None
     fact = index.helper(call.func)
-    if fact is None or fact.kind != "function" or not fact.draws:
+    if fact is None or fact.kind != "function":
+        return None
+    draw = next((d for d, *guard in fact.torch_draws if _runs(call, *guard)), None)
+    if draw is None:
         return None
     paths = index.loop_paths(call)
     if not any(index.runs_backward(loop.body) for path in paths for loop in path):
@@ -207,8 +213,24 @@ def epoch_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str, str] | Non
         key = index.key(arg.value)
         values = index.values.get(key, []) if key is not None else []
         if any(_builds_loader(index, value) for value in values):
-            return fact.where, fact.draws[0][1], cst.Module([]).code_for_node(arg.value)
+            return fact.where, draw, cst.Module([]).code_for_node(arg.value)
     return None
+
+
+def _runs(call: cst.Call, parameter: str, position: int) -> bool:
+    """May a draw guarded by ``if parameter:`` (a falsy default) run for
+    ``call``: unguarded, or the call passes the parameter (by name, at its
+    position, or through ``*args``/``**kwargs``)?"""
+    if not parameter:
+        return True
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return (
+        any(a.star for a in call.args)
+        or any(
+            a.keyword is not None and a.keyword.value == parameter for a in call.args
+        )
+        or 0 <= position < len(positional)
+    )
 
 
 def _builds_loader(index: ModuleIndex, value: cst.BaseExpression | None) -> bool:

@@ -32,6 +32,7 @@ import ast
 from collections.abc import Callable
 
 from .project_helpers import _own_nodes
+from .project_nodes import _assigned_in
 from .random_names import (
     DISTRIBUTIONS,
     DRAW_METHODS,
@@ -61,6 +62,71 @@ def function_draws(
     """The first draw ``function`` makes (itself or through the module's
     functions it calls), spelled for a finding; "" if none."""
     return _draw(function, (functions, _draw_of(dotted)), {}, _DEPTH, set())
+
+
+#: A draw from torch's global random state, and the parameter (with its position,
+#: -1 if keyword-only) whose falsy default keeps it from running unless a call
+#: passes that parameter ("" and -1 where it runs whatever the call passes).
+GuardedDraw = tuple[str, str, int]
+
+
+def function_torch_draws(
+    function: Definition,
+    functions: dict[str, Definition],
+    dotted: Callable[[ast.expr], str],
+) -> tuple[GuardedDraw, ...]:
+    """The draws ``function`` makes from torch's global random state (not
+    ``random``'s or numpy's: they leave torch's state, from which a loader
+    shuffles, alone), itself or through the module's functions it calls, each
+    with the parameter that guards it (``if augment:`` with ``augment=False``)."""
+    test = _draw_of(dotted)
+
+    def torch_test(call: ast.Call) -> str:
+        found = test(call)
+        return "" if found.startswith(("`random.", "`numpy.")) else found
+
+    guards = _falsy_guards(function)
+    found: list[GuardedDraw] = []
+    calls = sorted(
+        (n for n in _own_nodes(function) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for call in calls:
+        draw = torch_test(call)
+        inner = _local_callee(call, functions, (functions, torch_test), {})
+        if not draw and inner is not None:
+            draw = _draw(inner[0], inner[1], {}, _DEPTH - 1, {id(function)})
+        if draw:
+            found.append((draw, *guards.get(id(call), ("", -1))))
+    return tuple(dict.fromkeys(found))
+
+
+def _falsy_guards(function: Definition) -> dict[int, tuple[str, int]]:
+    """id of each node under ``if NAME:`` (its body), where NAME is a parameter
+    whose default is falsy (False, None, 0, "") -> (NAME, its position)."""
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    defaulted = positional[len(positional) - len(arguments.defaults) :]
+    defaults = {a.arg: d for a, d in zip(defaulted, arguments.defaults, strict=True)}
+    for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        if d is not None:
+            defaults[a.arg] = d
+    falsy = {
+        name: next((i for i, a in enumerate(positional) if a.arg == name), -1)
+        for name, default in defaults.items()
+        if isinstance(default, ast.Constant)
+        and not default.value
+        and not _assigned_in(function, name)  # `augment = True` in the body
+    }
+    guarded: dict[int, tuple[str, int]] = {}
+    for node in _own_nodes(function):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name):
+            name = node.test.id
+            if name in falsy:
+                for statement in node.body:
+                    for inner in ast.walk(statement):
+                        guarded.setdefault(id(inner), (name, falsy[name]))
+    return guarded
 
 
 def augmentation(

@@ -169,6 +169,10 @@ class HelperFact:
     #: draws (``ReplayBuffer.push_and_pop``'s ``random.uniform``, a dataset's
     #: ``transforms.RandomCrop``, a VAE's ``forward``).
     draws: tuple[tuple[str, str], ...] = ()
+    #: For a function: its draws from torch's global random state, each with
+    #: the parameter (name, position) whose falsy default guards it (``if
+    #: augment:``), or ("", -1) (``project_draws.function_torch_draws``).
+    torch_draws: tuple[tuple[str, str, int], ...] = ()
     #: The first torchvision random augmentation it builds (``RandomCrop``), as
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).

@@ -382,6 +382,7 @@ class HelperFacts(ReturnKinds):
             function_trains_handed,
         )
         from .metrics.helper_ranking import helper_batch_ranking
+        from .project_draws import function_torch_draws
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -464,6 +465,9 @@ class HelperFacts(ReturnKinds):
                 else ""
             ),
             draws=self._function_draws(function),
+            torch_draws=function_torch_draws(
+                function, self.scan.functions, self._dotted
+            ),
             augmentation=self._augmentation(function),
             reads_paths=reads_paths(function, self._dotted),
             sample_draws=(

@@ -13,6 +13,9 @@ import pytest
 from accel_migrate.codemod import MigrateOptions, migrate_source
 
 EVALUATE = """
+import random
+
+import numpy as np
 import torch
 
 
@@ -23,6 +26,26 @@ def sampled_error(model, loader, times=10):
             mu = model(x)
             samples = mu + torch.randn(times, *mu.shape)
             total += (samples.mean(0) - y).abs().sum().item()
+    return total
+
+
+def noisy_error(model, loader, augment=False, *, jitter=None):
+    total = 0.0
+    with torch.no_grad():
+        for x, y in loader:
+            if augment:
+                x = x + 0.01 * torch.randn_like(x)
+            if jitter:
+                x = x.clone().normal_()
+            total += (model(x) - y).abs().sum().item()
+    return total
+
+
+def numpy_error(model, loader):
+    total = 0.0
+    for x, y in loader:
+        k = random.randint(0, 0) + int(np.random.rand() > 2.0)
+        total += (model(x) - y).abs().sum().item() + k
     return total
 
 
@@ -39,7 +62,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from evaluate import plain_error, sampled_error
+from evaluate import noisy_error, numpy_error, plain_error, sampled_error
 
 train_loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8, shuffle=True)
 test_loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=8)
@@ -90,3 +113,36 @@ def test_no_report_without_a_draw_a_later_epoch_or_a_loader(
     tmp_path: Path, between: str, after: str
 ) -> None:
     assert _am020(tmp_path, between or "    pass", after) == []
+
+
+@pytest.mark.parametrize(
+    "call, draw",
+    [
+        ("noisy_error(model, test_loader, True)", "`torch.randn_like`"),
+        ("noisy_error(model, test_loader, augment=True)", "`torch.randn_like`"),
+        ("noisy_error(model, test_loader, jitter=0.1)", "`.normal_()`"),
+        ("noisy_error(model, test_loader, **opts)", "`torch.randn_like`"),
+    ],
+)
+def test_a_guarded_draw_the_call_turns_on_is_reported(
+    tmp_path: Path, call: str, draw: str
+) -> None:
+    findings = _am020(tmp_path, f"    opts = {{}}\n    print({call})")
+    assert len(findings) == 1, findings
+    assert f"`noisy_error` in evaluate.py ({draw})" in findings[0]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        # `if augment:` / `if jitter:` with falsy defaults the call does not pass
+        "noisy_error(model, test_loader)",
+        # random's and numpy's draws leave torch's random state, from which the
+        # loader shuffles, alone
+        "numpy_error(model, test_loader)",
+    ],
+)
+def test_no_report_for_a_draw_that_cannot_move_torchs_state(
+    tmp_path: Path, call: str
+) -> None:
+    assert _am020(tmp_path, f"    print({call})") == []

@@ -67,6 +67,9 @@ def _am010(tmp_path: Path, source: str) -> list[str]:
         ("", "dataset=random_split(Samples(40), [32, 8])[0]"),
         ("train_set, val_set = random_split(Samples(40), [32, 8])\n", "train_set"),
         ("splits = random_split(Samples(40), [32, 8])\n", "splits[0]"),
+        # a list variable handed to ConcatDataset
+        ("parts = [Samples(20), Samples(20)]\n", "ConcatDataset(parts)"),
+        ("", "ConcatDataset((Samples(20), Samples(20)))"),
     ],
 )
 def test_a_duck_typed_dataset_behind_a_wrapper_keeps_its_save(
@@ -78,6 +81,33 @@ def test_a_duck_typed_dataset_behind_a_wrapper_keeps_its_save(
     assert findings[0].startswith(
         "needs-review torch.save in `Samples.__getitem__`, which the data loader runs"
     )
+
+
+WRAP = """
+class Wrap(torch.utils.data.Dataset):
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return len(self.base)
+
+    def __getitem__(self, i):
+        return self.base[i]
+"""
+
+
+@pytest.mark.parametrize("dataset", ["Wrap(Samples(32))", "Wrap(base=Samples(32))"])
+def test_a_duck_typed_dataset_a_local_wrapper_subscripts_keeps_its_save(
+    tmp_path: Path, dataset: str
+) -> None:
+    # `return self.base[i]` runs the held object's __getitem__ for each sample
+    source = DUCK.format(setup=WRAP) + TRAIN.format(dataset=dataset)
+    findings = _am010(tmp_path, source)
+    assert findings == [
+        "needs-review torch.save in `Samples.__getitem__`, called from "
+        "`Wrap.__getitem__`, which the data loader runs for each sample: "
+        + findings[0].split("for each sample: ", 1)[1]
+    ], findings
 
 
 def test_a_duck_typed_class_no_loader_reads_is_a_plain_save(tmp_path: Path) -> None:
@@ -141,3 +171,86 @@ def test_a_save_in_a_method_of_an_object_the_dataset_holds_is_kept(
     ), findings
     # the training loop's own checkpoint object is not run by the loader
     assert findings[1:] == ["fixed torch.save -> accel.save (main process, atomic)"]
+
+
+SHARED = """\
+import os
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Store:
+    def __init__(self, root):
+        self.root = root
+
+    def put(self, name, obj):
+        {put}
+
+    def _write(self, name, obj):
+        torch.save(obj, os.path.join(self.root, name))
+
+
+class Samples(Dataset):
+    def __init__(self, n, store):
+        self.x = torch.randn(n, 6)
+        self.y = torch.randn(n, 1)
+        self.store = store
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        self.store.put(f"s{{i}}.pt", self.x[i])
+        return self.x[i], self.y[i]
+
+
+def main():
+    store = Store("out")
+    loader = DataLoader(Samples(32, store), batch_size=8, shuffle=True)
+    model = nn.Linear(6, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    {checkpoint}
+"""
+
+
+@pytest.mark.parametrize(
+    "put",
+    [
+        "torch.save(obj, os.path.join(self.root, name))",
+        "self._write(name, obj)",  # the save one call further in
+    ],
+)
+def test_a_save_run_per_sample_and_by_the_training_loop_leaves_the_file_whole(
+    tmp_path: Path, put: str
+) -> None:
+    source = SHARED.format(
+        put=put, checkpoint='store.put("model.pt", model.state_dict())'
+    )
+    script = tmp_path / "main.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script))
+    assert result.output == source  # not `accel.state_dict(model)` into a kept save
+    am010 = [f for f in result.findings if f.code == "AM010"]
+    assert len(am010) == 1, am010
+    assert am010[0].status == "needs-review"
+    assert "called from `Samples.__getitem__`" in am010[0].message
+    assert "also run by `store.put(...)` at line 42" in am010[0].message
+    assert "the file is left whole" in am010[0].message
+
+
+def test_a_save_run_per_sample_only_is_kept_and_the_file_migrated(
+    tmp_path: Path,
+) -> None:
+    source = SHARED.format(put="self._write(name, obj)", checkpoint='print("done")')
+    findings = _am010(tmp_path, source)
+    assert len(findings) == 1, findings
+    assert findings[0].startswith("needs-review torch.save in `_write`, called from")
+    assert "also run by" not in findings[0]
+    script = tmp_path / "main.py"
+    assert "accel.prepare_model" in migrate_source(source, str(script)).output

@@ -1024,6 +1024,11 @@ EXPECTED: dict[str, str] = {
     "feature_cache_object_r30b": "FLAGGED",
     "mc_eval_shuffle_r30b_project": "FLAGGED",
     "mc_eval_shuffle_r30b_project_batch": "FLAGGED",
+    # a save run per sample (Store.put from __getitem__) and for the training
+    # loop's checkpoint: migrated with the save kept before (every process wrote
+    # the checkpoint; under FSDP rank 1's empty state dict over rank 0's); the
+    # file is left whole now (AM010's block)
+    "shared_store_saver_r30i": "FLAGGED",
     # bhanML/Co-teaching: SILENT before (flagged only by unrelated AM009/AM017/
     # AM030/AM033): loss.loss_coteaching ranks the per-sample losses with
     # np.argsort and keeps the smallest, each process over its own share; AM007

@@ -36,11 +36,13 @@ whose ``__iter__`` draws from torch's global random state (DeepAR's
 under the main process's random state, the original's only while no draw
 before it was made for one process's share (a model sampling over a sharded
 evaluation loader). And a call, between training epochs, of an imported
-function that draws and is handed a loader of the file (DeepAR-style
-``evaluate(model, test_loader)`` sampling its forecasts): the loader is sharded,
-so each process draws for its own share, and the draws move torch's random
-state, from which a shuffled loader draws its next epoch's order, away from the
-original's. Draws from an explicit ``generator=`` (seeded alike on every
+function that draws from torch's global random state and is handed a loader
+of the file (DeepAR-style ``evaluate(model, test_loader)`` sampling its
+forecasts): the loader is sharded, so each process draws for its own share, and
+the draws move torch's random state, from which a shuffled loader draws its
+next epoch's order, away from the original's (``random``'s and numpy's draws
+there leave that state alone, and a draw under ``if augment:`` with a falsy
+default the call does not pass does not run: neither is reported). Draws from an explicit ``generator=`` (seeded alike on every
 process, it draws the original's numbers) are not reported unless their
 arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
 draws in setup code before training, nor are draws in a

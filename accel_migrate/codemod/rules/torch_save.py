@@ -67,10 +67,18 @@ A save in code a data loader runs per sample or batch (a Dataset's
 ``__getitem__``, a ``collate_fn``: a feature cache written on first use; also a
 method of another local object they call, ``self.cache.put(i, feat)``, and the
 ``__getitem__`` of a class that derives from no Dataset but reaches the loader
-through ``Subset``, ``ConcatDataset`` or ``random_split``) is left
+through ``Subset``, ``ConcatDataset`` (also of a list variable) or
+``random_split``, or a local wrapper Dataset's ``self.base[i]``) is left
 as it is and reported: each process loads its own samples, so the main process
 alone would write only its share's files, and a barrier there would be reached a
-different number of times on each process.
+different number of times on each process. Where the training code also calls
+that function (``store.put("model.pt", model.state_dict())`` through the
+``Store`` whose ``put`` a Dataset's ``__getitem__`` calls:
+``data_pipeline.training_caller``), neither rewrite is right for both callers:
+kept, every process would write the checkpoint (under FSDP a process's empty
+state dict over the main process's); made ``accel.save``, each sample's file
+would be the main process's only. The whole file is left unmigrated, with a
+needs-review naming both callers.
 
 A save into a file the script opens from a path, ``with open(path, "wb") as f:
 torch.save(obj, f)``, would be every process writing the same file: when the
@@ -89,7 +97,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..branch_exits import leaves_block
-from ..data_pipeline import loader_run_function_of
+from ..data_pipeline import loader_run_function_of, training_caller
 from ..file_changes import argument, per_process
 from ..file_tests import describe, file_test, file_test_note
 from ..patterns import string_value
@@ -137,6 +145,10 @@ class TorchSave(ReadBack, Rule):
             return updated_node  # the whole `with open(...)` becomes accel.save
         loader_run = self._run_by_loader(original_node)
         if loader_run is not None:
+            caller = training_caller(self.index, original_node)
+            if caller is not None:
+                self._block_shared_saver(original_node, loader_run, caller)
+                return updated_node
             self.report(
                 original_node,
                 "needs-review",
@@ -430,6 +442,22 @@ class TorchSave(ReadBack, Rule):
             body=[cst.Expr(self.runtime_call("barrier", []))]
         )
         return cst.FlattenSentinel([updated_node, barrier])
+
+    def _block_shared_saver(
+        self, save: cst.Call, loader_run: str, caller: cst.Call
+    ) -> None:
+        line = self.context.original_start(self.wrapper, caller)[0]
+        self.block(
+            save,
+            f"torch.save in {loader_run}, and also run by `{code_of(caller.func)}"
+            f"(...)` at line {line}, outside the data loader: for the samples it "
+            "must stay each process's own save (the main process alone would write "
+            "only its share's files), for the training code's call it must become "
+            "accel.save (every process would write the same file, one process's "
+            "state over another's); no one rewrite of it is right for both "
+            "callers, so the file is left whole. Save the samples' files and the "
+            "training code's files through separate functions, then migrate again",
+        )
 
     def _run_by_loader(self, node: cst.CSTNode) -> str | None:
         """What runs ``node`` per sample or batch, where a data loader does (a
