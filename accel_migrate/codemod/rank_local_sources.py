@@ -37,8 +37,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
-from .divergence_parameters import _params
-from .parsed_namespaces import handed_on, option_items
+from .parsed_namespaces import option_items
 from .project_namespaces import handed_keys
 from .random_names import is_random_draw
 from .rank_local_calls import (
@@ -46,6 +45,7 @@ from .rank_local_calls import (
     _UNIFORM_RUNTIME_CALLS,
     rank_environment_read,
 )
+from .rank_local_definitions import _Definition, collect_definitions
 from .rank_local_syntax import (
     _calls,
     _dict_entry,
@@ -54,7 +54,6 @@ from .rank_local_syntax import (
     _outer,
     _rebinds,
     _statements,
-    _targets,
 )
 from .scopes import BuiltinAssignment
 from .subtrees import findall
@@ -63,8 +62,6 @@ if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
     from .project_namespaces import HandedOption
 
-#: (kind, the node to follow or to name, the node that binds the variable)
-_Definition = tuple[str, cst.CSTNode, cst.CSTNode]
 _SUITES = (
     cst.IndentedBlock,
     cst.SimpleStatementSuite,
@@ -73,7 +70,6 @@ _SUITES = (
     cst.ExceptHandler,
     cst.Finally,
 )
-_MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
 _ORDER = ("data", "clock", "pid", "environment", "random", "exception")
 _LIMIT = 400  # expressions visited per question
 
@@ -367,7 +363,7 @@ class RankLocalSources:
         node that binds it (the statement, loop or call; for a parameter, its
         function)."""
         if self._definitions is None:
-            self._definitions = self._collect()
+            self._definitions = collect_definitions(self)
         return self._definitions
 
     @property
@@ -387,85 +383,6 @@ class RankLocalSources:
             for parsed in self.index.rank_local_options.options.values()
             for option in parsed
         }
-
-    def _collect(self) -> dict[Key, list[_Definition]]:
-        index = self.index
-        found: dict[Key, list[_Definition]] = {}
-
-        def add(
-            target: cst.CSTNode, kind: str, node: cst.CSTNode, anchor: cst.CSTNode
-        ) -> None:
-            for leaf in _targets(target):
-                key = self._key(leaf)
-                if key is not None:
-                    found.setdefault(key, []).append((kind, node, anchor))
-
-        module = index.module
-        for statement in findall(module, m.Assign() | m.AnnAssign() | m.AugAssign()):
-            value = getattr(statement, "value", None)
-            targets = (
-                [t.target for t in statement.targets]  # type: ignore[attr-defined]
-                if isinstance(statement, cst.Assign)
-                else [statement.target]  # type: ignore[attr-defined]
-            )
-            for target in targets:
-                if value is not None:
-                    add(target, "value", value, statement)
-                if isinstance(target, cst.Subscript) and value is not None:
-                    add(target.value, "value", value, statement)  # `counts[i] = v`
-                for condition in self._conditions(statement):
-                    add(target, *condition, statement)
-        options = index.rank_local_options.options
-        assignments = findall(module, m.Assign() | m.AnnAssign()) if options else ()
-        for statement in assignments:
-            namespace = index.rank_local_options.namespace(statement)
-            base = self._key(namespace) if namespace is not None else None
-            if base is None:
-                continue
-            for dest, parsed in options.items():
-                key = (base[0], f"{base[1]}.{dest}")
-                for option in parsed:
-                    found.setdefault(key, []).append(
-                        ("option", option.default, statement)
-                    )
-        if index.rank_local_options.attributes:
-            for key, definition in handed_on(index):
-                found.setdefault(key, []).append(definition)
-        for loop in index.for_loops:
-            over_loader, counter = index.loader_loop(loop.iter)
-            target = loop.target
-            if over_loader and counter and isinstance(target, cst.Tuple):
-                # The divergence analysis's fact: `i` of `enumerate(loader)` is
-                # the step index, the same on every process.
-                add(target.elements[0].value, "counter", loop.iter, loop)
-                for element in target.elements[1:]:
-                    add(element.value, "data", loop.iter, loop)
-            elif over_loader:
-                add(target, "data", loop.iter, loop)
-            else:
-                add(target, "value", loop.iter, loop)
-        for comp in findall(module, m.CompFor()):
-            add(comp.target, "value", comp.iter, comp)  # type: ignore[attr-defined]
-        for call in index.calls:
-            func = call.func
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in _MUTATORS
-                and call.args
-            ):
-                for arg in call.args:
-                    add(func.value, "value", arg.value, call)
-                for condition in self._conditions(call):
-                    add(func.value, *condition, call)
-        for function in index.functions:
-            for call in index.call_sites(function):
-                for key, arg in index.arguments(call):
-                    found.setdefault(key, []).append(("value", arg, function))
-            for param in _params(function):  # `def f(rank=int(os.environ[...]))`
-                key = index.function_scope_key(function, param.name.value)
-                if param.default is not None:
-                    found.setdefault(key, []).append(("value", param.default, function))
-        return found
 
     def _reaching(
         self, use: cst.CSTNode, key: Key, definitions: list[_Definition]

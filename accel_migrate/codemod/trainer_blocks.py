@@ -1,0 +1,254 @@
+"""AM004's blocking findings about trainers (``TrainerBlocks``, a base of
+``AllOrNothing``): a model handed to a library trainer, a trainer class picked
+or subclassed, a model a helper's own trainer builds, that the rule cannot show
+prepared, leaves the whole file unchanged."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from .optimizer_helpers import _argument
+from .subtrees import findall
+from .trained_models import root_key, snippet
+
+if TYPE_CHECKING:
+    from .project_facts import HelperFact
+
+
+#: The end of every blocking message of AM004.
+#: Methods that hand back the module they are called on.
+_SAME_MODULE = frozenset(
+    {"train", "eval", "to", "cuda", "cpu", "float", "half", "double"}
+)
+ALL_OR_NOTHING = (
+    ". Nothing in this file was migrated: a training setup is migrated whole or "
+    "not at all (sharding its data and rewriting its backward without preparing "
+    "the model would train an unsynchronised copy in each process)"
+)
+
+
+class TrainerBlocks:
+    """The trainer checks of ``AllOrNothing`` (a mixin of AM004's rule: it reads
+    the rule's analysis)."""
+
+    def _block_library_trainers(self) -> None:
+        """``Trainer(config, model, dataset)`` of a local module whose class trains
+        what it is handed (``library_trainers``): the setup is split across files,
+        so this file is left whole, as the library's is. Not where the class's
+        file is migrated in this batch too (``HelperFact.batch_migrated``): it
+        learns from this file's call what it is handed (``project_callers``),
+        and this file prepares the model where it builds it; if that file is
+        left whole, so is this one (AM103), and the other way round."""
+        seen: set[str] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind not in ("class", "function")
+                or not (fact.trains or fact.trains_own)
+                or fact.collectives  # the library already runs the runtime's calls
+                or (
+                    fact.trains
+                    and fact.batch_migrated
+                    and (fact.kind == "class" or self._handed_prepared(call, fact))
+                )
+                or fact.where in seen
+            ):
+                continue
+            seen.add(fact.where)
+            if not fact.trains:
+                self._block_own_trainer(call, fact)
+                continue
+            if fact.batch_migrated:
+                self._block_unprepared_handed(call, fact)
+                continue
+            model = self._model_named(call, fact, "the model")
+            self.block(
+                call,
+                f"`{snippet(call)}` hands its arguments to {fact.where}, which "
+                f"trains with them there: {fact.trains}. The backward that trains "
+                f"{model} is in {fact.file}, which migrating this file alone reads "
+                "but does not write (a file's local imports are read, never "
+                f"written), so preparing {model} here would leave that backward "
+                f"unmigrated: {model} is not prepared, nor is anything else. Wrap "
+                f"{model} with accel.prepare_model(...) where it is built, and in "
+                f"{fact.file} its optimizer with accel.prepare_optimizer(...), the "
+                "loader with accel.prepare_dataloader(...), the backward with "
+                "accel.backward(...), and make the loss it hands back global "
+                "(accel.global_loss) where it is logged. Nothing in this file was "
+                f"migrated: while each process trains a full copy in {fact.file}, "
+                "sharding this file's loaders, reducing its metrics or moving its "
+                "logs and saves to the main process would mix a migrated half with "
+                "an unmigrated one",
+            )
+
+    def _block_picked_trainers(self) -> None:
+        """``getattr(alg, config["algorithm_type"])(config)`` of a local module
+        whose classes train (``dynamic_trainers``): the class is picked by name,
+        and each of them keeps its setup in its own file."""
+        from .dynamic_trainers import picked_trainers
+
+        for call, module, facts in picked_trainers(
+            self.index.calls, self.index.qualnames, self.index.project
+        ):
+            how = "; ".join(
+                f"{f.where} trains "
+                + (
+                    f"models of its own there: {f.trains_own}"
+                    if f.trains_own
+                    else f"what it is handed there: {f.trains}"
+                )
+                for f in facts[:2]
+            )
+            more = f" (and {len(facts) - 2} more)" if len(facts) > 2 else ""
+            files = sorted(
+                {f.file for f in facts} | {f.trains_in for f in facts} - {""}
+            )
+            self.block(
+                call,
+                f"`{snippet(call)}` builds a class of the local module `{module}` "
+                f"picked by name, and its classes train: {how}{more}. accel-migrate "
+                "migrates a training setup one file at a time and does not prepare "
+                f"models across files, so {', '.join(files)} "
+                f"{'is' if len(files) == 1 else 'are'} not migrated; there "
+                "wrap each model with accel.prepare_model(...) where it is built, "
+                "each optimizer with accel.prepare_optimizer(...), the backward "
+                "with accel.backward(...), shard the loaders it is handed with "
+                "accel.prepare_dataloader(...) and make the losses it logs global "
+                "(accel.global_loss). Nothing in this file was migrated: while each "
+                "process trains a full copy there, sharding this file's loaders, "
+                "reducing its metrics or moving its logs and saves to the main "
+                "process would mix a migrated half with an unmigrated one",
+            )
+            return
+
+    def _handed_model(
+        self, call: cst.Call, fact: HelperFact
+    ) -> cst.BaseExpression | None:
+        """What ``call`` hands the parameter ``fact`` trains (None: not shown)."""
+        return _argument(call, *fact.trained_parameter)
+
+    def _model_named(self, call: cst.Call, fact: HelperFact, otherwise: str) -> str:
+        """The model ``call`` hands ``fact``'s trained parameter, as a finding
+        names it: `GD`, `model` for ``model.train()`` or ``model.to(device)``."""
+        handed = self._handed_model(call, fact)
+        while (
+            isinstance(handed, cst.Call)
+            and isinstance(handed.func, cst.Attribute)
+            and handed.func.attr.value in _SAME_MODULE
+        ):
+            handed = handed.func.value
+        return f"`{snippet(handed)}`" if handed is not None else otherwise
+
+    def _handed_prepared(self, call: cst.Call, fact: HelperFact) -> bool:
+        """Does this file prepare the model it hands a function of a training
+        file of this batch that trains it (``train_one_epoch(model, optimizer,
+        loader)`` with ``model``'s optimizer built here)?"""
+        handed = self._handed_model(call, fact)
+        if handed is None:
+            return False
+        key = root_key(self.index, handed)
+        if key is None:
+            return False
+        # `for i, model in enumerate(net_ensemble)` with each member's optimizer
+        # built here over `model.parameters()` (omegafragger/DDU's
+        # train_ensemble.py): the list is what `optimized` records
+        optimized = self.optimized
+        return (
+            key in optimized
+            or self.elements.get(key) in self.trained_containers
+            or self._is_prepared(key)
+        )
+
+    def _block_unprepared_handed(self, call: cst.Call, fact: HelperFact) -> None:
+        """``train(model=model, loaders=..., cfg=cfg)`` of a training file of this
+        batch that trains the model it is handed, where nothing in this file
+        shows that model trained (its optimizer is built over there): this file
+        would not prepare it, so it is left whole, and that file with it (AM103)."""
+        model = self._model_named(call, fact, "a model")
+        self.block(
+            call,
+            f"`{snippet(call)}` hands {model} to {fact.where}, which trains it "
+            f"there: {fact.trains}; no optimizer built in this file receives its "
+            "parameters (one that another module builds over them, in a function "
+            "or in the model class's own methods, is not followed), so "
+            f"accel-migrate cannot show here that {model} is trained and does not "
+            f"prepare it, while {fact.file} counts on its "
+            "callers to prepare the models they hand it. Wrap the model with "
+            "accel.prepare_model(...) where it is built, and its optimizer with "
+            "accel.prepare_optimizer(...) where that is built" + ALL_OR_NOTHING,
+        )
+
+    def _block_subclassed_trainers(self) -> None:
+        """``class ClsTrainer(BaseTrainer)`` of this file over a base of a local
+        module that trains what it is handed (its loop calls the backward:
+        ``HelperFact.trains``; the subclass writes ``training_step``), or that
+        builds the optimizer while this class's methods run the backward
+        (``HelperFact.builds_optimizer``; the subclass writes ``_train_epoch``):
+        the model's optimizer, and the loop or the step, are in the base's file.
+        accel-migrate prepares a model and its optimizer in one file, so this
+        file is left whole (and the base's file is, by AM004 there)."""
+        for cls in findall(self.index.module, m.ClassDef()):
+            methods = findall(cls.body, m.FunctionDef())  # type: ignore[attr-defined]
+            steps = any(self.index.runs_backward(f.body) for f in methods)  # type: ignore[attr-defined]
+            for base in cls.bases:  # type: ignore[attr-defined]
+                fact = self.index.helper(base.value)
+                if (
+                    fact is None
+                    or fact.kind != "class"
+                    or fact.collectives  # the base already runs the runtime's calls
+                ):
+                    continue
+                name = cls.name.value  # type: ignore[attr-defined]
+                if fact.trains:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) inherits the training "
+                        f"of its base {fact.where}: {fact.trains}"
+                    )
+                elif fact.builds_optimizer and steps:
+                    how = (
+                        f"`{name}` (line {self._line(cls)}) runs a backward in its "
+                        f"methods, and its base {fact.where} sets up the training: "
+                        f"{fact.builds_optimizer}"
+                    )
+                else:
+                    continue
+                self.block(
+                    base,
+                    f"{how}. accel-migrate prepares a model and its optimizer in one "
+                    "file and does not follow a class into a base of another file, "
+                    "so neither this file nor the base's is migrated for it; wrap "
+                    "the model with accel.prepare_model(...) before it is handed to "
+                    f"`{name}`, its optimizer with accel.prepare_optimizer(...) "
+                    "where it is built, the loaders with "
+                    "accel.prepare_dataloader(...), the backward with "
+                    "accel.backward(...) and the base's saves with accel.save(...)"
+                    + ALL_OR_NOTHING,
+                )
+                break
+
+    def _block_own_trainer(self, call: cst.Call, fact: HelperFact) -> None:
+        """``model = Pix2PixModel(opt)`` of a local module whose class builds and
+        trains its own networks: nothing of its setup is in this file."""
+        self.block(
+            call,
+            f"`{snippet(call)}` builds {fact.where}, which trains models of its "
+            f"own there: {fact.trains_own}. The models it trains and their "
+            f"optimizers are built inside it, in {fact.trains_in or fact.file}, "
+            "which migrating this file reads but does not write, and this file "
+            "builds no model or optimizer of that training to prepare: nothing of "
+            f"it is prepared. In {fact.trains_in or fact.file} wrap "
+            "each model it "
+            "builds with accel.prepare_model(...) and each optimizer with "
+            "accel.prepare_optimizer(...), and its backward with "
+            "accel.backward(...); where this file feeds it batches, shard that "
+            "loader with accel.prepare_dataloader(...), and make the losses it "
+            "hands back global (accel.global_loss) where they are logged. Nothing in this "
+            f"file was migrated: while each process trains a full copy in "
+            f"{fact.trains_in or fact.file}, sharding this file's loaders, reducing its metrics or "
+            "moving its logs and saves to the main process would mix a migrated "
+            "half with an unmigrated one",
+        )
