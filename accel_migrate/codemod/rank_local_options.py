@@ -47,7 +47,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
-from .parsed_namespaces import ParsedNamespaces, _returns, _single_target
+from .parsed_namespaces import ParsedNamespaces, _returns, _single_target, targets
 from .project_namespaces import HandedOption, handed_parameters
 from .rank_local_calls import rank_environment_read
 from .subtrees import findall
@@ -177,17 +177,21 @@ class RankLocalOptions:
         if not self.attributes:
             return frozenset()
         namespace = self.namespace(node)
-        dests = self.dests
-        if namespace is None and isinstance(node, (cst.Assign, cst.AnnAssign)):
-            # `cfg = SimpleNamespace(**vars(args))`, `self.args = args`: the
-            # namespace handed on, with what the module stored into it
-            target = _single_target(node)
-            if target is not None and self.namespaces.holds(node.value):  # type: ignore[arg-type]
-                namespace, dests = target, self.attributes
+        found: set[str] = set()
         chain = attr_chain(namespace) if namespace is not None else None
-        if chain is None:
-            return frozenset()
-        return frozenset(f"{chain}.{dest}" for dest in dests)
+        if chain is not None:
+            found.update(f"{chain}.{dest}" for dest in self.dests)
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            # `cfg = SimpleNamespace(**vars(args))`, `self.args = args`, `cfg`
+            # of `args = cfg = parser.parse_args()`: the namespace handed on,
+            # with what the module stored into it
+            handed = [t for t in targets(node) if t is not namespace]
+            if handed and self.namespaces.holds(node.value):
+                for target in handed:
+                    chain = attr_chain(target)
+                    if chain is not None:
+                        found.update(f"{chain}.{dest}" for dest in self.attributes)
+        return frozenset(found)
 
     def parameters(self, function: cst.FunctionDef) -> frozenset[str]:
         """The rank-local attributes of the namespaces ``function`` is passed:
@@ -221,9 +225,10 @@ class RankLocalOptions:
             self._handed = handed_parameters(self.index)
         return self._handed
 
-    def item(self, node: cst.Subscript) -> str | None:
+    def item(self, node: cst.Subscript | cst.Call) -> str | None:
         """The rank-local attribute a read of a namespace's dict names
-        (``vars(args)["local_rank"]``, ``opt["local_rank"]``), or None."""
+        (``vars(args)["local_rank"]``, ``opt["local_rank"]``,
+        ``opt.get("local_rank", -1)``), or None."""
         if not self.attributes:
             return None
         dest = self.namespaces.item(node)
