@@ -10,15 +10,23 @@ rank-local on every namespace that carries them, not only on the variable
     cfg = SimpleNamespace(**vars(args))  # an object built from it: cfg.local_rank
     opt = vars(args)                     # its dict: opt["local_rank"]
     self.args = args                     # kept by an object: self.args.local_rank
+    args = cfg = parser.parse_args()     # bound to two names: cfg.local_rank
+    cfg = copy.deepcopy(args)            # a copy: cfg.local_rank
+    opt = dict(vars(args))               # a copy of its dict: opt.get("local_rank")
+    run = functools.partial(train, opt=args)  # handed by a partial's argument
 
 ``ParsedNamespaces`` lists the variables (``Key``) that hold a parsed
 namespace, with the nodes that bind them (the assignment, or for a parameter
 its function): those bound to ``<parser>.parse_args()`` (or a local function
 that returns it), to another such variable, to a call given ``**vars(ns)``
-(``SimpleNamespace``, ``argparse.Namespace``, a dataclass), and the parameters
-of local functions that a call of this module passes one. It lists the
-variables that hold a namespace's dict (``vars(ns)``, ``ns.__dict__``) the same
-way. A namespace that leaves the module's local functions (an unknown call, a
+(``SimpleNamespace``, ``argparse.Namespace``, a dataclass) or to
+``copy.copy``/``copy.deepcopy`` of one, each target of a chained assignment,
+and the parameters of local functions that a call of this module (or the
+arguments of a ``functools.partial`` of one) passes one. It lists the
+variables that hold a namespace's dict (``vars(ns)``, ``ns.__dict__``, a copy:
+``dict(d)``, ``d.copy()``, and the ``**kw`` of a local function called with
+``**vars(ns)``) the same way; a read of one by the option's name is
+``d["local_rank"]`` or ``d.get("local_rank", ...)``. A namespace that leaves the module's local functions (an unknown call, a
 return) is not followed; the parameter it comes back as is not one.
 """
 
