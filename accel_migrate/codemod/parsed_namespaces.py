@@ -266,7 +266,9 @@ def _partial(
     of it the partial's own arguments make (``train(opt=args)``)."""
     if not call.args or call.args[0].star or call.args[0].keyword is not None:
         return None
-    if "functools.partial" not in index.qualnames(call.func):
+    if _called(call) != "partial" or "functools.partial" not in index.qualnames(
+        call.func
+    ):
         return None
     func = call.args[0].value
     function = index.local_function(func)
@@ -276,11 +278,20 @@ def _partial(
     return function, bound, call.with_changes(func=func, args=call.args[1:])
 
 
+def _called(call: cst.Call) -> str | None:
+    """The name a call is spelled with: ``partial`` of ``functools.partial``."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
 def _copied(index: ModuleIndex, call: cst.Call) -> bool:
     """Is ``call`` ``copy.copy(x)`` or ``copy.deepcopy(x)`` (a copy of the
     same kind, with the same attributes or items)?"""
     return (
-        len(call.args) == 1
+        _called(call) in ("copy", "deepcopy")
+        and len(call.args) == 1
         and not call.args[0].star
         and call.args[0].keyword is None
         and bool(index.qualnames(call.func) & {"copy.copy", "copy.deepcopy"})

@@ -27,10 +27,13 @@ declares one too. The divergence analysis makes ``args.X`` rank-local where
 and wherever the module hands that namespace on (``parsed_namespaces``): a
 parameter of a local function a call passes it (``def main(args)`` ...
 ``main(parser.parse_args())``, ``train(args, model)``), a variable or
-attribute bound to it (``self.args = args``), an object built from its dict
-(``SimpleNamespace(**vars(args))``), a read of its dict by the option's name
-(``vars(args)["local_rank"]``) and the parameter of that name of a local
-function called with ``**vars(args)``. On a namespace handed on, an attribute
+attribute bound to it (``self.args = args``, ``args = cfg = ...``), a copy
+(``copy.deepcopy(args)``), an object built from its dict
+(``SimpleNamespace(**vars(args))``), a parameter a ``functools.partial`` of a
+local function binds, a read of its dict or a copy of it by the option's name
+(``vars(args)["local_rank"]``, ``dict(vars(args)).get("local_rank")``), and
+the parameter of that name (or the ``**kw``) of a local function called with
+``**vars(args)``. On a namespace handed on, an attribute
 the module stores a rank variable into (``args.local_rank = env_rank()``) is
 rank-local too (``attributes``). The provenance (``rank_local_sources``)
 follows ``args.X`` back to the default. Any parser of the module counts (the
