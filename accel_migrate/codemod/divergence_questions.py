@@ -68,6 +68,8 @@ class DivergenceQuestions(DivergenceQueries):
                     and self.random_is_local(node)
                 )
                 or rank_environment_read(index, node)
+                # `opt.get("local_rank", -1)` of `opt = vars(args)`
+                or index.rank_local_options.item(node) is not None
             )
             callee = index.callee(node)
             if "builtins.next" in qualnames and _next_batch(index, node):

@@ -10,25 +10,35 @@ rank-local on every namespace that carries them, not only on the variable
     cfg = SimpleNamespace(**vars(args))  # an object built from it: cfg.local_rank
     opt = vars(args)                     # its dict: opt["local_rank"]
     self.args = args                     # kept by an object: self.args.local_rank
+    args = cfg = parser.parse_args()     # bound to two names: cfg.local_rank
+    cfg = copy.deepcopy(args)            # a copy: cfg.local_rank
+    opt = dict(vars(args))               # a copy of its dict: opt.get("local_rank")
+    run = functools.partial(train, opt=args)  # handed by a partial's argument
 
 ``ParsedNamespaces`` lists the variables (``Key``) that hold a parsed
 namespace, with the nodes that bind them (the assignment, or for a parameter
 its function): those bound to ``<parser>.parse_args()`` (or a local function
 that returns it), to another such variable, to a call given ``**vars(ns)``
-(``SimpleNamespace``, ``argparse.Namespace``, a dataclass), and the parameters
-of local functions that a call of this module passes one. It lists the
-variables that hold a namespace's dict (``vars(ns)``, ``ns.__dict__``) the same
-way. A namespace that leaves the module's local functions (an unknown call, a
+(``SimpleNamespace``, ``argparse.Namespace``, a dataclass) or to
+``copy.copy``/``copy.deepcopy`` of one, each target of a chained assignment,
+and the parameters of local functions that a call of this module (or the
+arguments of a ``functools.partial`` of one) passes one. It lists the
+variables that hold a namespace's dict (``vars(ns)``, ``ns.__dict__``, a copy:
+``dict(d)``, ``d.copy()``, and the ``**kw`` of a local function called with
+``**vars(ns)``) the same way; a read of one by the option's name is
+``d["local_rank"]`` or ``d.get("local_rank", ...)``. A namespace that leaves the module's local functions (an unknown call, a
 return) is not followed; the parameter it comes back as is not one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 
+from .index_syntax import bind_arguments
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -71,33 +81,57 @@ class ParsedNamespaces:
             before = (sum(len(v) for v in self.keys.values()), len(self.dicts))
             before += (len(self.spread),)
             for statement in assignments:
-                target = _single_target(statement)
-                key = index.key(target) if target is not None else None
-                if key is None:
-                    continue
                 value = statement.value  # type: ignore[attr-defined]
-                if self.holds(value):
-                    bound = self.keys.setdefault(key, [])
-                    if statement not in bound:
-                        bound.append(statement)
-                elif self.holds_dict(value):
-                    self.dicts.add(key)
+                for target in targets(statement):  # `args = cfg = ...`: each
+                    key = index.key(target)
+                    if key is None:
+                        continue
+                    if self.holds(value):
+                        bound = self.keys.setdefault(key, [])
+                        if statement not in bound:
+                            bound.append(statement)
+                    elif self.holds_dict(value):
+                        self.dicts.add(key)
             for function in index.functions:
                 for call in index.call_sites(function):
-                    if any(
-                        a.star == "**" and self.holds_dict(a.value) for a in call.args
-                    ):
-                        self.spread.add(function)  # `main(**vars(args))`
-                    for key, arg in index.arguments(call):
-                        if self.holds(arg):
-                            bound = self.keys.setdefault(key, [])
-                            if function not in bound:
-                                bound.append(function)
-                        elif self.holds_dict(arg):
-                            self.dicts.add(key)  # `main(vars(args))`
+                    self._hand(function, index.arguments(call), call)
+            for call in index.calls:
+                # `run = functools.partial(train, opt=args)`: `train` is handed
+                # the arguments `run(...)` is called with after these
+                handed = _partial(index, call)
+                if handed is not None:
+                    function, bound, rest = handed
+                    passed = bind_arguments(function, bound, rest)
+                    self._hand(
+                        function,
+                        ((index.function_scope_key(function, n), a) for n, a in passed),
+                        rest,
+                    )
             after = (sum(len(v) for v in self.keys.values()), len(self.dicts))
             if (*after, len(self.spread)) == before:
                 break
+
+    def _hand(
+        self,
+        function: cst.FunctionDef,
+        passed: Iterable[tuple[Key, cst.BaseExpression]],
+        call: cst.Call,
+    ) -> None:
+        """``function`` called as ``call``, its parameters given ``passed``."""
+        if any(a.star == "**" and self.holds_dict(a.value) for a in call.args):
+            self.spread.add(function)  # `main(**vars(args))`
+            kwargs = function.params.star_kwarg
+            if isinstance(kwargs, cst.Param):  # `def main(**kw)`: kw["local_rank"]
+                self.dicts.add(
+                    self.index.function_scope_key(function, kwargs.name.value)
+                )
+        for key, arg in passed:
+            if self.holds(arg):
+                bound = self.keys.setdefault(key, [])
+                if function not in bound:
+                    bound.append(function)
+            elif self.holds_dict(arg):
+                self.dicts.add(key)  # `main(vars(args))`
 
     def holds(self, expr: cst.BaseExpression) -> bool:
         """Is ``expr`` a parsed namespace: a ``parse_args()`` call (or of a
@@ -117,6 +151,8 @@ class ParsedNamespaces:
         callee = index.callee(expr)
         if callee is not None and callee[0] in self.options.parsers:
             return self.options.parsers[callee[0]] != "parse_known_args"
+        if _copied(index, expr):
+            return self.holds(expr.args[0].value)  # `copy.deepcopy(args)`
         if callee is not None and callee[0] not in self._asking:
             # `cfg = build_config()` returning `SimpleNamespace(**vars(args))`
             self._asking.add(callee[0])
@@ -131,9 +167,24 @@ class ParsedNamespaces:
         """Is ``expr`` a parsed namespace's dict: ``vars(ns)``, ``ns.__dict__``
         or a variable holding one?"""
         if isinstance(expr, cst.Call):
+            func = expr.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "copy"
+                and not expr.args
+            ):
+                return self.holds_dict(func.value)  # `vars(args).copy()`
+            if _copied(index := self.index, expr) or (
+                isinstance(func, cst.Name)
+                and func.value == "dict"
+                and "builtins.dict" in index.qualnames(func)
+                and len(expr.args) == 1
+                and not expr.args[0].star
+            ):
+                return self.holds_dict(expr.args[0].value)  # `dict(vars(args))`
             return (
-                isinstance(expr.func, cst.Name)
-                and expr.func.value == "vars"
+                isinstance(func, cst.Name)
+                and func.value == "vars"
                 and len(expr.args) == 1
                 and not expr.args[0].star
                 and self.holds(expr.args[0].value)
@@ -145,16 +196,28 @@ class ParsedNamespaces:
             return key is not None and key in self.dicts
         return False
 
-    def item(self, node: cst.Subscript) -> str | None:
+    def item(self, node: cst.Subscript | cst.Call) -> str | None:
         """The attribute a read of a namespace's dict by a literal key names
-        (``opt["local_rank"]``), or None."""
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-            return None
-        key = node.slice[0].slice.value
+        (``opt["local_rank"]``, ``opt.get("local_rank", -1)``), or None."""
+        if isinstance(node, cst.Call):
+            func = node.func
+            if (
+                not isinstance(func, cst.Attribute)
+                or func.attr.value != "get"
+                or not node.args
+                or node.args[0].star
+                or node.args[0].keyword is not None
+            ):
+                return None
+            key, holder = node.args[0].value, func.value
+        else:
+            if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+                return None
+            key, holder = node.slice[0].slice.value, node.value
         if not isinstance(key, cst.SimpleString):
             return None
         text = key.evaluated_value
-        if not isinstance(text, str) or not self.holds_dict(node.value):
+        if not isinstance(text, str) or not self.holds_dict(holder):
             return None
         return text
 
@@ -181,6 +244,58 @@ def _single_target(statement: cst.CSTNode) -> cst.BaseExpression | None:
     else:
         return None
     return target if isinstance(target, (cst.Name, cst.Attribute)) else None
+
+
+def targets(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The Names and attributes an assignment binds its value to: each of
+    ``args = cfg = parser.parse_args()``."""
+    if isinstance(statement, cst.Assign):
+        found = [t.target for t in statement.targets]
+    elif isinstance(statement, cst.AnnAssign):
+        found = [statement.target]
+    else:
+        return []
+    return [t for t in found if isinstance(t, (cst.Name, cst.Attribute))]
+
+
+def _partial(
+    index: ModuleIndex, call: cst.Call
+) -> tuple[cst.FunctionDef, int, cst.Call] | None:
+    """``functools.partial(train, opt=args)`` of a local function: the
+    function, the parameters it binds itself (1 for a method) and the call
+    of it the partial's own arguments make (``train(opt=args)``)."""
+    if not call.args or call.args[0].star or call.args[0].keyword is not None:
+        return None
+    if _called(call) != "partial" or "functools.partial" not in index.qualnames(
+        call.func
+    ):
+        return None
+    func = call.args[0].value
+    function = index.local_function(func)
+    if function is None:
+        return None
+    bound = 1 if isinstance(func, cst.Attribute) else 0
+    return function, bound, call.with_changes(func=func, args=call.args[1:])
+
+
+def _called(call: cst.Call) -> str | None:
+    """The name a call is spelled with: ``partial`` of ``functools.partial``."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _copied(index: ModuleIndex, call: cst.Call) -> bool:
+    """Is ``call`` ``copy.copy(x)`` or ``copy.deepcopy(x)`` (a copy of the
+    same kind, with the same attributes or items)?"""
+    return (
+        _called(call) in ("copy", "deepcopy")
+        and len(call.args) == 1
+        and not call.args[0].star
+        and call.args[0].keyword is None
+        and bool(index.qualnames(call.func) & {"copy.copy", "copy.deepcopy"})
+    )
 
 
 def _returns(index: ModuleIndex, function: cst.FunctionDef) -> list[cst.BaseExpression]:
@@ -212,7 +327,8 @@ def handed_on(
                 found.extend((key, ("option", o.default, function)) for o in parsed)
     for base, anchors in options.namespaces.keys.items():
         for anchor in anchors:
-            if options.namespace(anchor) is not None:
+            own = options.namespace(anchor)
+            if own is not None and index.key(own) == base:
                 continue  # `args = parser.parse_args()`: the provenance's own
             for dest, parsed in options.options.items():
                 key = (base[0], f"{base[1]}.{dest}")
@@ -227,15 +343,16 @@ def option_items(
     index: ModuleIndex, expr: cst.CSTNode
 ) -> list[tuple[cst.BaseExpression, RankLocalOption]]:
     """The reads of a namespace's dict by a rank-local option's name in
-    ``expr`` (``opt["local_rank"]``), and of the namespace by ``getattr(opt,
-    "local_rank", -1)``, with the option."""
+    ``expr`` (``opt["local_rank"]``, ``opt.get("local_rank")``), and of the
+    namespace by ``getattr(opt, "local_rank", -1)``, with the option."""
     options = index.rank_local_options
     found: list[tuple[cst.BaseExpression, RankLocalOption]] = []
     if not options.options:
         return found
-    for read in findall(expr, m.Subscript() | m.Call(func=m.Name("getattr"))):
-        if isinstance(read, cst.Subscript):
-            dest = options.item(read)
+    get = m.Call(func=m.Attribute(attr=m.Name("get")))
+    for read in findall(expr, m.Subscript() | m.Call(func=m.Name("getattr")) | get):
+        if not isinstance(read, cst.Call) or m.matches(read, get):
+            dest = options.item(read)  # type: ignore[arg-type]
         else:
             dest = _getattr_name(options.namespaces, read)  # type: ignore[arg-type]
         for option in options.options.get(dest or "", ()):

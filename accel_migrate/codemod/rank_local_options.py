@@ -27,10 +27,13 @@ declares one too. The divergence analysis makes ``args.X`` rank-local where
 and wherever the module hands that namespace on (``parsed_namespaces``): a
 parameter of a local function a call passes it (``def main(args)`` ...
 ``main(parser.parse_args())``, ``train(args, model)``), a variable or
-attribute bound to it (``self.args = args``), an object built from its dict
-(``SimpleNamespace(**vars(args))``), a read of its dict by the option's name
-(``vars(args)["local_rank"]``) and the parameter of that name of a local
-function called with ``**vars(args)``. On a namespace handed on, an attribute
+attribute bound to it (``self.args = args``, ``args = cfg = ...``), a copy
+(``copy.deepcopy(args)``), an object built from its dict
+(``SimpleNamespace(**vars(args))``), a parameter a ``functools.partial`` of a
+local function binds, a read of its dict or a copy of it by the option's name
+(``vars(args)["local_rank"]``, ``dict(vars(args)).get("local_rank")``), and
+the parameter of that name (or the ``**kw``) of a local function called with
+``**vars(args)``. On a namespace handed on, an attribute
 the module stores a rank variable into (``args.local_rank = env_rank()``) is
 rank-local too (``attributes``). The provenance (``rank_local_sources``)
 follows ``args.X`` back to the default. Any parser of the module counts (the
@@ -47,7 +50,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
-from .parsed_namespaces import ParsedNamespaces, _returns, _single_target
+from .parsed_namespaces import ParsedNamespaces, _returns, _single_target, targets
 from .project_namespaces import HandedOption, handed_parameters
 from .rank_local_calls import rank_environment_read
 from .subtrees import findall
@@ -177,17 +180,21 @@ class RankLocalOptions:
         if not self.attributes:
             return frozenset()
         namespace = self.namespace(node)
-        dests = self.dests
-        if namespace is None and isinstance(node, (cst.Assign, cst.AnnAssign)):
-            # `cfg = SimpleNamespace(**vars(args))`, `self.args = args`: the
-            # namespace handed on, with what the module stored into it
-            target = _single_target(node)
-            if target is not None and self.namespaces.holds(node.value):  # type: ignore[arg-type]
-                namespace, dests = target, self.attributes
+        found: set[str] = set()
         chain = attr_chain(namespace) if namespace is not None else None
-        if chain is None:
-            return frozenset()
-        return frozenset(f"{chain}.{dest}" for dest in dests)
+        if chain is not None:
+            found.update(f"{chain}.{dest}" for dest in self.dests)
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            # `cfg = SimpleNamespace(**vars(args))`, `self.args = args`, `cfg`
+            # of `args = cfg = parser.parse_args()`: the namespace handed on,
+            # with what the module stored into it
+            handed = [t for t in targets(node) if t is not namespace]
+            if handed and self.namespaces.holds(node.value):
+                for target in handed:
+                    chain = attr_chain(target)
+                    if chain is not None:
+                        found.update(f"{chain}.{dest}" for dest in self.attributes)
+        return frozenset(found)
 
     def parameters(self, function: cst.FunctionDef) -> frozenset[str]:
         """The rank-local attributes of the namespaces ``function`` is passed:
@@ -221,9 +228,10 @@ class RankLocalOptions:
             self._handed = handed_parameters(self.index)
         return self._handed
 
-    def item(self, node: cst.Subscript) -> str | None:
+    def item(self, node: cst.Subscript | cst.Call) -> str | None:
         """The rank-local attribute a read of a namespace's dict names
-        (``vars(args)["local_rank"]``, ``opt["local_rank"]``), or None."""
+        (``vars(args)["local_rank"]``, ``opt["local_rank"]``,
+        ``opt.get("local_rank", -1)``), or None."""
         if not self.attributes:
             return None
         dest = self.namespaces.item(node)

@@ -15,6 +15,8 @@ from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.analysis import ModuleIndex
 
 HEAD = """import argparse
+import copy
+import functools
 import os
 from types import SimpleNamespace
 
@@ -89,6 +91,58 @@ SHAPES = {
         "local_rank in (-1, 0)",
         "def main():\n{parser}    train(**vars(parser.parse_args()))\n",
         ("local_rank", "--local_rank"),
+    ),
+    # r30l: bound to two names at once, the second handed on
+    "chained": (
+        "opt",
+        "opt.local_rank in (-1, 0)",
+        "def main():\n{parser}    args = cfg = parser.parse_args()\n"
+        "    print(args)\n    train(cfg)\n",
+        ("opt.local_rank", "--local_rank"),
+    ),
+    # a copy of it is a namespace with the same attributes
+    "deepcopy": (
+        "opt",
+        "opt.local_rank in (-1, 0)",
+        "def main():\n{parser}    args = parser.parse_args()\n"
+        "    train(copy.deepcopy(args))\n",
+        ("opt.local_rank", "--local_rank"),
+    ),
+    # a copy of its dict, read by the option's name
+    "dict copy": (
+        "opt",
+        'opt["local_rank"] in (-1, 0)',
+        "def main():\n{parser}    train(dict(vars(parser.parse_args())))\n",
+        None,
+    ),
+    "dict method copy": (
+        "opt",
+        'opt["local_rank"] in (-1, 0)',
+        "def main():\n{parser}    cfg = vars(parser.parse_args()).copy()\n"
+        "    train(cfg)\n",
+        None,
+    ),
+    # its dict read with .get
+    "dict get": (
+        "opt",
+        'opt.get("local_rank", -1) in (-1, 0)',
+        "def main():\n{parser}    train(vars(parser.parse_args()))\n",
+        None,
+    ),
+    # its options spread into **kw
+    "kwargs": (
+        "**kw",
+        'kw["local_rank"] in (-1, 0)',
+        "def main():\n{parser}    train(**vars(parser.parse_args()))\n",
+        None,
+    ),
+    # handed by a keyword of functools.partial
+    "partial": (
+        "opt",
+        "opt.local_rank in (-1, 0)",
+        "def main():\n{parser}"
+        "    run = functools.partial(train, opt=parser.parse_args())\n    run()\n",
+        ("opt.local_rank", "--local_rank"),
     ),
 }
 
