@@ -16,7 +16,10 @@ script starts, before anything trains, whose branch writes nothing (a resume
 branch ``if os.path.isfile(args.resume): model.load_state_dict(...)``); every
 process sees there the files the script started with. A download or cache
 branch (``if not os.path.exists(root): download(root)``) writes what it tests:
-the main process may have written it before another tests.
+the main process may have written it before another tests. A test of a path
+made from a value each process has its own of (``tempfile.mkdtemp()``,
+``os.getpid()``) is not counted either: each process writes and tests its own
+file (AM010 leaves such a save as it is).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .file_reads import tests_files
+from .file_reads import looks_at_files, tests_files
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -61,7 +64,12 @@ def racy_file_test(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
     memo: dict[cst.FunctionDef, cst.CSTNode | None] = index.__dict__.setdefault(
         "_racy_file_test_memo", {}
     )
-    return _test_of(index, node, memo, lambda test: not _sees_start_files(index, test))
+    return _test_of(
+        index,
+        node,
+        memo,
+        lambda test: not _sees_start_files(index, test) and not _own_paths(index, test),
+    )
 
 
 def every_call_file_test(
@@ -107,6 +115,24 @@ def _sees_start_files(index: ModuleIndex, test: cst.CSTNode) -> bool:
     if not isinstance(test, cst.If) or not index.divergence.setup_position(test):
         return False
     return not _may_write(index, test, 0)
+
+
+def _own_paths(index: ModuleIndex, test: cst.CSTNode) -> bool:
+    """Does ``test`` look only at paths made from a value each process has its own
+    of (a folder from ``tempfile.mkdtemp()``, ``os.getpid()``)? AM010 leaves a
+    save into such a path as it is: each process writes its own file and tests
+    its own, which no other process writes, so there is no main process to
+    test before or after."""
+    from .file_changes import per_process
+
+    calls = [
+        c
+        for c in findall(getattr(test, "test", test), m.Call())
+        if looks_at_files(index, c)
+    ]
+    return bool(calls) and all(
+        c.args and per_process(index, c.args[0].value) for c in calls
+    )
 
 
 #: Parts of a callee's name that may write, make or remove files
