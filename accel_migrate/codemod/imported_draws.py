@@ -114,7 +114,22 @@ def transform_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None
     if fact is None or fact.kind != "class" or fact.returns == "model":
         return None
     draw = dict(fact.draws).get("__call__")
-    return (f"`{fact.name}.__call__` in {fact.file}", draw) if draw else None
+    if not draw or fact in _collate_classes(index):
+        return None  # a loader's collate_fn: reported at the loader
+    return f"`{fact.name}.__call__` in {fact.file}", draw
+
+
+def _collate_classes(index: ModuleIndex) -> set[HelperFact]:
+    """The imported classes an instance of which a data loader of this file
+    takes as its ``collate_fn`` (``_collate_draw`` reports their draws)."""
+    return {
+        fact
+        for call in index.calls
+        if any(q in DATALOADER_CALLS for q in index.qualnames(call.func))
+        for arg in call.args
+        if arg.keyword is not None and arg.keyword.value == "collate_fn"
+        for fact in instance_facts(index, arg.value)
+    }
 
 
 def _collate_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:

@@ -355,3 +355,18 @@ def test_a_loss_read_after_a_conditional_backward_carries_its_count(
     assert "avg_loss += accel.global_loss(loss, count=(labels != -1).sum()).item()" in (
         result.output
     )
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_masking_collator_held_in_a_variable_is_reported_once(
+    tmp_path: Path, batch: bool
+) -> None:
+    """The collator built on its own line, then handed as ``collate_fn=``: one
+    AM020 (at the loader), not a second one for building a random transform."""
+    main = MLM_MAIN.format(collate="collator").replace(
+        "loader = DataLoader", "collator = MLMCollator(4)\nloader = DataLoader"
+    )
+    findings = _findings(tmp_path, {"collate.py": COLLATE, "main.py": main}, batch)
+    found = [f for f in findings if f.code == "AM020"]
+    assert [(f.line, f.status) for f in found] == [(10, "needs-review")]
+    assert "the `collate_fn` `MLMCollator.__call__`" in found[0].message

@@ -113,21 +113,6 @@ class StepRandomDraws(Rule):
     name = "step-random-draws"
     summary = "random draws in a training step -> reported (each process draws its own)"
 
-    def _loader_collate(self, node: cst.Call) -> bool:
-        """Is ``node`` the ``collate_fn=`` of a data loader that ``loader_draw``
-        reports (the same draw, said once, at the loader)?"""
-        arg = self.index.parent(node)
-        if not (
-            isinstance(arg, cst.Arg)
-            and arg.keyword is not None
-            and arg.keyword.value == "collate_fn"
-        ):
-            return False
-        loader = self.index.parent(arg)
-        return (
-            isinstance(loader, cst.Call) and loader_draw(self.index, loader) is not None
-        )
-
     def visit_Call(self, node: cst.Call) -> None:
         if rows_draw(self.index, node) is not None:
             return  # AM034 draws it for the global batch
@@ -141,8 +126,6 @@ class StepRandomDraws(Rule):
         qualnames = self.qualnames(node.func)
         transforms = sorted(q for q in qualnames if random_transform(q))
         local = transform_draw(self.index, node)
-        if local is not None and self._loader_collate(node):
-            return  # reported with the loader whose collate_fn it is
         if local is not None and builds_loader(self.index):
             self.report(
                 node,

@@ -156,8 +156,9 @@ def strategy_class(name: str) -> type[Strategy]:
 
 
 def strategy_names() -> list[str]:
-    """The registered strategies' names, sorted (``--strategy``'s choices, with
-    ``auto``)."""
+    """The registered strategies' names, sorted. ``--strategy`` reads its choices
+    from the runtime configuration instead (``--help`` must not import torch); a
+    test keeps the two equal."""
     return sorted(_REGISTRY)
 
 
