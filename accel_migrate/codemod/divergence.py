@@ -35,6 +35,7 @@ from .divergence_finders import (
 )
 from .divergence_parameters import call_arguments, handed_parameters
 from .divergence_questions import MAIN_PROCESS_TESTS, DivergenceQuestions
+from .index_syntax import assigned_targets
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
     CLOCK_PREFIXES,
@@ -376,10 +377,7 @@ class Divergence(DivergenceQuestions):
     def _bind_all(self, node: cst.CSTNode, tainted: set[str]) -> None:
         """Every variable that a statement under ``node`` sets is rank-local."""
         for statement in findall(node, m.Assign() | m.AugAssign() | m.AnnAssign()):
-            if isinstance(statement, cst.Assign):
-                targets = [t.target for t in statement.targets]
-            else:
-                targets = [statement.target]  # type: ignore[attr-defined]
+            targets = assigned_targets(statement)
             for target in targets:
                 if isinstance(target, (cst.Name, cst.Attribute, cst.Tuple, cst.List)):
                     self._bind(target, True, tainted)

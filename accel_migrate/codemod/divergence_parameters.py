@@ -35,7 +35,7 @@ import libcst.matchers as m
 
 from . import divergence_memo as memo
 from .analysis import attr_chain
-from .index_syntax import bind_arguments
+from .index_syntax import _all_params, assigned_targets, bind_arguments
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def handed_parameters(
     """The parameters of ``function`` that are rank-local at its entry: handed a
     rank by a call of the file, or defaulting to one."""
     found = {name for f, name in divergence.tainted_parameters if f is function}
-    for param in _params(function):
+    for param in _all_params(function.params):
         default = param.default
         if default is not None and divergence.index.rank_local_options._rank_local(
             default
@@ -148,10 +148,7 @@ def _identity(
                 options._rank_local(value) or any(c in found for c in _chains(value))
             ):
                 continue
-            if isinstance(statement, cst.Assign):
-                targets = [t.target for t in statement.targets]
-            else:
-                targets = [statement.target]  # type: ignore[attr-defined]
+            targets = assigned_targets(statement)
             for target in targets:
                 chain = attr_chain(target)
                 if chain is not None:
@@ -159,8 +156,3 @@ def _identity(
         if len(found) == before:
             break
     return frozenset(found)
-
-
-def _params(function: cst.FunctionDef) -> list[cst.Param]:
-    params = function.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]

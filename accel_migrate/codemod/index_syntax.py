@@ -119,6 +119,16 @@ def _calls_run_by(node: cst.CSTNode) -> list[cst.Call]:
     return [n for n in _nodes_run_by(node) if isinstance(n, cst.Call)]
 
 
+def assigned_targets(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets an assignment (``=``, chained or not, annotated, augmented)
+    binds; none for any other node."""
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets]
+    if isinstance(statement, (cst.AnnAssign, cst.AugAssign)):
+        return [statement.target]
+    return []
+
+
 def _all_params(params: cst.Parameters) -> list[cst.Param]:
     return [
         *params.posonly_params,

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .index_syntax import bind_arguments
+from .index_syntax import assigned_targets, bind_arguments
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -249,12 +249,9 @@ def _single_target(statement: cst.CSTNode) -> cst.BaseExpression | None:
 def targets(statement: cst.CSTNode) -> list[cst.BaseExpression]:
     """The Names and attributes an assignment binds its value to: each of
     ``args = cfg = parser.parse_args()``."""
-    if isinstance(statement, cst.Assign):
-        found = [t.target for t in statement.targets]
-    elif isinstance(statement, cst.AnnAssign):
-        found = [statement.target]
-    else:
+    if isinstance(statement, cst.AugAssign):
         return []
+    found = assigned_targets(statement)
     return [t for t in found if isinstance(t, (cst.Name, cst.Attribute))]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from .index_syntax import assigned_targets
 from .rule import Rule
 from .subtrees import findall
 
@@ -93,12 +94,7 @@ class BranchContents:
     def _assigned(self, block: cst.CSTNode) -> set:
         keys = set()
         for statement in run_by(block):
-            targets: list[cst.BaseExpression] = []
-            if isinstance(statement, cst.Assign):
-                targets = [t.target for t in statement.targets]
-            elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
-                targets = [statement.target]
-            for target in targets:
+            for target in assigned_targets(statement):
                 key = self.index.key(target)
                 if key is not None:
                     keys.add(key)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .divergence_parameters import _params
+from .index_syntax import _all_params, assigned_targets
 from .parsed_namespaces import handed_on
 from .rank_local_syntax import _targets
 from .subtrees import findall
@@ -41,11 +41,7 @@ def collect_definitions(sources: RankLocalSources) -> dict[Key, list[_Definition
     module = index.module
     for statement in findall(module, m.Assign() | m.AnnAssign() | m.AugAssign()):
         value = getattr(statement, "value", None)
-        targets = (
-            [t.target for t in statement.targets]  # type: ignore[attr-defined]
-            if isinstance(statement, cst.Assign)
-            else [statement.target]  # type: ignore[attr-defined]
-        )
+        targets = assigned_targets(statement)
         for target in targets:
             if value is not None:
                 add(target, "value", value, statement)
@@ -97,7 +93,7 @@ def collect_definitions(sources: RankLocalSources) -> dict[Key, list[_Definition
         for call in index.call_sites(function):
             for key, arg in index.arguments(call):
                 found.setdefault(key, []).append(("value", arg, function))
-        for param in _params(function):  # `def f(rank=int(os.environ[...]))`
+        for param in _all_params(function.params):  # `def f(rank=int(os.environ[...]))`
             key = index.function_scope_key(function, param.name.value)
             if param.default is not None:
                 found.setdefault(key, []).append(("value", param.default, function))

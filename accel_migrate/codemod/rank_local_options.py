@@ -50,6 +50,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import attr_chain
+from .index_syntax import assigned_targets
 from .parsed_namespaces import ParsedNamespaces, _returns, _single_target, targets
 from .project_namespaces import HandedOption, handed_parameters
 from .rank_local_calls import rank_environment_read
@@ -350,10 +351,7 @@ class RankLocalOptions:
         for statement in findall(
             self.index.module, m.Assign() | m.AugAssign() | m.AnnAssign()
         ):
-            if isinstance(statement, cst.Assign):
-                targets = [t.target for t in statement.targets]
-            else:
-                targets = [statement.target]  # type: ignore[attr-defined]
+            targets = assigned_targets(statement)
             for target in targets:
                 for leaf in findall(target, m.Attribute()):
                     if leaf.attr.value == dest:  # type: ignore[attr-defined]
@@ -388,10 +386,7 @@ class RankLocalOptions:
                 value = getattr(statement, "value", None)
                 if value is None:
                     continue
-                if isinstance(statement, cst.Assign):
-                    targets = [t.target for t in statement.targets]
-                else:
-                    targets = [statement.target]  # type: ignore[attr-defined]
+                targets = assigned_targets(statement)
                 for target in targets:
                     if isinstance(target, cst.Name):
                         key = self.index.key(target)
