@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 
+#: The most rounds of the walk over the file: a rank handed through more
+#: local functions than this, each defined above its caller, is cut there.
+_ROUNDS = 16
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
 
 
@@ -123,8 +126,10 @@ class Divergence(DivergenceQuestions):
         self._function_uniform: dict[cst.FunctionDef, bool] = {}
         self._setup_functions: dict[cst.FunctionDef, bool] = {}
         self._trains: dict[cst.CSTNode, bool] = {}
-        # Return values feed callers: repeat until function summaries settle.
-        for _ in range(3):
+        # Return values feed callers, parameters callees: repeat until the
+        # function summaries settle (each round follows one more hop, and the
+        # summaries only grow), at most _ROUNDS times.
+        for _ in range(_ROUNDS):
             before = self._summary_sizes()
             self._analyse_all()
             if self._summary_sizes() == before:
@@ -227,6 +232,9 @@ class Divergence(DivergenceQuestions):
             for small in node.body:
                 tainted = self._small(small, tainted)
             return tainted
+        for header in _headers(node):
+            # `if train(args.local_rank):`: its calls hand ranks on too
+            call_arguments(self, header, tainted)
         if isinstance(node, cst.If):
             # A test of the runtime's choice of a process (``if
             # accel.is_main_process():``, AM047's or a second run's) is no
@@ -434,6 +442,21 @@ class Divergence(DivergenceQuestions):
         finder = _ExitFinder()
         statement.visit(finder)
         return finder.found
+
+
+def _headers(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The expressions a compound statement evaluates before its body: an
+    ``if``'s or ``while``'s test, a ``for``'s iterable, ``with`` items, a
+    ``match``'s subject."""
+    if isinstance(node, (cst.If, cst.While)):
+        return [node.test]
+    if isinstance(node, cst.For):
+        return [node.iter]
+    if isinstance(node, cst.With):
+        return [item.item for item in node.items]
+    if isinstance(node, cst.Match):
+        return [node.subject]
+    return []
 
 
 def _parameters(function: cst.FunctionDef) -> set[str]:

@@ -37,6 +37,8 @@ class _TaintFinder(cst.CSTVisitor):
         chain = attr_chain(node)
         if chain is not None and chain in self.tainted:
             self.hit = True
+        elif chain is None and self.divergence.environment_read(node):
+            self.hit = True  # `cfg["args"].local_rank`: a rank-local option
         else:
             node.value.visit(self)  # not node.attr: an attribute name is not a variable
         return False

@@ -15,8 +15,13 @@ of the file, at any of its call sites, hands it (by position or by keyword) a
 value that is rank-local in the divergence walk *and* reads a rank variable
 (an ``os.environ["LOCAL_RANK"]``-like read, a rank-local command-line option
 ``args.local_rank`` (``rank_local_options``), a name computed from them in the
-calling function, a parameter that is itself such a rank), or where its
-default reads one. A value that is rank-local for another reason (a batch, a
+calling function, a parameter that is itself such a rank), or a value that
+asks ``torch.distributed.get_rank()`` (itself, through the names it reads or
+the local functions it calls: ``rank = dist.get_rank() if
+dist.is_initialized() else 0``, which the walk does not take for rank-local
+by itself), or where its default reads one. The calls asked are those of
+every statement, a compound statement's header too (``if
+train(args.local_rank):``, a ``for``'s iterable, a ``with`` item). A value that is rank-local for another reason (a batch, a
 loss, the clock) does not make the parameter rank-local here: a helper handed
 this process's batch is the data's business, not the rank's. A parameter
 handed a value the same on every process stays the same on every process.
@@ -71,9 +76,15 @@ def call_arguments(
             continue
         function, bound = callee
         answers = []
+        options = divergence.index.rank_local_options
         for name, value in bind_arguments(function, bound, call):
             local = divergence._tainted(value, tainted)
-            answers.append((name, value, local and _reads_rank(divergence, value)))
+            # `train(dist.get_rank())`, `r = dist.get_rank()` ... `train(r)`:
+            # the walk does not take the query for rank-local by itself
+            rank = (local and _reads_rank(divergence, value)) or options._rank_local(
+                value, environment=False
+            )
+            answers.append((name, value, rank))
         divergence._record(memo.HANDED, call, function, tuple(answers))
         for name, _, rank in answers:
             if rank and (function, name) not in divergence.tainted_parameters:
@@ -140,7 +151,7 @@ def _identity(
     ]
     for statement in assignments:
         found |= options.bound(statement)
-    for _ in range(3):
+    for _ in range(len(assignments) + 1):  # a fixpoint: each round adds one
         before = len(found)
         for statement in assignments:
             value = getattr(statement, "value", None)

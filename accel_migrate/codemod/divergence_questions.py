@@ -86,10 +86,11 @@ class DivergenceQuestions(DivergenceQueries):
         self._record(memo.CALL, node, stop, hit, returns)
         return stop, hit or bool(returns)
 
-    def environment_read(self, node: cst.Subscript) -> bool:
+    def environment_read(self, node: cst.Subscript | cst.Attribute) -> bool:
         """``os.environ["RANK"]``: a variable the launcher sets per process; or
         a namespace's dict read by a rank-local option's name
-        (``vars(args)["local_rank"]``, ``rank_local_options``)."""
+        (``vars(args)["local_rank"]``, ``rank_local_options``), or a
+        namespace no variable names read by it (``cfg["args"].local_rank``)."""
         answer = rank_environment_read(self.index, node) or (
             self.index.rank_local_options.item(node) is not None
         )

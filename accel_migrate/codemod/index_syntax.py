@@ -154,6 +154,13 @@ def bind_arguments(
     by_name = {p.name.value for p in _all_params(function.params)}
     index = 0
     for arg in call.args:
+        if arg.star == "*" and _literal_items(arg.value) is not None:
+            # `train(*[args])`, `train(*(model, args))`: the display's items
+            for item in _literal_items(arg.value) or ():
+                if index < len(positional):
+                    yield positional[index].name.value, item
+                index += 1
+            continue
         if arg.star:
             return  # *args / **kwargs: positions are unknown from here on
         if arg.keyword is None:
@@ -162,6 +169,15 @@ def bind_arguments(
             index += 1
         elif arg.keyword.value in by_name:
             yield arg.keyword.value, arg.value
+
+
+def _literal_items(value: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The items of a list or tuple display without ``*`` items, else None."""
+    if not isinstance(value, (cst.List, cst.Tuple)):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return None
+    return [e.value for e in value.elements]
 
 
 def _unpacked(

@@ -14,6 +14,10 @@ rank-local on every namespace that carries them, not only on the variable
     cfg = copy.deepcopy(args)            # a copy: cfg.local_rank
     opt = dict(vars(args))               # a copy of its dict: opt.get("local_rank")
     run = functools.partial(train, opt=args)  # handed by a partial's argument
+    train(*[args])                       # a starred list or tuple display
+    get = lambda: args; train(get())     # what a lambda returns
+    cfg = {"args": args}                 # kept in a dict: cfg["args"].local_rank
+    opt = dict(vars(args), out="m.pt")   # a copy of its dict with more keys
 
 ``ParsedNamespaces`` lists the variables (``Key``) that hold a parsed
 namespace, with the nodes that bind them (the assignment, or for a parameter
@@ -21,10 +25,15 @@ its function): those bound to ``<parser>.parse_args()`` (or a local function
 that returns it), to another such variable, to a call given ``**vars(ns)``
 (``SimpleNamespace``, ``argparse.Namespace``, a dataclass) or to
 ``copy.copy``/``copy.deepcopy`` of one, each target of a chained assignment,
-and the parameters of local functions that a call of this module (or the
-arguments of a ``functools.partial`` of one) passes one. It lists the
+the parameters of local functions that a call of this module (or the
+arguments of a ``functools.partial`` of one) passes one, wherever the call is
+(a statement, an ``if``'s test, a ``for``'s iterable, a ``with`` item), and
+the parameters another file of the batch hands one (``project_namespaces``).
+An item of a dict, list or tuple with a namespace among its values
+(``containers``) is taken for the namespace. It lists the
 variables that hold a namespace's dict (``vars(ns)``, ``ns.__dict__``, a copy:
-``dict(d)``, ``d.copy()``, and the ``**kw`` of a local function called with
+``dict(d)``, ``dict(d, extra=1)``, ``dict(**d)``, ``{**d, ...}``, ``d | {...}``,
+``d.copy()``, and the ``**kw`` of a local function called with
 ``**vars(ns)``) the same way; a read of one by the option's name is
 ``d["local_rank"]`` or ``d.get("local_rank", ...)``. A namespace that leaves the module's local functions (an unknown call, a
 return) is not followed; the parameter it comes back as is not one.
@@ -45,7 +54,11 @@ if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
     from .rank_local_options import RankLocalOption, RankLocalOptions
 
-_ROUNDS = 6  # hand-ons followed (main(args) -> train(args) -> ...)
+#: Rounds of the fixpoint: each round follows one more hand-on (``main(args)``
+#: -> ``train(args)`` -> ...) and stops as soon as a round adds nothing; a
+#: chain of more hand-ons than this, in an order the rounds meet backwards,
+#: is cut there.
+_ROUNDS = 64
 
 
 class ParsedNamespaces:
@@ -62,6 +75,10 @@ class ParsedNamespaces:
         #: Local functions called with a namespace's dict spread as keywords
         #: (``main(**vars(args))``): each option is the parameter of its name.
         self.spread: set[cst.FunctionDef] = set()
+        #: Variables holding a dict, list or tuple with a parsed namespace in
+        #: it (``cfg = {"args": args}``): ``cfg["args"]`` is one.
+        self.containers: set[Key] = set()
+        self._lambdas: set[cst.Lambda] = set()  # lambdas being asked
         self._asking: set[cst.FunctionDef] = set()  # local functions being asked
         self._collect()
 
@@ -77,9 +94,16 @@ class ParsedNamespaces:
             key = index.key(target) if target is not None else None
             if key is not None:
                 self.keys.setdefault(key, []).append(statement)
+        for function, attributes in self.options.handed.items():
+            # `def train(args)` another file of the batch hands its parsed
+            # namespace (`project_namespaces`): handed on from here as well
+            for attribute in attributes:
+                key = index.function_scope_key(function, attribute.split(".")[0])
+                bound = self.keys.setdefault(key, [])
+                if function not in bound:
+                    bound.append(function)
         for _ in range(_ROUNDS):
-            before = (sum(len(v) for v in self.keys.values()), len(self.dicts))
-            before += (len(self.spread),)
+            before = self._size()
             for statement in assignments:
                 value = statement.value  # type: ignore[attr-defined]
                 for target in targets(statement):  # `args = cfg = ...`: each
@@ -92,8 +116,12 @@ class ParsedNamespaces:
                             bound.append(statement)
                     elif self.holds_dict(value):
                         self.dicts.add(key)
+                    elif self.holds_container(value):
+                        self.containers.add(key)
             for function in index.functions:
                 for call in index.call_sites(function):
+                    # (wherever the call is: a statement, an `if`'s test, a
+                    # `for`'s iterable, a `with` item, a return)
                     self._hand(function, index.arguments(call), call)
             for call in index.calls:
                 # `run = functools.partial(train, opt=args)`: `train` is handed
@@ -107,9 +135,12 @@ class ParsedNamespaces:
                         ((index.function_scope_key(function, n), a) for n, a in passed),
                         rest,
                     )
-            after = (sum(len(v) for v in self.keys.values()), len(self.dicts))
-            if (*after, len(self.spread)) == before:
+            if self._size() == before:
                 break
+
+    def _size(self) -> tuple[int, ...]:
+        found = sum(len(v) for v in self.keys.values())
+        return (found, len(self.dicts), len(self.spread), len(self.containers))
 
     def _hand(
         self,
@@ -132,6 +163,8 @@ class ParsedNamespaces:
                     bound.append(function)
             elif self.holds_dict(arg):
                 self.dicts.add(key)  # `main(vars(args))`
+            elif self.holds_container(arg):
+                self.containers.add(key)  # `main({"args": args})`
 
     def holds(self, expr: cst.BaseExpression) -> bool:
         """Is ``expr`` a parsed namespace: a ``parse_args()`` call (or of a
@@ -143,9 +176,13 @@ class ParsedNamespaces:
         if isinstance(expr, (cst.Name, cst.Attribute)):
             key = index.key(expr)
             return key is not None and key in self.keys
+        if isinstance(expr, cst.Subscript):
+            return self.holds_container(expr.value)  # `cfg["args"]`
         if not isinstance(expr, cst.Call):
             return False
         func = expr.func
+        if any(self._lambda_holds(f) for f in self._lambdas_of(func)):
+            return True  # `get = lambda: args` ... `get()`
         if isinstance(func, cst.Attribute) and func.attr.value in PARSE_METHODS:
             return func.attr.value != "parse_known_args"  # that one: a pair
         callee = index.callee(expr)
@@ -153,6 +190,8 @@ class ParsedNamespaces:
             return self.options.parsers[callee[0]] != "parse_known_args"
         if _copied(index, expr):
             return self.holds(expr.args[0].value)  # `copy.deepcopy(args)`
+        if _called(expr) == "dict" and "builtins.dict" in index.qualnames(func):
+            return False  # `dict(**vars(args))`: a dict (``holds_dict``)
         if callee is not None and callee[0] not in self._asking:
             # `cfg = build_config()` returning `SimpleNamespace(**vars(args))`
             self._asking.add(callee[0])
@@ -163,9 +202,65 @@ class ParsedNamespaces:
                 self._asking.discard(callee[0])
         return any(arg.star == "**" and self.holds_dict(arg.value) for arg in expr.args)
 
+    def _lambdas_of(self, func: cst.BaseExpression) -> list[cst.Lambda]:
+        """The lambdas a call's function is: itself, or a variable's values."""
+        if isinstance(func, cst.Lambda):
+            return [func]
+        if not isinstance(func, cst.Name):
+            return []
+        key = self.index.key(func)
+        values = self.options.values.get(key, ()) if key is not None else ()
+        return [v for v in values if isinstance(v, cst.Lambda)]
+
+    def _lambda_holds(self, function: cst.Lambda) -> bool:
+        if function in self._lambdas:
+            return False
+        self._lambdas.add(function)
+        try:
+            return self.holds(function.body)
+        finally:
+            self._lambdas.discard(function)
+
+    def holds_container(self, expr: cst.BaseExpression) -> bool:
+        """Is ``expr`` a dict, list or tuple with a parsed namespace among its
+        values (``{"args": args}``, ``dict(args=args)``, ``[args]``), or a
+        variable holding one? Any item of it is taken to be the namespace."""
+        if isinstance(expr, cst.Dict):
+            return any(
+                isinstance(e, cst.DictElement) and self.holds(e.value)
+                for e in expr.elements
+            )
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return any(
+                not isinstance(e, cst.StarredElement) and self.holds(e.value)
+                for e in expr.elements
+            )
+        if isinstance(expr, cst.Call):
+            return (
+                _called(expr) == "dict"
+                and "builtins.dict" in self.index.qualnames(expr.func)
+                and any(
+                    a.keyword is not None and self.holds(a.value) for a in expr.args
+                )
+            )
+        if isinstance(expr, cst.Name):
+            key = self.index.key(expr)
+            return key is not None and key in self.containers
+        return False
+
     def holds_dict(self, expr: cst.BaseExpression) -> bool:
-        """Is ``expr`` a parsed namespace's dict: ``vars(ns)``, ``ns.__dict__``
-        or a variable holding one?"""
+        """Is ``expr`` a parsed namespace's dict: ``vars(ns)``, ``ns.__dict__``,
+        a copy of one (``dict(d, extra=1)``, ``dict(**d)``, ``{**d, ...}``,
+        ``d | {...}``) or a variable holding one?"""
+        if isinstance(expr, cst.Dict):
+            return any(
+                isinstance(e, cst.StarredDictElement) and self.holds_dict(e.value)
+                for e in expr.elements
+            )
+        if isinstance(expr, cst.BinaryOperation) and isinstance(
+            expr.operator, cst.BitOr
+        ):
+            return self.holds_dict(expr.left) or self.holds_dict(expr.right)
         if isinstance(expr, cst.Call):
             func = expr.func
             if (
@@ -174,14 +269,21 @@ class ParsedNamespaces:
                 and not expr.args
             ):
                 return self.holds_dict(func.value)  # `vars(args).copy()`
-            if _copied(index := self.index, expr) or (
+            if _copied(index := self.index, expr):
+                return self.holds_dict(expr.args[0].value)  # `copy.copy(d)`
+            if (
                 isinstance(func, cst.Name)
                 and func.value == "dict"
                 and "builtins.dict" in index.qualnames(func)
-                and len(expr.args) == 1
-                and not expr.args[0].star
+                and expr.args
             ):
-                return self.holds_dict(expr.args[0].value)  # `dict(vars(args))`
+                # `dict(vars(args))`, `dict(vars(args), extra=1)`, `dict(**d)`
+                first = expr.args[0]
+                if first.keyword is None and not first.star:
+                    return self.holds_dict(first.value)
+                return any(
+                    a.star == "**" and self.holds_dict(a.value) for a in expr.args
+                )
             return (
                 isinstance(func, cst.Name)
                 and func.value == "vars"
@@ -340,15 +442,19 @@ def option_items(
     index: ModuleIndex, expr: cst.CSTNode
 ) -> list[tuple[cst.BaseExpression, RankLocalOption]]:
     """The reads of a namespace's dict by a rank-local option's name in
-    ``expr`` (``opt["local_rank"]``, ``opt.get("local_rank")``), and of the
-    namespace by ``getattr(opt, "local_rank", -1)``, with the option."""
+    ``expr`` (``opt["local_rank"]``, ``opt.get("local_rank")``), of the
+    namespace by ``getattr(opt, "local_rank", -1)``, and of a namespace no
+    variable names (``cfg["args"].local_rank``), with the option."""
     options = index.rank_local_options
     found: list[tuple[cst.BaseExpression, RankLocalOption]] = []
     if not options.options:
         return found
     get = m.Call(func=m.Attribute(attr=m.Name("get")))
-    for read in findall(expr, m.Subscript() | m.Call(func=m.Name("getattr")) | get):
-        if not isinstance(read, cst.Call) or m.matches(read, get):
+    reads = m.Subscript() | m.Call(func=m.Name("getattr")) | get
+    for read in findall(expr, reads | m.Attribute(attr=m.Name())):
+        if isinstance(read, cst.Attribute):
+            dest = options.item(read) if read.attr.value in options.options else None
+        elif not isinstance(read, cst.Call) or m.matches(read, get):
             dest = options.item(read)  # type: ignore[arg-type]
         else:
             dest = _getattr_name(options.namespaces, read)  # type: ignore[arg-type]

@@ -29,7 +29,10 @@ the same on every process: no option. Static only; nothing is run.
 The migrating file's side (``handed_parameters``): the parameters of its
 functions that a call from the batch's other files hands such a namespace
 (any one call: the analysis errs towards rank-dependent), with the options.
-A namespace handed on from there to another function is not followed.
+Handed on from there (``def train(args): fit(args)``, ``cfg = args``), every
+namespace of the file not parsed in it carries the same options
+(``handed_keys``; ``parsed_namespaces`` follows it). A file migrated alone
+has no callers: its importers are not read.
 """
 
 from __future__ import annotations
@@ -313,11 +316,31 @@ def handed_keys(
     scope), with the node a finding points at (the function's name)."""
     found: dict[Key, tuple[HandedOption, ...]] = {}
     nodes: dict[Key, cst.CSTNode] = {}
-    for function, attributes in index.rank_local_options.handed.items():
+    handed = index.rank_local_options.handed
+    by_dest: dict[str, tuple[HandedOption, ...]] = {}
+    for function, attributes in handed.items():
         for attribute, options in attributes.items():
             parameter, dest = attribute.split(".", 1)
             base = index.function_scope_key(function, parameter)
             key = (base[0], f"{base[1]}.{dest}")
             found[key] = options
             nodes[key] = function.name
+            by_dest[dest] = tuple(dict.fromkeys((*by_dest.get(dest, ()), *options)))
+    if not handed:
+        return found, nodes
+    # handed on again from there (`def train(args): fit(args)`, `cfg = args`):
+    # the namespaces of this file not parsed here carry the same options
+    import libcst as cst  # (not on the project view's path: a cache hit's)
+
+    options = index.rank_local_options
+    for base, anchors in options.namespaces.keys.items():
+        if any(options.namespace(anchor) is not None for anchor in anchors):
+            continue  # parsed in this file: its own options
+        anchor = anchors[0]
+        shown = anchor.name if isinstance(anchor, cst.FunctionDef) else anchor
+        for dest, handed_options in by_dest.items():
+            key = (base[0], f"{base[1]}.{dest}")
+            if key not in found:
+                found[key] = handed_options
+                nodes[key] = shown
     return found, nodes

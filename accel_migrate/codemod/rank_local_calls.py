@@ -57,6 +57,20 @@ def rank_environment_read(index: ModuleIndex, node: cst.CSTNode) -> bool:
     return False
 
 
+#: ``torch.distributed``'s query of this process's rank: a script half-written
+#: for DDP hands it on (``train(model, dist.get_rank())``) as it does a rank
+#: variable's read, and under the migrated script's launcher it differs between
+#: processes as much.
+RANK_QUERIES = frozenset({"torch.distributed.get_rank"})
+
+
+def rank_query(index: ModuleIndex, node: cst.CSTNode) -> bool:
+    """``dist.get_rank()`` / ``torch.distributed.get_rank()``."""
+    return isinstance(node, cst.Call) and bool(
+        index.qualnames(node.func) & RANK_QUERIES
+    )
+
+
 def method_draw(
     index: ModuleIndex, call: cst.Call, distributions: set[Key] | None = None
 ) -> str | None:

@@ -22,7 +22,11 @@ rank_environment_read``), directly, through a local name (``local_rank =
 int(os.environ["LOCAL_RANK"])`` ... ``default=local_rank``) or through what a
 local function returns (``default=env_rank()``), by the attribute they are
 parsed to (their ``dest``); a parser's ``set_defaults(local_rank=<read>)``
-declares one too. The divergence analysis makes ``args.X`` rank-local where
+declares one too, and ``torch.distributed.get_rank()`` counts as such a read.
+The later of the two wins, as in argparse: ``set_defaults(local_rank=-1)``
+after ``add_argument(..., default=<read>)`` in the same block clears the
+option, and an ``add_argument(..., default=-1)`` after a reading
+``set_defaults`` keeps its own default (``_overridden``). The divergence analysis makes ``args.X`` rank-local where
 ``args = <parser>.parse_args()`` binds a namespace with such an option ``X``,
 and wherever the module hands that namespace on (``parsed_namespaces``): a
 parameter of a local function a call passes it (``def main(args)`` ...
@@ -53,8 +57,9 @@ from .analysis import attr_chain
 from .index_syntax import assigned_targets
 from .parsed_namespaces import ParsedNamespaces, _returns, _single_target, targets
 from .project_namespaces import HandedOption, handed_parameters
-from .rank_local_calls import rank_environment_read
+from .rank_local_calls import rank_environment_read, rank_query
 from .subtrees import findall
+from .unseen_namespaces import assumed
 
 if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
@@ -62,7 +67,7 @@ if TYPE_CHECKING:
 #: The methods of an ``argparse.ArgumentParser`` that return the parsed
 #: namespace (``parse_known_args``: as the first of a pair).
 PARSE_METHODS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args"})
-_HOPS = 8  # names followed from a default back to a rank variable
+_HOPS = 32  # names followed from a default back to a rank variable
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,8 @@ class RankLocalOptions:
         self.reset: set[str] = set()
         for call in index.calls:
             for option in self._option(call):
-                self.options.setdefault(option.dest, []).append(option)
+                if not self._overridden(option):
+                    self.options.setdefault(option.dest, []).append(option)
         #: The attributes of a parsed namespace that differ between processes.
         self.dests: frozenset[str] = frozenset(self.options)
 
@@ -129,6 +135,35 @@ class RankLocalOptions:
             found.append(RankLocalOption(dest, flag, arg.value, call))
         return found
 
+    def _overridden(self, option: RankLocalOption) -> bool:
+        """Does a later statement of the same block give the option a plain
+        default on the same parser? ``set_defaults(local_rank=-1)`` after
+        ``add_argument("--local_rank", default=<read>)`` replaces the
+        argument's default (argparse's ``set_defaults`` updates the actions it
+        names); ``add_argument(..., default=-1)`` after ``set_defaults(
+        local_rank=<read>)`` keeps its own default. The other orders keep the
+        read, and so does an override in another block (it may not run)."""
+        statement = _statement_of(self.index, option.call)
+        parser = option.call.func.value  # type: ignore[attr-defined]
+        block = None if statement is None else self.index.parent(statement)
+        body = getattr(block, "body", ())
+        if statement is None or not isinstance(body, (list, tuple)):
+            return False
+        for later in body[body.index(statement) + 1 :]:
+            for call in findall(later, m.Call(func=m.Attribute())):
+                assert isinstance(call, cst.Call)
+                func = call.func
+                if (
+                    _statement_of(self.index, call) is not later
+                    or not isinstance(func, cst.Attribute)
+                    or not func.value.deep_equals(parser)
+                ):
+                    continue
+                for dest, value in _defaults(call, func.attr.value):
+                    if dest == option.dest and not self._rank_local(value):
+                        return True
+        return False
+
     def _argument(self, call: cst.Call) -> RankLocalOption | None:
         default = next(
             (a.value for a in call.args if a.keyword and a.keyword.value == "default"),
@@ -141,10 +176,11 @@ class RankLocalOptions:
             return None
         return RankLocalOption(named[0], named[1], default, call)
 
-    def _rank_local(self, expr: cst.CSTNode) -> bool:
-        """Does ``expr`` read a rank variable, itself, through the values of
-        the local names it reads or through what the local functions it calls
-        return (``default=env_rank()``)?"""
+    def _rank_local(self, expr: cst.CSTNode, environment: bool = True) -> bool:
+        """Does ``expr`` read a rank variable (or ask ``torch.distributed.
+        get_rank()``), itself, through the values of the local names it reads
+        or through what the local functions it calls return
+        (``default=env_rank()``)? ``environment=False``: the query only."""
         index = self.index
         pending = [expr]
         seen: set[Key] = set()
@@ -156,7 +192,11 @@ class RankLocalOptions:
             returned: list[cst.BaseExpression] = []
             for node in pending:
                 reads = findall(node, m.Call() | m.Subscript())
-                if any(rank_environment_read(index, n) for n in reads):
+                if any(
+                    (environment and rank_environment_read(index, n))
+                    or rank_query(index, n)
+                    for n in reads
+                ):
                     return True
                 names.extend(n for n in findall(node, m.Name()))  # type: ignore[misc]
                 for call in reads:
@@ -227,14 +267,21 @@ class RankLocalOptions:
         (``project_namespaces.handed_parameters``)."""
         if self._handed is None:
             self._handed = handed_parameters(self.index)
+            self._handed.update(assumed(self.index, self._handed))  # file mode
         return self._handed
 
-    def item(self, node: cst.Subscript | cst.Call) -> str | None:
+    def item(self, node: cst.Subscript | cst.Call | cst.Attribute) -> str | None:
         """The rank-local attribute a read of a namespace's dict names
         (``vars(args)["local_rank"]``, ``opt["local_rank"]``,
-        ``opt.get("local_rank", -1)``), or None."""
+        ``opt.get("local_rank", -1)``), or of a namespace no variable names
+        (``cfg["args"].local_rank``, ``get_args().local_rank``), or None."""
         if not self.attributes:
             return None
+        if isinstance(node, cst.Attribute):
+            dest = node.attr.value
+            if dest not in self.attributes or attr_chain(node) is not None:
+                return None
+            return dest if self.namespaces.holds(node.value) else None
         dest = self.namespaces.item(node)
         return dest if dest in self.attributes else None
 
@@ -252,6 +299,8 @@ class RankLocalOptions:
         namespaces it is handed on as."""
         if self._attributes is None:
             found = set(self.dests)
+            for handed in self.handed.values():  # another file's options
+                found.update(attribute.split(".", 1)[1] for attribute in handed)
             if self.parsers or "parse_" in self.index.module.code:
                 stores = self.stores
                 for target, value in stores:
@@ -419,6 +468,30 @@ def _option_dest(call: cst.Call) -> tuple[str, str] | None:
     if dest is None:
         dest = flag.lstrip("-").replace("-", "_")
     return (dest, flag) if dest.isidentifier() else None
+
+
+def _statement_of(index: ModuleIndex, call: cst.Call) -> cst.CSTNode | None:
+    """The statement line a call is the whole expression statement of."""
+    parent = index.parent(call)
+    if not isinstance(parent, cst.Expr):
+        return None
+    line = index.parent(parent)
+    return line if isinstance(line, cst.SimpleStatementLine) else None
+
+
+def _defaults(call: cst.Call, method: str) -> list[tuple[str, cst.BaseExpression]]:
+    """The (dest, default) pairs ``add_argument(..., default=v)`` or
+    ``set_defaults(dest=v, ...)`` gives."""
+    if method == "set_defaults":
+        return [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+    if method != "add_argument":
+        return []
+    default = next(
+        (a.value for a in call.args if a.keyword and a.keyword.value == "default"),
+        None,
+    )
+    named = _option_dest(call)
+    return [] if default is None or named is None else [(named[0], default)]
 
 
 def _all_parameter_names(function: cst.FunctionDef) -> set[str]:

@@ -80,6 +80,11 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
         )
     if source.kind == "pid":
         return f"{via} from `{text}` at line {line}, this process's own id"
+    if source.kind == "environment" and text.endswith("get_rank()"):
+        return (
+            f"{via} from `{text}` at line {line}, this process's rank in the "
+            "process group the migrated script's runtime starts"
+        )
     if source.kind == "environment":
         # a namespace parsed in another file of the batch (`project_namespaces`)
         where = source.origin or f"`{text}` at line {line}"

@@ -44,6 +44,7 @@ from .rank_local_calls import (
     _RANK_LOCAL_CALL_PREFIXES,
     _UNIFORM_RUNTIME_CALLS,
     rank_environment_read,
+    rank_query,
 )
 from .rank_local_definitions import _Definition, collect_definitions
 from .rank_local_syntax import (
@@ -244,7 +245,7 @@ class RankLocalSources:
             names = index.qualnames(call.func)
             if any(q.startswith("os.getpid") for q in names):
                 found.append(Source("pid", call, through))
-            elif rank_environment_read(index, call):
+            elif rank_environment_read(index, call) or rank_query(index, call):
                 found.append(Source("environment", call, through))
             elif any(q.startswith(_RANK_LOCAL_CALL_PREFIXES) for q in names):
                 found.append(Source("clock", call, through))

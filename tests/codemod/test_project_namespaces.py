@@ -142,8 +142,8 @@ def test_the_option_is_part_of_the_cache_key(tmp_path: Path) -> None:
 
 
 def test_a_file_alone_has_no_callers(tmp_path: Path) -> None:
-    """File mode: trainer.py's importers are not read, so its branch is not
-    known for rank-dependent from the name `local_rank` alone."""
+    """File mode: trainer.py's importers are not read (its `args.local_rank`
+    is assumed to be the launcher's: test_rank_local_spellings)."""
     _, trainer = _project(tmp_path, "function")
     facts = ProjectView([str(trainer)]).facts_for(str(trainer))
     assert facts.callers_of("train") == ()

@@ -1017,6 +1017,13 @@ EXPECTED: dict[str, str] = {
     # `train(..., args.local_rank)`, which saves under `if rank in (-1, 0)`:
     # HANG before, FLAGGED by AM028 now (`divergence_parameters`)
     "ddp_ready_rank_param_fsdp": "FLAGGED",
+    # round 31a: the option's namespace kept in a config dict, `run({"args":
+    # args, ...})`, which saves under `if config["args"].local_rank in (-1,
+    # 0)`; and `rank = dist.get_rank() if dist.is_initialized() else 0` handed
+    # as `train(..., rank)`, which saves under `if rank == 0`: HANG before,
+    # FLAGGED by AM028 now (`parsed_namespaces`, `divergence_parameters`)
+    "ddp_ready_argparse_config_dict_fsdp": "FLAGGED",
+    "ddp_ready_get_rank_param_fsdp": "FLAGGED",
     "ddp_ready_rank_main_output_r29": "MATCH",
     # a rank held in a variable, then seeded with (SILENT before: the losses
     # differed from step 0 at world 2); AM046 now follows the variable
