@@ -61,6 +61,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..group_start import started_before
+from ..rank_local_calls import rank_query
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -195,7 +196,12 @@ class ProcessGroupQueries(Rule):
         it is in the original run; None when no variable does."""
         sources = self.index.rank_local_sources
         for source in sources.of(value).sources:
-            if source.kind == "environment" and source.through:
+            # (a `dist.get_rank()` source: the query itself, followed below)
+            if (
+                source.kind == "environment"
+                and source.through
+                and not rank_query(self.index, source.node)
+            ):
                 return (
                     source.through[0],
                     f"`{snippet(source.node)}`, a variable the launcher sets to "
