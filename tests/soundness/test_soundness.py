@@ -729,9 +729,12 @@ EXPECTED: dict[str, str] = {
     # next(test_iter) from an endless generator around the sharded loader and
     # averages per-process losses/accuracies (np.mean). SILENT before (only an
     # unrelated AM008): AM009 now reports collections in such loops
-    # (metrics/next_batches.py)
-    "reptile_clone_interp_t7a_project": "FLAGGED",
-    "reptile_clone_interp_t7a_project_batch": "FLAGGED",
+    # (metrics/next_batches.py). Round t12b: the index sees through
+    # make_infinite (it yields each batch of the loader), so the loop reads the
+    # loader's batches and AM009 makes each collected batch mean the whole
+    # batch's (accel.global_loss): MATCH
+    "reptile_clone_interp_t7a_project": "MATCH",
+    "reptile_clone_interp_t7a_project_batch": "MATCH",
     # the same with one test shot per class: the meta-test batch of 3 rows
     # splits 2/1 and its pass stays open while the next task's batches split
     # 2/2; the next backward raises ShardingError (different shares since the
