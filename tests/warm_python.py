@@ -543,7 +543,10 @@ def run(connection: socket.socket, request: dict) -> None:
             main.__builtins__ = __builtins__
             main.__spec__ = None
             main.__package__ = None
-            exec(compile(source, name, "exec"), main.__dict__)
+            # dont_inherit: this module's `from __future__ import annotations`
+            # would make the script's annotations strings (a dataclass of typed
+            # options read by argparse then fails: round t12b's electra arg.py)
+            exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
     except SystemExit:
         raise
     except KeyboardInterrupt:

@@ -56,25 +56,32 @@ class DataBranch:
     how: str
 
 
-def data_branches(function: cst.FunctionDef) -> list[DataBranch]:
+def data_branches(
+    function: cst.FunctionDef, owner: cst.ClassDef | None = None
+) -> list[DataBranch]:
     """The branches on the batch in ``function`` that decide whether a submodule
-    call runs (see the module docstring), outermost first, one per branch."""
+    call runs (see the module docstring), outermost first, one per branch. With
+    ``owner``, the class of ``function``, a call of one of its methods that runs
+    nothing of ``self`` (``self.token_drop(labels)``: ``torch.where`` over a
+    draw) is not a submodule call: running it or not changes no parameter's
+    gradient."""
     data = _data_names(function)
     if not data:
         return []
     modules = _module_names(function)
+    plain = _plain_methods(owner) if owner is not None else set()
     found: list[DataBranch] = []
     for node in findall(function.body, m.OneOf(m.If(), m.IfExp(), m.While())):
         test = node.test  # type: ignore[attr-defined]
         if not _depends(test, data):
             continue
         inside = [node.body] + ([node.orelse] if node.orelse is not None else [])  # type: ignore[attr-defined]
-        call = _first_call(inside, modules)
+        call = _first_call(inside, modules, plain)
         if call is not None:
             found.append(DataBranch(node, test, call, "runs"))
             continue
         if isinstance(node, cst.If):
-            skipped = _skipped_call(function, node, modules)
+            skipped = _skipped_call(function, node, modules, plain)
             if skipped is not None:
                 found.append(DataBranch(node, test, *skipped))
     return _outermost(found)
@@ -205,26 +212,46 @@ def _reads_self(expr: cst.BaseExpression) -> bool:
     )
 
 
-def _is_module_call(call: cst.Call, modules: set[str]) -> bool:
+def _plain_methods(owner: cst.ClassDef) -> set[str]:
+    """The methods of ``owner`` that call nothing of ``self`` (no submodule, no
+    other method): a helper of tensors, not a part of the model."""
+    found: set[str] = set()
+    for statement in owner.body.body:
+        if isinstance(statement, cst.FunctionDef) and not any(
+            _is_module_call(call, set())  # type: ignore[arg-type]
+            for call in findall(statement.body, m.Call())
+        ):
+            found.add(statement.name.value)
+    return found
+
+
+def _is_module_call(call: cst.Call, modules: set[str], plain: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
     func = call.func
     if isinstance(func, cst.Name):
         return func.value in modules
+    if m.matches(func, m.Attribute(value=m.Name("self"))) and func.attr.value in plain:  # type: ignore[attr-defined]
+        return False  # `self.token_drop(labels)`: a method that runs no submodule
     root = func
     while isinstance(root, (cst.Attribute, cst.Subscript)):
         root = root.value
     return root is not func and m.matches(root, m.Name("self"))
 
 
-def _first_call(nodes: list[cst.CSTNode], modules: set[str]) -> cst.Call | None:
+def _first_call(
+    nodes: list[cst.CSTNode], modules: set[str], plain: set[str] = frozenset()  # type: ignore[assignment]
+) -> cst.Call | None:
     for node in nodes:
         for call in findall(node, m.Call()):
-            if _is_module_call(call, modules):  # type: ignore[arg-type]
+            if _is_module_call(call, modules, plain):  # type: ignore[arg-type]
                 return call  # type: ignore[return-value]
     return None
 
 
 def _skipped_call(
-    function: cst.FunctionDef, branch: cst.If, modules: set[str]
+    function: cst.FunctionDef,
+    branch: cst.If,
+    modules: set[str],
+    plain: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[cst.Call, str] | None:
     """A submodule call that an exit in ``branch`` skips: ``continue``/``break``
     of a loop that makes the call, ``return`` of the function."""
@@ -233,13 +260,13 @@ def _skipped_call(
         return None
     for exit_ in exits:
         if isinstance(exit_, cst.Return):
-            call = _first_call([function.body], modules)
+            call = _first_call([function.body], modules, plain)
             if call is not None:
                 return call, "return"
             continue
         loop = _loop_of(function, exit_)
         if loop is not None:
-            call = _first_call([loop.body], modules)
+            call = _first_call([loop.body], modules, plain)
             if call is not None:
                 return call, "continue" if isinstance(exit_, cst.Continue) else "break"
     return None

@@ -132,6 +132,9 @@ class LoaderFacts:
         name = attr_chain(expr.func) or ""
         if name in _LOOP_WRAPPERS or self.qualnames(expr.func) & _LOOP_QUALNAMES:
             return first.value
+        callee = self.callee(expr)  # type: ignore[attr-defined]
+        if callee is not None and callee[1] == 0 and repeats_first(callee[0]):
+            return first.value  # `cycle(loader)`: yields the loader's batches
         return None
 
     @cached_property
@@ -216,3 +219,42 @@ class LoaderFacts:
                         name == "enumerate" or "builtins.enumerate" in qualnames,
                     )
         return False, False
+
+
+def repeats_first(function: cst.FunctionDef) -> bool:
+    """Is ``function`` a generator that yields each item of its first parameter,
+    once or over and over (``def cycle(dl): while True: for x in dl: yield x``,
+    also ``yield from dl``)? Its calls step through that iterable's items."""
+    params = function.params.params
+    if not params or not isinstance(function.body, cst.IndentedBlock):
+        return False
+    source = params[0].name.value
+    body = [s for s in function.body.body if not _docstring(s)]
+    if len(body) == 1 and m.matches(body[0], m.While(test=m.Name("True"), orelse=None)):
+        inner = body[0].body  # type: ignore[attr-defined]
+        body = list(inner.body) if isinstance(inner, cst.IndentedBlock) else []
+    if len(body) != 1:
+        return False
+    statement = body[0]
+    if m.matches(
+        statement,
+        m.SimpleStatementLine([m.Expr(m.Yield(value=m.From(item=m.Name(source))))]),
+    ):
+        return True
+    if not (
+        isinstance(statement, cst.For)
+        and statement.orelse is None
+        and m.matches(statement.iter, m.Name(source))
+        and isinstance(statement.target, cst.Name)
+        and isinstance(statement.body, cst.IndentedBlock)
+        and len(statement.body.body) == 1
+    ):
+        return False
+    return m.matches(
+        statement.body.body[0],
+        m.SimpleStatementLine([m.Expr(m.Yield(value=m.Name(statement.target.value)))]),
+    )
+
+
+def _docstring(statement: cst.BaseStatement) -> bool:
+    return m.matches(statement, m.SimpleStatementLine([m.Expr(m.SimpleString())]))

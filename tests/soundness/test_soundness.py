@@ -729,9 +729,12 @@ EXPECTED: dict[str, str] = {
     # next(test_iter) from an endless generator around the sharded loader and
     # averages per-process losses/accuracies (np.mean). SILENT before (only an
     # unrelated AM008): AM009 now reports collections in such loops
-    # (metrics/next_batches.py)
-    "reptile_clone_interp_t7a_project": "FLAGGED",
-    "reptile_clone_interp_t7a_project_batch": "FLAGGED",
+    # (metrics/next_batches.py). Round t12b: the index sees through
+    # make_infinite (it yields each batch of the loader), so the loop reads the
+    # loader's batches and AM009 makes each collected batch mean the whole
+    # batch's (accel.global_loss): MATCH
+    "reptile_clone_interp_t7a_project": "MATCH",
+    "reptile_clone_interp_t7a_project_batch": "MATCH",
     # the same with one test shot per class: the meta-test batch of 3 rows
     # splits 2/1 and its pass stays open while the next task's batches split
     # 2/2; the next backward raises ShardingError (different shares since the
@@ -1400,6 +1403,31 @@ EXPECTED: dict[str, str] = {
     # try, the scheduler step decided by the validation accuracy included
     "text_sentiment_ngrams_t11a_project": "MATCH",
     "text_sentiment_ngrams_t11a_project_batch": "MATCH",
+    # t12b, a new user's trial of audio, speech and generative projects.
+    # jik876/hifi-gan as a single-GPU fork: its validation loader of batch size
+    # 1 is stopped by the runtime at world 2, and AM006 says so beforehand
+    "hifigan_mpd_msd_t12b_project": "LOUD",
+    "hifigan_mpd_msd_t12b_project_batch": "LOUD",
+    # the PyTorch speech-command tutorial (M5): matches (the convolutions
+    # before BatchNorm1d drop their bias, whose rounding Adam amplifies)
+    "speech_commands_m5_t12b": "MATCH",
+    # lucidrains/electra-pytorch pretrain.py: `iter(cycle(DataLoader(...)))`
+    # read with next(): the printed accuracies of the batch were the share's
+    # with no finding (the generator was not seen through); AM008 names them
+    # now, AM020 the draws of Electra.forward, AM007 the token means
+    "electra_replaced_token_t12b_project": "FLAGGED",
+    "electra_replaced_token_t12b_project_batch": "FLAGGED",
+    # dome272/VQGAN-pytorch: the adaptive weight from torch.autograd.grad on
+    # the decoder's last layer is each process's share's (AM007 names
+    # calculate_lambda, not why)
+    "vqgan_adaptive_lambda_t12b_project": "FLAGGED",
+    "vqgan_adaptive_lambda_t12b_project_batch": "FLAGGED",
+    # cloneofsimo/minRF with an EMA copy: left whole before by AM039, whose
+    # reason was false (LabelEmbedder.token_drop, a method of tensors only,
+    # taken for a submodule run on a condition of the batch); migrated now,
+    # FLAGGED by AM020 (RF.forward's per-sample times) and AM009 (loss bins)
+    "rectified_flow_ema_t12b_project": "FLAGGED",
+    "rectified_flow_ema_t12b_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -80,7 +80,7 @@ class DataDependentSubmodules(Rule):
         if node not in stepped_classes(self.index):
             return
         for method in forward_methods(node):
-            for branch in data_branches(method):
+            for branch in data_branches(method, node):
                 where = f"`{node.name.value}.{method.name.value}`"
                 self.block(branch.node, _message(describe(branch, where)))
 
