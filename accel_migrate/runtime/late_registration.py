@@ -66,14 +66,25 @@ def adopt(prepared: Any, module: nn.Module) -> None:
     """``module`` and its parts are parts of ``prepared`` (built with it, or taken in)."""
     owner = weakref.ref(prepared)
     for part in module.modules():
-        _OWNERS[part] = owner
+        try:
+            _OWNERS[part] = owner
+        except TypeError:  # a module class with __eq__ and no __hash__: not watched
+            continue
+
+
+def _found(module: nn.Module) -> Any:
+    """The prepared model ``module`` is part of (None for any other module)."""
+    try:
+        found = _OWNERS.get(module)
+    except TypeError:  # unhashable
+        return None
+    return None if found is None else found()
 
 
 def _owner(module: nn.Module) -> Any:
     """The prepared model ``module`` is part of, where a registration on it is
     checked here (not one ``PreparedModule`` makes, which it checked itself)."""
-    found = _OWNERS.get(module)
-    prepared = None if found is None else found()
+    prepared = _found(module)
     return None if prepared is None or prepared._registering else prepared
 
 
@@ -107,8 +118,7 @@ def _on_buffer(module: nn.Module, name: str, tensor: Any) -> None:
 
 
 def _on_module(parent: nn.Module, name: str, submodule: Any) -> None:
-    found = _OWNERS.get(parent)
-    prepared = None if found is None else found()
+    prepared = _found(parent)
     if prepared is None or submodule is None:
         return None
     if not prepared._registering and not _in_a_forward():

@@ -286,8 +286,9 @@ class PreparedModule(nn.Module):
                 return
             consequence, fix = _LATE_BUFFER
         else:
-            sync_batchnorm.prepare(value, self._runtime)
-            sync_instancenorm.prepare(value, self._runtime)
+            if isinstance(value, nn.Module):
+                sync_batchnorm.prepare(value, self._runtime)
+                sync_instancenorm.prepare(value, self._runtime)
             # Every process writes it (the same statement), each from its own
             # random state: rank 0's value, as a parameter built before the
             # wrapper gets from the wrapper's first broadcast.
