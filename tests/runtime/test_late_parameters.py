@@ -4,7 +4,11 @@ forward (``scripts/late_parameters.py``): DDP trains them as one process does
 first forward then unfrozen) and refuses a buffer registered later; FSDP
 refuses an added parameter, where it is written or at the backward after it,
 and a buffer registered later; DeepSpeed refuses gradual unfreezing (its
-ZeRO optimizer holds only the parameters trainable when the engine was built)."""
+ZeRO optimizer holds only the parameters trainable when the engine was built).
+Past the prepared model: a buffer registered on a submodule, or a module of
+buffers only, is refused under DDP and FSDP; a BatchNorm added later is converted
+under DDP; a buffer a module registers in its own forward trains as one process;
+a parameter added on one rank only under FSDP is loud on both ranks."""
 
 from __future__ import annotations
 
