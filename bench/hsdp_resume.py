@@ -15,7 +15,6 @@ a test would add a world-4 and a world-2 launch to CI. Exits 1 on a mismatch.
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,11 @@ from pathlib import Path
 
 import torch
 
-SCRIPT = Path(__file__).parent.parent / "tests" / "runtime" / "scripts" / "hsdp.py"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.ports import reserved_port  # noqa: E402  (after ROOT on the path)
+
+SCRIPT = ROOT / "tests" / "runtime" / "scripts" / "hsdp.py"
 LAUNCH = [sys.executable, "-m", "accel_migrate", "launch"]
 LOSS = re.compile(r"^(step|again) (\d+) loss (\S+)$", re.MULTILINE)
 TOLERANCE = 1e-5
@@ -34,14 +37,13 @@ def losses(text: str) -> dict[int, float]:
     return {int(step): float(value) for _, step, value in LOSS.findall(text)}
 
 
-def free_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return str(sock.getsockname()[1])
-
-
 def save_under_hsdp(folder: Path) -> None:
-    port = free_port()
+    # a port no test of this machine takes meanwhile (tests/ports.py)
+    with reserved_port() as number:
+        _launch_two_nodes(folder, str(number))
+
+
+def _launch_two_nodes(folder: Path, port: str) -> None:
     nodes = [
         subprocess.Popen(
             [

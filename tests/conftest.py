@@ -4,6 +4,7 @@ comparing against them; read the diff before committing it."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 # test compares with, the launcher) agree, and start from the warm interpreter.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from tests import warm_python
+from tests import ports, warm_python
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
@@ -50,6 +51,14 @@ def _own_results_cache(
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
     monkeypatch.setenv("ACCEL_MIGRATE_CACHE_DIR", str(folder / "accel-migrate"))
+
+
+@pytest.fixture
+def rendezvous_port() -> Iterator[int]:
+    """A port on 127.0.0.1 for a multi-node test's rendezvous, that no other test
+    on this machine is handed while this one runs (tests/ports.py)."""
+    with ports.reserved_port() as port:
+        yield port
 
 
 @pytest.fixture(autouse=True)

@@ -217,3 +217,56 @@ def test_it_exits_as_a_fresh_interpreter_does(
     assert seen[0] == seen[1]
     assert seen[0][1] == "script done\natexit ran\n"
     assert seen[0][0] == {"end": 0, "7": 7, "a message": 1}[how]
+
+
+def _shim(tmp_path: Path, server: int, started: int, limit: int) -> Path:
+    shim = tmp_path / "python"
+    shim.write_text(
+        warm_python._SHIM.format(
+            real=sys.executable,
+            sock=str(tmp_path / "never.sock"),
+            signals=(),
+            server=server,
+            started=started,
+            limit=limit,
+        )
+    )
+    shim.chmod(0o755)
+    return shim
+
+
+def test_the_shim_waits_for_a_starting_server_then_says_why_it_runs_python(
+    tmp_path: Path,
+) -> None:
+    # a server alive but not listening (still importing torch, under load): the
+    # shim waits while it lives, up to its limit (it was a fixed 15 s), then says
+    # so and runs the real interpreter
+    started = warm_python._stat(os.getpid())
+    assert started is not None
+    shim = _shim(tmp_path, os.getpid(), started[1], limit=1)
+    done = subprocess.run(
+        [str(shim), "-c", "print('real')"], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout == "real\n"
+    assert "has not answered on" in done.stderr and "in 1 s" in done.stderr
+    # a server that has exited (another start time for its pid) is not waited for
+    shim = _shim(tmp_path, os.getpid(), started[1] + 1, limit=60)
+    done = subprocess.run(
+        [str(shim), "-c", "print('real')"], capture_output=True, text=True, timeout=30
+    )
+    assert (done.stdout, done.stderr) == ("real\n", "")
+
+
+def test_kill_tree_signals_a_process_by_its_pid_and_start_time(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stat = warm_python._stat(sleeper.pid)
+        assert stat is not None
+        # another start time: a later process given this pid, left alone
+        assert not warm_python._signal(sleeper.pid, stat[1] - 1, signal.SIGKILL)
+        assert sleeper.poll() is None
+        assert warm_python.kill_tree(sleeper.pid) == {sleeper.pid}
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -166,8 +166,6 @@ def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
     sock = folder / "server.sock"
     shim = folder / "python"
     signals = tuple(int(number) for number in _SIGNALS)
-    shim.write_text(_SHIM.format(real=sys.executable, sock=str(sock), signals=signals))
-    shim.chmod(0o755)
     root = Path(__file__).resolve().parents[1]
     # Run as a file, not ``-m tests.warm_python``: no ``tests`` package is left in
     # the children's sys.modules.
@@ -178,6 +176,18 @@ def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
         stdin=subprocess.PIPE,
         start_new_session=True,
     )
+    started = _stat(server.pid)
+    shim.write_text(
+        _SHIM.format(
+            real=sys.executable,
+            sock=str(sock),
+            signals=signals,
+            server=server.pid,
+            started=-1 if started is None else started[1],
+            limit=SHIM_WAIT,
+        )
+    )
+    shim.chmod(0o755)
     atexit.register(_stop, server, folder)
     return server, shim
 
@@ -194,24 +204,47 @@ def _stop(server: subprocess.Popen[bytes], folder: Path) -> None:
     folder.rmdir()
 
 
+#: Seconds a shim waits for a server that is still starting (importing torch: 3 s
+#: of CPU, far more on a loaded machine) before it runs the real interpreter.
+SHIM_WAIT = 180
+
 #: The shim: stdlib only, no site (-IS), so it starts in milliseconds. It waits
-#: for the server's socket for a moment (the server imports torch first).
+#: for the server's socket while the server is alive and starting (it imports
+#: torch first), up to SHIM_WAIT seconds, then says so and runs the real
+#: interpreter; a server that has exited (the session is ending) is not waited
+#: for. (A fixed 15 s wait ran out under load: r31d.)
 _SHIM = """#!{real} -IS
 import json, os, resource, signal, socket, sys, time
 REAL, SOCK = {real!r}, {sock!r}
+SERVER, STARTED, LIMIT = {server}, {started}, {limit}
 
 def real():
     os.execv(REAL, [REAL, *sys.argv[1:]])
 
+def starting():
+    try:
+        with open("/proc/%d/stat" % SERVER, "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return fields[0] != b"Z" and int(fields[19]) == STARTED
+
 connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-for _ in range(300):
+deadline = time.monotonic() + LIMIT
+while True:
     try:
         connection.connect(SOCK)
         break
     except (FileNotFoundError, ConnectionRefusedError):
+        if not starting():
+            real()
+        if time.monotonic() > deadline:
+            sys.stderr.write(
+                "tests/warm_python.py: the warm server (pid %d) has not answered on "
+                "%s in %d s; running the real interpreter\\n" % (SERVER, SOCK, LIMIT)
+            )
+            real()
         time.sleep(0.05)
-else:
-    real()
 try:
     limit = resource.getrlimit(resource.RLIMIT_AS)
     request = dict(argv=sys.argv[1:], cwd=os.getcwd(), env=dict(os.environ), limit=limit)
@@ -375,51 +408,89 @@ def _wait(
             os.close(exited)
 
 
-def _children() -> dict[int, list[int]]:
-    """Every process's children, from /proc (a process that has exited between the
-    listing and the read is left out)."""
-    found: dict[int, list[int]] = {}
+def _stat(pid: int) -> tuple[int, int] | None:
+    """A process's parent and start time (clock ticks after boot: with the pid,
+    what tells it from a later process given the same pid); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _children() -> dict[int, list[tuple[int, int]]]:
+    """Every process's children, with their start times, from /proc (a process
+    that has exited between the listing and the read is left out)."""
+    found: dict[int, list[tuple[int, int]]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        found.setdefault(int(fields[1]), []).append(int(name))
+        stat = _stat(int(name))
+        if stat is not None:
+            found.setdefault(stat[0], []).append((int(name), stat[1]))
     return found
+
+
+def _signal(pid: int, start: int, number: int) -> bool:
+    """Send ``number`` to the process ``pid`` that started at ``start``, never to
+    another that has been given its pid since it exited: the pidfd opened first
+    pins the process, whose start time is then checked. False where it is gone."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (no pidfd here: the check and the kill are not atomic)
+        handle = -1
+    try:
+        stat = _stat(pid)
+        if stat is None or stat[1] != start:
+            return False
+        if handle >= 0:
+            signal.pidfd_send_signal(handle, number)
+        else:
+            os.kill(pid, number)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if handle >= 0:
+            os.close(handle)
 
 
 def kill_tree(root: int) -> set[int]:
     """SIGKILL ``root`` and every process below it, in whatever process group or
     session: each is stopped first (SIGSTOP) and the tree read again until no new
     one appears, so none forks away or is orphaned (its parent killed, moved under
-    init) before it is found. The processes it signalled."""
-    stopped: set[int] = set()
+    init) before it is found. A process is known by its pid and start time, and
+    signalled through a pidfd after its start time is checked: one that exited
+    and whose pid was given to an unrelated process meanwhile is left alone (the
+    callers pass a ``root`` they have not reaped yet, which keeps its pid). The
+    pids it signalled."""
+    found = _stat(root)
+    if found is None:
+        return set()
+    stopped: set[tuple[int, int]] = set()
     while True:
         children = _children()
-        tree, todo = set(), [root]
+        tree: set[tuple[int, int]] = set()
+        todo = [(root, found[1])]
         while todo:
-            pid = todo.pop()
-            if pid not in tree:
-                tree.add(pid)
-                todo.extend(children.get(pid, ()))
+            process = todo.pop()
+            if process not in tree:
+                tree.add(process)
+                # (a child starts after its parent: others are a later
+                # process's, given the pid of one that has exited)
+                todo.extend(
+                    c for c in children.get(process[0], ()) if c[1] >= process[1]
+                )
         new = tree - stopped
         if not new:
             break
-        for pid in new:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
+        for pid, start in new:
+            _signal(pid, start, signal.SIGSTOP)
         stopped |= new
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return stopped
+    return {pid for pid, start in stopped if _signal(pid, start, signal.SIGKILL)}
 
 
 def _why_not(

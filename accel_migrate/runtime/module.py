@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from . import empty_share, sync_batchnorm, sync_instancenorm
+from . import empty_share, late_registration, sync_batchnorm, sync_instancenorm
 
 if TYPE_CHECKING:
     from ._state import Runtime
@@ -75,7 +75,7 @@ def _empty_input(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
 
 # Attributes that belong to the wrapper itself; every other write goes to the user's module.
 _OWN_ATTRIBUTES = frozenset(
-    {"training", "_forward_module", "_runtime", "_forward_calls"}
+    {"training", "_forward_module", "_runtime", "_forward_calls", "_registering"}
 )
 
 
@@ -117,6 +117,14 @@ def _new_parameters(value: Any, module: nn.Module) -> list[nn.Parameter]:
     return [p for p in params if id(p) not in held]
 
 
+def _new_buffers(value: Any, module: nn.Module) -> bool:
+    """Does the module ``value`` bring ``module`` a buffer it does not hold yet?"""
+    if not isinstance(value, nn.Module):
+        return False
+    held = {id(b) for b in module.buffers()}
+    return any(id(b) not in held for b in value.buffers())
+
+
 def _new_trainable(value: Any, module: nn.Module) -> bool:
     """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
     requires a gradient and that it does not hold yet?"""
@@ -142,6 +150,7 @@ class PreparedModule(nn.Module):
         object.__setattr__(self, "_runtime", runtime)
         object.__setattr__(self, "_forward_module", None)
         object.__setattr__(self, "_forward_calls", 0)
+        object.__setattr__(self, "_registering", False)
 
     # -- forward ----------------------------------------------------------------------
     def ensure_ready(self) -> nn.Module:
@@ -154,6 +163,11 @@ class PreparedModule(nn.Module):
             sync_instancenorm.prepare(self._original_module, self._runtime)
             forward_module = self._runtime.strategy.setup_module(self._original_module)
             object.__setattr__(self, "_forward_module", forward_module)
+            if self._runtime.strategy.distributed:
+                # Buffers and modules registered on its parts from now on
+                # (``model.encoder.register_buffer``) are checked as those
+                # registered on the prepared model are (``_late``).
+                late_registration.watch(self, self._original_module)
             self._runtime.on_module_ready(self)
         return forward_module
 
@@ -210,7 +224,7 @@ class PreparedModule(nn.Module):
         else:
             # `model.scale = nn.Parameter(...)` is `register_parameter` spelt otherwise.
             self._late(f"model.{name} = ...", value)
-            setattr(self._modules["_original_module"], name, value)
+            self._on_original(setattr, self._modules["_original_module"], name, value)
 
     # -- registration reaches the user's module, like attribute writes ----------------
     def register_parameter(self, name: str, param: nn.Parameter | None) -> None:
@@ -218,46 +232,68 @@ class PreparedModule(nn.Module):
         ports' learnt PDE coefficients): the user's module holds it, so that
         ``parameters()``, the optimizer and the strategy's wrapper see it."""
         self._late("register_parameter", param)
-        self.original_module.register_parameter(name, param)
+        self._on_original(self.original_module.register_parameter, name, param)
 
     def register_buffer(
         self, name: str, tensor: torch.Tensor | None, persistent: bool = True
     ) -> None:
         self._late("register_buffer", tensor, buffer=True)
-        self.original_module.register_buffer(name, tensor, persistent)
+        self._on_original(
+            self.original_module.register_buffer, name, tensor, persistent
+        )
 
     def add_module(self, name: str, module: nn.Module | None) -> None:
         if name == "_original_module":
             super().add_module(name, module)  # nn.Module.__setattr__ of __init__
             return
         self._late("add_module", module)
-        self.original_module.add_module(name, module)
+        self._on_original(self.original_module.add_module, name, module)
 
     def register_module(self, name: str, module: nn.Module | None) -> None:
         self.add_module(name, module)
+
+    def _on_original(self, register: Any, *args: Any) -> None:
+        """A registration on the user's module that ``_late`` has checked (the
+        global hooks of ``late_registration`` then do not check it again)."""
+        object.__setattr__(self, "_registering", True)
+        try:
+            register(*args)
+        finally:
+            object.__setattr__(self, "_registering", False)
 
     def _late(self, call: str, value: Any, buffer: bool = False) -> None:
         """Refuse what the strategy's wrapper, built at the first forward, would
         not train as one process does: a trainable parameter added later where
         the strategy cannot take it in (DDP can: its ``_late_trainable``), any
-        buffer registered later. One process runs the script as written."""
+        buffer registered later, a module that brings buffers unless the
+        strategy takes its parameters in (DDP's rebuilt wrapper then broadcasts
+        its buffers as the others'). A module's BatchNorm layers are made the
+        global batch's, as the prepared ones were. One process runs the script
+        as written. Also called for registrations on the model's parts
+        (``late_registration``)."""
         strategy = self._runtime.strategy
         if self._forward_module is None or not strategy.distributed:
             return
+        trainable = _new_trainable(value, self.original_module)
         if buffer:
             if value is None:
                 return
             consequence, fix = _LATE_BUFFER
-        elif not _new_trainable(value, self.original_module):
-            return
-        elif strategy.late_parameters:
+        elif trainable and not strategy.late_parameters:
+            consequence, fix = _LATE_PARAMETER
+        elif not trainable:
+            if not _new_buffers(value, self.original_module):
+                return
+            consequence, fix = _LATE_BUFFER
+        else:
+            if isinstance(value, nn.Module):
+                sync_batchnorm.prepare(value, self._runtime)
+                sync_instancenorm.prepare(value, self._runtime)
             # Every process writes it (the same statement), each from its own
             # random state: rank 0's value, as a parameter built before the
             # wrapper gets from the wrapper's first broadcast.
             strategy.adopt_late_parameters(_new_parameters(value, self.original_module))
             return
-        else:
-            consequence, fix = _LATE_PARAMETER
         raise LateRegistrationError(
             _LATE.format(
                 call=call,

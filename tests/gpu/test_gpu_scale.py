@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -92,20 +91,16 @@ def test_per_block_fsdp_matches_the_plain_run(
         assert max_parameter_error(before, after) < 1e-4
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2,
     reason="HSDP needs two nodes of their own GPUs: 2 or more GPUs, fewer here",
 )
-def test_hsdp_on_two_loopback_nodes_matches_the_plain_run(tmp_path: Path) -> None:
+def test_hsdp_on_two_loopback_nodes_matches_the_plain_run(
+    tmp_path: Path, rendezvous_port: int
+) -> None:
     script = SCRIPTS / "hsdp.py"
     per_node = _gpus() // 2
-    port = str(_free_port())
+    port = str(rendezvous_port)
     nodes = []
     for rank in (0, 1):
         # Each "node" sees its own GPUs, so local rank 0 of each is another device.

@@ -7,7 +7,6 @@ freed, and save_state/load_state."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -74,19 +73,15 @@ def test_the_launcher_refuses_hsdp_on_one_node(
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _losses(text: str) -> dict[tuple[str, int], float]:
     return {(kind, int(step)): float(v) for kind, step, v in LOSS.findall(text)}
 
 
 @pytest.mark.multiprocess
-def test_two_loopback_nodes_train_like_the_original(tmp_path: Path) -> None:
-    port = str(_free_port())
+def test_two_loopback_nodes_train_like_the_original(
+    tmp_path: Path, rendezvous_port: int
+) -> None:
+    port = str(rendezvous_port)
     nodes = [
         subprocess.Popen(
             [

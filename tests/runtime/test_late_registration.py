@@ -13,10 +13,15 @@ import pytest
 import torch
 from torch import nn
 
+from accel_migrate.runtime import late_registration, sync_batchnorm
 from accel_migrate.runtime._state import Runtime
 from accel_migrate.runtime.config import RuntimeConfig
 from accel_migrate.runtime.env import DistEnv
-from accel_migrate.runtime.module import LateRegistrationError, PreparedModule
+from accel_migrate.runtime.module import (
+    LateRegistrationError,
+    PreparedContainer,
+    PreparedModule,
+)
 
 
 def _prepared() -> PreparedModule:
@@ -130,3 +135,87 @@ def test_after_the_first_forward_ddp_refuses_a_buffer(
     assert "before the model's first forward" in str(refused.value)
     assert "count" not in dict(prepared.named_buffers())
     prepared.register_buffer("nothing", None)
+
+
+class _Shift(nn.Module):
+    """Holds a buffer only; registers another in its own forward (a cache)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("value", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not hasattr(self, "table"):
+            self.register_buffer("table", torch.ones(1), persistent=False)
+        return x + self.value + self.table
+
+
+def _distributed(
+    monkeypatch: pytest.MonkeyPatch, late_parameters: bool
+) -> PreparedModule:
+    """A prepared ``Sequential(Linear, _Shift)`` after its first forward, under a
+    distributed strategy, its parts watched as ``ensure_ready`` watches them."""
+    prepared = PreparedContainer(
+        nn.Sequential(nn.Linear(2, 1), _Shift()), Runtime(RuntimeConfig(), DistEnv())
+    )
+    strategy = type(prepared._runtime.strategy)
+    monkeypatch.setattr(strategy, "distributed", True)
+    monkeypatch.setattr(strategy, "late_parameters", late_parameters)
+    object.__setattr__(prepared, "_forward_module", prepared.original_module)
+    late_registration.watch(prepared, prepared.original_module)
+    return prepared
+
+
+@pytest.mark.parametrize("late_parameters", [False, True], ids=["fsdp", "ddp"])
+def test_a_module_that_brings_only_buffers_is_refused(
+    monkeypatch: pytest.MonkeyPatch, late_parameters: bool
+) -> None:
+    # it was let through (no trainable parameter): each process kept its own
+    # value, and neither DDP (no rebuild) nor FSDP broadcast it
+    prepared = _distributed(monkeypatch, late_parameters)
+    with pytest.raises(LateRegistrationError, match="`add_module` on a prepared"):
+        prepared.add_module("extra", _Shift())
+    with pytest.raises(LateRegistrationError, match=r"`model\[1\]\.extra = \.\.\.`"):
+        prepared[1].extra = _Shift()
+    # no buffer, nothing to train: nothing to keep alike
+    prepared.add_module("teacher", nn.Linear(1, 1).requires_grad_(False))
+    # a module it holds already, written again
+    prepared.add_module("again", prepared.original_module[1])
+
+
+@pytest.mark.parametrize("late_parameters", [False, True], ids=["fsdp", "ddp"])
+def test_a_buffer_registered_on_a_part_is_refused_one_in_a_forward_is_not(
+    monkeypatch: pytest.MonkeyPatch, late_parameters: bool
+) -> None:
+    prepared = _distributed(monkeypatch, late_parameters)
+    original = prepared.original_module
+    with pytest.raises(
+        LateRegistrationError, match=r"`model\[0\]\.register_buffer\('stats', \.\.\.\)`"
+    ) as refused:
+        original[0].register_buffer("stats", torch.zeros(1))
+    assert "before the model's first forward" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(LateRegistrationError, match=r"accel\.unwrap\(model\)"):
+        original.register_buffer("stats", torch.zeros(1))
+    # the module's own forward registers its cache: every process runs it
+    assert original(torch.ones(3, 2)).shape == (3, 1)
+    assert "1.table" in dict(original.named_buffers(remove_duplicate=False))
+    # a module's own registrations outside any prepared model are not watched
+    _Shift().register_buffer("free", torch.zeros(1))
+
+
+def test_a_batchnorm_added_where_ddp_takes_it_in_is_converted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # converted as the prepared ones were (sync_batchnorm.prepare), not left to
+    # normalise by each process's share
+    prepared = _distributed(monkeypatch, late_parameters=True)
+    seen: list[nn.Module] = []
+    monkeypatch.setattr(
+        sync_batchnorm, "prepare", lambda module, runtime: seen.append(module)
+    )
+    norm = nn.BatchNorm1d(1)
+    prepared[1].norm = norm
+    assert seen == [norm]
+    prepared.add_module("norm2", nn.BatchNorm1d(1))
+    assert len(seen) == 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -68,17 +67,13 @@ def test_a_collective_one_rank_skips_times_out_with_a_named_message() -> None:
     ), done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_two_nodes_on_loopback_train_like_one(tmp_path: Path) -> None:
+def test_two_nodes_on_loopback_train_like_one(
+    tmp_path: Path, rendezvous_port: int
+) -> None:
     script = migrate_to(FIXTURES / "parity" / "mlp_regression.py", tmp_path)
     single, _ = _run("--nproc", "2", str(script))
     assert single.returncode == 0, single.stderr
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{rendezvous_port}"
     nodes = [
         subprocess.Popen(
             [

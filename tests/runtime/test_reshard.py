@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,16 +51,14 @@ def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
 def _one_process(*args: str) -> subprocess.CompletedProcess[str]:
     """World 1 as torchrun starts it (its variables, one process), without the
     launcher and agent processes: a start-up of one interpreter instead of three."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    # (a world of one: its own store binds the port it is given, 0 a free one)
     world_one = {
         "WORLD_SIZE": "1",
         "RANK": "0",
         "LOCAL_RANK": "0",
         "LOCAL_WORLD_SIZE": "1",
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
+        "MASTER_PORT": "0",
         "ACCEL_MIGRATE_STRATEGY": "ddp",
     }
     done = subprocess.run(

@@ -105,3 +105,25 @@ def test_two_backwards_per_forward_stop_syncing_and_are_averaged_by_hand(
     assert [int(step) for name, step, _ in got if name == "lazy_r1"] == [
         s for s in (0, 1, 2) for _ in range(4)
     ]
+
+
+def test_a_model_averaged_by_hand_still_gets_rank_0s_buffers() -> None:
+    # scripts/manual_buffers.py: a second backward through one forward makes the
+    # strategy average the model by hand; each process's BatchNorm statistics
+    # (per-device batches) are still made rank 0's before each forward, as DDP
+    # does. Before r31d that wrapper stopped broadcasting them: rank 1's eval
+    # used its own running mean (-1.29 against rank 0's -0.36).
+    stdout = _run(
+        [
+            *warm_python.launcher(),
+            *("--nproc", "2", "--batch-mode", "per-device"),
+            str(Path(__file__).parent / "scripts" / "manual_buffers.py"),
+        ]
+    )
+    means = dict(re.findall(r"^rank (\d) eval running_mean (\S+)$", stdout, re.M))
+    assert set(means) == {"0", "1"}, stdout
+    assert means["0"] == means["1"]
+    steps = re.findall(r"^rank 1 step (\d) running_mean (\S+)$", stdout, re.M)
+    rank0 = dict(re.findall(r"^rank 0 step (\d) running_mean (\S+)$", stdout, re.M))
+    # rank 1's statistics moved from rank 0's, not from its own (its shift of +3)
+    assert len(steps) == 4 and abs(float(steps[-1][1])) < 1.0, (steps, rank0)

@@ -38,7 +38,10 @@ second backward runs through a forward of such a model, its wrapper stops
 syncing (``require_backward_grad_sync`` off: its forwards no longer prepare
 DDP's reducer) and the strategy averages the model's gradients after every
 backward pass itself, one all-reduce of every gradient per backward, for the
-rest of the run. Averaging after each backward gives the global batch's
+rest of the run (its buffers, BatchNorm statistics kept per process, are still
+broadcast from rank 0 before each forward, as DDP does; before r31d they were
+not, and each process kept its own). Averaging after each backward gives the
+global batch's
 gradients however many backward passes a step runs.
 
 A backward that does not reach every parameter its forward used
@@ -220,6 +223,11 @@ class DDPStrategy(Strategy):
             return
         if watch.manual:
             generation = _MANUAL
+            # DDP broadcasts rank 0's buffers (BatchNorm statistics) before a
+            # forward that follows one which prepared its reducer; this one did
+            # not (require_backward_grad_sync is off), so DDP would stop
+            # broadcasting them and each process keep its own. Ask for it.
+            forward_module.require_forward_param_sync = True
         elif not forward_module.require_backward_grad_sync:  # inside no_sync
             return
         else:
@@ -356,8 +364,10 @@ class DDPStrategy(Strategy):
         forward_module: DistributedDataParallel, watch: _Watch
     ) -> None:
         """From now on the wrapper's forwards do not prepare DDP's reducer (its
-        hooks then do nothing), and ``after_backward`` averages every backward."""
+        hooks then do nothing), and ``after_backward`` averages every backward.
+        DDP still broadcasts the buffers before each forward (``watch_forward``)."""
         forward_module.require_backward_grad_sync = False
+        forward_module.require_forward_param_sync = True  # the next one, too
         watch.manual = True
 
 

@@ -8,7 +8,13 @@ random state has drifted: every process must train rank 0's;
 such a drawn value, which the loss adds: refused under every distributed
 strategy),
 ``branch`` (as ``nested``, used only for a batch whose targets' mean is
-positive: at world 2 the first such share is rank 0's alone)."""
+positive: at world 2 the first such share is rank 0's alone), ``subbuffer``
+(``register_buffer`` of a drawn value on a submodule, ``model[2]``),
+``bufmodule`` (``add_module`` of a module that holds only such a buffer),
+``latebn`` (``add_module`` of a BatchNorm: with the other layers' statistics,
+the global batch's), ``uneven`` (as ``nested``, on rank 0 only), ``cache``
+(a module that registers a buffer in its own forward, the same on every
+process: a rotary-embedding cache grown for a longer input)."""
 
 import os
 import sys
@@ -18,11 +24,36 @@ from torch import nn
 
 import accel_migrate.runtime as accel
 
+
+class Shift(nn.Module):
+    def __init__(self, value: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("value", value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.value
+
+
+class Cache(nn.Module):
+    """Registers its buffer at its first forward after ``grow`` is set."""
+
+    grow = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.grow and not hasattr(self, "table"):
+            self.register_buffer("table", torch.linspace(0, 1, 8), persistent=False)
+        return x + self.table[: x.shape[1]].sum() if self.grow else x
+
+
 mode = sys.argv[1]
+rank = int(os.environ.get("RANK", 0))
 torch.manual_seed(0)
 X, Y = torch.randn(24, 4), torch.randn(24, 1)
 backbone = accel.prepare_model(nn.Sequential(nn.Linear(4, 8), nn.Tanh()))
-model = accel.prepare_model(nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1)))
+layers = [nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1)]
+model = accel.prepare_model(
+    nn.Sequential(*layers, *([Cache()] if mode == "cache" else []))
+)
 params = [*backbone.parameters(), *model.parameters()]
 optimizer = accel.prepare_optimizer(torch.optim.SGD(params, lr=0.1))
 if mode == "frozen":
@@ -30,9 +61,25 @@ if mode == "frozen":
 for phase in range(2):
     if phase and mode == "frozen":
         backbone.requires_grad_(True)
-    elif phase and mode == "buffer":
-        drift = torch.Generator().manual_seed(int(os.environ.get("RANK", 0)))
-        model.register_buffer("shift", torch.randn(1, generator=drift))
+    elif phase and mode in ("buffer", "subbuffer", "bufmodule"):
+        drift = torch.Generator().manual_seed(rank)
+        shift = torch.randn(1, generator=drift)
+        if mode == "buffer":
+            model.register_buffer("shift", shift)
+        elif mode == "subbuffer":
+            model[2].register_buffer("shift", shift)
+        else:
+            model.add_module("3", Shift(shift))
+    elif phase and mode == "latebn":
+        model.add_module("3", nn.BatchNorm1d(1))
+        optimizer.add_param_group({"params": list(model[3].parameters())})
+    elif phase and mode == "cache":
+        model[3].grow = True
+    elif phase and mode == "uneven":
+        if rank == 0:
+            scale = nn.Parameter(torch.zeros(1))
+            model[2].scale = scale
+            optimizer.add_param_group({"params": [scale]})
     elif phase:
         scale = nn.Parameter(torch.zeros(1))
         if mode == "drawn":
@@ -54,6 +101,13 @@ for phase in range(2):
         out = model(backbone(x))
         if phase and mode == "buffer":
             out = out + model.shift
+        elif phase and mode == "subbuffer":
+            out = out + model[2].shift
+        elif phase and mode in ("bufmodule", "latebn", "cache"):
+            pass  # in the model's forward
+        elif phase and mode == "uneven":
+            if rank == 0:
+                out = out * (1 + model[2].scale)
         elif phase and mode == "branch":
             if y.mean() > 0:
                 out = out * (1 + scale)
