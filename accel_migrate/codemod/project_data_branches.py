@@ -55,7 +55,7 @@ def _own_branch(cls: ast.ClassDef, file: str) -> str:
     if not isinstance(node, cst.ClassDef):
         return ""
     for method in forward_methods(node):
-        for branch in data_branches(method):
+        for branch in data_branches(method, node):
             return describe(
                 branch,
                 f"`{cls.name}.{method.name.value}` ({file}, line "
