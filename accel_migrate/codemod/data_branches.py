@@ -114,7 +114,9 @@ def _flag_parameters(function: cst.FunctionDef, cls: cst.ClassDef | None) -> set
     for name in positional + [p.name.value for p in params.kwonly_params]:
         values = []
         for call in calls:
-            given = [a.value for a in call.args if a.keyword and a.keyword.value == name]
+            given = [
+                a.value for a in call.args if a.keyword and a.keyword.value == name
+            ]
             if not given and name in positional:
                 at = positional.index(name)
                 plain = [a.value for a in call.args if a.keyword is None]

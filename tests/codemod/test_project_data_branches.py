@@ -149,9 +149,7 @@ def test_the_fact_names_the_branch_its_line_and_the_built_class(
     # `apply_masking`, t12c: was "a condition on its batch")
     assert table["models.Masked"].data_branch == ""
     # ... but not where a call passes a value of the batch
-    assert table["models.MaskedByBatch"].data_branch.startswith(
-        "`MaskedByBatch.embed`"
-    )
+    assert table["models.MaskedByBatch"].data_branch.startswith("`MaskedByBatch.embed`")
     assert table["models.build_model"].model_class.data_branch.startswith(
         "`CascadeNet.forward`"
     )

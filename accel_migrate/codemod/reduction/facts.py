@@ -458,7 +458,9 @@ def _counts_samples(
         ),
     ):
         return True
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, cst.Multiply
+    ):
         number = m.Integer() | m.Float()
         for count, other in ((expr.left, expr.right), (expr.right, expr.left)):
             if m.matches(other, number) and _counts_samples(index, count, depth):
