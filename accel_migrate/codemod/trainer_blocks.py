@@ -98,6 +98,7 @@ class TrainerBlocks:
             if (
                 fact is None
                 or fact.kind != "class"
+                or fact.returns == "model"  # a model's own methods: AM042's
                 or not fact.method_trains
                 or fact.trains
                 or fact.trains_own
