@@ -13,7 +13,9 @@ it is handed) and what is computed from them, in the method, by assignment and
 followed: its shape (``x.shape``, ``x.size(1)``, ``x.dim()``), its
 type or device, whether an argument was given (``mask is not None``), the
 model's own attributes (``self.training``), a parameter with a default (a flag
-the caller passes: ``forward(x, with_aux=False)``). Its row count is followed
+the caller passes: ``forward(x, with_aux=False)``), a parameter that every
+call of the method on ``self`` in its class passes a literal (a flag too:
+``self.apply_embedding(x, static, apply_masking=True)``). Its row count is followed
 (``x.size(0)``, ``x.shape[0]``, ``len(x)``): after migration it is each
 process's share of the batch, unequal in a short last batch (``if h.size(0) >
 1: h = self.bn(h)``).
@@ -61,11 +63,13 @@ def data_branches(
 ) -> list[DataBranch]:
     """The branches on the batch in ``function`` that decide whether a submodule
     call runs (see the module docstring), outermost first, one per branch. With
-    ``owner``, the class of ``function``, a call of one of its methods that runs
+    ``owner``, the class of ``function``: a call of one of its methods that runs
     nothing of ``self`` (``self.token_drop(labels)``: ``torch.where`` over a
-    draw) is not a submodule call: running it or not changes no parameter's
-    gradient."""
-    data = _data_names(function)
+    draw) is not a submodule call, since running it or not changes no
+    parameter's gradient; and a parameter every call of the method on ``self``
+    in the class passes a literal is a flag, not the batch
+    (``_flag_parameters``)."""
+    data = _data_names(function) - _flag_parameters(function, owner)
     if not data:
         return []
     modules = _module_names(function)
@@ -85,6 +89,46 @@ def data_branches(
             if skipped is not None:
                 found.append(DataBranch(node, test, *skipped))
     return _outermost(found)
+
+
+#: Literals a caller passes as a flag (``apply_masking=False``).
+_LITERAL = m.Name("True") | m.Name("False") | m.Name("None") | m.Integer() | m.Float()
+_LITERAL |= m.SimpleString()
+
+
+def _flag_parameters(function: cst.FunctionDef, cls: cst.ClassDef | None) -> set[str]:
+    """The parameters of the method ``function`` that every call of it on
+    ``self`` in ``cls`` passes a literal (the Temporal Fusion Transformer's
+    ``self.apply_embedding(x, static, apply_masking=False)`` and ``...=True``):
+    the same on every process, whatever its share of the batch. None where the
+    class never calls the method, or a call spreads its arguments."""
+    if cls is None:
+        return set()
+    calls = [
+        c
+        for c in findall(cls, m.Call(func=m.Attribute(value=m.Name("self"))))
+        if c.func.attr.value == function.name.value  # type: ignore[attr-defined]
+    ]
+    if not calls or any(a.star for c in calls for a in c.args):
+        return set()
+    params = function.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = positional[1:] if positional[:1] == ["self"] else positional
+    flags = set()
+    for name in positional + [p.name.value for p in params.kwonly_params]:
+        values = []
+        for call in calls:
+            given = [
+                a.value for a in call.args if a.keyword and a.keyword.value == name
+            ]
+            if not given and name in positional:
+                at = positional.index(name)
+                plain = [a.value for a in call.args if a.keyword is None]
+                given = plain[at : at + 1]
+            values.append(given[0] if given else None)
+        if all(v is not None and m.matches(v, _LITERAL) for v in values):
+            flags.add(name)
+    return flags
 
 
 def _data_names(function: cst.FunctionDef) -> set[str]:

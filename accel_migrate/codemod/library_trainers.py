@@ -56,6 +56,26 @@ def trained_parameter(lineage: Lineage) -> tuple[str, int]:
     return (name, positional.index(name) if name in positional else -1)
 
 
+def method_trains_handed(lineage: Lineage) -> str:
+    """How a method of the class, not ``__init__``, trains a model its caller
+    hands that method (a hand-written Lightning-style ``Trainer`` whose
+    ``fit(self, model, train_loader)`` runs ``loss.backward()``), as a phrase
+    for a finding; "" when none does (``function_trains_handed`` of each
+    method, its ``self`` left out)."""
+    from .function_trainers import function_trained_parameter, function_trains_handed
+
+    for method in _methods(lineage):
+        if method.name == "__init__" or not method.args.args:
+            continue
+        name, position = function_trained_parameter(method)
+        if not name or position == 0 or name == method.args.args[0].arg:
+            continue  # the instance itself (a model class's own step)
+        found = function_trains_handed(method)
+        if found:
+            return found
+    return ""
+
+
 def backpropagated_attributes(lineage: Lineage) -> tuple[tuple[str, int], ...]:
     """``self.X`` that a method of the class backpropagates (``self.loss.backward()``,
     or ``accel.backward(self.loss, ...)`` once migrated), with the line of the

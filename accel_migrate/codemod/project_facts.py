@@ -227,6 +227,11 @@ class HelperFact:
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);
     #: "" if not.
     trains: str = ""
+    #: For a class that trains none it is handed at construction, one of whose
+    #: methods trains a model handed to that method (a hand-written Trainer's
+    #: ``fit(model, loader)``): how, as a phrase (``method_trains_handed``);
+    #: "" if not.
+    method_trains: str = ""
     #: For such a class: the ``__init__`` parameter it trains, and its position
     #: among the positional parameters after ``self`` (-1: keyword only).
     trained_parameter: tuple[str, int] = ("", -1)

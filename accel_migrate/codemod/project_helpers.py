@@ -198,6 +198,7 @@ class HelperFacts(ReturnKinds):
             backpropagated_attributes,
             builds_optimizer,
             handed_in_training,
+            method_trains_handed,
             trained_parameter,
             trains_own_models,
         )
@@ -227,6 +228,7 @@ class HelperFacts(ReturnKinds):
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            method_trains=method_trains_handed(lineage),
             optimizer_subclass=any(
                 self._dotted(base) in OPTIMIZER_BASES for base in cls.bases
             ),

@@ -85,6 +85,47 @@ class TrainerBlocks:
                 "an unmigrated one",
             )
 
+    def _block_method_trainers(self) -> None:
+        """``trainer = Trainer(max_epochs=3)`` of a local module whose class
+        trains the model handed to one of its methods (``trainer.fit(model=net,
+        ...)``: ``HelperFact.method_trains``), from a file this run does not
+        migrate: the backward is there, so this file is left whole, as for a
+        trainer handed the model at construction. Where the class's file is
+        migrated in this batch too, its callers' facts decide (AM103)."""
+        seen: set[str] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind != "class"
+                or fact.returns == "model"  # a model's own methods: AM042's
+                or not fact.method_trains
+                or fact.trains
+                or fact.trains_own
+                or fact.collectives
+                or fact.batch_migrated
+                or fact.where in seen
+            ):
+                continue
+            seen.add(fact.where)
+            self.block(
+                call,
+                f"`{snippet(call)}` builds {fact.where}, whose method trains the "
+                f"model a caller hands it there: {fact.method_trains}. That "
+                f"backward is in {fact.file}, which migrating this file alone "
+                "reads but does not write (a file's local imports are read, never "
+                "written), so preparing the model here would leave it unmigrated: "
+                "nothing is prepared. Wrap the model with accel.prepare_model(...) "
+                "and its optimizer with accel.prepare_optimizer(...) where they "
+                f"are built, in {fact.file} the backward with accel.backward(...), "
+                "and make the losses it logs global "
+                "(accel.global_loss), or migrate both files together (a batch). "
+                "Nothing in this file was migrated: while each process trains a "
+                f"full copy in {fact.file}, sharding this file's loaders, reducing "
+                "its metrics or moving its logs and saves to the main process "
+                "would mix a migrated half with an unmigrated one",
+            )
+
     def _block_picked_trainers(self) -> None:
         """``getattr(alg, config["algorithm_type"])(config)`` of a local module
         whose classes train (``dynamic_trainers``): the class is picked by name,

@@ -254,8 +254,8 @@ def clip_grad_value_(
 
 
 def global_loss(
-    loss: torch.Tensor, reduction: Reduction | None = None, count: Any = None
-) -> torch.Tensor:
+    loss: torch.Tensor | None, reduction: Reduction | None = None, count: Any = None
+) -> torch.Tensor | None:
     """The loss of the whole global batch: each rank's mean weighted by its share.
 
     A loss given to ``accel.backward`` (or its ``.data``, ``.detach()``) is
@@ -268,7 +268,13 @@ def global_loss(
     started during the backward pass once the script has shown that it asks for
     it every step (see ``Runtime.start_loss_reduce``), so it costs a wait, not a
     round trip.
+
+    ``None`` comes back as it is, with no collective: an optional value of a
+    logger that skips it (ConvNeXt's ``metric_logger.update(class_acc=None)``
+    when Mixup is on), the same on every process as the script decides it.
     """
+    if loss is None:
+        return None
     if reduction is not None or count is not None:
         _loss_share.check_reduction(reduction or "mean", count)
     runtime = peek_runtime()

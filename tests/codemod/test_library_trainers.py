@@ -747,3 +747,85 @@ def test_an_optimizer_from_a_project_function_counts_as_built(tmp_path: Path) ->
         "`Diffusion(None)` builds `Diffusion` in runner.py, which trains models of "
         "its own there: `train` calls backward (line 15)"
     )
+
+
+FIT_TRAINER = """\
+class Trainer(object):
+    def __init__(self, max_epochs):
+        self.max_epochs = max_epochs
+
+    def fit(self, model, train_dataloader):
+        optimizers = model.configure_optimizers()
+        optimizer = optimizers[0]
+        for epoch in range(self.max_epochs):
+            model.train()
+            for batch_idx, batch in enumerate(train_dataloader):
+                loss = model.training_step(batch, batch_idx)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+class OwnStep(object):
+    def step(self, x):
+        loss = self(x).sum()
+        loss.backward()
+"""
+
+FIT_SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+from trainer import Trainer
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+    def configure_optimizers(self):
+        return [torch.optim.SGD(self.parameters(), lr=0.1)]
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self(x), y)
+
+
+loader = DataLoader(list(zip(torch.randn(8, 2), torch.zeros(8).long())), batch_size=4)
+net = Net()
+trainer = Trainer(max_epochs=2)
+trainer.fit(model=net, train_dataloader=loader)
+torch.save(net.state_dict(), "net.pth")
+"""
+
+
+def test_a_class_whose_method_trains_what_it_is_handed(tmp_path: Path) -> None:
+    """A hand-written Lightning-style ``Trainer`` whose ``fit(model, loader)``
+    runs the backward: the file that builds it is left whole (t12c: ViT-CIFAR's
+    main.py was migrated, its loaders sharded and its model prepared, while the
+    backward in trainer.py stayed plain; only the runtime's UnsyncedGradientsError
+    caught it)."""
+    (tmp_path / "trainer.py").write_text(FIT_TRAINER)
+    script = tmp_path / "main.py"
+    script.write_text(FIT_SCRIPT)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import trainer\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["trainer.Trainer"].trains == ""
+    assert table["trainer.Trainer"].method_trains == (
+        "`fit` calls backward (line 13) in a step that runs `model`, its parameter"
+    )
+    # a step of the instance itself (`self(x)`) trains no handed model
+    assert table["trainer.OwnStep"].method_trains == ""
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert len(blocking) == 1 and blocking[0].status == "needs-review"
+    assert blocking[0].line == 24
+    assert blocking[0].message.startswith(
+        "`Trainer(max_epochs=2)` builds `Trainer` in trainer.py, whose method "
+        "trains the model a caller hands it there: `fit` calls backward (line 13)"
+    )

@@ -70,6 +70,37 @@ class Plain(nn.Module):
         return self.fc(x)
 
 
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 4)
+        self.dec = nn.Linear(4, 4)
+        self.fc = nn.Linear(4, 2)
+
+    def embed(self, x, apply_masking):
+        if apply_masking:
+            return self.dec(x)
+        return self.enc(x)
+
+    def forward(self, x):
+        return self.fc(self.embed(x, apply_masking=False) + self.embed(x, True))
+
+
+class MaskedByBatch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 4)
+        self.dec = nn.Linear(4, 4)
+
+    def embed(self, x, apply_masking):
+        if apply_masking:
+            return self.dec(x)
+        return self.enc(x)
+
+    def forward(self, x):
+        return self.embed(x, apply_masking=False) + self.embed(x, x.sum() > 0)
+
+
 def build_model(name):
     return CascadeNet()
 """
@@ -114,6 +145,11 @@ def test_the_fact_names_the_branch_its_line_and_the_built_class(
     )
     # another size of the batch, and a flag with a default: the same everywhere
     assert table["models.Plain"].data_branch == ""
+    # a parameter every `self.embed(...)` call passes a literal (TFT's
+    # `apply_masking`, t12c: was "a condition on its batch")
+    assert table["models.Masked"].data_branch == ""
+    # ... but not where a call passes a value of the batch
+    assert table["models.MaskedByBatch"].data_branch.startswith("`MaskedByBatch.embed`")
     assert table["models.build_model"].model_class.data_branch.startswith(
         "`CascadeNet.forward`"
     )

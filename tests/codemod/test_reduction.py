@@ -79,6 +79,18 @@ def _backward(body: str) -> tuple[str, str]:
             "accel.backward(loss)",
         ),
         (
+            # DnCNN's residual loss: a sum over the batch over twice its row
+            # count, spelled `x.size()[0]` (was "cannot tell apart", t12c)
+            "loss = F.mse_loss(model(x), y, reduction='sum') / (x.size()[0] * 2)\n"
+            "loss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
+            "loss = F.mse_loss(model(x), y, reduction='sum') / (2 * len(x))\n"
+            "loss.backward()",
+            "accel.backward(loss)",
+        ),
+        (
             # Labels padded with -100: cross_entropy's default ignore_index skips them.
             "y[y == PAD] = -100\n"
             "loss = F.cross_entropy(model(x).view(-1, 4), y.view(-1))\nloss.backward()",

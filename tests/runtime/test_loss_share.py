@@ -258,3 +258,12 @@ def test_a_sharded_pass_ends_its_share_when_it_is_left(peer: Runtime) -> None:
     iterator = iter(loader)
     next(iterator)
     assert peer.take_step_shares() == [(2, 3)]
+
+
+def test_global_loss_of_none_is_none_with_no_collective(peer: Runtime) -> None:
+    """ConvNeXt's engine logs `class_acc = None` when Mixup is on (its
+    MetricLogger skips None); AM008 makes the logged value accel.global_loss(...),
+    which crashed inside the runtime (t12c): None comes back, nothing is sent."""
+    peer.set_batch_share(2, 4)
+    assert accel.global_loss(None) is None
+    assert peer.comm.sent == []  # type: ignore[attr-defined]

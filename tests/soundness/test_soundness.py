@@ -1428,6 +1428,38 @@ EXPECTED: dict[str, str] = {
     # FLAGGED by AM020 (RF.forward's per-sample times) and AM009 (loss bins)
     "rectified_flow_ema_t12b_project": "FLAGGED",
     "rectified_flow_ema_t12b_project_batch": "FLAGGED",
+    # t12c, a new user's trial of image classification and robust/denoising
+    # trainers and a forecaster. yaodongyu/TRADES: trades_loss in trades.py runs
+    # the attack's backward (the l_2 branch's SGD over `delta`) on the handed
+    # model; left whole in both modes (AM004; batch: AM031 on delta, AM103)
+    "trades_kl_eval_attack_t12c_project": "FLAGGED",
+    "trades_kl_eval_attack_t12c_project_batch": "FLAGGED",
+    # SaoYan/DnCNN-PyTorch fork (torch.randn noise, MultiStepLR): the residual
+    # loss `sum / (imgn_train.size()[0] * 2)` was of unknown reduction (AM007,
+    # "cannot tell apart as this process's count"); it is a mean now. The
+    # per-step PSNR_train of the main process's share differs (AM033, true)
+    "dncnn_randn_noise_t12c_project": "FLAGGED",
+    "dncnn_randn_noise_t12c_project_batch": "FLAGGED",
+    # omihub777/ViT-CIFAR with Lightning replaced by a hand-written Trainer
+    # whose fit(model, loaders) runs the backward in trainer.py: file mode
+    # migrated main.py (model, optimizer, loaders) and left that backward plain,
+    # caught only by the runtime (LOUD UnsyncedGradientsError by accident); AM004
+    # leaves main.py whole now, naming Trainer.fit. Batch: training_step called
+    # on the prepared model bypasses DDP's forward (AM042, true)
+    "vit_cifar_trainer_warmup_t12c_project": "FLAGGED",
+    "vit_cifar_trainer_warmup_t12c_project_batch": "FLAGGED",
+    # mattsherar/Temporal_Fusion_Transform: AM039 left main.py whole on
+    # `if apply_masking:` in TFT.apply_embedding, "a condition on its batch",
+    # false (every self.apply_embedding call passes True/False); the true
+    # reason is left: early stopping on the sharded validation mean (AM028)
+    "tft_quantile_early_stop_t12c_project": "FLAGGED",
+    "tft_quantile_early_stop_t12c_project_batch": "FLAGGED",
+    # facebookresearch/ConvNeXt main.py single-GPU fork: seed + utils.get_rank(),
+    # steps per epoch over utils.get_world_size() (AM046), timm-style Mixup draws
+    # (AM020). Batch mode crashed in the runtime on accel.global_loss(None)
+    # (class_acc is None under Mixup); None passes through now
+    "convnext_finetune_llrd_ema_t12c_project": "FLAGGED",
+    "convnext_finetune_llrd_ema_t12c_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -441,13 +441,30 @@ def _setting(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bo
 def _counts_samples(
     index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
 ) -> bool:
-    """``x.size(0)``, ``len(x)``, ``x.shape[0]``, ``x.numel()``, also through a
-    variable set to one (a sum is not a count of samples here)."""
+    """``x.size(0)``, ``x.size()[0]``, ``len(x)``, ``x.shape[0]``,
+    ``x.numel()``, also through a variable set to one, and one times a number
+    (``x.size()[0] * 2``: DnCNN's ``sum / (2 * N)`` is a mean halved). A sum is
+    not a count of samples here."""
     if m.matches(
         expr,
         m.Call(func=m.Attribute(attr=m.Name("size")), args=[m.Arg(m.Integer("0"))]),
     ) or m.matches(expr, m.Call(func=m.Attribute(attr=m.Name("numel")), args=[])):
         return True
+    if m.matches(
+        expr,
+        m.Subscript(
+            value=m.Call(func=m.Attribute(attr=m.Name("size")), args=[]),
+            slice=[m.SubscriptElement(m.Index(m.Integer("0")))],
+        ),
+    ):
+        return True
+    if isinstance(expr, cst.BinaryOperation) and isinstance(
+        expr.operator, cst.Multiply
+    ):
+        number = m.Integer() | m.Float()
+        for count, other in ((expr.left, expr.right), (expr.right, expr.left)):
+            if m.matches(other, number) and _counts_samples(index, count, depth):
+                return True
     if isinstance(expr, cst.Call) and "builtins.len" in index.qualnames(expr.func):
         return True
     if m.matches(

@@ -16,9 +16,11 @@ project it builds): the finding is at the call that builds it, in a file that
 shards a loader (``codemod/project_data_branches.py``). Not a branch on the
 batch's other sizes (``x.size(1)``, ``x.dim()``), on
 whether an argument was given (``mask is not None``), on the model's own
-attributes (``self.training``), or on a parameter with a default (a flag the
-caller passes, ``forward(x, with_aux=False)``): those are the same on every
-process (see ``codemod/data_branches.py``).
+attributes (``self.training``), on a parameter with a default (a flag the
+caller passes, ``forward(x, with_aux=False)``), or on a parameter of a method
+that every call of it on ``self`` passes a literal (``self.apply_embedding(x,
+static, apply_masking=True)``): those are the same on every process (see
+``codemod/data_branches.py``).
 
 ## Why
 After migration each process runs the model on its share of the batch, and
