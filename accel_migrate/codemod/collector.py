@@ -39,9 +39,6 @@ THRESHOLD = 100_000
 #: False: migrations run with the process's thresholds (the equivalence test
 #: and ``bench/codemod_profile.py --collector`` compare the two).
 ENABLED = True
-#: False: a pass leaves what its trees computed to the collector, as before
-#: round 22 (``engine._full_pass``: the positions released at its end).
-RELEASE = True
 
 _LOCK = threading.Lock()
 _depth = 0

@@ -88,22 +88,6 @@ class Chunks:
         self.by_node: dict[cst.CSTNode, _Chunk] = {}
         self.layout: tuple[str, str] | None = None
 
-    def release(self) -> None:
-        """Empty the positions of every tree these statements were generated
-        for, and forget the statements: the end of the file's pass. The
-        positions (about 47,000 ``CodeRange`` and ``CodePosition`` objects for
-        a 400-line script's 13 trees) are then freed by their reference counts
-        at once, instead of waiting, as part of the pass's cyclic garbage (the
-        wrappers, scopes and rules that hold them), for the collector to walk
-        them (``collector``)."""
-        for chunk in self.by_node.values():
-            source = chunk.source
-            if source:
-                source.clear()
-                source.log.clear()
-                source._replayed = {}
-        self.by_node.clear()
-
 
 class Positions(dict):  # type: ignore[type-arg]
     """A tree's positions: those generated for it, and, for the nodes of a
