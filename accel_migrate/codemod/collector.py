@@ -13,9 +13,7 @@ issue 14 in docs/performance.md). The pass does leave cyclic garbage (78,000
 containers for that script), but that needs one collection, not two hundred.
 
 ``held_back()`` raises the young generation's threshold to ``THRESHOLD`` for
-the time of a migration (``engine.migrate_source``; in a batch also the rest of
-each file's work, the engine's first import among it, and the project view:
-``cli/batch.py``) (the other two are kept, as is a threshold above ours
+the time of a migration (the other two are kept, as is a threshold above ours
 or a collector turned off), and puts the caller's back when the last migration
 of the process ends (threads migrate side by side: the soundness tests' pool).
 The collector still runs: cyclic garbage cannot grow past about
