@@ -24,7 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
 
-from ..codemod import MigrateOptions, MigrationError, MigrationResult, collector
+from ..codemod import MigrateOptions, MigrationError, MigrationResult
 from ..codemod.findings import Failure
 from ..codemod.project_facts import ProjectFacts
 from ..codemod.project_view import ProjectView
@@ -53,16 +53,6 @@ def migrate_file(
     Everything that can go wrong with one file comes back as a Failure. With a
     cache, the outcome for these very bytes is taken from it, or stored in it.
     """
-    # The engine's first import (libcst, the rules) and the cache's work
-    # allocate as a migration does: the collector held back for them too
-    # (``codemod/collector``; light: no libcst on the cache-hit path).
-    with collector.held_back():
-        return _migrate_file(path, location, options, cache)
-
-
-def _migrate_file(
-    path: str, location: str, options: MigrateOptions, cache: ResultCache | None
-) -> Outcome:
     try:
         source = read_source(location)
     except FileError as exc:
@@ -226,13 +216,11 @@ class Batch:
         if self.options.project is not None:
             return self.options_of(index)
         if self._file_options is None:
-            # the view parses every module of the batch (``collector``)
-            with collector.held_back():
-                view = ProjectView(self.locations)
-                self._file_options = [
-                    replace(self.options_of(i), project=view.facts_for(location))
-                    for i, location in enumerate(self.locations)
-                ]
+            view = ProjectView(self.locations)
+            self._file_options = [
+                replace(self.options_of(i), project=view.facts_for(location))
+                for i, location in enumerate(self.locations)
+            ]
         return self._file_options[index]
 
     def options_of(self, index: int) -> MigrateOptions:
