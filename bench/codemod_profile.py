@@ -8,6 +8,7 @@
     python bench/codemod_profile.py --checks [--repeat 3]
     python bench/codemod_profile.py --worklist [--repeat 3]
     python bench/codemod_profile.py --collector [--repeat 3]
+    python bench/codemod_profile.py --release [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -50,7 +51,9 @@ through ``ABCMeta``'s Python ``__instancecheck__`` against ``type``'s in C
 ``tagged`` fixpoint in rounds over every entry against a worklist
 (``index_tagging.WORKLIST``), ``--collector`` for the garbage collector at
 CPython's pace against held back during a migration (``collector``), with the
-collector's own CPU time (``gc.callbacks``) of each side.
+collector's own CPU time (``gc.callbacks``) of each side; ``--release`` for a
+pass's positions left to the collector against emptied at the pass's end
+(``collector.RELEASE``, ``positions.Chunks.release``).
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -450,6 +453,20 @@ def compare_collector(paths: list[Path], repeat: int) -> list[list[str]]:
     garbage collector at CPython's thresholds and held back (``collector``),
     alternating as ``compare_visits``; the collector's CPU seconds of each side
     (its last run over the tree) are printed."""
+    return _compare_collector(paths, repeat, "ENABLED", ("CPython's pace", "held back"))
+
+
+def compare_release(paths: list[Path], repeat: int) -> list[list[str]]:
+    """The same for a pass's positions left to the collector and emptied at
+    its end (``collector.RELEASE``). The collection that frees what a pass
+    left runs after it, at the caller's pace (outside the timed pass): the
+    collector's CPU seconds of each side are the measurement."""
+    return _compare_collector(paths, repeat, "RELEASE", ("left", "released"))
+
+
+def _compare_collector(
+    paths: list[Path], repeat: int, switch: str, names: tuple[str, str]
+) -> list[list[str]]:
     import gc
 
     from accel_migrate.codemod import collector
@@ -462,13 +479,14 @@ def compare_collector(paths: list[Path], repeat: int) -> list[list[str]]:
         if phase == "start":
             started[0] = time.process_time()
         else:
-            spent[collector.ENABLED] += time.process_time() - started[0]
-            counts[collector.ENABLED] += 1
+            side = getattr(collector, switch)
+            spent[side] += time.process_time() - started[0]
+            counts[side] += 1
 
-    def use(held: bool) -> None:
-        collector.ENABLED = held
-        spent[held] = 0.0
-        counts[held] = 0
+    def use(on: bool) -> None:
+        setattr(collector, switch, on)
+        spent[on] = 0.0
+        counts[on] = 0
 
     gc.callbacks.append(timer)
     try:
@@ -477,8 +495,8 @@ def compare_collector(paths: list[Path], repeat: int) -> list[list[str]]:
         gc.callbacks.remove(timer)
     print(
         "the collector, last run over the tree: "
-        f"CPython's pace {counts[False]} collections, {spent[False]:.2f} s; "
-        f"held back {counts[True]} collections, {spent[True]:.2f} s"
+        f"{names[0]} {counts[False]} collections, {spent[False]:.2f} s; "
+        f"{names[1]} {counts[True]} collections, {spent[True]:.2f} s"
     )
     return rows
 
@@ -582,6 +600,12 @@ def main() -> int:
         help="only compare the garbage collector at CPython's pace with held "
         "back during a migration, over the whole tree",
     )
+    parser.add_argument(
+        "--release",
+        action="store_true",
+        help="only compare a pass's positions left to the collector with "
+        "emptied at its end, over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -633,10 +657,15 @@ def main() -> int:
                 compare_collector,
                 "the garbage collector at CPython's pace against held back",
             ),
+            "release": (
+                compare_release,
+                "a pass's positions left to the collector against released",
+            ),
         }
         sides = {
             "worklist": ("rounds", "worklist"),
             "collector": ("CPython's", "held back"),
+            "release": ("left", "released"),
         }
         chosen = [name for name in comparisons if getattr(options, name)]
         if chosen:

@@ -170,6 +170,19 @@ def _early(
 def _full_pass(
     source: str | bytes, path: str, options: MigrateOptions
 ) -> MigrationResult:
+    chunks = positions.Chunks()
+    try:
+        return _pass(source, path, options, chunks)
+    finally:
+        if collector.RELEASE:
+            # What the pass's trees held, freed now by reference counts rather
+            # than left in its cycles for the collector (``collector``).
+            chunks.release()
+
+
+def _pass(
+    source: str | bytes, path: str, options: MigrateOptions, chunks: positions.Chunks
+) -> MigrationResult:
     module = parse(source, path)
     # One metadata wrapper (scopes, qualified names, positions) serves the screen
     # and every rule, until a rule changes the tree; rules that change nothing hand
@@ -177,7 +190,6 @@ def _full_pass(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     # The parsed tree's positions (the screen asks for them) seed the statements
     # that a changed tree's positions replay.
-    chunks = positions.Chunks()
     original_positions = positions.compute(wrapper, chunks)[0]
     screen = FullScreen.of(wrapper)
     if screen.distributed is not None:

@@ -88,6 +88,23 @@ class Chunks:
         self.by_node: dict[cst.CSTNode, _Chunk] = {}
         self.layout: tuple[str, str] | None = None
 
+    def release(self) -> None:
+        """Empty the positions of every tree these statements were generated
+        for, and forget the statements: the end of the file's pass
+        (``engine._full_pass``). The pass's wrappers, scopes and rules hold
+        the positions in reference cycles, so without this they wait, with the
+        rest of the pass's cyclic garbage, for the collector's next young
+        collection to walk them: 47,000 of the 79,000 containers a pass of a
+        400-line script leaves (``CodeRange``, ``CodePosition``). Emptied here
+        they are freed by their reference counts (3-5 ms), and that
+        collection walks a third as many (round 22 of issue 14)."""
+        for chunk in self.by_node.values():
+            source = chunk.source
+            source.clear()
+            source.log.clear()
+            source._replayed = {}
+        self.by_node.clear()
+
 
 class Positions(dict):  # type: ignore[type-arg]
     """A tree's positions: those generated for it, and, for the nodes of a

@@ -5,7 +5,8 @@ The migration of a sample (every realworld script and every sixtieth other file
 under ``fixtures/`` and ``examples/``; ``ACCEL_MIGRATE_ALL_COLLECTOR=1``: every
 file) is compared with CPython's thresholds and with the collector off: output
 bytes, findings (lines, columns, messages), skip reason and suppressed
-statements.
+statements; and with a pass's positions left to the collector
+(``RELEASE = False``).
 """
 
 from __future__ import annotations
@@ -140,3 +141,34 @@ def test_the_migration_is_the_same_at_every_collector_pace(
     finally:
         gc.enable()
     assert held_back == at_cpythons_pace == never
+    # the positions left to the collector (before round 22): the same
+    monkeypatch.setattr(collector, "ENABLED", True)
+    monkeypatch.setattr(collector, "RELEASE", False)
+    assert _migrate(path) == held_back
+
+
+def test_a_pass_empties_its_trees_positions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tree's positions a pass computed are empty after it (freed by
+    reference counts), and kept with ``RELEASE = False``."""
+    from accel_migrate.codemod import positions
+
+    computed: list[positions.Positions] = []
+    compute = positions.compute
+
+    def kept(*args: object, **kwargs: object) -> object:
+        found = compute(*args, **kwargs)  # type: ignore[arg-type]
+        computed.append(found[0])  # type: ignore[arg-type]
+        return found
+
+    monkeypatch.setattr(positions, "compute", kept)
+    from accel_migrate.codemod import rule_context
+
+    monkeypatch.setattr(rule_context.positions, "compute", kept)
+    path = FIXTURES / "realworld" / "batchify.py"
+    result = migrate_source(path.read_bytes(), str(path))
+    assert result.changed and len(computed) >= 2
+    assert all(len(found) == 0 for found in computed)
+    computed.clear()
+    monkeypatch.setattr(collector, "RELEASE", False)
+    assert migrate_source(path.read_bytes(), str(path)) == result
+    assert all(len(found) > 0 for found in computed)
