@@ -269,7 +269,11 @@ def trained_model_draw(
         return None
     positional = [a for a in call.args if a.keyword is None and not a.star]
     arg = next(
-        (a.value for a in call.args if a.keyword is not None and a.keyword.value == name),
+        (
+            a.value
+            for a in call.args
+            if a.keyword is not None and a.keyword.value == name
+        ),
         positional[position].value if 0 <= position < len(positional) else None,
     )
     if arg is None:

@@ -196,11 +196,14 @@ def held_draws(facts: HelperFacts, cls: ast.ClassDef, depth: int) -> dict[str, s
             ):
                 continue
             for target in statement.targets:
-                if not (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                ) or target.attr in found:
+                if (
+                    not (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    )
+                    or target.attr in found
+                ):
                     continue
                 resolved = owner.resolve(statement.value.func)
                 located = (
