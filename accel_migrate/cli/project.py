@@ -218,10 +218,12 @@ class Project:
         self, for_callers: frozenset[int] = frozenset()
     ) -> dict[int, dict[int, int]]:
         """Each file of the batch with the other files of the batch it imports
-        directly that run a backward pass of their own (training files migrated
-        in their own right), or helper modules migrated for their callers
+        that run a backward pass of their own (training files migrated in their
+        own right), or helper modules migrated for their callers
         (``for_callers``), each with the line of its first import there: its result
-        waits for theirs (``keep_whole_setups``)."""
+        waits for theirs (``keep_whole_setups``). Imported directly, or through
+        a package's ``__init__.py`` or a module that trains nothing itself (a
+        registry of trainers importing them)."""
         direct: dict[int, dict[int, int]] = {}
         texts: dict[int, str] = {}
         for entry, imported, own, line in self._batch_imports():
@@ -235,11 +237,16 @@ class Project:
                 if imported in seen:
                     continue
                 seen.add(imported)
-                if ".backward(" in texts[imported] or imported in for_callers:
+                trains = ".backward(" in texts[imported] or imported in for_callers
+                if trains:
                     found.setdefault(entry, {}).setdefault(imported, line)
-                if self.files[imported].endswith("__init__.py"):
+                if self.files[imported].endswith("__init__.py") or not trains:
                     # a package's `from .ppo import PPO`: importing the package
-                    # (`from a2c_ppo_acktr import algo`) imports what it re-exports
+                    # (`from a2c_ppo_acktr import algo`) imports what it re-exports;
+                    # a helper module that trains nothing hands on what it imports
+                    # (CenterNet's main.py picks its Trainer from
+                    # trains/train_factory.py, which imports trains/ctdet.py, whose
+                    # CtdetTrainer is trains/base_trainer.py's BaseTrainer)
                     todo += [(inner, line) for inner in direct.get(imported, {})]
         return found
 

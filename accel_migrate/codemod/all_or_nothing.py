@@ -244,10 +244,22 @@ class AllOrNothing(TrainerBlocks):
     def _blocked(self) -> set[tuple[cst.CSTNode, str]]:
         return set()
 
-    def _story(self, key: Key, fallback: cst.CSTNode) -> tuple[cst.CSTNode, str]:
+    def _story(
+        self, key: Key, fallback: cst.CSTNode, depth: int = 0
+    ) -> tuple[cst.CSTNode, str]:
         """Where the trained ``key`` gets its value, and a true sentence on why
-        this rule does not wrap it there."""
+        this rule does not wrap it there. An alias (``model_without_ddp =
+        model``, the reference scripts') tells the story of the name it copies."""
         name = key[1]
+        values = [v for v in self.index.values.get(key, []) if v is not None]
+        if depth < 3 and len(values) == 1 and isinstance(values[0], cst.Name):
+            copied = self.index.key(values[0])
+            if copied is not None and copied != key:
+                place, why = self._story(copied, fallback, depth + 1)
+                return place, (
+                    f"`{name}` is `{values[0].value}` (line "
+                    f"{self._line(values[0])}), and {why}"
+                )
         for value in self.index.values.get(key, []):
             if (
                 value is None

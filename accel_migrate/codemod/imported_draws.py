@@ -9,7 +9,9 @@ draws) draws for each batch; and where, between training epochs, the file
 hands one of its data loaders to an imported function that draws (an
 evaluation that samples predictions over a sharded test loader): each process
 draws for its own share, and the draws move torch's random state away from the
-original's, which decides the next epoch's shuffled order.
+original's, which decides the next epoch's shuffled order. Also where the file
+hands a model whose class draws in its ``forward`` to an imported function that
+trains it (``train_one_epoch(model, ...)`` of a reference engine.py).
 
 AM020 reports what this module finds; each answer names the helper, its file
 and its draw.
@@ -32,7 +34,8 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     """(what draws, spelled for a finding; its draw) for a call a training step
     makes of an imported helper that draws; None otherwise."""
     if not index.project or not any(
-        training_step(index, path) for path in index.loop_paths(call)
+        training_step(index, path) or _wrapped_step(index, path)
+        for path in index.loop_paths(call)
     ):
         return None
     fact = index.helper(call.func)
@@ -59,6 +62,21 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
             if name in draws:
                 return f"`{found.name}.{name}` in {found.file}", draws[name]
     return None
+
+
+def _wrapped_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
+    """Is a chain of loops a training step whose batches a wrapper hands on from
+    a data loader: a loop that runs a backward, and a ``for`` over a call handed
+    a loader (``metric_logger.log_every(data_loader, print_freq, header)`` of
+    the reference scripts' utils.py, a prefetcher)?"""
+    return any(index.runs_backward(loop.body) for loop in path) and any(
+        isinstance(loop, cst.For)
+        and isinstance(loop.iter, cst.Call)
+        and any(
+            a.keyword is None and index.loader_loop(a.value)[0] for a in loop.iter.args
+        )
+        for loop in path
+    )
 
 
 def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
@@ -229,6 +247,43 @@ def epoch_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str, str] | Non
         values = index.values.get(key, []) if key is not None else []
         if any(_builds_loader(index, value) for value in values):
             return fact.where, draw, cst.Module([]).code_for_node(arg.value)
+    return None
+
+
+def trained_model_draw(
+    index: ModuleIndex, call: cst.Call
+) -> tuple[str, str, str] | None:
+    """(what draws, its draw, the model handed) for a call of an imported
+    function that trains the model it is handed (``HelperFact.trains``:
+    torchvision's reference ``train_one_epoch(model, optimizer, data_loader,
+    ...)`` in engine.py) where that model is an instance of an imported class
+    whose ``forward`` (or ``__call__``) draws: the step that runs it is not in
+    this file, so no call of this file's steps shows the draw; None otherwise."""
+    if not index.project:
+        return None
+    fact = index.helper(call.func)
+    if fact is None or fact.kind != "function" or not fact.trains:
+        return None
+    name, position = fact.trained_parameter
+    if not name:
+        return None
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    arg = next(
+        (
+            a.value
+            for a in call.args
+            if a.keyword is not None and a.keyword.value == name
+        ),
+        positional[position].value if 0 <= position < len(positional) else None,
+    )
+    if arg is None:
+        return None
+    for found in sorted(instance_facts(index, arg), key=lambda f: f.name):
+        draws = dict(found.draws)
+        for method in ("forward", "__call__"):
+            if method in draws:
+                where = f"`{found.name}.{method}` in {found.file}"
+                return where, draws[method], cst.Module([]).code_for_node(arg)
     return None
 
 

@@ -273,7 +273,9 @@ def _bound_names(target: ast.expr) -> list[str]:
 def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
     """Is ``arg`` a variable the caller builds with a call and whose
     ``.parameters()`` it hands an optimizer in the same function
-    (``model = build_model(cfg)``, ``opt = AdamW(model.parameters())``), or
+    (``model = build_model(cfg)``, ``opt = AdamW(model.parameters())``, also
+    through a variable bound in the function: ``params = [p for p in
+    model.parameters() if p.requires_grad]``, ``SGD(params, ...)``), or
     that it hands a local optimizer factory for what it trains (``opt =
     create_optimizer(args, model)``, ``optimizer_factories``)? Its
     value is then a model however it is built (``build_model(cfg)``, a registry
@@ -294,7 +296,17 @@ def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
             return True
         if not (isinstance(target, str) and is_optimizer_class(target)):
             continue
-        for value in [*node.args, *(k.value for k in node.keywords)]:
+        values = [*node.args, *(k.value for k in node.keywords)]
+        # `params = [p for p in model.parameters() if p.requires_grad]` (the
+        # torchvision references), then `SGD(params, ...)`: one step back
+        values += [
+            bound
+            for value in list(values)
+            for name in ast.walk(value)
+            if isinstance(name, ast.Name) and name.id != arg.id
+            for bound in _assigned(function, name.id)
+        ]
+        for value in values:
             for inner in ast.walk(value):
                 if (
                     isinstance(inner, ast.Call)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .project_helpers import _own_nodes
 from .project_nodes import _assigned_in
@@ -39,6 +40,9 @@ from .random_names import (
     is_random_draw,
     random_transform,
 )
+
+if TYPE_CHECKING:
+    from .project_helpers import HelperFacts
 
 #: How many calls deep the module's functions and methods are followed.
 _DEPTH = 3
@@ -149,19 +153,95 @@ def augmentation(
     return _draw(definition, (functions, _transform_of(dotted)), {}, _DEPTH, set())
 
 
-def class_draws(lineage: list[Owner]) -> tuple[tuple[str, str], ...]:
+def class_draws(
+    lineage: list[Owner], held: dict[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
     """(method, its first draw) for each method of the lineage's first class,
     its own or inherited from the bases the project defines (``lineage``: the
     class and those bases, in method resolution order, each with its module's
     functions and names) that draws (itself, through ``self.`` methods, which
-    may be a base's or a subclass's, or its module's functions)."""
+    may be a base's or a subclass's, or its module's functions, or by calling
+    an object it holds whose call draws: ``held``, from ``held_draws``)."""
     methods = lineage_methods(lineage, False)
+    if held:
+        methods = {
+            name: (method, (functions, _held_test(test, held, methods)))
+            for name, (method, (functions, test)) in methods.items()
+        }
     found = []
     for name, (method, context) in methods.items():
         draw = _draw(method, context, methods, _DEPTH, set())
         if draw:
             found.append((name, draw))
     return tuple(found)
+
+
+def held_draws(facts: HelperFacts, cls: ast.ClassDef, depth: int) -> dict[str, str]:
+    """attribute -> draw, for each object an instance of ``cls`` holds
+    (``self.fg_bg_sampler = BalancedPositiveNegativeSampler(...)`` in one of the
+    methods of its lineage) of a class the project defines whose call draws (its
+    ``__call__``, or ``forward`` for a module): torchvision's detection heads
+    sample the anchors that train with ``torch.randperm`` in such an object.
+    ``depth``: how many objects deep (an object held by a held object)."""
+    from .class_lineage import _class_at, lineage_owners
+
+    found: dict[str, str] = {}
+    if depth <= 0:
+        return found
+    for owner, node in lineage_owners(facts, cls):
+        for statement in ast.walk(node):
+            if not (
+                isinstance(statement, ast.Assign)
+                and isinstance(statement.value, ast.Call)
+            ):
+                continue
+            for target in statement.targets:
+                if (
+                    not (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    )
+                    or target.attr in found
+                ):
+                    continue
+                resolved = owner.resolve(statement.value.func)
+                located = (
+                    _class_at(owner, resolved) if isinstance(resolved, tuple) else None
+                )
+                if located is None:
+                    continue
+                where, held = located
+                draws = dict(where._class_draws(held, depth - 1))
+                draw = draws.get("__call__") or draws.get("forward")
+                if draw:
+                    found[target.attr] = (
+                        f"{draw} (in `{held.name}`, called as `self.{target.attr}(...)`)"
+                    )
+    return found
+
+
+def _held_test(
+    test: Callable[[ast.Call], str], held: dict[str, str], methods: Methods
+) -> Callable[[ast.Call], str]:
+    """``test``, also true of a call of a held object that draws (``held``)."""
+
+    def held_test(call: ast.Call) -> str:
+        found = test(call)
+        if found:
+            return found
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "self"
+            and func.attr in held
+            and func.attr not in methods
+        ):
+            return held[func.attr]
+        return ""
+
+    return held_test
 
 
 def class_methods(cls: ast.ClassDef) -> dict[str, Definition]:

@@ -299,10 +299,12 @@ class HelperFacts(ReturnKinds):
             ]
         return self._lineages[cls.name]
 
-    def _class_draws(self, cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
-        from .project_draws import class_draws
+    def _class_draws(
+        self, cls: ast.ClassDef, depth: int = 2
+    ) -> tuple[tuple[str, str], ...]:
+        from .project_draws import class_draws, held_draws
 
-        return class_draws(self._lineage(cls))
+        return class_draws(self._lineage(cls), held_draws(self, cls, depth))
 
     def _function_draws(
         self, function: ast.FunctionDef | ast.AsyncFunctionDef

@@ -280,3 +280,38 @@ def test_an_ensemble_member_optimized_here_is_not_said_to_have_no_optimizer(
     assert [(f["line"], f["code"]) for f in found] == [(10, "AM004")]
     assert "cannot wrap item by item" in found[0]["message"]
     assert "no optimizer built in this file receives" not in json.dumps(report)
+
+
+UNPACKED_ALIAS = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+def build_model():
+    return torch.nn.Linear(4, 1), torch.nn.MSELoss()
+
+
+model, criterion = build_model()
+model_without_ddp = model
+optimizer = torch.optim.AdamW(
+    [p for n, p in model_without_ddp.named_parameters() if p.requires_grad], lr=0.1
+)
+loader = DataLoader(torch.randn(8, 4), batch_size=2, shuffle=True)
+for x in loader:
+    optimizer.zero_grad()
+    model(x).sum().backward()
+    optimizer.step()
+"""
+
+
+def test_an_alias_of_an_unwrappable_model_tells_the_models_story() -> None:
+    """DETR's main.py: `model, criterion, postprocessors = build_model(args)`,
+    then `model_without_ddp = model`, whose parameters the optimizer gets. The
+    reason named the alias's value (`model`) as the form that cannot be
+    wrapped; it is the tuple unpacking where `model` is bound."""
+    result = migrate_source(UNPACKED_ALIAS, "train.py")
+    assert result.status == "unchanged"
+    (finding,) = [f for f in result.findings if f.status == "needs-review"]
+    assert (finding.line, finding.code) == (9, "AM004")
+    assert finding.message.startswith("`model_without_ddp` is `model` (line 10), and ")
+    assert "`model, criterion = build_model()`" in finding.message

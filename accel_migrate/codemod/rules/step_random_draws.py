@@ -25,7 +25,12 @@ keep one: ``T.RandomCrop(crop_size)`` at ``random.randint`` offsets) built there
 the file uses them: a training step's call of an imported function or of a
 method of an imported object that draws (PyTorch-GAN's
 ``ReplayBuffer.push_and_pop`` in ``utils.py``), a model of another module whose
-``forward`` draws, a DataLoader over an imported dataset class that draws (or
+``forward`` draws (also through an object it holds whose call draws: the
+anchors torchvision's detection heads sample with ``torch.randperm`` in a
+``BalancedPositiveNegativeSampler``; and where the file hands such a model to
+an imported function that trains it, torchvision's reference
+``train_one_epoch(model, ...)``, or the step iterates a wrapper handed a
+loader, ``metric_logger.log_every(data_loader, ...)``), a DataLoader over an imported dataset class that draws (or
 builds a random augmentation), also in a method the class inherits from a base
 of another module (``BaseVAE.forward`` in ``base_model.py``, a base dataset's
 ``__getitem__``), and a call of an imported helper that builds a
@@ -100,6 +105,7 @@ from ..imported_draws import (
     loader_draw,
     sampler_draw,
     step_draw,
+    trained_model_draw,
     transform_draw,
 )
 from ..model_methods import stepped_function, stepped_method, training_step
@@ -249,6 +255,20 @@ class StepRandomDraws(Rule):
                 "from that process's random state: the samples do not get the "
                 "numbers the original drew for them; the losses will not match "
                 "the original's step for step",
+            )
+            return True
+        trained = trained_model_draw(self.index, node)
+        if trained is not None:
+            where, draw, model = trained
+            self.report(
+                node,
+                "needs-review",
+                f"random draw in {where} ({draw}): `{model}` is handed to a "
+                "function that trains it, whose training step runs it on each "
+                "process's own share of the batch; each process draws its own "
+                "numbers, not its slice of the original's, so the losses will "
+                "not match the original's step for step",
+                if_migrated=True,
             )
             return True
         handed = epoch_draw(self.index, node)
