@@ -225,6 +225,7 @@ class HelperFacts(ReturnKinds):
             method_writes=method_writes(self, cls),
             prints=effects.prints,
             collectives=effects.collectives,
+            collective_calls=tuple(sorted(effects.collective_calls)),
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
             optimizer_subclass=any(
@@ -447,6 +448,7 @@ class HelperFacts(ReturnKinds):
             writes=tuple(sorted(effects.writes)),
             prints=effects.prints,
             collectives=effects.collectives,
+            collective_calls=tuple(sorted(effects.collective_calls)),
             group_queries=tuple(sorted(effects.queries)),
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
