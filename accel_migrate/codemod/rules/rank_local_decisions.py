@@ -327,22 +327,33 @@ class RankLocalDecisions(BranchContents, Rule):
         name = _code(collective.func)
         if collective is node:
             where = f"`{_code(collective)}` is a collective"
+            self._helpers.pop(name, None)
         else:
             function = self.index.enclosing_function(collective)
             helper = function.name.value if function is not None else "?"
+            callee = self.index.callee(node)
+            verb = (
+                "calls" if callee is not None and callee[0] is function else "leads to"
+            )
             where = (
-                f"`{_code(node)}` calls `{helper}`, whose `{_code(collective)}` "
+                f"`{_code(node)}` {verb} `{helper}`, whose `{_code(collective)}` "
                 f"(line {self.original_line(collective)}) is a collective"
             )
+            self._helpers[name] = helper
         return f"whether `{name}` runs: {where}{_NAMED}"
+
+    @cached_property
+    def _helpers(self) -> dict[str, str]:
+        """The local function that runs each named collective (its fix names it)."""
+        return {}
 
     def _collective_fix(self, hazard: str) -> str | None:
         """The fix of a named collective under the branch (and no exit)."""
         if _NAMED not in hazard or EXIT in hazard or SKIP in hazard:
             return None
         name = hazard[len("whether `") :].split("`", 1)[0]
-        if "` calls `" in hazard:
-            helper = hazard.split("` calls `", 1)[1].split("`", 1)[0]
+        helper = self._helpers.get(name)
+        if helper is not None:
             return (
                 f"call `{name}` on every process, outside the branch (call "
                 f"`{helper}` there, or take the collective out of it and hand "
