@@ -133,7 +133,9 @@ def _other_use(rule: Rule, functions: tuple[cst.FunctionDef, ...]) -> str | None
         named = [
             n
             for n in findall(rule.index.module, m.Name(value=name))
-            if n is not sites[0].func and n is not function.name
+            if n is not sites[0].func
+            and n is not function.name
+            and not _attribute_name(rule, n)
         ]
         if named:
             return (
@@ -142,6 +144,12 @@ def _other_use(rule: Rule, functions: tuple[cst.FunctionDef, ...]) -> str | None
                 "called there"
             )
     return None
+
+
+def _attribute_name(rule: Rule, name: cst.CSTNode) -> bool:
+    """``train`` of ``model.train()``: an attribute's name, not the function's."""
+    parent = rule.index.parent(name)
+    return isinstance(parent, cst.Attribute) and parent.attr is name
 
 
 def _calls_in(index: ModuleIndex, node: cst.CSTNode) -> list[cst.Call]:
