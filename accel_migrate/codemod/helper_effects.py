@@ -51,6 +51,20 @@ def helper_call(
             f"{helper.file} with accel.is_main_process()",
         )
         return updated
+    if helper.collectives and not helper.collective_calls:
+        # utils.save_on_master: `if is_main_process(): torch.save(...)` over
+        # dist.get_rank(); its own test, not read here, chooses who writes
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}: which processes write and print is then its "
+            "own test of the rank, which this rule does not read, so it is left "
+            "to run on every process as it is; check in "
+            f"{helper.file} that its writes and prints are under such a test "
+            "(accel.is_main_process())",
+            if_migrated=True,
+        )
+        return updated
     if helper.collectives:
         rule.report(
             original,

@@ -13,6 +13,7 @@ from .index_syntax import (
     _LOOP_QUALNAMES,
     _LOOP_WRAPPERS,
     Key,
+    assigned_targets,
     attr_chain,
     method_call,
 )
@@ -196,6 +197,54 @@ class LoaderFacts:
             expr.value, self.loader_containers
         )
 
+    def _enumerated(self, iterable: cst.BaseExpression) -> bool:
+        """Is ``iterable`` a name that the loop's block bound just before, by a
+        plain assignment, to ``enumerate`` over a loader (through ``tqdm``)?
+        igebm's ``loader = tqdm(enumerate(sample_data(loader)))`` then ``for i,
+        (pos_img, pos_id) in loader:``: ``i`` counts the loop's steps, as the
+        ``enumerate`` in the loop's own header would."""
+        loop = self.parent(iterable)
+        if not isinstance(iterable, cst.Name) or not isinstance(loop, cst.For):
+            return False
+        block = self.parent(loop)
+        body = list(getattr(block, "body", ()))
+        if loop not in body:
+            return False
+        name = iterable.value
+        for statement in reversed(body[: body.index(loop)]):
+            if not subtrees.findall(statement, m.Name(value=name)):
+                continue  # neither binds nor reads it
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return False  # may bind it (a loop, a branch, a `with`)
+            targets = [t for s in statement.body for t in assigned_targets(s)]
+            named = [t for t in targets if subtrees.findall(t, m.Name(value=name))]
+            if not named:
+                continue  # reads it only
+            line = statement.body[0]
+            return (
+                len(statement.body) == 1
+                and isinstance(line, cst.Assign)
+                and len(line.targets) == 1
+                and isinstance(line.targets[0].target, cst.Name)
+                and self._counted(line.value)
+            )
+        return False
+
+    def _counted(self, value: cst.BaseExpression) -> bool:
+        """``enumerate(...)``, or ``tqdm``/``iter`` of one: what a loop over it
+        takes first is the count of its steps."""
+        while isinstance(value, cst.Call) and value.args:
+            name = attr_chain(value.func) or ""
+            qualnames = self.qualnames(value.func)
+            if name == "enumerate" or "builtins.enumerate" in qualnames:
+                return True
+            if name == "zip" or "builtins.zip" in qualnames:
+                return False  # its items are tuples of the zipped values
+            if not (name in _LOOP_WRAPPERS or qualnames & _LOOP_QUALNAMES):
+                return False
+            value = value.args[0].value
+        return False
+
     def loader_loop(self, iterable: cst.BaseExpression) -> tuple[bool, bool]:
         """Does a ``for`` over ``iterable`` step through a data loader? And is its first
         target an ``enumerate`` counter? (``enumerate``/``zip``/``tqdm`` see through.)
@@ -207,7 +256,7 @@ class LoaderFacts:
             not self.project.library_for
             and (is_loader_seed(self, iterable) or self._loader_item(iterable))
         ):
-            return True, False
+            return True, self._enumerated(iterable)
         if isinstance(iterable, cst.Call) and iterable.args:
             name = attr_chain(iterable.func) or ""
             qualnames = self.qualnames(iterable.func)

@@ -34,6 +34,23 @@ _COLLECTIVE_PREFIXES = ("torch.distributed.", "accel_migrate.runtime.")
 _GROUP_QUERIES = frozenset(
     {"torch.distributed.get_world_size", "torch.distributed.get_rank"}
 )
+#: What a process asks torch.distributed (or the runtime) about itself and its
+#: group: no collective, nothing another process must join.
+_RANK_QUESTIONS = frozenset(
+    {
+        *_GROUP_QUERIES,
+        "torch.distributed.is_available",
+        "torch.distributed.is_initialized",
+        "torch.distributed.get_backend",
+        "torch.distributed.is_nccl_available",
+        "torch.distributed.is_gloo_available",
+        "torch.distributed.is_torchelastic_launched",
+        "accel_migrate.runtime.is_main_process",
+        "accel_migrate.runtime.is_local_main_process",
+        "accel_migrate.runtime.process_index",
+        "accel_migrate.runtime.num_processes",
+    }
+)
 #: Calls that change nothing (what an effects-only helper may also do).
 _PURE_PREFIXES = ("os.path.", "time.", "datetime.", "math.", "json.dumps", "str.")
 _PURE_BUILTINS = frozenset(
@@ -58,6 +75,9 @@ class _Effects:
         self.writes: set[str] = set()
         self.prints = False
         self.collectives = False
+        #: The calls of ``torch.distributed`` (or the runtime) that are more
+        #: than a question about the process (``_RANK_QUESTIONS``): collectives.
+        self.collective_calls: set[str] = set()
         #: What it asks torch.distributed about the process group
         #: (``get_world_size``, ``get_rank``), here or in what it calls.
         self.queries: set[str] = set()
@@ -142,6 +162,8 @@ class _Effects:
             if target.startswith(_COLLECTIVE_PREFIXES):
                 if target in _GROUP_QUERIES:
                     self.queries.add(target.rsplit(".", 1)[1])
+                if target not in _RANK_QUESTIONS:
+                    self.collective_calls.add(target)
                 self.collectives = True
                 self.pure = False
                 return
@@ -157,6 +179,7 @@ class _Effects:
             self.writes.update(fact.writes)
             self.prints = self.prints or fact.prints
             self.collectives = self.collectives or fact.collectives
+            self.collective_calls.update(fact.collective_calls)
             self.queries.update(fact.group_queries)
             if not fact.effects_only:
                 self.pure = False

@@ -15,6 +15,8 @@ For each function and class of a local module (``utils.py``, ``models/``,
   ``os.remove``, ``open(..., "w")``, a class whose constructor opens a file);
   ``prints``: it prints (``print``, ``sys.stdout.write``);
 - ``collectives``: it calls ``torch.distributed`` or the runtime itself;
+  ``collective_calls``: those of its calls that are more than a question
+  about the process (``get_rank``, ``is_initialized``): collectives;
   ``effects_only``: all it does is those writes and prints (no value handed
   back, nothing of its arguments or of the module changed), so it may run on
   the main process alone;
@@ -332,6 +334,10 @@ class HelperFact:
     method_writes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     prints: bool = False
     collectives: bool = False
+    #: The calls behind ``collectives`` that another process must join
+    #: (``torch.distributed.all_reduce``), not the questions about the process
+    #: (``get_rank``, ``is_initialized``): empty where it only asks.
+    collective_calls: tuple[str, ...] = ()
     #: For a function: what it asks torch.distributed about the process group,
     #: itself or through the helpers it calls (``get_world_size``,
     #: ``get_rank``): DeiT's ``utils.get_world_size()``, 1 where no process
@@ -369,8 +375,11 @@ class HelperFact:
             parts.append(f"writes files ({', '.join(self.writes)})")
         if self.prints:
             parts.append("prints")
-        if self.collectives:
-            parts.append("calls collectives")
+        if self.collective_calls:
+            names = ", ".join(c.rsplit(".", 1)[1] for c in self.collective_calls)
+            parts.append(f"calls collectives ({names})")
+        elif self.collectives:
+            parts.append("asks torch.distributed which process it runs on")
         return f"{self.where} " + (", ".join(parts) or "has no known effect")
 
     def plain_items(self, joiner: str = "or") -> str:

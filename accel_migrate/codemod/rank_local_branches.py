@@ -29,6 +29,23 @@ _COLLECTIVES = (
     "backward",
 )
 _SAVES = frozenset({"torch.save"})
+#: Libraries whose calls run nothing collective (``torch.distributed`` aside).
+_LOCAL_LIBRARIES = (
+    "builtins.",
+    "os.",
+    "json.",
+    "pickle.",
+    "logging.",
+    "shutil.",
+    "time.",
+    "datetime.",
+    "math.",
+    "yaml.",
+    "numpy.",
+)
+#: Runtime calls that run nothing collective (``accel.save`` writes on the
+#: main process and returns on the others).
+_RUNTIME_LOCAL = ("save", "print", "on_main_process", "is_main_process")
 _CLOCKS = ("time.", "datetime.")
 _SCHEDULERS = "torch.optim.lr_scheduler."
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -116,6 +133,50 @@ class BranchContents:
         if isinstance(node, cst.BaseStatement):
             return self.index.divergence.trains(node)
         return False
+
+    def _collective_reached(self, node: cst.CSTNode) -> cst.Call | None:
+        """The runtime collective that ``node`` (a call the branch runs) is,
+        or that a local function it calls runs (``reached_calls``)."""
+        if not isinstance(node, cst.Call):
+            return None
+        for call in (node, *self.index.reached_calls.through(node)):
+            if self.index.is_runtime_call(call, *_COLLECTIVES):
+                return call
+        return None
+
+    def _only_local_calls(self, run: list[cst.CSTNode]) -> bool:
+        """Does the branch provably reach nothing collective: no training step,
+        and every call it runs (those of the local functions it calls
+        included) is ``torch.save``, a runtime call that writes or prints, or
+        one of a library that runs no collective (``os.path.join``,
+        ``logging``, a logger's method): no state dict (gathered by a
+        collective under FSDP), no call of ``torch.distributed``, no
+        function of the project, no method of an object it cannot name?"""
+        for node in run:
+            if isinstance(node, cst.BaseStatement) and self.index.divergence.trains(
+                node
+            ):
+                return False
+            if not isinstance(node, cst.Call):
+                continue
+            for call in (node, *self.index.reached_calls.through(node)):
+                if self.index.callee(call) is not None:
+                    continue  # a local function: its calls are in the walk
+                if not self._local_call(call):
+                    return False
+        return True
+
+    def _local_call(self, call: cst.Call) -> bool:
+        if self.index.is_runtime_call(call, *_RUNTIME_LOCAL):
+            return True
+        names = self.qualnames(call.func)
+        if not names:
+            return False
+        return all(
+            n in _SAVES
+            or (n.startswith(_LOCAL_LIBRARIES) and not n.startswith("os.environ"))
+            for n in names
+        )
 
     def _exits(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> str | None:
         """A break, continue or return under ``node`` that leaves a loop (or a

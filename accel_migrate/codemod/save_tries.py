@@ -23,8 +23,14 @@ reported.
 The ``try`` is looked for around the save in its function and around each call
 of that function in this file (``ModuleIndex.call_sites``): a save in
 ``save_stats()`` called inside a ``try`` in ``main`` skips the barrier after it
-the same way; a barrier cannot follow a ``try`` of the caller from inside the
-callee, so that case is always reported.
+the same way. The barrier then follows the caller's ``try`` (a statement of
+the caller, placed by the rule's ``leave_Try``), where each function between
+the save and that ``try`` has that one call and is named nowhere else (a
+second caller, or the function handed on as a value, would reach the save
+with no barrier after it), and the same holds of that ``try`` as of one
+around the save itself: a statement of a block every process reaches, not
+inside another ``try``, no arm leaving the block, and no read of the file
+inside it (the callee's reads included). Otherwise the save is reported.
 """
 
 from __future__ import annotations
@@ -33,9 +39,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
+import libcst.matchers as m
 
 from .branch_exits import leaves_block
 from .file_tests import file_test
+from .subtrees import findall
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -49,10 +57,13 @@ _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 @dataclass(frozen=True)
 class TryAround:
     """The ``try`` whose handlers catch an error of ``node``; ``caller``: it is
-    around a call of ``node``'s function, not in the same function."""
+    around a call of ``node``'s function, not in the same function;
+    ``functions``: the functions between ``node`` and the ``try`` (innermost
+    first), each entered through the call that leads to the ``try``."""
 
     node: cst.Try | cst.TryStar
     caller: bool
+    functions: tuple[cst.FunctionDef, ...] = ()
 
 
 def try_around(
@@ -71,7 +82,7 @@ def try_around(
             for site in index.call_sites(ancestor):
                 found = try_around(index, site, depth + 1)
                 if found is not None:
-                    return TryAround(found.node, True)
+                    return TryAround(found.node, True, (ancestor, *found.functions))
             return None
         if isinstance(ancestor, _SCOPES):
             return None
@@ -86,7 +97,9 @@ def barrier_after_try(
     ``reads``: the loads of the saved file."""
     statement = around.node
     if around.caller:
-        return "the `try` is around a call of the function that saves"
+        other = _other_use(rule, around.functions)
+        if other is not None:
+            return other
     if not isinstance(rule.parent(statement), (cst.IndentedBlock, cst.Module)):
         return "the `try` is not a statement of a block"
     if try_around(rule.index, statement) is not None:
@@ -103,6 +116,40 @@ def barrier_after_try(
     if any(read in inside for read in reads):
         return "the file is read again inside that `try`, before its end"
     return None
+
+
+def _other_use(rule: Rule, functions: tuple[cst.FunctionDef, ...]) -> str | None:
+    """Why a barrier after the caller's ``try`` would not follow every run of
+    the save: a function between them called more than once, or named other
+    than in its one call (handed on as a value). None: each has one call."""
+    for function in functions:
+        name = function.name.value
+        sites = rule.index.call_sites(function)
+        if len(sites) != 1:
+            return (
+                f"the `try` is around a call of `{name}`, which saves and is "
+                f"called {len(sites)} times, not only there"
+            )
+        named = [
+            n
+            for n in findall(rule.index.module, m.Name(value=name))
+            if n is not sites[0].func
+            and n is not function.name
+            and not _attribute_name(rule, n)
+        ]
+        if named:
+            return (
+                f"the `try` is around a call of `{name}`, which saves and is "
+                f"also named at line {rule.original_line(named[0])}, not only "
+                "called there"
+            )
+    return None
+
+
+def _attribute_name(rule: Rule, name: cst.CSTNode) -> bool:
+    """``train`` of ``model.train()``: an attribute's name, not the function's."""
+    parent = rule.index.parent(name)
+    return isinstance(parent, cst.Attribute) and parent.attr is name
 
 
 def _calls_in(index: ModuleIndex, node: cst.CSTNode) -> list[cst.Call]:
@@ -129,6 +176,8 @@ def place_after_try(rule: TorchSave, save: cst.Call, statement: cst.CSTNode) -> 
     target = _target(save)
     reads = rule._reads_of(target) if target is not None else []
     where = f"the `try` at line {rule.original_line(around.node)}"
+    if around.caller:
+        where += f" around the call of `{around.functions[-1].name.value}`"
     why_not = barrier_after_try(rule, around, reads)
     if why_not is None:
         rule._after_tests.add(around.node)

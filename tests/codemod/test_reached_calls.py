@@ -43,7 +43,26 @@ def _am028(inner: str) -> list[str]:
 def test_a_collective_two_calls_deep_through_recursion_is_found() -> None:
     found = _am028("accel.barrier()")
     assert len(found) == 1
-    assert "whether a training, evaluation or collective step runs" in found[0]
+    # named: the call in the branch, the function that runs the collective
+    # (reached through `ping`), its line, and the fix
+    assert (
+        "decides whether `accel.barrier` runs: `ping(3)` leads to `pong`, whose "
+        "`accel.barrier()` (line 15) is a collective" in found[0]
+    )
+    assert "call `accel.barrier` on every process, outside the branch" in found[0]
+
+
+def test_a_collective_in_the_branch_itself_is_named() -> None:
+    source = SCRIPT.format(inner="pass").replace(
+        "        ping(3)", "        total = accel.reduce(x.sum())\n        print(total)"
+    )
+    result = migrate_source(source, "train.py")
+    found = [f.message for f in result.findings if f.code == "AM028"]
+    assert len(found) == 1
+    assert "whether `accel.reduce` runs: `accel.reduce(x.sum())` is a collective" in (
+        found[0]
+    )
+    assert "call `accel.reduce` on every process, above the branch" in found[0]
 
 
 def test_a_state_dict_deep_in_the_calls_names_its_function() -> None:

@@ -46,6 +46,10 @@ START, END = "<!-- soundness-table:start -->", "<!-- soundness-table:end -->"
 EXPECTED: dict[str, str] = {
     "second_run_helper_state_dict_fsdp_r30d": "FLAGGED",
     "tempdir_best_reload_r30d": "MATCH",
+    # r31b: the save is in a helper whose one call is inside a try; the barrier
+    # now follows that try (FLAGGED before: AM010's needs-review, no barrier,
+    # the others could read the cache before the main process wrote it)
+    "stats_cache_in_caller_try_r31b": "MATCH",
     "amp_autocast": "MATCH",
     "args_gpu_imagenet": "MATCH",
     "autograd_backward": "MATCH",
@@ -1309,12 +1313,13 @@ EXPECTED: dict[str, str] = {
     "ddu_deep_ensemble_t11c_project": "FLAGGED",
     "ddu_deep_ensemble_t11c_project_batch": "FLAGGED",
     # rosinality/igebm-pytorch train.py: SampleBuffer.get draws with
-    # random.choices (AM020, true). Left whole by AM028 on `i == n_iter` (the
-    # original's `if i % 100 == 0:` save is the same test), whose premise is
-    # false: `loader = tqdm(enumerate(sample_data(loader)))` rebinds the loader's
-    # name to an enumerate over a generator that cycles it, so `i` is the step
-    # counter; the name's DataLoader value makes the loop count as one over
-    # batches. Not fixed in t11c (see its report)
+    # random.choices (AM020, true). Left whole by AM028 on `i == n_iter` until
+    # r31b, a false premise: `loader = tqdm(enumerate(sample_data(loader)))`
+    # rebinds the loader's name to an enumerate over a generator that cycles
+    # it, so `i` is the step counter (ModuleIndex._enumerated now says so).
+    # Migrated since: the losses differ from step 8, as AM020 says (its draws);
+    # each process's replay buffer also holds its own share's negatives only
+    # (`buffer 4` vs `buffer 8` in the eval line), which no finding names
     "igebm_langevin_buffer_t11c_project": "FLAGGED",
     "igebm_langevin_buffer_t11c_project_batch": "FLAGGED",
     # t11b, a new user's trial of vision methods and reference trainers.

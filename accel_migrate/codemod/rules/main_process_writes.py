@@ -32,7 +32,12 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   process reaches the call together (a helper that only makes a folder too:
   the others may write into it next, torchdiffeq's ``makedirs(args.save)``
   before ``get_logger``'s ``FileHandler`` there); a needs-review finding naming
-  its file where it also hands back or changes a value, or calls collectives.
+  its file where it also hands back or changes a value, or calls collectives
+  (named: ``all_reduce``, ``barrier``); one whose only calls of
+  ``torch.distributed`` ask which process it runs on (torchvision's
+  ``save_on_master``, ``if is_main_process(): torch.save(...)`` over
+  ``get_rank()``) is said to ask, not to call collectives, and is left as it
+  is: its own test of the rank chooses who writes.
 - in batch mode, calls of a method of an instance of a class that another
   training file of the batch defines and that writes files (PyTorch-BYOL's
   ``trainer.train(dataset)``, whose class ends with ``self.save_model(path)``):

@@ -46,6 +46,21 @@ saved its own, and only the number of sample files differs, as draws do. Where
 such a save rests on the data instead, the finding says that files the
 original wrote can be missing and others appear.
 
+A collective under the branch is named: ``accel.reduce(total)`` in its text,
+or in the local function its call reaches (``if accel.is_main_process():
+report(loss, epoch)`` whose ``report`` reduces: the finding names ``report``,
+its line and the collective, and says to call the collective on every process
+and report on the main one). A branch on the launcher's rank variable that
+saves (``if args.local_rank in (-1, 0): torch.save(args, "training_args.bin")``)
+is a hazard where it reaches a collective, or may (a state dict, gathered by
+one under FSDP; a function of the project; a method of an object it cannot
+name); where every call it runs, in its text and in the local functions it
+calls, is ``torch.save``, a runtime call that writes or prints, or one of a
+library with no collective (``os.path``, ``logging``, ``json``), the finding
+says that nothing waits on it, and why AM047 did not give it the runtime's
+test: its ``else``, a call of the script's own function, a file read again
+after it, or a test AM047 cannot prove the runtime's.
+
 Each finding names where the value comes from (``rank_local_sources``): the
 clock read, the random draw or the data loader, with its line and the variables
 in between (``start_epoch`` read from a checkpoint in a folder named from
@@ -120,6 +135,8 @@ import libcst.matchers as m
 
 from .. import rank_local_reasons as reasons
 from ..divergence import MAIN_PROCESS_TESTS
+from ..file_reads import FileReads
+from ..main_process_tests import main_process_test
 from ..names import DATALOADER_CALLS
 from ..rank_local_branches import BranchContents, run_by, sets_learning_rate
 from ..restored_values import restores_saved
@@ -163,6 +180,9 @@ LOSS_TERM = (
     "exchange aborts or hangs, and each process decides on its own share, not on "
     "the original's batch"
 )
+
+#: The end of a named collective's hazard (``_named_collective``).
+_NAMED = ", and the processes that run it wait for those that do not (a hang)"
 
 
 class RankLocalDecisions(BranchContents, Rule):
@@ -270,7 +290,13 @@ class RankLocalDecisions(BranchContents, Rule):
     ) -> str | None:
         run = [n for block in blocks for n in run_by(block)]
         hazards = []
-        if any(self._collective(n) for n in run):
+        reached = next(
+            ((n, c) for n in run if (c := self._collective_reached(n)) is not None),
+            None,
+        )
+        if reached is not None:
+            hazards.append(self._named_collective(*reached))
+        elif any(self._collective(n) for n in run):
             hazards.append(COLLECTIVE)
         elif self._main_process(test):
             state_dict = self._state_dict_run(run)
@@ -294,6 +320,102 @@ class RankLocalDecisions(BranchContents, Rule):
             elif hazards or not self._drawn(test):
                 hazards.append(SAMPLE_FILES)
         return "; and ".join(hazards) or None
+
+    def _named_collective(self, node: cst.Call, collective: cst.Call) -> str:
+        """COLLECTIVE, naming the collective: in the branch's text, or in the
+        local function the branch's call reaches (``reached_calls``)."""
+        name = _code(collective.func)
+        if collective is node:
+            where = f"`{_code(collective)}` is a collective"
+            self._helpers.pop(name, None)
+        else:
+            function = self.index.enclosing_function(collective)
+            helper = function.name.value if function is not None else "?"
+            callee = self.index.callee(node)
+            verb = (
+                "calls" if callee is not None and callee[0] is function else "leads to"
+            )
+            where = (
+                f"`{_code(node)}` {verb} `{helper}`, whose `{_code(collective)}` "
+                f"(line {self.original_line(collective)}) is a collective"
+            )
+            self._helpers[name] = helper
+        return f"whether `{name}` runs: {where}{_NAMED}"
+
+    @cached_property
+    def _helpers(self) -> dict[str, str]:
+        """The local function that runs each named collective (its fix names it)."""
+        return {}
+
+    def _collective_fix(self, hazard: str) -> str | None:
+        """The fix of a named collective under the branch (and no exit)."""
+        if _NAMED not in hazard or EXIT in hazard or SKIP in hazard:
+            return None
+        name = hazard[len("whether `") :].split("`", 1)[0]
+        helper = self._helpers.get(name)
+        if helper is not None:
+            return (
+                f"call `{name}` on every process, outside the branch (call "
+                f"`{helper}` there, or take the collective out of it and hand "
+                "it the result), and report on the main process only under the "
+                "branch"
+            )
+        return (
+            f"call `{name}` on every process, above the branch, and report its "
+            "result on the main process only under the branch"
+        )
+
+    def _rank_branch(self, node: cst.CSTNode) -> str:
+        """RANK_BRANCH where the branch reaches a collective, or may (a state
+        dict, a function of the project); else what it is and why AM047 left
+        it: it reaches nothing collective and only saves."""
+        blocks = [getattr(node, "body", None), getattr(node, "orelse", None)]
+        run = [n for b in blocks if b is not None for n in run_by(b)]
+        if not self._only_local_calls(run):
+            return RANK_BRANCH
+        return (
+            "which processes write what the branch saves: only those whose "
+            "rank variable passes the test take it (one per machine where the "
+            "variable is a local rank); it reaches no collective (no state dict, "
+            "nothing of torch.distributed or the runtime's collectives, here or "
+            "in the functions it calls), so nothing waits on it, but "
+            + self._not_output(node, run)
+        )
+
+    def _not_output(self, node: cst.CSTNode, run: list[cst.CSTNode]) -> str:
+        """Why AM047 did not give the branch the runtime's test."""
+        if isinstance(node, cst.If) and main_process_test(self, node.test) is None:
+            return (
+                "AM047 proves its test true on exactly the runtime's main "
+                "process (of each machine) only for a read of RANK or LOCAL_RANK "
+                "(or an option defaulting to one) whose unset default passes "
+                "the test, in a file that stores nothing into it, and this test "
+                "is not one"
+            )
+        if not isinstance(node, cst.If):
+            return "it is a loop, not an `if` that AM047 rewrites"
+        if node.orelse is not None:
+            return (
+                f"its `else` (line {self.original_line(node.orelse)}) runs on "
+                "the other processes, and AM047 rewrites no branch with one"
+            )
+        for call in run:
+            if isinstance(call, cst.Call) and self.index.callee(call) is not None:
+                return (
+                    f"it calls `{_code(call)}`, a function of the script, which "
+                    "AM047 does not follow to prove the branch output only"
+                )
+        reads = FileReads(self)
+        for call in run:
+            if isinstance(call, cst.Call) and self._saves(call, 0):
+                path = call.args[1].value if len(call.args) > 1 else None
+                if path is not None and reads.read_again(call, path):
+                    return (
+                        f"the file it saves (`{_code(path)}`) is read again "
+                        "after it, and nothing makes the processes that read it "
+                        "wait for the write"
+                    )
+        return "AM047 does not prove everything under it output only"
 
     def _state_dict_run(self, run: list[cst.CSTNode]) -> str | None:
         """``accel.state_dict`` of the user's own (a second run; AM011 reports
@@ -344,13 +466,16 @@ class RankLocalDecisions(BranchContents, Rule):
         asked = value.value if isinstance(value, cst.AugAssign | cst.Assign) else value
         source = self.index.rank_local_sources.first(asked)
         if hazard == CHECKPOINT and source is not None and source.kind == "environment":
-            hazard = RANK_BRANCH
+            hazard = self._rank_branch(node)
         if source is None and self._main_process(asked):
+            fix = self._collective_fix(hazard) or (
+                "move the collective or the exit out of the branch, so that "
+                "every process reaches it"
+            )
             self.block(
                 node,
                 f"`{_code(value)}` is true on one process only and it decides "
-                f"{hazard}; the file is left unchanged: move the collective or "
-                "the exit out of the branch, so that every process reaches it",
+                f"{hazard}; the file is left unchanged: {fix}",
             )
             return
         self.block(

@@ -52,7 +52,9 @@ so only it can fail and jump to the ``except``, past a barrier right after the
 save that the others would wait at forever. Needs-review, with no barrier,
 where that ``try`` is not a statement every process reaches, an arm of it
 leaves the block, the file is read again inside it, it is inside another
-``try``, or it is around a call of the function that saves. A save into
+``try``, or it is around a call of a function that saves and that is called
+elsewhere too or named other than in that call (a ``try`` around the one
+call of ``cache(stats)`` gets the barrier after it). A save into
 an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
 buffer and reads it back. So is a save into a path made from a value each
 process has its own of (``file_changes.per_process``: a folder from
