@@ -273,8 +273,9 @@ class HelperFact:
     #: trainer whose subclass in another file writes the training step.
     builds_optimizer: str = ""
     #: For a class: it derives from ``torch.optim.Optimizer`` (davda54/sam's
-    #: ``SAM``, stepped by its own ``first_step``/``second_step``): constructing
-    #: it builds an optimizer (``optimizer_subclass``).
+    #: ``SAM``, stepped by its own ``first_step``/``second_step``) or from a
+    #: library optimizer (``torch.optim.SGD``), also through the project's own
+    #: bases: constructing it builds an optimizer (``optimizer_subclass``).
     optimizer_subclass: bool = False
     #: For a class, not a model, that defines ``__next__`` or ``__iter__`` (a
     #: hand-written batch iterator: Chinese-Text-Classification's

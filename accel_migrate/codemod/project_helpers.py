@@ -30,8 +30,8 @@ from .method_writes import quiet_methods
 from .names import (
     DATALOADER_CALLS,
     MODULE_BASES,
-    OPTIMIZER_BASES,
     is_nn_module_constructor,
+    is_optimizer_base,
     is_optimizer_class,
 )
 from .optimizer_factories import factory_over, optimizer_class
@@ -227,8 +227,12 @@ class HelperFacts(ReturnKinds):
             collectives=effects.collectives,
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            # `class SAM(torch.optim.Optimizer)`, `class MySGD(Base)` with
+            # `class Base(torch.optim.SGD)`: through the class chain
             optimizer_subclass=any(
-                self._dotted(base) in OPTIMIZER_BASES for base in cls.bases
+                is_optimizer_base(dotted(base))
+                for node, _, dotted in self._lineage(cls)
+                for base in node.bases
             ),
             builds_optimizer=(
                 builds_optimizer(

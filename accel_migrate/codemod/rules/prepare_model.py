@@ -165,7 +165,6 @@ from ..model_parts import part_use_message, part_uses
 from ..names import (
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
-    OPTIMIZER_BASES,
     SAME_OBJECT,
     is_nn_module_constructor,
     is_optimizer_class,
@@ -173,6 +172,7 @@ from ..names import (
 from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
 from ..optimizer_lookups import looked_up_optimizer
+from ..optimizer_subclasses import local_optimizer_classes
 from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
@@ -196,7 +196,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
 
     @cached_property
     def optimizer_classes(self) -> set[cst.ClassDef]:
-        return self.index.local_subclasses(OPTIMIZER_BASES)
+        return local_optimizer_classes(self.index)
 
     def is_optimizer_call(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, cst.Call):
