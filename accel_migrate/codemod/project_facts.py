@@ -86,7 +86,9 @@ class HelperFact:
     file: str
     kind: str = "function"  # or "class"
     returns: str = ""  # one of RETURN_KINDS, or "" when not known
-    reduction: str = ""  # for a loss: mean / sum / token-mean / unknown
+    reduction: str = (
+        ""  # for a loss: mean / sum / token-mean / none (per sample) / unknown
+    )
     #: Why a returned loader cannot be sharded ("" when it can).
     unshardable: str = ""
     #: "tuple" or "dict" when every return is a display of that shape holding a
@@ -358,7 +360,9 @@ class HelperFact:
         if self.returns:
             verb = "builds" if self.kind == "class" else "returns"
             what = _DESCRIBED[self.returns]
-            if self.returns == "loss" and self.reduction:
+            if self.returns == "loss" and self.reduction == "none":
+                what += " (per sample, reduction='none')"
+            elif self.returns == "loss" and self.reduction:
                 what += f" ({self.reduction}-reduced)"
             parts.append(f"{verb} {what}")
         if self.writes:
