@@ -105,7 +105,7 @@ class PrintedLocalValues(Rule):
         through = channel(self.index, node)
         verb = "prints" if through == "print" else f"logs (in `{through}`)"
         unshared = self._not_a_share(
-            node, [l for l in leaves if self._unowned(l, node)]
+            node, [leaf for leaf in leaves if self._unowned(leaf, node)]
         )
         self.report(
             node,
