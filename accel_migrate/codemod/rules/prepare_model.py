@@ -16,9 +16,8 @@ Each construction is wrapped where it is built:
   ``accel.prepare_model(build().cuda() if cuda else build())``;
 - a model named after the module it comes from (``from mnist import model;
   model = model.mnist()``);
-- a model class's class method, of a local module or of this file, that hands
-  back a new instance (nanoGPT's ``model = GPT.from_pretrained(init_from)``,
-  ``Net.build(cfg)``, every return
+- a model class's class method (of a local module or this file) that hands back
+  a new instance (nanoGPT's ``GPT.from_pretrained(init_from)``, ``Net.build(cfg)``, every return
   ``cls(...)`` or a name bound only to it): ``accel.prepare_model(GPT.from_pretrained(...))``;
 - in a factory function of this file (``def get_model(): net = Net(); ...;
   return net.cuda()``): there, and not again around ``get_model()``;
@@ -234,9 +233,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
         if self.index.helper(core.func, "model") is not None:
             return True  # `get_network(args)` of a local module (the project view)
         if constructed_class(self.index, core.func) is not None:
-            # `GPT.from_pretrained(config)`: a class method of a local module's
-            # or this file's model class that hands back a new instance
-            # (constructor_methods)
+            # `GPT.from_pretrained(config)`: a model class's class method that
+            # hands back a new instance (constructor_methods)
             return True
         return any(
             is_nn_module_constructor(q) or q.startswith(MODEL_FACTORY_PREFIXES)
