@@ -17,7 +17,13 @@ from .owned_optimizers import stepped_attribute_owners
 from .quantization_swaps import quantization_swap, swap_message
 from .shadowed_modules import shadowed_module
 from .subtrees import findall
-from .trained_models import binding_story, root_key, snippet
+from .trained_models import (
+    binding_story,
+    placeholder,
+    reaching_first,
+    root_key,
+    snippet,
+)
 from .trainer_blocks import ALL_OR_NOTHING, TrainerBlocks
 
 if TYPE_CHECKING:
@@ -56,14 +62,20 @@ class AllOrNothing(TrainerBlocks):
         self._block_subclassed_trainers()
         self._block_quantization_swaps()
         for key, call in self._stepped_models.items():
-            values = [v for v in self.index.values.get(key, []) if v is not None]
+            values = [
+                v
+                for v in self.index.values.get(key, [])
+                if v is not None and not placeholder(v)
+            ]
             place = (
-                values[0] if values else binding_story(self.index, key, self._line)[0]
+                reaching_first(self.index, values, call, self._line)[0]  # type: ignore[arg-type]
+                if values
+                else binding_story(self.index, key, self._line, call)[0]
             )
             place = place or call
             method = self._optimizer_from_method(key)
             if method is not None:
-                bound, _ = binding_story(self.index, key, self._line)
+                bound, _ = binding_story(self.index, key, self._line, call)
                 story = (
                     f"it is bound at line {self._line(bound)}: `{snippet(bound)}`"
                     if bound is not None
@@ -260,7 +272,7 @@ class AllOrNothing(TrainerBlocks):
                     f"`{name}` is `{values[0].value}` (line "
                     f"{self._line(values[0])}), and {why}"
                 )
-        for value in self.index.values.get(key, []):
+        for value in reaching_first(self.index, values, fallback, self._line):  # type: ignore[arg-type]
             if (
                 value is None
                 or m.matches(value, m.Name("None"))
@@ -284,7 +296,7 @@ class AllOrNothing(TrainerBlocks):
                 f"accel-migrate cannot wrap (`{snippet(value)}`); wrap it with "
                 "accel.prepare_model(...) there"
             )
-        place, why = binding_story(self.index, key, self._line)
+        place, why = binding_story(self.index, key, self._line, fallback)
         if place is None:
             # `self.model` that a base class's constructor builds (Exp_Basic)
             why = base_built_story(self.index, name, fallback, self._line) or why

@@ -1,12 +1,16 @@
 """A model class's alternative constructors: class methods that hand back a new
 instance of the class (``GPT.from_pretrained(config)`` in nanoGPT's model.py,
 and a user's own ``from_pretrained`` stand-ins), read from another module's
-class by the project view (``HelperFact.constructor_methods``).
+class by the project view (``HelperFact.constructor_methods``), or from this
+file's own model class, read the same way (``reduction.model_classes.own_model``).
 
 ``model = GPT.from_pretrained(...)`` builds a model as ``GPT(...)`` does: AM004
 prepares it. Before, such a call was no model to AM004: the model was left
 unwrapped while its loaders were sharded, each process stepping its own share's
-gradients, with no finding (a LoRA fine-tuning trial of t11a).
+gradients, with no finding (a LoRA fine-tuning trial of t11a). Until issue 12,
+the same call of a class of the migrated file itself (``Net.build(cfg)``) was no
+model either: with the optimizer over ``trainable(model)``, the model was left
+unprepared while its loader was sharded.
 """
 
 from __future__ import annotations
@@ -92,15 +96,20 @@ def _builds(value: ast.expr | None, method: ast.FunctionDef, own: set[str]) -> b
 def constructed_class(
     index: ModuleIndex, func: cst.BaseExpression
 ) -> HelperFact | None:
-    """The local module's model class whose constructor method ``func`` names
-    (``GPT.from_pretrained``), where the project view read it as one."""
+    """The model class whose constructor method ``func`` names
+    (``GPT.from_pretrained``): a local module's, where the project view read it
+    as one, or this file's own (read as the project view reads another file's)."""
     # here, not at the top: the project view imports this module on the cache-hit
     # path, which must not import libcst (tests/cli/test_cache.py)
     import libcst as cst
 
+    from .reduction.model_classes import own_model
+
     if not isinstance(func, cst.Attribute):
         return None
     fact = index.helper(func.value, "model")
+    if fact is None and index.local_class(func.value) is not None:
+        fact = own_model(index, func.value)  # `Net.build(cfg)` of this file's Net
     if fact is None or fact.kind != "class":
         return None
     return fact if func.attr.value in fact.constructor_methods else None

@@ -363,6 +363,27 @@ class LossPlaces:
             return self.term_loops[key]
         return None
 
+    @cached_property
+    def unweighed_losses(self) -> dict[Key, str]:
+        """Backpropagated variables whose reduction AM007 cannot tell the
+        runtime (not known, or a mean over tokens whose count cannot be written
+        at the backward), and why: ``accel.backward`` weighs them as a mean over
+        samples, so ``accel.global_loss`` of them, which reuses that weighting,
+        would not be the original's value either (annotated-transformer's
+        ``loss_node`` of a handed loss-compute object)."""
+        found: dict[Key, str] = {}
+        for call in self.index.calls:
+            for each in backpropagated(self.index, call):
+                key = self.index.key(each)
+                if key is None or key in found:
+                    continue
+                reduction = loss_reduction(self.index, each, call)
+                if reduction.kind == "unknown":
+                    found[key] = f"its reduction is not known ({reduction.reason})"
+                elif reduction.kind == "token-mean" and reduction.count is None:
+                    found[key] = reduction.reason
+        return found
+
     def _term_reduction(
         self, tensor: cst.BaseExpression, at: cst.CSTNode
     ) -> list[cst.Arg] | str:

@@ -155,6 +155,12 @@ def is_optimizer_class(qualname: str) -> bool:
     return qualname.rsplit(".", 1)[-1][:1].isupper()
 
 
+def is_optimizer_base(qualname: str) -> bool:
+    """A base class that makes a subclass an optimizer: ``torch.optim.Optimizer``
+    or a library optimizer class (``torch.optim.SGD``)."""
+    return qualname.startswith(OPTIMIZER_BASES) or is_optimizer_class(qualname)
+
+
 TQDM_CALLS = frozenset(
     f"{module}.{name}"
     for module in ("tqdm", "tqdm.auto", "tqdm.notebook", "tqdm.std", "tqdm.rich")

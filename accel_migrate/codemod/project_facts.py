@@ -88,7 +88,9 @@ class HelperFact:
     file: str
     kind: str = "function"  # or "class"
     returns: str = ""  # one of RETURN_KINDS, or "" when not known
-    reduction: str = ""  # for a loss: mean / sum / token-mean / unknown
+    reduction: str = (
+        ""  # for a loss: mean / sum / token-mean / none (per sample) / unknown
+    )
     #: Why a returned loader cannot be sharded ("" when it can).
     unshardable: str = ""
     #: "tuple" or "dict" when every return is a display of that shape holding a
@@ -280,8 +282,9 @@ class HelperFact:
     #: trainer whose subclass in another file writes the training step.
     builds_optimizer: str = ""
     #: For a class: it derives from ``torch.optim.Optimizer`` (davda54/sam's
-    #: ``SAM``, stepped by its own ``first_step``/``second_step``): constructing
-    #: it builds an optimizer (``optimizer_subclass``).
+    #: ``SAM``, stepped by its own ``first_step``/``second_step``) or from a
+    #: library optimizer (``torch.optim.SGD``), also through the project's own
+    #: bases: constructing it builds an optimizer (``optimizer_subclass``).
     optimizer_subclass: bool = False
     #: For a class, not a model, that defines ``__next__`` or ``__iter__`` (a
     #: hand-written batch iterator: Chinese-Text-Classification's
@@ -368,7 +371,9 @@ class HelperFact:
         if self.returns:
             verb = "builds" if self.kind == "class" else "returns"
             what = _DESCRIBED[self.returns]
-            if self.returns == "loss" and self.reduction:
+            if self.returns == "loss" and self.reduction == "none":
+                what += " (per sample, reduction='none')"
+            elif self.returns == "loss" and self.reduction:
                 what += f" ({self.reduction}-reduced)"
             parts.append(f"{verb} {what}")
         if self.writes:

@@ -7,41 +7,30 @@ expressions and calls into other local modules). The effects are those of its
 statements and of the local functions it calls; ``effects_only`` holds only when
 nothing else is done (see ``_Effects``). Static only: ``ast``, nothing runs.
 
-What returns are is read in ``project_return_kinds``, the effects in
-``project_effects``; ``project_nodes`` has the walk of a function's own nodes.
+What returns are is read in ``project_return_kinds``, a class's facts in
+``project_class_facts``, the effects in ``project_effects``; ``project_nodes``
+has the walk of a function's own nodes.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
-from .constructor_methods import constructor_methods
-from .forward_losses import built_class, forward_loss, tuple_loss
-from .iterator_factories import iterator_class, returned_iterator
-from .layer_methods import layer_methods, training_methods
+from .forward_losses import built_class, tuple_loss
+from .iterator_factories import returned_iterator
 from .loader_factory_sizes import batch_size_parameter
 from .loader_sample_draws import sample_draws
-from .method_writes import quiet_methods
-from .names import (
-    DATALOADER_CALLS,
-    MODULE_BASES,
-    OPTIMIZER_BASES,
-    is_nn_module_constructor,
-    is_optimizer_class,
-)
+from .names import is_optimizer_class
 from .optimizer_factories import factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
-from .param_group_methods import param_group_methods
 from .path_reads import reads_paths
 from .project_batch_kinds import batch_kind
-from .project_effects import _Effects, method_writes
+from .project_class_facts import ClassFacts
+from .project_effects import _Effects
 from .project_facts import HelperFact
-from .project_method_weights import method_losses, method_weights
 from .project_nodes import _assigned_in, _own_nodes
 from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
@@ -50,7 +39,6 @@ from .relayed_parameters import relayed_parameters
 from .returned_items import item_reasons
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
-from .uncalled_methods import uncalled_effects
 
 if TYPE_CHECKING:
     from .project_draws import Owner
@@ -59,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["HelperFacts", "_assigned_in", "_own_nodes"]
 
 
-class HelperFacts(ReturnKinds):
+class HelperFacts(ClassFacts, ReturnKinds):
     """The facts of one local function or class."""
 
     def __init__(
@@ -113,273 +101,7 @@ class HelperFacts(ReturnKinds):
         target = self.resolve(expr)
         return target if isinstance(target, str) else ""
 
-    # -- classes -----------------------------------------------------------------
-    def is_model_class(self, cls: ast.ClassDef) -> bool:
-        for base in cls.bases:
-            target = self.resolve(base)
-            if isinstance(target, str):
-                if target in MODULE_BASES or is_nn_module_constructor(target):
-                    return True
-            elif isinstance(target, tuple):
-                fact = self._follow(target)
-                if (
-                    fact is not None
-                    and fact.kind == "class"
-                    and fact.returns == "model"
-                ):
-                    return True
-        return False
-
-    def _optimizer_methods(self, cls: ast.ClassDef) -> tuple[str, ...]:
-        """Methods whose every return is an optimizer (``torch.optim.AdamW(groups,
-        ...)``) and that read the instance's own parameters (``self.parameters()``,
-        ``self.named_parameters()``): they hand back the model's optimizer."""
-        found = []
-        for method in cls.body:
-            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            returns = [r for r in _own_nodes(method) if isinstance(r, ast.Return)]
-            if not returns or any(r.value is None for r in returns):
-                continue
-            kinds = {self.kind_of(r.value, method, 0)[0] for r in returns}  # type: ignore[arg-type]
-            reads_own = any(
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("parameters", "named_parameters")
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "self"
-                for node in _own_nodes(method)
-            )
-            if kinds == {"optimizer"} and reads_own:
-                found.append(method.name)
-        return tuple(found)
-
-    def _class(self, cls: ast.ClassDef) -> HelperFact:
-        if self.is_model_class(cls):
-            from .batch_shaped_models import batch_shape
-            from .nonlinear_criteria import nonlinear_loss
-            from .project_data_branches import data_branch
-            from .unimplemented_forward import unimplemented_forward
-            from .unregistered_tensors import unregistered_tensors
-
-            return HelperFact(
-                cls.name,
-                self.file,
-                "class",
-                returns="model",
-                optimizer_methods=self._optimizer_methods(cls),
-                constructor_methods=constructor_methods(cls),
-                param_group_methods=param_group_methods(cls),
-                forward_loss=forward_loss(self, cls),
-                method_weights=method_weights([c for c, _, _ in self._lineage(cls)]),
-                method_losses=method_losses(
-                    self, [c for c, _, _ in self._lineage(cls)]
-                ),
-                layer_methods=layer_methods(cls),
-                training_methods=training_methods(cls),
-                pairwise=self._forward_pairwise(cls),
-                batch_shape=batch_shape(cls, self._dotted),
-                nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
-                draws=self._class_draws(cls),
-                augmentation=self._augmentation(cls),
-                data_branch=data_branch(self, cls),
-                stochastic=stochastic_layers(self, cls),
-                batch_mixing=batch_mixing(self, cls),
-                share_padded=share_padded(self, cls),
-                unimplemented_forward=unimplemented_forward(cls, self.file),
-                method_writes=method_writes(self, cls),
-                unregistered_tensors=unregistered_tensors(cls, self.file),
-            )
-        # (library_trainers and class_lineage import this module)
-        from .class_lineage import class_lineage
-        from .handed_optimized import optimized_parameters
-        from .inherited_trainers import inherited_training
-        from .library_trainers import (
-            backpropagated_attributes,
-            builds_optimizer,
-            handed_in_training,
-            method_trains_handed,
-            trained_parameter,
-            trains_own_models,
-        )
-        from .plain_holders import plain_bases
-        from .relayed_trainers import trains_through
-        from .step_callbacks import step_callbacks
-
-        lineage = class_lineage(self, cls)
-        base_trains = (
-            inherited_training(self, cls)
-            if self.path not in self.view.scripts
-            else ("", "")
-        )
-        effects = _Effects(self, in_class=True)
-        for statement in cls.body:
-            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                effects.body(statement.body)
-            elif not isinstance(statement, (ast.Expr, ast.Pass, ast.Assign)):
-                effects.pure = False
-        return HelperFact(
-            cls.name,
-            self.file,
-            "class",
-            writes=tuple(sorted(effects.writes)),
-            method_writes=method_writes(self, cls),
-            prints=effects.prints,
-            collectives=effects.collectives,
-            collective_calls=tuple(sorted(effects.collective_calls)),
-            effects_only=effects.pure,
-            trains=handed_in_training(lineage),
-            method_trains=method_trains_handed(lineage),
-            optimizer_subclass=any(
-                self._dotted(base) in OPTIMIZER_BASES for base in cls.bases
-            ),
-            builds_optimizer=(
-                builds_optimizer(
-                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
-                )
-                or self._base_builds_optimizer(cls)
-            ),
-            trained_parameter=trained_parameter(lineage),
-            optimized_parameters=optimized_parameters(
-                lineage, lambda call: is_optimizer_class(self._dotted(call.func))
-            ),
-            losses=backpropagated_attributes(lineage),
-            step_callbacks=step_callbacks(cls),
-            init_built=init_built(cls),
-            plain=plain_bases(cls),
-            batch_iterator=iterator_class(cls, self.file),
-            draws=self._class_draws(cls),
-            augmentation=self._augmentation(cls),
-            batch_migrated=self.view.batch_trains(self.path),
-            # a file of this run migrates its own models (and stays consistent
-            # with its callers run after run); one it only reads is not written
-            trains_own=(
-                ""
-                if self.path in self.view.scripts
-                else trains_own_models(cls, self._optimizer_call(cls))
-                or trains_through(self, cls)
-                or base_trains[0]
-            ),
-            trains_in=base_trains[1],
-            quiet_methods=quiet_methods(self, cls) if effects.writes else (),
-            uncalled_effects=(
-                uncalled_effects(self, cls)
-                if effects.writes or effects.prints or effects.collectives
-                else ()
-            ),
-            loader_subclass=self._loader_subclass(cls),
-            migrated_trainer=(
-                trains_own_models(cls, self._optimizer_call(cls))
-                if self.path in self.view.scripts
-                else ""
-            ),
-        )
-
-    def _loader_subclass(self, cls: ast.ClassDef) -> bool:
-        """Does ``cls`` derive from torch's DataLoader (itself, or through a
-        base the project defines)?"""
-        for base in cls.bases:
-            target = self.resolve(base)
-            if isinstance(target, str) and target in DATALOADER_CALLS:
-                return True
-            if isinstance(target, tuple):
-                fact = self._follow(target)
-                if fact is not None and fact.loader_subclass:
-                    return True
-        return False
-
-    def _lineage(self, cls: ast.ClassDef) -> list[Owner]:
-        """``cls`` and the bases the project defines, each with its module's
-        functions and names (``project_draws.Owner``)."""
-        from .class_lineage import lineage_owners
-
-        if cls.name not in self._lineages:  # (read once per class)
-            self._lineages[cls.name] = [
-                (node, owner.scan.functions, owner._dotted)
-                for owner, node in lineage_owners(self, cls)
-            ]
-        return self._lineages[cls.name]
-
-    def _class_draws(
-        self, cls: ast.ClassDef, depth: int = 2
-    ) -> tuple[tuple[str, str], ...]:
-        from .project_draws import class_draws, held_draws
-
-        return class_draws(self._lineage(cls), held_draws(self, cls, depth))
-
-    def _function_draws(
-        self, function: ast.FunctionDef | ast.AsyncFunctionDef
-    ) -> tuple[tuple[str, str], ...]:
-        from .project_draws import function_draws
-
-        draw = function_draws(function, self.scan.functions, self._dotted)
-        return (("", draw),) if draw else ()
-
-    def _augmentation(
-        self, definition: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
-    ) -> str:
-        from .project_draws import augmentation
-
-        lineage = (
-            self._lineage(definition) if isinstance(definition, ast.ClassDef) else None
-        )
-        return augmentation(definition, self.scan.functions, self._dotted, lineage)
-
-    def _optimizer_call(self, cls: ast.ClassDef) -> Callable[[ast.Call], bool]:
-        """Does a call of ``cls``'s methods build an optimizer: a ``torch.optim``
-        class, ``self.optimizer_fn(...)`` where ``__init__`` stored an optimizer
-        class handed as a default (``optimizer_defaults``), or a project
-        function that returns one (ddim's ``get_optimizer(self.config,
-        model.parameters())`` from functions/__init__.py)."""
-        from .optimizer_defaults import builds_optimizer_call, optimizer_attributes
-
-        builds = builds_optimizer_call(
-            lambda expr: self._dotted(expr), optimizer_attributes([cls], self._dotted)
-        )
-
-        def is_optimizer(call: ast.Call) -> bool:
-            return builds(call) or self._returns_optimizer(call)
-
-        return is_optimizer
-
-    def _returns_optimizer(self, call: ast.Call) -> bool:
-        target = self.resolve(call.func)
-        if not isinstance(target, tuple):
-            return False
-        fact = self._follow(target)
-        return (
-            fact is not None and fact.kind == "function" and fact.returns == "optimizer"
-        )
-
-    def _base_builds_optimizer(self, cls: ast.ClassDef) -> str:
-        """``HelperFact.builds_optimizer`` of a base of ``cls`` that the project
-        defines (read in the base's own module), naming it: a class of
-        trainer/trainer.py over base/base_trainer.py's ``BaseTrainer``."""
-        for base in cls.bases:
-            target = self.resolve(base)
-            if not isinstance(target, tuple):
-                continue
-            fact = self._follow(target)
-            if fact is not None and fact.kind == "class" and fact.builds_optimizer:
-                inner = fact.builds_optimizer
-                if not inner.startswith("its base "):
-                    inner = f"its base {fact.where}: {inner}"
-                return inner
-        return ""
-
     # -- functions ---------------------------------------------------------------
-    def _forward_pairwise(self, cls: ast.ClassDef) -> str:
-        forward = next(
-            (
-                s
-                for s in cls.body
-                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and s.name == "forward"
-            ),
-            None,
-        )
-        return pairwise_in(self, forward, cls) if forward is not None else ""
-
     def _function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> HelperFact:
         from .closure_optimizers import steps_closure
         from .function_trainers import (

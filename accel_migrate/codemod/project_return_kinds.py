@@ -206,6 +206,11 @@ class ReturnKinds:
         ):
             # `OPTIMIZERS[name](params, **kwargs)`, `getattr(torch.optim, name)(...)`
             return ("optimizer", "", "")
+        if isinstance(func, ast.Attribute) and func.attr in ("sum", "mean"):
+            inner = self.kind_of(func.value, function, depth + 1)
+            if inner[:2] == ("loss", "none"):
+                # `F.kl_div(..., reduction="none").sum(-1)`: per sample still
+                return ("loss", _per_sample(func.attr, expr), "")
         target = self.resolve(func)
         if isinstance(target, str):
             return self._external(target, expr)
@@ -282,6 +287,34 @@ class ReturnKinds:
         return ("", "", "")
 
 
+def _per_sample(method: str, call: ast.Call) -> str:
+    """The reduction of ``loss.mean()`` / ``loss.sum(-1)`` of a per-element loss
+    (``reduction="none"``): over everything, a mean or a sum over its elements,
+    which are the samples of the share where the loss is per sample (a mean of
+    the share, as a mean criterion's); over one dimension other than the
+    batch's (a literal other than 0), per sample still ("none"); else unknown."""
+    dims = [a for a in call.args] + [k.value for k in call.keywords if k.arg == "dim"]
+    others = [k for k in call.keywords if k.arg not in ("dim", "keepdim")]
+    if others or len(dims) > 1:
+        return "unknown"
+    if not dims:
+        return method
+    dim = dims[0]
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub):
+        dim = dim.operand
+        negative = True
+    else:
+        negative = False
+    if (
+        isinstance(dim, ast.Constant)
+        and isinstance(dim.value, int)
+        and not isinstance(dim.value, bool)
+        and (negative or dim.value > 0)
+    ):
+        return "none"
+    return "unknown"
+
+
 def _reduction(name: str, call: ast.Call) -> str:
     values = {k.arg: k.value for k in call.keywords if k.arg}
     reduction = values.get("reduction")
@@ -290,6 +323,8 @@ def _reduction(name: str, call: ast.Call) -> str:
             return "unknown"
         if reduction.value == "sum":
             return "sum"
+        if reduction.value == "none":
+            return "none"  # per element: a `.mean()` of it decides
         if reduction.value != "mean":
             return "unknown"
     size_average = values.get("size_average")

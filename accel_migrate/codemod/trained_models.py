@@ -189,12 +189,62 @@ def _self_trained(owner: cst.ClassDef, method: cst.FunctionDef, line: int) -> st
     )
 
 
+def placeholder(value: cst.BaseExpression | None) -> bool:
+    """``model = None`` (or another constant) before the real binding: no
+    object is built there."""
+    return isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(value, cst.Name) and value.value in {"None", "False", "True"}
+    )
+
+
+def _weak(statement: cst.CSTNode) -> bool:
+    """A binding that does not bind the model: a ``with`` item's value (a file,
+    a lock) or a placeholder constant."""
+    return isinstance(statement, cst.WithItem) or (
+        isinstance(statement, (cst.Assign, cst.AnnAssign))
+        and placeholder(statement.value)
+    )
+
+
+def reaching_first(
+    index: ModuleIndex,
+    nodes: list[cst.CSTNode],
+    use: cst.CSTNode | None,
+    line: Callable[[cst.CSTNode], int],
+) -> list[cst.CSTNode]:
+    """``nodes`` (bindings of one name: statements or values) ordered so that
+    the one that reaches ``use`` (the training use) comes first: a loop whose
+    body holds the use, else the latest binding above it, else the first below;
+    placeholders and ``with`` items last. Without a use, in line order."""
+    enclosing = set(index.ancestors(use)) if use is not None else set()
+    here = line(use) if use is not None else 0
+
+    def rank(node: cst.CSTNode) -> tuple[bool, bool, bool, int]:
+        weak = _weak(node) or placeholder(node)  # type: ignore[arg-type]
+        if use is None:
+            return (weak, False, False, line(node))
+        above = line(node) <= here
+        return (
+            weak,
+            node not in enclosing,
+            not above,
+            -line(node) if above else line(node),
+        )
+
+    return sorted(nodes, key=rank)
+
+
 def binding_story(
-    index: ModuleIndex, key: Key, line: Callable[[cst.CSTNode], int]
+    index: ModuleIndex,
+    key: Key,
+    line: Callable[[cst.CSTNode], int],
+    use: cst.CSTNode | None = None,
 ) -> tuple[cst.CSTNode | None, str]:
     """Where ``key`` is bound and a true sentence saying how, when it is not one
     of the plain ``x = <call>`` forms AM004 wraps. ``line``: a node's first line
-    in the user's file (positions belong to the rule)."""
+    in the user's file (positions belong to the rule); ``use``: where the model
+    is trained, so that the binding that reaches it is named (not ``model =
+    None`` before it, nor a loop over other things)."""
     scope, name = key
     assignments = list(scope[name]) if hasattr(scope, "__getitem__") else []  # type: ignore[index]
     for assignment in assignments:
@@ -227,12 +277,13 @@ def binding_story(
     ]
     # A name bound by `with open(...) as f` and later by `f, buffer = build(...)`
     # (wgrathwohl/JEM's main()): the `with` binds a context manager's value (a
-    # file, a lock), not the trained model, so another binding tells the story.
-    # The scope's bindings are a set: line order makes the choice deterministic.
-    bindings.sort(
-        key=lambda found: (isinstance(found[0], cst.WithItem), line(found[0]))
-    )
-    for statement, code in bindings:
+    # file, a lock), not the trained model, so another binding tells the story;
+    # so does the one that reaches the training use, not `model = None` above it
+    # nor an earlier `for model in ...` over other things. The scope's bindings
+    # are a set: the order makes the choice deterministic.
+    codes = dict(bindings)
+    for statement in reaching_first(index, list(codes), use, line):
+        code = codes[statement]
         return statement, (
             f"`{name}` is bound in this file at line {line(statement)} in a form "
             f"accel-migrate cannot wrap (`{code}`); wrap the model "

@@ -315,3 +315,89 @@ def test_an_alias_of_an_unwrappable_model_tells_the_models_story() -> None:
     assert (finding.line, finding.code) == (9, "AM004")
     assert finding.message.startswith("`model_without_ddp` is `model` (line 10), and ")
     assert "`model, criterion = build_model()`" in finding.message
+
+
+_STORY_HEAD = """\
+import torch
+from torch.utils.data import DataLoader
+
+from models import build, get_opt, pretrained
+
+
+def main():
+"""
+_STORY_LOOP = """\
+    loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)
+    for x in loader:
+        optim.zero_grad()
+        model(x).sum().backward()
+        optim.step()
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("binds", "line", "quoted"),
+    [
+        # a placeholder above the model's own binding (the loop's model evidence)
+        (
+            "    model = None\n    model = build()\n    optim = get_opt(model)\n"
+            "    model.train()\n",
+            9,
+            None,
+        ),
+        # a placeholder above an unpacking AM004 cannot wrap
+        (
+            "    model = None\n    model, buffer = build()\n"
+            "    optim = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+            9,
+            "`model, buffer = build()`",
+        ),
+        # an earlier loop over other things
+        (
+            "    for model in pretrained():\n        print(model)\n"
+            "    model, buffer = build()\n"
+            "    optim = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+            10,
+            "`model, buffer = build()`",
+        ),
+    ],
+)
+def test_the_story_names_the_binding_that_reaches_training(
+    binds: str, line: int, quoted: str | None
+) -> None:
+    """t11 trials: the reason named `model = None` (a placeholder) or `for model
+    in ...` (a loop over other things) instead of the binding the training
+    loop uses."""
+    source = _STORY_HEAD + binds + _STORY_LOOP
+    result = migrate_source(source, "train.py")
+    assert result.output == source
+    (finding,) = [f for f in result.findings if f.status == "needs-review"]
+    assert (finding.line, finding.code) == (line, "AM004")
+    assert f"line {line}" in finding.message
+    assert "None" not in finding.message and "pretrained" not in finding.message
+    if quoted is not None:
+        assert quoted in finding.message
+
+
+def test_a_loop_over_models_that_holds_the_training_is_the_story() -> None:
+    """A `for model in ...` whose body trains the model is the binding that
+    reaches training, even after another binding of the name."""
+    source = _STORY_HEAD + (
+        "    model, buffer = build()\n"
+        "    for model in pretrained():\n"
+        "        optim = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        loader = DataLoader(list(range(8)), batch_size=2, shuffle=True)\n"
+        "        for x in loader:\n"
+        "            optim.zero_grad()\n"
+        "            model(x).sum().backward()\n"
+        "            optim.step()\n"
+        "\n\nmain()\n"
+    )
+    result = migrate_source(source, "train.py")
+    assert result.output == source
+    (finding,) = [f for f in result.findings if f.status == "needs-review"]
+    assert finding.code == "AM004"
+    assert "`for model in pretrained()`" in finding.message, finding.message

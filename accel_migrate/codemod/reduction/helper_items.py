@@ -45,6 +45,13 @@ def imported_item_fact(
         )
     if loss.reduction == "mean":
         return Fact("mean")
+    if loss.reduction == "none":
+        # a per-sample item (`reduction="none"`): `.mean()` of it is a mean
+        return Fact(
+            "elements",
+            reason=f"`{name}` is item {position} of what {helper.where} returns, "
+            "a per-sample loss (reduction='none') not reduced over the batch here",
+        )
     if loss.reduction == "sum":
         unbound = unproven_sum(index, helper, call)
         return Fact("unknown", unbound) if unbound else Fact("sum", what=helper.where)

@@ -72,7 +72,7 @@ def called_model(index: ModuleIndex, call: cst.BaseExpression) -> CalledModel | 
             continue
         fact = (
             index.helper(origin.func, "model")
-            or _own_model(index, origin.func)
+            or own_model(index, origin.func)
             or constructed_class(index, origin.func)
         )
         built = fact if fact is None or fact.kind == "class" else fact.model_class
@@ -251,7 +251,7 @@ class _Tracer:
         return False
 
 
-def _own_model(index: ModuleIndex, func: cst.BaseExpression) -> HelperFact | None:
+def own_model(index: ModuleIndex, func: cst.BaseExpression) -> HelperFact | None:
     """The fact of a model class (or a factory of one) this file defines at its
     top level, read as the project view reads another file's (``project_helpers``);
     None for anything else."""

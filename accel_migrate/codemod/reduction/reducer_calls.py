@@ -154,6 +154,10 @@ class _Calls:
                     return Fact("unknown", unbound)
                 # (``what`` of a sum: where it was learnt, for the finding)
                 return Fact(helper.reduction, what=helper.describe())  # type: ignore[arg-type]
+            if helper.reduction == "none":
+                # a per-sample loss (`reduction="none"`): its `.mean()` here is
+                # a mean of the share, as a mean criterion's; alone, not reduced
+                return Fact("elements", reason=_per_sample(helper.describe()))
             return Fact(
                 "unknown",
                 f"{helper.describe()}, whose count of terms cannot be written here",
@@ -373,3 +377,10 @@ class _Calls:
         if len(modules) != 1:
             return None
         return modules[0]
+
+
+def _per_sample(where: str) -> str:
+    return (
+        f"the loss is {where}, a per-sample loss (reduction='none') that is not "
+        "reduced over the batch here"
+    )

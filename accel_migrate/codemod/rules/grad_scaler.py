@@ -77,8 +77,9 @@ from ..amp import (
     enabled_keyword,
 )
 from ..analysis import Key, variable_names
-from ..names import OPTIMIZER_BASES, is_optimizer_class
+from ..names import is_optimizer_class
 from ..optimizer_lookups import looked_up_optimizer
+from ..optimizer_subclasses import local_optimizer_classes
 from ..rule import Rule
 from ..scaler_uses import ScalerUses, short
 
@@ -166,7 +167,7 @@ class GradScalerRule(ScalerUses, Rule):
 
     @cached_property
     def optimizer_classes(self) -> set[cst.ClassDef]:
-        return self.index.local_subclasses(OPTIMIZER_BASES)
+        return local_optimizer_classes(self.index)
 
     @cached_property
     def optimizers(self) -> set[Key]:

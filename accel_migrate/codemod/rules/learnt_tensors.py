@@ -75,8 +75,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, variable_names
-from ..names import DATALOADER_CALLS, OPTIMIZER_BASES, is_optimizer_class
+from ..names import DATALOADER_CALLS, is_optimizer_class
 from ..optimizer_lookups import looked_up_optimizer
+from ..optimizer_subclasses import local_optimizer_classes
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import extra_values, snippet
@@ -248,7 +249,7 @@ class LearntTensors(Rule):
 
     # -- how it is trained -------------------------------------------------------------------
     def _optimizer_of(self, key: Key) -> str | None:
-        local = self.index.local_subclasses(OPTIMIZER_BASES)
+        local = local_optimizer_classes(self.index)
         for call in self._optimizer_calls(local):
             if key in self._params_of(call):
                 return (

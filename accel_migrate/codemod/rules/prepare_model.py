@@ -16,8 +16,8 @@ Each construction is wrapped where it is built:
   ``accel.prepare_model(build().cuda() if cuda else build())``;
 - a model named after the module it comes from (``from mnist import model;
   model = model.mnist()``);
-- a model class's class method of a local module that hands back a new
-  instance (nanoGPT's ``model = GPT.from_pretrained(init_from)``, every return
+- a model class's class method (of a local module or this file) that hands back
+  a new instance (nanoGPT's ``GPT.from_pretrained(init_from)``, ``Net.build(cfg)``, every return
   ``cls(...)`` or a name bound only to it): ``accel.prepare_model(GPT.from_pretrained(...))``;
 - in a factory function of this file (``def get_model(): net = Net(); ...;
   return net.cuda()``): there, and not again around ``get_model()``;
@@ -165,7 +165,6 @@ from ..model_parts import part_use_message, part_uses
 from ..names import (
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
-    OPTIMIZER_BASES,
     SAME_OBJECT,
     is_nn_module_constructor,
     is_optimizer_class,
@@ -173,6 +172,7 @@ from ..names import (
 from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
 from ..optimizer_lookups import looked_up_optimizer
+from ..optimizer_subclasses import local_optimizer_classes
 from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
@@ -196,7 +196,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
 
     @cached_property
     def optimizer_classes(self) -> set[cst.ClassDef]:
-        return self.index.local_subclasses(OPTIMIZER_BASES)
+        return local_optimizer_classes(self.index)
 
     def is_optimizer_call(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, cst.Call):
@@ -233,8 +233,8 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
         if self.index.helper(core.func, "model") is not None:
             return True  # `get_network(args)` of a local module (the project view)
         if constructed_class(self.index, core.func) is not None:
-            # `GPT.from_pretrained(config)`: a class method of a local module's
-            # model class that hands back a new instance (constructor_methods)
+            # `GPT.from_pretrained(config)`: a model class's class method that
+            # hands back a new instance (constructor_methods)
             return True
         return any(
             is_nn_module_constructor(q) or q.startswith(MODEL_FACTORY_PREFIXES)

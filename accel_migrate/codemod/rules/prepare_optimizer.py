@@ -3,8 +3,10 @@
 ## What
 Wraps the construction of every optimizer: classes of ``torch.optim`` (not the
 learning-rate schedulers), of ``apex.optimizers``, ``bitsandbytes.optim``,
-``timm.optim`` and ``transformers``, and classes of this file deriving from
-``torch.optim.Optimizer`` (not a stand-in whose ``__init__`` never initialises
+``timm.optim`` and ``transformers``, and classes of this file or of a local
+module deriving from ``torch.optim.Optimizer`` or from one of those optimizer
+classes, also through the project's own bases (``class MySGD(BaseSGD)`` with
+``class BaseSGD(torch.optim.SGD)``; not a stand-in whose ``__init__`` never initialises
 its base: ``class DummyOptimizer(torch.optim.Optimizer)`` with only
 ``self.param_groups = [{"lr": 0}]``, which steps nothing), also looked up by name (``OPTIMIZERS[args.opt](...)``
 with a module-level dict of optimizer classes, ``getattr(torch.optim,
@@ -47,10 +49,11 @@ from functools import cached_property
 import libcst as cst
 
 from ..helper_effects import optimizer_method
-from ..names import OPTIMIZER_BASES, is_optimizer_class
+from ..names import is_optimizer_class
 from ..optimizer_helpers import factory_model, factory_of
 from ..optimizer_lookups import looked_up_optimizer
 from ..optimizer_stand_ins import stand_in_optimizers
+from ..optimizer_subclasses import local_optimizer_classes
 from ..rule import Rule
 
 
@@ -64,7 +67,7 @@ class PrepareOptimizer(Rule):
     def optimizer_classes(self) -> set[cst.ClassDef]:
         # a stand-in that never initialises its Optimizer base (a validation
         # epoch's DummyOptimizer) holds no parameters: left alone
-        local = self.index.local_subclasses(OPTIMIZER_BASES)
+        local = local_optimizer_classes(self.index)
         return local - stand_in_optimizers(self.index, local)
 
     def leave_Call(

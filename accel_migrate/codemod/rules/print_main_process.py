@@ -20,7 +20,11 @@
   kld``; ``losses["cls"]`` of ``loss = sum(losses.values())``, also in a loop over
   a literal or the dict's keys), combined with its own reduction
   (``reduction="sum"``, ``count=``); a term whose reduction is unknown is
-  reported. A loss times the batch size
+  reported. A read of a loss whose backward AM007 reports with an unknown
+  reduction (annotated-transformer's ``loss_node`` of a handed loss-compute
+  object) is made global too, as needs-review, not fixed: ``global_loss``
+  combines it as ``accel.backward`` weighs it, as a mean over samples, which the
+  rule cannot show it is. A loss times the batch size
   (``total += loss.item() * x.size(0)``) is a sum over samples, which AM009
   combines. A backpropagated expression (``(loss / ntokens).backward()``) read
   again in the same loop (``(loss / ntokens).item()``) is the same loss, combined
@@ -255,6 +259,11 @@ class PrintMainProcess(BatchValues, LossPlaces, Rule):
                 if_migrated=True,
             )
             return None
+        key = self.index.key(stripped(self._read_of(original)))  # type: ignore[arg-type]
+        # AM007 reports this loss's backward with an unknown reduction: the
+        # runtime weighs it as a mean over samples, and global_loss reuses that
+        # weighting, so the combined value is as much a guess (said, not "fixed")
+        concern = self.unweighed_losses.get(key, "") if key is not None else ""
         if isinstance(tensor, cst.BinaryOperation):
             tensor = tensor.with_changes(lpar=(), rpar=())  # `(loss / n).item()`
         args = [cst.Arg(value=tensor)]
@@ -263,13 +272,16 @@ class PrintMainProcess(BatchValues, LossPlaces, Rule):
             # Combined as the step function's loss reduces its batch: a sum-reduced
             # loss is the sum of the processes' sums.
             how = loss_reduction(self.index, returned.value, returned.value)
+            if how.kind == "unknown":
+                concern = concern or f"its reduction is not known ({how.reason})"
+            elif how.kind == "token-mean" and how.count is None:
+                concern = concern or how.reason
             if how.kind == "sum":
                 args.append(keyword_arg("reduction", self._sum_string(original)))
-            self.report(
+            self._report_global(
                 original,
-                "fixed",
-                f"logged loss returned by `{returned.function.name.value}` -> "
-                "accel.global_loss(loss) (the global-batch loss)",
+                f"logged loss returned by `{returned.function.name.value}`",
+                concern,
             )
             return self.runtime_call("global_loss", args)
         weight = self._term_reduction(self._read_of(original), original)  # type: ignore[arg-type]
@@ -281,12 +293,28 @@ class PrintMainProcess(BatchValues, LossPlaces, Rule):
                 if_migrated=True,
             )
             return None
-        self.report(
-            original,
-            "fixed",
-            "logged loss -> accel.global_loss(loss) (the global-batch loss)",
-        )
+        self._report_global(original, "logged loss", concern)
         return self.runtime_call("global_loss", args + weight)
+
+    def _report_global(self, read: cst.Call, what: str, concern: str) -> None:
+        """The finding of a loss read made ``accel.global_loss(...)``: fixed, or
+        needs-review where the loss's reduction is not known (as AM007 says at
+        its backward)."""
+        if not concern:
+            self.report(
+                read,
+                "fixed",
+                f"{what} -> accel.global_loss(loss) (the global-batch loss)",
+            )
+            return
+        self.report(
+            read,
+            "needs-review",
+            f"{what} -> accel.global_loss(loss), but {concern}; accel.global_loss "
+            "weighs the processes' shares as a mean over samples, as accel.backward "
+            "does (AM007), so the value printed may not be the original's",
+            if_migrated=True,
+        )
 
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call

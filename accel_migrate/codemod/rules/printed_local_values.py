@@ -21,6 +21,14 @@ combination of the processes' counts is the original's, so advice to combine
 them would be false), and so is a file that another rule leaves unchanged
 (nothing in it is split). Nothing is rewritten.
 
+Where the value differs between processes for another reason than a split
+batch, the finding says which: a random draw each process makes from its own
+random state (``temperature = random.uniform(0.5, 1.5)``), or the batches of a
+loop over a source that is not a loader accel-migrate splits (DPO's
+``for batch in self.train_iterator`` over a generator of a local module: each
+process takes whole batches, the original's where every process takes the same
+ones), with advice to label it rather than to combine shares.
+
 A print is one channel among those a script logs through (``log_channels``): a
 tqdm bar's ``set_postfix`` / ``set_description``, ``logging`` and its loggers,
 a TensorBoard writer, ``wandb.log``, MLflow, and a function of the file that logs
@@ -96,22 +104,77 @@ class PrintedLocalValues(Rule):
         names = ", ".join(f"`{name}`" for name in shown)
         through = channel(self.index, node)
         verb = "prints" if through == "print" else f"logs (in `{through}`)"
+        unshared = self._not_a_share(
+            node, [leaf for leaf in leaves if self._unowned(leaf, node)]
+        )
         self.report(
             node,
             "needs-review",
-            f"{verb} {names}, computed from this process's share of the batch: "
-            "the main process shows its share's value where the original showed "
-            "the whole batch's; combine it across processes (accel.global_loss "
-            "of the tensor for a mean over samples, accel.reduce for a sum or a "
-            "count) or label it as the main process's"
+            f"{verb} {names}, "
             + (
-                f"; combine it where every process goes, not here{note}"
-                if (note := collective_note(self, node))
-                else ""
+                unshared
+                or "computed from this process's share of the batch: the main "
+                "process shows its share's value where the original showed the "
+                "whole batch's; combine it across processes (accel.global_loss "
+                "of the tensor for a mean over samples, accel.reduce for a sum or "
+                "a count) or label it as the main process's"
+                + (
+                    f"; combine it where every process goes, not here{note}"
+                    if (note := collective_note(self, node))
+                    else ""
+                )
             ),
             # Of a file another rule leaves whole, nothing is split: not said.
             if_migrated=True,
         )
+
+    def _not_a_share(self, node: cst.Call, leaves: list[cst.CSTNode]) -> str:
+        """Why the printed values differ between processes where that is not
+        this process's share of a split batch, as the rest of the finding: a
+        random draw each process makes on its own, or the batches of a loop
+        over a source that is not a loader accel-migrate splits (DPO's
+        generator of batches: every process takes whole batches); "" where a
+        value is read from a split batch, or where that is not known."""
+        found = [self.index.rank_local_sources.of(leaf) for leaf in leaves]
+        if any("data" in p.kinds for p in found):
+            return ""
+        if found and all(p.complete and p.kinds == {"random"} for p in found):
+            draw = found[0].sources[0]
+            where = draw.origin or f"`{code(draw.node)}`"
+            return (
+                f"computed from a random draw ({where}) that each process makes "
+                "from its own random state, not from the batch: the main process "
+                "shows its own draw's value, the original's only where every "
+                "process draws alike (the same seed and the same draws before); "
+                "label it as the main process's, or draw it alike on every process"
+            )
+        loop = self._data_loop(node)
+        if loop is None or self.index.reads_loader(loop):
+            return ""
+        return (
+            f"computed from the batches of `{code(loop.iter)}`, which "
+            "accel-migrate does not split across processes (not a DataLoader "
+            "that accel.prepare_dataloader wraps): each process computes it from "
+            "the whole batches it takes itself, and the main process shows its "
+            "own value, the original's where every process takes the same "
+            "batches (a seeded or fixed order); label it as the main process's "
+            "where they may differ"
+        )
+
+    def _data_loop(self, node: cst.Call) -> cst.For | None:
+        """The innermost ``for`` around ``node``, in its function, that steps
+        through data (not ``range(...)`` or a literal); None where there is none
+        or a ``while`` comes first."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, cst.While) and not self.index.reads_no_data(
+                ancestor
+            ):
+                return None
+            if isinstance(ancestor, cst.For) and not self.index.reads_no_data(ancestor):
+                return ancestor
+        return None
 
     def _is_print(self, call: cst.Call) -> bool:
         return channel(self.index, call) is not None

@@ -1,0 +1,116 @@
+"""A local module's function that returns a per-sample loss
+(``reduction="none"``, also reduced over a dimension other than the batch's:
+davda54/sam's ``smooth_crossentropy``, ``F.kl_div(..., reduction="none").sum(-1)``):
+the project view reads its reduction as "none", and the script's
+``loss.mean().backward()`` is a mean of the share, as a mean criterion's (AM007
+fixed, no needs-review), where before the reduction was "not known"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.codemod import migrate_source
+from accel_migrate.codemod.project_view import read_project
+
+LOSSES = """\
+import torch.nn.functional as F
+
+
+def smooth_crossentropy(pred, gold, smoothing=0.1):
+    one_hot = F.one_hot(gold, pred.size(1)).float() * (1 - smoothing)
+    log_prob = F.log_softmax(pred, dim=1)
+    return F.kl_div(input=log_prob, target=one_hot, reduction="none").sum(-1)
+
+
+def per_sample(pred, gold):
+    return F.cross_entropy(pred, gold, reduction="none")
+
+
+def over_batch(pred, gold):
+    return F.cross_entropy(pred, gold, reduction="none").sum(0)
+
+
+def by_name(pred, gold, dim):
+    return F.cross_entropy(pred, gold, reduction="none").sum(dim)
+
+
+def mean_of_rows(pred, gold):
+    return F.cross_entropy(pred, gold, reduction="none").mean()
+"""
+
+SCRIPT = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+from losses import {name}
+
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(train_set, batch_size=4, shuffle=True)
+for x, y in loader:
+    loss = {name}(model(x), y)
+    opt.zero_grad()
+    loss.{reduce}().backward()
+    opt.step()
+"""
+
+
+def test_the_project_view_reads_a_per_sample_return(tmp_path: Path) -> None:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import losses\n")
+    table = dict(read_project(str(probe)).helpers)
+    reductions = {
+        name: (table[f"losses.{name}"].returns, table[f"losses.{name}"].reduction)
+        for name in (
+            "smooth_crossentropy",
+            "per_sample",
+            "over_batch",
+            "by_name",
+            "mean_of_rows",
+        )
+    }
+    assert reductions == {
+        "smooth_crossentropy": ("loss", "none"),  # summed over the classes
+        "per_sample": ("loss", "none"),
+        "over_batch": ("loss", "unknown"),  # summed over the batch's dimension
+        "by_name": ("loss", "unknown"),  # a dimension the analysis cannot read
+        "mean_of_rows": ("loss", "mean"),
+    }
+    assert "per sample, reduction='none'" in table["losses.per_sample"].describe()
+
+
+def _am007(tmp_path: Path, name: str, reduce: str) -> tuple[str, list[str]]:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    script = tmp_path / "main.py"
+    script.write_text(SCRIPT.format(name=name, reduce=reduce))
+    result = migrate_source(script.read_text(), str(script))
+    assert "accel.backward(" in result.output
+    backward = next(
+        line for line in result.output.splitlines() if "accel.backward(" in line
+    )
+    return backward.strip(), [
+        f.message for f in result.needs_review if f.code == "AM007"
+    ]
+
+
+@pytest.mark.parametrize("name", ["smooth_crossentropy", "per_sample"])
+def test_a_mean_of_a_per_sample_loss_is_a_mean(tmp_path: Path, name: str) -> None:
+    backward, concerns = _am007(tmp_path, name, "mean")
+    assert backward == "accel.backward(loss.mean())"
+    assert concerns == []
+
+
+def test_a_sum_of_a_per_sample_loss_is_a_sum(tmp_path: Path) -> None:
+    backward, concerns = _am007(tmp_path, "per_sample", "sum")
+    assert backward == 'accel.backward(loss.sum(), reduction="sum")'
+    assert concerns == []
+
+
+def test_a_return_summed_over_the_batch_stays_unknown(tmp_path: Path) -> None:
+    _, concerns = _am007(tmp_path, "over_batch", "mean")
+    assert len(concerns) == 1
+    assert "the loss's reduction is not known" in concerns[0]
