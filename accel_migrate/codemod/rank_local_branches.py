@@ -14,6 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .index_syntax import assigned_targets
+from .model_reads import reads_model
 from .rule import Rule
 from .subtrees import findall
 
@@ -144,6 +145,21 @@ class BranchContents:
                 return call
         return None
 
+    def _model_read(
+        self, test: cst.BaseExpression, run: list[cst.CSTNode]
+    ) -> cst.CSTNode | None:
+        """A read of a prepared model's parameters or forward (``model_reads``)
+        that the branch runs, where its test picks processes by rank (the
+        launcher's variable, or the runtime's main-process test): those are
+        the branches other processes surely skip. (Under a test on a value of
+        the data, as a loop over a batch's rows, a forward is left to the
+        analysis of training steps, as before.)"""
+        read = next((n for n in run if reads_model(self.index, n)), None)
+        if read is None or self._main_process(test):  # type: ignore[attr-defined]
+            return read
+        source = self.index.rank_local_sources.first(test)
+        return read if source is not None and source.kind == "environment" else None
+
     def _only_local_calls(self, run: list[cst.CSTNode]) -> bool:
         """Does the branch provably reach nothing collective: no training step,
         and every call it runs (those of the local functions it calls
@@ -151,7 +167,11 @@ class BranchContents:
         one of a library that runs no collective (``os.path.join``,
         ``logging``, a logger's method): no state dict (gathered by a
         collective under FSDP), no call of ``torch.distributed``, no
-        function of the project, no method of an object it cannot name?"""
+        function of the project, no method of an object it cannot name, no
+        read of a prepared model's parameters or forward (``model_reads``:
+        ``float(model.weight[0, 0])`` gathers the shards under FSDP)?"""
+        if any(reads_model(self.index, node) for node in run):
+            return False
         for node in run:
             if isinstance(node, cst.BaseStatement) and self.index.divergence.trains(
                 node

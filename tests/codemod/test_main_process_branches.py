@@ -138,3 +138,58 @@ def test_a_state_dict_under_the_test_is_still_reported() -> None:
         f.code == "AM010" and f.status == "needs-review" and "line 13" in f.message
         for f in result.findings
     )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '    print("weight", float(model.weight[0, 0]))',
+        "    print(model.bias.tolist())",
+        "    print(model.weight.cpu().numpy())",
+        "    print(model.weight)",
+        "    print(model(torch.ones(1, 4)).item())",  # a forward
+        "    print(sum(p.sum().item() for p in model.parameters()))",
+    ],
+)
+def test_a_read_of_the_models_parameters_is_left_and_reported(body: str) -> None:
+    """Under FSDP the parameters are sharded: the read gathers them by a
+    collective that the other processes never join. AM047 leaves the branch
+    and AM028 reports the read, whether or not the branch has an ``else``."""
+    for text in (body, body + '\nelse:\n    print("other")'):
+        result = _migrate("rank == 0", text)
+        assert "AM047" not in {f.code for f in result.findings}
+        [finding] = [f for f in result.findings if f.code == "AM028"]
+        assert finding.status == "needs-review"
+        assert "prepared model's parameters" in finding.message
+        assert "nothing waits on it" not in finding.message
+        assert "accel" not in result.output  # the file is left unchanged
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    print(model)",  # a module's repr: its structure, no value
+        '    print("loss", float(loss))',
+        '    print("loss", loss.item())',
+    ],
+)
+def test_output_that_reads_no_parameter_is_still_rewritten(body: str) -> None:
+    result = _migrate("rank == 0", body)
+    assert "if accel.is_main_process():\n" in result.output
+    assert "AM028" not in {f.code for f in result.findings}
+
+
+def test_a_parameter_read_under_the_runtimes_test_is_reported() -> None:
+    """A second run, or the user's own ``accel.is_main_process()``."""
+    source = SCRIPT.format(
+        test="rank == 0", body='    print("w", float(model.weight[0, 0]))'
+    )
+    source = source.replace(
+        "if rank == 0:",
+        "import accel_migrate.runtime as accel\nif accel.is_main_process():",
+    )
+    result = migrate_source(source, "train.py")
+    assert any(
+        f.code == "AM028" and "prepared model's parameters" in f.message
+        for f in result.findings
+    )

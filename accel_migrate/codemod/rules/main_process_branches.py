@@ -34,7 +34,12 @@ branch is left as it is (AM028 reports it).
 Anything else leaves the branch as it is, and AM028 reports it: a state dict
 under it (under FSDP it is gathered by a collective every process must
 join), a collective (a loss logged through ``accel.global_loss``), a call of
-the script's own functions, a random draw, an assignment read after it.
+the script's own functions, a random draw, an assignment read after it, a
+read of a prepared model's parameters, buffers or forward (``print("weight",
+float(model.weight[0, 0]))``, ``model.fc.bias.tolist()``, ``model(x)``:
+``model_reads``; under FSDP the parameters are sharded and the read gathers
+them by a collective). ``print(model)`` is output only: a module's ``repr``
+prints its structure, no parameter value.
 
 ## Why
 The migrated script runs under ``accel-migrate launch`` (torchrun), which
@@ -85,6 +90,7 @@ import libcst.matchers as m
 
 from ..file_reads import FileReads
 from ..main_process_tests import main_process_test
+from ..model_reads import model_read
 from ..random_names import is_random_draw
 from ..rule import Rule
 from ..subtrees import findall
@@ -170,6 +176,8 @@ class MainProcessBranches(Rule):
         objects: set[str] = set()
         if not self._block(branch.body, bound, objects):
             return False
+        if model_read(self.index, branch.body) is not None:
+            return False  # a sharded parameter's value: gathered by a collective
         # A name bound under the branch is read nowhere else.
         inside = set(findall(branch, m.Name()))
         return not any(

@@ -26,7 +26,12 @@ reported, and the file is left unchanged:
   is reported, the restore is not (``restored_values``);
 - a checkpoint choice: ``is_best = acc > best_acc`` then ``if is_best:
   torch.save(...)`` or ``save_checkpoint(...)``;
-- training, evaluating or a collective under such a condition;
+- training, evaluating or a collective under such a condition, or a read of
+  a prepared model's parameters, buffers or forward (``print("weight",
+  float(model.weight[0, 0]))`` under ``if args.local_rank == 0:``;
+  ``model_reads``): under FSDP the parameters are sharded, and the read
+  gathers them by a collective that the processes not taking the branch never
+  join;
 - which terms the backpropagated loss has: a loss assigned on one side of such
   a branch only (``if pos.any(): loss = loss + box_loss`` with no ``else``,
   before ``loss.backward()``), as detection scripts guard a term of the
@@ -54,7 +59,7 @@ and report on the main one). A branch on the launcher's rank variable that
 saves (``if args.local_rank in (-1, 0): torch.save(args, "training_args.bin")``)
 is a hazard where it reaches a collective, or may (a state dict, gathered by
 one under FSDP; a function of the project; a method of an object it cannot
-name); where every call it runs, in its text and in the local functions it
+name; a read of a prepared model's parameters); where every call it runs, in its text and in the local functions it
 calls, is ``torch.save``, a runtime call that writes or prints, or one of a
 library with no collective (``os.path``, ``logging``, ``json``), the finding
 says that nothing waits on it, and why AM047 did not give it the runtime's
@@ -172,6 +177,12 @@ STATE_DICT = (
     "process must call, and the processes that call it wait for those that do "
     "not (a hang); call it above the branch (`state = accel.state_dict(model)` "
     "on every process) and save `state` under it"
+)
+MODEL_READ = (
+    "whether the branch reads `{read}`, a prepared model's parameters (or runs "
+    "the model): under FSDP they are sharded, so the read gathers them by a "
+    "collective that the processes not taking the branch never join (a hang); "
+    "read the value on every process above the branch and use it under the branch"
 )
 COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
 LOSS_TERM = (
@@ -298,10 +309,13 @@ class RankLocalDecisions(BranchContents, Rule):
             hazards.append(self._named_collective(*reached))
         elif any(self._collective(n) for n in run):
             hazards.append(COLLECTIVE)
-        elif self._main_process(test):
-            state_dict = self._state_dict_run(run)
+        else:
+            state_dict = self._state_dict_run(run) if self._main_process(test) else None
+            read = self._model_read(test, run)
             if state_dict is not None:
                 hazards.append(state_dict)
+            elif read is not None:
+                hazards.append(MODEL_READ.format(read=_code(read)))
         exit_kind = self._exits(node, run)
         if exit_kind is not None:
             hazards.append(SKIP if exit_kind == "continue" else EXIT)
