@@ -149,6 +149,7 @@ def test_a_state_dict_under_the_test_is_still_reported() -> None:
         "    print(model.weight)",
         "    print(model(torch.ones(1, 4)).item())",  # a forward
         "    print(sum(p.sum().item() for p in model.parameters()))",
+        '    torch.save({"w": float(model.weight[0, 0])}, "w.pt")',
     ],
 )
 def test_a_read_of_the_models_parameters_is_left_and_reported(body: str) -> None:
