@@ -1497,6 +1497,11 @@ EXPECTED: dict[str, str] = {
     # SSDAugmentation (through Compose's list of transforms) is not named
     "ssd_multibox_t12a_project": "FLAGGED",
     "ssd_multibox_t12a_project_batch": "FLAGGED",
+    # fixc (rev7): a learned weight's value printed under `if args.local_rank ==
+    # 0:` looked like output only; under FSDP the read of the sharded parameter
+    # is a collective. AM047 rewrote the test and the run hung (60 s timeout);
+    # the read keeps the branch possibly collective (`model_reads`): AM028 now
+    "ddp_ready_param_value_print_fsdp_fixc": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
