@@ -11,6 +11,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..batch_rows import batch_values
+from ..names import ELEMENTWISE_LOSSES
 from ..names import IGNORING_LOSSES as _IGNORING
 from ..patterns import string_value
 from ..subtrees import findall
@@ -18,6 +19,7 @@ from .loss_inputs import (
     _SAME_VALUE,
     _selected_rows,
     _targets,
+    at_least_2d,
     not_ignored_count,
     packed_sequence,
     writes_default_ignore,
@@ -75,6 +77,13 @@ class Fact:
     count: cst.BaseExpression | None = None
     anchor: cst.CSTNode | None = None
     what: str = ""  # for a token mean: what it averages over, for messages
+    #: of "elements": the rows of the batch a mask or indices select (code), whose
+    #: number differs between the processes' shares: a mean of them is no mean
+    #: of the share's samples
+    selected: str = ""
+    #: of "elements": a per-sample loss (code) whose number of dimensions is not
+    #: proven 2 or more: a reduction over a negative dimension may be the batch's
+    unranked: str = ""
 
     @property
     def reduced(self) -> bool:
@@ -127,7 +136,16 @@ def _loss_call(
     else:
         reduction = "mean"
     if reduction == "none":
-        return _ELEMENTS
+        # Per element: of elementwise losses the inputs' shape, of the others
+        # (`cross_entropy`) one dimension fewer, per sample when 1-D.
+        inputs = [a.value for a in call.args if a.keyword is None][:2] + [
+            a.value
+            for a in call.args
+            if a.keyword and a.keyword.value in ("input", "target")
+        ]
+        if name in ELEMENTWISE_LOSSES and any(at_least_2d(index, e) for e in inputs):
+            return _ELEMENTS
+        return Fact("elements", unranked=code(call))
     if reduction == "sum":
         return Fact("sum")
     if reduction not in ("mean", "batchmean"):
@@ -269,8 +287,35 @@ def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> 
             )
         over_batch = any(isinstance(v, cst.Integer) and v.value == "0" for v in values)
         if not over_batch:
-            return inner if inner.reduced or inner.kind == "unknown" else _ELEMENTS
+            if inner.reduced or inner.kind == "unknown":
+                return inner
+            if (
+                inner.kind == "elements"
+                and inner.unranked
+                and any(map(_negative, values))
+            ):
+                # `F.bce_with_logits(logit, y, reduction="none").sum(-1)` of a
+                # 1-D loss: the sum over the batch itself
+                return Fact(
+                    "unknown",
+                    f"`{code(call)}` reduces a per-sample loss over a dimension "
+                    "counted from the end, which is the batch's own where the loss "
+                    "has one dimension (the analysis cannot tell it has two or "
+                    "more): if so, reduce over a dimension counted from the start "
+                    "(`dim=1`)",
+                )
+            # (over a dimension from the start: of fewer dimensions it raises)
+            return Fact("elements", selected=inner.selected, unranked=inner.unranked)
     if inner.kind in ("elements",):
+        if how == "mean" and inner.selected:
+            return Fact(
+                "unknown",
+                f"`{code(call)}` averages over the rows `{inner.selected}` selects "
+                "(a boolean mask or indices of the batch), a number that differs "
+                "between the processes' shares, not over the batch's samples: "
+                "pass this process's number of them as accel.backward(count=...), "
+                "or sum the loss and divide by the global number",
+            )
         return Fact(how)  # type: ignore[arg-type]
     return inner
 
@@ -337,7 +382,7 @@ def _added(left: Fact, right: Fact) -> Fact:
                 "unknown",
                 f"the loss adds means over different counts ({left.what}; {right.what})",
             )
-        return left
+        return _elements_of(left, right, left) if left.kind == "elements" else left
     kinds = {left.kind, right.kind}
     if kinds == {"sum", "constant"}:
         return Fact(
@@ -386,7 +431,20 @@ def _scaled(left: Fact, right: Fact) -> Fact:
         return left
     if left.reduced and right.reduced:
         return _nonlinear(left, "a product of two batch reductions")
-    return _ELEMENTS
+    return _elements_of(left, right, _ELEMENTS)
+
+
+def _elements_of(left: Fact, right: Fact, plain: Fact) -> Fact:
+    """Per-element values combined elementwise: selected rows or a per-sample
+    loss of unproven rank in either stay so (broadcast keeps the larger rank,
+    so an operand proven 2-D or more could prove it; the analysis does not
+    try)."""
+    pick = [f for f in (left, right) if f.kind == "elements"]
+    selected = next((f.selected for f in pick if f.selected), "")
+    unranked = next((f.unranked for f in pick if f.unranked), "")
+    if not selected and not unranked:
+        return plain
+    return Fact("elements", selected=selected, unranked=unranked)
 
 
 def _nonlinear(fact: Fact, how: str) -> Fact:

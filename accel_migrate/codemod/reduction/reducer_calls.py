@@ -72,6 +72,12 @@ class _Calls:
             return _loss_call(self.index, functional.pop(), call, call, None)
         if over_parameters(names, call):
             return _CONSTANT  # `torch.cat([p.view(-1) for p in model.parameters()])`
+        if "torch.masked_select" in names or (
+            isinstance(func, cst.Attribute) and func.attr.value == "masked_select"
+        ):
+            # `torch.masked_select(loss, y > 0)`: the elements a mask selects, a
+            # number of its own on each process
+            return Fact("elements", selected=code(call))
         if names & {"torch.sum", "torch.mean"}:
             if not call.args:
                 return _ELEMENTS
@@ -157,7 +163,13 @@ class _Calls:
             if helper.reduction == "none":
                 # a per-sample loss (`reduction="none"`): its `.mean()` here is
                 # a mean of the share, as a mean criterion's; alone, not reduced
-                return Fact("elements", reason=_per_sample(helper.describe()))
+                # (1-D or more: a reduction over a dimension counted from the
+                # end may be the batch's)
+                return Fact(
+                    "elements",
+                    reason=_per_sample(helper.describe()),
+                    unranked=code(call),
+                )
             return Fact(
                 "unknown",
                 f"{helper.describe()}, whose count of terms cannot be written here",
