@@ -14,10 +14,10 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..names import FUNCTIONAL_LOSSES
 from ..subtrees import findall
+from .dims import _EXTREMES, _reduced, _statistic, extreme
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
-    _EXTREMES,
     _NONLINEAR,
     _SAME_VALUE,
     _STATISTICS,
@@ -26,10 +26,7 @@ from .facts import (
     _agree,
     _loss_call,
     _nonlinear,
-    _reduced,
-    _statistic,
     code,
-    extreme,
 )
 from .forward import (
     imported_method_fact,
