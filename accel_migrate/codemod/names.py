@@ -196,6 +196,31 @@ FUNCTIONAL_LOSSES = frozenset(
         "triplet_margin_loss",
     }
 )
+#: Losses whose ``reduction="none"`` value has the shape of their inputs
+#: (broadcast): of a 2-D input, a 2-D loss. The others (``cross_entropy``,
+#: ``nll_loss``, ...) drop the class dimension.
+ELEMENTWISE_LOSSES = frozenset(
+    {
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "kl_div",
+        "poisson_nll_loss",
+        "soft_margin_loss",
+        "BCELoss",
+        "BCEWithLogitsLoss",
+        "MSELoss",
+        "L1Loss",
+        "SmoothL1Loss",
+        "HuberLoss",
+        "KLDivLoss",
+        "PoissonNLLLoss",
+        "SoftMarginLoss",
+    }
+)
 #: Losses whose mean skips the targets equal to ``ignore_index``.
 IGNORING_LOSSES = frozenset(
     {"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"}

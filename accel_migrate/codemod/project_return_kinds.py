@@ -17,6 +17,7 @@ from .names import (
 )
 from .optimizer_factories import class_expression
 from .project_nodes import SAME_OBJECT_METHODS, _assigned_in, same_object_of
+from .project_ranks import loss_at_least_2d
 from .reaching_values import reaching_value
 
 if TYPE_CHECKING:
@@ -209,8 +210,12 @@ class ReturnKinds:
         if isinstance(func, ast.Attribute) and func.attr in ("sum", "mean"):
             inner = self.kind_of(func.value, function, depth + 1)
             if inner[:2] == ("loss", "none"):
-                # `F.kl_div(..., reduction="none").sum(-1)`: per sample still
-                return ("loss", _per_sample(func.attr, expr), "")
+                # `F.kl_div(..., reduction="none").sum(1)`: per sample still
+                return (
+                    "loss",
+                    _per_sample(func.attr, expr, self._ranked(func.value, function)),
+                    "",
+                )
         target = self.resolve(func)
         if isinstance(target, str):
             return self._external(target, expr)
@@ -230,6 +235,14 @@ class ReturnKinds:
                 if len(found) == 1:
                     return found.pop()
         return ("", "", "")
+
+    def _ranked(self, loss: ast.expr, function: ast.AST) -> bool:
+        """Is ``loss`` an elementwise ``F.*`` loss of an input provably 2-D or
+        more (``F.kl_div(F.log_softmax(pred, dim=1), ...)``)?"""
+        if not isinstance(loss, ast.Call):
+            return False
+        target = self.resolve(loss.func)
+        return isinstance(target, str) and loss_at_least_2d(target, loss, function)
 
     def _external(self, target: str, call: ast.Call) -> tuple[str, str, str]:
         if target in DATALOADER_CALLS:
@@ -287,12 +300,15 @@ class ReturnKinds:
         return ("", "", "")
 
 
-def _per_sample(method: str, call: ast.Call) -> str:
-    """The reduction of ``loss.mean()`` / ``loss.sum(-1)`` of a per-element loss
+def _per_sample(method: str, call: ast.Call, ranked: bool) -> str:
+    """The reduction of ``loss.mean()`` / ``loss.sum(1)`` of a per-element loss
     (``reduction="none"``): over everything, a mean or a sum over its elements,
     which are the samples of the share where the loss is per sample (a mean of
-    the share, as a mean criterion's); over one dimension other than the
-    batch's (a literal other than 0), per sample still ("none"); else unknown."""
+    the share, as a mean criterion's); over one dimension counted from the
+    start other than the batch's (a literal >= 1: of a 1-D loss it raises), or
+    from the end of a loss ``ranked`` (proven 2-D or more), per sample still
+    ("none"); else unknown: ``.sum(-1)`` of a 1-D loss (a helper's parameters
+    have no known number of dimensions) sums the batch itself."""
     dims = [a for a in call.args] + [k.value for k in call.keywords if k.arg == "dim"]
     others = [k for k in call.keywords if k.arg not in ("dim", "keepdim")]
     if others or len(dims) > 1:
@@ -300,16 +316,13 @@ def _per_sample(method: str, call: ast.Call) -> str:
     if not dims:
         return method
     dim = dims[0]
-    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub):
-        dim = dim.operand
-        negative = True
-    else:
-        negative = False
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub) and ranked:
+        dim = dim.operand  # from the end of two dimensions or more: not the batch
     if (
         isinstance(dim, ast.Constant)
         and isinstance(dim.value, int)
         and not isinstance(dim.value, bool)
-        and (negative or dim.value > 0)
+        and dim.value > 0
     ):
         return "none"
     return "unknown"

@@ -1,7 +1,9 @@
 """A local module's function that returns a per-sample loss
 (``reduction="none"``, also reduced over a dimension other than the batch's:
 davda54/sam's ``smooth_crossentropy``, ``F.kl_div(..., reduction="none").sum(-1)``):
-the project view reads its reduction as "none", and the script's
+the project view reads its reduction as "none" where that dimension is not the
+batch's (counted from the start, or from the end of a loss proven 2-D or more:
+``F.log_softmax(pred, dim=1)``), and the script's
 ``loss.mean().backward()`` is a mean of the share, as a mean criterion's (AM007
 fixed, no needs-review), where before the reduction was "not known"."""
 
@@ -38,6 +40,18 @@ def by_name(pred, gold, dim):
 
 def mean_of_rows(pred, gold):
     return F.cross_entropy(pred, gold, reduction="none").mean()
+
+
+def bce_loss(logit, target):
+    return F.binary_cross_entropy_with_logits(logit, target, reduction="none").sum(-1)
+
+
+def bce_over_classes(logit, target):
+    return F.binary_cross_entropy_with_logits(logit, target, reduction="none").sum(1)
+
+
+def ce_last(pred, gold):
+    return F.cross_entropy(pred, gold, reduction="none").sum(-1)
 """
 
 SCRIPT = """\
@@ -71,6 +85,9 @@ def test_the_project_view_reads_a_per_sample_return(tmp_path: Path) -> None:
             "over_batch",
             "by_name",
             "mean_of_rows",
+            "bce_loss",
+            "bce_over_classes",
+            "ce_last",
         )
     }
     assert reductions == {
@@ -79,6 +96,11 @@ def test_the_project_view_reads_a_per_sample_return(tmp_path: Path) -> None:
         "over_batch": ("loss", "unknown"),  # summed over the batch's dimension
         "by_name": ("loss", "unknown"),  # a dimension the analysis cannot read
         "mean_of_rows": ("loss", "mean"),
+        # of a 1-D logit (rev7's repro: `bce_loss(model(x).squeeze(1), y)`) the
+        # last dimension is the batch's: not provably per sample
+        "bce_loss": ("loss", "unknown"),
+        "bce_over_classes": ("loss", "none"),  # of a 1-D logit `.sum(1)` raises
+        "ce_last": ("loss", "unknown"),  # of 2-D logits a 1-D loss
     }
     assert "per sample, reduction='none'" in table["losses.per_sample"].describe()
 
@@ -110,7 +132,19 @@ def test_a_sum_of_a_per_sample_loss_is_a_sum(tmp_path: Path) -> None:
     assert concerns == []
 
 
-def test_a_return_summed_over_the_batch_stays_unknown(tmp_path: Path) -> None:
-    _, concerns = _am007(tmp_path, "over_batch", "mean")
+@pytest.mark.parametrize("name", ["over_batch", "bce_loss"])
+def test_a_return_summed_over_the_batch_stays_unknown(
+    tmp_path: Path, name: str
+) -> None:
+    _, concerns = _am007(tmp_path, name, "mean")
     assert len(concerns) == 1
     assert "the loss's reduction is not known" in concerns[0]
+
+
+def test_a_caller_reduction_from_the_end_of_a_per_sample_return_is_unknown(
+    tmp_path: Path,
+) -> None:
+    backward, concerns = _am007(tmp_path, "per_sample", "sum(-1).mean")
+    assert backward == "accel.backward(loss.sum(-1).mean())"
+    assert len(concerns) == 1
+    assert "over a dimension counted from the end" in concerns[0]

@@ -91,6 +91,7 @@ from .facts import (
 )
 from .forward import forward_loss_fact, indexed_output_fact
 from .loss_dicts import returned_dict_item
+from .loss_inputs import selected_rows
 from .placement import BINDINGS, bound_targets, placement_blocker, statement_of
 from .read_outs import read_out
 from .reducer_calls import _Calls
@@ -189,6 +190,10 @@ class _Reducer(_Operators, _Calls):
             return self._returned_items(item[0], item[1], depth)
         if isinstance(expr, cst.Subscript) and self._model_loss(expr):
             return _computed_by_model(expr)
+        if isinstance(expr, cst.Subscript) and selected_rows(self.index, expr):
+            # `loss[y != 0]`: the rows a mask selects, a number of its own on
+            # each process (a mean of them is none of the share's samples)
+            return Fact("elements", selected=code(expr))
         if isinstance(expr, cst.Subscript):
             # `loss = outputs[0]` of `outputs = model(...)`
             return indexed_output_fact(self.index, expr) or _ELEMENTS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -11,6 +10,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain
 from ..batch_rows import batch_values
+from ..names import ELEMENTWISE_LOSSES
 from ..names import IGNORING_LOSSES as _IGNORING
 from ..patterns import string_value
 from ..subtrees import findall
@@ -18,6 +18,7 @@ from .loss_inputs import (
     _SAME_VALUE,
     _selected_rows,
     _targets,
+    at_least_2d,
     not_ignored_count,
     packed_sequence,
     writes_default_ignore,
@@ -75,6 +76,13 @@ class Fact:
     count: cst.BaseExpression | None = None
     anchor: cst.CSTNode | None = None
     what: str = ""  # for a token mean: what it averages over, for messages
+    #: of "elements": the rows of the batch a mask or indices select (code), whose
+    #: number differs between the processes' shares: a mean of them is no mean
+    #: of the share's samples
+    selected: str = ""
+    #: of "elements": a per-sample loss (code) whose number of dimensions is not
+    #: proven 2 or more: a reduction over a negative dimension may be the batch's
+    unranked: str = ""
 
     @property
     def reduced(self) -> bool:
@@ -127,7 +135,16 @@ def _loss_call(
     else:
         reduction = "mean"
     if reduction == "none":
-        return _ELEMENTS
+        # Per element: of elementwise losses the inputs' shape, of the others
+        # (`cross_entropy`) one dimension fewer, per sample when 1-D.
+        inputs = [a.value for a in call.args if a.keyword is None][:2] + [
+            a.value
+            for a in call.args
+            if a.keyword and a.keyword.value in ("input", "target")
+        ]
+        if name in ELEMENTWISE_LOSSES and any(at_least_2d(index, e) for e in inputs):
+            return _ELEMENTS
+        return Fact("elements", unranked=code(call))
     if reduction == "sum":
         return Fact("sum")
     if reduction not in ("mean", "batchmean"):
@@ -250,61 +267,6 @@ def _packed_mean(index: ModuleIndex, call: cst.Call, spelled: str) -> Fact | Non
 #: Names that pad labels with -100 (the default ``ignore_index``) where they are used.
 
 
-def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> Fact:
-    """``x.sum(...)`` / ``x.mean(...)`` of a value with fact ``inner``."""
-    dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
-    if dims:
-        dim = dims[0]
-        values = (
-            [e.value for e in dim.elements]
-            if isinstance(dim, (cst.Tuple, cst.List))
-            else [dim]
-        )
-        if not all(isinstance(v, cst.Integer) or _negative(v) for v in values):
-            if inner.reduced:
-                return inner
-            return Fact(
-                "unknown",
-                f"`{code(call)}` reduces over dimensions the analysis cannot read",
-            )
-        over_batch = any(isinstance(v, cst.Integer) and v.value == "0" for v in values)
-        if not over_batch:
-            return inner if inner.reduced or inner.kind == "unknown" else _ELEMENTS
-    if inner.kind in ("elements",):
-        return Fact(how)  # type: ignore[arg-type]
-    return inner
-
-
-#: A tensor's largest or smallest value: over dimension 0 (or the whole tensor)
-#: a statistic of the batch, as ``var``; with a second tensor, elementwise.
-_EXTREMES = frozenset({"max", "min", "amax", "amin"})
-
-
-def extreme(call: cst.Call, args: Sequence[cst.Arg]) -> Fact | None:
-    """``x.max()``, ``x.max(0)``, ``torch.amax(x, dim=0)``: a statistic of the
-    batch; ``x.max(1)``: per sample; ``x.max(y)``, ``torch.max(a, b)``: None
-    (elementwise, the caller's other cases)."""
-    dims = [a for a in args if a.keyword is None or a.keyword.value == "dim"]
-    if (
-        dims
-        and dims[0].keyword is None
-        and not isinstance(dims[0].value, (cst.Integer, cst.UnaryOperation))
-    ):
-        return None
-    return _statistic(call, args)
-
-
-def _statistic(call: cst.Call, args: Iterable[cst.Arg]) -> Fact:
-    """``x.var(0)``, ``x.std()``: over the batch, neither a sum nor a mean."""
-    dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
-    if dims and not m.matches(dims[0], m.Integer("0")):
-        return _ELEMENTS
-    return Fact(
-        "unknown",
-        f"the loss goes through a statistic of the batch (`{code(call)}`)",
-    )
-
-
 def _constructed(index: ModuleIndex, value: cst.BaseExpression) -> bool:
     """``torch.ones(1).cuda()``: a tensor the script makes, not one of the batch."""
     while (
@@ -315,14 +277,6 @@ def _constructed(index: ModuleIndex, value: cst.BaseExpression) -> bool:
         value = value.func.value
     return isinstance(value, cst.Call) and bool(
         index.qualnames(value.func) & _CONSTRUCTORS
-    )
-
-
-def _negative(node: cst.BaseExpression) -> bool:
-    return (
-        isinstance(node, cst.UnaryOperation)
-        and isinstance(node.operator, cst.Minus)
-        and isinstance(node.expression, cst.Integer)
     )
 
 
@@ -337,7 +291,7 @@ def _added(left: Fact, right: Fact) -> Fact:
                 "unknown",
                 f"the loss adds means over different counts ({left.what}; {right.what})",
             )
-        return left
+        return _elements_of(left, right, left) if left.kind == "elements" else left
     kinds = {left.kind, right.kind}
     if kinds == {"sum", "constant"}:
         return Fact(
@@ -386,7 +340,20 @@ def _scaled(left: Fact, right: Fact) -> Fact:
         return left
     if left.reduced and right.reduced:
         return _nonlinear(left, "a product of two batch reductions")
-    return _ELEMENTS
+    return _elements_of(left, right, _ELEMENTS)
+
+
+def _elements_of(left: Fact, right: Fact, plain: Fact) -> Fact:
+    """Per-element values combined elementwise: selected rows or a per-sample
+    loss of unproven rank in either stay so (broadcast keeps the larger rank,
+    so an operand proven 2-D or more could prove it; the analysis does not
+    try)."""
+    pick = [f for f in (left, right) if f.kind == "elements"]
+    selected = next((f.selected for f in pick if f.selected), "")
+    unranked = next((f.unranked for f in pick if f.unranked), "")
+    if not selected and not unranked:
+        return plain
+    return Fact("elements", selected=selected, unranked=unranked)
 
 
 def _nonlinear(fact: Fact, how: str) -> Fact:

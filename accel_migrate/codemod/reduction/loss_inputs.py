@@ -68,14 +68,19 @@ def _selected_rows(index: ModuleIndex, call: cst.Call) -> cst.Subscript | None:
     over the selected rows."""
     for arg in call.args[:2] if all(a.keyword is None for a in call.args[:2]) else ():
         value = arg.value
-        if (
-            isinstance(value, cst.Subscript)
-            and value.slice
-            and isinstance(value.slice[0].slice, cst.Index)
-            and _selection(index, value.slice[0].slice.value, 0)
-        ):
+        if isinstance(value, cst.Subscript) and selected_rows(index, value):
             return value
     return None
+
+
+def selected_rows(index: ModuleIndex, value: cst.Subscript) -> bool:
+    """Does ``value`` select rows of its tensor by a mask or indices
+    (``loss[y != 0]``, ``x[pos]`` with ``pos = labels > 0``)?"""
+    return (
+        bool(value.slice)
+        and isinstance(value.slice[0].slice, cst.Index)
+        and _selection(index, value.slice[0].slice.value, 0)
+    )
 
 
 #: Calls that make a mask or the indices of a selection.
@@ -196,3 +201,48 @@ def writes_default_ignore(index: ModuleIndex) -> bool:
 
 #: Per module index (one per tree), computed once: a traversal of the module.
 _WRITES_DEFAULT_IGNORE: WeakKeyDictionary[ModuleIndex, bool] = WeakKeyDictionary()
+
+
+#: Calls whose ``dim`` (a literal >= 1) needs an input of two dimensions or more,
+#: and whose value has the input's shape.
+_ALONG_DIM = frozenset({"softmax", "log_softmax", "normalize", "cumsum"})
+
+
+def at_least_2d(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Is ``expr`` provably a tensor of two dimensions or more (else the code
+    raises): ``F.log_softmax(x, dim=1)``, ``x.view(n, -1)``, ``x.unsqueeze(1)``,
+    or a variable bound only to one of them?"""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Name):
+        key = index.key(expr)
+        values = index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(
+            v is not None and at_least_2d(index, v, depth + 1) for v in values
+        )
+    if not isinstance(expr, cst.Call) or any(a.star for a in expr.args):
+        return False
+    func = expr.func
+    method = func.attr.value if isinstance(func, cst.Attribute) else ""
+    names = {
+        q.rsplit(".", 1)[-1] for q in index.qualnames(func) if q.startswith("torch.")
+    }
+    if method in ("view", "reshape") and len(expr.args) >= 2:
+        return all(a.keyword is None for a in expr.args)  # one size per dimension
+    positional = [a.value for a in expr.args if a.keyword is None]
+    dims = [a.value for a in expr.args if a.keyword and a.keyword.value == "dim"]
+    if names & _ALONG_DIM:  # `F.log_softmax(x, 1)`, `torch.softmax(x, dim=1)`
+        return _positive(dims or positional[1:2])
+    if method == "unsqueeze" or method in _ALONG_DIM:  # `x.log_softmax(1)`
+        return _positive(dims or positional[:1])
+    return False
+
+
+def _positive(values: list[cst.BaseExpression]) -> bool:
+    """Is the one value a literal dimension >= 1 (a tensor of fewer dimensions
+    raises)?"""
+    return (
+        len(values) == 1
+        and isinstance(values[0], cst.Integer)
+        and values[0].evaluated_value >= 1
+    )

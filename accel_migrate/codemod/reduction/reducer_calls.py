@@ -14,10 +14,10 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..names import FUNCTIONAL_LOSSES
 from ..subtrees import findall
+from .dims import _EXTREMES, _reduced, _statistic, extreme
 from .facts import (
     _CONSTANT,
     _ELEMENTS,
-    _EXTREMES,
     _NONLINEAR,
     _SAME_VALUE,
     _STATISTICS,
@@ -26,10 +26,7 @@ from .facts import (
     _agree,
     _loss_call,
     _nonlinear,
-    _reduced,
-    _statistic,
     code,
-    extreme,
 )
 from .forward import (
     imported_method_fact,
@@ -72,6 +69,12 @@ class _Calls:
             return _loss_call(self.index, functional.pop(), call, call, None)
         if over_parameters(names, call):
             return _CONSTANT  # `torch.cat([p.view(-1) for p in model.parameters()])`
+        if "torch.masked_select" in names or (
+            isinstance(func, cst.Attribute) and func.attr.value == "masked_select"
+        ):
+            # `torch.masked_select(loss, y > 0)`: the elements a mask selects, a
+            # number of its own on each process
+            return Fact("elements", selected=code(call))
         if names & {"torch.sum", "torch.mean"}:
             if not call.args:
                 return _ELEMENTS
@@ -157,7 +160,13 @@ class _Calls:
             if helper.reduction == "none":
                 # a per-sample loss (`reduction="none"`): its `.mean()` here is
                 # a mean of the share, as a mean criterion's; alone, not reduced
-                return Fact("elements", reason=_per_sample(helper.describe()))
+                # (1-D or more: a reduction over a dimension counted from the
+                # end may be the batch's)
+                return Fact(
+                    "elements",
+                    reason=_per_sample(helper.describe()),
+                    unranked=code(call),
+                )
             return Fact(
                 "unknown",
                 f"{helper.describe()}, whose count of terms cannot be written here",
