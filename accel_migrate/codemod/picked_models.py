@@ -106,7 +106,12 @@ def unread_reason(fact: HelperFact, depth: int = 0) -> str:
         if value == field.default:
             continue
         if field.name == "draws":
-            method, what = value[0]
+            # a draw of `__init__` (`weight.uniform_()`) makes the initial
+            # weights, which preparing the model makes the main process's
+            called = [(m, w) for m, w in value if m != "__init__"]
+            if not called:
+                continue
+            method, what = called[0]
             return f"{fact.where}: `{method}` draws {what}"
         text = value if isinstance(value, str) else f"it has `{field.name}` facts"
         return f"{fact.where}: {text}"
