@@ -28,6 +28,7 @@ from .trainer_blocks import ALL_OR_NOTHING, TrainerBlocks
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
+    from .project_facts import HelperFact
 
 
 #: Methods a script calls on a model it trains (not `.parameters()`: a frozen
@@ -61,6 +62,7 @@ class AllOrNothing(TrainerBlocks):
         self._block_picked_trainers()
         self._block_subclassed_trainers()
         self._block_quantization_swaps()
+        self._block_picked_models()
         for key, call in self._stepped_models.items():
             values = [
                 v
@@ -119,6 +121,60 @@ class AllOrNothing(TrainerBlocks):
             name = quantization_swap(self, call)
             if name:
                 self.block(call, swap_message(name) + ALL_OR_NOTHING)
+
+    def _block_picked_models(self) -> None:
+        """``model = models.__dict__[args.model]()`` (``picked_models``): a
+        model whose class is picked by name from a local module is prepared
+        only where every candidate is shown plain; no rule reads the forward
+        of a class no call names, so otherwise the setup is left whole."""
+        from .picked_models import picked_model, unread_reason
+
+        for key in sorted(self.models, key=lambda k: k[1]):
+            for value in self.index.values.get(key, []):
+                if value is None or not self._fresh(key, value):
+                    continue
+                for branch in self._branches(value):
+                    core = self._core(branch)
+                    if not isinstance(core, cst.Call):
+                        continue
+                    picked = picked_model(self.index, core)
+                    if picked is None:
+                        continue
+                    how, candidates = picked
+                    reasons = [r for r in map(unread_reason, candidates) if r]
+                    if candidates and not reasons:
+                        continue
+                    self._block_picked(core, key, how, candidates, reasons)
+
+    def _block_picked(
+        self,
+        call: cst.Call,
+        key: Key,
+        how: str,
+        candidates: tuple[HelperFact, ...],
+        reasons: list[str],
+    ) -> None:
+        names = ", ".join(f.where for f in candidates[:4])
+        if len(candidates) > 4:
+            names += f" (and {len(candidates) - 4} more)"
+        why = (
+            f"of its candidates ({names}), not every one is shown free of what "
+            f"accel-migrate checks a named model for ({'; '.join(reasons[:2])})"
+            if candidates
+            else "accel-migrate finds no model class or factory there to read"
+        )
+        self.block(
+            call,
+            f"`{key[1]}` is built by `{snippet(call)}` (line {self._line(call)}), "
+            f"a model class picked at run time by name from {how}: {why}. The "
+            "checks of a model's forward (random draws, reductions over the "
+            "batch, the loss it returns) read the class a call names, so none of "
+            "them reads the class picked here, and preparing it would migrate "
+            "that forward unchecked. Build the model by its class's name "
+            "(`Net(...)`) so that its forward is read, or wrap it with "
+            "accel.prepare_model(...) where it is built once each candidate's "
+            "forward is checked by hand" + ALL_OR_NOTHING,
+        )
 
     def _handed_parameters(self, name: str) -> str:
         """Where the file hands ``name.parameters()`` to a class or function of

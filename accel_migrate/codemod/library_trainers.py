@@ -76,6 +76,43 @@ def method_trains_handed(lineage: Lineage) -> str:
     return ""
 
 
+def untraining_methods(
+    lineage: Lineage,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
+) -> tuple[str, ...]:
+    """The methods of a class whose call on an instance trains nothing: no
+    backward in them, no handed model trained through a function of the module
+    (``function_trains_handed``), and no ``self.X(...)`` of a method that is not
+    quiet itself (``Toolkit.evaluate`` beside a ``finetune`` that trains). A
+    script that builds the class and calls only these does not hand its model
+    to the training (``TrainerBlocks._block_method_trainers``)."""
+    from .function_trainers import function_trains_handed
+
+    methods = {m.name: m for m in _methods(lineage) if m.name != "__init__"}
+    quiet = {
+        name
+        for name, method in methods.items()
+        if next(_backward_calls(method), None) is None
+        and not function_trains_handed(method, functions or {})
+    }
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(quiet):
+            called = {
+                node.func.attr
+                for node in ast.walk(methods[name])
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+            }
+            if any(c in methods and c not in quiet for c in called):
+                quiet.discard(name)
+                changed = True
+    return tuple(sorted(quiet))
+
+
 def backpropagated_attributes(lineage: Lineage) -> tuple[tuple[str, int], ...]:
     """``self.X`` that a method of the class backpropagates (``self.loss.backward()``,
     or ``accel.backward(self.loss, ...)`` once migrated), with the line of the

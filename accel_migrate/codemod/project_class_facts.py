@@ -139,6 +139,7 @@ class ClassFacts:
             method_trains_handed,
             trained_parameter,
             trains_own_models,
+            untraining_methods,
         )
         from .plain_holders import plain_bases
         from .relayed_trainers import trains_through
@@ -156,6 +157,7 @@ class ClassFacts:
                 effects.body(statement.body)
             elif not isinstance(statement, (ast.Expr, ast.Pass, ast.Assign)):
                 effects.pure = False
+        method_trains = method_trains_handed(lineage)
         return HelperFact(
             cls.name,
             self.file,
@@ -167,7 +169,12 @@ class ClassFacts:
             collective_calls=tuple(sorted(effects.collective_calls)),
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
-            method_trains=method_trains_handed(lineage),
+            method_trains=method_trains,
+            untraining_methods=(
+                untraining_methods(lineage, self.scan.functions)
+                if method_trains
+                else ()
+            ),
             # `class SAM(torch.optim.Optimizer)`, `class MySGD(Base)` with
             # `class Base(torch.optim.SGD)`: through the class chain
             optimizer_subclass=any(

@@ -236,6 +236,10 @@ class HelperFact:
     #: ``fit(model, loader)``): how, as a phrase (``method_trains_handed``);
     #: "" if not.
     method_trains: str = ""
+    #: For such a class: its methods whose call trains nothing
+    #: (``library_trainers.untraining_methods``): an instance only they are
+    #: called on is not handed the model to train.
+    untraining_methods: tuple[str, ...] = ()
     #: For such a class: the ``__init__`` parameter it trains, and its position
     #: among the positional parameters after ``self`` (-1: keyword only).
     trained_parameter: tuple[str, int] = ("", -1)

@@ -105,6 +105,7 @@ class TrainerBlocks:
                 or fact.collectives
                 or fact.batch_migrated
                 or fact.where in seen
+                or self._only_untraining_calls(call, fact)
             ):
                 continue
             seen.add(fact.where)
@@ -125,6 +126,53 @@ class TrainerBlocks:
                 "its metrics or moving its logs and saves to the main process "
                 "would mix a migrated half with an unmigrated one",
             )
+
+    def _only_untraining_calls(self, call: cst.Call, fact: HelperFact) -> bool:
+        """Is the instance ``call`` builds only ever the receiver of methods that
+        train nothing (``HelperFact.untraining_methods``: ``tools = Toolkit()`` then
+        ``tools.evaluate(model, loader)``, its ``finetune`` never called)? False
+        where it escapes: handed on, aliased, stored, returned, an attribute read
+        that is not a call, or bound to something other than one plain name."""
+        quiet = set(fact.untraining_methods)
+        parent = self.index.parent(call)
+        if isinstance(parent, cst.Attribute) and parent.value is call:
+            # `Toolkit().evaluate(model, loader)`
+            outer = self.index.parent(parent)
+            return (
+                isinstance(outer, cst.Call)
+                and outer.func is parent
+                and parent.attr.value in quiet
+            )
+        if not (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return False
+        target = parent.targets[0].target
+        key = self.index.key(target)
+        if key is None or len(self.index.values.get(key, [])) != 1:
+            return False
+        for name in findall(self.index.module, m.Name(value=target.value)):
+            # every name spelt so, in any scope: a function reading the
+            # global, or a local of the same name, is not told apart
+            attribute = self.index.parent(name)
+            if (
+                name is target
+                or isinstance(attribute, (cst.ImportFrom, cst.ImportAlias))
+                or (isinstance(attribute, cst.Attribute) and attribute.attr is name)
+            ):
+                continue  # `from tools import ...`, `x.tools`: not the instance
+            outer = self.index.parent(attribute) if attribute is not None else None
+            if not (
+                isinstance(attribute, cst.Attribute)
+                and attribute.value is name
+                and isinstance(outer, cst.Call)
+                and outer.func is attribute
+                and attribute.attr.value in quiet
+            ):
+                return False
+        return True
 
     def _block_picked_trainers(self) -> None:
         """``getattr(alg, config["algorithm_type"])(config)`` of a local module

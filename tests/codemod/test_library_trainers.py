@@ -829,3 +829,82 @@ def test_a_class_whose_method_trains_what_it_is_handed(tmp_path: Path) -> None:
         "`Trainer(max_epochs=2)` builds `Trainer` in trainer.py, whose method "
         "trains the model a caller hands it there: `fit` calls backward (line 13)"
     )
+
+
+TOOLKIT = """\
+import torch
+
+
+class Toolkit:
+    def __init__(self, lr=0.01):
+        self.lr = lr
+
+    def finetune(self, model, opt, loader):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def tune_all(self, model, opt, loader):
+        self.finetune(model, opt, loader)
+
+    def evaluate(self, model, loader):
+        with torch.no_grad():
+            return sum(float(torch.nn.functional.mse_loss(model(x), y)) for x, y in loader)
+"""
+
+TOOLKIT_SCRIPT = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from tools import Toolkit
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8)
+tools = Toolkit()
+for epoch in range(2):
+    for x, y in loader:
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    {use}
+"""
+
+
+def test_a_method_trainer_built_but_its_training_method_never_called(
+    tmp_path: Path,
+) -> None:
+    """rev7 D5: ``tools = Toolkit()`` built only to call ``tools.evaluate(...)``;
+    its ``finetune(model, opt, loader)`` trains a handed model but is never
+    called, so the script's own setup is migrated. Calling ``finetune``, a
+    method that reaches it (``tune_all``), or handing the instance on, leaves
+    the file whole as before."""
+    (tmp_path / "tools.py").write_text(TOOLKIT)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import tools\n")
+    fact = dict(read_project(str(probe)).helpers)["tools.Toolkit"]
+    assert fact.method_trains.startswith("`finetune` calls backward")
+    assert fact.untraining_methods == ("evaluate",)
+    script = tmp_path / "train.py"
+    script.write_text(TOOLKIT_SCRIPT.format(use="print(tools.evaluate(model, loader))"))
+    result = migrate_source(script.read_bytes(), str(script))
+    assert result.changed
+    assert not [f for f in result.findings if f.status == "needs-review"]
+    assert b"accel.prepare_model(nn.Linear(4, 1))" in result.output
+    for use in (
+        "tools.finetune(model, opt, loader)",
+        "tools.tune_all(model, opt, loader)",
+        "print(getattr(tools, 'finetune'))",
+        "kit = tools",
+    ):
+        script.write_text(TOOLKIT_SCRIPT.format(use=use))
+        result = migrate_source(script.read_bytes(), str(script))
+        assert not result.changed, use
+        (blocking,) = [f for f in result.findings if f.code == "AM004"]
+        assert blocking.message.startswith(
+            "`Toolkit()` builds `Toolkit` in tools.py, whose method trains"
+        ), use

@@ -115,6 +115,21 @@ the calls), which loaders they shard, and the model's class (its
 ``configure_optimizers``, its ``forward`` loss). If either file is left
 unchanged, so is the other (AM103).
 
+A class of a local module built only for its other methods, none of which
+trains (``tools = Toolkit()`` then ``tools.evaluate(model, loader)``, its
+``finetune(model, opt, loader)`` never called), does not stop the file; calling
+a method that trains a handed model, or one that reaches it, or handing the
+instance on, does (``HelperFact.untraining_methods``).
+
+A model whose class is picked at run time by name among a local module's
+(``models.__dict__[args.model]()``, ``getattr(models, name)(...)``,
+``MODELS[args.model]()`` over a dict of local classes) is prepared only where
+every candidate (``codemod/model_lookups.py``) carries no fact beyond being a
+model (dropout aside, which AM027 reports): the checks of a forward (draws,
+reductions over the batch, a returned loss) read the class a call names, and
+none names this one. Otherwise the file stops with a finding at the pick naming
+the candidates and why (``codemod/picked_models.py``).
+
 ## Why
 Under DDP the model must be wrapped so that gradients are averaged across
 processes, and under FSDP its parameters are sharded. ``prepare_model`` also moves
