@@ -16,7 +16,7 @@ from .config import ConfigError, RuntimeConfig, load_config
 from .drift import DriftCheck
 from .env import DONE_DIR_VARIABLE, DistEnv
 from .faults import mark_failed, peer_gone, process_failed, report_stopped
-from .loss_share import RecordedLoss
+from .loss_share import RecordedLoss, sum_shares
 from .module import PreparedModule
 from .precision import Precision, precision_class
 from .strategies import Strategy, strategy_class
@@ -223,20 +223,23 @@ class Runtime:
             )
 
     def global_loss(
-        self, loss: torch.Tensor, fraction: float | None = None
-    ) -> torch.Tensor:
+        self, loss: torch.Tensor | None, fraction: float | None = None
+    ) -> torch.Tensor | None:
         """Each rank's loss weighted by its fraction of the global loss, summed:
-        ``fraction`` when given, else the one ``accel.backward`` used for it."""
+        ``fraction`` when given, else the one ``accel.backward`` used for it. A
+        rank with ``None`` takes part with no share (see ``sum_shares``)."""
+        if loss is None:
+            return sum_shares(self.comm, None, 0.0)
         in_flight = self._loss_in_flight
-        if fraction is not None:
-            return self.comm.all_reduce(self._weighted_loss(loss, fraction), "sum")
-        if in_flight is not None and in_flight[0]() is loss:
-            self._loss_in_flight = None
-            return in_flight[1].result()
-        last = self._last_backward_loss
-        if last is not None and last() is loss:
-            self._reduce_during_backward = True
-        return self.comm.all_reduce(self._weighted_loss(loss), "sum")
+        if fraction is None:
+            if in_flight is not None and in_flight[0]() is loss:
+                self._loss_in_flight = None
+                return in_flight[1].result()
+            last = self._last_backward_loss
+            if last is not None and last() is loss:
+                self._reduce_during_backward = True
+            fraction = self.recorded_fraction(loss)
+        return sum_shares(self.comm, self._weighted_loss(loss, fraction), fraction)
 
     def after_backward(self) -> None:
         """Let the strategy see each prepared model after a backward pass (DDP: a

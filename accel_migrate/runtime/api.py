@@ -269,17 +269,21 @@ def global_loss(
     it every step (see ``Runtime.start_loss_reduce``), so it costs a wait, not a
     round trip.
 
-    ``None`` comes back as it is, with no collective: an optional value of a
-    logger that skips it (ConvNeXt's ``metric_logger.update(class_acc=None)``
-    when Mixup is on), the same on every process as the script decides it.
+    ``None`` is an optional value (ConvNeXt's ``metric_logger.update(class_acc=None)``
+    when Mixup is on; ``acc = ... if len(y) else None`` on a rank whose share of a
+    short last batch is empty). It still takes part in the collective, with no
+    share: the result is the mean over the ranks that have a value, as one
+    process had the value of the whole batch, and ``None`` when no rank has one.
     """
-    if loss is None:
-        return None
     if reduction is not None or count is not None:
         _loss_share.check_reduction(reduction or "mean", count)
     runtime = peek_runtime()
     if runtime is None or not runtime.env.distributed:
         return loss
+    if loss is None:
+        if count is not None:  # the others sum their counts: take part
+            _loss_share.loss_fraction(runtime, reduction or "mean", count)
+        return runtime.global_loss(None)
     if reduction is None and count is None:
         return runtime.global_loss(loss)
     fraction = _loss_share.loss_fraction(runtime, reduction or "mean", count)

@@ -25,6 +25,13 @@ A registration made inside a module's own forward (``self.register_buffer`` of a
 cache grown for a longer input, as rotary-embedding layers do) is left alone:
 every process runs that forward, and such a cache is a function of the input's
 shape. One that computes the buffer from the batch is not caught (a limit).
+So is a new value for a buffer the part already has (``module.running_mean =
+torch.zeros_like(module.running_mean)``, ``load_state_dict(sd, assign=True)``):
+DDP takes the module's buffers anew before each broadcast, as for one assigned on
+the prepared model itself. And so is the ``weight_mask`` that
+``torch.nn.utils.prune`` registers: a function of the weights, which are the same
+on every process (a random pruning method draws it: a limit). A registration
+traced by ``torch.compile`` is not a call of the script's and is not checked.
 
 The hooks are installed at the first distributed prepared model, so one process
 runs nothing of this. What a hook costs on every other registration of the
@@ -37,8 +44,10 @@ import sys
 import weakref
 from typing import Any
 
+import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.nn.utils import prune as torch_prune
 
 #: Every part of a prepared model whose wrapper is built, to that prepared model.
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = (
@@ -48,6 +57,7 @@ _INSTALLED: list[Any] = []
 #: The frames of a module's call: a registration below one is the module's own.
 _CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
 _TORCH_MODULE = torch_module.__file__
+_PRUNE = torch_prune.__file__
 
 
 def watch(prepared: Any, module: nn.Module) -> None:
@@ -108,9 +118,26 @@ def _path(prepared: Any, module: nn.Module) -> str:
     return type(module).__name__
 
 
+def _by_pruning() -> bool:
+    """Is this registration made by ``torch.nn.utils.prune`` (its ``*_mask``)?"""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == _PRUNE:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def _on_buffer(module: nn.Module, name: str, tensor: Any) -> None:
+    if torch.compiler.is_compiling():  # dynamo traced into the hook: not a call
+        return None
     prepared = _owner(module)
-    if prepared is None or tensor is None or _in_a_forward():
+    if prepared is None or tensor is None or name in module._buffers:
+        # a new value for a buffer the wrapper already has (SWA's reset_bn,
+        # load_state_dict(assign=True)): DDP takes the module's buffers anew
+        # before each broadcast, so this one is broadcast as before
+        return None
+    if _in_a_forward() or _by_pruning():
         return None
     call = f"{_path(prepared, module)}.register_buffer({name!r}, ...)"
     prepared._late(call, tensor, buffer=True)
@@ -118,6 +145,8 @@ def _on_buffer(module: nn.Module, name: str, tensor: Any) -> None:
 
 
 def _on_module(parent: nn.Module, name: str, submodule: Any) -> None:
+    if torch.compiler.is_compiling():
+        return None
     prepared = _found(parent)
     if prepared is None or submodule is None:
         return None

@@ -178,3 +178,47 @@ def as_tensors(loss: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor
                 f"{type(tensor).__name__} in the sequence"
             )
     return tensors
+
+
+def sum_shares(
+    comm: Any, weighted: torch.Tensor | None, fraction: float
+) -> torch.Tensor | None:
+    """The sum of the ranks' weighted losses, where a rank may have none.
+
+    ``accel.global_loss(None)`` on a rank whose share of a short last batch is
+    empty (``acc = ... if len(y) else None``) while the others have a value: one
+    process had a value of the whole batch, so the global value is the mean over
+    the ranks that have one, their fractions taken anew to a whole, and ``None``
+    only when no rank has one. Each rank sends its weighted value followed by
+    ``[has a value, its fraction, its size if not a scalar]`` in one all-reduce
+    (a rank with ``None`` sends zeros: it cannot know the others' shape); a
+    tensor of more than one element then takes a second all-reduce of its values.
+    """
+    scalar = weighted is None or weighted.numel() == 1
+    device = torch.device("cpu") if weighted is None else weighted.device
+    head = (
+        weighted.reshape(1)
+        if weighted is not None and scalar
+        else torch.zeros(1, device=device)
+    )
+    present = 0.0 if weighted is None else 1.0
+    size = 0.0 if scalar else float(weighted.numel())  # type: ignore[union-attr]
+    info = torch.tensor([present, fraction * present, size], device=device)
+    sums = comm.all_reduce(torch.cat([head, info]), "sum")
+    count, weights, sizes = (float(v) for v in sums[1:].tolist())
+    if count == 0:
+        return None
+    if sizes:
+        values = (
+            torch.zeros(round(sizes / count), device=device)
+            if weighted is None
+            else weighted.reshape(-1)
+        )
+        total = comm.all_reduce(values, "sum")
+        if weighted is not None:
+            total = total.reshape(weighted.shape)
+    else:
+        total = sums[0] if weighted is None else sums[0].reshape(weighted.shape)
+    if count == comm.env.world_size or not weights:
+        return total
+    return total / weights

@@ -219,3 +219,59 @@ def test_a_batchnorm_added_where_ddp_takes_it_in_is_converted(
     assert seen == [norm]
     prepared.add_module("norm2", nn.BatchNorm1d(1))
     assert len(seen) == 2
+
+
+@pytest.mark.parametrize("late_parameters", [False, True], ids=["fsdp", "ddp"])
+def test_a_new_value_for_a_parts_buffer_and_prunings_mask_go_through(
+    monkeypatch: pytest.MonkeyPatch, late_parameters: bool
+) -> None:
+    # SWA's reset_bn (`module.running_mean = torch.zeros_like(...)`),
+    # load_state_dict(assign=True) and prune's weight_mask were refused by
+    # r31d's hook though they trained as one process (rev8)
+    prepared = _distributed(monkeypatch, late_parameters)
+    original = prepared.original_module
+    original[1].value = original[1].value * 0.5
+    original[1].register_buffer("value", torch.ones(1))
+    state = {k: v.clone() for k, v in original.state_dict().items()}
+    original.load_state_dict(state, assign=True)
+    from torch.nn.utils import prune
+
+    prune.l1_unstructured(original[0], "weight", amount=0.5)
+    assert "weight_mask" in dict(original[0].named_buffers())
+    # a new name is still refused
+    with pytest.raises(LateRegistrationError, match=r"model\[1\]\.register_buffer"):
+        original[1].register_buffer("fresh", torch.zeros(1))
+
+
+class _Grows(nn.Module):
+    """Registers a longer cache in its forward when a longer input comes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(0), persistent=False)
+        self.size = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] > self.size:
+            self.register_buffer("cache", torch.linspace(0, 1, x.shape[1]))
+            self.size = x.shape[1]
+        return x + self.cache[: x.shape[1]]
+
+
+def test_a_compiled_forward_that_registers_is_not_traced_into_the_hooks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # torch.compile(net, backend="eager") of a model that grows a buffer in its
+    # forward: dynamo traced into the global hooks and failed (rev8 comp.py)
+    if not hasattr(torch, "compile") or not hasattr(torch.compiler, "is_compiling"):
+        pytest.skip("torch.compile is not available in this torch")
+    net = nn.Sequential(nn.Linear(3, 3), _Grows(), nn.Linear(3, 1))
+    compiled = torch.compile(net, backend="eager")
+    prepared = PreparedModule(compiled, Runtime(RuntimeConfig(), DistEnv()))
+    strategy = type(prepared._runtime.strategy)
+    monkeypatch.setattr(strategy, "distributed", True)
+    object.__setattr__(prepared, "_forward_module", prepared.original_module)
+    late_registration.watch(prepared, prepared.original_module)
+    out = compiled(torch.ones(2, 3))
+    assert out.shape == (2, 1)
+    assert net[1].cache.shape == (3,)

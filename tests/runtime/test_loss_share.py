@@ -34,8 +34,18 @@ class Peer(Collectives):
         self.sent: list[float] = []
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
+        """A loss share goes with ``[has a value, fraction, size]``
+        (``loss_share.sum_shares``): the peer's value is a number (it has one,
+        already weighted; its fraction is the rest of the whole) or None (its
+        share is empty)."""
+        other = self.peer.pop(0)
+        if tensor.numel() == 4:  # a scalar share and its facts
+            self.sent.append(float(tensor[0]))
+            rest = 1.0 - float(tensor[2])
+            facts = [0.0, 0.0, 0.0, 0.0] if other is None else [other, 1.0, rest, 0.0]
+            return tensor.detach().clone() + torch.tensor(facts)
         self.sent.append(float(tensor))
-        return tensor.detach().clone() + self.peer.pop(0)
+        return tensor.detach().clone() + other
 
 
 @pytest.fixture
@@ -260,10 +270,26 @@ def test_a_sharded_pass_ends_its_share_when_it_is_left(peer: Runtime) -> None:
     assert peer.take_step_shares() == [(2, 3)]
 
 
-def test_global_loss_of_none_is_none_with_no_collective(peer: Runtime) -> None:
+def test_global_loss_of_none_takes_part_with_no_share(peer: Runtime) -> None:
     """ConvNeXt's engine logs `class_acc = None` when Mixup is on (its
-    MetricLogger skips None); AM008 makes the logged value accel.global_loss(...),
-    which crashed inside the runtime (t12c): None comes back, nothing is sent."""
+    MetricLogger skips None): every rank has None, None comes back. A rank whose
+    share of a short last batch is empty (`acc = ... if len(y) else None`) sent
+    nothing while the other waited out the collective timeout (t12c): it now
+    takes part with no share, and gets the other ranks' value."""
     peer.set_batch_share(2, 4)
+    peer.comm.peer = [None]  # type: ignore[attr-defined]
     assert accel.global_loss(None) is None
-    assert peer.comm.sent == []  # type: ignore[attr-defined]
+    assert peer.comm.sent == [0.0]  # type: ignore[attr-defined]
+    # the peer has a value: it comes back here too
+    peer.comm.peer = [3.0]  # type: ignore[attr-defined]
+    assert accel.global_loss(None).item() == pytest.approx(3.0)
+    # this rank has a value, the peer None: this rank's value is the mean
+    peer.set_batch_share(4, 4)
+    peer.comm.peer = [None]  # type: ignore[attr-defined]
+    assert accel.global_loss(torch.tensor(2.0)).item() == pytest.approx(2.0)
+    peer.set_batch_share(2, 4)
+    peer.comm.peer = [None]  # type: ignore[attr-defined]
+    assert accel.global_loss(torch.tensor(2.0)).item() == pytest.approx(2.0)
+    # both have values: the weighted sum, as before
+    peer.comm.peer = [1.5]  # type: ignore[attr-defined]
+    assert accel.global_loss(torch.tensor(2.0)).item() == pytest.approx(1.0 + 1.5)
