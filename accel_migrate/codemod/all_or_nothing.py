@@ -320,7 +320,13 @@ class AllOrNothing(TrainerBlocks):
         model``, the reference scripts') tells the story of the name it copies."""
         name = key[1]
         values = [v for v in self.index.values.get(key, []) if v is not None]
-        if depth < 3 and len(values) == 1 and isinstance(values[0], cst.Name):
+        if (
+            depth < 3
+            and len(values) == 1
+            and isinstance(values[0], cst.Name)
+            # `model = None` is a placeholder (reaching_first skips it), no alias
+            and values[0].value not in ("None", "True", "False")
+        ):
             copied = self.index.key(values[0])
             if copied is not None and copied != key:
                 place, why = self._story(copied, fallback, depth + 1)

@@ -248,6 +248,8 @@ def binding_story(
     scope, name = key
     assignments = list(scope[name]) if hasattr(scope, "__getitem__") else []  # type: ignore[index]
     for assignment in assignments:
+        if not hasattr(assignment, "node"):
+            continue  # a builtin's binding: nothing of the user's file
         node = assignment.node
         if isinstance(assignment, ImportAssignment):
             return node, (
