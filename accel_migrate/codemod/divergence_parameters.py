@@ -18,8 +18,7 @@ value that is rank-local in the divergence walk *and* reads a rank variable
 calling function, a parameter that is itself such a rank), or a value that
 asks ``torch.distributed.get_rank()`` (itself, through the names it reads or
 the local functions it calls: ``rank = dist.get_rank() if
-dist.is_initialized() else 0``, which the walk does not take for rank-local
-by itself), or where its default reads one. The calls asked are those of
+dist.is_initialized() else 0``), or where its default reads one. The calls asked are those of
 every statement, a compound statement's header too (``if
 train(args.local_rank):``, a ``for``'s iterable, a ``with`` item). A value that is rank-local for another reason (a batch, a
 loss, the clock) does not make the parameter rank-local here: a helper handed
@@ -80,7 +79,7 @@ def call_arguments(
         for name, value in bind_arguments(function, bound, call):
             local = divergence._tainted(value, tainted)
             # `train(dist.get_rank())`, `r = dist.get_rank()` ... `train(r)`:
-            # the walk does not take the query for rank-local by itself
+            # rank-local in the walk, and a read of the rank too
             rank = (local and _reads_rank(divergence, value)) or options._rank_local(
                 value, environment=False
             )

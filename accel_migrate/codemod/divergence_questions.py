@@ -24,6 +24,7 @@ from .rank_local_calls import (
     _RANK_LOCAL_CALL_PREFIXES,
     _UNIFORM_RUNTIME_CALLS,
     rank_environment_read,
+    rank_query,
 )
 from .subtrees import findall
 
@@ -50,7 +51,10 @@ class DivergenceQuestions(DivergenceQueries):
     def static_call(self, node: cst.Call) -> tuple[bool, bool, cst.FunctionDef | None]:
         """What ``node`` is, whatever the rank-local names: the same on every rank
         (stop: its arguments do not matter), rank-local by itself (a batch size, a
-        random draw during training, the clock), and the local function it runs."""
+        random draw during training, the clock, a rank variable's read,
+        ``torch.distributed.get_rank()``: the migrated script's runtime starts a
+        process group, so ``if dist.get_rank() == 0:`` is one process's branch),
+        and the local function it runs."""
         found = self._static_calls.get(node)
         if found is not None:
             return found
@@ -68,6 +72,8 @@ class DivergenceQuestions(DivergenceQueries):
                     and self.random_is_local(node)
                 )
                 or rank_environment_read(index, node)
+                # `dist.get_rank()`: this process's rank in the runtime's group
+                or rank_query(index, node)
                 # `opt.get("local_rank", -1)` of `opt = vars(args)`
                 or index.rank_local_options.item(node) is not None
             )

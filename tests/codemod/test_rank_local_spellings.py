@@ -269,3 +269,63 @@ def test_a_file_calling_its_own_trainer_assumes_nothing() -> None:
     result = migrate_source(source.encode(), "trainer.py")
     assert not [f for f in result.findings if f.code == "AM028"]
     assert b"accel.save" in result.output
+
+
+#: ``torch.distributed.get_rank()`` asked in the save's test itself (fixe): the
+#: branch is rank-dependent as a test of the launcher's variable is, and under
+#: FSDP the state dict under it gathers by a collective the others never join.
+DIRECT_QUERIES = {
+    "compared": "dist.get_rank() == 0",
+    "guarded": "dist.is_initialized() and dist.get_rank() == 0",
+    "qualified in": "torch.distributed.get_rank() in (-1, 0)",
+    "imported name": "get_rank() == 0",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DIRECT_QUERIES))
+def test_a_process_group_rank_asked_in_the_test(shape: str) -> None:
+    head = HEAD.replace(
+        "import torch.distributed as dist\n",
+        "import torch.distributed as dist\nfrom torch.distributed import get_rank\n",
+    )
+    source = (
+        head
+        + ns.TRAIN.format(params="", test=DIRECT_QUERIES[shape])
+        + "def main():\n    train()\n"
+    )
+    index = ns._index(source)
+    branch = ns._save_test(index)
+    assert branch.body in index.divergence.divergent
+    first = index.rank_local_sources.first(branch.test)
+    assert first is not None and first.kind == "environment"
+    assert index.module.code_for_node(first.node).endswith("get_rank()")
+    result = migrate_source(source.encode(), "t.py")
+    assert result.output == source.encode()
+    (finding,) = [f for f in result.findings if f.code == "AM028"]
+    assert "this process's rank in the process group" in finding.message
+    assert "a collective under it (the state dict gathered under FSDP" in (
+        finding.message
+    )
+
+
+def test_a_process_group_rank_kept_in_a_variable() -> None:
+    train = ns.TRAIN.format(params="", test="rank == 0").replace(
+        "    data = ", "    rank = dist.get_rank()\n    data = ", 1
+    )
+    source = HEAD + train + "def main():\n    train()\n"
+    index = ns._index(source)
+    branch = ns._save_test(index)
+    assert branch.body in index.divergence.divergent
+    first = index.rank_local_sources.first(branch.test)
+    assert first is not None and first.through == ("rank",)
+    assert migrate_source(source.encode(), "t.py").output == source.encode()
+
+
+def test_the_world_size_in_the_test_stays_uniform() -> None:
+    source = (
+        HEAD
+        + ns.TRAIN.format(params="", test="dist.get_world_size() > 1")
+        + "def main():\n    train()\n"
+    )
+    index = ns._index(source)
+    assert ns._save_test(index).body not in index.divergence.divergent

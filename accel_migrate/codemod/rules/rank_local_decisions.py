@@ -7,7 +7,8 @@ metric sums, AM029's ordered gathers), a value that still differs between
 processes (computed from this process's share of the data, from its clock, its
 random draws, or a variable the launcher sets per process, such as a
 DDP-ready script's ``if os.environ.get("RANK", "0") == "0":`` or
-``int(os.environ["LOCAL_RANK"])``) and that decides what the training does is
+``int(os.environ["LOCAL_RANK"])``, or the process group's own
+``dist.get_rank()``) and that decides what the training does is
 reported, and the file is left unchanged:
 
 - an early exit: ``if epochs_since_improvement == patience: break``, ``if
