@@ -55,6 +55,8 @@ class PeerComm(Collectives):
 class Strategy:
     shards_parameters = False
     wraps_optimizer = False
+    # no watch of late registrations (torch's global hooks): not what these check
+    distributed = False
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         return module
