@@ -50,9 +50,27 @@ def model_read(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
     if not models_of(index):
         return None
     for found in findall(node, m.Attribute() | m.Subscript() | m.Call()):
-        if reads_model(index, found):
+        if reads_in_chain(index, found):
             return found
     return None
+
+
+def reads_in_chain(index: ModuleIndex, node: cst.CSTNode) -> bool:
+    """Is ``node`` a read of a prepared model, or a chain of attributes and
+    subscripts over one (``model[0].weight[0, 0]``)? Met in preorder, the
+    whole chain comes before its innermost read (``model[0]``), so that a
+    finding quotes what is read."""
+    return reads_model(index, node) or reads_model(index, _chain_root(node))
+
+
+def _chain_root(node: cst.CSTNode) -> cst.CSTNode:
+    """The innermost attribute or subscript of the chain ``node`` ends
+    (``model[0]`` of ``model[0].weight[0, 0]``)."""
+    while isinstance(node, cst.Attribute | cst.Subscript) and isinstance(
+        node.value, cst.Attribute | cst.Subscript
+    ):
+        node = node.value
+    return node
 
 
 def reads_model(index: ModuleIndex, node: cst.CSTNode) -> bool:

@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .index_syntax import assigned_targets
-from .model_reads import reads_model
+from .model_reads import reads_in_chain, reads_model
 from .rule import Rule
 from .subtrees import findall
 
@@ -154,7 +154,7 @@ class BranchContents:
         the branches other processes surely skip. (Under a test on a value of
         the data, as a loop over a batch's rows, a forward is left to the
         analysis of training steps, as before.)"""
-        read = next((n for n in run if reads_model(self.index, n)), None)
+        read = next((n for n in run if reads_in_chain(self.index, n)), None)
         if read is None or self._main_process(test):  # type: ignore[attr-defined]
             return read
         source = self.index.rank_local_sources.first(test)

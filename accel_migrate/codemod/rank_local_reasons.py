@@ -59,7 +59,8 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
     # a rank-local option's flag: `args.local_rank` is read from its default
     names = [
         f"the default of `{n}`" if n.startswith("-") else f"`{n}`"
-        for n in source.through
+        # a caller's `rank` handed to a parameter `rank` is said once
+        for n in dict.fromkeys(source.through)
     ]
     if source.kind == "exception":
         who = names[-1] if names else "it"
@@ -80,7 +81,7 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
         )
     if source.kind == "pid":
         return f"{via} from `{text}` at line {line}, this process's own id"
-    if source.kind == "environment" and text.endswith("get_rank()"):
+    if asks_group(source):
         return (
             f"{via} from `{text}` at line {line}, this process's rank in the "
             "process group the migrated script's runtime starts"
@@ -104,6 +105,12 @@ def why(source: Source | None, line_of: Callable[[cst.CSTNode], int]) -> str:
     )
 
 
+_GROUP_FIX = (
+    "leave the choice of a process to the runtime (accel.is_main_process() "
+    "for work one process does, collectives outside it), not a branch on "
+    "torch.distributed's rank"
+)
+
 _NUMPY_DRAW = (
     "draw it from a generator seeded alike on every process "
     "(rng = np.random.default_rng(seed), and the draw made from rng), or decide on "
@@ -111,9 +118,21 @@ _NUMPY_DRAW = (
 )
 
 
+def asks_group(source: Source | None) -> bool:
+    """Is ``source`` a query of the process group's rank (``dist.get_rank()``),
+    not one of the launcher's rank variables?"""
+    return (
+        source is not None
+        and source.kind == "environment"
+        and _code(source.node).endswith("get_rank()")
+    )
+
+
 def fix(source: Source | None) -> str:
     if source is None:
         return GENERIC_FIX
+    if asks_group(source):
+        return _GROUP_FIX
     if source.kind == "random" and _code(source.node).startswith(("np.", "numpy.")):
         return _NUMPY_DRAW  # a torch.Generator does not seed numpy's draws
     return _FIXES[source.kind]

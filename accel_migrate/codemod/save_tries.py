@@ -127,8 +127,8 @@ def _other_use(rule: Rule, functions: tuple[cst.FunctionDef, ...]) -> str | None
         sites = rule.index.call_sites(function)
         if len(sites) != 1:
             return (
-                f"the `try` is around a call of `{name}`, which saves and is "
-                f"called {len(sites)} times, not only there"
+                f"`{name}`, which saves, is called {len(sites)} times, not "
+                "only there"
             )
         named = [
             n
@@ -139,9 +139,8 @@ def _other_use(rule: Rule, functions: tuple[cst.FunctionDef, ...]) -> str | None
         ]
         if named:
             return (
-                f"the `try` is around a call of `{name}`, which saves and is "
-                f"also named at line {rule.original_line(named[0])}, not only "
-                "called there"
+                f"`{name}`, which saves, is also named at line "
+                f"{rule.original_line(named[0])}, not only called there"
             )
     return None
 

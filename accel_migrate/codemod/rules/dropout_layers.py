@@ -149,8 +149,9 @@ class DropoutLayers(Rule):
             node,
             "info",
             f"`{code(node.func)}` picks its model by name at run time among "
-            f"{len(names)} of the project's (`{listed}), and {len(stochastic)} of "
-            f"them build a model with dropout ({shown}{more}): " + self._masks(),
+            f"{len(names)} of the project's models (`{listed}), and "
+            f"{len(stochastic)} of them {'builds' if len(stochastic) == 1 else 'build'} "
+            f"a model with dropout ({shown}{more}): " + self._masks(),
         )
 
 

@@ -162,11 +162,18 @@ CHECKPOINT = (
     "not on the original's (and under FSDP the state dict is gathered by a "
     "collective that only some processes reach)"
 )
+#: Who takes a branch on a rank: a launcher's variable, or the process group's.
+VARIABLE_TAKERS = (
+    "only those whose rank variable passes the test take {branch} (one per machine "
+    "where the variable is a local rank)"
+)
+GROUP_TAKERS = (
+    "only those whose rank in the process group passes the test take {branch}"
+)
 RANK_BRANCH = (
-    "which processes save the checkpoint: only those whose rank variable passes "
-    "the test take the branch (one per machine where the variable is a local "
-    "rank), so a collective under it (the state dict gathered under FSDP, a "
-    "barrier) waits for processes that never come (a hang)"
+    "which processes save the checkpoint: {takers}, so a collective under it "
+    "(the state dict gathered under FSDP, a barrier) waits for processes that "
+    "never come (a hang)"
 )
 SAMPLE_FILES = (
     "which sample files are written: the main process writes the files its own "
@@ -380,18 +387,18 @@ class RankLocalDecisions(BranchContents, Rule):
             "result on the main process only under the branch"
         )
 
-    def _rank_branch(self, node: cst.CSTNode) -> str:
+    def _rank_branch(self, node: cst.CSTNode, takers: str) -> str:
         """RANK_BRANCH where the branch reaches a collective, or may (a state
         dict, a function of the project); else what it is and why AM047 left
         it: it reaches nothing collective and only saves."""
         blocks = [getattr(node, "body", None), getattr(node, "orelse", None)]
         run = [n for b in blocks if b is not None for n in run_by(b)]
         if not self._only_local_calls(run):
-            return RANK_BRANCH
+            return RANK_BRANCH.format(takers=takers.format(branch="the branch"))
         return (
-            "which processes write what the branch saves: only those whose "
-            "rank variable passes the test take it (one per machine where the "
-            "variable is a local rank); it reaches no collective (no state dict, "
+            "which processes write what the branch saves: "
+            f"{takers.format(branch='it')}; it reaches "
+            "no collective (no state dict, "
             "nothing of torch.distributed or the runtime's collectives, here or "
             "in the functions it calls), so nothing waits on it, but "
             + self._not_output(node, run)
@@ -481,7 +488,8 @@ class RankLocalDecisions(BranchContents, Rule):
         asked = value.value if isinstance(value, cst.AugAssign | cst.Assign) else value
         source = self.index.rank_local_sources.first(asked)
         if hazard == CHECKPOINT and source is not None and source.kind == "environment":
-            hazard = self._rank_branch(node)
+            takers = GROUP_TAKERS if reasons.asks_group(source) else VARIABLE_TAKERS
+            hazard = self._rank_branch(node, takers)
         if source is None and self._main_process(asked):
             fix = self._collective_fix(hazard) or (
                 "move the collective or the exit out of the branch, so that "
