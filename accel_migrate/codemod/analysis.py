@@ -13,7 +13,7 @@ for attributes set on ``self`` in a method.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -308,6 +308,14 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         """Classes of this module deriving, directly or through each other, from a base
         whose qualified name starts with one of ``base_prefixes``."""
         prefixes = tuple(base_prefixes)
+        return self.local_subclasses_where(lambda name: name.startswith(prefixes))
+
+    def local_subclasses_where(
+        self, passes: Callable[[str], bool]
+    ) -> set[cst.ClassDef]:
+        """Classes of this module deriving, directly or through each other, from a base
+        whose qualified name ``passes`` (``names.is_optimizer_base``: the
+        library's concrete optimizers too, which no prefix singles out)."""
         found: set[cst.ClassDef] = set()
         changed = True
         while changed:
@@ -318,7 +326,7 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
                 for base in cls.bases:
                     names = self.qualnames(base.value)
                     local = self.local_class(base.value)
-                    if any(n.startswith(prefixes) for n in names) or local in found:
+                    if any(passes(n) for n in names) or local in found:
                         found.add(cls)
                         changed = True
                         break

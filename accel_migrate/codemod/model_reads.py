@@ -22,7 +22,6 @@ followed.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -31,23 +30,13 @@ from .patterns import prepared_models
 from .subtrees import findall
 
 if TYPE_CHECKING:
-    from .analysis import Key, ModuleIndex
-
-#: Per module index (one per tree): the variables that may hold a prepared model.
-_MODELS: WeakKeyDictionary[ModuleIndex, set[Key]] = WeakKeyDictionary()
-
-
-def models_of(index: ModuleIndex) -> set[Key]:
-    cached = _MODELS.get(index)
-    if cached is None:
-        cached = _MODELS[index] = prepared_models(index)
-    return cached
+    from .analysis import ModuleIndex
 
 
 def model_read(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
     """The first read of a prepared model's parameters, buffers or forward
     under ``node`` (see the module's docstring), or None."""
-    if not models_of(index):
+    if not prepared_models(index):
         return None
     for found in findall(node, m.Attribute() | m.Subscript() | m.Call()):
         if reads_in_chain(index, found):
@@ -77,7 +66,7 @@ def reads_model(index: ModuleIndex, node: cst.CSTNode) -> bool:
     """Is ``node`` itself (not what is under it) a read of a prepared model:
     ``model.weight``, ``model[0]``, ``model(x)``, ``report(model)`` of a
     function of the script or project?"""
-    models = models_of(index)
+    models = prepared_models(index)
     if not models:
         return False
 

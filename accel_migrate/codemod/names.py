@@ -226,6 +226,11 @@ IGNORING_LOSSES = frozenset(
     {"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"}
 )
 
+#: Calls whose ``dim`` (a literal >= 1) needs an input of two dimensions or
+#: more, and whose value has the input's shape (``F.log_softmax(x, dim=1)``):
+#: what proves a per-element loss 2-D (``project_ranks``, ``loss_inputs``).
+ALONG_DIM_CALLS = frozenset({"softmax", "log_softmax", "normalize", "cumsum"})
+
 #: Functions that change files by their paths, with where the path they make is
 #: given (position, keyword); None for those that only remove.
 FILE_CHANGERS: dict[str, tuple[int, str] | None] = {

@@ -17,32 +17,7 @@ from .analysis import ModuleIndex
 from .names import is_optimizer_base
 
 
-def optimizer_bases(index: ModuleIndex) -> dict[cst.ClassDef, str]:
-    """Each local optimizer class and the qualified name of the library
-    optimizer it derives from (``torch.optim.SGD``), through local bases."""
-    found: dict[cst.ClassDef, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for cls in index.classes:
-            if cls in found:
-                continue
-            for base in cls.bases:
-                local = index.local_class(base.value)
-                names = sorted(
-                    q for q in index.qualnames(base.value) if is_optimizer_base(q)
-                )
-                if local is not None and local in found:
-                    found[cls] = found[local]
-                elif local is None and names:
-                    found[cls] = names[0]
-                else:
-                    continue
-                changed = True
-                break
-    return found
-
-
 def local_optimizer_classes(index: ModuleIndex) -> set[cst.ClassDef]:
-    """The classes of ``optimizer_bases``."""
-    return set(optimizer_bases(index))
+    """The module's classes deriving from a library optimizer, directly or
+    through local bases."""
+    return index.local_subclasses_where(is_optimizer_base)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -14,22 +15,28 @@ if TYPE_CHECKING:
     from .analysis import Key, ModuleIndex
 
 
-def prepared_models(index: ModuleIndex) -> set[Key]:
+def prepared_models(index: ModuleIndex) -> frozenset[Key]:
     """Variables that may hold a model ``accel.prepare_model`` wrapped, also after
     methods that return it (``accel.prepare_model(net).to(device)``), and the
     parameters every call from the batch's other files hands a model built, and
-    prepared, there (``project_callers``)."""
-    from .project_callers import given_by_callers
+    prepared, there (``project_callers``). Computed once per tree: several rules
+    and facts ask it."""
+    cached = _PREPARED.get(index)
+    if cached is None:
+        from .project_callers import given_by_callers
 
-    handed = set(given_by_callers(index, "model"))
-    return (
-        index.tagged(
+        handed = set(given_by_callers(index, "model"))
+        tagged = index.tagged(
             lambda e: index.is_runtime_call(e, "prepare_model")
             or index.key(e) in handed,
             SAME_OBJECT,
         )
-        | handed
-    )
+        cached = _PREPARED[index] = frozenset(tagged | handed)
+    return cached
+
+
+#: Per module index (one per tree): a fixpoint over the file's variables.
+_PREPARED: WeakKeyDictionary[ModuleIndex, frozenset[Key]] = WeakKeyDictionary()
 
 
 def is_loader_seed(index: ModuleIndex, expr: cst.BaseExpression) -> bool:

@@ -242,7 +242,9 @@ class ReturnKinds:
         if not isinstance(loss, ast.Call):
             return False
         target = self.resolve(loss.func)
-        return isinstance(target, str) and loss_at_least_2d(target, loss, function)
+        return isinstance(target, str) and loss_at_least_2d(
+            target, loss, function, self.resolve
+        )
 
     def _external(self, target: str, call: ast.Call) -> tuple[str, str, str]:
         if target in DATALOADER_CALLS:
@@ -306,7 +308,7 @@ def _per_sample(method: str, call: ast.Call, ranked: bool) -> str:
     which are the samples of the share where the loss is per sample (a mean of
     the share, as a mean criterion's); over one dimension counted from the
     start other than the batch's (a literal >= 1: of a 1-D loss it raises), or
-    from the end of a loss ``ranked`` (proven 2-D or more), per sample still
+    the last (``-1``) of a loss ``ranked`` (proven 2-D or more), per sample still
     ("none"); else unknown: ``.sum(-1)`` of a 1-D loss (a helper's parameters
     have no known number of dimensions) sums the batch itself."""
     dims = [a for a in call.args] + [k.value for k in call.keywords if k.arg == "dim"]
@@ -316,8 +318,9 @@ def _per_sample(method: str, call: ast.Call, ranked: bool) -> str:
     if not dims:
         return method
     dim = dims[0]
-    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub) and ranked:
-        dim = dim.operand  # from the end of two dimensions or more: not the batch
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub):
+        # the last dimension of two or more is not the batch's; `-2` of two is
+        return "none" if ranked and _literal(dim.operand) == 1 else "unknown"
     if (
         isinstance(dim, ast.Constant)
         and isinstance(dim.value, int)
@@ -326,6 +329,16 @@ def _per_sample(method: str, call: ast.Call, ranked: bool) -> str:
     ):
         return "none"
     return "unknown"
+
+
+def _literal(node: ast.expr) -> int | None:
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+    ):
+        return node.value
+    return None
 
 
 def _reduction(name: str, call: ast.Call) -> str:

@@ -17,6 +17,7 @@ from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.project_view import read_project
 
 LOSSES = """\
+import torch
 import torch.nn.functional as F
 
 
@@ -52,6 +53,15 @@ def bce_over_classes(logit, target):
 
 def ce_last(pred, gold):
     return F.cross_entropy(pred, gold, reduction="none").sum(-1)
+
+
+def reshaped_flat(pred, gold):
+    return F.mse_loss(torch.reshape(pred, (-1,)), gold, reduction="none").sum(-1)
+
+
+def kl_first_of_two(pred, gold):
+    log_prob = F.log_softmax(pred, dim=1)
+    return F.kl_div(log_prob, gold, reduction="none").sum(-2)
 """
 
 SCRIPT = """\
@@ -88,6 +98,8 @@ def test_the_project_view_reads_a_per_sample_return(tmp_path: Path) -> None:
             "bce_loss",
             "bce_over_classes",
             "ce_last",
+            "reshaped_flat",
+            "kl_first_of_two",
         )
     }
     assert reductions == {
@@ -101,6 +113,10 @@ def test_the_project_view_reads_a_per_sample_return(tmp_path: Path) -> None:
         "bce_loss": ("loss", "unknown"),
         "bce_over_classes": ("loss", "none"),  # of a 1-D logit `.sum(1)` raises
         "ce_last": ("loss", "unknown"),  # of 2-D logits a 1-D loss
+        # `torch.reshape(x, (-1,))`: one shape argument, a 1-D tensor (rev9)
+        "reshaped_flat": ("loss", "unknown"),
+        # proven 2-D, but `-2` of two dimensions is the batch's (rev9)
+        "kl_first_of_two": ("loss", "unknown"),
     }
     assert "per sample, reduction='none'" in table["losses.per_sample"].describe()
 

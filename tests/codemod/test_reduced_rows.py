@@ -50,6 +50,11 @@ def _am007(body: str) -> tuple[str, str, str]:
         'F.cross_entropy(out, y, reduction="none").sum(-1).mean()',
         # a product keeps what the analysis knows of it
         '(F.l1_loss(out, y, reduction="none") * 2.0).sum(-1).mean()',
+        # torch.reshape's two arguments are the tensor and ONE shape: 1-D here
+        'F.mse_loss(torch.reshape(out, (-1,)), y.view(-1), reduction="none")'
+        ".sum(-1).mean()",
+        # proven 2-D, but `-2` of two dimensions is the batch's
+        'F.kl_div(F.log_softmax(out, dim=1), y, reduction="none").sum(-2).mean()',
     ],
 )
 def test_a_reduction_from_the_end_of_an_unranked_loss_is_unknown(loss: str) -> None:

@@ -33,20 +33,19 @@ def _reduced(inner: Fact, how: str, args: Iterable[cst.Arg], call: cst.Call) -> 
         if not over_batch:
             if inner.reduced or inner.kind == "unknown":
                 return inner
-            if (
-                inner.kind == "elements"
-                and inner.unranked
-                and any(map(_negative, values))
+            if inner.kind == "elements" and any(
+                _negative(v) and (inner.unranked or v.expression.value != "1")  # type: ignore[attr-defined]
+                for v in values
             ):
                 # `F.bce_with_logits(logit, y, reduction="none").sum(-1)` of a
-                # 1-D loss: the sum over the batch itself
+                # 1-D loss: the sum over the batch itself, and `.sum(-2)` of a 2-D one
                 return Fact(
                     "unknown",
                     f"`{code(call)}` reduces a per-sample loss over a dimension "
                     "counted from the end, which is the batch's own where the loss "
                     "has one dimension (the analysis cannot tell it has two or "
-                    "more): if so, reduce over a dimension counted from the start "
-                    "(`dim=1`)",
+                    "more), or its first of two (`-2`): reduce over a dimension "
+                    "counted from the start (`dim=1`)",
                 )
             # (over a dimension from the start: of fewer dimensions it raises)
             return Fact("elements", selected=inner.selected, unranked=inner.unranked)

@@ -11,6 +11,7 @@ from weakref import WeakKeyDictionary
 import libcst as cst
 import libcst.matchers as m
 
+from ..names import ALONG_DIM_CALLS
 from ..subtrees import findall
 
 if TYPE_CHECKING:
@@ -203,11 +204,6 @@ def writes_default_ignore(index: ModuleIndex) -> bool:
 _WRITES_DEFAULT_IGNORE: WeakKeyDictionary[ModuleIndex, bool] = WeakKeyDictionary()
 
 
-#: Calls whose ``dim`` (a literal >= 1) needs an input of two dimensions or more,
-#: and whose value has the input's shape.
-_ALONG_DIM = frozenset({"softmax", "log_softmax", "normalize", "cumsum"})
-
-
 def at_least_2d(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
     """Is ``expr`` provably a tensor of two dimensions or more (else the code
     raises): ``F.log_softmax(x, dim=1)``, ``x.view(n, -1)``, ``x.unsqueeze(1)``,
@@ -227,13 +223,16 @@ def at_least_2d(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) ->
     names = {
         q.rsplit(".", 1)[-1] for q in index.qualnames(func) if q.startswith("torch.")
     }
-    if method in ("view", "reshape") and len(expr.args) >= 2:
-        return all(a.keyword is None for a in expr.args)  # one size per dimension
+    library = any(q.startswith(("torch.", "numpy.")) for q in index.qualnames(func))
+    if method in ("view", "reshape") and not library and len(expr.args) >= 2:
+        # `x.view(n, -1)`: one size per dimension (not `torch.reshape(x, (-1,))`,
+        # whose two arguments are the tensor and one shape)
+        return all(a.keyword is None for a in expr.args)
     positional = [a.value for a in expr.args if a.keyword is None]
     dims = [a.value for a in expr.args if a.keyword and a.keyword.value == "dim"]
-    if names & _ALONG_DIM:  # `F.log_softmax(x, 1)`, `torch.softmax(x, dim=1)`
+    if names & ALONG_DIM_CALLS:  # `F.log_softmax(x, 1)`, `torch.softmax(x, dim=1)`
         return _positive(dims or positional[1:2])
-    if method == "unsqueeze" or method in _ALONG_DIM:  # `x.log_softmax(1)`
+    if method == "unsqueeze" or method in ALONG_DIM_CALLS:  # `x.log_softmax(1)`
         return _positive(dims or positional[:1])
     return False
 

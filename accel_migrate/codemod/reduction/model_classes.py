@@ -62,7 +62,7 @@ def called_model(index: ModuleIndex, call: cst.BaseExpression) -> CalledModel | 
     if not isinstance(call, cst.Call):
         return None
     origins = _Tracer(index).origins(call.func, frozenset(), 0)
-    model = index.key(call.func) in _prepared(index)
+    model = index.key(call.func) in prepared_models(index)
     if isinstance(origins, str):
         return CalledModel(why=origins) if model else None
     classes: set[HelperFact] = set()
@@ -293,14 +293,3 @@ def _read_own(index: ModuleIndex, name: str) -> HelperFact | None:
 _OWN_FILE = "<this file>"
 #: Per module index: its top-level model classes and factories, by name.
 _OWN: WeakKeyDictionary[ModuleIndex, dict[str, HelperFact | None]] = WeakKeyDictionary()
-
-
-def _prepared(index: ModuleIndex) -> set[Key]:
-    cached = _PREPARED.get(index)
-    if cached is None:
-        cached = _PREPARED[index] = prepared_models(index)
-    return cached
-
-
-#: Per module index (one per tree): a fixpoint over the file's variables.
-_PREPARED: WeakKeyDictionary[ModuleIndex, set[Key]] = WeakKeyDictionary()

@@ -83,7 +83,7 @@ class ClipGrad(Rule):
     summary = "clip_grad_norm_(model.parameters(), 1.0) -> accel.clip_grad_norm_(model.parameters(), 1.0)"
 
     @cached_property
-    def models(self) -> set[Key]:
+    def models(self) -> frozenset[Key]:
         return prepared_models(self.index)
 
     @cached_property

@@ -248,9 +248,12 @@ class LearntTensors(Rule):
         return found
 
     # -- how it is trained -------------------------------------------------------------------
+    @cached_property
+    def _local_optimizers(self) -> set[cst.ClassDef]:
+        return local_optimizer_classes(self.index)
+
     def _optimizer_of(self, key: Key) -> str | None:
-        local = local_optimizer_classes(self.index)
-        for call in self._optimizer_calls(local):
+        for call in self._optimizer_calls(self._local_optimizers):
             if key in self._params_of(call):
                 return (
                     f"stepped by the optimizer `{snippet(call)}`, line "

@@ -48,7 +48,7 @@ class ModelStateDict(Rule):
     summary = "model.state_dict() -> accel.state_dict(model) on prepared models"
 
     @cached_property
-    def models(self) -> set[Key]:
+    def models(self) -> frozenset[Key]:
         return prepared_models(self.index)
 
     def leave_Call(

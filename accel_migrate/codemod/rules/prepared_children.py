@@ -53,7 +53,7 @@ class PreparedChildren(Rule):
     summary = "model.children() of a prepared model -> accel.unwrap(model).children()"
 
     @cached_property
-    def models(self) -> set[Key]:
+    def models(self) -> frozenset[Key]:
         return prepared_models(self.index)
 
     def leave_Call(

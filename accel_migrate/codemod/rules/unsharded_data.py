@@ -210,7 +210,7 @@ class UnshardedData(Rule):
     summary = "training loop without a data loader -> reported (every process trains on all the data)"
 
     @cached_property
-    def _models(self) -> set[Key]:
+    def _models(self) -> frozenset[Key]:
         """The models AM004 prepared (the rules before this one have run)."""
         return prepared_models(self.index)
 
