@@ -29,13 +29,15 @@ So is a new value for a buffer the part already has (``module.running_mean =
 torch.zeros_like(module.running_mean)``, ``load_state_dict(sd, assign=True)``):
 DDP takes the module's buffers anew before each broadcast, as for one assigned on
 the prepared model itself. And so is the ``weight_mask`` that
-``torch.nn.utils.prune`` registers: a function of the weights, which are the same
-on every process (a random pruning method draws it: a limit). A registration
-traced by ``torch.compile`` is not a call of the script's and is not checked.
+``torch.nn.utils.prune`` registers by magnitude: a function of the weights,
+which are the same on every process. A random pruning method's mask
+(``prune.random_unstructured``, ``RandomStructured``) is each process's own
+draw: refused. A registration traced by ``torch.compile`` is not a call of the
+script's and is not checked.
 
 The hooks are installed at the first distributed prepared model, so one process
 runs nothing of this. What a hook costs on every other registration of the
-process is one dictionary look-up.
+process is a test of whether torch compiles and one dictionary look-up.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
-from torch.nn.utils import prune as torch_prune
 
 #: Every part of a prepared model whose wrapper is built, to that prepared model.
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = (
@@ -57,7 +58,6 @@ _INSTALLED: list[Any] = []
 #: The frames of a module's call: a registration below one is the module's own.
 _CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
 _TORCH_MODULE = torch_module.__file__
-_PRUNE = torch_prune.__file__
 
 
 def watch(prepared: Any, module: nn.Module) -> None:
@@ -118,14 +118,24 @@ def _path(prepared: Any, module: nn.Module) -> str:
     return type(module).__name__
 
 
-def _by_pruning() -> bool:
-    """Is this registration made by ``torch.nn.utils.prune`` (its ``*_mask``)?"""
+def _pruning() -> str:
+    """Is this registration made by ``torch.nn.utils.prune`` (its ``*_mask``):
+    "magnitude", "random" (a ``Random*`` method's, each process's own draw),
+    or "" (not pruning)? (Not imported here: a script that prunes imported it.)"""
+    prune = sys.modules.get("torch.nn.utils.prune")
+    if prune is None:
+        return ""
+    found = ""
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_filename == _PRUNE:
-            return True
+        if frame.f_code.co_filename == prune.__file__:
+            found = "magnitude"
+            for value in frame.f_locals.values():
+                kind = value if isinstance(value, type) else type(value)
+                if kind.__name__.startswith("Random"):
+                    return "random"
         frame = frame.f_back  # type: ignore[assignment]
-    return False
+    return found
 
 
 def _on_buffer(module: nn.Module, name: str, tensor: Any) -> None:
@@ -137,8 +147,10 @@ def _on_buffer(module: nn.Module, name: str, tensor: Any) -> None:
         # load_state_dict(assign=True)): DDP takes the module's buffers anew
         # before each broadcast, so this one is broadcast as before
         return None
-    if _in_a_forward() or _by_pruning():
+    if _in_a_forward() or _pruning() == "magnitude":
         return None
+    # (a random pruning method's mask is refused as any late buffer: each
+    # process would keep its own draw)
     call = f"{_path(prepared, module)}.register_buffer({name!r}, ...)"
     prepared._late(call, tensor, buffer=True)
     return None

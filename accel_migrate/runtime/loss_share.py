@@ -21,6 +21,7 @@ whole loss, with fraction ``1 / world_size``, whatever the reduction.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -180,45 +181,69 @@ def as_tensors(loss: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor
     return tensors
 
 
+#: The most dimensions of a logged value whose shape a rank with ``None``
+#: learns from the others (``sum_shares``); of more, it gets the values flat.
+SHAPE_DIMS = 6
+#: ``sum_shares``' first all-reduce is a scalar value, then these many facts:
+#: ``[has a value, fraction, size, dimensions, each dimension's size...]``.
+HEADER_SIZE = 4 + SHAPE_DIMS
+
+
 def sum_shares(
     comm: Any, weighted: torch.Tensor | None, fraction: float
 ) -> torch.Tensor | None:
     """The sum of the ranks' weighted losses, where a rank may have none.
 
     ``accel.global_loss(None)`` on a rank whose share of a short last batch is
-    empty (``acc = ... if len(y) else None``) while the others have a value: one
-    process had a value of the whole batch, so the global value is the mean over
-    the ranks that have one, their fractions taken anew to a whole, and ``None``
-    only when no rank has one. Each rank sends its weighted value followed by
-    ``[has a value, its fraction, its size if not a scalar]`` in one all-reduce
-    (a rank with ``None`` sends zeros: it cannot know the others' shape); a
-    tensor of more than one element then takes a second all-reduce of its values.
+    empty (``acc = ... if len(y) else None``) while the others have a value.
+    For a mean (the fractions of all the ranks make a whole), one process had a
+    value of the whole batch, so the global value is the mean over the ranks
+    that have one, their fractions taken anew to a whole; for a sum (each
+    rank's fraction is 1), an empty share adds nothing. ``None`` only when no
+    rank has one. Each rank sends its value if a scalar, then ``[has a value,
+    its fraction, its size, its dimensions and their sizes]`` in one all-reduce
+    (a rank with ``None`` sends zeros and learns the others' shape); a tensor
+    of more than one element then takes a second all-reduce of its values.
     """
+    # the collective's device, and float64 (exact for the fractions and
+    # sizes, and one dtype on every rank: a rank with None knows no other)
+    device = comm.device if weighted is None else weighted.device
+    shape: tuple[int, ...] = () if weighted is None else tuple(weighted.shape)
     scalar = weighted is None or weighted.numel() == 1
-    device = torch.device("cpu") if weighted is None else weighted.device
-    head = (
-        weighted.reshape(1)
-        if weighted is not None and scalar
-        else torch.zeros(1, device=device)
-    )
+    head = weighted.reshape(1) if weighted is not None and scalar else None
     present = 0.0 if weighted is None else 1.0
     size = 0.0 if scalar else float(weighted.numel())  # type: ignore[union-attr]
-    info = torch.tensor([present, fraction * present, size], device=device)
-    sums = comm.all_reduce(torch.cat([head, info]), "sum")
-    count, weights, sizes = (float(v) for v in sums[1:].tolist())
+    known = shape if len(shape) <= SHAPE_DIMS else ()
+    dims = [float(len(known)), *map(float, known)]
+    dims += [0.0] * (SHAPE_DIMS + 1 - len(dims))
+    info = torch.tensor(
+        [present, fraction * present, size, *(d * present for d in dims)],
+        device=device,
+        dtype=torch.float64,
+    )
+    if head is None:
+        head = torch.zeros(1, device=device)
+    sums = comm.all_reduce(torch.cat([head.to(info.dtype), info]), "sum")
+    facts = [float(v) for v in sums[1:].tolist()]
+    count, weights = facts[0], facts[1]
     if count == 0:
         return None
-    if sizes:
+    # every rank with a value has the same shape: the sums are `count` times it
+    ndim = round(facts[3] / count)
+    if weighted is None:
+        shape = tuple(round(d / count) for d in facts[4 : 4 + ndim])
+    if facts[2]:
         values = (
-            torch.zeros(round(sizes / count), device=device)
+            torch.zeros(round(facts[2] / count), device=device, dtype=torch.float64)
             if weighted is None
-            else weighted.reshape(-1)
+            else weighted.reshape(-1).to(torch.float64)
         )
         total = comm.all_reduce(values, "sum")
-        if weighted is not None:
-            total = total.reshape(weighted.shape)
     else:
-        total = sums[0] if weighted is None else sums[0].reshape(weighted.shape)
-    if count == comm.env.world_size or not weights:
-        return total
+        total = sums[0]
+    total = total.to(torch.get_default_dtype() if weighted is None else weighted.dtype)
+    if math.prod(shape) == total.numel():  # (else more dimensions than sent: flat)
+        total = total.reshape(shape)
+    if count == comm.env.world_size or not weights or weights >= count - 1e-6:
+        return total  # every rank's share, or sums (each of fraction 1)
     return total / weights

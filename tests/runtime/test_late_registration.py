@@ -241,6 +241,9 @@ def test_a_new_value_for_a_parts_buffer_and_prunings_mask_go_through(
     # a new name is still refused
     with pytest.raises(LateRegistrationError, match=r"model\[1\]\.register_buffer"):
         original[1].register_buffer("fresh", torch.zeros(1))
+    # a random pruning method's mask is each process's own draw (rev10)
+    with pytest.raises(LateRegistrationError, match=r"bias_mask"):
+        prune.random_unstructured(original[0], "bias", amount=0.5)
 
 
 class _Grows(nn.Module):

@@ -9,6 +9,7 @@ of the original loss over the global batch.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from accel_migrate.runtime.comm import Collectives
 from accel_migrate.runtime.config import RuntimeConfig
 from accel_migrate.runtime.data import ShardingError
 from accel_migrate.runtime.env import DistEnv
+from accel_migrate.runtime.loss_share import HEADER_SIZE, sum_shares
 from accel_migrate.runtime.module import PreparedModule
 
 
@@ -34,16 +36,18 @@ class Peer(Collectives):
         self.sent: list[float] = []
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
-        """A loss share goes with ``[has a value, fraction, size]``
+        """A loss share goes with ``[has a value, fraction, size, shape]``
         (``loss_share.sum_shares``): the peer's value is a number (it has one,
         already weighted; its fraction is the rest of the whole) or None (its
         share is empty)."""
         other = self.peer.pop(0)
-        if tensor.numel() == 4:  # a scalar share and its facts
+        if tensor.numel() == 1 + HEADER_SIZE:  # a scalar share and its facts
             self.sent.append(float(tensor[0]))
             rest = 1.0 - float(tensor[2])
-            facts = [0.0, 0.0, 0.0, 0.0] if other is None else [other, 1.0, rest, 0.0]
-            return tensor.detach().clone() + torch.tensor(facts)
+            facts = [0.0] * (1 + HEADER_SIZE)
+            if other is not None:
+                facts[:3] = [other, 1.0, rest]
+            return tensor.detach().clone() + torch.tensor(facts, dtype=tensor.dtype)
         self.sent.append(float(tensor))
         return tensor.detach().clone() + other
 
@@ -293,3 +297,68 @@ def test_global_loss_of_none_takes_part_with_no_share(peer: Runtime) -> None:
     # both have values: the weighted sum, as before
     peer.comm.peer = [1.5]  # type: ignore[attr-defined]
     assert accel.global_loss(torch.tensor(2.0)).item() == pytest.approx(1.0 + 1.5)
+
+
+class ThreadComm:
+    """Ranks as threads: ``all_reduce`` returns the sum of every rank's tensor
+    (what the process group does), so ``sum_shares`` runs as on each rank."""
+
+    def __init__(self, world_size: int) -> None:
+        self.env = DistEnv(rank=0, world_size=world_size, launched=True)
+        self.device = torch.device("cpu")
+        self._barrier = threading.Barrier(world_size)
+        self._lock = threading.Lock()
+        self._sent: list[torch.Tensor] = []
+        self._total: torch.Tensor | None = None
+
+    def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
+        with self._lock:
+            self._sent.append(tensor.detach().clone())
+        if self._barrier.wait() == 0:
+            self._total = torch.stack(self._sent).sum(0)
+        self._barrier.wait()
+        total = self._total
+        assert total is not None
+        if self._barrier.wait() == 0:
+            self._sent = []
+        self._barrier.wait()
+        return total.clone()
+
+
+def _on_ranks(values: list[torch.Tensor | None], fractions: list[float]) -> list[Any]:
+    comm = ThreadComm(len(values))
+    results: list[Any] = [None] * len(values)
+
+    def rank(i: int) -> None:
+        weighted = None if values[i] is None else values[i] * fractions[i]
+        results[i] = sum_shares(comm, weighted, fractions[i])
+
+    threads = [threading.Thread(target=rank, args=(i,)) for i in range(len(values))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return results
+
+
+def test_a_rank_without_a_mean_takes_the_others_shares_anew() -> None:
+    # three shares of 4, 4 and 0 rows: the mean of the two with rows
+    got = _on_ranks([torch.tensor(2.0), torch.tensor(4.0), None], [1 / 3, 1 / 3, 0.0])
+    assert [float(g) for g in got] == pytest.approx([3.0, 3.0, 3.0])
+
+
+def test_a_rank_without_a_sum_adds_nothing() -> None:
+    # a sum's fraction is 1 on every rank (rev10: it was divided by 2, the mean)
+    got = _on_ranks([torch.tensor(5.0), torch.tensor(7.0), None], [1.0, 1.0, 1.0])
+    assert [float(g) for g in got] == pytest.approx([12.0, 12.0, 12.0])
+
+
+def test_a_rank_without_a_value_gets_the_others_shape() -> None:
+    value = torch.arange(4.0).reshape(2, 2)
+    got = _on_ranks([value, None], [1.0, 1.0])
+    assert [tuple(g.shape) for g in got] == [(2, 2), (2, 2)]
+    assert torch.equal(got[1], value)
+
+
+def test_no_rank_with_a_value_is_none() -> None:
+    assert _on_ranks([None, None], [0.0, 0.0]) == [None, None]
