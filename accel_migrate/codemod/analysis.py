@@ -213,6 +213,12 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         )
 
     @cached_property
+    def code(self) -> str:
+        """This tree's source, generated once (text searches that gate a fact:
+        ``"parse_" in index.code``)."""
+        return self.module.code
+
+    @cached_property
     def called_names(self) -> frozenset[str]:
         """The qualified names of every call's callee in this tree (what
         ``Rule.is_call_to`` compares): the facts a rule's ``applies`` gate reads

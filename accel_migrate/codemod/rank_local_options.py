@@ -301,7 +301,7 @@ class RankLocalOptions:
             found = set(self.dests)
             for handed in self.handed.values():  # another file's options
                 found.update(attribute.split(".", 1)[1] for attribute in handed)
-            if self.parsers or "parse_" in self.index.module.code:
+            if self.parsers or "parse_" in self.index.code:
                 stores = self.stores
                 for target, value in stores:
                     if self._rank_local(value):
@@ -392,7 +392,7 @@ class RankLocalOptions:
         """Does a statement of the module store into an attribute named ``dest``
         (``args.local_rank = ...``, ``+=``), or set attributes by name
         (``setattr``, ``vars(args)``, ``__dict__``)?"""
-        code = self.index.module.code
+        code = self.index.code
         if dest in self.reset:
             return True
         if "setattr(" in code or "vars(" in code or "__dict__" in code:

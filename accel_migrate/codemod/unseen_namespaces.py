@@ -61,7 +61,7 @@ def assumed(
     parameters of the top-level functions of an option-less file that reads a
     ``.local_rank``, where nothing read calls the function."""
     found: dict[cst.FunctionDef, dict[str, tuple[HandedOption, ...]]] = {}
-    code = index.module.code
+    code = index.code
     if f".{DEST}" not in code or "add_argument" in code or "parse_" in code:
         return found
     from .project_callers import _called_functions

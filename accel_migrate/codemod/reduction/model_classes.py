@@ -272,7 +272,7 @@ def _read_own(index: ModuleIndex, name: str) -> HelperFact | None:
     from ..project_view import ProjectView
 
     try:
-        tree = python_ast.parse(index.module.code)
+        tree = python_ast.parse(index.code)
     except (SyntaxError, ValueError, RecursionError):
         return None
     view = ProjectView()
