@@ -128,17 +128,7 @@ def _new_buffers(value: Any, module: nn.Module) -> bool:
 def _new_trainable(value: Any, module: nn.Module) -> bool:
     """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
     requires a gradient and that it does not hold yet?"""
-    if isinstance(value, nn.Parameter):
-        params = [value]
-    elif isinstance(value, nn.Module):
-        params = list(value.parameters())
-    else:
-        return False
-    params = [p for p in params if p.requires_grad]
-    if not params:
-        return False
-    held = {id(p) for p in module.parameters()}
-    return any(id(p) not in held for p in params)
+    return any(p.requires_grad for p in _new_parameters(value, module))
 
 
 class PreparedModule(nn.Module):
