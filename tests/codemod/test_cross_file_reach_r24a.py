@@ -144,7 +144,8 @@ def test_a_model_picked_by_name_is_checked_for_each_candidate(tmp_path: Path) ->
         assert len(found) == 1, build
         assert "picks its model by name" in found[0]
         assert "`Dropped` in models/layers.py" in found[0], found[0]
-        assert "`Plain` in" not in found[0].split("build a model with dropout")[1]
+        # the candidates with dropout are listed after the count; Plain has none
+        assert "`Plain` in" not in found[0].split("with dropout (")[1]
 
 
 def test_no_candidate_with_dropout_no_finding(tmp_path: Path) -> None:
