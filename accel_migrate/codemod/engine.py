@@ -162,6 +162,7 @@ def _early(
             or project.handed_torch
             or project.drives_trainer
             or project.builds_local_optimizer
+            or project.self_training_models
         ):
             verdict = None
     return verdict, project
@@ -221,7 +222,11 @@ def _pass(
     # (AM102), so the rules that prepare do not run.
     library = bool(project.library_for)
     drives = project.drives_trainer  # it runs a migrated class's training
-    if not (screen.training or project.library_trainers or library or drives):
+    # a model class that trains itself (`model.train_model(...)`): AM042 names it
+    trains_itself = bool(project.self_training_models)
+    if not (
+        screen.training or project.library_trainers or library or drives or trains_itself
+    ):
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
     alias = screen.runtime_alias or _free_alias(module, options.alias)

@@ -20,11 +20,13 @@ and its draw.
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from .analysis import ModuleIndex
 from .model_methods import held_instances, training_step
 from .names import DATALOADER_CALLS
 from .project_facts import HelperFact
+from .subtrees import findall
 
 #: What a data loader runs of its dataset for each sample (or stream).
 _SAMPLE_METHODS = ("__getitem__", "__iter__")
@@ -169,6 +171,16 @@ def _collate_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     fact = index.helper(collate)
     if fact is not None and fact.kind == "function" and fact.draws:
         return f"the `collate_fn` {fact.where}", fact.draws[0][1]
+    if isinstance(collate, cst.Lambda):
+        # `collate_fn=lambda x: data_processing(x, "train")` with the function
+        # imported (AssemblyAI's speech tutorial): the lambda runs it per batch
+        for inner in findall(collate.body, m.Call()):
+            fact = index.helper(inner.func)  # type: ignore[attr-defined]
+            if fact is not None and fact.kind == "function" and fact.draws:
+                return (
+                    f"the `collate_fn` (a lambda that calls {fact.where})",
+                    fact.draws[0][1],
+                )
     for found in sorted(instance_facts(index, collate), key=lambda f: f.name):
         draws = dict(found.draws)
         if "__call__" in draws:

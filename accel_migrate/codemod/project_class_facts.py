@@ -261,8 +261,43 @@ class ClassFacts:
     ) -> tuple[tuple[str, str], ...]:
         from .project_draws import function_draws
 
-        draw = function_draws(function, self.scan.functions, self._dotted)
+        draw = function_draws(
+            function, self.scan.functions, self._dotted, self._held_by_module()
+        )
         return (("", draw),) if draw else ()
+
+    def _held_by_module(self) -> dict[str, str]:
+        """Module-level objects whose call draws (``module_held_draws``), read
+        once per module, and only where its functions call a module-level name."""
+        from .class_lineage import _class_at
+        from .project_draws import module_held_draws
+
+        cached = getattr(self, "_module_held", None)
+        if cached is not None:
+            return cached
+        self._module_held: dict[str, str] = {}
+        called = {
+            node.func.id
+            for function in self.scan.functions.values()
+            for node in ast.walk(function)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        }
+        assigned = {n: v for n, v in self.scan.assigned.items() if n in called}
+        if not assigned or self.depth > 2:
+            return self._module_held
+
+        def call_draw(call: ast.Call) -> str:
+            resolved = self.resolve(call.func)
+            located = _class_at(self, resolved) if isinstance(resolved, tuple) else None
+            if located is None:
+                return ""
+            where, cls = located
+            draws = dict(where._class_draws(cls, 1))
+            draw = draws.get("__call__") or draws.get("forward")
+            return f"{draw} (in `{cls.name}`)" if draw else ""
+
+        self._module_held = module_held_draws(assigned, self._dotted, call_draw)
+        return self._module_held
 
     def _augmentation(
         self, definition: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef

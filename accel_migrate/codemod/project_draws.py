@@ -62,10 +62,74 @@ def function_draws(
     function: Definition,
     functions: dict[str, Definition],
     dotted: Callable[[ast.expr], str],
+    held: dict[str, str] | None = None,
 ) -> str:
     """The first draw ``function`` makes (itself or through the module's
-    functions it calls), spelled for a finding; "" if none."""
-    return _draw(function, (functions, _draw_of(dotted)), {}, _DEPTH, set())
+    functions it calls, or by calling an object the module holds whose call
+    draws: ``held``, from ``module_held_draws``), spelled for a finding; "" if
+    none."""
+    test = _draw_of(dotted)
+    if held:
+        test = _module_held_test(test, held)
+    return _draw(function, (functions, test), {}, _DEPTH, set())
+
+
+#: Containers whose call runs each module or transform they are built with.
+_CONTAINERS = frozenset(
+    {
+        "torch.nn.Sequential",
+        "torch.nn.modules.container.Sequential",
+        "torchvision.transforms.Compose",
+        "torchvision.transforms.v2.Compose",
+    }
+)
+
+
+def module_held_draws(
+    assigned: dict[str, list[ast.expr]],
+    dotted: Callable[[ast.expr], str],
+    call_draw: Callable[[ast.Call], str],
+) -> dict[str, str]:
+    """name -> draw, for each module-level name bound once to an object whose
+    call draws: an instance of a class the project defines whose ``__call__``
+    (or ``forward``) draws, or a ``nn.Sequential`` / ``Compose`` built with one
+    (AssemblyAI's speech tutorial: ``train_audio_transforms =
+    nn.Sequential(MelSpectrogram(...), FrequencyMasking(...), ...)``, called in
+    the collate function; ``call_draw``: the draw of such a construction, or
+    "")."""
+    found: dict[str, str] = {}
+    for name, values in assigned.items():
+        if len(values) != 1 or not isinstance(values[0], ast.Call):
+            continue
+        built = values[0]
+        parts: list[ast.expr] = [built]
+        if dotted(built.func) in _CONTAINERS:
+            parts = list(built.args)
+            if len(parts) == 1 and isinstance(parts[0], (ast.List, ast.Tuple)):
+                parts = list(parts[0].elts)
+        for part in parts:
+            draw = call_draw(part) if isinstance(part, ast.Call) else ""
+            if draw:
+                found[name] = f"{draw}, called as `{name}(...)`"
+                break
+    return found
+
+
+def _module_held_test(
+    test: Callable[[ast.Call], str], held: dict[str, str]
+) -> Callable[[ast.Call], str]:
+    """``test``, also true of a call of a module-level object that draws."""
+
+    def module_test(call: ast.Call) -> str:
+        found = test(call)
+        if found:
+            return found
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in held:
+            return held[func.id]
+        return ""
+
+    return module_test
 
 
 #: A draw from torch's global random state, and the parameter (with its position,

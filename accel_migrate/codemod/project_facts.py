@@ -469,6 +469,19 @@ class ProjectFacts:
         )
 
     @property
+    def self_training_models(self) -> tuple[HelperFact, ...]:
+        """The imported model classes with a method that runs the model's layers
+        and backpropagates itself (``HelperFact.training_methods``: lkulowski's
+        ``lstm_seq2seq.train_model``, DKT's ``train_model``): a script that
+        calls one trains through it with no loop, loader or optimizer of its
+        own, so it goes to the full pass, where AM042 names the call."""
+        return tuple(
+            fact
+            for _, fact in self.helpers
+            if fact.returns == "model" and fact.training_methods
+        )
+
+    @property
     def drives_trainer(self) -> bool:
         """Does the script import a class of this batch's migrated files that
         trains models of its own (``HelperFact.migrated_trainer``)? Then it is

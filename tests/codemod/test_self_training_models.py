@@ -102,3 +102,85 @@ def test_a_layer_method_without_backward_is_not_blocked(tmp_path: Path) -> None:
     script.write_text(source)
     result = migrate_source(source, str(script), MigrateOptions())
     assert not [f for f in result.findings if f.code == "AM042"]
+
+
+OWN_OPTIMIZER = """\
+import torch
+from torch import nn, optim
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.encoder = nn.LSTM(n, n)
+        self.head = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.head(self.encoder(x)[0])
+
+    def train_model(self, inputs, targets, n_epochs, batch_size):
+        optimizer = optim.Adam(self.parameters(), lr=0.01)
+        criterion = nn.MSELoss()
+        for _ in range(n_epochs):
+            for b in range(inputs.shape[1] // batch_size):
+                x = inputs[:, b : b + batch_size]
+                out, _ = self.encoder(x)
+                loss = criterion(self.head(out), targets[:, b : b + batch_size])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+"""
+
+OWN_OPTIMIZER_MAIN = """\
+import torch
+
+import seq2seq
+
+X = torch.randn(6, 16, 3)
+model = seq2seq.Seq2Seq(3)
+model.train_model(X, X, n_epochs=2, batch_size=4)
+torch.save(model.state_dict(), "model.pt")
+"""
+
+
+@pytest.mark.parametrize("mode", ["file", "batch"])
+def test_a_script_with_no_loop_loader_or_optimizer_of_its_own(
+    tmp_path: Path, mode: str
+) -> None:
+    """lkulowski/LSTM_encoder_decoder's example.py (round t13b): the script
+    builds the model through its module (`seq2seq.Seq2Seq(3)`) and calls its
+    `train_model`, which builds the optimizer over `self.parameters()` and
+    slices its batches by hand. Before, the screen took the script for no
+    training entry point and skipped it with no finding (SILENT): the file
+    goes to the full pass now, where AM042 names the call."""
+    (tmp_path / "seq2seq.py").write_text(OWN_OPTIMIZER)
+    script = tmp_path / "main.py"
+    script.write_text(OWN_OPTIMIZER_MAIN)
+    options = MigrateOptions()
+    if mode == "batch":
+        view = ProjectView([str(script), str(tmp_path / "seq2seq.py")])
+        options = MigrateOptions(project=view.facts_for(str(script)))
+    result = migrate_source(OWN_OPTIMIZER_MAIN, str(script), options)
+    assert result.output == OWN_OPTIMIZER_MAIN
+    assert result.skip_reason is None
+    found = [f for f in result.findings if f.code == "AM042"]
+    assert len(found) == 1 and found[0].status == "needs-review", found
+    assert (
+        "`train_model` of `Seq2Seq` in seq2seq.py runs the model's layers itself"
+        in found[0].message
+    )
+
+
+def test_a_script_that_only_evaluates_such_a_model_is_still_skipped(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "seq2seq.py").write_text(OWN_OPTIMIZER)
+    script = tmp_path / "main.py"
+    source = OWN_OPTIMIZER_MAIN.replace(
+        "model.train_model(X, X, n_epochs=2, batch_size=4)", "print(model(X).sum())"
+    )
+    script.write_text(source)
+    result = migrate_source(source, str(script), MigrateOptions())
+    assert result.output == source
+    assert result.skip_reason == "not a training entry point"
+    assert not result.findings
