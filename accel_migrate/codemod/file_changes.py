@@ -4,6 +4,7 @@ make is; and paths that name a different file on each process."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -75,7 +76,29 @@ def per_process(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) ->
         return False
     for name in findall(expr, m.Name()):
         key = index.key(name)
+        if key is not None and key in _temp_folders(index):
+            return True
         for value in index.values.get(key, []) if key is not None else []:
             if value is not None and per_process(index, value, depth + 1):
                 return True
     return False
+
+
+@lru_cache(maxsize=8)
+def _temp_folders(index: ModuleIndex) -> frozenset[object]:
+    """The keys of the names a ``with tempfile.TemporaryDirectory() as tempdir:``
+    binds (the nn.Transformer language-model tutorial keeps its best weights in
+    one): a folder each process makes for itself, as ``tempfile.mkdtemp()``."""
+    found: set[object] = set()
+    for item in findall(index.module, m.WithItem()):
+        asname = item.asname  # type: ignore[attr-defined]
+        value = item.item  # type: ignore[attr-defined]
+        if asname is None or not isinstance(value, cst.Call):
+            continue
+        names = index.qualnames(value.func)
+        if not any(n.startswith("tempfile.") and n not in SHARED_TEMP for n in names):
+            continue
+        key = index.key(asname.name)
+        if key is not None:
+            found.add(key)
+    return frozenset(found)
