@@ -225,7 +225,11 @@ def _pass(
     # a model class that trains itself (`model.train_model(...)`): AM042 names it
     trains_itself = bool(project.self_training_models)
     if not (
-        screen.training or project.library_trainers or library or drives or trains_itself
+        screen.training
+        or project.library_trainers
+        or library
+        or drives
+        or trains_itself
     ):
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 
