@@ -58,8 +58,9 @@ call of ``cache(stats)`` gets the barrier after it). A save into
 an in-memory buffer (``io.BytesIO``) is left as it is: each process has its own
 buffer and reads it back. So is a save into a path made from a value each
 process has its own of (``file_changes.per_process``: a folder from
-``tempfile.mkdtemp()``, ``os.getpid()``; not ``tempfile.gettempdir()``, which
-every process shares), reported as info with no barrier: each process writes
+``tempfile.mkdtemp()`` or bound by ``with tempfile.TemporaryDirectory() as
+tempdir:``, ``os.getpid()``; not ``tempfile.gettempdir()``, which every process
+shares), reported as info with no barrier: each process writes
 its own file and reads its own back, as the original did, where ``accel.save``
 would write the main process's only and the others would find none (measured:
 a best checkpoint reloaded under ``if os.path.exists(best_path):`` was
