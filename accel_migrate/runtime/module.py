@@ -216,6 +216,14 @@ class PreparedModule(nn.Module):
             self._late(f"model.{name} = ...", value)
             self._on_original(setattr, self._modules["_original_module"], name, value)
 
+    def __delattr__(self, name: str) -> None:
+        if name in _OWN_ATTRIBUTES or name.startswith("_"):
+            super().__delattr__(name)
+        else:
+            # `del model.aux`: the part leaves the user's module (and is no
+            # longer watched: late_registration)
+            delattr(self._modules["_original_module"], name)
+
     # -- registration reaches the user's module, like attribute writes ----------------
     def register_parameter(self, name: str, param: nn.Parameter | None) -> None:
         """``model.register_parameter("lambda_1", p)`` after preparing (the PINN
@@ -358,6 +366,14 @@ class PreparedContainer(PreparedModule):
 
     def __getitem__(self, key: Any) -> Any:
         return self.original_module[key]  # type: ignore[index]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        # `model[3] = nn.Linear(...)`: checked as `model.name = ...` is
+        self._late(f"model[{key!r}] = ...", value)
+        self._on_original(operator.setitem, self.original_module, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        del self.original_module[key]  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.original_module)  # type: ignore[call-overload]

@@ -154,6 +154,23 @@ class DDPStrategy(Strategy):
             for param in params:
                 dist.broadcast(param.data, src=0)
 
+    def keep_local_buffers(
+        self, forward_module: nn.Module | None, names: list[str]
+    ) -> None:
+        # DDP reads its module's buffers anew before each broadcast, less those
+        # it ignores; a wrapper rebuilt later reads the module's list.
+        wrapper = forward_module
+        module = (
+            wrapper.module if isinstance(wrapper, DistributedDataParallel) else wrapper
+        )
+        if module is None:
+            return
+        ignored = list(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
+        ignored += [n for n in names if n not in ignored]
+        module._ddp_params_and_buffers_to_ignore = ignored
+        if isinstance(wrapper, DistributedDataParallel):
+            wrapper.parameters_to_ignore.update(names)
+
     def backward(
         self,
         tensors: torch.Tensor | list[torch.Tensor],

@@ -3,7 +3,8 @@
 ``nested`` (``model[2].scale = ...``, past the prepared model), ``frozen`` (the
 whole model frozen at its first forward, unfrozen in the second phase),
 ``drawn`` (an attribute write of a value each process draws differently, as its
-random state has drifted: every process must train rank 0's;
+random state has drifted: every process must train rank 0's; ``drawnpart``: the
+same written on a part, ``model[2].scale``;
 ``tests/runtime/test_late_parameters.py``), ``buffer`` (``register_buffer`` of
 such a drawn value, which the loss adds: refused under every distributed
 strategy),
@@ -82,7 +83,7 @@ for phase in range(2):
             optimizer.add_param_group({"params": [scale]})
     elif phase:
         scale = nn.Parameter(torch.zeros(1))
-        if mode == "drawn":
+        if mode in ("drawn", "drawnpart"):
             # unset on one process: rank 0's draw, the one the original makes
             drift = torch.Generator().manual_seed(int(os.environ.get("RANK", 0)))
             scale = nn.Parameter(0.5 * torch.randn(1, generator=drift))
@@ -90,7 +91,7 @@ for phase in range(2):
             model.scale = scale
         elif mode == "reg":
             model.register_parameter("scale", scale)
-        else:  # nested, branch
+        else:  # nested, branch, drawnpart
             model[2].scale = scale
         optimizer.add_param_group({"params": [scale]})
     loader = accel.prepare_dataloader(
