@@ -37,8 +37,7 @@ before each forward would otherwise see different lists of buffers on the
 processes and abort). One that computes the buffer from the batch keeps each
 process's value (a limit); so does a buffer the part had before, replaced in a
 forward that only some processes run (and DDP's next broadcast mismatches).
-A part removed from the model (``del model.aux``) is not watched from then on.
-So is a new value for a buffer the part already has (``module.running_mean =
+Not refused either: a new value for a buffer the part already has (``module.running_mean =
 torch.zeros_like(module.running_mean)``, ``load_state_dict(sd, assign=True)``):
 DDP takes the module's buffers anew before each broadcast, as for one assigned on
 the prepared model itself. And so is the ``weight_mask`` that
@@ -46,7 +45,8 @@ the prepared model itself. And so is the ``weight_mask`` that
 which are the same on every process. A random pruning method's mask
 (``prune.random_unstructured``, ``RandomStructured``) is each process's own
 draw: refused. A registration traced by ``torch.compile`` is not a call of the
-script's and is not checked.
+script's and is not checked. A part removed from the model (``del
+model.aux``, ``model.aux = None``) is not watched from then on.
 
 The hooks are installed at the first distributed prepared model, so one process
 runs nothing of this. What a hook costs on every other registration of the

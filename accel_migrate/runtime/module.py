@@ -164,9 +164,13 @@ class PreparedModule(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         forward_module = self.ensure_ready()
         object.__setattr__(self, "_forward_calls", self._forward_calls + 1)
+        run = forward_module
+        if not torch.is_grad_enabled():
+            # an evaluation, which may run on one process only
+            run = self._runtime.strategy.without_grad(forward_module)
         with self._runtime.precision.forward_context():
             try:
-                output = forward_module(*args, **kwargs)
+                output = run(*args, **kwargs)
             except (RuntimeError, ValueError, IndexError) as exc:
                 if isinstance(exc, RuntimeError) and _UNFINISHED_REDUCTION in str(exc):
                     # (not chained: the first error printed is the one that says why)

@@ -172,14 +172,20 @@ _MODULE = "accel_migrate.runtime.module"
 
 
 @pytest.mark.parametrize(
-    ("strategy", "mode"), [("ddp", "latebn"), ("ddp", "cache"), ("fsdp", "cache")]
+    ("strategy", "mode"),
+    [("ddp", "latebn"), ("ddp", "cache"), ("fsdp", "cache"), ("ddp", "forward")],
 )
 def test_a_late_batchnorm_and_a_forwards_own_cache_train_as_one_process(
     tmp_path: Path, strategy: str, mode: str
 ) -> None:
     # latebn: a BatchNorm added after the first forward is converted as the
     # prepared ones were (before r31d it normalised by each share: step 3's loss
-    # 2.71 against 2.32); cache: a buffer a module registers in its own forward
+    # 2.71 against 2.32); cache: a buffer a module registers in its own forward;
+    # forward (r32a): a BatchNorm built in a forward is converted too (it
+    # normalised by each share), the cache it grows in an evaluation forward
+    # that rank 0 alone runs is kept out of DDP's broadcast of buffers (which
+    # mismatched), and `model[2] = nn.Linear(...)` is taken in as rank 0's
+    # (a TypeError from the wrapper)
     script = str(SCRIPTS / "late_parameters.py")
     original = _run([warm_python.executable(), script, mode, str(tmp_path / "o.pt")])
     got = LOSS.findall(_launch(strategy, mode, str(tmp_path / "d.pt")).stdout)

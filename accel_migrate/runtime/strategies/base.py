@@ -55,6 +55,11 @@ class Strategy:
         ``late_parameters`` says the strategy takes them in: made equal on every
         process (each process built its own)."""
 
+    def without_grad(self, forward_module: nn.Module) -> nn.Module:
+        """The module that runs a forward with gradients off (an evaluation,
+        which may run on some processes only: no collective there)."""
+        return forward_module
+
     def keep_local_buffers(
         self, forward_module: nn.Module | None, names: list[str]
     ) -> None:
