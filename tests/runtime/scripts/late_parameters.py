@@ -139,7 +139,7 @@ for phase in range(2):
             out = out + model.shift
         elif phase and mode == "subbuffer":
             out = out + model[2].shift
-        elif mode == "forward" or phase and mode in ("bufmodule", "latebn", "cache"):
+        elif mode == "forward" or (phase and mode in ("bufmodule", "latebn", "cache")):
             pass  # in the model's forward
         elif phase and mode == "uneven":
             if rank == 0:
