@@ -207,9 +207,12 @@ def test_fsdp_a_parameter_added_on_one_rank_only_is_loud_on_every_rank(
         f"[rank0]: {_MODULE}.LateRegistrationError: `model[2].scale = "
         "nn.Parameter(...)` on a prepared model" in done.stderr
     ), done.stderr[-3000:]
-    assert (
-        "[rank1]: stopped: a collective could not complete: another process of "
-        "the job closed its connection" in done.stderr
+    # (the loader's broadcast of its next epoch since r32a; the backward's
+    # collective before)
+    assert re.search(
+        r"\[rank1\]: stopped: (a collective|broadcast) could not complete: "
+        "another process of the job closed its connection",
+        done.stderr,
     ), done.stderr[-3000:]
     assert "late step 2 loss" in done.stdout and "late step 3" not in done.stdout
 
