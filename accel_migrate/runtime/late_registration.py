@@ -1,4 +1,4 @@
-"""Buffers and modules registered late on the *parts* of a prepared model.
+"""Parameters, buffers and modules registered late on the *parts* of a prepared model.
 
 ``PreparedModule`` checks what the script registers on the prepared model itself
 after its first forward (``model.register_buffer(...)``, ``model.add_module``).
@@ -13,19 +13,31 @@ at world 2: step 3's loss 2.93 against the original's 4.64, under both).
 
 So once a distributed strategy has built a prepared model's wrapper, torch's
 global registration hooks (``register_module_buffer_registration_hook``,
-``register_module_module_registration_hook``) send every buffer and module
-registered on one of its parts to ``PreparedModule._late``, the check of the
-prepared model's own registrations: a buffer is refused
-(``LateRegistrationError``, at the statement that registers it), a module that
-brings buffers is refused unless the strategy takes its parameters in and
-rebuilds its wrapper over it (DDP: its buffers are then broadcast as the others
-are), and a module's BatchNorm layers are converted as the prepared ones were.
+``register_module_module_registration_hook``,
+``register_module_parameter_registration_hook``) send every buffer, module and
+parameter registered on one of its parts to ``PreparedModule._late``, the check
+of the prepared model's own registrations: a buffer is refused
+(``LateRegistrationError``, at the statement that registers it), a parameter
+or a module is taken in where the strategy takes parameters in (DDP: rank 0's
+value on every process, its wrapper rebuilt over it, a module's buffers then
+broadcast as the others are) and refused otherwise (a module with nothing to
+train but buffers, always), and a module's BatchNorm layers are converted as
+the prepared ones were. (Before r32a a parameter on a part was not checked:
+under DDP each process kept the value it drew, and FSDP refused it only at the
+backward, on the processes that got its gradient.)
 
 A registration made inside a module's own forward (``self.register_buffer`` of a
-cache grown for a longer input, as rotary-embedding layers do) is left alone:
-every process runs that forward, and such a cache is a function of the input's
-shape. One that computes the buffer from the batch is not caught (a limit).
-So is a new value for a buffer the part already has (``module.running_mean =
+cache grown for a longer input, as rotary-embedding layers do; ``self.bn =
+nn.BatchNorm1d(c)`` built at the first forward) is not refused: such a cache
+is a function of the input's shape. It runs no collective either, since a
+forward may run on some processes only (rank 0's evaluation): a module's
+BatchNorm layers are converted (a class swap), and the buffers are kept out of
+the strategy's broadcast (``Strategy.keep_local_buffers``; DDP's broadcast
+before each forward would otherwise see different lists of buffers on the
+processes and abort). One that computes the buffer from the batch keeps each
+process's value (a limit); so does a buffer the part had before, replaced in a
+forward that only some processes run (and DDP's next broadcast mismatches).
+Not refused either: a new value for a buffer the part already has (``module.running_mean =
 torch.zeros_like(module.running_mean)``, ``load_state_dict(sd, assign=True)``):
 DDP takes the module's buffers anew before each broadcast, as for one assigned on
 the prepared model itself. And so is the ``weight_mask`` that
@@ -33,7 +45,8 @@ the prepared model itself. And so is the ``weight_mask`` that
 which are the same on every process. A random pruning method's mask
 (``prune.random_unstructured``, ``RandomStructured``) is each process's own
 draw: refused. A registration traced by ``torch.compile`` is not a call of the
-script's and is not checked.
+script's and is not checked. A part removed from the model (``del
+model.aux``, ``model.aux = None``) is not watched from then on.
 
 The hooks are installed at the first distributed prepared model, so one process
 runs nothing of this. What a hook costs on every other registration of the
@@ -50,11 +63,15 @@ import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
 
+from . import sync_batchnorm, sync_instancenorm
+
 #: Every part of a prepared model whose wrapper is built, to that prepared model.
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = (
     weakref.WeakKeyDictionary()
 )
 _INSTALLED: list[Any] = []
+#: The buffers ``_keep_local`` kept out of the broadcast, by part.
+_KEPT: weakref.WeakKeyDictionary[nn.Module, set[str]] = weakref.WeakKeyDictionary()
 #: The frames of a module's call: a registration below one is the module's own.
 _CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
 _TORCH_MODULE = torch_module.__file__
@@ -68,6 +85,9 @@ def watch(prepared: Any, module: nn.Module) -> None:
         )
         _INSTALLED.append(
             torch_module.register_module_module_registration_hook(_on_module)
+        )
+        _INSTALLED.append(
+            torch_module.register_module_parameter_registration_hook(_on_parameter)
         )
     adopt(prepared, module)
 
@@ -83,12 +103,22 @@ def adopt(prepared: Any, module: nn.Module) -> None:
 
 
 def _found(module: nn.Module) -> Any:
-    """The prepared model ``module`` is part of (None for any other module)."""
+    """The prepared model ``module`` is part of (None for any other module, and
+    for one removed from it since: ``del model.aux``, ``model.aux = None``)."""
     try:
         found = _OWNERS.get(module)
     except TypeError:  # unhashable
         return None
     return None if found is None else found()
+
+
+def _still_part(prepared: Any, module: nn.Module) -> bool:
+    """Is ``module`` still a part of ``prepared``? One removed since (``del
+    model.aux``, ``model.aux = None``) is not watched from now on."""
+    if _name(prepared, module) is not None:
+        return True
+    _OWNERS.pop(module, None)
+    return False
 
 
 def _owner(module: nn.Module) -> Any:
@@ -109,13 +139,24 @@ def _in_a_forward() -> bool:
     return False
 
 
-def _path(prepared: Any, module: nn.Module) -> str:
-    for name, part in prepared.original_module.named_modules():
+def _name(prepared: Any, module: nn.Module) -> str | None:
+    """``module``'s name in ``prepared``'s user module ("" for that module
+    itself); None where it is no longer one of its parts."""
+    for name, part in prepared.original_module.named_modules(remove_duplicate=False):
         if part is module:
-            # model.encoder.2 is written model.encoder[2]
-            steps = (f"[{s}]" if s.isdigit() else f".{s}" for s in name.split("."))
-            return "model" + "".join(steps) if name else "accel.unwrap(model)"
-    return type(module).__name__
+            return name
+    return None
+
+
+def _path(prepared: Any, module: nn.Module) -> str | None:
+    """How the script reaches ``module`` (``model.encoder[2]``); None where it is
+    no longer a part of ``prepared``."""
+    name = _name(prepared, module)
+    if name is None:
+        return None
+    # model.encoder.2 is written model.encoder[2]
+    steps = (f"[{s}]" if s.isdigit() else f".{s}" for s in name.split("."))
+    return "model" + "".join(steps) if name else "accel.unwrap(model)"
 
 
 def _pruning() -> str:
@@ -147,12 +188,65 @@ def _on_buffer(module: nn.Module, name: str, tensor: Any) -> None:
         # load_state_dict(assign=True)): DDP takes the module's buffers anew
         # before each broadcast, so this one is broadcast as before
         return None
-    if _in_a_forward() or _pruning() == "magnitude":
+    if _in_a_forward():
+        _keep_local(prepared, module, [name])
+        return None
+    if _pruning() == "magnitude" or not _still_part(prepared, module):
         return None
     # (a random pruning method's mask is refused as any late buffer: each
     # process would keep its own draw)
     call = f"{_path(prepared, module)}.register_buffer({name!r}, ...)"
     prepared._late(call, tensor, buffer=True)
+    return None
+
+
+def _keep_local(prepared: Any, module: nn.Module, names: list[str]) -> None:
+    """Buffers a forward registered (new names) on ``module``, a part of
+    ``prepared``: kept out of the strategy's broadcast of buffers (DDP's before
+    each forward). A forward that only some processes run (rank 0's evaluation)
+    would otherwise leave the processes with different lists of buffers, and
+    DDP's next broadcast would mismatch; such a buffer is a cache of the input's
+    shape, the same wherever it is built."""
+    kept = _KEPT.setdefault(module, set())
+    names = [n for n in names if n not in kept]
+    prefix = _name(prepared, module) if names else None
+    if prefix is None:
+        return
+    kept.update(names)
+    full = [f"{prefix}.{n}" if prefix else n for n in names]
+    prepared._runtime.strategy.keep_local_buffers(prepared.forward_module, full)
+
+
+def _on_parameter(module: nn.Module, name: str, param: Any) -> None:
+    """``model.encoder.scale = nn.Parameter(...)``, ``model.head.register_parameter``
+    (or the same on ``accel.unwrap(model)``): checked as one written on the
+    prepared model (DDP takes it in as rank 0's value, the other strategies
+    refuse it at the statement). One a module registers in its own forward, and
+    a new value for one the part has, are left to the strategy's check at the
+    backward (DDP takes the latter in as rank 0's value), and the ``*_orig`` that
+    ``torch.nn.utils.prune`` registers is the weight the part held already."""
+    if torch.compiler.is_compiling():
+        return None
+    prepared = _owner(module)
+    if prepared is None or param is None or module._parameters.get(name) is param:
+        return None
+    if _in_a_forward() or _pruning():
+        return None
+    if name in module._parameters and not prepared._runtime.strategy.late_parameters:
+        # a new value for one it has (load_state_dict(assign=True)): left to
+        # the strategy's check at the backward, as before
+        return None
+    path = _path(prepared, module)
+    if path is None:
+        _OWNERS.pop(module, None)  # removed from the model: not watched
+        return None
+    written = sys._getframe(2).f_code.co_name == "__setattr__"
+    call = (
+        f"{path}.{name} = nn.Parameter(...)"
+        if written
+        else f"{path}.register_parameter({name!r}, ...)"
+    )
+    prepared._late(call, param)
     return None
 
 
@@ -162,7 +256,28 @@ def _on_module(parent: nn.Module, name: str, submodule: Any) -> None:
     prepared = _found(parent)
     if prepared is None or submodule is None:
         return None
-    if not prepared._registering and not _in_a_forward():
+    if prepared._registering:
+        pass  # PreparedModule checked it
+    elif not _still_part(prepared, parent):
+        return None
+    elif _in_a_forward():
+        # A layer built in a forward (`if self.bn is None: self.bn =
+        # nn.BatchNorm1d(c)`): its BatchNorm layers normalise by the global
+        # batch as the prepared ones do (a class swap, no collective: a forward
+        # may run on one process only), and its buffers are kept out of the
+        # strategy's broadcast (see ``_keep_local``).
+        _convert_norms(submodule, prepared._runtime)
+        _keep_local(
+            prepared,
+            parent,
+            [f"{name}.{b}" for b, _ in submodule.named_buffers()],
+        )
+    else:
         prepared._late(f"{_path(prepared, parent)}.{name} = ...", submodule)
     adopt(prepared, submodule)
     return None
+
+
+def _convert_norms(module: nn.Module, runtime: Any) -> None:
+    sync_batchnorm.prepare(module, runtime)
+    sync_instancenorm.prepare(module, runtime)

@@ -164,9 +164,13 @@ class PreparedModule(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         forward_module = self.ensure_ready()
         object.__setattr__(self, "_forward_calls", self._forward_calls + 1)
+        run = forward_module
+        if not torch.is_grad_enabled():
+            # an evaluation, which may run on one process only
+            run = self._runtime.strategy.without_grad(forward_module)
         with self._runtime.precision.forward_context():
             try:
-                output = forward_module(*args, **kwargs)
+                output = run(*args, **kwargs)
             except (RuntimeError, ValueError, IndexError) as exc:
                 if isinstance(exc, RuntimeError) and _UNFINISHED_REDUCTION in str(exc):
                     # (not chained: the first error printed is the one that says why)
@@ -215,6 +219,14 @@ class PreparedModule(nn.Module):
             # `model.scale = nn.Parameter(...)` is `register_parameter` spelt otherwise.
             self._late(f"model.{name} = ...", value)
             self._on_original(setattr, self._modules["_original_module"], name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _OWN_ATTRIBUTES or name.startswith("_"):
+            super().__delattr__(name)
+        else:
+            # `del model.aux`: the part leaves the user's module (and is no
+            # longer watched: late_registration)
+            delattr(self._modules["_original_module"], name)
 
     # -- registration reaches the user's module, like attribute writes ----------------
     def register_parameter(self, name: str, param: nn.Parameter | None) -> None:
@@ -358,6 +370,14 @@ class PreparedContainer(PreparedModule):
 
     def __getitem__(self, key: Any) -> Any:
         return self.original_module[key]  # type: ignore[index]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        # `model[3] = nn.Linear(...)`: checked as `model.name = ...` is
+        self._late(f"model[{key!r}] = ...", value)
+        self._on_original(operator.setitem, self.original_module, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        del self.original_module[key]  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.original_module)  # type: ignore[call-overload]

@@ -55,6 +55,18 @@ class Strategy:
         ``late_parameters`` says the strategy takes them in: made equal on every
         process (each process built its own)."""
 
+    def without_grad(self, forward_module: nn.Module) -> nn.Module:
+        """The module that runs a forward with gradients off (an evaluation,
+        which may run on some processes only: no collective there)."""
+        return forward_module
+
+    def keep_local_buffers(
+        self, forward_module: nn.Module | None, names: list[str]
+    ) -> None:
+        """Buffers (names in the user's module) that a forward registered after
+        the wrapper was built: not broadcast from rank 0 (a forward may run on
+        some processes only; ``late_registration._keep_local``)."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:

@@ -154,6 +154,42 @@ class DDPStrategy(Strategy):
             for param in params:
                 dist.broadcast(param.data, src=0)
 
+    def without_grad(self, forward_module: nn.Module) -> nn.Module:
+        # DDP's forward after a training one broadcasts rank 0's buffers first,
+        # even with gradients off: an evaluation that rank 0 alone runs (`if
+        # accel.is_main_process(): evaluate(model)`) left the others out of
+        # that collective, and gloo aborted at their next one (r32a). The
+        # user's module runs it instead: the buffers are the same on every
+        # process where BatchNorm normalises by the global batch, and the next
+        # training forward broadcasts them. Where its statistics are kept per
+        # process, DDP's broadcast is what makes an evaluation use rank 0's:
+        # kept (a forward on rank 0 alone then aborts, as under torch's DDP).
+        config = self.config
+        if (
+            isinstance(forward_module, DistributedDataParallel)
+            and config.batch_mode != "per-device"
+            and config.sync_batchnorm
+        ):
+            return forward_module.module
+        return forward_module
+
+    def keep_local_buffers(
+        self, forward_module: nn.Module | None, names: list[str]
+    ) -> None:
+        # DDP reads its module's buffers anew before each broadcast, less those
+        # it ignores; a wrapper rebuilt later reads the module's list.
+        wrapper = forward_module
+        module = (
+            wrapper.module if isinstance(wrapper, DistributedDataParallel) else wrapper
+        )
+        if module is None:
+            return
+        ignored = list(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
+        ignored += [n for n in names if n not in ignored]
+        module._ddp_params_and_buffers_to_ignore = ignored
+        if isinstance(wrapper, DistributedDataParallel):
+            wrapper.parameters_to_ignore.update(names)
+
     def backward(
         self,
         tensors: torch.Tensor | list[torch.Tensor],

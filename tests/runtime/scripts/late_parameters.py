@@ -3,7 +3,8 @@
 ``nested`` (``model[2].scale = ...``, past the prepared model), ``frozen`` (the
 whole model frozen at its first forward, unfrozen in the second phase),
 ``drawn`` (an attribute write of a value each process draws differently, as its
-random state has drifted: every process must train rank 0's;
+random state has drifted: every process must train rank 0's; ``drawnpart``: the
+same written on a part, ``model[2].scale``;
 ``tests/runtime/test_late_parameters.py``), ``buffer`` (``register_buffer`` of
 such a drawn value, which the loss adds: refused under every distributed
 strategy),
@@ -14,7 +15,11 @@ positive: at world 2 the first such share is rank 0's alone), ``subbuffer``
 ``latebn`` (``add_module`` of a BatchNorm: with the other layers' statistics,
 the global batch's), ``uneven`` (as ``nested``, on rank 0 only), ``cache``
 (a module that registers a buffer in its own forward, the same on every
-process: a rotary-embedding cache grown for a longer input)."""
+process: a rotary-embedding cache grown for a longer input), ``forward`` (a
+layer that builds its BatchNorm at its first forward and grows a cache there,
+an evaluation forward that rank 0 alone runs, which grows that cache on rank 0
+only, then ``model[2] = nn.Linear(...)`` of a layer each process draws
+differently: every process must train rank 0's)."""
 
 import os
 import sys
@@ -45,6 +50,24 @@ class Cache(nn.Module):
         return x + self.table[: x.shape[1]].sum() if self.grow else x
 
 
+class Builds(nn.Module):
+    """Builds its BatchNorm at its first forward; grows a cache for longer inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("offset", torch.zeros(1))
+        self.bn: nn.Module | None = None
+        self.size = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bn is None:
+            self.bn = nn.BatchNorm1d(x.shape[1])
+        if x.shape[0] > self.size:
+            self.register_buffer("table", torch.linspace(0, 1, x.shape[0]))
+            self.size = x.shape[0]
+        return self.bn(x) + self.offset + 0 * self.table[: x.shape[0]].sum()
+
+
 mode = sys.argv[1]
 rank = int(os.environ.get("RANK", 0))
 torch.manual_seed(0)
@@ -52,7 +75,11 @@ X, Y = torch.randn(24, 4), torch.randn(24, 1)
 backbone = accel.prepare_model(nn.Sequential(nn.Linear(4, 8), nn.Tanh()))
 layers = [nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1)]
 model = accel.prepare_model(
-    nn.Sequential(*layers, *([Cache()] if mode == "cache" else []))
+    nn.Sequential(
+        *layers,
+        *([Cache()] if mode == "cache" else []),
+        *([Builds()] if mode == "forward" else []),
+    )
 )
 params = [*backbone.parameters(), *model.parameters()]
 optimizer = accel.prepare_optimizer(torch.optim.SGD(params, lr=0.1))
@@ -73,6 +100,15 @@ for phase in range(2):
     elif phase and mode == "latebn":
         model.add_module("3", nn.BatchNorm1d(1))
         optimizer.add_param_group({"params": list(model[3].parameters())})
+    elif phase and mode == "forward":
+        if rank == 0:  # an evaluation on the main process alone
+            model.eval()
+            with torch.no_grad():
+                model(backbone(X))
+            model.train()
+        torch.manual_seed(1 + rank)  # each process draws its own
+        model[2] = nn.Linear(8, 1)
+        optimizer.add_param_group({"params": list(model[2].parameters())})
     elif phase and mode == "cache":
         model[3].grow = True
     elif phase and mode == "uneven":
@@ -82,7 +118,7 @@ for phase in range(2):
             optimizer.add_param_group({"params": [scale]})
     elif phase:
         scale = nn.Parameter(torch.zeros(1))
-        if mode == "drawn":
+        if mode in ("drawn", "drawnpart"):
             # unset on one process: rank 0's draw, the one the original makes
             drift = torch.Generator().manual_seed(int(os.environ.get("RANK", 0)))
             scale = nn.Parameter(0.5 * torch.randn(1, generator=drift))
@@ -90,7 +126,7 @@ for phase in range(2):
             model.scale = scale
         elif mode == "reg":
             model.register_parameter("scale", scale)
-        else:  # nested, branch
+        else:  # nested, branch, drawnpart
             model[2].scale = scale
         optimizer.add_param_group({"params": [scale]})
     loader = accel.prepare_dataloader(
@@ -103,7 +139,7 @@ for phase in range(2):
             out = out + model.shift
         elif phase and mode == "subbuffer":
             out = out + model[2].shift
-        elif phase and mode in ("bufmodule", "latebn", "cache"):
+        elif mode == "forward" or (phase and mode in ("bufmodule", "latebn", "cache")):
             pass  # in the model's forward
         elif phase and mode == "uneven":
             if rank == 0:
