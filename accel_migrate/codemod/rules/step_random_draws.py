@@ -98,11 +98,12 @@ import libcst.matchers as m
 
 from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
-from ..data_pipeline import builds_loader, data_function_of
+from ..data_pipeline import data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
 from ..imported_draws import (
     epoch_draw,
     loader_draw,
+    makes_loader,
     sampler_draw,
     step_draw,
     trained_model_draw,
@@ -132,7 +133,7 @@ class StepRandomDraws(Rule):
         qualnames = self.qualnames(node.func)
         transforms = sorted(q for q in qualnames if random_transform(q))
         local = transform_draw(self.index, node)
-        if local is not None and builds_loader(self.index):
+        if local is not None and makes_loader(self.index):
             self.report(
                 node,
                 "needs-review",
@@ -143,7 +144,7 @@ class StepRandomDraws(Rule):
                 "were; the losses will not match the original's step for step",
             )
             return
-        if transforms and builds_loader(self.index):
+        if transforms and makes_loader(self.index):
             self.report(
                 node,
                 "needs-review",
