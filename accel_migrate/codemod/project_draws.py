@@ -39,6 +39,7 @@ from .random_names import (
     DRAW_METHODS,
     is_random_draw,
     random_transform,
+    sampling_model,
 )
 
 if TYPE_CHECKING:
@@ -153,6 +154,22 @@ def augmentation(
     return _draw(definition, (functions, _transform_of(dotted)), {}, _DEPTH, set())
 
 
+def sampling_model_built(
+    function: Definition,
+    functions: dict[str, Definition],
+    dotted: Callable[[ast.expr], str],
+) -> str:
+    """The first library model that draws in train mode (``sampling_model``:
+    torchvision's Faster R-CNN) a model factory builds, itself or through its
+    module's functions; "" if none."""
+
+    def test(call: ast.Call) -> str:
+        name = dotted(call.func)
+        return f"`{name}`" if name and sampling_model(name) else ""
+
+    return _draw(function, (functions, test), {}, _DEPTH, set())
+
+
 def class_draws(
     lineage: list[Owner], held: dict[str, str] | None = None
 ) -> tuple[tuple[str, str], ...]:
@@ -259,6 +276,12 @@ def _built_draw(owner: HelperFacts, calls: list[ast.Call], depth: int) -> str:
         name = owner._dotted(call.func)
         if name and random_transform(name):
             return f"`{name}` (built into `self.{{0}}`, applied as `self.{{0}}(...)`)"
+        if name and sampling_model(name):
+            return (
+                f"`{name}`, which samples anchors and proposals with "
+                f"`torch.randperm` in train mode (built into `self.{{0}}`, "
+                f"run as `self.{{0}}(...)`)"
+            )
         resolved = owner.resolve(call.func)
         located = _class_at(owner, resolved) if isinstance(resolved, tuple) else None
         if located is None:

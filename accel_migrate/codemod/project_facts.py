@@ -181,6 +181,11 @@ class HelperFact:
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
     augmentation: str = ""
+    #: For a function that returns a model: the library model it builds that
+    #: draws in train mode (torchvision's ``fasterrcnn_resnet50_fpn``, whose
+    #: heads sample anchors and proposals with ``torch.randperm``), as written;
+    #: "" if none (``project_draws.sampling_model_built``).
+    sampling_model: str = ""
     #: For a function that returns a loader (or a tuple or dict of them): the
     #: first draw a dataset class it builds makes for each sample, in its
     #: ``__getitem__`` or ``__iter__``, as a phrase; "" if none

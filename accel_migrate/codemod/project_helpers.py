@@ -109,7 +109,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
             function_trains_handed,
         )
         from .metrics.helper_ranking import helper_batch_ranking
-        from .project_draws import function_torch_draws
+        from .project_draws import function_torch_draws, sampling_model_built
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -197,6 +197,11 @@ class HelperFacts(ClassFacts, ReturnKinds):
                 function, self.scan.functions, self._dotted
             ),
             augmentation=self._augmentation(function),
+            sampling_model=(
+                sampling_model_built(function, self.scan.functions, self._dotted)
+                if kind == "model"
+                else ""
+            ),
             reads_paths=reads_paths(function, self._dotted),
             sample_draws=(
                 sample_draws(self, function) if kind == "loader" or container else ""

@@ -110,7 +110,7 @@ from ..imported_draws import (
     transform_draw,
 )
 from ..model_methods import stepped_function, stepped_method, training_step
-from ..random_names import random_transform
+from ..random_names import random_transform, sampling_model
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -131,6 +131,8 @@ class StepRandomDraws(Rule):
         if self._imported_draw(node):
             return
         qualnames = self.qualnames(node.func)
+        if self._sampling_model(node, qualnames):
+            return
         transforms = sorted(q for q in qualnames if random_transform(q))
         local = transform_draw(self.index, node)
         if local is not None and makes_loader(self.index):
@@ -198,6 +200,33 @@ class StepRandomDraws(Rule):
                 "the losses will not match the original's step for step",
                 if_migrated=True,
             )
+
+    def _sampling_model(self, node: cst.Call, qualnames: set[str]) -> bool:
+        """A library model that draws in train mode (torchvision's Faster
+        R-CNN: its RPN and RoI heads sample anchors and proposals with
+        ``torch.randperm``), built here or by a local factory, in a file that
+        shards a loader: reported where it is built."""
+        names = sorted(q for q in qualnames if sampling_model(q))
+        where = f"`{names[0]}`" if names else ""
+        if not names:
+            fact = self.index.helper(node.func, returns="model")
+            if fact is None or not fact.sampling_model:
+                return False
+            where = f"{fact.where} (which builds {fact.sampling_model})"
+        if not (self.index.loaders or self.index.project.library_trainers):
+            return True
+        self.report(
+            node,
+            "needs-review",
+            f"{where} builds a model that draws in train mode: its region "
+            "proposal network and RoI heads sample the anchors and proposals "
+            "they train on with `torch.randperm` for each image; each process "
+            "samples for its own share of the batch from its own random state, "
+            "not the original's samples, so the losses will not match the "
+            "original's step for step",
+            if_migrated=True,
+        )
+        return True
 
     def _object_method_draw(self, node: cst.Call, name: str) -> bool:
         """A draw outside any loop of a method that a step calls on its object
