@@ -97,6 +97,7 @@ class ClassFacts:
             from .batch_shaped_models import batch_shape
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
+            from .method_parameter_grads import parameter_grads
             from .unimplemented_forward import unimplemented_forward
             from .unregistered_tensors import unregistered_tensors
 
@@ -120,6 +121,7 @@ class ClassFacts:
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
                 draws=self._class_draws(cls),
                 augmentation=self._augmentation(cls),
+                parameter_grads=parameter_grads(cls, self._dotted),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
                 batch_mixing=batch_mixing(self, cls),

@@ -152,6 +152,11 @@ class HelperFact:
     #: "token-mean", "unknown"; "" where the method computes a loss whose
     #: return cannot be read) (``project_method_weights``).
     method_losses: tuple[tuple[str, str], ...] = ()
+    #: For a model class: its methods that take ``torch.autograd.grad`` of what
+    #: they are handed with respect to the instance's own parameters (VQGAN's
+    #: ``calculate_lambda``), with that call as written
+    #: (``method_parameter_grads``).
+    parameter_grads: tuple[tuple[str, str], ...] = ()
     #: For a model class: its methods other than ``forward`` that run its layers
     #: themselves (the BiLSTM-CRF's ``loss(xs, tags)``), past a prepared model's
     #: own call (``layer_methods``).

@@ -21,7 +21,16 @@ those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
 loader, or an instance of a local module's class, not a model, whose ``__call__``
 draws (a transforms.py of the project's own, as torchvision's reference scripts
-keep one: ``T.RandomCrop(crop_size)`` at ``random.randint`` offsets) built there. The same draws in a local module the file imports are reported where
+keep one: ``T.RandomCrop(crop_size)`` at ``random.randint`` offsets) built there,
+also one that holds such objects or torchvision random augmentations and calls
+them (ssd.pytorch's ``SSDAugmentation`` holding ``Compose([RandomMirror(),
+...])`` applied in a loop; torchvision's ``ClassificationPresetTrain`` holding
+``T.Compose(trans)`` of a list of ``T.RandomResizedCrop``...), and where the
+loader is built by a local helper the file calls (``make_loader(dataset)``).
+A library model that draws in train mode (torchvision's Faster, Mask and
+Keypoint R-CNN, whose RPN and RoI heads sample anchors and proposals with
+``torch.randperm``) is reported where it is built, by the file or a local
+factory, in a file that shards a loader. The same draws in a local module the file imports are reported where
 the file uses them: a training step's call of an imported function or of a
 method of an imported object that draws (PyTorch-GAN's
 ``ReplayBuffer.push_and_pop`` in ``utils.py``), a model of another module whose
