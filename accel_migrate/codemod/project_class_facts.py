@@ -28,6 +28,7 @@ from .pairwise_helpers import pairwise_in
 from .param_group_methods import param_group_methods
 from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
+from .replay_buffers import stored
 from .project_method_weights import method_losses, method_weights
 from .project_nodes import _own_nodes
 from .share_padding import share_padded
@@ -199,6 +200,7 @@ class ClassFacts:
             init_built=init_built(cls),
             plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
+            stored=stored(cls),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),

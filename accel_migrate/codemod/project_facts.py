@@ -152,6 +152,10 @@ class HelperFact:
     #: "token-mean", "unknown"; "" where the method computes a loss whose
     #: return cannot be read) (``project_method_weights``).
     method_losses: tuple[tuple[str, str], ...] = ()
+    #: For a class: its methods that store what they are handed in a list
+    #: attribute another method reads back (igebm's ``SampleBuffer.push``),
+    #: each with that attribute (``replay_buffers``).
+    stored: tuple[tuple[str, str], ...] = ()
     #: For a model class: its methods that take ``torch.autograd.grad`` of what
     #: they are handed with respect to the instance's own parameters (VQGAN's
     #: ``calculate_lambda``), with that call as written
