@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, tuple_loss
-from .iterator_factories import returned_iterator
+from .iterator_factories import generated_batches, returned_iterator
 from .loader_factory_sizes import batch_size_parameter
 from .loader_sample_draws import sample_draws
 from .names import is_optimizer_class
@@ -223,7 +223,10 @@ class HelperFacts(ClassFacts, ReturnKinds):
             ),
             ranks_batch=helper_batch_ranking(function),
             batch_iterator=(
-                returned_iterator(self, returns, function) if not kind else ""
+                returned_iterator(self, returns, function)
+                or generated_batches(function)
+                if not kind
+                else ""
             ),
         )
 
