@@ -28,9 +28,9 @@ from .pairwise_helpers import pairwise_in
 from .param_group_methods import param_group_methods
 from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
-from .replay_buffers import stored
 from .project_method_weights import method_losses, method_weights
 from .project_nodes import _own_nodes
+from .replay_buffers import stored
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
 from .uncalled_methods import uncalled_effects
@@ -96,9 +96,9 @@ class ClassFacts:
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
+            from .method_parameter_grads import parameter_grads
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
-            from .method_parameter_grads import parameter_grads
             from .unimplemented_forward import unimplemented_forward
             from .unregistered_tensors import unregistered_tensors
 

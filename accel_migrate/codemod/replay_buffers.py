@@ -94,9 +94,7 @@ def _self_attribute(node: ast.expr) -> bool:
 
 
 def _names(targets: list[ast.expr]) -> set[str]:
-    return {
-        n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)
-    }
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def _uses(expr: ast.AST, names: set[str]) -> bool:

@@ -71,7 +71,9 @@ def test_the_view_names_a_generator_of_batches(tmp_path: Path) -> None:
     (tmp_path / "utils.py").write_text(UTILS)
     (tmp_path / "train.py").write_text("import utils\n")
     facts = dict(read_project(str(tmp_path / "train.py")).helpers)
-    assert "a generator that yields batches" in facts["utils.get_batches"].batch_iterator
+    assert (
+        "a generator that yields batches" in facts["utils.get_batches"].batch_iterator
+    )
     assert facts["utils.shifted"].batch_iterator == ""
     assert facts["utils.forever"].batch_iterator == ""
 

@@ -112,9 +112,13 @@ def test_a_local_model_holding_one(tmp_path: Path) -> None:
 
 
 def test_not_reported_without_a_sampling_model_or_a_loader(tmp_path: Path) -> None:
-    assert _findings(
-        tmp_path, "torchvision.models.detection.retinanet_resnet50_fpn(num_classes=3)"
-    ) == []
+    assert (
+        _findings(
+            tmp_path,
+            "torchvision.models.detection.retinanet_resnet50_fpn(num_classes=3)",
+        )
+        == []
+    )
     # nothing sharded: every process runs the whole batch
     assert (
         _findings(
