@@ -11,8 +11,10 @@ AM032 reports the training step's call that fills it.
 
 A class stores what a method is handed when the method appends it (or a value
 made from it: ``samples.detach().to("cpu")``, the items of a loop over it) to a
-list it keeps on ``self`` (``.append``, ``.extend``, ``.insert``, an item set
-by subscript), and another of its methods reads that attribute back. Static
+list it keeps on ``self`` (``.append``, ``.extend``, ``.insert``; not an item
+set by a key, as a dict of meters or an EMA's shadow weights is), and another
+of its methods picks items of it by a computed index or at random; only a
+call handed values of the batch counts. Static
 only: ``ast``.
 """
 
@@ -38,6 +40,8 @@ def stored(cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
     ]
     found: list[tuple[str, str]] = []
     for method in methods:
+        if method.name.startswith("__"):
+            continue  # built once (`__init__`), or a protocol method
         attribute = _stores(method)
         if attribute and any(
             other is not method
@@ -70,10 +74,6 @@ def _stores(method: Definition) -> str:
             and any(_uses(a, handed) and not _number(a) for a in node.args)
         ):
             return node.func.value.attr  # type: ignore[attr-defined]
-        if isinstance(node, ast.Assign) and _uses(node.value, handed):
-            for target in node.targets:
-                if isinstance(target, ast.Subscript) and _self_attribute(target.value):
-                    return target.value.attr  # type: ignore[attr-defined]
     return ""
 
 
@@ -83,6 +83,13 @@ def _number(expr: ast.expr) -> bool:
         (isinstance(expr.func, ast.Attribute) and expr.func.attr == "item")
         or (isinstance(expr.func, ast.Name) and expr.func.id in ("float", "int"))
     )
+
+
+def _constant(node: ast.expr) -> bool:
+    return all(
+        isinstance(n, (ast.Constant, ast.UnaryOp, ast.unaryop, ast.Slice))
+        for n in ast.walk(node)
+    ) and not isinstance(node, ast.Slice)
 
 
 def _self_attribute(node: ast.expr) -> bool:
@@ -110,8 +117,12 @@ def _reads(method: Definition, attribute: str) -> bool:
         return _self_attribute(node) and node.attr == attribute  # type: ignore[attr-defined]
 
     for node in ast.walk(method):
-        if isinstance(node, ast.Subscript) and held(node.value):
-            return True
+        if (
+            isinstance(node, ast.Subscript)
+            and held(node.value)
+            and not _constant(node.slice)
+        ):
+            return True  # `self.buffer[i]`, not the last value `self.values[-1]`
         if (
             isinstance(node, ast.Call)
             and any(held(a) for a in node.args)
@@ -148,6 +159,15 @@ def buffer_push(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         return None
     if not any(training_step(index, path) for path in index.loop_paths(call)):
         return None
+    from .batch_rows import batch_values
+
+    values = batch_values(index)
+    if not any(
+        (key := index.key(name)) is not None and key in values
+        for arg in call.args
+        for name in _cst_names(arg.value)
+    ):
+        return None  # handed nothing of the batch (an EMA handed the model)
     method = func.attr.value
     for cls in sorted(instance_classes(index, func.value), key=lambda c: c.name.value):
         attribute = dict(local_stored(cls)).get(method)
@@ -158,3 +178,12 @@ def buffer_push(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         if attribute:
             return f"`{fact.name}.{method}` in {fact.file}", attribute
     return None
+
+
+def _cst_names(expr: cst.BaseExpression) -> list[cst.Name]:
+    import libcst as cst
+    import libcst.matchers as m
+
+    from .subtrees import findall
+
+    return [expr] if isinstance(expr, cst.Name) else findall(expr, m.Name())  # type: ignore[return-value]
