@@ -1,9 +1,8 @@
-"""AM020 for random transforms a project's own classes hold or are handed
-(``project_draws.held_draws``): torchvision's classification presets building
-``T.Compose([T.RandomResizedCrop(...), ...])`` from a local list, ssd.pytorch's
-``SSDAugmentation`` holding ``Compose([RandomMirror(), ...])`` applied in a
-loop, and a transform handed to a project Dataset whose loader a helper of
-another module builds. Each draws in the loader for each process's share."""
+"""AM020 for draws a model makes through an object it holds (torchvision's
+detection heads sample the anchors that train with ``torch.randperm`` in a
+``BalancedPositiveNegativeSampler`` held as ``self.fg_bg_sampler``), and for a
+model whose forward draws handed to an imported function that trains it
+(torchvision's reference ``engine.train_one_epoch(model, ...)``)."""
 
 from __future__ import annotations
 
@@ -12,138 +11,107 @@ from pathlib import Path
 from accel_migrate.codemod import MigrateOptions, migrate_source
 from accel_migrate.codemod.project_view import read_project
 
-PRESETS = """
-import torchvision.transforms as T
-
-
-class ClassificationPresetTrain:
-    def __init__(self, crop_size, hflip_prob=0.5):
-        trans = [T.RandomResizedCrop(crop_size)]
-        if hflip_prob > 0:
-            trans.append(T.RandomHorizontalFlip(hflip_prob))
-        self.transforms = T.Compose(trans)
-
-    def __call__(self, img):
-        return self.transforms(img)
-
-
-class ClassificationPresetEval:
-    def __init__(self, crop_size):
-        self.transforms = T.Compose([T.CenterCrop(crop_size)])
-
-    def __call__(self, img):
-        return self.transforms(img)
-"""
-
-AUGMENTATIONS = """
-import numpy as np
-
-
-class Compose(object):
-    def __init__(self, transforms):
-        self.transforms = transforms
-
-    def __call__(self, img):
-        for t in self.transforms:
-            img = t(img)
-        return img
-
-
-class SubtractMeans(object):
-    def __init__(self, mean):
-        self.mean = mean
-
-    def __call__(self, image):
-        return image - self.mean
-
-
-class RandomMirror(object):
-    def __call__(self, image):
-        if np.random.randint(2):
-            image = image.flip(-1)
-        return image
-
-
-class SSDAugmentation(object):
-    def __init__(self, mean=0.1):
-        self.augment = Compose([RandomMirror(), SubtractMeans(mean)])
-
-    def __call__(self, img):
-        return self.augment(img)
-
-
-class MeanOnly(object):
-    def __init__(self, mean=0.1):
-        self.augment = Compose([SubtractMeans(mean)])
-
-    def __call__(self, img):
-        return self.augment(img)
-
-
-class InLoop(object):
-    def __init__(self):
-        self.steps = [SubtractMeans(0.1), RandomMirror()]
-
-    def __call__(self, img):
-        for step in self.steps:
-            img = step(img)
-        return img
-"""
-
-DATA = """
+DETECTOR = """
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch import nn
 
 
-class Shapes(Dataset):
-    def __init__(self, n, transform=None):
-        self.x = torch.randn(n, 3, 8, 8)
-        self.transform = transform
+class Sampler:
+    def __init__(self, batch_size_per_image):
+        self.batch_size_per_image = batch_size_per_image
 
-    def __len__(self):
-        return len(self.x)
-
-    def __getitem__(self, i):
-        img = self.x[i]
-        if self.transform is not None:
-            img = self.transform(img)
-        return img
+    def __call__(self, matched):
+        perm = torch.randperm(matched.numel())[: self.batch_size_per_image]
+        return matched[perm]
 
 
-def make_loader(ds, batch_size=4):
-    return DataLoader(ds, batch_size=batch_size, shuffle=True)
+class Quiet:
+    def __call__(self, matched):
+        return matched[: 4]
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sampler = Sampler(4)
+
+    def forward(self, x):
+        return self.sampler(x)
+
+
+class Detector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+        self.fg_bg_sampler = Sampler(4)
+
+    def forward(self, x):
+        out = self.fc(x)
+        kept = self.fg_bg_sampler(out.flatten())
+        return kept.mean()
+
+
+class Nested(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+        self.head = Head()
+
+    def forward(self, x):
+        return self.head(self.fc(x).flatten()).mean()
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+        self.sampler = Quiet()
+
+    def forward(self, x):
+        return self.sampler(self.fc(x).flatten()).mean()
+
+
+def detector_tiny():
+    return Detector()
+"""
+
+# A reference-scripts engine: its logging reduces over the process group when
+# there is one (``utils.reduce_dict``), so the file that hands it the model is
+# migrated (AM004 leaves a trainer that runs collectives to them).
+ENGINE = """
+import torch.distributed as dist
+
+
+def train_one_epoch(model, optimizer, data_loader, epoch):
+    model.train()
+    for xb, yb in data_loader:
+        loss = model(xb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        logged = loss.detach().clone()
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(logged)
+        print(logged.item())
 """
 
 HEAD = """
 import torch
-from torch.utils.data import DataLoader
-from data import Shapes, make_loader
-from presets import ClassificationPresetTrain, ClassificationPresetEval
-from augmentations import SSDAugmentation, MeanOnly, InLoop, RandomMirror
+from torch.utils.data import DataLoader, TensorDataset
 
-model = torch.nn.Linear(192, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+import detector
+from detector import Detector, Nested, Plain
+from engine import train_one_epoch
+
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16)), batch_size=4)
 """
-
-STEP = """
-for xb in loader:
-    loss = model(xb.flatten(1)).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
-
-
-def _write(tmp_path: Path) -> None:
-    (tmp_path / "presets.py").write_text(PRESETS)
-    (tmp_path / "augmentations.py").write_text(AUGMENTATIONS)
-    (tmp_path / "data.py").write_text(DATA)
 
 
 def _findings(tmp_path: Path, body: str) -> list[str]:
-    _write(tmp_path)
+    (tmp_path / "detector.py").write_text(DETECTOR)
+    (tmp_path / "engine.py").write_text(ENGINE)
     script = tmp_path / "train.py"
-    source = HEAD + body + STEP
+    source = HEAD + body
     script.write_text(source)
     result = migrate_source(source, str(script), MigrateOptions())
     return [
@@ -153,58 +121,62 @@ def _findings(tmp_path: Path, body: str) -> list[str]:
     ]
 
 
-def test_facts_see_draws_of_held_transforms(tmp_path: Path) -> None:
-    _write(tmp_path)
+def test_a_held_object_whose_call_draws_is_a_draw_of_its_holder(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "detector.py").write_text(DETECTOR)
     (tmp_path / "train.py").write_text(HEAD)
     facts = dict(read_project(str(tmp_path / "train.py")).helpers)
-    preset = dict(facts["presets.ClassificationPresetTrain"].draws)
-    assert "`torchvision.transforms.RandomResizedCrop`" in preset["__call__"]
-    assert "`self.transforms`" in preset["__call__"]
-    # a deterministic preset holds no draw
-    assert facts["presets.ClassificationPresetEval"].draws == ()
-    ssd = dict(facts["augmentations.SSDAugmentation"].draws)
-    assert "`numpy.random.randint` (in `RandomMirror`" in ssd["__call__"]
-    assert facts["augmentations.MeanOnly"].draws == ()
-    # `for step in self.steps: img = step(img)` over a held list
-    looped = dict(facts["augmentations.InLoop"].draws)
-    assert "`numpy.random.randint`" in looped["__call__"]
-
-
-def test_a_preset_handed_to_a_dataset_is_reported(tmp_path: Path) -> None:
-    found = _findings(
-        tmp_path,
-        "loader = DataLoader(Shapes(16, transform=ClassificationPresetTrain(8)),"
-        " batch_size=4)\n",
+    assert facts["detector.Sampler"].draws == (("__call__", "`torch.randperm`"),)
+    held = "(in `Sampler`, called as `self.fg_bg_sampler(...)`)"
+    assert facts["detector.Detector"].draws == (
+        ("forward", f"`torch.randperm` {held}"),
     )
+    # an object held by a held object
+    nested = dict(facts["detector.Nested"].draws)
+    assert "`torch.randperm`" in nested["forward"]
+    assert "called as `self.head(...)`" in nested["forward"]
+    # a held object whose call draws nothing
+    assert facts["detector.Plain"].draws == ()
+    assert facts["detector.Quiet"].draws == ()
+
+
+def test_a_step_running_a_model_whose_held_sampler_draws(tmp_path: Path) -> None:
+    body = """
+model = Detector()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for xb, yb in loader:
+    loss = model(xb)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+    found = _findings(tmp_path, body)
     assert len(found) == 1, found
-    assert "`ClassificationPresetTrain.__call__` in presets.py" in found[0]
-    assert "RandomResizedCrop" in found[0]
-    assert "[needs-review]" in found[0]
+    assert "`Detector.forward` in detector.py" in found[0]
+    assert "called as `self.fg_bg_sampler(...)`" in found[0]
 
 
-def test_a_held_compose_of_a_random_mirror_is_reported(tmp_path: Path) -> None:
-    found = _findings(
-        tmp_path,
-        "dataset = Shapes(16, transform=SSDAugmentation())\n"
-        "loader = DataLoader(dataset, batch_size=4, shuffle=True)\n",
-    )
+def test_a_drawing_model_handed_to_an_imported_trainer(tmp_path: Path) -> None:
+    body = """
+model = detector.detector_tiny()
+params = [p for p in model.parameters() if p.requires_grad]
+opt = torch.optim.SGD(params, lr=0.1)
+for epoch in range(2):
+    train_one_epoch(model, opt, loader, epoch)
+"""
+    found = _findings(tmp_path, body)
     assert len(found) == 1, found
-    assert "`SSDAugmentation.__call__` in augmentations.py" in found[0]
-    assert "`numpy.random.randint` (in `RandomMirror`" in found[0]
+    assert found[0].startswith("15: AM020 [needs-review]")
+    assert "`Detector.forward` in detector.py" in found[0]
+    assert "`model` is handed to a function that trains it" in found[0]
 
 
-def test_deterministic_transforms_are_not_reported(tmp_path: Path) -> None:
-    found = _findings(
-        tmp_path,
-        "loader = DataLoader(Shapes(16, transform=MeanOnly()), batch_size=4)\n"
-        "val = DataLoader(Shapes(8, transform=ClassificationPresetEval(8)))\n",
-    )
-    assert found == []
-
-
-def test_a_loader_a_helper_builds_applies_the_transform(tmp_path: Path) -> None:
-    found = _findings(
-        tmp_path, "loader = make_loader(Shapes(16, transform=RandomMirror()))\n"
-    )
-    assert len(found) == 1, found
-    assert "`RandomMirror.__call__` in augmentations.py" in found[0]
+def test_a_quiet_model_handed_to_an_imported_trainer(tmp_path: Path) -> None:
+    body = """
+model = Plain()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    train_one_epoch(model, opt, loader, epoch)
+"""
+    assert _findings(tmp_path, body) == []
