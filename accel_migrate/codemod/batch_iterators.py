@@ -35,6 +35,9 @@ def unsplit_iterator(index: ModuleIndex, iterable: cst.BaseExpression) -> str | 
     inner = index._loop_wrapped(iterable)
     while inner is not None:
         iterable, inner = inner, index._loop_wrapped(inner)
+    if isinstance(iterable, cst.Call):
+        # `for x, y in get_batches(x, y, n)`: the call itself
+        return _made_by(index, iterable)
     if not isinstance(iterable, (cst.Name, cst.Attribute)):
         return None
     key = index.key(iterable)

@@ -321,3 +321,20 @@ def _builds_loader(index: ModuleIndex, value: cst.BaseExpression | None) -> bool
         index.is_runtime_call(value, "prepare_dataloader")
         or any(q in DATALOADER_CALLS for q in index.qualnames(value.func))
     )
+
+
+def makes_loader(index: ModuleIndex) -> bool:
+    """Does this file build a data loader, itself or by a call of a local
+    helper that returns one (``make_loader(Shapes(n, transform=RandomMirror()))``
+    with ``make_loader`` in data.py)? A random augmentation built here is then
+    applied by a loader to each process's share of the samples."""
+    from .data_pipeline import builds_loader
+
+    if builds_loader(index):
+        return True
+    return any(
+        (fact := index.helper(call.func)) is not None
+        and fact.kind == "function"
+        and (fact.returns == "loader" or fact.container)
+        for call in index.calls
+    )

@@ -17,6 +17,9 @@ parameter every caller of the batch hands one.
 - ``returned_iterator``: for a function whose every return builds an instance of
   one such class (directly or through a local variable), the same phrase, said
   of the function.
+- ``generated_batches``: for a generator function that yields batches it
+  slices out of the data it is handed (``get_batches(x, y, batch_size)``), a
+  phrase that says so.
 """
 
 from __future__ import annotations
@@ -106,3 +109,46 @@ def handed_iterator(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> st
         else:
             found.add(f"`{fact.name}(...)` of {fact.file}, {fact.batch_iterator}")
     return found.pop() if len(found) == 1 else ""
+
+
+def generated_batches(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """For a generator function that yields batches it slices or indexes out of
+    the data it is handed (``def get_batches(x, y, n): ... yield x[idx],
+    y[idx]``), the phrase that names it (said of the function, as
+    ``returned_iterator``'s); "" otherwise. A generator that loops over one of
+    its parameters (``for b in loader: yield b``), or over a DataLoader, may
+    hand on a loader's batches: not counted."""
+    from .project_nodes import _own_nodes
+
+    nodes = list(_own_nodes(function))
+    yields = [n for n in nodes if isinstance(n, ast.Yield) and n.value is not None]
+    if not yields or any(isinstance(n, ast.YieldFrom) for n in nodes):
+        return ""
+    if not all(
+        any(isinstance(v, ast.Subscript) for v in ast.walk(y.value))  # type: ignore[arg-type]
+        for y in yields
+    ):
+        return ""
+    arguments = function.args
+    handed = {
+        a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    }
+    for loop in nodes:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        read = loop.iter
+        while isinstance(read, ast.Call) and read.args:  # enumerate(x), iter(x)
+            if isinstance(read.func, ast.Name) and read.func.id in (
+                "enumerate",
+                "iter",
+                "zip",
+                "tqdm",
+            ):
+                read = read.args[0]
+                continue
+            if "DataLoader" in ast.unparse(read.func):
+                return ""
+            break
+        if isinstance(read, ast.Name) and read.id in handed:
+            return ""
+    return "a generator that yields batches it slices out of the data it is handed"

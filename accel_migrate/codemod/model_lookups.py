@@ -11,7 +11,8 @@ candidate: this module lists them, for a rule to check each.
   function and class of ``X`` that builds a model (also the ones it
   re-exports, a package's ``from .vgg import *``);
 - ``REGISTRY[...]`` of a dict display of this file (assigned once): the
-  model-building helpers its values name, and every one of their modules'
+  model-building helpers its values name (also through ``lambda: Net()`` and
+  ``functools.partial(Net, depth=2)``), and every one of their modules'
   where a value is not one the view knows;
 - ``REGISTRY[...]`` of a name imported from a local module: every
   model-building helper of that module (its dict is not read).
@@ -70,16 +71,30 @@ def _of_registry(index: ModuleIndex, table: cst.Dict) -> tuple[HelperFact, ...] 
     for element in table.elements:
         if not isinstance(element, cst.DictElement):
             return None  # `**OTHER`: entries not read
-        fact = index.helper(element.value, returns="model")
+        value = _built(index, element.value)
+        fact = index.helper(value, returns="model")
         if fact is not None:
             found.append(fact)
             continue
         # a value the view does not read: its module's models, all of them
-        modules = {
-            q.rsplit(".", 1)[0] for q in index.qualnames(element.value) if "." in q
-        }
+        modules = {q.rsplit(".", 1)[0] for q in index.qualnames(value) if "." in q}
         found += _models_under(index, modules)
     return tuple(dict.fromkeys(found)) or None
+
+
+def _built(index: ModuleIndex, value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a registry value builds: the class or factory a ``lambda: Net()``
+    calls, or the one ``functools.partial(Net, depth=2)`` wraps; else itself."""
+    if isinstance(value, cst.Lambda) and isinstance(value.body, cst.Call):
+        return value.body.func
+    if (
+        isinstance(value, cst.Call)
+        and "functools.partial" in index.qualnames(value.func)
+        and value.args
+        and value.args[0].keyword is None
+    ):
+        return value.args[0].value
+    return value
 
 
 def _models_under(index: ModuleIndex, modules: set[str]) -> tuple[HelperFact, ...]:

@@ -30,6 +30,7 @@ from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
 from .project_method_weights import method_losses, method_weights
 from .project_nodes import _own_nodes
+from .replay_buffers import stored
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
 from .uncalled_methods import uncalled_effects
@@ -95,6 +96,7 @@ class ClassFacts:
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
+            from .method_parameter_grads import parameter_grads
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
             from .unimplemented_forward import unimplemented_forward
@@ -120,6 +122,7 @@ class ClassFacts:
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
                 draws=self._class_draws(cls),
                 augmentation=self._augmentation(cls),
+                parameter_grads=parameter_grads(cls, self._dotted),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
                 batch_mixing=batch_mixing(self, cls),
@@ -197,6 +200,7 @@ class ClassFacts:
             init_built=init_built(cls),
             plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
+            stored=stored(cls),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),

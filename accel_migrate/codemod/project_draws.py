@@ -39,6 +39,7 @@ from .random_names import (
     DRAW_METHODS,
     is_random_draw,
     random_transform,
+    sampling_model,
 )
 
 if TYPE_CHECKING:
@@ -217,6 +218,22 @@ def augmentation(
     return _draw(definition, (functions, _transform_of(dotted)), {}, _DEPTH, set())
 
 
+def sampling_model_built(
+    function: Definition,
+    functions: dict[str, Definition],
+    dotted: Callable[[ast.expr], str],
+) -> str:
+    """The first library model that draws in train mode (``sampling_model``:
+    torchvision's Faster R-CNN) a model factory builds, itself or through its
+    module's functions; "" if none."""
+
+    def test(call: ast.Call) -> str:
+        name = dotted(call.func)
+        return f"`{name}`" if name and sampling_model(name) else ""
+
+    return _draw(function, (functions, test), {}, _DEPTH, set())
+
+
 def class_draws(
     lineage: list[Owner], held: dict[str, str] | None = None
 ) -> tuple[tuple[str, str], ...]:
@@ -246,55 +263,127 @@ def held_draws(facts: HelperFacts, cls: ast.ClassDef, depth: int) -> dict[str, s
     methods of its lineage) of a class the project defines whose call draws (its
     ``__call__``, or ``forward`` for a module): torchvision's detection heads
     sample the anchors that train with ``torch.randperm`` in such an object.
-    ``depth``: how many objects deep (an object held by a held object)."""
-    from .class_lineage import _class_at, lineage_owners
-
+    Also an object built over such objects or over torchvision random
+    augmentations, directly or through a local list the method fills
+    (``self.augment = Compose([RandomMirror(), SubtractMeans(mean)])`` of
+    ssd.pytorch, ``self.transforms = T.Compose(trans)`` with ``trans =
+    [T.RandomResizedCrop(size)]`` of torchvision's classification presets):
+    calling it applies them. ``depth``: how many objects deep (an object
+    held by a held object)."""
     found: dict[str, str] = {}
     if depth <= 0:
         return found
-    for owner, node in lineage_owners(facts, cls):
-        for statement in ast.walk(node):
-            if not (
-                isinstance(statement, ast.Assign)
-                and isinstance(statement.value, ast.Call)
-            ):
-                continue
-            for target in statement.targets:
-                if (
-                    not (
+    for owner, node in _lineage_owners(facts, cls):
+        for method in class_methods(node).values():
+            for statement in ast.walk(method):
+                if not isinstance(statement, ast.Assign):
+                    continue
+                for target in statement.targets:
+                    if (
                         isinstance(target, ast.Attribute)
                         and isinstance(target.value, ast.Name)
                         and target.value.id == "self"
-                    )
-                    or target.attr in found
-                ):
-                    continue
-                resolved = owner.resolve(statement.value.func)
-                located = (
-                    _class_at(owner, resolved) if isinstance(resolved, tuple) else None
-                )
-                if located is None:
-                    continue
-                where, held = located
-                draws = dict(where._class_draws(held, depth - 1))
-                draw = draws.get("__call__") or draws.get("forward")
-                if draw:
-                    found[target.attr] = (
-                        f"{draw} (in `{held.name}`, called as `self.{target.attr}(...)`)"
-                    )
+                        and target.attr not in found
+                    ):
+                        draw = _built_draw(
+                            owner, _built_calls(method, statement.value), depth
+                        )
+                        if draw:
+                            found[target.attr] = draw.format(target.attr)
     return found
+
+
+def _lineage_owners(
+    facts: HelperFacts, cls: ast.ClassDef
+) -> list[tuple[HelperFacts, ast.ClassDef]]:
+    from .class_lineage import lineage_owners
+
+    return lineage_owners(facts, cls)
+
+
+def _built_calls(method: Definition, value: ast.expr) -> list[ast.Call]:
+    """The calls that build ``value``: its own, and those of what a name it
+    reads holds in ``method`` (``trans = [...]``, ``trans.append(...)``)."""
+    calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)]
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} - {"self"}
+    for node in ast.walk(method):
+        parts: list[ast.expr] = []
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in names for t in node.targets
+        ):
+            parts.append(node.value)
+        elif (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id in names
+        ):
+            parts.append(node.value)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend", "insert")
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in names
+        ):
+            parts.extend(node.args)
+        for part in parts:
+            calls.extend(n for n in ast.walk(part) if isinstance(n, ast.Call))
+    return calls
+
+
+def _built_draw(owner: HelperFacts, calls: list[ast.Call], depth: int) -> str:
+    """The first draw of an object built by ``calls``: a torchvision random
+    augmentation among them, or a class of the project whose call draws."""
+    from .class_lineage import _class_at
+
+    for call in calls:
+        name = owner._dotted(call.func)
+        if name and random_transform(name):
+            return f"`{name}` (built into `self.{{0}}`, applied as `self.{{0}}(...)`)"
+        if name and sampling_model(name):
+            return (
+                f"`{name}`, which samples anchors and proposals with "
+                f"`torch.randperm` in train mode (built into `self.{{0}}`, "
+                f"run as `self.{{0}}(...)`)"
+            )
+        resolved = owner.resolve(call.func)
+        located = _class_at(owner, resolved) if isinstance(resolved, tuple) else None
+        if located is None:
+            continue
+        where, held = located
+        draws = dict(where._class_draws(held, depth - 1))
+        draw = draws.get("__call__") or draws.get("forward")
+        if draw:
+            return f"{draw} (in `{held.name}`, called as `self.{{0}}(...)`)"
+    return ""
 
 
 def _held_test(
     test: Callable[[ast.Call], str], held: dict[str, str], methods: Methods
 ) -> Callable[[ast.Call], str]:
-    """``test``, also true of a call of a held object that draws (``held``)."""
+    """``test``, also true of a call of a held object that draws (``held``),
+    also of one taken from a held list in a loop (``for t in self.augs:
+    x = t(x)``)."""
+    loops = {
+        loop.target.id: loop.iter.attr
+        for method, _ in methods.values()
+        for loop in ast.walk(method)
+        if isinstance(loop, ast.For)
+        and isinstance(loop.target, ast.Name)
+        and isinstance(loop.iter, ast.Attribute)
+        and isinstance(loop.iter.value, ast.Name)
+        and loop.iter.value.id == "self"
+        and loop.iter.attr in held
+    }
 
     def held_test(call: ast.Call) -> str:
         found = test(call)
         if found:
             return found
         func = call.func
+        if isinstance(func, ast.Name) and func.id in loops:
+            # `for t in self.transforms: img = t(img)`: each object held there
+            return held[loops[func.id]]
         if (
             isinstance(func, ast.Attribute)
             and isinstance(func.value, ast.Name)

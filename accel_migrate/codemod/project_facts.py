@@ -152,6 +152,15 @@ class HelperFact:
     #: "token-mean", "unknown"; "" where the method computes a loss whose
     #: return cannot be read) (``project_method_weights``).
     method_losses: tuple[tuple[str, str], ...] = ()
+    #: For a class: its methods that store what they are handed in a list
+    #: attribute another method reads back (igebm's ``SampleBuffer.push``),
+    #: each with that attribute (``replay_buffers``).
+    stored: tuple[tuple[str, str], ...] = ()
+    #: For a model class: its methods that take ``torch.autograd.grad`` of what
+    #: they are handed with respect to the instance's own parameters (VQGAN's
+    #: ``calculate_lambda``), with that call as written
+    #: (``method_parameter_grads``).
+    parameter_grads: tuple[tuple[str, str], ...] = ()
     #: For a model class: its methods other than ``forward`` that run its layers
     #: themselves (the BiLSTM-CRF's ``loss(xs, tags)``), past a prepared model's
     #: own call (``layer_methods``).
@@ -181,6 +190,11 @@ class HelperFact:
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
     augmentation: str = ""
+    #: For a function that returns a model: the library model it builds that
+    #: draws in train mode (torchvision's ``fasterrcnn_resnet50_fpn``, whose
+    #: heads sample anchors and proposals with ``torch.randperm``), as written;
+    #: "" if none (``project_draws.sampling_model_built``).
+    sampling_model: str = ""
     #: For a function that returns a loader (or a tuple or dict of them): the
     #: first draw a dataset class it builds makes for each sample, in its
     #: ``__getitem__`` or ``__iter__``, as a phrase; "" if none

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, tuple_loss
-from .iterator_factories import returned_iterator
+from .iterator_factories import generated_batches, returned_iterator
 from .loader_factory_sizes import batch_size_parameter
 from .loader_sample_draws import sample_draws
 from .names import is_optimizer_class
@@ -109,7 +109,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
             function_trains_handed,
         )
         from .metrics.helper_ranking import helper_batch_ranking
-        from .project_draws import function_torch_draws
+        from .project_draws import function_torch_draws, sampling_model_built
 
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return)]
         kind, reduction, unshardable = "", "", ""
@@ -197,6 +197,11 @@ class HelperFacts(ClassFacts, ReturnKinds):
                 function, self.scan.functions, self._dotted
             ),
             augmentation=self._augmentation(function),
+            sampling_model=(
+                sampling_model_built(function, self.scan.functions, self._dotted)
+                if kind == "model"
+                else ""
+            ),
             reads_paths=reads_paths(function, self._dotted),
             sample_draws=(
                 sample_draws(self, function) if kind == "loader" or container else ""
@@ -218,7 +223,10 @@ class HelperFacts(ClassFacts, ReturnKinds):
             ),
             ranks_batch=helper_batch_ranking(function),
             batch_iterator=(
-                returned_iterator(self, returns, function) if not kind else ""
+                returned_iterator(self, returns, function)
+                or generated_batches(function)
+                if not kind
+                else ""
             ),
         )
 

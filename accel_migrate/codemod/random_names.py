@@ -90,3 +90,28 @@ def random_transform(qualname: str) -> bool:
         return False
     last = qualname.rsplit(".", 1)[-1]
     return last.startswith("Random") or last in _RANDOM_TRANSFORMS
+
+
+#: torchvision's detection models whose region proposal network and RoI heads
+#: sample the anchors and proposals they train on in train mode
+#: (``BalancedPositiveNegativeSampler``: ``torch.randperm`` per image), by the
+#: start of the last part of their name, lower-cased: the builders
+#: (``fasterrcnn_resnet50_fpn``) and the classes (``FasterRCNN``,
+#: ``RegionProposalNetwork``, ``RoIHeads``).
+_SAMPLING_DETECTION = (
+    "fasterrcnn",
+    "maskrcnn",
+    "keypointrcnn",
+    "regionproposalnetwork",
+    "roiheads",
+)
+
+
+def sampling_model(qualname: str) -> bool:
+    """Does ``qualname`` build a library model that draws in train mode: a
+    torchvision Faster/Mask/Keypoint R-CNN (or its RPN or RoI heads), which
+    samples anchors and proposals with ``torch.randperm`` for each image?"""
+    if not qualname.startswith("torchvision.models.detection."):
+        return False
+    last = qualname.rsplit(".", 1)[-1].lower()
+    return last.startswith(_SAMPLING_DETECTION)

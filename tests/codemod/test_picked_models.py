@@ -89,3 +89,32 @@ def test_a_registry_of_plain_candidates_is_prepared(tmp_path: Path) -> None:
     assert result.changed
     assert b"model = accel.prepare_model(NETWORKS[args.net]())" in result.output
     assert not [f for f in result.findings if f.status == "needs-review"]
+
+
+def test_registry_values_wrapped_in_a_lambda_or_partial_are_read(
+    tmp_path: Path,
+) -> None:
+    """``lambda: Jittered()`` and ``functools.partial(Jittered)`` name the class
+    they build: a candidate like a plain value, not dropped."""
+    for extra in (
+        '"jittered": lambda: Jittered()',
+        '"jittered": functools.partial(Jittered)',
+    ):
+        (tmp_path / "nets.py").write_text(NETS)
+        script = tmp_path / "train.py"
+        script.write_text("import functools\n" + SCRIPT.format(extra=extra))
+        facts = ProjectView([str(script)]).facts_for(str(script))
+        result = migrate_source(
+            script.read_bytes(), str(script), MigrateOptions(project=facts)
+        )
+        assert not result.changed, extra
+        (blocking,) = [f for f in result.findings if f.code == "AM004"]
+        assert "`Jittered` in nets.py: `forward` draws `torch.randn`" in (
+            blocking.message
+        ), extra
+
+
+def test_a_partial_of_a_plain_class_is_prepared(tmp_path: Path) -> None:
+    result = _migrate(tmp_path, '"also_small": lambda: Small()')
+    assert result.changed
+    assert b"model = accel.prepare_model(NETWORKS[args.net]())" in result.output

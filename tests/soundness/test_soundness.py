@@ -980,6 +980,13 @@ EXPECTED: dict[str, str] = {
     # so `self.dnn.parameters()` and the optimizers never saw it. PreparedModule
     # now registers parameters, buffers and submodules on the user's module
     # (before the wrapper is built at the first forward; after it, it refuses)
+    # r32c: a registry whose values wrap the project's classes in
+    # `functools.partial` and `lambda`; the default pick draws input noise in
+    # its forward. Both values were dropped from the candidates, so the model
+    # was prepared with no finding (SILENT); AM004 now names the drawing
+    # candidate and leaves the setup whole
+    "partial_registry_noise_r32c_project": "FLAGGED",
+    "partial_registry_noise_r32c_project_batch": "FLAGGED",
     "pinn_burgers_identify_t10c_project": "FLAGGED",
     "pinn_burgers_identify_t10c_project_batch": "MATCH",
     # ermongroup/ddim: file mode was SILENT (main.py, no loop of its own, skipped
@@ -1323,7 +1330,8 @@ EXPECTED: dict[str, str] = {
     # it, so `i` is the step counter (ModuleIndex._enumerated now says so).
     # Migrated since: the losses differ from step 8, as AM020 says (its draws);
     # each process's replay buffer also holds its own share's negatives only
-    # (`buffer 4` vs `buffer 8` in the eval line), which no finding names
+    # (`buffer 4` vs `buffer 8` in the eval line), which AM032 names since
+    # r32c (`SampleBuffer.push`, replay_buffers)
     "igebm_langevin_buffer_t11c_project": "FLAGGED",
     "igebm_langevin_buffer_t11c_project_batch": "FLAGGED",
     # t11b, a new user's trial of vision methods and reference trainers.
@@ -1427,8 +1435,10 @@ EXPECTED: dict[str, str] = {
     "electra_replaced_token_t12b_project": "FLAGGED",
     "electra_replaced_token_t12b_project_batch": "FLAGGED",
     # dome272/VQGAN-pytorch: the adaptive weight from torch.autograd.grad on
-    # the decoder's last layer is each process's share's (AM007 names
-    # calculate_lambda, not why)
+    # the decoder's last layer is each process's share's (AM007 named
+    # calculate_lambda, not why); since r32c AM040 follows the call into
+    # VQGAN.calculate_lambda (HelperFact.parameter_grads) and leaves main.py
+    # whole, naming it
     "vqgan_adaptive_lambda_t12b_project": "FLAGGED",
     "vqgan_adaptive_lambda_t12b_project_batch": "FLAGGED",
     # cloneofsimo/minRF with an EMA copy: left whole before by AM039, whose

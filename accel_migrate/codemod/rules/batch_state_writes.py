@@ -27,7 +27,12 @@ smoothed loss that only the log reads). And a data-dependent initialisation
 before training: a function handed a batch of a data loader taken outside any
 loop (``next(iter(train_loader))``) that rewrites a ``weight`` or ``bias`` in
 place from something other than itself (LSUV's ``layer.weight.data /=
-out.std()``). Writes whose
+out.std()``). And a replay buffer a training step fills: a call, in the
+step, of a method of an object of the file or of another module that appends
+what it is handed to a list another of its methods picks items of
+(igebm-pytorch's ``buffer.push(neg_img, neg_id)``, whose ``get`` draws the
+next chains' starting points with ``random.choices(self.buffer, k=n)``;
+``replay_buffers``). Writes whose
 value comes through a collective (``accel.gather``, ``torch.distributed``)
 are not reported. Nothing is rewritten.
 
@@ -73,6 +78,7 @@ from ..analysis import variable_names
 from ..kept_state import _nodes, _StateWrites, kept_state_write
 from ..model_methods import stepped_method
 from ..patterns import self_attribute
+from ..replay_buffers import buffer_push
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
@@ -131,6 +137,21 @@ class BatchStateWrites(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        pushed = buffer_push(self.index, node) if self.index.loaders else None
+        if pushed is not None:
+            where, attribute = pushed
+            self.report(
+                node,
+                "needs-review",
+                f"{where} keeps what this training step hands it in `{attribute}` "
+                "and hands it back in later steps (a replay buffer): after "
+                "migration each process keeps only what its own share of the "
+                "batch made, so each buffer holds other samples than the "
+                "original's, and the inputs drawn from it differ; the losses "
+                "will not match the original's step for step",
+                if_migrated=True,
+            )
+            return
         if not (isinstance(func, cst.Attribute) and func.attr.value in _WRITES):
             return
         if self._chained(node):

@@ -13,6 +13,11 @@ per-task gradients written into ``p.grad``), and a meta-learning inner step
 over the whole batch (``grads = torch.autograd.grad(inner_loss,
 model.parameters(), create_graph=True)``, fast weights ``w - lr * g``, then an
 outer backward through them).
+Also, in such a loop, a call of a method of a model class of another module
+that takes ``torch.autograd.grad`` of what it is handed with respect to the
+model's own parameters (VQGAN's ``calculate_lambda(perceptual_loss, g_loss)``
+with ``torch.autograd.grad(perceptual_loss, last_layer.weight)``, an adaptive
+weight of the GAN loss made from the ratio of the gradients' norms).
 
 Left to migrate: the second-order MAML step taken per task, in a loop over
 the rows of the batch (``for i in range(xs.size(0))``, ``for x_s, y_s, x_q,
@@ -63,6 +68,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..imported_draws import instance_facts
 from ..model_methods import reads_step_value
 from ..patterns import argument
 from ..rule import Rule
@@ -82,7 +88,10 @@ class ParameterGradients(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.is_call_to(node, _GRAD) or not self.index.loaders:
+        if not self.index.loaders:
+            return
+        if not self.is_call_to(node, _GRAD):
+            self._model_method(node)
             return
         inputs = argument(node, 1, "inputs")
         if inputs is None or not self._parameters(inputs, 0):
@@ -121,6 +130,40 @@ class ParameterGradients(Rule):
             "averages only gradients a backward accumulates into .grad): "
             f"{why}; the file is left unchanged",
         )
+
+    def _model_method(self, node: cst.Call) -> None:
+        """A call, in a loop over a sharded loader, of a method of a model class
+        of another module that takes ``torch.autograd.grad`` with respect to
+        the model's own parameters (VQGAN's ``calculate_lambda(perceptual_loss,
+        g_loss)``: ``HelperFact.parameter_grads``)."""
+        func = node.func
+        if not isinstance(func, cst.Attribute) or not self._loader_loops(node):
+            return
+        method = func.attr.value
+        for fact in sorted(
+            instance_facts(self.index, func.value), key=lambda f: f.name
+        ):
+            grads = dict(fact.parameter_grads)
+            if method not in grads:
+                continue
+            call = cst.Module([]).code_for_node(node)
+            if len(call) > 80:
+                call = call[:77] + "..."
+            self.block(
+                node,
+                f"`{call}` runs `{fact.name}.{method}` ({fact.file}), which takes "
+                f"{grads[method]}, the gradient of what it is handed with respect "
+                "to the model's own parameters: after migration that is the "
+                "gradient of this process's share of the batch, and no process "
+                "averages it (DDP averages only gradients a backward accumulates "
+                "into .grad), so what the method makes of it (an adaptive loss "
+                "weight, a step) differs from the original's on each process; "
+                "average the gradients across the processes in the method "
+                "(accel.reduce(g) / accel.world_size(), exact where every process "
+                "holds as many samples), or launch with one process; the file is "
+                "left unchanged",
+            )
+            return
 
     def _parameters(self, expr: cst.BaseExpression, depth: int) -> bool:
         """Is ``expr`` a model's parameters (a call of ``.parameters()`` in it,

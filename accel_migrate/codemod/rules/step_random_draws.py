@@ -21,7 +21,16 @@ those call; and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
 loader, or an instance of a local module's class, not a model, whose ``__call__``
 draws (a transforms.py of the project's own, as torchvision's reference scripts
-keep one: ``T.RandomCrop(crop_size)`` at ``random.randint`` offsets) built there. The same draws in a local module the file imports are reported where
+keep one: ``T.RandomCrop(crop_size)`` at ``random.randint`` offsets) built there,
+also one that holds such objects or torchvision random augmentations and calls
+them (ssd.pytorch's ``SSDAugmentation`` holding ``Compose([RandomMirror(),
+...])`` applied in a loop; torchvision's ``ClassificationPresetTrain`` holding
+``T.Compose(trans)`` of a list of ``T.RandomResizedCrop``...), and where the
+loader is built by a local helper the file calls (``make_loader(dataset)``).
+A library model that draws in train mode (torchvision's Faster, Mask and
+Keypoint R-CNN, whose RPN and RoI heads sample anchors and proposals with
+``torch.randperm``) is reported where it is built, by the file or a local
+factory, in a file that shards a loader. The same draws in a local module the file imports are reported where
 the file uses them: a training step's call of an imported function or of a
 method of an imported object that draws (PyTorch-GAN's
 ``ReplayBuffer.push_and_pop`` in ``utils.py``), a model of another module whose
@@ -98,18 +107,19 @@ import libcst.matchers as m
 
 from ..analysis import Key
 from ..batch_rows import batch_values, rows_draw
-from ..data_pipeline import builds_loader, data_function_of
+from ..data_pipeline import data_function_of
 from ..divergence import distribution_values, is_random_draw, method_draw
 from ..imported_draws import (
     epoch_draw,
     loader_draw,
+    makes_loader,
     sampler_draw,
     step_draw,
     trained_model_draw,
     transform_draw,
 )
 from ..model_methods import stepped_function, stepped_method, training_step
-from ..random_names import random_transform
+from ..random_names import random_transform, sampling_model
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -130,9 +140,11 @@ class StepRandomDraws(Rule):
         if self._imported_draw(node):
             return
         qualnames = self.qualnames(node.func)
+        if self._sampling_model(node, qualnames):
+            return
         transforms = sorted(q for q in qualnames if random_transform(q))
         local = transform_draw(self.index, node)
-        if local is not None and builds_loader(self.index):
+        if local is not None and makes_loader(self.index):
             self.report(
                 node,
                 "needs-review",
@@ -143,7 +155,7 @@ class StepRandomDraws(Rule):
                 "were; the losses will not match the original's step for step",
             )
             return
-        if transforms and builds_loader(self.index):
+        if transforms and makes_loader(self.index):
             self.report(
                 node,
                 "needs-review",
@@ -197,6 +209,33 @@ class StepRandomDraws(Rule):
                 "the losses will not match the original's step for step",
                 if_migrated=True,
             )
+
+    def _sampling_model(self, node: cst.Call, qualnames: set[str]) -> bool:
+        """A library model that draws in train mode (torchvision's Faster
+        R-CNN: its RPN and RoI heads sample anchors and proposals with
+        ``torch.randperm``), built here or by a local factory, in a file that
+        shards a loader: reported where it is built."""
+        names = sorted(q for q in qualnames if sampling_model(q))
+        where = f"`{names[0]}`" if names else ""
+        if not names:
+            fact = self.index.helper(node.func, returns="model")
+            if fact is None or not fact.sampling_model:
+                return False
+            where = f"{fact.where} (which builds {fact.sampling_model})"
+        if not (self.index.loaders or self.index.project.library_trainers):
+            return True
+        self.report(
+            node,
+            "needs-review",
+            f"{where} builds a model that draws in train mode: its region "
+            "proposal network and RoI heads sample the anchors and proposals "
+            "they train on with `torch.randperm` for each image; each process "
+            "samples for its own share of the batch from its own random state, "
+            "not the original's samples, so the losses will not match the "
+            "original's step for step",
+            if_migrated=True,
+        )
+        return True
 
     def _object_method_draw(self, node: cst.Call, name: str) -> bool:
         """A draw outside any loop of a method that a step calls on its object

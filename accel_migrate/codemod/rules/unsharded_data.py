@@ -18,7 +18,10 @@ that is not a DataLoader, under no loop that reads one: torchtext's legacy
 of a local module handed no loader (pytorch/examples snli's iterator with
 ``init_epoch()``; ``batch_iterators``), also one a function of a local module
 returns (Chinese-Text-Classification's ``build_iterator`` returning its
-hand-written ``DatasetIterater``, a class with ``__next__``/``__iter__``), and
+hand-written ``DatasetIterater``, a class with ``__next__``/``__iter__``), or a
+generator function of a local module that yields batches it slices out of the
+data it is handed (``for x, y in get_batches(x, y, batch_size)``; not one that
+loops over a parameter, which may be a loader), and
 in batch mode a parameter that every caller of the batch hands one
 (``train(config, model, train_iter, ...)``; ``iterator_factories``): the
 finding names the class and its file. Reported too, as work not divided: a

@@ -1,0 +1,104 @@
+"""AM032 for a replay buffer a training step fills (``replay_buffers``): an
+object of the file or of another module whose method appends what the step
+hands it to a list another method picks items of (igebm's ``SampleBuffer``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accel_migrate.codemod import MigrateOptions, migrate_source
+from accel_migrate.codemod.project_view import read_project
+
+BUFFERS = """
+import random
+
+import torch
+
+
+class SampleBuffer:
+    def __init__(self, max_samples=100):
+        self.max_samples = max_samples
+        self.buffer = []
+
+    def __len__(self):
+        return len(self.buffer)
+
+    def push(self, samples):
+        samples = samples.detach().to("cpu")
+        for sample in samples:
+            self.buffer.append(sample)
+            if len(self.buffer) > self.max_samples:
+                self.buffer.pop(0)
+
+    def get(self, n):
+        return torch.stack(random.choices(self.buffer, k=n), 0)
+
+
+class History:
+    def __init__(self):
+        self.values = []
+
+    def add(self, value):
+        self.values.append(value)
+
+    def mean(self):
+        return sum(self.values) / len(self.values)
+"""
+
+STEP = """
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=4)
+buffer = SampleBuffer()
+history = History()
+for (x,) in loader:
+    neg = buffer.get(x.shape[0]) if len(buffer) else torch.rand_like(x)
+    loss = model(x).mean() - model(neg).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    buffer.push(neg + 0.01 * x)
+    history.add(loss.item())
+    print(history.mean())
+"""
+
+
+def _findings(source: str, path: Path) -> list[str]:
+    path.write_text(source)
+    result = migrate_source(source, str(path), MigrateOptions())
+    return [
+        f"{f.line}: {f.code} [{f.status}] {f.message}"
+        for f in result.findings
+        if f.code == "AM032"
+    ]
+
+
+def test_fact_names_the_storing_method(tmp_path: Path) -> None:
+    (tmp_path / "buffers.py").write_text(BUFFERS)
+    (tmp_path / "train.py").write_text("from buffers import SampleBuffer, History\n")
+    facts = dict(read_project(str(tmp_path / "train.py")).helpers)
+    assert facts["buffers.SampleBuffer"].stored == (("push", "buffer"),)
+    # a log of numbers, summed up, is not a buffer read back
+    assert facts["buffers.History"].stored == ()
+
+
+def test_an_imported_buffer_filled_in_the_step(tmp_path: Path) -> None:
+    (tmp_path / "buffers.py").write_text(BUFFERS)
+    head = (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "from buffers import SampleBuffer, History\n"
+    )
+    found = _findings(head + STEP, tmp_path / "train.py")
+    assert len(found) == 1, found
+    assert found[0].startswith(
+        "16: AM032 [needs-review] `SampleBuffer.push` in buffers.py"
+    )
+    assert "keeps what this training step hands it in `buffer`" in found[0]
+
+
+def test_a_buffer_of_the_file_filled_in_the_step(tmp_path: Path) -> None:
+    head = "from torch.utils.data import DataLoader, TensorDataset\n"
+    source = BUFFERS + head + STEP
+    found = _findings(source, tmp_path / "train.py")
+    assert len(found) == 1, found
+    assert "`SampleBuffer.push` keeps what" in found[0]
