@@ -422,9 +422,7 @@ def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
     path = os.fspath(f)
     folder = os.path.dirname(os.path.abspath(path))
     try:
-        handle, tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(path)}.", dir=folder
-        )
+        handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
     except OSError:
         # (a missing folder...) torch.save's own error: a user's ``except`` around
         # it must catch the same thing (torch raises RuntimeError where Python's
