@@ -30,7 +30,7 @@ def test_buffers_are_broadcast_where_ddp_broadcasts_them(tmp_path: Path) -> None
         ],
         capture_output=True,
         text=True,
-        timeout=warm_python.RUN_TIMEOUT,
+        timeout=warm_python.timeout(180),
         check=False,
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
