@@ -28,15 +28,25 @@ _LOCKS = Path(tempfile.gettempdir()) / "accel-migrate-test-ports"
 _EPHEMERAL = (32768, 60999)
 
 
-def _candidates() -> range:
-    """Ports that no bind of port 0 or outgoing connection is given here."""
+def _ephemeral() -> tuple[int, int]:
     try:
         low, high = (
             int(v)
             for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
         )
     except (OSError, ValueError):
-        low, high = _EPHEMERAL
+        return _EPHEMERAL
+    return low, high
+
+
+def _ephemeral_text() -> str:
+    low, high = _ephemeral()
+    return f"{low}-{high}"
+
+
+def _candidates() -> range:
+    """Ports that no bind of port 0 or outgoing connection is given here."""
+    low, high = _ephemeral()
     return range(20000, low) if low > 21000 else range(high + 1, 65536)
 
 
@@ -46,6 +56,12 @@ def reserved_port(host: str = "127.0.0.1") -> Iterator[int]:
     until this context ends."""
     _LOCKS.mkdir(exist_ok=True)
     ports = _candidates()
+    if not ports:  # (randrange(0) says only "empty range in randrange(0, 0)")
+        raise RuntimeError(
+            "no port to reserve for a test's rendezvous: the kernel's ephemeral "
+            f"range ({_ephemeral_text()}, /proc/sys/net/ipv4/ip_local_port_range) "
+            "leaves none free below 20000 or above it; narrow that range"
+        )
     first = random.randrange(len(ports))
     for index in range(len(ports)):
         port = ports[(first + index) % len(ports)]

@@ -241,16 +241,16 @@ def test_the_shim_waits_for_a_starting_server_then_says_why_it_runs_python(
     # a server alive but not listening (still importing torch, under load): the
     # shim waits while it lives, up to its limit (it was a fixed 15 s), then says
     # so and runs the real interpreter
-    started = warm_python._stat(os.getpid())
+    started = warm_python.process_stat(os.getpid())
     assert started is not None
-    shim = _shim(tmp_path, os.getpid(), started[1], limit=1)
+    shim = _shim(tmp_path, os.getpid(), started.start, limit=1)
     done = subprocess.run(
         [str(shim), "-c", "print('real')"], capture_output=True, text=True, timeout=60
     )
     assert done.stdout == "real\n"
     assert "has not answered on" in done.stderr and "in 1 s" in done.stderr
     # a server that has exited (another start time for its pid) is not waited for
-    shim = _shim(tmp_path, os.getpid(), started[1] + 1, limit=60)
+    shim = _shim(tmp_path, os.getpid(), started.start + 1, limit=60)
     done = subprocess.run(
         [str(shim), "-c", "print('real')"], capture_output=True, text=True, timeout=30
     )
@@ -260,10 +260,10 @@ def test_the_shim_waits_for_a_starting_server_then_says_why_it_runs_python(
 def test_kill_tree_signals_a_process_by_its_pid_and_start_time(tmp_path: Path) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        stat = warm_python._stat(sleeper.pid)
+        stat = warm_python.process_stat(sleeper.pid)
         assert stat is not None
         # another start time: a later process given this pid, left alone
-        assert not warm_python._signal(sleeper.pid, stat[1] - 1, signal.SIGKILL)
+        assert not warm_python._signal(sleeper.pid, stat.start - 1, signal.SIGKILL)
         assert sleeper.poll() is None
         assert warm_python.kill_tree(sleeper.pid) == {sleeper.pid}
         assert sleeper.wait(timeout=10) == -signal.SIGKILL

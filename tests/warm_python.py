@@ -45,6 +45,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 #: Environment variables that decide how an interpreter starts or how torch
 #: imports; a request that differs from the server in one of them is exec'd.
@@ -176,14 +177,14 @@ def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
         stdin=subprocess.PIPE,
         start_new_session=True,
     )
-    started = _stat(server.pid)
+    started = process_stat(server.pid)
     shim.write_text(
         _SHIM.format(
             real=sys.executable,
             sock=str(sock),
             signals=signals,
             server=server.pid,
-            started=-1 if started is None else started[1],
+            started=-1 if started is None else started.start,
             limit=SHIM_WAIT,
         )
     )
@@ -205,8 +206,20 @@ def _stop(server: subprocess.Popen[bytes], folder: Path) -> None:
 
 
 #: Seconds a shim waits for a server that is still starting (importing torch: 3 s
-#: of CPU, far more on a loaded machine) before it runs the real interpreter.
-SHIM_WAIT = 180
+#: of CPU, far more on a loaded machine) before it says so and runs the real
+#: interpreter. Below every subprocess timeout of the tests that start their
+#: commands through a shim (the smallest, 120 s; a test's own budget is
+#: ``timeout(seconds)``), so that a slow server shows as the shim's message and
+#: a run that goes on, not as the test's TimeoutExpired (it was 180 s, above
+#: them: r32b).
+SHIM_WAIT = 90
+
+
+def timeout(seconds: float) -> float:
+    """A subprocess timeout for a command started through a shim: ``seconds``
+    of its own work, after what the shim may wait for the server."""
+    return SHIM_WAIT + seconds
+
 
 #: The shim: stdlib only, no site (-IS), so it starts in milliseconds. It waits
 #: for the server's socket while the server is alive and starting (it imports
@@ -408,15 +421,28 @@ def _wait(
             os.close(exited)
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """A process's parent and start time (clock ticks after boot: with the pid,
-    what tells it from a later process given the same pid); None once it is gone."""
+class ProcessStat(NamedTuple):
+    """What the tests read of ``/proc/PID/stat``."""
+
+    #: "R", "S", "Z" (exited, not yet reaped)...
+    state: str
+    parent: int
+    #: Clock ticks after boot: with the pid, what tells a process from a later
+    #: one given the same pid.
+    start: int
+
+
+def process_stat(pid: int) -> ProcessStat | None:
+    """A process's state, parent and start time; None once it is gone (or where
+    there is no /proc). The one reader of /proc/PID/stat of the tests (the
+    shim's own, stdlib-only and inline, reads the same fields)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
+            # (after the command's name, which may hold spaces and parentheses)
             fields = stat.read().rpartition(b")")[2].split()
     except OSError:
         return None
-    return int(fields[1]), int(fields[19])
+    return ProcessStat(fields[0].decode(), int(fields[1]), int(fields[19]))
 
 
 def _children() -> dict[int, list[tuple[int, int]]]:
@@ -426,9 +452,9 @@ def _children() -> dict[int, list[tuple[int, int]]]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        stat = _stat(int(name))
+        stat = process_stat(int(name))
         if stat is not None:
-            found.setdefault(stat[0], []).append((int(name), stat[1]))
+            found.setdefault(stat.parent, []).append((int(name), stat.start))
     return found
 
 
@@ -443,8 +469,8 @@ def _signal(pid: int, start: int, number: int) -> bool:
     except OSError:  # (no pidfd here: the check and the kill are not atomic)
         handle = -1
     try:
-        stat = _stat(pid)
-        if stat is None or stat[1] != start:
+        stat = process_stat(pid)
+        if stat is None or stat.start != start:
             return False
         if handle >= 0:
             signal.pidfd_send_signal(handle, number)
@@ -467,14 +493,14 @@ def kill_tree(root: int) -> set[int]:
     and whose pid was given to an unrelated process meanwhile is left alone (the
     callers pass a ``root`` they have not reaped yet, which keeps its pid). The
     pids it signalled."""
-    found = _stat(root)
+    found = process_stat(root)
     if found is None:
         return set()
     stopped: set[tuple[int, int]] = set()
     while True:
         children = _children()
         tree: set[tuple[int, int]] = set()
-        todo = [(root, found[1])]
+        todo = [(root, found.start)]
         while todo:
             process = todo.pop()
             if process not in tree:

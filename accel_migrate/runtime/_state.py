@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import sys
 import weakref
 from typing import Any
 
@@ -16,7 +17,12 @@ from .config import ConfigError, RuntimeConfig, load_config
 from .drift import DriftCheck
 from .env import DONE_DIR_VARIABLE, DistEnv
 from .faults import mark_failed, peer_gone, process_failed, report_stopped
-from .loss_share import RecordedLoss, sum_shares
+from .loss_share import (
+    RecordedLoss,
+    shares_last,
+    shares_packet,
+    shares_result,
+)
 from .module import PreparedModule
 from .precision import Precision, precision_class
 from .strategies import Strategy, strategy_class
@@ -88,10 +94,14 @@ class Runtime:
         self.drift_check: DriftCheck | None = DriftCheck() if env.distributed else None
         # accel.global_loss of the loss given to accel.backward: see start_loss_reduce.
         self._last_backward_loss: weakref.ref[torch.Tensor] | None = None
-        self._loss_in_flight: tuple[weakref.ref[torch.Tensor], PendingReduce] | None = (
-            None
-        )
+        # (the loss, its reduction started in backward, its weighted value)
+        self._loss_in_flight: (
+            tuple[weakref.ref[torch.Tensor], PendingReduce, torch.Tensor] | None
+        ) = None
         self._reduce_during_backward = False
+        # The script's line whose accel.global_loss asks for it (where a rank
+        # with None takes part in that reduction: see global_loss).
+        self._reduce_site: tuple[str, int] | None = None
         # True while accel.backward runs the backward of an empty share (empty_share.py)
         self.empty_share_backward = False
         # The tensors of the last accel.backward and their fractions of the global
@@ -217,9 +227,13 @@ class Runtime:
             self._reduce_during_backward = False
         self._last_backward_loss = weakref.ref(loss)
         if self._reduce_during_backward and loss.numel() == 1:
+            fraction = self.recorded_fraction(loss)
+            weighted = self._weighted_loss(loss, fraction)
+            packet = shares_packet(self.comm, weighted, fraction, last=True)
             self._loss_in_flight = (
                 weakref.ref(loss),
-                self.comm.all_reduce_async(self._weighted_loss(loss), "sum"),
+                self.comm.all_reduce_async(packet, "sum"),
+                weighted,
             )
 
     def global_loss(
@@ -227,19 +241,42 @@ class Runtime:
     ) -> torch.Tensor | None:
         """Each rank's loss weighted by its fraction of the global loss, summed:
         ``fraction`` when given, else the one ``accel.backward`` used for it. A
-        rank with ``None`` takes part with no share (see ``sum_shares``)."""
-        if loss is None:
-            return sum_shares(self.comm, None, 0.0)
+        rank with ``None`` takes part with no share (see ``sum_shares``).
+
+        One all-reduce of the value with its facts (has a value, fraction,
+        shape), on the device: a rank with a value reads nothing back (no device
+        sync), a rank with ``None`` reads the facts. The reduction of the loss
+        last given to ``accel.backward`` is started in the backward pass once
+        the script has asked for it (``start_loss_reduce``), with the same
+        facts; a rank with ``None`` at the line that asked for it
+        (``accel.global_loss(loss if len(y) else None)``) takes part in that
+        one, as the others do (a new all-reduce there would meet another
+        collective of theirs). Whether the script asked is decided from the
+        facts, the same on every rank."""
+        site = _script_line()
         in_flight = self._loss_in_flight
+        if loss is None:
+            if in_flight is not None and site == self._reduce_site:
+                self._loss_in_flight = None
+                return shares_result(self.comm, in_flight[1].result(), None)
+            sums = self.comm.all_reduce(shares_packet(self.comm, None, 0.0), "sum")
+            if not self._reduce_during_backward and shares_last(sums):
+                self._reduce_during_backward, self._reduce_site = True, site
+            return shares_result(self.comm, sums, None)
+        last = False
         if fraction is None:
             if in_flight is not None and in_flight[0]() is loss:
                 self._loss_in_flight = None
-                return in_flight[1].result()
-            last = self._last_backward_loss
-            if last is not None and last() is loss:
-                self._reduce_during_backward = True
+                return shares_result(self.comm, in_flight[1].result(), in_flight[2])
+            last_loss = self._last_backward_loss
+            last = last_loss is not None and last_loss() is loss
             fraction = self.recorded_fraction(loss)
-        return sum_shares(self.comm, self._weighted_loss(loss, fraction), fraction)
+        weighted = self._weighted_loss(loss, fraction)
+        packet = shares_packet(self.comm, weighted, fraction, last=last)
+        sums = self.comm.all_reduce(packet, "sum")
+        if last:  # (a rank with None learns it from the packets: above)
+            self._reduce_during_backward, self._reduce_site = True, site
+        return shares_result(self.comm, sums, weighted)
 
     def after_backward(self) -> None:
         """Let the strategy see each prepared model after a backward pass (DDP: a
@@ -326,6 +363,20 @@ class Runtime:
                 raise
             mark_failed()
             report_stopped(self.env.rank, error)
+
+
+def _script_line() -> tuple[str, int] | None:
+    """The file and line of the script's call into the runtime (the first frame
+    outside it), the same on every rank at one call."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_globals.get("__name__", "").startswith(_PACKAGE):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+_PACKAGE = __name__.rpartition(".")[0] + "."
 
 
 def _mark_finished(rank: int) -> None:

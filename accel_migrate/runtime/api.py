@@ -421,7 +421,15 @@ def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
         return
     path = os.fspath(f)
     folder = os.path.dirname(os.path.abspath(path))
-    handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
+    try:
+        handle, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
+    except OSError:
+        # (a missing folder...) torch.save's own error: a user's ``except`` around
+        # it must catch the same thing (torch raises RuntimeError where Python's
+        # FileNotFoundError would come from here); where it writes after all,
+        # the file is written as the original wrote it
+        torch.save(obj, f, *args, **kwargs)
+        return
     try:
         with os.fdopen(handle, "wb") as stream:
             torch.save(obj, stream, *args, **kwargs)
@@ -429,10 +437,14 @@ def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
             os.fsync(stream.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+        if not (isinstance(exc, OSError) and exc.filename2 == path):
+            raise
+        # os.replace failed (the target is a folder...): torch.save's own error,
+        # as above
+        torch.save(obj, f, *args, **kwargs)
 
 
 def _umask() -> int:

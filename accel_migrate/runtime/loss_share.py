@@ -185,8 +185,11 @@ def as_tensors(loss: torch.Tensor | Sequence[torch.Tensor]) -> list[torch.Tensor
 #: learns from the others (``sum_shares``); of more, it gets the values flat.
 SHAPE_DIMS = 6
 #: ``sum_shares``' first all-reduce is a scalar value, then these many facts:
-#: ``[has a value, fraction, size, dimensions, each dimension's size...]``.
-HEADER_SIZE = 4 + SHAPE_DIMS
+#: ``[has a value, fraction, size, dimensions, each dimension's size..., is the
+#: loss last given to accel.backward]``.
+HEADER_SIZE = 5 + SHAPE_DIMS
+#: Where the facts start in the packet, and where "is the last loss" is.
+_FACTS, _LAST = 1, HEADER_SIZE
 
 
 def sum_shares(
@@ -201,47 +204,86 @@ def sum_shares(
     that have one, their fractions taken anew to a whole; for a sum (each
     rank's fraction is 1), an empty share adds nothing. ``None`` only when no
     rank has one. Each rank sends its value if a scalar, then ``[has a value,
-    its fraction, its size, its dimensions and their sizes]`` in one all-reduce
-    (a rank with ``None`` sends zeros and learns the others' shape); a tensor
-    of more than one element then takes a second all-reduce of its values.
+    its fraction, its size, its dimensions and their sizes, ...]`` in one
+    all-reduce (``shares_packet``; a rank with ``None`` sends zeros and learns
+    the others' shape); a tensor of more than one element then takes a second
+    all-reduce of its values (``shares_result``).
     """
+    return shares_result(
+        comm, comm.all_reduce(shares_packet(comm, weighted, fraction), "sum"), weighted
+    )
+
+
+def shares_packet(
+    comm: Any, weighted: torch.Tensor | None, fraction: float, last: bool = False
+) -> torch.Tensor:
+    """What one rank sends in ``sum_shares``' all-reduce (started in the backward
+    pass for a loss reduced there: ``Runtime.start_loss_reduce``). Built on the
+    device, without reading anything back to the host."""
     # the collective's device, and float64 (exact for the fractions and
     # sizes, and one dtype on every rank: a rank with None knows no other)
     device = comm.device if weighted is None else weighted.device
     shape: tuple[int, ...] = () if weighted is None else tuple(weighted.shape)
     scalar = weighted is None or weighted.numel() == 1
-    head = weighted.reshape(1) if weighted is not None and scalar else None
     present = 0.0 if weighted is None else 1.0
     size = 0.0 if scalar else float(weighted.numel())  # type: ignore[union-attr]
     known = shape if len(shape) <= SHAPE_DIMS else ()
     dims = [float(len(known)), *map(float, known)]
     dims += [0.0] * (SHAPE_DIMS + 1 - len(dims))
+    # (built on the host and copied without waiting: torch.tensor(...,
+    # device=cuda) would wait for the queued work first)
+    facts = [present, fraction * present, size, *(d * present for d in dims)]
     info = torch.tensor(
-        [present, fraction * present, size, *(d * present for d in dims)],
-        device=device,
+        [*facts, float(last)],
         dtype=torch.float64,
-    )
-    if head is None:
-        head = torch.zeros(1, device=device)
-    sums = comm.all_reduce(torch.cat([head.to(info.dtype), info]), "sum")
-    facts = [float(v) for v in sums[1:].tolist()]
+    ).to(device, non_blocking=True)
+    if weighted is not None and scalar:
+        head = weighted.reshape(1).to(info.dtype)
+    else:
+        head = torch.zeros(1, device=device, dtype=info.dtype)
+    return torch.cat([head, info])
+
+
+def shares_last(sums: torch.Tensor) -> bool:
+    """Did a rank send the loss last given to ``accel.backward`` (a host read)?"""
+    return bool(sums[_LAST].item())
+
+
+def shares_result(
+    comm: Any, sums: torch.Tensor, weighted: torch.Tensor | None
+) -> torch.Tensor | None:
+    """``sum_shares``' value from the all-reduced packets. A rank with a value
+    knows its shape and size (every rank with a value has the same): it reads
+    nothing back to the host (no device sync), the mean over the ranks with a
+    value is taken on the device. A rank with ``None`` reads the facts."""
+    if weighted is not None:
+        if weighted.numel() == 1:
+            total = sums[0]
+        else:
+            total = comm.all_reduce(weighted.reshape(-1).to(torch.float64), "sum")
+        count, weights = sums[_FACTS], sums[_FACTS + 1]
+        # every rank's share, or sums (each of fraction 1): the sum; else the
+        # mean over the ranks with a value, their fractions taken to a whole
+        whole = (
+            (count > comm.env.world_size - 0.5)
+            | (weights == 0)
+            | (weights >= count - 1e-6)
+        )
+        total = torch.where(whole, total, total / weights).to(weighted.dtype)
+        return total.reshape(weighted.shape)
+    facts = [float(v) for v in sums[_FACTS:].tolist()]
     count, weights = facts[0], facts[1]
     if count == 0:
         return None
     # every rank with a value has the same shape: the sums are `count` times it
     ndim = round(facts[3] / count)
-    if weighted is None:
-        shape = tuple(round(d / count) for d in facts[4 : 4 + ndim])
+    shape = tuple(round(d / count) for d in facts[4 : 4 + ndim])
     if facts[2]:
-        values = (
-            torch.zeros(round(facts[2] / count), device=device, dtype=torch.float64)
-            if weighted is None
-            else weighted.reshape(-1).to(torch.float64)
-        )
-        total = comm.all_reduce(values, "sum")
+        zeros = torch.zeros(round(facts[2] / count), device=sums.device)
+        total = comm.all_reduce(zeros.to(torch.float64), "sum")
     else:
         total = sums[0]
-    total = total.to(torch.get_default_dtype() if weighted is None else weighted.dtype)
+    total = total.to(torch.get_default_dtype())
     if math.prod(shape) == total.numel():  # (else more dimensions than sent: flat)
         total = total.reshape(shape)
     if count == comm.env.world_size or not weights or weights >= count - 1e-6:

@@ -59,11 +59,8 @@ for step, batch in enumerate(loader):
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
-    except OSError:
-        return False
+    stat = warm_python.process_stat(pid)
+    return stat is not None and stat.state != "Z"
 
 
 def _marked(mark: str) -> set[int]:

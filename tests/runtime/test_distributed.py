@@ -33,7 +33,7 @@ def launch(
         [*command, str(SCRIPTS / script), *args],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
@@ -45,7 +45,7 @@ def plain(script: str, *args: str) -> str:
         [warm_python.executable(), str(SCRIPTS / script), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=warm_python.timeout(120),
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -98,7 +98,9 @@ def test_fsdp_refuses_a_resumed_optimizer_over_two_models_on_every_rank() -> Non
         ],
         capture_output=True,
         text=True,
-        timeout=180,  # a rank left waiting in a collective would hang until this
+        timeout=warm_python.timeout(
+            180
+        ),  # a rank left waiting in a collective would hang until this
         check=False,
     )
     assert done.returncode != 0

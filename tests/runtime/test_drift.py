@@ -32,7 +32,9 @@ def _launch(mode: str, *options: str) -> subprocess.CompletedProcess[str]:
         ],
         capture_output=True,
         text=True,
-        timeout=180,  # a rank left waiting in a collective would hang until this
+        timeout=warm_python.timeout(
+            180
+        ),  # a rank left waiting in a collective would hang until this
         check=False,
     )
 

@@ -105,7 +105,7 @@ def _plain_and_launched(
         [warm_python.executable(), str(SCRIPT), "plain", str(tmp_path / "plain.pt")],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=warm_python.timeout(120),
         check=True,
     )
     launched = subprocess.run(
@@ -116,7 +116,7 @@ def _plain_and_launched(
         ],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=warm_python.timeout(240),
         check=False,
     )
     assert launched.returncode == 0, launched.stdout + launched.stderr

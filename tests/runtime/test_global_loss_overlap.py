@@ -92,3 +92,44 @@ def test_other_tensors_are_reduced_when_asked(recorder: Recorder) -> None:
     other = torch.tensor(5.0)
     assert accel.global_loss(other).item() == pytest.approx(2 * 5.0 * 0.75)
     assert recorder.calls == ["all_reduce", "all_reduce"]
+
+
+_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu", "numpy")
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch, reads: list[str]) -> None:
+    for name in _READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *a: Any, _n: str = name, _o: Any = original):
+            reads.append(_n)
+            return _o(self, *a)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+
+
+def test_a_rank_with_a_value_reads_nothing_back(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No value comes back to the host in ``global_loss`` of a rank that has
+    one (on a GPU each read waits for the queued work: before r32b the facts
+    of every call were read, a device sync per logged loss); the fresh
+    all-reduce and the one started in backward alike."""
+    first = _loss(1.0)
+    accel.backward(first)
+    reads: list[str] = []
+    _count_reads(monkeypatch, reads)
+    got = [accel.global_loss(first)]
+    monkeypatch.undo()
+    loss = _loss(2.0)
+    accel.backward(loss)
+    assert recorder.calls[-1] == "all_reduce_async"
+    _count_reads(monkeypatch, reads)
+    got.append(accel.global_loss(loss))
+    got.append(accel.global_loss(torch.ones(2, 3)))  # a tensor: two all-reduces
+    monkeypatch.undo()
+    assert reads == []
+    assert [tuple(g.shape) for g in got] == [(), (), (2, 3)]
+    assert got[0].item() == pytest.approx(2 * 1.0 * 0.75)
+    assert got[1].item() == pytest.approx(2 * 2.0 * 0.75)
+    assert torch.allclose(got[2], torch.full((2, 3), 2 * 0.75))

@@ -377,7 +377,9 @@ def _launch(mode: str, strategy: str) -> subprocess.CompletedProcess[str]:
         [warm_python.executable(), *LAUNCH, "--strategy", strategy, str(SCRIPT), mode],
         capture_output=True,
         text=True,
-        timeout=180,  # a rank left waiting in a collective would hang until this
+        timeout=warm_python.timeout(
+            180
+        ),  # a rank left waiting in a collective would hang until this
         check=False,
     )
 
@@ -435,7 +437,7 @@ def test_a_gradient_added_by_hand_after_accel_backward(
         [warm_python.executable(), *LAUNCH, str(HAND_GRADS), mode],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
     )
     if not refused:

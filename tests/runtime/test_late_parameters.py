@@ -32,7 +32,11 @@ LOSS = re.compile(r"^late step (\d+) loss (\S+)$", re.MULTILINE)
 
 def _run(command: list[str], ok: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=180, check=False
+        command,
+        capture_output=True,
+        text=True,
+        timeout=warm_python.timeout(180),
+        check=False,
     )
     if ok:
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"

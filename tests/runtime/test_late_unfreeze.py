@@ -23,7 +23,11 @@ LOSS = re.compile(r"^unfreeze step (\d+) loss (\S+)$", re.MULTILINE)
 
 def _run(command: list[str]) -> str:
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=180, check=False
+        command,
+        capture_output=True,
+        text=True,
+        timeout=warm_python.timeout(180),
+        check=False,
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     return done.stdout

@@ -29,7 +29,7 @@ def _run(
         [warm_python.executable(), *LAUNCH, *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=warm_python.timeout(timeout),
         check=False,
         env=env,
     )
@@ -97,7 +97,7 @@ def test_two_nodes_on_loopback_train_like_one(
         )
         for rank in (0, 1)
     ]
-    outputs = [node.communicate(timeout=180) for node in nodes]
+    outputs = [node.communicate(timeout=warm_python.timeout(180)) for node in nodes]
     assert all(node.returncode == 0 for node in nodes), [err for _, err in outputs]
     four = [float(v) for out, _ in outputs for _, v in STEP_LOSS.findall(out)]
     two = [float(v) for _, v in STEP_LOSS.findall(single.stdout)]

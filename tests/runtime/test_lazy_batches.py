@@ -159,7 +159,11 @@ def test_launched_at_world_2_like_the_original_and_resumed(tmp_path: Path) -> No
         ("resumed", [*launch, script, str(tmp_path / "state"), "--resume"]),
     ):
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=180, check=False
+            command,
+            capture_output=True,
+            text=True,
+            timeout=warm_python.timeout(180),
+            check=False,
         )
         assert done.returncode == 0, f"{name}\n{done.stdout}\n{done.stderr}"
         runs[name] = done.stdout

@@ -19,7 +19,7 @@ from torch import nn
 
 import accel_migrate.runtime as accel
 from accel_migrate.runtime._state import Runtime, reset_runtime
-from accel_migrate.runtime.comm import Collectives
+from accel_migrate.runtime.comm import Collectives, PendingReduce
 from accel_migrate.runtime.config import RuntimeConfig
 from accel_migrate.runtime.data import ShardingError
 from accel_migrate.runtime.env import DistEnv
@@ -310,6 +310,7 @@ class ThreadComm:
         self._lock = threading.Lock()
         self._sent: list[torch.Tensor] = []
         self._total: torch.Tensor | None = None
+        self.started = 0  # all_reduce_async calls, every rank's
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
         with self._lock:
@@ -323,6 +324,10 @@ class ThreadComm:
             self._sent = []
         self._barrier.wait()
         return total.clone()
+
+    def all_reduce_async(self, tensor: torch.Tensor, op: Any = "sum") -> PendingReduce:
+        self.started += 1
+        return PendingReduce(self.all_reduce(tensor, op))
 
 
 def _on_ranks(values: list[torch.Tensor | None], fractions: list[float]) -> list[Any]:
@@ -362,3 +367,75 @@ def test_a_rank_without_a_value_gets_the_others_shape() -> None:
 
 def test_no_rank_with_a_value_is_none() -> None:
     assert _on_ranks([None, None], [0.0, 0.0]) == [None, None]
+
+
+def _runtimes(comm: ThreadComm) -> list[Runtime]:
+    runtimes = []
+    for rank in range(comm.env.world_size):
+        runtime = Runtime(RuntimeConfig(), DistEnv())
+        runtime.env = DistEnv(rank=rank, world_size=comm.env.world_size, launched=True)
+        runtime.comm = comm  # type: ignore[assignment]
+        runtimes.append(runtime)
+    return runtimes
+
+
+def _steps(world: int, none_at: list[int | None]) -> tuple[list[list[Any]], int]:
+    """Each step: every rank "backwards" its loss (what ``accel.backward`` does
+    with it: recorded, its reduction started where the script asks for it),
+    then asks ``global_loss`` of it at one line, the rank ``none_at[step]``
+    with ``None`` (``accel.global_loss(loss if len(y) else None)``). The
+    results by step and rank, and how many reductions were started."""
+    comm = ThreadComm(world)
+    runtimes = _runtimes(comm)
+    results: list[list[Any]] = [[None] * world for _ in none_at]
+
+    def rank(i: int) -> None:
+        runtime = runtimes[i]
+        for step, empty in enumerate(none_at):
+            loss = torch.tensor(float(10 * step + i + 1))
+            runtime.record_losses([loss], 1 / world)
+            runtime.start_loss_reduce(loss)
+            results[step][i] = runtime.global_loss(None if empty == i else loss)
+
+    # (daemons: a rank left waiting must not keep the test process alive)
+    threads = [
+        threading.Thread(target=rank, args=(i,), daemon=True) for i in range(world)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a rank waits in a collective the others skipped"
+    return results, comm.started
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_rank_with_none_takes_part_in_the_reduction_started_in_backward(
+    world: int,
+) -> None:
+    """Once the script asks for the loss's global value every step, its
+    reduction starts in backward on every rank; a rank with ``None`` at that
+    line takes part in it (before r32b it started an all-reduce of its own,
+    which met the others' next collective: a hang, or values mixed up)."""
+    none_at: list[int | None] = [None, None, world - 1, None, 0]
+    results, started = _steps(world, none_at)
+    assert started == world * (len(none_at) - 1)  # every step after the first
+    for step, row in enumerate(results):
+        expected = sum(10 * step + i + 1 for i in range(world)) / world
+        assert [float(r) for r in row] == pytest.approx([expected] * world), step
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_rank_with_none_at_the_first_ask_starts_the_overlap_with_the_others(
+    world: int,
+) -> None:
+    """The ranks decide together whether the script asked for the loss (the
+    facts say whether one rank's value was the backward's loss): a rank with
+    None at the first ask starts the next reductions in backward as the others
+    do (they would wait for it there otherwise)."""
+    none_at: list[int | None] = [world - 1, None, None]
+    results, started = _steps(world, none_at)
+    assert started == world * 2
+    # the first step: the mean over the ranks with a value
+    first = sum(i + 1 for i in range(world - 1)) / (world - 1)
+    assert [float(r) for r in results[0]] == pytest.approx([first] * world)

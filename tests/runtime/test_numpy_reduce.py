@@ -21,7 +21,7 @@ def test_numpy_values_are_combined_with_their_type() -> None:
         [*warm_python.launcher(), "--nproc", "2", str(SCRIPTS / "numpy_reduce.py")],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
     )
     out = done.stdout + done.stderr

@@ -32,7 +32,7 @@ def _launch(*args: str) -> subprocess.CompletedProcess[str]:
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
     )
 

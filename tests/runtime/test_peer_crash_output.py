@@ -28,7 +28,7 @@ def test_a_peer_crash_during_a_loss_reduction_prints_one_traceback(
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )

@@ -41,7 +41,7 @@ def _launch(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
@@ -65,7 +65,7 @@ def _one_process(*args: str) -> subprocess.CompletedProcess[str]:
         [warm_python.executable(), str(SCRIPT), *args],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=warm_python.timeout(180),
         check=False,
         env={**os.environ, **world_one},
     )

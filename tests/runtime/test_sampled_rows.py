@@ -22,7 +22,11 @@ def test_gathered_rows_are_the_original_batch_in_order() -> None:
         ("world2", [*warm_python.launcher(), "--nproc", "2", script]),
     ):
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=180, check=False
+            command,
+            capture_output=True,
+            text=True,
+            timeout=warm_python.timeout(180),
+            check=False,
         )
         assert done.returncode == 0, f"{name}\n{done.stdout}\n{done.stderr}"
         outputs[name] = [

@@ -74,6 +74,30 @@ def test_print_and_save(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert mode & 0o600 == 0o600 and not mode & 0o022 & ~0o644
 
 
+def _raised(save, *args) -> tuple[type, str]:
+    with pytest.raises(BaseException) as info:
+        save(*args)
+    return info.type, str(info.value)
+
+
+def test_save_raises_what_torch_save_raises(tmp_path: Path) -> None:
+    """A user's ``except`` around the save catches the same thing: torch.save
+    raises RuntimeError for a missing folder (accel.save raised
+    FileNotFoundError from its temporary file before r32b) and for a folder in
+    the target's place."""
+    missing = tmp_path / "missing" / "ck.pt"
+    expected = _raised(torch.save, {}, missing)
+    assert expected[0] is RuntimeError
+    assert _raised(accel.save, {}, missing) == expected
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    expected = _raised(torch.save, {}, folder)
+    assert expected[0] is RuntimeError
+    assert _raised(accel.save, {}, folder) == expected
+    assert sorted(os.listdir(tmp_path)) == ["folder"], "no temporary file left"
+    assert os.listdir(folder) == []
+
+
 def test_device_false_pins_the_cpu() -> None:
     assert accel.device(accelerator=False).type == "cpu"
 

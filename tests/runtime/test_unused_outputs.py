@@ -18,13 +18,20 @@ from tests.parity.harness import max_parameter_error
 pytestmark = pytest.mark.multiprocess
 
 SCRIPT = Path(__file__).parent / "scripts" / "unused_outputs.py"
-LOSS = re.compile(r"^(\w+) step (\d+) loss (\S+)$", re.MULTILINE)
-FIND_UNUSED = re.compile(r"^(\w+) find_unused (\w+)$", re.MULTILINE)
+# Rank 0 alone prints these (accel.print): no other process's line runs into
+# them. Still read by their fixed formats to the end (a number of ten decimals,
+# a word of three), not up to a line's end.
+LOSS = re.compile(r"^(\w+) step (\d+) loss (-?\d\.\d{10}e[+-]\d{2}|nan|inf)", re.M)
+FIND_UNUSED = re.compile(r"^(\w+) find_unused (True|False|None)", re.MULTILINE)
 
 
 def _run(command: list[str]) -> str:
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=180, check=False
+        command,
+        capture_output=True,
+        text=True,
+        timeout=warm_python.timeout(180),
+        check=False,
     )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     return done.stdout

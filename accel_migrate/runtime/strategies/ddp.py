@@ -38,11 +38,15 @@ second backward runs through a forward of such a model, its wrapper stops
 syncing (``require_backward_grad_sync`` off: its forwards no longer prepare
 DDP's reducer) and the strategy averages the model's gradients after every
 backward pass itself, one all-reduce of every gradient per backward, for the
-rest of the run (its buffers, BatchNorm statistics kept per process, are still
-broadcast from rank 0 before each forward, as DDP does; before r31d they were
-not, and each process kept its own). Averaging after each backward gives the
-global batch's
-gradients however many backward passes a step runs.
+rest of the run. Averaging after each backward gives the global batch's
+gradients however many backward passes a step runs. Its buffers (BatchNorm
+statistics kept per process) are still broadcast from rank 0 where DDP would
+broadcast them: before a forward that follows a grad-enabled forward outside
+``no_sync``, one coalesced broadcast (before r31d never, and each process kept
+its own). Inside ``accel.no_sync`` neither happens, as with DDP: no broadcast
+after such a forward, and no averaging of its backward (the next backward
+outside averages the accumulated sum, exact). Counted against torch's own DDP in
+``tests/runtime/test_manual_collectives.py``.
 
 A backward that does not reach every parameter its forward used
 -----------------------------------------------------------------
@@ -146,6 +150,10 @@ class DDPStrategy(Strategy):
         ] = weakref.WeakKeyDictionary()
         #: Models frozen at their first forward, left without a wrapper.
         self._frozen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+        #: Models inside ``accel.no_sync`` (how many levels deep), by user module.
+        self._unsynced: weakref.WeakKeyDictionary[nn.Module, int] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def adopt_late_parameters(self, params: list[nn.Parameter]) -> None:
         # Rank 0's values everywhere, before any forward reads them. Every
@@ -241,11 +249,16 @@ class DDPStrategy(Strategy):
 
     @contextmanager
     def no_sync(self, forward_module: nn.Module | None) -> Iterator[None]:
-        if isinstance(forward_module, DistributedDataParallel):
+        if not isinstance(forward_module, DistributedDataParallel):
+            yield
+            return
+        module = forward_module.module
+        self._unsynced[module] = self._unsynced.get(module, 0) + 1
+        try:
             with forward_module.no_sync():
                 yield
-        else:
-            yield
+        finally:
+            self._unsynced[module] -= 1
 
     # -- unused outputs (see the module docstring) --------------------------------------
     def watch_forward(self, forward_module: nn.Module, output: Any) -> None:
@@ -260,10 +273,11 @@ class DDPStrategy(Strategy):
         if watch.manual:
             generation = _MANUAL
             # DDP broadcasts rank 0's buffers (BatchNorm statistics) before a
-            # forward that follows one which prepared its reducer; this one did
-            # not (require_backward_grad_sync is off), so DDP would stop
-            # broadcasting them and each process keep its own. Ask for it.
-            forward_module.require_forward_param_sync = True
+            # forward that follows a grad-enabled one outside no_sync; this one
+            # cleared the flag (require_backward_grad_sync is off), so each
+            # process would keep its own. Set it where DDP would have, no more.
+            if not self._unsynced.get(forward_module.module):
+                forward_module.require_forward_param_sync = True
         elif not forward_module.require_backward_grad_sync:  # inside no_sync
             return
         else:
@@ -289,7 +303,10 @@ class DDPStrategy(Strategy):
         again = watch.reduced_at == watch.forwards
         watch.reduced_at = watch.forwards
         if watch.manual:
-            _average_gradients(forward_module.module, self.device)
+            if not self._unsynced.get(forward_module.module):
+                # (inside no_sync DDP exchanges nothing: the gradients accumulate
+                # here, and the next backward outside averages their sum)
+                _average_gradients(forward_module.module, self.device)
             return None
         if not forward_module.find_unused_parameters:
             if again:
