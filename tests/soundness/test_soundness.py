@@ -1506,6 +1506,15 @@ EXPECTED: dict[str, str] = {
     # is a collective. AM047 rewrote the test and the run hung (60 s timeout);
     # the read keeps the branch possibly collective (`model_reads`): AM028 now
     "ddp_ready_param_value_print_fsdp_fixc": "FLAGGED",
+    # t13c: new-user trial on unseen public projects (issue 12)
+    "lightgcn_bpr_t13c_project": "MATCH",
+    "lightgcn_bpr_t13c_project_batch": "MATCH",
+    "dgcnn_modelnet_t13c_project": "MATCH",
+    "dgcnn_modelnet_t13c_project_batch": "MATCH",
+    "improved_ddpm_t13c_project": "MATCH",
+    "improved_ddpm_t13c_project_batch": "MATCH",
+    "realesrgan_queue_t13c_project": "MATCH",
+    "realesrgan_queue_t13c_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

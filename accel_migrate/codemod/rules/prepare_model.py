@@ -498,6 +498,15 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
 
     def visit_Module(self, node: cst.Module) -> None:
         super().visit_Module(node)
+        # A model handed to a trainer class of another file of the batch (it
+        # trains it and counts on this file to prepare it) that is not built
+        # here in a form this rule wraps (`model, diffusion =
+        # create_model_and_diffusion(...)`): all or nothing, as for a model
+        # whose parameters feed an optimizer of this file.
+        built = self.handed_constructions(self._core)
+        for value in self.handed_models:
+            if value not in built:
+                self._check_prepared(value, value)  # type: ignore[arg-type]
         # A container of models whose parts the script calls (`nets[0](x)`,
         # `for net in nets`): preparing it whole would sync nothing.
         wrapped = self.models - self.model_containers
