@@ -94,7 +94,7 @@ def _migrate(tmp_path: Path, build: str):
 
 
 def test_a_handed_model_built_here_is_prepared(tmp_path: Path) -> None:
-    source, result = _migrate(tmp_path, BUILDS["built here"])
+    _, result = _migrate(tmp_path, BUILDS["built here"])
     assert "model = accel.prepare_model(nn.Linear(4, 4))" in result.output
     assert not [f for f in result.findings if f.status == "needs-review"]
 
