@@ -9,7 +9,12 @@ loss, and its ``train()`` builds ``Adam(params=self.gen.parameters(), ...)`` and
 first would train the second unsynchronised on every process;
 ``optimized_parameters`` names every ``__init__`` parameter stored on ``self``
 whose ``.parameters()`` feed an optimizer a method of the class builds, so the
-caller prepares each model it hands for one (``optimized_models``).
+caller prepares each model it hands for one (``optimized_models``). The
+optimizer may be handed an attribute that holds those parameters
+(openai/improved-diffusion's ``TrainLoop``: ``self.model_params =
+list(self.model.parameters())``, then ``AdamW(self.model_params, ...)``):
+an attribute the class's methods assign is followed to its values, a few
+assignments deep.
 
 Static only: ``ast``, nothing runs.
 """
@@ -44,6 +49,7 @@ def optimized_parameters(
         return ()
     positional = [a.arg for a in [*init.args.posonlyargs, *init.args.args][1:]]
     found: dict[str, int] = {}
+    assigned = _self_assignments(lineage)
     for method in _methods(lineage):
         calls = sorted(
             (n for n in _own_nodes(method) if isinstance(n, ast.Call)),
@@ -52,21 +58,46 @@ def optimized_parameters(
         for call in calls:
             if not is_optimizer(call):
                 continue
-            for attr in _optimized_attributes(call):
+            for attr in _optimized_attributes(call, assigned):
                 name = stored.get(attr)
                 if name is not None and name not in found:
                     found[name] = positional.index(name) if name in positional else -1
     return tuple(found.items())
 
 
-def _optimized_attributes(call: ast.Call) -> list[str]:
+def _self_assignments(lineage: Lineage) -> dict[str, list[ast.expr]]:
+    """``X`` -> the values the class's methods assign ``self.X`` (``self.X = v``)."""
+    found: dict[str, list[ast.expr]] = {}
+    for method in _methods(lineage):
+        for node in _own_nodes(method):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    attr = self_attribute(target)
+                    if attr is not None:
+                        found.setdefault(attr, []).append(node.value)
+    return found
+
+
+#: How many ``self.Y = ...`` assignments deep the handed parameters are followed.
+_DEPTH = 3
+
+
+def _optimized_attributes(
+    call: ast.Call, assigned: dict[str, list[ast.expr]] | None = None
+) -> list[str]:
     """``X`` of each ``self.X.parameters()`` in the parameters an optimizer call
-    is handed (its first positional argument or ``params=``)."""
+    is handed (its first positional argument or ``params=``), also through an
+    attribute assigned such parameters (``self.model_params =
+    list(self.model.parameters())``: ``assigned``)."""
+    assigned = assigned or {}
     handed = [k.value for k in call.keywords if k.arg == "params"]
     if call.args and not isinstance(call.args[0], ast.Starred):
         handed.append(call.args[0])
     found: list[str] = []
-    for value in handed:
+    queue = [(value, 0) for value in handed]
+    followed: set[str] = set()
+    while queue:
+        value, depth = queue.pop(0)
         for node in ast.walk(value):
             if (
                 isinstance(node, ast.Call)
@@ -76,4 +107,8 @@ def _optimized_attributes(call: ast.Call) -> list[str]:
                 attr = self_attribute(node.func.value)
                 if attr is not None and attr not in found:
                     found.append(attr)
+            attr = self_attribute(node) if isinstance(node, ast.Attribute) else None
+            if attr in assigned and attr not in followed and depth < _DEPTH:
+                followed.add(attr)
+                queue += [(v, depth + 1) for v in assigned[attr]]
     return found

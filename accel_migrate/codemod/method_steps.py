@@ -37,6 +37,10 @@ from .subtrees import findall
 
 #: Reductions a loss method's value may be taken through before its backward.
 _REDUCTIONS = frozenset({"mean", "sum"})
+#: The operators whose terms a backpropagated value reaches (``loss + reg``).
+_TERMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+#: How many assignments, terms and subscripts deep a value is followed.
+_DEPTH = 6
 
 
 @dataclass(frozen=True)
@@ -94,12 +98,37 @@ def training_calls(index: ModuleIndex) -> list[MethodStep]:
 
 
 def _values(index: ModuleIndex, tensor: cst.BaseExpression) -> list[cst.BaseExpression]:
-    tensor = _unreduced(tensor)
-    if isinstance(tensor, cst.Name):
-        key = index.key(tensor)
-        values = index.values.get(key, []) if key is not None else []
-        return [_unreduced(v) for v in values if v is not None]
-    return [tensor]
+    """The expressions the backpropagated ``tensor`` is built from: itself, the
+    values of the variables it reads, the terms of a sum or product
+    (``loss = loss + reg_loss``), the value a subscript or an unpacking takes
+    its element from (``loss, reg_loss = self.model.bpr_loss(u, p, n)``,
+    LightGCN's ``BPRLoss.stageOne``), each reduction stripped."""
+    found: list[cst.BaseExpression] = []
+    queue: list[tuple[cst.BaseExpression, int]] = [(tensor, 0)]
+    seen: set[int] = set()
+    while queue:
+        expr, depth = queue.pop(0)
+        expr = _unreduced(expr)
+        if id(expr) in seen or depth > _DEPTH:
+            continue
+        seen.add(id(expr))
+        if isinstance(expr, cst.Name):
+            key = index.key(expr)
+            if key is None:
+                continue
+            queue += [
+                (v, depth + 1) for v in index.values.get(key, []) if v is not None
+            ]
+            queue += [(v, depth + 1) for v, _, _ in index.unpacked.get(key, [])]
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(
+            expr.operator, _TERMS
+        ):
+            queue += [(expr.left, depth + 1), (expr.right, depth + 1)]
+        elif isinstance(expr, cst.Subscript):
+            queue.append((expr.value, depth + 1))
+        else:
+            found.append(expr)
+    return found
 
 
 def _unreduced(value: cst.BaseExpression) -> cst.BaseExpression:

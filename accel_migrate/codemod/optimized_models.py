@@ -280,7 +280,10 @@ class OptimizedModels:
             if (
                 fact is None
                 or fact.kind != "class"
-                or not fact.trains
+                # a step that runs what it is handed, or an optimizer built over
+                # a handed model's parameters (improved-diffusion's TrainLoop
+                # runs its model through `diffusion.training_losses`)
+                or not (fact.trains or fact.optimized_parameters)
                 or not fact.batch_migrated
                 or any(a.star for a in call.args)
             ):
@@ -288,9 +291,8 @@ class OptimizedModels:
             # every model it is handed that it trains: the one its step runs,
             # and each whose parameters feed an optimizer it builds (a GAN
             # trainer's `gen` and `dis`, handed_optimized)
-            for name, position in dict(
-                [fact.trained_parameter, *fact.optimized_parameters]
-            ).items():
+            trained = [fact.trained_parameter] if fact.trains else []
+            for name, position in dict([*trained, *fact.optimized_parameters]).items():
                 handed = argument(call, position, name)
                 if handed is not None and handed not in found:
                     found.append(handed)

@@ -67,7 +67,13 @@ nn.Module) whose attributes' parameters an optimizer trains
 (pointer_summarizer's ``self.model = Model(path)`` and
 ``Adagrad(list(self.model.encoder.parameters()) + ...)``) is not wrapped
 (``prepare_model`` refuses a non-module) and stops the migration the same way,
-the finding naming the holder (``codemod/holder_models.py``). Sharding the data and rewriting ``backward`` without
+the finding naming the holder (``codemod/holder_models.py``). A model
+handed to a trainer class of another file of the batch that trains it (its
+step runs it, or it builds an optimizer over its parameters, also through an
+attribute: improved-diffusion's ``self.model_params =
+list(self.model.parameters())``) is held to the same rule: one this rule
+cannot wrap (``model, diffusion = create_model_and_diffusion(...)``) stops
+the file. Sharding the data and rewriting ``backward`` without
 the model would make every process train its own unsynchronised copy on its part
 of the data, with nothing to show for it. The unit is the file: a file is never
 half-migrated.
@@ -498,6 +504,15 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
 
     def visit_Module(self, node: cst.Module) -> None:
         super().visit_Module(node)
+        # A model handed to a trainer class of another file of the batch (it
+        # trains it and counts on this file to prepare it) that is not built
+        # here in a form this rule wraps (`model, diffusion =
+        # create_model_and_diffusion(...)`): all or nothing, as for a model
+        # whose parameters feed an optimizer of this file.
+        built = self.handed_constructions(self._core)
+        for value in self.handed_models:
+            if value not in built:
+                self._check_prepared(value, value)  # type: ignore[arg-type]
         # A container of models whose parts the script calls (`nets[0](x)`,
         # `for net in nets`): preparing it whole would sync nothing.
         wrapped = self.models - self.model_containers

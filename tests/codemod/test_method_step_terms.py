@@ -1,0 +1,87 @@
+"""AM042 follows a backpropagated loss back to a layer-running model method
+through the ways real steps combine its output (LightGCN-PyTorch's
+``BPRLoss.stageOne``: ``loss, reg_loss = self.model.bpr_loss(users, pos, neg)``,
+``loss = loss + reg_loss``, ``loss.backward()``); before, only a loss that was
+the method's value itself (or its ``.mean()``) was followed, and the batch run
+stopped at the runtime's "received gradients but was never called" instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.codemod import MigrateOptions, migrate_source
+
+MODEL = """\
+import torch
+from torch import nn
+
+
+class Rec(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+
+    def bpr_loss(self, users, pos, neg):
+        u, p, n = self.emb(users), self.emb(pos), self.emb(neg)
+        reg = u.norm(2).pow(2) / float(len(users))
+        loss = torch.nn.functional.softplus((u * n).sum(1) - (u * p).sum(1)).mean()
+        return loss, reg
+
+    def forward(self, users, items):
+        return (self.emb(users) * self.emb(items)).sum(1)
+"""
+
+MAIN = """\
+import torch
+
+from rec import Rec
+
+model = Rec()
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+users, pos, neg = torch.arange(4), torch.arange(4), torch.arange(4, 8)
+for step in range(3):
+{step}
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+STEPS = {
+    "unpacked and summed": (
+        "    loss, reg_loss = model.bpr_loss(users, pos, neg)\n"
+        "    reg_loss = reg_loss * 1e-4\n"
+        "    loss = loss + reg_loss"
+    ),
+    "subscripted": "    loss = model.bpr_loss(users, pos, neg)[0]",
+    "a weighted term": (
+        "    out = model.bpr_loss(users, pos, neg)\n"
+        "    loss = out[0] + 1e-4 * out[1]"
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(STEPS))
+def test_a_combined_method_loss_is_blocked(tmp_path: Path, shape: str) -> None:
+    (tmp_path / "rec.py").write_text(MODEL)
+    source = MAIN.format(step=STEPS[shape])
+    script = tmp_path / "main.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script), MigrateOptions())
+    assert result.output == source  # left whole
+    found = [f for f in result.findings if f.code == "AM042"]
+    assert len(found) == 1 and found[0].status == "needs-review", found
+    assert "`bpr_loss` of `Rec` in rec.py runs the model's layers" in found[0].message
+
+
+def test_a_loss_from_the_models_call_is_not_blocked(tmp_path: Path) -> None:
+    (tmp_path / "rec.py").write_text(MODEL)
+    source = MAIN.format(
+        step="    loss = -model(users, pos).mean() + 1e-4 * model.emb.weight.norm()"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script), MigrateOptions())
+    assert not [f for f in result.findings if f.code == "AM042"]
+    assert result.output != source
