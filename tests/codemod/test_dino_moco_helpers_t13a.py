@@ -283,3 +283,54 @@ def test_am032_names_a_centre_updated_in_a_step_through_a_logger(
     result = migrate_source(train.read_bytes(), str(train))
     found = [f for f in result.findings if f.code == "AM032"]
     assert len(found) == 1 and "`DINOLoss.update_center`" in found[0].message
+
+
+AUGMENTED = """import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class DataAugmentationDINO(object):
+    def crop(self, image, size):
+        top = torch.randint(0, image.shape[1] - size + 1, (1,)).item()
+        return image[:, top : top + size, :size]
+
+    def __call__(self, image):
+        return [self.crop(image, 8), self.crop(image, 4)]
+
+
+class ImageFolder(Dataset):
+    def __init__(self, root, transform=None):
+        self.samples = torch.rand(32, 3, 10, 10)
+        self.transform = transform
+
+    def __getitem__(self, index):
+        return self.transform(self.samples[index]), 0
+
+    def __len__(self):
+        return len(self.samples)
+
+
+dataset = ImageFolder("/data", transform=DataAugmentationDINO())
+loader = DataLoader(dataset, batch_size=8, shuffle=True)
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for crops, _ in loader:
+    loss = model(crops[1].mean((1, 2))[:, :4].repeat(1, 1)).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_am020_follows_a_datasets_call_of_the_transform_object_it_holds(
+    tmp_path: Path,
+) -> None:
+    train = tmp_path / "main_dino.py"
+    train.write_text(AUGMENTED)
+    result = migrate_source(train.read_bytes(), str(train))
+    found = [f for f in result.findings if f.code == "AM020"]
+    assert len(found) == 1 and found[0].status == "needs-review"
+    assert (
+        "`crop`, called from `DataAugmentationDINO.__call__`, called from "
+        "`ImageFolder.__getitem__`" in found[0].message
+    )
