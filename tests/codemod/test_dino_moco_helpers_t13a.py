@@ -334,3 +334,62 @@ def test_am020_follows_a_datasets_call_of_the_transform_object_it_holds(
         "`crop`, called from `DataAugmentationDINO.__call__`, called from "
         "`ImageFolder.__getitem__`" in found[0].message
     )
+
+
+PROXY_NCA = """
+import torch
+import torch.nn.functional as F
+from torch.nn import Parameter
+
+
+class ProxyNCA(torch.nn.Module):
+    def __init__(self, nb_classes, sz_embedding, scaling_p=3):
+        torch.nn.Module.__init__(self)
+        self.proxies = Parameter(torch.randn(nb_classes, sz_embedding) / 8)
+        self.scaling_p = scaling_p
+
+    def forward(self, X, T):
+        P = F.normalize(self.proxies, p=2, dim=-1) * self.scaling_p
+        X = F.normalize(X, p=2, dim=-1)
+        D = torch.cdist(X, P) ** 2
+        loss = torch.sum(-F.one_hot(T, len(P)) * F.log_softmax(-D, -1), -1)
+        return loss.mean()
+"""
+
+PROXY_MAIN = """import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+import proxynca
+
+loader = DataLoader(data, batch_size=8, shuffle=True, drop_last=True)
+model = torch.nn.Linear(4, 4)
+criterion = proxynca.ProxyNCA(nb_classes=4, sz_embedding=4)
+opt = torch.optim.Adam([{"params": model.parameters()}, {"params": criterion.parameters()}])
+for e in range(2):
+    losses_per_epoch = []
+    for x, y in loader:
+        opt.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        losses_per_epoch.append(loss.data.cpu().numpy())
+        opt.step()
+    print("epoch", e, np.mean(losses_per_epoch))
+"""
+
+
+def test_distances_to_held_proxies_and_a_numpy_read_of_the_loss(
+    tmp_path: Path,
+) -> None:
+    # torch.cdist(X, P) against the criterion's own proxies sets each sample
+    # against the proxies, not against the batch's other samples (no AM007);
+    # the loss read with `.data.cpu().numpy()` is the logged loss, made the
+    # whole batch's (not gathered per batch as if it were outputs: AM029)
+    (tmp_path / "proxynca.py").write_text(PROXY_NCA)
+    train = tmp_path / "train.py"
+    train.write_text(PROXY_MAIN)
+    result = migrate_source(train.read_bytes(), str(train))
+    out = result.output.decode()  # type: ignore[union-attr]
+    assert "losses_per_epoch.append(accel.global_loss(loss.data.cpu()).numpy())" in out
+    assert "gather_in_order" not in out
+    assert not [f for f in result.findings if f.status == "needs-review"]
