@@ -178,10 +178,6 @@ class HelperFact:
     #: draws (``ReplayBuffer.push_and_pop``'s ``random.uniform``, a dataset's
     #: ``transforms.RandomCrop``, a VAE's ``forward``).
     draws: tuple[tuple[str, str], ...] = ()
-    #: For a model class: how its ``forward`` (or a method it calls) writes a
-    #: buffer of its own from its inputs (MoCo's queue of keys), as a phrase
-    #: (``project_state_writes``); "" if it does not.
-    state_writes: str = ""
     #: For a function: its draws from torch's global random state, each with
     #: the parameter (name, position) whose falsy default guards it (``if
     #: augment:``), or ("", -1) (``project_draws.function_torch_draws``).
@@ -220,6 +216,10 @@ class HelperFact:
     #: of its batch in ``forward``, as a phrase (``batch_mixing_models``); "" if
     #: it does not.
     batch_mixing: str = ""
+    #: For a model class: how its ``forward`` (or a method it calls) writes a
+    #: buffer of its own from its inputs (MoCo's queue of keys), as a phrase
+    #: (``project_state_writes``); "" if it does not.
+    state_writes: str = ""
     #: For a model class used as a criterion: how its ``forward`` passes a loss
     #: that is already a mean over the batch through a non-linear function
     #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),
