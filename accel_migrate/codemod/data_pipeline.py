@@ -7,7 +7,8 @@ step calls (``fake_pool.query(fake)``, ``mix(x, y)`` running ``__call__``: calls
 ``ModuleIndex.loop_paths`` cannot follow, because it resolves only plain names
 and ``self.`` methods). The functions those call here are included, transitively,
 methods of other local objects too (``self.cache.put(i, feat)`` where ``__init__``
-set ``self.cache = FeatureCache(root)``). A dataset reaches its loader directly or
+set ``self.cache = FeatureCache(root)``), and the ``__call__`` of a local object
+called itself (``self.transform(image)``, the transform a dataset is handed). A dataset reaches its loader directly or
 through torch's wrappers (``Subset``, ``ConcatDataset`` of a list, written there
 or in a variable, ``random_split``) or a local wrapper Dataset that subscripts
 the object it holds (``return self.base[i]``), so a class with ``__getitem__``
@@ -303,9 +304,15 @@ def _callees(index: ModuleIndex, call: cst.Call) -> list[tuple[cst.FunctionDef, 
     if callee is not None:
         return [(callee, callee.name.value)]
     func = call.func
-    if not isinstance(func, cst.Attribute):
-        return []
     methods = []
+    # `self.transform(sample)` of a Dataset handed a local transform object
+    # (DINO's DataAugmentationDINO): the held object's __call__
+    for cls in _in_source_order(index, instance_classes(index, func)):
+        method = _method(cls, "__call__")
+        if method is not None:
+            methods.append((method, f"{cls.name.value}.__call__"))
+    if not isinstance(func, cst.Attribute):
+        return methods
     for cls in _in_source_order(index, instance_classes(index, func.value)):
         method = _method(cls, func.attr.value)
         if method is not None:

@@ -73,12 +73,24 @@ def _wrapped_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> 
     the reference scripts' utils.py, a prefetcher)?"""
     return any(index.runs_backward(loop.body) for loop in path) and any(
         isinstance(loop, cst.For)
-        and isinstance(loop.iter, cst.Call)
+        and isinstance(iterated := _unenumerated(index, loop.iter), cst.Call)
         and any(
-            a.keyword is None and index.loader_loop(a.value)[0] for a in loop.iter.args
+            a.keyword is None and index.loader_loop(a.value)[0] for a in iterated.args
         )
         for loop in path
     )
+
+
+def _unenumerated(index: ModuleIndex, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``wrapper(loader)`` of ``enumerate(wrapper(loader))`` (DINO's
+    ``enumerate(metric_logger.log_every(data_loader, 10, header))``)."""
+    if (
+        isinstance(expr, cst.Call)
+        and expr.args
+        and index.qualnames(expr.func) & {"builtins.enumerate"}
+    ):
+        return expr.args[0].value
+    return expr
 
 
 def loader_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:

@@ -237,6 +237,15 @@ class LossPlaces:
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "item":
             return None if call.args else func.value
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "numpy"
+            and not call.args
+            and _same_numbers(func.value)
+        ):
+            # `loss.data.cpu().numpy()` (proxy-nca's losses_per_epoch): a read
+            # of the same numbers, as `.item()` of a 0-d loss
+            return func.value
         if "builtins.float" in self.index.qualnames(func) and len(call.args) == 1:
             return call.args[0].value
         return None
@@ -419,3 +428,26 @@ class LossPlaces:
         if reduction.kind == "token-mean" and reduction.count is not None:
             return [keyword_arg("count", reduction.count)]
         return f"`{code(node)}`, a term of the backpropagated loss: {reduction.reason}"
+
+
+#: Reads of a tensor's own numbers that a ``.numpy()`` read may go through.
+_NUMPY_PATH = frozenset({"cpu", "detach"})
+
+
+def _same_numbers(expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` a variable read through ``.data``, ``.detach()`` and ``.cpu()``
+    only (at least one of them: ``.numpy()`` needs a CPU tensor without a graph)?"""
+    steps = 0
+    while True:
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value
+        elif (
+            isinstance(expr, cst.Call)
+            and not expr.args
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _NUMPY_PATH
+        ):
+            expr = expr.func.value
+        else:
+            return steps > 0 and isinstance(expr, cst.Name)
+        steps += 1

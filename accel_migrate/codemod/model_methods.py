@@ -52,7 +52,11 @@ def reads_step_value(
 def stepped_classes(index: ModuleIndex) -> frozenset[cst.ClassDef]:
     """Local classes an instance of which a training step calls (``model(x)`` with
     ``model = Net().to(device)``), and the local classes their methods build
-    (``self.block = Block()``): those run in the step too."""
+    (``self.block = Block()``): those run in the step too. A step's loop may
+    take its batches through a wrapper handed the loader (DINO's
+    ``metric_logger.log_every(data_loader, 10, header)``)."""
+    from .imported_draws import _wrapped_step
+
     modules = index.local_subclasses(["torch.nn."])
     if not modules:
         return frozenset()  # no model class here: skip the walk over every call
@@ -66,7 +70,10 @@ def stepped_classes(index: ModuleIndex) -> frozenset[cst.ClassDef]:
         ):
             continue  # `model(x)` or `self.model(x)`: a variable holding a model
         classes = (model_classes(index, call.func) & modules) - found
-        if classes and any(training_step(index, p) for p in index.loop_paths(call)):
+        if classes and any(
+            training_step(index, p) or _wrapped_step(index, p)
+            for p in index.loop_paths(call)
+        ):
             found |= classes
     todo = list(found)
     while todo:

@@ -27,6 +27,7 @@ from .analysis import Key, ModuleIndex
 from .helper_effects import model_method, optimizer_method
 from .names import SAME_OBJECT
 from .optimizer_helpers import factory_model
+from .param_group_helpers import grouped_argument
 from .patterns import argument, strip_methods
 from .subtrees import findall
 from .trained_models import (
@@ -224,6 +225,12 @@ class OptimizedModels:
                 if grouped:
                     # `SGD(model.get_optim_policies(), ...)` (param_group_methods)
                     keys.add(grouped)
+                handed = call.args and grouped_argument(self.index, call.args[0].value)
+                if handed:
+                    # `AdamW(utils.get_params_groups(student))` (param_group_helpers)
+                    key = root_key(self.index, handed)
+                    if key is not None:
+                        keys.add(key)
                 for inner in self._parameter_calls(call):
                     receiver = inner.func.value  # type: ignore[attr-defined]
                     owner = self._owner_class(receiver)

@@ -55,7 +55,11 @@ def pairwise_in(
     (``cosine_sim(input, self.weight)``: a product with them sets each sample
     against the held rows, not against the batch's other samples)."""
     for node in ast.walk(function):
-        found = "" if _against_held(node, held) else _compares(facts, node)
+        found = (
+            ""
+            if _against_held(node, held) or _distance_to_held(facts, node, function)
+            else _compares(facts, node)
+        )
         found = found or _broadcast_difference(node, function)
         if not found and rankings:
             found = _ranked(node)
@@ -242,6 +246,40 @@ def _rows_transposed(facts: HelperFacts, expr: ast.expr) -> bool:
     if method == "t" and not expr.args:
         return True
     return method in ("transpose", "permute") and len(expr.args) == 2 and dims == [0, 1]
+
+
+def _distance_to_held(facts: HelperFacts, node: ast.AST, function: ast.AST) -> bool:
+    """``torch.cdist(X, P)`` with ``P`` a tensor the module holds (read through
+    its one value: Proxy-NCA's ``P = F.normalize(self.proxies) * self.scaling_p``):
+    each sample against the held rows (proxies, centres), not against the
+    batch's other samples."""
+    if not isinstance(node, ast.Call) or facts._dotted(node.func) not in _DISTANCES:
+        return False
+    for arg in node.args[:2]:
+        value = arg
+        if isinstance(arg, ast.Name):
+            value = reaching_value(function, arg) or arg
+        if _held(value) or _held_inside(value):
+            return True
+    return False
+
+
+def _held_inside(expr: ast.expr) -> bool:
+    """``F.normalize(self.proxies, p=2, dim=-1) * s``: a held tensor through a
+    module function's first argument (``F.normalize``) and scaling."""
+    while True:
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
+            expr = expr.left
+        elif (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and isinstance(expr.func.value, ast.Name)
+            and expr.args
+            and not isinstance(expr.args[0], ast.Starred)
+        ):
+            expr = expr.args[0]
+        else:
+            return _held(expr)
 
 
 def _held(expr: ast.expr) -> bool:

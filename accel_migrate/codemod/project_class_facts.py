@@ -99,6 +99,7 @@ class ClassFacts:
             from .method_parameter_grads import parameter_grads
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
+            from .project_state_writes import state_writes
             from .unimplemented_forward import unimplemented_forward
             from .unregistered_tensors import unregistered_tensors
 
@@ -121,6 +122,7 @@ class ClassFacts:
                 batch_shape=batch_shape(cls, self._dotted),
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
                 draws=self._class_draws(cls),
+                state_writes=state_writes(cls),
                 augmentation=self._augmentation(cls),
                 parameter_grads=parameter_grads(cls, self._dotted),
                 data_branch=data_branch(self, cls),

@@ -118,6 +118,11 @@ class HelperFact:
     #: (``build_optimizer(cfg, model)``: the model's parameters) or "params"
     #: (``make_optimizer(model.parameters(), args)``: the parameters themselves).
     optimizer_over: tuple[str, int, str] = ("", -1, "")
+    #: For a function whose every return is a list of parameter groups (dicts
+    #: with "params") of one of its parameters (DINO's ``get_params_groups(model)``):
+    #: that parameter and its position (-1: keyword only), ``param_group_helpers``;
+    #: ("", -1) otherwise.
+    param_groups_over: tuple[str, int] = ("", -1)
     #: For a function whose every return is a full sum or mean of what it is
     #: handed (``count_correct(output, target)``: ``pred.eq(target).sum().item()``),
     #: "sum", "mean" or "mean number" (a mean read as a Python number:
@@ -225,6 +230,10 @@ class HelperFact:
     #: of its batch in ``forward``, as a phrase (``batch_mixing_models``); "" if
     #: it does not.
     batch_mixing: str = ""
+    #: For a model class: how its ``forward`` (or a method it calls) writes a
+    #: buffer of its own from its inputs (MoCo's queue of keys), as a phrase
+    #: (``project_state_writes``); "" if it does not.
+    state_writes: str = ""
     #: For a model class used as a criterion: how its ``forward`` passes a loss
     #: that is already a mean over the batch through a non-linear function
     #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),

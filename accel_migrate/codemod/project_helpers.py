@@ -26,6 +26,7 @@ from .loader_sample_draws import sample_draws
 from .names import is_optimizer_class
 from .optimizer_factories import factory_over, optimizer_class
 from .pairwise_helpers import pairwise_in
+from .param_group_helpers import groups_over
 from .path_reads import reads_paths
 from .project_batch_kinds import batch_kind
 from .project_class_facts import ClassFacts
@@ -222,6 +223,9 @@ class HelperFacts(ClassFacts, ReturnKinds):
                 else ("", -1, "")
             ),
             ranks_batch=helper_batch_ranking(function),
+            param_groups_over=(
+                groups_over(function, self.scan.functions) if not kind else ("", -1)
+            ),
             batch_iterator=(
                 returned_iterator(self, returns, function)
                 or generated_batches(function)

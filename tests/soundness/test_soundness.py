@@ -1565,6 +1565,23 @@ EXPECTED: dict[str, str] = {
     "improved_ddpm_t13c_project_batch": "FLAGGED",
     "realesrgan_queue_t13c_project": "FLAGGED",
     "realesrgan_queue_t13c_project_batch": "FLAGGED",
+    # t13a (new-user trial, self-supervised and metric learning): leftthomas/SimCLR
+    # (torch.eye(2 * batch_size) of the global batch size, AM025)
+    "simclr_weighted_knn_t13a_project": "FLAGGED",
+    "simclr_weighted_knn_t13a_project_batch": "FLAGGED",
+    # the MoCo CIFAR demo: SplitBatchNorm's own forward is refused by the runtime
+    # (UnsyncedBatchNormError); the queue of model.py (AM032) and the batch
+    # shuffle's randperm (AM020) are named too
+    "moco_splitbn_knn_t13a_project": "LOUD",
+    "moco_splitbn_knn_t13a_project_batch": "LOUD",
+    # a single-GPU fork of DINO's main_dino.py: the crops drawn in the dataset's
+    # transform (AM020) and the centre updated from the share (AM032, AM037)
+    "dino_multicrop_t13a_project": "FLAGGED",
+    "dino_multicrop_t13a_project_batch": "FLAGGED",
+    # dichotomies/proxy-nca: recall@k over the sharded eval loader in utils.py
+    # (AM006 in file mode, AM009 on predict_batchwise's collection in batch mode)
+    "proxynca_recall_t13a_project": "FLAGGED",
+    "proxynca_recall_t13a_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -15,7 +15,10 @@ or a ``torch`` tensor set in ``__init__``) made in its ``forward`` or a method
 ``_dequeue_and_enqueue`` writing ``self.queue[:, ptr:ptr + n] = keys.T``, a
 VQ-VAE's EMA codebook statistics (``self.cluster_size.mul_(d).add_(counts)``),
 or a queue rebuilt from itself (``self.queue = torch.cat([keys, self.queue])``;
-not a value that only replaces the old, as a hidden state). Also such a write
+not a value that only replaces the old, as a hidden state); the same for a
+model class of a local module (``ModelMoCo`` of a ``model.py``), reported
+where the training step runs it (``loss = net(im_1, im_2)``;
+``project_state_writes``). Also such a write
 into a parameter of the class (``self.loc = nn.Parameter(...)``): a
 data-dependent initialisation, as Glow's ``ActNorm`` sets ``loc`` and ``scale``
 from the first batch it sees (``self.loc.data.copy_(-mean)``). And a variable
@@ -78,6 +81,7 @@ from ..analysis import variable_names
 from ..kept_state import _nodes, _StateWrites, kept_state_write
 from ..model_methods import stepped_method
 from ..patterns import self_attribute
+from ..project_state_writes import step_state_write
 from ..replay_buffers import buffer_push
 from ..rule import Rule
 from ..subtrees import findall
@@ -153,6 +157,7 @@ class BatchStateWrites(Rule):
             )
             return
         if not (isinstance(func, cst.Attribute) and func.attr.value in _WRITES):
+            self._check_imported_model(node)
             return
         if self._chained(node):
             return  # the outer call of `t.mul_(d).add_(x)` reports the chain
@@ -177,6 +182,25 @@ class BatchStateWrites(Rule):
                 and _reads_other(self.index, written, [node.value])
             ):
                 self._check_initialisation(node, written)
+
+    def _check_imported_model(self, node: cst.Call) -> None:
+        """A training step runs a model of a local module whose ``forward``
+        writes a buffer of its own from its inputs (``project_state_writes``)."""
+        fact = step_state_write(self.index, node)
+        if fact is None:
+            return
+        self.report(
+            node,
+            "needs-review",
+            f"a training step runs a `{fact.name}` of {fact.file} here "
+            f"(`{snippet(node)}`), and {fact.state_writes} from this process's "
+            "share of the batch: after migration each process writes it from its "
+            "share only (and DDP hands every process the main process's buffers "
+            "at each forward), so the buffer differs from the original's; gather "
+            "what is written from every process first (accel.gather), as MoCo's "
+            "distributed code does",
+            if_migrated=True,
+        )
 
     def _check_initialisation(self, node: cst.CSTNode, target: cst.Attribute) -> None:
         """``layer.weight.data /= ...`` in a function that is handed a batch of a

@@ -22,7 +22,16 @@ Each construction is wrapped where it is built:
 - in a factory function of this file (``def get_model(): net = Net(); ...;
   return net.cuda()``): there, and not again around ``get_model()``;
 - right in the arguments of a call to a function or class of this file
-  (``Trainer(accel.prepare_model(Net()), data)``).
+  (``Trainer(accel.prepare_model(Net()), data)``);
+- a model rebuilt around itself in the same block, after every other place
+  that builds it (DINO's ``student = MultiCropWrapper(student, DINOHead(...))``):
+  the wrapper, whose head the optimizer trains too, not the bare backbone
+  (``codemod/model_rewraps.py``).
+
+An optimizer over the parameter groups a local module's function hands back
+for one model (DINO's ``AdamW(utils.get_params_groups(student))``: every return
+a list of ``{"params": ...}`` dicts of that parameter's parameters,
+``codemod/param_group_helpers.py``) trains that model.
 
 ``nn.DataParallel(...)`` around any of these is removed by AM003. A module class
 whose own methods build an optimizer from ``self.parameters()`` is trained through
@@ -183,6 +192,7 @@ from ..analysis import Key, method_call
 from ..constructor_methods import constructed_class
 from ..holder_models import HolderModels
 from ..model_parts import part_use_message, part_uses
+from ..model_rewraps import follows_every_build, rewrapped_later, rewraps
 from ..names import (
     MODEL_FACTORY_PREFIXES,
     MODULE_BASES,
@@ -272,9 +282,25 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
                 core, "prepare_model"
             ):
                 return False
-        return not any(
+        if self._rewraps(key, value):
+            return True  # `student = Wrapper(student, Head())` (model_rewraps)
+        return self._anew(key, value)
+
+    def _anew(self, key: Key, value: cst.BaseExpression | None) -> bool:
+        """Does ``value`` not read the variable it binds?"""
+        return value is not None and not any(
             self.index.key(n) == key and not self._reads_import(n)
             for n in findall(value, m.Name() | m.Attribute())
+        )
+
+    def _rewraps(self, key: Key, value: cst.BaseExpression | None) -> bool:
+        return (
+            key in self.optimized
+            and value is not None
+            and rewraps(self.index, key, value, self._core(value), self._builds_one)
+            and follows_every_build(
+                self.index, key, value, lambda v: self._anew(key, v), self._line  # type: ignore[arg-type]
+            )
         )
 
     def _line(self, node: cst.CSTNode) -> int:
@@ -376,6 +402,9 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
             key in self.models
             and self._fresh(key, value)  # type: ignore[arg-type]
             and not self._prepared_by_factory(value)
+            and not rewrapped_later(
+                self.index, key, value, lambda v: self._rewraps(key, v), self._line  # type: ignore[arg-type]
+            )
         )
 
     def leave_Assign(

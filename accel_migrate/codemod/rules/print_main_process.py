@@ -10,7 +10,8 @@
   logging.getLogger(...)``, loguru's ``logger.info``) becomes
   ``accel.on_main_process(logger.info, ...)``; warnings and errors, and log calls
   in ``except`` blocks, stay on every process.
-- ``loss.item()`` (also ``loss.data.item()``, ``float(loss)``) of a tensor the
+- ``loss.item()`` (also ``loss.data.item()``, ``float(loss)``,
+  ``loss.data.cpu().numpy()``) of a tensor the
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
   is what the original script printed (``scaler.scale(loss)`` backpropagates

@@ -17,7 +17,9 @@ as its dataset), a ``collate_fn`` given to a DataLoader, a generator the loader'
 batches pass through (``def infinite(loader): ... yield x + noise``), a method a training step
 calls on a local object (a CycleGAN ``ImagePool.query``, the ``__call__`` of a
 Mixup object ``mix(x, y)``), and the local functions
-those call; and a torchvision random augmentation (``transforms.RandomCrop``,
+those call (also the ``__call__`` of a local object they call, as a dataset
+calls the transform it holds: DINO's ``self.transform(image)`` running
+``DataAugmentationDINO.__call__``); and a torchvision random augmentation (``transforms.RandomCrop``,
 ``RandomHorizontalFlip``, ``ColorJitter``...) built in a file that builds a data
 loader, or an instance of a local module's class, not a model, whose ``__call__``
 draws (a transforms.py of the project's own, as torchvision's reference scripts
