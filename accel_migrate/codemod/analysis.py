@@ -212,10 +212,18 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
             names
         )
 
+    #: Where ``code`` comes from when the file's engine knows a cheaper way than
+    #: a whole code generation (``RuleContext.code_of``: the parsed source, or
+    #: a changed tree's code generated with its positions, only its new
+    #: statements); None: ``Module.code``.
+    code_source: Callable[[], str] | None = None
+
     @cached_property
     def code(self) -> str:
         """This tree's source, generated once (text searches that gate a fact:
         ``"parse_" in index.code``)."""
+        if self.code_source is not None:
+            return self.code_source()
         return self.module.code
 
     @cached_property

@@ -190,7 +190,8 @@ def _pass(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     # The parsed tree's positions (the screen asks for them) seed the statements
     # that a changed tree's positions replay.
-    original_positions = positions.compute(wrapper, chunks)[0]
+    # Its code is that generation's too (the same string as ``module.code``).
+    original_positions, original_code = positions.compute(wrapper, chunks)
     screen = FullScreen.of(wrapper)
     if screen.distributed is not None:
         line, column, name = screen.distributed
@@ -232,7 +233,7 @@ def _pass(
     ]
     context = RuleContext(
         alias=alias,
-        original_code=module.code,
+        original_code=original_code,
         original_module=module,
         project=project,
         honour_suppressions=options.honour_suppressions,
