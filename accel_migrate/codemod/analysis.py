@@ -124,6 +124,9 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         #: libcst's QualifiedNameProvider answers, for the nodes asked about.
         self.qualified_names = self._qualnames
         self._parents = wrapper.resolve(ParentProvider)
+        #: ``key`` of a name, per (scope, name): what it is bound to depends on
+        #: nothing else, and the scopes are complete before any is asked.
+        self._name_keys: dict[tuple[Any, str], Key] = {}
         collector = _Collector(self)
         self.module.visit(collector)
         self.values: dict[Key, list[cst.BaseExpression | None]] = collector.values
@@ -296,10 +299,16 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
             scope = self._scopes.get(node)
             if scope is None:
                 return None
-            assignments = scope[node.value]
-            if assignments:
-                return (next(iter(assignments)).scope, node.value)
-            return (scope.globals, node.value)
+            name = node.value
+            found = self._name_keys.get((scope, name))
+            if found is None:
+                assignments = scope[name]
+                found = self._name_keys[scope, name] = (
+                    (next(iter(assignments)).scope, name)
+                    if assignments
+                    else (scope.globals, name)
+                )
+            return found
         if (
             isinstance(node, cst.Attribute)
             and isinstance(node.value, cst.Name)

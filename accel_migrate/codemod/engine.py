@@ -233,7 +233,7 @@ def _pass(
     ]
     context = RuleContext(
         alias=alias,
-        original_code=original_code,
+        original_code=original_code if positions.SHARED_CODE else module.code,
         original_module=module,
         project=project,
         honour_suppressions=options.honour_suppressions,

@@ -134,7 +134,8 @@ class RuleContext:
         # Its code is the parsed source, or generated with the tree's positions
         # (only the statements no earlier tree generated), not by a whole
         # ``Module.code`` of each changed tree.
-        index.code_source = lambda: self.code_of(wrapper)
+        if positions.SHARED_CODE:
+            index.code_source = lambda: self.code_of(wrapper)
         return index
 
     @property
