@@ -9,6 +9,8 @@
     python bench/codemod_profile.py --worklist [--repeat 3]
     python bench/codemod_profile.py --collector [--repeat 3]
     python bench/codemod_profile.py --release [--repeat 3]
+    python bench/codemod_profile.py --codes [--repeat 3]
+    python bench/codemod_profile.py --scopes [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -53,7 +55,12 @@ through ``ABCMeta``'s Python ``__instancecheck__`` against ``type``'s in C
 CPython's pace against held back during a migration (``collector``), with the
 collector's own CPU time (``gc.callbacks``) of each side; ``--release`` for a
 pass's positions left to the collector against emptied at the pass's end
-(``collector.RELEASE``, ``positions.Chunks.release``).
+(``collector.RELEASE``, ``positions.Chunks.release``); ``--codes`` for the
+code a pass asks of each tree (``ModuleIndex.code``, the parsed tree's) by a
+whole ``Module.code`` against from the generation that gives its positions
+(``positions.SHARED_CODE``); ``--scopes`` for a pass's scopes left to the
+collector against emptied at its end (``collector.RELEASE_SCOPES``), as
+``--release``.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -464,6 +471,24 @@ def compare_release(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare_collector(paths, repeat, "RELEASE", ("left", "released"))
 
 
+def compare_scopes(paths: list[Path], repeat: int) -> list[list[str]]:
+    """The same as ``compare_release`` for a pass's scopes left to the
+    collector and emptied at its end (``collector.RELEASE_SCOPES``)."""
+    return _compare_collector(paths, repeat, "RELEASE_SCOPES", ("left", "released"))
+
+
+def compare_codes(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: CPU seconds of a full pass with each
+    tree's code generated whole (``Module.code``) and from its positions'
+    generation (``positions.SHARED_CODE``), alternating as ``compare_visits``."""
+    from accel_migrate.codemod import positions
+
+    def use(shared: bool) -> None:
+        positions.SHARED_CODE = shared
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def _compare_collector(
     paths: list[Path], repeat: int, switch: str, names: tuple[str, str]
 ) -> list[list[str]]:
@@ -606,6 +631,18 @@ def main() -> int:
         help="only compare a pass's positions left to the collector with "
         "emptied at its end, over the whole tree",
     )
+    parser.add_argument(
+        "--codes",
+        action="store_true",
+        help="only compare each tree's code generated whole with generated "
+        "with its positions, over the whole tree",
+    )
+    parser.add_argument(
+        "--scopes",
+        action="store_true",
+        help="only compare a pass's scopes left to the collector with emptied "
+        "at its end, over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -661,11 +698,21 @@ def main() -> int:
                 compare_release,
                 "a pass's positions left to the collector against released",
             ),
+            "scopes": (
+                compare_scopes,
+                "a pass's scopes left to the collector against released",
+            ),
+            "codes": (
+                compare_codes,
+                "each tree's code generated whole against with its positions",
+            ),
         }
         sides = {
             "worklist": ("rounds", "worklist"),
             "collector": ("CPython's", "held back"),
             "release": ("left", "released"),
+            "scopes": ("left", "released"),
+            "codes": ("Module.code", "with positions"),
         }
         chosen = [name for name in comparisons if getattr(options, name)]
         if chosen:

@@ -124,6 +124,9 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         #: libcst's QualifiedNameProvider answers, for the nodes asked about.
         self.qualified_names = self._qualnames
         self._parents = wrapper.resolve(ParentProvider)
+        #: ``key`` of a name, per (scope, name): what it is bound to depends on
+        #: nothing else, and the scopes are complete before any is asked.
+        self._name_keys: dict[tuple[Any, str], Key] = {}
         collector = _Collector(self)
         self.module.visit(collector)
         self.values: dict[Key, list[cst.BaseExpression | None]] = collector.values
@@ -212,10 +215,18 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
             names
         )
 
+    #: Where ``code`` comes from when the file's engine knows a cheaper way than
+    #: a whole code generation (``RuleContext.code_of``: the parsed source, or
+    #: a changed tree's code generated with its positions, only its new
+    #: statements); None: ``Module.code``.
+    code_source: Callable[[], str] | None = None
+
     @cached_property
     def code(self) -> str:
         """This tree's source, generated once (text searches that gate a fact:
         ``"parse_" in index.code``)."""
+        if self.code_source is not None:
+            return self.code_source()
         return self.module.code
 
     @cached_property
@@ -288,10 +299,16 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
             scope = self._scopes.get(node)
             if scope is None:
                 return None
-            assignments = scope[node.value]
-            if assignments:
-                return (next(iter(assignments)).scope, node.value)
-            return (scope.globals, node.value)
+            name = node.value
+            found = self._name_keys.get((scope, name))
+            if found is None:
+                assignments = scope[name]
+                found = self._name_keys[scope, name] = (
+                    (next(iter(assignments)).scope, name)
+                    if assignments
+                    else (scope.globals, name)
+                )
+            return found
         if (
             isinstance(node, cst.Attribute)
             and isinstance(node.value, cst.Name)

@@ -172,26 +172,36 @@ def _full_pass(
     source: str | bytes, path: str, options: MigrateOptions
 ) -> MigrationResult:
     chunks = positions.Chunks()
+    wrappers: list[MetadataWrapper] = []
     try:
-        return _pass(source, path, options, chunks)
+        return _pass(source, path, options, chunks, wrappers)
     finally:
         if collector.RELEASE:
             # What the pass's trees held, freed now by reference counts rather
             # than left in its cycles for the collector (``collector``).
             chunks.release()
+        if collector.RELEASE_SCOPES:
+            collector.release_scopes(wrappers)
 
 
 def _pass(
-    source: str | bytes, path: str, options: MigrateOptions, chunks: positions.Chunks
+    source: str | bytes,
+    path: str,
+    options: MigrateOptions,
+    chunks: positions.Chunks,
+    wrappers: list[MetadataWrapper],
 ) -> MigrationResult:
+    """The full pass; every tree's wrapper it makes is added to ``wrappers``."""
     module = parse(source, path)
     # One metadata wrapper (scopes, qualified names, positions) serves the screen
     # and every rule, until a rule changes the tree; rules that change nothing hand
     # back an equal tree, which is dropped.
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrappers.append(wrapper)
     # The parsed tree's positions (the screen asks for them) seed the statements
     # that a changed tree's positions replay.
-    original_positions = positions.compute(wrapper, chunks)[0]
+    # Its code is that generation's too (the same string as ``module.code``).
+    original_positions, original_code = positions.compute(wrapper, chunks)
     screen = FullScreen.of(wrapper)
     if screen.distributed is not None:
         line, column, name = screen.distributed
@@ -241,7 +251,7 @@ def _pass(
     ]
     context = RuleContext(
         alias=alias,
-        original_code=module.code,
+        original_code=original_code if positions.SHARED_CODE else module.code,
         original_module=module,
         project=project,
         honour_suppressions=options.honour_suppressions,
@@ -254,6 +264,7 @@ def _pass(
         changed, modified = rule.run(wrapper, context)
         if modified:
             wrapper = MetadataWrapper(changed, unsafe_skip_copy=True)
+            wrappers.append(wrapper)
     module = wrapper.module
     findings = tuple(sorted(context.kept_findings()))
     suppressed = tuple(sorted({start for start, _ in context.suppressed}))

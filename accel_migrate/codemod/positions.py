@@ -33,6 +33,13 @@ from libcst._position import CodePosition
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+#: True: the code a pass asks of a tree (``ModuleIndex.code``, the parsed
+#: tree's ``RuleContext.original_code``) is the string generated with its
+#: positions, only a changed tree's new statements generated; False: a whole
+#: ``Module.code`` each time (before round 23 of issue 14; the equivalence test
+#: and ``bench/codemod_profile.py --codes`` compare the two).
+SHARED_CODE = True
+
 _default_codegen = cst.CSTNode._codegen
 _get = dict.get
 _has = dict.__contains__

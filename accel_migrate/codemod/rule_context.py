@@ -94,13 +94,10 @@ class RuleContext:
             if self._index is None or self._index[0] is wrapper:
                 return self.index_of(wrapper)
             # A later tree's index stays the current one.
-            self._original_index = ModuleIndex(
+            self._original_index = self._new_index(
                 wrapper,
-                self.alias,
                 LazyQualifiedNames(wrapper.resolve(ScopeProvider), self.reexports),
-                project=self.project,
             )
-            self._original_index.divergence_memo = self.divergence_memo
         return self._original_index
 
     def original_start(
@@ -123,17 +120,23 @@ class RuleContext:
                 return self._original_index
             self._index = (
                 wrapper,
-                ModuleIndex(
-                    wrapper,
-                    self.alias,
-                    self.qualified_names_of(wrapper),
-                    project=self.project,
-                ),
+                self._new_index(wrapper, self.qualified_names_of(wrapper)),
             )
-            self._index[1].divergence_memo = self.divergence_memo
         if wrapper is self.original_wrapper:
             self._original_index = self._index[1]
         return self._index[1]
+
+    def _new_index(
+        self, wrapper: MetadataWrapper, qualnames: LazyQualifiedNames
+    ) -> ModuleIndex:
+        index = ModuleIndex(wrapper, self.alias, qualnames, project=self.project)
+        index.divergence_memo = self.divergence_memo
+        # Its code is the parsed source, or generated with the tree's positions
+        # (only the statements no earlier tree generated), not by a whole
+        # ``Module.code`` of each changed tree.
+        if positions.SHARED_CODE:
+            index.code_source = lambda: self.code_of(wrapper)
+        return index
 
     @property
     def reexports(self) -> dict[str, str]:

@@ -5,8 +5,8 @@ The migration of a sample (every realworld script and every sixtieth other file
 under ``fixtures/`` and ``examples/``; ``ACCEL_MIGRATE_ALL_COLLECTOR=1``: every
 file) is compared with CPython's thresholds and with the collector off: output
 bytes, findings (lines, columns, messages), skip reason and suppressed
-statements; and with a pass's positions left to the collector
-(``RELEASE = False``).
+statements; and with a pass's positions and scopes left to the collector
+(``RELEASE = False``, ``RELEASE_SCOPES = False``).
 """
 
 from __future__ import annotations
@@ -141,9 +141,10 @@ def test_the_migration_is_the_same_at_every_collector_pace(
     finally:
         gc.enable()
     assert held_back == at_cpythons_pace == never
-    # the positions left to the collector (before round 22): the same
+    # the positions and scopes left to the collector (before round 22): the same
     monkeypatch.setattr(collector, "ENABLED", True)
     monkeypatch.setattr(collector, "RELEASE", False)
+    monkeypatch.setattr(collector, "RELEASE_SCOPES", False)
     assert _migrate(path) == held_back
 
 
@@ -172,3 +173,38 @@ def test_a_pass_empties_its_trees_positions(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(collector, "RELEASE", False)
     assert migrate_source(path.read_bytes(), str(path)) == result
     assert all(len(found) > 0 for found in computed)
+
+
+def test_a_pass_empties_its_trees_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scope of every tree a pass made is empty after it (its bindings
+    and reads freed by reference counts), and kept with ``RELEASE_SCOPES =
+    False``; the results are the same."""
+    from accel_migrate.codemod import engine
+    from accel_migrate.codemod.scopes import ScopeProvider
+
+    made: list[object] = []
+    inner = engine._pass
+
+    def spy(*args: object) -> object:
+        made.append(args[-1])  # the pass's list of wrappers
+        return inner(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "_pass", spy)
+
+    def scopes() -> list[object]:
+        found = []
+        for wrapper in made[-1]:  # type: ignore[attr-defined]
+            mapping = wrapper._metadata.get(ScopeProvider)
+            if mapping is not None:
+                found += [s for s in mapping.values() if s is not None]
+        return found
+
+    path = FIXTURES / "realworld" / "batchify.py"
+    result = migrate_source(path.read_bytes(), str(path))
+    assert result.changed and len(made[-1]) >= 3  # type: ignore[arg-type]
+    emptied = scopes()
+    assert emptied and all(not vars(scope) for scope in emptied)
+    monkeypatch.setattr(collector, "RELEASE_SCOPES", False)
+    assert migrate_source(path.read_bytes(), str(path)) == result
+    kept = scopes()
+    assert kept and all(scope.globals is not None for scope in kept)  # type: ignore[attr-defined]
