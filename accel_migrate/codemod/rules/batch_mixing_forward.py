@@ -83,6 +83,8 @@ global batch with ``accel.gather``.
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from collections.abc import Callable
 from functools import cached_property
 
@@ -90,7 +92,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..batch_contractions import contracts_batch_cst
-from ..batch_mixing_models import REDUCTIONS
+from ..batch_mixing_models import REDUCTIONS, record_values
 from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
@@ -151,10 +153,10 @@ class BatchMixingForward(Rule):
         receiver = node.args[0].value if function_form and node.args else func.value
         if _not_the_batch(receiver, self.qualnames):
             return
-        place = self._stepped_forward(node)
-        if place is None:
+        found = stepped_method(self.index, node)
+        if found is None or _of_a_record(receiver, found[1]):
             return
-        cls, method = place
+        cls, method = found[0].name.value, found[1].name.value
         self.report(
             node,
             "needs-review",
@@ -477,6 +479,20 @@ def _over_first(dim: cst.BaseExpression | None) -> bool:
     if isinstance(dim, (cst.Tuple, cst.List)):
         return any(_over_first(e.value) for e in dim.elements)
     return m.matches(dim, m.Integer("0"))
+
+
+def _of_a_record(receiver: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """Is ``receiver`` a name bound from a record a loop of ``method`` walks
+    (``record_values``: ``iou`` of ``for t in targets: iou = box_iou(t["boxes"],
+    anchors)``)? Its dimension 0 is the record's, not the batch's."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    code = textwrap.dedent(cst.Module(body=[]).code_for_node(method))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    return receiver.value in record_values(ast.walk(tree))
 
 
 def _not_the_batch(
