@@ -78,6 +78,13 @@ class BatchKinds:
                 if counts_samples(self.index, value.left) or counts_samples(
                     self.index, value.right
                 ):
+                    other = (
+                        value.right
+                        if counts_samples(self.index, value.left)
+                        else value.left
+                    )
+                    if self.unproven_mean(other):
+                        return "unknown"  # AM007 cannot call the loss a mean
                     return "sum"  # a batch mean times the batch size
                 if isinstance(value.right, (cst.Integer, cst.Float)):
                     return self.kind(value.left, context, depth)
@@ -150,6 +157,19 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def unproven_mean(self, value: cst.BaseExpression) -> str:
+        """Why ``value``, a loss times the batch size (``loss.item() *
+        x.size(0)``), is not proven a batch mean: the reason the loss
+        analysis gives where it calls its reduction unknown or a mean over
+        another count (a masked mean, tokens not ignored), as AM007 and AM008
+        say; "" where it is a mean (or no loss the analysis reads)."""
+        found = loss_reduction(self.index, value, value)
+        if found.kind == "unknown":
+            return found.reason or "its reduction is not known"
+        if found.kind == "token-mean":
+            return f"it is a mean over {found.what}, not over the batch's samples"
+        return ""
 
     def _converted(self, value: cst.BaseExpression, key: Key) -> bool:
         """``loss = loss.float()`` (``.detach()``, ``.cpu()``...): the variable
