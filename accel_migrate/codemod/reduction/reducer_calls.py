@@ -5,8 +5,8 @@ functions, models' forwards): the part of the loss reduction analysis
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -37,9 +37,9 @@ from .forward import (
 from .handed_callables import handed_callable
 from .handed_criteria import handed_criterion
 from .helper_items import imported_item_fact
-from .loss_inputs import arithmetic, ranked_operand
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
+from .loss_inputs import arithmetic, ranked_operand
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
@@ -256,9 +256,7 @@ class _Calls:
             dims[0], m.UnaryOperation(operator=m.Minus(), expression=m.Integer("1"))
         ):
             return inner
-        if not arithmetic(self.index, receiver) or ranked_operand(
-            self.index, receiver
-        ):
+        if not arithmetic(self.index, receiver) or ranked_operand(self.index, receiver):
             return inner
         return replace(inner, unranked=code(receiver))
 
