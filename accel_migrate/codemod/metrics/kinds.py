@@ -78,12 +78,7 @@ class BatchKinds:
                 if counts_samples(self.index, value.left) or counts_samples(
                     self.index, value.right
                 ):
-                    other = (
-                        value.right
-                        if counts_samples(self.index, value.left)
-                        else value.left
-                    )
-                    if self.unproven_mean(other):
+                    if self.scaled_loss(value):
                         return "unknown"  # AM007 cannot call the loss a mean
                     return "sum"  # a batch mean times the batch size
                 if isinstance(value.right, (cst.Integer, cst.Float)):
@@ -158,13 +153,25 @@ class BatchKinds:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
 
-    def unproven_mean(self, value: cst.BaseExpression) -> str:
+    def scaled_loss(self, value: cst.BaseExpression) -> str:
         """Why ``value``, a loss times the batch size (``loss.item() *
-        x.size(0)``), is not proven a batch mean: the reason the loss
-        analysis gives where it calls its reduction unknown or a mean over
+        x.size(0)``), is not this process's sum: the reason the loss analysis
+        gives where it calls the loss's reduction unknown or a mean over
         another count (a masked mean, tokens not ignored), as AM007 and AM008
-        say; "" where it is a mean (or no loss the analysis reads)."""
-        found = loss_reduction(self.index, value, value)
+        say; "" where it is a batch mean, or ``value`` no such product."""
+        value = read_of(value)
+        if not (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, cst.Multiply)
+        ):
+            return ""
+        if counts_samples(self.index, value.left):
+            loss = value.right
+        elif counts_samples(self.index, value.right):
+            loss = value.left
+        else:
+            return ""
+        found = loss_reduction(self.index, loss, loss)
         if found.kind == "unknown":
             return found.reason or "its reduction is not known"
         if found.kind == "token-mean":

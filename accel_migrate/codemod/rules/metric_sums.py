@@ -343,22 +343,15 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 "not combine across processes (accel.reduce takes tensors and "
                 "numbers); it holds this process's share only"
             )
-        for factor in (
-            (value.left, value.right)
-            if isinstance(value, cst.BinaryOperation)
-            and isinstance(value.operator, cst.Multiply)
-            else ()
-        ):
-            why = self._kinds.unproven_mean(factor)
-            if why:
-                # `total += loss.item() * x.size(0)` of a loss AM007 reports
-                return (
-                    f"`{name}` adds `{_code(value)}`, a loss times this "
-                    "process's batch size, which is the share's sum only where "
-                    f"the loss is a mean over the batch's samples; but {why}: it "
-                    "is not combined across processes and holds this process's "
-                    "share only"
-                )
+        why = self._kinds.scaled_loss(value)
+        if why:
+            # `total += loss.item() * x.size(0)` of a loss AM007 reports
+            return (
+                f"`{name}` adds `{_code(value)}`, a loss times this process's "
+                "batch size, which is the share's sum only where the loss is a "
+                f"mean over the batch's samples; but {why}: it is not combined "
+                "across processes and holds this process's share only"
+            )
         return (
             f"cannot tell whether `{name}` sums or averages over batches; it holds "
             "this process's share only"
