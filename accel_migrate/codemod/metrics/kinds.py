@@ -158,7 +158,8 @@ class BatchKinds:
         x.size(0)``), is not this process's sum: the reason the loss analysis
         gives where it calls the loss's reduction unknown or a mean over
         another count (a masked mean, tokens not ignored), as AM007 and AM008
-        say; "" where it is a batch mean, or ``value`` no such product."""
+        say; "" where it is a batch mean, or ``value`` no such product of a
+        variable (``loss.item()``; a call is read as a metric, below)."""
         value = read_of(value)
         if not (
             isinstance(value, cst.BinaryOperation)
@@ -171,6 +172,8 @@ class BatchKinds:
             loss = value.left
         else:
             return ""
+        if not isinstance(read_of(loss), cst.Name | cst.Attribute):
+            return ""  # a metric helper's value: its batch kind decides (below)
         found = loss_reduction(self.index, loss, loss)
         if found.kind == "unknown":
             return found.reason or "its reduction is not known"
