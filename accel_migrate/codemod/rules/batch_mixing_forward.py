@@ -9,8 +9,11 @@ a method ``forward`` calls on ``self``, when a training step calls an instance
 of that class (or of a class that builds it): the minibatch standard-deviation
 layer of ProGAN and StyleGAN discriminators, a head that compares each sample
 with the batch's mean feature, a normalisation layer of the project's own.
-Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``) nor of
-values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``).
+Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``), nor of
+values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``), nor
+of a value built from one record a loop of the method walks (the torchvision
+detection reference's ``for t in targets: iou = box_iou(t["boxes"], anchors);
+best, which = iou.max(0)``: dimension 0 is the image's boxes).
 Reported too, a matrix product over dimension 0 there: Barlow Twins'
 cross-correlation ``self.bn(z1).T @ self.bn(z2)``, ``torch.mm(x.t(), x)``,
 ``torch.einsum("bi,bj->ij", a, b)`` (``batch_contractions.py``), which sums

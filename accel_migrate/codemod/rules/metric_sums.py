@@ -16,7 +16,9 @@ of it:
 - a batch-mean loss (``test_loss += criterion(out, y).item()``, averaged later over
   ``len(loader)``) becomes ``test_loss += accel.global_loss(criterion(out, y)).item()``.
   Divided by a step count (``/ len(loader)``) it is still a batch mean; multiplied
-  by the batch size (``loss.item() * x.size(0)``) it is a sum. A sum over the
+  by the batch size (``loss.item() * x.size(0)``) it is a sum, where the loss is
+  a mean over the batch's samples: of a loss whose reduction AM007 reports (a
+  mean of masked rows, a mean over tokens), it is reported with that reason. A sum over the
   batch's rows divided by this process's count of them (``acc +=
   correct.item() / y.size(0)``, a per-batch accuracy averaged later over
   ``len(loader)``) is this process's batch mean; the original's is
