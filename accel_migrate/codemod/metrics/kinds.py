@@ -26,6 +26,7 @@ from ..names import COUNT_METHODS
 from ..patterns import counts_samples, string_value
 from ..reduction import loss_reduction
 from ..subtrees import findall
+from .scaled_losses import scaled_loss
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -78,7 +79,7 @@ class BatchKinds:
                 if counts_samples(self.index, value.left) or counts_samples(
                     self.index, value.right
                 ):
-                    if self.scaled_loss(value):
+                    if scaled_loss(self.index, value):
                         return "unknown"  # AM007 cannot call the loss a mean
                     return "sum"  # a batch mean times the batch size
                 if isinstance(value.right, (cst.Integer, cst.Float)):
@@ -152,34 +153,6 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
-
-    def scaled_loss(self, value: cst.BaseExpression) -> str:
-        """Why ``value``, a loss times the batch size (``loss.item() *
-        x.size(0)``), is not this process's sum: the reason the loss analysis
-        gives where it calls the loss's reduction unknown or a mean over
-        another count (a masked mean, tokens not ignored), as AM007 and AM008
-        say; "" where it is a batch mean, or ``value`` no such product of a
-        variable (``loss.item()``; a call is read as a metric, below)."""
-        value = read_of(value)
-        if not (
-            isinstance(value, cst.BinaryOperation)
-            and isinstance(value.operator, cst.Multiply)
-        ):
-            return ""
-        if counts_samples(self.index, value.left):
-            loss = value.right
-        elif counts_samples(self.index, value.right):
-            loss = value.left
-        else:
-            return ""
-        if not isinstance(read_of(loss), cst.Name | cst.Attribute):
-            return ""  # a metric helper's value: its batch kind decides (below)
-        found = loss_reduction(self.index, loss, loss)
-        if found.kind == "unknown":
-            return found.reason or "its reduction is not known"
-        if found.kind == "token-mean":
-            return f"it is a mean over {found.what}, not over the batch's samples"
-        return ""
 
     def _converted(self, value: cst.BaseExpression, key: Key) -> bool:
         """``loss = loss.float()`` (``.detach()``, ``.cpu()``...): the variable

@@ -169,6 +169,7 @@ from ..metrics.forms import BatchForms
 from ..metrics.kinds import BatchKinds
 from ..metrics.next_batches import report_next_batches
 from ..metrics.row_scaled import RowScaled, row_scaled
+from ..metrics.scaled_losses import scaled_loss
 from ..metrics.state_methods import kept_values
 from ..patterns import torch_alias
 from ..reduction.placement import code as _code
@@ -345,7 +346,7 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 "not combine across processes (accel.reduce takes tensors and "
                 "numbers); it holds this process's share only"
             )
-        why = self._kinds.scaled_loss(value)
+        why = scaled_loss(self.index, value)
         if why:
             # `total += loss.item() * x.size(0)` of a loss AM007 reports
             return (
