@@ -1482,7 +1482,8 @@ EXPECTED: dict[str, str] = {
     # pytorch/vision references/detection as a single-GPU fork: the detector
     # samples its training anchors with torch.randperm in a held
     # BalancedPositiveNegativeSampler. File mode differed with AM006/AM017/
-    # AM046 and AM037 (a false one: `.max(0)` over an IoU matrix), none the
+    # AM046 and AM037 (a false one: `.max(0)` over an IoU matrix, gone since
+    # r32d: a record's matrix, `for t in targets`), none the
     # draws' (AM020 did not follow `self.fg_bg_sampler(...)`, nor a model
     # handed to engine.train_one_epoch); batch mode was left whole by AM004 (the
     # optimizer got `params = [p for p in model.parameters() ...]`, which the
