@@ -25,6 +25,7 @@ Static only: ``ast``, nothing is imported or run.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -67,8 +68,9 @@ def batch_mixing(
     if isinstance(node, ast.ClassDef):
         methods = list(class_methods(node).values())
         for method in _forward_methods(methods):
+            records = record_values(_own_nodes(method))
             for call in _own_nodes(method):
-                if isinstance(call, ast.Call) and _reduces_first(reader, call):
+                if isinstance(call, ast.Call) and _reduces_first(reader, call, records):
                     assert isinstance(call.func, ast.Attribute)
                     return (
                         f"`{node.name}.{method.name}` reduces over dimension 0 "
@@ -87,9 +89,49 @@ def batch_mixing(
     return built_model_phrase(reader, node, methods, lambda fact: fact.batch_mixing)
 
 
-def _reduces_first(reader: HelperFacts, call: ast.Call) -> bool:
+def record_values(nodes: Iterable[ast.AST]) -> frozenset[str]:
+    """Names bound, in the body of a ``for`` loop, from a string-keyed item of
+    its target: ``for t in targets: iou = box_iou(t["boxes"], anchors)``. The
+    loop walks records one at a time (a detector's per-image target dicts), so
+    dimension 0 of such a value is the record's (its boxes), not the batch's."""
+    found: set[str] = set()
+    for loop in nodes:
+        if not isinstance(loop, ast.For):
+            continue
+        items = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        for statement in ast.walk(loop):
+            if not isinstance(statement, ast.Assign):
+                continue
+            if _reads_record(statement.value, items) or any(
+                isinstance(n, ast.Name) and n.id in found
+                for n in ast.walk(statement.value)
+            ):
+                for target in statement.targets:
+                    found.update(
+                        n.id for n in ast.walk(target) if isinstance(n, ast.Name)
+                    )
+    return frozenset(found)
+
+
+def _reads_record(value: ast.AST, items: set[str]) -> bool:
+    """Does ``value`` read ``t["key"]`` of a loop target ``t``?"""
+    return any(
+        isinstance(n, ast.Subscript)
+        and isinstance(n.value, ast.Name)
+        and n.value.id in items
+        and isinstance(n.slice, ast.Constant)
+        and isinstance(n.slice.value, str)
+        for n in ast.walk(value)
+    )
+
+
+def _reduces_first(
+    reader: HelperFacts, call: ast.Call, records: frozenset[str] = frozenset()
+) -> bool:
     """``x.mean(dim=0)``, ``torch.sum(x, 0)``, ``x.var(dim=(0, 2))``: a reduction
-    over dimension 0 of a value that is not the model's own tensor."""
+    over dimension 0 of a value that is not the model's own tensor, nor one
+    of a record a loop walks (``record_values``: ``iou.max(0)`` of a boxes by
+    anchors matrix built from ``t["boxes"]`` in ``for t in targets``)."""
     func = call.func
     if not isinstance(func, ast.Attribute) or func.attr not in REDUCTIONS:
         return False
@@ -111,6 +153,8 @@ def _reduces_first(reader: HelperFacts, call: ast.Call) -> bool:
         root = root.value
     if root is not receiver and isinstance(root, ast.Name) and root.id == "self":
         return False  # `self.weight.norm(dim=0)`: the model's own tensor
+    if isinstance(receiver, ast.Name) and receiver.id in records:
+        return False
     return not (
         isinstance(receiver, ast.Call)
         and reader._dotted(receiver.func) in ("torch.stack", "torch.cat")

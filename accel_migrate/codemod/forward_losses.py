@@ -51,7 +51,7 @@ def built_class(
 def _class_of(
     facts: HelperFacts, expr: ast.expr, function: ast.AST, depth: int
 ) -> HelperFact | None:
-    from .project_helpers import _assigned_in
+    from .project_nodes import assigned_in
 
     if depth > _DEPTH:
         return None
@@ -61,7 +61,7 @@ def _class_of(
         }
         return both.pop() if len(both) == 1 else None
     if isinstance(expr, ast.Name):
-        values = _assigned_in(function, expr.id)
+        values = assigned_in(function, expr.id)
         # `net = net.cuda()` is the same object: its other values decide
         values = [v for v in values if not same_object_of(v, expr.id)]
         found = {_class_of(facts, v, function, depth + 1) for v in values}
@@ -114,7 +114,7 @@ def returned_loss(
 ) -> ForwardLoss | None:
     """The loss ``forward`` returns at one position of a tuple (or alone, with
     ``single``), as ``forward_loss`` tells it."""
-    from .project_helpers import _assigned_in, _own_nodes
+    from .project_helpers import _own_nodes, assigned_in
 
     returns = [n for n in _own_nodes(forward) if isinstance(n, ast.Return)]
     if (
@@ -147,7 +147,7 @@ def returned_loss(
         if isinstance(expr, ast.Name):
             values = [
                 v
-                for v in _assigned_in(forward, expr.id)
+                for v in assigned_in(forward, expr.id)
                 if not (isinstance(v, ast.Constant) and v.value is None)
             ]
             return values

@@ -70,8 +70,9 @@ def _function_trains(
         used = _used_value_as_model(function, parameter)
         if used is not None:
             return (
-                f"`{function.name}` calls backward (line {backward.lineno}) in a "
-                f"step that runs `{used}`, its parameter",
+                f"`{function.name}` calls backward (line {backward.lineno}"
+                f"{_branch(function, backward)}) in a step that runs `{used}`, "
+                "its parameter",
                 used,
             )
     for step, returned in returned_closures(function):
@@ -102,6 +103,19 @@ def _function_trains(
                 own,
             )
     return None
+
+
+def _branch(function: ast.AST, node: ast.AST) -> str:
+    """``, where `distance == 'l_2'``` when ``node`` runs only under a test of
+    ``function`` (TRADES' ``trades_loss``, whose one backward is the ``l_2``
+    attack's): the innermost ``if``'s; "" when it always runs."""
+    found = ""
+    for branch in ast.walk(function):  # breadth first: an inner `if` comes later
+        if isinstance(branch, ast.If) and any(
+            inner is node for s in branch.body for inner in ast.walk(s)
+        ):
+            found = f", where `{ast.unparse(branch.test)}`"
+    return found
 
 
 def _argument_for(

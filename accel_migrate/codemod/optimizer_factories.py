@@ -31,9 +31,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .names import is_optimizer_class
+
+if TYPE_CHECKING:
+    from .project_helpers import HelperFacts
+    from .project_view import Target
 
 #: Methods of a module that read what an optimizer may train.
 PARAMETER_READS = frozenset(
@@ -259,3 +263,15 @@ def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def optimizer_class_target(reader: HelperFacts, target: str | Target | None) -> bool:
+    """Does calling ``target`` (``reader.resolve`` of a call's function) build
+    an optimizer: a library optimizer class, or a local class deriving from
+    one (``class MySGD(torch.optim.SGD)``, ``HelperFact.optimizer_subclass``)?"""
+    if isinstance(target, str):
+        return is_optimizer_class(target)
+    if not isinstance(target, tuple):
+        return False
+    fact = reader._follow(target)
+    return fact is not None and fact.optimizer_subclass

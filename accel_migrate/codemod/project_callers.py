@@ -25,7 +25,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .names import is_optimizer_class
+from .optimizer_factories import optimizer_class_target
 from .project_facts import CallSite, HelperFact
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def _optimized(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> bool:
         target = reader.resolve(node.func)
         if _factory_over(reader, target, node, arg.id):
             return True
-        if not (isinstance(target, str) and is_optimizer_class(target)):
+        if not optimizer_class_target(reader, target):
             continue
         values = [*node.args, *(k.value for k in node.keywords)]
         # `params = [p for p in model.parameters() if p.requires_grad]` (the

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .project_helpers import _own_nodes
-from .project_nodes import _assigned_in
+from .project_nodes import assigned_in
 from .random_names import (
     DISTRIBUTIONS,
     DRAW_METHODS,
@@ -185,7 +185,7 @@ def _falsy_guards(function: Definition) -> dict[int, tuple[str, int]]:
         for name, default in defaults.items()
         if isinstance(default, ast.Constant)
         and not default.value
-        and not _assigned_in(function, name)  # `augment = True` in the body
+        and not assigned_in(function, name)  # `augment = True` in the body
     }
     guarded: dict[int, tuple[str, int]] = {}
     for node in _own_nodes(function):

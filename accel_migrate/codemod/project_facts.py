@@ -400,6 +400,11 @@ class HelperFact:
             what = _DESCRIBED[self.returns]
             if self.returns == "loss" and self.reduction == "none":
                 what += " (per sample, reduction='none')"
+            elif self.returns == "loss" and self.reduction == "unknown":
+                what += (
+                    " (whose reduction over the batch's samples, a mean or a sum "
+                    "of them, the analysis cannot read from its return)"
+                )
             elif self.returns == "loss" and self.reduction:
                 what += f" ({self.reduction}-reduced)"
             parts.append(f"{verb} {what}")

@@ -32,7 +32,7 @@ from .project_batch_kinds import batch_kind
 from .project_class_facts import ClassFacts
 from .project_effects import _Effects
 from .project_facts import HelperFact
-from .project_nodes import _assigned_in, _own_nodes
+from .project_nodes import _own_nodes, assigned_in
 from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .project_draws import Owner
     from .project_view import ProjectView, Target
 
-__all__ = ["HelperFacts", "_assigned_in", "_own_nodes"]
+__all__ = ["HelperFacts", "_own_nodes", "assigned_in"]
 
 
 class HelperFacts(ClassFacts, ReturnKinds):
@@ -64,7 +64,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
         self.scan = view._scan(self.path, roots)
         self.file = view._display(self.path, script)
         #: A loss's parameters summed over / scaling a term (project_sum_terms).
-        self._terms = SumTerms(self, None, _assigned_in)
+        self._terms = SumTerms(self, None, assigned_in)
         self._lineages: dict[str, list[Owner]] = {}
 
     def result(self) -> HelperFact | None:
@@ -117,7 +117,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
         stepped = steps_closure(
             function, lambda call: is_optimizer_class(self._dotted(call.func))
         )
-        self._terms = SumTerms(self, function, _assigned_in)
+        self._terms = SumTerms(self, function, assigned_in)
         if returns and all(r.value is not None for r in returns):
             found = [self.kind_of(r.value, function, 0) for r in returns]  # type: ignore[arg-type]
             kinds = {f[0] for f in found}
@@ -217,7 +217,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
                     function,
                     self._dotted,
                     self.scan,
-                    lambda name: _assigned_in(function, name),
+                    lambda name: assigned_in(function, name),
                 )
                 if kind == "optimizer"
                 else ("", -1, "")

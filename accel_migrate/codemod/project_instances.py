@@ -102,14 +102,14 @@ def _instance_of(
     receiver: ast.expr,
 ) -> Target | None:
     """The batch class (file, name) every value of ``receiver`` constructs."""
-    from .project_helpers import _assigned_in
+    from .project_nodes import assigned_in
 
     if isinstance(receiver, ast.Call):
         values: list[ast.expr] = [receiver]
     elif isinstance(receiver, ast.Name):
         if _parameter_of(function, receiver.id):
             return None  # handed in: calls this file does not show make it
-        values = _assigned_in(function, receiver.id) or reader.scan.assigned.get(
+        values = assigned_in(function, receiver.id) or reader.scan.assigned.get(
             receiver.id, []
         )
     else:
@@ -144,7 +144,7 @@ def model_class(
 ) -> HelperFact | None:
     """The local model class (of a module the caller imports) every value of
     ``expr`` is an instance of; None where that is not one known class."""
-    from .project_helpers import _assigned_in
+    from .project_nodes import assigned_in
 
     if depth > _DEPTH:
         return None
@@ -157,9 +157,7 @@ def model_class(
     if isinstance(expr, ast.Name):
         if _parameter_of(function, expr.id):
             return None
-        values = _assigned_in(function, expr.id) or reader.scan.assigned.get(
-            expr.id, []
-        )
+        values = assigned_in(function, expr.id) or reader.scan.assigned.get(expr.id, [])
         values = [v for v in values if not same_object_of(v, expr.id)]
         found = {model_class(reader, v, function, depth + 1) for v in values}
         return found.pop() if len(found) == 1 else None

@@ -29,7 +29,9 @@ def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _assigned_in(function: ast.AST, name: str) -> list[ast.expr]:
+def assigned_in(function: ast.AST, name: str) -> list[ast.expr]:
+    """The values ``name = value`` binds in ``function``'s own body (not in
+    functions or classes in it); none where ``function`` is no function."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
     values = []

@@ -9,7 +9,7 @@ import ast
 from collections.abc import Callable
 
 from .names import ALONG_DIM_CALLS, ELEMENTWISE_LOSSES
-from .project_nodes import _assigned_in
+from .project_nodes import assigned_in
 from .reaching_values import reaching_value
 
 #: The project view's resolution of an expression (a qualified name, a local
@@ -44,7 +44,7 @@ def at_least_2d(
         return False
     if isinstance(expr, ast.Name):
         last = reaching_value(function, expr)
-        values = [last] if last is not None else _assigned_in(function, expr.id)
+        values = [last] if last is not None else assigned_in(function, expr.id)
         return bool(values) and all(
             at_least_2d(v, function, depth + 1, resolve) for v in values
         )

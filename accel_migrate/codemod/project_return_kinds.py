@@ -16,7 +16,7 @@ from .names import (
     is_optimizer_class,
 )
 from .optimizer_factories import class_expression
-from .project_nodes import SAME_OBJECT_METHODS, _assigned_in, same_object_of
+from .project_nodes import SAME_OBJECT_METHODS, assigned_in, same_object_of
 from .project_ranks import loss_at_least_2d
 from .reaching_values import reaching_value
 
@@ -95,7 +95,7 @@ class ReturnKinds:
             return False
         if isinstance(expr, ast.Name):
             last = reaching_value(function, expr)
-            values = [last] if last is not None else _assigned_in(function, expr.id)
+            values = [last] if last is not None else assigned_in(function, expr.id)
             return bool(values) and all(
                 v is not None and self._dataset(v, function, depth + 1) for v in values
             )
@@ -174,7 +174,7 @@ class ReturnKinds:
             values = (
                 [last]
                 if last is not None
-                else _assigned_in(function, expr.id)
+                else assigned_in(function, expr.id)
                 or self.scan.assigned.get(expr.id, [])
             )
             # `net = net.cuda()` says nothing new of `net`: its other values decide
@@ -201,7 +201,7 @@ class ReturnKinds:
                 return inner
         if class_expression(
             func,
-            lambda name: _assigned_in(function, name),
+            lambda name: assigned_in(function, name),
             self.scan.assigned,
             self._dotted,
         ):
@@ -226,7 +226,7 @@ class ReturnKinds:
             return ("", "", "")
         # `criterion(out, y)`, with `criterion = nn.CrossEntropyLoss(...)`
         if isinstance(func, ast.Name):
-            values = _assigned_in(function, func.id) or self.scan.assigned.get(
+            values = assigned_in(function, func.id) or self.scan.assigned.get(
                 func.id, []
             )
             modules = [v for v in values if isinstance(v, ast.Call)]
@@ -409,7 +409,7 @@ def _plain_kind(expr: ast.expr, function: ast.AST, depth: int) -> str:
         return "number" if isinstance(func, ast.Name) and func.id == "len" else ""
     if isinstance(expr, ast.Name):
         last = reaching_value(function, expr)
-        values = [last] if last is not None else _assigned_in(function, expr.id)
+        values = [last] if last is not None else assigned_in(function, expr.id)
         kinds = {_plain_kind(v, function, depth + 1) for v in values}
         return kinds.pop() if len(kinds) == 1 else ""
     return ""

@@ -409,8 +409,14 @@ class RankLocalSources:
             # `if`'s test, a `for`'s iterable).
             in_body = isinstance(below, _SUITES) or isinstance(child, cst.While)
             end = position + 1 if in_body else position
-            for start in range(position - 1, -1, -1):
-                if _rebinds(index, body[start], key):
+            # A `for` binds its target before every run of its body (TFT's
+            # `for batch in valid_loader:` after `for batch in loader:`).
+            own = isinstance(child, cst.For) and (
+                in_body
+                and any(index.key(n) == key for n in findall(child.target, m.Name()))
+            )
+            for start in range(position - (0 if own else 1), -1, -1):
+                if start == position or _rebinds(index, body[start], key):
                     window = body[start:end]
                     function = index.enclosing_function(use)
                     return [

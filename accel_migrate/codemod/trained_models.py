@@ -284,7 +284,12 @@ def binding_story(
     # nor an earlier `for model in ...` over other things. The scope's bindings
     # are a set: the order makes the choice deterministic.
     codes = dict(bindings)
-    for statement in reaching_first(index, list(codes), use, line):
+    # A plain `model = create_model(...)` is a form AM004 wraps: where another
+    # binding is not (CenterNet's `model, optimizer, start_epoch =
+    # load_model(...)` after it), that one is the reason, whatever reaches.
+    ordered = reaching_first(index, list(codes), use, line)
+    ordered.sort(key=lambda statement: _plain_call(statement, name))
+    for statement in ordered:
         code = codes[statement]
         return statement, (
             f"`{name}` is bound in this file at line {line(statement)} in a form "
@@ -294,6 +299,16 @@ def binding_story(
     return None, (
         f"`{name}` is trained but accel-migrate cannot find where it is built; wrap "
         f"the model with accel.prepare_model(...) where it is built"
+    )
+
+
+def _plain_call(statement: cst.CSTNode, name: str) -> bool:
+    """Is ``statement`` ``name = <call>``, the form AM004 wraps?"""
+    return (
+        isinstance(statement, cst.Assign)
+        and len(statement.targets) == 1
+        and m.matches(statement.targets[0].target, m.Name(name))
+        and isinstance(statement.value, cst.Call)
     )
 
 

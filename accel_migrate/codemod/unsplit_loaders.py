@@ -267,14 +267,17 @@ def one_sample_batches(index: ModuleIndex, call: cst.Call) -> bool:
 
 def fixed_order(call: cst.Call) -> bool:
     """The loader yields its samples in one fixed order: no ``shuffle=`` but
-    ``False``, no ``sampler=``, nothing passed by ``*`` or ``**``."""
+    ``False``, no ``sampler=`` but ``None`` (HiFi-GAN's validation loader
+    spells ``sampler=None``), nothing passed by ``*`` or ``**``."""
     positional = [a for a in call.args if a.keyword is None and not a.star]
     if any(a.star for a in call.args) or len(positional) > 3:
         return False
     shuffle = positional[2].value if len(positional) == 3 else None
     for arg in call.args:
         if arg.keyword is not None:
-            if arg.keyword.value in ("sampler", "batch_sampler"):
+            if arg.keyword.value in ("sampler", "batch_sampler") and not m.matches(
+                arg.value, m.Name("None")
+            ):
                 return False
             if arg.keyword.value == "shuffle":
                 shuffle = arg.value

@@ -180,6 +180,26 @@ def test_output_that_reads_no_parameter_is_still_rewritten(body: str) -> None:
     assert "AM028" not in {f.code for f in result.findings}
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '    print("params", sum(p.numel() for p in model.parameters()))',
+        "    print(sum(p.numel() for p in model.parameters() if p.requires_grad))",
+        "    print(sum(p.nelement() for _, p in model.named_parameters()))",
+        "    print(model.weight.shape, model.bias.size(0))",
+        "    n = 0\n    for p in model.parameters():\n        n += p.numel()",
+    ],
+)
+def test_a_parameters_size_is_not_a_read(body: str) -> None:
+    """A sharded parameter is a DTensor whose ``numel()`` and ``shape`` are the
+    whole parameter's, from its metadata: no collective, the same on every
+    process."""
+    result = _migrate("rank == 0", body)
+    assert "AM028" not in {f.code for f in result.findings}, [
+        f.message for f in result.findings
+    ]
+
+
 def test_a_parameter_read_under_the_runtimes_test_is_reported() -> None:
     """A second run, or the user's own ``accel.is_main_process()``."""
     source = SCRIPT.format(
@@ -194,3 +214,34 @@ def test_a_parameter_read_under_the_runtimes_test_is_reported() -> None:
         f.code == "AM028" and "prepared model's parameters" in f.message
         for f in result.findings
     )
+
+
+@pytest.mark.parametrize(
+    "read",
+    ["float(w[0, 0])", "float(w)", "w.tolist()", "head(torch.ones(1, 4)).sum()"],
+)
+def test_a_parameter_bound_before_the_branch_is_followed(read: str) -> None:
+    """``w = model.weight`` (or a submodule) bound before the branch: reading
+    it under the branch reads the model."""
+    source = SCRIPT.format(test="rank == 0", body=f"    print({read})")
+    source = source.replace(
+        "if rank == 0:", "w = model.weight\nhead = model\nif rank == 0:"
+    )
+    result = migrate_source(source, "train.py")
+    assert "AM047" not in {f.code for f in result.findings}
+    assert any(
+        f.code == "AM028" and "prepared model's parameters" in f.message
+        for f in result.findings
+    ), [f.message for f in result.findings]
+
+
+def test_a_parameters_size_bound_before_the_branch_is_not_a_read() -> None:
+    source = SCRIPT.format(test="rank == 0", body="    print(n, w.shape)")
+    source = source.replace(
+        "if rank == 0:",
+        "n = sum(p.numel() for p in model.parameters())\nw = model.weight\n"
+        "if rank == 0:",
+    )
+    result = migrate_source(source, "train.py")
+    assert "if accel.is_main_process():\n" in result.output
+    assert "AM028" not in {f.code for f in result.findings}

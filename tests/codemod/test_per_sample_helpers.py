@@ -119,6 +119,10 @@ def test_the_project_view_reads_a_per_sample_return(tmp_path: Path) -> None:
         "kl_first_of_two": ("loss", "unknown"),
     }
     assert "per sample, reduction='none'" in table["losses.per_sample"].describe()
+    # what is unknown, not "unknown-reduced" (r32d)
+    described = table["losses.bce_loss"].describe()
+    assert "unknown-reduced" not in described
+    assert "whose reduction over the batch's samples" in described
 
 
 def _am007(tmp_path: Path, name: str, reduce: str) -> tuple[str, list[str]]:
@@ -155,6 +159,7 @@ def test_a_return_summed_over_the_batch_stays_unknown(
     _, concerns = _am007(tmp_path, name, "mean")
     assert len(concerns) == 1
     assert "the loss's reduction is not known" in concerns[0]
+    assert "unknown-reduced" not in concerns[0]
 
 
 def test_a_caller_reduction_from_the_end_of_a_per_sample_return_is_unknown(

@@ -125,3 +125,49 @@ def test_a_sum_of_masked_rows_is_a_sum() -> None:
 def test_a_mean_of_all_rows_is_still_a_mean() -> None:
     body = 'loss = F.cross_entropy(out, y, reduction="none").mean()\nloss.backward()'
     assert _am007(body)[:2] == ("accel.backward(loss)", "fixed")
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        # plain arithmetic, not a loss function (r32d): 1-D where `out` is
+        "((out - y) ** 2).sum(-1).mean()",
+        "(out - y).pow(2).mean(dim=-1).mean()",
+        "torch.sum((out - y).abs(), -1).mean()",
+    ],
+)
+def test_arithmetic_reduced_from_the_end_is_unknown(loss: str) -> None:
+    backward, status, message = _am007(f"loss = {loss}\nloss.backward()")
+    assert backward == "accel.backward(loss)"
+    assert status == "needs-review"
+    assert "over a dimension counted from the end" in message
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "loss = ((out.log_softmax(1) - y) ** 2).sum(-1).mean()\nloss.backward()",
+        "z = out.view(4, -1)\nloss = (z * z).sum(-1).mean()\nloss.backward()",
+        "loss = ((out - y) ** 2).sum(1).mean()\nloss.backward()",
+        "loss = ((out - y) ** 2).mean()\nloss.backward()",
+    ],
+)
+def test_arithmetic_of_a_proven_2d_operand_is_per_sample(body: str) -> None:
+    assert _am007(body)[:2] == ("accel.backward(loss)", "fixed")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "mask = y > 0\nloss = F.mse_loss(torch.masked_select(out, mask), "
+        "torch.masked_select(y, mask))\nloss.backward()",
+        "loss = F.l1_loss(out.masked_select(y > 0), y.masked_select(y > 0))\n"
+        "loss.backward()",
+        "picked = out[y > 0]\nloss = F.mse_loss(picked, y[y > 0])\nloss.backward()",
+    ],
+)
+def test_a_mean_criterion_over_selected_inputs_is_unknown(body: str) -> None:
+    backward, status, message = _am007(body)
+    assert backward == "accel.backward(loss)"
+    assert status == "needs-review"
+    assert "averages over the rows" in message

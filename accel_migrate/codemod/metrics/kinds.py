@@ -26,6 +26,7 @@ from ..names import COUNT_METHODS
 from ..patterns import counts_samples, string_value
 from ..reduction import loss_reduction
 from ..subtrees import findall
+from .scaled_losses import scaled_loss
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -78,6 +79,8 @@ class BatchKinds:
                 if counts_samples(self.index, value.left) or counts_samples(
                     self.index, value.right
                 ):
+                    if scaled_loss(self.index, value):
+                        return "unknown"  # AM007 cannot call the loss a mean
                     return "sum"  # a batch mean times the batch size
                 if isinstance(value.right, (cst.Integer, cst.Float)):
                     return self.kind(value.left, context, depth)

@@ -62,16 +62,33 @@ def not_ignored_count(
     )
 
 
-def _selected_rows(index: ModuleIndex, call: cst.Call) -> cst.Subscript | None:
+def _selected_rows(index: ModuleIndex, call: cst.Call) -> cst.BaseExpression | None:
     """An input or target of a loss call that selects rows of the batch by a
     mask or by indices (``box[pos]`` with ``pos = labels > 0``,
-    ``logits[labelled]``, ``x[idx]`` of ``idx = mask.nonzero()``): its mean is
-    over the selected rows."""
+    ``logits[labelled]``, ``x[idx]`` of ``idx = mask.nonzero()``,
+    ``torch.masked_select(x, mask)``, ``x.masked_select(mask)``, or a name
+    bound to one): its mean is over the selected rows."""
     for arg in call.args[:2] if all(a.keyword is None for a in call.args[:2]) else ():
-        value = arg.value
-        if isinstance(value, cst.Subscript) and selected_rows(index, value):
-            return value
+        if _selecting(index, arg.value, 0):
+            return arg.value
     return None
+
+
+def _selecting(index: ModuleIndex, value: cst.BaseExpression, depth: int) -> bool:
+    if isinstance(value, cst.Subscript):
+        return selected_rows(index, value)
+    if isinstance(value, cst.Call):
+        func = value.func
+        return (
+            isinstance(func, cst.Attribute) and func.attr.value == "masked_select"
+        ) or "torch.masked_select" in index.qualnames(func)
+    if isinstance(value, cst.Name) and depth < 3:
+        key = index.key(value)
+        values = index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(
+            v is not None and _selecting(index, v, depth + 1) for v in values
+        )
+    return False
 
 
 def selected_rows(index: ModuleIndex, value: cst.Subscript) -> bool:
@@ -235,6 +252,63 @@ def at_least_2d(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) ->
     if method == "unsqueeze" or method in ALONG_DIM_CALLS:  # `x.log_softmax(1)`
         return _positive(dims or positional[:1])
     return False
+
+
+def ranked_operand(
+    index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0
+) -> bool:
+    """Is the elementwise arithmetic ``expr`` provably of two dimensions or
+    more: one of its operands is (``at_least_2d``; broadcasting keeps the
+    larger rank), through ``-x``, ``a * b``, ``x ** 2``, ``x.pow(2)``,
+    ``x.abs()``, and names bound only to such values?"""
+    if depth > 4:
+        return False
+    if at_least_2d(index, expr):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return ranked_operand(index, expr.expression, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        return ranked_operand(index, expr.left, depth + 1) or ranked_operand(
+            index, expr.right, depth + 1
+        )
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in _ELEMENTWISE_METHODS:
+            return ranked_operand(index, expr.func.value, depth + 1)
+    if isinstance(expr, cst.Name):
+        key = index.key(expr)
+        values = index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(
+            v is not None and ranked_operand(index, v, depth + 1) for v in values
+        )
+    return False
+
+
+def arithmetic(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Is ``expr`` elementwise arithmetic written out (``(out - y) ** 2``,
+    ``-x``, ``(a * b).abs()``, a name bound only to such), not a loss
+    function's value (whose rank the loss facts read)?"""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.UnaryOperation | cst.BinaryOperation):
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        return expr.func.attr.value in _ELEMENTWISE_METHODS and arithmetic(
+            index, expr.func.value, depth + 1
+        )
+    if isinstance(expr, cst.Name):
+        key = index.key(expr)
+        values = index.values.get(key, ()) if key is not None else ()
+        return bool(values) and all(
+            v is not None and arithmetic(index, v, depth + 1) for v in values
+        )
+    return False
+
+
+#: Methods whose result has their receiver's shape.
+_ELEMENTWISE_METHODS = frozenset(
+    {"abs", "pow", "exp", "log", "sqrt", "clamp", "neg", "float", "double"}
+    | {"detach", "contiguous", "sigmoid", "tanh", "relu", "square", "type_as"}
+)
 
 
 def _positive(values: list[cst.BaseExpression]) -> bool:

@@ -5,6 +5,7 @@ functions, models' forwards): the part of the loss reduction analysis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from .handed_criteria import handed_criterion
 from .helper_items import imported_item_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
+from .loss_inputs import arithmetic, ranked_operand
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
@@ -79,6 +81,7 @@ class _Calls:
             if not call.args:
                 return _ELEMENTS
             inner = self.fact(call.args[0].value, at, depth + 1)
+            inner = self._rank_unproven(inner, call.args[0].value, call.args[1:])
             how = "sum" if "torch.sum" in names else "mean"
             return _reduced(inner, how, call.args[1:], call)
         if any(
@@ -110,6 +113,7 @@ class _Calls:
             method = func.attr.value
             if method in ("sum", "mean", "nansum", "nanmean"):
                 inner = self.fact(func.value, at, depth + 1)
+                inner = self._rank_unproven(inner, func.value, call.args)
                 how = "sum" if "sum" in method else "mean"
                 return _reduced(inner, how, call.args, call)
             if method in _SAME_VALUE:
@@ -236,6 +240,25 @@ class _Calls:
                 self.index, func, lambda e: self.fact(e, e, depth + 1), prepared=True
             )
         return found or _ELEMENTS
+
+    def _rank_unproven(
+        self, inner: Fact, receiver: cst.BaseExpression, args: Sequence[cst.Arg]
+    ) -> Fact:
+        """``((out - y) ** 2).sum(-1)``: elementwise arithmetic reduced over its
+        last dimension is per sample only where it has two dimensions or more,
+        which the analysis proves from an operand (``ranked_operand``); of a
+        1-D ``out`` it sums the batch itself. Else ``inner`` marked unranked,
+        as a per-sample loss of ``reduction="none"`` is (``dims._reduced``)."""
+        if inner.kind != "elements" or inner.unranked or inner.reason:
+            return inner
+        dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
+        if not dims or not m.matches(
+            dims[0], m.UnaryOperation(operator=m.Minus(), expression=m.Integer("1"))
+        ):
+            return inner
+        if not arithmetic(self.index, receiver) or ranked_operand(self.index, receiver):
+            return inner
+        return replace(inner, unranked=code(receiver))
 
     def _builtin_sum(
         self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int

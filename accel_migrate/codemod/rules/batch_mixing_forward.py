@@ -9,8 +9,11 @@ a method ``forward`` calls on ``self``, when a training step calls an instance
 of that class (or of a class that builds it): the minibatch standard-deviation
 layer of ProGAN and StyleGAN discriminators, a head that compares each sample
 with the batch's mean feature, a normalisation layer of the project's own.
-Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``) nor of
-values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``).
+Not a reduction of the model's own tensors (``self.weight.norm(dim=0)``), nor of
+values stacked along a new first dimension (``torch.stack([a, b]).sum(0)``), nor
+of a value built from one record a loop of the method walks (the torchvision
+detection reference's ``for t in targets: iou = box_iou(t["boxes"], anchors);
+best, which = iou.max(0)``: dimension 0 is the image's boxes).
 Reported too, a matrix product over dimension 0 there: Barlow Twins'
 cross-correlation ``self.bn(z1).T @ self.bn(z2)``, ``torch.mm(x.t(), x)``,
 ``torch.einsum("bi,bj->ij", a, b)`` (``batch_contractions.py``), which sums
@@ -83,6 +86,8 @@ global batch with ``accel.gather``.
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from collections.abc import Callable
 from functools import cached_property
 
@@ -90,7 +95,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..batch_contractions import contracts_batch_cst
-from ..batch_mixing_models import REDUCTIONS
+from ..batch_mixing_models import REDUCTIONS, record_values
 from ..model_methods import reads_step_value, stepped_method, training_step
 from ..rule import Rule
 from ..subtrees import findall
@@ -151,10 +156,10 @@ class BatchMixingForward(Rule):
         receiver = node.args[0].value if function_form and node.args else func.value
         if _not_the_batch(receiver, self.qualnames):
             return
-        place = self._stepped_forward(node)
-        if place is None:
+        found = stepped_method(self.index, node)
+        if found is None or _of_a_record(receiver, found[1]):
             return
-        cls, method = place
+        cls, method = found[0].name.value, found[1].name.value
         self.report(
             node,
             "needs-review",
@@ -477,6 +482,20 @@ def _over_first(dim: cst.BaseExpression | None) -> bool:
     if isinstance(dim, (cst.Tuple, cst.List)):
         return any(_over_first(e.value) for e in dim.elements)
     return m.matches(dim, m.Integer("0"))
+
+
+def _of_a_record(receiver: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+    """Is ``receiver`` a name bound from a record a loop of ``method`` walks
+    (``record_values``: ``iou`` of ``for t in targets: iou = box_iou(t["boxes"],
+    anchors)``)? Its dimension 0 is the record's, not the batch's."""
+    if not isinstance(receiver, cst.Name):
+        return False
+    code = textwrap.dedent(cst.Module(body=[]).code_for_node(method))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    return receiver.value in record_values(ast.walk(tree))
 
 
 def _not_the_batch(

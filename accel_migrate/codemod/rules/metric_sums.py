@@ -16,7 +16,9 @@ of it:
 - a batch-mean loss (``test_loss += criterion(out, y).item()``, averaged later over
   ``len(loader)``) becomes ``test_loss += accel.global_loss(criterion(out, y)).item()``.
   Divided by a step count (``/ len(loader)``) it is still a batch mean; multiplied
-  by the batch size (``loss.item() * x.size(0)``) it is a sum. A sum over the
+  by the batch size (``loss.item() * x.size(0)``) it is a sum, where the loss is
+  a mean over the batch's samples: of a loss whose reduction AM007 reports (a
+  mean of masked rows, a mean over tokens), it is reported with that reason. A sum over the
   batch's rows divided by this process's count of them (``acc +=
   correct.item() / y.size(0)``, a per-batch accuracy averaged later over
   ``len(loader)``) is this process's batch mean; the original's is
@@ -167,6 +169,7 @@ from ..metrics.forms import BatchForms
 from ..metrics.kinds import BatchKinds
 from ..metrics.next_batches import report_next_batches
 from ..metrics.row_scaled import RowScaled, row_scaled
+from ..metrics.scaled_losses import scaled_loss
 from ..metrics.state_methods import kept_values
 from ..patterns import torch_alias
 from ..reduction.placement import code as _code
@@ -342,6 +345,15 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 f"`{name}` adds a NumPy value (`{numpy[0]}`), which the rule does "
                 "not combine across processes (accel.reduce takes tensors and "
                 "numbers); it holds this process's share only"
+            )
+        why = scaled_loss(self.index, value)
+        if why:
+            # `total += loss.item() * x.size(0)` of a loss AM007 reports
+            return (
+                f"`{name}` adds `{_code(value)}`, a loss times this process's "
+                "batch size, which is the share's sum only where the loss is a "
+                f"mean over the batch's samples; but {why}: it is not combined "
+                "across processes and holds this process's share only"
             )
         return (
             f"cannot tell whether `{name}` sums or averages over batches; it holds "
