@@ -143,3 +143,59 @@ def _code(node: cst.CSTNode) -> str:
         return "except"
     text = cst.Module([]).code_for_node(node).strip()
     return text if len(text) <= 50 else text[:47] + "..."
+
+
+#: The hazards AM028 (``rank_local_decisions``) names: what a decision on a
+#: rank-local value changes between processes.
+EXIT = "an early exit: ranks can stop at different epochs (or steps) and hang in the next collective"
+SKIP = (
+    "a skipped step (`continue`): the processes can skip different steps, so one "
+    "process's gradient exchange meets another's next step (wrong gradients) or "
+    "waits for a step that never comes (a hang)"
+)
+LEARNING_RATE = "the learning rate: the processes' learning rates can diverge and their model replicas drift apart"
+CHECKPOINT = (
+    "which checkpoint is saved: the main process chooses on its own value, "
+    "not on the original's (and under FSDP the state dict is gathered by a "
+    "collective that only some processes reach)"
+)
+#: Who takes a branch on a rank: a launcher's variable, or the process group's.
+VARIABLE_TAKERS = (
+    "only those whose rank variable passes the test take {branch} (one per machine "
+    "where the variable is a local rank)"
+)
+GROUP_TAKERS = (
+    "only those whose rank in the process group passes the test take {branch}"
+)
+RANK_BRANCH = (
+    "which processes save the checkpoint: {takers}, so a collective under it "
+    "(the state dict gathered under FSDP, a barrier) waits for processes that "
+    "never come (a hang)"
+)
+SAMPLE_FILES = (
+    "which sample files are written: the main process writes the files its own "
+    "values pass, not the original's, so a file the original wrote can be "
+    "missing and one it did not write can appear"
+)
+STATE_DICT = (
+    "whether `accel.state_dict` runs: under FSDP it is a collective every "
+    "process must call, and the processes that call it wait for those that do "
+    "not (a hang); call it above the branch (`state = accel.state_dict(model)` "
+    "on every process) and save `state` under it"
+)
+MODEL_READ = (
+    "whether the branch reads `{read}`, a prepared model's parameters (or runs "
+    "the model): under FSDP they are sharded, so the read gathers them by a "
+    "collective that the processes not taking the branch never join (a hang); "
+    "read the value on every process above the branch and use it under the branch"
+)
+COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
+LOSS_TERM = (
+    "which terms the backpropagated loss has: the processes that add a term give "
+    "gradients to parameters that the others leave without one, so DDP's gradient "
+    "exchange aborts or hangs, and each process decides on its own share, not on "
+    "the original's batch"
+)
+
+#: The end of a named collective's hazard (``rank_local_decisions._named_collective``).
+NAMED_END = ", and the processes that run it wait for those that do not (a hang)"

@@ -145,63 +145,25 @@ from ..file_reads import FileReads
 from ..main_process_tests import main_process_test
 from ..names import DATALOADER_CALLS
 from ..rank_local_branches import BranchContents, run_by, sets_learning_rate
+from ..rank_local_reasons import (
+    CHECKPOINT,
+    COLLECTIVE,
+    EXIT,
+    GROUP_TAKERS,
+    LEARNING_RATE,
+    LOSS_TERM,
+    MODEL_READ,
+    NAMED_END,
+    RANK_BRANCH,
+    SAMPLE_FILES,
+    SKIP,
+    STATE_DICT,
+    VARIABLE_TAKERS,
+)
 from ..restored_values import restores_saved
 from ..rule import Rule
 from ..subtrees import findall
 from ..uniform_lengths import uniform_length
-
-EXIT = "an early exit: ranks can stop at different epochs (or steps) and hang in the next collective"
-SKIP = (
-    "a skipped step (`continue`): the processes can skip different steps, so one "
-    "process's gradient exchange meets another's next step (wrong gradients) or "
-    "waits for a step that never comes (a hang)"
-)
-LEARNING_RATE = "the learning rate: the processes' learning rates can diverge and their model replicas drift apart"
-CHECKPOINT = (
-    "which checkpoint is saved: the main process chooses on its own value, "
-    "not on the original's (and under FSDP the state dict is gathered by a "
-    "collective that only some processes reach)"
-)
-#: Who takes a branch on a rank: a launcher's variable, or the process group's.
-VARIABLE_TAKERS = (
-    "only those whose rank variable passes the test take {branch} (one per machine "
-    "where the variable is a local rank)"
-)
-GROUP_TAKERS = (
-    "only those whose rank in the process group passes the test take {branch}"
-)
-RANK_BRANCH = (
-    "which processes save the checkpoint: {takers}, so a collective under it "
-    "(the state dict gathered under FSDP, a barrier) waits for processes that "
-    "never come (a hang)"
-)
-SAMPLE_FILES = (
-    "which sample files are written: the main process writes the files its own "
-    "values pass, not the original's, so a file the original wrote can be "
-    "missing and one it did not write can appear"
-)
-STATE_DICT = (
-    "whether `accel.state_dict` runs: under FSDP it is a collective every "
-    "process must call, and the processes that call it wait for those that do "
-    "not (a hang); call it above the branch (`state = accel.state_dict(model)` "
-    "on every process) and save `state` under it"
-)
-MODEL_READ = (
-    "whether the branch reads `{read}`, a prepared model's parameters (or runs "
-    "the model): under FSDP they are sharded, so the read gathers them by a "
-    "collective that the processes not taking the branch never join (a hang); "
-    "read the value on every process above the branch and use it under the branch"
-)
-COLLECTIVE = "whether a training, evaluation or collective step runs: the processes that run it wait for those that do not (a hang)"
-LOSS_TERM = (
-    "which terms the backpropagated loss has: the processes that add a term give "
-    "gradients to parameters that the others leave without one, so DDP's gradient "
-    "exchange aborts or hangs, and each process decides on its own share, not on "
-    "the original's batch"
-)
-
-#: The end of a named collective's hazard (``_named_collective``).
-_NAMED = ", and the processes that run it wait for those that do not (a hang)"
 
 
 class RankLocalDecisions(BranchContents, Rule):
@@ -362,7 +324,7 @@ class RankLocalDecisions(BranchContents, Rule):
                 f"(line {self.original_line(collective)}) is a collective"
             )
             self._helpers[name] = helper
-        return f"whether `{name}` runs: {where}{_NAMED}"
+        return f"whether `{name}` runs: {where}{NAMED_END}"
 
     @cached_property
     def _helpers(self) -> dict[str, str]:
@@ -371,7 +333,7 @@ class RankLocalDecisions(BranchContents, Rule):
 
     def _collective_fix(self, hazard: str) -> str | None:
         """The fix of a named collective under the branch (and no exit)."""
-        if _NAMED not in hazard or EXIT in hazard or SKIP in hazard:
+        if NAMED_END not in hazard or EXIT in hazard or SKIP in hazard:
             return None
         name = hazard[len("whether `") :].split("`", 1)[0]
         helper = self._helpers.get(name)
