@@ -84,7 +84,7 @@ class FileReads:
         # Helpers of two rules; imported here, not at the top, because importing
         # the rules package imports the rule that uses this module.
         from .rules.output_folders import is_path
-        from .rules.torch_save import OPEN_CALLS, write_mode
+        from .save_calls import OPEN_CALLS, write_mode
 
         rule = self.rule
         found = []
@@ -199,7 +199,7 @@ class FileReads:
     ) -> bool:
         """Does the function of this module that ``other`` calls open
         ``<its parameter bound to handed>.<attr>`` for reading?"""
-        from .rules.torch_save import OPEN_CALLS, write_mode
+        from .save_calls import OPEN_CALLS, write_mode
         from .subtrees import findall
 
         target = self.index.callee(other)
@@ -253,7 +253,7 @@ def loops(index: ModuleIndex, node: cst.CSTNode) -> frozenset[int]:
 def looks_at_files(rule: Rule | ModuleIndex, call: cst.Call) -> bool:
     """Does ``call`` read, list or test the file system (``os.path.isdir(d)``,
     ``glob.glob(p)``, ``open(f)`` to read, ``path.exists()``)?"""
-    from .rules.torch_save import OPEN_CALLS, write_mode
+    from .save_calls import OPEN_CALLS, write_mode
 
     if rule.is_call_to(call, OPEN_CALLS):
         return write_mode(call) is None

@@ -162,7 +162,7 @@ _WRITING_WORDS = (
 
 
 def _may_write(index: ModuleIndex, node: cst.CSTNode, depth: int) -> bool:
-    from .rules.torch_save import OPEN_CALLS, write_mode
+    from .save_calls import OPEN_CALLS, write_mode
 
     for call in findall(node, m.Call()):
         if index.is_call_to(call, OPEN_CALLS):

@@ -167,12 +167,12 @@ def place_after_try(rule: TorchSave, save: cst.Call, statement: cst.CSTNode) -> 
     False where no ``try`` catches its error; else True, with the barrier
     recorded to follow the whole ``try`` (fixed) or the save reported
     (needs-review, no barrier)."""
-    from .rules.torch_save import _target  # (the rule imports this module)
+    from .save_calls import save_target
 
     around = try_around(rule.index, statement)
     if around is None:
         return False
-    target = _target(save)
+    target = save_target(save)
     reads = rule._reads_of(target) if target is not None else []
     where = f"the `try` at line {rule.original_line(around.node)}"
     if around.caller:

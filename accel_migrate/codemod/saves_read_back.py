@@ -24,15 +24,17 @@ class ReadBack:
     """AM010's saves of files that the script reads again."""
 
     def _read_again(self, path: cst.BaseExpression, save: cst.Call) -> bool:
-        from .rules.torch_save import _LOAD, OPEN_CALLS  # (the rule imports this)
+        from .save_calls import LOAD_CALLS, OPEN_CALLS
 
         line = self.get_metadata(PositionProvider, save).start.line
         for call in self.index.calls:
-            if not (self.is_call_to(call, _LOAD) or self.is_call_to(call, OPEN_CALLS)):
+            if not (
+                self.is_call_to(call, LOAD_CALLS) or self.is_call_to(call, OPEN_CALLS)
+            ):
                 continue
             source = (
                 argument(call, 0, "f")
-                if self.is_call_to(call, _LOAD)
+                if self.is_call_to(call, LOAD_CALLS)
                 else (call.args[0].value if call.args else None)
             )
             if source is None:
@@ -49,11 +51,11 @@ class ReadBack:
     def _reads_of(self, path: cst.BaseExpression) -> list[cst.Call]:
         """Every ``torch.load`` or ``open`` of the file ``path`` names, wherever
         it is (``save_tries``: is one inside the ``try`` around the save?)."""
-        from .rules.torch_save import _LOAD, OPEN_CALLS  # (the rule imports this)
+        from .save_calls import LOAD_CALLS, OPEN_CALLS
 
         found = []
         for call in self.index.calls:
-            loads = self.is_call_to(call, _LOAD)
+            loads = self.is_call_to(call, LOAD_CALLS)
             if not (loads or self.is_call_to(call, OPEN_CALLS)):
                 continue
             source = (
@@ -90,16 +92,17 @@ class ReadBack:
     def read_back(self) -> set[cst.Call]:
         """Saves to a file that the script loads again further down: every process
         reads it, so they must wait until the main process has written it."""
-        from .rules.torch_save import _LOAD, _SAVE, _target  # (the rule imports this)
+        from .save_calls import LOAD_CALLS, SAVE_CALLS, save_target
 
         load_calls = [
             (call, path)
             for call in self.index.calls
-            if self.is_call_to(call, _LOAD) and (path := argument(call, 0, "f"))
+            if self.is_call_to(call, LOAD_CALLS) and (path := argument(call, 0, "f"))
         ]
-        saves = [c for c in self.index.calls if self.is_call_to(c, _SAVE)]
+        saves = [c for c in self.index.calls if self.is_call_to(c, SAVE_CALLS)]
         if not load_calls and not any(
-            (t := _target(c)) is not None and path_template(self.index, t) is not None
+            (t := save_target(c)) is not None
+            and path_template(self.index, t) is not None
             for c in saves
         ):
             return set()  # nothing is read back: no tree's positions are needed
@@ -109,7 +112,7 @@ class ReadBack:
         ]
         found = set()
         for call in saves:
-            target = _target(call)
+            target = save_target(call)
             if target is None or self._in_memory(target):
                 continue
             if per_process(self.index, target):

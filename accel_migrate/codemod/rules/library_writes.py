@@ -55,7 +55,7 @@ from ..file_changes import PATH_CHANGERS, PATH_WRITERS
 from ..file_reads import looks_at_files, loops
 from ..names import FILE_CHANGERS, SAVES
 from ..rule import Rule
-from .torch_save import OPEN_CALLS, write_mode
+from ..save_calls import OPEN_CALLS, write_mode
 
 
 class LibraryWrites(Rule):

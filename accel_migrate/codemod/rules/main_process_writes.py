@@ -152,7 +152,7 @@ from ..instance_writes import (
     writing_instance,
 )
 from ..rule import Rule
-from .torch_save import OPEN_CALLS, write_mode
+from ..save_calls import OPEN_CALLS, write_mode
 
 LOGGER_CLASSES = frozenset(
     {

@@ -103,20 +103,15 @@ from ..branch_exits import leaves_block
 from ..data_pipeline import loader_run_function_of, training_caller
 from ..file_changes import argument, per_process
 from ..file_tests import describe, file_test, file_test_note
-from ..patterns import string_value
 from ..rule import Rule
+from ..save_calls import OPEN_CALLS, SAVE_CALLS, save_target, write_mode
 from ..save_tries import place_after_try, try_around
 from ..saves_read_back import ReadBack
 from ..subtrees import findall
 
-_SAVE = {"torch.save", "torch.serialization.save"}
-
 
 def code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
-
-
-_LOAD = {"torch.load", "torch.serialization.load"}
 
 
 class TorchSave(ReadBack, Rule):
@@ -127,9 +122,9 @@ class TorchSave(ReadBack, Rule):
     def leave_Call(
         self, original_node: cst.Call, updated_node: cst.Call
     ) -> cst.BaseExpression:
-        if not self.is_call_to(original_node, _SAVE):
+        if not self.is_call_to(original_node, SAVE_CALLS):
             return updated_node
-        target = _target(original_node)
+        target = save_target(original_node)
         if target is not None and self._in_memory(target):
             return updated_node  # every process writes its own buffer: nothing shared
         if target is not None and per_process(self.index, target):
@@ -244,11 +239,11 @@ class TorchSave(ReadBack, Rule):
         ):
             return None
         save = body.body[0].body[0].value
-        if not self.is_call_to(save, _SAVE):
+        if not self.is_call_to(save, SAVE_CALLS):
             return None
         assert isinstance(save, cst.Call)
         handle = item.asname.name.value
-        target = _target(save)
+        target = save_target(save)
         if not (isinstance(target, cst.Name) and target.value == handle):
             return None
         obj = argument(save, 0, "obj")
@@ -483,19 +478,3 @@ class TorchSave(ReadBack, Rule):
 
 
 _BUFFERS = {"io.BytesIO", "_io.BytesIO"}
-OPEN_CALLS = frozenset({"builtins.open", "io.open"})
-
-
-def write_mode(call: cst.Call) -> str | None:
-    """The mode of ``open(path, mode)`` when it writes (``w``, ``a``, ``x`` or
-    ``+``), given as a string literal; None otherwise."""
-    mode = argument(call, 1, "mode")
-    value = string_value(mode) if mode is not None else None
-    if value is not None and any(c in value for c in "wax+"):
-        return value
-    return None
-
-
-def _target(call: cst.Call) -> cst.BaseExpression | None:
-    """The ``f`` argument of ``torch.save(obj, f, ...)``."""
-    return argument(call, 1, "f")
