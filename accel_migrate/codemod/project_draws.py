@@ -32,15 +32,10 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .call_draws import draw_of, transform_of
 from .project_helpers import _own_nodes
 from .project_nodes import assigned_in
-from .random_names import (
-    DISTRIBUTIONS,
-    DRAW_METHODS,
-    is_random_draw,
-    random_transform,
-    sampling_model,
-)
+from .random_names import random_transform, sampling_model
 
 if TYPE_CHECKING:
     from .project_helpers import HelperFacts
@@ -50,7 +45,7 @@ _DEPTH = 3
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef
 #: Where a definition's calls are read: its module's functions, and the test
-#: of a call (``_draw_of``/``_transform_of`` over the module's names).
+#: of a call (``draw_of``/``transform_of`` over the module's names).
 Context = tuple[dict[str, Definition], Callable[[ast.Call], str]]
 #: A class's methods by name, each with the context of its own module: the
 #: class's and those it inherits from bases the project defines (``lineage``).
@@ -69,7 +64,7 @@ def function_draws(
     functions it calls, or by calling an object the module holds whose call
     draws: ``held``, from ``module_held_draws``), spelled for a finding; "" if
     none."""
-    test = _draw_of(dotted)
+    test = draw_of(dotted)
     if held:
         test = _module_held_test(test, held)
     return _draw(function, (functions, test), {}, _DEPTH, set())
@@ -148,7 +143,7 @@ def function_torch_draws(
     ``random``'s or numpy's: they leave torch's state, from which a loader
     shuffles, alone), itself or through the module's functions it calls, each
     with the parameter that guards it (``if augment:`` with ``augment=False``)."""
-    test = _draw_of(dotted)
+    test = draw_of(dotted)
 
     def torch_test(call: ast.Call) -> str:
         found = test(call)
@@ -215,7 +210,7 @@ def augmentation(
             if found:
                 return found
         return ""
-    return _draw(definition, (functions, _transform_of(dotted)), {}, _DEPTH, set())
+    return _draw(definition, (functions, transform_of(dotted)), {}, _DEPTH, set())
 
 
 def sampling_model_built(
@@ -412,7 +407,7 @@ def lineage_methods(lineage: list[Owner], transforms: bool) -> Methods:
     (draws, or random augmentations where ``transforms``)."""
     found: Methods = {}
     for cls, functions, dotted in lineage:
-        test = _transform_of(dotted) if transforms else _draw_of(dotted)
+        test = transform_of(dotted) if transforms else draw_of(dotted)
         for name, method in class_methods(cls).items():
             found.setdefault(name, (method, (functions, test)))
     return found
@@ -456,41 +451,6 @@ def _draw(
             if found:
                 return found
     return ""
-
-
-def _draw_of(dotted: Callable[[ast.expr], str]) -> Callable[[ast.Call], str]:
-    """A call's random draw, spelled for a finding ("" if it draws nothing)."""
-
-    def test(call: ast.Call) -> str:
-        if any(k.arg == "generator" for k in call.keywords):
-            return ""  # seeded alike on every process
-        name = dotted(call.func)
-        if name and is_random_draw(name):
-            return f"`{name}`"
-        func = call.func
-        if isinstance(func, ast.Attribute):
-            if func.attr in DRAW_METHODS or func.attr == "rsample":
-                return f"`.{func.attr}()`"
-            receiver = func.value
-            if (
-                func.attr in ("sample", "sample_n")
-                and isinstance(receiver, ast.Call)
-                and dotted(receiver.func).startswith(DISTRIBUTIONS)
-            ):
-                return f"`.{func.attr}()`"
-        return ""
-
-    return test
-
-
-def _transform_of(dotted: Callable[[ast.expr], str]) -> Callable[[ast.Call], str]:
-    """A call that builds a random augmentation, spelled for a finding."""
-
-    def test(call: ast.Call) -> str:
-        name = dotted(call.func)
-        return f"`{name}`" if name and random_transform(name) else ""
-
-    return test
 
 
 def _local_callee(
