@@ -90,9 +90,9 @@ def handed_iterator(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> st
     iterator of the project: ``build_iterator(train_data, config)``, also
     through the variable it is bound to (every binding one), as a phrase
     naming the call and the class; "" otherwise."""
-    from .project_callers import _bound_values
+    from .caller_arguments import bound_values
 
-    values = _bound_values(function, arg.id) if isinstance(arg, ast.Name) else [arg]
+    values = bound_values(function, arg.id) if isinstance(arg, ast.Name) else [arg]
     found = set()
     for value in values:
         if not isinstance(value, ast.Call) or any(
