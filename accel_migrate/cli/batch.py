@@ -26,7 +26,7 @@ from functools import partial
 
 from ..codemod import MigrateOptions, MigrationError, MigrationResult
 from ..codemod.findings import Failure
-from ..codemod.project_facts import ProjectFacts
+from ..codemod.project_file_facts import ProjectFacts
 from ..codemod.project_view import ProjectView
 from .cache import ResultCache
 from .files import FileError, read_source

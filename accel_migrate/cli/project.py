@@ -32,7 +32,7 @@ from .project_imports import _local_imports, _names_local_module, _roots
 from .whole_setups import Outcome, keep_orphan_libraries, keep_whole_setups
 
 if TYPE_CHECKING:
-    from ..codemod.project_facts import ProjectFacts
+    from ..codemod.project_file_facts import ProjectFacts
 
 
 class Project:

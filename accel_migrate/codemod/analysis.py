@@ -41,7 +41,8 @@ from .index_syntax import (
 from .index_tagging import Tagging
 from .instance_classes import instance_class
 from .parents import ParentProvider
-from .project_facts import HelperFact, ProjectFacts
+from .project_facts import HelperFact
+from .project_file_facts import ProjectFacts
 from .project_reexports import with_library_names as reexported
 from .scopes import ScopeProvider
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from .device_code import KNOWN_PACKAGES, has_device_code
-from .project_facts import ProjectFacts
+from .project_file_facts import ProjectFacts
 
 
 def unknown_imports(tree: ast.AST, local: Iterable[str] = ()) -> list[str]:

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from .project_facts import HelperFact, ProjectFacts
+from .project_facts import HelperFact
+from .project_file_facts import ProjectFacts
 
 #: The builtin that picks a class by name.
 _GETATTR = "builtins.getattr"

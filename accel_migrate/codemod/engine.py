@@ -43,7 +43,7 @@ from .findings import (
 )
 from .formatting import black_like_input, place_runtime_import
 from .options import RUNTIME_MODULE, MigrateOptions
-from .project_facts import ProjectFacts
+from .project_file_facts import ProjectFacts
 from .project_view import read_project
 from .rule import RuleContext, registered_rules
 from .screen import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .project_facts import ProjectFacts
+from .project_file_facts import ProjectFacts
 
 #: What a migrated file imports, as ``import accel_migrate.runtime as <alias>``.
 RUNTIME_MODULE = "accel_migrate.runtime"

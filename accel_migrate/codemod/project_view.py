@@ -31,7 +31,8 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from .project_facts import CallSite, HelperFact, ProjectFacts
+from .project_facts import CallSite, HelperFact
+from .project_file_facts import ProjectFacts
 from .project_files import ROOT_MARKERS, project_root, roots_of
 from .project_libraries import BatchLibraries
 from .project_namespaces import HandedOption

@@ -20,7 +20,7 @@ from .analysis import LazyQualifiedNames, ModuleIndex
 from .divergence_memo import DivergenceMemo
 from .findings import Finding
 from .linemap import LineMap
-from .project_facts import ProjectFacts
+from .project_file_facts import ProjectFacts
 from .scopes import ScopeProvider
 from .suppression import SKIP_COMMENT, Codes, applies, suppressed_statements
 from .tree_parents import TreeParents

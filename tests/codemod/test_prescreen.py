@@ -30,7 +30,7 @@ from accel_migrate.codemod.names import (
     DISTRIBUTED_PREFIXES,
     OPTIMIZER_PREFIXES,
 )
-from accel_migrate.codemod.project_facts import ProjectFacts
+from accel_migrate.codemod.project_file_facts import ProjectFacts
 from accel_migrate.codemod.screen import (
     DISTRIBUTED_WORDS,
     TRAINING_WORDS,

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from accel_migrate.codemod import MigrateOptions, migrate_source
-from accel_migrate.codemod.project_facts import CallSite, ProjectFacts
+from accel_migrate.codemod.project_facts import CallSite
+from accel_migrate.codemod.project_file_facts import ProjectFacts
 from accel_migrate.codemod.project_view import ProjectView, read_project
 
 ENGINE = """\
