@@ -262,10 +262,11 @@ class Runtime:
         sync), a rank with ``None`` reads the facts. The reduction of the loss
         last given to ``accel.backward`` is started in the backward pass once
         the script has asked for it (``start_loss_reduce``), with the same
-        facts; a rank with ``None`` at the line that asked for it
-        (``accel.global_loss(loss if len(y) else None)``) takes part in that
-        one, as the others do (a new all-reduce there would meet another
-        collective of theirs). Whether the script asked is decided from the
+        facts; a rank with ``None`` at the call that asked for it (its site:
+        ``_site``; ``accel.global_loss(loss if len(y) else None)``) takes part
+        in that one, as the others do, and anywhere else raises (a new
+        all-reduce there would meet another collective of theirs: see
+        ``_none_in_flight``). Whether the script asked is decided from the
         facts, the same on every rank."""
         site = self._site()
         in_flight = self._loss_in_flight
