@@ -22,6 +22,7 @@ from .loss_share import (
     shares_last,
     shares_packet,
     shares_result,
+    sum_shares,
 )
 from .module import PreparedModule
 from .precision import Precision, precision_class
@@ -99,9 +100,11 @@ class Runtime:
             tuple[weakref.ref[torch.Tensor], PendingReduce, torch.Tensor] | None
         ) = None
         self._reduce_during_backward = False
-        # The script's line whose accel.global_loss asks for it (where a rank
-        # with None takes part in that reduction: see global_loss).
-        self._reduce_site: tuple[str, int] | None = None
+        # Where the script's accel.global_loss asks for it (where a rank with
+        # None takes part in that reduction: see global_loss), and how many
+        # calls each site made since the last accel.backward.
+        self._reduce_site: Site | None = None
+        self._site_calls: dict[tuple[tuple[str, int], ...], int] = {}
         # True while accel.backward runs the backward of an empty share (empty_share.py)
         self.empty_share_backward = False
         # The tensors of the last accel.backward and their fractions of the global
@@ -225,6 +228,7 @@ class Runtime:
             self._loss_in_flight[1].result()
             self._loss_in_flight = None
             self._reduce_during_backward = False
+        self._site_calls.clear()
         self._last_backward_loss = weakref.ref(loss)
         if self._reduce_during_backward and loss.numel() == 1:
             fraction = self.recorded_fraction(loss)
@@ -235,6 +239,16 @@ class Runtime:
                 self.comm.all_reduce_async(packet, "sum"),
                 weighted,
             )
+
+    def _site(self) -> Site | None:
+        """This call's site: every frame of the script's (file, line), and how
+        many calls it made since the last ``accel.backward`` (this one too)."""
+        frames = _script_frames()
+        if not frames:
+            return None
+        calls = self._site_calls.get(frames, 0) + 1
+        self._site_calls[frames] = calls
+        return frames, calls
 
     def global_loss(
         self, loss: torch.Tensor | None, fraction: float | None = None
@@ -248,17 +262,18 @@ class Runtime:
         sync), a rank with ``None`` reads the facts. The reduction of the loss
         last given to ``accel.backward`` is started in the backward pass once
         the script has asked for it (``start_loss_reduce``), with the same
-        facts; a rank with ``None`` at the line that asked for it
-        (``accel.global_loss(loss if len(y) else None)``) takes part in that
-        one, as the others do (a new all-reduce there would meet another
-        collective of theirs). Whether the script asked is decided from the
+        facts; a rank with ``None`` at the call that asked for it (its site:
+        ``_site``; ``accel.global_loss(loss if len(y) else None)``) takes part
+        in that one, as the others do, and anywhere else raises (a new
+        all-reduce there would meet another collective of theirs: see
+        ``_none_in_flight``). Whether the script asked is decided from the
         facts, the same on every rank."""
-        site = _script_line()
+        site = self._site()
         in_flight = self._loss_in_flight
         if loss is None:
-            if in_flight is not None and site == self._reduce_site:
+            if in_flight is not None:
                 self._loss_in_flight = None
-                return shares_result(self.comm, in_flight[1].result(), None)
+                return self._none_in_flight(site, in_flight[1], in_flight[2])
             sums = self.comm.all_reduce(shares_packet(self.comm, None, 0.0), "sum")
             if not self._reduce_during_backward and shares_last(sums):
                 self._reduce_during_backward, self._reduce_site = True, site
@@ -272,11 +287,42 @@ class Runtime:
             last = last_loss is not None and last_loss() is loss
             fraction = self.recorded_fraction(loss)
         weighted = self._weighted_loss(loss, fraction)
-        packet = shares_packet(self.comm, weighted, fraction, last=last)
-        sums = self.comm.all_reduce(packet, "sum")
+        result = sum_shares(self.comm, weighted, fraction, last=last)
         if last:  # (a rank with None learns it from the packets: above)
             self._reduce_during_backward, self._reduce_site = True, site
-        return shares_result(self.comm, sums, weighted)
+        return result
+
+    def _none_in_flight(
+        self, site: Site | None, pending: PendingReduce, weighted: torch.Tensor
+    ) -> torch.Tensor | None:
+        """``accel.global_loss(None)`` while the reduction started in backward
+        waits: the other ranks take it at the call that asked for it, this rank
+        takes part in it there, and nowhere else (a new all-reduce would meet
+        another collective of theirs: values shifted by one, or a hang).
+
+        Its result counts this rank's backward loss; the value without it (the
+        synchronous path's: a rank with None counts nothing) is the same where
+        that loss weighed nothing (an empty share: fraction 0, or a sum over
+        nothing); else the ranks could only agree with one more collective."""
+        if site is None or site != self._reduce_site:
+            pending.result()  # (started on every rank: completed, not left)
+            raise LossSiteError(
+                f"accel.global_loss(None) on rank {self.env.rank} at "
+                f"{_where(site)}, but the global loss of this step's "
+                "accel.backward is asked for at "
+                f"{_where(self._reduce_site)}: a rank with None takes part in "
+                "that reduction only at the same call; write "
+                "`accel.global_loss(loss if ... else None)` as one call"
+            )
+        sums = pending.result()
+        if bool((weighted != 0).any()):
+            raise LossSiteError(
+                f"accel.global_loss(None) on rank {self.env.rank}, whose loss "
+                "given to accel.backward holds a share of the global loss: "
+                "the others count it, this rank would not; pass that loss, or "
+                "None only where this rank's share of the batch is empty"
+            )
+        return shares_result(self.comm, sums, None)
 
     def after_backward(self) -> None:
         """Let the strategy see each prepared model after a backward pass (DDP: a
@@ -365,15 +411,35 @@ class Runtime:
             report_stopped(self.env.rank, error)
 
 
-def _script_line() -> tuple[str, int] | None:
-    """The file and line of the script's call into the runtime (the first frame
-    outside it), the same on every rank at one call."""
+#: A call's site: every frame of the script's (file, line), and its count of
+#: calls since the last ``accel.backward``.
+Site = tuple[tuple[tuple[str, int], ...], int]
+
+
+class LossSiteError(RuntimeError):
+    """A rank's ``accel.global_loss(None)`` cannot be matched with the others'
+    reduction of the loss given to ``accel.backward``."""
+
+
+def _script_frames() -> tuple[tuple[str, int], ...]:
+    """The file and line of every frame of the script's (those outside the
+    runtime) under its call into the runtime, the same on every rank at one
+    call: a helper called from two lines is two sites."""
+    frames = []
     frame = sys._getframe(1)
     while frame is not None:
         if not frame.f_globals.get("__name__", "").startswith(_PACKAGE):
-            return frame.f_code.co_filename, frame.f_lineno
+            frames.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back  # type: ignore[assignment]
-    return None
+    return tuple(frames)
+
+
+def _where(site: Site | None) -> str:
+    if not site or not site[0]:
+        return "an unknown line"
+    (filename, line), calls = site[0][0], site[1]
+    where = f"{os.path.basename(filename)}:{line}"
+    return where if calls == 1 else f"{where} (call {calls} there since the backward)"
 
 
 _PACKAGE = __name__.rpartition(".")[0] + "."

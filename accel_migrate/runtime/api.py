@@ -440,10 +440,16 @@ def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if not (isinstance(exc, OSError) and exc.filename2 == path):
+        if not (
+            isinstance(exc, OSError)
+            and exc.filename2 == path
+            and (os.path.isdir(path) or not os.path.isdir(folder))
+        ):
+            # (any other failure: a second write in place could leave half a
+            # file where the original had one)
             raise
-        # os.replace failed (the target is a folder...): torch.save's own error,
-        # as above
+        # os.replace failed as the target is a folder, or the folder went
+        # away: torch.save's own error, as above
         torch.save(obj, f, *args, **kwargs)
 
 

@@ -115,10 +115,16 @@ def _found(module: nn.Module) -> Any:
 def _still_part(prepared: Any, module: nn.Module) -> bool:
     """Is ``module`` still a part of ``prepared``? One removed since (``del
     model.aux``, ``model.aux = None``) is not watched from now on."""
-    if _name(prepared, module) is not None:
-        return True
-    _OWNERS.pop(module, None)
-    return False
+    return _kept_path(prepared, module) is not None
+
+
+def _kept_path(prepared: Any, module: nn.Module) -> str | None:
+    """``_path``; a module no longer a part of ``prepared`` is not watched from
+    now on (``_still_part``)."""
+    path = _path(prepared, module)
+    if path is None:
+        _OWNERS.pop(module, None)
+    return path
 
 
 def _owner(module: nn.Module) -> Any:
@@ -236,9 +242,8 @@ def _on_parameter(module: nn.Module, name: str, param: Any) -> None:
         # a new value for one it has (load_state_dict(assign=True)): left to
         # the strategy's check at the backward, as before
         return None
-    path = _path(prepared, module)
-    if path is None:
-        _OWNERS.pop(module, None)  # removed from the model: not watched
+    path = _kept_path(prepared, module)
+    if path is None:  # removed from the model: not watched
         return None
     written = sys._getframe(2).f_code.co_name == "__setattr__"
     call = (
@@ -256,11 +261,13 @@ def _on_module(parent: nn.Module, name: str, submodule: Any) -> None:
     prepared = _found(parent)
     if prepared is None or submodule is None:
         return None
+    if parent._modules.get(name) is submodule:
+        return None  # `self.block = self.block`: nothing new
     if prepared._registering:
         pass  # PreparedModule checked it
-    elif not _still_part(prepared, parent):
-        return None
     elif _in_a_forward():
+        if not _still_part(prepared, parent):
+            return None
         # A layer built in a forward (`if self.bn is None: self.bn =
         # nn.BatchNorm1d(c)`): its BatchNorm layers normalise by the global
         # batch as the prepared ones do (a class swap, no collective: a forward
@@ -273,7 +280,10 @@ def _on_module(parent: nn.Module, name: str, submodule: Any) -> None:
             [f"{name}.{b}" for b, _ in submodule.named_buffers()],
         )
     else:
-        prepared._late(f"{_path(prepared, parent)}.{name} = ...", submodule)
+        path = _kept_path(prepared, parent)
+        if path is None:
+            return None
+        prepared._late(f"{path}.{name} = ...", submodule)
     adopt(prepared, submodule)
     return None
 

@@ -193,7 +193,7 @@ _FACTS, _LAST = 1, HEADER_SIZE
 
 
 def sum_shares(
-    comm: Any, weighted: torch.Tensor | None, fraction: float
+    comm: Any, weighted: torch.Tensor | None, fraction: float, last: bool = False
 ) -> torch.Tensor | None:
     """The sum of the ranks' weighted losses, where a rank may have none.
 
@@ -207,11 +207,11 @@ def sum_shares(
     its fraction, its size, its dimensions and their sizes, ...]`` in one
     all-reduce (``shares_packet``; a rank with ``None`` sends zeros and learns
     the others' shape); a tensor of more than one element then takes a second
-    all-reduce of its values (``shares_result``).
+    all-reduce of its values (``shares_result``). ``last``: the value is the
+    loss last given to ``accel.backward`` (``Runtime.global_loss``).
     """
-    return shares_result(
-        comm, comm.all_reduce(shares_packet(comm, weighted, fraction), "sum"), weighted
-    )
+    packet = shares_packet(comm, weighted, fraction, last=last)
+    return shares_result(comm, comm.all_reduce(packet, "sum"), weighted)
 
 
 def shares_packet(

@@ -311,11 +311,12 @@ class ThreadComm:
         self._sent: list[torch.Tensor] = []
         self._total: torch.Tensor | None = None
         self.started = 0  # all_reduce_async calls, every rank's
+        self.gone = False
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
         with self._lock:
             self._sent.append(tensor.detach().clone())
-        if self._barrier.wait() == 0:
+        if self._barrier.wait(timeout=2 if self.gone else 10) == 0:
             self._total = torch.stack(self._sent).sum(0)
         self._barrier.wait()
         total = self._total
@@ -324,6 +325,11 @@ class ThreadComm:
             self._sent = []
         self._barrier.wait()
         return total.clone()
+
+    def abort(self) -> None:
+        """A rank raised (its process ended): the others' next collective
+        fails (BrokenBarrierError, a RuntimeError) after a wait for it."""
+        self.gone = True
 
     def all_reduce_async(self, tensor: torch.Tensor, op: Any = "sum") -> PendingReduce:
         self.started += 1
@@ -379,12 +385,43 @@ def _runtimes(comm: ThreadComm) -> list[Runtime]:
     return runtimes
 
 
-def _steps(world: int, none_at: list[int | None]) -> tuple[list[list[Any]], int]:
+def _log(runtime: Runtime, value: Any) -> Any:
+    """A script's helper that logs a value (called from two lines below)."""
+    return runtime.global_loss(value)
+
+
+def _ask(runtime: Runtime, shape: str, loss: Any, empty: bool) -> Any:
+    """How the script asks for the loss's global value, at one step: ``one``
+    line; a ``loop`` over two logged parts and the loss at one line; a
+    ``helper`` called for a part and for the loss from two lines; ``if``/else
+    (the value at one line, None at another). The results of every call."""
+    part = None if empty else loss * 0.5
+    if shape == "one":
+        return [runtime.global_loss(None if empty else loss)]
+    if shape == "loop":
+        got = []
+        for value in (part, part, None if empty else loss):
+            got.append(runtime.global_loss(value))
+        return got
+    if shape == "helper":
+        first = _log(runtime, part)
+        return [first, _log(runtime, None if empty else loss)]
+    if not empty:
+        return [runtime.global_loss(loss)]
+    else:
+        return [runtime.global_loss(None)]
+
+
+def _steps(
+    world: int, none_at: list[int | None], shape: str = "one"
+) -> tuple[list[list[Any]], int]:
     """Each step: every rank "backwards" its loss (what ``accel.backward`` does
     with it: recorded, its reduction started where the script asks for it),
-    then asks ``global_loss`` of it at one line, the rank ``none_at[step]``
-    with ``None`` (``accel.global_loss(loss if len(y) else None)``). The
-    results by step and rank, and how many reductions were started."""
+    then asks ``global_loss`` of it as ``shape`` says (``_ask``), the rank
+    ``none_at[step]`` with ``None`` and an empty share (fraction 0, the
+    others' 1 / (world - 1)). The results by step and rank (an error raised
+    where a rank raised; a rank that raised stops), and how many reductions
+    were started."""
     comm = ThreadComm(world)
     runtimes = _runtimes(comm)
     results: list[list[Any]] = [[None] * world for _ in none_at]
@@ -393,9 +430,15 @@ def _steps(world: int, none_at: list[int | None]) -> tuple[list[list[Any]], int]
         runtime = runtimes[i]
         for step, empty in enumerate(none_at):
             loss = torch.tensor(float(10 * step + i + 1))
-            runtime.record_losses([loss], 1 / world)
+            share = 1 / world if empty is None else 1 / (world - 1)
+            runtime.record_losses([loss], 0.0 if empty == i else share)
             runtime.start_loss_reduce(loss)
-            results[step][i] = runtime.global_loss(None if empty == i else loss)
+            try:
+                results[step][i] = _ask(runtime, shape, loss, empty == i)
+            except RuntimeError as error:
+                results[step][i] = error
+                comm.abort()
+                return
 
     # (daemons: a rank left waiting must not keep the test process alive)
     threads = [
@@ -409,6 +452,12 @@ def _steps(world: int, none_at: list[int | None]) -> tuple[list[list[Any]], int]
     return results, comm.started
 
 
+def _expected(world: int, step: int, empty: int | None) -> float:
+    """The global loss of the step: the mean over the ranks with a share."""
+    ranks = [i for i in range(world) if i != empty]
+    return sum(10 * step + i + 1 for i in ranks) / len(ranks)
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_a_rank_with_none_takes_part_in_the_reduction_started_in_backward(
     world: int,
@@ -416,13 +465,75 @@ def test_a_rank_with_none_takes_part_in_the_reduction_started_in_backward(
     """Once the script asks for the loss's global value every step, its
     reduction starts in backward on every rank; a rank with ``None`` at that
     line takes part in it (before r32b it started an all-reduce of its own,
-    which met the others' next collective: a hang, or values mixed up)."""
+    which met the others' next collective: a hang, or values mixed up). Its
+    empty share counts nothing, as in the synchronous path of the first step
+    (rev12: the value was the same only by chance of the shares)."""
     none_at: list[int | None] = [None, None, world - 1, None, 0]
     results, started = _steps(world, none_at)
     assert started == world * (len(none_at) - 1)  # every step after the first
     for step, row in enumerate(results):
-        expected = sum(10 * step + i + 1 for i in range(world)) / world
-        assert [float(r) for r in row] == pytest.approx([expected] * world), step
+        expected = _expected(world, step, none_at[step])
+        assert [float(r[0]) for r in row] == pytest.approx([expected] * world), step
+
+
+def test_a_rank_with_none_and_a_share_of_the_loss_is_refused_not_counted() -> None:
+    """rev12: a rank that backpropagated a loss holding a share of the batch,
+    then asked for the global value with None, got a value that counted its
+    loss in the overlapped path and not in the synchronous one. The ranks
+    would need another collective to agree: refused, on that rank."""
+    comm = ThreadComm(2)
+    runtimes = _runtimes(comm)
+    results: list[Any] = [[], []]
+
+    def rank(i: int) -> None:
+        runtime = runtimes[i]
+        for step in range(2):
+            loss = torch.tensor(float(i + 1))
+            runtime.record_losses([loss], 0.5)
+            runtime.start_loss_reduce(loss)
+            try:
+                results[i].append(
+                    runtime.global_loss(None if (step, i) == (1, 1) else loss)
+                )
+            except RuntimeError as error:
+                results[i].append(error)
+
+    threads = [threading.Thread(target=rank, args=(i,), daemon=True) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert "holds a share of the global loss" in str(results[1][1])
+
+
+@pytest.mark.parametrize("shape", ["loop", "helper", "if"])
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_rank_with_none_elsewhere_than_the_asking_call_is_named(
+    world: int, shape: str
+) -> None:
+    """rev12: a rank with None took part in the overlapped reduction at any
+    call of the line that asked for it, and started a new all-reduce at
+    another line. A loop over logged parts at one line, or a helper called
+    from two lines, gave that rank the values shifted by one (silent); None
+    in the else of an if/else met the others' next collective (gloo aborted,
+    or a hang). The site is now every frame of the script's and the count of
+    calls there since the backward: anywhere else a named error, on that
+    rank, before any collective of its own."""
+    none_at: list[int | None] = [None, None, None, world - 1]
+    results, _ = _steps(world, none_at, shape)
+    for step in range(3):
+        for got in results[step]:
+            assert float(got[-1]) == pytest.approx(_expected(world, step, None))
+    error = results[3][world - 1]
+    assert isinstance(error, RuntimeError), error
+    assert "as one call" in str(error)
+    # no rank received a value shifted by one
+    for i in range(world - 1):
+        row = results[3][i]
+        assert isinstance(row, RuntimeError) or float(row[-1]) == pytest.approx(
+            _expected(world, 3, world - 1)
+        )
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -438,4 +549,4 @@ def test_a_rank_with_none_at_the_first_ask_starts_the_overlap_with_the_others(
     assert started == world * 2
     # the first step: the mean over the ranks with a value
     first = sum(i + 1 for i in range(world - 1)) / (world - 1)
-    assert [float(r) for r in results[0]] == pytest.approx([first] * world)
+    assert [float(r[0]) for r in results[0]] == pytest.approx([first] * world)

@@ -98,6 +98,37 @@ def test_save_raises_what_torch_save_raises(tmp_path: Path) -> None:
     assert os.listdir(folder) == []
 
 
+def test_save_writes_no_second_time_where_the_replace_failed_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev12: any OSError of os.replace naming the target fell back to a
+    torch.save in place, which can leave half a file where the previous
+    checkpoint was: only a folder in the target's place, or the target's
+    folder gone, falls back now; anything else is raised, the previous file
+    kept."""
+    target = tmp_path / "ck.pt"
+    torch.save({"w": 1}, target)
+
+    def refused(src: str, dst: str) -> None:
+        raise PermissionError(13, "Permission denied", src, None, dst)
+
+    monkeypatch.setattr(os, "replace", refused)
+    written: list[object] = []
+    save = torch.save
+
+    def counted(obj: object, f: object, *args: object, **kwargs: object) -> None:
+        if not hasattr(f, "write"):  # (the temporary file is a stream)
+            written.append(f)
+        save(obj, f, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch, "save", counted)
+    with pytest.raises(PermissionError):
+        accel.save({"w": 2}, target)
+    monkeypatch.undo()
+    assert written == [] and torch.load(target) == {"w": 1}
+    assert os.listdir(tmp_path) == ["ck.pt"], "no temporary file left"
+
+
 def test_device_false_pins_the_cpu() -> None:
     assert accel.device(accelerator=False).type == "cpu"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -55,7 +55,7 @@ class Strategy:
         ``late_parameters`` says the strategy takes them in: made equal on every
         process (each process built its own)."""
 
-    def without_grad(self, forward_module: nn.Module) -> nn.Module:
+    def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         """The module that runs a forward with gradients off (an evaluation,
         which may run on some processes only: no collective there)."""
         return forward_module

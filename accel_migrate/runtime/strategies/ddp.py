@@ -77,7 +77,7 @@ its wrapper.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -162,7 +162,7 @@ class DDPStrategy(Strategy):
             for param in params:
                 dist.broadcast(param.data, src=0)
 
-    def without_grad(self, forward_module: nn.Module) -> nn.Module:
+    def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         # DDP's forward after a training one broadcasts rank 0's buffers first,
         # even with gradients off: an evaluation that rank 0 alone runs (`if
         # accel.is_main_process(): evaluate(model)`) left the others out of
@@ -178,7 +178,7 @@ class DDPStrategy(Strategy):
             and config.batch_mode != "per-device"
             and config.sync_batchnorm
         ):
-            return forward_module.module
+            return _moving_inputs(forward_module)
         return forward_module
 
     def keep_local_buffers(
@@ -493,3 +493,19 @@ def _broadcast(module: nn.Module) -> None:
     with torch.no_grad():
         for tensor in [*module.parameters(), *module.buffers()]:
             dist.broadcast(tensor.data, src=0)
+
+
+def _moving_inputs(wrapper: DistributedDataParallel) -> Callable[..., Any]:
+    """The user's module under ``wrapper``, its inputs first moved to the
+    wrapper's device as DDP's forward moves them (``to_kwargs``: a CPU batch
+    given to a model on ``cuda:1``), where the wrapper has ``device_ids``."""
+    module = wrapper.module
+    device_ids = wrapper.device_ids
+    if not device_ids:
+        return module
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        moved_args, moved_kwargs = wrapper.to_kwargs(args, kwargs, device_ids[0])
+        return module(*moved_args[0], **moved_kwargs[0])
+
+    return run
