@@ -138,6 +138,69 @@ def test_a_conditional_rewrap_leaves_the_first_binding_prepared(
     assert out.count("accel.prepare_model(") == 1
 
 
+TRAINED_THEN_WRAPPED = """import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+import utils
+
+
+def main():
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    model = nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in loader:
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model = utils.MultiCropWrapper(model, utils.Head())
+    torch.save(model.state_dict(), "wrapped.pt")
+"""
+
+
+def test_a_model_trained_before_its_rewrap_keeps_its_build_prepared(
+    tmp_path: Path,
+) -> None:
+    # the loop trains the bare model; the wrapper only comes after: preparing
+    # the wrapper instead would leave the training unprepared (rev11 rw2)
+    (tmp_path / "utils.py").write_text(UTILS)
+    train = tmp_path / "train.py"
+    train.write_text(TRAINED_THEN_WRAPPED)
+    out = migrate_source(train.read_bytes(), str(train)).output.decode()  # type: ignore[union-attr]
+    assert "model = accel.prepare_model(nn.Linear(4, 4))" in out
+    assert "model = utils.MultiCropWrapper(model, utils.Head())" in out
+    assert out.count("accel.prepare_model(") == 1
+
+
+def test_a_read_between_build_and_rewrap_keeps_the_build_prepared(
+    tmp_path: Path,
+) -> None:
+    # a call on the bare model, or a function of the block above the rewrap
+    # that reads it, may use it unwrapped; a plain attribute read may not
+    (tmp_path / "utils.py").write_text(UTILS)
+    train = tmp_path / "train.py"
+    for between, first in [
+        ("student.train()\n", True),
+        ("def peek():\n    return student(x)\n", True),
+        ("width = student.out_features\n", False),
+    ]:
+        train.write_text(
+            DINO.replace(
+                "student = utils.MultiCropWrapper(",
+                between + "student = utils.MultiCropWrapper(",
+            )
+        )
+        out = migrate_source(train.read_bytes(), str(train)).output.decode()  # type: ignore[union-attr]
+        assert (
+            "student = accel.prepare_model(torch.nn.Linear(4, 4))" in out
+        ) is first, between
+        assert (
+            "student = accel.prepare_model(utils.MultiCropWrapper(" in out
+        ) is not first, between
+        assert out.count("accel.prepare_model(") == 1
+
+
 MOCO_MODEL = """
 import torch
 import torch.nn as nn
