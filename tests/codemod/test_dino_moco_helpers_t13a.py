@@ -453,6 +453,46 @@ def test_distances_to_held_proxies_and_a_numpy_read_of_the_loss(
     train.write_text(PROXY_MAIN)
     result = migrate_source(train.read_bytes(), str(train))
     out = result.output.decode()  # type: ignore[union-attr]
-    assert "losses_per_epoch.append(accel.global_loss(loss.data.cpu()).numpy())" in out
+    # the global loss of `loss` itself, copied then: the runtime knows the
+    # backpropagated loss by its identity and storage, not a CPU copy's
+    assert "losses_per_epoch.append(accel.global_loss(loss).data.cpu().numpy())" in out
     assert "gather_in_order" not in out
     assert not [f for f in result.findings if f.status == "needs-review"]
+
+
+SUMMED_NUMPY = """import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+loader = DataLoader(data, batch_size=8, shuffle=True)
+model = torch.nn.Linear(8, 2).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+losses = []
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    loss = F.mse_loss(model(x), y, reduction="sum")
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.data.cpu().numpy())
+    print(loss.detach().cpu().item(), float(loss.cpu()), loss.detach().item())
+print(np.mean(losses))
+"""
+
+
+def test_a_copied_read_of_a_summed_loss_is_made_global_before_the_copy(
+    tmp_path: Path,
+) -> None:
+    # rev11 ll2: `accel.global_loss(loss.data.cpu())` gave the runtime a CPU
+    # copy, not the loss of accel.backward: a sum was combined as a mean
+    train = tmp_path / "train.py"
+    train.write_text(SUMMED_NUMPY)
+    out = migrate_source(train.read_bytes(), str(train)).output.decode()  # type: ignore[union-attr]
+    assert 'accel.backward(loss, reduction="sum")' in out
+    assert "losses.append(accel.global_loss(loss).data.cpu().numpy())" in out
+    assert "accel.global_loss(loss).detach().cpu().item()" in out
+    assert "float(accel.global_loss(loss).cpu())" in out
+    # no copy: the same storage, which the runtime knows (unchanged)
+    assert "accel.global_loss(loss.detach()).item()" in out
+    assert "global_loss(loss.data.cpu())" not in out
