@@ -15,7 +15,10 @@
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
   is what the original script printed (``scaler.scale(loss)`` backpropagates
-  ``loss``). A sum of such losses made in that loop and only logged
+  ``loss``). Through a copy (``.cpu()``, ``.clone()``, ``.float()``) the loss
+  itself is made global, then copied (``accel.global_loss(loss).data.cpu()
+  .numpy()``): the runtime knows the loss of ``accel.backward`` by its identity
+  and storage, and would take a copy for another tensor, a mean. A sum of such losses made in that loop and only logged
   (``errD = errD_real + errD_fake``) counts as one. So does each term of a
   backpropagated sum, logged on its own (``rec`` and ``kld`` of ``loss = rec +
   kld``; ``losses["cls"]`` of ``loss = sum(losses.values())``, also in a loop over
