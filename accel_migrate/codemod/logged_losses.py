@@ -13,6 +13,7 @@ that mixes it in (which has ``index``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -434,9 +435,10 @@ class LossPlaces:
 _NUMPY_PATH = frozenset({"cpu", "detach"})
 
 
-def _same_numbers(expr: cst.BaseExpression) -> bool:
-    """Is ``expr`` a variable read through ``.data``, ``.detach()`` and ``.cpu()``
-    only (at least one of them: ``.numpy()`` needs a CPU tensor without a graph)?"""
+def _same_numbers(expr: cst.BaseExpression) -> cst.Name | None:
+    """The variable ``expr`` reads through ``.data``, ``.detach()`` and ``.cpu()``
+    only (at least one of them: ``.numpy()`` needs a CPU tensor without a graph),
+    or None."""
     steps = 0
     while True:
         if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
@@ -449,5 +451,53 @@ def _same_numbers(expr: cst.BaseExpression) -> bool:
         ):
             expr = expr.func.value
         else:
-            return steps > 0 and isinstance(expr, cst.Name)
+            return expr if steps > 0 and isinstance(expr, cst.Name) else None
         steps += 1
+
+
+#: Steps of ``stripped`` that make a new tensor (on a GPU: ``.cpu()`` copies).
+_COPIES = frozenset({"cpu", "clone", "float"})
+
+
+def copies(expr: cst.BaseExpression) -> bool:
+    """Does ``expr`` go through a step of ``stripped`` that copies the tensor
+    (``loss.detach().cpu()``)? ``accel.global_loss`` knows the loss given to
+    ``accel.backward`` by its identity and storage: a copy of it is taken for
+    another tensor (a mean), so the copy is made of the global loss instead."""
+    while True:
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            expr = expr.value
+        elif (
+            isinstance(expr, cst.Call)
+            and not expr.args
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _STRIPPED
+        ):
+            if expr.func.attr.value in _COPIES:
+                return True
+            expr = expr.func.value
+        else:
+            return False
+
+
+def with_innermost(
+    expr: cst.BaseExpression,
+    change: Callable[[cst.BaseExpression], cst.BaseExpression | None],
+) -> cst.BaseExpression | None:
+    """``expr`` with the tensor under its ``stripped`` steps changed (``loss`` in
+    ``loss.data.cpu()`` -> ``accel.global_loss(loss).data.cpu()``), or None when
+    ``change`` gives None."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+        inner = with_innermost(expr.value, change)
+        return None if inner is None else expr.with_changes(value=inner)
+    if (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _STRIPPED
+    ):
+        inner = with_innermost(expr.func.value, change)
+        if inner is None:
+            return None
+        return expr.with_changes(func=expr.func.with_changes(value=inner))
+    return change(expr)

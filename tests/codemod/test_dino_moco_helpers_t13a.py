@@ -138,6 +138,69 @@ def test_a_conditional_rewrap_leaves_the_first_binding_prepared(
     assert out.count("accel.prepare_model(") == 1
 
 
+TRAINED_THEN_WRAPPED = """import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+import utils
+
+
+def main():
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    model = nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in loader:
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model = utils.MultiCropWrapper(model, utils.Head())
+    torch.save(model.state_dict(), "wrapped.pt")
+"""
+
+
+def test_a_model_trained_before_its_rewrap_keeps_its_build_prepared(
+    tmp_path: Path,
+) -> None:
+    # the loop trains the bare model; the wrapper only comes after: preparing
+    # the wrapper instead would leave the training unprepared (rev11 rw2)
+    (tmp_path / "utils.py").write_text(UTILS)
+    train = tmp_path / "train.py"
+    train.write_text(TRAINED_THEN_WRAPPED)
+    out = migrate_source(train.read_bytes(), str(train)).output.decode()  # type: ignore[union-attr]
+    assert "model = accel.prepare_model(nn.Linear(4, 4))" in out
+    assert "model = utils.MultiCropWrapper(model, utils.Head())" in out
+    assert out.count("accel.prepare_model(") == 1
+
+
+def test_a_read_between_build_and_rewrap_keeps_the_build_prepared(
+    tmp_path: Path,
+) -> None:
+    # a call on the bare model, or a function of the block above the rewrap
+    # that reads it, may use it unwrapped; a plain attribute read may not
+    (tmp_path / "utils.py").write_text(UTILS)
+    train = tmp_path / "train.py"
+    for between, first in [
+        ("student.train()\n", True),
+        ("def peek():\n    return student(x)\n", True),
+        ("width = student.out_features\n", False),
+    ]:
+        train.write_text(
+            DINO.replace(
+                "student = utils.MultiCropWrapper(",
+                between + "student = utils.MultiCropWrapper(",
+            )
+        )
+        out = migrate_source(train.read_bytes(), str(train)).output.decode()  # type: ignore[union-attr]
+        assert (
+            "student = accel.prepare_model(torch.nn.Linear(4, 4))" in out
+        ) is first, between
+        assert (
+            "student = accel.prepare_model(utils.MultiCropWrapper(" in out
+        ) is not first, between
+        assert out.count("accel.prepare_model(") == 1
+
+
 MOCO_MODEL = """
 import torch
 import torch.nn as nn
@@ -390,6 +453,46 @@ def test_distances_to_held_proxies_and_a_numpy_read_of_the_loss(
     train.write_text(PROXY_MAIN)
     result = migrate_source(train.read_bytes(), str(train))
     out = result.output.decode()  # type: ignore[union-attr]
-    assert "losses_per_epoch.append(accel.global_loss(loss.data.cpu()).numpy())" in out
+    # the global loss of `loss` itself, copied then: the runtime knows the
+    # backpropagated loss by its identity and storage, not a CPU copy's
+    assert "losses_per_epoch.append(accel.global_loss(loss).data.cpu().numpy())" in out
     assert "gather_in_order" not in out
     assert not [f for f in result.findings if f.status == "needs-review"]
+
+
+SUMMED_NUMPY = """import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+loader = DataLoader(data, batch_size=8, shuffle=True)
+model = torch.nn.Linear(8, 2).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+losses = []
+for x, y in loader:
+    x, y = x.cuda(), y.cuda()
+    loss = F.mse_loss(model(x), y, reduction="sum")
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.data.cpu().numpy())
+    print(loss.detach().cpu().item(), float(loss.cpu()), loss.detach().item())
+print(np.mean(losses))
+"""
+
+
+def test_a_copied_read_of_a_summed_loss_is_made_global_before_the_copy(
+    tmp_path: Path,
+) -> None:
+    # rev11 ll2: `accel.global_loss(loss.data.cpu())` gave the runtime a CPU
+    # copy, not the loss of accel.backward: a sum was combined as a mean
+    train = tmp_path / "train.py"
+    train.write_text(SUMMED_NUMPY)
+    out = migrate_source(train.read_bytes(), str(train)).output.decode()  # type: ignore[union-attr]
+    assert 'accel.backward(loss, reduction="sum")' in out
+    assert "losses.append(accel.global_loss(loss).data.cpu().numpy())" in out
+    assert "accel.global_loss(loss).detach().cpu().item()" in out
+    assert "float(accel.global_loss(loss).cpu())" in out
+    # no copy: the same storage, which the runtime knows (unchanged)
+    assert "accel.global_loss(loss.detach()).item()" in out
+    assert "global_loss(loss.data.cpu())" not in out

@@ -26,7 +26,10 @@ Each construction is wrapped where it is built:
 - a model rebuilt around itself in the same block, after every other place
   that builds it (DINO's ``student = MultiCropWrapper(student, DINOHead(...))``):
   the wrapper, whose head the optimizer trains too, not the bare backbone
-  (``codemod/model_rewraps.py``).
+  (``codemod/model_rewraps.py``), when nothing but ``name = model.attribute``
+  reads the model between its build and the rewrap; a model trained first and
+  wrapped after (``model = Calibrated(model, head)`` below the loop) has its
+  build prepared.
 
 An optimizer over the parameter groups a local module's function hands back
 for one model (DINO's ``AdamW(utils.get_params_groups(student))``: every return

@@ -15,7 +15,10 @@
   script backpropagates, in the same loop as its ``backward``, becomes
   ``accel.global_loss(loss).item()``: the loss of the whole global batch, which
   is what the original script printed (``scaler.scale(loss)`` backpropagates
-  ``loss``). A sum of such losses made in that loop and only logged
+  ``loss``). Through a copy (``.cpu()``, ``.clone()``, ``.float()``) the loss
+  itself is made global, then copied (``accel.global_loss(loss).data.cpu()
+  .numpy()``): the runtime knows the loss of ``accel.backward`` by its identity
+  and storage, and would take a copy for another tensor, a mean. A sum of such losses made in that loop and only logged
   (``errD = errD_real + errD_fake``) counts as one. So does each term of a
   backpropagated sum, logged on its own (``rec`` and ``kld`` of ``loss = rec +
   kld``; ``losses["cls"]`` of ``loss = sum(losses.values())``, also in a loop over
@@ -111,7 +114,7 @@ from ..divergence import Divergence
 from ..file_tests import collective_note, racy_file_test
 from ..handed_losses import handed_loss_reads, step_reads
 from ..log_channels import TQDM_WRITE, progress_log
-from ..logged_losses import LossPlaces, stripped
+from ..logged_losses import LossPlaces, copies, stripped, with_innermost
 from ..patterns import counts_samples
 from ..printed_batch_values import BatchValues
 from ..project_facts import HelperFact
@@ -297,6 +300,17 @@ class PrintMainProcess(BatchValues, LossPlaces, Rule):
         self._report_global(original, "logged loss", concern)
         return self.runtime_call("global_loss", args + weight)
 
+    def _global_read(
+        self, original: cst.Call, tensor: cst.BaseExpression
+    ) -> cst.BaseExpression | None:
+        """``_global`` of the tensor a read reads: of the variable under a copy
+        (``loss.data.cpu().numpy()`` -> ``accel.global_loss(loss).data.cpu()
+        .numpy()``), as the runtime knows the backpropagated loss by its
+        identity and storage, not a copy's; of ``tensor`` itself otherwise."""
+        if copies(tensor):
+            return with_innermost(tensor, lambda inner: self._global(original, inner))
+        return self._global(original, tensor)
+
     def _report_global(self, read: cst.Call, what: str, concern: str) -> None:
         """The finding of a loss read made ``accel.global_loss(...)``: fixed, or
         needs-review where the loss's reduction is not known (as AM007 says at
@@ -324,13 +338,13 @@ class PrintMainProcess(BatchValues, LossPlaces, Rule):
             func = updated_node.func
             if isinstance(original_node.func, cst.Attribute):  # x.item()
                 assert isinstance(func, cst.Attribute)
-                receiver = self._global(original_node, func.value)
+                receiver = self._global_read(original_node, func.value)
                 if receiver is not None:
                     return updated_node.with_changes(
                         func=func.with_changes(value=receiver)
                     )
             else:
-                receiver = self._global(original_node, updated_node.args[0].value)
+                receiver = self._global_read(original_node, updated_node.args[0].value)
                 if receiver is not None:
                     return updated_node.with_changes(
                         args=[updated_node.args[0].with_changes(value=receiver)]
