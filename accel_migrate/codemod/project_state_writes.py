@@ -27,28 +27,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .state_write_names import STATE_WRITES
+
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
     from .project_facts import HelperFact
-
-#: In-place tensor methods that write a tensor from their arguments.
-_WRITES = frozenset(
-    {
-        "index_copy_",
-        "index_add_",
-        "index_put_",
-        "index_fill_",
-        "scatter_",
-        "scatter_add_",
-        "masked_scatter_",
-        "copy_",
-        "add_",
-        "sub_",
-        "mul_",
-        "div_",
-        "lerp_",
-    }
-)
 
 
 def state_writes(cls: ast.ClassDef) -> str:
@@ -148,7 +131,7 @@ def _written_buffer(node: ast.AST, buffers: set[str]) -> str:
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr in _WRITES
+        and node.func.attr in STATE_WRITES
     ):
         receiver = node.func.value
         while isinstance(receiver, ast.Subscript):
