@@ -133,13 +133,25 @@ def _written_buffer(node: ast.AST, buffers: set[str]) -> str:
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in STATE_WRITES
     ):
+        # the tensor a chain of writes writes (`self.n.mul_(d).add_(x)`, as
+        # the rule's `_written`), and every argument of the chain
+        parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
         receiver = node.func.value
-        while isinstance(receiver, ast.Subscript):
-            receiver = receiver.value
+        while True:
+            if (
+                isinstance(receiver, ast.Call)
+                and isinstance(receiver.func, ast.Attribute)
+                and receiver.func.attr in STATE_WRITES
+            ):
+                parts += [*receiver.args, *(k.value for k in receiver.keywords)]
+                receiver = receiver.func.value
+            elif isinstance(receiver, ast.Subscript):
+                parts.append(receiver.slice)
+                receiver = receiver.value
+            else:
+                break
         name = _self_name(receiver)
-        if name in buffers and _reads_other(
-            [*node.args, *(k.value for k in node.keywords)]
-        ):
+        if name in buffers and _reads_other(parts):
             return name
     return ""
 

@@ -412,6 +412,21 @@ class RunningMoments(nn.Module):
         return out
 
 
+class Codebook(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim, dim)
+        self.register_buffer("cluster_size", torch.zeros(dim))
+        self.register_buffer("steps", torch.zeros(1))
+
+    def forward(self, x):
+        out = self.net(x)
+        counts = out.detach().sum(0)
+        self.cluster_size.mul_(0.99).add_(counts, alpha=0.01)
+        self.steps.mul_(1.0).add_(1)
+        return out
+
+
 class Peaks(nn.Module):
     def __init__(self, dim):
         super().__init__()
@@ -439,4 +454,7 @@ def test_a_local_class_counts_every_write_the_rule_counts() -> None:
     assert "addcmul_" in found
     found = state_writes(classes["Peaks"])
     assert "`Peaks.forward` writes the buffer `self.peak`" in found
+    # a chain of writes, as the rule reads one in the file
+    found = state_writes(classes["Codebook"])
+    assert "`Codebook.forward` writes the buffer `self.cluster_size`" in found
     assert project_state_writes.STATE_WRITES is batch_state_writes.STATE_WRITES
