@@ -4,8 +4,8 @@ make is; and paths that name a different file on each process."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 import libcst.matchers as m
@@ -84,11 +84,14 @@ def per_process(index: ModuleIndex, expr: cst.BaseExpression, depth: int = 0) ->
     return False
 
 
-@lru_cache(maxsize=8)
 def _temp_folders(index: ModuleIndex) -> frozenset[object]:
     """The keys of the names a ``with tempfile.TemporaryDirectory() as tempdir:``
     binds (the nn.Transformer language-model tutorial keeps its best weights in
-    one): a folder each process makes for itself, as ``tempfile.mkdtemp()``."""
+    one): a folder each process makes for itself, as ``tempfile.mkdtemp()``.
+    Computed once per tree."""
+    cached = _TEMP_FOLDERS.get(index)
+    if cached is not None:
+        return cached
     found: set[object] = set()
     for item in findall(index.module, m.WithItem()):
         asname = item.asname  # type: ignore[attr-defined]
@@ -101,4 +104,9 @@ def _temp_folders(index: ModuleIndex) -> frozenset[object]:
         key = index.key(asname.name)
         if key is not None:
             found.add(key)
-    return frozenset(found)
+    cached = _TEMP_FOLDERS[index] = frozenset(found)
+    return cached
+
+
+#: Per module index (one per tree), weakly: a cache that keeps no tree alive.
+_TEMP_FOLDERS: WeakKeyDictionary[ModuleIndex, frozenset[object]] = WeakKeyDictionary()

@@ -27,28 +27,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .state_write_names import STATE_WRITES
+
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
     from .project_facts import HelperFact
-
-#: In-place tensor methods that write a tensor from their arguments.
-_WRITES = frozenset(
-    {
-        "index_copy_",
-        "index_add_",
-        "index_put_",
-        "index_fill_",
-        "scatter_",
-        "scatter_add_",
-        "masked_scatter_",
-        "copy_",
-        "add_",
-        "sub_",
-        "mul_",
-        "div_",
-        "lerp_",
-    }
-)
 
 
 def state_writes(cls: ast.ClassDef) -> str:
@@ -148,15 +131,27 @@ def _written_buffer(node: ast.AST, buffers: set[str]) -> str:
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr in _WRITES
+        and node.func.attr in STATE_WRITES
     ):
+        # the tensor a chain of writes writes (`self.n.mul_(d).add_(x)`, as
+        # the rule's `_written`), and every argument of the chain
+        parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
         receiver = node.func.value
-        while isinstance(receiver, ast.Subscript):
-            receiver = receiver.value
+        while True:
+            if (
+                isinstance(receiver, ast.Call)
+                and isinstance(receiver.func, ast.Attribute)
+                and receiver.func.attr in STATE_WRITES
+            ):
+                parts += [*receiver.args, *(k.value for k in receiver.keywords)]
+                receiver = receiver.func.value
+            elif isinstance(receiver, ast.Subscript):
+                parts.append(receiver.slice)
+                receiver = receiver.value
+            else:
+                break
         name = _self_name(receiver)
-        if name in buffers and _reads_other(
-            [*node.args, *(k.value for k in node.keywords)]
-        ):
+        if name in buffers and _reads_other(parts):
             return name
     return ""
 

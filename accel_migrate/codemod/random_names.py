@@ -94,17 +94,14 @@ def random_transform(qualname: str) -> bool:
 
 #: torchvision's detection models whose region proposal network and RoI heads
 #: sample the anchors and proposals they train on in train mode
-#: (``BalancedPositiveNegativeSampler``: ``torch.randperm`` per image), by the
-#: start of the last part of their name, lower-cased: the builders
-#: (``fasterrcnn_resnet50_fpn``) and the classes (``FasterRCNN``,
-#: ``RegionProposalNetwork``, ``RoIHeads``).
-_SAMPLING_DETECTION = (
-    "fasterrcnn",
-    "maskrcnn",
-    "keypointrcnn",
-    "regionproposalnetwork",
-    "roiheads",
+#: (``BalancedPositiveNegativeSampler``: ``torch.randperm`` per image): the
+#: classes, by their exact names (not ``MaskRCNNPredictor`` nor
+#: ``KeypointRCNNHeads``, layers that draw nothing), and the builders, by the
+#: prefix of theirs (``fasterrcnn_resnet50_fpn``).
+_SAMPLING_CLASSES = frozenset(
+    {"FasterRCNN", "MaskRCNN", "KeypointRCNN", "RegionProposalNetwork", "RoIHeads"}
 )
+_SAMPLING_BUILDERS = ("fasterrcnn_", "maskrcnn_", "keypointrcnn_")
 
 
 def sampling_model(qualname: str) -> bool:
@@ -113,5 +110,5 @@ def sampling_model(qualname: str) -> bool:
     samples anchors and proposals with ``torch.randperm`` for each image?"""
     if not qualname.startswith("torchvision.models.detection."):
         return False
-    last = qualname.rsplit(".", 1)[-1].lower()
-    return last.startswith(_SAMPLING_DETECTION)
+    last = qualname.rsplit(".", 1)[-1]
+    return last in _SAMPLING_CLASSES or last.startswith(_SAMPLING_BUILDERS)

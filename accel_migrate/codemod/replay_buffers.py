@@ -13,8 +13,9 @@ A class stores what a method is handed when the method appends it (or a value
 made from it: ``samples.detach().to("cpu")``, the items of a loop over it) to a
 list it keeps on ``self`` (``.append``, ``.extend``, ``.insert``; not an item
 set by a key, as a dict of meters or an EMA's shadow weights is), and another
-of its methods picks items of it by a computed index or at random; only a
-call handed values of the batch counts. Static
+of its methods picks items of it by a computed index or at random (not a
+window of its last items, ``self.values[-self.window:]``, as a smoothed log
+reads them); only a call handed values of the batch counts. Static
 only: ``ast``.
 """
 
@@ -22,6 +23,9 @@ from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
+
+from .project_nodes import self_attribute
 
 if TYPE_CHECKING:  # the project view reads this without libcst
     import libcst as cst
@@ -70,7 +74,7 @@ def _stores(method: Definition) -> str:
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in _ADDS
-            and _self_attribute(node.func.value)
+            and self_attribute(node.func.value) is not None
             and any(_uses(a, handed) and not _number(a) for a in node.args)
         ):
             return node.func.value.attr  # type: ignore[attr-defined]
@@ -87,16 +91,7 @@ def _number(expr: ast.expr) -> bool:
 
 def _constant(node: ast.expr) -> bool:
     return all(
-        isinstance(n, (ast.Constant, ast.UnaryOp, ast.unaryop, ast.Slice))
-        for n in ast.walk(node)
-    ) and not isinstance(node, ast.Slice)
-
-
-def _self_attribute(node: ast.expr) -> bool:
-    return (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
+        isinstance(n, (ast.Constant, ast.UnaryOp, ast.unaryop)) for n in ast.walk(node)
     )
 
 
@@ -110,38 +105,89 @@ def _uses(expr: ast.AST, names: set[str]) -> bool:
 
 def _reads(method: Definition, attribute: str) -> bool:
     """Does ``method`` pick items of ``self.<attribute>`` (``self.buffer[i]``,
-    ``random.choices(self.buffer, k=n)``), as a buffer is read, not summed up
-    as a log of values is?"""
-
-    def held(node: ast.expr) -> bool:
-        return _self_attribute(node) and node.attr == attribute  # type: ignore[attr-defined]
-
+    ``random.choices(self.buffer, k=n)``, a window from a random start), as a
+    buffer is read, not summed up as a log of values is (its last value
+    ``self.values[-1]``, its last few ``self.values[-self.window:]``)?"""
+    drawn: set[str] = set()
+    for node in ast.walk(method):  # `start = random.randint(...)`, in order
+        if isinstance(node, ast.Assign) and _drawn(node.value, drawn):
+            drawn |= _names(node.targets)
     for node in ast.walk(method):
         if (
             isinstance(node, ast.Subscript)
-            and held(node.value)
-            and not _constant(node.slice)
+            and self_attribute(node.value) == attribute
+            and _picks(node.slice, drawn)
         ):
-            return True  # `self.buffer[i]`, not the last value `self.values[-1]`
+            return True
         if (
             isinstance(node, ast.Call)
-            and any(held(a) for a in node.args)
-            and any(w in ast.unparse(node.func) for w in ("choice", "sample"))
+            and any(self_attribute(a) == attribute for a in node.args)
+            and _picking(node)
         ):
             return True
     return False
 
 
-def local_stored(cls: cst.ClassDef) -> tuple[tuple[str, str], ...]:
-    """``stored`` of a class of this file (read again with ``ast``)."""
+def _picking(call: ast.Call) -> bool:
+    """``random.choices(...)``, ``random.sample(...)``: picks at random."""
+    return any(w in ast.unparse(call.func) for w in ("choice", "sample"))
+
+
+def _draw(call: ast.Call) -> bool:
+    """``random.randint(...)``, ``np.random.choice(...)``, ``torch.randint``."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return (
+        name.startswith("rand")
+        or name == "integers"
+        or any(w in name for w in ("choice", "sample"))
+    )
+
+
+def _drawn(expr: ast.AST, drawn: set[str]) -> bool:
+    """Is ``expr`` a random draw, or made from one (``drawn``: names bound so)?"""
+    return any(
+        (isinstance(n, ast.Call) and _draw(n))
+        or (isinstance(n, ast.Name) and n.id in drawn)
+        for n in ast.walk(expr)
+    )
+
+
+def _picks(index: ast.expr, drawn: set[str]) -> bool:
+    """Does the index ``index`` pick items: a computed position (``i``), or a
+    window from a random start (``[start:start + n]``, ``start`` drawn)? A
+    constant (``[-1]``) or a window (``[-self.window:]``) is a log's read."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    for part in parts:
+        if isinstance(part, ast.Slice):
+            bounds = (part.lower, part.upper, part.step)
+            if any(b is not None and _drawn(b, drawn) for b in bounds):
+                return True
+        elif not _constant(part):
+            return True
+    return False
+
+
+def local_stored(index: ModuleIndex, cls: cst.ClassDef) -> tuple[tuple[str, str], ...]:
+    """``stored`` of a class of this file (read again with ``ast``), once per
+    class of each tree: every call a training step makes of a method asks."""
     import libcst as cst
 
-    try:
-        tree = ast.parse(cst.Module([]).code_for_node(cls).strip())
-    except SyntaxError:
-        return ()
-    node = tree.body[0] if tree.body else None
-    return stored(node) if isinstance(node, ast.ClassDef) else ()
+    known = _LOCAL_STORED.setdefault(index, {})
+    if cls not in known:
+        try:
+            tree = ast.parse(cst.Module([]).code_for_node(cls).strip())
+        except SyntaxError:
+            tree = ast.Module(body=[], type_ignores=[])
+        node = tree.body[0] if tree.body else None
+        known[cls] = stored(node) if isinstance(node, ast.ClassDef) else ()
+    return known[cls]
+
+
+#: Per module index (one per tree), ``local_stored`` of each class asked about.
+_LOCAL_STORED: WeakKeyDictionary[
+    ModuleIndex, dict[cst.ClassDef, tuple[tuple[str, str], ...]]
+] = WeakKeyDictionary()
 
 
 def buffer_push(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
@@ -170,7 +216,7 @@ def buffer_push(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         return None  # handed nothing of the batch (an EMA handed the model)
     method = func.attr.value
     for cls in sorted(instance_classes(index, func.value), key=lambda c: c.name.value):
-        attribute = dict(local_stored(cls)).get(method)
+        attribute = dict(local_stored(index, cls)).get(method)
         if attribute:
             return f"`{cls.name.value}.{method}`", attribute
     for fact in sorted(instance_facts(index, func.value), key=lambda f: f.name):

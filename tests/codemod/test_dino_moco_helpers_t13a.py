@@ -496,3 +496,68 @@ def test_a_copied_read_of_a_summed_loss_is_made_global_before_the_copy(
     # no copy: the same storage, which the runtime knows (unchanged)
     assert "accel.global_loss(loss.detach()).item()" in out
     assert "global_loss(loss.data.cpu())" not in out
+
+
+SECOND_MOMENTS = """
+import torch
+import torch.nn as nn
+
+
+class RunningMoments(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim, dim)
+        self.register_buffer("second", torch.zeros(dim))
+
+    def forward(self, x):
+        out = self.net(x)
+        self.second.addcmul_(out.mean(0), out.mean(0), value=0.01)
+        return out
+
+
+class Codebook(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim, dim)
+        self.register_buffer("cluster_size", torch.zeros(dim))
+        self.register_buffer("steps", torch.zeros(1))
+
+    def forward(self, x):
+        out = self.net(x)
+        counts = out.detach().sum(0)
+        self.cluster_size.mul_(0.99).add_(counts, alpha=0.01)
+        self.steps.mul_(1.0).add_(1)
+        return out
+
+
+class Peaks(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim, dim)
+        self.register_buffer("peak", torch.zeros(4, dim))
+
+    def forward(self, x, group):
+        out = self.net(x)
+        self.peak.scatter_reduce_(0, group, out.detach(), reduce="amax")
+        return out
+"""
+
+
+def test_a_local_class_counts_every_write_the_rule_counts() -> None:
+    # one set of in-place writes for AM032 in the file and in a local module:
+    # `addcmul_`, `scatter_reduce_` were the rule's only
+    from accel_migrate.codemod import project_state_writes
+    from accel_migrate.codemod.rules import batch_state_writes
+
+    classes = {
+        n.name: n for n in ast.parse(SECOND_MOMENTS).body if isinstance(n, ast.ClassDef)
+    }
+    found = state_writes(classes["RunningMoments"])
+    assert "`RunningMoments.forward` writes the buffer `self.second`" in found
+    assert "addcmul_" in found
+    found = state_writes(classes["Peaks"])
+    assert "`Peaks.forward` writes the buffer `self.peak`" in found
+    # a chain of writes, as the rule reads one in the file
+    found = state_writes(classes["Codebook"])
+    assert "`Codebook.forward` writes the buffer `self.cluster_size`" in found
+    assert project_state_writes.STATE_WRITES is batch_state_writes.STATE_WRITES

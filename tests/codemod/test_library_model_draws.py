@@ -79,6 +79,15 @@ def _findings(tmp_path: Path, model: str, loader: str = LOADER) -> list[str]:
         ("torchvision.models.detection.rpn.RegionProposalNetwork", True),
         ("torchvision.models.detection.roi_heads.RoIHeads", True),
         ("torchvision.models.detection.retinanet_resnet50_fpn", False),
+        # layers of those models, which draw nothing: the class names exactly
+        ("torchvision.models.detection.mask_rcnn.MaskRCNN", True),
+        ("torchvision.models.detection.keypoint_rcnn.KeypointRCNN", True),
+        ("torchvision.models.detection.mask_rcnn.MaskRCNNPredictor", False),
+        ("torchvision.models.detection.mask_rcnn.MaskRCNNHeads", False),
+        ("torchvision.models.detection.keypoint_rcnn.KeypointRCNNHeads", False),
+        ("torchvision.models.detection.keypoint_rcnn.KeypointRCNNPredictor", False),
+        ("torchvision.models.detection.faster_rcnn.FastRCNNPredictor", False),
+        ("torchvision.models.detection.FasterRCNN_ResNet50_FPN_Weights", False),
         ("torchvision.models.resnet18", False),
     ],
 )
@@ -128,3 +137,18 @@ def test_not_reported_without_a_sampling_model_or_a_loader(tmp_path: Path) -> No
         )
         == []
     )
+
+
+def test_a_replaced_predictor_is_no_second_sampling_model(tmp_path: Path) -> None:
+    # the fine-tuning tutorial's shape: the heads' layers replaced on a Mask
+    # R-CNN; `MaskRCNNPredictor` is a layer, which draws nothing of its own
+    model = (
+        "torchvision.models.detection.maskrcnn_resnet50_fpn(num_classes=3)\n"
+        "from torchvision.models.detection.mask_rcnn import MaskRCNNPredictor\n"
+        "model.roi_heads.mask_predictor = MaskRCNNPredictor(256, 256, 3)"
+    )
+    found = _findings(tmp_path, model)
+    assert len(found) == 1, found
+    assert found[0].startswith("7: AM020 [needs-review]")
+    assert "maskrcnn_resnet50_fpn` builds a model that draws" in found[0]
+    assert "MaskRCNNPredictor" not in "\n".join(found)

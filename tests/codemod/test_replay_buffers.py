@@ -102,3 +102,83 @@ def test_a_buffer_of_the_file_filled_in_the_step(tmp_path: Path) -> None:
     found = _findings(source, tmp_path / "train.py")
     assert len(found) == 1, found
     assert "`SampleBuffer.push` keeps what" in found[0]
+
+
+WINDOWS = """
+import random
+
+import torch
+
+
+class LossWindow:
+    def __init__(self, window=20):
+        self.window = window
+        self.values = []
+
+    def update(self, value):
+        self.values.append(value.detach())
+
+    def recent(self):
+        return torch.stack(self.values[-self.window:]).mean()
+
+    def last(self):
+        return self.values[-1]
+
+
+class ChunkBuffer:
+    def __init__(self):
+        self.buffer = []
+
+    def push(self, samples):
+        self.buffer.extend(samples.detach())
+
+    def get(self, n):
+        start = random.randint(0, len(self.buffer) - n)
+        return torch.stack(self.buffer[start:start + n])
+"""
+
+
+def test_a_window_of_the_last_values_is_a_log_not_a_buffer(tmp_path: Path) -> None:
+    # a slice is a window, not a pick: a smoothed log of the losses; a window
+    # from a random start is a pick
+    (tmp_path / "windows.py").write_text(WINDOWS)
+    (tmp_path / "train.py").write_text("from windows import LossWindow, ChunkBuffer\n")
+    facts = dict(read_project(str(tmp_path / "train.py")).helpers)
+    assert facts["windows.LossWindow"].stored == ()
+    assert facts["windows.ChunkBuffer"].stored == (("push", "buffer"),)
+
+
+def test_a_window_of_the_file_filled_in_the_step_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    step = STEP.replace("SampleBuffer()", "ChunkBuffer()").replace(
+        "History()", "LossWindow()"
+    )
+    step = step.replace("history.add(loss.item())", "history.update(loss)")
+    step = step.replace("history.mean()", "history.recent().item()")
+    source = WINDOWS + "from torch.utils.data import DataLoader, TensorDataset\n"
+    found = _findings(source + step, tmp_path / "train.py")
+    assert len(found) == 1, found
+    assert "`ChunkBuffer.push` keeps what" in found[0]
+    assert "LossWindow" not in "\n".join(found)
+
+
+def test_a_local_class_is_read_once_per_tree(tmp_path: Path, monkeypatch) -> None:
+    from accel_migrate.codemod import replay_buffers
+
+    read: list[str] = []
+
+    def counted(cls):  # type: ignore[no-untyped-def]
+        read.append(cls.name)
+        return original(cls)
+
+    original = replay_buffers.stored
+    monkeypatch.setattr(replay_buffers, "stored", counted)
+    step = STEP.replace(
+        "buffer.push(neg + 0.01 * x)",
+        "buffer.push(neg + 0.01 * x)\n    buffer.push(x)\n    buffer.push(-x)",
+    )
+    source = BUFFERS + "from torch.utils.data import DataLoader, TensorDataset\n"
+    found = _findings(source + step, tmp_path / "train.py")
+    assert len(found) == 3, found
+    assert read.count("SampleBuffer") == 1, read

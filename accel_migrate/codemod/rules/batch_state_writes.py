@@ -84,31 +84,12 @@ from ..patterns import self_attribute
 from ..project_state_writes import step_state_write
 from ..replay_buffers import buffer_push
 from ..rule import Rule
+from ..state_write_names import STATE_WRITES
 from ..subtrees import findall
 from ..trained_models import snippet
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
-
-#: In-place tensor methods that write rows picked by an index.
-_INDEXED_WRITES = frozenset(
-    {
-        "index_copy_",
-        "index_add_",
-        "index_put_",
-        "index_fill_",
-        "scatter_",
-        "scatter_add_",
-        "scatter_reduce_",
-        "masked_scatter_",
-    }
-)
-#: In-place tensor methods that update a whole tensor (or a view of it) from
-#: their arguments: a running statistic, an EMA codebook, a copied-in queue.
-_INPLACE_UPDATES = frozenset(
-    {"copy_", "add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_"}
-)
-_WRITES = _INDEXED_WRITES | _INPLACE_UPDATES
 
 
 def defer_to_batch_state_writes(rule: Rule, statement: cst.CSTNode) -> bool:
@@ -156,7 +137,7 @@ class BatchStateWrites(Rule):
                 if_migrated=True,
             )
             return
-        if not (isinstance(func, cst.Attribute) and func.attr.value in _WRITES):
+        if not (isinstance(func, cst.Attribute) and func.attr.value in STATE_WRITES):
             self._check_imported_model(node)
             return
         if self._chained(node):
@@ -281,7 +262,7 @@ class BatchStateWrites(Rule):
             and attribute.value is call
             and isinstance(outer, cst.Call)
             and outer.func is attribute
-            and attribute.attr.value in _WRITES
+            and attribute.attr.value in STATE_WRITES
         )
 
     def _check_model_state(
@@ -372,7 +353,7 @@ def _written(call: cst.Call) -> tuple[cst.BaseExpression, list[cst.CSTNode]]:
         if (
             isinstance(receiver, cst.Call)
             and isinstance(receiver.func, cst.Attribute)
-            and receiver.func.attr.value in _WRITES
+            and receiver.func.attr.value in STATE_WRITES
         ):
             args += receiver.args
             receiver = receiver.func.value
