@@ -19,12 +19,11 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-import libcst as cst
-
 from .optimizer_factories import _own_nodes, _reads
-from .patterns import argument
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from .analysis import ModuleIndex
     from .optimizer_factories import Functions
 
@@ -67,7 +66,13 @@ def grouped_argument(
 ) -> cst.BaseExpression | None:
     """The model an optimizer's ``params`` argument groups the parameters of
     (``student`` of ``utils.get_params_groups(student)``, or of a variable whose
-    every value is that call); None otherwise."""
+    every value is that call); None otherwise. (libcst is imported here: the
+    project view imports this module for ``groups_over`` on a run the cache
+    answers, which must not load libcst.)"""
+    import libcst as cst
+
+    from .patterns import argument
+
     values: list[cst.BaseExpression | None]
     if isinstance(params, cst.Call):
         values = [params]

@@ -264,16 +264,20 @@ class Runtime:
         the script has asked for it (``start_loss_reduce``), with the same
         facts; a rank with ``None`` at the call that asked for it (its site:
         ``_site``; ``accel.global_loss(loss if len(y) else None)``) takes part
-        in that one, as the others do, and anywhere else raises (a new
-        all-reduce there would meet another collective of theirs: see
-        ``_none_in_flight``). Whether the script asked is decided from the
-        facts, the same on every rank."""
+        in that one, as the others do; at any other call it takes part in a
+        new all-reduce, as the others do with their other value there. (A
+        ``None`` written at another line than the loss's, in an if/else,
+        cannot be told from that: documented, write it as one call.) Whether
+        the script asked is decided from the facts, the same on every rank."""
         site = self._site()
         in_flight = self._loss_in_flight
         if loss is None:
-            if in_flight is not None:
+            if in_flight is not None and site is not None and site == self._reduce_site:
                 self._loss_in_flight = None
-                return self._none_in_flight(site, in_flight[1], in_flight[2])
+                return self._none_in_flight(in_flight[1], in_flight[2])
+            # Elsewhere the others pass another value (a metric None on an
+            # empty share) and reduce it anew: so does this rank, and the
+            # pending reduction waits for the call that asked for it.
             sums = self.comm.all_reduce(shares_packet(self.comm, None, 0.0), "sum")
             if not self._reduce_during_backward and shares_last(sums):
                 self._reduce_during_backward, self._reduce_site = True, site
@@ -293,27 +297,15 @@ class Runtime:
         return result
 
     def _none_in_flight(
-        self, site: Site | None, pending: PendingReduce, weighted: torch.Tensor
+        self, pending: PendingReduce, weighted: torch.Tensor
     ) -> torch.Tensor | None:
-        """``accel.global_loss(None)`` while the reduction started in backward
-        waits: the other ranks take it at the call that asked for it, this rank
-        takes part in it there, and nowhere else (a new all-reduce would meet
-        another collective of theirs: values shifted by one, or a hang).
+        """``accel.global_loss(None)`` at the call that asked for the reduction
+        started in backward: this rank takes part in it, as the others do.
 
         Its result counts this rank's backward loss; the value without it (the
         synchronous path's: a rank with None counts nothing) is the same where
         that loss weighed nothing (an empty share: fraction 0, or a sum over
         nothing); else the ranks could only agree with one more collective."""
-        if site is None or site != self._reduce_site:
-            pending.result()  # (started on every rank: completed, not left)
-            raise LossSiteError(
-                f"accel.global_loss(None) on rank {self.env.rank} at "
-                f"{_where(site)}, but the global loss of this step's "
-                "accel.backward is asked for at "
-                f"{_where(self._reduce_site)}: a rank with None takes part in "
-                "that reduction only at the same call; write "
-                "`accel.global_loss(loss if ... else None)` as one call"
-            )
         sums = pending.result()
         if bool((weighted != 0).any()):
             raise LossSiteError(
@@ -432,14 +424,6 @@ def _script_frames() -> tuple[tuple[str, int], ...]:
             frames.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back  # type: ignore[assignment]
     return tuple(frames)
-
-
-def _where(site: Site | None) -> str:
-    if not site or not site[0]:
-        return "an unknown line"
-    (filename, line), calls = site[0][0], site[1]
-    where = f"{os.path.basename(filename)}:{line}"
-    return where if calls == 1 else f"{where} (call {calls} there since the backward)"
 
 
 _PACKAGE = __name__.rpartition(".")[0] + "."
