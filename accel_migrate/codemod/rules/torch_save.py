@@ -132,8 +132,9 @@ class TorchSave(ReadBack, Rule):
                 original_node,
                 "info",
                 f"torch.save into `{code_of(target)}`, a path made from a value "
-                "each process has its own of (a folder from tempfile.mkdtemp(), "
-                "os.getpid()): each process writes its own file and reads its own "
+                "each process has its own of (a folder tempfile makes, "
+                "mkdtemp() or TemporaryDirectory(), or os.getpid()): each "
+                "process writes its own file and reads its own "
                 "back, as the original did, so it is left as it is (accel.save "
                 "would write only the main process's, and the others would read "
                 "a file that is not there)",

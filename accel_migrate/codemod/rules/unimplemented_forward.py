@@ -65,8 +65,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..imported_draws import instance_facts
 from ..index_syntax import ast_class
 from ..method_steps import method_steps, training_calls
+from ..model_methods import instance_classes
 from ..rule import Rule
 from ..trained_models import snippet
 from ..unimplemented_forward import unimplemented_forward
@@ -97,6 +99,8 @@ class UnimplementedForward(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         for step in method_steps(self.index):
+            if self._built_here_without_forward(step.call):
+                continue  # (visit_Call names the class and this method already)
             own = step.own_forward
             if own is None:
                 how = (
@@ -144,6 +148,22 @@ class UnimplementedForward(Rule):
                 "calls `model(...)` on the model it is handed, with the optimizer "
                 "and loaders), and migrate again",
             )
+
+    def _built_here_without_forward(self, call: cst.Call) -> bool:
+        """The method's receiver is built in this file from a class whose
+        forward raises NotImplementedError: ``visit_Call`` reports it there."""
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        if receiver is None:
+            return False
+        for cls in instance_classes(self.index, receiver):
+            parsed = ast_class(cls)
+            if parsed is not None and unimplemented_forward(parsed):
+                return True
+        for fact in instance_facts(self.index, receiver):
+            built = fact if fact.kind == "class" else fact.model_class
+            if built is not None and built.unimplemented_forward:
+                return True
+        return False
 
     def _local(self, node: cst.Call) -> str:
         cls = self.index.local_class(node.func)
