@@ -99,21 +99,29 @@ def _mean_of_variable(node: cst.BaseExpression) -> bool:
     )
 
 
-def stripped(node: cst.BaseExpression) -> cst.BaseExpression:
-    """The tensor under ``.data``, ``.detach()``, ``.cpu()``..."""
-    while isinstance(node, (cst.Attribute, cst.Call)):
+def read_steps(node: cst.BaseExpression) -> tuple[cst.BaseExpression, list[str]]:
+    """The tensor under ``.data``, ``.detach()``, ``.cpu()``... and those steps'
+    names, outermost first (``loss.data.cpu()``: ``loss``, ["cpu", "data"])."""
+    steps: list[str] = []
+    while True:
         if (
             isinstance(node, cst.Call)
             and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in _STRIPPED
             and not node.args
         ):
+            steps.append(node.func.attr.value)
             node = node.func.value
         elif isinstance(node, cst.Attribute) and node.attr.value == "data":
+            steps.append("data")
             node = node.value
         else:
-            break
-    return node
+            return node, steps
+
+
+def stripped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor under ``.data``, ``.detach()``, ``.cpu()``..."""
+    return read_steps(node)[0]
 
 
 class LossPlaces:
@@ -432,27 +440,17 @@ class LossPlaces:
 
 
 #: Reads of a tensor's own numbers that a ``.numpy()`` read may go through.
-_NUMPY_PATH = frozenset({"cpu", "detach"})
+_NUMPY_PATH = frozenset({"data", "cpu", "detach"})
 
 
 def _same_numbers(expr: cst.BaseExpression) -> cst.Name | None:
     """The variable ``expr`` reads through ``.data``, ``.detach()`` and ``.cpu()``
     only (at least one of them: ``.numpy()`` needs a CPU tensor without a graph),
     or None."""
-    steps = 0
-    while True:
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            expr = expr.value
-        elif (
-            isinstance(expr, cst.Call)
-            and not expr.args
-            and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in _NUMPY_PATH
-        ):
-            expr = expr.func.value
-        else:
-            return expr if steps > 0 and isinstance(expr, cst.Name) else None
-        steps += 1
+    inner, steps = read_steps(expr)
+    if steps and _NUMPY_PATH.issuperset(steps) and isinstance(inner, cst.Name):
+        return inner
+    return None
 
 
 #: Steps of ``stripped`` that make a new tensor (on a GPU: ``.cpu()`` copies).
@@ -464,20 +462,7 @@ def copies(expr: cst.BaseExpression) -> bool:
     (``loss.detach().cpu()``)? ``accel.global_loss`` knows the loss given to
     ``accel.backward`` by its identity and storage: a copy of it is taken for
     another tensor (a mean), so the copy is made of the global loss instead."""
-    while True:
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-            expr = expr.value
-        elif (
-            isinstance(expr, cst.Call)
-            and not expr.args
-            and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in _STRIPPED
-        ):
-            if expr.func.attr.value in _COPIES:
-                return True
-            expr = expr.func.value
-        else:
-            return False
+    return not _COPIES.isdisjoint(read_steps(expr)[1])
 
 
 def with_innermost(
