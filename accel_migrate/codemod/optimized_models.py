@@ -27,7 +27,7 @@ from .analysis import Key, ModuleIndex
 from .helper_effects import model_method, optimizer_method
 from .names import SAME_OBJECT
 from .optimizer_helpers import factory_model
-from .param_group_helpers import grouped_argument
+from .param_group_helpers import grouped_argument, params_values
 from .patterns import argument, strip_methods
 from .subtrees import findall
 from .trained_models import (
@@ -365,12 +365,7 @@ def grouped_model(index: ModuleIndex, params: cst.BaseExpression) -> Key | None:
     """The model variable whose parameter-group method gave an optimizer its
     ``params`` argument (``SGD(policies, ...)`` with ``policies =
     model.get_optim_policies()``, or the call itself); None otherwise."""
-    values: list[cst.BaseExpression | None]
-    if isinstance(params, cst.Call):
-        values = [params]
-    else:
-        key = index.key(params)
-        values = list(index.values.get(key, [])) if key is not None else []
+    values = params_values(index, params)
     if not values or not all(isinstance(v, cst.Call) for v in values):
         return None
     found: Key | None = None

@@ -61,6 +61,19 @@ def _groups(value: ast.expr | None) -> bool:
     )
 
 
+def params_values(
+    index: ModuleIndex, params: cst.BaseExpression
+) -> list[cst.BaseExpression | None]:
+    """What an optimizer's ``params`` argument is: the call itself, or every
+    value of the variable it names."""
+    import libcst as cst
+
+    if isinstance(params, cst.Call):
+        return [params]
+    key = index.key(params)
+    return list(index.values.get(key, [])) if key is not None else []
+
+
 def grouped_argument(
     index: ModuleIndex, params: cst.BaseExpression
 ) -> cst.BaseExpression | None:
@@ -73,14 +86,8 @@ def grouped_argument(
 
     from .patterns import argument
 
-    values: list[cst.BaseExpression | None]
-    if isinstance(params, cst.Call):
-        values = [params]
-    else:
-        key = index.key(params)
-        values = list(index.values.get(key, [])) if key is not None else []
     found: cst.BaseExpression | None = None
-    for value in values:
+    for value in params_values(index, params):
         if not isinstance(value, cst.Call) or any(a.star for a in value.args):
             return None
         fact = index.helper(value.func)
