@@ -139,10 +139,22 @@ def transform_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None
     loader, which applies it to each process's share of the samples. Where the
     dataset gets it (a ``T.Compose`` handed through ``get_dataset(...,
     transform)``) need not be followed: as with torchvision's augmentations,
-    building it in the loader's file is enough."""
+    building it in the loader's file is enough. Also a call of a function of the
+    project that builds such a transform, or a torchvision random augmentation
+    (``HelperFact.augmentation``), and is not a loader or model factory."""
     if not index.project:
         return None
     fact = index.helper(call.func)
+    if (
+        fact is not None
+        and fact.kind == "function"
+        and fact.returns not in ("loader", "model")
+        and not fact.container
+        and fact.augmentation
+    ):
+        # a transform factory (`get_train_transforms()`): the augmentation it
+        # builds, torchvision's or a class of the project whose call draws
+        return f"built by {fact.where}", fact.augmentation
     if fact is None or fact.kind != "class" or fact.returns == "model":
         return None
     draw = dict(fact.draws).get("__call__")

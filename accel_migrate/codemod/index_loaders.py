@@ -159,7 +159,7 @@ class LoaderFacts:
         loaders={"train": tl, "val": vl})``: kind "loaders", ``project_callers``)."""
         from .project_callers import given_by_callers
 
-        handed = set(given_by_callers(self, "loaders"))
+        handed = set(given_by_callers(self, "loaders")) | self._item_loaders
         return (
             self.tagged(
                 lambda e: self._holds_loaders(e) or self.key(e) in handed,
@@ -167,6 +167,34 @@ class LoaderFacts:
             )
             | handed
         )
+
+    @cached_property
+    def _item_loaders(self) -> set[Key]:
+        """Dicts filled with loaders item by item, every value stored in them a
+        loader (reproduce-chexnet's ``dataloaders = {}`` then
+        ``dataloaders['train'] = DataLoader(...)``), each bound to ``{}`` only."""
+        from .patterns import is_loader_seed
+
+        stores: dict[Key, list[bool]] = {}
+        for node in subtrees.findall(self.module, m.Assign()):
+            assert isinstance(node, cst.Assign)
+            for target in node.targets:
+                if isinstance(target.target, cst.Subscript):
+                    key = self.key(target.target.value)
+                    if key is not None:
+                        stores.setdefault(key, []).append(
+                            is_loader_seed(self, node.value)
+                        )
+        return {
+            key
+            for key, seeds in stores.items()
+            if all(seeds)
+            and self.values.get(key)
+            and all(
+                isinstance(v, cst.Dict) and not v.elements
+                for v in self.values.get(key, [])
+            )
+        }
 
     def _holds_loaders(self, expr: cst.BaseExpression | None) -> bool:
         """A dict, list or tuple display (or comprehension) of data loaders, or

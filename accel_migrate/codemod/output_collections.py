@@ -1,6 +1,7 @@
 """The output collections of AM029 (``collected_outputs``): which statements
 of a loop collect one value per sample (or per batch) of the model's outputs
-into a list (``xs += v.tolist()``, ``xs.extend(v)``, ``xs.append(v)``), and
+into a list (``xs += v.tolist()``, ``xs.extend(v)``, ``xs.append(v)``, ``xs +=
+[v]``), and
 whether what they collect keeps one value per sample (``outputs_like``) or is
 a selection of rows, reported and never gathered.
 """
@@ -100,13 +101,18 @@ def _keeps_rows(index: cst.BaseSlice) -> bool:
 
 def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
     """``node`` collects outputs into a list variable: ``xs += v.tolist()``,
-    ``xs.extend(v)``, ``xs.append(v)`` with ``v`` outputs-like (``outputs_like``),
+    ``xs.extend(v)``, ``xs.append(v)`` (or ``xs += [v]``, one per batch) with ``v`` outputs-like (``outputs_like``),
     where ``xs`` is bound to an empty list (and, where also bound to something
     else, ``Collection.rebound``), never to the runtime's gather of it."""
     if isinstance(node, cst.AugAssign):
         if not isinstance(node.operator, cst.AddAssign):
             return None
         target, value, granularity = node.target, node.value, "sample"
+        single = _single_element(value)
+        if single is not None:
+            # `xs += [v]` appends one value per batch, as `xs.append(v)` does
+            # (the Kaggle notebooks' `image_preds_all += [p.cpu().numpy()]`)
+            value, granularity = single, "batch"
     elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         method = node.func.attr.value
         if method not in {"append", "extend"} or len(node.args) != 1:
@@ -124,7 +130,7 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
         value,
         m.Call(func=m.Attribute(attr=m.Name("tolist"))) | m.Call(func=m.Name("list")),
     )
-    if isinstance(node, cst.AugAssign) and not listed:
+    if isinstance(node, cst.AugAssign) and granularity == "sample" and not listed:
         return None  # `xs += v` takes a list on the right: `.tolist()` or `list(...)`
     selection = not outputs_like(value)
     if selection and granularity == "batch":
@@ -137,6 +143,15 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
         return None  # gathered already (a second run over the migrated code)
     rebound = not all(empty_list(v) for v in values)
     return Collection(node, target.value, granularity, selection, rebound)  # type: ignore[arg-type]
+
+
+def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``v`` of a one-element list display ``[v]`` (not ``[*v]``)."""
+    if isinstance(value, cst.List) and len(value.elements) == 1:
+        element = value.elements[0]
+        if isinstance(element, cst.Element):
+            return element.value
+    return None
 
 
 def empty_list(value: cst.BaseExpression | None) -> bool:
@@ -153,3 +168,63 @@ def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
         if collection is not None:
             found.append(collection)
     return found
+
+
+#: Functions that join their first argument's pieces along the first dimension.
+_JOINS = frozenset(
+    {
+        "torch.cat",
+        "torch.concat",
+        "torch.concatenate",
+        "torch.vstack",
+        "numpy.concatenate",
+        "numpy.vstack",
+        "numpy.append",
+    }
+)
+
+
+def concatenated_outputs(
+    index: ModuleIndex, loop: cst.For
+) -> list[tuple[cst.Assign, str, str]]:
+    """The statements of ``loop``'s body that grow a tensor (or array) by
+    joining it with a value of each batch, ``gt = torch.cat((gt, target), 0)``
+    (arnoweng/CheXNet's whole-set AUROC) or ``preds = np.concatenate([preds,
+    p])``, with the name bound outside the loop too (its start, an empty
+    ``torch.FloatTensor()``): over a sharded loader it ends with this process's
+    share of the rows. (statement, name, the join as written) each."""
+    found = []
+    for node in findall(loop.body, m.Assign()):
+        assert isinstance(node, cst.Assign)
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            continue
+        name = node.targets[0].target.value
+        value = node.value
+        if not isinstance(value, cst.Call) or not index.qualnames(value.func) & _JOINS:
+            continue
+        if not _first_dimension(value):
+            continue
+        pieces = value.args[0].value if value.args else None
+        if index.qualnames(value.func) & {"numpy.append"}:
+            first = pieces
+        elif isinstance(pieces, (cst.Tuple, cst.List)) and pieces.elements:
+            first = pieces.elements[0].value
+        else:
+            continue
+        if not m.matches(first, m.Name(name)):
+            continue
+        key = index.key(node.targets[0].target)
+        values = index.values.get(key, []) if key is not None else []
+        if len(values) < 2:
+            continue  # not bound before the loop: a value of this batch only
+        found.append((node, name, cst.Module([]).code_for_node(value.func)))
+    return found
+
+
+def _first_dimension(call: cst.Call) -> bool:
+    """The join is along the first dimension (its default, or 0 given)."""
+    for position, arg in enumerate(call.args):
+        named = arg.keyword.value if arg.keyword is not None else ""
+        if named in ("dim", "axis") or (arg.keyword is None and position == 1):
+            return m.matches(arg.value, m.Integer("0"))
+    return True

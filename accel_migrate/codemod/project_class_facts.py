@@ -313,7 +313,33 @@ class ClassFacts:
         lineage = (
             self._lineage(definition) if isinstance(definition, ast.ClassDef) else None
         )
-        return augmentation(definition, self.scan.functions, self._dotted, lineage)
+        found = augmentation(definition, self.scan.functions, self._dotted, lineage)
+        if found or isinstance(definition, ast.ClassDef):
+            return found
+        return self._built_transform(definition)
+
+    def _built_transform(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+        """The first draw of a transform of the project a function builds: an
+        instance of a class of the project whose ``__call__`` draws (a
+        ``get_train_transforms()`` returning ``Compose([RandomFlip(0.5)])`` of
+        its own classes, whose ``__call__`` tests ``random.random() < p``).
+        Built once, it draws each time a data loader applies it to a sample."""
+        from .class_lineage import _class_at
+
+        if self.depth > 2:
+            return ""
+        for call in ast.walk(function):
+            if not isinstance(call, ast.Call):
+                continue
+            resolved = self.resolve(call.func)
+            located = _class_at(self, resolved) if isinstance(resolved, tuple) else None
+            if located is None:
+                continue
+            where, cls = located
+            draw = dict(where._class_draws(cls, 1)).get("__call__")
+            if draw:
+                return f"{draw} in `{cls.name}.__call__`"
+        return ""
 
     def _optimizer_call(self, cls: ast.ClassDef) -> Callable[[ast.Call], bool]:
         """Does a call of ``cls``'s methods build an optimizer: a ``torch.optim``

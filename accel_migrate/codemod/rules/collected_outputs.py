@@ -7,7 +7,8 @@ of them. The rule gathers it right after the loop, in the original order:
 
 - per sample, ``results += preds.tolist()`` or ``results.extend(preds.tolist())``:
   ``results = accel.gather_in_order(results, test_loader)``;
-- per batch, ``all_preds.append(p.cpu())`` (later ``torch.cat(all_preds)``):
+- per batch, ``all_preds.append(p.cpu())`` or ``all_preds += [p.cpu()]`` (later
+  ``torch.cat(all_preds)``):
   ``all_preds = accel.gather_in_order(all_preds, test_loader, per_batch=True)``, one
   entry per original batch.
 
@@ -55,6 +56,11 @@ needs-review: it holds this process's share. The runtime checks that the values
 match the shares (one per sample, or per batch one entry as long as the batch's
 share) and fails on every process with ``GatherOrderError`` when they do not, so
 a per-batch number taken for a prediction is an error, never a wrong order.
+A tensor (or array) grown by joining itself with each batch's outputs,
+``gt = torch.cat((gt, target), 0)`` or ``preds = np.concatenate([preds, p])``
+(arnoweng/CheXNet's whole-set AUROC), is reported as needs-review: it ends
+with this process's share of the rows, and is not gathered (collected in a
+list and joined after the loop, it is).
 Values that are numbers per batch (``losses.append(loss.item())``) are AM009's.
 Each gather pickles the collection once to every process.
 
@@ -83,6 +89,7 @@ from ..output_collections import (
     Collection,
     collection_of,
     collections_in,
+    concatenated_outputs,
     empty_list,
 )
 from ..rule import Rule
@@ -123,6 +130,20 @@ class CollectedOutputs(Rule):
         if not self.index.loader_loop(node.iter)[0]:
             return
         ranking = batch_ranking(self.index, node)
+        for statement, name, join in concatenated_outputs(self.index, node):
+            if self._loop_of(statement) is not node:
+                continue  # an inner loader loop's
+            self.report(
+                statement,
+                "needs-review",
+                f"`{name}` joins the outputs of each batch of a sharded loader "
+                f"(`{join}` of itself and the batch's): it ends with this "
+                "process's share of the rows only, and a metric over it (an AUROC "
+                "over the whole set) is this process's; not gathered: collect the "
+                f"batches in a list (`{name}_list.append(...)`) and join them after "
+                "the loop, which the codemod gathers in order",
+                if_migrated=True,
+            )
         for collection in collections_in(self.index, node):
             if self._loop_of(collection.statement) is not node:
                 continue  # an inner loader loop's
@@ -136,11 +157,16 @@ class CollectedOutputs(Rule):
                         if_migrated=True,
                     )
                 continue
-            if collection.granularity == "batch" and (
-                original_place(self, collection.statement)
-                not in self.context.deferred_collections
+            if (
+                collection.granularity == "batch"
+                and not isinstance(collection.statement, cst.AugAssign)
+                and (
+                    original_place(self, collection.statement)
+                    not in self.context.deferred_collections
+                )
             ):
-                continue  # per-batch numbers and losses: AM009's
+                continue  # per-batch numbers and losses: AM009's (`xs += [v]`,
+                # which AM009 does not read, is this rule's)
             what = f"`{collection.name}`"
             read = batch_indexed_reason(
                 self.index, _target_name(collection.statement), node
