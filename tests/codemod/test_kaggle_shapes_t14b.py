@@ -170,10 +170,13 @@ def test_per_batch_numbers_as_one_element_lists_are_not_gathered(
     assert "gather_in_order(losses" not in str(result.output)
 
 
-CAT_BODY = """
+CAT_BODY = (
+    """
 train_loader = DataLoader(Leaves(16), batch_size=4, shuffle=True)
 val_loader = DataLoader(Leaves(10), batch_size=4)
-""" + TRAIN + """
+"""
+    + TRAIN
+    + """
 gt = torch.LongTensor()
 pred = torch.FloatTensor()
 probs = np.zeros((0, 3))
@@ -186,19 +189,69 @@ with torch.no_grad():
         wide = torch.cat((out, out), 1)
 print("eval acc", (pred.argmax(1) == gt).float().mean().item(), probs.shape, wide.shape)
 """
+)
 
 
 def test_tensors_grown_by_joining_batches_are_reported(tmp_path: Path) -> None:
     # arnoweng/CheXNet: `gt = torch.cat((gt, target), 0)` over the val loader,
     # then an AUROC over the whole set: each process's share only
     result = _migrate(tmp_path, CAT_BODY)
-    found = sorted(
-        (f.line, f.message) for f in result.findings if f.code == "AM029"
-    )
+    found = sorted((f.line, f.message) for f in result.findings if f.code == "AM029")
     names = [message.split("`")[1] for _, message in found]
     assert names == ["gt", "pred", "probs"], found
-    assert all(
-        f.status == "needs-review" for f in result.findings if f.code == "AM029"
-    )
+    assert all(f.status == "needs-review" for f in result.findings if f.code == "AM029")
     assert "`np.concatenate` of itself" in found[2][1]
     assert "this process's share of the rows" in found[0][1]
+
+
+PHASES = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train_model(model, optimizer, dataloaders):
+    for phase in ["train", "val"]:
+        gt = torch.FloatTensor()
+        for xb, yb in dataloaders[phase]:
+            out = model(xb).squeeze(1)
+            loss = torch.nn.functional.mse_loss(out, yb)
+            if phase == "train":
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            else:
+                gt = torch.cat((gt, yb), 0)
+        print("eval", phase, len(gt))
+
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+dataloaders = {}
+dataloaders["train"] = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16)), batch_size=4)
+dataloaders["val"] = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8)), batch_size=4)
+train_model(model, optimizer, dataloaders)
+"""
+
+
+def test_loaders_stored_item_by_item_are_loops_over_loaders(tmp_path: Path) -> None:
+    # reproduce-chexnet: `dataloaders = {}`, `dataloaders['train'] =
+    # DataLoader(...)`, then `for data in dataloaders[phase]` in train_model
+    script = tmp_path / "train.py"
+    script.write_text(PHASES)
+    result = migrate_source(PHASES, str(script), MigrateOptions())
+    found = [f for f in result.findings if f.code == "AM029"]
+    assert len(found) == 1 and "`gt` joins the outputs" in found[0].message, [
+        (f.code, f.message) for f in result.findings
+    ]
+    assert str(result.output).count("accel.prepare_dataloader(") == 2
+
+
+def test_a_dict_holding_other_values_is_not_a_loader_container(tmp_path: Path) -> None:
+    source = PHASES.replace(
+        "\ntrain_model(model, optimizer, dataloaders)",
+        '\ndataloaders["sizes"] = 3\ntrain_model(model, optimizer, dataloaders)',
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script), MigrateOptions())
+    assert not [f for f in result.findings if f.code == "AM029"]

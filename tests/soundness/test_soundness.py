@@ -1586,6 +1586,29 @@ EXPECTED: dict[str, str] = {
     # (AM006 in file mode, AM009 on predict_batchwise's collection in batch mode)
     "proxynca_recall_t13a_project": "FLAGGED",
     "proxynca_recall_t13a_project_batch": "FLAGGED",
+    # t14b (new-user trial, Kaggle-style and applied trainers): CheXNet's
+    # whole-validation AUROC from `gt = torch.cat((gt, labels), 0)` over
+    # `dataloaders[phase]` (a dict filled item by item) decides the best
+    # checkpoint and the early stop (AM028; the whole-model reload is AM004)
+    "chexnet_auroc_t14b_project": "FLAGGED",
+    "chexnet_auroc_t14b_project_batch": "FLAGGED",
+    "chexnet_state_dict_t14b_project": "FLAGGED",
+    "chexnet_state_dict_t14b_project_batch": "FLAGGED",
+    # DeepHash-pytorch DSH: the loss compares the batch with a memory of every
+    # training sample's code, filled at the loader's dataset indices (AM007)
+    "dsh_hashing_map_t14b_project": "FLAGGED",
+    "dsh_hashing_map_t14b_project_batch": "FLAGGED",
+    # a Kaggle tabular k-fold trainer: its Engine trains in engine.py (AM004 in
+    # file mode); in batch mode `Table.to_csv` writes from a method no barrier
+    # can follow (AM036, AM103)
+    "tabular_kfold_oof_t14b_project": "FLAGGED",
+    "tabular_kfold_oof_t14b_project_batch": "FLAGGED",
+    # the Cassava baseline + TTA notebooks: random flips of the project's own
+    # transform classes built by get_train_transforms() (AM020); the validation
+    # accuracy and the TTA predictions collected with `xs += [p.numpy()]` are
+    # gathered in order (AM029)
+    "cassava_fold_tta_t14b_project": "FLAGGED",
+    "cassava_fold_tta_t14b_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
