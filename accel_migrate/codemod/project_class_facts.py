@@ -15,7 +15,7 @@ from .batch_mixing_models import batch_mixing
 from .constructor_methods import constructor_methods
 from .forward_losses import forward_loss
 from .iterator_factories import iterator_class
-from .layer_methods import layer_methods, training_methods
+from .layer_methods import layer_calls, layer_methods, training_methods
 from .method_writes import quiet_methods
 from .names import (
     DATALOADER_CALLS,
@@ -117,6 +117,7 @@ class ClassFacts:
                     self, [c for c, _, _ in self._lineage(cls)]
                 ),
                 layer_methods=layer_methods(cls),
+                layer_calls=layer_calls(cls),
                 training_methods=training_methods(cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
