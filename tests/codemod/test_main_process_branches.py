@@ -107,6 +107,15 @@ def test_other_process_group_tests_are_not_rewritten(test: str) -> None:
     assert "AM047" not in found
 
 
+def test_a_process_group_test_in_a_file_that_never_reads_rank() -> None:
+    source = SCRIPT.format(test="dist.get_rank() == 0", body='    print("done")')
+    source = source.replace('rank = int(os.environ.get("RANK", 0))\n', "")
+    result = migrate_source(source, "train.py")
+    assert "if accel.is_main_process():\n" in result.output
+    (found,) = [f for f in result.findings if f.code == "AM047"]
+    assert "starts the process group with the launcher's RANK" in found.message
+
+
 def test_a_file_that_starts_its_own_group_is_left() -> None:
     """Its group's rank is the file's choice (``rank=args.rank``), not
     necessarily torchrun's ``RANK``."""
