@@ -211,6 +211,7 @@ from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
+from ..parameterless_modules import parameterless_class
 from ..rule import Rule
 from ..scopes import ImportAssignment, ScopeProvider
 from ..subtrees import findall
@@ -381,11 +382,24 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
             if not fresh:
                 continue
             builds = any(self._builds_module(v) for v in fresh if v is not None)
+            if key not in self.optimized and all(
+                self._parameterless(v) for v in fresh if v is not None
+            ):
+                continue  # `DINOLoss(...).to(device)`: buffers only, nothing to sync
             if (
                 builds and (key in self.moved or key in self.optimized)
             ) or key in self.optimized:
                 models.add(key)
         return models
+
+    def _parameterless(self, value: cst.BaseExpression) -> bool:
+        """Does ``value`` build an instance of a class of this file that holds
+        no parameter (``parameterless_modules``)?"""
+        core = self._core(value)
+        if not isinstance(core, cst.Call):
+            return False
+        cls = self.index.local_class(core.func)
+        return cls is not None and parameterless_class(self.index, cls)
 
     def _wrap(
         self, original: cst.BaseExpression, updated: cst.BaseExpression
