@@ -207,11 +207,11 @@ from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
 from ..optimizer_lookups import looked_up_optimizer
 from ..optimizer_subclasses import local_optimizer_classes
+from ..parameterless_modules import parameterless_class
 from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
 from ..project_facts import CallSite
-from ..parameterless_modules import parameterless_class
 from ..rule import Rule
 from ..scopes import ImportAssignment, ScopeProvider
 from ..subtrees import findall
