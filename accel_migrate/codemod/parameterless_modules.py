@@ -13,8 +13,11 @@ A class counts only where every fact is plain: its only base is
 ``register_parameter``, ``add_module``, ``nn.Parameter``, ``setattr`` or
 ``apply``; and every ``self.X = <call>`` of its methods calls ``numpy``, a
 ``torch`` function outside ``torch.nn`` (``torch.zeros``), or a Python
-built-in. Anything else (a layer, a local function or class that may build
-one) is not read as parameterless.
+built-in; an attribute set from a value that calls nothing (``self.temp =
+temp``, a parameter of any type) is never called nor the receiver of a call
+in the class (``self.net = net`` then ``self.net(x)`` holds a module). Anything
+else (a layer, a local function or class that may build one) is not read as
+parameterless.
 """
 
 from __future__ import annotations
@@ -60,7 +63,28 @@ def parameterless_class(index: ModuleIndex, cls: cst.ClassDef) -> bool:
             assert isinstance(call, cst.Call)
             if not _plain(index, call):
                 return False
+        if not findall(assign.value, m.Call()) and _called(cls, assign):
+            return False  # `self.net = net` then `self.net(x)`: a module held
     return True
+
+
+def _called(cls: cst.ClassDef, assign: cst.Assign) -> bool:
+    """Is an attribute ``assign`` sets on ``self`` from a value that calls
+    nothing (``self.net = net``, a parameter of any type) called in the class,
+    or the receiver of a call (``self.net(x)``, ``self.net.encode(x)``)?"""
+    names = {
+        t.target.attr.value
+        for t in assign.targets
+        if isinstance(t.target, cst.Attribute)
+    }
+    for call in findall(cls, m.Call()):
+        assert isinstance(call, cst.Call)
+        func = call.func
+        while isinstance(func, cst.Attribute):
+            if m.matches(func.value, m.Name("self")) and func.attr.value in names:
+                return True
+            func = func.value
+    return False
 
 
 def _plain(index: ModuleIndex, call: cst.Call) -> bool:

@@ -69,6 +69,9 @@ def test_a_parameterless_criterion_is_not_prepared() -> None:
         "        self.proj = nn.Linear(3, 3)\n",
         "        self.scale = nn.Parameter(torch.ones(1))\n",
         '        self.register_parameter("w", nn.Parameter(torch.ones(1)))\n',
+        # a module held from a parameter, called in the forward
+        "        self.head = out_dim\n\n    def project(self, x):\n"
+        "        return self.head(x)\n",
     ],
 )
 def test_a_module_with_parameters_still_is(extra: str) -> None:

@@ -6,6 +6,11 @@ from ``nn.Module``, a ``torch.nn`` layer, a ``torchvision``/``timm``/``transform
 factory, or any call) that are moved to the device or whose ``.parameters()`` feed
 an optimizer, also through a variable (``params = list(enc.parameters()) +
 list(dec.parameters())``, ``itertools.chain(a.parameters(), b.parameters())``).
+A module of a class of this file that holds no parameter (DINO's ``DINOLoss``:
+a ``center`` buffer, temperatures and a numpy schedule;
+``parameterless_modules``) is no model where no optimizer is built over it,
+moved to the device or not: it has no gradient to average (the runtime would
+give it no DDP wrapper), and its buffer updates are AM032's to report.
 Each construction is wrapped where it is built:
 
 - ``model = accel.prepare_model(Net().to(device))``;
