@@ -88,40 +88,55 @@ def training_methods(cls: ast.ClassDef) -> tuple[str, ...]:
     return tuple(name for name in layer_methods(cls) if backward.get(name))
 
 
+def _written(call: ast.Call) -> str:
+    """``call`` as written, its arguments elided where long."""
+    text = ast.unparse(call)
+    return text if len(text) <= 60 else f"{ast.unparse(call.func)}(...)"
+
+
 def layer_methods(cls: ast.ClassDef) -> tuple[str, ...]:
     """The methods of ``cls`` (not ``forward``, ``__init__`` or ``__call__``)
     that run the model's layers, in the order the class defines them."""
+    return tuple(name for name, _ in layer_calls(cls))
+
+
+def layer_calls(cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
+    """Each of ``layer_methods(cls)`` with the first call, as written, by which
+    it runs the layers (``self.encoder(x)``, ``self(q, r)``), its own or that of
+    the first method of the class it calls on ``self`` that runs them: what a
+    finding quotes."""
     methods = _methods(cls)
     layers = _built_layers(methods.get("__init__")) - set(methods)
-    runs: dict[str, bool] = {}
-    calls: dict[str, set[str]] = {}
+    runs: dict[str, str] = {}
+    calls: dict[str, list[str]] = {}
     for name, method in methods.items():
-        own = False
-        called: set[str] = set()
-        for node in ast.walk(method):
-            if not isinstance(node, ast.Call):
-                continue
+        own = ""
+        called: list[str] = []
+        for node in sorted(
+            (n for n in ast.walk(method) if isinstance(n, ast.Call)),
+            key=lambda n: (n.lineno, n.col_offset),
+        ):
             func = node.func
-            if isinstance(func, ast.Name) and func.id == "self":
-                own = True
-                continue
             attribute = _self_attribute(func)
-            if attribute is None:
-                continue
-            if attribute == "forward" or attribute in layers:
-                own = True
+            if (isinstance(func, ast.Name) and func.id == "self") or (
+                attribute is not None
+                and (attribute == "forward" or attribute in layers)
+            ):
+                own = own or _written(node)
             elif attribute in methods:  # `self.__build_features(xs)`
-                called.add(attribute)
+                called.append(attribute)
         runs[name] = own
         calls[name] = called
     changed = True
     while changed:
         changed = False
         for name, called in calls.items():
-            if not runs[name] and any(runs.get(c, False) for c in called):
-                runs[name] = changed = True
+            through = next((runs[c] for c in called if runs.get(c)), "")
+            if not runs[name] and through:
+                runs[name] = through
+                changed = True
     return tuple(
-        name
+        (name, runs[name])
         for name, method in methods.items()
         if runs[name]
         and name not in _SKIPPED

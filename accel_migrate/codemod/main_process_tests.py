@@ -16,6 +16,13 @@ there and is not such a test.
 can take: the variable's value ``str(r)`` (or ``r`` through ``int``) for the
 ranks ``r`` of a launch, and its default when unset. Only literals,
 comparisons and ``not`` take part; anything else is not such a test.
+
+``torch.distributed.get_rank()`` (``dist.get_rank() == 0``, ``not
+dist.get_rank()``) is read as ``int(os.environ["RANK"])``: under the launcher
+the runtime starts the default process group with torchrun's ``RANK``
+(``runtime.comm.ProcessGroupCollectives``), and with no group started it
+raises, as ``os.environ["RANK"]`` does unset. Not in a file that starts a
+process group itself (``init_process_group``: its rank is the file's choice).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from .rank_local_calls import rank_environment_read
+from .rank_local_calls import rank_environment_read, rank_query
 
 if TYPE_CHECKING:
     from .rule import Rule
@@ -108,6 +115,11 @@ def _read(rule: Rule, node: cst.BaseExpression, depth: int = 0) -> _Read | None:
         return _Read(inner.variable, True, inner.unset)
     if rank_environment_read(rule.index, node):
         return _environment(node)
+    if rank_query(rule.index, node):
+        assert isinstance(node, cst.Call)
+        if node.args or "init_process_group" in rule.context.original_code:
+            return None  # another group's rank, or a group the file starts
+        return _Read("RANK", True, _RAISES)
     if isinstance(node, cst.IfExp):
         return _guarded_read(rule, node, depth)
     if isinstance(node, cst.Name):

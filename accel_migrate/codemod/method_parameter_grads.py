@@ -50,6 +50,28 @@ def parameter_grads(
     return tuple(found)
 
 
+def lineage_parameter_grads(
+    lineage: list[tuple[ast.ClassDef, Callable[[ast.expr], str]]],
+) -> tuple[tuple[str, str], ...]:
+    """``parameter_grads`` of a class and of the bases the project defines for
+    it (``class_lineage``: ``class VQGAN(VQBase)`` whose ``calculate_lambda`` is
+    ``VQBase``'s), each base's read in its own module's names; a method a class
+    nearer the instance defines hides a base's of the same name."""
+    found: list[tuple[str, str]] = []
+    hidden: set[str] = set()
+    for position, (cls, dotted) in enumerate(lineage):
+        for method, call in parameter_grads(cls, dotted):
+            if method not in hidden:
+                where = f" (in its base `{cls.name}`)" if position else ""
+                found.append((method, call + where))
+        hidden |= {
+            s.name
+            for s in cls.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+    return tuple(found)
+
+
 def _own_parameters(method: ast.AST, inputs: ast.expr) -> bool:
     """Does ``inputs`` read the instance's parameters (``self...weight``,
     ``self.parameters()``), also through names ``method`` binds?"""

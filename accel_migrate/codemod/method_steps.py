@@ -28,7 +28,7 @@ import libcst.matchers as m
 from .analysis import ModuleIndex
 from .imported_draws import instance_facts
 from .index_syntax import ast_class
-from .layer_methods import layer_methods, training_methods
+from .layer_methods import layer_calls, training_methods
 from .model_methods import instance_classes
 from .project_callers import caller_model_class
 from .project_facts import HelperFact
@@ -53,6 +53,9 @@ class MethodStep:
     #: The method's own ``self.forward(x)`` (or ``self(x)``) call, in a class of
     #: this file: the model's call that the step skips.
     own_forward: cst.Call | None = None
+    #: The first call, as written, by which the method runs the layers
+    #: (``self.encoder(x)``, ``self(q, r)``: ``layer_methods.layer_calls``).
+    runs: str = ""
 
 
 def method_steps(index: ModuleIndex) -> list[MethodStep]:
@@ -79,10 +82,11 @@ def training_calls(index: ModuleIndex) -> list[MethodStep]:
             continue
         method = call.func.attr.value
         receiver = call.func.value
-        where = ""
+        where = runs = ""
         for fact in sorted(instance_facts(index, receiver), key=lambda f: f.where):
             if fact.returns == "model" and method in fact.training_methods:
                 where = fact.where
+                runs = dict(fact.layer_calls).get(method, "")
                 break
         if not where:
             for cls in sorted(
@@ -91,9 +95,10 @@ def training_calls(index: ModuleIndex) -> list[MethodStep]:
                 parsed = ast_class(cls)
                 if parsed is not None and method in training_methods(parsed):
                     where = f"`{cls.name.value}`"
+                    runs = dict(layer_calls(parsed)).get(method, "")
                     break
         if where:
-            found.append(MethodStep(call, method, where))
+            found.append(MethodStep(call, method, where, runs=runs))
     return found
 
 
@@ -149,18 +154,27 @@ def _method_step(index: ModuleIndex, value: cst.BaseExpression) -> MethodStep | 
     receiver = value.func.value
     for fact in sorted(instance_facts(index, receiver), key=lambda f: f.where):
         if fact.returns == "model" and method in fact.layer_methods:
-            return MethodStep(value, method, fact.where)
+            return MethodStep(
+                value, method, fact.where, runs=dict(fact.layer_calls).get(method, "")
+            )
     modules = index.local_subclasses(["torch.nn."])
     for cls in sorted(
         instance_classes(index, receiver) & set(modules), key=lambda c: c.name.value
     ):
-        if method in _local_layer_methods(cls):
+        runs = dict(_local_layer_calls(cls))
+        if method in runs:
             return MethodStep(
-                value, method, f"`{cls.name.value}`", _own_forward(cls, method)
+                value,
+                method,
+                f"`{cls.name.value}`",
+                _own_forward(cls, method),
+                runs[method],
             )
     for fact in _handed_classes(index, receiver, 0):
         if method in fact.layer_methods:
-            return MethodStep(value, method, fact.where)
+            return MethodStep(
+                value, method, fact.where, runs=dict(fact.layer_calls).get(method, "")
+            )
     return None
 
 
@@ -206,6 +220,6 @@ def _handed_classes(
     return found
 
 
-def _local_layer_methods(cls: cst.ClassDef) -> tuple[str, ...]:
+def _local_layer_calls(cls: cst.ClassDef) -> tuple[tuple[str, str], ...]:
     parsed = ast_class(cls)
-    return layer_methods(parsed) if parsed is not None else ()
+    return layer_calls(parsed) if parsed is not None else ()

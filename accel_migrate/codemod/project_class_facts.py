@@ -15,7 +15,7 @@ from .batch_mixing_models import batch_mixing
 from .constructor_methods import constructor_methods
 from .forward_losses import forward_loss
 from .iterator_factories import iterator_class
-from .layer_methods import layer_methods, training_methods
+from .layer_methods import layer_calls, layer_methods, training_methods
 from .method_writes import quiet_methods
 from .names import (
     DATALOADER_CALLS,
@@ -96,7 +96,7 @@ class ClassFacts:
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
             from .batch_shaped_models import batch_shape
-            from .method_parameter_grads import parameter_grads
+            from .method_parameter_grads import lineage_parameter_grads
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
             from .project_state_writes import state_writes
@@ -117,6 +117,7 @@ class ClassFacts:
                     self, [c for c, _, _ in self._lineage(cls)]
                 ),
                 layer_methods=layer_methods(cls),
+                layer_calls=layer_calls(cls),
                 training_methods=training_methods(cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
@@ -124,7 +125,9 @@ class ClassFacts:
                 draws=self._class_draws(cls),
                 state_writes=state_writes(cls),
                 augmentation=self._augmentation(cls),
-                parameter_grads=parameter_grads(cls, self._dotted),
+                parameter_grads=lineage_parameter_grads(
+                    [(c, d) for c, _, d in self._lineage(cls)]
+                ),
                 data_branch=data_branch(self, cls),
                 stochastic=stochastic_layers(self, cls),
                 batch_mixing=batch_mixing(self, cls),

@@ -165,6 +165,10 @@ class HelperFact:
     #: themselves (the BiLSTM-CRF's ``loss(xs, tags)``), past a prepared model's
     #: own call (``layer_methods``).
     layer_methods: tuple[str, ...] = ()
+    #: For a model class: each of its ``layer_methods`` with the first call, as
+    #: written, by which it runs the layers (``self.encoder(x)``)
+    #: (``layer_methods.layer_calls``).
+    layer_calls: tuple[tuple[str, str], ...] = ()
     #: For a model class: those of its ``layer_methods`` that also run a backward
     #: (a model that trains itself: ``DKT.train_model(loaders, ..., opt)``)
     #: (``layer_methods.training_methods``).

@@ -5,6 +5,7 @@ facts (``project_helpers.HelperFacts``) that reads returns. Static only: ``ast``
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .names import (
@@ -17,7 +18,7 @@ from .names import (
 )
 from .optimizer_factories import class_expression
 from .project_nodes import SAME_OBJECT_METHODS, assigned_in, same_object_of
-from .project_ranks import loss_at_least_2d
+from .project_ranks import at_least_2d, loss_at_least_2d
 from .reaching_values import reaching_value
 
 if TYPE_CHECKING:
@@ -169,6 +170,11 @@ class ReturnKinds:
             return both.pop() if len(both) == 1 else ("", "", "")
         if isinstance(expr, ast.BinOp):
             return self._combined(expr, function, depth)
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+            # `-(one_hot * log_prb).sum(dim=1).mean()`: a negated loss is
+            # reduced as the loss is
+            inner = self.kind_of(expr.operand, function, depth + 1)
+            return inner if inner[0] == "loss" else ("", "", "")
         if isinstance(expr, ast.Name):
             last = reaching_value(function, expr)
             values = (
@@ -209,13 +215,18 @@ class ReturnKinds:
             return ("optimizer", "", "")
         if isinstance(func, ast.Attribute) and func.attr in ("sum", "mean"):
             inner = self.kind_of(func.value, function, depth + 1)
+            product = inner[0] != "loss" and _log_probability_product(
+                func.value, function, self.resolve
+            )
+            if product:
+                # DGCNN's label smoothing `(one_hot * log_prb).sum(dim=1)`, with
+                # `log_prb = F.log_softmax(pred, dim=1)`: per element, and the
+                # log-probabilities are proven 2-D (classes on dimension 1)
+                inner = ("loss", "none", "")
             if inner[:2] == ("loss", "none"):
                 # `F.kl_div(..., reduction="none").sum(1)`: per sample still
-                return (
-                    "loss",
-                    _per_sample(func.attr, expr, self._ranked(func.value, function)),
-                    "",
-                )
+                ranked = product or self._ranked(func.value, function)
+                return ("loss", _per_sample(func.attr, expr, ranked), "")
         target = self.resolve(func)
         if isinstance(target, str):
             return self._external(target, expr)
@@ -329,6 +340,33 @@ def _per_sample(method: str, call: ast.Call, ranked: bool) -> str:
     ):
         return "none"
     return "unknown"
+
+
+def _log_probability_product(
+    expr: ast.expr, function: ast.AST, resolve: Callable[[ast.expr], object]
+) -> bool:
+    """Is ``expr`` a product (``*``) one of whose factors is, or is a name
+    bound only to, ``F.log_softmax(x, dim)`` with a positive ``dim`` (a
+    tensor of two dimensions or more, else it raises): the written-out cross
+    entropy against a target distribution, a per-element loss of log-
+    probabilities proven 2-D (``at_least_2d``)."""
+    if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult)):
+        return False
+    for factor in (expr.left, expr.right):
+        if isinstance(factor, ast.UnaryOp) and isinstance(factor.op, ast.USub):
+            factor = factor.operand
+        values = [factor]
+        if isinstance(factor, ast.Name):
+            last = reaching_value(function, factor)
+            values = [last] if last is not None else assigned_in(function, factor.id)
+        if values and all(
+            isinstance(v, ast.Call)
+            and resolve(v.func) == "torch.nn.functional.log_softmax"
+            and at_least_2d(v, function, 0, resolve)  # type: ignore[arg-type]
+            for v in values
+        ):
+            return True
+    return False
 
 
 def _literal(node: ast.expr) -> int | None:

@@ -11,6 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .optimizer_helpers import _argument
+from .patterns import argument
 from .subtrees import findall
 from .trained_models import root_key, snippet
 
@@ -319,20 +320,58 @@ class TrainerBlocks:
                 )
                 break
 
+    def _built_model_handed(
+        self, call: cst.Call, fact: HelperFact
+    ) -> cst.BaseExpression | None:
+        """The model this file builds that ``call`` hands ``fact``'s class: an
+        argument for a parameter its optimizer is built over
+        (``HelperFact.optimized_parameters``), else a plain name of this file
+        bound to a model it builds (``Recmodel = LightGCN(config, dataset)``)."""
+        for name, position in fact.optimized_parameters:
+            handed = argument(call, position, name)
+            if handed is not None:
+                return handed
+        for arg in call.args:
+            key = self.index.key(arg.value) if isinstance(arg.value, cst.Name) else None
+            values = self.index.values.get(key, []) if key is not None else []
+            if any(v is not None and self._builds_module(v) for v in values):  # type: ignore[attr-defined]
+                return arg.value
+        return None
+
     def _block_own_trainer(self, call: cst.Call, fact: HelperFact) -> None:
         """``model = Pix2PixModel(opt)`` of a local module whose class builds and
-        trains its own networks: nothing of its setup is in this file."""
+        trains its own networks: nothing of its setup is in this file. Where
+        this file hands it a model whose parameters its optimizer is built over
+        (``HelperFact.optimized_parameters``: LightGCN's ``BPRLoss(Recmodel,
+        config)``, improved-diffusion's ``TrainLoop(model=model, ...)``), the
+        finding says so: the model is this file's, its training is there."""
+        where = fact.trains_in or fact.file
+        handed = self._built_model_handed(call, fact)
+        if handed is not None:
+            what = f"`{snippet(handed)}`"
+            story = (
+                f"`{snippet(call)}` hands {what}, a model this file builds, to "
+                f"{fact.where}, which trains there: {fact.trains_own}. Migrating "
+                f"this file "
+                f"alone reads {where} but does not write it, so AM004 cannot "
+                f"follow that training (migrating the files together, as a batch, "
+                f"does), and {what} is not prepared here: nothing of it is. "
+                f"Wrap {what} with accel.prepare_model(...) where it is built, and "
+                f"in {where} each optimizer it builds with "
+            )
+        else:
+            story = (
+                f"`{snippet(call)}` builds {fact.where}, which trains models of its "
+                f"own there: {fact.trains_own}. The models it trains and their "
+                f"optimizers are built inside it, in {where}, which migrating this "
+                "file reads but does not write, and this file builds no model or "
+                "optimizer of that training to prepare: nothing of it is prepared. "
+                f"In {where} wrap each model it builds with accel.prepare_model(...) "
+                "and each optimizer with "
+            )
         self.block(
             call,
-            f"`{snippet(call)}` builds {fact.where}, which trains models of its "
-            f"own there: {fact.trains_own}. The models it trains and their "
-            f"optimizers are built inside it, in {fact.trains_in or fact.file}, "
-            "which migrating this file reads but does not write, and this file "
-            "builds no model or optimizer of that training to prepare: nothing of "
-            f"it is prepared. In {fact.trains_in or fact.file} wrap "
-            "each model it "
-            "builds with accel.prepare_model(...) and each optimizer with "
-            "accel.prepare_optimizer(...), and its backward with "
+            story + "accel.prepare_optimizer(...), and its backward with "
             "accel.backward(...); where this file feeds it batches, shard that "
             "loader with accel.prepare_dataloader(...), and make the losses it "
             "hands back global (accel.global_loss) where they are logged. Nothing in this "

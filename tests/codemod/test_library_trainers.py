@@ -908,3 +908,71 @@ def test_a_method_trainer_built_but_its_training_method_never_called(
         assert blocking.message.startswith(
             "`Toolkit()` builds `Toolkit` in tools.py, whose method trains"
         ), use
+
+
+HOLDER = """\
+import torch
+
+
+class LossHolder:
+    def __init__(self, net, lr):
+        self.net = net
+        self.opt = torch.optim.Adam(net.parameters(), lr=lr)
+
+    def step(self, x):
+        loss = self.net.penalty(x)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+"""
+
+NET = """\
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+
+    def penalty(self, x):
+        return self.fc(x).pow(2).mean()
+"""
+
+HOLDER_SCRIPT = """\
+import torch
+
+from holder import LossHolder
+from net import Net
+
+net = Net()
+holder = LossHolder(net, 0.1)
+for x in torch.randn(4, 2, 4):
+    print(holder.step(x))
+"""
+
+
+def test_a_model_handed_to_a_holder_is_named_as_this_files(tmp_path: Path) -> None:
+    """LightGCN's ``BPRLoss(Recmodel, config)`` in file mode: the file builds
+    the model and hands it on; the finding says so, not that this file builds
+    no model of that training."""
+    (tmp_path / "holder.py").write_text(HOLDER)
+    (tmp_path / "net.py").write_text(NET)
+    script = tmp_path / "main.py"
+    script.write_text(HOLDER_SCRIPT)
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    (blocking,) = [f for f in result.findings if f.code == "AM004"]
+    assert blocking.status == "needs-review" and blocking.line == 7
+    assert blocking.message.startswith(
+        "`LossHolder(net, 0.1)` hands `net`, a model this file builds, to "
+        "`LossHolder` in holder.py, which trains there: `step` calls backward"
+    )
+    assert "cannot follow that training (migrating the files together" in (
+        blocking.message
+    )
+    assert "builds no model" not in blocking.message

@@ -12,6 +12,7 @@ SCRIPT = """\
 import os
 
 import torch
+import torch.distributed as dist
 
 rank = int(os.environ.get("RANK", 0))
 model = torch.nn.Linear(4, 1)
@@ -43,6 +44,10 @@ def _migrate(test: str, body: str = '    print("done")'):
         ("rank < 1", "is_main_process"),
         ('int(os.environ.get("LOCAL_RANK", -1)) in (-1, 0)', "is_local_main_process"),
         ('os.getenv("LOCAL_RANK", "0") == "0"', "is_local_main_process"),
+        # the process group's rank: the runtime starts it with torchrun's RANK
+        ("dist.get_rank() == 0", "is_main_process"),
+        ("torch.distributed.get_rank() == 0", "is_main_process"),
+        ("not dist.get_rank()", "is_main_process"),
     ],
 )
 def test_a_main_process_test_becomes_the_runtimes(test: str, call: str) -> None:
@@ -85,6 +90,41 @@ def test_a_branch_that_does_more_than_output_is_left(body: str) -> None:
 def test_a_name_assigned_under_the_branch_and_read_after_it_is_left() -> None:
     source = SCRIPT.format(test="rank == 0", body='    path = "a.pt"') + "print(path)\n"
     assert "AM047" not in {f.code for f in migrate_source(source, "t.py").findings}
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "dist.get_rank(group) == 0",  # another group's rank
+        "dist.get_rank() == 1",
+        "dist.get_rank() != 0",
+    ],
+)
+def test_other_process_group_tests_are_not_rewritten(test: str) -> None:
+    source = SCRIPT.format(test=test, body='    print("done")')
+    source = source.replace("rank = ", "group = None\nrank = ")
+    found = {f.code for f in migrate_source(source, "train.py").findings}
+    assert "AM047" not in found
+
+
+def test_a_process_group_test_in_a_file_that_never_reads_rank() -> None:
+    source = SCRIPT.format(test="dist.get_rank() == 0", body='    print("done")')
+    source = source.replace('rank = int(os.environ.get("RANK", 0))\n', "")
+    result = migrate_source(source, "train.py")
+    assert "if accel.is_main_process():\n" in result.output
+    (found,) = [f for f in result.findings if f.code == "AM047"]
+    assert "starts the process group with the launcher's RANK" in found.message
+
+
+def test_a_file_that_starts_its_own_group_is_left() -> None:
+    """Its group's rank is the file's choice (``rank=args.rank``), not
+    necessarily torchrun's ``RANK``."""
+    source = SCRIPT.format(test="dist.get_rank() == 0", body='    print("done")')
+    source = source.replace(
+        "rank = ", 'dist.init_process_group("gloo", rank=0, world_size=1)\nrank = '
+    )
+    found = {f.code for f in migrate_source(source, "train.py").findings}
+    assert "AM047" not in found
 
 
 def test_a_file_that_sets_the_variable_is_left() -> None:

@@ -92,3 +92,44 @@ def test_a_gradient_with_respect_to_the_batch_is_left_alone(tmp_path: Path) -> N
     )
     assert found == []
     assert "accel.backward(loss)" in code
+
+
+BASE_SPLIT = {
+    # the method lives in a base class of another module of the project
+    "vqbase.py": MODEL.replace("class VQGAN(nn.Module):", "class VQBase(nn.Module):"),
+    "vqgan.py": (
+        "from vqbase import VQBase\n\n\nclass VQGAN(VQBase):\n"
+        "    def sample(self, n):\n        return self.decoder[0].weight[:n]\n"
+    ),
+}
+
+
+def test_an_inherited_method_is_followed(tmp_path: Path) -> None:
+    """``class VQGAN(VQBase)`` whose ``calculate_lambda`` is the base's (another
+    module): before, only methods the class defines itself were read, and the
+    step calling it was migrated with each process's own gradient."""
+    for name, text in BASE_SPLIT.items():
+        (tmp_path / name).write_text(text)
+    script = tmp_path / "train.py"
+    source = SCRIPT.format(line="lam = model.calculate_lambda(rec, gan)")
+    script.write_text(source)
+    fact = dict(read_project(str(script)).helpers)["vqgan.VQGAN"]
+    grads = dict(fact.parameter_grads)
+    assert list(grads) == ["calculate_lambda"]
+    assert grads["calculate_lambda"].endswith("(in its base `VQBase`)")
+    result = migrate_source(source, str(script), MigrateOptions())
+    found = [f for f in result.findings if f.code == "AM040"]
+    assert len(found) == 1 and found[0].status == "needs-review", found
+    assert result.output == source
+
+
+def test_an_override_hides_the_bases_method(tmp_path: Path) -> None:
+    for name, text in BASE_SPLIT.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "vqgan.py").write_text(
+        BASE_SPLIT["vqgan.py"]
+        + "\n    def calculate_lambda(self, a, b):\n        return 0.8\n"
+    )
+    (tmp_path / "train.py").write_text("from vqgan import VQGAN\n")
+    fact = dict(read_project(str(tmp_path / "train.py")).helpers)["vqgan.VQGAN"]
+    assert fact.parameter_grads == ()

@@ -85,3 +85,18 @@ def test_a_loss_from_the_models_call_is_not_blocked(tmp_path: Path) -> None:
     result = migrate_source(source, str(script), MigrateOptions())
     assert not [f for f in result.findings if f.code == "AM042"]
     assert result.output != source
+
+
+def test_the_finding_quotes_the_call_that_runs_the_layers(tmp_path: Path) -> None:
+    """The message names the method's real layer call (``self.emb(users)``),
+    not a generic ``self(...)`` the method never makes."""
+    (tmp_path / "rec.py").write_text(MODEL)
+    source = MAIN.format(step=STEPS["subscripted"])
+    script = tmp_path / "main.py"
+    script.write_text(source)
+    result = migrate_source(source, str(script), MigrateOptions())
+    (found,) = [f for f in result.findings if f.code == "AM042"]
+    assert "runs the model's layers inside the method (`self.emb(users)`)" in (
+        found.message
+    )
+    assert "self(...)" not in found.message

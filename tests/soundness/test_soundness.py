@@ -128,6 +128,8 @@ EXPECTED: dict[str, str] = {
     "loss_threshold_break": "MATCH",
     "phase_loop_finetune": "MATCH",
     "sample_weighted_loss": "MATCH",
+    # `sum(losses)` of a fixed list of means (issue 12, r33e): was SILENT
+    "summed_loss_list_r33e": "MATCH",
     "smoothed_loss_dict": "MATCH",
     "cutmix_callable": "FLAGGED",
     # models in containers and built by methods (issue 12, round 9)

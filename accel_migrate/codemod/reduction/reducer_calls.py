@@ -284,12 +284,42 @@ class _Calls:
             for fact in facts[1:]:
                 result = _added(result, fact)
             return result
+        display = self._list_display(iterable)
+        if display is not None:
+            # `losses = [F.mse_loss(out, y), F.l1_loss(out, y)]` then
+            # `sum(losses)`: a sum of those terms, as of the display itself
+            # (before, a sum over the batch's samples: `reduction="sum"`)
+            return self._builtin_sum(display, at, depth + 1)
         if dict_view(iterable):
             # The values of a dict are losses, not the batch's samples: `sum` adds
             # terms whose reductions are those of the dict's values.
             return dict_values_fact(self.index, self.fact, iterable, depth)
         inner = self.fact(iterable, at, depth + 1)
         return Fact("sum") if inner.kind == "elements" else inner
+
+    def _list_display(
+        self, iterable: cst.BaseExpression
+    ) -> cst.List | cst.Tuple | None:
+        """The list display a name is bound to, its only binding, where the file
+        never grows or changes it (no ``.append``, ``.extend``, ``.insert``,
+        ``+=`` or item store on a name spelt so): a fixed list of terms."""
+        if not isinstance(iterable, cst.Name):
+            return None
+        key = self.index.key(iterable)
+        values = self.index.values.get(key, []) if key is not None else []
+        if len(values) != 1 or not isinstance(values[0], (cst.List, cst.Tuple)):
+            return None
+        name = iterable.value
+        changed = m.Call(
+            func=m.Attribute(
+                value=m.Name(name),
+                attr=m.Name("append") | m.Name("extend") | m.Name("insert"),
+            )
+        ) | m.AugAssign(target=m.Name(name) | m.Subscript(value=m.Name(name)))
+        stored = m.AssignTarget(target=m.Subscript(value=m.Name(name)))
+        if findall(self.index.module, changed | stored):
+            return None
+        return values[0]  # type: ignore[return-value]
 
     def _unpacked_return(self, key: Key, depth: int) -> Fact | None:
         """The fact of ``key`` where every binding of it unpacks item i of what a

@@ -7,7 +7,10 @@ os.getenv("LOCAL_RANK", "0") == "0":``, ``if not rank:`` over ``rank =
 int(os.environ["RANK"])``, ``local_rank in (-1, 0)`` over ``local_rank =
 int(os.environ.get("LOCAL_RANK", -1))`` or ``args.local_rank in (-1, 0)``
 over ``args = parser.parse_args()`` where ``--local_rank``'s default is such a
-read (``rank_local_options``), gets the runtime's test:
+read (``rank_local_options``), or ``dist.get_rank() == 0`` (``not
+torch.distributed.get_rank()``: the runtime starts the process group with
+torchrun's ``RANK``) in a file that starts no process group itself, gets the
+runtime's test:
 ``accel.is_main_process()`` for ``RANK``, ``accel.is_local_main_process()``
 (the first process of each machine) for ``LOCAL_RANK``. Only where everything
 under it is output the main process alone makes, after the other rules'
@@ -144,7 +147,8 @@ class MainProcessBranches(Rule):
     phase = 59
 
     def applies(self) -> bool:
-        return "RANK" in self.context.original_code
+        code = self.context.original_code
+        return "RANK" in code or "get_rank" in code
 
     def leave_If(
         self, original_node: cst.If, updated_node: cst.If
@@ -162,10 +166,7 @@ class MainProcessBranches(Rule):
             original_node,
             "fixed",
             f"`{_code(original_node.test)}` -> {self.context.alias}.{function}(): "
-            f"the launcher sets {variable} on every process and the runtime reads "
-            "the same variable, so the branch runs on the same process as before "
-            "(run as one process, the variable's default passes the test); "
-            "it only writes output",
+            f"{_why(original_node.test, variable)}; it only writes output",
         )
         return updated_node.with_changes(test=test)
 
@@ -364,3 +365,18 @@ class MainProcessBranches(Rule):
 def _code(node: cst.CSTNode) -> str:
     text = cst.Module([]).code_for_node(node).strip()
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _why(test: cst.BaseExpression, variable: str) -> str:
+    """Why ``test`` is true on the runtime's process, as the finding says it."""
+    if "get_rank" in _code(test):
+        return (
+            "the runtime starts the process group with the launcher's RANK, so "
+            "the branch runs on the same process as before (run as one process, "
+            "with no group, `get_rank()` raised)"
+        )
+    return (
+        f"the launcher sets {variable} on every process and the runtime reads "
+        "the same variable, so the branch runs on the same process as before "
+        "(run as one process, the variable's default passes the test)"
+    )

@@ -17,7 +17,8 @@ Also, in such a loop, a call of a method of a model class of another module
 that takes ``torch.autograd.grad`` of what it is handed with respect to the
 model's own parameters (VQGAN's ``calculate_lambda(perceptual_loss, g_loss)``
 with ``torch.autograd.grad(perceptual_loss, last_layer.weight)``, an adaptive
-weight of the GAN loss made from the ratio of the gradients' norms).
+weight of the GAN loss made from the ratio of the gradients' norms), also one
+the class inherits from a base the project defines (``class VQGAN(VQBase)``).
 
 Left to migrate: the second-order MAML step taken per task, in a loop over
 the rows of the batch (``for i in range(xs.size(0))``, ``for x_s, y_s, x_q,

@@ -6,6 +6,11 @@ from ``nn.Module``, a ``torch.nn`` layer, a ``torchvision``/``timm``/``transform
 factory, or any call) that are moved to the device or whose ``.parameters()`` feed
 an optimizer, also through a variable (``params = list(enc.parameters()) +
 list(dec.parameters())``, ``itertools.chain(a.parameters(), b.parameters())``).
+A module of a class of this file that holds no parameter (DINO's ``DINOLoss``:
+a ``center`` buffer, temperatures and a numpy schedule;
+``parameterless_modules``) is no model where no optimizer is built over it,
+moved to the device or not: it has no gradient to average (the runtime would
+give it no DDP wrapper), and its buffer updates are AM032's to report.
 Each construction is wrapped where it is built:
 
 - ``model = accel.prepare_model(Net().to(device))``;
@@ -207,6 +212,7 @@ from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
 from ..optimizer_lookups import looked_up_optimizer
 from ..optimizer_subclasses import local_optimizer_classes
+from ..parameterless_modules import parameterless_class
 from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
@@ -381,11 +387,24 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
             if not fresh:
                 continue
             builds = any(self._builds_module(v) for v in fresh if v is not None)
+            if key not in self.optimized and all(
+                self._parameterless(v) for v in fresh if v is not None
+            ):
+                continue  # `DINOLoss(...).to(device)`: buffers only, nothing to sync
             if (
                 builds and (key in self.moved or key in self.optimized)
             ) or key in self.optimized:
                 models.add(key)
         return models
+
+    def _parameterless(self, value: cst.BaseExpression) -> bool:
+        """Does ``value`` build an instance of a class of this file that holds
+        no parameter (``parameterless_modules``)?"""
+        core = self._core(value)
+        if not isinstance(core, cst.Call):
+            return False
+        cls = self.index.local_class(core.func)
+        return cls is not None and parameterless_class(self.index, cls)
 
     def _wrap(
         self, original: cst.BaseExpression, updated: cst.BaseExpression

@@ -25,7 +25,11 @@ original script's. A tensor made from a process's share of a batch is not: the
 main process writes its share's (a batch taken once off a sharded loader and
 saved every epoch is reported by AM041). Gathering a
 sharded (FSDP) state dict is a collective, so the object is still built on every
-process; only the write is the main process's. When the script loads the same
+process; only the write is the main process's. A whole prepared model
+(``torch.save(model, f)``) pickles as the user's module under DDP, and the
+finding says that under FSDP or ZeRO-3 ``accel.save`` raises for it (its
+parameters are split): ``accel.state_dict(model)`` is what to save there (not
+rewritten: the script's ``torch.load(f)`` expects a module). When the script loads the same
 file again further down, or in another function (which may run after the save
 whatever its line: philipperemy/n-beats' ``load(net, optimiser)``, defined above
 ``save(...)``, resumes each chunk of training from what the last one saved),
@@ -103,6 +107,7 @@ from ..branch_exits import leaves_block
 from ..data_pipeline import loader_run_function_of, training_caller
 from ..file_changes import argument, per_process
 from ..file_tests import describe, file_test, file_test_note
+from ..patterns import prepared_models
 from ..rule import Rule
 from ..save_calls import OPEN_CALLS, SAVE_CALLS, save_target, write_mode
 from ..save_tries import place_after_try, try_around
@@ -173,9 +178,28 @@ class TorchSave(ReadBack, Rule):
             # the other processes write into a stand-in that keeps nothing.
             return updated_node
         self.report(
-            original_node, "fixed", "torch.save -> accel.save (main process, atomic)"
+            original_node,
+            "fixed",
+            "torch.save -> accel.save (main process, atomic)"
+            + self._whole_model_note(original_node),
         )
         return updated_node.with_changes(func=self.runtime_attr("save"))
+
+    def _whole_model_note(self, save: cst.Call) -> str:
+        """What a save of a whole prepared model (``torch.save(model, f)``, not
+        its state dict) keeps: the user's module under DDP (the prepared model
+        pickles as it), and no file under FSDP or ZeRO-3, where ``accel.save``
+        raises (the parameters are split across the processes)."""
+        obj = argument(save, 0, "obj")
+        if obj is None or not self.index.holds_tagged(obj, prepared_models(self.index)):
+            return ""
+        return (
+            f"; it saves the whole prepared model `{code_of(obj)}`: under DDP the "
+            "file holds your module, as the original's did, but under FSDP or "
+            "DeepSpeed ZeRO-3 its parameters are split across the processes and "
+            "accel.save raises; to run those, save "
+            f"accel.state_dict({code_of(obj)}) and load it into a new model"
+        )
 
     # -- saves into a file handle --------------------------------------------------------
     def _opened_handle(self, target: cst.BaseExpression) -> cst.Call | None:
@@ -286,7 +310,8 @@ class TorchSave(ReadBack, Rule):
         self.report(
             save,
             "fixed",
-            "torch.save into a file opened from a path -> accel.save(obj, path) (main process, atomic)",
+            "torch.save into a file opened from a path -> accel.save(obj, path) (main process, atomic)"
+            + self._whole_model_note(save),
         )
         statement = cst.SimpleStatementLine(
             body=[cst.Expr(call)],

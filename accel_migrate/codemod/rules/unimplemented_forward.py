@@ -103,9 +103,10 @@ class UnimplementedForward(Rule):
                 continue  # (visit_Call names the class and this method already)
             own = step.own_forward
             if own is None:
+                through = f" (`{step.runs}`)" if step.runs else ""
                 how = (
                     f"`{step.method}` of {step.where} runs the model's layers "
-                    "(or the module's own `self(...)`) inside the method, past the "
+                    f"inside the method{through}, past the "
                     "prepared (DDP-wrapped) model's call"
                 )
                 instead = ""
@@ -135,11 +136,12 @@ class UnimplementedForward(Rule):
             )
 
         for step in training_calls(self.index):
+            through = f" (`{step.runs}`)" if step.runs else ""
             self.block(
                 step.call,
                 f"`{snippet(step.call)}` trains the model through its own "
                 f"method: `{step.method}` of {step.where} runs the model's layers "
-                "itself (`self(...)`) and backpropagates, past the model's call: a "
+                f"itself{through} and backpropagates, past the model's call: a "
                 "prepared model exchanges gradients through its own call (DDP and "
                 "FSDP run their hooks in `forward`), so each process would keep "
                 "its own share's gradients (the runtime stops it at the first "
