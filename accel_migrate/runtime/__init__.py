@@ -42,14 +42,18 @@ from .api import (
 )
 from .batch_draws import batch_draw, batch_draw_like
 from .class_weights import class_weight_count
+from ._state import LossSiteError
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
+from .module import LateRegistrationError
 from .ordered import GatherOrderError, gather_in_order
 from .swa import update_bn
 
 __all__ = [
     "ConfigError",
     "GatherOrderError",
+    "LateRegistrationError",
+    "LossSiteError",
     "MainProcessOnly",
     "RuntimeConfig",
     "autocast",
