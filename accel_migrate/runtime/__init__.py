@@ -11,6 +11,7 @@ except ImportError as exc:  # the codemod and CLI install without torch; this ca
         "(or pip install 'accel-migrate[torch]')"
     ) from exc
 
+from ._state import LossSiteError
 from .amp import autocast, grad_scaler
 from .api import (
     backward,
@@ -42,7 +43,6 @@ from .api import (
 )
 from .batch_draws import batch_draw, batch_draw_like
 from .class_weights import class_weight_count
-from ._state import LossSiteError
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
 from .module import LateRegistrationError

@@ -103,6 +103,14 @@ _LATE_BUFFER = (
     "Register it before the model's first forward (where the model is built, before "
     "or right after accel.prepare_model(...))",
 )
+_LATE_FROZEN = (
+    "each process would keep the value it built (a parameter that requires no "
+    "gradient is not sharded: a value drawn from a random state that has "
+    "drifted differs between processes)",
+    "Add it before the model's first forward (where the model is built, before or "
+    "right after accel.prepare_model(...)), or use --strategy ddp, which takes "
+    "rank 0's value",
+)
 _WRAPPERS = {"ddp": "DistributedDataParallel", "deepspeed": "DeepSpeed's engine"}
 
 
@@ -123,12 +131,6 @@ def _new_buffers(value: Any, module: nn.Module) -> bool:
         return False
     held = {id(b) for b in module.buffers()}
     return any(id(b) not in held for b in value.buffers())
-
-
-def _new_trainable(value: Any, module: nn.Module) -> bool:
-    """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
-    requires a gradient and that it does not hold yet?"""
-    return any(p.requires_grad for p in _new_parameters(value, module))
 
 
 class PreparedModule(nn.Module):
@@ -276,25 +278,29 @@ class PreparedModule(nn.Module):
         strategy = self._runtime.strategy
         if self._forward_module is None or not strategy.distributed:
             return
-        trainable = _new_trainable(value, self.original_module)
+        new = _new_parameters(value, self.original_module)
+        trainable = any(p.requires_grad for p in new)
         if buffer:
             if value is None:
                 return
             consequence, fix = _LATE_BUFFER
-        elif trainable and not strategy.late_parameters:
-            consequence, fix = _LATE_PARAMETER
-        elif not trainable:
-            if not _new_buffers(value, self.original_module):
-                return
-            consequence, fix = _LATE_BUFFER
+        elif new and not strategy.late_parameters:
+            # a frozen one (requires_grad=False) too: kept as each process drew
+            # it before r33b
+            consequence, fix = _LATE_PARAMETER if trainable else _LATE_FROZEN
+        elif not trainable and _new_buffers(value, self.original_module):
+            consequence, fix = _LATE_BUFFER  # nothing to train but buffers
+        elif not new:
+            return
         else:
             if isinstance(value, nn.Module):
                 sync_batchnorm.prepare(value, self._runtime)
                 sync_instancenorm.prepare(value, self._runtime)
             # Every process writes it (the same statement), each from its own
             # random state: rank 0's value, as a parameter built before the
-            # wrapper gets from the wrapper's first broadcast.
-            strategy.adopt_late_parameters(_new_parameters(value, self.original_module))
+            # wrapper gets from the wrapper's first broadcast; a frozen one
+            # too (before r33b each process kept its own draw).
+            strategy.adopt_late_parameters(new, call)
             return
         raise LateRegistrationError(
             _LATE.format(

@@ -331,9 +331,12 @@ class ThreadComm:
                 self._sent = []
                 self._round += 1
                 self._cond.notify_all()
-            elif not self._cond.wait_for(
-                lambda: self._round > this_round or self.gone, timeout=self.BOUND_S
-            ) or self._round == this_round:
+            elif (
+                not self._cond.wait_for(
+                    lambda: self._round > this_round or self.gone, timeout=self.BOUND_S
+                )
+                or self._round == this_round
+            ):
                 raise threading.BrokenBarrierError("a rank is gone")
             return self._totals[this_round].clone()
 

@@ -50,10 +50,11 @@ class Strategy:
     #: launcher refuses one given as a flag to a strategy that would ignore it.
     settings: ClassVar[frozenset[str]] = frozenset()
 
-    def adopt_late_parameters(self, params: list[Any]) -> None:
+    def adopt_late_parameters(self, params: list[Any], call: str) -> None:
         """Parameters added to a prepared model after its wrapper was built, where
         ``late_parameters`` says the strategy takes them in: made equal on every
-        process (each process built its own)."""
+        process (each process built its own). ``call`` is the statement that
+        added them (``model[2].scale = nn.Parameter(...)``)."""
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         """The module that runs a forward with gradients off (an evaluation,
