@@ -463,6 +463,13 @@ def peek_runtime() -> Runtime | None:
     return _RUNTIME
 
 
+def current_env() -> DistEnv:
+    """The runtime's process facts, or the environment's before it starts (a
+    call that must not start it: it is a rendezvous)."""
+    runtime = peek_runtime()
+    return runtime.env if runtime is not None else DistEnv.from_environ()
+
+
 def _shutdown() -> None:
     global _RUNTIME
     if _RUNTIME is not None:

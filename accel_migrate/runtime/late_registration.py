@@ -46,7 +46,11 @@ which are the same on every process. A random pruning method's mask
 (``prune.random_unstructured``, ``RandomStructured``) is each process's own
 draw: refused. A registration traced by ``torch.compile`` is not a call of the
 script's and is not checked. A part removed from the model (``del
-model.aux``, ``model.aux = None``) is not watched from then on.
+model.aux``, ``model.aux = None``) is not watched from then on (FSDP2 keeps
+its parameters in the groups it built, where they get no gradient: trains as
+one process, ``tests/runtime/test_removed_part.py``). A frozen parameter
+(``requires_grad=False``) is checked as a trainable one: rank 0's value under
+DDP, refused otherwise (before r33b each process kept its own draw).
 
 The hooks are installed at the first distributed prepared model, so one process
 runs nothing of this. What a hook costs on every other registration of the

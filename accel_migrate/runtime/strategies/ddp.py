@@ -189,7 +189,7 @@ class DDPStrategy(Strategy):
         # kept (a forward on rank 0 alone then aborts, as under torch's DDP).
         # Other buffers (a running mean of the inputs kept by the model's own
         # forward) are made rank 0's after each backward instead
-        # (``_broadcast_own_buffers``).
+        # (``broadcast_own_buffers``).
         if isinstance(forward_module, DistributedDataParallel) and self._bypasses():
             return moving_inputs(forward_module)
         return forward_module
