@@ -2,10 +2,8 @@
 model with a buffer that is not BatchNorm's and that its forward updates from
 each process's share (a running mean of the inputs). The evaluation's forward
 skips DDP's wrapper (``DDPStrategy.without_grad``), so it skips DDP's broadcast
-of buffers too; each process prints the sum of its evaluation output and the
-buffer (``tests/runtime/test_ddp_without_grad.py``)."""
-
-import os
+of buffers too. The main process prints every process's sum of its
+evaluation output and of the buffer (``tests/runtime/test_ddp_without_grad.py``)."""
 
 import torch
 from torch import nn
@@ -24,7 +22,6 @@ class Center(nn.Module):
         return x - self.mean
 
 
-rank = int(os.environ.get("RANK", 0))
 torch.manual_seed(0)
 X, Y = torch.randn(32, 4) + torch.arange(32.0)[:, None] / 8, torch.randn(32, 1)
 model = accel.prepare_model(
@@ -42,4 +39,7 @@ for x, y in loader:
 model.eval()
 with torch.no_grad():
     out = model(X)
-print(f"rank {rank} eval {out.sum().item():.8e} mean {model[0].mean.sum().item():.8e}")
+# every process's values, printed by the main process (one stream)
+rows = accel.gather(torch.stack([out.sum(), model[0].mean.sum()])[None])
+for index, (value, mean) in enumerate(rows.tolist()):
+    accel.print(f"rank {index} eval {value:.8e} mean {mean:.8e}")
