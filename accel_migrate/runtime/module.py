@@ -103,14 +103,6 @@ _LATE_BUFFER = (
     "Register it before the model's first forward (where the model is built, before "
     "or right after accel.prepare_model(...))",
 )
-_LATE_FROZEN = (
-    "each process would keep the value it built (a parameter that requires no "
-    "gradient is not sharded: a value drawn from a random state that has "
-    "drifted differs between processes)",
-    "Add it before the model's first forward (where the model is built, before or "
-    "right after accel.prepare_model(...)), or use --strategy ddp, which takes "
-    "rank 0's value",
-)
 _WRAPPERS = {"ddp": "DistributedDataParallel", "deepspeed": "DeepSpeed's engine"}
 
 
@@ -284,13 +276,16 @@ class PreparedModule(nn.Module):
             if value is None:
                 return
             consequence, fix = _LATE_BUFFER
-        elif new and not strategy.late_parameters:
-            # a frozen one (requires_grad=False) too: kept as each process drew
-            # it before r33b
-            consequence, fix = _LATE_PARAMETER if trainable else _LATE_FROZEN
+        elif trainable and not strategy.late_parameters:
+            consequence, fix = _LATE_PARAMETER
         elif not trainable and _new_buffers(value, self.original_module):
             consequence, fix = _LATE_BUFFER  # nothing to train but buffers
-        elif not new:
+        elif not trainable:
+            if new:
+                # frozen (requires_grad=False): no strategy trains or shards
+                # it; rank 0's value everywhere (before r33b each process
+                # kept its own draw)
+                strategy.adopt_frozen_parameters(new, call)
             return
         else:
             if isinstance(value, nn.Module):
@@ -298,8 +293,7 @@ class PreparedModule(nn.Module):
                 sync_instancenorm.prepare(value, self._runtime)
             # Every process writes it (the same statement), each from its own
             # random state: rank 0's value, as a parameter built before the
-            # wrapper gets from the wrapper's first broadcast; a frozen one
-            # too (before r33b each process kept its own draw).
+            # wrapper gets from the wrapper's first broadcast.
             strategy.adopt_late_parameters(new, call)
             return
         raise LateRegistrationError(

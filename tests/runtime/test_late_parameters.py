@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from accel_migrate.runtime.strategies.ddp_collectives import LATE_CHECK_VARIABLE
+from accel_migrate.runtime.late_registration import LATE_CHECK_VARIABLE
 from tests import warm_python
 from tests.parity.harness import max_parameter_error
 
@@ -100,23 +100,29 @@ def test_ddp_trains_late_parameters_as_one_process(tmp_path: Path, mode: str) ->
             "LateRegistrationError: `model[2].scale = nn.Parameter(...)` on a "
             "prepared model",
         ),
-        # frozen (requires_grad=False): kept each process's draw before r33b
-        (
-            "frozenpart",
-            "LateRegistrationError: `model[2].scale = nn.Parameter(...)` on a "
-            "prepared model after its first forward under --strategy fsdp: the "
-            "strategy's wrapper (a sharded module) was built at that forward, "
-            "without it, so each process would keep the value it built",
-        ),
     ],
 )
+def test_fsdp_takes_a_frozen_late_parameter_as_rank_0s(tmp_path: Path) -> None:
+    # frozen (requires_grad=False), drawn on each process: kept each
+    # process's draw before r33b; rank 0's, the original's, now
+    script = str(SCRIPTS / "late_parameters.py")
+    original = _run(
+        [warm_python.executable(), script, "frozenpart", str(tmp_path / "o.pt")]
+    )
+    expected = LOSS.findall(original.stdout)
+    got = LOSS.findall(_launch("fsdp", "frozenpart", str(tmp_path / "f.pt")).stdout)
+    assert [s for s, _ in got] == [s for s, _ in expected] == [str(i) for i in range(6)]
+    for (step, e), (_, g) in zip(expected, got, strict=True):
+        assert abs(float(g) - float(e)) <= 1e-5 * abs(float(e)), f"step {step}"
+
+
 def test_fsdp_refuses_a_parameter_added_after_the_first_forward(
     tmp_path: Path, mode: str, error: str
 ) -> None:
     done = _launch("fsdp", mode, str(tmp_path / "fsdp.pt"), ok=False)
     assert done.returncode != 0
     assert error in done.stderr, done.stderr[-3000:]
-    if mode in ("nested", "branch", "frozenpart"):
+    if mode in ("nested", "branch"):
         assert f"[rank1]: {_MODULE}.{error}" in done.stderr, done.stderr[-3000:]
     if mode == "buffer":
         assert "before the model's first forward" in done.stderr

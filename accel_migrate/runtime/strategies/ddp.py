@@ -82,7 +82,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -93,7 +92,6 @@ from .ddp_collectives import (
     broadcast_own_buffers,
     moving_inputs,
     reduced,
-    same_statement,
     tensors,
 )
 
@@ -168,14 +166,11 @@ class DDPStrategy(Strategy):
         )
 
     def adopt_late_parameters(self, params: list[nn.Parameter], call: str) -> None:
-        # Rank 0's values everywhere, before any forward reads them. Every
+        # Rank 0's values everywhere, before any forward reads them; every
         # process must run the statement that adds them for the broadcasts to
-        # match: checked first, without a collective (one written on rank 0
+        # match, checked first without a collective (one written on rank 0
         # only aborted gloo at the broadcast before r33b, naming nothing).
-        same_statement(call, self.env.rank, self.env.world_size)
-        with torch.no_grad():
-            for param in params:
-                dist.broadcast(param.data, src=0)
+        self.adopt_frozen_parameters(params, call)
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         # DDP's forward after a training one broadcasts rank 0's buffers first,

@@ -4,10 +4,7 @@ wrapper's state (``strategies.ddp`` says when each is used)."""
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -21,59 +18,6 @@ _SPARSE = (
     "gradient has sparse gradients, which the runtime cannot average: build its "
     "DDP wrapper with find_unused_parameters=True"
 )
-
-
-#: How long a process that runs a statement adding a parameter late waits for
-#: the others to run it (they may be busy: an evaluation on rank 0 alone).
-LATE_CHECK_VARIABLE = "ACCEL_MIGRATE_LATE_CHECK_TIMEOUT"
-_LATE_CHECK_S = 60.0
-_ROUNDS = itertools.count()
-_UNEVEN = (
-    "`{call}` on a prepared model after its first forward ran on rank(s) {here} "
-    "and not on rank(s) {missing} within {timeout:g} s: under --strategy ddp "
-    "a parameter added then takes rank 0's value on every process, so every "
-    "process must run the statement that adds it. Run it on every process "
-    "(outside `if rank == 0:`), or add the parameter before the model's first "
-    "forward"
-)
-_DIFFERENT = (
-    "processes added different parameters to a prepared model after its first "
-    "forward ({calls}): under --strategy ddp each takes rank 0's value on every "
-    "process, so every process must run the same statements. Run them on every "
-    "process, or add the parameters before the model's first forward"
-)
-
-
-def same_statement(call: str, rank: int, world: int) -> None:
-    """Does every process run ``call`` (a statement that adds a parameter to a
-    prepared model late) as its next such statement? Asked of the process
-    group's store, not with a collective: a process that does not run it is in
-    some other collective, which this one would meet and abort at. Raises
-    ``LateRegistrationError`` where not, on every process that runs one."""
-    from ..module import LateRegistrationError
-
-    store = dist.distributed_c10d._get_default_store()
-    prefix = f"accel_migrate/late/{next(_ROUNDS)}/"
-    store.set(f"{prefix}{rank}", call)
-    keys = [f"{prefix}{r}" for r in range(world)]
-    timeout = float(os.environ.get(LATE_CHECK_VARIABLE, _LATE_CHECK_S))
-    try:
-        store.wait(keys, timedelta(seconds=timeout))
-    except RuntimeError:
-        here = [r for r in range(world) if store.check([keys[r]])]
-        missing = [str(r) for r in range(world) if r not in here]
-        raise LateRegistrationError(
-            _UNEVEN.format(
-                call=call,
-                here=", ".join(map(str, here)),
-                missing=", ".join(missing),
-                timeout=timeout,
-            )
-        ) from None
-    calls = [store.get(key).decode() for key in keys]
-    if len(set(calls)) > 1:
-        listed = ", ".join(f"rank {r}: `{c}`" for r, c in enumerate(calls))
-        raise LateRegistrationError(_DIFFERENT.format(calls=listed))
 
 
 def reduced(forward_module: DistributedDataParallel) -> bool:
