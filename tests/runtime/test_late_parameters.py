@@ -81,6 +81,20 @@ def test_ddp_trains_late_parameters_as_one_process(tmp_path: Path, mode: str) ->
     assert max_parameter_error(before, after) < 1e-5
 
 
+def test_fsdp_takes_a_frozen_late_parameter_as_rank_0s(tmp_path: Path) -> None:
+    # frozen (requires_grad=False), drawn on each process: kept each
+    # process's draw before r33b; rank 0's, the original's, now
+    script = str(SCRIPTS / "late_parameters.py")
+    original = _run(
+        [warm_python.executable(), script, "frozenpart", str(tmp_path / "o.pt")]
+    )
+    expected = LOSS.findall(original.stdout)
+    got = LOSS.findall(_launch("fsdp", "frozenpart", str(tmp_path / "f.pt")).stdout)
+    assert [s for s, _ in got] == [s for s, _ in expected] == [str(i) for i in range(6)]
+    for (step, e), (_, g) in zip(expected, got, strict=True):
+        assert abs(float(g) - float(e)) <= 1e-5 * abs(float(e)), f"step {step}"
+
+
 @pytest.mark.parametrize(
     ("mode", "error"),
     [
@@ -102,20 +116,6 @@ def test_ddp_trains_late_parameters_as_one_process(tmp_path: Path, mode: str) ->
         ),
     ],
 )
-def test_fsdp_takes_a_frozen_late_parameter_as_rank_0s(tmp_path: Path) -> None:
-    # frozen (requires_grad=False), drawn on each process: kept each
-    # process's draw before r33b; rank 0's, the original's, now
-    script = str(SCRIPTS / "late_parameters.py")
-    original = _run(
-        [warm_python.executable(), script, "frozenpart", str(tmp_path / "o.pt")]
-    )
-    expected = LOSS.findall(original.stdout)
-    got = LOSS.findall(_launch("fsdp", "frozenpart", str(tmp_path / "f.pt")).stdout)
-    assert [s for s, _ in got] == [s for s, _ in expected] == [str(i) for i in range(6)]
-    for (step, e), (_, g) in zip(expected, got, strict=True):
-        assert abs(float(g) - float(e)) <= 1e-5 * abs(float(e)), f"step {step}"
-
-
 def test_fsdp_refuses_a_parameter_added_after_the_first_forward(
     tmp_path: Path, mode: str, error: str
 ) -> None:
