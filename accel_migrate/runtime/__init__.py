@@ -11,6 +11,7 @@ except ImportError as exc:  # the codemod and CLI install without torch; this ca
         "(or pip install 'accel-migrate[torch]')"
     ) from exc
 
+from ._state import LossSiteError
 from .amp import autocast, grad_scaler
 from .api import (
     backward,
@@ -44,12 +45,15 @@ from .batch_draws import batch_draw, batch_draw_like
 from .class_weights import class_weight_count
 from .config import ConfigError, RuntimeConfig
 from .main_only import MainProcessOnly, on_main_process
+from .module import LateRegistrationError
 from .ordered import GatherOrderError, gather_in_order
 from .swa import update_bn
 
 __all__ = [
     "ConfigError",
     "GatherOrderError",
+    "LateRegistrationError",
+    "LossSiteError",
     "MainProcessOnly",
     "RuntimeConfig",
     "autocast",

@@ -190,13 +190,16 @@ class Runtime:
         return local / total if total else 0.0
 
     # -- the global-batch loss -----------------------------------------------------------
-    def _weighted_loss(
+    def _share(
         self, loss: torch.Tensor, fraction: float | None = None
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, float]:
+        """``loss`` weighted by its fraction of the global loss, and that
+        fraction (``fraction`` when given, else the one ``accel.backward`` used
+        for it): what this rank sends, in backward and in ``global_loss``."""
         if fraction is None:
             fraction = self.recorded_fraction(loss)
         local = loss.detach().float()
-        return local * fraction if fraction else torch.zeros_like(local)
+        return (local * fraction if fraction else torch.zeros_like(local)), fraction
 
     def recorded_fraction(self, loss: torch.Tensor) -> float:
         """The fraction ``loss`` was weighted by in the last ``accel.backward``
@@ -231,8 +234,7 @@ class Runtime:
         self._site_calls.clear()
         self._last_backward_loss = weakref.ref(loss)
         if self._reduce_during_backward and loss.numel() == 1:
-            fraction = self.recorded_fraction(loss)
-            weighted = self._weighted_loss(loss, fraction)
+            weighted, fraction = self._share(loss)
             packet = shares_packet(self.comm, weighted, fraction, last=True)
             self._loss_in_flight = (
                 weakref.ref(loss),
@@ -289,8 +291,7 @@ class Runtime:
                 return shares_result(self.comm, in_flight[1].result(), in_flight[2])
             last_loss = self._last_backward_loss
             last = last_loss is not None and last_loss() is loss
-            fraction = self.recorded_fraction(loss)
-        weighted = self._weighted_loss(loss, fraction)
+        weighted, fraction = self._share(loss, fraction)
         result = sum_shares(self.comm, weighted, fraction, last=last)
         if last:  # (a rank with None learns it from the packets: above)
             self._reduce_during_backward, self._reduce_site = True, site
@@ -460,6 +461,13 @@ def get_runtime(accelerator: bool = True) -> Runtime:
 
 def peek_runtime() -> Runtime | None:
     return _RUNTIME
+
+
+def current_env() -> DistEnv:
+    """The runtime's process facts, or the environment's before it starts (a
+    call that must not start it: it is a rendezvous)."""
+    runtime = peek_runtime()
+    return runtime.env if runtime is not None else DistEnv.from_environ()
 
 
 def _shutdown() -> None:

@@ -46,7 +46,12 @@ which are the same on every process. A random pruning method's mask
 (``prune.random_unstructured``, ``RandomStructured``) is each process's own
 draw: refused. A registration traced by ``torch.compile`` is not a call of the
 script's and is not checked. A part removed from the model (``del
-model.aux``, ``model.aux = None``) is not watched from then on.
+model.aux``, ``model.aux = None``) is not watched from then on (FSDP2 keeps
+its parameters in the groups it built, where they get no gradient: trains as
+one process, ``tests/runtime/test_removed_part.py``). A frozen parameter
+(``requires_grad=False``) takes rank 0's value under every strategy (before
+r33b each process kept its own draw): ``take_rank_0s``, which first checks
+that every process runs the statement (``same_statement``).
 
 The hooks are installed at the first distributed prepared model, so one process
 runs nothing of this. What a hook costs on every other registration of the
@@ -55,11 +60,15 @@ process is a test of whether torch compiles and one dictionary look-up.
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 import weakref
+from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.modules import module as torch_module
 
@@ -75,6 +84,70 @@ _KEPT: weakref.WeakKeyDictionary[nn.Module, set[str]] = weakref.WeakKeyDictionar
 #: The frames of a module's call: a registration below one is the module's own.
 _CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
 _TORCH_MODULE = torch_module.__file__
+
+
+#: How long a process that runs a statement adding a parameter late waits for
+#: the others to run it (they may be busy: an evaluation on rank 0 alone).
+LATE_CHECK_VARIABLE = "ACCEL_MIGRATE_LATE_CHECK_TIMEOUT"
+_LATE_CHECK_S = 60.0
+_ROUNDS = itertools.count()
+_UNEVEN = (
+    "`{call}` on a prepared model after its first forward ran on rank(s) {here} "
+    "and not on rank(s) {missing} within {timeout:g} s: a parameter added then "
+    "takes rank 0's value on every process, so every process must run the "
+    "statement that adds it. Run it on every process "
+    "(outside `if rank == 0:`), or add the parameter before the model's first "
+    "forward"
+)
+_DIFFERENT = (
+    "processes added different parameters to a prepared model after its first "
+    "forward ({calls}): each takes rank 0's value on every process, so every "
+    "process must run the same statements. Run them on every "
+    "process, or add the parameters before the model's first forward"
+)
+
+
+def same_statement(call: str, rank: int, world: int) -> None:
+    """Does every process run ``call`` (a statement that adds a parameter to a
+    prepared model late) as its next such statement? Asked of the process
+    group's store, not with a collective: a process that does not run it is in
+    some other collective, which this one would meet and abort at. Raises
+    ``LateRegistrationError`` where not, on every process that runs one."""
+    from .module import LateRegistrationError
+
+    store = dist.distributed_c10d._get_default_store()
+    prefix = f"accel_migrate/late/{next(_ROUNDS)}/"
+    store.set(f"{prefix}{rank}", call)
+    keys = [f"{prefix}{r}" for r in range(world)]
+    timeout = float(os.environ.get(LATE_CHECK_VARIABLE, _LATE_CHECK_S))
+    try:
+        store.wait(keys, timedelta(seconds=timeout))
+    except RuntimeError:
+        here = [r for r in range(world) if store.check([keys[r]])]
+        missing = [str(r) for r in range(world) if r not in here]
+        raise LateRegistrationError(
+            _UNEVEN.format(
+                call=call,
+                here=", ".join(map(str, here)),
+                missing=", ".join(missing),
+                timeout=timeout,
+            )
+        ) from None
+    calls = [store.get(key).decode() for key in keys]
+    if len(set(calls)) > 1:
+        listed = ", ".join(f"rank {r}: `{c}`" for r, c in enumerate(calls))
+        raise LateRegistrationError(_DIFFERENT.format(calls=listed))
+
+
+def take_rank_0s(params: list[nn.Parameter], call: str, rank: int, world: int) -> None:
+    """Parameters that ``call`` added to a prepared model after its wrapper was
+    built: rank 0's values on every process, before any forward reads them
+    (each process built its own, from random states that may have drifted).
+    Every process must run ``call``: checked first (``same_statement``)."""
+    same_statement(call, rank, world)
+    with torch.no_grad():
+        for param in params:
+            dist.broadcast(param.data, src=0)
 
 
 def watch(prepared: Any, module: nn.Module) -> None:

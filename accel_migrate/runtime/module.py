@@ -125,12 +125,6 @@ def _new_buffers(value: Any, module: nn.Module) -> bool:
     return any(id(b) not in held for b in value.buffers())
 
 
-def _new_trainable(value: Any, module: nn.Module) -> bool:
-    """Does ``value`` (a parameter, a module) bring ``module`` a parameter that
-    requires a gradient and that it does not hold yet?"""
-    return any(p.requires_grad for p in _new_parameters(value, module))
-
-
 class PreparedModule(nn.Module):
     """The user's module behind the strategy's forward wrapper."""
 
@@ -276,17 +270,23 @@ class PreparedModule(nn.Module):
         strategy = self._runtime.strategy
         if self._forward_module is None or not strategy.distributed:
             return
-        trainable = _new_trainable(value, self.original_module)
+        new = _new_parameters(value, self.original_module)
+        trainable = any(p.requires_grad for p in new)
         if buffer:
             if value is None:
                 return
             consequence, fix = _LATE_BUFFER
         elif trainable and not strategy.late_parameters:
             consequence, fix = _LATE_PARAMETER
+        elif not trainable and _new_buffers(value, self.original_module):
+            consequence, fix = _LATE_BUFFER  # nothing to train but buffers
         elif not trainable:
-            if not _new_buffers(value, self.original_module):
-                return
-            consequence, fix = _LATE_BUFFER
+            if new:
+                # frozen (requires_grad=False): no strategy trains or shards
+                # it; rank 0's value everywhere (before r33b each process
+                # kept its own draw)
+                strategy.adopt_frozen_parameters(new, call)
+            return
         else:
             if isinstance(value, nn.Module):
                 sync_batchnorm.prepare(value, self._runtime)
@@ -294,7 +294,7 @@ class PreparedModule(nn.Module):
             # Every process writes it (the same statement), each from its own
             # random state: rank 0's value, as a parameter built before the
             # wrapper gets from the wrapper's first broadcast.
-            strategy.adopt_late_parameters(_new_parameters(value, self.original_module))
+            strategy.adopt_late_parameters(new, call)
             return
         raise LateRegistrationError(
             _LATE.format(

@@ -13,6 +13,7 @@ a parameter added on one rank only under FSDP is loud on both ranks."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from accel_migrate.runtime.late_registration import LATE_CHECK_VARIABLE
 from tests import warm_python
 from tests.parity.harness import max_parameter_error
 
@@ -30,9 +32,12 @@ SCRIPTS = Path(__file__).parent / "scripts"
 LOSS = re.compile(r"^late step (\d+) loss (\S+)$", re.MULTILINE)
 
 
-def _run(command: list[str], ok: bool = True) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: list[str], ok: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         command,
+        env=env,
         capture_output=True,
         text=True,
         timeout=warm_python.timeout(180),
@@ -50,7 +55,9 @@ def _launch(
     return _run([*launch, str(SCRIPTS / "late_parameters.py"), *args], ok)
 
 
-@pytest.mark.parametrize("mode", ["reg", "frozen", "drawn", "drawnpart"])
+# frozenpart: a frozen parameter drawn on each process, written on a part,
+# kept each process's draw before r33b (step 3's loss 1.716 against 1.658)
+@pytest.mark.parametrize("mode", ["reg", "frozen", "drawn", "drawnpart", "frozenpart"])
 def test_ddp_trains_late_parameters_as_one_process(tmp_path: Path, mode: str) -> None:
     original, ddp = tmp_path / "original.pt", tmp_path / "ddp.pt"
     script = str(SCRIPTS / "late_parameters.py")
@@ -72,6 +79,20 @@ def test_ddp_trains_late_parameters_as_one_process(tmp_path: Path, mode: str) ->
         initial = torch.nn.Linear(4, 8).weight.detach()
         assert (before["b.0.weight"] - initial).abs().max() > 1e-3
     assert max_parameter_error(before, after) < 1e-5
+
+
+def test_fsdp_takes_a_frozen_late_parameter_as_rank_0s(tmp_path: Path) -> None:
+    # frozen (requires_grad=False), drawn on each process: kept each
+    # process's draw before r33b; rank 0's, the original's, now
+    script = str(SCRIPTS / "late_parameters.py")
+    original = _run(
+        [warm_python.executable(), script, "frozenpart", str(tmp_path / "o.pt")]
+    )
+    expected = LOSS.findall(original.stdout)
+    got = LOSS.findall(_launch("fsdp", "frozenpart", str(tmp_path / "f.pt")).stdout)
+    assert [s for s, _ in got] == [s for s, _ in expected] == [str(i) for i in range(6)]
+    for (step, e), (_, g) in zip(expected, got, strict=True):
+        assert abs(float(g) - float(e)) <= 1e-5 * abs(float(e)), f"step {step}"
 
 
 @pytest.mark.parametrize(
@@ -216,6 +237,34 @@ def test_fsdp_a_parameter_added_on_one_rank_only_is_loud_on_every_rank(
     assert re.search(
         r"\[rank1\]: stopped: (a collective|broadcast) could not complete: "
         "another process of the job closed its connection",
+        done.stderr,
+    ), done.stderr[-3000:]
+    assert "late step 2 loss" in done.stdout and "late step 3" not in done.stdout
+
+
+def test_ddp_a_parameter_added_on_one_rank_only_is_named(tmp_path: Path) -> None:
+    # before r33b rank 0 broadcast its value and gloo aborted ("Connection
+    # reset by peer"), naming nothing; now the statement waits (a bound: 5 s
+    # here) for the others to run it, and names it
+    done = _run(
+        [
+            *warm_python.launcher(),
+            *("--nproc", "2", "--strategy", "ddp"),
+            str(SCRIPTS / "late_parameters.py"),
+            *("uneven", str(tmp_path / "ddp.pt")),
+        ],
+        ok=False,
+        env={**os.environ, LATE_CHECK_VARIABLE: "5"},
+    )
+    assert done.returncode != 0
+    assert (
+        f"[rank0]: {_MODULE}.LateRegistrationError: `model[2].scale = "
+        "nn.Parameter(...)` on a prepared model after its first forward ran on "
+        "rank(s) 0 and not on rank(s) 1 within 5 s" in done.stderr
+    ), done.stderr[-3000:]
+    assert "Run it on every process" in done.stderr
+    assert re.search(
+        r"\[rank1\]: stopped: (a collective|broadcast) could not complete",
         done.stderr,
     ), done.stderr[-3000:]
     assert "late step 2 loss" in done.stdout and "late step 3" not in done.stdout

@@ -54,6 +54,20 @@ def test_buffers_and_submodules_reach_the_user_module_too() -> None:
     assert {n for n, _ in prepared.named_modules()} == {"", "head", "tail"}
 
 
+#: The statements whose frozen parameters took rank 0's value (stubbed: no
+#: process group here; ``test_late_parameters`` runs them at world 2).
+_FROZEN: list[str] = []
+
+
+def _stub_frozen(monkeypatch: pytest.MonkeyPatch, prepared: PreparedModule) -> None:
+    _FROZEN.clear()
+    monkeypatch.setattr(
+        type(prepared._runtime.strategy),
+        "adopt_frozen_parameters",
+        lambda self, params, call: _FROZEN.append(call),
+    )
+
+
 def _after_first_forward(monkeypatch: pytest.MonkeyPatch) -> PreparedModule:
     prepared = _prepared()
     monkeypatch.setattr(
@@ -85,6 +99,7 @@ def test_after_the_first_forward_a_sharding_strategy_refuses(
     prepared = _after_first_forward(monkeypatch)
     # a distributed strategy that cannot take in late parameters (FSDP, DeepSpeed)
     monkeypatch.setattr(type(prepared._runtime.strategy), "distributed", True)
+    _stub_frozen(monkeypatch, prepared)
     with pytest.raises(LateRegistrationError, match=r"register_parameter.*averaged"):
         prepared.register_parameter("late", nn.Parameter(torch.zeros(1)))
     with pytest.raises(LateRegistrationError, match="add_module"):
@@ -104,6 +119,9 @@ def test_after_the_first_forward_a_sharding_strategy_refuses(
     prepared.add_module("teacher", nn.Linear(1, 1).requires_grad_(False))
     prepared.note = 3
     assert prepared.original_module.note == 3
+    # the frozen submodule's parameters take rank 0's value (r33b: each
+    # process kept its own draw)
+    assert _FROZEN == ["add_module"]
 
 
 def test_after_the_first_forward_ddp_takes_parameters_in(
@@ -163,6 +181,7 @@ def _distributed(
     monkeypatch.setattr(strategy, "late_parameters", late_parameters)
     object.__setattr__(prepared, "_forward_module", prepared.original_module)
     late_registration.watch(prepared, prepared.original_module)
+    _stub_frozen(monkeypatch, prepared)
     return prepared
 
 
@@ -177,8 +196,9 @@ def test_a_module_that_brings_only_buffers_is_refused(
         prepared.add_module("extra", _Shift())
     with pytest.raises(LateRegistrationError, match=r"`model\[1\]\.extra = \.\.\.`"):
         prepared[1].extra = _Shift()
-    # no buffer, nothing to train: nothing to keep alike
+    # no buffer, nothing to train: its parameters take rank 0's value
     prepared.add_module("teacher", nn.Linear(1, 1).requires_grad_(False))
+    assert _FROZEN == ["add_module"]
     # a module it holds already, written again
     prepared.add_module("again", prepared.original_module[1])
 
@@ -293,7 +313,7 @@ def test_a_parameter_registered_on_a_part_is_checked_as_on_the_model(
     monkeypatch.setattr(
         type(prepared._runtime.strategy),
         "adopt_late_parameters",
-        lambda self, params: adopted.append(params),
+        lambda self, params, call: adopted.append(params),
     )
     scale, extra = nn.Parameter(torch.ones(1)), nn.Parameter(torch.ones(1))
     original = prepared.original_module
@@ -350,7 +370,7 @@ def test_item_assignment_on_a_prepared_container(
     # `model[3] = nn.Linear(...)` raised TypeError from the wrapper (r32a)
     prepared = _distributed(monkeypatch, late_parameters)
     monkeypatch.setattr(
-        type(prepared._runtime.strategy), "adopt_late_parameters", lambda s, p: None
+        type(prepared._runtime.strategy), "adopt_late_parameters", lambda s, p, c: None
     )
     prepared[1] = nn.Identity()  # nothing to train, no buffer
     assert isinstance(prepared.original_module[1], nn.Identity)

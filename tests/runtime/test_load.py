@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import accel_migrate.runtime as accel
-from accel_migrate.runtime.api import _own_device_location
+from accel_migrate.runtime.saving import _own_device_location
 
 
 def _saved_as_if_on_gpu(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -301,35 +301,51 @@ def test_global_loss_of_none_takes_part_with_no_share(peer: Runtime) -> None:
 
 class ThreadComm:
     """Ranks as threads: ``all_reduce`` returns the sum of every rank's tensor
-    (what the process group does), so ``sum_shares`` runs as on each rank."""
+    (what the process group does), so ``sum_shares`` runs as on each rank.
+
+    A round waits as long as the threads need on a loaded machine (no short
+    first barrier: a 10 s one risked timing out on a busy 2-core runner), and
+    fails at once when a rank is gone (``abort``) or after a long bound."""
+
+    #: The longest wait for the other ranks (a rank that is neither here nor gone).
+    BOUND_S = 300.0
 
     def __init__(self, world_size: int) -> None:
         self.env = DistEnv(rank=0, world_size=world_size, launched=True)
         self.device = torch.device("cpu")
-        self._barrier = threading.Barrier(world_size)
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
         self._sent: list[torch.Tensor] = []
-        self._total: torch.Tensor | None = None
+        self._round = 0
+        self._totals: dict[int, torch.Tensor] = {}
         self.started = 0  # all_reduce_async calls, every rank's
         self.gone = False
 
     def all_reduce(self, tensor: torch.Tensor, op: Any = "sum") -> torch.Tensor:
-        with self._lock:
+        with self._cond:
+            if self.gone:
+                raise threading.BrokenBarrierError("a rank is gone")
+            this_round = self._round
             self._sent.append(tensor.detach().clone())
-        if self._barrier.wait(timeout=2 if self.gone else 10) == 0:
-            self._total = torch.stack(self._sent).sum(0)
-        self._barrier.wait()
-        total = self._total
-        assert total is not None
-        if self._barrier.wait() == 0:
-            self._sent = []
-        self._barrier.wait()
-        return total.clone()
+            if len(self._sent) == self.env.world_size:
+                self._totals[this_round] = torch.stack(self._sent).sum(0)
+                self._sent = []
+                self._round += 1
+                self._cond.notify_all()
+            elif (
+                not self._cond.wait_for(
+                    lambda: self._round > this_round or self.gone, timeout=self.BOUND_S
+                )
+                or self._round == this_round
+            ):
+                raise threading.BrokenBarrierError("a rank is gone")
+            return self._totals[this_round].clone()
 
     def abort(self) -> None:
-        """A rank raised (its process ended): the others' next collective
-        fails (BrokenBarrierError, a RuntimeError) after a wait for it."""
-        self.gone = True
+        """A rank raised (its process ended): the others' collectives that
+        wait for it fail at once (BrokenBarrierError, a RuntimeError)."""
+        with self._cond:
+            self.gone = True
+            self._cond.notify_all()
 
     def all_reduce_async(self, tensor: torch.Tensor, op: Any = "sum") -> PendingReduce:
         self.started += 1

@@ -48,11 +48,11 @@ def test_buffers_are_broadcast_where_ddp_broadcasts_them(tmp_path: Path) -> None
         # no broadcast in a backward; no all-reduce in a backward inside no_sync
         backwards = logs["by_hand"]["backwards"]
         assert all(row["broadcast"] == 0 for row in backwards), (rank, logs)
-        assert [row["all_reduce"] > 0 for row in backwards] == [
-            True,
-            True,
-            True,
-            False,
-            False,
-            True,
-        ], (rank, logs)
+        # each step's two accel.backward calls: one all-reduce each where the
+        # runtime averages (the first step has one more, not the averaging's:
+        # it is there before r33b too); before r33b two each
+        # (which parameters had a gradient, then the gradients): [5, 4, 4, 0, 0, 4]
+        assert [row["all_reduce"] for row in backwards] == [3, 2, 2, 0, 0, 2], (
+            rank,
+            logs,
+        )

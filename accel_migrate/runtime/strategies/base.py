@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from .. import late_registration
 from ..comm import Collectives
 from ..config import ConfigError, RuntimeConfig
 from ..env import DistEnv
@@ -50,10 +51,19 @@ class Strategy:
     #: launcher refuses one given as a flag to a strategy that would ignore it.
     settings: ClassVar[frozenset[str]] = frozenset()
 
-    def adopt_late_parameters(self, params: list[Any]) -> None:
+    def adopt_late_parameters(self, params: list[Any], call: str) -> None:
         """Parameters added to a prepared model after its wrapper was built, where
         ``late_parameters`` says the strategy takes them in: made equal on every
-        process (each process built its own)."""
+        process (each process built its own). ``call`` is the statement that
+        added them (``model[2].scale = nn.Parameter(...)``)."""
+
+    def adopt_frozen_parameters(self, params: list[Any], call: str) -> None:
+        """Parameters that require no gradient, added to a prepared model after
+        its wrapper was built (no strategy trains them; none shards them):
+        rank 0's values on every process, as the wrapper made those it was
+        built with (before r33b each process kept its own draw). Every process
+        must run ``call``, the statement that added them: checked first."""
+        late_registration.take_rank_0s(params, call, self.env.rank, self.env.world_size)
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         """The module that runs a forward with gradients off (an evaluation,

@@ -82,11 +82,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .base import Strategy
+from .ddp_collectives import (
+    average_gradients,
+    broadcast,
+    broadcast_own_buffers,
+    moving_inputs,
+    reduced,
+    tensors,
+)
 
 # Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt
 # with, and no longer syncing (averaged by the strategy after each backward).
@@ -115,7 +122,7 @@ class RepeatedGradientError(RuntimeError):
 class _Watch:
     """Which wrappers' forward outputs the backward passes since the last check used."""
 
-    __slots__ = ("forwards", "manual", "reduced_at", "used")
+    __slots__ = ("buffers_pending", "forwards", "manual", "reduced_at", "used")
 
     def __init__(self) -> None:
         self.used: set[int] = set()
@@ -124,6 +131,9 @@ class _Watch:
         #: Watched forwards so far, and their count at the last reduced backward.
         self.forwards = 0
         self.reduced_at = -1
+        #: A forward ran outside no_sync with gradients on since the last
+        #: backward: DDP would broadcast the buffers before the next forward.
+        self.buffers_pending = False
 
     def hook(self, generation: int) -> Any:
         used = self.used
@@ -155,12 +165,12 @@ class DDPStrategy(Strategy):
             weakref.WeakKeyDictionary()
         )
 
-    def adopt_late_parameters(self, params: list[nn.Parameter]) -> None:
-        # Rank 0's values everywhere, before any forward reads them. Every
-        # process runs the statement that adds them, so the broadcasts match.
-        with torch.no_grad():
-            for param in params:
-                dist.broadcast(param.data, src=0)
+    def adopt_late_parameters(self, params: list[nn.Parameter], call: str) -> None:
+        # Rank 0's values everywhere, before any forward reads them; every
+        # process must run the statement that adds them for the broadcasts to
+        # match, checked first without a collective (one written on rank 0
+        # only aborted gloo at the broadcast before r33b, naming nothing).
+        self.adopt_frozen_parameters(params, call)
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         # DDP's forward after a training one broadcasts rank 0's buffers first,
@@ -172,14 +182,17 @@ class DDPStrategy(Strategy):
         # training forward broadcasts them. Where its statistics are kept per
         # process, DDP's broadcast is what makes an evaluation use rank 0's:
         # kept (a forward on rank 0 alone then aborts, as under torch's DDP).
-        config = self.config
-        if (
-            isinstance(forward_module, DistributedDataParallel)
-            and config.batch_mode != "per-device"
-            and config.sync_batchnorm
-        ):
-            return _moving_inputs(forward_module)
+        # Other buffers (a running mean of the inputs kept by the model's own
+        # forward) are made rank 0's after each backward instead
+        # (``broadcast_own_buffers``).
+        if isinstance(forward_module, DistributedDataParallel) and self._bypasses():
+            return moving_inputs(forward_module)
         return forward_module
+
+    def _bypasses(self) -> bool:
+        """Does a forward with gradients off skip DDP's wrapper (``without_grad``)?"""
+        config = self.config
+        return config.batch_mode != "per-device" and config.sync_batchnorm
 
     def keep_local_buffers(
         self, forward_module: nn.Module | None, names: list[str]
@@ -220,7 +233,7 @@ class DDPStrategy(Strategy):
             # DDP refuses it. Still start every rank from rank 0's weights.
             # Made trainable later (a backbone frozen for the first phase): see
             # ``_unfrozen``.
-            _broadcast(module)
+            broadcast(module)
             self._frozen.add(module)
             return module
         self._watches[module] = _Watch()
@@ -285,8 +298,9 @@ class DDPStrategy(Strategy):
                 _FIND_UNUSED if forward_module.find_unused_parameters else _FIRST
             )
         watch.forwards += 1
+        watch.buffers_pending = not self._unsynced.get(forward_module.module)
         mark = watch.hook(generation)
-        for tensor in _tensors(output):
+        for tensor in tensors(output):
             if tensor.requires_grad:
                 tensor.register_hook(mark)
 
@@ -298,6 +312,9 @@ class DDPStrategy(Strategy):
             return None  # this backward did not run through the model
         used = set(watch.used)
         watch.used.clear()  # cleared, not replaced: the hooks hold this set
+        if watch.buffers_pending and self._bypasses():
+            watch.buffers_pending = False
+            broadcast_own_buffers(forward_module)
         # A second backward with no forward since the last reduced one (a graph
         # kept with retain_graph=True): DDP expects one backward per forward.
         again = watch.reduced_at == watch.forwards
@@ -306,15 +323,15 @@ class DDPStrategy(Strategy):
             if not self._unsynced.get(forward_module.module):
                 # (inside no_sync DDP exchanges nothing: the gradients accumulate
                 # here, and the next backward outside averages their sum)
-                _average_gradients(forward_module.module, self.device)
+                average_gradients(forward_module.module, self.device)
             return None
         if not forward_module.find_unused_parameters:
             if again:
                 # DDP ignored its hooks: these gradients were not averaged. Those of
                 # the backward before were, so averaging the sum is exact.
-                _average_gradients(forward_module.module, self.device)
+                average_gradients(forward_module.module, self.device)
                 return None
-            if _reduced(forward_module):
+            if reduced(forward_module):
                 return self._late_trainable(forward_module)
             # Some parameters got no gradient: DDP is still waiting for them.
             return self._rebuilt(forward_module)
@@ -322,7 +339,7 @@ class DDPStrategy(Strategy):
             # A second backward through a forward run before the rebuild: the old
             # wrapper's hooks are gone, so average it here. The model takes two
             # backward passes per forward, which the rebuilt wrapper cannot.
-            _average_gradients(forward_module.module, self.device)
+            average_gradients(forward_module.module, self.device)
             self._average_by_hand(forward_module, watch)
             return None
         if used != {_FIND_UNUSED}:
@@ -337,10 +354,10 @@ class DDPStrategy(Strategy):
             # done): average the sum, exact as above. DDP with
             # find_unused_parameters would record which parameters this backward
             # used for its next reduction, which is then wrong: stop syncing.
-            _average_gradients(forward_module.module, self.device)
+            average_gradients(forward_module.module, self.device)
             self._average_by_hand(forward_module, watch)
             return None
-        if _reduced(forward_module):
+        if reduced(forward_module):
             return self._late_trainable(forward_module)
         # The forward used a parameter this backward did not reach (StyleGAN2's
         # lazy R1 penalty: the gradient of the critic's output with respect to
@@ -396,7 +413,7 @@ class DDPStrategy(Strategy):
         them) and wrap ``module`` over what is trainable now. No broadcast: a
         parameter frozen until now was never stepped, and one added late took
         rank 0's value when it was written (``adopt_late_parameters``)."""
-        _average_gradients(module, self.device, late)
+        average_gradients(module, self.device, late)
         replacement = self._wrap(module, find_unused_parameters, init_sync=False)
         replacement.train(module.training)
         return replacement
@@ -406,7 +423,7 @@ class DDPStrategy(Strategy):
     ) -> DistributedDataParallel:
         """This backward's gradients averaged here (DDP still waits for some),
         and a new wrapper, with find_unused_parameters, in place of the old one."""
-        _average_gradients(forward_module.module, self.device)
+        average_gradients(forward_module.module, self.device)
         forward_module.reducer._remove_autograd_hooks()
         replacement = self._wrap(forward_module.module, find_unused_parameters=True)
         replacement.train(forward_module.training)
@@ -422,90 +439,3 @@ class DDPStrategy(Strategy):
         forward_module.require_backward_grad_sync = False
         forward_module.require_forward_param_sync = True  # the next one, too
         watch.manual = True
-
-
-def _reduced(forward_module: DistributedDataParallel) -> bool:
-    """Did DDP's reducer finish this backward (every parameter it waits for)?"""
-    try:
-        forward_module.reducer._check_reducer_finalized()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _tensors(output: Any) -> Iterator[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        yield output
-    elif isinstance(output, (list, tuple)):
-        for item in output:
-            yield from _tensors(item)
-    elif isinstance(output, dict):
-        for item in output.values():
-            yield from _tensors(item)
-
-
-def _average_gradients(
-    module: nn.Module,
-    device: torch.device,
-    only: list[nn.Parameter] | None = None,
-) -> None:
-    """What DDP's reduction would have done: every gradient averaged over ranks
-    (those of ``only`` where given).
-
-    A parameter without a gradient here but with one on another rank contributed
-    zero here; one without a gradient anywhere keeps none, as in the original.
-    """
-    params = (
-        [p for p in module.parameters() if p.requires_grad] if only is None else only
-    )
-    present = torch.tensor(
-        [p.grad is not None for p in params], dtype=torch.int64, device=device
-    )
-    dist.all_reduce(present)
-    grads = []
-    for param, count in zip(params, present.tolist(), strict=True):
-        if not count:
-            continue
-        if param.grad is None:
-            param.grad = torch.zeros_like(param)
-        if param.grad.is_sparse:
-            raise RuntimeError(
-                "accel-migrate: a model whose backward leaves some parameters "
-                "without a gradient has sparse gradients, which the runtime cannot "
-                "average: build its DDP wrapper with find_unused_parameters=True"
-            )
-        grads.append(param.grad)
-    world = dist.get_world_size()
-    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-    for grad in grads:
-        by_dtype.setdefault(grad.dtype, []).append(grad)
-    for group in by_dtype.values():
-        flat = torch.cat([g.reshape(-1) for g in group])
-        dist.all_reduce(flat)
-        flat.div_(world)
-        offset = 0
-        for grad in group:
-            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
-            offset += grad.numel()
-
-
-def _broadcast(module: nn.Module) -> None:
-    with torch.no_grad():
-        for tensor in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(tensor.data, src=0)
-
-
-def _moving_inputs(wrapper: DistributedDataParallel) -> Callable[..., Any]:
-    """The user's module under ``wrapper``, its inputs first moved to the
-    wrapper's device as DDP's forward moves them (``to_kwargs``: a CPU batch
-    given to a model on ``cuda:1``), where the wrapper has ``device_ids``."""
-    module = wrapper.module
-    device_ids = wrapper.device_ids
-    if not device_ids:
-        return module
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        moved_args, moved_kwargs = wrapper.to_kwargs(args, kwargs, device_ids[0])
-        return module(*moved_args[0], **moved_kwargs[0])
-
-    return run

@@ -12,6 +12,7 @@ strategy),
 positive: at world 2 the first such share is rank 0's alone), ``subbuffer``
 (``register_buffer`` of a drawn value on a submodule, ``model[2]``),
 ``bufmodule`` (``add_module`` of a module that holds only such a buffer),
+``frozenpart`` (as ``drawnpart``, the parameter frozen: requires_grad=False),
 ``latebn`` (``add_module`` of a BatchNorm: with the other layers' statistics,
 the global batch's), ``uneven`` (as ``nested``, on rank 0 only), ``cache``
 (a module that registers a buffer in its own forward, the same on every
@@ -111,6 +112,12 @@ for phase in range(2):
         optimizer.add_param_group({"params": list(model[2].parameters())})
     elif phase and mode == "cache":
         model[3].grow = True
+    elif phase and mode == "frozenpart":
+        # a frozen parameter each process draws differently: rank 0's, the
+        # original's draw, everywhere (before r33b each process kept its own)
+        drift = torch.Generator().manual_seed(rank)
+        drawn = 0.5 * torch.randn(1, generator=drift)
+        model[2].scale = nn.Parameter(drawn, requires_grad=False)
     elif phase and mode == "uneven":
         if rank == 0:
             scale = nn.Parameter(torch.zeros(1))
@@ -141,6 +148,8 @@ for phase in range(2):
             out = out + model[2].shift
         elif mode == "forward" or (phase and mode in ("bufmodule", "latebn", "cache")):
             pass  # in the model's forward
+        elif phase and mode == "frozenpart":
+            out = out * (1 + model[2].scale)
         elif phase and mode == "uneven":
             if rank == 0:
                 out = out * (1 + model[2].scale)

@@ -1,0 +1,150 @@
+"""What the DDP strategy exchanges itself where DDP's reducer cannot: gradients
+averaged by hand, a frozen model's broadcast, and the helpers that read a
+wrapper's state (``strategies.ddp`` says when each is used)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.modules.batchnorm import _NormBase
+from torch.nn.parallel import DistributedDataParallel
+
+_SPARSE = (
+    "accel-migrate: a model whose backward leaves some parameters without a "
+    "gradient has sparse gradients, which the runtime cannot average: build its "
+    "DDP wrapper with find_unused_parameters=True"
+)
+
+
+def reduced(forward_module: DistributedDataParallel) -> bool:
+    """Did DDP's reducer finish this backward (every parameter it waits for)?"""
+    try:
+        forward_module.reducer._check_reducer_finalized()
+    except RuntimeError:
+        return False
+    return True
+
+
+def tensors(output: Any) -> Iterator[torch.Tensor]:
+    """The tensors of a forward's output (nested lists, tuples, dicts)."""
+    if isinstance(output, torch.Tensor):
+        yield output
+    elif isinstance(output, (list, tuple)):
+        for item in output:
+            yield from tensors(item)
+    elif isinstance(output, dict):
+        for item in output.values():
+            yield from tensors(item)
+
+
+def average_gradients(
+    module: nn.Module,
+    device: torch.device,
+    only: list[nn.Parameter] | None = None,
+) -> None:
+    """What DDP's reduction would have done: every gradient averaged over ranks
+    (those of ``only`` where given).
+
+    A parameter without a gradient here but with one on another rank contributed
+    zero here; one without a gradient anywhere keeps none, as in the original.
+    One all-reduce per dtype of the parameters (one for most models): which
+    parameters have a gradient, and whether a rank holds a sparse one, travel
+    with the first dtype's gradients (before r33b a first all-reduce of its own
+    said which had one). A sparse gradient is refused on every rank, after it.
+    """
+    params = (
+        [p for p in module.parameters() if p.requires_grad] if only is None else only
+    )
+    if not params:
+        return
+    by_dtype: dict[torch.dtype, list[nn.Parameter]] = {}
+    for param in params:
+        by_dtype.setdefault(param.dtype, []).append(param)
+    # 1 where this rank has a (dense) gradient, then 1 where it holds a sparse
+    # one: sums of 0s and 1s, nonzero exactly where some rank has one, in any
+    # float dtype
+    flags = [float(p.grad is not None and not p.grad.is_sparse) for p in params]
+    flags.append(float(any(p.grad is not None and p.grad.is_sparse for p in params)))
+    sums = []
+    for index, group in enumerate(by_dtype.values()):
+        parts = [_dense(p).reshape(-1) for p in group]
+        if index == 0:
+            parts.append(torch.tensor(flags, dtype=group[0].dtype, device=device))
+        flat = torch.cat(parts)
+        dist.all_reduce(flat)
+        sums.append(flat)
+    *counts, sparse = sums[0][-len(flags) :].tolist()
+    if sparse:
+        raise RuntimeError(_SPARSE)
+    present = {id(p) for p, count in zip(params, counts, strict=True) if count}
+    world = dist.get_world_size()
+    for group, flat in zip(by_dtype.values(), sums, strict=True):
+        flat.div_(world)
+        offset = 0
+        for param in group:
+            size = param.numel()
+            if id(param) in present:
+                if param.grad is None or param.grad.is_sparse:
+                    param.grad = torch.zeros_like(param)
+                param.grad.copy_(flat[offset : offset + size].view_as(param))
+            offset += size
+
+
+def _dense(param: nn.Parameter) -> torch.Tensor:
+    """What this rank sends for ``param``: its gradient, or zeros."""
+    grad = param.grad
+    if grad is None or grad.is_sparse:
+        return torch.zeros_like(param)
+    return grad
+
+
+def broadcast(module: nn.Module) -> None:
+    """``module``'s parameters and buffers made rank 0's on every rank."""
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            dist.broadcast(tensor.data, src=0)
+
+
+def broadcast_own_buffers(wrapper: DistributedDataParallel) -> None:
+    """The buffers DDP broadcasts that are not a normalisation layer's, made
+    rank 0's on every process, as DDP's broadcast before the next forward
+    makes them. Called after a backward where an evaluation's forward skips
+    DDP's wrapper (``DDPStrategy.without_grad``), whose broadcast it skips
+    too: a buffer the model's forward updates from each process's share (a
+    running mean of its inputs) was each process's own in that evaluation
+    before r33b. BatchNorm's statistics are the global batch's there, the
+    same on every process, and are left to DDP."""
+    wrapper._assign_modules_buffers()  # (DDP's list: a buffer may be replaced)
+    norms = {
+        id(buffer)
+        for module in wrapper.module.modules()
+        if isinstance(module, _NormBase)
+        for buffer in module.buffers(recurse=False)
+    }
+    own = [b for b in wrapper.modules_buffers if id(b) not in norms]
+    if not own:
+        return
+    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(tuple(own)):
+        dist._broadcast_coalesced(
+            wrapper.process_group, own, wrapper.broadcast_bucket_size, 0
+        )
+
+
+def moving_inputs(wrapper: DistributedDataParallel) -> Callable[..., Any]:
+    """The user's module under ``wrapper``, its inputs first moved to the
+    wrapper's device as DDP's forward moves them (``to_kwargs``: a CPU batch
+    given to a model on ``cuda:1``), where the wrapper has ``device_ids``."""
+    module = wrapper.module
+    device_ids = wrapper.device_ids
+    if not device_ids:
+        return module
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        moved_args, moved_kwargs = wrapper.to_kwargs(args, kwargs, device_ids[0])
+        return module(*moved_args[0], **moved_kwargs[0])
+
+    return run
