@@ -23,6 +23,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex
+from .draw_guards import first_draw
 from .model_methods import held_instances, training_step
 from .names import DATALOADER_CALLS
 from .project_facts import HelperFact
@@ -42,7 +43,8 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         return None
     fact = index.helper(call.func)
     if fact is not None and fact.kind == "function" and fact.draws:
-        return fact.where, fact.draws[0][1]
+        draw = helper_draw(fact, call)
+        return (fact.where, draw) if draw else None
     func = call.func
     if isinstance(func, cst.Attribute):
         receiver, method = func.value, func.attr.value
@@ -64,6 +66,15 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
             if name in draws:
                 return f"`{found.name}.{name}` in {found.file}", draws[name]
     return None
+
+
+def helper_draw(fact: HelperFact, call: cst.Call) -> str:
+    """The first draw a call of the function ``fact`` may make: any of its
+    draws, but for one a test of its parameters guards that ``call``'s
+    arguments prove false (``HelperFact.guarded_draws``); ""."""
+    if fact.guarded_draws:
+        return first_draw(fact.guarded_draws, call)
+    return fact.draws[0][1] if fact.draws else ""
 
 
 def _wrapped_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
@@ -143,6 +154,14 @@ def transform_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None
     if not index.project:
         return None
     fact = index.helper(call.func)
+    if fact is not None and fact.kind == "function" and not fact.returns:
+        # `make_transform(...)` of dataset/utils.py building a `Compose` of a
+        # project transform that draws, unless this call's arguments prove it
+        # built under a false test (`make_transform(..., is_train=False)`)
+        draw = first_draw(fact.guarded_augmentations, call)
+        if not draw or fact.container:
+            return None
+        return f"built by {fact.where}", draw
     if fact is None or fact.kind != "class" or fact.returns == "model":
         return None
     draw = dict(fact.draws).get("__call__")
@@ -188,11 +207,13 @@ def _collate_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         # imported (AssemblyAI's speech tutorial): the lambda runs it per batch
         for inner in findall(collate.body, m.Call()):
             fact = index.helper(inner.func)  # type: ignore[attr-defined]
-            if fact is not None and fact.kind == "function" and fact.draws:
-                return (
-                    f"the `collate_fn` (a lambda that calls {fact.where})",
-                    fact.draws[0][1],
-                )
+            if fact is None or fact.kind != "function" or not fact.draws:
+                continue
+            # not a draw under `if data_type == "train":` that the lambda's
+            # `data_processing(x, "valid")` proves false (`draw_guards`)
+            draw = helper_draw(fact, inner)  # type: ignore[arg-type]
+            if draw:
+                return f"the `collate_fn` (a lambda that calls {fact.where})", draw
     for found in sorted(instance_facts(index, collate), key=lambda f: f.name):
         draws = dict(found.draws)
         if "__call__" in draws:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .draw_guards import GuardedDraw
 from .project_call_sites import CallSite
 from .project_row_scaled import RowScaledReturn
 
@@ -186,6 +187,16 @@ class HelperFact:
     #: the parameter (name, position) whose falsy default guards it (``if
     #: augment:``), or ("", -1) (``project_draws.function_torch_draws``).
     torch_draws: tuple[tuple[str, str, int], ...] = ()
+    #: For a function some of whose draws run only under a test of one of its
+    #: parameters (``if data_type == "train":``): every draw with those tests,
+    #: which a call's constant arguments may prove false (``draw_guards``);
+    #: ``()`` where no draw is guarded so.
+    guarded_draws: tuple[GuardedDraw, ...] = ()
+    #: For a function: each random augmentation it builds (a torchvision one,
+    #: or an instance of a class of the project whose ``__call__`` draws:
+    #: proxy-nca's ``RandomCropFlip`` in ``make_transform``), with the tests of
+    #: its parameters it is built under (``draw_guards``).
+    guarded_augmentations: tuple[GuardedDraw, ...] = ()
     #: The first torchvision random augmentation it builds (``RandomCrop``), as
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).

@@ -116,7 +116,9 @@ def sampling_model(qualname: str) -> bool:
 
 #: What a random state or generator draws with (``rng.choice``, ``rs.permutation``),
 #: and what ``random``/``numpy.random``/``torch`` pick items with.
-_PICKS = frozenset({"choice", "choices", "sample", "shuffle", "permutation", "multinomial"})
+_PICKS = frozenset(
+    {"choice", "choices", "sample", "shuffle", "permutation", "multinomial"}
+)
 _STATE_DRAWS = _PICKS | frozenset(
     {"integers", "random", "uniform", "normal", "randint", "randn", "rand", "randrange"}
 )
