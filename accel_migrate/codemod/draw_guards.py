@@ -35,19 +35,19 @@ Definition = ast.FunctionDef | ast.AsyncFunctionDef
 #: needs, the parameter's constant default as written ("" where none)).
 Guard = tuple[str, int, str, str, bool, str]
 #: A draw (spelled for a finding) and the guards it runs under.
-GuardedDraw = tuple[str, tuple[Guard, ...]]
+TestedDraw = tuple[str, tuple[Guard, ...]]
 
 
 def guarded_draws(
     function: Definition,
     test: Callable[[ast.Call], str],
     inner: Callable[[ast.Call], str] = lambda call: "",
-) -> tuple[GuardedDraw, ...]:
+) -> tuple[TestedDraw, ...]:
     """Each call of ``function``'s own body that draws (``test``, or through a
     function of its module it calls: ``inner``), with its guards, in order."""
     parents = _parents(function)
     parameters = _parameters(function)
-    found: list[GuardedDraw] = []
+    found: list[TestedDraw] = []
     calls = sorted(
         (n for n in _own_nodes(function) if isinstance(n, ast.Call)),
         key=lambda n: (n.lineno, n.col_offset),
@@ -59,7 +59,7 @@ def guarded_draws(
     return tuple(dict.fromkeys(found))
 
 
-def first_draw(guarded: Iterable[GuardedDraw], call: cst.Call) -> str:
+def first_draw(guarded: Iterable[TestedDraw], call: cst.Call) -> str:
     """The first of ``guarded`` that ``call`` may make (no guard of it proven
     false by the call's arguments); ""."""
     for draw, guards in guarded:

@@ -36,7 +36,7 @@ from .stochastic_layers import stochastic_layers
 from .uncalled_methods import uncalled_effects
 
 if TYPE_CHECKING:
-    from .draw_guards import GuardedDraw
+    from .draw_guards import TestedDraw
     from .project_draws import Owner
     from .project_scans import _Scan
     from .project_view import ProjectView
@@ -275,7 +275,7 @@ class ClassFacts:
 
     def _guarded_draws(
         self, function: ast.FunctionDef | ast.AsyncFunctionDef
-    ) -> tuple[GuardedDraw, ...]:
+    ) -> tuple[TestedDraw, ...]:
         """Its draws with the tests of its parameters they run under, where
         some draw runs under one (``if data_type == "train":``)."""
         from .call_draws import draw_of
@@ -291,7 +291,7 @@ class ClassFacts:
 
     def _guarded_augmentations(
         self, function: ast.FunctionDef | ast.AsyncFunctionDef
-    ) -> tuple[GuardedDraw, ...]:
+    ) -> tuple[TestedDraw, ...]:
         """The random augmentations ``function`` builds (torchvision's, or an
         instance of a class of the project whose ``__call__`` draws: proxy-nca's
         ``RandomCropFlip``), each with the tests it is built under."""

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .call_draws import draw_of, transform_of
-from .draw_guards import GuardedDraw, guarded_draws
+from .draw_guards import TestedDraw, guarded_draws
 from .project_helpers import _own_nodes
 from .project_nodes import assigned_in
 from .random_names import random_transform, sampling_model
@@ -75,7 +75,7 @@ def function_guarded_draws(
     function: Definition,
     functions: dict[str, Definition],
     test: Callable[[ast.Call], str],
-) -> tuple[GuardedDraw, ...]:
+) -> tuple[TestedDraw, ...]:
     """Each draw ``function`` makes (a call that ``test`` names, or one of the
     module's functions it calls that draws), with the tests of its parameters
     it runs under (``draw_guards``): only where some draw is guarded so, else

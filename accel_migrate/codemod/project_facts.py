@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .draw_guards import GuardedDraw
+from .draw_guards import TestedDraw
 from .project_call_sites import CallSite
 from .project_row_scaled import RowScaledReturn
 
@@ -191,12 +191,12 @@ class HelperFact:
     #: parameters (``if data_type == "train":``): every draw with those tests,
     #: which a call's constant arguments may prove false (``draw_guards``);
     #: ``()`` where no draw is guarded so.
-    guarded_draws: tuple[GuardedDraw, ...] = ()
+    guarded_draws: tuple[TestedDraw, ...] = ()
     #: For a function: each random augmentation it builds (a torchvision one,
     #: or an instance of a class of the project whose ``__call__`` draws:
     #: proxy-nca's ``RandomCropFlip`` in ``make_transform``), with the tests of
     #: its parameters it is built under (``draw_guards``).
-    guarded_augmentations: tuple[GuardedDraw, ...] = ()
+    guarded_augmentations: tuple[TestedDraw, ...] = ()
     #: The first torchvision random augmentation it builds (``RandomCrop``), as
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
