@@ -37,7 +37,9 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     """(what draws, spelled for a finding; its draw) for a call a training step
     makes of an imported helper that draws; None otherwise."""
     if not index.project or not any(
-        training_step(index, path) or _wrapped_step(index, path)
+        training_step(index, path)
+        or _wrapped_step(index, path)
+        or trainer_step(index, path)
         for path in index.loop_paths(call)
     ):
         return None
@@ -89,6 +91,22 @@ def _wrapped_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> 
             a.keyword is None and index.loader_loop(a.value)[0] for a in iterated.args
         )
         for loop in path
+    )
+
+
+def trainer_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
+    """Is a chain of loops a training step whose backward runs in an object of
+    another module: a loop over a data loader that calls a method of an
+    instance of an imported class that trains models it builds itself
+    (basicsr's ``model.feed_data(train_data)`` then
+    ``model.optimize_parameters(current_iter)`` on a ``RealESRGANModel``)?"""
+    if not any(index.reads_loader(loop) for loop in path):
+        return False
+    return any(
+        fact.migrated_trainer or fact.trains_own
+        for loop in path
+        for call in findall(loop.body, m.Call(func=m.Attribute()))
+        for fact in instance_facts(index, call.func.value)  # type: ignore[attr-defined]
     )
 
 

@@ -148,6 +148,7 @@ class ClassFacts:
             untraining_methods,
         )
         from .plain_holders import plain_bases
+        from .project_state_writes import method_state_writes
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
@@ -204,6 +205,7 @@ class ClassFacts:
             plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
             stored=stored(cls),
+            method_state_writes=method_state_writes(cls),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),

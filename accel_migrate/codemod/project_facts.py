@@ -240,6 +240,11 @@ class HelperFact:
     #: buffer of its own from its inputs (MoCo's queue of keys), as a phrase
     #: (``project_state_writes``); "" if it does not.
     state_writes: str = ""
+    #: For a class that is not a model: (method, how it, or a method it calls on
+    #: ``self``, writes a tensor the instance keeps from other values) for each
+    #: public method that does (basicsr's ``feed_data`` refilling its pool in
+    #: ``_dequeue_and_enqueue``) (``project_state_writes``).
+    method_state_writes: tuple[tuple[str, str], ...] = ()
     #: For a model class used as a criterion: how its ``forward`` passes a loss
     #: that is already a mean over the batch through a non-linear function
     #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),
