@@ -88,8 +88,6 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
                 f"`{function.name.value}`, a generator the data loader's batches "
                 "pass through"
             )
-    for method, phrase in _handed_transforms(index).items():
-        found.setdefault(method, phrase)
     for call in index.calls:
         func = call.func
         if isinstance(func, cst.Attribute) and not _is_self(func.value):
@@ -113,6 +111,16 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
                     f"calls on its `{cls.name.value}` object"
                 )
     _add_callees(index, found)
+    # a transform of the file handed on (to an imported dataset), where no
+    # dataset of the file is seen calling it (that names it better)
+    handed = {
+        method: phrase
+        for method, phrase in _handed_transforms(index).items()
+        if method not in found
+    }
+    if handed:
+        found.update(handed)
+        _add_callees(index, found)
     return found
 
 
