@@ -17,7 +17,11 @@ first dimension, ``torch.stack([a, b]).sum(0)``), or multiplies matrices over
 dimension 0 (Barlow Twins' cross-correlation ``bn(z1).T @ bn(z2)``:
 ``batch_contractions``), or when it builds (or derives
 from) a local class that does, in its module or another local module. A
-function that returns a model does when it builds such a class.
+function that returns a model does when it builds such a class. A subclass
+of torch's BatchNorm with a ``forward`` of its own mixes its batch too (MoCo's
+``SplitBatchNorm``, built through ``norm_layer=partial(SplitBatchNorm, ...)``):
+the runtime cannot make it normalise by the global batch and refuses it at
+its first forward at more than one process; this names it before the run.
 
 Static only: ``ast``, nothing is imported or run.
 """
@@ -67,6 +71,9 @@ def batch_mixing(
 
     if isinstance(node, ast.ClassDef):
         methods = list(class_methods(node).values())
+        own = unsynced_batchnorm(reader, node)
+        if own:
+            return own
         for method in _forward_methods(methods):
             records = record_values(_own_nodes(method))
             for call in _own_nodes(method):
@@ -87,6 +94,44 @@ def batch_mixing(
     else:
         methods = []
     return built_model_phrase(reader, node, methods, lambda fact: fact.batch_mixing)
+
+
+#: torch's BatchNorm classes, which the runtime converts to normalise by the
+#: global batch only where a subclass keeps their ``forward``.
+BATCHNORM_BASES = frozenset(
+    {
+        "torch.nn.BatchNorm1d",
+        "torch.nn.BatchNorm2d",
+        "torch.nn.BatchNorm3d",
+        "torch.nn.modules.batchnorm.BatchNorm1d",
+        "torch.nn.modules.batchnorm.BatchNorm2d",
+        "torch.nn.modules.batchnorm.BatchNorm3d",
+        "torch.nn.modules.batchnorm._BatchNorm",
+    }
+)
+
+
+def unsynced_batchnorm(reader: HelperFacts, node: ast.ClassDef) -> str:
+    """A subclass of torch's BatchNorm with a ``forward`` of its own (MoCo's
+    ``SplitBatchNorm``, which folds the batch into groups), as a phrase; "".
+    It normalises by the statistics of the batch it is handed, and the runtime
+    (``runtime/sync_batchnorm``) cannot convert it to the global batch's: in
+    train mode at more than one process it refuses it at its first forward."""
+    from .project_draws import class_methods
+
+    forward = class_methods(node).get("forward")
+    if forward is None or not any(
+        reader._dotted(base) in BATCHNORM_BASES for base in node.bases
+    ):
+        return ""
+    return (
+        f"`{node.name}` ({reader.file} line {node.lineno}) is a BatchNorm layer "
+        "with a forward of its own, which normalises by the statistics of the "
+        "batch it is handed; the runtime converts only BatchNorm layers that keep "
+        "torch's forward to the global batch's statistics, and stops at this "
+        "one's first forward in train mode (UnsyncedBatchNormError) unless "
+        "launched with --no-sync-batchnorm"
+    )
 
 
 def record_values(nodes: Iterable[ast.AST]) -> frozenset[str]:

@@ -111,7 +111,66 @@ def data_functions(index: ModuleIndex) -> dict[Runner, str]:
                     f"calls on its `{cls.name.value}` object"
                 )
     _add_callees(index, found)
+    # a transform of the file handed on (to an imported dataset), where no
+    # dataset of the file is seen calling it (that names it better)
+    handed = {
+        method: phrase
+        for method, phrase in _handed_transforms(index).items()
+        if method not in found
+    }
+    if handed:
+        found.update(handed)
+        _add_callees(index, found)
     return found
+
+
+def _handed_transforms(index: ModuleIndex) -> dict[Runner, str]:
+    """The ``__call__`` of each class of the file (no model: no ``forward``)
+    whose instance is built outside a training step and handed on as an
+    argument, in a file that builds a data loader: ssd.pytorch's
+    ``SSDAugmentation``-style ``Compose([RandomMirror(), ...])`` defined in the
+    script and handed to an imported dataset (``VOCDetection(root,
+    transform=...)``), which the loader applies to each sample. The same as
+    ``imported_draws.transform_draw`` says of such a class of another module."""
+    found: dict[Runner, str] = {}
+    for call in index.calls:
+        cls = index.local_class(call.func)
+        if cls is None or _method(cls, "forward") is not None:
+            continue
+        method = _method(cls, "__call__")
+        if method is None or method in found or not _handed(index, call):
+            continue
+        if any(training_step(index, p) for p in index.loop_paths(call)):
+            continue
+        found[method] = (
+            f"`{cls.name.value}.__call__`, a transform built here "
+            f"(`{cst.Module([]).code_for_node(call)}`) and handed on, which the "
+            "data loader applies to each sample"
+        )
+    return found
+
+
+def _handed(index: ModuleIndex, call: cst.Call) -> bool:
+    """Is ``call``'s value handed to another call: inside its arguments
+    (``Compose([RandomMirror()])``), or bound to a name handed so
+    (``augment = ...``; ``Shapes(n, transform=augment)``)?"""
+    for ancestor in index.ancestors(call):
+        if isinstance(ancestor, cst.Arg):
+            return True
+        if isinstance(ancestor, cst.Assign):
+            keys = {
+                index.key(t.target)
+                for t in ancestor.targets
+                if isinstance(t.target, cst.Name)
+            } - {None}
+            return any(
+                isinstance(arg.value, cst.Name) and index.key(arg.value) in keys
+                for other in index.calls
+                for arg in other.args
+            )
+        if isinstance(ancestor, cst.BaseStatement):
+            return False
+    return False
 
 
 @lru_cache(maxsize=8)

@@ -23,6 +23,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex
+from .draw_guards import first_draw
 from .model_methods import held_instances, training_step
 from .names import DATALOADER_CALLS
 from .project_facts import HelperFact
@@ -36,13 +37,16 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     """(what draws, spelled for a finding; its draw) for a call a training step
     makes of an imported helper that draws; None otherwise."""
     if not index.project or not any(
-        training_step(index, path) or _wrapped_step(index, path)
+        training_step(index, path)
+        or _wrapped_step(index, path)
+        or trainer_step(index, path)
         for path in index.loop_paths(call)
     ):
         return None
     fact = index.helper(call.func)
     if fact is not None and fact.kind == "function" and fact.draws:
-        return fact.where, fact.draws[0][1]
+        draw = helper_draw(fact, call)
+        return (fact.where, draw) if draw else None
     func = call.func
     if isinstance(func, cst.Attribute):
         receiver, method = func.value, func.attr.value
@@ -66,6 +70,15 @@ def step_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
     return None
 
 
+def helper_draw(fact: HelperFact, call: cst.Call) -> str:
+    """The first draw a call of the function ``fact`` may make: any of its
+    draws, but for one a test of its parameters guards that ``call``'s
+    arguments prove false (``HelperFact.guarded_draws``); ""."""
+    if fact.guarded_draws:
+        return first_draw(fact.guarded_draws, call)
+    return fact.draws[0][1] if fact.draws else ""
+
+
 def _wrapped_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
     """Is a chain of loops a training step whose batches a wrapper hands on from
     a data loader: a loop that runs a backward, and a ``for`` over a call handed
@@ -78,6 +91,22 @@ def _wrapped_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> 
             a.keyword is None and index.loader_loop(a.value)[0] for a in iterated.args
         )
         for loop in path
+    )
+
+
+def trainer_step(index: ModuleIndex, path: tuple[cst.For | cst.While, ...]) -> bool:
+    """Is a chain of loops a training step whose backward runs in an object of
+    another module: a loop over a data loader that calls a method of an
+    instance of an imported class that trains models it builds itself
+    (basicsr's ``model.feed_data(train_data)`` then
+    ``model.optimize_parameters(current_iter)`` on a ``RealESRGANModel``)?"""
+    if not any(index.reads_loader(loop) for loop in path):
+        return False
+    return any(
+        fact.migrated_trainer or fact.trains_own
+        for loop in path
+        for call in findall(loop.body, m.Call(func=m.Attribute()))
+        for fact in instance_facts(index, call.func.value)  # type: ignore[attr-defined]
     )
 
 
@@ -150,11 +179,18 @@ def transform_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None
         and fact.kind == "function"
         and fact.returns not in ("loader", "model")
         and not fact.container
-        and fact.augmentation
     ):
-        # a transform factory (`get_train_transforms()`): the augmentation it
-        # builds, torchvision's or a class of the project whose call draws
-        return f"built by {fact.where}", fact.augmentation
+        # a transform factory (`get_train_transforms()`, `make_transform(...)` of
+        # dataset/utils.py): the augmentation it builds, torchvision's or a class
+        # of the project whose call draws, unless this call's arguments prove it
+        # built under a false test (`make_transform(..., is_train=False)`)
+        if fact.guarded_augmentations:
+            draw = first_draw(fact.guarded_augmentations, call)
+        else:
+            draw = fact.augmentation
+        if not draw:
+            return None
+        return f"built by {fact.where}", draw
     if fact is None or fact.kind != "class" or fact.returns == "model":
         return None
     draw = dict(fact.draws).get("__call__")
@@ -200,11 +236,13 @@ def _collate_draw(index: ModuleIndex, call: cst.Call) -> tuple[str, str] | None:
         # imported (AssemblyAI's speech tutorial): the lambda runs it per batch
         for inner in findall(collate.body, m.Call()):
             fact = index.helper(inner.func)  # type: ignore[attr-defined]
-            if fact is not None and fact.kind == "function" and fact.draws:
-                return (
-                    f"the `collate_fn` (a lambda that calls {fact.where})",
-                    fact.draws[0][1],
-                )
+            if fact is None or fact.kind != "function" or not fact.draws:
+                continue
+            # not a draw under `if data_type == "train":` that the lambda's
+            # `data_processing(x, "valid")` proves false (`draw_guards`)
+            draw = helper_draw(fact, inner)  # type: ignore[arg-type]
+            if draw:
+                return f"the `collate_fn` (a lambda that calls {fact.where})", draw
     for found in sorted(instance_facts(index, collate), key=lambda f: f.name):
         draws = dict(found.draws)
         if "__call__" in draws:

@@ -146,8 +146,12 @@ class _StateWrites:
             return False
         where = self.index.enclosing_function(loop)
         for value in values:
-            if value is None or self.index.enclosing_function(value) is not where:
+            if value is None:
+                return False
+            bound = self.index.enclosing_function(value)
+            if bound is not where and bound is not None:
                 return False  # bound in a function the step calls: fresh per call
+            # (bound at module level: a global every step of the file reads)
             if any(a is loop for a in self.index.ancestors(value)):
                 return False
             if not method and not any(

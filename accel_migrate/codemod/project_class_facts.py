@@ -36,6 +36,7 @@ from .stochastic_layers import stochastic_layers
 from .uncalled_methods import uncalled_effects
 
 if TYPE_CHECKING:
+    from .draw_guards import TestedDraw
     from .project_draws import Owner
     from .project_scans import _Scan
     from .project_view import ProjectView
@@ -150,6 +151,7 @@ class ClassFacts:
             untraining_methods,
         )
         from .plain_holders import plain_bases
+        from .project_state_writes import method_state_writes
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
 
@@ -206,6 +208,7 @@ class ClassFacts:
             plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
             stored=stored(cls),
+            method_state_writes=method_state_writes(cls),
             draws=self._class_draws(cls),
             augmentation=self._augmentation(cls),
             batch_migrated=self.view.batch_trains(self.path),
@@ -275,10 +278,57 @@ class ClassFacts:
         )
         return (("", draw),) if draw else ()
 
+    def _guarded_draws(
+        self, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> tuple[TestedDraw, ...]:
+        """Its draws with the tests of its parameters they run under, where
+        some draw runs under one (``if data_type == "train":``)."""
+        from .call_draws import draw_of
+        from .project_draws import _module_held_test, function_guarded_draws
+
+        test = draw_of(self._dotted)
+        held = self._held_by_module()
+        return function_guarded_draws(
+            function,
+            self.scan.functions,
+            _module_held_test(test, held) if held else test,
+        )
+
+    def _guarded_augmentations(
+        self, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> tuple[TestedDraw, ...]:
+        """The random augmentations ``function`` builds (torchvision's, or an
+        instance of a class of the project whose ``__call__`` draws: proxy-nca's
+        ``RandomCropFlip``), each with the tests it is built under."""
+        from .call_draws import transform_of
+        from .draw_guards import guarded_draws
+
+        torchvision = transform_of(self._dotted)
+
+        def test(call: ast.Call) -> str:
+            return torchvision(call) or (
+                self._class_call_draw(call) if self.depth <= 2 else ""
+            )
+
+        return guarded_draws(function, test)
+
+    def _class_call_draw(self, call: ast.Call) -> str:
+        """The draw of an instance of a class of the project that ``call``
+        builds, where its ``__call__`` (or ``forward``) draws; ""."""
+        from .class_lineage import _class_at
+
+        resolved = self.resolve(call.func)
+        located = _class_at(self, resolved) if isinstance(resolved, tuple) else None
+        if located is None:
+            return ""
+        where, cls = located
+        draws = dict(where._class_draws(cls, 1))
+        draw = draws.get("__call__") or draws.get("forward")
+        return f"{draw} (in `{cls.name}`)" if draw else ""
+
     def _held_by_module(self) -> dict[str, str]:
         """Module-level objects whose call draws (``module_held_draws``), read
         once per module, and only where its functions call a module-level name."""
-        from .class_lineage import _class_at
         from .project_draws import module_held_draws
 
         cached = getattr(self, "_module_held", None)
@@ -295,17 +345,9 @@ class ClassFacts:
         if not assigned or self.depth > 2:
             return self._module_held
 
-        def call_draw(call: ast.Call) -> str:
-            resolved = self.resolve(call.func)
-            located = _class_at(self, resolved) if isinstance(resolved, tuple) else None
-            if located is None:
-                return ""
-            where, cls = located
-            draws = dict(where._class_draws(cls, 1))
-            draw = draws.get("__call__") or draws.get("forward")
-            return f"{draw} (in `{cls.name}`)" if draw else ""
-
-        self._module_held = module_held_draws(assigned, self._dotted, call_draw)
+        self._module_held = module_held_draws(
+            assigned, self._dotted, self._class_call_draw
+        )
         return self._module_held
 
     def _augmentation(

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .call_draws import draw_of, transform_of
+from .draw_guards import TestedDraw, guarded_draws
 from .project_helpers import _own_nodes
 from .project_nodes import assigned_in
 from .random_names import random_transform, sampling_model
@@ -68,6 +69,26 @@ def function_draws(
     if held:
         test = _module_held_test(test, held)
     return _draw(function, (functions, test), {}, _DEPTH, set())
+
+
+def function_guarded_draws(
+    function: Definition,
+    functions: dict[str, Definition],
+    test: Callable[[ast.Call], str],
+) -> tuple[TestedDraw, ...]:
+    """Each draw ``function`` makes (a call that ``test`` names, or one of the
+    module's functions it calls that draws), with the tests of its parameters
+    it runs under (``draw_guards``): only where some draw is guarded so, else
+    ``()`` (``HelperFact.draws`` says all)."""
+
+    def inner(call: ast.Call) -> str:
+        callee = _local_callee(call, functions, (functions, test), {})
+        if callee is None:
+            return ""
+        return _draw(callee[0], callee[1], {}, _DEPTH - 1, {id(function)})
+
+    found = guarded_draws(function, test, inner)
+    return found if any(guards for _, guards in found) else ()
 
 
 #: Containers whose call runs each module or transform they are built with.

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .draw_guards import TestedDraw
 from .project_call_sites import CallSite
 from .project_row_scaled import RowScaledReturn
 
@@ -190,6 +191,16 @@ class HelperFact:
     #: the parameter (name, position) whose falsy default guards it (``if
     #: augment:``), or ("", -1) (``project_draws.function_torch_draws``).
     torch_draws: tuple[tuple[str, str, int], ...] = ()
+    #: For a function some of whose draws run only under a test of one of its
+    #: parameters (``if data_type == "train":``): every draw with those tests,
+    #: which a call's constant arguments may prove false (``draw_guards``);
+    #: ``()`` where no draw is guarded so.
+    guarded_draws: tuple[TestedDraw, ...] = ()
+    #: For a function: each random augmentation it builds (a torchvision one,
+    #: or an instance of a class of the project whose ``__call__`` draws:
+    #: proxy-nca's ``RandomCropFlip`` in ``make_transform``), with the tests of
+    #: its parameters it is built under (``draw_guards``).
+    guarded_augmentations: tuple[TestedDraw, ...] = ()
     #: The first torchvision random augmentation it builds (``RandomCrop``), as
     #: written; "" if none: a loader it builds, or one over an instance of it,
     #: draws for each sample (``project_draws.augmentation``).
@@ -233,6 +244,11 @@ class HelperFact:
     #: buffer of its own from its inputs (MoCo's queue of keys), as a phrase
     #: (``project_state_writes``); "" if it does not.
     state_writes: str = ""
+    #: For a class that is not a model: (method, how it, or a method it calls on
+    #: ``self``, writes a tensor the instance keeps from other values) for each
+    #: public method that does (basicsr's ``feed_data`` refilling its pool in
+    #: ``_dequeue_and_enqueue``) (``project_state_writes``).
+    method_state_writes: tuple[tuple[str, str], ...] = ()
     #: For a model class used as a criterion: how its ``forward`` passes a loss
     #: that is already a mean over the batch through a non-linear function
     #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),

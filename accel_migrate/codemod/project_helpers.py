@@ -198,6 +198,8 @@ class HelperFacts(ClassFacts, ReturnKinds):
                 function, self.scan.functions, self._dotted
             ),
             augmentation=self._augmentation(function),
+            guarded_draws=self._guarded_draws(function),
+            guarded_augmentations=self._guarded_augmentations(function),
             sampling_model=(
                 sampling_model_built(function, self.scan.functions, self._dotted)
                 if kind == "model"

@@ -75,11 +75,18 @@ def built_model_phrase(
     its body) and that has one (``HelperFact.batch_mixing``, ``share_padded``);
     "" when none has."""
     if isinstance(node, ast.ClassDef):
-        inner = [*node.bases] + [
-            n.func for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)
-        ]
+        calls = [n for m in methods for n in _own_nodes(m) if isinstance(n, ast.Call)]
+        inner = [*node.bases] + [n.func for n in calls]
     else:
-        inner = [n.func for n in _own_nodes(node) if isinstance(n, ast.Call)]
+        calls = [n for n in _own_nodes(node) if isinstance(n, ast.Call)]
+        inner = [n.func for n in calls]
+    # a class handed to `functools.partial` is built where the partial is
+    # called (`norm_layer=partial(SplitBatchNorm, num_splits=8)`)
+    inner += [
+        n.args[0]
+        for n in calls
+        if n.args and reader._dotted(n.func) == "functools.partial"
+    ]
     for expr in inner:
         target = reader.resolve(expr)
         if not isinstance(target, tuple) or not target[1]:

@@ -34,19 +34,20 @@ if TYPE_CHECKING:
     from .project_facts import HelperFact
 
 
-def state_writes(cls: ast.ClassDef) -> str:
-    """How ``cls``'s ``forward`` (or a method it calls on ``self``) writes one of
-    its buffers from values other than its own, as a phrase; "" if it does not."""
+def state_writes(cls: ast.ClassDef, start: str = "forward") -> str:
+    """How ``cls``'s ``forward`` (or ``start``; or a method it calls on ``self``)
+    writes one of its buffers from values other than its own, as a phrase; ""
+    if it does not."""
     from .project_draws import class_methods, self_calls
 
     methods = class_methods(cls)
-    if "forward" not in methods:
+    if start not in methods:
         return ""
     buffers = _buffers(cls)
     if not buffers:
         return ""
     seen: list[str] = []
-    todo = ["forward"]
+    todo = [start]
     while todo:
         name = todo.pop(0)
         if name in seen or name not in methods:
@@ -67,6 +68,24 @@ def state_writes(cls: ast.ClassDef) -> str:
     return ""
 
 
+def method_state_writes(cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
+    """For a class that is not a model (a trainer object: basicsr's
+    ``RealESRGANModel``, whose ``feed_data`` refills a training-pair pool
+    ``self.queue_lr`` from each batch in ``_dequeue_and_enqueue``): (method,
+    ``state_writes`` from it) for each method a caller may call (not a dunder,
+    nor ``_private``) that writes one of its tensors from other values."""
+    from .project_draws import class_methods
+
+    found = []
+    for name in class_methods(cls):
+        if name.startswith("_"):
+            continue
+        phrase = state_writes(cls, name)
+        if phrase:
+            found.append((name, phrase))
+    return tuple(found)
+
+
 def _buffers(cls: ast.ClassDef) -> set[str]:
     """The names of ``cls``'s registered buffers and the torch tensors it sets."""
     found: set[str] = set()
@@ -80,15 +99,26 @@ def _buffers(cls: ast.ClassDef) -> set[str]:
             and isinstance(node.args[0].value, str)
         ):
             found.add(node.args[0].value)
-        elif (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Attribute)
-            and isinstance(node.value.func.value, ast.Name)
-            and node.value.func.value.id == "torch"
-        ):
+        elif isinstance(node, ast.Assign) and _torch_built(node.value):
             found |= {n for t in node.targets if (n := _self_name(t))}
     return found
+
+
+def _torch_built(value: ast.expr) -> bool:
+    """``torch.zeros(...)``, also moved: ``torch.zeros(...).to(self.device)``."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("to", "cuda", "float", "half", "contiguous")
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == "torch"
+    )
 
 
 def _self_name(node: ast.AST) -> str:
@@ -171,18 +201,31 @@ def _gathers(method: ast.AST) -> bool:
     return False
 
 
-def step_state_write(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
+def step_state_write(
+    index: ModuleIndex, call: cst.Call
+) -> tuple[HelperFact, str] | None:
     """The imported model class whose buffer-writing ``forward`` a training step
-    runs with ``call`` (``loss = net(im_1, im_2)``); None otherwise."""
-    from .imported_draws import _wrapped_step, instance_facts
+    runs with ``call`` (``loss = net(im_1, im_2)``), or the imported object,
+    not a model, whose method ``call`` calls writes its tensors so
+    (``model.feed_data(train_data)``), with how; None otherwise."""
+    from .imported_draws import _wrapped_step, instance_facts, trainer_step
     from .model_methods import training_step
 
     if not index.project or not any(
-        training_step(index, path) or _wrapped_step(index, path)
+        training_step(index, path)
+        or _wrapped_step(index, path)
+        or trainer_step(index, path)
         for path in index.loop_paths(call)
     ):
         return None
     if isinstance(call.func, cst.Attribute):
+        method = call.func.attr.value
+        for fact in sorted(
+            instance_facts(index, call.func.value), key=lambda f: f.name
+        ):
+            phrase = dict(fact.method_state_writes).get(method)
+            if phrase:
+                return fact, phrase
         return None  # a method of the model, not its forward
     facts = set(instance_facts(index, call.func))
     key = index.key(call.func)
@@ -194,5 +237,5 @@ def step_state_write(index: ModuleIndex, call: cst.Call) -> HelperFact | None:
             facts.add(handed)
     for fact in sorted(facts, key=lambda f: f.name):
         if fact.state_writes:
-            return fact
+            return fact, fact.state_writes
     return None

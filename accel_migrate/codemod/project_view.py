@@ -267,6 +267,13 @@ class ProjectView(ModuleScans, BatchLibraries):
         # a package's re-exports (`from .ppo import PPO` in algo/__init__.py),
         # reached as `algo.PPO` after `from a2c_ppo_acktr import algo`
         for name, target in scan.names.items():
+            if isinstance(target, tuple) and not target[1] and prefix.count(".") < 2:
+                # a module of the package it imports (`from . import utils` in
+                # dataset/__init__.py): `dataset.utils.make_transform`
+                self._module_helpers(
+                    f"{prefix}.{name}", target[0], script, roots, helpers, files
+                )
+                continue
             if (
                 isinstance(target, tuple)
                 and target[1]

@@ -112,3 +112,45 @@ def sampling_model(qualname: str) -> bool:
         return False
     last = qualname.rsplit(".", 1)[-1]
     return last in _SAMPLING_CLASSES or last.startswith(_SAMPLING_BUILDERS)
+
+
+#: What a random state or generator draws with (``rng.choice``, ``rs.permutation``),
+#: and what ``random``/``numpy.random``/``torch`` pick items with.
+_PICKS = frozenset(
+    {"choice", "choices", "sample", "shuffle", "permutation", "multinomial"}
+)
+_STATE_DRAWS = _PICKS | frozenset(
+    {"integers", "random", "uniform", "normal", "randint", "randn", "rand", "randrange"}
+)
+#: How a held random state is spelt (``self.rng``, ``np_random``, ``generator``).
+_STATES = ("rng", "random_state", "generator", "np_random")
+
+
+def spelled_draw(dotted: str, picks_only: bool = False) -> bool:
+    """Is the call spelt ``dotted`` (as written, unresolved: ``np.random.choice``,
+    ``random.sample``, ``torch.randint``, ``self.rng.choice``, a bare ``choice``
+    imported from ``random``) a random draw? For the ``ast``-only readers that see
+    one class without its imports (``replay_buffers``). ``picks_only``: only the
+    draws that pick items (``choice``, ``sample``, ``multinomial``...). A name
+    that only contains such a word (``sample_weights``, ``choices_cfg``,
+    ``downsample``, ``self.sampler``) is not a draw."""
+    parts = dotted.split(".")
+    last, head = parts[-1], parts[:-1]
+    if last in _NOT_DRAWS:
+        return False
+    names = _PICKS if picks_only else _STATE_DRAWS | {"randperm", "bernoulli"}
+    if not head:  # `from random import choice`
+        return last in names and last not in ("random", "normal", "uniform")
+    owner = head[-1].lower()
+    if owner == "random":  # random.x, np.random.x, torch.random.x
+        return last in names or not picks_only
+    if head == ["torch"]:
+        torch_names = {"multinomial", "randperm"} if picks_only else None
+        return (
+            last in torch_names
+            if torch_names is not None
+            else is_random_draw("torch." + last) or last == "randperm"
+        )
+    if any(s in owner for s in _STATES) or owner == "rs":
+        return last in names
+    return False

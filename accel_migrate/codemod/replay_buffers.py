@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from .project_nodes import self_attribute
+from .random_names import spelled_draw
 
 if TYPE_CHECKING:  # the project view reads this without libcst
     import libcst as cst
@@ -129,19 +130,14 @@ def _reads(method: Definition, attribute: str) -> bool:
 
 
 def _picking(call: ast.Call) -> bool:
-    """``random.choices(...)``, ``random.sample(...)``: picks at random."""
-    return any(w in ast.unparse(call.func) for w in ("choice", "sample"))
+    """``random.choices(...)``, ``random.sample(...)``, ``torch.multinomial``:
+    picks at random (not ``self.sample_weights(...)`` nor ``downsample(...)``)."""
+    return spelled_draw(ast.unparse(call.func), picks_only=True)
 
 
 def _draw(call: ast.Call) -> bool:
     """``random.randint(...)``, ``np.random.choice(...)``, ``torch.randint``."""
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return (
-        name.startswith("rand")
-        or name == "integers"
-        or any(w in name for w in ("choice", "sample"))
-    )
+    return spelled_draw(ast.unparse(call.func))
 
 
 def _drawn(expr: ast.AST, drawn: set[str]) -> bool:

@@ -115,7 +115,8 @@ def test_a_transform_factory_of_drawing_classes_is_reported(tmp_path: Path) -> N
     assert len(found) == 1, [f.message for f in found]
     assert found[0].status == "needs-review"
     assert "built by `get_train_transforms` in dataset.py" in found[0].message
-    assert "`random.random` in `Flip.__call__`" in found[0].message
+    # the draw and the project class that makes it (draw_guards' spelling)
+    assert "`random.random` (in `Flip`)" in found[0].message
 
 
 def test_a_deterministic_transform_factory_is_not_reported(tmp_path: Path) -> None:

@@ -182,3 +182,46 @@ def test_a_local_class_is_read_once_per_tree(tmp_path: Path, monkeypatch) -> Non
     found = _findings(source + step, tmp_path / "train.py")
     assert len(found) == 3, found
     assert read.count("SampleBuffer") == 1, read
+
+
+NOT_PICKED = """
+import torch
+
+
+class WeightedHistory:
+    def __init__(self):
+        self.values = []
+
+    def add(self, value):
+        self.values.append(value)
+
+    def weights(self):
+        return self.sample_weights(self.values)
+
+    def sample_weights(self, values):
+        return [1.0 for _ in values]
+
+    def cfg(self):
+        return choices_cfg(self.values), downsample(self.values)
+"""
+
+
+def test_names_holding_choice_or_sample_are_not_draws(tmp_path: Path) -> None:
+    """``self.sample_weights(self.values)``, ``choices_cfg(...)``,
+    ``downsample(...)`` read the list but draw nothing: not a buffer."""
+    (tmp_path / "buffers.py").write_text(NOT_PICKED)
+    (tmp_path / "train.py").write_text("from buffers import WeightedHistory\n")
+    facts = dict(read_project(str(tmp_path / "train.py")).helpers)
+    assert facts["buffers.WeightedHistory"].stored == ()
+
+
+def test_spelled_draws() -> None:
+    from accel_migrate.codemod.random_names import spelled_draw
+
+    for name in ("random.choices", "np.random.choice", "torch.multinomial", "sample"):
+        assert spelled_draw(name, picks_only=True), name
+    assert spelled_draw("self.rng.choice", picks_only=True)
+    assert spelled_draw("torch.randint") and not spelled_draw("torch.manual_seed")
+    for name in ("self.sample_weights", "choices_cfg", "downsample", "F.downsample"):
+        assert not spelled_draw(name), name
+        assert not spelled_draw(name, picks_only=True), name

@@ -1517,6 +1517,11 @@ EXPECTED: dict[str, str] = {
     # SSDAugmentation (through Compose's list of transforms) is not named
     "ssd_multibox_t12a_project": "FLAGGED",
     "ssd_multibox_t12a_project_batch": "FLAGGED",
+    # r33a: the same with Compose/RandomMirror/SSDAugmentation defined in the
+    # migrated file and handed to data/'s dataset: no AM020 named the mirror
+    # before (only the other-module form was); `data_pipeline._handed_transforms`
+    "ssd_local_augment_r33a_project": "FLAGGED",
+    "ssd_local_augment_r33a_project_batch": "FLAGGED",
     # fixc (rev7): a learned weight's value printed under `if args.local_rank ==
     # 0:` looked like output only; under FSDP the read of the sharded parameter
     # is a collective. AM047 rewrote the test and the run hung (60 s timeout);

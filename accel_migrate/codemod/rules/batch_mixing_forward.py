@@ -25,7 +25,12 @@ finding is at the call that builds it (``model = Net(...)`` whose
 agreement over the batch), in a file that shards a loader, or that hands its
 models to a trainer of another file of the batch that trains them there (ProGAN's
 ``ProGAN(gen, dis)`` of gan.py, whose discriminator ends with a minibatch
-standard-deviation layer).
+standard-deviation layer). A BatchNorm subclass of a local module with a
+``forward`` of its own, which such a model builds (also through
+``functools.partial``: MoCo's ``norm_layer=partial(SplitBatchNorm,
+num_splits=8)``), is named so too: the runtime cannot convert it to normalise
+by the global batch and stops at its first forward in train mode
+(``UnsyncedBatchNormError``); the finding says so before the run.
 
 Also, in a training step, a matrix whose rows and columns are both picked by
 the step's batch (``adj[batch][:, batch]``, ``adj[batch, :][:, batch]``,

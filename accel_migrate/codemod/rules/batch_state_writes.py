@@ -18,7 +18,13 @@ or a queue rebuilt from itself (``self.queue = torch.cat([keys, self.queue])``;
 not a value that only replaces the old, as a hidden state); the same for a
 model class of a local module (``ModelMoCo`` of a ``model.py``), reported
 where the training step runs it (``loss = net(im_1, im_2)``;
-``project_state_writes``). Also such a write
+``project_state_writes``), and the same of an object of a local module
+that is not a model but trains models of its own, where a training step
+calls its method (basicsr's ``model.feed_data(train_data)``, whose
+``_dequeue_and_enqueue`` refills and shuffles a training-pair pool
+``self.queue_lr`` from each batch). Also a tensor bound at module level
+(JEM's replay buffer), written from the batch in a training step of a
+function. Also such a write
 into a parameter of the class (``self.loc = nn.Parameter(...)``): a
 data-dependent initialisation, as Glow's ``ActNorm`` sets ``loc`` and ``scale``
 from the first batch it sees (``self.loc.data.copy_(-mean)``). And a variable
@@ -167,19 +173,27 @@ class BatchStateWrites(Rule):
     def _check_imported_model(self, node: cst.Call) -> None:
         """A training step runs a model of a local module whose ``forward``
         writes a buffer of its own from its inputs (``project_state_writes``)."""
-        fact = step_state_write(self.index, node)
-        if fact is None:
+        found = step_state_write(self.index, node)
+        if found is None:
             return
+        fact, writes = found
         self.report(
             node,
             "needs-review",
             f"a training step runs a `{fact.name}` of {fact.file} here "
-            f"(`{snippet(node)}`), and {fact.state_writes} from this process's "
+            f"(`{snippet(node)}`), and {writes} from this process's "
             "share of the batch: after migration each process writes it from its "
-            "share only (and DDP hands every process the main process's buffers "
-            "at each forward), so the buffer differs from the original's; gather "
-            "what is written from every process first (accel.gather), as MoCo's "
-            "distributed code does",
+            + (
+                "share only (and DDP hands every process the main process's "
+                "buffers at each forward), so the buffer differs from the "
+                "original's; gather what is written from every process first "
+                "(accel.gather), as MoCo's distributed code does"
+                if fact.returns == "model"
+                else "share only, into a copy of its own (no collective makes the "
+                "copies equal), so what it keeps and hands back in later steps "
+                "differs from the original's; gather what is written from every "
+                "process first (accel.gather)"
+            ),
             if_migrated=True,
         )
 

@@ -58,7 +58,22 @@ forecasts): the loader is sharded, so each process draws for its own share, and
 the draws move torch's random state, from which a shuffled loader draws its
 next epoch's order, away from the original's (``random``'s and numpy's draws
 there leave that state alone, and a draw under ``if augment:`` with a falsy
-default the call does not pass does not run: neither is reported). Draws from an explicit ``generator=`` (seeded alike on every
+default the call does not pass does not run: neither is reported). Also the
+draws of a method a training step calls on an object of another module that
+trains models of its own (basicsr's ``model.feed_data(train_data)`` then
+``model.optimize_parameters(it)``: the step's backward runs in that object);
+a transform class defined in the file, whose instance is built and handed on
+(ssd.pytorch's ``Compose([RandomMirror(), ...])`` handed to an imported
+dataset's ``transform=``); and a local function that builds an instance of a
+project class whose ``__call__`` draws (proxy-nca's
+``dataset.utils.make_transform`` building ``RandomCropFlip``, a module of a
+package reached as ``dataset.utils``). A draw of a local function that runs
+only under a test of one of its parameters (``if data_type == "train":``,
+``RandomCropFlip(sz) if is_train else CenterCrop(sz)``) is not the draw of a
+call whose constant arguments (or the parameter's constant default) prove
+the test false (``collate_fn=lambda x: data_processing(x, "valid")``,
+``make_transform(..., is_train=False)``); a test of another shape, or an
+argument that is not a constant, proves nothing and the draw is reported. Draws from an explicit ``generator=`` (seeded alike on every
 process, it draws the original's numbers) are not reported unless their
 arguments read the batch (``torch.randn(x.shape, generator=g)``), nor are
 draws in setup code before training, nor are draws in a
