@@ -59,3 +59,33 @@ def test_a_mean_loss_times_the_batch_size_is_still_a_sum() -> None:
     assert found["AM007"].status == "fixed"
     assert found["AM009"].status == "fixed"
     assert "accel.reduce(total)" in found["AM009"].message
+
+
+TOKEN_MEAN = "(F.cross_entropy(out, y, reduction='none') * mask).sum() / mask.sum()"
+
+
+@pytest.mark.parametrize(
+    "added", ["loss.item() * mask.sum().item()", "mask.sum().item() * loss.item()"]
+)
+def test_a_token_mean_times_its_own_count_is_a_sum(added: str) -> None:
+    # bucket_batch_sampler_r19 (r33d): `epoch_loss += loss.item() *
+    # lengths.sum().item()` of a loss divided by `lengths.sum()` is the share's
+    # sum of tokens; it was reported as "a loss times this process's batch
+    # size" and left uncombined while its count was combined (MATCH -> FLAGGED)
+    result = migrate_source(
+        SCRIPT.replace(
+            "    out = model(x)\n", "    out = model(x)\n    mask = y > 0\n"
+        ).format(loss=TOKEN_MEAN, added=added),
+        "train.py",
+    )
+    found = {f.code: f for f in result.findings if f.code in ("AM007", "AM009")}
+    assert found["AM007"].status == "fixed", found["AM007"].message
+    assert "count=mask.sum()" in result.output
+    assert found["AM009"].status == "fixed", found["AM009"].message
+    assert "accel.reduce(total)" in result.output
+
+
+def test_a_token_mean_times_another_count_is_no_sum() -> None:
+    found = _findings(TOKEN_MEAN.replace("mask", "(y > 0)"), "loss.item() * x.size(0)")
+    assert found["AM009"].status == "needs-review"
+    assert "not over the batch's samples" in found["AM009"].message

@@ -3,7 +3,9 @@ process's sum over its share only where the loss is a mean over the batch's
 samples. AM009 reads it as a sum, and asks the loss reduction analysis (the
 one AM007 and AM008 read) whether it is: where that calls the reduction
 unknown (a mean of masked rows, written-out arithmetic of unproven rank) or a
-mean over another count (tokens not ignored), AM009 says so, not "fixed"."""
+mean over another count (tokens not ignored), AM009 says so, not "fixed". A
+token mean times its own count (``loss.item() * lengths.sum().item()`` of a
+loss divided by ``lengths.sum()``) is the share's sum of those tokens."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import libcst as cst
 
 from ..patterns import counts_samples
 from ..reduction import loss_reduction
+from ..reduction.placement import code
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -32,9 +35,9 @@ def scaled_loss(index: ModuleIndex, value: cst.BaseExpression) -> str:
     ):
         return ""
     if counts_samples(index, value.left):
-        loss = value.right
+        loss, count = value.right, value.left
     elif counts_samples(index, value.right):
-        loss = value.left
+        loss, count = value.left, value.right
     else:
         return ""
     if not isinstance(read_of(loss), cst.Name | cst.Attribute):
@@ -43,5 +46,9 @@ def scaled_loss(index: ModuleIndex, value: cst.BaseExpression) -> str:
     if found.kind == "unknown":
         return found.reason or "its reduction is not known"
     if found.kind == "token-mean":
+        if found.count is not None and code(read_of(count)) == code(found.count):
+            # `loss.item() * lengths.sum().item()` of a loss meaned over
+            # `lengths.sum()`: times its own count, the share's sum of them
+            return ""
         return f"it is a mean over {found.what}, not over the batch's samples"
     return ""
