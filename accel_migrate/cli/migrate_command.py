@@ -229,19 +229,23 @@ def _run_files(
         finally:
             batch.stop()
     if held:
-        kept = project.keep_orphan_libraries(
-            project.keep_whole_setups(
-                project.keep_libraries(
-                    project.keep_distributed_imports(outcomes), libraries, migrated
+        kept = project.keep_unfed_libraries(
+            project.keep_orphan_libraries(
+                project.keep_whole_setups(
+                    project.keep_libraries(
+                        project.keep_distributed_imports(outcomes), libraries, migrated
+                    ),
+                    trainers,
+                    migrated,
+                    project.loader_libraries(
+                        migrated, lambda i: batch.options_for(i).project
+                    ),
                 ),
+                libraries,
                 trainers,
-                migrated,
-                project.loader_libraries(
-                    migrated, lambda i: batch.options_for(i).project
-                ),
             ),
             libraries,
-            trainers,
+            migrated,
         )
         for index in sorted(held):
             emit(index, kept[index])  # type: ignore[arg-type]

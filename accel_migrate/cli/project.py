@@ -29,7 +29,12 @@ from ..codemod.other_codes import ALREADY_DISTRIBUTED, LIBRARY_MODULE
 from ..codemod.project_libraries import handed_loaders
 from .files import FileError, read_source
 from .project_imports import _local_imports, _names_local_module, _roots
-from .whole_setups import Outcome, keep_orphan_libraries, keep_whole_setups
+from .whole_setups import (
+    Outcome,
+    keep_orphan_libraries,
+    keep_unfed_libraries,
+    keep_whole_setups,
+)
 
 if TYPE_CHECKING:
     from ..codemod.project_file_facts import ProjectFacts
@@ -273,6 +278,22 @@ class Project:
         training that is not migrated left unchanged (AM103:
         ``whole_setups.keep_orphan_libraries``)."""
         return keep_orphan_libraries(self.paths, outcomes, libraries, imports)
+
+    def keep_unfed_libraries(
+        self,
+        outcomes: Sequence[Outcome | None],
+        libraries: dict[int, int],
+        for_callers: frozenset[int] = frozenset(),
+    ) -> list[Outcome | None]:
+        """``outcomes`` with each library migrated in its own right that no
+        migrated file of the batch imports left unchanged (AM103:
+        ``whole_setups.keep_unfed_libraries``)."""
+        importers: dict[int, set[int]] = {}
+        for entry, imported, _, _ in self._batch_imports():
+            importers.setdefault(imported, set()).add(entry)
+        return keep_unfed_libraries(
+            self.paths, outcomes, libraries, importers, for_callers
+        )
 
     def keep_distributed_imports(
         self, outcomes: Sequence[Outcome | None]

@@ -5,7 +5,9 @@ A file that imports a training file of the batch left unchanged (for a
 needs-review finding, the user's ``# accel-migrate: skip-file``, an error) is left
 unchanged too, and so is a training file whose importer, which builds what it is
 handed, is left unchanged; a loader module migrated for a training that is not
-migrated is left unchanged as well. Each gets one needs-review finding naming the
+migrated is left unchanged as well, and so is one that no migrated file of the
+batch imports, directly or through others, while a training file that does is
+left unchanged. Each gets one needs-review finding naming the
 file it follows and, down a chain of such files, the root cause.
 
 Works on the results of the batch only (``cli/project.py`` finds the imports).
@@ -227,6 +229,65 @@ def keep_orphan_libraries(
             "for a training that is not migrated, so this file is left "
             "unchanged too; resolve those findings and run the batch again"
             + _root_cause(paths, whole[:1], result, {}),
+        )
+    return result
+
+
+def keep_unfed_libraries(
+    paths: Sequence[str],
+    outcomes: Sequence[Outcome | None],
+    libraries: dict[int, int],
+    importers: dict[int, set[int]],
+    for_callers: frozenset[int] = frozenset(),
+) -> list[Outcome | None]:
+    """``outcomes`` with each library (``libraries``: no backward of its own)
+    migrated in its own right (its loaders prepared where it builds them, not
+    one migrated for its callers: ``for_callers``) turned into an unchanged
+    result with one needs-review finding (AM103) where no file of the batch
+    that imports it, directly or through others (``importers``: each file's
+    direct importers), is migrated, now or before, and one of them is a
+    training file left whole (ADDA's datasets/mnist.py, whose ``get_mnist``
+    builds the loader that utils.py's ``get_data_loader`` hands main.py, whose
+    training in core/adapt.py is left whole): its loaders would be split
+    across processes for a training that each process runs whole on its
+    share. Other libraries migrated in their own right that import it do not
+    count as migrated importers (datasets/usps.py reusing mnist.py's helper)."""
+    result = list(outcomes)
+    own = {
+        library
+        for library in libraries
+        if library not in for_callers and _migrated(result[library])
+    }
+    for library in sorted(own):
+        seen: set[int] = set()
+        todo = sorted(importers.get(library, ()))
+        while todo:
+            current = todo.pop(0)
+            if current in seen or current == library:
+                continue
+            seen.add(current)
+            todo += sorted(importers.get(current, ()))
+        if not seen or any(t not in own and not _not_migrated(result[t]) for t in seen):
+            continue
+        whole = [
+            t
+            for t in sorted(seen)
+            if t not in own
+            and _left_whole(result[t])
+            and not isinstance(result[t], Failure)
+        ]
+        if not whole:
+            continue
+        result[library] = _kept_whole(
+            result[library],  # type: ignore[arg-type]
+            1,
+            f"is imported, directly or through other files, only by files of "
+            f"this batch that are not migrated, among them {paths[whole[0]]}, "
+            "a training file left unchanged (see its findings): the loaders "
+            "this file prepares would be split across processes for a "
+            "training that each process runs whole on its share, so this "
+            "file is left unchanged too; resolve those findings and run the "
+            "batch again" + _root_cause(paths, whole[:1], result, {}),
         )
     return result
 

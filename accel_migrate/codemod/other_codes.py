@@ -192,7 +192,11 @@ backward that prepares loaders of its own (FeatureLearningRotNet's
 dataloader.py) is left unchanged where its importer is no training entry point
 of its own and runs the training of a file of the batch that is not migrated
 (``getattr(alg, name)(config).solve(dloader_train, dloader_test)``): its loaders
-would be split for a training that each process runs whole. When the file it names
+would be split for a training that each process runs whole; and so is one that
+no migrated file of the batch imports, directly or through others, while a
+training file that does is left unchanged (ADDA's datasets/mnist.py, reached
+through datasets/__init__.py and utils.py's ``get_data_loader`` from a main.py
+whose training is left whole). When the file it names
 is itself left unchanged only by such a finding (a chain: ``chargpt.py`` ->
 ``mingpt/trainer.py`` -> ``mingpt/utils.py`` -> ``mingpt/model.py``), the finding
 also names the root cause: the first file down the chain left unchanged by a
