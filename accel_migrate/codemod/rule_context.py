@@ -15,7 +15,7 @@ from libcst.metadata import (
     PositionProvider,
 )
 
-from . import positions, tree_code
+from . import positions
 from .analysis import LazyQualifiedNames, ModuleIndex
 from .divergence_memo import DivergenceMemo
 from .findings import Finding
@@ -83,8 +83,6 @@ class RuleContext:
     #: The divergence analysis's statement walks, reused on this file's later
     #: trees where they hold (``divergence_memo``).
     divergence_memo: DivergenceMemo = field(default_factory=DivergenceMemo)
-    #: The code of each top-level statement of this file's trees (``tree_code``).
-    statement_codes: tree_code.StatementCodes | None = None
 
     @property
     def original_index(self) -> ModuleIndex:
@@ -137,7 +135,7 @@ class RuleContext:
         # (only the statements no earlier tree generated), not by a whole
         # ``Module.code`` of each changed tree.
         if positions.SHARED_CODE:
-            index.code_source = lambda: self.text_of(wrapper)
+            index.code_source = lambda: self.code_of(wrapper)
         return index
 
     @property
@@ -173,23 +171,6 @@ class RuleContext:
             else:
                 self.positions_of(wrapper)
         return self._code[1]  # type: ignore[index]
-
-    def text_of(self, wrapper: MetadataWrapper) -> str:
-        """``code_of``, without computing positions no rule asked: a changed
-        tree's code from its statements' codes (``tree_code``), unless its
-        code came with its positions already."""
-        module = wrapper.module
-        if (
-            tree_code.STATEMENT_CODE
-            and module is not self.original_module
-            and (self._code is None or self._code[0] is not module)
-        ):
-            if self.statement_codes is None:
-                self.statement_codes = tree_code.StatementCodes(self.position_chunks)
-            found = self.statement_codes.code(module)
-            if found is not None:
-                return found
-        return self.code_of(wrapper)
 
     def suppressed_of(self, wrapper: MetadataWrapper) -> dict[int, Codes]:
         """The statements of ``wrapper``'s module marked ``# accel-migrate: skip``.
