@@ -11,6 +11,7 @@
     python bench/codemod_profile.py --release [--repeat 3]
     python bench/codemod_profile.py --codes [--repeat 3]
     python bench/codemod_profile.py --scopes [--repeat 3]
+    python bench/codemod_profile.py --collects [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -60,7 +61,9 @@ code a pass asks of each tree (``ModuleIndex.code``, the parsed tree's) by a
 whole ``Module.code`` against from the generation that gives its positions
 (``positions.SHARED_CODE``); ``--scopes`` for a pass's scopes left to the
 collector against emptied at its end (``collector.RELEASE_SCOPES``), as
-``--release``.
+``--release``; ``--collects`` for the module index's lists collected by a
+visit of each tree against from the tree's preorder
+(``index_collect.FROM_PREORDER``).
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -489,6 +492,17 @@ def compare_codes(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_collects(paths: list[Path], repeat: int) -> list[list[str]]:
+    """The same as ``compare_codes`` for the module index's lists collected by a
+    visit of each tree and from its preorder (``index_collect.FROM_PREORDER``)."""
+    from accel_migrate.codemod import index_collect
+
+    def use(preorder: bool) -> None:
+        index_collect.FROM_PREORDER = preorder
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def _compare_collector(
     paths: list[Path], repeat: int, switch: str, names: tuple[str, str]
 ) -> list[list[str]]:
@@ -643,6 +657,12 @@ def main() -> int:
         help="only compare a pass's scopes left to the collector with emptied "
         "at its end, over the whole tree",
     )
+    parser.add_argument(
+        "--collects",
+        action="store_true",
+        help="only compare the module index's lists collected by a visit with "
+        "from each tree's preorder, over the whole tree",
+    )
     options = parser.parse_args()
     print(f"Machine: {machine()}\n")
     with tempfile.TemporaryDirectory(prefix="am-profile-") as folder:
@@ -706,6 +726,10 @@ def main() -> int:
                 compare_codes,
                 "each tree's code generated whole against with its positions",
             ),
+            "collects": (
+                compare_collects,
+                "the index's lists by a visit against from the preorder",
+            ),
         }
         sides = {
             "worklist": ("rounds", "worklist"),
@@ -713,6 +737,7 @@ def main() -> int:
             "release": ("left", "released"),
             "scopes": ("left", "released"),
             "codes": ("Module.code", "with positions"),
+            "collects": ("visit", "preorder"),
         }
         chosen = [name for name in comparisons if getattr(options, name)]
         if chosen:

@@ -21,7 +21,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, QualifiedName
 
 from . import subtrees
-from .index_collect import _Collector
+from .index_collect import collect
 from .index_loaders import LoaderFacts
 from .index_steps import TrainingSteps
 from .index_syntax import (
@@ -86,6 +86,8 @@ class LazyQualifiedNames:
     ) -> None:
         self._scopes = scopes
         self._cache: dict[cst.CSTNode, Collection[QualifiedName]] = {}
+        #: Per node asked: its qualified names' strings (``names``).
+        self._names: dict[cst.CSTNode, frozenset[str]] = {}
         #: A local module's names that are a library's (``project_reexports``).
         self._reexports = reexports
 
@@ -100,6 +102,16 @@ class LazyQualifiedNames:
         if self._reexports and scope is not None:
             found = reexported(self._reexports, node, scope, found)
         self._cache[node] = found
+        return found
+
+    def names(self, node: cst.CSTNode) -> frozenset[str]:
+        """The strings of ``get(node)``'s qualified names (none for a node not
+        in this tree), made once per node: ``ModuleIndex.qualnames`` and
+        ``Rule.qualnames`` are asked tens of thousands of times a pass, most of
+        them again for a node asked before (round 24 of issue 14)."""
+        found = self._names.get(node)
+        if found is None:
+            found = self._names[node] = frozenset(q.name for q in self.get(node, ()))
         return found
 
 
@@ -128,8 +140,7 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         #: ``key`` of a name, per (scope, name): what it is bound to depends on
         #: nothing else, and the scopes are complete before any is asked.
         self._name_keys: dict[tuple[Any, str], Key] = {}
-        collector = _Collector(self)
-        self.module.visit(collector)
+        collector = collect(self)  # from the tree's preorder (index_collect)
         self.values: dict[Key, list[cst.BaseExpression | None]] = collector.values
         #: ``a, b = f(x)``: the value each target was unpacked from, its position
         #: and the number of targets (its ``values`` entry is None: not known).
@@ -209,7 +220,8 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
         )
 
     def qualnames(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self._qualnames.get(node, ())}
+        # a copy: callers may change the set they are given
+        return set(self._qualnames.names(node))
 
     def is_call_to(self, node: cst.CSTNode, names: Iterable[str]) -> bool:
         return isinstance(node, cst.Call) and not self.qualnames(node.func).isdisjoint(
@@ -280,7 +292,7 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
     def is_runtime_call(self, node: cst.CSTNode, *names: str) -> bool:
         if not isinstance(node, cst.Call):
             return False
-        qualnames = self.qualnames(node.func)
+        qualnames = self._qualnames.names(node.func)  # read only: no copy
         if qualnames and any(
             q[_RUNTIME_DOT:] in names
             for q in qualnames

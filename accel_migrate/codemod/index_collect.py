@@ -1,5 +1,15 @@
 """The one walk of a tree that lists its assignments, functions, classes, calls and
-loops for ``ModuleIndex``."""
+loops for ``ModuleIndex``.
+
+Since round 24 of issue 14 that walk is no visit of the tree: the tree's
+``subtrees.Preorder`` (built once per tree for the rules' subtree questions,
+copying every subtree an earlier tree shares) already holds its nodes in the
+order a visitor's ``visit_`` callbacks see them, and per node class where
+they are, so ``collect`` hands the collector's callbacks the nodes of the
+classes it has one for, in that order: the same calls, in the same order,
+without a Python call per node of the tree. ``FROM_PREORDER = False`` visits
+the tree (``tests/codemod/test_index_collect.py`` compares the two).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +18,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from . import subtrees
 from .index_syntax import Key, _unpacked
 from .names import TQDM_CALLS
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
+
+#: False: ``collect`` visits the tree (before round 24 of issue 14).
+FROM_PREORDER = True
 
 
 class _Collector(cst.CSTVisitor):
@@ -92,3 +106,28 @@ class _Collector(cst.CSTVisitor):
     def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
         if node.rest is not None:
             self.match_captures.add(node.rest.value)
+
+
+#: The node classes the collector has a ``visit_`` callback for, and each one's.
+_CALLBACKS = {
+    name[len("visit_") :]: callback
+    for name, callback in vars(_Collector).items()
+    if name.startswith("visit_")
+}
+_KINDS = tuple(_CALLBACKS)
+
+
+def collect(index: ModuleIndex) -> _Collector:
+    """The collector's lists of ``index``'s tree: its callbacks called on the
+    nodes of their classes in the tree's visit order (its preorder's), or by a
+    visit of the tree where no preorder holds it."""
+    collector = _Collector(index)
+    module = index.module
+    found = subtrees.preorder_of(module) if FROM_PREORDER else None
+    if found is None:
+        module.visit(collector)
+        return collector
+    callbacks = _CALLBACKS
+    for node in found.of_kinds(module, _KINDS):
+        callbacks[type(node).__name__](collector, node)
+    return collector

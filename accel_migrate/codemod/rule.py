@@ -285,7 +285,9 @@ class Rule(cst.CSTTransformer):
         return self.context.index_of(self.wrapper)
 
     def qualnames(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+        # ``get_metadata(QualifiedNameProvider, node, set())``'s names, made
+        # once per node (a copy: callers may change the set they are given)
+        return set(self.context.qualified_names_of(self.wrapper).names(node))
 
     def is_call_to(self, node: cst.CSTNode, names: Iterable[str]) -> bool:
         return isinstance(node, cst.Call) and not self.qualnames(node.func).isdisjoint(
