@@ -32,12 +32,12 @@ def returned_trainer(owner: HelperFacts, returns: list[ast.Return]) -> tuple[str
     local class that trains (``trains`` or ``trains_own``) and calls no
     collective; ("", "") otherwise."""
     built = {
-        ast.unparse(r.value.func)
-        for r in returns
-        if isinstance(r.value, ast.Call)
+        ast.unparse(r.value.func) for r in returns if isinstance(r.value, ast.Call)
     }
-    if not returns or len(built) != 1 or len(returns) != sum(
-        isinstance(r.value, ast.Call) for r in returns
+    if (
+        not returns
+        or len(built) != 1
+        or len(returns) != sum(isinstance(r.value, ast.Call) for r in returns)
     ):
         return "", ""
     call = returns[0].value
