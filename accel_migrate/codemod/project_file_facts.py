@@ -82,7 +82,7 @@ class ProjectFacts:
             for _, fact in self.helpers
             if (
                 (fact.kind == "class" and (fact.trains or fact.trains_own))
-                or (fact.kind == "function" and fact.trains)
+                or (fact.kind == "function" and (fact.trains or fact.trains_own))
             )
             and not fact.collectives
         )

@@ -143,6 +143,12 @@ class HelperFacts(ClassFacts, ReturnKinds):
             unshardable = unshardable or why
             if container == "tuple" and "" in items:
                 reasons = item_reasons(self, returns, function, items)
+        factory = ("", "")
+        if not kind and not stepped:
+            # `get_net(name)` returning `Net(...)` of a class that trains
+            from .factory_trainers import returned_trainer
+
+            factory = returned_trainer(self, returns)
         effects = _Effects(self, in_class=False)
         effects.body(function.body)
         if any(r.value is not None for r in returns):
@@ -179,6 +185,8 @@ class HelperFacts(ClassFacts, ReturnKinds):
             group_queries=tuple(sorted(effects.queries)),
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
+            trains_own=factory[0],
+            trains_in=factory[1],
             trains=function_trains_handed(function, self.scan.functions)
             or (stepped[0] if stepped else ""),
             trained_parameter=(

@@ -171,7 +171,8 @@ class ModuleScans:
                 first = head.strip().split(b".")[0].split()[0:1]
                 if first and self._module_file(first[0].decode(), roots):
                     return True
-        return False
+        # `importlib.import_module('model.' + args.model)` (``dynamic_trainers``)
+        return b"import_module(" in text
 
     def attribute(self, module: str | Target, name: str) -> str | Target:
         return _attribute(self, module, name)

@@ -174,6 +174,7 @@ class ProjectView(ModuleScans, BatchLibraries):
                         if fact is not None:
                             helpers[prefix] = fact
                             files.add(fact.file)
+        self._named_package_helpers(tree, real, roots, local, helpers, files)
         return ProjectFacts(
             tuple(sorted(helpers.items())),
             tuple(sorted(files)),
@@ -190,6 +191,36 @@ class ProjectView(ModuleScans, BatchLibraries):
             ),
             reexports=tuple(sorted(n for n in reexports.items() if n[1])),
         )
+
+    def _named_package_helpers(
+        self,
+        tree: ast.Module,
+        script: str,
+        roots: tuple[str, ...],
+        local: dict[str, set[str]],
+        helpers: dict[str, HelperFact],
+        files: set[str],
+    ) -> None:
+        """The facts of every module of a local package whose modules the script
+        imports by a computed name (``dynamic_trainers.named_packages``), keyed
+        as an import of each would key them (``model.gem.Net``)."""
+        from .dynamic_trainers import named_packages
+
+        for package in named_packages(tree):
+            target = self._absolute(package, roots)
+            if not (
+                isinstance(target, tuple)
+                and os.path.basename(target[0]) == "__init__.py"
+            ):
+                continue
+            folder = os.path.dirname(target[0])
+            local.setdefault(package.split(".")[0], set()).add(target[0])
+            for entry in sorted(os.listdir(folder)):
+                if entry.endswith(".py") and entry != "__init__.py":
+                    path = os.path.realpath(os.path.join(folder, entry))
+                    self._module_helpers(
+                        f"{package}.{entry[:-3]}", path, script, roots, helpers, files
+                    )
 
     def _names_device(
         self, paths: Iterable[str], roots: tuple[str, ...], script: str

@@ -189,9 +189,20 @@ class TrainerBlocks:
                 + (
                     f"models of its own there: {f.trains_own}"
                     if f.trains_own
-                    else f"what it is handed there: {f.trains}"
+                    else (
+                        f"what it is handed there: {f.trains}"
+                        if f.trains
+                        else "itself there (it backpropagates and steps in "
+                        + ", ".join(f"`{n}`" for n in f.training_methods)
+                        + ")"
+                    )
                 )
                 for f in facts[:2]
+            )
+            picked = (
+                "imports a module of the local package"
+                if "import_module" in snippet(call.func)
+                else "builds a class of the local module"
             )
             more = f" (and {len(facts) - 2} more)" if len(facts) > 2 else ""
             files = sorted(
@@ -199,7 +210,7 @@ class TrainerBlocks:
             )
             self.block(
                 call,
-                f"`{snippet(call)}` builds a class of the local module `{module}` "
+                f"`{snippet(call)}` {picked} `{module}` "
                 f"picked by name, and its classes train: {how}{more}. accel-migrate "
                 "migrates a training setup one file at a time and does not prepare "
                 f"models across files, so {', '.join(files)} "

@@ -1644,6 +1644,37 @@ EXPECTED: dict[str, str] = {
     # does the accuracy printed over them (AM033); the training matches
     "vqa_soft_accuracy_t14c_project": "FLAGGED",
     "vqa_soft_accuracy_t14c_project_batch": "FLAGGED",
+    # t14a (new-user trial, continual, active and curriculum learning):
+    # facebookresearch/GradientEpisodicMemory: main.py imports the model by a
+    # computed name (importlib.import_module('model.' + args.model)) whose Net
+    # owns its optimizer and steps in observe() (SILENT in file mode before:
+    # skipped as "not a training entry point" with no finding; AM004 names it
+    # now); batch mode migrates model/gem.py without a model to prepare
+    # (AM004 there) and the runtime refuses the unprepared parameters
+    "gem_episodic_memory_t14a_project": "FLAGGED",
+    "gem_episodic_memory_t14a_project_batch": "LOUD",
+    # ej0cl6/deep-active-learning: utils.get_net returns nets.Net, which trains
+    # (SILENT in file mode before: skipped with no finding; AM004 names the
+    # factory now); batch mode: the MC-dropout pool probabilities
+    # probs[i][idxs] += ... filled from the sharded pool loader (unseen before,
+    # AM009 now) and predict's preds[idxs] (AM009)
+    "bald_active_learning_t14a_project": "FLAGGED",
+    "bald_active_learning_t14a_project_batch": "FLAGGED",
+    # joansj/hat's LwF: Appr in approaches/lwf.py trains (AM004 in file mode);
+    # batch mode: tensors sliced without a loader, every process trains on all
+    # of it (AM019), so the runs agree
+    "lwf_multihead_t14a_project": "FLAGGED",
+    "lwf_multihead_t14a_project_batch": "MATCH",
+    # THUMNLab/CurML self-paced: the trainer takes its loader and its model
+    # from the curriculum's hooks (data_curriculum, model_curriculum) every
+    # epoch; left whole in both modes (AM004, AM006 on the hooks' loaders)
+    "self_paced_curml_t14a_project": "FLAGGED",
+    "self_paced_curml_t14a_project_batch": "FLAGGED",
+    # lrzpellegrini/icarl-pytorch: file mode prints the share's loss (AM033),
+    # sums it (AM009) and cl_strategies/icarl.py prints on every process
+    # (AM017); batch mode migrates utils.py's training function and matches
+    "icarl_herding_t14a_project": "FLAGGED",
+    "icarl_herding_t14a_project_batch": "MATCH",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

@@ -241,6 +241,9 @@ def collected_values(
         if len(targets) != 1 or not isinstance(targets[0], cst.Subscript):
             continue
         container = targets[0].value
+        while isinstance(container, cst.Subscript):
+            # `probs[i][idxs] += p`: cells of a row of an array made before
+            container = container.value
         if not _made_before(index, container, loop):
             continue
         name = attr_chain(container)
