@@ -23,6 +23,18 @@ the runtime starts the default process group with torchrun's ``RANK``
 (``runtime.comm.ProcessGroupCollectives``), and with no group started it
 raises, as ``os.environ["RANK"]`` does unset. Not in a file that starts a
 process group itself (``init_process_group``: its rank is the file's choice).
+
+The dist-aware helpers a single-GPU fork keeps (ConvNeXt's, DeiT's
+``utils.py``) are read through, where they are functions of the file called
+with no arguments: ``is_main_process()`` whose body is one ``return
+get_rank() == 0`` is that test, and ``get_rank()`` whose body is ``if not
+is_dist_avail_and_initialized(): return 0`` then ``return dist.get_rank()``
+reads ``RANK`` with ``0`` where no group is started: its guard is true
+exactly where ``dist.is_initialized()`` is (``dist.is_initialized()``, or a
+function of the file that returns False where ``dist.is_available()`` or
+``dist.is_initialized()`` is not and else True). Any other body, a guard on
+anything else (``if args.cpu: return 0``), or an argument, is not such a
+read.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from .rank_helpers import rank_helper_body, returned_test
 from .rank_local_calls import rank_environment_read, rank_query
 
 if TYPE_CHECKING:
@@ -120,6 +133,10 @@ def _read(rule: Rule, node: cst.BaseExpression, depth: int = 0) -> _Read | None:
         if node.args or "init_process_group" in rule.context.original_code:
             return None  # another group's rank, or a group the file starts
         return _Read("RANK", True, _RAISES)
+    if isinstance(node, cst.Call) and not node.args:
+        helper = rank_helper(rule, node)
+        if helper is not None:
+            return helper
     if isinstance(node, cst.IfExp):
         return _guarded_read(rule, node, depth)
     if isinstance(node, cst.Name):
@@ -134,6 +151,16 @@ def _read(rule: Rule, node: cst.BaseExpression, depth: int = 0) -> _Read | None:
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
         return _option_read(rule, node, depth)
     return None
+
+
+def rank_helper(rule: Rule, call: cst.Call) -> _Read | None:
+    """``get_rank()`` of the file's own dist-aware helper (``rank_helpers``):
+    ``RANK`` through ``int``, ``0`` where no group is started."""
+    query = rank_helper_body(rule, call)
+    read = _read(rule, query) if query is not None else None
+    if read is None or read.variable != "RANK":
+        return None  # `get_rank(group)`, or a file that starts its own group
+    return _Read("RANK", True, 0)
 
 
 def _option_read(rule: Rule, node: cst.Attribute, depth: int) -> _Read | None:
@@ -217,17 +244,22 @@ def _literal(node: cst.BaseExpression) -> Any:
     return _RAISES
 
 
-def _collect(rule: Rule, node: cst.BaseExpression, reads: list[_Read]) -> bool:
+def _collect(
+    rule: Rule, node: cst.BaseExpression, reads: list[_Read], depth: int = 0
+) -> bool:
     """Is ``node`` made of rank reads, literals, comparisons and ``not`` only?"""
     read = _read(rule, node)
     if read is not None:
         reads.append(read)
         return True
+    returned = returned_test(rule, node)
+    if returned is not None:
+        return depth < 3 and _collect(rule, returned, reads, depth + 1)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-        return _collect(rule, node.expression, reads)
+        return _collect(rule, node.expression, reads, depth)
     if isinstance(node, cst.Comparison):
-        return _collect(rule, node.left, reads) and all(
-            type(c.operator) in _COMPARE and _collect(rule, c.comparator, reads)
+        return _collect(rule, node.left, reads, depth) and all(
+            type(c.operator) in _COMPARE and _collect(rule, c.comparator, reads, depth)
             for c in node.comparisons
         )
     value = _literal(node)
@@ -246,6 +278,9 @@ def _evaluate(rule: Rule, node: cst.BaseExpression, rank: int | None) -> Any:
     read = _read(rule, node)
     if read is not None:
         return read.value(rank)
+    returned = returned_test(rule, node)
+    if returned is not None:
+        return _evaluate(rule, returned, rank)
     if isinstance(node, cst.UnaryOperation):
         inner = _evaluate(rule, node.expression, rank)
         return inner if inner is _RAISES else not inner

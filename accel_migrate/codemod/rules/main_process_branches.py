@@ -9,7 +9,11 @@ int(os.environ.get("LOCAL_RANK", -1))`` or ``args.local_rank in (-1, 0)``
 over ``args = parser.parse_args()`` where ``--local_rank``'s default is such a
 read (``rank_local_options``), or ``dist.get_rank() == 0`` (``not
 torch.distributed.get_rank()``: the runtime starts the process group with
-torchrun's ``RANK``) in a file that starts no process group itself, gets the
+torchrun's ``RANK``) in a file that starts no process group itself, or the
+same through the file's own dist-aware helpers (``if is_main_process():``
+whose body is ``return get_rank() == 0``, and ``get_rank()`` returning
+``dist.get_rank()`` where ``dist.is_initialized()`` and 0 elsewhere:
+``rank_helpers``), gets the
 runtime's test:
 ``accel.is_main_process()`` for ``RANK``, ``accel.is_local_main_process()``
 (the first process of each machine) for ``LOCAL_RANK``. Only where everything
@@ -95,6 +99,7 @@ from ..file_reads import FileReads
 from ..main_process_tests import main_process_test
 from ..model_reads import model_read
 from ..random_names import is_random_draw
+from ..rank_helpers import rank_helper_body, returned_test
 from ..rule import Rule
 from ..subtrees import findall
 
@@ -166,9 +171,33 @@ class MainProcessBranches(Rule):
             original_node,
             "fixed",
             f"`{_code(original_node.test)}` -> {self.context.alias}.{function}(): "
-            f"{_why(original_node.test, variable)}; it only writes output",
+            f"{self._why(original_node.test, variable)}; it only writes output",
         )
         return updated_node.with_changes(test=test)
+
+    def _why(self, test: cst.BaseExpression, variable: str) -> str:
+        """Why ``test`` is true on the runtime's process, as the finding says it."""
+        helper = next(
+            (
+                c
+                for c in findall(test, m.Call())
+                if isinstance(c, cst.Call)
+                and (
+                    returned_test(self, c) is not None
+                    or rank_helper_body(self, c) is not None
+                )
+            ),
+            None,
+        )
+        if helper is not None:
+            return (
+                f"`{_code(helper)}` is the file's own helper over "
+                "`dist.get_rank()` where a process group is started (0 where none "
+                "is), and the runtime starts the process group with the launcher's "
+                "RANK, so the branch runs on the same process as before (run as one "
+                "process, with no group, the helper gives rank 0)"
+            )
+        return _why(test, variable)
 
     # -- what the branch runs ---------------------------------------------------------
     def _output_only(self, branch: cst.If) -> bool:
