@@ -281,6 +281,15 @@ class _Calls:
             ),
         ):
             return _CONSTANT  # a regulariser of the weights: no batch in it
+        if (
+            isinstance(iterable, (cst.GeneratorExp, cst.ListComp))
+            and iterable.for_in.inner_for_in is None
+            and iterable.for_in.ifs == []
+            and isinstance(iterable.for_in.target, cst.Name)
+            and m.matches(iterable.elt, m.Name(iterable.for_in.target.value))
+        ):
+            # `sum(loss for loss in loss_dict.values())`: as `sum` of the iterable
+            return self._builtin_sum(iterable.for_in.iter, at, depth + 1)
         found = list_terms(self.index, iterable)
         if found is not None:
             # `losses.append(F.mse_loss(out, y))` ... `sum(losses)`: a sum of
