@@ -59,7 +59,13 @@ the label tokens that are not -100. So has the sum of a dict of losses a model
 or criterion returned (``sum(loss_dict.values())`` after ``loss_dict =
 model(images, targets)``), and of a dict's values the analysis does not read;
 ``sum(d.values())`` of a dict literal (also one a function of this file returns,
-with no key added later) is the sum of its values' terms.
+with no key added later) is the sum of its values' terms. The builtin ``sum``
+of a list of losses (``losses.append(...)``, ``+=``, ``.extend``, a display or
+a comprehension; ``torch.stack(losses).sum()`` and ``.mean()`` too) adds its
+terms (``loss_lists``): a mean where every term is a mean, a sum where every
+term is a sum or one per sample of a loop over the batch's rows, unknown
+otherwise; ``sum(x)`` of what is proven neither a list nor a tensor of the
+batch's samples is unknown, never a sum over the batch.
 Where nothing says otherwise a loss is a
 mean over samples, the default of every ``torch.nn`` loss.
 

@@ -23,7 +23,6 @@ from .facts import (
     _SAME_VALUE,
     _STATISTICS,
     Fact,
-    _added,
     _agree,
     _loss_call,
     _nonlinear,
@@ -40,6 +39,7 @@ from .helper_items import imported_item_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .loss_inputs import arithmetic, ranked_operand
+from .loss_lists import list_terms, terms_fact
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
@@ -80,6 +80,10 @@ class _Calls:
         if names & {"torch.sum", "torch.mean"}:
             if not call.args:
                 return _ELEMENTS
+            how = "sum" if "torch.sum" in names else "mean"
+            stacked = self._stacked(call.args[0].value, call.args[1:], how, depth)
+            if stacked is not None:
+                return stacked
             inner = self.fact(call.args[0].value, at, depth + 1)
             inner = self._rank_unproven(inner, call.args[0].value, call.args[1:])
             how = "sum" if "torch.sum" in names else "mean"
@@ -112,6 +116,10 @@ class _Calls:
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in ("sum", "mean", "nansum", "nanmean"):
+                how = "sum" if "sum" in method else "mean"
+                stacked = self._stacked(func.value, call.args, how, depth)
+                if stacked is not None:
+                    return stacked
                 inner = self.fact(func.value, at, depth + 1)
                 inner = self._rank_unproven(inner, func.value, call.args)
                 how = "sum" if "sum" in method else "mean"
@@ -266,60 +274,84 @@ class _Calls:
         losses = model_loss_dict(self.index, iterable)
         if losses is not None:
             return computed_in_call(losses)
-        if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)):
-            loop = iterable.for_in
-            if m.matches(
-                loop.iter,
-                m.Call(
-                    func=m.Attribute(
-                        attr=m.Name("parameters") | m.Name("named_parameters")
-                    )
-                ),
-            ):
-                return _CONSTANT  # a regulariser of the weights: no batch in it
-            return self.fact(iterable.elt, at, depth + 1)
-        if isinstance(iterable, (cst.List, cst.Tuple)):
-            facts = [self.fact(e.value, at, depth + 1) for e in iterable.elements]
-            result = facts[0] if facts else _CONSTANT
-            for fact in facts[1:]:
-                result = _added(result, fact)
-            return result
-        display = self._list_display(iterable)
-        if display is not None:
-            # `losses = [F.mse_loss(out, y), F.l1_loss(out, y)]` then
-            # `sum(losses)`: a sum of those terms, as of the display itself
-            # (before, a sum over the batch's samples: `reduction="sum"`)
-            return self._builtin_sum(display, at, depth + 1)
+        if isinstance(iterable, (cst.GeneratorExp, cst.ListComp)) and m.matches(
+            iterable.for_in.iter,
+            m.Call(
+                func=m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters"))
+            ),
+        ):
+            return _CONSTANT  # a regulariser of the weights: no batch in it
+        if (
+            isinstance(iterable, (cst.GeneratorExp, cst.ListComp))
+            and iterable.for_in.inner_for_in is None
+            and iterable.for_in.ifs == []
+            and isinstance(iterable.for_in.target, cst.Name)
+            and m.matches(iterable.elt, m.Name(iterable.for_in.target.value))
+        ):
+            # `sum(loss for loss in loss_dict.values())`: as `sum` of the iterable
+            return self._builtin_sum(iterable.for_in.iter, at, depth + 1)
+        found = list_terms(self.index, iterable)
+        if found is not None:
+            # `losses.append(F.mse_loss(out, y))` ... `sum(losses)`: a sum of
+            # those terms (before, a sum over the batch's samples:
+            # `reduction="sum"` for a sum of means)
+            return terms_fact(found, self.fact, depth, "sum")
         if dict_view(iterable):
             # The values of a dict are losses, not the batch's samples: `sum` adds
             # terms whose reductions are those of the dict's values.
             return dict_values_fact(self.index, self.fact, iterable, depth)
         inner = self.fact(iterable, at, depth + 1)
-        return Fact("sum") if inner.kind == "elements" else inner
+        if inner.kind != "elements":
+            return inner
+        if (
+            inner.reason
+            or inner.unranked
+            or inner.selected
+            or _torch_call(self.index, iterable)
+        ):
+            return Fact("sum")  # a tensor of the batch's samples: a sum over them
+        return Fact(
+            "unknown",
+            f"the loss is `sum({code(iterable)})`, which the analysis cannot tell "
+            "is a tensor of the batch's samples (a sum over them) or a collection "
+            "of losses (a sum of its terms)",
+        )
 
-    def _list_display(
-        self, iterable: cst.BaseExpression
-    ) -> cst.List | cst.Tuple | None:
-        """The list display a name is bound to, its only binding, where the file
-        never grows or changes it (no ``.append``, ``.extend``, ``.insert``,
-        ``+=`` or item store on a name spelt so): a fixed list of terms."""
-        if not isinstance(iterable, cst.Name):
+    def _stacked(
+        self,
+        receiver: cst.BaseExpression,
+        args: Sequence[cst.Arg],
+        how: str,
+        depth: int,
+    ) -> Fact | None:
+        """``torch.stack(losses).sum()`` (``.sum(0)``, ``.mean()``): the sum or
+        mean of a collection's terms; None where ``receiver`` is no
+        ``torch.stack`` of one argument or the reduction is over another
+        dimension."""
+        if not (
+            isinstance(receiver, cst.Call)
+            and "torch.stack" in self.index.qualnames(receiver.func)
+            and len(receiver.args) == 1
+            and receiver.args[0].keyword is None
+        ):
             return None
-        key = self.index.key(iterable)
-        values = self.index.values.get(key, []) if key is not None else []
-        if len(values) != 1 or not isinstance(values[0], (cst.List, cst.Tuple)):
+        dims = [a.value for a in args if a.keyword is None or a.keyword.value == "dim"]
+        if len(args) > 1 or len(dims) != len(args):
             return None
-        name = iterable.value
-        changed = m.Call(
-            func=m.Attribute(
-                value=m.Name(name),
-                attr=m.Name("append") | m.Name("extend") | m.Name("insert"),
+        zero = m.Integer("0") | m.UnaryOperation(
+            operator=m.Minus(), expression=m.Integer("1")
+        )
+        if dims and not m.matches(dims[0], zero):
+            return None
+        listed = receiver.args[0].value
+        found = list_terms(self.index, listed)
+        if found is None:
+            return Fact(
+                "unknown",
+                f"the loss reduces `{code(receiver)}`, and the analysis cannot read "
+                f"the terms of `{code(listed)}`",
             )
-        ) | m.AugAssign(target=m.Name(name) | m.Subscript(value=m.Name(name)))
-        stored = m.AssignTarget(target=m.Subscript(value=m.Name(name)))
-        if findall(self.index.module, changed | stored):
-            return None
-        return values[0]  # type: ignore[return-value]
+        return terms_fact(found, self.fact, depth, how)
 
     def _unpacked_return(self, key: Key, depth: int) -> Fact | None:
         """The fact of ``key`` where every binding of it unpacks item i of what a
@@ -439,6 +471,13 @@ class _Calls:
         if len(modules) != 1:
             return None
         return modules[0]
+
+
+def _torch_call(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
+    """``torch.cat(...)``, ``F.mse_loss(..., reduction="none")``: a call of torch."""
+    return isinstance(expr, cst.Call) and any(
+        n.startswith("torch.") for n in index.qualnames(expr.func)
+    )
 
 
 def _per_sample(where: str) -> str:

@@ -1,0 +1,283 @@
+"""The terms of a Python list of losses that ``sum(losses)`` adds.
+
+What: ``losses = []``, then ``losses.append(F.mse_loss(out, y))`` (also
+``losses += [...]``, ``losses.extend([...])``, ``losses.insert(0, ...)``,
+``losses[i] = ...``, a list display or comprehension bound to the name), then
+``sum(losses)`` or ``torch.stack(losses).sum()``: the terms a list of losses
+holds, read where the list is proven one (every binding of the name is a list
+display, a tuple display or a comprehension).
+
+Why: the builtin ``sum`` of a list of losses adds its terms; it is not a sum
+over the batch's samples. A sum of two means is a mean (the processes' shares
+average); reading it as a sum over the batch (``reduction="sum"``) weighs the
+gradients by the world size. A term appended in a loop over the batch's rows
+(``for i in range(out.size(0))``) is a sample's, and their sum is one over the
+batch.
+
+Example: ``losses.append(F.mse_loss(out, y)); losses.append(F.l1_loss(out,
+y)); loss = sum(losses)`` is a mean (``accel.backward(loss)``); a list also
+handed to a function, or extended with a value whose terms cannot be read,
+has no known reduction (AM007, needs-review).
+
+Fix-safety: every way the file grows the list must be read; a name bound to
+anything else is not proven a list, and a use that may grow it elsewhere
+(handed to a call other than ``sum``/``torch.stack``/``len``) leaves the
+terms unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+import libcst.matchers as m
+
+from .facts import Fact, _added, _counts_samples
+from .placement import code
+
+if TYPE_CHECKING:
+    from ..analysis import ModuleIndex
+    from .loss_dicts import FactOf
+
+#: Calls a list of losses may be handed without being grown.
+_READERS = frozenset({"sum", "len", "stack", "cat", "print", "mean", "tuple"})
+_DISPLAYS = (cst.List, cst.Tuple)
+_COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp)
+
+
+@dataclass
+class ListTerms:
+    """The terms of a list of losses: (expression, whether a sample's)."""
+
+    terms: list[tuple[cst.BaseExpression, bool]] = field(default_factory=list)
+    #: Why the terms cannot all be read ("" where they can).
+    reason: str = ""
+
+
+def list_terms(
+    index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0
+) -> ListTerms | None:
+    """The terms of ``iterable``, a list display, a comprehension or a name
+    every binding of which is one (with what the file appends); None where
+    it is not proven a list."""
+    found = ListTerms()
+    if isinstance(iterable, _DISPLAYS):
+        _display(index, iterable, found, depth)
+        return found
+    if isinstance(iterable, _COMPREHENSIONS):
+        _comprehension(index, iterable, found, depth)
+        return found
+    if not isinstance(iterable, cst.Name) or depth > 4:
+        return None
+    key = index.key(iterable)
+    values = index.values.get(key, []) if key is not None else []
+    if not values or not all(isinstance(v, (*_DISPLAYS, cst.ListComp)) for v in values):
+        return None
+    for value in values:
+        if isinstance(value, _DISPLAYS):
+            _display(index, value, found, depth)
+        else:
+            _comprehension(index, value, found, depth)  # type: ignore[arg-type]
+    name = iterable.value
+    bindings = [s for v in values if (s := _statement(index, v)) is not None]
+    for node in _uses(index, name, key):
+        _grown(index, node, name, bindings, found, depth)
+    return found
+
+
+def terms_fact(found: ListTerms, fact_of: FactOf, depth: int, how: str) -> Fact:
+    """The sum (``how`` "sum") or mean of a list's terms: a mean where every
+    term is a mean (a mean of means for "mean"), a sum where every term is
+    a sum or a sample's; unknown otherwise, never a sum over the batch."""
+    if found.reason:
+        return Fact("unknown", found.reason)
+    if not found.terms:
+        return Fact(
+            "unknown", "the list of losses has no term that the analysis can read"
+        )
+    result: Fact | None = None
+    for term, row in found.terms:
+        fact = fact_of(term, term, depth + 1)
+        if fact.kind == "unknown":
+            return fact
+        if row:
+            if fact.kind != "mean":
+                return Fact(
+                    "unknown",
+                    f"the list of losses holds `{code(term)}`, one per sample, "
+                    "whose reduction the analysis cannot read",
+                )
+            fact = Fact(how)  # type: ignore[arg-type]
+        elif fact.kind not in ("mean", "sum", "token-mean", "constant"):
+            return Fact(
+                "unknown",
+                f"the list of losses holds `{code(term)}`, whose reduction over "
+                "the batch (a mean or a sum over its samples) the analysis "
+                "cannot read",
+            )
+        result = fact if result is None else _added(result, fact)
+    assert result is not None
+    if result.kind == "constant":
+        return Fact("unknown", "the list of losses holds no loss of the batch")
+    return result
+
+
+def _display(
+    index: ModuleIndex, display: cst.List | cst.Tuple, found: ListTerms, depth: int
+) -> None:
+    for element in display.elements:
+        if isinstance(element, cst.StarredElement):
+            _extended(index, element.value, found, depth, False)
+        else:
+            found.terms.append((element.value, False))
+
+
+def _comprehension(
+    index: ModuleIndex,
+    comprehension: cst.ListComp | cst.GeneratorExp,
+    found: ListTerms,
+    depth: int,
+) -> None:
+    loop = comprehension.for_in
+    if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name):
+        found.terms.append((comprehension.elt, _rows(index, loop.iter, found)))
+        return
+    if m.matches(comprehension.elt, m.Name(loop.target.value)):
+        # `[l for l in losses]`: the terms of `losses`
+        _extended(index, loop.iter, found, depth, False)
+        return
+    found.terms.append((comprehension.elt, _rows(index, loop.iter, found)))
+
+
+def _extended(
+    index: ModuleIndex,
+    value: cst.BaseExpression,
+    found: ListTerms,
+    depth: int,
+    rows: bool,
+) -> None:
+    inner = list_terms(index, value, depth + 1)
+    if inner is None:
+        found.reason = found.reason or (
+            f"the list of losses is extended with `{code(value)}`, whose terms "
+            "the analysis cannot read"
+        )
+        return
+    found.terms += [(t, r or rows) for t, r in inner.terms]
+    found.reason = found.reason or inner.reason
+
+
+def _uses(index: ModuleIndex, name: str, key: object) -> list[cst.Name]:
+    from ..subtrees import findall
+
+    return [
+        n  # type: ignore[misc]
+        for n in findall(index.module, m.Name(name))
+        if index.key(n) == key
+    ]
+
+
+def _statement(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.SimpleStatementLine):
+            return ancestor
+    return None
+
+
+def _grown(
+    index: ModuleIndex,
+    use: cst.Name,
+    name: str,
+    bindings: list[cst.CSTNode],
+    found: ListTerms,
+    depth: int,
+) -> None:
+    """Read what ``use`` (one reading of the list's name) adds to it."""
+    parent = index.parent(use)
+    rows = _appended_per_row(index, use, bindings, found)
+    if isinstance(parent, cst.Attribute) and parent.value is use:
+        call = index.parent(parent)
+        method = parent.attr.value
+        if not (isinstance(call, cst.Call) and call.func is parent):
+            return
+        args = [a.value for a in call.args]
+        if method == "append" and len(args) == 1:
+            found.terms.append((args[0], rows))
+        elif method == "insert" and len(args) == 2:
+            found.terms.append((args[1], rows))
+        elif method == "extend" and len(args) == 1:
+            _extended(index, args[0], found, depth, rows)
+        elif method not in ("pop", "clear", "copy", "index", "count"):
+            found.reason = found.reason or (
+                f"the list of losses `{name}` is changed by `.{method}(...)`, which "
+                "the analysis does not read"
+            )
+        return
+    if isinstance(parent, cst.AugAssign) and parent.target is use:
+        if isinstance(parent.operator, cst.AddAssign):
+            _extended(index, parent.value, found, depth, rows)
+        else:
+            found.reason = found.reason or (
+                f"the list of losses `{name}` is changed by `{code(parent)}`"
+            )
+        return
+    if isinstance(parent, cst.Subscript) and parent.value is use:
+        target = index.parent(parent)
+        if isinstance(target, cst.AssignTarget):
+            assign = index.parent(target)
+            if isinstance(assign, cst.Assign):
+                found.terms.append((assign.value, rows))
+        elif isinstance(target, cst.AugAssign) and target.target is parent:
+            found.reason = found.reason or (
+                f"a term of the list of losses `{name}` is changed by "
+                f"`{code(target)}`"
+            )
+        return
+    if isinstance(parent, cst.Arg):
+        call = index.parent(parent)
+        func = call.func if isinstance(call, cst.Call) else None
+        called = func.value if isinstance(func, cst.Name) else ""
+        if isinstance(func, cst.Attribute):
+            called = func.attr.value
+        if called not in _READERS:
+            found.reason = found.reason or (
+                f"the list of losses `{name}` is handed to `{code(func)}(...)`, "
+                "which may add terms the analysis does not see"
+                if func is not None
+                else f"the list of losses `{name}` is handed on"
+            )
+
+
+def _appended_per_row(
+    index: ModuleIndex, use: cst.Name, bindings: list[cst.CSTNode], found: ListTerms
+) -> bool:
+    """Is ``use`` in a ``for`` loop (not around the list's binding) over the
+    batch's rows?"""
+    for ancestor in index.ancestors(use):
+        if not isinstance(ancestor, cst.For):
+            continue
+        if any(a is ancestor for b in bindings for a in index.ancestors(b)):
+            break
+        if _rows(index, ancestor.iter, found):
+            return True
+    return False
+
+
+def _rows(index: ModuleIndex, iterable: cst.BaseExpression, found: ListTerms) -> bool:
+    """``range(out.size(0))`` (a walk over the batch's rows): True; ``range(len(
+    xs))``, whose count may be the batch's or a number of terms: the reason
+    left on ``found``."""
+    if not m.matches(iterable, m.Call(func=m.Name("range"), args=[m.Arg()])):
+        return False
+    count = iterable.args[0].value  # type: ignore[attr-defined]
+    if not _counts_samples(index, count):
+        return False
+    if m.matches(count, m.Call(func=m.Name("len"))):
+        found.reason = found.reason or (
+            f"the losses are collected in a loop over `{code(iterable)}`, which "
+            "may walk the batch's samples (a sum over them) or a fixed number of "
+            "terms (a mean of means): the analysis cannot tell which"
+        )
+        return False
+    return True
