@@ -112,6 +112,26 @@ class MeanPlans:
                 ),
             )
 
+    def _mean_declined(self, aug: cst.AugAssign, loop: cst.For) -> bool:
+        """Does ``_plan_mean`` leave ``aug``, a batch mean, uncombined (a number
+        that a function of this file computes; a number in a file that does
+        not import torch)? Read before planning, so that the other term of a
+        ratio with it is left alone too (``metrics/ratios.py``)."""
+        if returned_tensor(self.index, aug.value) is not None:
+            return False
+        if self._kinds.quotient_mean(aug.value, loop):
+            return False
+        reads: list[cst.BaseExpression] = []
+        form = self._forms.form(aug.value, loop, reads)
+        if form == "opaque":
+            return True
+        return (
+            form == "linear"
+            and not direct_reads(aug.value)
+            and all(read_of(r) is not r for r in reads)
+            and self._torch_name is None
+        )
+
     def _plan_quotient(self, aug: cst.AugAssign, name: str) -> None:
         """``acc += correct.sum().item() / x.size(0)``: a sum over this process's
         rows over their count, its share's mean. The original's is the global

@@ -22,6 +22,7 @@ from ..analysis import attr_chain, variable_names
 from ..names import TQDM_CALLS
 from ..subtrees import findall
 from .kinds import inside
+from .ratios import following
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -176,23 +177,11 @@ def reduced_after(index: ModuleIndex, loop: cst.For, name: str) -> bool:
 def read_after(index: ModuleIndex, loop: cst.For, name: str) -> bool:
     """Is ``name`` read after ``loop`` in its function (or module): in a
     statement that follows it, or follows a block around it?"""
-    child: cst.CSTNode = loop
-    for block in index.ancestors(loop):
-        body = getattr(block, "body", None)
-        if isinstance(block, (cst.IndentedBlock, cst.Module)) and isinstance(
-            body, Sequence
-        ):
-            position = next((i for i, s in enumerate(body) if s is child), None)
-            if position is not None and any(
-                attr_chain(reference) == name  # type: ignore[arg-type]
-                for statement in body[position + 1 :]
-                for reference in findall(statement, m.Name() | m.Attribute())
-            ):
-                return True
-        if isinstance(block, (cst.FunctionDef, cst.ClassDef)):
-            return False
-        child = block
-    return False
+    return any(
+        attr_chain(reference) == name  # type: ignore[arg-type]
+        for statement in following(index, loop)
+        for reference in findall(statement, m.Name() | m.Attribute())
+    )
 
 
 def read_inside(

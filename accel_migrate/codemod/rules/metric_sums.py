@@ -86,6 +86,13 @@ of it:
   ``torch.topk`` for HR@k; an N-way trial's ``np.argmax(output)`` over the
   whole batch, with batches of more than one sample) is reported and left
   alone (``metrics/batch_ranking.py``);
+- the two terms of one ratio (``train_loss += loss.item() * batch_size`` and
+  ``count += batch_size`` in one loop, then ``train_loss / count`` in it or
+  after it) are combined together or neither: where the rule leaves one
+  uncombined (the loss's reduction is unknown), the other is left alone too and
+  reported, so the ratio stays this process's own rather than its share's sum
+  over the whole data's count, a number the original never printed
+  (``metrics/ratios.py``);
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
@@ -168,6 +175,7 @@ from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.forms import BatchForms
 from ..metrics.kinds import BatchKinds
 from ..metrics.next_batches import report_next_batches
+from ..metrics.ratios import ratio_partner
 from ..metrics.row_scaled import RowScaled, row_scaled
 from ..metrics.scaled_losses import scaled_loss
 from ..metrics.state_methods import kept_values
@@ -288,12 +296,33 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
         for statement, values, what in collections:
             self._plan_collection(statement, values, what, node)
         reduce_after: list[str] = []
+        declined = self._declined(increments, node)
         for aug in increments:
             name = attr_chain(aug.target)
             assert name is not None
             kind = self._kinds.kind(aug.value, node)
             scaled = row_scaled(self._kinds, aug.value, node)
-            if kind == "unknown" and scaled is not None:
+            ratio = (
+                None
+                if name in declined
+                else ratio_partner(self.index, node, name, declined)
+            )
+            if ratio is not None:
+                # the other term of a ratio whose declined term stays this
+                # process's: combined alone it would print the share's sum
+                # over the whole data's count
+                partner, division = ratio
+                self.report(
+                    aug,
+                    "needs-review",
+                    f"`{name}` is a term of `{_code(division)}`, whose `{partner}` "
+                    "is not combined across processes (see its finding): left "
+                    "alone too, so the ratio is this process's own rather than its "
+                    f"share's `{partner}` over the whole data's `{name}`; combine "
+                    "both terms or neither",
+                    if_migrated=True,
+                )
+            elif kind == "unknown" and scaled is not None:
                 self._wrap[aug] = "row_scaled"
                 self._scaled[aug.value] = scaled
                 self._report_scaled(
@@ -303,10 +332,18 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                     [scaled],
                 )
             elif kind == "unknown":
+                others = {attr_chain(a.target) or "" for a in increments} - declined
+                ratio = ratio_partner(self.index, node, name, others)
                 self.report(
                     aug,
                     "needs-review",
-                    self._unknown_reason(name, aug.value),
+                    self._unknown_reason(name, aug.value)
+                    + (
+                        f" (`{ratio[0]}`, the other term of `{_code(ratio[1])}`, "
+                        "is left alone too)"
+                        if ratio
+                        else ""
+                    ),
                     if_migrated=True,
                 )
             elif kind == "mean":
@@ -325,6 +362,21 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 )
         if reduce_after:
             self._after[node] = reduce_after
+
+    def _declined(self, increments: list[cst.AugAssign], loop: cst.For) -> set[str]:
+        """The names of the increments that planning leaves uncombined (a value
+        of unknown kind, a batch-mean number it cannot combine): the other term
+        of a ratio with one of them is then left alone too."""
+        names: set[str] = set()
+        for aug in increments:
+            name = attr_chain(aug.target)
+            assert name is not None
+            kind = self._kinds.kind(aug.value, loop)
+            if kind == "unknown" and row_scaled(self._kinds, aug.value, loop) is None:
+                names.add(name)
+            elif kind == "mean" and self._mean_declined(aug, loop):
+                names.add(name)
+        return names
 
     def _next_loop(self, node: cst.For) -> bool:
         """``for i in range(n): x, y = next(it)`` over ``it = iter(loader)``: a
