@@ -24,6 +24,7 @@ from . import subtrees
 from .index_collect import collect
 from .index_loaders import LoaderFacts
 from .index_steps import TrainingSteps
+from .parameterless_modules import parameterless_class
 from .index_syntax import (
     RUNTIME,
     Key,
@@ -367,6 +368,11 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
                         changed = True
                         break
         return found
+
+    @cached_property
+    def parameterless_classes(self) -> frozenset[cst.ClassDef]:
+        """Classes of this file that hold no parameter (``parameterless_modules``)."""
+        return frozenset(c for c in self.classes if parameterless_class(self, c))
 
     def local_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         if not isinstance(node, cst.Name):

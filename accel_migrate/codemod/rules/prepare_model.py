@@ -212,7 +212,6 @@ from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
 from ..optimizer_lookups import looked_up_optimizer
 from ..optimizer_subclasses import local_optimizer_classes
-from ..parameterless_modules import parameterless_class
 from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
@@ -403,8 +402,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
         core = self._core(value)
         if not isinstance(core, cst.Call):
             return False
-        cls = self.index.local_class(core.func)
-        return cls is not None and parameterless_class(self.index, cls)
+        return self.index.local_class(core.func) in self.index.parameterless_classes
 
     def _wrap(
         self, original: cst.BaseExpression, updated: cst.BaseExpression
