@@ -108,7 +108,7 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
         if not isinstance(node.operator, cst.AddAssign):
             return None
         target, value, granularity = node.target, node.value, "sample"
-        single = _single_element(value)
+        single = single_element(value)
         if single is not None:
             # `xs += [v]` appends one value per batch, as `xs.append(v)` does
             # (the Kaggle notebooks' `image_preds_all += [p.cpu().numpy()]`)
@@ -145,7 +145,7 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
     return Collection(node, target.value, granularity, selection, rebound)  # type: ignore[arg-type]
 
 
-def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
+def single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     """``v`` of a one-element list display ``[v]`` (not ``[*v]``)."""
     if isinstance(value, cst.List) and len(value.elements) == 1:
         element = value.elements[0]
