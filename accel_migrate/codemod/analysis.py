@@ -24,7 +24,6 @@ from . import subtrees
 from .index_collect import collect
 from .index_loaders import LoaderFacts
 from .index_steps import TrainingSteps
-from .parameterless_modules import parameterless_class
 from .index_syntax import (
     RUNTIME,
     Key,
@@ -41,6 +40,7 @@ from .index_syntax import (
 )
 from .index_tagging import Tagging
 from .instance_classes import instance_class
+from .parameterless_modules import parameterless_class
 from .parents import ParentProvider
 from .project_facts import HelperFact
 from .project_file_facts import ProjectFacts

@@ -15,6 +15,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex, attr_chain
+from .names import ROW_JOINS
 from .subtrees import findall
 
 #: Methods that keep one value per sample (or per row) of what they are called on.
@@ -170,20 +171,6 @@ def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
     return found
 
 
-#: Functions that join their first argument's pieces along the first dimension.
-_JOINS = frozenset(
-    {
-        "torch.cat",
-        "torch.concat",
-        "torch.concatenate",
-        "torch.vstack",
-        "numpy.concatenate",
-        "numpy.vstack",
-        "numpy.append",
-    }
-)
-
-
 def concatenated_outputs(
     index: ModuleIndex, loop: cst.For
 ) -> list[tuple[cst.Assign, str, str]]:
@@ -200,7 +187,10 @@ def concatenated_outputs(
             continue
         name = node.targets[0].target.value
         value = node.value
-        if not isinstance(value, cst.Call) or not index.qualnames(value.func) & _JOINS:
+        if (
+            not isinstance(value, cst.Call)
+            or not index.qualnames(value.func) & ROW_JOINS
+        ):
             continue
         if not _first_dimension(value):
             continue

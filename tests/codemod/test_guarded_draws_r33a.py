@@ -328,9 +328,7 @@ def test_an_unguarded_augmentation_built_through_a_helper_beside_a_guarded_one(
     # `is_train=False` proved it false: no finding)
     (tmp_path / "tfs.py").write_text(CROP_TRANSFORMS)
     (tmp_path / "train.py").write_text(CROP_TRAIN)
-    result = migrate_source(
-        CROP_TRAIN, str(tmp_path / "train.py"), MigrateOptions()
-    )
+    result = migrate_source(CROP_TRAIN, str(tmp_path / "train.py"), MigrateOptions())
     found = [f for f in result.findings if f.code == "AM020"]
     assert [f.line for f in found] == [8]
     assert "RandomCrop" in found[0].message
