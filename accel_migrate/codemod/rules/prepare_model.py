@@ -8,7 +8,8 @@ an optimizer, also through a variable (``params = list(enc.parameters()) +
 list(dec.parameters())``, ``itertools.chain(a.parameters(), b.parameters())``).
 A module of a class of this file that holds no parameter (DINO's ``DINOLoss``:
 a ``center`` buffer, temperatures and a numpy schedule;
-``parameterless_modules``) is no model where no optimizer is built over it,
+``parameterless_modules``) is no model where no optimizer reaches its
+parameters (built over them, or handed them by ``opt.add_param_group(...)``),
 moved to the device or not: it has no gradient to average (the runtime would
 give it no DDP wrapper), and its buffer updates are AM032's to report.
 Each construction is wrapped where it is built:
