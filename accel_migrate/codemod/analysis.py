@@ -40,6 +40,7 @@ from .index_syntax import (
 )
 from .index_tagging import Tagging
 from .instance_classes import instance_class
+from .parameterless_modules import parameterless_class
 from .parents import ParentProvider
 from .project_facts import HelperFact
 from .project_file_facts import ProjectFacts
@@ -367,6 +368,11 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps):
                         changed = True
                         break
         return found
+
+    @cached_property
+    def parameterless_classes(self) -> frozenset[cst.ClassDef]:
+        """Classes of this file that hold no parameter (``parameterless_modules``)."""
+        return frozenset(c for c in self.classes if parameterless_class(self, c))
 
     def local_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         if not isinstance(node, cst.Name):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .names import TORCH_CONCATENATIONS
 from .patterns import self_attribute, strip_methods
 
 if TYPE_CHECKING:
@@ -81,7 +82,6 @@ _ROW_FUNCTIONS = frozenset(
     }
 )
 _MODEL_METHODS = frozenset({"to", "cuda", "train", "eval"})
-_CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 
 
 def per_sample(
@@ -115,7 +115,7 @@ def per_sample(
     if first is None:
         return False
     names = index.qualnames(func)
-    if names & _CATS:
+    if names & TORCH_CONCATENATIONS:
         return _cat(index, expr, first, batch, seen, deeper)
     if names & _ROW_FUNCTIONS or _tensor_type(index, func) or _model(index, func):
         return per_sample(index, first, batch, seen, deeper)
@@ -211,7 +211,10 @@ def row_joined_parts(
     each has one row per sample of the share (gathered one by one, in rank
     order, they are the original's parts; the joined tensor gathered whole would
     interleave the processes' parts), or None."""
-    if not isinstance(expr, cst.Call) or not index.qualnames(expr.func) & _CATS:
+    if (
+        not isinstance(expr, cst.Call)
+        or not index.qualnames(expr.func) & TORCH_CONCATENATIONS
+    ):
         return None
     first = _first(expr)
     if not isinstance(first, (cst.Tuple, cst.List)) or not first.elements:

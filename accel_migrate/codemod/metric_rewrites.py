@@ -19,7 +19,7 @@ from .subtrees import findall
 
 #: What holds a value that may be collected per batch (``values.append(v)``'s
 #: argument, ``values[k] = v``, ``values[k] += v``).
-_Valued = TypeVar("_Valued", cst.Arg, cst.Assign, cst.AugAssign)
+_Valued = TypeVar("_Valued", cst.Arg, cst.Assign, cst.AugAssign, cst.Element)
 
 
 class MetricRewrites:
@@ -89,6 +89,12 @@ class MetricRewrites:
     def leave_Assign(
         self, original_node: cst.Assign, updated_node: cst.Assign
     ) -> cst.Assign:
+        return self._with_collected(original_node, updated_node)
+
+    def leave_Element(
+        self, original_node: cst.Element, updated_node: cst.Element
+    ) -> cst.Element:
+        # `accs += [v]`: the one element, collected as `accs.append(v)`'s argument
         return self._with_collected(original_node, updated_node)
 
     def leave_AugAssign(

@@ -168,6 +168,24 @@ TQDM_CALLS = frozenset(
 )
 
 
+#: Calls that join their first argument's tensors along a ``dim`` argument, the
+#: first by default.
+TORCH_CONCATENATIONS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+#: The same, of tensors or numpy arrays (``axis``).
+CONCATENATIONS = TORCH_CONCATENATIONS | {"numpy.concatenate"}
+#: Calls that join their first argument's pieces along the first dimension
+#: (pieces of two dimensions or more), where no argument names another.
+ROW_JOINS = CONCATENATIONS | {"torch.vstack", "numpy.vstack", "numpy.append"}
+#: Calls that make one tensor (array) of several, along any dimension or a new one.
+JOINS = CONCATENATIONS | {
+    "torch.stack",
+    "torch.hstack",
+    "torch.vstack",
+    "numpy.stack",
+    "numpy.hstack",
+    "numpy.vstack",
+}
+
 #: Methods whose result counts this process's samples (``x.size(0)``, ``mask.sum()``).
 COUNT_METHODS = frozenset({"size", "numel", "sum", "count_nonzero"})
 

@@ -2,7 +2,8 @@
 reads the optimizers of a file.
 
 - ``optimized``: the variables whose parameters an optimizer receives
-  (``SGD(model.parameters())``, through variables and ``+=``), those built from a
+  (``SGD(model.parameters())``, through variables and ``+=``, and
+  ``opt.add_param_group({"params": criterion.parameters()})``), those built from a
   module class whose own method hands its ``self.parameters()`` to an optimizer,
   those that ``model.configure_optimizers(...)`` is called on, and those handed
   to a local module's optimizer factory (``build_optimizer(cfg, model)``,
@@ -23,7 +24,7 @@ from functools import cached_property
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import Key, ModuleIndex
+from .analysis import Key, ModuleIndex, method_call
 from .helper_effects import model_method, optimizer_method
 from .names import SAME_OBJECT
 from .optimizer_helpers import factory_model
@@ -220,6 +221,12 @@ class OptimizedModels:
                 key = root_key(self.index, made)
                 if key is not None:
                     keys.add(key)
+            if method_call(call, "add_param_group") is not None:
+                # `opt.add_param_group({"params": criterion.parameters()})`
+                for inner in self._parameter_calls(call):
+                    key = root_key(self.index, inner.func.value)  # type: ignore[attr-defined]
+                    if key is not None:
+                        keys.add(key)
             if self.is_optimizer_call(call):
                 grouped = call.args and grouped_model(self.index, call.args[0].value)
                 if grouped:

@@ -15,6 +15,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .analysis import ModuleIndex, attr_chain
+from .names import ROW_JOINS
 from .subtrees import findall
 
 #: Methods that keep one value per sample (or per row) of what they are called on.
@@ -108,7 +109,7 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
         if not isinstance(node.operator, cst.AddAssign):
             return None
         target, value, granularity = node.target, node.value, "sample"
-        single = _single_element(value)
+        single = single_element(value)
         if single is not None:
             # `xs += [v]` appends one value per batch, as `xs.append(v)` does
             # (the Kaggle notebooks' `image_preds_all += [p.cpu().numpy()]`)
@@ -145,7 +146,7 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
     return Collection(node, target.value, granularity, selection, rebound)  # type: ignore[arg-type]
 
 
-def _single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
+def single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
     """``v`` of a one-element list display ``[v]`` (not ``[*v]``)."""
     if isinstance(value, cst.List) and len(value.elements) == 1:
         element = value.elements[0]
@@ -170,20 +171,6 @@ def collections_in(index: ModuleIndex, loop: cst.For) -> list[Collection]:
     return found
 
 
-#: Functions that join their first argument's pieces along the first dimension.
-_JOINS = frozenset(
-    {
-        "torch.cat",
-        "torch.concat",
-        "torch.concatenate",
-        "torch.vstack",
-        "numpy.concatenate",
-        "numpy.vstack",
-        "numpy.append",
-    }
-)
-
-
 def concatenated_outputs(
     index: ModuleIndex, loop: cst.For
 ) -> list[tuple[cst.Assign, str, str]]:
@@ -200,7 +187,10 @@ def concatenated_outputs(
             continue
         name = node.targets[0].target.value
         value = node.value
-        if not isinstance(value, cst.Call) or not index.qualnames(value.func) & _JOINS:
+        if (
+            not isinstance(value, cst.Call)
+            or not index.qualnames(value.func) & ROW_JOINS
+        ):
             continue
         if not _first_dimension(value):
             continue

@@ -6,13 +6,18 @@ optimizer is built over it.
 A prepared model exists to average its parameters' gradients; a module with
 none has nothing to average (the runtime gives it no DDP wrapper), and calling
 it a model misleads. Its buffer updates from each process's share of the batch
-are AM032's to report. Static only: the class is read through libcst.
+are AM032's to report. Static only: the class is read through libcst, once
+per file (``ModuleIndex.parameterless_classes``).
 
 A class counts only where every fact is plain: its only base is
 ``torch.nn.Module``; it defines ``__init__``; no statement of the class calls
-``register_parameter``, ``add_module``, ``nn.Parameter``, ``setattr`` or
-``apply``; and every ``self.X = <call>`` of its methods calls ``numpy``, a
-``torch`` function outside ``torch.nn`` (``torch.zeros``), or a Python
+``register_parameter``, ``register_module``, ``add_module``, ``nn.Parameter``,
+``setattr`` or ``apply``; every attribute of ``self`` is set by a plain
+``self.X = value`` (an unpacking ``self.w, self.b = ...``, an annotated
+``self.fc: nn.Linear = ...`` or any other target naming ``self`` is not read);
+and every ``self.X = <call>`` of its methods calls ``numpy``, a ``torch``
+function outside ``torch.nn`` that builds no module (``torch.zeros``; not
+``torch.hub``, ``torch.jit``, ``torch.load``, ``torch.compile``), or a Python
 built-in; an attribute set from a value that calls nothing (``self.temp =
 temp``, a parameter of any type) is never called nor the receiver of a call
 in the class (``self.net = net`` then ``self.net(x)`` holds a module). Anything
@@ -22,16 +27,36 @@ parameterless.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 import libcst.matchers as m
 
-from .analysis import ModuleIndex
 from .subtrees import findall
 
+if TYPE_CHECKING:
+    from .analysis import ModuleIndex
+
 #: Calls that may add a parameter or a submodule to the instance.
-_ADDING = frozenset({"register_parameter", "add_module", "setattr", "apply"})
+_ADDING = frozenset(
+    {"register_parameter", "register_module", "add_module", "setattr", "apply"}
+)
 #: Prefixes of calls whose value is no module nor parameter.
 _PLAIN_PREFIXES = ("numpy.", "builtins.", "math.")
+#: ``torch`` calls that may hand back a module (a loaded or compiled one).
+_MODULE_MAKERS = (
+    "torch.nn.",
+    "torch.hub.",
+    "torch.jit.",
+    "torch.load",
+    "torch.compile",
+    "torch.fx.",
+    "torch.export.",
+    "torch.package.",
+)
+#: Statements whose target may bind an attribute of ``self``.
+_BINDINGS = m.Assign() | m.AnnAssign() | m.AugAssign() | m.For() | m.WithItem()
+_SELF_ATTRIBUTE = m.Attribute(value=m.Name("self"))
 
 
 def parameterless_class(index: ModuleIndex, cls: cst.ClassDef) -> bool:
@@ -52,31 +77,47 @@ def parameterless_class(index: ModuleIndex, cls: cst.ClassDef) -> bool:
             name = func.value
         if name in _ADDING or name == "Parameter":
             return False
-    for assign in findall(cls, m.Assign()):
-        assert isinstance(assign, cst.Assign)
-        if not any(
-            m.matches(t.target, m.Attribute(value=m.Name("self")))
-            for t in assign.targets
-        ):
+    for statement in findall(cls, _BINDINGS):
+        targets = _targets(statement)
+        if any(_hidden_self(t) for t in targets):
+            return False  # `self.w, self.b = ...`
+        if not any(m.matches(t, _SELF_ATTRIBUTE) for t in targets):
             continue
-        for call in findall(assign.value, m.Call()):
+        if isinstance(statement, cst.AnnAssign):
+            return False  # `self.fc: nn.Linear = nn.Linear(d, n)`
+        value = getattr(statement, "value", None)
+        if value is None:
+            return False  # `for self.x in ...`, `with ... as self.x`
+        for call in findall(value, m.Call()):
             assert isinstance(call, cst.Call)
             if not _plain(index, call):
                 return False
-        if not findall(assign.value, m.Call()) and _called(cls, assign):
+        if not findall(value, m.Call()) and _called(cls, targets):
             return False  # `self.net = net` then `self.net(x)`: a module held
     return True
 
 
-def _called(cls: cst.ClassDef, assign: cst.Assign) -> bool:
+def _targets(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets]
+    if isinstance(statement, cst.WithItem):
+        return [statement.asname.name] if statement.asname is not None else []
+    return [statement.target]  # type: ignore[attr-defined]
+
+
+def _hidden_self(target: cst.BaseExpression) -> bool:
+    """Does ``target`` bind an attribute of ``self`` other than by a plain
+    ``self.X =`` (an unpacking, an annotated assignment)?"""
+    if m.matches(target, _SELF_ATTRIBUTE):
+        return False
+    return bool(findall(target, m.Name("self")))
+
+
+def _called(cls: cst.ClassDef, targets: list[cst.BaseExpression]) -> bool:
     """Is an attribute ``assign`` sets on ``self`` from a value that calls
     nothing (``self.net = net``, a parameter of any type) called in the class,
     or the receiver of a call (``self.net(x)``, ``self.net.encode(x)``)?"""
-    names = {
-        t.target.attr.value
-        for t in assign.targets
-        if isinstance(t.target, cst.Attribute)
-    }
+    names = {t.attr.value for t in targets if isinstance(t, cst.Attribute)}
     for call in findall(cls, m.Call()):
         assert isinstance(call, cst.Call)
         func = call.func
@@ -91,6 +132,6 @@ def _plain(index: ModuleIndex, call: cst.Call) -> bool:
     names = index.qualnames(call.func)
     return bool(names) and all(
         n.startswith(_PLAIN_PREFIXES)
-        or (n.startswith("torch.") and not n.startswith("torch.nn."))
+        or (n.startswith("torch.") and not n.startswith(_MODULE_MAKERS))
         for n in names
     )

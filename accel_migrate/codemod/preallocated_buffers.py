@@ -28,6 +28,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .model_methods import reads_step_value
+from .names import JOINS
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def _joined(index: ModuleIndex, element: cst.Element) -> cst.Call | None:
         and isinstance(call, cst.Call)
         and call.args
         and call.args[0] is arg
-        and index.qualnames(call.func) & {"torch.cat", "torch.concat", "torch.stack"}
+        and index.qualnames(call.func) & JOINS
     ):
         return call
     return None

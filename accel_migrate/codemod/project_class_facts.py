@@ -299,9 +299,12 @@ class ClassFacts:
     ) -> tuple[TestedDraw, ...]:
         """The random augmentations ``function`` builds (torchvision's, or an
         instance of a class of the project whose ``__call__`` draws: proxy-nca's
-        ``RandomCropFlip``), each with the tests it is built under."""
+        ``RandomCropFlip``), itself or through the module's functions it calls
+        (``steps = [_crop()]``), each with the tests it is built under; ``()``
+        where none is built under a test of its parameters
+        (``HelperFact.augmentation`` then says all)."""
         from .call_draws import transform_of
-        from .draw_guards import guarded_draws
+        from .project_draws import function_guarded_draws
 
         torchvision = transform_of(self._dotted)
 
@@ -310,7 +313,7 @@ class ClassFacts:
                 self._class_call_draw(call) if self.depth <= 2 else ""
             )
 
-        return guarded_draws(function, test)
+        return function_guarded_draws(function, self.scan.functions, test)
 
     def _class_call_draw(self, call: ast.Call) -> str:
         """The draw of an instance of a class of the project that ``call``
@@ -369,21 +372,12 @@ class ClassFacts:
         ``get_train_transforms()`` returning ``Compose([RandomFlip(0.5)])`` of
         its own classes, whose ``__call__`` tests ``random.random() < p``).
         Built once, it draws each time a data loader applies it to a sample."""
-        from .class_lineage import _class_at
-
         if self.depth > 2:
             return ""
         for call in ast.walk(function):
-            if not isinstance(call, ast.Call):
-                continue
-            resolved = self.resolve(call.func)
-            located = _class_at(self, resolved) if isinstance(resolved, tuple) else None
-            if located is None:
-                continue
-            where, cls = located
-            draw = dict(where._class_draws(cls, 1)).get("__call__")
+            draw = self._class_call_draw(call) if isinstance(call, ast.Call) else ""
             if draw:
-                return f"{draw} in `{cls.name}.__call__`"
+                return draw
         return ""
 
     def _optimizer_call(self, cls: ast.ClassDef) -> Callable[[ast.Call], bool]:

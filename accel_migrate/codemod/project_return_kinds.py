@@ -346,10 +346,12 @@ def _log_probability_product(
     expr: ast.expr, function: ast.AST, resolve: Callable[[ast.expr], object]
 ) -> bool:
     """Is ``expr`` a product (``*``) one of whose factors is, or is a name
-    bound only to, ``F.log_softmax(x, dim)`` with a positive ``dim`` (a
-    tensor of two dimensions or more, else it raises): the written-out cross
-    entropy against a target distribution, a per-element loss of log-
-    probabilities proven 2-D (``at_least_2d``)."""
+    bound only to, ``F.log_softmax(x, dim=1)`` (a tensor of two dimensions or
+    more, else it raises, with the classes on dimension 1 and the samples on
+    dimension 0): the written-out cross entropy against a target distribution,
+    a per-element loss of log-probabilities proven 2-D (``at_least_2d``). Any
+    other ``dim`` is not read: a sequence-first ``log_softmax(x, dim=2)`` has
+    the batch on dimension 1, which ``.sum(dim=1)`` then adds over."""
     if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult)):
         return False
     for factor in (expr.left, expr.right):
@@ -362,11 +364,21 @@ def _log_probability_product(
         if values and all(
             isinstance(v, ast.Call)
             and resolve(v.func) == "torch.nn.functional.log_softmax"
+            and _softmax_dimension(v) == 1
             and at_least_2d(v, function, 0, resolve)  # type: ignore[arg-type]
             for v in values
         ):
             return True
     return False
+
+
+def _softmax_dimension(call: ast.Call) -> int | None:
+    """The literal ``dim`` of ``F.log_softmax(x, dim)`` (by keyword or second
+    position); None where it is not written as an integer."""
+    for keyword in call.keywords:
+        if keyword.arg == "dim":
+            return _literal(keyword.value)
+    return _literal(call.args[1]) if len(call.args) > 1 else None
 
 
 def _literal(node: ast.expr) -> int | None:

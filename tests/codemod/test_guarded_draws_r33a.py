@@ -285,3 +285,50 @@ def test_a_transform_of_the_file_handed_to_an_imported_dataset(
     (tmp_path / "data.py").write_text(BASE)
     (tmp_path / "train.py").write_text(SSD_TRAIN)
     assert _am020(tmp_path) == [22]  # `random.randint` in RandomMirror.__call__
+
+
+CROP_TRANSFORMS = """\
+import torchvision.transforms as T
+
+
+def _crop():
+    return T.RandomCrop(28, padding=2)
+
+
+def make_transform(is_train=True):
+    steps = [_crop()]
+    if is_train:
+        steps.append(T.RandomHorizontalFlip())
+    return T.Compose(steps + [T.ToTensor()])
+"""
+
+CROP_TRAIN = """\
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import FakeData
+from tfs import make_transform
+
+model = torch.nn.Linear(3 * 28 * 28, 10)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+ds = FakeData(64, (3, 32, 32), 10, transform=make_transform(is_train=False))
+loader = DataLoader(ds, batch_size=8, shuffle=True)
+for x, y in loader:
+    loss = torch.nn.functional.cross_entropy(model(x.flatten(1)), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_an_unguarded_augmentation_built_through_a_helper_beside_a_guarded_one(
+    tmp_path: Path,
+) -> None:
+    # `_crop()`'s RandomCrop runs whatever `is_train` is; only the flip is the
+    # training call's (before: the guarded list held the flip alone, and
+    # `is_train=False` proved it false: no finding)
+    (tmp_path / "tfs.py").write_text(CROP_TRANSFORMS)
+    (tmp_path / "train.py").write_text(CROP_TRAIN)
+    result = migrate_source(CROP_TRAIN, str(tmp_path / "train.py"), MigrateOptions())
+    found = [f for f in result.findings if f.code == "AM020"]
+    assert [f.line for f in found] == [8]
+    assert "RandomCrop" in found[0].message

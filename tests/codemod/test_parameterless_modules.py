@@ -77,3 +77,32 @@ def test_a_parameterless_criterion_is_not_prepared() -> None:
 def test_a_module_with_parameters_still_is(extra: str) -> None:
     result = migrate_source(SCRIPT.format(extra=extra), "train.py")
     assert "criterion = accel.prepare_model(\n        CenteredLoss(\n" in result.output
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # an unpacking, an annotated assignment, a registered module, a load
+        "        self.w, self.b = nn.Linear(3, 3), nn.Linear(3, 3)\n",
+        "        self.fc: nn.Linear = nn.Linear(3, 3)\n",
+        '        self.register_module("fc", nn.Linear(3, 3))\n',
+        '        self.net = torch.hub.load("repo", "net")\n',
+        '        self.net = torch.jit.load("net.pt")\n',
+        '        self.net = torch.load("net.pt")\n',
+    ],
+)
+def test_a_module_whose_layers_hide_from_a_plain_assignment_is(extra: str) -> None:
+    # (before: read as parameterless, left unprepared)
+    result = migrate_source(SCRIPT.format(extra=extra), "train.py")
+    assert "criterion = accel.prepare_model(\n        CenteredLoss(\n" in result.output
+
+
+def test_a_parameterless_module_an_added_param_group_trains_is_prepared() -> None:
+    source = SCRIPT.format(extra="").replace(
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        '    opt.add_param_group({"params": criterion.parameters()})\n',
+    )
+    result = migrate_source(source, "train.py")
+    # (before: skipped, only `SGD(...)`'s own arguments counted as optimized)
+    assert "criterion = accel.prepare_model(\n        CenteredLoss(\n" in result.output

@@ -90,3 +90,23 @@ def test_a_written_out_smoothed_cross_entropy_is_a_mean(
 def test_other_written_out_losses_are_not_a_mean(tmp_path: Path, smoothed: str) -> None:
     fact, _ = _fact(tmp_path, smoothed)
     assert fact.reduction != "mean"
+
+
+@pytest.mark.parametrize("dim", ["2", "0", "-1", "d"])
+def test_log_probabilities_over_another_dimension_are_not_read(
+    tmp_path: Path, dim: str
+) -> None:
+    # sequence-first `(T, B, C)` log-probabilities: `.sum(dim=1)` adds over the
+    # batch (before: read as a per-sample mean, the backward left as is)
+    (tmp_path / "util.py").write_text(
+        UTIL.replace("log_softmax(pred, dim=1)", f"log_softmax(pred, dim={dim})")
+        .replace(
+            "def cal_loss(pred, gold, smoothing=True):",
+            "def cal_loss(pred, gold, smoothing=True, d=2):",
+        )
+        .format(smoothed="-(one_hot * log_prb).sum(dim=1).mean()")
+    )
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    fact = dict(read_project(str(script)).helpers)["util.cal_loss"]
+    assert fact.reduction != "mean"

@@ -20,6 +20,7 @@ import libcst.matchers as m
 
 from ..analysis import attr_chain, variable_names
 from ..names import TQDM_CALLS
+from ..output_collections import single_element
 from ..subtrees import findall
 from .kinds import inside
 from .ratios import following
@@ -200,7 +201,8 @@ def collected_values(
     index: ModuleIndex, loop: cst.For
 ) -> Iterator[tuple[cst.CSTNode, list[cst.BaseExpression], str]]:
     """Per-batch values collected into an object made before the loop: the
-    statement (or call), the values, and how it is written."""
+    statement (or call), the values, and how it is written (``xs += [v]``
+    read as ``xs.append(v)``)."""
     divergence = index.divergence
     for call in findall(loop.body, m.Call(func=m.Attribute())):
         assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
@@ -222,9 +224,13 @@ def collected_values(
             targets = [t.target for t in statement.targets]
         else:
             assert isinstance(statement, cst.AugAssign)
-            if not isinstance(statement.target, cst.Subscript):
-                continue
             if not divergence.rank_local(statement):
+                continue
+            appended = _appended(index, statement, loop)
+            if appended is not None:
+                yield statement, [appended], f"{attr_chain(statement.target)} += [...]"
+                continue
+            if not isinstance(statement.target, cst.Subscript):
                 continue
             targets = [statement.target]
         if len(targets) != 1 or not isinstance(targets[0], cst.Subscript):
@@ -238,6 +244,18 @@ def collected_values(
         name = attr_chain(container)
         op = "=" if isinstance(statement, cst.Assign) else "+="
         yield statement, [statement.value], f"{name}[...] {op} ..."  # type: ignore[union-attr]
+
+
+def _appended(
+    index: ModuleIndex, statement: cst.AugAssign, loop: cst.For
+) -> cst.BaseExpression | None:
+    """``v`` of ``xs += [v]`` on a list made before ``loop`` (an append)."""
+    if not isinstance(statement.operator, cst.AddAssign):
+        return None
+    value = single_element(statement.value)
+    if value is None or not isinstance(statement.target, (cst.Name, cst.Attribute)):
+        return None
+    return value if _made_before(index, statement.target, loop) else None
 
 
 #: Writes that add into cells an index picks, of their first argument (numpy's

@@ -8,10 +8,10 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from ..names import JOINS
 from .facts import _ELEMENTWISE_OF_TWO, Fact
 
 #: Builders of one tensor from many: of the model's parameters, no batch in it.
-_JOINS = frozenset({"torch.cat", "torch.concat", "torch.stack", "torch.hstack"})
 _TO_VECTOR = frozenset(
     {
         "torch.nn.utils.parameters_to_vector",
@@ -28,7 +28,7 @@ def over_parameters(names: set[str], call: cst.Call) -> bool:
     ``parameters_to_vector(model.parameters())``: the weights, not the batch."""
     if names & _TO_VECTOR:
         return True
-    if not (names & _JOINS) or not call.args:
+    if not (names & JOINS) or not call.args:
         return False
     joined = call.args[0].value
     return isinstance(joined, (cst.GeneratorExp, cst.ListComp)) and m.matches(

@@ -43,8 +43,8 @@ of it:
   as above; a helper that reads anything else (a global, another function) is
   reported;
 - per-batch values collected in objects made before the loop, with
-  ``meter.update(loss.item(), x.size(0))``, ``values.append(...)`` or
-  ``values[k] = ...``, are made the original's per-batch values: a batch mean
+  ``meter.update(loss.item(), x.size(0))``, ``values.append(...)`` (or
+  ``values += [...]``, one element) or ``values[k] = ...``, are made the original's per-batch values: a batch mean
   becomes ``accel.global_loss(...)`` (a number from one of the script's functions,
   ``accel.global_loss(torch.as_tensor(...)).item()``), a sum or a count
   ``accel.reduce(...)``. What the object then holds, and everything computed from

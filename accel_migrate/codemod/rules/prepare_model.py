@@ -8,7 +8,8 @@ an optimizer, also through a variable (``params = list(enc.parameters()) +
 list(dec.parameters())``, ``itertools.chain(a.parameters(), b.parameters())``).
 A module of a class of this file that holds no parameter (DINO's ``DINOLoss``:
 a ``center`` buffer, temperatures and a numpy schedule;
-``parameterless_modules``) is no model where no optimizer is built over it,
+``parameterless_modules``) is no model where no optimizer reaches its
+parameters (built over them, or handed them by ``opt.add_param_group(...)``),
 moved to the device or not: it has no gradient to average (the runtime would
 give it no DDP wrapper), and its buffer updates are AM032's to report.
 Each construction is wrapped where it is built:
@@ -212,7 +213,6 @@ from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
 from ..optimizer_lookups import looked_up_optimizer
 from ..optimizer_subclasses import local_optimizer_classes
-from ..parameterless_modules import parameterless_class
 from ..patterns import strip_methods
 from ..prepared_checks import PreparedChecks
 from ..project_callers import given_by_callers, prepared_by_callers
@@ -403,8 +403,7 @@ class PrepareModel(AllOrNothing, OptimizedModels, HolderModels, PreparedChecks, 
         core = self._core(value)
         if not isinstance(core, cst.Call):
             return False
-        cls = self.index.local_class(core.func)
-        return cls is not None and parameterless_class(self.index, cls)
+        return self.index.local_class(core.func) in self.index.parameterless_classes
 
     def _wrap(
         self, original: cst.BaseExpression, updated: cst.BaseExpression
