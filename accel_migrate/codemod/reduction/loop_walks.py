@@ -97,6 +97,14 @@ def _called(index: ModuleIndex, call: cst.Call, depth: int, unknown: Walk) -> Wa
         if len(args) == 1:
             return _counted(index, args[0], depth, unknown)
         return unknown
+    if index.is_runtime_call(call, "prepare_model") and args:
+        return loop_walk(index, args[0], depth + 1)
+    if name in _FIXED_BUILDERS:
+        # a container of modules: as many as the model was built with, alike
+        # on every process and whatever the batch
+        return Walk("fixed")
+    if isinstance(func, cst.Name) and _returns_fixed(index, func, depth):
+        return Walk("fixed")
     if name == "enumerate" and isinstance(func, cst.Name) and args:
         return loop_walk(index, args[0], depth + 1)
     if name == "zip" and isinstance(func, cst.Name) and args:
@@ -239,23 +247,30 @@ def _fixed_attribute(index: ModuleIndex, attribute: cst.Attribute) -> bool:
         for t in a.targets  # type: ignore[attr-defined]
         if m.matches(t.target, m.Attribute(attr=m.Name(name)))
     ]
-    if not values:
+    return bool(values) and all(
+        loop_walk(index, value, 1).kind == "fixed" for value in values
+    )
+
+
+def _returns_fixed(index: ModuleIndex, func: cst.Name, depth: int) -> bool:
+    """A function of the file every ``return`` of which is a fixed walk
+    (``def build_heads(n): return nn.ModuleList(...)``)."""
+    functions = [f for f in index.functions if f.name.value == func.value]
+    if len(functions) != 1 or depth > 3:
         return False
-    for value in values:
-        if isinstance(value, cst.Call):
-            func = value.func
-            called = func.attr.value if isinstance(func, cst.Attribute) else ""
-            called = func.value if isinstance(func, cst.Name) else called
-            if called in _FIXED_BUILDERS:
-                inner = [a.value for a in value.args]
-                if called != "Sequential" and len(inner) == 1:
-                    if loop_walk(index, inner[0], 1).kind != "fixed":
-                        return False
-                continue
-            return False
-        if loop_walk(index, value, 1).kind != "fixed":
-            return False
-    return True
+    returns = [
+        r
+        for r in findall(functions[0].body, m.Return())
+        if not any(
+            isinstance(a, (cst.FunctionDef, cst.Lambda)) and a is not functions[0]
+            for a in index.ancestors(r)
+        )
+    ]
+    return bool(returns) and all(
+        r.value is not None  # type: ignore[attr-defined]
+        and loop_walk(index, r.value, depth + 1).kind == "fixed"  # type: ignore[attr-defined]
+        for r in returns
+    )
 
 
 def _fixed_dict(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
