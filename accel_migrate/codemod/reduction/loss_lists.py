@@ -10,9 +10,12 @@ display, a tuple display or a comprehension).
 Why: the builtin ``sum`` of a list of losses adds its terms; it is not a sum
 over the batch's samples. A sum of two means is a mean (the processes' shares
 average); reading it as a sum over the batch (``reduction="sum"``) weighs the
-gradients by the world size. A term appended in a loop over the batch's rows
-(``for i in range(out.size(0))``) is a sample's, and their sum is one over the
-batch.
+gradients by the world size. A term appended in a loop counts once per
+iteration: a loop over the batch's samples (``for o, t in zip(out, targets)``,
+``for i in range(out.size(0))``) gives a sample's term, and their sum is one
+over the batch; a loop over a fixed number of items (``range(3)``, a display,
+a model's ``nn.ModuleList``) keeps a mean of means; any other loop leaves the
+terms unknown (``loop_walks``).
 
 Example: ``losses.append(F.mse_loss(out, y)); losses.append(F.l1_loss(out,
 y)); loss = sum(losses)`` is a mean (``accel.backward(loss)``); a list also
