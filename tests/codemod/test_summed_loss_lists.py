@@ -177,3 +177,95 @@ def test_a_grown_dict_is_unknown_never_a_sum() -> None:
         "    loss = sum(parts.values())"
     )
     assert _stacked(lines).startswith("needs-review"), _stacked(lines)
+
+
+def test_a_loop_over_the_samples_paired_with_targets_sums_the_batch() -> None:
+    """``for o, t in zip(out, targets)`` walks the batch's samples: one mean
+    per sample, their sum a sum over the batch. Before, it was read as a
+    fixed number of means (``accel.backward(loss)``: SILENT at world 2)."""
+    per_sample = [
+        "    targets = list(y)\n    losses = []\n"
+        "    for o, t in zip(out, targets):\n        losses.append(F.l1_loss(o, t))",
+        "    losses = []\n    for o, t in zip(out, y):\n"
+        "        losses.append(F.l1_loss(o, t))",
+        "    losses = []\n    for t in y:\n        losses.append(F.l1_loss(out.mean(0), t))",
+        "    losses = []\n    for i in range(x.size(0)):\n"
+        "        losses.append(F.l1_loss(out[i], y[i]))",
+        "    losses = []\n    for i in range(len(y)):\n"
+        "        losses.append(F.l1_loss(out[i], y[i]))",
+        "    losses = [F.l1_loss(o, t) for o, t in zip(out, y)]",
+        "    losses = []\n    for i, (o, t) in enumerate(zip(out.unbind(0), y)):\n"
+        "        losses.append(F.l1_loss(o, t))",
+    ]
+    for lines in per_sample:
+        assert _reduction(lines) == "sum", lines
+
+
+def test_a_loop_over_a_fixed_count_is_a_mean_of_means() -> None:
+    fixed = [
+        f"    losses = []\n    for k in range(3):\n        losses.append({MSE} * k)",
+        f"    losses = []\n    for w in [0.5, 1.0]:\n        losses.append(w * {MSE})",
+        f"    losses = []\n    for i, w in enumerate((1, 2)):\n        losses.append(w * {MSE})",
+        f"    losses = []\n    for a, b in zip([1, 2], (3, 4)):\n"
+        f"        losses.append(a * b * {MSE})",
+        f"    losses = []\n    for k in range(len(SCALES)):\n        losses.append({MSE})",
+    ]
+    for lines in fixed:
+        assert _reduction("    SCALES = [1, 2]\n" + lines) == "mean", lines
+
+
+MODEL_HEADS = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 3) for _ in range(2)])
+
+    def forward(self, x):
+        return x
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 3)), batch_size=4)
+for x, y in loader:
+    feats = model(x)
+    losses = []
+    for head in model.heads:
+        losses.append(F.mse_loss(head(feats), y))
+    loss = sum(losses)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_loop_over_the_model_heads_is_a_mean_of_means() -> None:
+    result = migrate_source(MODEL_HEADS, "train.py")
+    (found,) = [f for f in result.findings if f.code == "AM007"]
+    assert found.message == "x.backward() -> accel.backward(x)", found.message
+
+
+def test_a_loop_not_proven_fixed_or_over_the_samples_is_unknown() -> None:
+    """A model's output may be its rows or its heads (deep supervision);
+    a loop over what the file does not bind: never read as a mean."""
+    unproven = [
+        "    losses = []\n    for o in out:\n        losses.append(F.l1_loss(o, y))",
+        "    losses = []\n    for o in get_outputs(x):\n"
+        "        losses.append(F.l1_loss(o, y))",
+        "    losses = []\n    for k in range(n_terms):\n"
+        "        losses.append(F.l1_loss(out, y))",
+        "    losses = []\n    while len(losses) < 3:\n"
+        "        losses.append(F.l1_loss(out, y))",
+        "    losses = [F.l1_loss(o, y) for o in out]",
+        "    losses = []\n    for a, o in zip([1, 2], y):\n"
+        "        losses.append(a * F.l1_loss(out, o))",
+    ]
+    for lines in unproven:
+        found = _backward(lines)
+        assert found.startswith("needs-review") and "loop" in found, (lines, found)

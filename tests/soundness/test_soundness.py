@@ -130,6 +130,8 @@ EXPECTED: dict[str, str] = {
     "sample_weighted_loss": "MATCH",
     # `sum(losses)` of a fixed list of means (issue 12, r33e): was SILENT
     "summed_loss_list_r33e": "MATCH",
+    # one loss per sample appended over zip(out, targets) (fixo): was SILENT
+    "per_sample_loss_list_fixo": "MATCH",
     "smoothed_loss_dict": "MATCH",
     "cutmix_callable": "FLAGGED",
     # models in containers and built by methods (issue 12, round 9)

@@ -62,9 +62,11 @@ model(images, targets)``), and of a dict's values the analysis does not read;
 with no key added later) is the sum of its values' terms. The builtin ``sum``
 of a list of losses (``losses.append(...)``, ``+=``, ``.extend``, a display or
 a comprehension; ``torch.stack(losses).sum()`` and ``.mean()`` too) adds its
-terms (``loss_lists``): a mean where every term is a mean, a sum where every
-term is a sum or one per sample of a loop over the batch's rows, unknown
-otherwise; ``sum(x)`` of what is proven neither a list nor a tensor of the
+terms (``loss_lists``), a term added in a loop once per iteration: a mean
+where every term is a mean and every such loop walks a fixed number of items
+(``range(3)``, a display, a model's ``nn.ModuleList``; ``loop_walks``), a sum
+where every term is a sum or one per sample of a loop over the batch's samples
+(``zip(out, targets)``, ``range(x.size(0))``), unknown otherwise; ``sum(x)`` of what is proven neither a list nor a tensor of the
 batch's samples is unknown, never a sum over the batch.
 Where nothing says otherwise a loss is a
 mean over samples, the default of every ``torch.nn`` loss.

@@ -10,9 +10,12 @@ display, a tuple display or a comprehension).
 Why: the builtin ``sum`` of a list of losses adds its terms; it is not a sum
 over the batch's samples. A sum of two means is a mean (the processes' shares
 average); reading it as a sum over the batch (``reduction="sum"``) weighs the
-gradients by the world size. A term appended in a loop over the batch's rows
-(``for i in range(out.size(0))``) is a sample's, and their sum is one over the
-batch.
+gradients by the world size. A term appended in a loop counts once per
+iteration: a loop over the batch's samples (``for o, t in zip(out, targets)``,
+``for i in range(out.size(0))``) gives a sample's term, and their sum is one
+over the batch; a loop over a fixed number of items (``range(3)``, a display,
+a model's ``nn.ModuleList``) keeps a mean of means; any other loop leaves the
+terms unknown (``loop_walks``).
 
 Example: ``losses.append(F.mse_loss(out, y)); losses.append(F.l1_loss(out,
 y)); loss = sum(losses)`` is a mean (``accel.backward(loss)``); a list also
@@ -33,7 +36,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .facts import Fact, _added, _counts_samples
+from .facts import Fact, _added
+from .loop_walks import loop_walk
 from .placement import code
 
 if TYPE_CHECKING:
@@ -140,14 +144,19 @@ def _comprehension(
     depth: int,
 ) -> None:
     loop = comprehension.for_in
-    if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name):
-        found.terms.append((comprehension.elt, _rows(index, loop.iter, found)))
-        return
-    if m.matches(comprehension.elt, m.Name(loop.target.value)):
+    if (
+        loop.inner_for_in is None
+        and isinstance(loop.target, cst.Name)
+        and m.matches(comprehension.elt, m.Name(loop.target.value))
+    ):
         # `[l for l in losses]`: the terms of `losses`
         _extended(index, loop.iter, found, depth, False)
         return
-    found.terms.append((comprehension.elt, _rows(index, loop.iter, found)))
+    iterables = []
+    while loop is not None:
+        iterables.append(loop.iter)
+        loop = loop.inner_for_in
+    found.terms.append((comprehension.elt, _rows(index, iterables, found)))
 
 
 def _extended(
@@ -252,32 +261,35 @@ def _grown(
 def _appended_per_row(
     index: ModuleIndex, use: cst.Name, bindings: list[cst.CSTNode], found: ListTerms
 ) -> bool:
-    """Is ``use`` in a ``for`` loop (not around the list's binding) over the
-    batch's rows?"""
+    """Is ``use`` in a loop (not around the list's binding) over the batch's
+    samples? Every other loop around it must walk a fixed number of terms;
+    where one is not proven to, the reason is left on ``found``."""
+    loops: list[cst.BaseExpression] = []
     for ancestor in index.ancestors(use):
-        if not isinstance(ancestor, cst.For):
-            continue
         if any(a is ancestor for b in bindings for a in index.ancestors(b)):
             break
-        if _rows(index, ancestor.iter, found):
-            return True
-    return False
+        if isinstance(ancestor, cst.For):
+            loops.append(ancestor.iter)
+        elif isinstance(ancestor, cst.While):
+            found.reason = found.reason or (
+                "the losses are collected in a `while` loop, whose count of terms "
+                "the analysis cannot read"
+            )
+            return False
+    return _rows(index, loops, found)
 
 
-def _rows(index: ModuleIndex, iterable: cst.BaseExpression, found: ListTerms) -> bool:
-    """``range(out.size(0))`` (a walk over the batch's rows): True; ``range(len(
-    xs))``, whose count may be the batch's or a number of terms: the reason
-    left on ``found``."""
-    if not m.matches(iterable, m.Call(func=m.Name("range"), args=[m.Arg()])):
-        return False
-    count = iterable.args[0].value  # type: ignore[attr-defined]
-    if not _counts_samples(index, count):
-        return False
-    if m.matches(count, m.Call(func=m.Name("len"))):
-        found.reason = found.reason or (
-            f"the losses are collected in a loop over `{code(iterable)}`, which "
-            "may walk the batch's samples (a sum over them) or a fixed number of "
-            "terms (a mean of means): the analysis cannot tell which"
-        )
-        return False
-    return True
+def _rows(
+    index: ModuleIndex, iterables: list[cst.BaseExpression], found: ListTerms
+) -> bool:
+    """Do the loops over ``iterables`` walk the batch's samples (each term one
+    sample's), with any other loop walking a fixed number of terms? A loop
+    proven neither leaves its reason on ``found``."""
+    rows = False
+    for iterable in iterables:
+        walk = loop_walk(index, iterable)
+        if walk.kind == "unknown":
+            found.reason = found.reason or walk.reason
+            return False
+        rows = rows or walk.kind == "rows"
+    return rows
