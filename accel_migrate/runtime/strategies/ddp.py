@@ -90,6 +90,7 @@ from .ddp_collectives import (
     average_gradients,
     broadcast,
     broadcast_own_buffers,
+    forget_own_buffers,
     moving_inputs,
     reduced,
     tensors,
@@ -160,6 +161,8 @@ class DDPStrategy(Strategy):
         ] = weakref.WeakKeyDictionary()
         #: Models frozen at their first forward, left without a wrapper.
         self._frozen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+        #: Did the last backward keep its graph (``broadcast_own_buffers``)?
+        self._retained = False
         #: Models inside ``accel.no_sync`` (how many levels deep), by user module.
         self._unsynced: weakref.WeakKeyDictionary[nn.Module, int] = (
             weakref.WeakKeyDictionary()
@@ -210,6 +213,7 @@ class DDPStrategy(Strategy):
         module._ddp_params_and_buffers_to_ignore = ignored
         if isinstance(wrapper, DistributedDataParallel):
             wrapper.parameters_to_ignore.update(names)
+            forget_own_buffers(wrapper)
 
     def backward(
         self,
@@ -219,6 +223,8 @@ class DDPStrategy(Strategy):
         create_graph: bool,
         inputs: Any,
     ) -> None:
+        # (torch's default: the graph is kept where the backward creates one)
+        self._retained = bool(create_graph if retain_graph is None else retain_graph)
         try:
             super().backward(tensors, gradient, retain_graph, create_graph, inputs)
         except RuntimeError as exc:
@@ -314,7 +320,7 @@ class DDPStrategy(Strategy):
         watch.used.clear()  # cleared, not replaced: the hooks hold this set
         if watch.buffers_pending and self._bypasses():
             watch.buffers_pending = False
-            broadcast_own_buffers(forward_module)
+            broadcast_own_buffers(forward_module, self._retained)
         # A second backward with no forward since the last reduced one (a graph
         # kept with retain_graph=True): DDP expects one backward per forward.
         again = watch.reduced_at == watch.forwards

@@ -4,6 +4,7 @@ wrapper's state (``strategies.ddp`` says when each is used)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -109,7 +110,40 @@ def broadcast(module: nn.Module) -> None:
             dist.broadcast(tensor.data, src=0)
 
 
-def broadcast_own_buffers(wrapper: DistributedDataParallel) -> None:
+#: Where each wrapper's own buffers live: (module, name) pairs, found once per
+#: wrapper (a rebuilt wrapper finds them anew; ``forget_own_buffers`` where the
+#: buffers it broadcasts change).
+_OWN: weakref.WeakKeyDictionary[
+    DistributedDataParallel, list[tuple[nn.Module, str]]
+] = weakref.WeakKeyDictionary()
+
+
+def forget_own_buffers(wrapper: nn.Module | None) -> None:
+    """``wrapper``'s buffers found anew at the next ``broadcast_own_buffers``."""
+    if isinstance(wrapper, DistributedDataParallel):
+        _OWN.pop(wrapper, None)
+
+
+def _own_places(wrapper: DistributedDataParallel) -> list[tuple[nn.Module, str]]:
+    places = _OWN.get(wrapper)
+    if places is None:
+        ignored = wrapper.parameters_to_ignore
+        seen: set[tuple[int, str]] = set()
+        places = []
+        for prefix, module in wrapper.module.named_modules(remove_duplicate=False):
+            if isinstance(module, _NormBase):
+                continue
+            for name in module._buffers:
+                full = f"{prefix}.{name}" if prefix else name
+                if full in ignored or (id(module), name) in seen:
+                    continue
+                seen.add((id(module), name))
+                places.append((module, name))
+        _OWN[wrapper] = places
+    return places
+
+
+def broadcast_own_buffers(wrapper: DistributedDataParallel, retained: bool) -> None:
     """The buffers DDP broadcasts that are not a normalisation layer's, made
     rank 0's on every process, as DDP's broadcast before the next forward
     makes them. Called after a backward where an evaluation's forward skips
@@ -117,21 +151,36 @@ def broadcast_own_buffers(wrapper: DistributedDataParallel) -> None:
     too: a buffer the model's forward updates from each process's share (a
     running mean of its inputs) was each process's own in that evaluation
     before r33b. BatchNorm's statistics are the global batch's there, the
-    same on every process, and are left to DDP."""
-    wrapper._assign_modules_buffers()  # (DDP's list: a buffer may be replaced)
-    norms = {
-        id(buffer)
-        for module in wrapper.module.modules()
-        if isinstance(module, _NormBase)
-        for buffer in module.buffers(recurse=False)
-    }
-    own = [b for b in wrapper.modules_buffers if id(b) not in norms]
+    same on every process, and are left to DDP.
+
+    Where the backward ``retained`` its graph (a second backward follows,
+    ``retain_graph=True``), rank 0's values go into new tensors, which the
+    modules then hold: the graph keeps the values it saved (before fixn they
+    were written in place, and the second backward read rank 0's). Where the
+    modules are found once per wrapper (``_own_places``); a model without such
+    buffers exchanges nothing (a constant buffer is still broadcast: nothing
+    tells it apart, and DDP broadcasts it before every forward too)."""
+    places = _own_places(wrapper)
+    if not places:
+        return
+    own: dict[int, torch.Tensor] = {}
+    for module, name in places:
+        buffer = module._buffers.get(name)
+        if buffer is not None:
+            own.setdefault(id(buffer), buffer)
     if not own:
         return
-    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(tuple(own)):
+    sent = [b.clone() for b in own.values()] if retained else list(own.values())
+    with torch.no_grad():
         dist._broadcast_coalesced(
-            wrapper.process_group, own, wrapper.broadcast_bucket_size, 0
+            wrapper.process_group, sent, wrapper.broadcast_bucket_size, 0
         )
+    if retained:
+        fresh = dict(zip(own, sent, strict=True))
+        for module, name in places:
+            buffer = module._buffers.get(name)
+            if buffer is not None:
+                module._buffers[name] = fresh[id(buffer)]
 
 
 def moving_inputs(wrapper: DistributedDataParallel) -> Callable[..., Any]:
