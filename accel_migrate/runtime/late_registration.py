@@ -72,6 +72,7 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 
 from . import sync_batchnorm, sync_instancenorm
+from .comm import broadcast_from_rank0
 
 #: Every part of a prepared model whose wrapper is built, to that prepared model.
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = (
@@ -162,17 +163,21 @@ def same_statement(call: str, rank: int, world: int, timeout: float) -> None:
 
 
 def take_rank_0s(
-    params: list[nn.Parameter], call: str, rank: int, world: int, timeout: float
+    params: list[nn.Parameter],
+    call: str,
+    rank: int,
+    world: int,
+    timeout: float,
+    device: torch.device,
 ) -> None:
     """Parameters that ``call`` added to a prepared model after its wrapper was
     built: rank 0's values on every process, before any forward reads them
     (each process built its own, from random states that may have drifted).
     Every process must run ``call``: checked first (``same_statement``, which
-    waits up to ``timeout`` seconds, the run's, for the others)."""
+    waits up to ``timeout`` seconds, the run's, for the others). Sent from
+    ``device``, the runtime's (``comm.broadcast_from_rank0``)."""
     same_statement(call, rank, world, timeout)
-    with torch.no_grad():
-        for param in params:
-            dist.broadcast(param.data, src=0)
+    broadcast_from_rank0(params, device)
 
 
 def watch(prepared: Any, module: nn.Module) -> None:

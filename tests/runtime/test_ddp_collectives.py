@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 import accel_migrate.runtime as accel
+from accel_migrate.runtime import comm
 from accel_migrate.runtime._state import LossSiteError
 from accel_migrate.runtime.module import LateRegistrationError
 from accel_migrate.runtime.strategies import ddp_collectives
@@ -169,3 +170,30 @@ def test_own_buffers_are_found_once_per_wrapper(
     wrapper.parameters_to_ignore.add("1.s")
     ddp_collectives.broadcast_own_buffers(wrapper, retained=False)
     assert sent == [1, 1, 1, 1] and len(walks) == 2
+
+
+def test_rank_0s_tensors_travel_contiguous(
+    group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before fixn `dist.broadcast(param.data)` sent a self-overlapping view as
+    # it lay: gloo wrote past it at world 2 (heap corruption, SIGABRT)
+    sent: list[torch.Tensor] = []
+
+    def fake(tensor: torch.Tensor, src: int) -> None:
+        sent.append(tensor)
+        tensor.fill_(5.0)  # rank 0's value
+
+    monkeypatch.setattr(comm.dist, "broadcast", fake)
+    overlapping = nn.Parameter(torch.arange(4.0)[None].expand(3, 4).t(), False)
+    transposed = nn.Parameter(torch.zeros(3, 4).t(), requires_grad=False)
+    plain = torch.zeros(2)
+    held = transposed.data
+    comm.broadcast_from_rank0([overlapping, transposed, plain], torch.device("cpu"))
+    assert all(t.is_contiguous() for t in sent)
+    assert sent[2].data_ptr() == plain.data_ptr()  # sent as it lies
+    # every one holds rank 0's value; the one that overlaps is its own now,
+    # the others were written in place
+    for tensor in (overlapping, transposed, plain):
+        assert torch.equal(tensor, torch.full_like(tensor, 5.0))
+    assert torch._debug_has_internal_overlap(overlapping.data) == 0
+    assert transposed.data_ptr() == held.data_ptr()

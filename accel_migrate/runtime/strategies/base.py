@@ -64,7 +64,12 @@ class Strategy:
         built with (before r33b each process kept its own draw). Every process
         must run ``call``, the statement that added them: checked first."""
         late_registration.take_rank_0s(
-            params, call, self.env.rank, self.env.world_size, self.config.timeout
+            params,
+            call,
+            self.env.rank,
+            self.env.world_size,
+            self.config.timeout,
+            self.device,
         )
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:

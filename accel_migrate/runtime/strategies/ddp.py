@@ -85,10 +85,10 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from ..comm import broadcast_from_rank0
 from .base import Strategy
 from .ddp_collectives import (
     average_gradients,
-    broadcast,
     broadcast_own_buffers,
     forget_own_buffers,
     moving_inputs,
@@ -239,7 +239,7 @@ class DDPStrategy(Strategy):
             # DDP refuses it. Still start every rank from rank 0's weights.
             # Made trainable later (a backbone frozen for the first phase): see
             # ``_unfrozen``.
-            broadcast(module)
+            broadcast_from_rank0([*module.parameters(), *module.buffers()], self.device)
             self._frozen.add(module)
             return module
         self._watches[module] = _Watch()

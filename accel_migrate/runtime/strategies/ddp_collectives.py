@@ -103,13 +103,6 @@ def _dense(param: nn.Parameter) -> torch.Tensor:
     return grad
 
 
-def broadcast(module: nn.Module) -> None:
-    """``module``'s parameters and buffers made rank 0's on every rank."""
-    with torch.no_grad():
-        for tensor in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(tensor.data, src=0)
-
-
 #: Where each wrapper's own buffers live: (module, name) pairs, found once per
 #: wrapper (a rebuilt wrapper finds them anew; ``forget_own_buffers`` where the
 #: buffers it broadcasts change).
