@@ -86,6 +86,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..comm import broadcast_from_rank0
+from ..empty_share import output_tensors
 from .base import Strategy
 from .ddp_collectives import (
     average_gradients,
@@ -93,7 +94,6 @@ from .ddp_collectives import (
     forget_own_buffers,
     moving_inputs,
     reduced,
-    tensors,
 )
 
 # Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt
@@ -306,7 +306,7 @@ class DDPStrategy(Strategy):
         watch.forwards += 1
         watch.buffers_pending = not self._unsynced.get(forward_module.module)
         mark = watch.hook(generation)
-        for tensor in tensors(output):
+        for tensor in output_tensors(output):
             if tensor.requires_grad:
                 tensor.register_hook(mark)
 

@@ -5,7 +5,7 @@ wrapper's state (``strategies.ddp`` says when each is used)."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,18 +28,6 @@ def reduced(forward_module: DistributedDataParallel) -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def tensors(output: Any) -> Iterator[torch.Tensor]:
-    """The tensors of a forward's output (nested lists, tuples, dicts)."""
-    if isinstance(output, torch.Tensor):
-        yield output
-    elif isinstance(output, (list, tuple)):
-        for item in output:
-            yield from tensors(item)
-    elif isinstance(output, dict):
-        for item in output.values():
-            yield from tensors(item)
 
 
 def average_gradients(
