@@ -170,6 +170,9 @@ def test_own_buffers_are_found_once_per_wrapper(
     wrapper.parameters_to_ignore.add("1.s")
     ddp_collectives.broadcast_own_buffers(wrapper, retained=False)
     assert sent == [1, 1, 1, 1] and len(walks) == 2
+    # a module taken in late (no rebuilt wrapper): every wrapper's found anew
+    ddp_collectives.forget_own_buffers(None)
+    assert wrapper not in ddp_collectives._OWN
 
 
 def test_rank_0s_tensors_travel_contiguous(

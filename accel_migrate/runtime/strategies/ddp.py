@@ -175,6 +175,11 @@ class DDPStrategy(Strategy):
         # only aborted gloo at the broadcast before r33b, naming nothing).
         self.adopt_frozen_parameters(params, call)
 
+    def adopt_frozen_parameters(self, params: list[Any], call: str) -> None:
+        super().adopt_frozen_parameters(params, call)
+        # a module taken in without a rebuilt wrapper may bring buffers
+        forget_own_buffers(None)
+
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         # DDP's forward after a training one broadcasts rank 0's buffers first,
         # even with gradients off: an evaluation that rank 0 alone runs (`if

@@ -100,8 +100,11 @@ _OWN: weakref.WeakKeyDictionary[
 
 
 def forget_own_buffers(wrapper: nn.Module | None) -> None:
-    """``wrapper``'s buffers found anew at the next ``broadcast_own_buffers``."""
-    if isinstance(wrapper, DistributedDataParallel):
+    """``wrapper``'s buffers found anew at the next ``broadcast_own_buffers``
+    (every wrapper's, for None: a module taken in late may bring buffers)."""
+    if wrapper is None:
+        _OWN.clear()
+    elif isinstance(wrapper, DistributedDataParallel):
         _OWN.pop(wrapper, None)
 
 
