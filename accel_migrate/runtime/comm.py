@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any, Literal
@@ -87,6 +87,32 @@ class Collectives:
 
     def close(self) -> None:
         return None
+
+
+def broadcast_from_rank0(tensors: Iterable[torch.Tensor], device: torch.device) -> None:
+    """Each of ``tensors`` (parameters, buffers) made rank 0's on every
+    process: one broadcast per tensor, in order, so every process must pass the
+    same ones. A tensor is sent as it is where it lies contiguous on ``device``
+    (the runtime's); otherwise as a contiguous copy there, copied back after.
+    (Before fixn each was sent as it lay: a view whose elements overlap, a
+    frozen ``nn.Parameter(x.expand(3, 4).t())``, made gloo write past its
+    storage, a corrupted heap and an abort; NCCL refused a CPU tensor.) One
+    whose elements overlap cannot be written in place: it is rebound to the
+    copy (``.data``, on its own device), where it stays a tensor of its own."""
+    with torch.no_grad():
+        for tensor in tensors:
+            data = tensor.data
+            if data.device == device and data.is_contiguous():
+                dist.broadcast(data, src=0)
+                continue
+            sent = data.to(device=device, memory_format=torch.contiguous_format)
+            if sent is data:  # (already contiguous there: to() made no copy)
+                sent = data.clone(memory_format=torch.contiguous_format)
+            dist.broadcast(sent, src=0)
+            if torch._debug_has_internal_overlap(data) == 0:
+                data.copy_(sent)
+            else:
+                tensor.data = sent.to(data.device)
 
 
 def process_group_backend(device: torch.device, host_tensors: bool = False) -> str:

@@ -34,7 +34,7 @@ def gate_outputs(output: Any, runtime: Runtime) -> None:
     def gate(grad: torch.Tensor) -> torch.Tensor | None:
         return torch.zeros_like(grad) if runtime.empty_share_backward else None
 
-    for tensor in _tensors(output):
+    for tensor in output_tensors(output):
         if tensor.requires_grad:
             tensor.register_hook(gate)
 
@@ -50,13 +50,15 @@ def empty_share_backward(runtime: Runtime, empty: bool) -> Iterator[None]:
         runtime.empty_share_backward = previous
 
 
-def _tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
-    # Outputs are tensors, or tuples/lists/dicts of them (HF ModelOutput is a dict).
+def output_tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """The tensors of a forward's output: tensors, or tuples/lists/mappings of
+    them (HF ModelOutput is a dict), 8 levels deep at most (also the DDP
+    strategy's watch of the outputs a backward uses)."""
     if isinstance(value, torch.Tensor):
         yield value
     elif depth < 8 and isinstance(value, (tuple, list)):
         for item in value:
-            yield from _tensors(item, depth + 1)
+            yield from output_tensors(item, depth + 1)
     elif depth < 8 and isinstance(value, Mapping):
         for item in value.values():
-            yield from _tensors(item, depth + 1)
+            yield from output_tensors(item, depth + 1)

@@ -61,7 +61,6 @@ process is a test of whether torch compiles and one dictionary look-up.
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import weakref
 from datetime import timedelta
@@ -73,6 +72,7 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 
 from . import sync_batchnorm, sync_instancenorm
+from .comm import broadcast_from_rank0
 
 #: Every part of a prepared model whose wrapper is built, to that prepared model.
 _OWNERS: weakref.WeakKeyDictionary[nn.Module, weakref.ref[Any]] = (
@@ -86,14 +86,15 @@ _CALLS = frozenset({"_call_impl", "_wrapped_call_impl"})
 _TORCH_MODULE = torch_module.__file__
 
 
-#: How long a process that runs a statement adding a parameter late waits for
-#: the others to run it (they may be busy: an evaluation on rank 0 alone).
-LATE_CHECK_VARIABLE = "ACCEL_MIGRATE_LATE_CHECK_TIMEOUT"
-_LATE_CHECK_S = 60.0
+#: The store's keys of the checks (``same_statement``): one round per statement.
+_KEYS = "accel_migrate/late/"
+#: Set by a process whose check failed: every later one is refused at once.
+_REFUSED = _KEYS + "refused"
 _ROUNDS = itertools.count()
 _UNEVEN = (
     "`{call}` on a prepared model after its first forward ran on rank(s) {here} "
-    "and not on rank(s) {missing} within {timeout:g} s: a parameter added then "
+    "and the other ranks had not reached it within {timeout:g} s (the run's "
+    "timeout): a parameter added then "
     "takes rank 0's value on every process, so every process must run the "
     "statement that adds it. Run it on every process "
     "(outside `if rank == 0:`), or add the parameter before the model's first "
@@ -105,49 +106,78 @@ _DIFFERENT = (
     "process must run the same statements. Run them on every "
     "process, or add the parameters before the model's first forward"
 )
+_AFTER_REFUSAL = (
+    "`{call}` on a prepared model after its first forward: an earlier statement "
+    "that added a parameter late was refused (LateRegistrationError), after "
+    "which the processes no longer agree on which statement is which; every "
+    "later one is refused. Run such statements on every process, or add the "
+    "parameters before the model's first forward"
+)
 
 
-def same_statement(call: str, rank: int, world: int) -> None:
+def same_statement(call: str, rank: int, world: int, timeout: float) -> None:
     """Does every process run ``call`` (a statement that adds a parameter to a
     prepared model late) as its next such statement? Asked of the process
     group's store, not with a collective: a process that does not run it is in
     some other collective, which this one would meet and abort at. Raises
-    ``LateRegistrationError`` where not, on every process that runs one."""
+    ``LateRegistrationError`` where not, on every process that runs one.
+
+    Each statement is a round of keys: every process writes its call and counts
+    itself in; the last to arrive marks the round complete, and a process that
+    waited ``timeout`` seconds (the run's) marks it failed: one ``compare_set``
+    decides which came first, so the processes that run the statement agree.
+    A failed round refuses every later statement (the processes' counts of
+    rounds differ from then on), on every process. The last process to read a
+    complete round deletes its keys."""
     from .module import LateRegistrationError
 
     store = dist.distributed_c10d._get_default_store()
-    prefix = f"accel_migrate/late/{next(_ROUNDS)}/"
-    store.set(f"{prefix}{rank}", call)
+    if store.check([_REFUSED]):
+        raise LateRegistrationError(_AFTER_REFUSAL.format(call=call))
+    prefix = f"{_KEYS}{next(_ROUNDS)}/"
     keys = [f"{prefix}{r}" for r in range(world)]
-    timeout = float(os.environ.get(LATE_CHECK_VARIABLE, _LATE_CHECK_S))
-    try:
-        store.wait(keys, timedelta(seconds=timeout))
-    except RuntimeError:
-        here = [r for r in range(world) if store.check([keys[r]])]
-        missing = [str(r) for r in range(world) if r not in here]
+    store.set(keys[rank], call)
+    state = prefix + "state"
+    if store.add(prefix + "arrived", 1) == world:
+        outcome = store.compare_set(state, "", "complete")
+    else:
+        try:
+            store.wait([state], timedelta(seconds=timeout))
+            outcome = store.get(state)
+        except RuntimeError:  # timed out: fail the round unless it just completed
+            outcome = store.compare_set(state, "", "failed")
+    if outcome != b"complete":
+        store.set(_REFUSED, "1")
+        here = [str(r) for r in range(world) if store.check([keys[r]])]
         raise LateRegistrationError(
-            _UNEVEN.format(
-                call=call,
-                here=", ".join(map(str, here)),
-                missing=", ".join(missing),
-                timeout=timeout,
-            )
-        ) from None
-    calls = [store.get(key).decode() for key in keys]
+            _UNEVEN.format(call=call, here=", ".join(here), timeout=timeout)
+        )
+    calls = [value.decode() for value in store.multi_get(keys)]
+    if store.add(prefix + "read", 1) == world:
+        for key in [*keys, state, prefix + "arrived", prefix + "read"]:
+            store.delete_key(key)
     if len(set(calls)) > 1:
+        store.set(_REFUSED, "1")
         listed = ", ".join(f"rank {r}: `{c}`" for r, c in enumerate(calls))
         raise LateRegistrationError(_DIFFERENT.format(calls=listed))
 
 
-def take_rank_0s(params: list[nn.Parameter], call: str, rank: int, world: int) -> None:
+def take_rank_0s(
+    params: list[nn.Parameter],
+    call: str,
+    rank: int,
+    world: int,
+    timeout: float,
+    device: torch.device,
+) -> None:
     """Parameters that ``call`` added to a prepared model after its wrapper was
     built: rank 0's values on every process, before any forward reads them
     (each process built its own, from random states that may have drifted).
-    Every process must run ``call``: checked first (``same_statement``)."""
-    same_statement(call, rank, world)
-    with torch.no_grad():
-        for param in params:
-            dist.broadcast(param.data, src=0)
+    Every process must run ``call``: checked first (``same_statement``, which
+    waits up to ``timeout`` seconds, the run's, for the others). Sent from
+    ``device``, the runtime's (``comm.broadcast_from_rank0``)."""
+    same_statement(call, rank, world, timeout)
+    broadcast_from_rank0(params, device)
 
 
 def watch(prepared: Any, module: nn.Module) -> None:

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 import accel_migrate.runtime as accel
+from accel_migrate.runtime import comm
 from accel_migrate.runtime._state import LossSiteError
 from accel_migrate.runtime.module import LateRegistrationError
 from accel_migrate.runtime.strategies import ddp_collectives
@@ -76,3 +77,126 @@ def test_the_errors_a_script_catches_are_exported() -> None:
     assert accel.LossSiteError is LossSiteError
     assert accel.LateRegistrationError is LateRegistrationError
     assert {"LossSiteError", "LateRegistrationError"} <= set(accel.__all__)
+
+
+class _Scale(nn.Module):
+    """A buffer the forward updates from its input, saved for the backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("s", torch.ones(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.s.mul_(0.5).add_(0.5 * x.detach().abs().mean(0))
+        return x * self.s
+
+
+def _faked(monkeypatch: pytest.MonkeyPatch, value: float) -> list[int]:
+    """``_broadcast_coalesced`` writing ``value`` (rank 0's, at world 1)."""
+    sent: list[int] = []
+
+    def fake(group: Any, tensors: list[torch.Tensor], *args: Any) -> None:
+        sent.append(len(tensors))
+        for tensor in tensors:
+            tensor.fill_(value)
+
+    monkeypatch.setattr(ddp_collectives.dist, "_broadcast_coalesced", fake)
+    return sent
+
+
+def test_a_retained_graph_keeps_the_buffers_it_saved(
+    group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before fixn the buffers were written in place after the first backward
+    # of `backward(l1, retain_graph=True); backward(l2)` (the version counter
+    # kept, so no error): the second backward read rank 0's (here 7.0)
+    torch.manual_seed(0)
+    wrapper = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(2, 2), _Scale())
+    )
+    x = torch.randn(4, 2)
+    out = wrapper(x)
+    saved = wrapper.module[1].s.clone()
+    out.sum().backward(retain_graph=True)
+    sent = _faked(monkeypatch, 7.0)
+    ddp_collectives.broadcast_own_buffers(wrapper, retained=True)
+    assert sent == [1]
+    # the module holds rank 0's value, in a new tensor
+    assert torch.equal(wrapper.module[1].s, torch.full((2,), 7.0))
+    first = wrapper.module[0].weight.grad.clone()
+    wrapper.module.zero_grad()
+    out.sum().backward()  # the second backward: the saved value, as the first
+    assert torch.allclose(wrapper.module[0].weight.grad, first)
+    assert not torch.equal(saved, torch.full((2,), 7.0))
+    # a backward that freed its graph: written in place
+    held = wrapper.module[1].s
+    wrapper(x).sum().backward()
+    _faked(monkeypatch, 3.0)
+    ddp_collectives.broadcast_own_buffers(wrapper, retained=False)
+    assert wrapper.module[1].s is held and torch.equal(held, torch.full((2,), 3.0))
+
+
+def test_own_buffers_are_found_once_per_wrapper(
+    group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before fixn every backward walked the model's modules (1.41 ms for 212)
+    # and broadcast an empty list's worth of work
+    plain = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    )
+    wrapper = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(2, 2), _Scale())
+    )
+    sent = _faked(monkeypatch, 1.0)
+    ddp_collectives.broadcast_own_buffers(plain, retained=False)
+    assert sent == []  # BatchNorm's statistics are DDP's; nothing else
+    walks: list[int] = []
+    named_modules = nn.Module.named_modules
+
+    def counted(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if self is wrapper.module:  # (not its recursion into the parts)
+            walks.append(1)
+        return named_modules(self, *args, **kwargs)
+
+    monkeypatch.setattr(nn.Module, "named_modules", counted)
+    for _ in range(3):
+        ddp_collectives.broadcast_own_buffers(wrapper, retained=False)
+    assert sent == [1, 1, 1] and len(walks) == 1
+    # a buffer replaced by assignment is the one broadcast
+    wrapper.module[1].s = torch.zeros(2)
+    ddp_collectives.broadcast_own_buffers(wrapper, retained=False)
+    assert torch.equal(wrapper.module[1].s, torch.ones(2))
+    ddp_collectives.forget_own_buffers(wrapper)
+    wrapper.parameters_to_ignore.add("1.s")
+    ddp_collectives.broadcast_own_buffers(wrapper, retained=False)
+    assert sent == [1, 1, 1, 1] and len(walks) == 2
+    # a module taken in late (no rebuilt wrapper): every wrapper's found anew
+    ddp_collectives.forget_own_buffers(None)
+    assert wrapper not in ddp_collectives._OWN
+
+
+def test_rank_0s_tensors_travel_contiguous(
+    group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before fixn `dist.broadcast(param.data)` sent a self-overlapping view as
+    # it lay: gloo wrote past it at world 2 (heap corruption, SIGABRT)
+    sent: list[torch.Tensor] = []
+
+    def fake(tensor: torch.Tensor, src: int) -> None:
+        sent.append(tensor)
+        tensor.fill_(5.0)  # rank 0's value
+
+    monkeypatch.setattr(comm.dist, "broadcast", fake)
+    overlapping = nn.Parameter(torch.arange(4.0)[None].expand(3, 4).t(), False)
+    transposed = nn.Parameter(torch.zeros(3, 4).t(), requires_grad=False)
+    plain = torch.zeros(2)
+    held = transposed.data
+    comm.broadcast_from_rank0([overlapping, transposed, plain], torch.device("cpu"))
+    assert all(t.is_contiguous() for t in sent)
+    assert sent[2].data_ptr() == plain.data_ptr()  # sent as it lies
+    # every one holds rank 0's value; the one that overlaps is its own now,
+    # the others were written in place
+    for tensor in (overlapping, transposed, plain):
+        assert torch.equal(tensor, torch.full_like(tensor, 5.0))
+    assert torch._debug_has_internal_overlap(overlapping.data) == 0
+    assert transposed.data_ptr() == held.data_ptr()

@@ -9,8 +9,13 @@ script as written."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from accel_migrate.runtime import late_registration, sync_batchnorm
@@ -444,3 +449,36 @@ def test_a_batchnorm_built_in_a_forward_is_converted_and_kept_local(
     ]
     prepared.original_module(torch.ones(4, 2))  # registered again: nothing new
     assert len(kept) == 4
+
+
+@pytest.fixture
+def store_group(tmp_path: Path) -> Iterator[Any]:
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        yield dist.distributed_c10d._get_default_store()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_check_deletes_its_keys_and_a_failed_one_refuses_the_later(
+    store_group: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before fixn a round's keys stayed in the store, and after a caught
+    # LateRegistrationError the processes' rounds desynchronised: a later
+    # statement on rank 1 matched rank 0's failed one and broadcast alone
+    # (gloo's "Timed out waiting ... for recv", naming nothing)
+    store = store_group
+    monkeypatch.setattr(late_registration, "_ROUNDS", iter(range(100)))
+    late_registration.same_statement("a = 1", 0, 1, timeout=1.0)
+    assert not store.check(["accel_migrate/late/0/0"])
+    assert not store.check(["accel_migrate/late/0/state"])
+    # as rank 0 of 2, rank 1 never comes: the bound is the one given (the
+    # run's timeout, not a bound of its own: 60 s before fixn)
+    with pytest.raises(
+        LateRegistrationError,
+        match=r"ran on rank\(s\) 0 and the other ranks had not reached it within 0.5 s",
+    ):
+        late_registration.same_statement("b = 1", 0, 2, timeout=0.5)
+    with pytest.raises(LateRegistrationError, match="an earlier statement"):
+        late_registration.same_statement("c = 1", 0, 1, timeout=1.0)

@@ -63,7 +63,14 @@ class Strategy:
         rank 0's values on every process, as the wrapper made those it was
         built with (before r33b each process kept its own draw). Every process
         must run ``call``, the statement that added them: checked first."""
-        late_registration.take_rank_0s(params, call, self.env.rank, self.env.world_size)
+        late_registration.take_rank_0s(
+            params,
+            call,
+            self.env.rank,
+            self.env.world_size,
+            self.config.timeout,
+            self.device,
+        )
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         """The module that runs a forward with gradients off (an evaluation,

@@ -85,14 +85,15 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from ..comm import broadcast_from_rank0
+from ..empty_share import output_tensors
 from .base import Strategy
 from .ddp_collectives import (
     average_gradients,
-    broadcast,
     broadcast_own_buffers,
+    forget_own_buffers,
     moving_inputs,
     reduced,
-    tensors,
 )
 
 # Generations of a model's DDP wrapper: built without find_unused_parameters, rebuilt
@@ -160,6 +161,8 @@ class DDPStrategy(Strategy):
         ] = weakref.WeakKeyDictionary()
         #: Models frozen at their first forward, left without a wrapper.
         self._frozen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+        #: Did the last backward keep its graph (``broadcast_own_buffers``)?
+        self._retained = False
         #: Models inside ``accel.no_sync`` (how many levels deep), by user module.
         self._unsynced: weakref.WeakKeyDictionary[nn.Module, int] = (
             weakref.WeakKeyDictionary()
@@ -171,6 +174,11 @@ class DDPStrategy(Strategy):
         # match, checked first without a collective (one written on rank 0
         # only aborted gloo at the broadcast before r33b, naming nothing).
         self.adopt_frozen_parameters(params, call)
+
+    def adopt_frozen_parameters(self, params: list[Any], call: str) -> None:
+        super().adopt_frozen_parameters(params, call)
+        # a module taken in without a rebuilt wrapper may bring buffers
+        forget_own_buffers(None)
 
     def without_grad(self, forward_module: nn.Module) -> Callable[..., Any]:
         # DDP's forward after a training one broadcasts rank 0's buffers first,
@@ -210,6 +218,7 @@ class DDPStrategy(Strategy):
         module._ddp_params_and_buffers_to_ignore = ignored
         if isinstance(wrapper, DistributedDataParallel):
             wrapper.parameters_to_ignore.update(names)
+            forget_own_buffers(wrapper)
 
     def backward(
         self,
@@ -219,6 +228,8 @@ class DDPStrategy(Strategy):
         create_graph: bool,
         inputs: Any,
     ) -> None:
+        # (torch's default: the graph is kept where the backward creates one)
+        self._retained = bool(create_graph if retain_graph is None else retain_graph)
         try:
             super().backward(tensors, gradient, retain_graph, create_graph, inputs)
         except RuntimeError as exc:
@@ -233,7 +244,7 @@ class DDPStrategy(Strategy):
             # DDP refuses it. Still start every rank from rank 0's weights.
             # Made trainable later (a backbone frozen for the first phase): see
             # ``_unfrozen``.
-            broadcast(module)
+            broadcast_from_rank0([*module.parameters(), *module.buffers()], self.device)
             self._frozen.add(module)
             return module
         self._watches[module] = _Watch()
@@ -300,7 +311,7 @@ class DDPStrategy(Strategy):
         watch.forwards += 1
         watch.buffers_pending = not self._unsynced.get(forward_module.module)
         mark = watch.hook(generation)
-        for tensor in tensors(output):
+        for tensor in output_tensors(output):
             if tensor.requires_grad:
                 tensor.register_hook(mark)
 
@@ -314,7 +325,7 @@ class DDPStrategy(Strategy):
         watch.used.clear()  # cleared, not replaced: the hooks hold this set
         if watch.buffers_pending and self._bypasses():
             watch.buffers_pending = False
-            broadcast_own_buffers(forward_module)
+            broadcast_own_buffers(forward_module, self._retained)
         # A second backward with no forward since the last reduced one (a graph
         # kept with retain_graph=True): DDP expects one backward per forward.
         again = watch.reduced_at == watch.forwards

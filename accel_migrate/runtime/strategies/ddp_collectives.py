@@ -4,7 +4,8 @@ wrapper's state (``strategies.ddp`` says when each is used)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,18 +28,6 @@ def reduced(forward_module: DistributedDataParallel) -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def tensors(output: Any) -> Iterator[torch.Tensor]:
-    """The tensors of a forward's output (nested lists, tuples, dicts)."""
-    if isinstance(output, torch.Tensor):
-        yield output
-    elif isinstance(output, (list, tuple)):
-        for item in output:
-            yield from tensors(item)
-    elif isinstance(output, dict):
-        for item in output.values():
-            yield from tensors(item)
 
 
 def average_gradients(
@@ -102,14 +91,43 @@ def _dense(param: nn.Parameter) -> torch.Tensor:
     return grad
 
 
-def broadcast(module: nn.Module) -> None:
-    """``module``'s parameters and buffers made rank 0's on every rank."""
-    with torch.no_grad():
-        for tensor in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(tensor.data, src=0)
+#: Where each wrapper's own buffers live: (module, name) pairs, found once per
+#: wrapper (a rebuilt wrapper finds them anew; ``forget_own_buffers`` where the
+#: buffers it broadcasts change).
+_OWN: weakref.WeakKeyDictionary[
+    DistributedDataParallel, list[tuple[nn.Module, str]]
+] = weakref.WeakKeyDictionary()
 
 
-def broadcast_own_buffers(wrapper: DistributedDataParallel) -> None:
+def forget_own_buffers(wrapper: nn.Module | None) -> None:
+    """``wrapper``'s buffers found anew at the next ``broadcast_own_buffers``
+    (every wrapper's, for None: a module taken in late may bring buffers)."""
+    if wrapper is None:
+        _OWN.clear()
+    elif isinstance(wrapper, DistributedDataParallel):
+        _OWN.pop(wrapper, None)
+
+
+def _own_places(wrapper: DistributedDataParallel) -> list[tuple[nn.Module, str]]:
+    places = _OWN.get(wrapper)
+    if places is None:
+        ignored = wrapper.parameters_to_ignore
+        seen: set[tuple[int, str]] = set()
+        places = []
+        for prefix, module in wrapper.module.named_modules(remove_duplicate=False):
+            if isinstance(module, _NormBase):
+                continue
+            for name in module._buffers:
+                full = f"{prefix}.{name}" if prefix else name
+                if full in ignored or (id(module), name) in seen:
+                    continue
+                seen.add((id(module), name))
+                places.append((module, name))
+        _OWN[wrapper] = places
+    return places
+
+
+def broadcast_own_buffers(wrapper: DistributedDataParallel, retained: bool) -> None:
     """The buffers DDP broadcasts that are not a normalisation layer's, made
     rank 0's on every process, as DDP's broadcast before the next forward
     makes them. Called after a backward where an evaluation's forward skips
@@ -117,21 +135,36 @@ def broadcast_own_buffers(wrapper: DistributedDataParallel) -> None:
     too: a buffer the model's forward updates from each process's share (a
     running mean of its inputs) was each process's own in that evaluation
     before r33b. BatchNorm's statistics are the global batch's there, the
-    same on every process, and are left to DDP."""
-    wrapper._assign_modules_buffers()  # (DDP's list: a buffer may be replaced)
-    norms = {
-        id(buffer)
-        for module in wrapper.module.modules()
-        if isinstance(module, _NormBase)
-        for buffer in module.buffers(recurse=False)
-    }
-    own = [b for b in wrapper.modules_buffers if id(b) not in norms]
+    same on every process, and are left to DDP.
+
+    Where the backward ``retained`` its graph (a second backward follows,
+    ``retain_graph=True``), rank 0's values go into new tensors, which the
+    modules then hold: the graph keeps the values it saved (before fixn they
+    were written in place, and the second backward read rank 0's). Where the
+    modules are found once per wrapper (``_own_places``); a model without such
+    buffers exchanges nothing (a constant buffer is still broadcast: nothing
+    tells it apart, and DDP broadcasts it before every forward too)."""
+    places = _own_places(wrapper)
+    if not places:
+        return
+    own: dict[int, torch.Tensor] = {}
+    for module, name in places:
+        buffer = module._buffers.get(name)
+        if buffer is not None:
+            own.setdefault(id(buffer), buffer)
     if not own:
         return
-    with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(tuple(own)):
+    sent = [b.clone() for b in own.values()] if retained else list(own.values())
+    with torch.no_grad():
         dist._broadcast_coalesced(
-            wrapper.process_group, own, wrapper.broadcast_bucket_size, 0
+            wrapper.process_group, sent, wrapper.broadcast_bucket_size, 0
         )
+    if retained:
+        fresh = dict(zip(own, sent, strict=True))
+        for module, name in places:
+            buffer = module._buffers.get(name)
+            if buffer is not None:
+                module._buffers[name] = fresh[id(buffer)]
 
 
 def moving_inputs(wrapper: DistributedDataParallel) -> Callable[..., Any]:

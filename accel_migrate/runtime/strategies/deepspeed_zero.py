@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..comm import broadcast_from_rank0
 from ..config import ConfigError, RuntimeConfig
 from ..env import DistEnv
 from ._deepspeed_state import DeepSpeedState
@@ -216,7 +217,9 @@ class DeepSpeedStrategy(DeepSpeedState, Strategy):
     # -- models -----------------------------------------------------------------------
     def setup_module(self, module: nn.Module) -> nn.Module:
         if not any(p.requires_grad for p in module.parameters()):
-            _broadcast(module)  # a frozen model (a teacher): no engine needed
+            _broadcast(
+                module, self.device
+            )  # a frozen model (a teacher): no engine needed
             self._frozen.add(module)
             return module
         if self.engine is not None:
@@ -479,9 +482,7 @@ def _no_kernel_builds() -> None:
         deepspeed.ops.__compatible_ops__ = dict(installed_ops)  # type: ignore[attr-defined]
 
 
-def _broadcast(module: nn.Module) -> None:
+def _broadcast(module: nn.Module, device: torch.device) -> None:
     if not dist.is_initialized():
         return
-    with torch.no_grad():
-        for tensor in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(tensor.data, src=0)
+    broadcast_from_rank0([*module.parameters(), *module.buffers()], device)

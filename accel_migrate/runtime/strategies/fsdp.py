@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
+from ..comm import broadcast_from_rank0
 from ..config import RuntimeConfig
 from .base import LateParameterError, Strategy, optimizers_holding
 from .fsdp_units import block_units, checkpoint_block, describe_units
@@ -148,9 +149,7 @@ class FSDPStrategy(Strategy):
     def _broadcast_from_rank0(self, module: nn.Module) -> None:
         if not dist.is_initialized():
             return
-        with torch.no_grad():
-            for tensor in [*module.parameters(), *module.buffers()]:
-                dist.broadcast(tensor.data, src=0)
+        broadcast_from_rank0([*module.parameters(), *module.buffers()], self.device)
 
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
         if module not in self._sharded:
