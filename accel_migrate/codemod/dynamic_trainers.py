@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from .project_facts import HelperFact
 from .project_file_facts import ProjectFacts
+
+if TYPE_CHECKING:
+    # the project view imports this module on a run the cache answers whole,
+    # which must not import libcst (tests/cli/test_cache.py)
+    import libcst as cst
 
 #: The builtin that picks a class by name.
 _GETATTR = "builtins.getattr"
@@ -96,6 +100,8 @@ def picked_trainers(
     ]
     if not trainers:
         return
+    import libcst as cst  # only where a pass runs (see the import above)
+
     for call in calls:
         if _IMPORT_MODULE in qualnames(call.func) and call.args:
             # `importlib.import_module('model.' + args.model)`: a module of the
