@@ -20,7 +20,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-_GRAD = frozenset({"torch.autograd.grad", "torch.autograd.grad.grad"})
+from .names import AUTOGRAD_GRAD
+
 #: How many local assignments deep the inputs are followed.
 _DEPTH = 3
 
@@ -35,7 +36,7 @@ def parameter_grads(
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for call in ast.walk(method):
-            if not isinstance(call, ast.Call) or dotted(call.func) not in _GRAD:
+            if not isinstance(call, ast.Call) or dotted(call.func) not in AUTOGRAD_GRAD:
                 continue
             inputs = call.args[1] if len(call.args) > 1 else None
             for keyword in call.keywords:

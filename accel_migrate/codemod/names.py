@@ -267,3 +267,19 @@ FILE_CHANGERS: dict[str, tuple[int, str] | None] = {
     "os.replace": (1, "dst"),
 }
 SAVES = frozenset({"torch.save", "torch.serialization.save"})
+
+#: ``torch.autograd.grad`` (also reached as ``torch.autograd.grad.grad``).
+AUTOGRAD_GRAD = frozenset({"torch.autograd.grad", "torch.autograd.grad.grad"})
+#: Calls that differentiate the graph of the tensors they are given (a forward
+#: whose result one of them takes needs its graph: not under ``torch.no_grad()``).
+DIFFERENTIATING = AUTOGRAD_GRAD | frozenset(
+    {
+        "torch.autograd.backward",
+        "torch.autograd.functional.jacobian",
+        "torch.autograd.functional.hessian",
+        "torch.autograd.functional.vjp",
+        "torch.autograd.functional.jvp",
+        "torch.autograd.functional.vhp",
+        "torch.autograd.functional.hvp",
+    }
+)

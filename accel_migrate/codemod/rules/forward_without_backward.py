@@ -7,7 +7,11 @@ result never reaches a backward when every use of the variables it sets is
 detached: ``.detach()``, ``.item()``, ``.data`` (not of a PackedSequence,
 whose ``.data`` is its rows), ``.tolist()``, ``.shape``, a
 comparison, a ``print``, an ``if`` test, or another variable set from it that is
-itself only used so. A discarded result (``_``) has no use at all.
+itself only used so. A discarded result (``_``) has no use at all. A forward
+that ``torch.autograd.grad`` (or another call that differentiates a graph) takes,
+in its statement or through a variable, is not one: its graph is used (an SGLD
+step's gradient of the inputs, ``torch.autograd.grad(f(x).sum(), [x])``), and
+under ``torch.no_grad()`` that call would fail.
 
 ```python
 _, feat_real = netD(real, features=True)        # only feat_real.detach() is used
@@ -49,7 +53,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import Key, attr_chain
-from ..names import SAME_OBJECT
+from ..names import DIFFERENTIATING, SAME_OBJECT
 from ..patterns import strip_methods, torch_alias
 from ..reduction.loss_inputs import packed_sequence
 from ..rule import Rule
@@ -130,9 +134,27 @@ class ForwardWithoutBackward(Rule):
             assert isinstance(call, cst.Call)
             if self.index.holds_tagged(call.func, self.models):
                 # Fed a PackedSequence, the model returns one, whose `.data` is
-                # its rows (a field), not a detached tensor.
-                return None if packed_sequence(self.index, call) else call
+                # its rows (a field), not a detached tensor; differentiated in
+                # the statement (`torch.autograd.grad(f(x).sum(), [x])`, an
+                # SGLD step's input gradient), its graph is used.
+                if packed_sequence(self.index, call) or self._differentiated(call):
+                    return None
+                return call
         return None
+
+    def _differentiated(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` in an argument of a call that differentiates its graph
+        (``torch.autograd.grad``), within its statement?"""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, cst.Arg):
+                call = self.index.parent(ancestor)
+                if isinstance(call, cst.Call) and self.is_call_to(
+                    call, DIFFERENTIATING
+                ):
+                    return True
+            elif isinstance(ancestor, cst.BaseStatement):
+                return False
+        return False
 
     def _dead(self, key: Key, seen: set[Key], depth: int) -> bool:
         """Are all reads of ``key`` detached (see the module docstring)?"""
@@ -177,8 +199,12 @@ class ForwardWithoutBackward(Rule):
                         call.func
                     ) & _PRINTS or self.index.is_runtime_call(call, "print"):
                         return True
-                    if self.index.is_backward_call(call) or self.index.callee(call):
-                        return False  # a backward, or a function of this file
+                    if (
+                        self.index.is_backward_call(call)
+                        or self.is_call_to(call, DIFFERENTIATING)
+                        or self.index.callee(call)
+                    ):
+                        return False  # a backward or gradient, or a local function
                     if (
                         isinstance(call.func, cst.Attribute)
                         and call.func.attr.value in _STORING_METHODS

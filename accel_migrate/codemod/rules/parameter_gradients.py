@@ -71,11 +71,11 @@ import libcst.matchers as m
 
 from ..imported_draws import instance_facts
 from ..model_methods import reads_step_value
+from ..names import AUTOGRAD_GRAD
 from ..patterns import argument
 from ..rule import Rule
 from ..subtrees import findall
 
-_GRAD = frozenset({"torch.autograd.grad", "torch.autograd.grad.grad"})
 #: How deep a variable holding the parameters is followed through assignments.
 _DEPTH = 3
 
@@ -91,7 +91,7 @@ class ParameterGradients(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not self.index.loaders:
             return
-        if not self.is_call_to(node, _GRAD):
+        if not self.is_call_to(node, AUTOGRAD_GRAD):
             self._model_method(node)
             return
         inputs = argument(node, 1, "inputs")
