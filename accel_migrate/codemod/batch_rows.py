@@ -24,7 +24,7 @@ as asked where they differ.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -225,26 +225,29 @@ def _is_batch(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return key is not None and key in batch_values(index)
 
 
-@lru_cache(maxsize=8)
-def batch_values(index: ModuleIndex) -> frozenset[Key]:
-    """The variables that hold a share of a batch, or values computed from one."""
-    found: set[Key] = set()
+def loader_loop_items(index: ModuleIndex) -> Iterator[cst.BaseExpression]:
+    """What each loop over a data loader binds, its ``enumerate`` counter left
+    out: the loop's target, or the target's items after the counter."""
     for loop in index.for_loops:
         is_loader, counter = index.loader_loop(loop.iter)
         if not is_loader:
             continue
         target = loop.target
-        items = (
-            target.elements[1:]
-            if counter and isinstance(target, cst.Tuple)
-            else [target]
-        )
-        for item in items:
-            node = item.value if isinstance(item, cst.Element) else item
-            for name in findall(node, m.Name()):
-                key = index.key(name)  # type: ignore[arg-type]
-                if key is not None:
-                    found.add(key)
+        if counter and isinstance(target, cst.Tuple):
+            yield from (element.value for element in target.elements[1:])
+        else:
+            yield target
+
+
+@lru_cache(maxsize=8)
+def batch_values(index: ModuleIndex) -> frozenset[Key]:
+    """The variables that hold a share of a batch, or values computed from one."""
+    found: set[Key] = set()
+    for node in loader_loop_items(index):
+        for name in findall(node, m.Name()):
+            key = index.key(name)  # type: ignore[arg-type]
+            if key is not None:
+                found.add(key)
     if not found:
         return frozenset()
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 import libcst.matchers as m
 
-from ..batch_rows import batch_values
+from ..batch_rows import batch_values, loader_loop_items
 from ..subtrees import findall
 from .facts import _counts_samples
 from .placement import code
@@ -210,29 +210,16 @@ def _batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
 
 
 def _loader_targets(index: ModuleIndex) -> frozenset[Key]:
-    """The variables a data loader's loop binds (not its ``enumerate`` counter)."""
+    """The variables a data loader's loop binds (not its ``enumerate`` counter):
+    a bound name, or a name of a bound tuple."""
     found: set[Key] = set()
-    for loop in index.for_loops:
-        is_loader, counter = index.loader_loop(loop.iter)
-        if not is_loader:
-            continue
-        target = loop.target
-        items = (
-            [e.value for e in target.elements[1:]]
-            if counter and isinstance(target, cst.Tuple)
-            else [target]
-        )
-        for item in items:
-            for name in [item] if isinstance(item, cst.Name) else []:
-                key = index.key(name)
-                if key is not None:
-                    found.add(key)
-            if isinstance(item, cst.Tuple):
-                for element in item.elements:
-                    if isinstance(element.value, cst.Name):
-                        key = index.key(element.value)
-                        if key is not None:
-                            found.add(key)
+    for item in loader_loop_items(index):
+        names = item.elements if isinstance(item, cst.Tuple) else [item]
+        for name in names:
+            node = name.value if isinstance(name, cst.Element) else name
+            key = index.key(node) if isinstance(node, cst.Name) else None
+            if key is not None:
+                found.add(key)
     return frozenset(found)
 
 
