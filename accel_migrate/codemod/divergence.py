@@ -188,12 +188,7 @@ class Divergence(DivergenceQuestions):
         """``_walk`` of a function's (or the module's) body, each statement's walk
         reused where an earlier tree's (or round's) holds here (``divergence_memo``)."""
         for position, statement in enumerate(body):
-            key = (
-                frozenset(tainted),
-                statement in self.divergent,
-                self._current_globals,
-                self.current_class is None,
-            )
+            key = self._key(statement, tainted)
             trace = self._memo.find(self, statement, key) if memo.REUSE else None
             if trace is not None:
                 tainted = set(trace.tainted_after)
@@ -209,9 +204,26 @@ class Divergence(DivergenceQuestions):
                 self.divergent.update(body[position + 1 :])
         return tainted
 
+    def _key(
+        self, statement: cst.CSTNode, tainted: set[str], nested: bool = False
+    ) -> memo.Key:
+        """The walk's state where ``statement`` starts (``Trace.key``): the
+        rank-local names, whether it or a block around it in its function is
+        divergent (what ``runs_divergently`` reads above it), the function's
+        ``global`` names, whether it is a method, a walk of the module's code,
+        and the blocks in it already divergent (a loop's body walked again)."""
+        return (
+            frozenset(tainted),
+            statement in self.divergent or self.runs_divergently(statement),
+            self._current_globals,
+            self.current_class is None,
+            self._module_walk,
+            memo.inside(statement, self.divergent) if nested else frozenset(),
+        )
+
     def _walk(self, body: Sequence[cst.CSTNode], tainted: set[str]) -> set[str]:
         for position, statement in enumerate(body):
-            tainted = self._statement(statement, tainted)
+            tainted = memo.walk_nested(self, statement, tainted)
             if self._exits_divergently(statement):
                 self._add(
                     memo.DIVERGENT_ALL, self.divergent, tuple(body[position + 1 :])

@@ -7,8 +7,10 @@ _statement``) is a function of
 
 - the statement's own subtree (its nodes' ancestors inside it, its syntax),
 - the walk's state when it starts: the rank-local names, whether the statement
-  follows a rank-dependent exit (is itself divergent), the function's ``global``
-  names and whether it is a method (``Trace.key``),
+  or a block around it in its function is divergent (follows a rank-dependent
+  exit, is in a branch on a rank-local test), the function's ``global`` names,
+  whether it is a method and whether the module's own code is walked
+  (``Trace.key``),
 - the answers of a few questions about the rest of the tree: is an iterable a data
   loader (``loader_loop``), does a name hold one, does a subscript read a per-process
   environment variable (``os.environ["RANK"]``), which command-line options
@@ -22,7 +24,10 @@ tainted returns, globals and attributes), in order: a ``Trace``. On a later
 tree (or in the fixpoint's next round) a statement with the same key whose
 recorded questions get the same answers there would be walked to the same
 additions, and they are made without walking (``replay``). Any different
-answer, and the statement is walked again. ``REUSE = False`` walks every
+answer, and the statement is walked again. A statement nested in a block is
+reused the same way on its first walk in a round (``NESTED``): a changed
+top-level statement (the training loop a rule rewrote) replays its unchanged
+inner statements, and its own trace holds theirs. ``REUSE = False`` walks every
 statement (``tests/codemod/test_divergence_reuse.py`` compares the two).
 """
 
@@ -33,11 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from . import subtrees
+
 if TYPE_CHECKING:
     from .divergence import Divergence
 
 #: False: no statement's walk is reused (every analysis walks every statement).
 REUSE = True
+#: False: only top-level statements' walks (a function's or the module's own
+#: statements) are reused; a changed one walks every statement in it again.
+NESTED = True
 
 # Questions (the answer recorded after the node).
 LOOP = 0  # (LOOP, iterable, loader_loop answer)
@@ -61,7 +71,7 @@ GLOBAL = 19
 ATTRIBUTE = 20  # (ATTRIBUTE, "self.x") of the current class
 PARAMETER = 21  # (PARAMETER, function, parameter) handed a rank
 
-Key = tuple[frozenset[str], bool, frozenset[str], bool]
+Key = tuple[frozenset[str], bool, frozenset[str], bool, bool, frozenset[cst.CSTNode]]
 
 #: Traces kept per statement (the fixpoint's rounds and AM008's second analysis
 #: start some statements from different states).
@@ -98,6 +108,54 @@ class DivergenceMemo:
         kept = self.traces.setdefault(statement, [])
         kept.insert(0, trace)
         del kept[_KEEP:]
+
+
+def walk_nested(
+    divergence: Divergence, statement: cst.CSTNode, tainted: set[str]
+) -> set[str]:
+    """``Divergence._statement`` of a statement in a block of the top-level
+    statement being walked, reused as ``_walk_top``'s are (``NESTED``); the
+    enclosing statement's trace holds its questions and additions too."""
+    events = divergence._events
+    if events is None or not (REUSE and NESTED):
+        return divergence._statement(statement, tainted)
+    key = divergence._key(statement, tainted, nested=True)
+    divergence._events = None  # a replay's questions are no events of the walk
+    try:
+        trace = divergence._memo.find(divergence, statement, key)
+    finally:
+        divergence._events = events
+    if trace is not None:
+        events.extend(trace.events)
+        return set(trace.tainted_after)
+    start = len(events)
+    tainted = divergence._statement(statement, tainted)
+    trace = Trace(key, tuple(events[start:]), frozenset(tainted))
+    divergence._memo.keep(statement, trace)
+    return tainted
+
+
+def inside(statement: cst.CSTNode, nodes: set[cst.CSTNode]) -> frozenset[cst.CSTNode]:
+    """The nodes of ``nodes`` under ``statement`` (its blocks an earlier walk of
+    it in this round made divergent, which its walk reads)."""
+    if not nodes:
+        return frozenset()
+    preorder = subtrees.preorder_of(statement)
+    if preorder is None:
+        return frozenset(n for n in nodes if _under(n, statement))
+    start, stop = preorder.span(statement)
+    position = preorder.position
+    return frozenset(n for n in nodes if start < position.get(n, -1) < stop)
+
+
+def _under(node: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    return any(inner is node for inner in _walk(statement))
+
+
+def _walk(node: cst.CSTNode) -> Any:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def replay(divergence: Divergence, trace: Trace) -> bool:

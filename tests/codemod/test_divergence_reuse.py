@@ -5,7 +5,8 @@ Every analysis a full pass builds (the shared one of each tree, AM008's with the
 loss reads it makes global) is compared with an analysis of the same tree that
 walks every statement (``divergence_memo.REUSE = False``, its own memo): the
 divergent blocks, the rank-local increments, mutations, stores, calls, reads and
-printed values, the tainted returns, globals and attributes. The migration's
+printed values, the tainted returns, globals, attributes and parameters. The
+migration's
 output, findings, skip reason and suppressed statements are compared too.
 
 The tests take a sample (every realworld script and every fifteenth other file);
@@ -46,6 +47,7 @@ _RESULTS = (
     "tainted_returns",
     "tainted_globals",
     "tainted_attributes",
+    "tainted_parameters",
 )
 
 
@@ -158,4 +160,117 @@ def test_a_changed_answer_walks_again() -> None:
     branch = g.body.body[1]
     assert isinstance(branch, cst.If)
     assert branch.body in second.divergent
+    assert _results(second) == _results(_fresh(second))
+
+
+def _index(module: Any, memo: divergence_memo.DivergenceMemo) -> Any:
+    from libcst.metadata import MetadataWrapper
+
+    from accel_migrate.codemod.analysis import ModuleIndex
+
+    index = ModuleIndex(MetadataWrapper(module, unsafe_skip_copy=True), "accel")
+    index.divergence_memo = memo
+    return index
+
+
+def test_a_changed_loop_replays_its_unchanged_statements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A top-level statement a rule changed (one line of a training loop) is
+    walked again, but its unchanged inner statements are replayed
+    (``NESTED``), with a fresh walk's results; without ``NESTED`` none is."""
+    import libcst as cst
+
+    source = (
+        "import random\n"
+        "def train(loader, model, opt):\n"
+        "    total = 0\n"
+        "    for epoch in range(3):\n"
+        "        for x in loader:\n"
+        "            loss = model(x)\n"
+        "            loss.backward()\n"
+        "            total += loss.item()\n"
+        "            if total > 1:\n"
+        "                print(total)\n"
+        "        n = random.random()\n"
+        "        if n > 0.5:\n"
+        "            opt.step()\n"
+        "    return total\n"
+    )
+    module = cst.parse_module(source)
+    train = module.body[1]
+    assert isinstance(train, cst.FunctionDef)
+    epochs = train.body.body[1]
+    assert isinstance(epochs, cst.For)
+    inner = epochs.body.body[0]
+    assert isinstance(inner, cst.For)
+    new_line = cst.parse_statement("loss = model(x).mean()\n")
+    changed_inner = inner.with_changes(
+        body=inner.body.with_changes(body=(new_line, *inner.body.body[1:]))
+    )
+    changed_epochs = epochs.with_changes(
+        body=epochs.body.with_changes(
+            body=(changed_inner, *epochs.body.body[1:])
+        )
+    )
+    changed = module.with_changes(
+        body=[
+            module.body[0],
+            train.with_changes(
+                body=train.body.with_changes(
+                    body=(train.body.body[0], changed_epochs, train.body.body[2])
+                )
+            ),
+        ]
+    )
+    reused = {}
+    for nested in (False, True):
+        monkeypatch.setattr(divergence_memo, "NESTED", nested)
+        memo = divergence_memo.DivergenceMemo()
+        Divergence(_index(module, memo))
+        before = memo.reused
+        second = Divergence(_index(changed, memo))
+        reused[nested] = memo.reused - before
+        assert _results(second) == _results(_fresh(second))
+        # the draw's branch is divergent either way
+        branch = changed_epochs.body.body[2]
+        assert isinstance(branch, cst.If)
+        assert branch.body in second.divergent
+    # the inner loop's unchanged lines, and the draw and its branch
+    assert reused[True] >= reused[False] + 4, reused
+
+
+def test_a_loops_second_walk_is_keyed_by_its_divergent_blocks() -> None:
+    """A loop's body is walked twice; on the second walk a branch in it may
+    already be divergent from the first (``r`` is rank-local before the loop,
+    not after its first step). The nested statements' key holds those blocks
+    (``divergence_memo.inside``): the results are a fresh walk's, on the first
+    tree and on a changed one."""
+    import libcst as cst
+
+    source = (
+        "import os\n"
+        "def f(items):\n"
+        "    r = int(os.environ['RANK'])\n"
+        "    total = 0\n"
+        "    for item in items:\n"
+        "        if r:\n"
+        "            total += 1\n"
+        "        r = 0\n"
+        "        count = 1\n"
+        "        count += item\n"
+        "    return total\n"
+    )
+    module = cst.parse_module(source)
+    memo = divergence_memo.DivergenceMemo()
+    first = Divergence(_index(module, memo))
+    assert _results(first) == _results(_fresh(first))
+    loop = module.body[1].body.body[2]  # type: ignore[attr-defined]
+    branch = loop.body.body[0]
+    assert branch.body in first.divergent
+    assert divergence_memo.inside(loop, first.divergent) >= {branch.body}
+    changed = module.with_changes(
+        body=[module.body[0], module.body[1], cst.parse_statement("x = 1\n")]
+    )
+    second = Divergence(_index(changed, memo))
     assert _results(second) == _results(_fresh(second))
