@@ -12,6 +12,7 @@
     python bench/codemod_profile.py --codes [--repeat 3]
     python bench/codemod_profile.py --scopes [--repeat 3]
     python bench/codemod_profile.py --collects [--repeat 3]
+    python bench/codemod_profile.py --nested [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -63,7 +64,9 @@ whole ``Module.code`` against from the generation that gives its positions
 collector against emptied at its end (``collector.RELEASE_SCOPES``), as
 ``--release``; ``--collects`` for the module index's lists collected by a
 visit of each tree against from the tree's preorder
-(``index_collect.FROM_PREORDER``).
+(``index_collect.FROM_PREORDER``); ``--nested`` for the divergence analysis
+reusing only top-level statements' walks against nested statements' too
+(``divergence_memo.NESTED``).
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -409,6 +412,18 @@ def compare_reuse(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_nested(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: a full pass with the divergence analysis
+    reusing top-level statements' walks only, against nested statements' too
+    (``divergence_memo.NESTED``), alternating as ``compare_visits``."""
+    from accel_migrate.codemod import divergence_memo
+
+    def use(nested: bool) -> None:
+        divergence_memo.NESTED = nested
+
+    return _compare(paths[-1], repeat, use, lambda: use(True), paths)
+
+
 def compare_hashes(paths: list[Path], repeat: int) -> list[list[str]]:
     """Per script of the whole tree: CPU seconds of a full pass with nodes and
     scopes hashed in Python (libcst's ``__hash__``/``__eq__``; the scopes' as
@@ -658,6 +673,12 @@ def main() -> int:
         "at its end, over the whole tree",
     )
     parser.add_argument(
+        "--nested",
+        action="store_true",
+        help="only compare the divergence analysis reusing top-level statements' "
+        "walks with nested statements' too, over the whole tree",
+    )
+    parser.add_argument(
         "--collects",
         action="store_true",
         help="only compare the module index's lists collected by a visit with "
@@ -730,6 +751,10 @@ def main() -> int:
                 compare_collects,
                 "the index's lists by a visit against from the preorder",
             ),
+            "nested": (
+                compare_nested,
+                "divergence walks reused for top-level statements against nested too",
+            ),
         }
         sides = {
             "worklist": ("rounds", "worklist"),
@@ -738,6 +763,7 @@ def main() -> int:
             "scopes": ("left", "released"),
             "codes": ("Module.code", "with positions"),
             "collects": ("visit", "preorder"),
+            "nested": ("top-level", "nested"),
         }
         chosen = [name for name in comparisons if getattr(options, name)]
         if chosen:

@@ -209,9 +209,7 @@ def test_a_changed_loop_replays_its_unchanged_statements(
         body=inner.body.with_changes(body=(new_line, *inner.body.body[1:]))
     )
     changed_epochs = epochs.with_changes(
-        body=epochs.body.with_changes(
-            body=(changed_inner, *epochs.body.body[1:])
-        )
+        body=epochs.body.with_changes(body=(changed_inner, *epochs.body.body[1:]))
     )
     changed = module.with_changes(
         body=[
