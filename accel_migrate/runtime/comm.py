@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
+from . import progress
 from .env import DistEnv
 from .faults import install_excepthook, named_collective, process_failed
 
@@ -176,6 +177,7 @@ class ProcessGroupCollectives(Collectives):
         return self._side
 
     def _named(self, operation: str) -> Any:
+        progress.collective()  # (where a late statement's check looks)
         return named_collective(self.env.rank, operation, self.timeout)
 
     def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
