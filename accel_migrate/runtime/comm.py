@@ -192,8 +192,9 @@ class ProcessGroupCollectives(Collectives):
             )
         return self._side
 
-    def _named(self, operation: str) -> Any:
-        progress.collective()  # (where a late statement's check looks)
+    def _named(self, operation: str, started: bool = True) -> Any:
+        if started:  # (a collective every process starts: ``progress``)
+            progress.collective()
         return named_collective(self.env.rank, operation, self.timeout)
 
     def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -221,7 +222,8 @@ class ProcessGroupCollectives(Collectives):
             handle,
             divisor=self.env.world_size if op == "mean" else 1,
             device=tensor.device,
-            named=lambda: self._named(f"all_reduce ({op})"),
+            # (its result may be read on some processes only: not counted)
+            named=lambda: self._named(f"all_reduce ({op})", started=False),
         )
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
