@@ -264,10 +264,11 @@ def take_rank_0s(
 def watch(prepared: Any, module: nn.Module) -> None:
     """From now on, registrations on ``module``'s parts go to ``prepared._late``
     (and this process's counts are posted where they stay: ``progress``)."""
-    if not _INSTALLED:
+    if dist.is_initialized():  # (once per process; a unit test may have none)
         progress.start_poster(
             dist.distributed_c10d._get_default_store(), prepared._runtime.env.rank
         )
+    if not _INSTALLED:
         _INSTALLED.append(
             torch_module.register_module_buffer_registration_hook(_on_buffer)
         )
