@@ -45,7 +45,8 @@ part() {  # NAME SECONDS COMMAND...: run one part, say how it ended
   [ "$rc" -eq 0 ] || status=$rc
 }
 part "scale and offload" 190 "$PY" -m pytest -q -p no:cacheprovider \
-  tests/gpu/test_gpu_scale.py tests/gpu/test_gpu_offload.py -rs "$@"
+  tests/gpu/test_gpu_scale.py tests/gpu/test_gpu_offload.py tests/gpu/test_gpu_broadcast.py \
+  -rs "$@"
 DS=.venv-deepspeed/bin/python
 if [ -x "$DS" ]; then
   part "DeepSpeed ZeRO" 130 "$DS" -m pytest -q -p no:cacheprovider \

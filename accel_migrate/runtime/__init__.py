@@ -43,19 +43,54 @@ from .api import (
 )
 from .batch_draws import batch_draw, batch_draw_like
 from .class_weights import class_weight_count
+from .closures import ClosureLossError
 from .config import ConfigError, RuntimeConfig
+from .data import ShardingError
+from .drift import ParametersDivergedError
+from .env import LaunchEnvironmentError
+from .faults import CollectiveError, CollectiveTimeoutError, PeerFailedError
+from .guards import UnpreparedParametersError, UnsyncedGradientsError
 from .main_only import MainProcessOnly, on_main_process
-from .module import LateRegistrationError
+from .module import (
+    EmptyShareForwardError,
+    LateRegistrationError,
+    UnreachedParametersError,
+)
 from .ordered import GatherOrderError, gather_in_order
+from .precision.base import PrecisionUnavailableError
+from .small_batches import BatchSmallerThanWorldError
+from .strategies.base import LateParameterError
+from .strategies.ddp import RepeatedGradientError
+from .strategies.fsdp_units import ActivationCheckpointingError
 from .swa import update_bn
+from .sync_batchnorm import GradientPenaltyBatchNormError, UnsyncedBatchNormError
 
 __all__ = [
+    # errors: docs/runtime.md, "Errors"
+    "ActivationCheckpointingError",
+    "BatchSmallerThanWorldError",
+    "ClosureLossError",
+    "CollectiveError",
+    "CollectiveTimeoutError",
     "ConfigError",
+    "EmptyShareForwardError",
     "GatherOrderError",
+    "GradientPenaltyBatchNormError",
+    "LateParameterError",
     "LateRegistrationError",
+    "LaunchEnvironmentError",
     "LossSiteError",
     "MainProcessOnly",
+    "ParametersDivergedError",
+    "PeerFailedError",
+    "PrecisionUnavailableError",
+    "RepeatedGradientError",
     "RuntimeConfig",
+    "ShardingError",
+    "UnpreparedParametersError",
+    "UnreachedParametersError",
+    "UnsyncedBatchNormError",
+    "UnsyncedGradientsError",
     "autocast",
     "backward",
     "barrier",

@@ -24,6 +24,7 @@ from . import data as _data
 from . import empty_share as _empty_share
 from . import guards as _guards
 from . import loss_share as _loss_share
+from . import progress as _progress
 from ._state import current_env as _env
 from ._state import get_runtime, peek_runtime
 from .comm import ReduceOp
@@ -178,6 +179,7 @@ def backward(
     With ``count`` this is one more small collective per call.
     """
     runtime = get_runtime()
+    _progress.backward()  # (where a late statement's check looks)
     losses = _loss_share.as_tensors(loss)
     if not runtime.backward_guarded:
         _guards.check_backward(runtime, losses)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import torch
 import torch.distributed as dist
 
+from . import progress
 from .env import DistEnv
 from .faults import install_excepthook, named_collective, process_failed
 
@@ -92,27 +93,43 @@ class Collectives:
 def broadcast_from_rank0(tensors: Iterable[torch.Tensor], device: torch.device) -> None:
     """Each of ``tensors`` (parameters, buffers) made rank 0's on every
     process: one broadcast per tensor, in order, so every process must pass the
-    same ones. A tensor is sent as it is where it lies contiguous on ``device``
-    (the runtime's); otherwise as a contiguous copy there, copied back after.
-    (Before fixn each was sent as it lay: a view whose elements overlap, a
-    frozen ``nn.Parameter(x.expand(3, 4).t())``, made gloo write past its
-    storage, a corrupted heap and an abort; NCCL refused a CPU tensor.) One
-    whose elements overlap cannot be written in place: it is rebound to the
-    copy (``.data``, on its own device), where it stays a tensor of its own."""
+    same ones. A tensor is sent as it is where it lies contiguous on the wire's
+    device (``wire_device``: this process's GPU under NCCL, the CPU under
+    gloo); otherwise as a contiguous copy staged there, copied back after (a
+    CPU frozen parameter under a CUDA runtime goes through the GPU: NCCL moves
+    only device tensors). (Before fixn each was sent as it lay: a view whose
+    elements overlap, a frozen ``nn.Parameter(x.expand(3, 4).t())``, made gloo
+    write past its storage, a corrupted heap and an abort; NCCL refused a CPU
+    tensor.) One whose elements overlap cannot be written in place: it is
+    rebound to the copy (``.data``, on its own device), where it stays a tensor
+    of its own. ``tests/gpu/test_gpu_broadcast.py`` runs the NCCL half."""
+    wire = wire_device(device)
     with torch.no_grad():
         for tensor in tensors:
             data = tensor.data
-            if data.device == device and data.is_contiguous():
+            if data.device == wire and data.is_contiguous():
                 dist.broadcast(data, src=0)
                 continue
-            sent = data.to(device=device, memory_format=torch.contiguous_format)
-            if sent is data:  # (already contiguous there: to() made no copy)
-                sent = data.clone(memory_format=torch.contiguous_format)
+            sent = torch.empty(
+                data.shape, dtype=data.dtype, device=wire
+            )  # (contiguous, on the wire's device, whatever ``data`` is)
+            sent.copy_(data)
             dist.broadcast(sent, src=0)
             if torch._debug_has_internal_overlap(data) == 0:
                 data.copy_(sent)
             else:
                 tensor.data = sent.to(data.device)
+
+
+def wire_device(device: torch.device) -> torch.device:
+    """The device a tensor must lie on for the runtime's collectives, whose
+    process group was made for ``device`` (``process_group_backend``): a CUDA
+    device with its index (this process's GPU; the current one where
+    ``device`` names none), or the CPU."""
+    if device.type != "cuda":
+        return torch.device("cpu")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch.device("cuda", index)
 
 
 def process_group_backend(device: torch.device, host_tensors: bool = False) -> str:
@@ -175,7 +192,9 @@ class ProcessGroupCollectives(Collectives):
             )
         return self._side
 
-    def _named(self, operation: str) -> Any:
+    def _named(self, operation: str, started: bool = True) -> Any:
+        if started:  # (a collective every process starts: ``progress``)
+            progress.collective()
         return named_collective(self.env.rank, operation, self.timeout)
 
     def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -203,7 +222,8 @@ class ProcessGroupCollectives(Collectives):
             handle,
             divisor=self.env.world_size if op == "mean" else 1,
             device=tensor.device,
-            named=lambda: self._named(f"all_reduce ({op})"),
+            # (its result may be read on some processes only: not counted)
+            named=lambda: self._named(f"all_reduce ({op})", started=False),
         )
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:

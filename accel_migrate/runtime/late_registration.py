@@ -60,8 +60,8 @@ process is a test of whether torch compiles and one dictionary look-up.
 
 from __future__ import annotations
 
-import itertools
 import sys
+import time
 import weakref
 from datetime import timedelta
 from typing import Any
@@ -71,7 +71,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules import module as torch_module
 
-from . import sync_batchnorm, sync_instancenorm
+from . import progress, sync_batchnorm, sync_instancenorm
 from .comm import broadcast_from_rank0
 
 #: Every part of a prepared model whose wrapper is built, to that prepared model.
@@ -90,15 +90,23 @@ _TORCH_MODULE = torch_module.__file__
 _KEYS = "accel_migrate/late/"
 #: Set by a process whose check failed: every later one is refused at once.
 _REFUSED = _KEYS + "refused"
-_ROUNDS = itertools.count()
+#: How long a waiting process waits for the round between looks at where the
+#: others are (``progress``), in seconds.
+_LOOK = 0.25
 _UNEVEN = (
     "`{call}` on a prepared model after its first forward ran on rank(s) {here} "
-    "and the other ranks had not reached it within {timeout:g} s (the run's "
-    "timeout): a parameter added then "
+    "and {why}: a parameter added then "
     "takes rank 0's value on every process, so every process must run the "
     "statement that adds it. Run it on every process "
     "(outside `if rank == 0:`), or add the parameter before the model's first "
     "forward"
+)
+_TIMED_OUT = (
+    "the other ranks had not reached it within {timeout:g} s (the run's timeout)"
+)
+_WENT_ON = (
+    "rank(s) {gone} went on without it (to a collective or an `accel.backward` "
+    "that rank(s) {here} reach only after it)"
 )
 _DIFFERENT = (
     "processes added different parameters to a prepared model after its first "
@@ -115,7 +123,13 @@ _AFTER_REFUSAL = (
 )
 
 
-def same_statement(call: str, rank: int, world: int, timeout: float) -> None:
+def same_statement(
+    call: str,
+    rank: int,
+    world: int,
+    timeout: float,
+    counts: list[int] | None = None,
+) -> None:
     """Does every process run ``call`` (a statement that adds a parameter to a
     prepared model late) as its next such statement? Asked of the process
     group's store, not with a collective: a process that does not run it is in
@@ -123,35 +137,42 @@ def same_statement(call: str, rank: int, world: int, timeout: float) -> None:
     ``LateRegistrationError`` where not, on every process that runs one.
 
     Each statement is a round of keys: every process writes its call and counts
-    itself in; the last to arrive marks the round complete, and a process that
-    waited ``timeout`` seconds (the run's) marks it failed: one ``compare_set``
-    decides which came first, so the processes that run the statement agree.
-    A failed round refuses every later statement (the processes' counts of
-    rounds differ from then on), on every process. The last process to read a
-    complete round deletes its keys."""
+    itself in; the last to arrive marks the round complete. One that waits marks
+    it failed as soon as another process is seen past the statement without it
+    (``progress``: its count of collectives or ``accel.backward`` calls beyond
+    this one's here, its count of rounds short of this one: it went on, and is
+    most likely blocked in that collective), and otherwise after ``timeout``
+    seconds (the run's); one ``compare_set`` decides which came first, so the
+    processes that run the statement agree. A process that gets there slowly
+    (rank 0 evaluating first) never shows such counts: its calls before the
+    statement are the same as this one's. A failed round refuses every later
+    statement (the processes' counts of rounds differ from then on), on every
+    process. The last process to read a complete round deletes its keys, and
+    the processes that leave a failed one delete theirs (``_leave_failed``).
+    ``counts``: this process's (``progress.COUNTS``; a test gives its own)."""
     from .module import LateRegistrationError
 
     store = dist.distributed_c10d._get_default_store()
     if store.check([_REFUSED]):
         raise LateRegistrationError(_AFTER_REFUSAL.format(call=call))
-    prefix = f"{_KEYS}{next(_ROUNDS)}/"
+    counts = progress.COUNTS if counts is None else counts  # (a test's own)
+    here_counts = list(counts)
+    number = here_counts[progress.ROUNDS]
+    counts[progress.ROUNDS] += 1
+    prefix = f"{_KEYS}{number}/"
     keys = [f"{prefix}{r}" for r in range(world)]
     store.set(keys[rank], call)
     state = prefix + "state"
     if store.add(prefix + "arrived", 1) == world:
         outcome = store.compare_set(state, "", "complete")
     else:
-        try:
-            store.wait([state], timedelta(seconds=timeout))
-            outcome = store.get(state)
-        except RuntimeError:  # timed out: fail the round unless it just completed
-            outcome = store.compare_set(state, "", "failed")
+        outcome = _wait(store, state, keys, here_counts, timeout)
     if outcome != b"complete":
-        store.set(_REFUSED, "1")
-        here = [str(r) for r in range(world) if store.check([keys[r]])]
-        raise LateRegistrationError(
-            _UNEVEN.format(call=call, here=", ".join(here), timeout=timeout)
-        )
+        _leave_failed(store, prefix, keys, rank)
+        here, _, why = outcome.decode().removeprefix("failed").strip().partition("|")
+        if not why:  # (another round failed while this one waited)
+            raise LateRegistrationError(_AFTER_REFUSAL.format(call=call))
+        raise LateRegistrationError(_UNEVEN.format(call=call, here=here, why=why))
     calls = [value.decode() for value in store.multi_get(keys)]
     if store.add(prefix + "read", 1) == world:
         for key in [*keys, state, prefix + "arrived", prefix + "read"]:
@@ -160,6 +181,66 @@ def same_statement(call: str, rank: int, world: int, timeout: float) -> None:
         store.set(_REFUSED, "1")
         listed = ", ".join(f"rank {r}: `{c}`" for r, c in enumerate(calls))
         raise LateRegistrationError(_DIFFERENT.format(calls=listed))
+
+
+def _wait(
+    store: Any, state: str, keys: list[str], counts: list[int], timeout: float
+) -> bytes:
+    """The round's outcome: ``complete`` once every process has arrived; else
+    ``failed <ranks here>|<why>`` where this process fails it (a process seen
+    past the statement without it, or ``timeout`` seconds waited) or another
+    did, or ``failed`` where another round failed meanwhile (``_REFUSED``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            store.wait([state], timedelta(seconds=_LOOK))
+            return store.get(state)
+        except RuntimeError:  # not decided yet
+            pass
+        if store.check([_REFUSED]):
+            return b"failed"
+        gone = _went_on(store, keys, counts)
+        if gone or time.monotonic() >= deadline:
+            here = ", ".join(str(r) for r, k in enumerate(keys) if store.check([k]))
+            why = (
+                _WENT_ON.format(gone=", ".join(map(str, gone)), here=here)
+                if gone
+                else _TIMED_OUT.format(timeout=timeout)
+            )
+            # fail the round unless it just completed (or another failed it)
+            return store.compare_set(state, "", f"failed {here}|{why}")
+
+
+def _went_on(store: Any, keys: list[str], counts: list[int]) -> list[int]:
+    """The ranks that have not arrived in the round and have posted counts past
+    ``counts`` (this process's at the statement): they went on without it."""
+    gone = []
+    for other, key in enumerate(keys):
+        if store.check([key]):
+            continue
+        posted = progress.read(store, other)
+        if posted is None or posted[progress.ROUNDS] > counts[progress.ROUNDS]:
+            continue
+        if (
+            posted[progress.COLLECTIVES] > counts[progress.COLLECTIVES]
+            or posted[progress.BACKWARDS] > counts[progress.BACKWARDS]
+        ):
+            gone.append(other)
+    return gone
+
+
+def _leave_failed(store: Any, prefix: str, keys: list[str], rank: int) -> str:
+    """Leave a failed round, whose ``outcome`` this process has read (``_wait``):
+    every later statement refused (``_REFUSED``), this process's key deleted,
+    and the round's other keys by the last of the processes that arrived to
+    leave (each has read the outcome by then; one that arrives after they went
+    finds ``_REFUSED`` set, and deletes what it wrote as it leaves)."""
+    store.set(_REFUSED, "1")
+    store.delete_key(keys[rank])
+    arrived, left = prefix + "arrived", prefix + "left"
+    if store.add(left, 1) >= store.add(arrived, 0):
+        for key in [prefix + "state", arrived, left]:
+            store.delete_key(key)
 
 
 def take_rank_0s(
@@ -181,7 +262,12 @@ def take_rank_0s(
 
 
 def watch(prepared: Any, module: nn.Module) -> None:
-    """From now on, registrations on ``module``'s parts go to ``prepared._late``."""
+    """From now on, registrations on ``module``'s parts go to ``prepared._late``
+    (and this process's counts are posted where they stay: ``progress``)."""
+    if dist.is_initialized():  # (once per process; a unit test may have none)
+        progress.start_poster(
+            dist.distributed_c10d._get_default_store(), prepared._runtime.env.rank
+        )
     if not _INSTALLED:
         _INSTALLED.append(
             torch_module.register_module_buffer_registration_hook(_on_buffer)

@@ -136,6 +136,63 @@ def test_a_retained_graph_keeps_the_buffers_it_saved(
     assert wrapper.module[1].s is held and torch.equal(held, torch.full((2,), 3.0))
 
 
+def test_only_a_buffer_that_differs_is_rebound(
+    group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # r34d: a buffer whose value is rank 0's already stays the tensor the
+    # script may hold (before, every one was rebound after a retained graph)
+    torch.manual_seed(0)
+    wrapper = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(2, 2), _Scale())
+    )
+    wrapper(torch.randn(4, 2)).sum().backward(retain_graph=True)
+    held = wrapper.module[1].s
+    value = held.clone()
+    monkeypatch.setattr(ddp_collectives.dist, "_broadcast_coalesced", _unchanged)
+    ddp_collectives.broadcast_own_buffers(wrapper, retained=True)
+    assert wrapper.module[1].s is held and torch.equal(held, value)
+
+
+def _unchanged(group: Any, tensors: list[torch.Tensor], *args: Any) -> None:
+    """``_broadcast_coalesced`` where rank 0's values are this process's."""
+
+
+def test_a_compiled_module_does_not_recompile_for_a_rebound_buffer(
+    group: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a buffer rebound after a retained graph (rank 0's value in a new
+    # tensor): the compiled module reads the new one, without recompiling
+    # (torch 2.13 takes a module's buffers as the graph's inputs)
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    wrapper = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(2, 2), _Scale())
+    )
+    compiled = torch.compile(wrapper.module, backend="aot_eager")
+    x = torch.randn(4, 2)
+    try:
+        out = compiled(x)
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"torch.compile does not run on this machine: {exc}")
+    try:
+        out.sum().backward(retain_graph=True)
+        _faked(monkeypatch, 7.0)
+        ddp_collectives.broadcast_own_buffers(wrapper, retained=True)
+        rebound = wrapper.module[1].s
+        assert torch.equal(rebound, torch.full((2,), 7.0))
+        monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+        got = compiled(x)  # (raises where it recompiles)
+        hidden = wrapper.module[0](x).detach()
+        scale = 0.5 * 7.0 + 0.5 * hidden.abs().mean(0)
+        assert wrapper.module[1].s is rebound  # updated in place, as eager does
+        assert torch.allclose(rebound, scale)
+        assert torch.allclose(got, hidden * scale)
+    finally:
+        torch._dynamo.reset()
+
+
 def test_own_buffers_are_found_once_per_wrapper(
     group: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,6 @@ a parameter added on one rank only under FSDP is loud on both ranks."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import subprocess
 import sys
@@ -22,7 +21,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from accel_migrate.runtime.config import env_name
 from tests import warm_python
 from tests.parity.harness import max_parameter_error
 
@@ -57,7 +55,11 @@ def _launch(
 
 # frozenpart: a frozen parameter drawn on each process, written on a part,
 # kept each process's draw before r33b (step 3's loss 1.716 against 1.658)
-@pytest.mark.parametrize("mode", ["reg", "frozen", "drawn", "drawnpart", "frozenpart"])
+# slow: rank 0 evaluates for 3 s before the statement both run (r34d: the
+# wait of the others is cut short only where they went on without it)
+@pytest.mark.parametrize(
+    "mode", ["reg", "frozen", "drawn", "drawnpart", "frozenpart", "slow"]
+)
 def test_ddp_trains_late_parameters_as_one_process(tmp_path: Path, mode: str) -> None:
     original, ddp = tmp_path / "original.pt", tmp_path / "ddp.pt"
     script = str(SCRIPTS / "late_parameters.py")
@@ -244,31 +246,23 @@ def test_fsdp_a_parameter_added_on_one_rank_only_is_loud_on_every_rank(
 
 def test_ddp_a_parameter_added_on_one_rank_only_is_named(tmp_path: Path) -> None:
     # before r33b rank 0 broadcast its value and gloo aborted ("Connection
-    # reset by peer"), naming nothing; now the statement waits (the run's
-    # timeout: 5 s here; a bound of its own, 60 s, before fixn) for the others
-    # to run it, and names it
-    done = _run(
-        [
-            *warm_python.launcher(),
-            *("--nproc", "2", "--strategy", "ddp"),
-            str(SCRIPTS / "late_parameters.py"),
-            *("uneven", str(tmp_path / "ddp.pt")),
-        ],
-        ok=False,
-        env={**os.environ, env_name("timeout"): "5"},
-    )
+    # reset by peer"), naming nothing; r33b's check waited the run's timeout
+    # (1800 s by default) for the others to run the statement; now rank 1,
+    # blocked in its next collective without it, is seen there (r34d:
+    # ``progress``): rank 0 names the statement within seconds, under the
+    # default timeout
+    done = _launch("ddp", "uneven", str(tmp_path / "ddp.pt"), ok=False)
     assert done.returncode != 0
     assert (
         f"[rank0]: {_MODULE}.LateRegistrationError: `model[2].scale = "
         "nn.Parameter(...)` on a prepared model after its first forward ran on "
-        "rank(s) 0 and the other ranks had not reached it within 5 s" in done.stderr
+        "rank(s) 0 and rank(s) 1 went on without it" in done.stderr
     ), done.stderr[-3000:]
     assert "Run it on every process" in done.stderr
-    # (rank 1's broadcast waits as long, the run's timeout: it may time out
-    # before it sees rank 0's closed connection)
+    waited = re.search(r"^late statement (\S+) s$", done.stdout, re.MULTILINE)
+    assert waited and float(waited.group(1)) < 15.0, done.stdout
     assert re.search(
-        r"\[rank1\]: (stopped: (a collective|broadcast) could not complete"
-        r"|\S*CollectiveTimeoutError: rank 1: broadcast did not complete within 5 s)",
+        r"\[rank1\]: stopped: (a collective|broadcast) could not complete",
         done.stderr,
     ), done.stderr[-3000:]
     assert "late step 2 loss" in done.stdout and "late step 3" not in done.stdout

@@ -140,7 +140,13 @@ def broadcast_own_buffers(wrapper: DistributedDataParallel, retained: bool) -> N
     Where the backward ``retained`` its graph (a second backward follows,
     ``retain_graph=True``), rank 0's values go into new tensors, which the
     modules then hold: the graph keeps the values it saved (before fixn they
-    were written in place, and the second backward read rank 0's). Where the
+    were written in place, and the second backward read rank 0's). Only a
+    buffer whose value differs from rank 0's is rebound (r34d): a reference the
+    script holds to it (``s = model.s``) keeps this process's value, and it
+    does not make a ``torch.compile``'d module recompile (torch 2.13: buffers
+    are its inputs; ``tests/runtime/test_ddp_collectives.py``). Not written in
+    place: a tensor the graph saved cannot be told from one it did not, and a
+    write that bumps its version would fail the second backward. Where the
     modules are found once per wrapper (``_own_places``); a model without such
     buffers exchanges nothing (a constant buffer is still broadcast: nothing
     tells it apart, and DDP broadcasts it before every forward too)."""
@@ -160,10 +166,15 @@ def broadcast_own_buffers(wrapper: DistributedDataParallel, retained: bool) -> N
             wrapper.process_group, sent, wrapper.broadcast_bucket_size, 0
         )
     if retained:
-        fresh = dict(zip(own, sent, strict=True))
+        # (one whose value is rank 0's already stays the tensor it was)
+        fresh = {
+            key: new
+            for (key, old), new in zip(own.items(), sent, strict=True)
+            if not torch.equal(old, new)
+        }
         for module, name in places:
             buffer = module._buffers.get(name)
-            if buffer is not None:
+            if buffer is not None and id(buffer) in fresh:
                 module._buffers[name] = fresh[id(buffer)]
 
 

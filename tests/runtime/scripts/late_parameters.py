@@ -20,10 +20,12 @@ process: a rotary-embedding cache grown for a longer input), ``forward`` (a
 layer that builds its BatchNorm at its first forward and grows a cache there,
 an evaluation forward that rank 0 alone runs, which grows that cache on rank 0
 only, then ``model[2] = nn.Linear(...)`` of a layer each process draws
-differently: every process must train rank 0's)."""
+differently: every process must train rank 0's), ``slow`` (as ``nested``,
+rank 0 evaluating for 3 s first while rank 1 waits in the statement)."""
 
 import os
 import sys
+import time
 
 import torch
 from torch import nn
@@ -121,9 +123,19 @@ for phase in range(2):
     elif phase and mode == "uneven":
         if rank == 0:
             scale = nn.Parameter(torch.zeros(1))
-            model[2].scale = scale
+            start = time.monotonic()
+            try:
+                model[2].scale = scale
+            finally:  # how long rank 0 waited for rank 1 (which went on)
+                print(f"late statement {time.monotonic() - start:.2f} s", flush=True)
             optimizer.add_param_group({"params": [scale]})
     elif phase:
+        if mode == "slow" and rank == 0:
+            # rank 0 evaluates a while before the statement every rank runs
+            # (rank 1 waits in it): it still meets rank 1 there
+            with torch.no_grad():
+                model(backbone(X))
+            time.sleep(3)
         scale = nn.Parameter(torch.zeros(1))
         if mode in ("drawn", "drawnpart"):
             # unset on one process: rank 0's draw, the one the original makes
@@ -133,7 +145,7 @@ for phase in range(2):
             model.scale = scale
         elif mode == "reg":
             model.register_parameter("scale", scale)
-        else:  # nested, branch, drawnpart
+        else:  # nested, branch, drawnpart, slow
             model[2].scale = scale
         optimizer.add_param_group({"params": [scale]})
     loader = accel.prepare_dataloader(
