@@ -58,6 +58,7 @@ class AllOrNothing(TrainerBlocks):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._block_library_trainers()
+        self._block_training_functions()
         self._block_method_trainers()
         self._block_picked_trainers()
         self._block_subclassed_trainers()

@@ -163,6 +163,7 @@ def _early(
             or project.drives_trainer
             or project.builds_local_optimizer
             or project.self_training_models
+            or project.training_functions
         ):
             verdict = None
     return verdict, project
@@ -240,6 +241,7 @@ def _pass(
         or library
         or drives
         or trains_itself
+        or project.training_functions  # `train.main(args)`: AM004 names it
     ):
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 

@@ -1,7 +1,8 @@
 """Library trainer functions: a function of a local module that trains the model its
 caller hands it (a project's own ``fit(model, optimizer, loader)`` loop,
 torchvision's reference ``train_one_epoch(model, ...)``), itself, through a
-closure it returns, or through another function of its module it hands the model.
+closure it returns, or through another function of its module it hands the model;
+and a function that runs a whole training of its own (``function_trains_own``).
 The function counterpart of ``library_trainers``' classes, for the project view
 (``HelperFact.trains``). Static only: ``ast``, nothing runs.
 """
@@ -9,6 +10,7 @@ The function counterpart of ``library_trainers``' classes, for the project view
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from .closure_steps import closure_trains, returned_closures
 from .model_uses import _backward_calls, _used_value_as_model
@@ -103,6 +105,36 @@ def _function_trains(
                 own,
             )
     return None
+
+
+def function_trains_own(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    is_optimizer: Callable[[ast.Call], bool],
+) -> str:
+    """How a function runs a whole training of its own, as a phrase for a
+    finding (``"`main` calls backward (line 64) and builds an optimizer
+    (`torch.optim.SparseAdam(...)`, line 51)"``); "" when it does not: its own
+    body (not a nested function's) builds a ``torch.optim`` optimizer
+    (``is_optimizer``) and calls ``.backward()``. daandouwe/glove's
+    ``train.main(args)``, which main.py calls with nothing but the arguments."""
+    backwards = sorted(_backward_calls(function), key=lambda n: n.lineno)
+    if not backwards:
+        return ""
+    built = sorted(
+        (
+            node
+            for node in _own_nodes(function)
+            if isinstance(node, ast.Call) and is_optimizer(node)
+        ),
+        key=lambda n: n.lineno,
+    )
+    if not built:
+        return ""
+    backward, built = backwards[0], built[0]
+    return (
+        f"`{function.name}` calls backward (line {backward.lineno}) and builds an "
+        f"optimizer (`{ast.unparse(built.func)}(...)`, line {built.lineno})"
+    )
 
 
 def _branch(function: ast.AST, node: ast.AST) -> str:

@@ -10,7 +10,8 @@ from a class of another module of the project (``HelperFact.layer_methods``),
 for AM042. ``ast`` only: the project view runs without libcst.
 
 A method runs the layers when its statements, or those of the other methods
-of the class it calls on ``self``, call ``self(...)``, ``self.forward(...)``,
+of the class it calls on ``self``, call ``self(...)`` (or ``self.__call__(...)``),
+``self.forward(...)``,
 or a layer the class's ``__init__`` builds (``self.rnn(...)``,
 ``self.crf.loss(...)``: an attribute set there from a call). A method that
 only combines what the caller's ``model(x)`` returned (PyTorch-VAE's
@@ -120,7 +121,9 @@ def layer_calls(cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
             attribute = _self_attribute(func)
             if (isinstance(func, ast.Name) and func.id == "self") or (
                 attribute is not None
-                and (attribute == "forward" or attribute in layers)
+                # `self.__call__(x)` is `self(x)` (AnubhavGupta3377's fastText
+                # `run_epoch`: `y_pred = self.__call__(x)`)
+                and (attribute in ("forward", "__call__") or attribute in layers)
             ):
                 own = own or _written(node)
             elif attribute in methods:  # `self.__build_features(xs)`

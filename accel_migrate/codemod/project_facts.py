@@ -297,6 +297,12 @@ class HelperFact:
     #: (pix2pix's ``Pix2PixModel``), in a file this run reads but does not
     #: migrate: how, as a phrase (``library_trainers``); "" if not.
     trains_own: str = ""
+    #: For a function, in a file this run reads but does not migrate, that
+    #: builds an optimizer and calls backward in its own body (daandouwe/glove's
+    #: ``train.main(args)``): how, as a phrase (``function_trains_own``); "" if
+    #: not. A script with no backward of its own that calls it trains through
+    #: it (``ProjectFacts.training_functions``, AM004).
+    runs_training: str = ""
     #: For a class whose ``trains_own`` is its base's (pytorch_tabnet's
     #: ``TabNetClassifier(TabModel)``): the file of the class that trains, where
     #: the models and optimizers to prepare are built; "" when it is its own.

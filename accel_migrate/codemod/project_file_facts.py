@@ -88,6 +88,19 @@ class ProjectFacts:
         )
 
     @property
+    def training_functions(self) -> tuple[HelperFact, ...]:
+        """The imported functions, of files this run does not migrate, that run
+        a whole training of their own (``HelperFact.runs_training``): a script
+        with no loop of its own that calls one (daandouwe/glove's main.py,
+        ``train.main(args)``) trains through it, so it goes to the full pass,
+        where AM004 names the call."""
+        return tuple(
+            fact
+            for _, fact in self.helpers
+            if fact.kind == "function" and fact.runs_training and not fact.collectives
+        )
+
+    @property
     def self_training_models(self) -> tuple[HelperFact, ...]:
         """The imported model classes with a method that runs the model's layers
         and backpropagates itself (``HelperFact.training_methods``: lkulowski's

@@ -108,6 +108,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
         from .function_trainers import (
             function_trained_parameter,
             function_trains_handed,
+            function_trains_own,
         )
         from .metrics.helper_ranking import helper_batch_ranking
         from .project_draws import function_torch_draws, sampling_model_built
@@ -187,6 +188,14 @@ class HelperFacts(ClassFacts, ReturnKinds):
             batch_migrated=self.view.batch_trains(self.path),
             trains_own=factory[0],
             trains_in=factory[1],
+            # a file of this run is migrated itself; one it only reads is not
+            runs_training=(
+                ""
+                if self.path in self.view.scripts or stepped
+                else function_trains_own(
+                    function, lambda call: is_optimizer_class(self._dotted(call.func))
+                )
+            ),
             trains=function_trains_handed(function, self.scan.functions)
             or (stepped[0] if stepped else ""),
             trained_parameter=(

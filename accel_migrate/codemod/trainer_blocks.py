@@ -86,6 +86,48 @@ class TrainerBlocks:
                 "an unmigrated one",
             )
 
+    def _block_training_functions(self) -> None:
+        """``train.main(args)`` of a local module whose function runs a whole
+        training of its own (``HelperFact.runs_training``: it builds its
+        optimizer and calls backward), called by a file with no backward of its
+        own (daandouwe/glove's main.py): the training is all in that module,
+        which migrating this file alone reads but does not write, so this file
+        is left whole with the reason, never skipped as "not a training entry
+        point". A file that trains itself and also calls one (a probe fitted in
+        an evaluation helper) is not blocked by it."""
+        if findall(
+            self.index.module, m.Call(func=m.Attribute(attr=m.Name("backward")))
+        ):
+            return
+        seen: set[str] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind != "function"
+                or not fact.runs_training
+                or fact.trains
+                or fact.trains_own
+                or fact.collectives
+                or fact.where in seen
+            ):
+                continue
+            seen.add(fact.where)
+            self.block(
+                call,
+                f"`{snippet(call)}` calls {fact.where}, which runs a whole training "
+                f"of its own there: {fact.runs_training}. The model, its optimizer "
+                f"and its backward are all in {fact.file}, which migrating this file "
+                "alone reads but does not write, and this file has no training "
+                "step of its own: nothing of it is prepared, and each process would "
+                f"train a full copy. Migrate {fact.file} with this file (as a "
+                "batch: `accel-migrate FOLDER`), or in it wrap the model with "
+                "accel.prepare_model(...), the optimizer with "
+                "accel.prepare_optimizer(...), the loader with "
+                "accel.prepare_dataloader(...) and the backward with "
+                "accel.backward(...)" + ALL_OR_NOTHING,
+            )
+
     def _block_method_trainers(self) -> None:
         """``trainer = Trainer(max_epochs=3)`` of a local module whose class
         trains the model handed to one of its methods (``trainer.fit(model=net,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from accel_migrate.codemod import MigrateOptions, migrate_source
-from accel_migrate.codemod.layer_methods import training_methods
+from accel_migrate.codemod.layer_methods import layer_calls, training_methods
 from accel_migrate.codemod.project_view import ProjectView
 
 MODEL = """\
@@ -67,6 +67,20 @@ def test_training_methods_are_layer_methods_that_backpropagate() -> None:
     cls = ast.parse(MODEL).body[3]
     assert isinstance(cls, ast.ClassDef)
     assert training_methods(cls) == ("_epoch", "train_model")
+
+
+def test_a_method_that_calls_self_dunder_call_runs_the_layers() -> None:
+    """AnubhavGupta3377's fastText ``run_epoch`` runs the model with
+    ``y_pred = self.__call__(x)``: the same as ``self(x)`` (round t15d: file mode
+    prepared the model and its optimizer, each process trained the whole set
+    unsharded, and only an unrelated AM017 was reported)."""
+    source = MODEL.replace("y = self(x)", "y = self.__call__(x)").replace(
+        "return self(x) > 0.5", "return self.__call__(x) > 0.5"
+    )
+    cls = ast.parse(source).body[3]
+    assert isinstance(cls, ast.ClassDef)
+    assert training_methods(cls) == ("_epoch", "train_model")
+    assert dict(layer_calls(cls))["_epoch"] == "self.__call__(x)"
 
 
 @pytest.mark.parametrize("mode", ["file", "batch", "one file"])

@@ -1,0 +1,129 @@
+"""A local function that runs a whole training of its own (daandouwe/glove's
+``train.main(args)``: it builds the model, the optimizer and the loop), called by
+a script with nothing but the arguments (``HelperFact.runs_training``, AM004):
+in file mode the script is left whole with that reason, not skipped as "not a
+training entry point" with no finding; a batch over both files migrates the
+training module itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accel_migrate.codemod import MigrateOptions, migrate_source
+from accel_migrate.codemod.project_view import ProjectView, read_project
+
+TRAIN = """\
+import numpy as np
+import torch
+
+
+def main(args):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(args.steps):
+        x = torch.tensor(np.random.randn(8, 4), dtype=torch.float32)
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 10 == 0:
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def probe(features, labels):
+    clf = torch.nn.Linear(features.shape[1], 2)
+    opt = torch.optim.SGD(clf.parameters(), lr=0.5)
+    for _ in range(5):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(clf(features), labels).backward()
+        opt.step()
+    return clf(features).argmax(1)
+
+
+def fit(model, optimizer, x):
+    optimizer.zero_grad()
+    model(x).sum().backward()
+    optimizer.step()
+"""
+
+DISPATCH = """\
+import argparse
+
+import train
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=3)
+args = parser.parse_args()
+if __name__ == "__main__":
+    train.main(args)
+"""
+
+SELF_TRAINING = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from train import probe
+
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.zeros(8).long()), batch_size=4)
+for x, y in loader:
+    optimizer.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+print(probe(model.weight.detach().t(), torch.zeros(4).long()))
+"""
+
+
+def test_the_fact_names_the_backward_and_the_first_optimizer(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    script = tmp_path / "main.py"
+    script.write_text(DISPATCH)
+    table = dict(read_project(str(script)).helpers)
+    assert table["train.main"].runs_training == (
+        "`main` calls backward (line 12) and builds an optimizer "
+        "(`torch.optim.SGD(...)`, line 7)"
+    )
+    # a function handed its model trains that model (`trains`), not its own
+    assert table["train.fit"].runs_training == ""
+    assert table["train.fit"].trains != ""
+
+
+def test_a_script_that_only_calls_it_is_left_whole_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    script = tmp_path / "main.py"
+    script.write_text(DISPATCH)
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    assert result.skip_reason is None
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [(f.line, f.status) for f in blocking] == [(9, "needs-review")]
+    assert "calls `main` in train.py, which runs a whole training" in (
+        blocking[0].message
+    )
+
+
+def test_a_script_that_trains_itself_is_not_blocked_by_a_probe(
+    tmp_path: Path,
+) -> None:
+    """node2vec's evaluation fits a logistic-regression probe in a helper: the
+    script's own training is migrated as before."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    script = tmp_path / "main.py"
+    script.write_text(SELF_TRAINING)
+    result = migrate_source(script.read_bytes(), str(script))
+    assert result.changed
+    assert not [f for f in result.findings if "whole training" in f.message]
+
+
+def test_a_batch_over_both_files_migrates_the_training_module(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN)
+    script = tmp_path / "main.py"
+    script.write_text(DISPATCH)
+    view = ProjectView([str(script), str(tmp_path / "train.py")])
+    facts = view.facts_for(str(script))
+    assert dict(facts.helpers)["train.main"].runs_training == ""
+    result = migrate_source(
+        script.read_bytes(), str(script), MigrateOptions(project=facts)
+    )
+    assert not [f for f in result.findings if "whole training" in f.message]
