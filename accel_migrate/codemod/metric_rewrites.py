@@ -133,8 +133,8 @@ class MetricRewrites:
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, (cst.Add, cst.Subtract)):
                 return value.with_changes(  # the global loss of each term
-                    left=self._global_loss(value.left),
-                    right=self._global_loss(value.right),
+                    left=self._term(value.left),
+                    right=self._term(value.right),
                 )
             if isinstance(value.operator, cst.Divide) or findall(value.left, m.Call()):
                 return value.with_changes(left=self._global_loss(value.left, count))
@@ -153,6 +153,14 @@ class MetricRewrites:
             )
             return value.with_changes(args=[arg.with_changes(value=inner)])  # type: ignore[attr-defined]
         return self.runtime_call("global_loss", [cst.Arg(value=value), *weight])
+
+    def _term(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """A term of a sum of batch means: a number written in the code (``1 -
+        acc.item()``) is every process's alike and stays as it is."""
+        inner = value.expression if isinstance(value, cst.UnaryOperation) else value
+        if isinstance(inner, (cst.Integer, cst.Float)):
+            return value
+        return self._global_loss(value)
 
     def leave_For(
         self, original_node: cst.For, updated_node: cst.For

@@ -63,6 +63,8 @@ class BatchKinds:
         if inner is not value and isinstance(inner, cst.BinaryOperation):
             value = inner  # `(2 * inter / (p.sum() + y.sum())).item()`
         if isinstance(value, cst.BinaryOperation):
+            if isinstance(value.operator, (cst.Add, cst.Subtract)):
+                return self._sum_kind(value, context, depth)
             if isinstance(value.operator, cst.Divide):
                 left = self.kind(value.left, context, depth)
                 if counts_batch(self.index, value.right):
@@ -153,6 +155,25 @@ class BatchKinds:
         if kinds == {"sum"} or kinds == {"mean"}:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
+
+    def _sum_kind(
+        self, value: cst.BinaryOperation, context: cst.CSTNode, depth: int
+    ) -> Kind:
+        """``a + b`` / ``a - b``: the sides' kind where they agree. A constant
+        side keeps a mean a mean (``1 - correct / n``, PSMNet's 3-pixel error:
+        the weighted mean of ``1 - x`` is ``1 -`` the weighted mean of ``x``)
+        but makes a sum no sum (``n + 1`` summed over processes counts the
+        ``1`` once per process), so it is "unknown"."""
+        sides = (value.left, value.right)
+        constants = [s for s in sides if _constant(s)]
+        if len(constants) == 2:
+            return "unknown"
+        if constants:
+            other = value.right if _constant(value.left) else value.left
+            return "mean" if self.kind(other, context, depth) == "mean" else "unknown"
+        left = self.kind(value.left, context, depth)
+        right = self.kind(value.right, context, depth)
+        return left if left == right else "unknown"
 
     def _converted(self, value: cst.BaseExpression, key: Key) -> bool:
         """``loss = loss.float()`` (``.detach()``, ``.cpu()``...): the variable
@@ -446,6 +467,13 @@ _BRANCHING = (
     cst.BooleanOperation,
     cst.CompFor,
 )
+
+
+def _constant(value: cst.BaseExpression) -> bool:
+    """A number written in the code (``1``, ``-0.5``)."""
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))
 
 
 def inside(index: ModuleIndex, node: cst.CSTNode, context: cst.CSTNode) -> bool:
