@@ -224,7 +224,9 @@ class BatchKinds:
     def quotient_mean(self, value: cst.BaseExpression, context: cst.CSTNode) -> bool:
         """``correct.sum().item() / x.size(0)``: a sum over this process's rows
         divided by their count (a mean that is combined as a whole, weighted by
-        the rows)."""
+        the rows); also with a constant added or taken away (an error rate ``1 -
+        correct / n``: ``quotient_part``)."""
+        value = quotient_part(value)
         return (
             isinstance(value, cst.BinaryOperation)
             and isinstance(value.operator, cst.Divide)
@@ -467,6 +469,18 @@ _BRANCHING = (
     cst.BooleanOperation,
     cst.CompFor,
 )
+
+
+def quotient_part(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The side of ``1 - q`` (``q + 1``...) that is not a constant, else ``value``."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(
+        value.operator, (cst.Add, cst.Subtract)
+    ):
+        if _constant(value.left) and not _constant(value.right):
+            return value.right
+        if _constant(value.right) and not _constant(value.left):
+            return value.left
+    return value
 
 
 def _constant(value: cst.BaseExpression) -> bool:
