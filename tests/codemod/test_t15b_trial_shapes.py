@@ -92,7 +92,9 @@ def test_a_local_module_balanced_loss_is_not_a_sum(tmp_path: Path) -> None:
     (tmp_path / "losses.py").write_text(BALANCED)
     script = tmp_path / "train.py"
     line, finding = _backward(
-        TRAIN.format(imports="from losses import BalancedLoss", criterion="BalancedLoss"),
+        TRAIN.format(
+            imports="from losses import BalancedLoss", criterion="BalancedLoss"
+        ),
         str(script),
     )
     assert line == "accel.backward(loss)"

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from ..subtrees import findall
 from ..patterns import string_value
+from ..subtrees import findall
 from .placement import code
 
 if TYPE_CHECKING:
