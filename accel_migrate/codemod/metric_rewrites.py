@@ -13,6 +13,7 @@ from typing import TypeVar
 import libcst as cst
 import libcst.matchers as m
 
+from .metrics.kinds import quotient_part
 from .metrics.row_scaled import RowScaled
 from .rule import keyword_arg
 from .subtrees import findall
@@ -113,11 +114,7 @@ class MetricRewrites:
         elif how == "row_scaled":
             value = self._row_weighted(value, self._scaled[original_node.value])
         elif how == "quotient":
-            assert isinstance(value, cst.BinaryOperation)
-            value = value.with_changes(
-                left=self.runtime_call("reduce", [cst.Arg(value=value.left)]),
-                right=self.runtime_call("reduce", [cst.Arg(value=value.right)]),
-            )
+            value = self._reduced_quotient(value)
         else:
             value = self.runtime_call("reduce", [cst.Arg(value=value)])
         return updated_node.with_changes(value=value)
@@ -133,8 +130,8 @@ class MetricRewrites:
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, (cst.Add, cst.Subtract)):
                 return value.with_changes(  # the global loss of each term
-                    left=self._global_loss(value.left),
-                    right=self._global_loss(value.right),
+                    left=self._term(value.left),
+                    right=self._term(value.right),
                 )
             if isinstance(value.operator, cst.Divide) or findall(value.left, m.Call()):
                 return value.with_changes(left=self._global_loss(value.left, count))
@@ -153,6 +150,30 @@ class MetricRewrites:
             )
             return value.with_changes(args=[arg.with_changes(value=inner)])  # type: ignore[attr-defined]
         return self.runtime_call("global_loss", [cst.Arg(value=value), *weight])
+
+    def _reduced_quotient(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """``a / n`` -> ``accel.reduce(a) / accel.reduce(n)``, also inside ``1 -
+        a / n`` (``kinds.quotient_part``; the constant stays)."""
+        part = quotient_part(value)
+        assert isinstance(part, cst.BinaryOperation)
+        reduced = part.with_changes(
+            left=self.runtime_call("reduce", [cst.Arg(value=part.left)]),
+            right=self.runtime_call("reduce", [cst.Arg(value=part.right)]),
+        )
+        if part is value:
+            return reduced
+        assert isinstance(value, cst.BinaryOperation)
+        if value.left is part:
+            return value.with_changes(left=reduced)
+        return value.with_changes(right=reduced)
+
+    def _term(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """A term of a sum of batch means: a number written in the code (``1 -
+        acc.item()``) is every process's alike and stays as it is."""
+        inner = value.expression if isinstance(value, cst.UnaryOperation) else value
+        if isinstance(inner, (cst.Integer, cst.Float)):
+            return value
+        return self._global_loss(value)
 
     def leave_For(
         self, original_node: cst.For, updated_node: cst.For

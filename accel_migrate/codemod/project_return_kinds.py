@@ -20,6 +20,7 @@ from .optimizer_factories import class_expression
 from .project_nodes import SAME_OBJECT_METHODS, assigned_in, same_object_of
 from .project_ranks import at_least_2d, loss_at_least_2d
 from .reaching_values import reaching_value
+from .reduction.summed_weights import ast_step_weighted
 
 if TYPE_CHECKING:
     from .project_scans import _Scan
@@ -229,7 +230,13 @@ class ReturnKinds:
                 return ("loss", _per_sample(func.attr, expr, ranked), "")
         target = self.resolve(func)
         if isinstance(target, str):
-            return self._external(target, expr)
+            found = self._external(target, expr)
+            if found[:2] == ("loss", "sum") and ast_step_weighted(
+                target.rsplit(".", 1)[1], expr, function
+            ):
+                # SiamFC's BalancedLoss: weights normalised over the batch
+                return ("loss", "unknown", "")
+            return found
         if isinstance(target, tuple):
             fact = self._follow(target)
             if fact is not None and fact.returns:

@@ -63,6 +63,8 @@ class BatchKinds:
         if inner is not value and isinstance(inner, cst.BinaryOperation):
             value = inner  # `(2 * inter / (p.sum() + y.sum())).item()`
         if isinstance(value, cst.BinaryOperation):
+            if isinstance(value.operator, (cst.Add, cst.Subtract)):
+                return self._sum_kind(value, context, depth)
             if isinstance(value.operator, cst.Divide):
                 left = self.kind(value.left, context, depth)
                 if counts_batch(self.index, value.right):
@@ -154,6 +156,25 @@ class BatchKinds:
             return kinds.pop()  # type: ignore[return-value]
         return "unknown"
 
+    def _sum_kind(
+        self, value: cst.BinaryOperation, context: cst.CSTNode, depth: int
+    ) -> Kind:
+        """``a + b`` / ``a - b``: the sides' kind where they agree. A constant
+        side keeps a mean a mean (``1 - correct / n``, PSMNet's 3-pixel error:
+        the weighted mean of ``1 - x`` is ``1 -`` the weighted mean of ``x``)
+        but makes a sum no sum (``n + 1`` summed over processes counts the
+        ``1`` once per process), so it is "unknown"."""
+        sides = (value.left, value.right)
+        constants = [s for s in sides if _constant(s)]
+        if len(constants) == 2:
+            return "unknown"
+        if constants:
+            other = value.right if _constant(value.left) else value.left
+            return "mean" if self.kind(other, context, depth) == "mean" else "unknown"
+        left = self.kind(value.left, context, depth)
+        right = self.kind(value.right, context, depth)
+        return left if left == right else "unknown"
+
     def _converted(self, value: cst.BaseExpression, key: Key) -> bool:
         """``loss = loss.float()`` (``.detach()``, ``.cpu()``...): the variable
         rebound to its own value in another dtype or place, the same numbers."""
@@ -203,7 +224,9 @@ class BatchKinds:
     def quotient_mean(self, value: cst.BaseExpression, context: cst.CSTNode) -> bool:
         """``correct.sum().item() / x.size(0)``: a sum over this process's rows
         divided by their count (a mean that is combined as a whole, weighted by
-        the rows)."""
+        the rows); also with a constant added or taken away (an error rate ``1 -
+        correct / n``: ``quotient_part``)."""
+        value = quotient_part(value)
         return (
             isinstance(value, cst.BinaryOperation)
             and isinstance(value.operator, cst.Divide)
@@ -446,6 +469,25 @@ _BRANCHING = (
     cst.BooleanOperation,
     cst.CompFor,
 )
+
+
+def quotient_part(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The side of ``1 - q`` (``q + 1``...) that is not a constant, else ``value``."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(
+        value.operator, (cst.Add, cst.Subtract)
+    ):
+        if _constant(value.left) and not _constant(value.right):
+            return value.right
+        if _constant(value.right) and not _constant(value.left):
+            return value.left
+    return value
+
+
+def _constant(value: cst.BaseExpression) -> bool:
+    """A number written in the code (``1``, ``-0.5``)."""
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, (cst.Integer, cst.Float))
 
 
 def inside(index: ModuleIndex, node: cst.CSTNode, context: cst.CSTNode) -> bool:

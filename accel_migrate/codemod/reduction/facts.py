@@ -24,6 +24,7 @@ from .loss_inputs import (
     writes_default_ignore,
 )
 from .placement import bound_once, code, pure
+from .summed_weights import step_weighted_sum
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -146,7 +147,8 @@ def _loss_call(
             return _ELEMENTS
         return Fact("elements", unranked=code(call))
     if reduction == "sum":
-        return Fact("sum")
+        weighted = step_weighted_sum(index, name, call, keywords, spelled)
+        return Fact("unknown", weighted) if weighted else Fact("sum")
     if reduction not in ("mean", "batchmean"):
         return Fact("unknown", f"`{spelled}` has reduction={reduction!r}")
     selected = _selected_rows(index, call)

@@ -32,6 +32,7 @@ from ..patterns import self_attribute
 from ..subtrees import findall
 from .facts import Fact, _agree
 from .placement import code
+from .summed_weights import returned_weighted_sum
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -126,6 +127,9 @@ def criterion_fact(
             what=chosen.what,
         )
     if chosen.kind == "sum":
+        weighted = returned_weighted_sum(index, branches, method)
+        if weighted:
+            return Fact("unknown", f"{where}: {weighted}")
         return Fact("sum", what=f"{where}, whose `{method.name.value}` returns a sum")
     return chosen
 

@@ -54,7 +54,10 @@ is not known: a ``reduction=`` that is not written in the file, class
 ``weight=`` of a cross-entropy that cannot be read again at the backward (a
 ``F.cross_entropy(..., weight=torch.tensor([...]))`` call; a loss module's are read
 as ``criterion.weight``), a sum plus a mean, a reduction passed through
-``sqrt``/``log``, or a token mean whose count cannot be written at the backward
+``sqrt``/``log``, a ``reduction="sum"`` loss weighted by values its function
+computes (SiamFC's ``BalancedLoss``: ``F.binary_cross_entropy_with_logits(x, y,
+weight, reduction="sum")`` with ``weight /= weight.sum()``, a weighted mean over
+the batch, not a sum), or a token mean whose count cannot be written at the backward
 (the target is reassigned in between, or the loss is computed in a helper),
 or a loss unpacked from the tuple a function of another local module returns
 (``loss, parts = compute_loss(...)``) where the project view reads no loss of a
