@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 import libcst.matchers as m
 
-from ..batch_rows import batch_values, loader_loop_items
+from ..batch_rows import batch_values, loader_loop_bindings
 from ..subtrees import findall
+from .batch_tensors import parsed_option, tensor_target
 from .facts import _counts_samples
 from .placement import code
 
@@ -71,8 +72,18 @@ def loop_walk(index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0) 
         key = index.key(iterable)
         if key is None:
             return unknown
-        if key in _loader_targets(index):
-            return Walk("rows")
+        loops = _loader_targets(index).get(key)
+        if loops is not None:
+            if tensor_target(index, key, loops):
+                return Walk("rows")
+            return Walk(
+                "unknown",
+                f"the losses are collected in a loop over `{code(iterable)}`, a part "
+                "of the loader's batch that may be a tensor (a loop over its "
+                "samples: a sum over them) or a list of per-task targets (a "
+                "default collate keeps a list: a fixed count of tasks, a mean of "
+                "means): the analysis cannot tell which",
+            )
         values = index.values.get(key, [])
         if values and all(v is not None for v in values):
             walks = [loop_walk(index, v, depth + 1) for v in values]  # type: ignore[arg-type]
@@ -81,7 +92,16 @@ def loop_walk(index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0) 
                 return walks[0]
         return unknown
     if isinstance(iterable, cst.Attribute):
-        return fixed if _fixed_attribute(index, iterable) else unknown
+        if _fixed_attribute(index, iterable) or parsed_option(index, iterable):
+            return fixed
+        return Walk(
+            "unknown",
+            f"the losses are collected in a loop over `{code(iterable)}`, an "
+            "attribute the file neither binds to a fixed list nor reads from the "
+            "parsed command line (a config's list of scales or weights read "
+            "elsewhere may hold any count of terms): the analysis cannot tell a "
+            "mean of means from a sum over the batch's samples",
+        )
     return unknown
 
 
@@ -113,14 +133,14 @@ def _called(index: ModuleIndex, call: cst.Call, depth: int, unknown: Walk) -> Wa
         inner = loop_walk(index, args[0], depth + 1)
         if inner.kind == "unknown" and name in ("list", "tuple"):
             # `list(y)` of a batch tensor walks its rows
-            return Walk("rows") if _batch_value(index, args[0]) else unknown
+            return Walk("rows") if batch_value(index, args[0]) else unknown
         return inner
     if name == "unbind":
         method = isinstance(func, cst.Attribute) and "torch" not in code(func.value)
         target = func.value if method else (args[0] if args else None)  # type: ignore[union-attr]
         dims = args if method else args[1:]
         first = not dims or (len(dims) == 1 and m.matches(dims[0], m.Integer("0")))
-        if target is not None and first and _batch_value(index, target):
+        if target is not None and first and batch_value(index, target):
             return Walk("rows")
         return unknown
     if name in ("items", "values", "keys") and isinstance(func, cst.Attribute):
@@ -138,7 +158,7 @@ def _zipped(
     if all(w.kind == "fixed" for w in walks):
         return Walk("fixed")
     if any(w.kind == "rows" for w in walks) and all(
-        w.kind == "rows" or _batch_value(index, a)
+        w.kind == "rows" or batch_value(index, a)
         for w, a in zip(walks, args, strict=True)
     ):
         return Walk("rows")
@@ -200,7 +220,7 @@ def _counted(
     return unknown
 
 
-def _batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
+def batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     """A value of the batch or computed from one (``out = model(x)``)."""
     for node in [expr, *findall(expr, m.Name())]:
         key = index.key(node) if isinstance(node, cst.Name) else None
@@ -209,18 +229,18 @@ def _batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _loader_targets(index: ModuleIndex) -> frozenset[Key]:
+def _loader_targets(index: ModuleIndex) -> dict[Key, list[cst.For]]:
     """The variables a data loader's loop binds (not its ``enumerate`` counter):
-    a bound name, or a name of a bound tuple."""
-    found: set[Key] = set()
-    for item in loader_loop_items(index):
+    a bound name, or a name of a bound tuple; each with the loops that bind it."""
+    found: dict[Key, list[cst.For]] = {}
+    for loop, item in loader_loop_bindings(index):
         names = item.elements if isinstance(item, cst.Tuple) else [item]
         for name in names:
             node = name.value if isinstance(name, cst.Element) else name
             key = index.key(node) if isinstance(node, cst.Name) else None
             if key is not None:
-                found.add(key)
-    return frozenset(found)
+                found.setdefault(key, []).append(loop)
+    return found
 
 
 def _fixed_attribute(index: ModuleIndex, attribute: cst.Attribute) -> bool:
