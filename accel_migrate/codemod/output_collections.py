@@ -158,7 +158,9 @@ def _integer_item(value: cst.BaseExpression) -> bool:
     per sample) or the batch's first row (one per batch) alike."""
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
         value = value.func.value
-    if not isinstance(value, cst.Subscript) or isinstance(value.value, (cst.Tuple, cst.List)):
+    if not isinstance(value, cst.Subscript) or isinstance(
+        value.value, (cst.Tuple, cst.List)
+    ):
         return False
     first = value.slice[0].slice
     return isinstance(first, cst.Index) and isinstance(

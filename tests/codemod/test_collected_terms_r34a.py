@@ -41,13 +41,19 @@ def test_an_integer_item_per_batch_is_not_gathered() -> None:
 
 
 def test_a_whole_output_per_batch_is_still_gathered() -> None:
-    found = _findings("preds = []", "        preds.append(out.cpu())", "print(len(preds))")
+    found = _findings(
+        "preds = []", "        preds.append(out.cpu())", "print(len(preds))"
+    )
     (am029,) = [f for f in found if f[0] == "AM029"]
     assert am029[1] == "fixed" and "per_batch=True" in am029[2], am029
 
 
 def test_np_append_is_a_row_join() -> None:
-    for join in ("np.append(preds, p)", "np.append(preds, p, axis=0)", "np.append(preds, p, 0)"):
+    for join in (
+        "np.append(preds, p)",
+        "np.append(preds, p, axis=0)",
+        "np.append(preds, p, 0)",
+    ):
         found = _findings(
             "preds = np.array([])",
             f"        p = out[:, 1].numpy()\n        preds = {join}",

@@ -67,6 +67,8 @@ def test_a_loop_over_a_loader_list_of_targets_is_not_the_samples() -> None:
         "        losses.append(crit(outs[i], t))\n    loss = sum(losses)",
         "    losses = []\n    for i in range(len(ys)):\n"
         "        losses.append(crit(outs[i], ys[i]))\n    loss = sum(losses)",
+        "    losses = []\n    for t in list(ys):\n"
+        "        losses.append(crit(outs[0], t))\n    loss = sum(losses)",
     ):
         found = _backward(lines)
         assert found.startswith("needs-review"), (lines, found)
@@ -87,7 +89,9 @@ def test_a_loader_target_read_as_a_tensor_walks_the_samples() -> None:
         "    ys = ys.to('cpu')\n    losses = []\n    for t in ys:\n"
         "        losses.append(crit(outs[0].mean(0), t))\n    loss = sum(losses)"
     )
-    assert _backward(lines).startswith('fixed: x.backward() -> accel.backward(x, reduction="sum")')
+    assert _backward(lines).startswith(
+        'fixed: x.backward() -> accel.backward(x, reduction="sum")'
+    )
 
 
 def test_a_loop_over_a_parsed_option_is_a_fixed_count() -> None:
@@ -132,7 +136,9 @@ def test_a_grown_dict_of_sums_is_a_sum() -> None:
         "        losses[k] = nn.functional.mse_loss(outs[k], ys[k], reduction='sum')\n"
         "    loss = sum(losses.values())"
     )
-    assert _backward(lines).startswith('fixed: x.backward() -> accel.backward(x, reduction="sum")')
+    assert _backward(lines).startswith(
+        'fixed: x.backward() -> accel.backward(x, reduction="sum")'
+    )
 
 
 def test_a_dict_stored_per_sample_or_mixed_is_unknown() -> None:
@@ -160,7 +166,9 @@ def test_a_list_concatenated_to_itself_is_read() -> None:
         "    losses = []\n    for i in range(x.size(0)):\n"
         "        losses = losses + [crit(outs[0][i], ys[0][i])]\n    loss = sum(losses)"
     )
-    assert _backward(lines).startswith('fixed: x.backward() -> accel.backward(x, reduction="sum")')
+    assert _backward(lines).startswith(
+        'fixed: x.backward() -> accel.backward(x, reduction="sum")'
+    )
 
 
 def test_a_term_added_under_a_batch_test_is_unknown() -> None:

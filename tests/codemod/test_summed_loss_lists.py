@@ -176,7 +176,9 @@ def test_a_grown_dict_is_read_never_a_sum() -> None:
         f"    parts = {{}}\n    parts['mse'] = {MSE}\n    parts['l1'] = {L1}\n"
         "    loss = sum(parts.values())"
     )
-    assert _stacked(lines) == "fixed: x.backward() -> accel.backward(x)", _stacked(lines)
+    assert _stacked(lines) == "fixed: x.backward() -> accel.backward(x)", _stacked(
+        lines
+    )
 
 
 def test_a_loop_over_the_samples_paired_with_targets_sums_the_batch() -> None:

@@ -8,7 +8,11 @@ list or tuple display, a constant list or ``nn.ModuleList`` (a model's heads),
 ``zip``/``enumerate`` of such. A loop over the batch's samples (``range(
 x.size(0))``, ``range(len(batch))``, ``targets`` of the loader, ``list(y)``,
 ``zip(out, targets)``) gives one mean per sample: their sum is a sum over the
-batch. Anything else (``for o in out`` of a model's output, which may be its
+batch; a loader's part is read so only where it is proven a tensor
+(``batch_tensors``: a default collate keeps a dataset's list of per-task
+targets a list, whose loop walks the tasks). A loop over a parsed
+command-line option the file never writes (``args.scales``) is fixed.
+Anything else (``for o in out`` of a model's output, which may be its
 rows or its heads) is neither proven.
 """
 
@@ -131,8 +135,12 @@ def _called(index: ModuleIndex, call: cst.Call, depth: int, unknown: Walk) -> Wa
         return _zipped(index, args, depth, unknown)
     if name in _SAME and isinstance(func, cst.Name) and len(args) == 1:
         inner = loop_walk(index, args[0], depth + 1)
-        if inner.kind == "unknown" and name in ("list", "tuple"):
-            # `list(y)` of a batch tensor walks its rows
+        loader_part = isinstance(args[0], cst.Name) and (
+            index.key(args[0]) in _loader_targets(index)
+        )
+        if inner.kind == "unknown" and name in ("list", "tuple") and not loader_part:
+            # `list(y)` of a batch tensor walks its rows (a loader's part not
+            # proven a tensor may be a list of per-task targets: `inner`)
             return Walk("rows") if batch_value(index, args[0]) else unknown
         return inner
     if name == "unbind":

@@ -15,7 +15,10 @@ iteration: a loop over the batch's samples (``for o, t in zip(out, targets)``,
 ``for i in range(out.size(0))``) gives a sample's term, and their sum is one
 over the batch; a loop over a fixed number of items (``range(3)``, a display,
 a model's ``nn.ModuleList``) keeps a mean of means; any other loop leaves the
-terms unknown (``loop_walks``).
+terms unknown (``loop_walks``). A term added under an ``if`` that reads the
+batch counts on some processes' shares and not others': unknown. A dict
+grown by stores (``losses["mse"] = ...``) and ``losses = losses + [term]``
+are read the same way (``dict_terms``).
 
 Example: ``losses.append(F.mse_loss(out, y)); losses.append(F.l1_loss(out,
 y)); loss = sum(losses)`` is a mean (``accel.backward(loss)``); a list also
@@ -180,7 +183,9 @@ def _self_added(
 ) -> cst.Name | None:
     """The name's reading in ``value`` where ``value`` is ``name + other`` or
     ``other + name`` (``losses = losses + [term]``)."""
-    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+    if not (
+        isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)
+    ):
         return None
     for side in (value.left, value.right):
         if isinstance(side, cst.Name) and index.key(side) == key:
