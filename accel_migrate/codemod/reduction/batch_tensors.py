@@ -16,7 +16,11 @@ count: a sum of their means is a mean of means), not the samples. The two
 are told apart only where the file proves which: the variable is read as a
 tensor (``ys.to(device)``, ``ys.size(0)``, ``ys.float()``: a list has no such
 attribute), or every loader the loop steps through is built over a
-``TensorDataset`` (each item a tuple of tensor rows).
+``TensorDataset`` (each item a tuple of tensor rows). It is proven the list
+(a fixed count of tasks) where every loader is a ``DataLoader`` with the
+default collate over a dataset class of the file whose every
+``__getitem__`` return is a tuple display holding a list or tuple display
+at the variable's place (``return x, [a, b]``).
 """
 
 from __future__ import annotations
@@ -157,3 +161,111 @@ def _dataset_argument(call: cst.Call) -> cst.BaseExpression | None:
             return arg.value
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[0] if positional else None
+
+
+def collated_list(
+    index: ModuleIndex, loops: list[tuple[cst.For, cst.BaseExpression]], key: Key
+) -> bool:
+    """Is ``key``, bound at one place of each of ``loops``' items (a loop over
+    a loader, what it binds), a list the default collate keeps, of as many
+    tensors on every process and every batch?"""
+    if not loops:
+        return False
+    for loop, item in loops:
+        if not isinstance(item, (cst.Tuple, cst.List)):
+            return False
+        places = [
+            i
+            for i, e in enumerate(item.elements)
+            if isinstance(e.value, cst.Name) and index.key(e.value) == key
+        ]
+        if len(places) != 1 or any(
+            isinstance(e, cst.StarredElement) for e in item.elements
+        ):
+            return False
+        loaders = _loaders(index, loop.iter, 0)
+        if not loaders or not all(
+            _listed_at(index, loader, places[0], len(item.elements))
+            for loader in loaders
+        ):
+            return False
+    return True
+
+
+def _loaders(
+    index: ModuleIndex, iterable: cst.BaseExpression, depth: int
+) -> list[cst.Call]:
+    """The ``DataLoader(...)`` calls ``iterable`` steps through; [] where one
+    is not such a call."""
+    if depth > 4:
+        return []
+    if isinstance(iterable, cst.Call):
+        if index.is_call_to(iterable, DATALOADER_CALLS):
+            return [iterable]
+        func = iterable.func
+        name = func.value if isinstance(func, cst.Name) else ""
+        positional = [a.value for a in iterable.args if a.keyword is None]
+        prepared = index.is_runtime_call(iterable, "prepare_dataloader")
+        if (name in _WRAPPERS or prepared) and len(positional) == 1:
+            return _loaders(index, positional[0], depth + 1)
+        return []
+    found: list[cst.Call] = []
+    values = _values(index, iterable)
+    for value in values:
+        inner = _loaders(index, value, depth + 1)
+        if not inner:
+            return []
+        found += inner
+    return found
+
+
+def _listed_at(index: ModuleIndex, loader: cst.Call, place: int, size: int) -> bool:
+    """Does ``loader`` (default collate) yield items of ``size`` parts with a
+    list display at ``place``: its dataset a call of a class of the file whose
+    every ``__getitem__`` return is such a tuple display?"""
+    if any(
+        a.keyword is not None and a.keyword.value == "collate_fn" for a in loader.args
+    ):
+        return False
+    dataset = _dataset_argument(loader)
+    values = [dataset] if isinstance(dataset, cst.Call) else []
+    if dataset is not None and not values:
+        values = [v for v in _values(index, dataset) if isinstance(v, cst.Call)]
+        if len(values) != len(_values(index, dataset)):
+            return False
+    if not values:
+        return False
+    for call in values:
+        assert isinstance(call, cst.Call)
+        cls = index.local_class(call.func)
+        if cls is None:
+            return False
+        getters = [
+            f
+            for f in cls.body.body
+            if isinstance(f, cst.FunctionDef) and f.name.value == "__getitem__"
+        ]
+        if len(getters) != 1:
+            return False
+        returns = [
+            r
+            for r in findall(getters[0].body, m.Return())
+            if not any(
+                isinstance(a, (cst.FunctionDef, cst.Lambda)) and a is not getters[0]
+                for a in index.ancestors(r)
+            )
+        ]
+        for returned in returns:
+            value = returned.value  # type: ignore[attr-defined]
+            if not (isinstance(value, cst.Tuple) and len(value.elements) == size):
+                return False
+            part = value.elements[place]
+            if isinstance(part, cst.StarredElement) or not isinstance(
+                part.value, (cst.List, cst.Tuple)
+            ):
+                return False
+            if any(isinstance(e, cst.StarredElement) for e in part.value.elements):
+                return False
+        if not returns:
+            return False
+    return True

@@ -26,7 +26,7 @@ import libcst.matchers as m
 
 from ..batch_rows import batch_values, loader_loop_bindings
 from ..subtrees import findall
-from .batch_tensors import parsed_option, tensor_target
+from .batch_tensors import collated_list, parsed_option, tensor_target
 from .facts import _counts_samples
 from .placement import code
 
@@ -76,10 +76,13 @@ def loop_walk(index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0) 
         key = index.key(iterable)
         if key is None:
             return unknown
-        loops = _loader_targets(index).get(key)
-        if loops is not None:
+        bound = _loader_targets(index).get(key)
+        if bound is not None:
+            loops = [loop for loop, _ in bound]
             if tensor_target(index, key, loops):
                 return Walk("rows")
+            if collated_list(index, bound, key):
+                return fixed  # `return x, [y_a, y_b]`: a list of tasks
             return Walk(
                 "unknown",
                 f"the losses are collected in a loop over `{code(iterable)}`, a part "
@@ -237,17 +240,20 @@ def batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _loader_targets(index: ModuleIndex) -> dict[Key, list[cst.For]]:
+def _loader_targets(
+    index: ModuleIndex,
+) -> dict[Key, list[tuple[cst.For, cst.BaseExpression]]]:
     """The variables a data loader's loop binds (not its ``enumerate`` counter):
-    a bound name, or a name of a bound tuple; each with the loops that bind it."""
-    found: dict[Key, list[cst.For]] = {}
+    a bound name, or a name of a bound tuple; each with the loops that bind it
+    and what each binds."""
+    found: dict[Key, list[tuple[cst.For, cst.BaseExpression]]] = {}
     for loop, item in loader_loop_bindings(index):
         names = item.elements if isinstance(item, cst.Tuple) else [item]
         for name in names:
             node = name.value if isinstance(name, cst.Element) else name
             key = index.key(node) if isinstance(node, cst.Name) else None
             if key is not None:
-                found.setdefault(key, []).append(loop)
+                found.setdefault(key, []).append((loop, item))
     return found
 
 
