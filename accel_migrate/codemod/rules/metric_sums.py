@@ -92,7 +92,9 @@ of it:
   uncombined (the loss's reduction is unknown), the other is left alone too and
   reported, so the ratio stays this process's own rather than its share's sum
   over the whole data's count, a number the original never printed
-  (``metrics/ratios.py``);
+  (``metrics/ratios.py``); an uncombined term may also be collected
+  (``running.append(v * n)`` then ``sum(running) / count``) or kept by a
+  meter (``meter.update(v, n)`` then ``meter.sum / total``);
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
