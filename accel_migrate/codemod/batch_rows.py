@@ -228,15 +228,23 @@ def _is_batch(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
 def loader_loop_items(index: ModuleIndex) -> Iterator[cst.BaseExpression]:
     """What each loop over a data loader binds, its ``enumerate`` counter left
     out: the loop's target, or the target's items after the counter."""
+    for _, item in loader_loop_bindings(index):
+        yield item
+
+
+def loader_loop_bindings(
+    index: ModuleIndex,
+) -> Iterator[tuple[cst.For, cst.BaseExpression]]:
+    """``loader_loop_items``, each with the loop that binds it."""
     for loop in index.for_loops:
         is_loader, counter = index.loader_loop(loop.iter)
         if not is_loader:
             continue
         target = loop.target
         if counter and isinstance(target, cst.Tuple):
-            yield from (element.value for element in target.elements[1:])
+            yield from ((loop, element.value) for element in target.elements[1:])
         else:
-            yield target
+            yield loop, target
 
 
 @lru_cache(maxsize=8)

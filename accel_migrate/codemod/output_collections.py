@@ -66,6 +66,9 @@ class Collection:
     #: (``all_preds = np.array(all_preds)`` after the loop): gathered only when it
     #: is proven empty each time the loop starts (``empty_at_start``).
     rebound: bool = False
+    #: One value per batch that is an integer item (``firsts += [out[0]]``): one
+    #: output of several (its rows) or the batch's first row; reported.
+    item: bool = False
 
 
 def outputs_like(value: cst.BaseExpression) -> bool:
@@ -136,6 +139,7 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
     selection = not outputs_like(value)
     if selection and granularity == "batch":
         return None  # a number per batch (`losses.append(loss.item())`): AM009's
+    item = granularity == "batch" and _integer_item(value)
     key = index.key(target)
     values = index.values.get(key, []) if key is not None else []
     if not any(empty_list(v) for v in values):
@@ -143,7 +147,25 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
     if any(index.is_runtime_call(v, "gather_in_order", "gather") for v in values):
         return None  # gathered already (a second run over the migrated code)
     rebound = not all(empty_list(v) for v in values)
-    return Collection(node, target.value, granularity, selection, rebound)  # type: ignore[arg-type]
+    return Collection(
+        node, target.value, granularity, selection or item, rebound, item  # type: ignore[arg-type]
+    )
+
+
+def _integer_item(value: cst.BaseExpression) -> bool:
+    """``out[0]`` (through per-sample methods: ``out[0].cpu()``), an integer
+    item of a value not proven a tuple or list: a model's first output (one
+    per sample) or the batch's first row (one per batch) alike."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        value = value.func.value
+    if not isinstance(value, cst.Subscript) or isinstance(
+        value.value, (cst.Tuple, cst.List)
+    ):
+        return False
+    first = value.slice[0].slice
+    return isinstance(first, cst.Index) and isinstance(
+        first.value, (cst.Integer, cst.UnaryOperation)
+    )
 
 
 def single_element(value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -192,10 +214,11 @@ def concatenated_outputs(
             or not index.qualnames(value.func) & ROW_JOINS
         ):
             continue
-        if not _first_dimension(value):
+        appended = bool(index.qualnames(value.func) & {"numpy.append"})
+        if not _first_dimension(value, 2 if appended else 1):
             continue
         pieces = value.args[0].value if value.args else None
-        if index.qualnames(value.func) & {"numpy.append"}:
+        if appended:
             first = pieces
         elif isinstance(pieces, (cst.Tuple, cst.List)) and pieces.elements:
             first = pieces.elements[0].value
@@ -211,10 +234,13 @@ def concatenated_outputs(
     return found
 
 
-def _first_dimension(call: cst.Call) -> bool:
-    """The join is along the first dimension (its default, or 0 given)."""
+def _first_dimension(call: cst.Call, place: int) -> bool:
+    """The join is along the first dimension (its default, or 0 given), the
+    dimension given at positional ``place`` or by keyword: ``np.append(preds,
+    p)`` (``place`` 2, no axis: both flattened, a join of their rows of
+    numbers too) or ``np.append(preds, p, axis=0)``."""
     for position, arg in enumerate(call.args):
         named = arg.keyword.value if arg.keyword is not None else ""
-        if named in ("dim", "axis") or (arg.keyword is None and position == 1):
+        if named in ("dim", "axis") or (arg.keyword is None and position == place):
             return m.matches(arg.value, m.Integer("0"))
     return True

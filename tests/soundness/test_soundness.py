@@ -130,6 +130,10 @@ EXPECTED: dict[str, str] = {
     "sample_weighted_loss": "MATCH",
     # `sum(losses)` of a fixed list of means (issue 12, r33e): was SILENT
     "summed_loss_list_r33e": "MATCH",
+    "per_task_targets_list_r34a": "MATCH",
+    "per_task_targets_enumerated_r34a": "MATCH",
+    "np_append_eval_r34a": "FLAGGED",
+    "first_row_per_batch_r34a": "MATCH",
     # one loss per sample appended over zip(out, targets) (fixo): was SILENT
     "per_sample_loss_list_fixo": "MATCH",
     "smoothed_loss_dict": "MATCH",

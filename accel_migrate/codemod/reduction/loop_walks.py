@@ -8,7 +8,11 @@ list or tuple display, a constant list or ``nn.ModuleList`` (a model's heads),
 ``zip``/``enumerate`` of such. A loop over the batch's samples (``range(
 x.size(0))``, ``range(len(batch))``, ``targets`` of the loader, ``list(y)``,
 ``zip(out, targets)``) gives one mean per sample: their sum is a sum over the
-batch. Anything else (``for o in out`` of a model's output, which may be its
+batch; a loader's part is read so only where it is proven a tensor
+(``batch_tensors``: a default collate keeps a dataset's list of per-task
+targets a list, whose loop walks the tasks). A loop over a parsed
+command-line option the file never writes (``args.scales``) is fixed.
+Anything else (``for o in out`` of a model's output, which may be its
 rows or its heads) is neither proven.
 """
 
@@ -20,8 +24,9 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 import libcst.matchers as m
 
-from ..batch_rows import batch_values, loader_loop_items
+from ..batch_rows import batch_values, loader_loop_bindings
 from ..subtrees import findall
+from .batch_tensors import collated_list, parsed_option, tensor_target
 from .facts import _counts_samples
 from .placement import code
 
@@ -71,8 +76,21 @@ def loop_walk(index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0) 
         key = index.key(iterable)
         if key is None:
             return unknown
-        if key in _loader_targets(index):
-            return Walk("rows")
+        bound = _loader_targets(index).get(key)
+        if bound is not None:
+            loops = [loop for loop, _ in bound]
+            if tensor_target(index, key, loops):
+                return Walk("rows")
+            if collated_list(index, bound, key):
+                return fixed  # `return x, [y_a, y_b]`: a list of tasks
+            return Walk(
+                "unknown",
+                f"the losses are collected in a loop over `{code(iterable)}`, a part "
+                "of the loader's batch that may be a tensor (a loop over its "
+                "samples: a sum over them) or a list of per-task targets (a "
+                "default collate keeps a list: a fixed count of tasks, a mean of "
+                "means): the analysis cannot tell which",
+            )
         values = index.values.get(key, [])
         if values and all(v is not None for v in values):
             walks = [loop_walk(index, v, depth + 1) for v in values]  # type: ignore[arg-type]
@@ -81,7 +99,16 @@ def loop_walk(index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0) 
                 return walks[0]
         return unknown
     if isinstance(iterable, cst.Attribute):
-        return fixed if _fixed_attribute(index, iterable) else unknown
+        if _fixed_attribute(index, iterable) or parsed_option(index, iterable):
+            return fixed
+        return Walk(
+            "unknown",
+            f"the losses are collected in a loop over `{code(iterable)}`, an "
+            "attribute the file neither binds to a fixed list nor reads from the "
+            "parsed command line (a config's list of scales or weights read "
+            "elsewhere may hold any count of terms): the analysis cannot tell a "
+            "mean of means from a sum over the batch's samples",
+        )
     return unknown
 
 
@@ -111,16 +138,20 @@ def _called(index: ModuleIndex, call: cst.Call, depth: int, unknown: Walk) -> Wa
         return _zipped(index, args, depth, unknown)
     if name in _SAME and isinstance(func, cst.Name) and len(args) == 1:
         inner = loop_walk(index, args[0], depth + 1)
-        if inner.kind == "unknown" and name in ("list", "tuple"):
-            # `list(y)` of a batch tensor walks its rows
-            return Walk("rows") if _batch_value(index, args[0]) else unknown
+        loader_part = isinstance(args[0], cst.Name) and (
+            index.key(args[0]) in _loader_targets(index)
+        )
+        if inner.kind == "unknown" and name in ("list", "tuple") and not loader_part:
+            # `list(y)` of a batch tensor walks its rows (a loader's part not
+            # proven a tensor may be a list of per-task targets: `inner`)
+            return Walk("rows") if batch_value(index, args[0]) else unknown
         return inner
     if name == "unbind":
         method = isinstance(func, cst.Attribute) and "torch" not in code(func.value)
         target = func.value if method else (args[0] if args else None)  # type: ignore[union-attr]
         dims = args if method else args[1:]
         first = not dims or (len(dims) == 1 and m.matches(dims[0], m.Integer("0")))
-        if target is not None and first and _batch_value(index, target):
+        if target is not None and first and batch_value(index, target):
             return Walk("rows")
         return unknown
     if name in ("items", "values", "keys") and isinstance(func, cst.Attribute):
@@ -138,7 +169,7 @@ def _zipped(
     if all(w.kind == "fixed" for w in walks):
         return Walk("fixed")
     if any(w.kind == "rows" for w in walks) and all(
-        w.kind == "rows" or _batch_value(index, a)
+        w.kind == "rows" or batch_value(index, a)
         for w, a in zip(walks, args, strict=True)
     ):
         return Walk("rows")
@@ -200,7 +231,7 @@ def _counted(
     return unknown
 
 
-def _batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
+def batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     """A value of the batch or computed from one (``out = model(x)``)."""
     for node in [expr, *findall(expr, m.Name())]:
         key = index.key(node) if isinstance(node, cst.Name) else None
@@ -209,18 +240,21 @@ def _batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _loader_targets(index: ModuleIndex) -> frozenset[Key]:
+def _loader_targets(
+    index: ModuleIndex,
+) -> dict[Key, list[tuple[cst.For, cst.BaseExpression]]]:
     """The variables a data loader's loop binds (not its ``enumerate`` counter):
-    a bound name, or a name of a bound tuple."""
-    found: set[Key] = set()
-    for item in loader_loop_items(index):
+    a bound name, or a name of a bound tuple; each with the loops that bind it
+    and what each binds."""
+    found: dict[Key, list[tuple[cst.For, cst.BaseExpression]]] = {}
+    for loop, item in loader_loop_bindings(index):
         names = item.elements if isinstance(item, cst.Tuple) else [item]
         for name in names:
             node = name.value if isinstance(name, cst.Element) else name
             key = index.key(node) if isinstance(node, cst.Name) else None
             if key is not None:
-                found.add(key)
-    return frozenset(found)
+                found.setdefault(key, []).append((loop, item))
+    return found
 
 
 def _fixed_attribute(index: ModuleIndex, attribute: cst.Attribute) -> bool:

@@ -15,7 +15,10 @@ iteration: a loop over the batch's samples (``for o, t in zip(out, targets)``,
 ``for i in range(out.size(0))``) gives a sample's term, and their sum is one
 over the batch; a loop over a fixed number of items (``range(3)``, a display,
 a model's ``nn.ModuleList``) keeps a mean of means; any other loop leaves the
-terms unknown (``loop_walks``).
+terms unknown (``loop_walks``). A term added under an ``if`` that reads the
+batch counts on some processes' shares and not others': unknown. A dict
+grown by stores (``losses["mse"] = ...``) and ``losses = losses + [term]``
+are read the same way (``dict_terms``).
 
 Example: ``losses.append(F.mse_loss(out, y)); losses.append(F.l1_loss(out,
 y)); loss = sum(losses)`` is a mean (``accel.backward(loss)``); a list also
@@ -37,7 +40,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .facts import Fact, _added
-from .loop_walks import loop_walk
+from .loop_walks import batch_value, loop_walk
 from .placement import code
 
 if TYPE_CHECKING:
@@ -76,6 +79,8 @@ def list_terms(
         return None
     key = index.key(iterable)
     values = index.values.get(key, []) if key is not None else []
+    concatenated = [v for v in values if _self_added(index, v, key) is not None]
+    values = [v for v in values if not any(v is c for c in concatenated)]
     if not values or not all(isinstance(v, (*_DISPLAYS, cst.ListComp)) for v in values):
         return None
     for value in values:
@@ -85,9 +90,111 @@ def list_terms(
             _comprehension(index, value, found, depth)  # type: ignore[arg-type]
     name = iterable.value
     bindings = [s for v in values if (s := _statement(index, v)) is not None]
+    for value in concatenated:
+        # `losses = losses + [term]`: as `losses += [term]`
+        use = _self_added(index, value, key)
+        assert use is not None
+        rows = _appended_per_row(index, use, bindings, found)
+        _extended(index, _other_operand(value, use), found, depth, rows)  # type: ignore[arg-type]
     for node in _uses(index, name, key):
-        _grown(index, node, name, bindings, found, depth)
+        if not any(node is _self_added(index, c, key) for c in concatenated):
+            _grown(index, node, name, bindings, found, depth)
     return found
+
+
+def dict_terms(index: ModuleIndex, base: cst.BaseExpression) -> ListTerms | None:
+    """The terms of a dict of losses that the file grows by storing
+    (``losses = {}``, then ``losses["mse"] = F.mse_loss(out, y)``): its
+    displays' values and every stored value, each counted once per iteration
+    of a fixed loop around the store. None where ``base`` is not a name every
+    binding of which is a dict display, or nothing is stored into it."""
+    if not isinstance(base, cst.Name):
+        return None
+    key = index.key(base)
+    values = index.values.get(key, []) if key is not None else []
+    if not values or not all(isinstance(v, cst.Dict) for v in values):
+        return None
+    found = ListTerms()
+    for value in values:
+        for element in value.elements:  # type: ignore[union-attr]
+            if not isinstance(element, cst.DictElement):
+                return None  # `{**other}`
+            found.terms.append((element.value, False))
+    bindings = [s for v in values if (s := _statement(index, v)) is not None]
+    stored = False
+    for use in _uses(index, base.value, key):
+        stored = _stored(index, use, base.value, bindings, found) or stored
+    return found if stored else None
+
+
+def _stored(
+    index: ModuleIndex,
+    use: cst.Name,
+    name: str,
+    bindings: list[cst.CSTNode],
+    found: ListTerms,
+) -> bool:
+    """Read what ``use`` (one reading of a dict's name) stores into it; True
+    for a store (``d[k] = value``)."""
+    parent = index.parent(use)
+    if isinstance(parent, cst.Subscript) and parent.value is use:
+        target = index.parent(parent)
+        if isinstance(target, cst.AssignTarget):
+            assign = index.parent(target)
+            rows = _appended_per_row(index, use, bindings, found)
+            if rows:
+                found.reason = found.reason or (
+                    f"a loss is stored into the dict `{name}` in a loop over the "
+                    "batch's samples: whether each sample's loss gets its own key "
+                    "(a sum over them) or overwrites the last one, the analysis "
+                    "cannot read"
+                )
+            elif isinstance(assign, cst.Assign):
+                found.terms.append((assign.value, False))
+            return True
+        if isinstance(target, cst.AugAssign) and target.target is parent:
+            found.reason = found.reason or (
+                f"a term of the dict of losses `{name}` is changed by `{code(target)}`"
+            )
+        return False
+    if isinstance(parent, cst.Attribute) and parent.value is use:
+        if parent.attr.value not in ("values", "keys", "items", "get"):
+            found.reason = found.reason or (
+                f"the dict of losses `{name}` is changed by `.{parent.attr.value}"
+                "(...)`, which the analysis does not read"
+            )
+        return False
+    if isinstance(parent, cst.Arg):
+        call = index.parent(parent)
+        func = call.func if isinstance(call, cst.Call) else None
+        called = func.value if isinstance(func, cst.Name) else ""
+        if isinstance(func, cst.Attribute):
+            called = func.attr.value
+        if called not in _READERS:
+            found.reason = found.reason or (
+                f"the dict of losses `{name}` is handed on, where terms the "
+                "analysis does not see may be stored into it"
+            )
+    return False
+
+
+def _self_added(
+    index: ModuleIndex, value: cst.BaseExpression | None, key: object
+) -> cst.Name | None:
+    """The name's reading in ``value`` where ``value`` is ``name + other`` or
+    ``other + name`` (``losses = losses + [term]``)."""
+    if not (
+        isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)
+    ):
+        return None
+    for side in (value.left, value.right):
+        if isinstance(side, cst.Name) and index.key(side) == key:
+            return side
+    return None
+
+
+def _other_operand(value: cst.BinaryOperation, use: cst.Name) -> cst.BaseExpression:
+    return value.right if value.left is use else value.left
 
 
 def terms_fact(found: ListTerms, fact_of: FactOf, depth: int, how: str) -> Fact:
@@ -268,6 +375,13 @@ def _appended_per_row(
     for ancestor in index.ancestors(use):
         if any(a is ancestor for b in bindings for a in index.ancestors(b)):
             break
+        if isinstance(ancestor, cst.If) and batch_value(index, ancestor.test):
+            found.reason = found.reason or (
+                f"a term is added to the losses under `if {code(ancestor.test)}`, "
+                "which reads the batch: each process's share may add a different "
+                "count of terms than the whole batch does, so neither a mean of "
+                "means nor a sum over the samples is proven"
+            )
         if isinstance(ancestor, cst.For):
             loops.append(ancestor.iter)
         elif isinstance(ancestor, cst.While):

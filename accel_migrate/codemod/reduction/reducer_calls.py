@@ -39,7 +39,7 @@ from .helper_items import imported_item_fact
 from .local_criteria import criterion_fact
 from .loss_dicts import computed_in_call, dict_values_fact, dict_view, model_loss_dict
 from .loss_inputs import arithmetic, ranked_operand
-from .loss_lists import list_terms, terms_fact
+from .loss_lists import dict_terms, list_terms, terms_fact
 from .operands import elementwise_of_two, over_parameters
 from .row_weights import method_row_weight
 from .summed_args import unproven_sum
@@ -299,6 +299,10 @@ class _Calls:
         if dict_view(iterable):
             # The values of a dict are losses, not the batch's samples: `sum` adds
             # terms whose reductions are those of the dict's values.
+            grown = dict_terms(self.index, iterable.func.value)  # type: ignore[attr-defined]
+            if grown is not None and m.matches(iterable.func.attr, m.Name("values")):  # type: ignore[attr-defined]
+                # `losses["mse"] = ...` stored: read as a grown list's terms
+                return terms_fact(grown, self.fact, depth, "sum")
             return dict_values_fact(self.index, self.fact, iterable, depth)
         inner = self.fact(iterable, at, depth + 1)
         if inner.kind != "elements":

@@ -56,6 +56,10 @@ needs-review: it holds this process's share. The runtime checks that the values
 match the shares (one per sample, or per batch one entry as long as the batch's
 share) and fails on every process with ``GatherOrderError`` when they do not, so
 a per-batch number taken for a prediction is an error, never a wrong order.
+An integer item collected once per batch (``firsts += [out[0].cpu()]``,
+``firsts.append(out[0])``) may be one output of several or the batch's first
+row (one per batch, which no gather of shares gives back): it is reported as
+needs-review, never gathered.
 A tensor (or array) grown by joining itself with each batch's outputs,
 ``gt = torch.cat((gt, target), 0)`` or ``preds = np.concatenate([preds, p])``
 (arnoweng/CheXNet's whole-set AUROC), is reported as needs-review: it ends
@@ -217,6 +221,14 @@ class CollectedOutputs(Rule):
     ) -> tuple[str | None, str | None]:
         """(the loader's source, None) when the shape is proven; else (None, why)."""
         statement = collection.statement
+        if collection.item:
+            return None, (
+                "each batch adds an integer item of a value (such as `out[0]`), which "
+                "may be "
+                "one output of several (a row per sample) or the batch's first row "
+                "(one per batch, taken from each process's share): the rule cannot "
+                "tell which, and only the first is gathered in order"
+            )
         if collection.selection:
             return None, (
                 "the rule cannot tell that it holds one value per sample (a selection "

@@ -92,7 +92,9 @@ of it:
   uncombined (the loss's reduction is unknown), the other is left alone too and
   reported, so the ratio stays this process's own rather than its share's sum
   over the whole data's count, a number the original never printed
-  (``metrics/ratios.py``);
+  (``metrics/ratios.py``); an uncombined term may also be collected
+  (``running.append(v * n)`` then ``sum(running) / count``) or kept by a
+  meter (``meter.update(v, n)`` then ``meter.sum / total``);
 - a value it cannot classify is reported, unless a later rule names the cause:
   outputs collected per batch (AM029 gathers them) and a write into a tensor kept
   across steps (``queue[:, ptr:ptr + n] = feats.T``, AM032). With that rule not
@@ -259,7 +261,11 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                     "meant, add into another variable",
                     if_migrated=True,
                 )
+        # collected terms left this process's share: the other term of a
+        # ratio with one of them is left alone too
+        kept: set[str] = set()
         for call, written in kept_values(self.index, node):
+            kept.add(attr_chain(call.func.value) or "")  # type: ignore[attr-defined]
             self.report(
                 call,
                 "needs-review",
@@ -294,9 +300,14 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 )
             return
         for statement, values, what in collections:
+            before = len(self.context.findings)
             self._plan_collection(statement, values, what, node)
+            if not any(v in self._collect for v in values) and any(
+                f.status == "needs-review" for f in self.context.findings[before:]
+            ):
+                kept.add(_collected_name(statement))
         reduce_after: list[str] = []
-        declined = self._declined(increments, node)
+        declined = self._declined(increments, node) | (kept - {""})
         for aug in increments:
             name = attr_chain(aug.target)
             assert name is not None
@@ -435,3 +446,18 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
     @cached_property
     def _torch_name(self) -> str | None:
         return torch_alias(self.index.module)
+
+
+def _collected_name(statement: cst.CSTNode) -> str:
+    """The collection a statement of ``collected_values`` fills: ``xs`` of
+    ``xs.append(v)``, ``d`` of ``d[k] = v`` or ``xs[i] += v``."""
+    target: cst.BaseExpression | None = None
+    if isinstance(statement, cst.Call) and isinstance(statement.func, cst.Attribute):
+        target = statement.func.value
+    elif isinstance(statement, cst.AugAssign):
+        target = statement.target
+    elif isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0].target
+    if isinstance(target, cst.Subscript):
+        target = target.value
+    return (attr_chain(target) or "") if target is not None else ""
