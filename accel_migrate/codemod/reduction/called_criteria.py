@@ -8,8 +8,9 @@ a full mean, or a reduction chosen at run time by a setting of the instance.
 The criterion is traced to the calls that build it (``model_classes._Tracer``:
 through this file's assignments and the arguments every call of its function
 passes). Every construction a class whose call sums: a sum, weighed as one;
-every one a mean: a mean; one chosen at run time, or constructions that
-disagree: unknown, with the reason naming the class and its file. A class the
+every one a mean: a mean (with constructions of other callables, the
+caller's reading of those); one chosen at run time, or a sum among other
+constructions: unknown, with the reason naming the class and its file. A class the
 view reads nothing of (a model returning logits) says nothing: the caller's
 default holds. Static only.
 """
@@ -50,6 +51,8 @@ def called_criterion_fact(index: ModuleIndex, func: cst.BaseExpression) -> Fact 
     if len(found) == len(origins) and kinds in ({"sum"}, {"mean"}):
         kind = kinds.pop()
         return Fact(kind, what=f"the call of `{code(func)}` ({where})")  # type: ignore[arg-type]
+    if kinds == {"mean"}:
+        return None  # a mean, and the other constructions: the caller's reading
     reasons = [why for kind, why in found.values() if kind == "unknown"]
     detail = reasons[0] if reasons else "its constructions reduce the batch differently"
     return Fact(
