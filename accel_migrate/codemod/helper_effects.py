@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .file_tests import file_test, file_test_note
+from .instance_reads import instance_value_read
 from .project_facts import HelperFact
 
 if TYPE_CHECKING:
@@ -72,6 +73,22 @@ def helper_call(
             f"{helper.describe()}: on every process its writes race and its output "
             "is repeated, and on the main process alone its collectives would wait "
             f"for the others forever; guard its writes in {helper.file} with "
+            "accel.is_main_process()",
+            if_migrated=True,
+        )
+        return updated
+    read = instance_value_read(rule.index, original) if helper.kind == "class" else ""
+    if read:
+        # ConvLSTM-PyTorch's `if early_stopping.early_stop: break`: the stand-in
+        # of the other processes would answer it (true), not the object
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}, and the script reads {read} off the object: "
+            "made on the main process only, the other processes would read a "
+            "stand-in there (true, whatever the object holds) and take other "
+            "branches, so it is left to run on every process (racing writes, "
+            f"repeated output); guard its writes in {helper.file} with "
             "accel.is_main_process()",
             if_migrated=True,
         )

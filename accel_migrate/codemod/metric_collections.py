@@ -148,6 +148,14 @@ class CollectionPlans:
                     )
                     return
                 plan[value] = "global_number"
+            elif (
+                not direct_reads(value)
+                and self._forms.number_valued(value)
+                and self._torch_name is not None
+            ):
+                # `valid_losses.append(loss_aver)` of `loss_aver = loss.item() /
+                # args.batch_size`: a number, which accel.global_loss cannot take
+                plan[value] = "global_number"
             else:
                 plan[value] = "global_loss"
         if not plan:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
+from .called_reductions import call_reduction
 from .constructor_methods import constructor_methods
 from .forward_losses import forward_loss
 from .iterator_factories import iterator_class
@@ -123,6 +124,7 @@ class ClassFacts:
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
+                call_reduction=call_reduction(cls),
                 draws=self._class_draws(cls),
                 state_writes=state_writes(cls),
                 augmentation=self._augmentation(cls),
@@ -229,6 +231,7 @@ class ClassFacts:
                 else ()
             ),
             loader_subclass=self._loader_subclass(cls),
+            call_reduction=call_reduction(cls),
             migrated_trainer=(
                 trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts

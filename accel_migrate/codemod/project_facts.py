@@ -254,6 +254,11 @@ class HelperFact:
     #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),
     #: as a phrase (``nonlinear_criteria``); "" if it does not.
     nonlinear_loss: str = ""
+    #: For a class: how calling an instance reduces the batch, from the returns
+    #: of its ``forward`` (else ``__call__``): ("sum", ""), ("mean", ""),
+    #: ("unknown", why) or ("", "") (``called_reductions``: the FNO's
+    #: ``LpLoss(size_average=False)``).
+    call_reduction: tuple[str, str] = ("", "")
     #: For a model class, or a function returning a model: where it (or a class
     #: it builds or derives from, in any local module) unpacks an RNN's output
     #: to the longest sequence of its batch (``pad_packed_sequence`` without a

@@ -1745,6 +1745,34 @@ EXPECTED: dict[str, str] = {
     "colorization_rebalance_t15b_project_batch": "FLAGGED",
     # the same with the prior counted in torch: reduced (AM009), MATCH
     "colorization_torch_prior_t15b_project": "MATCH",
+    # t15a (new-user trial, scientific and dense regression): the FNO's
+    # `LpLoss(size_average=False)` of utilities3.py, a plain class whose
+    # `__call__` sums over the batch, was taken for a mean (train_l2 halved,
+    # no finding on it); its reduction is read now, and a setting of the
+    # instance choosing it is reported (AM007, AM008); with
+    # `out.view(batch_size, -1)` the cause is the batch size used as a shape
+    # (AM025)
+    "fno_lploss_batch_dim_t15a_project": "FLAGGED",
+    "fno_lploss_batch_dim_t15a_project_batch": "FLAGGED",
+    "fno_lploss_normalizer_t15a_project": "FLAGGED",
+    "fno_lploss_normalizer_t15a_project_batch": "FLAGGED",
+    # pytorch_geometric's qm9_nn_conv: ReduceLROnPlateau and the best-model
+    # test on the validation MAE of this process's share (AM028)
+    "qm9_mpnn_plateau_t15a_project": "FLAGGED",
+    "qm9_mpnn_plateau_t15a_project_batch": "FLAGGED",
+    # CSRNet-pytorch: `args.batch_size = 1` set in main(), the runtime refuses
+    # a batch smaller than the world (BatchSmallerThanWorldError)
+    "csrnet_density_mae_t15a_project": "LOUD",
+    "csrnet_density_mae_t15a_project_batch": "LOUD",
+    # ConvLSTM-PyTorch: moving digits drawn in __getitem__ (AM020). Before the
+    # round's fixes it crashed (accel.global_loss of the float `loss_aver`),
+    # then hung (EarlyStopping made main-process-only while the loop reads
+    # `early_stopping.early_stop`; AM017 leaves it now, needs-review)
+    "convlstm_moving_digits_t15a_project": "FLAGGED",
+    "convlstm_moving_digits_t15a_project_batch": "FLAGGED",
+    # a DeepONet whose model class trains itself in `train(...)` (AM042)
+    "deeponet_self_train_t15a_project": "FLAGGED",
+    "deeponet_self_train_t15a_project_batch": "FLAGGED",
 }
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue

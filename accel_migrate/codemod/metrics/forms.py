@@ -138,6 +138,21 @@ class BatchForms:
         returns = self._callee_returns(value)
         return bool(returns) and all(is_number(r) for r in returns)
 
+    def number_valued(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` a Python number read off a tensor: ``loss.item()``,
+        ``float(loss)``, arithmetic of such reads with literals, names and
+        attributes (``loss.item() / args.batch_size``, the ConvLSTM repository's
+        ``loss_aver``), or a name every assignment of which is one?
+        ``accel.global_loss`` takes a tensor: such a value goes through
+        ``torch.as_tensor`` instead of crashing on a float."""
+        if isinstance(value, cst.Name):
+            key = self.index.key(value)
+            values = self.index.values.get(key, []) if key is not None else []
+            return bool(values) and all(
+                v is not None and _read_arithmetic(v) for v in values
+            )
+        return _read_arithmetic(value)
+
     def _helper_mean_number(self, call: cst.Call) -> bool:
         """A local module's helper whose every return is a mean over what it is
         handed, read as a number (``HelperFact.batch_kind``: ``(output.argmax(1)
@@ -218,3 +233,22 @@ def is_number(value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.BinaryOperation):
         return is_number(value.left) and is_number(value.right)
     return read_of(value) is not value
+
+
+def _read_arithmetic(value: cst.BaseExpression) -> bool:
+    """``x.item()``/``float(x)`` alone, or plus, minus, times or over literals,
+    names, attributes and other such reads (at least one read)."""
+    if read_of(value) is not value:
+        return True
+    if not isinstance(value, cst.BinaryOperation) or not isinstance(
+        value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+    ):
+        return False
+    sides = (value.left, value.right)
+    if not any(_read_arithmetic(side) for side in sides):
+        return False
+    return all(
+        _read_arithmetic(side)
+        or isinstance(side, (cst.Integer, cst.Float, cst.Name, cst.Attribute))
+        for side in sides
+    )

@@ -46,7 +46,13 @@ that asks (the backward rewrite, logged losses) gets the same answer:
   an instance of a local module's class whose ``forward`` passes a mean loss
   over the batch through a non-linear function (arcface-pytorch's
   ``FocalLoss``: ``torch.exp(-self.ce(input, target))``,
-  ``HelperFact.nonlinear_loss``, ``traced_criteria.traced_nonlinear_criterion``).
+  ``HelperFact.nonlinear_loss``, ``traced_criteria.traced_nonlinear_criterion``). A call of an
+  instance of a local module's loss class (the FNO's ``myloss =
+  LpLoss(size_average=False)`` of ``utilities3.py``, a plain class with
+  ``__call__``, or an ``nn.Module``) has the reduction its ``forward`` or
+  ``__call__`` returns (``HelperFact.call_reduction``, ``called_criteria``): a
+  full ``torch.sum`` a sum, a full mean a mean, one chosen by a setting of the
+  instance unknown.
 
 Nothing is a mean over tokens without ``ignore_index`` or a mask: a plain
 ``cross_entropy`` of ``(batch * time, vocab)`` logits averages over samples

@@ -15,6 +15,7 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..names import FUNCTIONAL_LOSSES
 from ..subtrees import findall
+from .called_criteria import called_criterion_fact
 from .dims import _EXTREMES, _reduced, _statistic, extreme
 from .facts import (
     _CONSTANT,
@@ -156,6 +157,11 @@ class _Calls:
             # `criterion(out, y)` of an instance of a local module's class that
             # passes its batch mean through a non-linear term (a focal loss)
             return Fact("unknown", nonlinear)
+        called = called_criterion_fact(self.index, func)
+        if called is not None:
+            # `myloss(out, y)` of `myloss = LpLoss(size_average=False)`, a loss
+            # class of a local module: what its call returns (the project view)
+            return called
         local = criterion_fact(self.index, func, lambda e: self.fact(e, e, depth + 1))
         if local is not None:
             # `criterion(out, y)` of a criterion class of this file: its forward's

@@ -37,7 +37,12 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   ``torch.distributed`` ask which process it runs on (torchvision's
   ``save_on_master``, ``if is_main_process(): torch.save(...)`` over
   ``get_rank()``) is said to ask, not to call collectives, and is left as it
-  is: its own test of the rank chooses who writes.
+  is: its own test of the rank chooses who writes. A class whose instance
+  the script reads a value off (an attribute that is not a method call,
+  ``if early_stopping.early_stop: break``, or a method call whose result it
+  uses) is left on every process with a needs-review finding: the other
+  processes' stand-in would answer the read with itself, true whatever the
+  object holds (``instance_reads``).
 - in batch mode, calls of a method of an instance of a class that another
   training file of the batch defines and that writes files (PyTorch-BYOL's
   ``trainer.train(dataset)``, whose class ends with ``self.save_model(path)``):

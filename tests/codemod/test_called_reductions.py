@@ -1,0 +1,130 @@
+"""A loss class of a local module called through an instance
+(``HelperFact.call_reduction``, the FNO repository's ``LpLoss(size_average=False)``
+of ``utilities3.py``): a call whose class sums the batch is backpropagated with
+``reduction="sum"``; one whose reduction is chosen by a setting of the instance
+is reported (AM007 needs-review). Before, both were weighed as a mean over
+samples with no finding: half the original's gradient at world size 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.codemod import migrate_source
+from accel_migrate.codemod.project_view import read_project
+
+LOSSES = """\
+import torch
+import torch.nn as nn
+
+
+class SumLoss(nn.Module):
+    def forward(self, x, y):
+        return torch.sum((x - y) ** 2)
+
+
+class CallLoss(object):
+    def __call__(self, x, y):
+        loss = ((x - y) ** 2).sum()
+        return loss
+
+
+class MeanLoss(object):
+    def __call__(self, x, y):
+        return torch.mean((x - y) ** 2)
+
+
+class LpLoss(object):
+    def __init__(self, p=2, size_average=True, reduction=True):
+        self.p = p
+        self.size_average = size_average
+        self.reduction = reduction
+
+    def rel(self, x, y):
+        n = x.size()[0]
+        diff = torch.norm(x.reshape(n, -1) - y.reshape(n, -1), self.p, 1)
+        norms = torch.norm(y.reshape(n, -1), self.p, 1)
+        if self.reduction:
+            if self.size_average:
+                return torch.mean(diff / norms)
+            else:
+                return torch.sum(diff / norms)
+        return diff / norms
+
+    def __call__(self, x, y):
+        return self.rel(x, y)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader
+
+from losses import Net, {name}
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(train_set, batch_size=4, shuffle=True)
+myloss = {name}({args})
+for x, y in loader:
+    opt.zero_grad()
+    loss = myloss(model(x), y)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_the_fact_reads_the_returns_of_forward_or_call(tmp_path: Path) -> None:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import losses\n")
+    table = dict(read_project(str(probe)).helpers)
+    assert table["losses.SumLoss"].call_reduction == ("sum", "")
+    # through a local name; a plain class's __call__
+    assert table["losses.CallLoss"].call_reduction == ("sum", "")
+    assert table["losses.MeanLoss"].call_reduction == ("mean", "")
+    kind, why = table["losses.LpLoss"].call_reduction
+    assert kind == "unknown"
+    assert why.startswith("`LpLoss.__call__` returns a sum over the batch on one path")
+    # a model returning its layer's output: no claim
+    assert table["losses.Net"].call_reduction == ("", "")
+
+
+def _migrate(tmp_path: Path, name: str, args: str = "") -> tuple[str, list[str]]:
+    (tmp_path / "losses.py").write_text(LOSSES)
+    script = tmp_path / "main.py"
+    script.write_text(SCRIPT.format(name=name, args=args))
+    result = migrate_source(script.read_text(), str(script))
+    return result.output, [f.message for f in result.needs_review if f.code == "AM007"]
+
+
+@pytest.mark.parametrize("name", ["SumLoss", "CallLoss"])
+def test_a_summing_class_is_backpropagated_as_a_sum(tmp_path: Path, name: str) -> None:
+    output, review = _migrate(tmp_path, name)
+    assert 'accel.backward(loss, reduction="sum")' in output
+    assert review == []
+
+
+def test_a_mean_class_keeps_the_mean(tmp_path: Path) -> None:
+    output, review = _migrate(tmp_path, "MeanLoss")
+    assert "accel.backward(loss)" in output
+    assert review == []
+
+
+def test_a_reduction_chosen_by_a_setting_is_reported(tmp_path: Path) -> None:
+    output, review = _migrate(tmp_path, "LpLoss", "size_average=False")
+    assert "accel.backward(loss)" in output
+    assert len(review) == 1
+    assert "the loss is computed by `myloss`, an instance of `LpLoss` in losses.py" in (
+        review[0]
+    )
+    assert "size_average" in review[0]
