@@ -15,10 +15,10 @@ from functools import cached_property
 import libcst as cst
 
 from .analysis import Key
+from .index_syntax import bind_arguments
 from .names import SAME_OBJECT
 from .project_callers import given_by_callers
 from .shadowed_modules import shadowed_module
-from .index_syntax import bind_arguments
 from .trained_models import relayed_parameter, returns_of
 
 
