@@ -1623,7 +1623,7 @@ EXPECTED: dict[str, str] = {
     # datasets/mnist.py and usps.py, reached only through utils.get_data_loader,
     # had their loaders sharded; they are now left whole too (AM103)
     "adda_pretrain_critic_t14c_project": "FLAGGED",
-    "adda_pretrain_critic_t14c_project_batch": "FLAGGED",
+    "adda_pretrain_critic_t14c_project_batch": "MATCH",
     # mil-tokyo/MCD_DA: file mode leaves the Solver of solver.py alone (AM004);
     # batch mode: `if img_s.size()[0] < self.batch_size: break` on a batch of
     # PairedData (a dict of two sharded loaders' batches) ends every epoch at
