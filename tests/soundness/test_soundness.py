@@ -1654,7 +1654,7 @@ EXPECTED: dict[str, str] = {
     # now); batch mode migrates model/gem.py without a model to prepare
     # (AM004 there) and the runtime refuses the unprepared parameters
     "gem_episodic_memory_t14a_project": "FLAGGED",
-    "gem_episodic_memory_t14a_project_batch": "LOUD",
+    "gem_episodic_memory_t14a_project_batch": "FLAGGED",
     # ej0cl6/deep-active-learning: utils.get_net returns nets.Net, which trains
     # (SILENT in file mode before: skipped with no finding; AM004 names the
     # factory now); batch mode: the MC-dropout pool probabilities
