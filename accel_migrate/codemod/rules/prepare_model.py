@@ -107,6 +107,16 @@ In batch mode a function's parameter that every call from the batch's other
 files hands a model built there (``train_one_epoch(model, optimizer, loader)``
 in an ``engine.py`` called from ``train.py``: the project view's callers) is
 prepared by those callers: an info finding names them, and the file is migrated.
+A caller that hands a model to a function of such a file that builds an
+optimizer over that parameter (pytorch-adda's ``train_src(encoder, classifier,
+loader)``: ``HelperFact.optimized_parameters``) prepares it; a model built
+through a local helper that hands back the net it is given
+(``init_model(net=LeNetEncoder(), restore=...)``) is that net.
+
+A model taken back from a function of this file that returns, at that position
+of its tuple, the parameter it was handed, never bound again there
+(``model, best = train_model(model, ...)`` with ``return model, best_acc``),
+is the prepared model, as ``model = train_model(model, ...)`` is.
 
 A library trainer splits a setup across files: minGPT's ``Trainer(config, model,
 dataset)`` in ``mingpt/trainer.py`` is handed the model its caller builds and
