@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from ..codemod import python_ast
 from .files import FileError, read_source
 
+_PICKED = re.compile(r"import_module\(\s*f?[\"'](\w+)\.")
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)|import[ \t]+([\w.]+))", re.M)
 
 
@@ -22,7 +23,8 @@ def _names_local_module(text: str, stems: set[str]) -> bool:
         first = (module or imported).split(".")[0]
         if first in stems:
             return True
-    return False
+    # `importlib.import_module("model." + args.model)` (_picked_package)
+    return any(stem in stems for stem in _PICKED.findall(text))
 
 
 def _roots(folder: str, base: str) -> list[str]:
@@ -65,6 +67,11 @@ def _local_imports(
         else:
             bases = roots
         for name in names:
+            if name.endswith(".*"):
+                # `importlib.import_module("model." + args.model)`: any module of
+                # the package may be the one imported
+                yield from ((f, line) for f in _package_files(name[:-2], bases, files))
+                continue
             for found in _module_files(name, tuple(bases), files):
                 yield found, line
 
@@ -78,6 +85,9 @@ def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...], int], ...]:
         return ()
     found = []
     for node in ast.walk(tree):
+        picked = _picked_package(node)
+        if picked:
+            found.append((0, (picked + ".*",), node.lineno))
         if isinstance(node, ast.Import):
             found.append((0, tuple(alias.name for alias in node.names), node.lineno))
         elif isinstance(node, ast.ImportFrom):
@@ -91,6 +101,48 @@ def _read_imports(path: str) -> tuple[tuple[int, tuple[str, ...], int], ...]:
                 )
             )
     return tuple(found)
+
+
+def _picked_package(node: ast.AST) -> str:
+    """``model`` for ``importlib.import_module("model." + args.model)`` (or an
+    f-string ``f"model.{name}"``): a module of a local package picked by name
+    at run time (GradientEpisodicMemory's main.py); "" otherwise."""
+    if not (
+        isinstance(node, ast.Call)
+        and node.args
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+            or (isinstance(node.func, ast.Name) and node.func.id == "import_module")
+        )
+    ):
+        return ""
+    name = node.args[0]
+    head: ast.expr | None = None
+    if isinstance(name, ast.BinOp) and isinstance(name.op, ast.Add):
+        head = name.left
+    elif isinstance(name, ast.JoinedStr) and name.values:
+        head = name.values[0]
+    if (
+        isinstance(head, ast.Constant)
+        and isinstance(head.value, str)
+        and head.value.endswith(".")
+        and all(part.isidentifier() for part in head.value[:-1].split("."))
+    ):
+        return head.value[:-1]
+    return ""
+
+
+def _package_files(
+    package: str, roots: Sequence[str], files: dict[str, int]
+) -> list[str]:
+    """The batch's modules right in ``package``'s folder, under each root."""
+    found = []
+    for root in roots:
+        folder = os.path.join(root, *package.split("."))
+        found += sorted(
+            f for f in files if os.path.dirname(f) == folder and f.endswith(".py")
+        )
+    return found
 
 
 def _module_files(

@@ -108,8 +108,8 @@ class AllOrNothing(TrainerBlocks):
             self.block(
                 place,
                 f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in a "
-                f"training loop (line {self._line(call)}), but its parameters reach no "
-                f"optimizer built in this file{self._handed_parameters(key[1])}, so "
+                f"training loop (line {self._line(call)}), but "
+                f"{self._parameters_clause(key[1])}, so "
                 "accel-migrate cannot tell how it is trained; wrap it with "
                 f"accel.prepare_model(...) where it is built {built} and its "
                 "optimizer with accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
@@ -177,6 +177,30 @@ class AllOrNothing(TrainerBlocks):
             "forward is checked by hand" + ALL_OR_NOTHING,
         )
 
+    def _parameters_clause(self, name: str) -> str:
+        """Where ``name.parameters()`` go, as a true clause: handed to a callable
+        this file picks at run time (DeepHash's
+        ``config["optimizer"]["type"](net.parameters(), ...)``: a subscript of a
+        value, not a class this rule can name), or to no optimizer built here."""
+        for call in self.index.calls:
+            if (
+                # `table[key](...)`, `factory(...)(...)`: no name to resolve
+                isinstance(call.func, (cst.Subscript, cst.Call))
+                and not self.is_optimizer_call(call)
+                and self.index.helper(call.func) is None
+                and any(_parameters_of(a.value, name) for a in call.args)
+            ):
+                return (
+                    f"its parameters are handed to `{snippet(call)}` (line "
+                    f"{self._line(call)}), a call of `{snippet(call.func)}`, a value "
+                    "the script picks at run time that accel-migrate cannot show to "
+                    "be an optimizer class"
+                )
+        return (
+            "its parameters reach no optimizer built in this file"
+            + self._handed_parameters(name)
+        )
+
     def _handed_parameters(self, name: str) -> str:
         """Where the file hands ``name.parameters()`` to a class or function of
         another local module (LSTNet's ``Optim.Optim(model.parameters(), ...)``,
@@ -187,14 +211,7 @@ class AllOrNothing(TrainerBlocks):
             if fact is None:
                 continue
             for arg in call.args:
-                value = arg.value
-                if (
-                    isinstance(value, cst.Call)
-                    and isinstance(value.func, cst.Attribute)
-                    and value.func.attr.value == "parameters"
-                    and isinstance(value.func.value, cst.Name)
-                    and value.func.value.value == name
-                ):
+                if _parameters_of(arg.value, name):
                     return (
                         f" (`{snippet(call)}`, line {self._line(call)}, hands them "
                         f"to {fact.where}, which builds what steps them in another "
@@ -364,6 +381,17 @@ class AllOrNothing(TrainerBlocks):
             # `self.model` that a base class's constructor builds (Exp_Basic)
             why = base_built_story(self.index, name, fallback, self._line) or why
         return place or fallback, why
+
+
+def _parameters_of(value: cst.BaseExpression, name: str) -> bool:
+    """Is ``value`` ``name.parameters()``?"""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "parameters"
+        and isinstance(value.func.value, cst.Name)
+        and value.func.value.value == name
+    )
 
 
 def _moved_self(index: ModuleIndex, key: Key, value: cst.BaseExpression) -> bool:

@@ -65,6 +65,56 @@ def optimized_parameters(
     return tuple(found.items())
 
 
+def function_optimized_parameters(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    is_optimizer: Callable[[ast.Call], bool],
+) -> tuple[tuple[str, int], ...]:
+    """(parameter, positional index; -1 keyword only) for each parameter of a
+    plain function whose ``.parameters()`` (or ``named_parameters()``) an
+    optimizer built in its body is handed, directly
+    (pytorch-adda's ``train_src(encoder, classifier, data_loader)``:
+    ``optim.Adam(list(encoder.parameters()) + list(classifier.parameters()))``),
+    and never bound again there; () when there is none."""
+    arguments = function.args
+    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+    named = set(positional) | {a.arg for a in arguments.kwonlyargs}
+    rebound = {
+        n.id
+        for n in ast.walk(function)
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    } | {
+        name
+        for n in ast.walk(function)
+        if isinstance(n, (ast.Global, ast.Nonlocal))
+        for name in n.names
+    }
+    found: dict[str, int] = {}
+    calls = sorted(
+        (n for n in _own_nodes(function) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for call in calls:
+        if not is_optimizer(call):
+            continue
+        handed = [k.value for k in call.keywords if k.arg == "params"]
+        if call.args and not isinstance(call.args[0], ast.Starred):
+            handed.append(call.args[0])
+        for value in handed:
+            for node in ast.walk(value):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _PARAMETER_METHODS
+                    and isinstance(node.func.value, ast.Name)
+                ):
+                    name = node.func.value.id
+                    if name in named and name not in rebound and name not in found:
+                        found[name] = (
+                            positional.index(name) if name in positional else -1
+                        )
+    return tuple(found.items())
+
+
 def _self_assignments(lineage: Lineage) -> dict[str, list[ast.expr]]:
     """``X`` -> the values the class's methods assign ``self.X`` (``self.X = v``)."""
     found: dict[str, list[ast.expr]] = {}

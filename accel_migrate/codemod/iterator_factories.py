@@ -124,15 +124,19 @@ def generated_batches(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     yields = [n for n in nodes if isinstance(n, ast.Yield) and n.value is not None]
     if not yields or any(isinstance(n, ast.YieldFrom) for n in nodes):
         return ""
-    if not all(
-        any(isinstance(v, ast.Subscript) for v in ast.walk(y.value))  # type: ignore[arg-type]
-        for y in yields
-    ):
-        return ""
     arguments = function.args
     handed = {
         a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs
     }
+    cut = _cut_names(nodes, handed)
+    if not all(
+        any(
+            isinstance(v, ast.Subscript) or (isinstance(v, ast.Name) and v.id in cut)
+            for v in ast.walk(y.value)  # type: ignore[arg-type]
+        )
+        for y in yields
+    ):
+        return ""
     for loop in nodes:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
@@ -152,3 +156,31 @@ def generated_batches(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         if isinstance(read, ast.Name) and read.id in handed:
             return ""
     return "a generator that yields batches it slices out of the data it is handed"
+
+
+def _cut_names(nodes: list[ast.AST], handed: set[str]) -> set[str]:
+    """Local names bound to items indexed out of a parameter, directly or
+    through each other (pytorch_nmt's ``batch = [data[i] for i in
+    item_indices]``, then ``src_sents, tgt_sents = zip(*batch)``)."""
+    assigns = [n for n in nodes if isinstance(n, ast.Assign)]
+    cut: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for assign in assigns:
+            if not any(
+                (
+                    isinstance(v, ast.Subscript)
+                    and isinstance(v.value, ast.Name)
+                    and v.value.id in handed
+                )
+                or (isinstance(v, ast.Name) and v.id in cut)
+                for v in ast.walk(assign.value)
+            ):
+                continue
+            for target in assign.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and name.id not in cut:
+                        cut.add(name.id)
+                        changed = True
+    return cut

@@ -293,7 +293,10 @@ class OptimizedModels:
             fact = self.index.helper(call.func)
             if (
                 fact is None
-                or fact.kind != "class"
+                # a class, or a function of a training file of the batch that
+                # builds an optimizer over what it is handed (pytorch-adda's
+                # `train_src(encoder, classifier, loader)`)
+                or (fact.kind != "class" and not fact.optimized_parameters)
                 # a step that runs what it is handed, or an optimizer built over
                 # a handed model's parameters (improved-diffusion's TrainLoop
                 # runs its model through `diffusion.training_losses`)

@@ -15,10 +15,11 @@ from functools import cached_property
 import libcst as cst
 
 from .analysis import Key
+from .index_syntax import bind_arguments
 from .names import SAME_OBJECT
 from .project_callers import given_by_callers
 from .shadowed_modules import shadowed_module
-from .trained_models import returns_of
+from .trained_models import relayed_parameter, returns_of
 
 
 class PreparedChecks:
@@ -134,7 +135,10 @@ class PreparedChecks:
         (DKT's ``model, optimizer = eval.train(loaders, model, optimizer, f)``):
         the item is the prepared model itself."""
         fact = self.index.helper(call.func)
-        if fact is None or len(fact.relayed) != length:
+        if fact is None:
+            # a function of this file: `model, best = train_model(model, ...)`
+            return self._relays_local(call, position, length)
+        if len(fact.relayed) != length:
             return False
         index, name = fact.relayed[position]
         if not name:
@@ -146,6 +150,20 @@ class PreparedChecks:
             (a.value for a in call.args if a.keyword and a.keyword.value == name),
             handed[index].value if 0 <= index < len(handed) else None,
         )
+        key = self.index.key(self._core(argument)) if argument is not None else None
+        return key is not None and key in (self.models | self.prepared)
+
+    def _relays_local(self, call: cst.Call, position: int, length: int) -> bool:
+        """``call`` runs a function of this file whose every ``return`` is a
+        tuple of ``length`` with, at ``position``, one parameter its body never
+        binds again (``return model, best_acc``), and the call hands that
+        parameter a model this rule prepares: the item is that model."""
+        target = self.index.callee(call)
+        if target is None or any(a.star for a in call.args):
+            return False
+        function, bound = target
+        name = relayed_parameter(self.index, function, position, length)
+        argument = dict(bind_arguments(function, bound, call)).get(name or "")
         key = self.index.key(self._core(argument)) if argument is not None else None
         return key is not None and key in (self.models | self.prepared)
 

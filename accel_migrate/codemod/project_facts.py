@@ -140,6 +140,10 @@ class HelperFact:
     #: unchanged there (DKT's ``return model, optimizer``), or (-1, "")
     #: (``relayed_parameters``).
     relayed: tuple[tuple[int, str], ...] = ()
+    #: For a plain function whose every return is one of its parameters,
+    #: unchanged (pytorch-adda's ``init_model(net, restore)``: ``return net``):
+    #: (positional index, name), or (-1, "") (``relayed_parameters``).
+    returned_parameter: tuple[int, str] = (-1, "")
     #: For a loss function or a model class's ``forward``: how it compares the
     #: batch's samples with each other (``pairwise_helpers``); "" if it does not.
     pairwise: str = ""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, tuple_loss
+from .handed_optimized import function_optimized_parameters
 from .iterator_factories import generated_batches, returned_iterator
 from .loader_factory_sizes import batch_size_parameter
 from .loader_sample_draws import sample_draws
@@ -36,7 +37,7 @@ from .project_nodes import _own_nodes, assigned_in
 from .project_return_kinds import ReturnKinds
 from .project_row_scaled import row_scaled_return
 from .project_sum_terms import SumTerms
-from .relayed_parameters import relayed_parameters
+from .relayed_parameters import relayed_parameters, returned_parameter
 from .returned_items import item_reasons
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
@@ -167,6 +168,11 @@ class HelperFacts(ClassFacts, ReturnKinds):
                 if not kind and returns
                 else ()
             ),
+            returned_parameter=(
+                returned_parameter(function, returns, self.scan.functions)
+                if not kind
+                else (-1, "")
+            ),
             model_class=(
                 built_class(self, returns, function) if kind == "model" else None
             ),
@@ -186,6 +192,9 @@ class HelperFacts(ClassFacts, ReturnKinds):
             group_queries=tuple(sorted(effects.queries)),
             effects_only=effects.pure and not effects.collectives,
             batch_migrated=self.view.batch_trains(self.path),
+            optimized_parameters=function_optimized_parameters(
+                function, lambda call: is_optimizer_class(self._dotted(call.func))
+            ),
             trains_own=factory[0],
             trains_in=factory[1],
             # a file of this run is migrated itself; one it only reads is not

@@ -23,6 +23,7 @@ from .reaching_values import reaching_value
 from .reduction.summed_weights import ast_step_weighted
 
 if TYPE_CHECKING:
+    from .project_facts import HelperFact
     from .project_scans import _Scan
     from .project_sum_terms import SumTerms
 
@@ -241,6 +242,13 @@ class ReturnKinds:
             fact = self._follow(target)
             if fact is not None and fact.returns:
                 return (fact.returns, fact.reduction, fact.unshardable)
+            handed = _handed_back(fact, expr) if fact is not None else None
+            if handed is not None:
+                # `init_model(net=LeNetEncoder(), restore=...)` (pytorch-adda):
+                # a function handing back the model it is given is that model
+                inner = self.kind_of(handed, function, depth + 1)
+                if inner[0] == "model":
+                    return inner
             return ("", "", "")
         # `criterion(out, y)`, with `criterion = nn.CrossEntropyLoss(...)`
         if isinstance(func, ast.Name):
@@ -474,3 +482,15 @@ def _plain_kind(expr: ast.expr, function: ast.AST, depth: int) -> str:
 
 def _is_none(value: ast.expr) -> bool:
     return isinstance(value, ast.Constant) and value.value is None
+
+
+def _handed_back(fact: HelperFact, call: ast.Call) -> ast.expr | None:
+    """The argument of ``call`` for the parameter ``fact``'s function hands back
+    unchanged (``HelperFact.returned_parameter``), or None."""
+    position, name = fact.returned_parameter
+    if not name or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return call.args[position] if 0 <= position < len(call.args) else None

@@ -61,6 +61,26 @@ def relayed_parameters(
     return tuple(found)
 
 
+def returned_parameter(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    returns: list[ast.Return],
+    functions: Functions,
+) -> tuple[int, str]:
+    """(the positional index, the name) of the parameter every ``return`` of
+    ``function`` hands back unchanged, alone (pytorch-adda's ``init_model(net,
+    restore)``: loads weights into ``net``, moves it, ``return net``), or
+    ``NOT_RELAYED``: the call's value is the object the caller handed in."""
+    names = {r.value.id if isinstance(r.value, ast.Name) else None for r in returns}
+    name = names.pop() if len(names) == 1 else None
+    positional = [a.arg for a in function.args.posonlyargs + function.args.args]
+    named = set(positional) | {a.arg for a in function.args.kwonlyargs}
+    if not returns or name is None or name not in named:
+        return NOT_RELAYED
+    if name in _rebound_names(function, functions, 0):
+        return NOT_RELAYED
+    return (positional.index(name) if name in positional else -1, name)
+
+
 def _rebound_names(function: ast.AST, functions: Functions, depth: int) -> set[str]:
     """Names the function's body binds or deletes anywhere, or declares
     ``global``/``nonlocal`` (then another scope may rebind them)."""

@@ -168,6 +168,42 @@ def returns_of(
     ]
 
 
+def relayed_parameter(
+    index: ModuleIndex, function: cst.FunctionDef, position: int, length: int
+) -> str | None:
+    """The parameter of ``function`` that every ``return`` hands back unchanged
+    at ``position`` of a tuple of ``length`` (``return model, best_acc``), or
+    None: one its body (nested functions included) never binds or deletes
+    again, so the returned object is the one the caller handed in."""
+    returns = returns_of(index, function)
+    names = {
+        (
+            r.elements[position].value.value  # type: ignore[attr-defined]
+            if isinstance(r, cst.Tuple)
+            and len(r.elements) == length
+            and not any(isinstance(e, cst.StarredElement) for e in r.elements)
+            and isinstance(r.elements[position].value, cst.Name)
+            else None
+        )
+        for r in returns
+    }
+    name = names.pop() if len(names) == 1 else None
+    if name is None:
+        return None
+    scope, _ = index.function_scope_key(function, name)
+    if scope is None or any(
+        not isinstance(getattr(a, "node", None), cst.Param) for a in scope[name]
+    ):
+        return None
+    deleted = findall(function.body, m.Del(target=m.Name(name)))
+    declared = findall(
+        function.body,
+        m.Global(names=[m.ZeroOrMore(), m.NameItem(m.Name(name)), m.ZeroOrMore()])
+        | m.Nonlocal(names=[m.ZeroOrMore(), m.NameItem(m.Name(name)), m.ZeroOrMore()]),
+    )
+    return None if deleted or declared else name
+
+
 def snippet(node: cst.CSTNode) -> str:
     code = " ".join(cst.Module([]).code_for_node(node).split())
     return code if len(code) <= _SNIPPET else code[: _SNIPPET - 3] + "..."

@@ -76,7 +76,7 @@ from trains.train_factory import train_factory
 
 def load_model(model, path, optimizer):
     state = torch.load(path)
-    model.load_state_dict(state["model"])
+    model = state["model"]
     return model, optimizer, state["epoch"]
 
 

@@ -218,3 +218,44 @@ def test_a_function_handed_the_batch_does_not_return_it_for_every_caller() -> No
     assert (code, line) == ("AM041", 14)
     assert "(line 22)" in message and "line 21" not in message
     assert "`save_image(...)` writes `fixed_x`" in message
+
+
+PAIRED = """
+import torch
+from torch.utils.data import DataLoader
+
+
+class PairedData:
+    def __init__(self, loader_a, loader_b):
+        self.loader_a = loader_a
+        self.loader_b = loader_b
+
+    def __iter__(self):
+        self.iter_a = iter(self.loader_a)
+        self.iter_b = iter(self.loader_b)
+        return self
+
+    def __next__(self):
+        a, a_label = next(self.iter_a)
+        b, b_label = next(self.iter_b)
+        return {"S": a, "S_label": a_label, "T": b}
+
+
+class PairedLoader:
+    def initialize(self, source, target, batch_size):
+        self.loader_s = DataLoader(source, batch_size=batch_size, shuffle=True)
+        self.loader_t = DataLoader(target, batch_size=batch_size, shuffle=True)
+        self.paired = PairedData(self.loader_s, self.loader_t)
+"""
+
+
+def test_a_draw_in_an_iterator_wrapper_is_not_said_to_be_taken_once() -> None:
+    """MCD_DA's PairedData draws `next(self.data_loader_A_iter)` in its
+    `__next__`, every step: the finding named it a batch taken once; it now
+    names the wrapper and what its batches are (the trials' mcd_two_classifiers)."""
+    found = [r for r in _review(PAIRED) if r[0] == "AM006"]
+    assert found, _review(PAIRED)
+    for _, _, message in found:
+        assert "taken once" not in message
+        assert "in `PairedData.__next__`, a batch iterator over loaders" in message
+        assert "not followed through `PairedData`" in message

@@ -29,6 +29,20 @@ def shifted(loader):
         yield x[:, :-1], y
 
 
+def data_iter(data, batch_size, shuffle=True):
+    indices = list(range(len(data)))
+    for start in range(0, len(indices), batch_size):
+        batch = [data[i] for i in indices[start:start + batch_size]]
+        src, tgt = zip(*batch)
+        yield torch.stack(src), torch.stack(tgt)
+
+
+def relabelled(loader, names):
+    for batch in loader:
+        labels = [names[i] for i in batch[1]]
+        yield batch[0], labels
+
+
 def forever(loader):
     while True:
         for batch in loader:
@@ -38,7 +52,7 @@ def forever(loader):
 SCRIPT = """
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-from utils import get_batches, shifted, forever
+from utils import get_batches, shifted, forever, data_iter, relabelled
 
 x = torch.randn(64, 4)
 y = torch.randn(64, 1)
@@ -76,6 +90,10 @@ def test_the_view_names_a_generator_of_batches(tmp_path: Path) -> None:
     )
     assert facts["utils.shifted"].batch_iterator == ""
     assert facts["utils.forever"].batch_iterator == ""
+    # pytorch_nmt's data_iter: items indexed out of its data, through names
+    assert "a generator that yields" in facts["utils.data_iter"].batch_iterator
+    # a loop over the loader it is handed, indexing another parameter
+    assert facts["utils.relabelled"].batch_iterator == ""
 
 
 def test_a_loop_over_a_generator_of_batches_is_reported(tmp_path: Path) -> None:
@@ -86,6 +104,14 @@ def test_a_loop_over_a_generator_of_batches_is_reported(tmp_path: Path) -> None:
     assert "not split across processes" in found[0]
 
 
-@pytest.mark.parametrize("source", ["shifted(loader)", "forever(loader)"])
+def test_a_loop_over_a_generator_of_indexed_items_is_reported(tmp_path: Path) -> None:
+    found = _am019(tmp_path, "data_iter(list(zip(x, y)), 8)")
+    assert len(found) == 1, found
+    assert "`data_iter` of utils.py, a generator that yields batches" in found[0]
+
+
+@pytest.mark.parametrize(
+    "source", ["shifted(loader)", "forever(loader)", "relabelled(loader, {})"]
+)
 def test_a_generator_over_a_loader_is_not_reported(tmp_path: Path, source: str) -> None:
     assert _am019(tmp_path, source) == []

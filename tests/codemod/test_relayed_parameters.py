@@ -109,3 +109,55 @@ def test_model_taken_back_from_a_helper_that_builds_a_new_one_is_refused(
     out, review = _migrate(tmp_path, "train_fresh")
     assert "accel." not in out
     assert "AM004" in review
+
+
+LOCAL = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train_model(model, loader, optimizer, epochs):
+    best = 0.0
+    for epoch in range(epochs):
+        model.train()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+        best = max(best, float(loss))
+    {extra}return model, best
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,))))
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, best = train_model(model, loader, optimizer, 2)
+    torch.save(model.state_dict(), "model.pt")
+"""
+
+
+def _migrate_local(extra: str) -> tuple[str, list[str]]:
+    result = migrate_source(LOCAL.format(extra=extra).encode(), "main.py")
+    out = result.output.decode()  # type: ignore[union-attr]
+    return out, [f.code for f in result.findings if f.status == "needs-review"]
+
+
+def test_model_taken_back_from_a_relaying_function_of_this_file_stays_prepared() -> (
+    None
+):
+    # `model, best = train_model(model, ...)` (the trials' phase-loop scripts):
+    # as `model = train_model(model, ...)` migrates, so does the tuple form
+    out, review = _migrate_local("")
+    assert "model = accel.prepare_model(torch.nn.Linear(4, 2))" in out
+    assert "accel.backward(loss)" in out
+    assert "AM004" not in review
+
+
+def test_model_taken_back_from_a_function_of_this_file_that_rebinds_it_is_refused() -> (
+    None
+):
+    out, review = _migrate_local("model = torch.nn.Linear(4, 2)\n    ")
+    assert "accel." not in out
+    assert "AM004" in review

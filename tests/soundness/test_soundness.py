@@ -1627,7 +1627,7 @@ EXPECTED: dict[str, str] = {
     # datasets/mnist.py and usps.py, reached only through utils.get_data_loader,
     # had their loaders sharded; they are now left whole too (AM103)
     "adda_pretrain_critic_t14c_project": "FLAGGED",
-    "adda_pretrain_critic_t14c_project_batch": "FLAGGED",
+    "adda_pretrain_critic_t14c_project_batch": "MATCH",
     # mil-tokyo/MCD_DA: file mode leaves the Solver of solver.py alone (AM004);
     # batch mode: `if img_s.size()[0] < self.batch_size: break` on a batch of
     # PairedData (a dict of two sharded loaders' batches) ends every epoch at
@@ -1658,7 +1658,7 @@ EXPECTED: dict[str, str] = {
     # now); batch mode migrates model/gem.py without a model to prepare
     # (AM004 there) and the runtime refuses the unprepared parameters
     "gem_episodic_memory_t14a_project": "FLAGGED",
-    "gem_episodic_memory_t14a_project_batch": "LOUD",
+    "gem_episodic_memory_t14a_project_batch": "FLAGGED",
     # ej0cl6/deep-active-learning: utils.get_net returns nets.Net, which trains
     # (SILENT in file mode before: skipped with no finding; AM004 names the
     # factory now); batch mode: the MC-dropout pool probabilities

@@ -128,6 +128,9 @@ from ..rule import Rule, tidy_args
 from ..unshardable import unshardable_reason
 from ..unsplit_loaders import one_sample_shuffled, ranked_shuffled
 
+#: The iterator protocol's methods: a ``next(...)`` there is drawn every step.
+_PROTOCOL = frozenset({"__next__", "__iter__"})
+
 
 class PrepareDataloader(Rule):
     code = "AM006"
@@ -210,6 +213,22 @@ class PrepareDataloader(Rule):
         batch = fact.at(call)
         if batch is None or batch.gathered or fact.written(batch):
             return None
+        method = self.index.enclosing_function(call)
+        owner = self.index.enclosing_class(call)
+        if method is not None and owner is not None and method.name.value in _PROTOCOL:
+            # MCD_DA's `PairedData.__next__`: `A, A_paths =
+            # next(self.data_loader_A_iter)` is drawn at every step, not once
+            where = f"{owner.name.value}.{method.name.value}"
+            return (
+                f"{batch.into} is drawn with `{code(call)}` from "
+                f"`{code(batch.loader)}` in `{where}`, a batch iterator over "
+                "loaders accel.prepare_dataloader shards: each batch it yields "
+                "holds this process's share of the original's (the configured "
+                "batch size over the number of processes), and what reads its "
+                f"batches is not followed through `{owner.name.value}`: check it "
+                "by hand (a test such as `if x.size(0) < batch_size: break` now "
+                "ends every epoch at its first batch)"
+            )
         return (
             f"{batch.into} is taken once with `{code(call)}` from "
             f"`{code(batch.loader)}`, which accel.prepare_dataloader shards: it "

@@ -20,7 +20,9 @@ of a local module handed no loader (pytorch/examples snli's iterator with
 returns (Chinese-Text-Classification's ``build_iterator`` returning its
 hand-written ``DatasetIterater``, a class with ``__next__``/``__iter__``), or a
 generator function of a local module that yields batches it slices out of the
-data it is handed (``for x, y in get_batches(x, y, batch_size)``; not one that
+data it is handed (``for x, y in get_batches(x, y, batch_size)``), or builds of
+items it indexes out of it (pytorch_nmt's ``data_iter``: ``batch = [data[i] for
+i in item_indices]``, then ``zip(*batch)``; not one that
 loops over a parameter, which may be a loader), and
 in batch mode a parameter that every caller of the batch hands one
 (``train(config, model, train_iter, ...)``; ``iterator_factories``): the
