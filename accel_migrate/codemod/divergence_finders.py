@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import attr_chain
+from .environment_steps import environment_step
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -95,13 +96,26 @@ class _TrainingFinder(cst.CSTVisitor):
         super().__init__()
         self.divergence = divergence
         self.found = False
+        #: ``s, r, done, info = env.step(a)`` calls: an environment's step
+        #: (``environment_steps``), not an optimizer's.
+        self.environments: set[cst.Call] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        call = environment_step(node)
+        if call is not None:
+            self.environments.add(call)
+        return not self.found
 
     def visit_Call(self, node: cst.Call) -> bool:
         if self.found:
             return False
         index = self.divergence.index
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "step"):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("backward", "step")
+            and node not in self.environments
+        ):
             self.found = True
         elif index.is_runtime_call(node, "backward"):
             self.found = True

@@ -1773,7 +1773,32 @@ EXPECTED: dict[str, str] = {
     # a DeepONet whose model class trains itself in `train(...)` (AM042)
     "deeponet_self_train_t15a_project": "FLAGGED",
     "deeponet_self_train_t15a_project_batch": "FLAGGED",
+    # t15c, offline RL / imitation / exploration: CORL's single-file IQL on a
+    # fixed dataset of transitions (ReplayBuffer of tensors sampled with
+    # np.random.randint, every process draws the same batch) matches
+    "corl_iql_dataset_t15c": "MATCH",
+    # CS285 hw1 BC + DAgger: MLPPolicySL.update runs self.forward and the
+    # backward inside the policy class (AM042) in both modes
+    "cs285_bc_dagger_t15c_project": "FLAGGED",
+    "cs285_bc_dagger_t15c_project_batch": "FLAGGED",
+    # kzl/decision-transformer: SequenceTrainer (seq_trainer.py) trains in the
+    # loop of its base Trainer in trainer.py (AM004 in both modes)
+    "decision_transformer_t15c_project": "FLAGGED",
+    "decision_transformer_t15c_project_batch": "FLAGGED",
+    # jcwleo's ICM + PPO: ICMAgent trains in agents.py (AM004 in file mode);
+    # batch mode was FLAGGED by an untrue AM028 (the workers' `s, r, d, rd, lr =
+    # work.step(action)` read as an optimizer step); the environment step is no
+    # training step now (environment_steps.py) and the batch matches, each
+    # process training on the whole rollout (AM019)
+    "icm_ppo_curiosity_t15c_project": "FLAGGED",
+    "icm_ppo_curiosity_t15c_project_batch": "MATCH",
+    # Kaixhin/Rainbow: Agent.learn in agent.py trains (AM004 in file mode);
+    # batch mode migrates agent.py and matches (prioritised replay sampled
+    # alike on every process)
+    "rainbow_per_t15c_project": "FLAGGED",
+    "rainbow_per_t15c_project_batch": "MATCH",
 }
+
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
