@@ -1280,7 +1280,7 @@ EXPECTED: dict[str, str] = {
     # d2l-ai/d2l-en LeNet with the book's d2l/torch.py vendored: train_ch6
     # builds the SGD over the net it is handed; AM004 names it (true cause)
     "d2l_train_ch6_t10d_project": "FLAGGED",
-    "d2l_train_ch6_t10d_project_batch": "FLAGGED",
+    "d2l_train_ch6_t10d_project_batch": "MATCH",
     # d2l's fine-tuning notebook with train_ch13 (nn.DataParallel over
     # try_all_gpus, l.sum().backward()): file mode left whole (AM004: train_ch13
     # trains the net it is handed). Batch mode migrates both files; it printed
