@@ -273,7 +273,7 @@ def take_rank_0s(
 
 def watch(prepared: Any, module: nn.Module) -> None:
     """From now on, registrations on ``module``'s parts go to ``prepared._late``
-    (and this process's counts are posted where they stay: ``progress``)."""
+    (and this process's counts posted while it is blocked: ``progress``)."""
     if dist.is_initialized():  # (once per store; a unit test may have none)
         progress.start_poster(
             dist.distributed_c10d._get_default_store(), prepared._runtime.env.rank

@@ -7,6 +7,9 @@ in the store. Now a process seen past the statement without it (``progress``:
 its count of collectives or ``accel.backward`` calls beyond the waiting one's)
 fails the round within about a second, a process that gets to the statement
 slowly (rank 0 evaluating first) still meets it, and every round's keys go.
+Since fixp a waiting rank polls without c10d's warnings, and the poster posts
+only while a counted call blocks, restarts over a new store, survives a store
+error and is stopped by ``comm``'s close.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 
-from accel_migrate.runtime import late_registration, progress
+from accel_migrate.runtime import comm, late_registration, progress
+from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.module import LateRegistrationError
 
 ROUND_KEYS = ("0/0", "0/1", "0/2", "0/state", "0/arrived", "0/left", "0/read")
@@ -257,3 +262,21 @@ def test_the_others_counts_are_read_with_one_multi_get(
         _Counting(), [f"k/{r}" for r in range(4)], [0, 1, 0]
     ) == [2, 3]
     assert len(calls) == 1
+
+
+def test_the_poster_stops_before_the_process_group_goes(
+    poster: list[tuple[str, str]], tmp_path: Any
+) -> None:
+    # `comm`'s close stops and joins it before `destroy_process_group` (before
+    # fixp the thread posted on, to a store that was gone)
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(str(tmp_path / "s"), 1), rank=0, world_size=1
+    )
+    collectives = comm.ProcessGroupCollectives(
+        DistEnv(rank=0, world_size=1), torch.device("cpu"), 30.0
+    )
+    progress.start_poster(dist.distributed_c10d._get_default_store(), 0)
+    thread = progress._POSTER[0][0]
+    collectives.close()
+    assert not dist.is_initialized()
+    assert not thread.is_alive() and progress._POSTER == []
