@@ -180,32 +180,35 @@ def backward(
     """
     runtime = get_runtime()
     _progress.backward()  # (where a late statement's check looks)
-    losses = _loss_share.as_tensors(loss)
-    if not runtime.backward_guarded:
-        _guards.check_backward(runtime, losses)
-    shares = runtime.take_step_shares()
-    if reduction == "mean" and count is None and runtime.env.distributed:
-        _loss_share.check_one_share(shares, runtime.env.world_size, runtime.env.rank)
-    share = _loss_share.loss_share(runtime, reduction, count)
-    fraction = share.fraction
-    runtime.record_losses(losses, fraction)
-    if losses:
-        # (of a sequence, the first: the overlap follows the order of the calls)
-        runtime.start_loss_reduce(losses[0])
-    weight = runtime.env.world_size * fraction if runtime.env.distributed else 1.0
-    if weight != 1.0:
-        losses = [tensor * weight for tensor in losses]
-    scaled = [runtime.precision.scale_loss(tensor) for tensor in losses]
-    with _empty_share.empty_share_backward(runtime, share.empty):
-        runtime.strategy.backward(
-            scaled[0] if isinstance(loss, torch.Tensor) else scaled,
-            gradient,
-            retain_graph,
-            create_graph,
-            inputs,
-        )
-    runtime.after_backward()
-    runtime.check_first_backward()
+    with _progress.inside():  # (blocked here: the others' reductions)
+        losses = _loss_share.as_tensors(loss)
+        if not runtime.backward_guarded:
+            _guards.check_backward(runtime, losses)
+        shares = runtime.take_step_shares()
+        if reduction == "mean" and count is None and runtime.env.distributed:
+            _loss_share.check_one_share(
+                shares, runtime.env.world_size, runtime.env.rank
+            )
+        share = _loss_share.loss_share(runtime, reduction, count)
+        fraction = share.fraction
+        runtime.record_losses(losses, fraction)
+        if losses:
+            # (of a sequence, the first: the overlap follows the order of the calls)
+            runtime.start_loss_reduce(losses[0])
+        weight = runtime.env.world_size * fraction if runtime.env.distributed else 1.0
+        if weight != 1.0:
+            losses = [tensor * weight for tensor in losses]
+        scaled = [runtime.precision.scale_loss(tensor) for tensor in losses]
+        with _empty_share.empty_share_backward(runtime, share.empty):
+            runtime.strategy.backward(
+                scaled[0] if isinstance(loss, torch.Tensor) else scaled,
+                gradient,
+                retain_graph,
+                create_graph,
+                inputs,
+            )
+        runtime.after_backward()
+        runtime.check_first_backward()
 
 
 @contextmanager

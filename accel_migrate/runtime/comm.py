@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -93,9 +93,9 @@ class Collectives:
 def broadcast_from_rank0(tensors: Iterable[torch.Tensor], device: torch.device) -> None:
     """Each of ``tensors`` (parameters, buffers) made rank 0's on every
     process: one broadcast per tensor, in order, so every process must pass the
-    same ones. A tensor is sent as it is where it lies contiguous on the wire's
-    device (``wire_device``: this process's GPU under NCCL, the CPU under
-    gloo); otherwise as a contiguous copy staged there, copied back after (a
+    same ones. A tensor is sent as it is where it lies contiguous on
+    ``device``, the runtime's (the process group was made for it: this
+    process's GPU, with its index, under NCCL; the CPU under gloo); otherwise as a contiguous copy staged there, copied back after (a
     CPU frozen parameter under a CUDA runtime goes through the GPU: NCCL moves
     only device tensors). (Before fixn each was sent as it lay: a view whose
     elements overlap, a frozen ``nn.Parameter(x.expand(3, 4).t())``, made gloo
@@ -103,7 +103,7 @@ def broadcast_from_rank0(tensors: Iterable[torch.Tensor], device: torch.device) 
     tensor.) One whose elements overlap cannot be written in place: it is
     rebound to the copy (``.data``, on its own device), where it stays a tensor
     of its own. ``tests/gpu/test_gpu_broadcast.py`` runs the NCCL half."""
-    wire = wire_device(device)
+    wire = device  # (the runtime's: ``cuda:<local rank>`` or the CPU)
     with torch.no_grad():
         for tensor in tensors:
             data = tensor.data
@@ -119,17 +119,6 @@ def broadcast_from_rank0(tensors: Iterable[torch.Tensor], device: torch.device) 
                 data.copy_(sent)
             else:
                 tensor.data = sent.to(data.device)
-
-
-def wire_device(device: torch.device) -> torch.device:
-    """The device a tensor must lie on for the runtime's collectives, whose
-    process group was made for ``device`` (``process_group_backend``): a CUDA
-    device with its index (this process's GPU; the current one where
-    ``device`` names none), or the CPU."""
-    if device.type != "cuda":
-        return torch.device("cpu")
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.device("cuda", index)
 
 
 def process_group_backend(device: torch.device, host_tensors: bool = False) -> str:
@@ -192,10 +181,15 @@ class ProcessGroupCollectives(Collectives):
             )
         return self._side
 
-    def _named(self, operation: str, started: bool = True) -> Any:
+    @contextmanager
+    def _named(self, operation: str, started: bool = True) -> Iterator[None]:
         if started:  # (a collective every process starts: ``progress``)
             progress.collective()
-        return named_collective(self.env.rank, operation, self.timeout)
+        with (
+            progress.inside(),
+            named_collective(self.env.rank, operation, self.timeout),
+        ):
+            yield
 
     def _on_device(self, tensor: torch.Tensor) -> torch.Tensor:
         # NCCL only moves device tensors; gloo takes CPU ones.
@@ -271,6 +265,7 @@ class ProcessGroupCollectives(Collectives):
     def close(self) -> None:
         if not dist.is_initialized():
             return
+        progress.stop_poster()  # (its store goes with the process group)
         if self.device.type != "cuda" and not process_failed():
             # gloo: a rank that tears its connections down while a peer is still
             # finishing (rank 0 writing the last checkpoint) could abort at exit

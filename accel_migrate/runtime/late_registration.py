@@ -63,7 +63,6 @@ from __future__ import annotations
 import sys
 import time
 import weakref
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -93,6 +92,8 @@ _REFUSED = _KEYS + "refused"
 #: How long a waiting process waits for the round between looks at where the
 #: others are (``progress``), in seconds.
 _LOOK = 0.25
+#: How often it looks whether the round is decided (seconds).
+_POLL = 0.05
 _UNEVEN = (
     "`{call}` on a prepared model after its first forward ran on rank(s) {here} "
     "and {why}: a parameter added then "
@@ -175,8 +176,7 @@ def same_statement(
         raise LateRegistrationError(_UNEVEN.format(call=call, here=here, why=why))
     calls = [value.decode() for value in store.multi_get(keys)]
     if store.add(prefix + "read", 1) == world:
-        for key in [*keys, state, prefix + "arrived", prefix + "read"]:
-            store.delete_key(key)
+        _delete(store, [*keys, state, prefix + "arrived", prefix + "read"])
     if len(set(calls)) > 1:
         store.set(_REFUSED, "1")
         listed = ", ".join(f"rank {r}: `{c}`" for r, c in enumerate(calls))
@@ -191,14 +191,20 @@ def _wait(
     past the statement without it, or ``timeout`` seconds waited) or another
     did, or ``failed`` where another round failed meanwhile (``_REFUSED``)."""
     deadline = time.monotonic() + timeout
+    look = time.monotonic() + _LOOK
     while True:
-        try:
-            store.wait([state], timedelta(seconds=_LOOK))
+        # (polled: a ``store.wait`` that times out has c10d print two warnings
+        # per look on every waiting process)
+        if store.check([state]):
             return store.get(state)
-        except RuntimeError:  # not decided yet
-            pass
+        if time.monotonic() < look:
+            time.sleep(_POLL)
+            continue
+        look = time.monotonic() + _LOOK
         if store.check([_REFUSED]):
-            return b"failed"
+            # (this round's outcome where it was the one refused: its state is
+            # written before ``_REFUSED``)
+            return store.get(state) if store.check([state]) else b"failed"
         gone = _went_on(store, keys, counts)
         if gone or time.monotonic() >= deadline:
             here = ", ".join(str(r) for r, k in enumerate(keys) if store.check([k]))
@@ -213,23 +219,22 @@ def _wait(
 
 def _went_on(store: Any, keys: list[str], counts: list[int]) -> list[int]:
     """The ranks that have not arrived in the round and have posted counts past
-    ``counts`` (this process's at the statement): they went on without it."""
+    ``counts`` (this process's at the statement): they went on without it.
+    (Every process's counts read at once; a rank's arrival only where its
+    counts are past.)"""
     gone = []
-    for other, key in enumerate(keys):
-        if store.check([key]):
-            continue
-        posted = progress.read(store, other)
-        if posted is None or posted[progress.ROUNDS] > counts[progress.ROUNDS]:
+    for other, posted in progress.read_all(store, list(range(len(keys)))).items():
+        if posted[progress.ROUNDS] > counts[progress.ROUNDS]:
             continue
         if (
             posted[progress.COLLECTIVES] > counts[progress.COLLECTIVES]
             or posted[progress.BACKWARDS] > counts[progress.BACKWARDS]
-        ):
+        ) and not store.check([keys[other]]):
             gone.append(other)
     return gone
 
 
-def _leave_failed(store: Any, prefix: str, keys: list[str], rank: int) -> str:
+def _leave_failed(store: Any, prefix: str, keys: list[str], rank: int) -> None:
     """Leave a failed round, whose ``outcome`` this process has read (``_wait``):
     every later statement refused (``_REFUSED``), this process's key deleted,
     and the round's other keys by the last of the processes that arrived to
@@ -239,8 +244,13 @@ def _leave_failed(store: Any, prefix: str, keys: list[str], rank: int) -> str:
     store.delete_key(keys[rank])
     arrived, left = prefix + "arrived", prefix + "left"
     if store.add(left, 1) >= store.add(arrived, 0):
-        for key in [prefix + "state", arrived, left]:
-            store.delete_key(key)
+        _delete(store, [prefix + "state", arrived, left])
+
+
+def _delete(store: Any, keys: list[str]) -> None:
+    """Delete a round's ``keys`` (its last reader or leaver does)."""
+    for key in keys:
+        store.delete_key(key)
 
 
 def take_rank_0s(
@@ -263,8 +273,8 @@ def take_rank_0s(
 
 def watch(prepared: Any, module: nn.Module) -> None:
     """From now on, registrations on ``module``'s parts go to ``prepared._late``
-    (and this process's counts are posted where they stay: ``progress``)."""
-    if dist.is_initialized():  # (once per process; a unit test may have none)
+    (and this process's counts posted while it is blocked: ``progress``)."""
+    if dist.is_initialized():  # (once per store; a unit test may have none)
         progress.start_poster(
             dist.distributed_c10d._get_default_store(), prepared._runtime.env.rank
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -37,8 +38,23 @@ def nccl(tmp_path: Path) -> Iterator[torch.device]:
         dist.destroy_process_group()
 
 
-def test_a_cpu_frozen_parameter_goes_through_the_gpu(nccl: torch.device) -> None:
-    assert comm.wire_device(torch.device("cuda")) == nccl  # the index made explicit
+def test_a_cpu_frozen_parameter_goes_through_the_gpu(
+    nccl: torch.device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At world 1 a broadcast sends rank 0's values to rank 0: a value that
+    # never moved would pass too. So the broadcast is recorded (the device of
+    # each tensor sent, which NCCL needs on the GPU) and writes a marker, which
+    # must come back to each parameter where it lies.
+    sent: list[torch.device] = []
+    real = dist.broadcast
+
+    def recording(tensor: torch.Tensor, src: int = 0, **kwargs: Any) -> Any:
+        sent.append(tensor.device)
+        work = real(tensor, src=src, **kwargs)  # (NCCL takes it: a CUDA tensor)
+        tensor.fill_(7.0)  # rank 0's value, as another process would receive it
+        return work
+
+    monkeypatch.setattr(comm.dist, "broadcast", recording)
     cpu = nn.Parameter(torch.arange(6.0).reshape(2, 3), requires_grad=False)
     overlapping = nn.Parameter(torch.arange(4.0).expand(3, 4).t(), requires_grad=False)
     gpu = nn.Parameter(torch.ones(3, device=nccl), requires_grad=False)
@@ -47,9 +63,11 @@ def test_a_cpu_frozen_parameter_goes_through_the_gpu(nccl: torch.device) -> None
         [cpu, overlapping, gpu], "m.s = nn.Parameter(...)", 0, 1, 60.0, nccl
     )
     torch.cuda.synchronize()
-    # rank 0's values (its own, at world 1), where they lay
-    assert cpu.device.type == "cpu" and cpu.data is held
-    assert torch.equal(cpu, torch.arange(6.0).reshape(2, 3))
-    assert overlapping.device.type == "cpu"
-    assert torch.equal(overlapping, torch.arange(4.0).expand(3, 4).t())
-    assert gpu.device == nccl and torch.equal(gpu.cpu(), torch.ones(3))
+    assert sent == [nccl, nccl, nccl]  # every one on this process's GPU
+    # the marker copied back, each where it lay
+    # (the CPU one written in place, in the storage it held)
+    assert cpu.device.type == "cpu" and cpu.data_ptr() == held.data_ptr()
+    assert torch.equal(cpu, torch.full((2, 3), 7.0))
+    assert overlapping.device.type == "cpu" and overlapping.shape == (4, 3)
+    assert torch.equal(overlapping, torch.full((4, 3), 7.0))
+    assert gpu.device == nccl and torch.equal(gpu.cpu(), torch.full((3,), 7.0))

@@ -7,18 +7,25 @@ in the store. Now a process seen past the statement without it (``progress``:
 its count of collectives or ``accel.backward`` calls beyond the waiting one's)
 fails the round within about a second, a process that gets to the statement
 slowly (rank 0 evaluating first) still meets it, and every round's keys go.
+Since fixp a waiting rank polls without c10d's warnings, and the poster posts
+only while a counted call blocks, restarts over a new store, survives a store
+error and is stopped by ``comm``'s close.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 
-from accel_migrate.runtime import late_registration, progress
+from accel_migrate.runtime import comm, late_registration, progress
+from accel_migrate.runtime.env import DistEnv
 from accel_migrate.runtime.module import LateRegistrationError
 
 ROUND_KEYS = ("0/0", "0/1", "0/2", "0/state", "0/arrived", "0/left", "0/read")
@@ -124,14 +131,152 @@ def test_without_news_of_the_others_the_bound_is_the_runs_timeout(
     assert _left(store) == []
 
 
-def test_the_counts_are_posted_where_they_stay(
+def test_a_waiting_rank_prints_nothing(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # before fixp the wait polled with `store.wait(..., 0.25 s)`: over a TCP
+    # store (torchrun's) c10d printed two `waitForInput ... timed out` warnings
+    # per look on every waiting rank (14 lines for a 2 s wait)
+    server = dist.TCPStore(
+        "127.0.0.1", 0, 1, True, timedelta(seconds=30), wait_for_workers=False
+    )
+    client = dist.TCPStore("127.0.0.1", server.port, 1, False, timedelta(seconds=30))
+    monkeypatch.setattr(dist.distributed_c10d, "_get_default_store", lambda: client)
+    _post(client, 1, [0, 3, 2])  # not past: rank 0 waits out its timeout
+    with pytest.raises(LateRegistrationError, match="not reached it within 1 s"):
+        late_registration.same_statement("m.s = 1", 0, 2, 1.0, [0, 3, 2])
+    err = capfd.readouterr().err
+    assert "waitForInput" not in err and "c10d" not in err, err
+
+
+@pytest.fixture
+def poster(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
+    """A quick poster's writes, and the poster stopped after the test."""
+    monkeypatch.setattr(progress, "COUNTS", [0, 7, 1])
+    monkeypatch.setattr(progress, "TICK", 0.02)
+    monkeypatch.setattr(progress, "STILL", 0.05)
+    monkeypatch.setattr(progress, "_POSTER", [])
+    monkeypatch.setattr(progress, "_INSIDE", [0, 0.0])
+    writes: list[tuple[str, str]] = []
+    yield writes
+    progress.stop_poster()
+
+
+class _Recording:
+    """A store that records its writes (and can fail some)."""
+
+    def __init__(self, writes: list[tuple[str, str]], failing: int = 0) -> None:
+        self.store = dist.HashStore()
+        self.writes = writes
+        self.failing = failing
+
+    def set(self, key: str, value: str) -> None:
+        if self.failing:
+            self.failing -= 1
+            raise RuntimeError("the store is busy")
+        self.writes.append((key, value))
+        self.store.set(key, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _until(test: Any, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not test() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(test())
+
+
+def test_the_counts_are_posted_where_a_call_blocks(
+    poster: list[tuple[str, str]],
+) -> None:
+    store = _Recording(poster)
+    progress.start_poster(store, 3)
+    # posted once at the start (every key exists: one multi_get reads them)
+    assert poster == [(progress.KEY.format(3), "0 7 1")]
+    assert progress.read(store, 3) == (0, 7, 1)
+    # slow steps outside the counted calls (a long forward): nothing written
+    for _ in range(3):
+        progress.collective()
+        with progress.inside():
+            pass
+        time.sleep(0.1)
+    assert len(poster) == 1
+    # blocked in a collective: posted within a few looks
+    progress.collective()
+    with progress.inside():
+        assert _until(lambda: progress.read(store, 3) == (0, 11, 1))
+        time.sleep(0.1)
+    assert len(poster) == 2  # once, not at every look
+    thread = progress._POSTER[0][0]
+    progress.stop_poster()
+    assert not thread.is_alive() and progress._POSTER == []
+
+
+def test_the_poster_keeps_posting_after_a_store_error(
+    poster: list[tuple[str, str]],
+) -> None:
+    store = _Recording(poster)
+    progress.start_poster(store, 0)
+    store.failing = 3
+    progress.collective()
+    with progress.inside():
+        assert _until(lambda: progress.read(store, 0) == (0, 8, 1))
+    assert store.failing == 0 and progress._POSTER[0][0].is_alive()
+
+
+def test_a_new_store_gets_a_new_poster(poster: list[tuple[str, str]]) -> None:
+    # a process that destroys its process group and makes another
+    first, second = _Recording(poster), _Recording(poster)
+    progress.start_poster(first, 1)
+    thread = progress._POSTER[0][0]
+    progress.start_poster(first, 1)  # the same store: the same thread
+    assert progress._POSTER[0][0] is thread
+    progress.start_poster(second, 1)
+    assert not thread.is_alive()
+    assert progress._POSTER[0][2] is second and progress._POSTER[0][0].is_alive()
+    progress.collective()
+    with progress.inside():
+        assert _until(lambda: progress.read(second, 1) == (0, 8, 1))
+    assert progress.read(first, 1) == (0, 7, 1)
+
+
+def test_the_others_counts_are_read_with_one_multi_get(
     store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(progress, "COUNTS", [0, 7, 1])
-    monkeypatch.setattr(progress, "TICK", 0.05)
-    monkeypatch.setattr(progress, "_STARTED", [])
-    progress.start_poster(store, 3)
-    deadline = time.monotonic() + 5
-    while progress.read(store, 3) is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert progress.read(store, 3) == (0, 7, 1)
+    for rank in range(4):
+        _post(store, rank, [0, rank, 0])
+    calls: list[list[str]] = []
+    real = store.multi_get
+
+    class _Counting:
+        def multi_get(self, keys: list[str]) -> list[bytes]:
+            calls.append(keys)
+            return real(keys)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+    assert late_registration._went_on(
+        _Counting(), [f"k/{r}" for r in range(4)], [0, 1, 0]
+    ) == [2, 3]
+    assert len(calls) == 1
+
+
+def test_the_poster_stops_before_the_process_group_goes(
+    poster: list[tuple[str, str]], tmp_path: Any
+) -> None:
+    # `comm`'s close stops and joins it before `destroy_process_group` (before
+    # fixp the thread posted on, to a store that was gone)
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(str(tmp_path / "s"), 1), rank=0, world_size=1
+    )
+    collectives = comm.ProcessGroupCollectives(
+        DistEnv(rank=0, world_size=1), torch.device("cpu"), 30.0
+    )
+    progress.start_poster(dist.distributed_c10d._get_default_store(), 0)
+    thread = progress._POSTER[0][0]
+    collectives.close()
+    assert not dist.is_initialized()
+    assert not thread.is_alive() and progress._POSTER == []

@@ -142,9 +142,8 @@ def broadcast_own_buffers(wrapper: DistributedDataParallel, retained: bool) -> N
     modules then hold: the graph keeps the values it saved (before fixn they
     were written in place, and the second backward read rank 0's). Only a
     buffer whose value differs from rank 0's is rebound (r34d): a reference the
-    script holds to it (``s = model.s``) keeps this process's value, and it
-    does not make a ``torch.compile``'d module recompile (torch 2.13: buffers
-    are its inputs; ``tests/runtime/test_ddp_collectives.py``). Not written in
+    script holds to one that is already rank 0's (``s = model.s``) stays the
+    module's (a rebound one keeps this process's value). Not written in
     place: a tensor the graph saved cannot be told from one it did not, and a
     write that bumps its version would fail the second backward. Where the
     modules are found once per wrapper (``_own_places``); a model without such
@@ -166,11 +165,17 @@ def broadcast_own_buffers(wrapper: DistributedDataParallel, retained: bool) -> N
             wrapper.process_group, sent, wrapper.broadcast_bucket_size, 0
         )
     if retained:
-        # (one whose value is rank 0's already stays the tensor it was)
+        # (one whose value is rank 0's already stays the tensor it was; the
+        # buffers compared at once: one read of the device's answer, not one
+        # per buffer)
+        olds = list(own.values())
+        differs = torch.stack(
+            [torch.ne(old, new).any() for old, new in zip(olds, sent, strict=True)]
+        ).tolist()
         fresh = {
             key: new
-            for (key, old), new in zip(own.items(), sent, strict=True)
-            if not torch.equal(old, new)
+            for key, new, moved in zip(own, sent, differs, strict=True)
+            if moved
         }
         for module, name in places:
             buffer = module._buffers.get(name)
