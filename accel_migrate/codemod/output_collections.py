@@ -153,18 +153,24 @@ def collection_of(index: ModuleIndex, node: cst.CSTNode) -> Collection | None:
 
 
 def _integer_item(value: cst.BaseExpression) -> bool:
-    """``out[0]`` (through per-sample methods: ``out[0].cpu()``), an integer
-    item of a value not proven a tuple or list: a model's first output (one
-    per sample) or the batch's first row (one per batch) alike."""
+    """``out[0]`` (through per-sample methods: ``out[0].cpu()``), item 0 of a
+    name not proven a tuple or list: a model's first output (one per sample) or
+    the batch's first row (one per batch) alike. An item of a call
+    (``model(imgs)[1]``) or another integer item (``out[1]``, ``out[-1]``) is
+    one output of several as written in real code (a ReID model's ``logits,
+    feats``): gathered per batch, where the runtime's ``GatherOrderError`` is
+    the guard if it is a row after all (a share of rows checked per batch)."""
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
         value = value.func.value
     if not isinstance(value, cst.Subscript) or isinstance(
-        value.value, (cst.Tuple, cst.List)
+        value.value, (cst.Tuple, cst.List, cst.Call)
     ):
         return False
     first = value.slice[0].slice
-    return isinstance(first, cst.Index) and isinstance(
-        first.value, (cst.Integer, cst.UnaryOperation)
+    return (
+        len(value.slice) == 1
+        and isinstance(first, cst.Index)
+        and m.matches(first.value, m.Integer("0"))
     )
 
 

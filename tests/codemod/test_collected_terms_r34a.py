@@ -40,6 +40,16 @@ def test_an_integer_item_per_batch_is_not_gathered() -> None:
         assert "integer item" in am029[2] and "first row" in am029[2]
 
 
+def test_an_item_of_a_call_or_a_later_output_is_gathered() -> None:
+    # a model returning (logits, feats): `feats.append(model(imgs)[1])` (the ReID
+    # shape of reid_stdout_logger_project, MATCH before r34a) is one output of
+    # several, gathered per batch as before (the runtime checks the rows)
+    for grow in ("feats.append(model(x)[1])", "feats.append(out[1].cpu())"):
+        found = _findings("feats = []", "        " + grow, "print(len(feats))")
+        (am029,) = [f for f in found if f[0] == "AM029"]
+        assert am029[1] == "fixed" and "per_batch=True" in am029[2], (grow, am029)
+
+
 def test_a_whole_output_per_batch_is_still_gathered() -> None:
     found = _findings(
         "preds = []", "        preds.append(out.cpu())", "print(len(preds))"

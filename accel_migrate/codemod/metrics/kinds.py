@@ -64,7 +64,9 @@ class BatchKinds:
             value = inner  # `(2 * inter / (p.sum() + y.sum())).item()`
         if isinstance(value, cst.BinaryOperation):
             if isinstance(value.operator, (cst.Add, cst.Subtract)):
-                return self._sum_kind(value, context, depth)
+                found = self._sum_kind(value, context, depth)
+                if found is not None:
+                    return found
             if isinstance(value.operator, cst.Divide):
                 left = self.kind(value.left, context, depth)
                 if counts_batch(self.index, value.right):
@@ -158,12 +160,15 @@ class BatchKinds:
 
     def _sum_kind(
         self, value: cst.BinaryOperation, context: cst.CSTNode, depth: int
-    ) -> Kind:
+    ) -> Kind | None:
         """``a + b`` / ``a - b``: the sides' kind where they agree. A constant
         side keeps a mean a mean (``1 - correct / n``, PSMNet's 3-pixel error:
         the weighted mean of ``1 - x`` is ``1 -`` the weighted mean of ``x``)
         but makes a sum no sum (``n + 1`` summed over processes counts the
-        ``1`` once per process), so it is "unknown"."""
+        ``1`` once per process), so it is "unknown". A sum and a mean are
+        "unknown"; where one side is unread (``sum(a != b for ...) +
+        abs(len(h) - len(r))``, an edit distance), None: the whole expression
+        is read as before (its counts)."""
         sides = (value.left, value.right)
         constants = [s for s in sides if _constant(s)]
         if len(constants) == 2:
@@ -173,7 +178,11 @@ class BatchKinds:
             return "mean" if self.kind(other, context, depth) == "mean" else "unknown"
         left = self.kind(value.left, context, depth)
         right = self.kind(value.right, context, depth)
-        return left if left == right else "unknown"
+        if left == right and left != "unknown":
+            return left
+        if {left, right} == {"sum", "mean"}:
+            return "unknown"
+        return None
 
     def _converted(self, value: cst.BaseExpression, key: Key) -> bool:
         """``loss = loss.float()`` (``.detach()``, ``.cpu()``...): the variable
