@@ -64,6 +64,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .divergence import Divergence
     from .divergence_memo import DivergenceMemo
+    from .function_syntax import FunctionSyntax
     from .rank_local_options import RankLocalOptions
     from .rank_local_sources import RankLocalSources
     from .reached_calls import ReachedCalls
@@ -157,6 +158,18 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps, LocalDefinitions):
         self._callees: dict[cst.Call, tuple[cst.FunctionDef, int] | None] = {}
         #: Shared by the indexes of one file's trees (``RuleContext``).
         self.divergence_memo: DivergenceMemo | None = None
+        #: Shared by the indexes of one file's trees (``RuleContext``); None:
+        #: this index's own (``function_syntax``).
+        self._function_syntax: FunctionSyntax | None = None
+
+    @property
+    def function_syntax(self) -> FunctionSyntax:
+        """Facts of a function's own syntax (``function_syntax``)."""
+        if self._function_syntax is None:
+            from .function_syntax import FunctionSyntax
+
+            self._function_syntax = FunctionSyntax()
+        return self._function_syntax
 
     # -- basic lookups ---------------------------------------------------------------
     def helper(self, func: cst.BaseExpression, returns: str = "") -> HelperFact | None:

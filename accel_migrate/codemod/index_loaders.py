@@ -134,7 +134,11 @@ class LoaderFacts:
         if name in _LOOP_WRAPPERS or self.qualnames(expr.func) & _LOOP_QUALNAMES:
             return first.value
         callee = self.callee(expr)  # type: ignore[attr-defined]
-        if callee is not None and callee[1] == 0 and repeats_first(callee[0]):
+        if (
+            callee is not None
+            and callee[1] == 0
+            and self.function_syntax.repeats_first(callee[0])  # type: ignore[attr-defined]
+        ):
             return first.value  # `cycle(loader)`: yields the loader's batches
         return None
 

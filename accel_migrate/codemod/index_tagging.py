@@ -11,7 +11,6 @@ import libcst as cst
 from .index_syntax import (
     Key,
     Seed,
-    _returned_values,
     bind_arguments,
     method_call,
 )
@@ -59,7 +58,7 @@ class Tagging:
             if function is None or function in active:
                 return None
             if function not in returned_by:
-                returned_by[function] = _returned_values(function)
+                returned_by[function] = self.function_syntax.returned_values(function)
             values = returned_by[function]
             if not values or any(v is None for v in values):
                 return None

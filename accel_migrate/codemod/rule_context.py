@@ -19,6 +19,7 @@ from . import positions
 from .analysis import LazyQualifiedNames, ModuleIndex
 from .divergence_memo import DivergenceMemo
 from .findings import Finding
+from .function_syntax import FunctionSyntax
 from .linemap import LineMap
 from .project_file_facts import ProjectFacts
 from .scopes import ScopeProvider
@@ -83,6 +84,9 @@ class RuleContext:
     #: The divergence analysis's statement walks, reused on this file's later
     #: trees where they hold (``divergence_memo``).
     divergence_memo: DivergenceMemo = field(default_factory=DivergenceMemo)
+    #: Facts of a function's own syntax, kept for this file's later trees
+    #: (``function_syntax``).
+    function_syntax: FunctionSyntax = field(default_factory=FunctionSyntax)
 
     @property
     def original_index(self) -> ModuleIndex:
@@ -131,6 +135,7 @@ class RuleContext:
     ) -> ModuleIndex:
         index = ModuleIndex(wrapper, self.alias, qualnames, project=self.project)
         index.divergence_memo = self.divergence_memo
+        index._function_syntax = self.function_syntax
         # Its code is the parsed source, or generated with the tree's positions
         # (only the statements no earlier tree generated), not by a whole
         # ``Module.code`` of each changed tree.
