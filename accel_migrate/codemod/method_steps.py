@@ -37,6 +37,9 @@ from .subtrees import findall
 
 #: Reductions a loss method's value may be taken through before its backward.
 _REDUCTIONS = frozenset({"mean", "sum"})
+#: Tensor methods that scale or combine a value elementwise, followed like the
+#: operators (beta-tcvae's ``obj.mean().mul(-1).backward()``).
+_SCALINGS = frozenset({"mul", "div", "neg", "add", "sub", "multiply", "divide"})
 #: The operators whose terms a backpropagated value reaches (``loss + reg``).
 _TERMS = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 #: How many assignments, terms and subscripts deep a value is followed.
@@ -131,6 +134,17 @@ def _values(index: ModuleIndex, tensor: cst.BaseExpression) -> list[cst.BaseExpr
             queue += [(expr.left, depth + 1), (expr.right, depth + 1)]
         elif isinstance(expr, cst.Subscript):
             queue.append((expr.value, depth + 1))
+        elif isinstance(expr, cst.UnaryOperation) and isinstance(
+            expr.operator, cst.Minus
+        ):
+            queue.append((expr.expression, depth + 1))
+        elif (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _SCALINGS
+        ):
+            queue.append((expr.func.value, depth + 1))
+            queue += [(a.value, depth + 1) for a in expr.args]
         else:
             found.append(expr)
     return found
@@ -141,8 +155,7 @@ def _unreduced(value: cst.BaseExpression) -> cst.BaseExpression:
         isinstance(value, cst.Call)
         and isinstance(value.func, cst.Attribute)
         and value.func.attr.value in _REDUCTIONS
-        and not value.args
-    ):
+    ):  # ``.mean()``, also over a dimension (``.mean(0)``)
         value = value.func.value
     return value
 

@@ -3,7 +3,9 @@ through the ways real steps combine its output (LightGCN-PyTorch's
 ``BPRLoss.stageOne``: ``loss, reg_loss = self.model.bpr_loss(users, pos, neg)``,
 ``loss = loss + reg_loss``, ``loss.backward()``); before, only a loss that was
 the method's value itself (or its ``.mean()``) was followed, and the batch run
-stopped at the runtime's "received gradients but was never called" instead."""
+stopped at the runtime's "received gradients but was never called" instead.
+Round t16b added a negation and tensor-method scalings (``.mul(-1)``), which
+left beta-tcvae's ``vae.elbo(x, n)`` step migrated (LOUD at world 2)."""
 
 from __future__ import annotations
 
@@ -59,6 +61,13 @@ STEPS = {
         "    out = model.bpr_loss(users, pos, neg)\n"
         "    loss = out[0] + 1e-4 * out[1]"
     ),
+    # rtqichen/beta-tcvae's `obj.mean().mul(-1).backward()` (round t16b)
+    "scaled by a tensor method": (
+        "    obj, reg = model.bpr_loss(users, pos, neg)\n"
+        "    loss = obj.mean().mul(-1).add(reg.div(10))"
+    ),
+    # ikostrikov/pytorch-flows' `loss = -model.log_probs(data).mean()`
+    "negated": "    loss = -model.bpr_loss(users, pos, neg)[0].mean(0)",
 }
 
 

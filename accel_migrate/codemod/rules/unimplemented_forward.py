@@ -13,9 +13,11 @@ prepared model other than ``forward`` returns, where that method runs the
 model's layers itself (the BiLSTM-CRF's ``loss = model.loss(xs, tags)``, whose
 ``loss`` builds its features with ``self.embedding`` and ``self.rnn``;
 ``method_steps``): the model is never called either. The loss is followed
-back through unpackings, subscripts and sums (LightGCN-PyTorch's ``loss,
-reg_loss = self.model.bpr_loss(users, pos, neg)``, then ``loss = loss +
-reg_loss``). A method that only
+back through unpackings, subscripts, sums, negations and tensor-method
+scalings (LightGCN-PyTorch's ``loss, reg_loss = self.model.bpr_loss(users,
+pos, neg)``, then ``loss = loss + reg_loss``; pytorch-flows' ``loss =
+-model.log_probs(data).mean()``; beta-tcvae's ``obj, elbo = vae.elbo(x, n)``
+then ``obj.mean().mul(-1).backward()``). A method that only
 combines what ``model(x)`` returned (``model.loss_function(*results)``) is not
 one. A call of a model's method that runs its layers and backpropagates itself,
 the whole training loop inside the model class (knowledge-tracing-collection-
