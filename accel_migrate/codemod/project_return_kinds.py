@@ -20,7 +20,6 @@ from .optimizer_factories import class_expression
 from .project_nodes import SAME_OBJECT_METHODS, assigned_in, same_object_of
 from .project_ranks import at_least_2d, loss_at_least_2d
 from .reaching_values import reaching_value
-from .reduction.summed_weights import ast_step_weighted
 
 if TYPE_CHECKING:
     from .project_facts import HelperFact
@@ -232,6 +231,10 @@ class ReturnKinds:
         target = self.resolve(func)
         if isinstance(target, str):
             found = self._external(target, expr)
+            # imported here: the reduction package imports libcst, which a run
+            # the cache answers whole must not (the project view runs there)
+            from .reduction.summed_weights import ast_step_weighted
+
             if found[:2] == ("loss", "sum") and ast_step_weighted(
                 target.rsplit(".", 1)[1], expr, function
             ):
