@@ -147,6 +147,7 @@ class ClassFacts:
             backpropagated_attributes,
             builds_optimizer,
             handed_in_training,
+            handed_training_step,
             method_trains_handed,
             trained_parameter,
             trains_own_models,
@@ -181,6 +182,7 @@ class ClassFacts:
             collective_calls=tuple(sorted(effects.collective_calls)),
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            trains_step=handed_training_step(lineage),
             method_trains=method_trains,
             untraining_methods=(
                 untraining_methods(lineage, self.scan.functions)

@@ -278,6 +278,11 @@ class HelperFact:
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);
     #: "" if not.
     trains: str = ""
+    #: For such a class: the method whose backward ``trains`` names (the step),
+    #: the method of the class that calls it on ``self`` (the loop) and that
+    #: call's line (``library_trainers.handed_training_step``): a subclass that
+    #: overrides the step inherits the loop, not the step.
+    trains_step: tuple[str, str, int] = ("", "", 0)
     #: For a class that trains none it is handed at construction, one of whose
     #: methods trains a model handed to that method (a hand-written Trainer's
     #: ``fit(model, loader)``): how, as a phrase (``method_trains_handed``);
