@@ -34,7 +34,7 @@ from .project_nodes import _own_nodes
 from .replay_buffers import stored
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
-from .uncalled_methods import uncalled_effects
+from .uncalled_methods import construction_quiet_effects, uncalled_effects
 
 if TYPE_CHECKING:
     from .draw_guards import TestedDraw
@@ -229,6 +229,11 @@ class ClassFacts:
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
             uncalled_effects=(
                 uncalled_effects(self, cls)
+                if effects.writes or effects.prints or effects.collectives
+                else ()
+            ),
+            method_effects=(
+                construction_quiet_effects(self, cls)
                 if effects.writes or effects.prints or effects.collectives
                 else ()
             ),

@@ -335,6 +335,10 @@ class HelperFact:
     #: methods (``uncalled_methods``); () otherwise. Building one prints and
     #: writes nothing, so AM017 leaves its construction alone.
     uncalled_effects: tuple[str, ...] = ()
+    #: For a class: its methods that print or write, when building an instance
+    #: runs none of them (``uncalled_methods.construction_quiet_effects``): the
+    #: writes run where those methods are called, not where it is built.
+    method_effects: tuple[str, ...] = ()
     #: For a class, not a model: it derives from torch's DataLoader
     #: (torch_geometric's NeighborSampler, written in a project's sampler.py);
     #: accel-migrate does not prepare an instance of it (AM019 names it so).
