@@ -200,9 +200,7 @@ def _makes_folders_only(helper: HelperFact) -> bool:
     return all(w in ("os.makedirs", "os.mkdir") for w in helper.writes)
 
 
-def _effect_method_calls(
-    rule: MainProcessWrites, helper: HelperFact
-) -> list[cst.Call]:
+def _effect_method_calls(rule: MainProcessWrites, helper: HelperFact) -> list[cst.Call]:
     """The calls of this module whose method is named as one of ``helper``'s
     methods that write or print (``HelperFact.method_effects``)."""
     names = m.OneOf(*(m.Name(n) for n in helper.method_effects))

@@ -150,7 +150,9 @@ def test_a_write_in_a_method_is_reported_at_its_call_not_the_build(
     train.write_text(GLUE)
     view = ProjectView([str(train)])
     result = migrate_source(
-        train.read_text(), str(train), MigrateOptions(project=view.facts_for(str(train)))
+        train.read_text(),
+        str(train),
+        MigrateOptions(project=view.facts_for(str(train))),
     )
     found = [(f.line, f.status) for f in result.findings if f.code == "AM017"]
     assert found == [(6, "info"), (15, "needs-review")]
