@@ -18,10 +18,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
+import libcst.matchers as m
 
 from .file_tests import file_test, file_test_note
 from .instance_reads import instance_value_read
 from .project_facts import HelperFact
+from .subtrees import findall
+from .trained_models import snippet
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -52,6 +55,13 @@ def helper_call(
             f"{helper.file} with accel.is_main_process()",
         )
         return updated
+    if helper.method_effects and not helper.collectives:
+        sites = _effect_method_calls(rule, helper)
+        if sites:
+            # GLUE's `BertConfig(...)`: only `to_json_file` writes, and the
+            # script calls it (`model_to_save.config.to_json_file(path)`)
+            _report_effect_method_calls(rule, original, helper, sites)
+            return updated
     if helper.collectives and not helper.collective_calls:
         # utils.save_on_master: `if is_main_process(): torch.save(...)` over
         # dist.get_rank(); its own test, not read here, chooses who writes
@@ -188,6 +198,67 @@ def file_test_reason(rule: MainProcessWrites, call: cst.Call) -> str:
 
 def _makes_folders_only(helper: HelperFact) -> bool:
     return all(w in ("os.makedirs", "os.mkdir") for w in helper.writes)
+
+
+def _effect_method_calls(rule: MainProcessWrites, helper: HelperFact) -> list[cst.Call]:
+    """The calls of this module whose method is named as one of ``helper``'s
+    methods that write or print (``HelperFact.method_effects``)."""
+    names = m.OneOf(*(m.Name(n) for n in helper.method_effects))
+    return [
+        node
+        for node in findall(rule.index.module, m.Call(func=m.Attribute(attr=names)))
+        if isinstance(node, cst.Call)
+    ]
+
+
+def _report_effect_method_calls(
+    rule: MainProcessWrites,
+    original: cst.Call,
+    helper: HelperFact,
+    sites: list[cst.Call],
+) -> None:
+    """Building ``helper``'s class writes nothing: report the calls of its
+    writing methods (once each), where the writes run, and say so at the
+    construction."""
+    # (instance_writes imports this module)
+    from .instance_writes import method_writes, writing_instance
+
+    done: set[int] = rule.__dict__.setdefault("_effect_sites", set())
+    writes = dict(helper.method_writes)
+    for site in sites:
+        if id(site) in done:
+            continue
+        if method_writes(rule, site) or writing_instance(rule, site):
+            # `config.to_json_file(path)` on an instance the analysis follows:
+            # reported (or fenced) at that call by its own part of AM017
+            continue
+        done.add(id(site))
+        name = site.func.attr.value  # type: ignore[attr-defined]
+        what = (
+            f"writes files ({', '.join(writes[name])})"
+            if name in writes
+            else "writes or prints"
+        )
+        rule.report(
+            site,
+            "needs-review",
+            f"`{snippet(site)}` calls `{name}`, the name of a method of "
+            f"`{helper.name}` in {helper.file} that {what}, on every process "
+            "(racing writes, repeated output); the method is the project's and "
+            "may read or hand back state, so the call is not moved to the main "
+            "process; run it under `if accel.is_main_process():` or guard its "
+            f"writes in {helper.file} with accel.is_main_process()",
+            if_migrated=True,
+        )
+    methods = ", ".join(f"`{n}`" for n in helper.method_effects)
+    lines = ", ".join(str(rule.original_line(site)) for site in sites)
+    rule.report(
+        original,
+        "info",
+        f"{helper.describe()} only in {methods}; building one runs none of them, "
+        f"so the call is left as it is, and the calls of them are reported where "
+        f"they run (line {lines})",
+    )
 
 
 def _left_to_its_file(

@@ -56,6 +56,31 @@ def trained_parameter(lineage: Lineage) -> tuple[str, int]:
     return (name, positional.index(name) if name in positional else -1)
 
 
+def handed_training_step(lineage: Lineage) -> tuple[str, str, int]:
+    """The method whose backward ``handed_in_training`` names (the step), the
+    first method of the class that calls it on ``self`` (the loop: the
+    decision-transformer ``Trainer.train_iteration`` calling
+    ``self.train_step()``) and the line of that call; ("", "", 0) when the class
+    trains nothing it is handed, ("step", "", 0) when no method of its calls the
+    step. A subclass that overrides the step inherits the loop, not the step."""
+    found = _handed(lineage)
+    if found is None:
+        return ("", "", 0)
+    step = found[2]
+    for method in _methods(lineage):
+        for node in _own_nodes(method):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+                and node.func.attr == step
+                and method.name != step
+            ):
+                return (step, method.name, node.lineno)
+    return (step, "", 0)
+
+
 def method_trains_handed(lineage: Lineage) -> str:
     """How a method of the class, not ``__init__``, trains a model its caller
     hands that method (a hand-written Lightning-style ``Trainer`` whose
@@ -127,11 +152,11 @@ def backpropagated_attributes(lineage: Lineage) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(found.items()))
 
 
-def _handed(lineage: Lineage) -> tuple[str, str] | None:
+def _handed(lineage: Lineage) -> tuple[str, str, str] | None:
     """How the class trains with what it is handed, as a phrase for a finding
     (``"`run` calls backward (line 76) in a step that runs `self.model`, which
-    it is handed (`__init__`'s `model`)"``), and that parameter; None when it
-    does not.
+    it is handed (`__init__`'s `model`)"``), that parameter and the method that
+    calls the backward; None when it does not.
 
     The class must store an ``__init__`` parameter on ``self`` (itself, or a
     base's ``__init__`` that it hands the parameter to) and, in a method that
@@ -173,6 +198,7 @@ def _handed(lineage: Lineage) -> tuple[str, str] | None:
                 f"that runs `self.{used}`{through}, which it is handed (`__init__`'s "
                 f"`{stored[used]}`)",
                 stored[used],
+                method.name,
             )
     return None
 

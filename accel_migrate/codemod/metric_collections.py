@@ -148,13 +148,22 @@ class CollectionPlans:
                     )
                     return
                 plan[value] = "global_number"
-            elif (
-                not direct_reads(value)
-                and self._forms.number_valued(value)
-                and self._torch_name is not None
-            ):
+            elif not direct_reads(value) and self._forms.number_valued(value):
                 # `valid_losses.append(loss_aver)` of `loss_aver = loss.item() /
                 # args.batch_size`: a number, which accel.global_loss cannot take
+                if self._torch_name is None:
+                    # no `torch.as_tensor(...)` to write: reported, not wrapped
+                    self.report(
+                        statement,
+                        "needs-review",
+                        f"values collected with `{what}` are numbers read off this "
+                        f"process's share of each batch (`{_code(value)}`), which "
+                        "accel.global_loss (it takes a tensor) cannot combine, and "
+                        "the file does not import torch to make one: compute them "
+                        "from accel.global_loss(loss).item() in the loop",
+                        if_migrated=True,
+                    )
+                    return
                 plan[value] = "global_number"
             else:
                 plan[value] = "global_loss"

@@ -34,7 +34,7 @@ from .project_nodes import _own_nodes
 from .replay_buffers import stored
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
-from .uncalled_methods import uncalled_effects
+from .uncalled_methods import construction_quiet_effects, uncalled_effects
 
 if TYPE_CHECKING:
     from .draw_guards import TestedDraw
@@ -147,6 +147,7 @@ class ClassFacts:
             backpropagated_attributes,
             builds_optimizer,
             handed_in_training,
+            handed_training_step,
             method_trains_handed,
             trained_parameter,
             trains_own_models,
@@ -181,6 +182,7 @@ class ClassFacts:
             collective_calls=tuple(sorted(effects.collective_calls)),
             effects_only=effects.pure,
             trains=handed_in_training(lineage),
+            trains_step=handed_training_step(lineage),
             method_trains=method_trains,
             untraining_methods=(
                 untraining_methods(lineage, self.scan.functions)
@@ -227,6 +229,11 @@ class ClassFacts:
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
             uncalled_effects=(
                 uncalled_effects(self, cls)
+                if effects.writes or effects.prints or effects.collectives
+                else ()
+            ),
+            method_effects=(
+                construction_quiet_effects(self, cls)
                 if effects.writes or effects.prints or effects.collectives
                 else ()
             ),

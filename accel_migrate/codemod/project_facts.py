@@ -278,6 +278,11 @@ class HelperFact:
     #: ``fit(model, optimizer, loader)``): how, as a phrase (``library_trainers``);
     #: "" if not.
     trains: str = ""
+    #: For such a class: the method whose backward ``trains`` names (the step),
+    #: the method of the class that calls it on ``self`` (the loop) and that
+    #: call's line (``library_trainers.handed_training_step``): a subclass that
+    #: overrides the step inherits the loop, not the step.
+    trains_step: tuple[str, str, int] = ("", "", 0)
     #: For a class that trains none it is handed at construction, one of whose
     #: methods trains a model handed to that method (a hand-written Trainer's
     #: ``fit(model, loader)``): how, as a phrase (``method_trains_handed``);
@@ -330,6 +335,10 @@ class HelperFact:
     #: methods (``uncalled_methods``); () otherwise. Building one prints and
     #: writes nothing, so AM017 leaves its construction alone.
     uncalled_effects: tuple[str, ...] = ()
+    #: For a class: its methods that print or write, when building an instance
+    #: runs none of them (``uncalled_methods.construction_quiet_effects``): the
+    #: writes run where those methods are called, not where it is built.
+    method_effects: tuple[str, ...] = ()
     #: For a class, not a model: it derives from torch's DataLoader
     #: (torch_geometric's NeighborSampler, written in a project's sampler.py);
     #: accel-migrate does not prepare an instance of it (AM019 names it so).

@@ -346,7 +346,16 @@ class TrainerBlocks:
                 ):
                     continue
                 name = cls.name.value  # type: ignore[attr-defined]
-                if fact.trains:
+                step = fact.trains_step[0]
+                override = next(
+                    (f for f in methods if f.name.value == step),  # type: ignore[attr-defined]
+                    None,
+                )
+                if fact.trains and override is not None:
+                    how = _overridden_step(
+                        name, self._line(cls), fact, self._line(override)
+                    )
+                elif fact.trains:
                     how = (
                         f"`{name}` (line {self._line(cls)}) inherits the training "
                         f"of its base {fact.where}: {fact.trains}"
@@ -433,3 +442,22 @@ class TrainerBlocks:
             "moving its logs and saves to the main process would mix a migrated "
             "half with an unmigrated one",
         )
+
+
+def _overridden_step(name: str, line: int, fact: HelperFact, step_line: int) -> str:
+    """The phrase of a subclass that overrides the step of a base that trains
+    what it is handed (the decision-transformer ``SequenceTrainer.train_step``):
+    what it inherits is the loop that calls the step, and the model the base's
+    ``__init__`` stores."""
+    step, loop, call_line = fact.trains_step
+    inherits = (
+        f"inherits `{loop}` of its base {fact.where}, the loop that calls "
+        f"`self.{step}()` (line {call_line}) there"
+        if loop
+        else f"inherits the setup of its base {fact.where}"
+    )
+    return (
+        f"`{name}` (line {line}) overrides `{step}` (line {step_line}), the step "
+        f"its base trains with, and {inherits}; the base trains what it is "
+        f"handed: {fact.trains}"
+    )

@@ -84,6 +84,24 @@ def uncalled_effects(facts: HelperFacts, cls: ast.ClassDef) -> tuple[str, ...]:
     return tuple(sorted(effects))
 
 
+def construction_quiet_effects(
+    facts: HelperFacts, cls: ast.ClassDef
+) -> tuple[str, ...]:
+    """The methods of ``cls`` that print or write (sorted), when building an
+    instance runs none of them (GLUE's ``BertConfig``, whose ``to_json_file``
+    alone opens a file for writing): the class derives from nothing, and no
+    such method is a dunder (``__init__`` or one it calls on ``self`` counts as
+    one) or a name code outside the project calls on an object handed to it;
+    () otherwise. AM017 then reports the calls of those methods, where the
+    writes run, not the construction."""
+    if any(not _object(base) for base in cls.bases) or cls.keywords:
+        return ()
+    effects = _effect_methods(facts, cls)
+    if not effects or any(_called_anyway(name) for name in effects):
+        return ()
+    return tuple(sorted(effects))
+
+
 def _object(base: ast.expr) -> bool:
     return isinstance(base, ast.Name) and base.id == "object"
 

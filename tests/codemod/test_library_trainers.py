@@ -616,6 +616,64 @@ def test_a_subclass_that_writes_only_the_training_step(tmp_path: Path) -> None:
     )
 
 
+STEP_BASE = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, get_batch):
+        self.model = model
+        self.optimizer = optimizer
+        self.get_batch = get_batch
+
+    def train_iteration(self, num_steps):
+        self.model.train()
+        for _ in range(num_steps):
+            loss = self.train_step()
+            print(loss)
+
+    def train_step(self):
+        x, y = self.get_batch()
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+"""
+
+
+def test_a_subclass_that_overrides_the_step_inherits_the_loop(tmp_path: Path) -> None:
+    """``class SequenceTrainer(Trainer)`` (decision-transformer's
+    seq_trainer.py) overrides ``train_step``, the step whose backward the base
+    trains with: the finding said it "inherits the training of its base ...
+    `train_step` calls backward", which is false of the subclass; what it
+    inherits is ``train_iteration``, the loop that calls its own step."""
+    (tmp_path / "trainer.py").write_text(STEP_BASE)
+    script = tmp_path / "seq_trainer.py"
+    script.write_text(
+        "import torch\n"
+        "from trainer import Trainer\n\n\n"
+        "class SequenceTrainer(Trainer):\n"
+        "    def train_step(self):\n"
+        "        x, y = self.get_batch()\n"
+        "        loss = torch.nn.functional.l1_loss(self.model(x), y)\n"
+        "        self.optimizer.zero_grad()\n"
+        "        loss.backward()\n"
+        "        self.optimizer.step()\n"
+        "        return loss.item()\n"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [f.line for f in blocking] == [5]
+    assert blocking[0].message.startswith(
+        "`SequenceTrainer` (line 5) overrides `train_step` (line 6), the step its "
+        "base trains with, and inherits `train_iteration` of its base `Trainer` "
+        "in trainer.py, the loop that calls `self.train_step()` (line 13) there"
+    )
+    assert "inherits the training" not in blocking[0].message
+
+
 TRAIN_FNS = """\
 import torch
 

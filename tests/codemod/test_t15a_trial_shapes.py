@@ -133,3 +133,27 @@ def test_a_saver_only_called_is_still_moved(tmp_path) -> None:
     output, found = _am017(tmp_path, "pass")
     assert "accel.on_main_process(EarlyStopping, patience=2)" in output
     assert [f.split(":")[0] for f in found] == ["fixed"]
+
+
+def test_an_appended_number_in_a_file_without_torch_is_reported() -> None:
+    """The same loop in a file that imports ``torch.nn`` and ``from torch
+    import ...`` but not ``torch``: no ``torch.as_tensor`` can be written, and
+    the appended number was wrapped in ``accel.global_loss(loss_aver)`` (a
+    crash on a float). It is a needs-review finding now, the call unchanged."""
+    source = (
+        SCRIPT.replace("import torch\n", "")
+        .replace(
+            "import torch.nn as nn\n",
+            "import torch.nn as nn\nfrom torch import optim, randn\n",
+        )
+        .replace("torch.optim.Adam", "optim.Adam")
+        .replace("torch.randn", "randn")
+        .replace("with torch.no_grad():\n", "if True:\n")
+    )
+    assert "torch." not in source.replace("torch.nn", "").replace("torch.utils", "")
+    result = migrate_source(source, "main.py")
+    assert "accel.global_loss(loss_aver)" not in result.output
+    assert "valid_losses.append(loss_aver)" in result.output
+    found = [f for f in result.findings if f.code == "AM009" and f.line == 25]
+    assert found and {f.status for f in found} == {"needs-review"}
+    assert "the file does not import torch" in found[0].message

@@ -79,7 +79,6 @@ def test_a_print_in_a_method_nothing_calls_is_not_a_needs_review(
 @pytest.mark.parametrize(
     ("options", "why"),
     [
-        ({"tail": "optim.updateLearningRate(1.0)"}, "called"),
         ({"tail": "getattr(optim, 'updateLearningRate')(1.0)"}, "named in a string"),
         ({"base": "torch.optim.Optimizer"}, "a base that may call it"),
         ({"method": "flush"}, "a name a library calls"),
@@ -91,3 +90,74 @@ def test_a_method_that_may_be_called_keeps_the_finding(
 ) -> None:
     found = _am017(tmp_path, **options)
     assert [status for status, _ in found] == ["needs-review"], why
+
+
+def test_a_called_method_is_reported_where_it_runs(tmp_path: Path) -> None:
+    """Building ``Optim`` prints nothing; ``optim.updateLearningRate(1.0)``
+    does: the needs-review names that call's line, and the construction gets
+    an info finding that points there (``construction_quiet_effects``)."""
+    found = _am017(tmp_path, tail="optim.updateLearningRate(1.0)")
+    assert [status for status, _ in found] == ["info", "needs-review"]
+    assert "building one runs none of them" in found[0][1]
+    assert "(line 14)" in found[0][1]
+    assert found[1][1].startswith(
+        "`optim.updateLearningRate(1.0)` calls `updateLearningRate`, the name of a "
+        "method of `Optim` in Optim.py that writes or prints"
+    )
+
+
+CONFIG = """\
+import json
+
+
+class BertConfig(object):
+    def __init__(self, vocab_size=64, hidden_size=16):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+
+    def to_json_file(self, json_file_path):
+        with open(json_file_path, "w", encoding="utf-8") as writer:
+            writer.write(json.dumps(self.__dict__, indent=2, sort_keys=True))
+"""
+
+GLUE = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from modeling import BertConfig
+
+config = BertConfig(vocab_size=32)
+model = torch.nn.Linear(4, 1)
+model.config = config
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for (x,) in DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=4):
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+model_to_save = model.module if hasattr(model, "module") else model
+model_to_save.config.to_json_file("config.json")
+"""
+
+
+def test_a_write_in_a_method_is_reported_at_its_call_not_the_build(
+    tmp_path: Path,
+) -> None:
+    """GLUE's run_classifier.py: ``BertConfig(...)`` writes nothing; the write
+    is ``model_to_save.config.to_json_file(...)`` (line 15). AM017's
+    needs-review pointed at the build (line 6)."""
+    (tmp_path / "modeling.py").write_text(CONFIG)
+    train = tmp_path / "main.py"
+    train.write_text(GLUE)
+    view = ProjectView([str(train)])
+    result = migrate_source(
+        train.read_text(),
+        str(train),
+        MigrateOptions(project=view.facts_for(str(train))),
+    )
+    found = [(f.line, f.status) for f in result.findings if f.code == "AM017"]
+    assert found == [(6, "info"), (15, "needs-review")]
+    review = next(f for f in result.findings if f.code == "AM017" and f.line == 15)
+    assert "`to_json_file`, the name of a method of `BertConfig` in modeling.py" in (
+        review.message
+    )
+    assert "writes files (open(..., 'w'))" in review.message

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .audit import Row, Static, mismatches, predicted, read_rows
 from .cases import Case, discover
 
@@ -59,4 +61,35 @@ def test_codes_listed_beyond_the_cause_are_a_listing() -> None:
     assert mismatches(_case(("AM020",)), row, now, {"digest": "other"}) == [
         "listing",
         "output",
+    ]
+
+
+def test_a_tensor_held_at_zero_is_measured_against_the_floor() -> None:
+    """A bias before a BatchNorm stays at rounding noise (1e-9): divided by its
+    own largest entry, a change of its own size read "rel 2.2e+00" with every
+    loss equal. Measured against ``PARAMETER_FLOOR`` it is no difference; a
+    tensor of ordinary size, or a real change of a small one, still is."""
+    import torch
+
+    from tests.parity.harness import Run
+
+    from .corpus import FP32_TOLERANCE, _parameter_differences, parameter_error
+
+    def run(**state: torch.Tensor) -> Run:
+        return Run(stdout="", losses=[], state=state)
+
+    bias = torch.tensor([1e-9, -2e-9])
+    weight = torch.tensor([0.5, -0.25])
+    noise = {"bias": bias, "weight": weight}
+    assert parameter_error(bias, bias * -1.2) == pytest.approx(4.4e-6)
+    assert not _parameter_differences(
+        run(**noise), run(bias=-1.2 * bias, weight=weight), FP32_TOLERANCE
+    )
+    moved = run(bias=bias + 1e-6, weight=weight)
+    assert _parameter_differences(run(**noise), moved, FP32_TOLERANCE) == [
+        "param bias rel 1.0e-03"
+    ]
+    changed = run(bias=bias, weight=weight * (1 + 1e-4))
+    assert _parameter_differences(run(**noise), changed, FP32_TOLERANCE) == [
+        "param weight rel 1.0e-04"
     ]

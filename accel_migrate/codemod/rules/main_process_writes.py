@@ -58,6 +58,11 @@ stand-in that accepts every call (and ``with``) and does nothing on the others:
   together, ``accel.barrier()`` precedes and follows it, so that no process
   reads the file while another still writes it (CosFace_pytorch's
   ``model.module.save(path)`` then ``lfw_eval.eval(path)`` each epoch).
+  A class of a local module whose building writes nothing, while methods of it
+  do (GLUE's ``BertConfig``, whose ``to_json_file`` opens a file for writing,
+  ``HelperFact.method_effects``), is reported where those methods are called
+  in the file (``model_to_save.config.to_json_file(path)``, a needs-review
+  naming the method and what it writes), with an info finding at the build.
 
 ## Why
 Every process runs the script. Without this, N processes would each create a

@@ -39,6 +39,13 @@ samples, images or probe losses computed from it are the main process's
 share's. Such batches are one fact of the module (``fixed_batches.py``); one
 that a file is written from is AM041's finding, which names the files, and
 AM006 says nothing more of it (one finding a batch).
+A ``next(...)`` in a batch iterator class's ``__next__`` or ``__iter__``
+(MCD_DA's ``PairedData``, whose ``__next__`` returns ``next(self.data_loader_A_iter)``
+and ``next(self.data_loader_B_iter)`` together) is drawn at every step, not
+once: the needs-review finding names the wrapper, says that each batch it
+yields holds this process's share of the original's, and that what reads its
+batches (a test such as ``if x.size(0) < batch_size: break``) is not followed
+through the class.
 
 ## Why
 Every process must see its own share of the data. By default the runtime keeps
@@ -53,6 +60,16 @@ too (see AM009 for how their sums are combined), with no sample counted twice.
 train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=2)
 # after
 train_loader = accel.prepare_dataloader(DataLoader(train_set, batch_size=64, shuffle=True, num_workers=2))
+```
+
+```python
+# the loaders are prepared; a needs-review finding at the next(...) in __next__:
+# each pair it yields holds this process's share of the original batch
+class PairedData:
+    def __next__(self):
+        A = next(self.data_loader_A_iter)
+        B = next(self.data_loader_B_iter)
+        return {"S": A, "T": B}
 ```
 
 ## Fix safety

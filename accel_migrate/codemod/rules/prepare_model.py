@@ -133,7 +133,17 @@ finding: it is a training entry point, trained through the library. So does a
 script that calls a function of a local module returning its training step as
 a closure (BigGAN-PyTorch's ``train = train_fns.GAN_training_function(G, D,
 GD, ...)``, whose nested ``train(x, y)`` runs ``GD`` and the backward:
-``codemod/closure_steps.py``). With one
+``codemod/closure_steps.py``). A script with no backward of its own
+that calls a function of a local module running a whole training of its own
+(daandouwe/glove's main.py: ``if args.mode == "train": train.main(args)``,
+where ``main`` builds the model, its ``torch.optim.SparseAdam`` and calls
+backward: ``HelperFact.runs_training``) is left unchanged with a needs-review
+finding at that call, never skipped as "not a training entry point": the
+training is all in the module, which migrating the script alone reads but does
+not write. A subclass in the script of such a class (``SequenceTrainer(Trainer)``)
+gets one at its base: where it overrides the step the base trains with
+(``train_step``), the finding names the loop it inherits instead
+(``train_iteration``, which calls ``self.train_step()``). With one
 file argument the library is found as the script will import it: from the
 script's folder up to the project root (the nearest folder with
 ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` below the home
@@ -179,6 +189,14 @@ optimizer = optim.Adam(list(encoder.parameters()) + list(decoder.parameters()))
 # after
 encoder, decoder = accel.prepare_model(Encoder().to(device)), accel.prepare_model(Decoder().to(device))
 optimizer = accel.prepare_optimizer(optim.Adam(list(encoder.parameters()) + list(decoder.parameters())))
+```
+
+```python
+# left unchanged, with a needs-review finding at the call: train.py's main
+# builds its model and optimizer and calls backward (a whole training of its own)
+import train
+if args.mode == "train":
+    train.main(args)
 ```
 
 ```python
