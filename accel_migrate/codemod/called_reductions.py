@@ -154,10 +154,10 @@ def _changed_in_place(
         if isinstance(node, ast.AugAssign) and _is_name(node.target, name):
             return True
         if isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem)):
-            target = node.optional_vars if isinstance(node, ast.withitem) else node.target
-            if target is not None and any(
-                _is_name(n, name) for n in ast.walk(target)
-            ):
+            target = (
+                node.optional_vars if isinstance(node, ast.withitem) else node.target
+            )
+            if target is not None and any(_is_name(n, name) for n in ast.walk(target)):
                 return True
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -223,8 +223,8 @@ def _per_sample_dim(call: ast.Call, name: str, func: ast.expr) -> bool:
     dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")]
     if not dims:
         torch_call = isinstance(func, ast.Attribute) and _is_name(func.value, "torch")
-        position = (2 if name == "norm" else 1) if torch_call else (
-            1 if name == "norm" else 0
+        position = (
+            (2 if name == "norm" else 1) if torch_call else (1 if name == "norm" else 0)
         )
         if len(call.args) > position:
             dims = [call.args[position]]
