@@ -29,10 +29,18 @@ from __future__ import annotations
 
 import ast
 
+from .names import FUNCTIONAL_LOSSES
 from .project_nodes import _own_nodes, assigned_in
 
 _DEPTH = 4
 _HOW = {"sum": "sum", "mean": "mean", "nansum": "sum", "nanmean": "mean"}
+# a return this view cannot read for sure (a sum over something already
+# reduced, a name changed in place after its value): the reduction is unknown
+_UNREAD = "?"
+# calls that reduce a tensor over every dimension unless given a dimension
+_REDUCING = frozenset(
+    {"sum", "mean", "nansum", "nanmean", "norm", "std", "var", "prod", "logsumexp"}
+)
 
 
 def call_reduction(cls: ast.ClassDef) -> tuple[str, str]:
@@ -50,6 +58,14 @@ def call_reduction(cls: ast.ClassDef) -> tuple[str, str]:
     kinds: list[str] = []
     _returns(entry, methods, kinds, 0)
     read = {k for k in kinds if k in ("sum", "mean")}
+    if _UNREAD in kinds:
+        return (
+            "unknown",
+            f"`{cls.name}.{entry.name}` returns a value this tool cannot read as a "
+            "plain sum or mean over the batch (a sum of values already reduced, "
+            "such as a sum of losses or of a mean over a dimension, or a result "
+            "changed in place, as `loss /= n`, after it is computed)",
+        )
     if not read:
         return ("", "")
     if len(read) == 1 and len(set(kinds)) == 1:
@@ -94,6 +110,10 @@ def _value(
         values = assigned_in(method, expr.id)
         if not values:
             kinds.append("")
+        if _changed_in_place(method, expr.id):
+            # `loss = ((x - y) ** 2).sum(); loss /= x.size(0); return loss`
+            kinds.append(_UNREAD)
+            return
         for value in values:
             _value(value, method, methods, kinds, depth + 1)
         return
@@ -110,10 +130,114 @@ def _value(
         full = not expr.keywords
         if how is not None and full:
             torch_call = isinstance(func.value, ast.Name) and func.value.id == "torch"
+            operand = None
             if torch_call and len(expr.args) == 1:
-                kinds.append(how)  # torch.sum(x)
-                return
-            if not torch_call and not expr.args:
-                kinds.append(how)  # x.sum()
+                operand = expr.args[0]  # torch.sum(x)
+            elif not torch_call and not expr.args:
+                operand = func.value  # x.sum()
+            if operand is not None:
+                # `torch.sum(torch.stack([F.mse_loss(..), ...]))`,
+                # `((x - y) ** 2).mean(0).sum()`: a sum of values already
+                # reduced is no sum over the batch that this view can tell
+                kinds.append(_UNREAD if _holds_reduction(operand, method) else how)
                 return
     kinds.append("")
+
+
+def _changed_in_place(
+    method: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> bool:
+    """Is ``name`` bound in ``method`` other than by a plain ``name = value``
+    (``name /= n``, a loop or ``with`` target, an unpacking), or changed by an
+    in-place method (``name.div_(n)``)?"""
+    for node in _own_nodes(method):
+        if isinstance(node, ast.AugAssign) and _is_name(node.target, name):
+            return True
+        if isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem)):
+            target = (
+                node.optional_vars if isinstance(node, ast.withitem) else node.target
+            )
+            if target is not None and any(_is_name(n, name) for n in ast.walk(target)):
+                return True
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if not isinstance(target, ast.Name) and any(
+                    _is_name(n, name) for n in ast.walk(target)
+                ):
+                    return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.endswith("_")
+            and not node.func.attr.startswith("_")
+            and _is_name(node.func.value, name)
+        ):
+            return True
+    return False
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _holds_reduction(
+    operand: ast.expr, method: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0
+) -> bool:
+    """Does the summed ``operand`` hold a reduction over the batch: a loss call,
+    a call of a callable attribute of the instance (``self.criterion(x, y)``),
+    a method of the class, or a full or batch-dimension reduction (``.mean()``,
+    ``.mean(0)``, ``torch.norm(d)``); through the local names it reads? A
+    reduction over a literal dimension other than 0 (``torch.norm(d, p, 1)``,
+    ``.sum(dim=1)``) is per sample and does not count."""
+    if depth > _DEPTH:
+        return True
+    for node in ast.walk(operand):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id == "self":
+                continue
+            values = assigned_in(method, node.id)
+            if _changed_in_place(method, node.id) or any(
+                _holds_reduction(v, method, depth + 1) for v in values
+            ):
+                return True
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = (
+            func.attr
+            if isinstance(func, ast.Attribute)
+            else func.id if isinstance(func, ast.Name) else ""
+        )
+        if name in FUNCTIONAL_LOSSES or name.lower().endswith("loss"):
+            return True
+        if isinstance(func, ast.Attribute) and _is_name(func.value, "self"):
+            return True  # `self.criterion(x, y)`, `self.rel(x, y)`
+        if name in _REDUCING and not _per_sample_dim(node, name, func):
+            return True
+    return False
+
+
+def _per_sample_dim(call: ast.Call, name: str, func: ast.expr) -> bool:
+    """A reduction over a literal dimension other than 0: ``x.sum(1)``,
+    ``x.mean(dim=-1)``, ``torch.norm(d, p, 1)``."""
+    dims = [k.value for k in call.keywords if k.arg in ("dim", "axis")]
+    if not dims:
+        torch_call = isinstance(func, ast.Attribute) and _is_name(func.value, "torch")
+        position = (
+            (2 if name == "norm" else 1) if torch_call else (1 if name == "norm" else 0)
+        )
+        if len(call.args) > position:
+            dims = [call.args[position]]
+    if len(dims) != 1:
+        return False
+    dim = dims[0]
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub):
+        return isinstance(dim.operand, ast.Constant) and isinstance(
+            dim.operand.value, int
+        )
+    return (
+        isinstance(dim, ast.Constant)
+        and isinstance(dim.value, int)
+        and not isinstance(dim.value, bool)
+        and dim.value != 0
+    )

@@ -21,7 +21,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .file_tests import file_test, file_test_note
-from .instance_reads import instance_value_read
+from .instance_reads import instance_leaves, instance_value_read
 from .project_facts import HelperFact
 from .subtrees import findall
 from .trained_models import snippet
@@ -100,6 +100,22 @@ def helper_call(
             "branches, so it is left to run on every process (racing writes, "
             f"repeated output); guard its writes in {helper.file} with "
             "accel.is_main_process()",
+            if_migrated=True,
+        )
+        return updated
+    left = instance_leaves(rule.index, original) if helper.kind == "class" else ""
+    if left:
+        # the ConvLSTM stopper handed to `fit(..., early_stopping)`, which tests
+        # `stopper.early_stop`, or stored on `self` and read there
+        rule.report(
+            original,
+            "needs-review",
+            f"{helper.describe()}, and the object leaves its name ({left}), where "
+            "this rule does not follow what is read off it: made on the main "
+            "process only, the other processes would read a stand-in there (true, "
+            "whatever the object holds) and could take other branches, so it is "
+            "left to run on every process (racing writes, repeated output); guard "
+            f"its writes in {helper.file} with accel.is_main_process()",
             if_migrated=True,
         )
         return updated

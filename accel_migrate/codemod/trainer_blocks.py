@@ -10,10 +10,15 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .names import DATALOADER_CALLS, is_optimizer_class
 from .optimizer_helpers import _argument
 from .patterns import argument
 from .subtrees import findall
 from .trained_models import root_key, snippet
+
+_OPTION_NAMES = frozenset(
+    {"args", "opt", "opts", "options", "cfg", "config", "conf", "hparams", "params"}
+)
 
 if TYPE_CHECKING:
     from .project_facts import HelperFact
@@ -94,11 +99,16 @@ class TrainerBlocks:
         which migrating this file alone reads but does not write, so this file
         is left whole with the reason, never skipped as "not a training entry
         point". A file that trains itself and also calls one (a probe fitted in
-        an evaluation helper) is not blocked by it."""
+        an evaluation helper) is not blocked by it; nor is one that builds a
+        loader or an optimizer of its own (the screen's training file, which is
+        migrated, not skipped) and hands the function values of its own (an
+        evaluation script's `fit_probe(torch.cat(feats), torch.cat(labels))`):
+        only a call handed options alone (`train.main(args)`) is then one."""
         if findall(
             self.index.module, m.Call(func=m.Attribute(attr=m.Name("backward")))
         ):
             return
+        builds = self._builds_loader_or_optimizer()
         seen: set[str] = set()
         for call in self.index.calls:
             fact = self.index.helper(call.func)
@@ -110,6 +120,7 @@ class TrainerBlocks:
                 or fact.trains_own
                 or fact.collectives
                 or fact.where in seen
+                or (builds and not self._options_only(call))
             ):
                 continue
             seen.add(fact.where)
@@ -127,6 +138,41 @@ class TrainerBlocks:
                 "accel.prepare_dataloader(...) and the backward with "
                 "accel.backward(...)" + ALL_OR_NOTHING,
             )
+
+    def _builds_loader_or_optimizer(self) -> bool:
+        """Does this file build a DataLoader or an optimizer (what makes the
+        screen take it for a training file)?"""
+        for call in self.index.calls:
+            names = self.index.qualnames(call.func)
+            if names & DATALOADER_CALLS or any(is_optimizer_class(n) for n in names):
+                return True
+        return False
+
+    def _options_only(self, call: cst.Call) -> bool:
+        """Is ``call`` handed options alone: constants, and names (or their
+        attributes) bound to ``parser.parse_args()`` or spelled as a config
+        (``args``, ``opt``, ``cfg``, ``config``, ``hparams``)?"""
+        parsed = {
+            target.value
+            for assign in findall(self.index.module, m.Assign())
+            if m.matches(
+                assign.value,  # type: ignore[attr-defined]
+                m.Call(func=m.Attribute(attr=m.Name("parse_args"))),
+            )
+            for t in assign.targets  # type: ignore[attr-defined]
+            if isinstance((target := t.target), cst.Name)
+        }
+        for arg in call.args:
+            value = arg.value
+            while isinstance(value, cst.Attribute):
+                value = value.value
+            if isinstance(value, (cst.SimpleString, cst.Integer, cst.Float)):
+                continue
+            if not isinstance(value, cst.Name) or not (
+                value.value in parsed or value.value in _OPTION_NAMES
+            ):
+                return False
+        return True
 
     def _block_method_trainers(self) -> None:
         """``trainer = Trainer(max_epochs=3)`` of a local module whose class

@@ -128,3 +128,67 @@ def test_a_reduction_chosen_by_a_setting_is_reported(tmp_path: Path) -> None:
         review[0]
     )
     assert "size_average" in review[0]
+
+
+UNREAD = """\
+import torch
+import torch.nn.functional as F
+
+
+class StackedLoss(object):
+    def __call__(self, x, y):
+        terms = torch.stack([F.mse_loss(x, y), F.l1_loss(x, y)])
+        return torch.sum(terms)
+
+
+class FeatLoss(torch.nn.Module):
+    def forward(self, x, y):
+        return ((x - y) ** 2).mean(0).sum()
+
+
+class ScaledLoss(torch.nn.Module):
+    def forward(self, x, y):
+        loss = ((x - y) ** 2).sum()
+        loss /= x.size(0)
+        return loss
+
+
+class DividedLoss(torch.nn.Module):
+    def forward(self, x, y):
+        loss = ((x - y) ** 2).sum()
+        loss.div_(x.size(0))
+        return loss
+
+
+class RowSumLoss(torch.nn.Module):
+    def forward(self, x, y):
+        per_row = ((x - y) ** 2).sum(dim=1)
+        return torch.sum(per_row)
+"""
+
+
+def test_a_sum_of_reduced_or_rescaled_values_is_unknown(tmp_path: Path) -> None:
+    """rev15: a sum over losses, over a mean over the batch, or a sum divided in
+    place afterwards was read as `reduction="sum"` (the loss doubled at world
+    size 2, verify failed)."""
+    (tmp_path / "losses.py").write_text(UNREAD)
+    probe = tmp_path / "probe.py"
+    probe.write_text("import losses\n")
+    table = dict(read_project(str(probe)).helpers)
+    for name in ("StackedLoss", "FeatLoss", "ScaledLoss", "DividedLoss"):
+        kind, why = table[f"losses.{name}"].call_reduction
+        assert kind == "unknown", name
+        assert "cannot read as a plain sum or mean" in why
+    # a sum over per-sample sums (a literal non-batch dimension) is a sum
+    assert table["losses.RowSumLoss"].call_reduction == ("sum", "")
+
+
+@pytest.mark.parametrize("name", ["StackedLoss", "ScaledLoss"])
+def test_an_unread_sum_is_reported_not_summed(tmp_path: Path, name: str) -> None:
+    (tmp_path / "losses.py").write_text(LOSSES + "\n\n" + UNREAD)
+    script = tmp_path / "main.py"
+    script.write_text(SCRIPT.format(name=name, args=""))
+    result = migrate_source(script.read_text(), str(script))
+    assert 'reduction="sum"' not in result.output
+    assert "accel.backward(loss)" in result.output
+    assert any(f.code == "AM007" for f in result.needs_review)

@@ -200,3 +200,17 @@ def test_a_term_added_under_a_fixed_test_is_read() -> None:
         "            losses.append(crit(outs[i], ys[i]))\n    loss = sum(losses)"
     )
     assert _backward(lines) == "fixed: x.backward() -> accel.backward(x)"
+
+
+def test_a_term_added_under_a_presence_test_is_read() -> None:
+    """rev15: `if aux is not None: losses.append(...)` (an auxiliary head's
+    output present or not) was reported as a test that reads the batch."""
+    for test in (
+        "outs[1] is not None",
+        "outs[0] is None or not isinstance(outs[1], tuple)",
+    ):
+        lines = (
+            f"    losses = [crit(outs[0], ys[0])]\n    if {test}:\n"
+            "        losses.append(0.4 * crit(outs[1], ys[1]))\n    loss = sum(losses)"
+        )
+        assert _backward(lines) == "fixed: x.backward() -> accel.backward(x)", test

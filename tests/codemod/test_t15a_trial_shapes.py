@@ -10,6 +10,7 @@ tensor goes through ``torch.as_tensor`` now (``BatchForms.number_valued``)."""
 from __future__ import annotations
 
 import libcst as cst
+import pytest
 
 from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.metrics.forms import _read_arithmetic
@@ -157,3 +158,63 @@ def test_an_appended_number_in_a_file_without_torch_is_reported() -> None:
     found = [f for f in result.findings if f.code == "AM009" and f.line == 25]
     assert found and {f.status for f in found} == {"needs-review"}
     assert "the file does not import torch" in found[0].message
+
+
+HANDED = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from earlystopping import EarlyStopping
+
+
+def fit(model, optimizer, loader, stopper):
+    for epoch in range(10):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        stopper(1.0 / (epoch + 1), model.state_dict(), epoch, ".")
+        if stopper.early_stop:
+            break
+
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters())
+loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=4)
+{build}
+"""
+
+
+@pytest.mark.parametrize(
+    ("build", "line", "where"),
+    [
+        (
+            "early_stopping = EarlyStopping(patience=2)\n"
+            "fit(model, optimizer, loader, early_stopping)",
+            23,
+            "(`fit(model, optimizer, loader, early_stopping)`)",
+        ),
+        ("fit(model, optimizer, loader, EarlyStopping(patience=2))", 23, "(`fit("),
+        (
+            "stoppers = [EarlyStopping(patience=2)]\n"
+            "fit(model, optimizer, loader, stoppers[0])",
+            23,
+            "(`stoppers = [EarlyStopping(patience=2)]`)",
+        ),
+    ],
+)
+def test_a_saver_that_leaves_its_name_stays_on_every_process(
+    tmp_path, build: str, line: int, where: str
+) -> None:
+    """rev15 b: the ConvLSTM stopper handed to a function that tests
+    ``stopper.early_stop`` went under accel.on_main_process (HANG)."""
+    (tmp_path / "earlystopping.py").write_text(STOPPER)
+    script = tmp_path / "main.py"
+    script.write_text(HANDED.format(build=build))
+    result = migrate_source(script.read_text(), str(script))
+    assert "accel.on_main_process(EarlyStopping" not in result.output
+    found = [f for f in result.findings if f.code == "AM017" and f.line == line]
+    assert [f.status for f in found] == ["needs-review"]
+    assert f"the object leaves its name {where}" in found[0].message

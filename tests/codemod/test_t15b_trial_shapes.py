@@ -154,3 +154,40 @@ def test_error_rates_one_minus_a_mean() -> None:
     # a constant minus a batch mean: the constant is every process's alike
     assert "err2 += 1.0 - accel.global_loss((pred == y).float().mean()).item()" in out
     assert "global_loss(1" not in out
+
+
+MODULE_LOOP = """
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(list(range(8)), batch_size=4)
+fixed = torch.tensor([0.5])
+for x, y in loader:
+    opt.zero_grad()
+{weights}
+    loss = F.binary_cross_entropy_with_logits(model(x), y, w, reduction="sum")
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_module_loop_weighted_sum_is_not_a_sum() -> None:
+    """rev15 g: with no enclosing function the weights were never taken for
+    the step's, and `w /= w.sum()` kept reduction="sum" (verify failed)."""
+    weights = "    w = torch.ones_like(y)\n    w /= w.sum()"
+    line, finding = _backward(MODULE_LOOP.format(weights=weights), "train.py")
+    assert line == "accel.backward(loss)"
+    assert finding.status == "needs-review"  # type: ignore[attr-defined]
+    assert "computed in the step" in finding.message  # type: ignore[attr-defined]
+    # a name bound in the loop is taken for the step's, even to a constant
+    line, finding = _backward(MODULE_LOOP.format(weights="    w = fixed"), "train.py")
+    assert line == "accel.backward(loss)"
+    # weights made once before the loop are no value of the step
+    line, finding = _backward(
+        MODULE_LOOP.format(weights="").replace(", w, ", ", fixed, "), "train.py"
+    )
+    assert line == 'accel.backward(loss, reduction="sum")'
+    assert finding.status == "fixed"  # type: ignore[attr-defined]

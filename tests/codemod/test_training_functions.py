@@ -116,6 +116,50 @@ def test_a_script_that_trains_itself_is_not_blocked_by_a_probe(
     assert not [f for f in result.findings if "whole training" in f.message]
 
 
+EVALUATION = """\
+import argparse
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from train import main, probe
+
+model = torch.nn.Linear(4, 2)
+loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.zeros(8).long()), batch_size=4)
+feats, labels = [], []
+with torch.no_grad():
+    for x, y in loader:
+        feats.append(model(x))
+        labels.append(y)
+print(probe(torch.cat(feats), torch.cat(labels)))
+{tail}
+"""
+
+
+def test_an_evaluation_script_with_a_loader_is_not_blocked_by_a_probe(
+    tmp_path: Path,
+) -> None:
+    """rev15 c: an evaluation script with no backward (features over a loader,
+    then a probe fitted in a helper) was left whole with AM004; it migrates as
+    before 7fb8ed2. The same file handing its options to a training function
+    (`main(args)`) is still left whole."""
+    (tmp_path / "train.py").write_text(TRAIN)
+    script = tmp_path / "main.py"
+    script.write_text(EVALUATION.format(tail=""))
+    result = migrate_source(script.read_bytes(), str(script))
+    assert result.changed
+    assert not [f for f in result.findings if f.code == "AM004"]
+    tail = "args = argparse.ArgumentParser().parse_args()\nmain(args)"
+    script.write_text(EVALUATION.format(tail=tail))
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [(f.line, f.status) for f in blocking] == [(17, "needs-review")]
+    assert "calls `main` in train.py, which runs a whole training" in (
+        blocking[0].message
+    )
+
+
 def test_a_batch_over_both_files_migrates_the_training_module(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(TRAIN)
     script = tmp_path / "main.py"

@@ -375,7 +375,11 @@ def _appended_per_row(
     for ancestor in index.ancestors(use):
         if any(a is ancestor for b in bindings for a in index.ancestors(b)):
             break
-        if isinstance(ancestor, cst.If) and batch_value(index, ancestor.test):
+        if (
+            isinstance(ancestor, cst.If)
+            and not _presence_test(ancestor.test)
+            and batch_value(index, ancestor.test)
+        ):
             found.reason = found.reason or (
                 f"a term is added to the losses under `if {code(ancestor.test)}`, "
                 "which reads the batch: each process's share may add a different "
@@ -391,6 +395,24 @@ def _appended_per_row(
             )
             return False
     return _rows(index, loops, found)
+
+
+def _presence_test(test: cst.BaseExpression) -> bool:
+    """``aux is not None``, ``x is None``, ``isinstance(out, tuple)``, and those
+    joined by ``and``/``or``/``not``: a test of what an output is, the same on
+    every process's share (an auxiliary head's output present or not), not of
+    the batch's values."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _presence_test(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _presence_test(test.left) and _presence_test(test.right)
+    if isinstance(test, cst.Comparison):
+        return all(
+            isinstance(c.operator, (cst.Is, cst.IsNot))
+            and m.matches(c.comparator, m.Name("None"))
+            for c in test.comparisons
+        )
+    return m.matches(test, m.Call(func=m.Name("isinstance")))
 
 
 def _rows(

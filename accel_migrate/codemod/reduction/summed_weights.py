@@ -47,7 +47,13 @@ def step_weighted_sum(
     if weight is None or m.matches(weight, m.Name("None")):
         return ""
     function = function or index.enclosing_function(call)
-    if function is None or not _own_names(function) & _read_names(weight):
+    if function is not None:
+        own = _own_names(function)
+    else:
+        # a module-level loop (`w = torch.ones_like(y); w /= w.sum()` in the
+        # body): the names it assigns, or the module's with no loop around
+        own = _assigned_names(_outer_loop(index, call) or index.module)
+    if not own & _read_names(weight):
         return ""
     return (
         f"`{spelled}` sums its terms weighted by `{code(weight)}`, computed "
@@ -84,10 +90,28 @@ def _own_names(function: cst.FunctionDef) -> set[str]:
         p.name.value
         for p in [*params.posonly_params, *params.params, *params.kwonly_params]
     }
-    for node in findall(function.body, m.AssignTarget() | m.AugAssign()):
-        target = node.target  # type: ignore[attr-defined]
+    return (names | _assigned_names(function.body)) - {"self", "cls"}
+
+
+def _assigned_names(node: cst.CSTNode) -> set[str]:
+    """The names assigned in ``node``: assignment and loop targets."""
+    names: set[str] = set()
+    targets = m.AssignTarget() | m.AugAssign() | m.AnnAssign() | m.For()
+    for found in findall(node, targets):
+        target = found.target  # type: ignore[attr-defined]
         names |= {n.value for n in findall(target, m.Name())}  # type: ignore[attr-defined]
-    return names - {"self", "cls"}
+    return names
+
+
+def _outer_loop(index: ModuleIndex, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The outermost ``for`` or ``while`` loop around ``node``."""
+    loop = None
+    parent = index.parent(node)
+    while parent is not None:
+        if isinstance(parent, (cst.For, cst.While)):
+            loop = parent
+        parent = index.parent(parent)
+    return loop
 
 
 def _read_names(node: cst.CSTNode) -> set[str]:
