@@ -115,6 +115,35 @@ def function_optimized_parameters(
     return tuple(found.items())
 
 
+def parameter_methods(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> tuple[tuple[str, int, str, int], ...]:
+    """(parameter, positional index or -1, method, line) for each call of a method on a parameter of
+    ``function`` never bound again there (pytorch-ewc's ``train(model, ...)``
+    calling ``model.consolidate(model.estimate_fisher(...))``): what a caller
+    that hands it a prepared model has run on that model."""
+    arguments = function.args
+    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+    named = set(positional) | {a.arg for a in arguments.kwonlyargs}
+    rebound = {
+        n.id
+        for n in ast.walk(function)
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    }
+    found: list[tuple[str, int, str, int]] = []
+    for node in _own_nodes(function):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in named - rebound
+        ):
+            name = node.func.value.id
+            position = positional.index(name) if name in positional else -1
+            found.append((name, position, node.func.attr, node.lineno))
+    return tuple(sorted(set(found), key=lambda f: (f[3], f[0], f[2])))
+
+
 def _self_assignments(lineage: Lineage) -> dict[str, list[ast.expr]]:
     """``X`` -> the values the class's methods assign ``self.X`` (``self.X = v``)."""
     found: dict[str, list[ast.expr]] = {}

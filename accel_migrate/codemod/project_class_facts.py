@@ -101,7 +101,7 @@ class ClassFacts:
             from .method_parameter_grads import lineage_parameter_grads
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
-            from .project_state_writes import state_writes
+            from .project_state_writes import late_registrations, state_writes
             from .unimplemented_forward import unimplemented_forward
             from .unregistered_tensors import unregistered_tensors
 
@@ -127,6 +127,7 @@ class ClassFacts:
                 call_reduction=call_reduction(cls),
                 draws=self._class_draws(cls),
                 state_writes=state_writes(cls),
+                late_registrations=late_registrations(cls),
                 augmentation=self._augmentation(cls),
                 parameter_grads=lineage_parameter_grads(
                     [(c, d) for c, _, d in self._lineage(cls)]

@@ -253,6 +253,16 @@ class HelperFact:
     #: public method that does (basicsr's ``feed_data`` refilling its pool in
     #: ``_dequeue_and_enqueue``) (``project_state_writes``).
     method_state_writes: tuple[tuple[str, str], ...] = ()
+    #: For a model class: (method, how) for each method other than ``__init__``
+    #: and ``forward`` that registers a buffer or a module on ``self``
+    #: (pytorch-ewc's ``consolidate``: ``self.register_buffer(...)``), refused
+    #: on a prepared model (``project_state_writes.late_registrations``).
+    late_registrations: tuple[tuple[str, str], ...] = ()
+    #: For a function: (parameter, positional index or -1, method, line) for
+    #: each call of a method on one of its parameters, never bound again there
+    #: (``train(model, ...)`` calling ``model.consolidate(...)``)
+    #: (``handed_optimized.parameter_methods``).
+    parameter_methods: tuple[tuple[str, int, str, int], ...] = ()
     #: For a model class used as a criterion: how its ``forward`` passes a loss
     #: that is already a mean over the batch through a non-linear function
     #: (arcface-pytorch's ``FocalLoss``: ``torch.exp(-self.ce(input, target))``),

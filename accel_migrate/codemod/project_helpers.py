@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .batch_mixing_models import batch_mixing
 from .forward_losses import built_class, tuple_loss
-from .handed_optimized import function_optimized_parameters
+from .handed_optimized import function_optimized_parameters, parameter_methods
 from .iterator_factories import generated_batches, returned_iterator
 from .loader_factory_sizes import batch_size_parameter
 from .loader_sample_draws import sample_draws
@@ -195,6 +195,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
             optimized_parameters=function_optimized_parameters(
                 function, lambda call: is_optimizer_class(self._dotted(call.func))
             ),
+            parameter_methods=parameter_methods(function),
             trains_own=factory[0],
             trains_in=factory[1],
             # a file of this run is migrated itself; one it only reads is not

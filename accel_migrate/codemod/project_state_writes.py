@@ -239,3 +239,42 @@ def step_state_write(
         if fact.state_writes:
             return fact, fact.state_writes
     return None
+
+
+#: Calls on ``self`` that register a buffer (or a module, which may hold only
+#: buffers) on the instance: the runtime refuses them on a prepared model after
+#: its first forward (docs/runtime.md, late registrations). A late
+#: ``register_parameter`` is adopted, so it is not one.
+LATE_REGISTRATIONS = ("register_buffer", "add_module", "register_module")
+
+
+def late_registrations(cls: ast.ClassDef) -> tuple[tuple[str, str], ...]:
+    """(method, phrase) for each method of ``cls`` other than ``__init__`` and
+    ``forward`` (a forward's registrations are every process's, and the runtime
+    leaves them alone) that registers a buffer or a module on ``self``:
+    pytorch-ewc's ``MLP.consolidate`` keeps each parameter's mean and Fisher
+    diagonal with ``self.register_buffer("{}_mean".format(n), ...)``. A
+    caller that calls it on the prepared model is refused at run time."""
+    from .project_draws import class_methods
+
+    found = []
+    for name, method in class_methods(cls).items():
+        if name in ("__init__", "forward"):
+            continue
+        for node in ast.walk(method):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in LATE_REGISTRATIONS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+            ):
+                found.append(
+                    (
+                        name,
+                        f"`{cls.name}.{name}`, which registers on the model "
+                        f"with `{ast.unparse(node).splitlines()[0]}`",
+                    )
+                )
+                break
+    return tuple(found)

@@ -713,7 +713,10 @@ EXPECTED: dict[str, str] = {
     "pgd_robust_ckpt_t7a_project": "FLAGGED",
     "pgd_robust_ckpt_t7a_project_batch": "FLAGGED",
     # kuc2477/pytorch-ewc: the optimizer is built in train.py over the model main.py
-    # hands it, which neither mode follows (AM004, and AM103 for the batch's others)
+    # hands it, which file mode does not follow (AM004). Batch mode follows it
+    # (r34b) and prepared the model, whose `consolidate` (run by train.py after
+    # each task) registers buffers: LateRegistrationError at run time (LOUD).
+    # AM004 names that now (fixr), and AM103 the batch's others (cause AM004)
     "ewc_fisher_tasks_t7a_project": "FLAGGED",
     "ewc_fisher_tasks_t7a_project_batch": "FLAGGED",
     # rahulvigneswaran/Lottery-Ticket-Hypothesis: the printed Loss is the last

@@ -113,6 +113,16 @@ loader)``: ``HelperFact.optimized_parameters``) prepares it; a model built
 through a local helper that hands back the net it is given
 (``init_model(net=LeNetEncoder(), restore=...)``) is that net.
 
+A model this rule prepares (or hands such a function to prepare) on which a
+method of its class (a class of another module of the project) registers a
+buffer or a module after it is prepared stops the file the same way:
+pytorch-ewc's ``train(model, ...)`` calls ``model.consolidate(fisher)``, whose
+``self.register_buffer("{}_mean".format(n), ...)`` the prepared model refuses
+after its first forward (``LateRegistrationError``; a late parameter is
+adopted, so ``register_parameter`` is not read), and the Fisher it keeps would
+be each process's own. The finding is at the call that runs the method, or
+that hands the model to the function that does (``late_registered_models``).
+
 A model taken back from a function of this file that returns, at that position
 of its tuple, the parameter it was handed, never bound again there
 (``model, best = train_model(model, ...)`` with ``return model, best_acc``),
@@ -225,6 +235,7 @@ import libcst as cst
 from ..all_or_nothing import ALL_OR_NOTHING, AllOrNothing
 from ..analysis import Key
 from ..holder_models import HolderModels
+from ..late_registered_models import late_registered
 from ..model_builds import ModelBuilds
 from ..model_parts import part_use_message, part_uses
 from ..model_rewraps import rewrapped_later
@@ -404,6 +415,11 @@ class PrepareModel(
         for value in self.handed_models:
             if value not in built:
                 self._check_prepared(value, value)  # type: ignore[arg-type]
+        # A method of the prepared model's class that registers a buffer on
+        # it, run after it is prepared (pytorch-ewc's `consolidate`): refused
+        # at run time, and what it keeps is each process's own.
+        for call, why in late_registered(self.index, self._is_wrapped, self._core):
+            self.block(call, _late_message(why) + ALL_OR_NOTHING)
         # A container of models whose parts the script calls (`nets[0](x)`,
         # `for net in nets`): preparing it whole would sync nothing.
         wrapped = self.models - self.model_containers
@@ -412,6 +428,14 @@ class PrepareModel(
                 use,
                 part_use_message(self.index, key, use, self._line) + ALL_OR_NOTHING,
             )
+
+    def _is_wrapped(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` a model this rule prepares here, or one this file hands
+        a trainer of the batch that counts on it to prepare it?"""
+        key = self.index.key(value)
+        return key is not None and (
+            key in self.models or key in self._handed_to_batch_trainers
+        )
 
     @cached_property
     def _caller_prepared(self) -> dict[Key, tuple[cst.Param, tuple[CallSite, ...]]]:
@@ -427,3 +451,13 @@ class PrepareModel(
         for key, (param, sites) in given.items():
             self.report(param, "info", prepared_by_callers(key[1], sites))
         return updated_node
+
+
+def _late_message(why: str) -> str:
+    return (
+        f"{why}: the prepared model refuses a buffer (or a module) registered "
+        "after its first forward (`LateRegistrationError`), and what it would "
+        "keep is each process's own, from its share of the data; register it "
+        "in `__init__` (a zero buffer, filled in place later) so it is there "
+        "when the model is prepared"
+    )
