@@ -1797,6 +1797,22 @@ EXPECTED: dict[str, str] = {
     # alike on every process)
     "rainbow_per_t15c_project": "FLAGGED",
     "rainbow_per_t15c_project_batch": "MATCH",
+    # HobbitLong/RepDistiller CRD: trainable_list / module_list / criterion_list
+    # are nn.ModuleList([]) filled by .append; AM004 wrapped the three containers
+    # (no forward: LOUD by accident at the first step, UnsyncedGradientsError in
+    # file mode, "received gradients but was never called" in batch mode); a
+    # trained ModuleList/ModuleDict now blocks the file (model_parts.
+    # forwardless_builds), with AM020 for the negatives np.random.choice draws
+    "crd_repdistiller_t16a_project": "FLAGGED",
+    "crd_repdistiller_t16a_project_batch": "FLAGGED",
+    # chxy95/Deep-Mutual-Learning: file mode leaves main.py (the Trainer of
+    # trainer.py trains, AM004). Batch mode: losses match; the eval lines differ
+    # (per-peer AverageMeter accuracies and val losses of the process's share)
+    # and the finding given, AM019 on `data_loader[0]`, is NOT the true cause:
+    # main.py hands Trainer a tuple of prepared loaders, which the caller facts
+    # do not follow into `self.train_loader = data_loader[0]` (open, issue 12)
+    "dml_peer_students_t16a_project": "FLAGGED",
+    "dml_peer_students_t16a_project_batch": "FLAGGED",
 }
 
 
