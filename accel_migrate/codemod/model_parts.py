@@ -193,3 +193,49 @@ def part_use_message(
         "accel.prepare_model(...) where it is built, or call the container itself "
         "(a module whose forward runs them)"
     )
+
+
+#: Containers of modules with no forward of their own (calling one raises).
+_FORWARDLESS = frozenset(
+    {
+        "torch.nn.ModuleList",
+        "torch.nn.ModuleDict",
+        "torch.nn.modules.container.ModuleList",
+        "torch.nn.modules.container.ModuleDict",
+    }
+)
+
+
+def forwardless_builds(index: ModuleIndex, keys: set[Key]) -> dict[Key, cst.Call]:
+    """For each model of ``keys`` built as an ``nn.ModuleList`` or ``nn.ModuleDict``
+    (also with ``.to(device)``/``.cuda()``), that construction.
+
+    Such a container has no forward (calling it raises ``NotImplementedError``),
+    so ``accel.prepare_model`` around it never averages a gradient: the script
+    calls the modules inside it (RepDistiller's ``trainable_list =
+    nn.ModuleList([])`` filled with ``.append(model_s)``, the optimizer built over
+    ``trainable_list.parameters()``, the step calling ``module_list[0]`` in
+    another file). Seen whatever the training step does with it, in this file or
+    in one the analysis does not read."""
+    found: dict[Key, cst.Call] = {}
+    for key in sorted(keys, key=lambda k: k[1]):
+        for value in index.values.get(key, []):
+            core = strip_methods(value, SAME_OBJECT) if value is not None else None
+            if isinstance(core, cst.Call) and index.qualnames(core.func) & _FORWARDLESS:
+                found.setdefault(key, core)
+    return found
+
+
+def forwardless_message(
+    index: ModuleIndex, model: Key, built: cst.Call, line: Callable[[cst.CSTNode], int]
+) -> str:
+    """Why a trained ``nn.ModuleList``/``nn.ModuleDict`` is not wrapped."""
+    return (
+        f"`{model[1]}` is trained (an optimizer holds its parameters or it is "
+        f"moved to the device) but is built as `{snippet(built)}` (line "
+        f"{line(built)}), a container with no forward of its own: the script "
+        "calls the modules inside it, so accel.prepare_model around it would "
+        "never average a gradient and each process would train its own copy; "
+        "wrap each trained model it holds with accel.prepare_model(...) where "
+        "that model is built and build the optimizer over those prepared models"
+    )

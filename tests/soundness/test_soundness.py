@@ -1816,6 +1816,29 @@ EXPECTED: dict[str, str] = {
     # negation (before: migrated)
     "maf_batchnormflow_t16b_project": "FLAGGED",
     "maf_batchnormflow_t16b_project_batch": "FLAGGED",
+    # HobbitLong/RepDistiller CRD: trainable_list / module_list / criterion_list
+    # are nn.ModuleList([]) filled by .append; AM004 wrapped the three containers
+    # (no forward: LOUD by accident at the first step, UnsyncedGradientsError in
+    # file mode, "received gradients but was never called" in batch mode); a
+    # trained ModuleList/ModuleDict now blocks the file (model_parts.
+    # forwardless_builds), with AM020 for the negatives np.random.choice draws
+    "crd_repdistiller_t16a_project": "FLAGGED",
+    "crd_repdistiller_t16a_project_batch": "FLAGGED",
+    # chxy95/Deep-Mutual-Learning: file mode leaves main.py (the Trainer of
+    # trainer.py trains, AM004). Batch mode: losses match; the eval lines differ
+    # (per-peer AverageMeter accuracies and val losses of the process's share)
+    # and the finding given, AM019 on `data_loader[0]`, is NOT the true cause:
+    # main.py hands Trainer a tuple of prepared loaders, which the caller facts
+    # do not follow into `self.train_loader = data_loader[0]` (open, issue 12)
+    "dml_peer_students_t16a_project": "FLAGGED",
+    "dml_peer_students_t16a_project_batch": "FLAGGED",
+    # AberHu/Knowledge-Distillation-Zoo train_at.py: the student reaches train()
+    # through a dict (`nets = {'snet': snet, ...}`, `snet = nets['snet']`); AM004
+    # leaves the file, saying its parameters reach no optimizer of this file,
+    # which is untrue (SGD(snet.parameters()) in main): the dict is not followed
+    # (open, issue 12); nothing is migrated, so nothing is wrong
+    "kdzoo_attention_transfer_t16a_project": "FLAGGED",
+    "kdzoo_attention_transfer_t16a_project_batch": "FLAGGED",
 }
 
 

@@ -100,7 +100,11 @@ A container of models (``nn.ModuleList``, ``nn.ModuleDict``, an ``nn.Sequential`
 indexed into) whose parts a training step calls one by one (``self.heads["fine"](x)``,
 ``sum(loss(m(x), y) for m in members)``), while no step calls the container itself,
 blocks the file the same way: the prepared model averages gradients in its own
-forward, which would never run. A plain list of models (``[Net() for _ in
+forward, which would never run. A trained ``nn.ModuleList`` or ``nn.ModuleDict``
+has no forward at all, so it blocks the file wherever its modules are called
+(RepDistiller's ``trainable_list = nn.ModuleList([])`` filled by ``.append``,
+the optimizer over ``trainable_list.parameters()``, the step in another file;
+``model_parts.forwardless_builds``). A plain list of models (``[Net() for _ in
 range(n)]``, also held by the instance) is wrapped element by element instead.
 
 In batch mode a function's parameter that every call from the batch's other
@@ -237,7 +241,12 @@ from ..analysis import Key
 from ..holder_models import HolderModels
 from ..late_registered_models import late_registered
 from ..model_builds import ModelBuilds
-from ..model_parts import part_use_message, part_uses
+from ..model_parts import (
+    forwardless_builds,
+    forwardless_message,
+    part_use_message,
+    part_uses,
+)
 from ..model_rewraps import rewrapped_later
 from ..optimized_models import OptimizedModels
 from ..optimizer_helpers import factory_model
@@ -423,11 +432,21 @@ class PrepareModel(
         # A container of models whose parts the script calls (`nets[0](x)`,
         # `for net in nets`): preparing it whole would sync nothing.
         wrapped = self.models - self.model_containers
-        for key, use in part_uses(self.index, wrapped).items():
+        parts = part_uses(self.index, wrapped)
+        for key, use in parts.items():
             self.block(
                 use,
                 part_use_message(self.index, key, use, self._line) + ALL_OR_NOTHING,
             )
+        # An `nn.ModuleList` / `nn.ModuleDict` has no forward at all: wrapping
+        # it syncs nothing wherever its modules are called.
+        for key, built in forwardless_builds(self.index, wrapped).items():
+            if key not in parts:
+                self.block(
+                    built,
+                    forwardless_message(self.index, key, built, self._line)
+                    + ALL_OR_NOTHING,
+                )
 
     def _is_wrapped(self, value: cst.BaseExpression) -> bool:
         """Is ``value`` a model this rule prepares here, or one this file hands
