@@ -119,6 +119,27 @@ def holds_loaders(
     )
 
 
+def loader_or_loaders(reader: HelperFacts, function: ast.AST, expr: ast.expr) -> bool:
+    """Is ``expr`` a variable that the caller binds to a dict, list or tuple of
+    DataLoaders on one path and to a DataLoader on another (Deep-Mutual-Learning's
+    ``data_loader = (train_loader, test_loader)`` when training, else
+    ``data_loader = test_loader``)? The kind "loader or loaders" of a call site:
+    the callee's constant subscripts of it (``data_loader[0]``) are loaders the
+    caller shards (a DataLoader has no items), its other uses are not known."""
+    if not isinstance(expr, ast.Name):
+        return False
+    values = bound_values(function, expr.id)
+    containers = [holds_loaders(reader, function, v, 1) for v in values]
+    return (
+        any(containers)
+        and not all(containers)
+        and all(
+            held or _is_loader(reader, function, v, 1)
+            for held, v in zip(containers, values, strict=True)
+        )
+    )
+
+
 def _is_loader(
     reader: HelperFacts, function: ast.AST, expr: ast.expr, depth: int
 ) -> bool:

@@ -224,10 +224,29 @@ class LoaderFacts:
         )
 
     def _loader_item(self, expr: cst.BaseExpression) -> bool:
-        """``loaders["train"]``, ``loaders[phase]``: one loader of a container."""
-        return isinstance(expr, cst.Subscript) and self.holds_tagged(
-            expr.value, self.loader_containers
+        """``loaders["train"]``, ``loaders[phase]``: one loader of a container;
+        also ``data_loader[0]``, a constant item of a parameter that every call
+        from the batch's other files hands a container of loaders or, on
+        another path, one loader (kind "loader or loaders": a DataLoader has no
+        items, so where the subscript runs it was handed the container)."""
+        if not isinstance(expr, cst.Subscript):
+            return False
+        if self.holds_tagged(expr.value, self.loader_containers):
+            return True
+        return (
+            len(expr.slice) == 1
+            and m.matches(expr.slice[0].slice, m.Index(value=m.Integer()))
+            and self.key(expr.value) in self._loaders_or_loader
         )
+
+    @cached_property
+    def _loaders_or_loader(self) -> set[Key]:
+        """Parameters every batch call hands a container of loaders, or on some
+        path one loader (``project_callers``: kinds "loaders", "loader or
+        loaders"), at least one call the latter."""
+        from .project_callers import given_by_callers
+
+        return set(given_by_callers(self, ("loaders", "loader or loaders")))
 
     def _enumerated(self, iterable: cst.BaseExpression) -> bool:
         """Is ``iterable`` a name that the loop's block bound just before, by a

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from .caller_arguments import (
     criterion_reduction,
     holds_loaders,
+    loader_or_loaders,
     optimized_model,
     unpacked_kind,
 )
@@ -87,6 +88,8 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                     kind = "model"
                 if not kind and holds_loaders(reader, function, arg, 0):
                     kind = "loaders"
+                if not kind and loader_or_loaders(reader, function, arg):
+                    kind = "loader or loaders"
                 kinds.append((name, kind))
                 built = model_class(reader, arg, function) if kind == "model" else None
                 if built is not None:
@@ -145,19 +148,20 @@ def _bind(
 
 
 def given_by_callers(
-    index: ModuleIndex, kind: str
+    index: ModuleIndex, kind: str | tuple[str, ...]
 ) -> dict[Key, tuple[cst.Param, tuple[CallSite, ...]]]:
     """Parameters of this file's top-level functions, and of its classes'
     ``__init__`` and methods, that every call from the batch's other files
     (``ProjectFacts.callers``, at least one) hands a value of ``kind`` ("model",
-    "loader"), with the calls. A function this file calls itself is left out:
+    "loader"; or of one of the kinds of a tuple), with the calls. A function this file calls itself is left out:
     its own arguments decide (``ModuleIndex.arguments``); so is a method this
     file calls on anything but ``self``, or a class it constructs."""
     found: dict[Key, tuple[cst.Param, tuple[CallSite, ...]]] = {}
     if not index.project.callers:
         return found
     for function, param, sites in _caller_parameters(index):
-        if all(site.kind(param.name.value) == kind for site in sites):
+        kinds = (kind,) if isinstance(kind, str) else kind
+        if all(site.kind(param.name.value) in kinds for site in sites):
             key = index.function_scope_key(function, param.name.value)
             found[key] = (param, sites)
     return found

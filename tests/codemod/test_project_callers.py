@@ -264,3 +264,87 @@ def test_a_dict_with_something_else_than_loaders_is_not_loaders(
     )
     sites = view.facts_for(str(engine)).callers_of("fit")
     assert {s.line: s.kind("loaders") for s in sites} == {11: "loaders", 12: ""}
+
+
+TUPLE_TRAINER = """\
+import torch.nn.functional as F
+
+
+class Trainer:
+    def __init__(self, model, optimizer, data_loader):
+        self.model = model
+        self.optimizer = optimizer
+        self.train_loader = data_loader[0]
+        self.valid_loader = data_loader[1]
+
+    def train(self):
+        for x, y in self.train_loader:
+            self.optimizer.zero_grad()
+            F.cross_entropy(self.model(x), y).backward()
+            self.optimizer.step()
+        correct = 0
+        for x, y in self.valid_loader:
+            correct += (self.model(x).argmax(1) == y).sum().item()
+        print("eval correct", correct)
+"""
+
+TUPLE_MAIN = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer import Trainer
+
+data = TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+test_loader = DataLoader(data, batch_size=4)
+net = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+if TRAINING:
+    train_loader = DataLoader(data, batch_size=4, shuffle=True)
+    data_loader = (train_loader, test_loader)
+else:
+    data_loader = test_loader
+Trainer(net, opt, data_loader).train()
+"""
+
+
+def _tuple_project(tmp_path: Path, main: str) -> tuple[Path, ProjectFacts]:
+    (tmp_path / "trainer.py").write_text(TUPLE_TRAINER)
+    (tmp_path / "main.py").write_text(main.replace("TRAINING", "True"))
+    trainer = tmp_path / "trainer.py"
+    view = ProjectView([str(trainer), str(tmp_path / "main.py")])
+    return trainer, view.facts_for(str(trainer))
+
+
+def test_a_tuple_of_loaders_subscripted_by_a_constant_is_loaders(
+    tmp_path: Path,
+) -> None:
+    """Deep-Mutual-Learning's ``Trainer(config, data_loader)`` with
+    ``data_loader = (train_loader, test_loader)`` when training (else the test
+    loader alone), and ``self.train_loader = data_loader[0]`` in the Trainer:
+    the items are the caller's (sharded) loaders, so the count summed over
+    ``self.valid_loader`` is reduced, and no AM019 says the training loop's
+    loader is not prepared (it did, untrue)."""
+    trainer, facts = _tuple_project(tmp_path, TUPLE_MAIN)
+    (site,) = facts.callers_of("Trainer.__init__")
+    assert site.kind("data_loader") == "loader or loaders"
+    result = migrate_source(
+        trainer.read_text(), str(trainer), MigrateOptions(project=facts)
+    )
+    assert "correct = accel.reduce(correct)" in result.output
+    assert "AM019" not in {f.code for f in result.findings}
+
+
+def test_a_parameter_handed_a_loader_or_something_else_is_not_loaders(
+    tmp_path: Path,
+) -> None:
+    """The other path hands a list of numbers, not a loader: the subscripts of
+    the parameter are not known as loaders, and AM019 says so."""
+    main = TUPLE_MAIN.replace("data_loader = test_loader", "data_loader = [1, 2]")
+    trainer, facts = _tuple_project(tmp_path, main)
+    (site,) = facts.callers_of("Trainer.__init__")
+    assert site.kind("data_loader") == ""
+    result = migrate_source(
+        trainer.read_text(), str(trainer), MigrateOptions(project=facts)
+    )
+    assert "accel.reduce(correct)" not in result.output
+    assert "AM019" in {f.code for f in result.findings}

@@ -1825,11 +1825,13 @@ EXPECTED: dict[str, str] = {
     "crd_repdistiller_t16a_project": "FLAGGED",
     "crd_repdistiller_t16a_project_batch": "FLAGGED",
     # chxy95/Deep-Mutual-Learning: file mode leaves main.py (the Trainer of
-    # trainer.py trains, AM004). Batch mode: losses match; the eval lines differ
-    # (per-peer AverageMeter accuracies and val losses of the process's share)
-    # and the finding given, AM019 on `data_loader[0]`, is NOT the true cause:
-    # main.py hands Trainer a tuple of prepared loaders, which the caller facts
-    # do not follow into `self.train_loader = data_loader[0]` (open, issue 12)
+    # trainer.py trains, AM004). Batch mode: main.py hands Trainer a tuple of
+    # prepared loaders when training (else the test loader alone), followed
+    # into `self.train_loader = data_loader[0]` (caller kind "loader or
+    # loaders"; AM019 said, untrue, that it was not prepared); losses match,
+    # the per-peer train losses/accuracies and val accuracies are combined
+    # (AM009), and the val losses, which AM009 cannot tell sums from batch
+    # means, stay the process's share: eval line rel 2.3e-02, needs-review AM009
     "dml_peer_students_t16a_project": "FLAGGED",
     "dml_peer_students_t16a_project_batch": "FLAGGED",
     # AberHu/Knowledge-Distillation-Zoo train_at.py: the student reaches train()
