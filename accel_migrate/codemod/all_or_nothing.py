@@ -12,6 +12,7 @@ import libcst.matchers as m
 
 from .analysis import Key, method_call
 from .base_built_models import base_built_story
+from .index_syntax import attr_chain
 from .names import SAME_OBJECT
 from .owned_optimizers import stepped_attribute_owners
 from .quantization_swaps import quantization_swap, swap_message
@@ -98,6 +99,14 @@ class AllOrNothing(TrainerBlocks):
                 )
                 continue
             built = f"(line {self._line(place)})"
+            item = values[0] if values else None
+            if not (
+                isinstance(item, cst.Subscript)
+                and all(isinstance(v, cst.Subscript) for v in values)
+            ):
+                item = None
+            elif (container := attr_chain(item.value)) is not None:
+                built = f"(before it is put in `{container}`)"
             if isinstance(place, cst.Param):
                 function = self.index.enclosing_function(place)
                 name = function.name.value if function is not None else "a function"
@@ -109,7 +118,7 @@ class AllOrNothing(TrainerBlocks):
                 place,
                 f"`{key[1]}` is a model (`{self._model_evidence[key]}`) called in a "
                 f"training loop (line {self._line(call)}), but "
-                f"{self._parameters_clause(key[1])}, so "
+                f"{self._parameters_clause(key[1], item)}, so "
                 "accel-migrate cannot tell how it is trained; wrap it with "
                 f"accel.prepare_model(...) where it is built {built} and its "
                 "optimizer with accel.prepare_optimizer(...)" + ALL_OR_NOTHING,
@@ -177,11 +186,15 @@ class AllOrNothing(TrainerBlocks):
             "forward is checked by hand" + ALL_OR_NOTHING,
         )
 
-    def _parameters_clause(self, name: str) -> str:
+    def _parameters_clause(self, name: str, item: cst.Subscript | None) -> str:
         """Where ``name.parameters()`` go, as a true clause: handed to a callable
         this file picks at run time (DeepHash's
         ``config["optimizer"]["type"](net.parameters(), ...)``: a subscript of a
-        value, not a class this rule can name), or to no optimizer built here."""
+        value, not a class this rule can name), or to no optimizer built here.
+        Where every binding of ``name`` takes it out of a container (``item``:
+        Knowledge-Distillation-Zoo's ``snet = nets["snet"]``), the model may be
+        another variable's, whose optimizer this rule does not follow: said so,
+        not that none is built."""
         for call in self.index.calls:
             if (
                 # `table[key](...)`, `factory(...)(...)`: no name to resolve
@@ -196,6 +209,12 @@ class AllOrNothing(TrainerBlocks):
                     "the script picks at run time that accel-migrate cannot show to "
                     "be an optimizer class"
                 )
+        if item is not None:
+            return (
+                f"it is taken out of a container (`{snippet(item)}`, line "
+                f"{self._line(item)}), which accel-migrate does not follow to the "
+                "model put in it"
+            )
         return (
             "its parameters reach no optimizer built in this file"
             + self._handed_parameters(name)

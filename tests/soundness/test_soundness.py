@@ -1836,9 +1836,11 @@ EXPECTED: dict[str, str] = {
     "dml_peer_students_t16a_project_batch": "FLAGGED",
     # AberHu/Knowledge-Distillation-Zoo train_at.py: the student reaches train()
     # through a dict (`nets = {'snet': snet, ...}`, `snet = nets['snet']`); AM004
-    # leaves the file, saying its parameters reach no optimizer of this file,
-    # which is untrue (SGD(snet.parameters()) in main): the dict is not followed
-    # (open, issue 12); nothing is migrated, so nothing is wrong
+    # leaves the file, saying (true now) that `snet` is taken out of a
+    # container it does not follow to the model put in it (it said its
+    # parameters reached no optimizer of this file, untrue: SGD(snet.
+    # parameters()) in main); the dict is not followed (open, issue 12);
+    # nothing is migrated, so nothing is wrong
     "kdzoo_attention_transfer_t16a_project": "FLAGGED",
     "kdzoo_attention_transfer_t16a_project_batch": "FLAGGED",
 }
