@@ -198,9 +198,9 @@ class BatchMixingForward(Rule):
             f"compared with every other, a batch-by-batch matrix), and a training "
             f"step runs a `{cls}`: after migration each process compares only the "
             "samples of its own share of the batch, so what is computed from the "
-            "matrix (a logsumexp or sum over the batch's samples, as minibatch "
-            "stratified sampling's q(z) estimate does) and the losses will not "
-            "match the original's (keep each process's batch the original's size "
+            "matrix (a logsumexp, a softmax or a sum over the batch's samples: "
+            "an estimate of the marginal q(z), a similarity matrix) and the losses "
+            "will not match the original's (keep each process's batch the original's size "
             "with launch --batch-mode per-device, or gather the other side over "
             "the processes; skip this if dimension 0 is not the batch here)",
             if_migrated=True,
