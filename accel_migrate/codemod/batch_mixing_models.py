@@ -15,7 +15,10 @@ transitively) reduces over dimension 0 (``mean``, ``sum``, ``std``, ... with
 the model itself, ``self.weight.norm(dim=0)``, nor one stacked along a new
 first dimension, ``torch.stack([a, b]).sum(0)``), or multiplies matrices over
 dimension 0 (Barlow Twins' cross-correlation ``bn(z1).T @ bn(z2)``:
-``batch_contractions``), or when it builds (or derives
+``batch_contractions``), or sets rows of its batch against rows of its batch
+(``log_density(zs.view(B, 1, D), mu.view(1, B, D))``, ``z.unsqueeze(1) -
+z.unsqueeze(0)``; not against its own tensors, ``self.centers.unsqueeze(0)``:
+``batch_pairs``), or when it builds (or derives
 from) a local class that does, in its module or another local module. A
 function that returns a model does when it builds such a class. A subclass
 of torch's BatchNorm with a ``forward`` of its own mixes its batch too (MoCo's
@@ -64,6 +67,7 @@ def batch_mixing(
     (``"`CapsuleLayer.routing` reduces over dimension 0 (`.mean` over dim 0,
     capsule_layer.py line 61)"``); "" when it does not."""
     from .batch_contractions import contracts_batch_ast
+    from .batch_pairs import batch_names, paired_rows
     from .project_draws import class_methods
     from .project_helpers import _own_nodes
     from .project_nodes import built_model_phrase
@@ -76,6 +80,7 @@ def batch_mixing(
             return own
         for method in _forward_methods(methods):
             records = record_values(_own_nodes(method))
+            names = batch_names(method)
             for call in _own_nodes(method):
                 if isinstance(call, ast.Call) and _reduces_first(reader, call, records):
                     assert isinstance(call.func, ast.Attribute)
@@ -83,6 +88,13 @@ def batch_mixing(
                         f"`{node.name}.{method.name}` reduces over dimension 0 "
                         f"(`.{call.func.attr}` over dim 0, {reader.file} line "
                         f"{call.lineno})"
+                    )
+                paired = paired_rows(call, names)
+                if paired:
+                    return (
+                        f"`{node.name}.{method.name}` sets rows of its batch against "
+                        f"rows of its batch ({paired}: every sample compared with "
+                        f"every other, {reader.file} line {call.lineno})"
                     )
                 product = contracts_batch_ast(call, reader._dotted)
                 if product:

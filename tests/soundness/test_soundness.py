@@ -1811,6 +1811,12 @@ EXPECTED: dict[str, str] = {
     # `.mul(-1)`; it does now (method_steps._SCALINGS)
     "btcvae_mss_t16b_project": "FLAGGED",
     "btcvae_mss_t16b_project_batch": "FLAGGED",
+    # YannDubs/disentangling-vae's routing: the btcvae loss in the model's
+    # forward (`log_density(zs.view(B, 1, D), mu.view(1, B, D), ...)`, a
+    # logsumexp over dim 1); was SILENT (only AM034/AM007/AM008 fixed, no
+    # finding naming the pairs); AM037 now reads rows broadcast against rows
+    # of the batch in a stepped forward (batch_pairs.py)
+    "btcvae_forward_pairwise_fixt": "FLAGGED",
     # ikostrikov/pytorch-flows: `loss = -model.log_probs(data).mean()`, a
     # FlowSequential method running self(inputs); AM042 now follows the
     # negation (before: migrated)

@@ -18,6 +18,17 @@ Reported too, a matrix product over dimension 0 there: Barlow Twins'
 cross-correlation ``self.bn(z1).T @ self.bn(z2)``, ``torch.mm(x.t(), x)``,
 ``torch.einsum("bi,bj->ij", a, b)`` (``batch_contractions.py``), which sums
 the batch's samples into a features-by-features matrix.
+Reported too, rows of the batch set against rows of the batch there (two
+operands of ``-``, ``+``, ``*``, ``/`` or two arguments of one call, one
+broadcast along a new dimension 1 and the other along a new dimension 0:
+``log_density(zs.view(B, 1, D), mu.view(1, B, D), logvar.view(1, B, D))``
+then a logsumexp over dimension 1, beta-TCVAE's minibatch stratified sampling
+computed in the model's forward; ``z.unsqueeze(1) - z.unsqueeze(0)``,
+``z[:, None] - z[None]``), both computed from the method's arguments
+(``batch_pairs.py``): every sample compared with every other. Not a distance
+of the batch to the model's own tensors (``x.unsqueeze(1) -
+self.centers.unsqueeze(0)``: prototypes, centres), nor to a value built only
+from the batch's shape (``torch.arange(x.size(0)).unsqueeze(0)``).
 A model of another local module is read the same way (``HelperFact.batch_mixing``,
 ``batch_mixing_models.py``), with the classes it builds in any local module: the
 finding is at the call that builds it (``model = Net(...)`` whose
@@ -91,6 +102,7 @@ global batch with ``accel.gather``.
 
 from __future__ import annotations
 
+import ast
 from functools import cached_property
 
 import libcst as cst
@@ -98,6 +110,7 @@ import libcst.matchers as m
 
 from ..batch_contractions import contracts_batch_cst
 from ..batch_mixing_models import REDUCTIONS
+from ..batch_pairs import method_batch_names, reads_values, view_axis
 from ..first_dimension import (
     dim_argument,
     moving_samples,
@@ -107,11 +120,41 @@ from ..first_dimension import (
     paired_index,
 )
 from ..model_methods import reads_step_value, stepped_method, training_step
+from ..reduction.pairwise import _broadcast_axis
+from ..reduction.placement import code
 from ..rule import Rule
 from ..subtrees import findall
 from ..trained_models import snippet
 
 _REDUCTIONS = REDUCTIONS
+
+
+def _axis(expr: cst.BaseExpression) -> int | None:
+    """0 for ``b.unsqueeze(0)``, ``b[None]``, ``b.view(1, B, D)``; 1 for
+    ``a.unsqueeze(1)``, ``a[:, None]``, ``a.view(B, 1, D)``; None otherwise."""
+    axis = _broadcast_axis(expr)
+    if axis is not None:
+        return axis
+    while m.matches(
+        expr, m.Call(func=m.Attribute(attr=m.Name("expand") | m.Name("repeat")))
+    ):
+        expr = expr.func.value  # type: ignore[attr-defined]
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return None
+    return view_axis(
+        expr.func.attr.value,
+        [a.value for a in expr.args if not a.star and a.keyword is None],
+        lambda a: m.matches(a, m.Integer("1")),
+    )
+
+
+def _reads(expr: cst.BaseExpression, names: frozenset[str]) -> bool:
+    """Does ``expr`` read a value of one of ``names`` (``batch_pairs``)?"""
+    try:
+        tree = ast.parse(f"({code(expr)})", mode="eval")
+    except SyntaxError:
+        return False
+    return reads_values(tree.body, names)
 
 
 class BatchMixingForward(Rule):
@@ -124,6 +167,52 @@ class BatchMixingForward(Rule):
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         self._contraction(node)
+        self._paired_rows(node)
+
+    def _paired_rows(self, node: cst.BinaryOperation | cst.Call) -> None:
+        """``zs.view(B, 1, D)`` against ``mu.view(1, B, D)`` (two arguments of
+        one call, or the operands of ``-``, ``+``, ``*``, ``/``) in a stepped
+        forward, both computed from the method's arguments (``batch_pairs``)."""
+        if isinstance(node, cst.BinaryOperation):
+            operands = [node.left, node.right]
+        else:
+            operands = [a.value for a in node.args if not a.star]
+        axes = [_axis(o) for o in operands]
+        if not (0 in axes and 1 in axes):
+            return
+        found = stepped_method(self.index, node)
+        if found is None:
+            return
+        names = self._batch_names(found[1])
+        pairs = list(zip(axes, operands, strict=True))
+        rows = [o for a, o in pairs if a == 1 and _reads(o, names)]
+        columns = [o for a, o in pairs if a == 0 and _reads(o, names)]
+        if not rows or not columns:
+            return
+        cls, method = found[0].name.value, found[1].name.value
+        self.report(
+            node,
+            "needs-review",
+            f"`{cls}.{method}` sets rows of its batch against rows of its batch "
+            f"(`{snippet(rows[0])}` against `{snippet(columns[0])}`: every sample "
+            f"compared with every other, a batch-by-batch matrix), and a training "
+            f"step runs a `{cls}`: after migration each process compares only the "
+            "samples of its own share of the batch, so what is computed from the "
+            "matrix (a logsumexp, a softmax or a sum over the batch's samples: "
+            "an estimate of the marginal q(z), a similarity matrix) and the losses "
+            "will not match the original's (keep each process's batch the original's size "
+            "with launch --batch-mode per-device, or gather the other side over "
+            "the processes; skip this if dimension 0 is not the batch here)",
+            if_migrated=True,
+        )
+
+    def _batch_names(self, function: cst.FunctionDef) -> frozenset[str]:
+        """``batch_pairs.batch_names`` of a method, read once per method."""
+        cache = self.__dict__.setdefault("_names_cache", {})
+        held = cache.get(id(function))
+        if held is None or held[0] is not function:
+            held = cache[id(function)] = (function, method_batch_names(code(function)))
+        return held[1]
 
     def _contraction(self, node: cst.BinaryOperation | cst.Call) -> None:
         """``bn(z1).T @ bn(z2)``, ``torch.mm(x.t(), x)``: a product over
@@ -152,6 +241,7 @@ class BatchMixingForward(Rule):
         self._batch_mixing_model(node)
         self._share_padded_model(node)
         self._contraction(node)
+        self._paired_rows(node)
         self._moved_samples(node)
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in _REDUCTIONS:
