@@ -75,19 +75,7 @@ def function_optimized_parameters(
     (pytorch-adda's ``train_src(encoder, classifier, data_loader)``:
     ``optim.Adam(list(encoder.parameters()) + list(classifier.parameters()))``),
     and never bound again there; () when there is none."""
-    arguments = function.args
-    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
-    named = set(positional) | {a.arg for a in arguments.kwonlyargs}
-    rebound = {
-        n.id
-        for n in ast.walk(function)
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-    } | {
-        name
-        for n in ast.walk(function)
-        if isinstance(n, (ast.Global, ast.Nonlocal))
-        for name in n.names
-    }
+    positional, named = _kept_parameters(function)
     found: dict[str, int] = {}
     calls = sorted(
         (n for n in _own_nodes(function) if isinstance(n, ast.Call)),
@@ -108,7 +96,7 @@ def function_optimized_parameters(
                     and isinstance(node.func.value, ast.Name)
                 ):
                     name = node.func.value.id
-                    if name in named and name not in rebound and name not in found:
+                    if name in named and name not in found:
                         found[name] = (
                             positional.index(name) if name in positional else -1
                         )
@@ -122,26 +110,41 @@ def parameter_methods(
     ``function`` never bound again there (pytorch-ewc's ``train(model, ...)``
     calling ``model.consolidate(model.estimate_fisher(...))``): what a caller
     that hands it a prepared model has run on that model."""
-    arguments = function.args
-    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
-    named = set(positional) | {a.arg for a in arguments.kwonlyargs}
-    rebound = {
-        n.id
-        for n in ast.walk(function)
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-    }
+    positional, named = _kept_parameters(function)
     found: list[tuple[str, int, str, int]] = []
     for node in _own_nodes(function):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in named - rebound
+            and node.func.value.id in named
         ):
             name = node.func.value.id
             position = positional.index(name) if name in positional else -1
             found.append((name, position, node.func.attr, node.lineno))
     return tuple(sorted(set(found), key=lambda f: (f[3], f[0], f[2])))
+
+
+def _kept_parameters(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> tuple[list[str], set[str]]:
+    """(the positional parameters in order, every parameter never bound again in
+    ``function``: no assignment, loop or ``with`` target, ``del``, ``global`` or
+    ``nonlocal`` of its name)."""
+    arguments = function.args
+    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+    rebound = {
+        n.id
+        for n in ast.walk(function)
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    } | {
+        name
+        for n in ast.walk(function)
+        if isinstance(n, (ast.Global, ast.Nonlocal))
+        for name in n.names
+    }
+    named = (set(positional) | {a.arg for a in arguments.kwonlyargs}) - rebound
+    return positional, named
 
 
 def _self_assignments(lineage: Lineage) -> dict[str, list[ast.expr]]:

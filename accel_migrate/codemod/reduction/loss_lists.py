@@ -165,11 +165,7 @@ def _stored(
             )
         return False
     if isinstance(parent, cst.Arg):
-        call = index.parent(parent)
-        func = call.func if isinstance(call, cst.Call) else None
-        called = func.value if isinstance(func, cst.Name) else ""
-        if isinstance(func, cst.Attribute):
-            called = func.attr.value
+        _, called = _handed_to(index, parent)
         if called not in _READERS:
             found.reason = found.reason or (
                 f"the dict of losses `{name}` is handed on, where terms the "
@@ -351,11 +347,7 @@ def _grown(
             )
         return
     if isinstance(parent, cst.Arg):
-        call = index.parent(parent)
-        func = call.func if isinstance(call, cst.Call) else None
-        called = func.value if isinstance(func, cst.Name) else ""
-        if isinstance(func, cst.Attribute):
-            called = func.attr.value
+        func, called = _handed_to(index, parent)
         if called not in _READERS:
             found.reason = found.reason or (
                 f"the list of losses `{name}` is handed to `{code(func)}(...)`, "
@@ -429,3 +421,17 @@ def _rows(
             return False
         rows = rows or walk.kind == "rows"
     return rows
+
+
+def _handed_to(
+    index: ModuleIndex, arg: cst.Arg
+) -> tuple[cst.BaseExpression | None, str]:
+    """The function a collection is handed to as ``arg`` and its last name
+    (``sum`` of ``sum(xs)``, ``extend`` of ``ys.extend(xs)``; "" where unnamed)."""
+    call = index.parent(arg)
+    func = call.func if isinstance(call, cst.Call) else None
+    if isinstance(func, cst.Name):
+        return func, func.value
+    if isinstance(func, cst.Attribute):
+        return func, func.attr.value
+    return func, ""
