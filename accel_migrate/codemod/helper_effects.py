@@ -55,13 +55,6 @@ def helper_call(
             f"{helper.file} with accel.is_main_process()",
         )
         return updated
-    if helper.method_effects and not helper.collectives:
-        sites = _effect_method_calls(rule, helper)
-        if sites:
-            # GLUE's `BertConfig(...)`: only `to_json_file` writes, and the
-            # script calls it (`model_to_save.config.to_json_file(path)`)
-            _report_effect_method_calls(rule, original, helper, sites)
-            return updated
     if helper.collectives and not helper.collective_calls:
         # utils.save_on_master: `if is_main_process(): torch.save(...)` over
         # dist.get_rank(); its own test, not read here, chooses who writes
@@ -88,6 +81,18 @@ def helper_call(
         )
         return updated
     read = instance_value_read(rule.index, original) if helper.kind == "class" else ""
+    left = instance_leaves(rule.index, original) if helper.kind == "class" else ""
+    stays = read or left or not helper.effects_only
+    if stays and helper.method_effects:
+        # GLUE's `BertConfig(...)`: the object stays on every process (it is
+        # handed to the model), only `to_json_file` writes, and the script calls
+        # it (`model_to_save.config.to_json_file(path)`): reported there. An
+        # object that can be the main process's alone (ImageNet's
+        # `ProgressMeter`, only its `display` called) is made so below.
+        sites = _effect_method_calls(rule, helper)
+        if sites:
+            _report_effect_method_calls(rule, original, helper, sites)
+            return updated
     if read:
         # ConvLSTM-PyTorch's `if early_stopping.early_stop: break`: the stand-in
         # of the other processes would answer it (true), not the object
@@ -103,7 +108,6 @@ def helper_call(
             if_migrated=True,
         )
         return updated
-    left = instance_leaves(rule.index, original) if helper.kind == "class" else ""
     if left:
         # the ConvLSTM stopper handed to `fit(..., early_stopping)`, which tests
         # `stopper.early_stop`, or stored on `self` and read there

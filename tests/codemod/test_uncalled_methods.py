@@ -161,3 +161,52 @@ def test_a_write_in_a_method_is_reported_at_its_call_not_the_build(
         review.message
     )
     assert "writes files (open(..., 'w'))" in review.message
+
+
+METER = """\
+class ProgressMeter:
+    def __init__(self, num_batches, prefix=""):
+        self.num_batches = num_batches
+        self.prefix = prefix
+
+    def display(self, batch):
+        print(self.prefix + "[{}/{}]".format(batch, self.num_batches))
+"""
+
+IMAGENET = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from meters import ProgressMeter
+
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 2)), batch_size=2)
+progress = ProgressMeter(len(loader), prefix="Epoch: [0]")
+for i, (x, y) in enumerate(loader):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    progress.display(i)
+"""
+
+
+def test_an_object_only_its_printing_method_is_called_on_is_the_main_processs(
+    tmp_path: Path,
+) -> None:
+    """ImageNet's ``ProgressMeter``: nothing is read off it and it stays under its
+    name, so it is made on the main process alone (the stand-in's ``display``
+    does nothing elsewhere), as before the method-call reporting of the GLUE
+    shape above (imagenet_utils_project printed its progress on every process)."""
+    (tmp_path / "meters.py").write_text(METER)
+    train = tmp_path / "main.py"
+    train.write_text(IMAGENET)
+    view = ProjectView([str(train)])
+    result = migrate_source(
+        train.read_text(),
+        str(train),
+        MigrateOptions(project=view.facts_for(str(train))),
+    )
+    assert "accel.on_main_process(ProgressMeter, len(loader)" in result.output
+    assert [f.status for f in result.findings if f.code == "AM017"] == ["fixed"]
