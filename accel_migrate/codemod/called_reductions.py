@@ -56,7 +56,7 @@ def call_reduction(cls: ast.ClassDef) -> tuple[str, str]:
     if entry is None:
         return ("", "")
     kinds: list[str] = []
-    _returns(entry, methods, kinds, 0)
+    _returns(entry, methods, kinds, 0, _unreduced_attributes(methods))
     read = {k for k in kinds if k in ("sum", "mean")}
     if _UNREAD in kinds:
         return (
@@ -83,13 +83,14 @@ def _returns(
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
     kinds: list[str],
     depth: int,
+    unreduced: frozenset[str],
 ) -> None:
     for node in _own_nodes(method):
         if isinstance(node, ast.Return):
             if node.value is None:
                 kinds.append("")
                 continue
-            _value(node.value, method, methods, kinds, depth)
+            _value(node.value, method, methods, kinds, depth, unreduced)
 
 
 def _value(
@@ -98,24 +99,27 @@ def _value(
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
     kinds: list[str],
     depth: int,
+    unreduced: frozenset[str],
 ) -> None:
     if depth > _DEPTH:
         kinds.append("")
         return
     if isinstance(expr, ast.IfExp):
         for branch in (expr.body, expr.orelse):
-            _value(branch, method, methods, kinds, depth + 1)
+            _value(branch, method, methods, kinds, depth + 1, unreduced)
         return
     if isinstance(expr, ast.Name):
         values = assigned_in(method, expr.id)
         if not values:
             kinds.append("")
-        if _changed_in_place(method, expr.id):
-            # `loss = ((x - y) ** 2).sum(); loss /= x.size(0); return loss`
-            kinds.append(_UNREAD)
-            return
+        found: list[str] = []
         for value in values:
-            _value(value, method, methods, kinds, depth + 1)
+            _value(value, method, methods, found, depth + 1, unreduced)
+        if _changed_in_place(method, expr.id) and set(found) & {"sum", "mean"}:
+            # `loss = ((x - y) ** 2).sum(); loss /= x.size(0); return loss`; a
+            # block's `out += self.shortcut(x)` over no reduction says nothing
+            found.append(_UNREAD)
+        kinds.extend(found)
         return
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
         func = expr.func
@@ -124,7 +128,7 @@ def _value(
             and func.value.id == "self"
             and func.attr in methods
         ):
-            _returns(methods[func.attr], methods, kinds, depth + 1)
+            _returns(methods[func.attr], methods, kinds, depth + 1, unreduced)
             return
         how = _HOW.get(func.attr)
         full = not expr.keywords
@@ -139,7 +143,8 @@ def _value(
                 # `torch.sum(torch.stack([F.mse_loss(..), ...]))`,
                 # `((x - y) ** 2).mean(0).sum()`: a sum of values already
                 # reduced is no sum over the batch that this view can tell
-                kinds.append(_UNREAD if _holds_reduction(operand, method) else how)
+                held = _holds_reduction(operand, method, unreduced)
+                kinds.append(_UNREAD if held else how)
                 return
     kinds.append("")
 
@@ -181,7 +186,11 @@ def _is_name(node: ast.AST, name: str) -> bool:
 
 
 def _holds_reduction(
-    operand: ast.expr, method: ast.FunctionDef | ast.AsyncFunctionDef, depth: int = 0
+    operand: ast.expr,
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
+    unreduced: frozenset[str],
+    depth: int = 0,
+    seen: frozenset[str] = frozenset(),
 ) -> bool:
     """Does the summed ``operand`` hold a reduction over the batch: a loss call,
     a call of a callable attribute of the instance (``self.criterion(x, y)``),
@@ -193,11 +202,12 @@ def _holds_reduction(
         return True
     for node in ast.walk(operand):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            if node.id == "self":
-                continue
+            if node.id == "self" or node.id in seen:
+                continue  # `X = F.normalize(X, dim=-1)`: its other values decide
             values = assigned_in(method, node.id)
+            inner = seen | {node.id}
             if _changed_in_place(method, node.id) or any(
-                _holds_reduction(v, method, depth + 1) for v in values
+                _holds_reduction(v, method, unreduced, depth + 1, inner) for v in values
             ):
                 return True
         if not isinstance(node, ast.Call):
@@ -208,13 +218,52 @@ def _holds_reduction(
             if isinstance(func, ast.Attribute)
             else func.id if isinstance(func, ast.Name) else ""
         )
-        if name in FUNCTIONAL_LOSSES or name.lower().endswith("loss"):
-            return True
         if isinstance(func, ast.Attribute) and _is_name(func.value, "self"):
-            return True  # `self.criterion(x, y)`, `self.rel(x, y)`
+            # `self.criterion(x, y)`, `self.rel(x, y)`; not a loss the class
+            # builds per sample (`self.ce = nn.CrossEntropyLoss(reduction="none")`)
+            if func.attr in unreduced:
+                continue
+            return True
+        if name in FUNCTIONAL_LOSSES or name.lower().endswith("loss"):
+            if _per_sample_loss(node):
+                continue  # `F.cross_entropy(x, y, reduction="none")`
+            return True
         if name in _REDUCING and not _per_sample_dim(node, name, func):
             return True
     return False
+
+
+def _per_sample_loss(call: ast.Call) -> bool:
+    """A loss built or called per sample: ``reduction="none"`` or ``reduce=False``."""
+    for keyword in call.keywords:
+        value = keyword.value
+        if not isinstance(value, ast.Constant):
+            continue
+        if keyword.arg == "reduction" and value.value == "none":
+            return True
+        if keyword.arg == "reduce" and value.value is False:
+            return True
+    return False
+
+
+def _unreduced_attributes(
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+) -> frozenset[str]:
+    """The attributes ``__init__`` binds only to losses built per sample
+    (``self.ce = nn.CrossEntropyLoss(reduction="none")``)."""
+    init = methods.get("__init__")
+    if init is None:
+        return frozenset()
+    found: dict[str, bool] = {}
+    for node in _own_nodes(init):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and _is_name(target.value, "self"):
+                value = node.value
+                per_sample = isinstance(value, ast.Call) and _per_sample_loss(value)
+                found[target.attr] = found.get(target.attr, True) and per_sample
+    return frozenset(name for name, per_sample in found.items() if per_sample)
 
 
 def _per_sample_dim(call: ast.Call, name: str, func: ast.expr) -> bool:

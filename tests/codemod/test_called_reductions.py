@@ -192,3 +192,55 @@ def test_an_unread_sum_is_reported_not_summed(tmp_path: Path, name: str) -> None
     assert 'reduction="sum"' not in result.output
     assert "accel.backward(loss)" in result.output
     assert any(f.code == "AM007" for f in result.needs_review)
+
+
+def test_unreduced_returns_and_per_sample_terms_read_as_before() -> None:
+    """CI23's regressions of the in-place and reduction checks: a residual block
+    (``out += self.shortcut(x); return out``, no reduction: no fact, so a model
+    picked by name from the module is not blocked: resnet_cifar_dict_arch);
+    ``self.ce`` built with ``reduction="none"`` and ``X = F.normalize(X)``
+    (a name read in its own value) inside a mean: a mean."""
+    import ast
+
+    from accel_migrate.codemod.called_reductions import call_reduction
+
+    source = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class BasicBlock(nn.Module):
+    def forward(self, x):
+        out = F.relu(self.conv(x))
+        out += self.shortcut(x)
+        return F.relu(out)
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        out = self.conv(x)
+        out += x
+        return out
+
+
+class Focal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ce = nn.CrossEntropyLoss(reduction="none")
+
+    def forward(self, input, target):
+        logp = self.ce(input, target)
+        return ((1 - torch.exp(-logp)) ** 2 * logp).mean()
+
+
+class Proxy(nn.Module):
+    def forward(self, X, T):
+        X = F.normalize(X, p=2, dim=-1)
+        return torch.sum(X * T, -1).mean()
+"""
+    classes = {c.name: c for c in ast.parse(source).body if isinstance(c, ast.ClassDef)}
+    assert call_reduction(classes["BasicBlock"]) == ("", "")
+    assert call_reduction(classes["Block"]) == ("", "")
+    assert call_reduction(classes["Focal"]) == ("mean", "")
+    assert call_reduction(classes["Proxy"]) == ("mean", "")

@@ -19,8 +19,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.param_group_helpers import groups_over
 from accel_migrate.codemod.project_state_writes import state_writes
@@ -443,12 +441,6 @@ for e in range(2):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fixq (rev15's SILENT sums) made called_reductions conservative: this "
-    "helper's reduction is now needs-review (over-strict, never a wrong rewrite); "
-    "to be read again (2026-12-07 stop note)",
-)
 def test_distances_to_held_proxies_and_a_numpy_read_of_the_loss(
     tmp_path: Path,
 ) -> None:

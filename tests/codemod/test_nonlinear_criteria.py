@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from accel_migrate.codemod import migrate_source
 from accel_migrate.codemod.project_view import read_project
 
@@ -115,11 +113,5 @@ def test_the_backward_of_such_a_criterion_is_told(tmp_path: Path) -> None:
     assert "through `torch.exp(...)`" in found[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fixq (rev15's SILENT sums) made called_reductions conservative: this "
-    "helper's reduction is now needs-review (over-strict, never a wrong rewrite); "
-    "to be read again (2026-12-07 stop note)",
-)
 def test_a_mean_of_per_sample_terms_is_not_reported(tmp_path: Path) -> None:
     assert _am007(tmp_path, "PerSampleFocal") == []
