@@ -69,9 +69,103 @@ def method_steps(index: ModuleIndex) -> list[MethodStep]:
         for tensor in backpropagated(index, call):
             for value in _values(index, tensor):
                 step = _method_step(index, value)
-                if step is not None:
+                if step is not None and not _steps_other_models(index, call, step):
                     found.setdefault(step.call, step)
     return list(found.values())
+
+
+def _steps_other_models(
+    index: ModuleIndex, backward: cst.Call, step: MethodStep
+) -> bool:
+    """Is the optimizer stepped next after ``backward``, in its block, built over
+    other models' parameters only (``.parameters()`` of receivers none of which
+    is the method's)? TD3's actor step: ``actor_loss =
+    -self.critic.Q1(state, self.actor(state)).mean()`` then
+    ``self.actor_optimizer.step()`` over ``self.actor.parameters()``: the
+    critic's gradients from it are never stepped (its own optimizer's
+    ``zero_grad`` clears them), and a gradient the runtime did see unaveraged
+    at a step would stop the run there."""
+    line = next(
+        (
+            a
+            for a in index.ancestors(backward)
+            if isinstance(a, cst.SimpleStatementLine)
+        ),
+        None,
+    )
+    block = index.parent(line) if line is not None else None
+    body = getattr(block, "body", None)
+    if line is None or not isinstance(body, (list, tuple)) or line not in body:
+        return False
+    receiver = _code(step.call.func.value)  # type: ignore[attr-defined]
+    for statement in body[body.index(line) + 1 :]:
+        for call in findall(statement, m.Call(func=m.Attribute(attr=m.Name("step")))):
+            assert isinstance(call, cst.Call)
+            sources = _optimizer_sources(index, call.func.value)  # type: ignore[attr-defined]
+            return bool(sources) and receiver not in sources
+    return False
+
+
+def _optimizer_sources(
+    index: ModuleIndex, optimizer: cst.BaseExpression
+) -> set[str] | None:
+    """The receivers (as code) of the ``.parameters()`` calls every construction
+    of ``optimizer`` (a name, or ``self.x`` assigned in the file) is handed as
+    its parameters, nothing else; None where one is anything else."""
+    if isinstance(optimizer, cst.Name):
+        key = index.key(optimizer)
+        values = list(index.values.get(key, [])) if key is not None else []
+    elif m.matches(optimizer, m.Attribute(value=m.Name("self"))):
+        attr = optimizer.attr.value  # type: ignore[attr-defined]
+        target = m.AssignTarget(
+            target=m.Attribute(value=m.Name("self"), attr=m.Name(attr))
+        )
+        values = [
+            a.value  # type: ignore[attr-defined]
+            for a in findall(index.module, m.Assign(targets=[target]))
+        ]
+    else:
+        return None
+    found: set[str] = set()
+    for value in values:
+        if (
+            isinstance(value, cst.Call)
+            and index.is_runtime_call(value, "prepare_optimizer")
+            and value.args
+        ):
+            value = value.args[0].value  # a rule before this one wrapped it
+        if not isinstance(value, cst.Call) or not value.args:
+            return None
+        first = value.args[0]
+        if first.keyword is not None and first.keyword.value != "params":
+            return None
+        if not _parameters_only(first.value, found):
+            return None
+    return found
+
+
+def _parameters_only(expr: cst.BaseExpression, found: set[str]) -> bool:
+    """``R.parameters()``, a ``list(...)`` of it, a sum or a display of such:
+    each ``R`` added to ``found``."""
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if m.matches(func, m.Name("list")) and len(expr.args) == 1:
+            return _parameters_only(expr.args[0].value, found)
+        if m.matches(func, m.Attribute(attr=m.Name("parameters"))) and not expr.args:
+            found.add(_code(func.value))  # type: ignore[attr-defined]
+            return True
+        return False
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _parameters_only(expr.left, found) and _parameters_only(
+            expr.right, found
+        )
+    if isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+        return all(_parameters_only(e.value, found) for e in expr.elements)
+    return False
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def training_calls(index: ModuleIndex) -> list[MethodStep]:
