@@ -59,15 +59,19 @@ _BINDINGS = m.Assign() | m.AnnAssign() | m.AugAssign() | m.For() | m.WithItem()
 _SELF_ATTRIBUTE = m.Attribute(value=m.Name("self"))
 
 
-def parameterless_class(index: ModuleIndex, cls: cst.ClassDef) -> bool:
+def parameterless_class(
+    index: ModuleIndex, cls: cst.ClassDef, needs_init: bool = True
+) -> bool:
     """Is ``cls`` (a class of this file) an nn.Module that holds no parameter,
-    as the module docstring reads it?"""
+    as the module docstring reads it? ``needs_init=False`` also takes a class
+    with no ``__init__`` (a loss module with only a ``forward``: nothing of it
+    can hold a parameter), which AM037 reads as a criterion, not a model."""
     if len(cls.bases) != 1 or "torch.nn.Module" not in index.qualnames(
         cls.bases[0].value
     ):
         return False
     methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
-    if not any(f.name.value == "__init__" for f in methods):
+    if needs_init and not any(f.name.value == "__init__" for f in methods):
         return False
     for call in findall(cls, m.Call()):
         assert isinstance(call, cst.Call)

@@ -114,3 +114,39 @@ NOT_PAIRED = [
 @pytest.mark.parametrize("body", NOT_PAIRED)
 def test_not_against_the_batch(tmp_path: Path, body: str, helper: bool) -> None:
     assert _am037(tmp_path, body, helper) == []
+
+
+CRITERION = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class ContrastiveLoss(nn.Module):
+    def forward(self, a, b):
+        sim = F.cosine_similarity(a.unsqueeze(1), b.unsqueeze(0), dim=-1)
+        return F.cross_entropy(sim, torch.arange(a.size(0)))
+
+
+model = nn.Linear(4, 3)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(16, 4)), batch_size=4)
+criterion = ContrastiveLoss()
+for (x,) in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), model(x * 2))
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_loss_module_is_the_loss_sides_not_the_models() -> None:
+    """A criterion with no state (``ContrastiveLoss``, only a ``forward``): no
+    model is prepared from it, and AM007 already names the comparison at the
+    backward; AM037 said it a second time (the golden
+    tensor_backward/pairwise_batch)."""
+    found = migrate_source(CRITERION, "train.py").findings
+    assert not [f for f in found if f.code == "AM037"], found
+    (am007,) = [f for f in found if f.code == "AM007"]
+    assert am007.status == "needs-review" and "compares the samples" in am007.message

@@ -120,6 +120,7 @@ from ..first_dimension import (
     paired_index,
 )
 from ..model_methods import reads_step_value, stepped_method, training_step
+from ..parameterless_modules import parameterless_class
 from ..reduction.pairwise import _broadcast_axis
 from ..reduction.placement import code
 from ..rule import Rule
@@ -181,7 +182,9 @@ class BatchMixingForward(Rule):
         if not (0 in axes and 1 in axes):
             return
         found = stepped_method(self.index, node)
-        if found is None:
+        if found is None or parameterless_class(self.index, found[0], False):
+            # a loss module (`ContrastiveLoss.forward`): no model is prepared
+            # from it, and AM007 reports the comparison at its backward
             return
         names = self._batch_names(found[1])
         pairs = list(zip(axes, operands, strict=True))
@@ -198,8 +201,8 @@ class BatchMixingForward(Rule):
             f"compared with every other, a batch-by-batch matrix), and a training "
             f"step runs a `{cls}`: after migration each process compares only the "
             "samples of its own share of the batch, so what is computed from the "
-            "matrix (a logsumexp, a softmax or a sum over the batch's samples: "
-            "an estimate of the marginal q(z), a similarity matrix) and the losses "
+            "matrix (a logsumexp, a softmax or a sum over the batch's samples) "
+            "and the losses "
             "will not match the original's (keep each process's batch the original's size "
             "with launch --batch-mode per-device, or gather the other side over "
             "the processes; skip this if dimension 0 is not the batch here)",
