@@ -150,8 +150,8 @@ EXPECTED: dict[str, str] = {
     "trainer_metrics_project_batch": "MATCH",
     "tuple_loaders_project_batch": "MATCH",
     # round 10 red team: unseen multi-file projects, each in both modes
-    "imagenet_utils_project": "FLAGGED",  # MATCH before this session's second wave (CI23; see the stop note)
-    "imagenet_utils_project_batch": "FLAGGED",  # MATCH before this session's second wave (CI23; see the stop note)
+    "imagenet_utils_project": "MATCH",
+    "imagenet_utils_project_batch": "MATCH",
     "snapshot_rotation_project": "FLAGGED",
     "snapshot_rotation_project_batch": "MATCH",
     "logger_class_project": "FLAGGED",
@@ -405,8 +405,8 @@ EXPECTED: dict[str, str] = {
     "srgan_r23t_project_batch": "MATCH",
     "snli_bucket_iter_r23t_project": "MATCH",
     "snli_bucket_iter_r23t_project_batch": "MATCH",
-    "resnet_cifar_dict_arch_r23t_project": "FLAGGED",  # MATCH before this session's second wave (CI23; see the stop note)
-    "resnet_cifar_dict_arch_r23t_project_batch": "FLAGGED",  # MATCH before this session's second wave (CI23; see the stop note)
+    "resnet_cifar_dict_arch_r23t_project": "MATCH",
+    "resnet_cifar_dict_arch_r23t_project_batch": "MATCH",
     # StarGAN's InstanceNorm(track_running_stats=True) evaluated in eval mode
     # (SILENT before: the running statistics were the main process's share's)
     "instancenorm_running_stats_r23t": "MATCH",
@@ -665,7 +665,7 @@ EXPECTED: dict[str, str] = {
     # only TD3.save, the method that writes, is followed by a barrier
     # (method_writes: not select_action or train)
     "td3_replay_soft_update_t7c_project": "FLAGGED",
-    "td3_replay_soft_update_t7c_project_batch": "FLAGGED",  # MATCH before this session's second wave (CI23; see the stop note)
+    "td3_replay_soft_update_t7c_project_batch": "MATCH",
     # kamalesh0406/Audio-Classification: SpecAugment masks drawn with `random`
     # in AudioDataset.__getitem__, the loader built by datasetaug's
     # fetch_dataloader. File mode was flagged only by AM006 (validate.py's
