@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from .rank_local_options import RankLocalOptions
     from .rank_local_sources import RankLocalSources
     from .reached_calls import ReachedCalls
+    from .reduction.batch_tensors import BatchTensors
     from .returned_loss import ReturnedLosses
 
 
@@ -381,6 +382,14 @@ class ModuleIndex(Tagging, LoaderFacts, TrainingSteps, LocalDefinitions):
         from .rank_local_options import RankLocalOptions
 
         return RankLocalOptions(self)
+
+    @cached_property
+    def batch_tensors(self) -> BatchTensors:
+        """What a loss list's loops walk: the loader loops' variables, those read
+        as tensors, the options the file writes (``reduction.batch_tensors``)."""
+        from .reduction.batch_tensors import BatchTensors
+
+        return BatchTensors(self)
 
     @cached_property
     def returned_losses(self) -> ReturnedLosses:

@@ -13,7 +13,7 @@ import libcst as cst
 import pytest
 
 from accel_migrate.codemod import migrate_source
-from accel_migrate.codemod.metrics.forms import _read_arithmetic
+from accel_migrate.codemod.metrics.forms import direct_reads
 
 SCRIPT = """\
 import numpy as np
@@ -58,11 +58,13 @@ def test_an_appended_number_goes_through_as_tensor() -> None:
 
 def test_a_number_of_a_call_of_unknown_kind_is_not_taken_for_one() -> None:
     """``float(...)`` of a call is a read; a bare call is not a number."""
-    assert _read_arithmetic(cst.parse_expression("loss.item() / args.batch_size"))
-    assert _read_arithmetic(cst.parse_expression("2 * float(loss) + bias"))
-    assert not _read_arithmetic(cst.parse_expression("loss / args.batch_size"))
-    assert not _read_arithmetic(cst.parse_expression("loss.item() / f(x)"))
-    assert not _read_arithmetic(cst.parse_expression("loss.item() ** 2"))
+    assert direct_reads(
+        cst.parse_expression("loss.item() / args.batch_size"), names=True
+    )
+    assert direct_reads(cst.parse_expression("2 * float(loss) + bias"), names=True)
+    assert not direct_reads(cst.parse_expression("loss / args.batch_size"), names=True)
+    assert not direct_reads(cst.parse_expression("loss.item() / f(x)"), names=True)
+    assert not direct_reads(cst.parse_expression("loss.item() ** 2"), names=True)
 
 
 STOPPER = """\

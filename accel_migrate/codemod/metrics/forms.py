@@ -149,9 +149,9 @@ class BatchForms:
             key = self.index.key(value)
             values = self.index.values.get(key, []) if key is not None else []
             return bool(values) and all(
-                v is not None and _read_arithmetic(v) for v in values
+                v is not None and direct_reads(v, names=True) for v in values
             )
-        return _read_arithmetic(value)
+        return direct_reads(value, names=True)
 
     def _helper_mean_number(self, call: cst.Call) -> bool:
         """A local module's helper whose every return is a mean over what it is
@@ -212,16 +212,29 @@ class BatchForms:
         return is_number(value)
 
 
-def direct_reads(value: cst.BaseExpression) -> bool:
+def direct_reads(value: cst.BaseExpression, names: bool = False) -> bool:
     """``loss.item()``, ``float(loss)``, and those plus, minus, times or over a
-    number: forms the rule's ``global_loss`` rewrite wraps read by read."""
+    number: forms the rule's ``global_loss`` rewrite wraps read by read. With
+    ``names``, only ``+ - * /``, and a name or an attribute may stand beside a
+    read as a number does (at least one read)."""
     if isinstance(value, cst.BinaryOperation):
+        if names and not isinstance(
+            value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+        ):
+            return False
+        leaves = (
+            (cst.Integer, cst.Float, cst.Name, cst.Attribute)
+            if names
+            else (
+                cst.Integer,
+                cst.Float,
+            )
+        )
         sides = (value.left, value.right)
-        if not any(direct_reads(side) for side in sides):
+        if not any(direct_reads(side, names) for side in sides):
             return False
         return all(
-            direct_reads(side) or isinstance(side, (cst.Integer, cst.Float))
-            for side in sides
+            direct_reads(side, names) or isinstance(side, leaves) for side in sides
         )
     return read_of(value) is not value
 
@@ -233,22 +246,3 @@ def is_number(value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.BinaryOperation):
         return is_number(value.left) and is_number(value.right)
     return read_of(value) is not value
-
-
-def _read_arithmetic(value: cst.BaseExpression) -> bool:
-    """``x.item()``/``float(x)`` alone, or plus, minus, times or over literals,
-    names, attributes and other such reads (at least one read)."""
-    if read_of(value) is not value:
-        return True
-    if not isinstance(value, cst.BinaryOperation) or not isinstance(
-        value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
-    ):
-        return False
-    sides = (value.left, value.right)
-    if not any(_read_arithmetic(side) for side in sides):
-        return False
-    return all(
-        _read_arithmetic(side)
-        or isinstance(side, (cst.Integer, cst.Float, cst.Name, cst.Attribute))
-        for side in sides
-    )

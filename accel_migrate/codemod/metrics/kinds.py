@@ -170,11 +170,11 @@ class BatchKinds:
         abs(len(h) - len(r))``, an edit distance), None: the whole expression
         is read as before (its counts)."""
         sides = (value.left, value.right)
-        constants = [s for s in sides if _constant(s)]
+        constants = [s for s in sides if number_literal(s)]
         if len(constants) == 2:
             return "unknown"
         if constants:
-            other = value.right if _constant(value.left) else value.left
+            other = value.right if number_literal(value.left) else value.left
             return "mean" if self.kind(other, context, depth) == "mean" else "unknown"
         left = self.kind(value.left, context, depth)
         right = self.kind(value.right, context, depth)
@@ -485,17 +485,19 @@ def quotient_part(value: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(value, cst.BinaryOperation) and isinstance(
         value.operator, (cst.Add, cst.Subtract)
     ):
-        if _constant(value.left) and not _constant(value.right):
+        if number_literal(value.left) and not number_literal(value.right):
             return value.right
-        if _constant(value.right) and not _constant(value.left):
+        if number_literal(value.right) and not number_literal(value.left):
             return value.left
     return value
 
 
-def _constant(value: cst.BaseExpression) -> bool:
-    """A number written in the code (``1``, ``-0.5``)."""
-    if isinstance(value, cst.UnaryOperation):
-        value = value.expression
+def number_literal(value: cst.BaseExpression) -> bool:
+    """A number written in the code (``1``, ``-0.5``, ``+2``)."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(
+        value.operator, (cst.Minus, cst.Plus)
+    ):
+        return number_literal(value.expression)
     return isinstance(value, (cst.Integer, cst.Float))
 
 

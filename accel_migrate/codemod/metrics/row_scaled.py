@@ -45,7 +45,7 @@ from ..batch_rows import counts_batch
 from ..project_row_scaled import _CASTS, _DIVIDING, _MULTIPLYING, _SUMS
 from ..reduction.placement import code, placement_blocker
 from ..subtrees import findall
-from .kinds import BatchKinds, inside
+from .kinds import BatchKinds, inside, number_literal
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -90,8 +90,8 @@ def _scaled_count(
     if parts is None:
         return None
     numerators, divisors = parts
-    sums = [f for f in numerators if not _constant(f)]
-    counts = [f for f in divisors if not _constant(f)]
+    sums = [f for f in numerators if not number_literal(f)]
+    counts = [f for f in divisors if not number_literal(f)]
     if len(sums) != 1 or len(counts) != 1:
         return None
     if not counts_batch(kinds.index, counts[0]):
@@ -133,14 +133,6 @@ def _factors(
     if divide:
         return left[0] + right[1], left[1] + right[0]
     return left[0] + right[0], left[1] + right[1]
-
-
-def _constant(expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.UnaryOperation) and isinstance(
-        expr.operator, (cst.Minus, cst.Plus)
-    ):
-        return _constant(expr.expression)
-    return isinstance(expr, (cst.Integer, cst.Float))
 
 
 def _full_sum(
@@ -205,7 +197,7 @@ def _division(expr: cst.BaseExpression, count: cst.BaseExpression) -> str:
     raises ZeroDivisionError where a process's share of a batch is empty), else
     "" (a tensor divided by zero rows is weighted by zero)."""
     for node in findall(expr, m.BinaryOperation(operator=m.Divide())):
-        if node.right is count and _constant(node.left):  # type: ignore[attr-defined]
+        if node.right is count and number_literal(node.left):  # type: ignore[attr-defined]
             return code(node)
     return ""
 

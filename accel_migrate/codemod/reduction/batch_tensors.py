@@ -25,11 +25,13 @@ at the variable's place (``return x, [a, b]``).
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 
+from ..batch_rows import loader_loop_bindings
 from ..names import DATALOADER_CALLS
 from ..subtrees import findall
 
@@ -70,18 +72,73 @@ _TENSOR_DATASETS = frozenset(
 _WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
 
 
+class BatchTensors:
+    """The file's facts the loops of a loss list are read from, each computed
+    once per tree (``ModuleIndex.batch_tensors``)."""
+
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+
+    @cached_property
+    def loader_targets(self) -> dict[Key, list[tuple[cst.For, cst.BaseExpression]]]:
+        """The variables a data loader's loop binds (not its ``enumerate``
+        counter): a bound name, or a name of a bound tuple; each with the loops
+        that bind it and what each binds."""
+        index = self.index
+        found: dict[Key, list[tuple[cst.For, cst.BaseExpression]]] = {}
+        for loop, item in loader_loop_bindings(index):
+            names = item.elements if isinstance(item, cst.Tuple) else [item]
+            for name in names:
+                node = name.value if isinstance(name, cst.Element) else name
+                key = index.key(node) if isinstance(node, cst.Name) else None
+                if key is not None:
+                    found.setdefault(key, []).append((loop, item))
+        return found
+
+    @cached_property
+    def tensor_keys(self) -> frozenset[Key]:
+        """The variables the file reads a tensor-only attribute of (``ys.to``)."""
+        found: set[Key] = set()
+        for node in findall(self.index.module, m.Attribute(value=m.Name())):
+            assert isinstance(node, cst.Attribute)
+            if node.attr.value in _TENSOR_ATTRIBUTES:
+                key = self.index.key(node.value)  # type: ignore[arg-type]
+                if key is not None:
+                    found.add(key)
+        return frozenset(found)
+
+    @cached_property
+    def written_options(self) -> frozenset[str] | None:
+        """The attribute names the file writes on a parsed namespace (bound,
+        grown in place, or item-stored); None where a ``setattr`` may write any."""
+        index = self.index
+        if findall(index.module, m.Call(func=m.Name("setattr"))):
+            return None
+        namespaces = index.rank_local_options.namespaces
+        found: set[str] = set()
+        for node in findall(index.module, m.Attribute()):
+            assert isinstance(node, cst.Attribute)
+            if not namespaces.holds(node.value):
+                continue
+            parent = index.parent(node)
+            if (
+                isinstance(parent, (cst.AssignTarget, cst.AugAssign))
+                or (isinstance(parent, cst.Attribute) and parent.attr.value in _GROWERS)
+                or (
+                    isinstance(parent, cst.Subscript)
+                    and isinstance(
+                        index.parent(parent), (cst.AssignTarget, cst.AugAssign)
+                    )
+                )
+            ):
+                found.add(node.attr.value)
+        return frozenset(found)
+
+
 def tensor_target(index: ModuleIndex, key: Key, loops: list[cst.For]) -> bool:
     """Is ``key`` (bound by ``loops``, loops over data loaders) proven a tensor?"""
-    for node in findall(index.module, m.Name()):
-        if index.key(node) != key:  # type: ignore[arg-type]
-            continue
-        parent = index.parent(node)
-        if (
-            isinstance(parent, cst.Attribute)
-            and parent.value is node
-            and parent.attr.value in _TENSOR_ATTRIBUTES
-        ):
-            return True
+    if key in index.batch_tensors.tensor_keys:
+        return True
     return bool(loops) and all(_over_tensor_dataset(index, loop.iter) for loop in loops)
 
 
@@ -92,27 +149,13 @@ _GROWERS = frozenset({"append", "extend", "insert", "pop", "remove", "clear"})
 def parsed_option(index: ModuleIndex, attribute: cst.Attribute) -> bool:
     """Is ``attribute`` an option of a parsed command-line namespace that the
     file never writes (``args.scales`` of ``parser.parse_args()``)?"""
-    namespaces = index.rank_local_options.namespaces
-    if not namespaces.holds(attribute.value):
+    if not index.rank_local_options.namespaces.holds(attribute.value):
         return False
     name = attribute.attr.value
     if name in index.rank_local_options.dests or name in index.rank_local_options.reset:
         return False  # differs between processes (``--local_rank``)
-    if findall(index.module, m.Call(func=m.Name("setattr"))):
-        return False
-    for node in findall(index.module, m.Attribute(attr=m.Name(name))):
-        if not namespaces.holds(node.value):  # type: ignore[attr-defined]
-            continue
-        parent = index.parent(node)
-        if isinstance(parent, (cst.AssignTarget, cst.AugAssign)):
-            return False
-        if isinstance(parent, cst.Attribute) and parent.attr.value in _GROWERS:
-            return False
-        if isinstance(parent, cst.Subscript) and isinstance(
-            index.parent(parent), (cst.AssignTarget, cst.AugAssign)
-        ):
-            return False
-    return True
+    written = index.batch_tensors.written_options
+    return written is not None and name not in written
 
 
 def _over_tensor_dataset(

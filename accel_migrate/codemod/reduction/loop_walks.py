@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 import libcst.matchers as m
 
-from ..batch_rows import batch_values, loader_loop_bindings
+from ..batch_rows import batch_values
 from ..subtrees import findall
 from .batch_tensors import collated_list, parsed_option, tensor_target
 from .facts import _counts_samples
 from .placement import code
 
 if TYPE_CHECKING:
-    from ..analysis import Key, ModuleIndex
+    from ..analysis import ModuleIndex
 
 WalkKind = Literal["fixed", "rows", "unknown"]
 
@@ -76,7 +76,7 @@ def loop_walk(index: ModuleIndex, iterable: cst.BaseExpression, depth: int = 0) 
         key = index.key(iterable)
         if key is None:
             return unknown
-        bound = _loader_targets(index).get(key)
+        bound = index.batch_tensors.loader_targets.get(key)
         if bound is not None:
             loops = [loop for loop, _ in bound]
             if tensor_target(index, key, loops):
@@ -139,7 +139,7 @@ def _called(index: ModuleIndex, call: cst.Call, depth: int, unknown: Walk) -> Wa
     if name in _SAME and isinstance(func, cst.Name) and len(args) == 1:
         inner = loop_walk(index, args[0], depth + 1)
         loader_part = isinstance(args[0], cst.Name) and (
-            index.key(args[0]) in _loader_targets(index)
+            index.key(args[0]) in index.batch_tensors.loader_targets
         )
         if inner.kind == "unknown" and name in ("list", "tuple") and not loader_part:
             # `list(y)` of a batch tensor walks its rows (a loader's part not
@@ -238,23 +238,6 @@ def batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
         if key is not None and key in batch_values(index):
             return True
     return False
-
-
-def _loader_targets(
-    index: ModuleIndex,
-) -> dict[Key, list[tuple[cst.For, cst.BaseExpression]]]:
-    """The variables a data loader's loop binds (not its ``enumerate`` counter):
-    a bound name, or a name of a bound tuple; each with the loops that bind it
-    and what each binds."""
-    found: dict[Key, list[tuple[cst.For, cst.BaseExpression]]] = {}
-    for loop, item in loader_loop_bindings(index):
-        names = item.elements if isinstance(item, cst.Tuple) else [item]
-        for name in names:
-            node = name.value if isinstance(name, cst.Element) else name
-            key = index.key(node) if isinstance(node, cst.Name) else None
-            if key is not None:
-                found.setdefault(key, []).append((loop, item))
-    return found
 
 
 def _fixed_attribute(index: ModuleIndex, attribute: cst.Attribute) -> bool:
