@@ -97,36 +97,73 @@ def _steps_other_models(
     body = getattr(block, "body", None)
     if line is None or not isinstance(body, (list, tuple)) or line not in body:
         return False
-    receiver = _code(step.call.func.value)  # type: ignore[attr-defined]
+    receiver = _aliases(index, step.call.func.value)  # type: ignore[attr-defined]
     for statement in body[body.index(line) + 1 :]:
         for call in findall(statement, m.Call(func=m.Attribute(attr=m.Name("step")))):
             assert isinstance(call, cst.Call)
             sources = _optimizer_sources(index, call.func.value)  # type: ignore[attr-defined]
-            return bool(sources) and receiver not in sources
+            if not sources:
+                return False
+            held = set().union(*(_aliases(index, s) for s in sources.values()))
+            return not receiver & held
     return False
+
+
+def _aliases(index: ModuleIndex, expr: cst.BaseExpression) -> set[str]:
+    """``expr`` as code, with the names and attributes it is set to in the file,
+    two assignments deep: LightGCN's ``self.model = recmodel`` beside
+    ``optim.Adam(recmodel.parameters())`` makes ``self.model`` and ``recmodel``
+    one model. A call's value is a new object, so none is followed through it."""
+    found: set[str] = set()
+    todo = [(expr, 0)]
+    while todo:
+        node, depth = todo.pop()
+        code = _code(node)
+        if code in found:
+            continue
+        found.add(code)
+        if depth >= 2:
+            continue
+        for value in _assigned(index, node):
+            if isinstance(value, (cst.Name, cst.Attribute)):
+                todo.append((value, depth + 1))
+    return found
+
+
+def _assigned(index: ModuleIndex, node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.Name):
+        key = index.key(node)
+        values = index.values.get(key, []) if key is not None else []
+        return [v for v in values if v is not None]
+    if m.matches(node, m.Attribute(value=m.Name("self"))):
+        target = m.AssignTarget(
+            target=m.Attribute(value=m.Name("self"), attr=m.Name(node.attr.value))  # type: ignore[attr-defined]
+        )
+        return [
+            a.value  # type: ignore[attr-defined]
+            for a in findall(index.module, m.Assign(targets=[target]))
+        ]
+    return []
 
 
 def _optimizer_sources(
     index: ModuleIndex, optimizer: cst.BaseExpression
-) -> set[str] | None:
+) -> dict[str, cst.BaseExpression] | None:
     """The receivers (as code) of the ``.parameters()`` calls every construction
     of ``optimizer`` (a name, or ``self.x`` assigned in the file) is handed as
     its parameters, nothing else; None where one is anything else."""
+    if not isinstance(optimizer, cst.Name) and not m.matches(
+        optimizer, m.Attribute(value=m.Name("self"))
+    ):
+        return None
+    values: list[cst.BaseExpression | None]
     if isinstance(optimizer, cst.Name):
+        # an unknown value (None: a parameter, a loop target) is no construction
         key = index.key(optimizer)
         values = list(index.values.get(key, [])) if key is not None else []
-    elif m.matches(optimizer, m.Attribute(value=m.Name("self"))):
-        attr = optimizer.attr.value  # type: ignore[attr-defined]
-        target = m.AssignTarget(
-            target=m.Attribute(value=m.Name("self"), attr=m.Name(attr))
-        )
-        values = [
-            a.value  # type: ignore[attr-defined]
-            for a in findall(index.module, m.Assign(targets=[target]))
-        ]
     else:
-        return None
-    found: set[str] = set()
+        values = list(_assigned(index, optimizer))
+    found: dict[str, cst.BaseExpression] = {}
     for value in values:
         if (
             isinstance(value, cst.Call)
@@ -144,7 +181,9 @@ def _optimizer_sources(
     return found
 
 
-def _parameters_only(expr: cst.BaseExpression, found: set[str]) -> bool:
+def _parameters_only(
+    expr: cst.BaseExpression, found: dict[str, cst.BaseExpression]
+) -> bool:
     """``R.parameters()``, a ``list(...)`` of it, a sum or a display of such:
     each ``R`` added to ``found``."""
     if isinstance(expr, cst.Call):
@@ -152,7 +191,7 @@ def _parameters_only(expr: cst.BaseExpression, found: set[str]) -> bool:
         if m.matches(func, m.Name("list")) and len(expr.args) == 1:
             return _parameters_only(expr.args[0].value, found)
         if m.matches(func, m.Attribute(attr=m.Name("parameters"))) and not expr.args:
-            found.add(_code(func.value))  # type: ignore[attr-defined]
+            found[_code(func.value)] = func.value  # type: ignore[attr-defined]
             return True
         return False
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):

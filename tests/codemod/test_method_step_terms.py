@@ -161,3 +161,53 @@ def test_a_method_whose_gradients_no_following_step_takes_is_not_reported() -> N
     shared = "list(actor.parameters()) + list(critic.parameters())"
     found = migrate_source(ACTOR_CRITIC.format(params=shared), "td3.py").findings
     assert [f.status for f in found if f.code == "AM042"] == ["needs-review"]
+
+
+BPR_TRAINER = """\
+import torch
+from torch import nn, optim
+
+
+class Rec(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+
+    def bpr_loss(self, users):
+        return self.emb(users).pow(2).mean()
+
+    def forward(self, users):
+        return self.emb(users)
+
+
+class BPRLoss:
+    def __init__(self, recmodel):
+        self.model = recmodel
+        self.opt = optim.Adam({params}, lr=1e-3)
+
+    def stage_one(self, users):
+        loss = self.model.bpr_loss(users)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+
+model = Rec()
+bpr = BPRLoss(model)
+for step in range(3):
+    bpr.stage_one(torch.randint(0, 10, (8,)))
+"""
+
+
+def test_an_optimizer_over_the_same_model_by_another_name_keeps_the_finding() -> None:
+    """LightGCN's ``BPRLoss``: ``self.model = recmodel`` and ``optim.Adam(
+    recmodel.parameters())``, then ``self.model.bpr_loss(...)`` backpropagated
+    and ``self.opt.step()``: the stepped optimizer holds the method's model under
+    another name, so the step is still reported (lightgcn_bpr_t13c_project_batch
+    trained LOUD, not FLAGGED, while the receivers were compared as written)."""
+    for params in ("recmodel.parameters()", "self.model.parameters()"):
+        found = migrate_source(BPR_TRAINER.format(params=params), "bpr.py").findings
+        assert [f.status for f in found if f.code == "AM042"] == [
+            "needs-review"
+        ], params
