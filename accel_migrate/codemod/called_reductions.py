@@ -20,7 +20,11 @@ that method. A return counts as a ``sum`` where it is ``torch.sum(X)`` or
 ``("mean", ...)``; some a full reduction and the others another one or not read
 (``if self.size_average: ... else: ...``, or a per-sample return under
 ``reduction=False``): ``("unknown", why)``, the reduction is chosen at run time
-from the instance's settings, which this view does not follow. No return a full
+from the instance's settings, which this view does not follow. A return that
+divides by a count over the whole batch (the SSD tutorial's MultiBoxLoss:
+``conf_loss = (hard_neg.sum() + pos.sum()) / n_positives.sum().float()``, then
+``return conf_loss + self.alpha * loc_loss``; a mean over matched priors, not
+over samples) is ``("unknown", why)`` too. No return a full
 reduction (a model returning logits): ``("", "")``, the fact says nothing.
 Static only: ``ast``, nothing runs.
 """
@@ -57,6 +61,10 @@ def call_reduction(cls: ast.ClassDef) -> tuple[str, str]:
         return ("", "")
     kinds: list[str] = []
     _returns(entry, methods, kinds, 0, _unreduced_attributes(methods))
+    if _counted_division(entry):
+        # the SSD tutorial's MultiBoxLoss: `conf_loss = (...).sum() /
+        # n_positives.sum().float()`, returned in `conf_loss + alpha * loc_loss`
+        kinds.append(_UNREAD)
     read = {k for k in kinds if k in ("sum", "mean")}
     if _UNREAD in kinds:
         return (
@@ -147,6 +155,54 @@ def _value(
                 kinds.append(_UNREAD if held else how)
                 return
     kinds.append("")
+
+
+def _counted_division(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Does a return of ``method`` divide (through the local names it reads) by
+    a count taken over the whole batch: a divisor holding a reduction over every
+    dimension (``/ n_positives.sum()``, ``/ mask.sum().float()``,
+    ``/ torch.sum(mask)``)? Such a loss is a mean over the batch's matched
+    priors, labelled pixels or tokens: neither a mean over samples nor a sum."""
+    for node in _own_nodes(method):
+        if isinstance(node, ast.Return) and node.value is not None:
+            if _divides_by_count(node.value, method, 0, frozenset()):
+                return True
+    return False
+
+
+def _divides_by_count(
+    expr: ast.expr,
+    method: ast.FunctionDef | ast.AsyncFunctionDef,
+    depth: int,
+    seen: frozenset[str],
+) -> bool:
+    if depth > _DEPTH:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if any(_full_reduction(c) for c in ast.walk(node.right)):
+                return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id in seen:
+                continue
+            inner = seen | {node.id}
+            if any(
+                _divides_by_count(v, method, depth + 1, inner)
+                for v in assigned_in(method, node.id)
+            ):
+                return True
+    return False
+
+
+def _full_reduction(node: ast.AST) -> bool:
+    """``x.sum()``, ``x.mean()``, ``torch.sum(x)``: over every dimension."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr not in ("sum", "count_nonzero") or node.keywords:
+        return False
+    if _is_name(node.func.value, "torch"):
+        return len(node.args) == 1
+    return not node.args
 
 
 def _changed_in_place(

@@ -244,3 +244,68 @@ class Proxy(nn.Module):
     assert call_reduction(classes["Block"]) == ("", "")
     assert call_reduction(classes["Focal"]) == ("mean", "")
     assert call_reduction(classes["Proxy"]) == ("mean", "")
+
+
+COMBINED = """\
+import torch
+import torch.nn as nn
+
+
+class MultiBoxLoss(nn.Module):
+    def __init__(self, alpha=1.0):
+        super().__init__()
+        self.alpha = alpha
+        self.smooth_l1 = nn.L1Loss()
+        self.cross_entropy = nn.CrossEntropyLoss(reduction="none")
+
+    def forward(self, locs, scores, true_locs, true_classes):
+        positive = true_classes != 0
+        loc_loss = self.smooth_l1(locs[positive], true_locs[positive])
+        conf_all = self.cross_entropy(scores.view(-1, scores.size(-1)), true_classes.view(-1))
+        conf_loss = conf_all.sum() / positive.sum().float()
+        return conf_loss + self.alpha * loc_loss
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) + x
+"""
+
+
+def test_a_combination_of_reduced_losses_is_unknown(tmp_path: Path) -> None:
+    """The SSD tutorial's MultiBoxLoss returns ``conf_loss + self.alpha *
+    loc_loss``: a sum over the batch's positives over their count plus an
+    L1 mean over matched priors. It was read as saying nothing, and its call
+    was taken for a mean over samples (AM007 "fixed"): the migrated losses
+    differed from step 3 (ssd_tutorial_iterations_t17b_project), with only an
+    AM037 finding about a `.max(dim=0)` over the objects of one image."""
+    import ast
+
+    from accel_migrate.codemod.called_reductions import call_reduction
+
+    classes = {
+        c.name: c for c in ast.parse(COMBINED).body if isinstance(c, ast.ClassDef)
+    }
+    kind, why = call_reduction(classes["MultiBoxLoss"])
+    assert kind == "unknown" and "cannot read as a plain sum or mean" in why
+    # a model's layer plus its input holds no reduction: no claim
+    assert call_reduction(classes["Residual"]) == ("", "")
+    (tmp_path / "losses.py").write_text(
+        COMBINED + "\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 1)\n\n    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(
+        SCRIPT.format(name="MultiBoxLoss", args="").replace(
+            "myloss(model(x), y)", "myloss(model(x), model(x), y, y)"
+        )
+    )
+    result = migrate_source(script.read_text(), str(script))
+    review = [f.message for f in result.needs_review if f.code == "AM007"]
+    assert len(review) == 1 and "`MultiBoxLoss.forward` returns a value" in review[0]

@@ -1849,6 +1849,54 @@ EXPECTED: dict[str, str] = {
     # nothing is migrated, so nothing is wrong
     "kdzoo_attention_transfer_t16a_project": "FLAGGED",
     "kdzoo_attention_transfer_t16a_project_batch": "FLAGGED",
+    # t17b: hand-written detection/segmentation loops and NeRF trainers (issue 12)
+    # wkentaro/pytorch-fcn: file mode leaves main.py (Trainer of trainer.py
+    # trains, AM004); batch mode: losses match, validate()'s label_trues /
+    # label_preds lists hold the process's share (AM029, the cause of the mean
+    # IU line's difference), per-image train metrics of the share (AM033)
+    "fcn_trainer_t17b_project": "FLAGGED",
+    "fcn_trainer_t17b_project_batch": "FLAGGED",
+    # usuyama/pytorch-unet: calc_loss(pred, target, metrics) adds into the dict
+    # the loop made; epoch_samples alone was reduced, so the printed means were
+    # half the original's with findings about dice_loss only (AM007/AM008);
+    # AM009 now reports the handed dict and leaves both terms of each ratio
+    # (metrics[k] / epoch_samples, iou_sum / epoch_samples) the process's own
+    "unet_calc_loss_metrics_t17b_project": "FLAGGED",
+    "unet_calc_loss_metrics_t17b_project_batch": "FLAGGED",
+    # krrish94/nerf-pytorch: no loader, np.random.choice image and rays per
+    # iteration, lr set by global step: every process trains on the same rays
+    "nerf_random_rays_cfg_t17b_project": "MATCH",
+    "nerf_random_rays_cfg_t17b_project_batch": "MATCH",
+    # ashawkey/torch-ngp: file mode leaves main.py (Trainer of nerf/utils.py,
+    # AM004); batch mode migrates the Trainer, whose train_step runs
+    # self.model.render(...), never the model's forward: the runtime stops it
+    # at the first step ("received gradients but was never called", true;
+    # AM042 does not follow the loss back through train_step's returned tuple
+    # and the criterion's arguments: open)
+    "ngp_trainer_rays_t17b_project": "FLAGGED",
+    "ngp_trainer_rays_t17b_project_batch": "LOUD",
+    # ultralytics/yolov3 (2020): `if not torch.isfinite(loss): return` on the
+    # process's share (AM028) and compute_loss's (lbox + lobj + lcls) * bs with
+    # lbox a mean over matched targets (AM007): left unmigrated, both true
+    "yolov3_loss_times_bs_t17b_project": "FLAGGED",
+    "yolov3_loss_times_bs_t17b_project_batch": "FLAGGED",
+    # LeeJunHyun/Image_Segmentation: file mode AM004 (Solver of solver.py);
+    # batch mode: the best U-Net saved on JS + DC of the process's share
+    # (get_DC/get_JS: ratios over the whole batch's pixels), AM028
+    "unet_solver_batch_dc_t17b_project": "FLAGGED",
+    "unet_solver_batch_dc_t17b_project_batch": "FLAGGED",
+    # zijundeng/pytorch-semantic-segmentation: ReduceLROnPlateau stepped on the
+    # validation loss of the share (CrossEntropyLoss2d's reduction chosen by
+    # size_average), AM028: left unmigrated
+    "fcn8s_plateau_snapshot_t17b_project": "FLAGGED",
+    "fcn8s_plateau_snapshot_t17b_project_batch": "FLAGGED",
+    # sgrvinod's SSD tutorial: MultiBoxLoss returns conf_loss + alpha * loc_loss
+    # with conf_loss = (...).sum() / n_positives.sum().float(), a mean over the
+    # batch's positive priors; its call was read as a mean over samples
+    # (AM007 "fixed") and the only finding was AM037's `.max(dim=0)` over one
+    # image's objects; the call is now unknown, AM007 names it
+    "ssd_tutorial_iterations_t17b_project": "FLAGGED",
+    "ssd_tutorial_iterations_t17b_project_batch": "FLAGGED",
 }
 
 

@@ -52,7 +52,12 @@ of it:
   handed to a method of the file's own class that keeps them in the object under
   another name (RAFT's ``logger.push(metrics)`` adding into
   ``self.running_loss``) are reported: what the object does with them is not
-  followed;
+  followed. So is an object made before the loop and handed to a function of
+  the file that adds into it (usuyama/pytorch-unet's ``calc_loss(pred,
+  target, metrics)`` with ``metrics['bce'] += bce * target.size(0)``;
+  ``metrics/handed_accumulators.py``), and the other term of a ratio with it
+  (``metrics['loss'] / epoch_samples``) is left alone too, with every term
+  of a ratio with that one in turn;
 - a batch mean that is a Python number is never given to ``accel.global_loss``
   (which takes a tensor). Linear in the batch's losses (``acc =
   (pred == y).float().mean().item()``; ``total += acc``), it is weighted by each
@@ -175,6 +180,7 @@ from ..metrics.accumulators import (
 )
 from ..metrics.batch_ranking import batch_ranking, ranking_reason
 from ..metrics.forms import BatchForms
+from ..metrics.handed_accumulators import handed_accumulators
 from ..metrics.kinds import BatchKinds
 from ..metrics.next_batches import report_next_batches
 from ..metrics.ratios import ratio_partner
@@ -275,6 +281,18 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 "them (accel.global_loss for batch means, accel.reduce for sums)",
                 if_migrated=True,
             )
+        for call, name, function in handed_accumulators(self.index, node):
+            kept.add(name)
+            self.report(
+                call,
+                "needs-review",
+                f"`{name}` is handed to `{function}`, which adds this process's "
+                "share of each batch into it: what it holds after the loop is this "
+                "process's share, not combined across processes; combine the values "
+                "added (accel.reduce for sums, accel.global_loss for batch means) or "
+                "reduce what it holds after the loop",
+                if_migrated=True,
+            )
         if not increments and not collections:
             return
         if not self.index.uniform(node):
@@ -308,6 +326,8 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
                 kept.add(_collected_name(statement))
         reduce_after: list[str] = []
         declined = self._declined(increments, node) | (kept - {""})
+        # terms left alone for a ratio with a declined one, in turn
+        uncombined = declined | self._ratio_closure(increments, node, declined)
         for aug in increments:
             name = attr_chain(aug.target)
             assert name is not None
@@ -316,7 +336,7 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
             ratio = (
                 None
                 if name in declined
-                else ratio_partner(self.index, node, name, declined)
+                else ratio_partner(self.index, node, name, uncombined)
             )
             if ratio is not None:
                 # the other term of a ratio whose declined term stays this
@@ -388,6 +408,24 @@ class MetricSums(CollectionPlans, MeanPlans, MetricRewrites, Rule):
             elif kind == "mean" and self._mean_declined(aug, loop):
                 names.add(name)
         return names
+
+    def _ratio_closure(
+        self, increments: list[cst.AugAssign], loop: cst.For, declined: set[str]
+    ) -> set[str]:
+        """The increments left alone as the other term of a ratio with a declined
+        one, and those of a ratio with them in turn (``iou_sum / epoch_samples``
+        where ``epoch_samples`` is left alone for ``metrics[k] / epoch_samples``):
+        each ratio's terms are combined together or neither."""
+        names = {attr_chain(a.target) or "" for a in increments} - {""}
+        left = set(declined)
+        grown = True
+        while grown:
+            grown = False
+            for name in sorted(names - left):
+                if ratio_partner(self.index, loop, name, left) is not None:
+                    left.add(name)
+                    grown = True
+        return left - declined
 
     def _next_loop(self, node: cst.For) -> bool:
         """``for i in range(n): x, y = next(it)`` over ``it = iter(loader)``: a
