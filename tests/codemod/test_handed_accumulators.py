@@ -29,6 +29,10 @@ def remember(pred, last):
     last["pred"] = pred.detach()
 
 
+def decay(optimizer):
+    optimizer.param_groups[0]["lr"] *= 0.5
+
+
 model = torch.nn.Linear(4, 2)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = DataLoader(dataset, batch_size=8)
@@ -42,6 +46,7 @@ for epoch in range(2):
         out = model(x)
         loss = calc_loss(out, y, metrics)
         remember(out, last)
+        decay(optimizer)
         loss.backward()
         optimizer.step()
         hits += (out > 0).float().sum().item()
@@ -78,6 +83,8 @@ def test_a_dict_a_helper_adds_into_is_reported_with_its_ratio(tmp_path: Path) ->
     assert reasons == {"epoch_samples", "hits"}
     # `remember` keeps the last value (a plain assignment): no accumulation
     assert not any("handed to `remember`" in f.message for f in result.findings)
+    # an optimizer whose lr a helper scales in place is no accumulator
+    assert not any("handed to `decay`" in f.message for f in result.findings)
     assert "accel.backward(loss)" in out
 
 

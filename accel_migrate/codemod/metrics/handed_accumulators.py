@@ -52,8 +52,47 @@ def handed_accumulators(
         if index.runs_backward(function.body):
             continue
         for argument, parameter in _bound_arguments(call, function, bound):
-            if _made_before(index, argument, loop) and _adds_into(function, parameter):
+            if (
+                _made_before(index, argument, loop)
+                and _collection(index, argument)
+                and _adds_into(function, parameter)
+            ):
                 yield call, argument.value, function.name.value
+
+
+#: Calls that make an empty collection to accumulate into.
+_COLLECTIONS = frozenset(
+    {
+        "dict",
+        "list",
+        "set",
+        "collections.defaultdict",
+        "collections.OrderedDict",
+        "collections.Counter",
+    }
+)
+
+
+def _collection(index: ModuleIndex, argument: cst.Name) -> bool:
+    """Is every value the variable is set to a collection (``{}``, ``[]``,
+    ``defaultdict(float)``, ``dict()``)? An optimizer handed to a helper that
+    scales ``optimizer.param_groups[0]["lr"] *= 0.5``, a model or another
+    object is no accumulator of the batch's values."""
+    key = index.key(argument)
+    values = index.values.get(key, []) if key is not None else []
+    if not values:
+        return False
+    for value in values:
+        if isinstance(value, (cst.Dict, cst.List, cst.Set)):
+            continue
+        if isinstance(value, cst.Call):
+            names = index.qualnames(value.func) | {
+                n for n in [getattr(value.func, "value", None)] if isinstance(n, str)
+            }
+            if names & _COLLECTIONS:
+                continue
+        return False
+    return True
 
 
 def _bound_arguments(
