@@ -81,6 +81,10 @@ class Tagging:
             while expr is not None:
                 if seed(expr):
                     return True
+                if isinstance(expr, cst.IfExp):
+                    # `train_loader if phase == "train" else valid_loader`: it
+                    # holds one where both branches do
+                    return holds(expr.body) and holds(expr.orelse)
                 key = self.key(expr)
                 if key is not None:
                     if key in tagged:

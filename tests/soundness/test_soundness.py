@@ -1897,6 +1897,32 @@ EXPECTED: dict[str, str] = {
     # image's objects; the call is now unknown, AM007 names it
     "ssd_tutorial_iterations_t17b_project": "FLAGGED",
     "ssd_tutorial_iterations_t17b_project_batch": "FLAGGED",
+    # t17a (issue 12, super-resolution and CTC speech recognition):
+    # twtygqyy/pytorch-vdsr: nn.MSELoss(size_average=False) handed to train();
+    # SILENT before (AM007 took it for a mean: half the gradient), MATCH with
+    # traced_loss_modules
+    "vdsr_step_lr_clip_t17a_project": "MATCH",
+    "vdsr_step_lr_clip_t17a_project_batch": "MATCH",
+    # leftthomas/SRGAN: RandomCrop offsets from the global RNG in __getitem__
+    # (AM020, the cause); the running Loss_G ratio is reported by AM009
+    "srgan_vgg_tv_t17a_project": "FLAGGED",
+    "srgan_vgg_tv_t17a_project_batch": "FLAGGED",
+    # Lornatang/SRGAN-PyTorch train_srresnet.py: CPUPrefetcher while loop;
+    # file mode: ProgressMeter.display_summary prints on every process
+    # (AM017); batch mode: AM103 leaves the setup whole (dataset.py's
+    # prefetcher receives the sharded loaders)
+    "srresnet_prefetcher_iqa_t17a_project": "FLAGGED",
+    "srresnet_prefetcher_iqa_t17a_project_batch": "FLAGGED",
+    # tugstugi/mongolian-speech-recognition: train(epoch, phase) over
+    # `train_loader if phase == 'train' else valid_loader`; FLAGGED for an
+    # untrue reason before (the CER/WER sums stayed the share, no finding named
+    # them), MATCH now that the loop is a loader loop (AM009 reduces them)
+    "mbspeech_ctc_phase_t17a_project": "MATCH",
+    "mbspeech_ctc_phase_t17a_project_batch": "MATCH",
+    # przybyszewskiw/DeepSpeech2: no DataLoader; file mode: Runner trains in
+    # runner.py (AM004); batch mode: every process trains on every batch
+    "deepspeech2_runner_sortagrad_t17a_project": "FLAGGED",
+    "deepspeech2_runner_sortagrad_t17a_project_batch": "MATCH",
 }
 
 

@@ -47,6 +47,7 @@ from .summed_args import unproven_sum
 from .traced_criteria import (
     traced_class_weights,
     traced_helper_function,
+    traced_loss_modules,
     traced_nonlinear_criterion,
 )
 
@@ -147,6 +148,8 @@ class _Calls:
             # `criterion(out, y)` of a criterion handed in or built in branches,
             # one of which is a class-weighted mean (LDAM-DRW's DRW)
             return Fact("unknown", weighted)
+        if (traced_sum := traced_loss_modules(self.index, call, func)) is not None:
+            return traced_sum  # `nn.MSELoss(reduction="sum")` handed in (VDSR)
         traced = traced_helper_function(self.index, func)
         if traced:
             # `loss_fn(mu, sigma, y)` of `loss_fn` handed a local module's

@@ -33,6 +33,7 @@ from .placement import code
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
+    from .facts import Fact
 
 
 def traced_class_weights(index: ModuleIndex, func: cst.BaseExpression) -> str:
@@ -185,3 +186,48 @@ def _leaves(
         if value is not None:
             found += _leaves(index, tracer, value, seen, depth + 1)
     return found
+
+
+def traced_loss_modules(
+    index: ModuleIndex, call: cst.Call, func: cst.BaseExpression
+) -> Fact | None:
+    """The reduction of ``func(...)`` (``call``) where ``func`` is a criterion
+    handed in as a parameter or built in branches, and every module it may be
+    is a ``torch.nn`` loss module: a sum where every one of them sums
+    (``nn.MSELoss(reduction="sum")`` built in ``main()`` and handed to
+    ``train(..., criterion, epoch)``, as twtygqyy/pytorch-vdsr's
+    ``nn.MSELoss(size_average=False)``), unknown where one sums and another
+    does not; None otherwise (a mean, or a token mean or class-weighted mean,
+    which the callers' other rules decide)."""
+    from .facts import Fact, _loss_call
+    from .model_classes import _Tracer
+
+    if not isinstance(func, (cst.Name, cst.Attribute)) or index.key(func) is None:
+        return None
+    origins = _Tracer(index).origins(func, frozenset(), 0)
+    if isinstance(origins, str) or not origins:
+        return None
+    modules: list[tuple[str, cst.Call]] = []
+    for origin in origins:
+        if not isinstance(origin, cst.Call):
+            return None
+        names = [
+            q
+            for q in index.qualnames(origin.func)
+            if q.startswith("torch.nn.") and q.endswith("Loss")
+        ]
+        if not names:
+            return None
+        modules.append((names[0].rsplit(".", 1)[-1], origin))
+    facts = [_loss_call(index, name, call, built, func) for name, built in modules]
+    kinds = {fact.kind for fact in facts}
+    if kinds == {"sum"}:
+        return Fact("sum", what=f"`{code(modules[0][1])}`")
+    if "sum" in kinds:
+        spelled = " or ".join(f"`{code(built)}`" for _, built in modules)
+        return Fact(
+            "unknown",
+            f"`{code(func)}` may be {spelled}: a sum over the batch's samples or "
+            "another reduction, chosen at run time",
+        )
+    return None
