@@ -298,3 +298,48 @@ def test_kill_tree_signals_a_process_by_its_pid_and_start_time(tmp_path: Path) -
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_the_codemod_server_runs_the_cli_as_a_fresh_interpreter_would(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The corpus's batch-mode migrations run `python -m accel_migrate migrate`
+    # forked from a server that has imported the rules and libcst, not torch.
+    shim = warm_python.python(env, "codemod")
+    assert shim not in (sys.executable, warm_python.python(env))
+    probe = tmp_path / "loaded.py"
+    probe.write_text(
+        "import os, sys\n"
+        "print('torch' in sys.modules, 'accel_migrate.codemod.engine' in sys.modules)\n"
+        "print(os.getppid() != int(sys.argv[1]))\n"
+    )
+    done = _run(env, str(probe), str(os.getpid()), cwd=tmp_path)
+    loaded = subprocess.run(
+        [shim, str(probe), str(os.getpid())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["True", "False", "True"], done.stderr
+    assert loaded.stdout.split() == ["False", "True", "True"], loaded.stderr
+    outputs = []
+    for python in (shim, sys.executable):
+        folder = tmp_path / str(len(outputs))
+        folder.mkdir()
+        (folder / "train.py").write_text(
+            "import torch\nmodel = torch.nn.Linear(2, 1)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x in torch.randn(4, 2):\n"
+            "    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n"
+        )
+        command = [python, "-m", "accel_migrate", "migrate", str(folder)]
+        command += ["--write", "--no-cache", "--output-format", "json", "--jobs", "1"]
+        migrated = subprocess.run(
+            command, env=env, cwd=folder, capture_output=True, text=True, timeout=120
+        )
+        written = (folder / "train.py").read_text()
+        outputs.append((migrated.returncode, migrated.stdout.replace(str(folder), "F")))
+        outputs[-1] += (written,)
+    assert outputs[0] == outputs[1]
+    assert "accel_migrate" in outputs[0][2]
