@@ -11,6 +11,12 @@ for the entry to move to ``EXPECTED``.
 
 ``ACCEL_MIGRATE_SOUNDNESS_DOC=1`` rewrites the table in docs/soundness.md from this
 run (between its ``soundness-table`` markers).
+
+The module fixture is CI's longest item. What keeps it short (docs/soundness.md,
+"Running it"): every process forks from a warm server (tests/warm_python.py), a
+``batch both`` folder's original runs once for its two cases, the pool runs one
+job more than its share of the cores; ``python -m tests.soundness.costs`` measures
+a case's CPU seconds per phase.
 """
 
 from __future__ import annotations
