@@ -343,3 +343,15 @@ def test_the_codemod_server_runs_the_cli_as_a_fresh_interpreter_would(
         outputs[-1] += (written,)
     assert outputs[0] == outputs[1]
     assert "accel_migrate" in outputs[0][2]
+    # the server has imported accel_migrate: a command with another PYTHONPATH
+    # gets a server of its own, not an exec'd real interpreter
+    other = {**env, "PYTHONPATH": str(tmp_path)}
+    assert warm_python.python(other, "codemod") not in (shim, sys.executable)
+    done = subprocess.run(
+        [warm_python.python(other, "codemod"), str(probe), str(os.getpid())],
+        env=other,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr

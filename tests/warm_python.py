@@ -141,7 +141,7 @@ def _shadowed(entries: list[str]) -> str:
 _LOCK = threading.Lock()
 #: One server per start-up environment (see ``_start_environment``), per process.
 _SERVERS: dict[
-    tuple[str, frozenset[tuple[str, str]]], tuple[subprocess.Popen[bytes], Path]
+    tuple[str, frozenset[tuple[str, str]], str], tuple[subprocess.Popen[bytes], Path]
 ] = {}
 
 
@@ -158,7 +158,11 @@ def python(env: dict[str, str], kind: str = "torch") -> str:
         return sys.executable
     if kind not in KINDS:
         raise ValueError(f"no warm server of kind {kind!r}")
-    key = (kind, frozenset(_start_environment(env).items()))
+    key = (kind, frozenset(_start_environment(env).items()), "")
+    if kind == "codemod":
+        # (it has imported accel_migrate: a command whose PYTHONPATH has another
+        # entry would be found shadowed and exec'd, so one server per PYTHONPATH)
+        key = (*key[:2], env.get("PYTHONPATH", ""))
     with _LOCK:
         found = _SERVERS.get(key)
         if found is None or found[0].poll() is not None:
