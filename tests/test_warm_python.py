@@ -343,6 +343,21 @@ def test_the_codemod_server_runs_the_cli_as_a_fresh_interpreter_would(
         outputs[-1] += (written,)
     assert outputs[0] == outputs[1]
     assert "accel_migrate" in outputs[0][2]
+    # a rule is registered by importing its module: the server imports every
+    # module of the package, which must register the rules the engine does
+    rules = tmp_path / "rules.py"
+    rules.write_text(
+        "import accel_migrate.codemod.engine\n"
+        "from accel_migrate.codemod.rule import registered_rules\n"
+        "print(' '.join(rule.code for rule in registered_rules()))\n"
+    )
+    registered = [
+        subprocess.run(
+            [python, str(rules)], env=env, capture_output=True, text=True, timeout=120
+        ).stdout
+        for python in (shim, sys.executable)
+    ]
+    assert registered[0] == registered[1] and "AM001" in registered[0]
     # the server has imported accel_migrate: a command with another PYTHONPATH
     # gets a server of its own, not an exec'd real interpreter
     other = {**env, "PYTHONPATH": str(tmp_path)}

@@ -82,7 +82,9 @@ PRELOADED = (
 #: loads (the CLI, every rule, libcst, black), for the corpus's batch-mode
 #: migrations, each a process of its own (0.9 s of CPU of imports in a fresh
 #: interpreter, about half of what migrating a project folder costs). Not all of
-#: ``accel_migrate.cli``: ``launch_command`` imports torch.
+#: ``accel_migrate.cli``: ``launch_command`` imports torch. (A rule is registered
+#: by importing its module; the engine imports every rule module already, so the
+#: server's rules are the CLI's: tests/test_warm_python.py checks it.)
 CODEMOD_PACKAGES = ("accel_migrate.codemod",)
 CODEMOD_MODULES = (
     "accel_migrate.cli.app",
