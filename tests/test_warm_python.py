@@ -94,6 +94,34 @@ def test_exit_status_traceback_and_signal_are_the_commands(
     assert read.stdout.splitlines()[-1] == "read piped in"
 
 
+GC_PROBE = """
+import gc
+class Cycle:
+    def __init__(self):
+        self.me = self
+Cycle()
+print("frozen", gc.get_freeze_count(), "visible", len(gc.get_objects()))
+print("collected", gc.collect() > 0)
+"""
+
+
+def test_a_collection_visits_the_commands_objects_not_the_servers(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The server's heap (torch and _dynamo: about a million objects) is frozen
+    # before the first fork: a collection in the command, finish()'s at every
+    # exit among them, would otherwise copy all of it into the child (0.16 s of
+    # CPU per command). The command's own garbage is still collected.
+    script = tmp_path / "gc_probe.py"
+    script.write_text(GC_PROBE)
+    done = _run(env, str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    frozen, visible = int(words[1]), int(words[3])
+    assert frozen > 10 * visible, done.stdout
+    assert done.stdout.splitlines()[1] == "collected True"
+
+
 def test_what_it_cannot_copy_runs_the_real_interpreter(
     env: dict[str, str], probe: Path
 ) -> None:
@@ -270,3 +298,75 @@ def test_kill_tree_signals_a_process_by_its_pid_and_start_time(tmp_path: Path) -
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_the_codemod_server_runs_the_cli_as_a_fresh_interpreter_would(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # The corpus's batch-mode migrations run `python -m accel_migrate migrate`
+    # forked from a server that has imported the rules and libcst, not torch.
+    shim = warm_python.python(env, "codemod")
+    assert shim not in (sys.executable, warm_python.python(env))
+    probe = tmp_path / "loaded.py"
+    probe.write_text(
+        "import os, sys\n"
+        "print('torch' in sys.modules, 'accel_migrate.codemod.engine' in sys.modules)\n"
+        "print(os.getppid() != int(sys.argv[1]))\n"
+    )
+    done = _run(env, str(probe), str(os.getpid()), cwd=tmp_path)
+    loaded = subprocess.run(
+        [shim, str(probe), str(os.getpid())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["True", "False", "True"], done.stderr
+    assert loaded.stdout.split() == ["False", "True", "True"], loaded.stderr
+    outputs = []
+    for python in (shim, sys.executable):
+        folder = tmp_path / str(len(outputs))
+        folder.mkdir()
+        (folder / "train.py").write_text(
+            "import torch\nmodel = torch.nn.Linear(2, 1)\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x in torch.randn(4, 2):\n"
+            "    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n"
+        )
+        command = [python, "-m", "accel_migrate", "migrate", str(folder)]
+        command += ["--write", "--no-cache", "--output-format", "json", "--jobs", "1"]
+        migrated = subprocess.run(
+            command, env=env, cwd=folder, capture_output=True, text=True, timeout=120
+        )
+        written = (folder / "train.py").read_text()
+        outputs.append((migrated.returncode, migrated.stdout.replace(str(folder), "F")))
+        outputs[-1] += (written,)
+    assert outputs[0] == outputs[1]
+    assert "accel_migrate" in outputs[0][2]
+    # a rule is registered by importing its module: the server imports every
+    # module of the package, which must register the rules the engine does
+    rules = tmp_path / "rules.py"
+    rules.write_text(
+        "import accel_migrate.codemod.engine\n"
+        "from accel_migrate.codemod.rule import registered_rules\n"
+        "print(' '.join(rule.code for rule in registered_rules()))\n"
+    )
+    registered = [
+        subprocess.run(
+            [python, str(rules)], env=env, capture_output=True, text=True, timeout=120
+        ).stdout
+        for python in (shim, sys.executable)
+    ]
+    assert registered[0] == registered[1] and "AM001" in registered[0]
+    # the server has imported accel_migrate: a command with another PYTHONPATH
+    # gets a server of its own, not an exec'd real interpreter
+    other = {**env, "PYTHONPATH": str(tmp_path)}
+    assert warm_python.python(other, "codemod") not in (shim, sys.executable)
+    done = subprocess.run(
+        [warm_python.python(other, "codemod"), str(probe), str(os.getpid())],
+        env=other,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr

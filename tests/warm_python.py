@@ -78,6 +78,27 @@ PRELOADED = (
 )
 
 
+#: What the ``codemod`` server imports instead: what ``accel-migrate migrate``
+#: loads (the CLI, every rule, libcst, black), for the corpus's batch-mode
+#: migrations, each a process of its own (0.9 s of CPU of imports in a fresh
+#: interpreter, about half of what migrating a project folder costs). Not all of
+#: ``accel_migrate.cli``: ``launch_command`` imports torch. (A rule is registered
+#: by importing its module; the engine imports every rule module already, so the
+#: server's rules are the CLI's: tests/test_warm_python.py checks it.)
+CODEMOD_PACKAGES = ("accel_migrate.codemod",)
+CODEMOD_MODULES = (
+    "accel_migrate.cli.app",
+    "accel_migrate.cli.migrate_command",
+    "accel_migrate.cli.batch",
+    "black",
+    "pathspec",
+    "libcst.native",
+)
+#: What a server imports before it forks: ``torch`` (every command of the tests
+#: but the CLI's migrations) or ``codemod`` (those, which never import torch).
+KINDS = ("torch", "codemod")
+
+
 _IMPORTS_SET: dict[str, str] = {}
 _SHIM_PATH = ""
 #: The server's own PYTHONPATH entries, as they sit on its sys.path.
@@ -121,25 +142,33 @@ def _shadowed(entries: list[str]) -> str:
 
 _LOCK = threading.Lock()
 #: One server per start-up environment (see ``_start_environment``), per process.
-_SERVERS: dict[frozenset[tuple[str, str]], tuple[subprocess.Popen[bytes], Path]] = {}
+_SERVERS: dict[
+    tuple[str, frozenset[tuple[str, str]], str], tuple[subprocess.Popen[bytes], Path]
+] = {}
 
 
 def enabled() -> bool:
     return os.environ.get("ACCEL_MIGRATE_TEST_WARM", "1") != "0"
 
 
-def python(env: dict[str, str]) -> str:
+def python(env: dict[str, str], kind: str = "torch") -> str:
     """The interpreter to run a command with ``env`` under: the shim of a server
-    started (once per test process) with that environment, or ``sys.executable``
-    (turned off, or an environment whose ``import torch`` starts threads: a fork
-    of a threaded process can deadlock)."""
+    of that ``kind`` (``KINDS``) started (once per test process) with that
+    environment, or ``sys.executable`` (turned off, or an environment whose
+    ``import torch`` starts threads: a fork of a threaded process can deadlock)."""
     if not enabled() or env.get("OMP_NUM_THREADS") != "1":
         return sys.executable
-    key = frozenset(_start_environment(env).items())
+    if kind not in KINDS:
+        raise ValueError(f"no warm server of kind {kind!r}")
+    key = (kind, frozenset(_start_environment(env).items()), "")
+    if kind == "codemod":
+        # (it has imported accel_migrate: a command whose PYTHONPATH has another
+        # entry would be found shadowed and exec'd, so one server per PYTHONPATH)
+        key = (*key[:2], env.get("PYTHONPATH", ""))
     with _LOCK:
         found = _SERVERS.get(key)
         if found is None or found[0].poll() is not None:
-            found = _SERVERS[key] = _start(env)
+            found = _SERVERS[key] = _start(env, kind)
         return str(found[1])
 
 
@@ -162,7 +191,7 @@ def environment(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHON_EXEC": shim} if shim != sys.executable else env
 
 
-def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+def _start(env: dict[str, str], kind: str) -> tuple[subprocess.Popen[bytes], Path]:
     folder = Path(tempfile.mkdtemp(prefix="accel-migrate-warm-"))
     sock = folder / "server.sock"
     shim = folder / "python"
@@ -171,7 +200,7 @@ def _start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
     # Run as a file, not ``-m tests.warm_python``: no ``tests`` package is left in
     # the children's sys.modules.
     server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), str(sock)],
+        [sys.executable, str(Path(__file__).resolve()), str(sock), kind],
         cwd=root,
         env=env,
         stdin=subprocess.PIPE,
@@ -288,12 +317,13 @@ def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def serve(path: str) -> tuple[socket.socket, dict]:
+def serve(path: str, kind: str = "torch") -> tuple[socket.socket, dict]:
     """Accept requests until stdin closes; returns only in a forked child that is to
     run a request (the connection and the request)."""
     import selectors
 
-    import torch  # noqa: F401  (the point of the server)
+    if kind == "torch":
+        import torch  # noqa: F401  (the point of the server)
 
     global _SHIM_PATH, _SERVER_PATH
     _SHIM_PATH = os.path.join(os.path.dirname(path), "python")
@@ -308,7 +338,12 @@ def serve(path: str) -> tuple[socket.socket, dict]:
     # What nearly every command imports next, and the costliest part of it:
     # building any torch optimizer imports torch._dynamo (2.5 s of CPU here, as
     # much as torch itself); the launcher and the runtime import torch.distributed.
-    for name in PRELOADED:
+    preloaded = (
+        PRELOADED
+        if kind == "torch"
+        else [*_modules(CODEMOD_PACKAGES), *CODEMOD_MODULES]
+    )
+    for name in preloaded:
         importlib.import_module(name)
     # torchrun's rendezvous calls inspect.stack() 18 times per launch; inspect's
     # first look-up of a frame's module reads the file of every loaded module.
@@ -323,6 +358,16 @@ def serve(path: str) -> tuple[socket.socket, dict]:
     # A forked copy of a threaded process can deadlock on a lock another thread
     # held; with OMP_NUM_THREADS=1 importing torch starts none.
     threaded = _threads() != 1
+    # Every object the server holds now (torch's, _dynamo's: a heap of hundreds of
+    # MB) is moved out of the collector's sight: a collection in a forked child
+    # writes the header of every object it visits, so the first full one (finish()
+    # runs one at every exit) copied the server's whole heap into the child, 0.16 s
+    # of CPU in a child that ran nothing (gc.freeze's own use: a pre-fork server).
+    # The child's own objects are collected as before.
+    import gc
+
+    gc.collect()
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -345,6 +390,20 @@ def serve(path: str) -> tuple[socket.socket, dict]:
                     return found
                 os._exit(0)
             connection.close()
+
+
+def _modules(packages: tuple[str, ...]) -> list[str]:
+    """Every module of ``packages``, subpackages' included."""
+    import pkgutil
+
+    found = []
+    for name in packages:
+        package = importlib.import_module(name)
+        found += [
+            module.name
+            for module in pkgutil.walk_packages(package.__path__, f"{name}.")
+        ]
+    return found
 
 
 def _monitor(
@@ -753,7 +812,7 @@ def finish(status: int) -> None:
 
 
 if __name__ == "__main__":
-    _connection, _request = serve(sys.argv[1])
+    _connection, _request = serve(sys.argv[1], *sys.argv[2:3])
     try:
         run(_connection, _request)
     except SystemExit as _exit:

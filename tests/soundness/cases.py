@@ -20,7 +20,8 @@ line each:
   (``accel-migrate FOLDER --write`` on a copy of it, every file may be rewritten)
   and run its ``main.py``; with ``both``, the folder is also a file-mode case
   (``main.py`` migrated alone, its helpers copied unchanged) and the batch case is
-  named ``NAME_batch``. Without the directive a folder is a file-mode case only;
+  named ``NAME_batch`` (the two cases run the same original: it runs once, for
+  both). Without the directive a folder is a file-mode case only;
 - ``extended REASON``: a shape another case already exercises (REASON names it):
   run only in the whole-corpus run (``ACCEL_MIGRATE_SOUNDNESS_ALL=1``, implied by
   ``ACCEL_MIGRATE_SOUNDNESS_DOC=1``, which publishes the table), skipped with the
@@ -63,6 +64,9 @@ class Case:
     #: "file": the script alone is migrated (a folder's helpers are copied
     #: unchanged); "batch": the whole project folder is migrated by the CLI.
     mode: str = "file"
+    #: A ``batch both`` folder's case: its other mode runs the same original,
+    #: which the harness runs once for the two (``corpus.original_runs``).
+    both: bool = False
 
     @property
     def project(self) -> bool:
@@ -120,6 +124,7 @@ def parse_case(name: str, script: Path) -> list[Case]:
     if modes == ("batch",):
         return [replace(case, mode="batch")]
     if len(modes) == 2:
+        case = replace(case, both=True)
         return [case, replace(case, name=f"{name}_batch", mode="batch")]
     return [case]
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -321,6 +322,55 @@ def _unsound(
     return "SILENT", f"{what}; nothing names it{others}"
 
 
+@dataclass
+class _Shared:
+    """The original's runs of a ``batch both`` folder, for its two cases."""
+
+    folder: Path
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    runs: tuple[Run, Run | None] | Exception | None = None
+    users: int = 0
+
+
+_SHARED: dict[tuple[Path, Path, tuple[str, ...], tuple[str, ...] | None], _Shared] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def original_runs(case: Case, folder: Path) -> tuple[Path, Run, Run | None]:
+    """The original's run (and its second run) in ``folder``; raises as
+    ``run_original`` does. A ``batch both`` folder's two cases run the same script
+    with the same arguments: the first to ask runs it, in its own folder, and the
+    other is given those runs and that folder (whose files ``compare-files``
+    reads), under the same root (one pytest session or audit run)."""
+    if not case.both:
+        return folder, *_run_original(case, folder)
+    key = (folder.parent.parent, case.script, case.args, case.second_run)
+    with _SHARED_LOCK:
+        shared = _SHARED.setdefault(key, _Shared(folder))
+        shared.users += 1
+        if shared.users == 2:  # (each mode asks once: the entry is done with)
+            del _SHARED[key]
+    with shared.lock:
+        if shared.runs is None:
+            try:
+                shared.runs = _run_original(case, shared.folder)
+            except (RunFailed, subprocess.TimeoutExpired) as exc:
+                shared.runs = exc
+    if isinstance(shared.runs, Exception):
+        raise shared.runs
+    return shared.folder, *shared.runs
+
+
+def _run_original(case: Case, folder: Path) -> tuple[Run, Run | None]:
+    original = run_original(case.script, folder, *case.args, timeout=TIMEOUT)
+    second = (
+        run_original(case.script, folder, *case.second_run, timeout=TIMEOUT)
+        if case.second_run
+        else None
+    )
+    return original, second
+
+
 def classify(case: Case, root: Path) -> Outcome:
     klass, detail = _classify(case, root / case.name)
     return Outcome(case.name, case.shape, klass, detail)
@@ -333,12 +383,7 @@ def _classify(case: Case, work: Path) -> tuple[str, str]:
     result = migrate_case(case, migrated_dir)
     named, codes = _review(case, result)
     try:
-        original = run_original(case.script, original_dir, *case.args, timeout=TIMEOUT)
-        second = (
-            run_original(case.script, original_dir, *case.second_run, timeout=TIMEOUT)
-            if case.second_run
-            else None
-        )
+        original_dir, original, second = original_runs(case, original_dir)
     except (RunFailed, subprocess.TimeoutExpired) as exc:
         return BROKEN, f"the original does not run: {str(exc)[-400:]}"
     if not result.changed:

@@ -11,6 +11,12 @@ for the entry to move to ``EXPECTED``.
 
 ``ACCEL_MIGRATE_SOUNDNESS_DOC=1`` rewrites the table in docs/soundness.md from this
 run (between its ``soundness-table`` markers).
+
+The module fixture is CI's longest item. What keeps it short (docs/soundness.md,
+"Running it"): every process forks from a warm server (tests/warm_python.py), a
+``batch both`` folder's original runs once for its two cases, the pool runs one
+job more than its share of the cores; ``python -m tests.soundness.costs`` measures
+a case's CPU seconds per phase.
 """
 
 from __future__ import annotations
@@ -37,8 +43,13 @@ from .corpus import (
 pytestmark = pytest.mark.multiprocess
 
 CASES = discover()
-#: Jobs run at once. A world-2 job is three processes, mostly waiting on each other.
-PARALLEL = parallel_jobs()
+#: Jobs run at once: one more than the module's share of the cores. A job is a
+#: migration in this process (under its GIL: two jobs migrating at once use one
+#: core), an original, then a launcher that starts two workers and waits: with
+#: only its share, a core idles between those phases. This module is CI's longest
+#: item (the other xdist worker's files end long before it), so the extra job is
+#: what keeps both cores busy once it runs alone.
+PARALLEL = parallel_jobs() + 1
 DOC = ROOT / "docs" / "soundness.md"
 START, END = "<!-- soundness-table:start -->", "<!-- soundness-table:end -->"
 
