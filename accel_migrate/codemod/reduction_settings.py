@@ -25,7 +25,10 @@ once in the class, by a top-level ``self.a = parameter`` (a parameter
 ``setattr`` in the class; else None and the class stays unknown. Reaching
 more paths than run is safe (more kinds, so unknown); a path left out would
 not be, so a statement that may end a block early (a loop, ``with``, ``try``)
-is read as not ending it. Static only: ``ast``, nothing runs.
+is read as not ending it. The script's own classes are read the same way
+where the loss is computed, on its tree (``reduction.local_criteria``); this
+is the project view's reading of another module's class. Static only:
+``ast``, nothing runs.
 """
 
 from __future__ import annotations

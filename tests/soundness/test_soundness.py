@@ -1752,11 +1752,11 @@ EXPECTED: dict[str, str] = {
     # `LpLoss(size_average=False)` of utilities3.py, a plain class whose
     # `__call__` sums over the batch, was taken for a mean (train_l2 halved,
     # no finding on it); its reduction is read now, and a setting of the
-    # instance choosing it is reported (AM007, AM008); with
+    # instance choosing it is read off the construction (r36a: MATCH); with
     # `out.view(batch_size, -1)` the cause is the batch size used as a shape
     # (AM025)
-    "fno_lploss_batch_dim_t15a_project": "FLAGGED",
-    "fno_lploss_batch_dim_t15a_project_batch": "FLAGGED",
+    "fno_lploss_batch_dim_t15a_project": "MATCH",
+    "fno_lploss_batch_dim_t15a_project_batch": "MATCH",
     "fno_lploss_normalizer_t15a_project": "FLAGGED",
     "fno_lploss_normalizer_t15a_project_batch": "FLAGGED",
     # pytorch_geometric's qm9_nn_conv: ReduceLROnPlateau and the best-model
