@@ -163,7 +163,7 @@ from ..rank_local_reasons import (
 from ..restored_values import restores_saved
 from ..rule import Rule
 from ..subtrees import findall
-from ..uniform_lengths import uniform_length
+from ..uniform_lengths import uniform_length, zipped_parts
 
 
 class RankLocalDecisions(BranchContents, Rule):
@@ -186,6 +186,17 @@ class RankLocalDecisions(BranchContents, Rule):
             node.iter
         ):
             self._decision(node, node.iter, [node.body])
+            return
+        # `zip(loader, weights)`: as many turns as the shorter; where `weights`
+        # differs between processes (the divergence analysis marks the body),
+        # its length may too
+        parts = zipped_parts(
+            self.index, node.iter, lambda part: self.index.loader_loop(part)[0]
+        )
+        if parts:
+            self._decision(
+                node, parts[0] if len(parts) == 1 else node.iter, [node.body]
+            )
 
     def _uniform_loop(self, node: cst.CSTNode) -> bool:
         """A ``for`` over a list whose items differ between processes but whose
