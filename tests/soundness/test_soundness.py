@@ -1854,6 +1854,10 @@ EXPECTED: dict[str, str] = {
     # nothing is migrated, so nothing is wrong
     "kdzoo_attention_transfer_t16a_project": "FLAGGED",
     "kdzoo_attention_transfer_t16a_project_batch": "FLAGGED",
+    # r36a (codemod leftovers of the trials): zip(loader, hard) with `hard` grown
+    # under a test of this process's share: the loop's count differs between
+    # processes; AM028 leaves the file whole (before: migrated, AM009 only)
+    "zip_loader_hard_weights_r36a": "FLAGGED",
 }
 
 
