@@ -95,8 +95,8 @@ def _aliases(
 def _stored_batch_sizes(
     init: ast.FunctionDef | ast.AsyncFunctionDef,
 ) -> dict[str, tuple[str, int]]:
-    """``self.X = cfg.batch_size`` or ``self.X = batch_size`` (a parameter) in
-    ``__init__``: X -> (the value's code, its line)."""
+    """``self.X = cfg.batch_size``, ``self.X = cfg["batch_size"]`` or ``self.X =
+    batch_size`` (a parameter) in ``__init__``: X -> (the value's code, its line)."""
     found: dict[str, tuple[str, int]] = {}
     for node in _own_nodes(init):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
@@ -106,11 +106,20 @@ def _stored_batch_sizes(
         name = (
             value.attr
             if isinstance(value, ast.Attribute)
-            else value.id if isinstance(value, ast.Name) else ""
+            else value.id if isinstance(value, ast.Name) else _key(value)
         )
         if attr is not None and name.lower() in _BATCH_NAMES:
             found[attr] = (ast.unparse(value), node.lineno)
     return found
+
+
+def _key(value: ast.expr) -> str:
+    """``config['batch_size']``: the string key of a subscript (TFT's model
+    keeps its config dict's batch size); "" otherwise."""
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant):
+        key = value.slice.value
+        return key if isinstance(key, str) else ""
+    return ""
 
 
 def _shape_args(call: ast.Call) -> list[ast.expr]:

@@ -48,6 +48,7 @@ from .rank_local_calls import (
     method_draw,
 )
 from .subtrees import findall
+from .uniform_lengths import zipped_parts
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -310,6 +311,15 @@ class Divergence(DivergenceQuestions):
 
     def _for(self, node: cst.For, tainted: set[str]) -> set[str]:
         over_loader, index_target = self.loader_loop(node.iter)
+        if over_loader and any(
+            self._tainted(part, tainted)
+            for part in zipped_parts(
+                self.index, node.iter, lambda part: self.loader_loop(part)[0]
+            )
+        ):
+            # `zip(loader, weights)` with `weights` grown from this process's
+            # share: the loop stops at the shorter, so its count may differ
+            self._add(memo.DIVERGENT, self.divergent, node.body)
         if over_loader:
             targets = node.target
             if index_target and isinstance(targets, cst.Tuple) and targets.elements:

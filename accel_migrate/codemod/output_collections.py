@@ -250,3 +250,82 @@ def _first_dimension(call: cst.Call, place: int) -> bool:
         if named in ("dim", "axis") or (arg.keyword is None and position == place):
             return m.matches(arg.value, m.Integer("0"))
     return True
+
+
+def rows_loop(
+    index: ModuleIndex, collection: Collection, loop: cst.For
+) -> cst.For | None:
+    """The loop between ``collection``'s statement and the loader ``loop`` that
+    walks the rows of one of the batch's tensors, once each (SQuAD's ``for i,
+    example_index in enumerate(example_indices):
+    all_results.append(RawResult(...))``): an ``append`` (or ``+= [v]``) there
+    collects one value per sample, in the rows' order. None where there is no
+    such loop, another loop too, or the collection adds several values a turn.
+
+    Proven rows: ``enumerate(X)``, ``X``, or ``range(len(X))`` /
+    ``range(X.size(0))`` / ``range(X.shape[0])``, where ``X`` is a variable
+    ``loop`` binds, proven a tensor (``batch_tensors.tensor_target``: a tensor
+    attribute read on it, or a loader over a ``TensorDataset``; a list of
+    per-task tensors is walked by task, not by row) and never bound again."""
+    from .reduction.batch_tensors import tensor_target
+
+    if collection.granularity != "batch" or collection.item:
+        return None
+    found: cst.For | None = None
+    for ancestor in index.ancestors(collection.statement):
+        if ancestor is loop:
+            break
+        if isinstance(ancestor, (cst.For, cst.While)):
+            if found is not None or not isinstance(ancestor, cst.For):
+                return None
+            found = ancestor
+    if found is None or found.orelse is not None or found.asynchronous is not None:
+        return None
+    walked = _walked(index, found.iter)
+    if not isinstance(walked, cst.Name):
+        return None
+    key = index.key(walked)
+    bound = index.batch_tensors.loader_targets.get(key) if key is not None else None
+    if not bound or not any(bound_loop is loop for bound_loop, _ in bound):
+        return None
+    if index.values.get(key) or any(
+        index.key(node.target) == key  # type: ignore[attr-defined]
+        for node in findall(loop, m.AugAssign(target=m.Name()))
+    ):
+        return None  # bound again: not the batch's rows any more
+    if not tensor_target(index, key, [bound_loop for bound_loop, _ in bound]):
+        return None
+    return found
+
+
+def _walked(
+    index: ModuleIndex, iterable: cst.BaseExpression
+) -> cst.BaseExpression | None:
+    """What a loop over ``iterable`` walks the rows of: ``X`` of ``enumerate(X)``
+    or ``range(len(X))`` (``X.size(0)``, ``X.shape[0]``), or ``iterable``."""
+    if not isinstance(iterable, cst.Call):
+        return iterable
+    qualnames = index.qualnames(iterable.func)
+    if len(iterable.args) != 1 or iterable.args[0].keyword or iterable.args[0].star:
+        return None
+    arg = iterable.args[0].value
+    if "builtins.enumerate" in qualnames:
+        return arg
+    if "builtins.range" not in qualnames:
+        return None
+    if isinstance(arg, cst.Call) and "builtins.len" in index.qualnames(arg.func):
+        return arg.args[0].value if len(arg.args) == 1 else None
+    if m.matches(
+        arg,
+        m.Call(func=m.Attribute(attr=m.Name("size")), args=[m.Arg(m.Integer("0"))]),
+    ):
+        return arg.func.value  # type: ignore[attr-defined]
+    if m.matches(
+        arg,
+        m.Subscript(
+            value=m.Attribute(attr=m.Name("shape")),
+            slice=[m.SubscriptElement(m.Index(m.Integer("0")))],
+        ),
+    ):
+        return arg.value.value  # type: ignore[attr-defined]
+    return None

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from .base_init_assignments import init_built
 from .batch_mixing_models import batch_mixing
-from .called_reductions import call_reduction
 from .constructor_methods import constructor_methods
 from .forward_losses import forward_loss
 from .iterator_factories import iterator_class
@@ -31,6 +30,7 @@ from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
 from .project_method_weights import method_losses, method_weights
 from .project_nodes import _own_nodes
+from .reduction_settings import call_reductions
 from .replay_buffers import stored
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
@@ -124,7 +124,7 @@ class ClassFacts:
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
-                call_reduction=call_reduction(cls),
+                **call_reductions(cls),
                 draws=self._class_draws(cls),
                 state_writes=state_writes(cls),
                 late_registrations=late_registrations(cls),
@@ -239,7 +239,7 @@ class ClassFacts:
                 else ()
             ),
             loader_subclass=self._loader_subclass(cls),
-            call_reduction=call_reduction(cls),
+            **call_reductions(cls),
             migrated_trainer=(
                 trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts

@@ -36,10 +36,14 @@ imported, run or written.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .draw_guards import TestedDraw
 from .project_call_sites import CallSite
 from .project_row_scaled import RowScaledReturn
+
+if TYPE_CHECKING:
+    from .reduction_settings import SettingReductions
 
 __all__ = ["RETURN_KINDS", "CallSite", "ForwardLoss", "HelperFact"]
 
@@ -273,6 +277,12 @@ class HelperFact:
     #: ("unknown", why) or ("", "") (``called_reductions``: the FNO's
     #: ``LpLoss(size_average=False)``).
     call_reduction: tuple[str, str] = ("", "")
+    #: For such a class whose reduction is chosen by attributes of the instance
+    #: (``call_reduction`` unknown): each return with the attribute tests that
+    #: lead to it, and where ``__init__`` takes the attributes from
+    #: (``reduction_settings``): a construction with literal arguments picks its
+    #: paths (FNO's ``LpLoss(size_average=False)`` sums). None where not read.
+    setting_reductions: SettingReductions | None = None
     #: For a model class, or a function returning a model: where it (or a class
     #: it builds or derives from, in any local module) unpacks an RNN's output
     #: to the longest sequence of its batch (``pad_packed_sequence`` without a

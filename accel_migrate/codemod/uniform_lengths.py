@@ -9,10 +9,22 @@ loop's body) as rank-dependent; but how many turns the loop makes, which is
 what a ``for`` decides, is the list's length, and that is fixed by loops every
 process runs alike. AM028 asks ``uniform_length`` before it calls such a loop a
 decision.
+
+The same holds of jcwleo's ICM ``for work, action in zip(works, actions):
+work.step(action)``, where ``actions = np.random.randint(0, n,
+size=(num_worker,))`` is drawn by each process and ``works`` is a list built
+over ``range(num_worker)``: a draw whose ``size=`` (or torch shape) is the same
+on every process has as many items everywhere, and so has a ``zip`` whose every
+argument does (a data loader among them: it gives as many batches on every
+process, sharded or not), a ``range`` of values every process shares, a list or
+tuple display, and a comprehension over such an iterable with no ``if``. A
+value no rank-local source reaches (``rank_local_sources``, a complete walk) is
+the same, so of the same length, everywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -26,6 +38,16 @@ if TYPE_CHECKING:
 #: How far a name is followed back through variables and returns.
 _DEPTH = 3
 _WRAPPERS = frozenset({"builtins.enumerate", "builtins.reversed"})
+_ZIPS = frozenset({"builtins.zip"})
+_RANGES = frozenset({"builtins.range"})
+#: what a loader loop steps through around a zip (``index_syntax``'s wrappers)
+_THROUGH = frozenset(
+    {"builtins.enumerate", "builtins.iter", "tqdm.tqdm", "tqdm.auto.tqdm"}
+)
+#: numpy draws whose positional arguments are the dimensions of the result
+_NUMPY_DIMENSIONS = frozenset({"rand", "randn"})
+#: torch draws given the result's shape (``randint`` after its bounds)
+_TORCH_SHAPED = frozenset({"rand", "randn", "randint"})
 
 
 def uniform_length(
@@ -38,18 +60,122 @@ def uniform_length(
     if depth > _DEPTH:
         return False
     if isinstance(iterable, cst.Call):
-        if index.qualnames(iterable.func) & _WRAPPERS:
+        qualnames = index.qualnames(iterable.func)
+        if qualnames & _WRAPPERS:
             args = [a for a in iterable.args if a.keyword is None and not a.star]
             return bool(args) and uniform_length(index, args[0].value, depth + 1)
+        if qualnames & _ZIPS:
+            if any(a.star or a.keyword is not None for a in iterable.args):
+                return False
+            return bool(iterable.args) and all(
+                _uniform_part(index, a.value, depth + 1) for a in iterable.args
+            )
+        if qualnames & _RANGES:
+            return _shared(index, iterable)
+        sizes = drawn_sizes(qualnames, iterable)
+        if sizes is not None:
+            return all(_shared(index, size) for size in sizes)
         target = index.callee(iterable)
         return target is not None and _returns_uniform_list(index, target[0])
+    if isinstance(iterable, (cst.List, cst.Tuple)):
+        return not any(isinstance(e, cst.StarredElement) for e in iterable.elements)
+    if isinstance(iterable, (cst.ListComp, cst.GeneratorExp)):
+        loop = iterable.for_in
+        return (
+            loop.inner_for_in is None
+            and not loop.ifs
+            and loop.asynchronous is None
+            and _uniform_part(index, loop.iter, depth + 1)
+        )
     if not isinstance(iterable, cst.Name):
         return False
     key = index.key(iterable)
     values = index.values.get(key, []) if key is not None else []
+    # a list bound to the name may be grown after (`outliers = []`, then
+    # `outliers.append(x)` under a test of the data): only what builds it says
     return bool(values) and all(
-        v is not None and uniform_length(index, v, depth + 1) for v in values
+        v is not None
+        and not isinstance(v, (cst.List, cst.ListComp))
+        and uniform_length(index, v, depth + 1)
+        for v in values
     )
+
+
+def zipped_parts(
+    index: ModuleIndex,
+    iterable: cst.BaseExpression,
+    is_loader: Callable[[cst.BaseExpression], bool],
+) -> list[cst.BaseExpression]:
+    """The arguments of the ``zip`` a loop over a data loader steps through
+    (``zip(loader, weights)``, also inside ``enumerate``/``tqdm``) that are no
+    loader themselves (``is_loader``); [] where it zips nothing else. The loop
+    makes as many turns as the shortest of them: a loader gives as many
+    batches on every process, the others may not."""
+    while isinstance(iterable, cst.Call):
+        qualnames = index.qualnames(iterable.func)
+        positional = [a for a in iterable.args if a.keyword is None]
+        name = iterable.func.value if isinstance(iterable.func, cst.Name) else ""
+        if qualnames & _ZIPS or name == "zip":
+            return [a.value for a in positional if a.star or not is_loader(a.value)]
+        if not positional or not (
+            qualnames & _THROUGH or name in ("enumerate", "tqdm")
+        ):
+            return []
+        iterable = positional[0].value
+    return []
+
+
+def _uniform_part(index: ModuleIndex, value: cst.BaseExpression, depth: int) -> bool:
+    """An iterable with as many items on every process: a data loader (as many
+    batches on each, sharded or not), one ``uniform_length`` reads, or a value
+    the same everywhere."""
+    return (
+        index.loader_loop(value)[0]
+        or uniform_length(index, value, depth)
+        or _shared(index, value)
+    )
+
+
+def _shared(index: ModuleIndex, value: cst.BaseExpression) -> bool:
+    """Does no rank-local source reach ``value`` (a complete walk)?"""
+    provenance = index.rank_local_sources.of(value)
+    return provenance.complete and not provenance.sources
+
+
+def drawn_sizes(
+    qualnames: set[str] | frozenset[str], call: cst.Call
+) -> list[cst.BaseExpression] | None:
+    """The expressions that fix how many items a random draw has:
+    ``np.random.randint(0, n, size=(k,))``'s ``size``, ``np.random.rand(k, d)``'s
+    dimensions, ``torch.randint(0, n, (k,))``'s shape, ``torch.randn(k, d)``'s,
+    ``torch.randperm(n)``'s ``n``, ``random.sample(xs, k)``'s ``k``; None where
+    the call is no draw of a fixed size read here."""
+    args = [a for a in call.args if not a.star]
+    if len(args) != len(call.args):
+        return None
+    keywords = {a.keyword.value: a.value for a in args if a.keyword is not None}
+    positional = [a.value for a in args if a.keyword is None]
+    for name in qualnames:
+        module, _, function = name.rpartition(".")
+        if module == "numpy.random":
+            if "size" in keywords:
+                return [keywords["size"]]
+            if function in _NUMPY_DIMENSIONS and positional and not keywords:
+                return positional
+            if function == "permutation" and len(positional) == 1:
+                return positional
+        elif module == "torch" and function in _TORCH_SHAPED:
+            if "size" in keywords:
+                return [keywords["size"]]
+            shapes = [v for v in positional if isinstance(v, (cst.Tuple, cst.List))]
+            if function == "randint":
+                return shapes[-1:] or None
+            return positional or None
+        elif module == "torch" and function == "randperm" and len(positional) == 1:
+            return positional
+        elif name == "random.sample" and len(positional) == 2:
+            return positional[1:]
+    return None
 
 
 def _returns_uniform_list(index: ModuleIndex, function: cst.FunctionDef) -> bool:

@@ -158,3 +158,27 @@ def test_a_state_reset_method_shaped_by_the_stored_batch_size(
         "`batch_size`, line 18), which `__init__` sets from `batch_size` (line 8)"
     )
     assert table["models.SizedByInput"].batch_shape == ""
+
+
+def test_a_batch_size_kept_from_a_config_dict_is_read(tmp_path: Path) -> None:
+    """r36a: TFT's `self.batch_size = config['batch_size']`, then
+    `output.view(self.batch_size, -1, self.hidden_size)` in `forward`: not read
+    before (a subscript), and the migrated run crashed with no finding once
+    AM028 no longer left the file whole (tft_quantile_early_stop_t12c)."""
+    (tmp_path / "tft.py").write_text(
+        "import torch.nn as nn\n\n\n"
+        "class TFT(nn.Module):\n"
+        "    def __init__(self, config):\n"
+        "        super().__init__()\n"
+        "        self.batch_size = config['batch_size']\n"
+        "        self.fc = nn.Linear(4, 4)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x).view(self.batch_size, -1, 2)\n"
+    )
+    probe = tmp_path / "probe.py"
+    probe.write_text("import tft\n")
+    fact = dict(read_project(str(probe)).helpers)["tft.TFT"].batch_shape
+    assert fact == (
+        "`forward` shapes a tensor with `self.batch_size` (line 11), which "
+        "`__init__` sets from `config['batch_size']` (line 7)"
+    )

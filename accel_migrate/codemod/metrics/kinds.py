@@ -25,6 +25,7 @@ from ..batch_rows import batch_values, counts_batch
 from ..names import COUNT_METHODS
 from ..patterns import counts_samples, string_value
 from ..reduction import loss_reduction
+from ..reduction.called_criteria import called_criterion_fact
 from ..subtrees import findall
 from .scaled_losses import scaled_loss
 
@@ -134,6 +135,12 @@ class BatchKinds:
                 # (or mean) of what it is handed (project_batch_kinds); a mean
                 # that is a number is weighted as one (metrics.forms)
                 return "sum" if helper.batch_kind == "sum" else "mean"
+        if isinstance(inner, cst.Call):
+            called = called_criterion_fact(self.index, inner.func)
+            if called is not None and called.kind in ("sum", "mean"):
+                # `myloss(out, y).item()` of `myloss = LpLoss(size_average=False)`,
+                # a local loss class whose call sums the batch (as AM007 reads it)
+                return called.kind  # type: ignore[return-value]
         if isinstance(inner, cst.Call) and self.index.helper(inner.func, "loss"):
             # a loss of a local module's function (the project view), read as
             # the backward reads it (its summed terms checked at this call)

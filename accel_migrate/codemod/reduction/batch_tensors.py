@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..analysis import Key, ModuleIndex
 
 #: Attributes a tensor has and a list, tuple or dict has not.
-_TENSOR_ATTRIBUTES = frozenset(
+TENSOR_ATTRIBUTES = frozenset(
     {
         "to",
         "cuda",
@@ -101,7 +101,7 @@ class BatchTensors:
         found: set[Key] = set()
         for node in findall(self.index.module, m.Attribute(value=m.Name())):
             assert isinstance(node, cst.Attribute)
-            if node.attr.value in _TENSOR_ATTRIBUTES:
+            if node.attr.value in TENSOR_ATTRIBUTES:
                 key = self.index.key(node.value)  # type: ignore[arg-type]
                 if key is not None:
                     found.add(key)

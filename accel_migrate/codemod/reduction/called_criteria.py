@@ -17,6 +17,8 @@ default holds. Static only.
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -26,6 +28,7 @@ from .placement import code
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
+    from ..reduction_settings import Setting, SettingReductions
 
 
 def called_criterion_fact(index: ModuleIndex, func: cst.BaseExpression) -> Fact | None:
@@ -39,16 +42,30 @@ def called_criterion_fact(index: ModuleIndex, func: cst.BaseExpression) -> Fact 
     if isinstance(origins, str) or not origins:
         return None
     found: dict[str, tuple[str, str]] = {}
+    counted = 0
     for origin in origins:
         helper = index.helper(origin.func) if isinstance(origin, cst.Call) else origin
         if helper is None or helper.kind != "class" or not helper.call_reduction[0]:
             continue
-        found[helper.where] = helper.call_reduction
+        counted += 1
+        reduction = helper.call_reduction
+        if reduction[0] == "unknown" and helper.setting_reductions is not None:
+            built = origin if isinstance(origin, cst.Call) else None
+            reduction = constructed_reduction(
+                index, helper.setting_reductions, built, reduction
+            )
+        previous = found.get(helper.where)
+        if previous is not None and previous[0] == "unknown":
+            reduction = previous
+        elif previous is not None and previous[0] != reduction[0]:
+            # `LpLoss(size_average=False)` here, `LpLoss()` there
+            reduction = ("unknown", "its constructions reduce the batch differently")
+        found[helper.where] = reduction
     if not found:
         return None
     kinds = {kind for kind, _ in found.values()}
     where = ", ".join(sorted(found))
-    if len(found) == len(origins) and kinds in ({"sum"}, {"mean"}):
+    if counted == len(origins) and kinds in ({"sum"}, {"mean"}):
         kind = kinds.pop()
         return Fact(kind, what=f"the call of `{code(func)}` ({where})")  # type: ignore[arg-type]
     if kinds == {"mean"}:
@@ -61,3 +78,63 @@ def called_criterion_fact(index: ModuleIndex, func: cst.BaseExpression) -> Fact 
         'which the analysis cannot tell here; pass reduction="sum" to '
         "accel.backward where it is a sum over the batch",
     )
+
+
+def constructed_reduction(
+    index: ModuleIndex,
+    settings: SettingReductions,
+    built: cst.Call | None,
+    otherwise: tuple[str, str],
+) -> tuple[str, str]:
+    """The reduction of an instance built by ``built`` (``LpLoss(size_average=False)``)
+    whose class reduces as its attributes say; ``otherwise`` (the class's
+    reading) where the construction is not seen."""
+    if built is None or any(arg.star for arg in built.args):
+        return otherwise
+    values: dict[str, object] = {}
+    shown: list[str] = []
+    for setting in settings.settings:
+        if re.search(rf"\.{setting.attribute}\s*[-+*/%|&]?=(?!=)", index.code):
+            return (
+                "unknown",
+                f"`{settings.entry}` reduces as `self.{setting.attribute}` says, "
+                "and this file assigns an attribute of that name",
+            )
+        value = _argument(built, setting)
+        if isinstance(value, str):
+            return ("unknown", f"`{settings.entry}` reduces as {value} says")
+        values[setting.attribute] = value[0]
+        if setting.parameter:
+            shown.append(f"{setting.parameter}={value[0]!r}")
+    kinds = settings.kinds(values)
+    if kinds in ({"sum"}, {"mean"}):
+        return (next(iter(kinds)), "")
+    with_ = f"built with {', '.join(shown)}" if shown else "as built"
+    if kinds == {""}:
+        what = "values that are not a full sum or mean over the batch"
+    else:
+        what = "a sum over the batch on one path and a mean or another value on another"
+    return ("unknown", f"`{settings.entry}` {with_} returns {what}")
+
+
+def _argument(built: cst.Call, setting: Setting) -> tuple[object] | str:
+    """The literal value ``built`` gives ``setting`` (in a 1-tuple), or why it
+    is not known."""
+    if not setting.parameter:
+        return (setting.default,)
+    what = f"`self.{setting.attribute}` (set from `{setting.parameter}`)"
+    given: cst.BaseExpression | None = None
+    positional = [arg for arg in built.args if arg.keyword is None]
+    for arg in built.args:
+        if arg.keyword is not None and arg.keyword.value == setting.parameter:
+            given = arg.value
+    if given is None and 0 <= setting.position < len(positional):
+        given = positional[setting.position].value
+    if given is None:
+        if setting.state == "value":
+            return (setting.default,)
+        return f"{what}, whose default is not a literal"
+    try:
+        return (ast.literal_eval(code(given)),)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return f"{what}, given `{code(given)}` at {code(built.func)}(...)"

@@ -26,7 +26,12 @@ import libcst.matchers as m
 
 from ..batch_rows import batch_values
 from ..subtrees import findall
-from .batch_tensors import collated_list, parsed_option, tensor_target
+from .batch_tensors import (
+    TENSOR_ATTRIBUTES,
+    collated_list,
+    parsed_option,
+    tensor_target,
+)
 from .facts import _counts_samples
 from .placement import code
 
@@ -143,8 +148,21 @@ def _called(index: ModuleIndex, call: cst.Call, depth: int, unknown: Walk) -> Wa
         )
         if inner.kind == "unknown" and name in ("list", "tuple") and not loader_part:
             # `list(y)` of a batch tensor walks its rows (a loader's part not
-            # proven a tensor may be a list of per-task targets: `inner`)
-            return Walk("rows") if batch_value(index, args[0]) else unknown
+            # proven a tensor may be a list of per-task targets: `inner`); a
+            # value of the batch not proven a tensor may be a list too (a
+            # model returning its heads' outputs: `outs = model(x)`)
+            if not batch_value(index, args[0]):
+                return unknown
+            if _proven_tensor(index, args[0]):
+                return Walk("rows")
+            return Walk(
+                "unknown",
+                f"the losses are collected in a loop over `{code(call)}`, "
+                f"which walks the rows of `{code(args[0])}` if it is a tensor or "
+                "its items if it is a list (a model returning its heads' "
+                "outputs): the file does not show which, and a sum over rows "
+                "is a sum over the batch where a sum over heads is not",
+            )
         return inner
     if name == "unbind":
         method = isinstance(func, cst.Attribute) and "torch" not in code(func.value)
@@ -229,6 +247,18 @@ def _counted(
     if _counts_samples(index, count) and not findall(count, m.Name("len")):
         return Walk("rows")
     return unknown
+
+
+def _proven_tensor(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
+    """``expr`` is a tensor: a variable the file reads a tensor-only attribute
+    of (``y.size(0)``, ``out.cpu()``: ``batch_tensors.tensor_keys``), or a
+    tensor method's result on one (``out.argmax(1)``)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in TENSOR_ATTRIBUTES:
+            return True
+        expr = expr.func.value
+    key = index.key(expr) if isinstance(expr, cst.Name) else None
+    return key is not None and key in index.batch_tensors.tensor_keys
 
 
 def batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:

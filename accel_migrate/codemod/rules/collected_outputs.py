@@ -46,8 +46,12 @@ Rewritten only when the shape is proven: the list is a variable bound to ``[]``
 (or ``list()``) outside the loop, and bound to anything else
 (``all_preds = np.array(all_preds)``) only before that ``[]`` or after the loop,
 with the ``[]`` run again before each run of the loop; inside the loop it is used by that one
-statement, which runs once per batch (not in a nested loop or comprehension, not
-under an ``if`` or ``try``; a ``with`` is fine), and the loop has no ``break``,
+statement (and read by ``len(...)``), which runs once per batch (not in a nested loop or comprehension, not
+under an ``if`` or ``try``; a ``with`` is fine), or appends once per row of the
+batch in a loop over the rows of a batch tensor (the BERT SQuAD example's ``for
+i, example_index in enumerate(example_indices): all_results.append(RawResult(...))``;
+``range(len(X))``, ``range(X.size(0))`` too; ``X`` bound by the loader loop,
+proven a tensor and never bound again: one value per sample), and the loop has no ``break``,
 ``continue`` or ``return``; the loader is a variable (or ``self.`` attribute) that
 the loop does not rebind; and every process reaches the loop together
 (``accel.gather_in_order`` is a collective, never placed in a per-sample loop nor
@@ -95,6 +99,7 @@ from ..output_collections import (
     collections_in,
     concatenated_outputs,
     empty_list,
+    rows_loop,
 )
 from ..rule import Rule
 from ..subtrees import findall
@@ -194,7 +199,9 @@ class CollectedOutputs(Rule):
                 )
                 continue
             assert loader is not None
-            per_batch = collection.granularity == "batch"
+            per_batch = collection.granularity == "batch" and (
+                rows_loop(self.index, collection, node) is None
+            )
             self._after.setdefault(node, []).append(
                 (collection.name, loader, per_batch)
             )
@@ -235,9 +242,12 @@ class CollectedOutputs(Rule):
                 "such as `idx[pred != y]`, or a computed value), which gathering in "
                 "order needs"
             )
+        rows = rows_loop(self.index, collection, loop)
         for ancestor in self.index.ancestors(statement):
             if ancestor is loop:
                 break
+            if ancestor is rows:
+                continue  # one value per row of the batch: per sample
             if isinstance(ancestor, (cst.For, cst.While)):
                 return None, "it is filled in a loop inside the loop over batches"
             if isinstance(
@@ -258,6 +268,7 @@ class CollectedOutputs(Rule):
             n
             for n in findall(loop, m.Name(collection.name))
             if self.index.key(n) == self.index.key(_target_name(statement))
+            and not self._counted(n)
         ]
         if len(uses) != 1:
             return None, f"`{collection.name}` is used elsewhere in the loop too"
@@ -279,6 +290,17 @@ class CollectedOutputs(Rule):
                 + collective_note(self, loop),
             )
         return loader, None
+
+    def _counted(self, name: cst.CSTNode) -> bool:
+        """``len(xs)`` (SQuAD's progress log, ``len(all_results) % 1000``): a
+        read of the count, which gathering after the loop leaves as it was."""
+        arg = self.index.parent(name)
+        call = self.index.parent(arg) if isinstance(arg, cst.Arg) else None
+        return (
+            isinstance(call, cst.Call)
+            and len(call.args) == 1
+            and "builtins.len" in self.index.qualnames(call.func)
+        )
 
     def _empty_at_start(self, collection: Collection, loop: cst.For) -> bool:
         """Every run of ``loop`` starts with the list empty: an ``xs = []`` runs

@@ -42,8 +42,13 @@ reported, and the file is left unchanged:
 A ``for`` over a list whose items differ between processes but whose length
 does not is not a decision (NCSN's ``for i, sample in enumerate(all_samples):
 torch.save(sample, ...)`` over the annealed Langevin samples, one appended per
-step of loops every process runs alike: ``uniform_lengths.py``); the conditions
-inside it are still read. Nor is a loop or branch whose value rests on random
+step of loops every process runs alike: ``uniform_lengths.py``), nor a ``zip``
+of such lists, data loaders and draws of a fixed size (ICM's ``for work, action
+in zip(works, actions)`` over ``np.random.randint(0, n, size=(num_worker,))``);
+the conditions inside it are still read. A ``zip`` of a data loader with a list
+whose length differs between processes (``zip(loader, weights)``, ``weights``
+grown from this process's share) makes as many turns as the shorter: a decision
+on the number of steps, reported. Nor is a loop or branch whose value rests on random
 draws alone (every source ``rank_local_sources`` finds is a draw) and that only
 saves the drawn values themselves (``torch.save(sample, ...)`` over Langevin
 samples kept when their draw passes a test: no model or optimizer state,
@@ -163,7 +168,7 @@ from ..rank_local_reasons import (
 from ..restored_values import restores_saved
 from ..rule import Rule
 from ..subtrees import findall
-from ..uniform_lengths import uniform_length
+from ..uniform_lengths import uniform_length, zipped_parts
 
 
 class RankLocalDecisions(BranchContents, Rule):
@@ -186,6 +191,17 @@ class RankLocalDecisions(BranchContents, Rule):
             node.iter
         ):
             self._decision(node, node.iter, [node.body])
+            return
+        # `zip(loader, weights)`: as many turns as the shorter; where `weights`
+        # differs between processes (the divergence analysis marks the body),
+        # its length may too
+        parts = zipped_parts(
+            self.index, node.iter, lambda part: self.index.loader_loop(part)[0]
+        )
+        if parts:
+            self._decision(
+                node, parts[0] if len(parts) == 1 else node.iter, [node.body]
+            )
 
     def _uniform_loop(self, node: cst.CSTNode) -> bool:
         """A ``for`` over a list whose items differ between processes but whose
