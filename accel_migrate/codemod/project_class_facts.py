@@ -150,6 +150,7 @@ class ClassFacts:
             handed_in_training,
             handed_training_step,
             method_trains_handed,
+            stepping_methods,
             trained_parameter,
             trains_own_models,
             untraining_methods,
@@ -244,6 +245,9 @@ class ClassFacts:
                 trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts
                 else ""
+            ),
+            step_methods=(
+                stepping_methods(cls) if self.path in self.view.scripts else ()
             ),
         )
 

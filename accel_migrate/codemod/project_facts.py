@@ -336,6 +336,11 @@ class HelperFact:
     #: method): how, as a phrase (``trains_own_models``); "" if not. A script
     #: that imports it drives that training on every process (``drivers``).
     migrated_trainer: str = ""
+    #: For such a class: its methods whose call runs a backward (directly, or
+    #: through other methods of ``self``; ``library_trainers.stepping_methods``):
+    #: a caller's loop around one of them is a training loop (Graph-WaveNet's
+    #: ``engine.train(trainx, trainy)`` over batches no process splits).
+    step_methods: tuple[str, ...] = ()
     #: For a class that writes files: the methods it defines that write none,
     #: directly or through the other methods of ``self`` they call
     #: (``method_writes``): a call of one needs no barrier after it.
