@@ -143,7 +143,7 @@ class ClassFacts:
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
         from .handed_optimized import optimized_parameters
-        from .inherited_trainers import inherited_training
+        from .inherited_trainers import inherited_training, own_built_attributes
         from .library_trainers import (
             backpropagated_attributes,
             builds_optimizer,
@@ -228,6 +228,7 @@ class ClassFacts:
                 or base_trains[0]
             ),
             trains_in=base_trains[1],
+            own_builds=own_built_attributes(cls) if base_trains[1] else (),
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
             uncalled_effects=(
                 uncalled_effects(self, cls)

@@ -331,6 +331,10 @@ class HelperFact:
     #: ``TabNetClassifier(TabModel)``): the file of the class that trains, where
     #: the models and optimizers to prepare are built; "" when it is its own.
     trains_in: str = ""
+    #: For such a class (``trains_in`` another file): the attributes of
+    #: ``self`` its own methods set from a call (``own_built_attributes``):
+    #: where one is set, what it trains may be built in its own file too.
+    own_builds: tuple[str, ...] = ()
     #: For a class, not a model, of a file this run migrates, that trains
     #: models it builds itself (sfujim/TD3's ``TD3`` with its ``train``
     #: method): how, as a phrase (``trains_own_models``); "" if not. A script
