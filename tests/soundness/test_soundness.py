@@ -1879,6 +1879,10 @@ EXPECTED: dict[str, str] = {
     # (AM004 in both modes)
     "dkt_trainer_args_model_t17c_project": "FLAGGED",
     "dkt_trainer_args_model_t17c_project_batch": "FLAGGED",
+    # one-file DKT: BCE-with-logits over pred[mask], a mean over answered
+    # steps whose number differs between shares (AM007), and the test AUC of
+    # a process's share picking the best checkpoint (AM028): left whole
+    "dkt_masked_select_tokens_t17c": "FLAGGED",
 }
 
 
