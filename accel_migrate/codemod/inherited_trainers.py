@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from .project_nodes import _own_nodes
 
 if TYPE_CHECKING:
+    from .project_facts import HelperFact
     from .project_helpers import HelperFacts
 
 
@@ -73,3 +74,45 @@ def _own_backward(cls: ast.ClassDef) -> tuple[str, int] | None:
             ):
                 return method.name, node.lineno
     return None
+
+
+def own_built_attributes(cls: ast.ClassDef) -> tuple[str, ...]:
+    """The attributes of ``self`` that the methods ``cls`` defines itself set
+    from a call (NCF's ``NeuMFEngine.__init__``: ``self.model =
+    NeuMF(config)`` before ``super().__init__(config)`` builds the optimizer
+    over it; dkt-public's ``set_model``: ``self.model =
+    self.args.model(self.args)``): a class that trains through its base may
+    build what it trains in its own file, not the base's."""
+    found: list[str] = []
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in _own_nodes(method):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                    and target.attr not in found
+                ):
+                    found.append(target.attr)
+    return tuple(found)
+
+
+def built_where(fact: HelperFact) -> tuple[str, str]:
+    """Where the models and optimizers a class of another file trains are
+    built, for AM004's finding, and where to prepare them, for its advice:
+    the base's file (``trains_in``), or, where the class sets attributes
+    itself (``own_builds``: NCF's ``NeuMFEngine`` sets ``self.model``, its
+    base ``Engine`` builds the optimizer over it), its own file too."""
+    where = fact.trains_in or fact.file
+    if not fact.own_builds or fact.trains_in in ("", fact.file):
+        return where, where
+    shown = ", ".join(f"`self.{a}`" for a in fact.own_builds[:3])
+    return (
+        f"{fact.file} (where the class sets {shown}) and {fact.trains_in} "
+        "(its base's)",
+        "those files",
+    )

@@ -278,6 +278,41 @@ def trains_own_models(
     )
 
 
+def stepping_methods(cls: ast.ClassDef) -> tuple[str, ...]:
+    """The methods of ``cls`` whose call runs a backward: those that call
+    ``.backward()`` in their own body, and those that call one of them on
+    ``self`` (Graph-WaveNet's ``trainer.train(input, real_val)``, not its
+    ``eval``). A caller's loop around such a call is a training loop."""
+    methods = {
+        m.name: m
+        for m in cls.body
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    called: dict[str, set[str]] = {name: set() for name in methods}
+    found: set[str] = set()
+    for name, method in methods.items():
+        for node in _own_nodes(method):
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            ):
+                continue
+            receiver = node.func.value
+            if node.func.attr == "backward" and not (
+                isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")
+            ):
+                found.add(name)
+            elif isinstance(receiver, ast.Name) and receiver.id == "self":
+                called[name].add(node.func.attr)
+    changed = True
+    while changed:
+        changed = False
+        for name, callees in called.items():
+            if name not in found and callees & found:
+                found.add(name)
+                changed = True
+    return tuple(sorted(found))
+
+
 def builds_optimizer(
     cls: ast.ClassDef, is_optimizer: Callable[[ast.Call], bool]
 ) -> str:

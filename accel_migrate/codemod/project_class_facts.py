@@ -143,13 +143,14 @@ class ClassFacts:
         # (library_trainers and class_lineage import this module)
         from .class_lineage import class_lineage
         from .handed_optimized import optimized_parameters
-        from .inherited_trainers import inherited_training
+        from .inherited_trainers import inherited_training, own_built_attributes
         from .library_trainers import (
             backpropagated_attributes,
             builds_optimizer,
             handed_in_training,
             handed_training_step,
             method_trains_handed,
+            stepping_methods,
             trained_parameter,
             trains_own_models,
             untraining_methods,
@@ -227,6 +228,7 @@ class ClassFacts:
                 or base_trains[0]
             ),
             trains_in=base_trains[1],
+            own_builds=own_built_attributes(cls) if base_trains[1] else (),
             quiet_methods=quiet_methods(self, cls) if effects.writes else (),
             uncalled_effects=(
                 uncalled_effects(self, cls)
@@ -244,6 +246,9 @@ class ClassFacts:
                 trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts
                 else ""
+            ),
+            step_methods=(
+                stepping_methods(cls) if self.path in self.view.scripts else ()
             ),
         )
 

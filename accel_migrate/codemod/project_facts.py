@@ -341,11 +341,20 @@ class HelperFact:
     #: ``TabNetClassifier(TabModel)``): the file of the class that trains, where
     #: the models and optimizers to prepare are built; "" when it is its own.
     trains_in: str = ""
+    #: For such a class (``trains_in`` another file): the attributes of
+    #: ``self`` its own methods set from a call (``own_built_attributes``):
+    #: where one is set, what it trains may be built in its own file too.
+    own_builds: tuple[str, ...] = ()
     #: For a class, not a model, of a file this run migrates, that trains
     #: models it builds itself (sfujim/TD3's ``TD3`` with its ``train``
     #: method): how, as a phrase (``trains_own_models``); "" if not. A script
     #: that imports it drives that training on every process (``drivers``).
     migrated_trainer: str = ""
+    #: For such a class: its methods whose call runs a backward (directly, or
+    #: through other methods of ``self``; ``library_trainers.stepping_methods``):
+    #: a caller's loop around one of them is a training loop (Graph-WaveNet's
+    #: ``engine.train(trainx, trainy)`` over batches no process splits).
+    step_methods: tuple[str, ...] = ()
     #: For a class that writes files: the methods it defines that write none,
     #: directly or through the other methods of ``self`` they call
     #: (``method_writes``): a call of one needs no barrier after it.

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .inherited_trainers import built_where
 from .names import DATALOADER_CALLS, is_optimizer_class
 from .optimizer_helpers import _argument
 from .patterns import argument
@@ -468,14 +469,15 @@ class TrainerBlocks:
                 f"in {where} each optimizer it builds with "
             )
         else:
+            where, advised = built_where(fact)
             story = (
                 f"`{snippet(call)}` builds {fact.where}, which trains models of its "
                 f"own there: {fact.trains_own}. The models it trains and their "
                 f"optimizers are built inside it, in {where}, which migrating this "
                 "file reads but does not write, and this file builds no model or "
                 "optimizer of that training to prepare: nothing of it is prepared. "
-                f"In {where} wrap each model it builds with accel.prepare_model(...) "
-                "and each optimizer with "
+                f"In {advised} wrap each model it builds with "
+                "accel.prepare_model(...) and each optimizer with "
             )
         self.block(
             call,

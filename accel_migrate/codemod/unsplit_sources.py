@@ -18,7 +18,13 @@ process N times over, and nothing tells the user. Four real shapes:
 - LSTNet: ``for X, Y in data.get_batches(X, Y, batch_size, True)``, a
   generator method of a helper's ``Data_utility`` object;
 - SASRec: ``u, seq, pos, neg = sampler.next_batch()`` in a ``for`` over
-  ``range(num_batch)``, from an instance of a helper module's sampler class.
+  ``range(num_batch)``, from an instance of a helper module's sampler class;
+- Graph-WaveNet (batch mode): ``for iter, (x, y) in
+  enumerate(dataloader["train_loader"].get_iterator())`` handing each batch
+  to ``engine.train(...)``, the step of engine.py's ``trainer``, which builds
+  its model and optimizer itself (the backward is in that file, the loop in
+  this one; ``_trainer_step``), the loader object an item of the dict a
+  helper's ``load_dataset`` returns.
 
 A source counts only when every value the loop's iterable may hold is
 followed to an expression that is neither a data loader (sharded, or left
@@ -70,7 +76,8 @@ def unsplit_sources(index: ModuleIndex) -> tuple[UnsplitSource, ...]:
     """Each loop that runs a backward on batches no process splits, once."""
     found: dict[cst.CSTNode, UnsplitSource] = {}
     for call in index.calls:
-        if not index.is_backward_call(call):
+        driven = _trainer_step(index, call)
+        if not (driven or index.is_backward_call(call)):
             continue
         for path in index.loop_paths(call):
             if not path or any(index.reads_loader(loop) for loop in path):
@@ -84,10 +91,32 @@ def unsplit_sources(index: ModuleIndex) -> tuple[UnsplitSource, ...]:
                 if origins:
                     found[loop] = UnsplitSource(loop, origins[0])
                 continue
+            if driven:
+                continue  # (a step of another module's object: its own draws)
             sampled = _sampled_batch(index, path[0])
             if sampled is not None and path[0] not in found:
                 found[path[0]] = sampled
     return tuple(found.values())
+
+
+def _trainer_step(index: ModuleIndex, call: cst.Call) -> bool:
+    """Is ``call`` a training step this file drives on an object of another
+    file of the batch: a method that runs a backward (``step_methods``) of an
+    instance of a class that trains models it builds itself
+    (``HelperFact.migrated_trainer``)? Graph-WaveNet's ``engine.train(trainx,
+    trainy[:, 0, :, :])``, with ``engine = trainer(scaler, ...)`` of
+    engine.py, whose ``__init__`` builds the model and the optimizer."""
+    from .imported_draws import instance_facts
+
+    func = call.func
+    if not index.project or not isinstance(func, cst.Attribute):
+        return False
+    return any(
+        fact.migrated_trainer
+        and fact.batch_migrated
+        and func.attr.value in fact.step_methods
+        for fact in instance_facts(index, func.value)
+    )
 
 
 def _origins(
@@ -212,15 +241,21 @@ def _foreign_object(index: ModuleIndex, attribute: cst.Attribute) -> bool:
     sets?"""
 
     root: cst.BaseExpression = attribute
-    while isinstance(root, cst.Attribute):
-        root = root.value
+    keyed = False
+    while isinstance(root, cst.Attribute) or _keyed_item(root):
+        keyed = keyed or isinstance(root, cst.Subscript)
+        root = root.value  # type: ignore[attr-defined]
     if not isinstance(root, cst.Name) or root.value == "self":
         return False
-    chain = attr_chain(attribute)
-    if _root_set_here(index, attribute):
+    if keyed:
+        # `data["train_loader"].get_iterator()` (Graph-WaveNet's dict of its
+        # own loader objects): not one of loaders, nor written here
+        if _root_written(index, root) or index.holds_tagged(
+            root, index.loader_containers
+        ):
+            return False
+    elif _root_set_here(index, attribute) or attr_chain(attribute) is None:
         return False  # `dataset.trainloader = ...` here: not followed
-    if chain is None:
-        return False
     values = _object_values(index, root, 0)
     if not values:
         return False
@@ -232,6 +267,30 @@ def _foreign_object(index: ModuleIndex, attribute: cst.Attribute) -> bool:
         ):
             return False
     return True
+
+
+def _keyed_item(expr: cst.BaseExpression) -> bool:
+    """``data["train_loader"]``: an item picked by one string or number."""
+    if not isinstance(expr, cst.Subscript) or len(expr.slice) != 1:
+        return False
+    index = expr.slice[0].slice
+    return isinstance(index, cst.Index) and isinstance(
+        index.value, (cst.SimpleString, cst.Integer)
+    )
+
+
+def _root_written(index: ModuleIndex, root: cst.Name) -> bool:
+    """Does this file set an item or an attribute of ``root`` (``data["x"] =
+    ...``, ``data.x = ...``), or bind it to anything but one call? Then what
+    its items hold is not followed."""
+    for target in findall(index.module, m.AssignTarget()):
+        assert isinstance(target, cst.AssignTarget)
+        written = target.target
+        while isinstance(written, (cst.Attribute, cst.Subscript)):
+            written = written.value
+            if isinstance(written, cst.Name) and written.value == root.value:
+                return True
+    return False
 
 
 def _object_values(

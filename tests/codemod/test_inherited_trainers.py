@@ -249,3 +249,73 @@ def test_a_helper_that_steps_an_optimizer_around_the_closure(tmp_path: Path) -> 
     (tmp_path / "utils.py").write_text(UTILS.replace("        closure()\n", ""))
     fact = dict(read_project(str(script)).helpers)["utils.optimize"]
     assert fact.trains == ""
+
+
+NCF_ENGINE = """\
+import torch
+
+
+class Engine(object):
+    def __init__(self, config):
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=config["lr"])
+
+    def train_single_batch(self, users, ratings):
+        self.opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.model(users), ratings)
+        loss.backward()
+        self.opt.step()
+"""
+
+NCF_NEUMF = """\
+import torch
+
+from engine import Engine
+
+
+class NeuMFEngine(Engine):
+    def __init__(self, config):
+        self.model = torch.nn.Linear(4, 1)
+        super(NeuMFEngine, self).__init__(config)
+"""
+
+NCF_SCRIPT = """\
+import torch
+from neumf import NeuMFEngine
+
+engine = NeuMFEngine({"lr": 0.1})
+for step in range(3):
+    engine.train_single_batch(torch.randn(8, 4), torch.randn(8, 1))
+"""
+
+
+def test_a_subclass_that_sets_the_model_is_named_where_it_builds_it(
+    tmp_path: Path,
+) -> None:
+    """yihong-chen's NCF: ``NeuMFEngine.__init__`` sets ``self.model`` in
+    neumf.py, and its base ``Engine`` in engine.py builds the optimizer over it
+    and calls backward. AM004 said the models were built "in engine.py" and
+    to wrap them there, where no model is built; it names both files now."""
+    (tmp_path / "engine.py").write_text(NCF_ENGINE)
+    (tmp_path / "neumf.py").write_text(NCF_NEUMF)
+    script = tmp_path / "main.py"
+    script.write_text(NCF_SCRIPT)
+    fact = dict(read_project(str(script)).helpers)["neumf.NeuMFEngine"]
+    assert (fact.trains_in, fact.own_builds) == ("engine.py", ("model",))
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    (blocking,) = [f for f in result.findings if f.code == "AM004"]
+    assert (
+        "built inside it, in neumf.py (where the class sets `self.model`) and "
+        "engine.py (its base's)"
+    ) in blocking.message
+    assert "In those files wrap each model it builds" in blocking.message
+
+
+def test_a_subclass_that_sets_nothing_is_trained_in_its_bases_file(
+    tmp_path: Path,
+) -> None:
+    """pytorch_tabnet's ``TabNetClassifier`` only adds ``predict``: its
+    network and optimizer are its base's, in abstract_model.py alone."""
+    script = _tabnet(tmp_path)
+    fact = dict(read_project(str(script)).helpers)["pkg.tab_model.TabNetClassifier"]
+    assert fact.own_builds == ()

@@ -1035,3 +1035,29 @@ def test_a_model_handed_to_a_holder_is_named_as_this_files(tmp_path: Path) -> No
         blocking.message
     )
     assert "builds no model" not in blocking.message
+
+
+def test_stepping_methods_are_those_whose_call_runs_a_backward() -> None:
+    """Graph-WaveNet's trainer: ``train`` calls ``loss.backward()``, ``fit``
+    calls ``self.train`` (a step too), ``eval`` runs none; a model's own
+    ``self.backward()`` is not a tensor's."""
+    import ast
+
+    from accel_migrate.codemod.library_trainers import stepping_methods
+
+    cls = ast.parse(
+        "class trainer:\n"
+        "    def train(self, x):\n"
+        "        loss = self.model(x).mean()\n"
+        "        loss.backward()\n"
+        "        self.optimizer.step()\n"
+        "    def fit(self, xs):\n"
+        "        for x in xs:\n"
+        "            self.train(x)\n"
+        "    def eval(self, x):\n"
+        "        return self.model(x).mean().item()\n"
+        "    def hook(self):\n"
+        "        self.backward()\n"
+    ).body[0]
+    assert isinstance(cls, ast.ClassDef)
+    assert stepping_methods(cls) == ("fit", "train")

@@ -280,3 +280,122 @@ def test_a_helpers_wrapper_around_a_prepared_loader_is_not_reported(
     result = migrate_source(source, str(script))
     assert "accel.prepare_dataloader(DataLoader(" in result.output
     assert not [f for f in result.findings if f.code == "AM019"]
+
+
+GWNET_UTIL = """\
+import numpy as np
+
+
+class DataLoader(object):
+    def __init__(self, xs, ys, batch_size):
+        self.xs, self.ys, self.batch_size = xs, ys, batch_size
+
+    def shuffle(self):
+        permutation = np.random.permutation(len(self.xs))
+        self.xs, self.ys = self.xs[permutation], self.ys[permutation]
+
+    def get_iterator(self):
+        def _wrapper():
+            for start in range(0, len(self.xs), self.batch_size):
+                yield self.xs[start : start + self.batch_size], self.ys[start : start + self.batch_size]
+
+        return _wrapper()
+
+
+def load_dataset(batch_size):
+    xs, ys = np.random.randn(16, 4), np.random.randn(16, 1)
+    return {"train_loader": DataLoader(xs, ys, batch_size), "val_loader": DataLoader(xs, ys, batch_size)}
+"""
+
+GWNET_ENGINE = """\
+import torch
+import torch.nn.functional as F
+
+
+class trainer:
+    def __init__(self, lrate):
+        self.model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lrate)
+
+    def train(self, input, real_val):
+        self.model.train()
+        self.optimizer.zero_grad()
+        loss = self._loss(input, real_val)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def _loss(self, input, real_val):
+        return F.l1_loss(self.model(input), real_val)
+
+    def eval(self, input, real_val):
+        self.model.eval()
+        return F.l1_loss(self.model(input), real_val).item()
+"""
+
+GWNET_MAIN = """\
+import torch
+
+import util
+from engine import trainer
+
+dataloader = util.load_dataset(8)
+engine = trainer(0.01)
+for i in range(2):
+    dataloader["train_loader"].shuffle()
+    for iter, (x, y) in enumerate(dataloader["train_loader"].get_iterator()):
+        print("train", engine.train(torch.Tensor(x), torch.Tensor(y)))
+    for iter, (x, y) in enumerate(dataloader["val_loader"].get_iterator()):
+        print("valid", engine.eval(torch.Tensor(x), torch.Tensor(y)))
+"""
+
+
+def _gwnet(tmp_path: Path, main: str, batch: bool) -> list[Finding]:
+    (tmp_path / "util.py").write_text(GWNET_UTIL)
+    (tmp_path / "engine.py").write_text(GWNET_ENGINE)
+    script = tmp_path / "main.py"
+    script.write_text(main)
+    files = [script, tmp_path / "engine.py", tmp_path / "util.py"]
+    view = ProjectView([str(f) for f in (files if batch else files[:1])])
+    options = MigrateOptions(project=view.facts_for(str(script)))
+    result = migrate_source(main, str(script), options)
+    return [f for f in result.findings if f.code == "AM019"]
+
+
+def test_batch_mode_a_loop_driving_another_files_trainer_is_reported(
+    tmp_path: Path,
+) -> None:
+    """Graph-WaveNet: main.py loops over ``dataloader["train_loader"]
+    .get_iterator()`` (util.py's own loader class, out of the dict
+    ``load_dataset`` returns) and hands each batch to ``engine.train``, the
+    step of engine.py's ``trainer``, which builds its model and optimizer
+    itself and is migrated with main.py. Before, nothing said that every
+    process trains on every batch (gwnet_trainer_scaler_t17c_project_batch
+    was SILENT: its BatchNorm's running variance differed). The validation
+    loop, which calls ``engine.eval`` (no backward), is not a training loop."""
+    (finding,) = _gwnet(tmp_path, GWNET_MAIN, batch=True)
+    assert (finding.line, finding.status) == (10, "needs-review")
+    assert (
+        'this loop takes them from `dataloader["train_loader"].get_iterator()` '
+        "(line 10)"
+    ) in finding.message
+    assert "running variance" in finding.message
+
+
+def test_a_trainer_of_a_file_this_run_does_not_migrate_is_not_driven(
+    tmp_path: Path,
+) -> None:
+    """With main.py alone, engine.py is read but not migrated: its trainer's
+    step is no step of this run (AM004 leaves the file whole)."""
+    assert _gwnet(tmp_path, GWNET_MAIN, batch=False) == []
+
+
+def test_a_dict_item_this_file_writes_is_not_followed(tmp_path: Path) -> None:
+    """``dataloader["train_loader"] = ...`` here: what the item holds is this
+    file's, not followed (it may be a loader AM006 prepares)."""
+    main = GWNET_MAIN.replace(
+        "engine = trainer(0.01)\n",
+        "engine = trainer(0.01)\n"
+        'dataloader["train_loader"] = util.DataLoader(None, None, 8)\n',
+    )
+    assert _gwnet(tmp_path, main, batch=True) == []

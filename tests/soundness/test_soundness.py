@@ -1943,6 +1943,40 @@ EXPECTED: dict[str, str] = {
     # under a test of this process's share: the loop's count differs between
     # processes; AM028 leaves the file whole (before: migrated, AM009 only)
     "zip_loader_hard_weights_r36a": "FLAGGED",
+    # t17c (new-user trial, forecasting / recommender / knowledge tracing):
+    # nnzhan/Graph-WaveNet: engine.py's trainer builds and trains its model
+    # (AM004 in file mode); in batch mode main.py hands it every batch of
+    # util.py's own loader class (dataloader["train_loader"].get_iterator()),
+    # not split: was SILENT (the synchronised BatchNorm's running_var counted
+    # each process's copy of the batch), AM019 names it now (_trainer_step)
+    "gwnet_trainer_scaler_t17c_project": "FLAGGED",
+    "gwnet_trainer_scaler_t17c_project_batch": "FLAGGED",
+    # yihong-chen/neural-collaborative-filtering: Engine.__init__ builds the
+    # optimizer over self.model, which the subclass NeuMFEngine of neumf.py
+    # sets before super().__init__ (AM004 in both modes; AM006 for the
+    # per-epoch loader a SampleGenerator method returns)
+    "ncf_engine_subclass_t17c_project": "FLAGGED",
+    "ncf_engine_subclass_t17c_project_batch": "FLAGGED",
+    # theophilegervet/learner-performance-prediction train_sakt.py: padded
+    # batches of a local prepare_batches (random.shuffle, same seed on every
+    # process): each process trains on every batch, the run matches
+    "sakt_prepare_batches_t17c_project": "MATCH",
+    "sakt_prepare_batches_t17c_project_batch": "MATCH",
+    # yuqinie98/PatchTST: Exp_Basic builds the model in its constructor (AM004,
+    # as Informer2020's), OneCycleLR per batch copied by adjust_learning_rate
+    "patchtst_onecycle_revin_t17c_project": "FLAGGED",
+    "patchtst_onecycle_revin_t17c_project_batch": "FLAGGED",
+    # LSTM stock tutorials: MinMaxScaler(-1, 1), full-batch training (AM019)
+    "lstm_stock_minmax_t17c": "MATCH",
+    # SungjoonPark/dkt-public: SimulatedTrainer runs the backward, its base in
+    # trainer/base.py builds the optimizer, the model class comes on args
+    # (AM004 in both modes)
+    "dkt_trainer_args_model_t17c_project": "FLAGGED",
+    "dkt_trainer_args_model_t17c_project_batch": "FLAGGED",
+    # one-file DKT: BCE-with-logits over pred[mask], a mean over answered
+    # steps whose number differs between shares (AM007), and the test AUC of
+    # a process's share picking the best checkpoint (AM028): left whole
+    "dkt_masked_select_tokens_t17c": "FLAGGED",
 }
 
 

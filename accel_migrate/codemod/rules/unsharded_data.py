@@ -47,7 +47,11 @@ one taken out of a list a helper returns (DKT's ``trainLoaders[i]``, in batch
 mode a parameter the batch's callers hand such a list), a generator method of
 such an object (LSTNet's ``data.get_batches(X, Y, batch_size, True)``), or,
 under loops that read no data, a method of an instance of a helper module's
-class handed no loader (SASRec's ``sampler.next_batch()``). The finding names
+class handed no loader (SASRec's ``sampler.next_batch()``), and, in batch mode, a loop that
+hands its batches to the step of another file's object that trains models
+it builds itself (Graph-WaveNet's ``engine.train(trainx, trainy)`` over
+``dataloader["train_loader"].get_iterator()``, util.py's own loader class
+out of the dict ``load_dataset`` returns). The finding names
 the source and its line; each process trains on the whole of every batch, so
 the run matches and does the work of one N times over. A parameter whose
 callers are not known, or this file's own classes and functions (whose
