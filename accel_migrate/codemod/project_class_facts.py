@@ -124,7 +124,7 @@ class ClassFacts:
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
-                **call_reductions(cls),
+                **call_reductions(cls, self.scan.tree),
                 draws=self._class_draws(cls),
                 state_writes=state_writes(cls),
                 late_registrations=late_registrations(cls),
@@ -241,7 +241,7 @@ class ClassFacts:
                 else ()
             ),
             loader_subclass=self._loader_subclass(cls),
-            **call_reductions(cls),
+            **call_reductions(cls, self.scan.tree),
             migrated_trainer=(
                 trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts

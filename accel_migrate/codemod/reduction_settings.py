@@ -34,6 +34,7 @@ is the project view's reading of another module's class. Static only:
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .called_reductions import _UNREAD, _unreduced_attributes, _value, call_reduction
@@ -99,17 +100,24 @@ class SettingReductions:
         )
 
 
-def call_reductions(cls: ast.ClassDef) -> dict[str, object]:
+def call_reductions(
+    cls: ast.ClassDef, module: ast.Module | None = None
+) -> dict[str, object]:
     """``HelperFact``'s ``call_reduction`` and ``setting_reductions`` of ``cls``
-    (the second read only where the first is unknown)."""
+    (the second read only where the first is unknown); ``module``: the class's
+    module, whose writes of a setting outside ``__init__`` unsettle it."""
     reduction = call_reduction(cls)
-    settings = setting_reductions(cls) if reduction[0] == "unknown" else None
+    settings = setting_reductions(cls, module) if reduction[0] == "unknown" else None
     return {"call_reduction": reduction, "setting_reductions": settings}
 
 
-def setting_reductions(cls: ast.ClassDef) -> SettingReductions | None:
+def setting_reductions(
+    cls: ast.ClassDef, module: ast.Module | None = None
+) -> SettingReductions | None:
     """The fact of ``cls``, or None where its call's paths test no attribute of
-    the instance or a tested attribute's source cannot be read."""
+    the instance or a tested attribute's source cannot be read (in ``module``
+    too: a helper of the class's module setting ``size_average`` after the
+    construction)."""
     methods = {
         node.name: node
         for node in cls.body
@@ -127,7 +135,7 @@ def setting_reductions(cls: ast.ClassDef) -> SettingReductions | None:
         return None
     settings = []
     for attr in tested:
-        setting = _setting(cls, init, attr)
+        setting = _setting(cls, init, attr, module)
         if setting is None:
             return None
         settings.append(setting)
@@ -303,13 +311,20 @@ def _holds(op: str, value: object, literal: object) -> bool:
 
 
 def _setting(
-    cls: ast.ClassDef, init: ast.FunctionDef | ast.AsyncFunctionDef, attr: str
+    cls: ast.ClassDef,
+    init: ast.FunctionDef | ast.AsyncFunctionDef,
+    attr: str,
+    module: ast.Module | None = None,
 ) -> Setting | None:
     """Where ``__init__`` takes ``attr`` from; None unless it is its only
-    write in the class and reads a parameter never rebound, or a literal."""
+    write in the class (and its module) and reads a parameter never rebound, or
+    a literal."""
     writes = []
     for node in ast.walk(cls):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr":
+            return None
+    for node in _outside_other_classes(module if module is not None else cls, cls):
+        if _written_by_name(node, attr):
             return None
         if isinstance(node, ast.Attribute) and node.attr == attr:
             if not isinstance(node.ctx, ast.Load):
@@ -330,6 +345,55 @@ def _setting(
     if literal is _NOT_LITERAL:
         return None
     return Setting(attr, "", -1, "value", literal)
+
+
+def _written_by_name(node: ast.AST, attr: str) -> bool:
+    """``setattr(x, "attr", v)``, ``vars(x).update(attr=v)``,
+    ``x.__dict__.update({"attr": v})`` or ``x.__dict__["attr"] = v``."""
+
+    def table(expr: ast.AST) -> bool:
+        return (
+            isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "vars"
+        ) or (isinstance(expr, ast.Attribute) and expr.attr == "__dict__")
+
+    def named(expr: ast.AST | None) -> bool:
+        return isinstance(expr, ast.Constant) and expr.value == attr
+
+    if isinstance(node, ast.Call):
+        func = node.func
+        if getattr(func, "id", "") == "setattr" and len(node.args) >= 2:
+            return named(node.args[1])
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "update"
+            and table(func.value)
+        ):
+            keys = [k.arg for k in node.keywords]
+            for arg in node.args:
+                if isinstance(arg, ast.Dict):
+                    keys += [k.value for k in arg.keys if isinstance(k, ast.Constant)]
+            return attr in keys
+    if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+        return table(node.value) and named(node.slice)
+    return False
+
+
+def _outside_other_classes(root: ast.AST, cls: ast.ClassDef) -> Iterator[ast.AST]:
+    """The nodes of ``root`` but another class's own ``self.x`` writes: its
+    ``self.size_average`` is its instances' setting, not ``cls``'s."""
+    todo: list[tuple[ast.AST, bool]] = [(root, False)]
+    while todo:
+        node, other = todo.pop()
+        if (
+            other
+            and isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            continue
+        yield node
+        inside = other or (isinstance(node, ast.ClassDef) and node is not cls)
+        todo.extend((child, inside) for child in ast.iter_child_nodes(node))
 
 
 def _parameter(

@@ -179,7 +179,7 @@ def test_a_construction_that_picks_the_sum_path_is_a_sum(
         # the script changes the attribute after the construction
         (
             "myloss = LpLoss(size_average=False)\nmyloss.size_average = True",
-            "this file assigns an attribute of that name",
+            "this file assigns `myloss.size_average`",
         ),
         # two constructions that reduce differently
         (

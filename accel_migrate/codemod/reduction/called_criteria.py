@@ -18,12 +18,11 @@ default holds. Static only.
 from __future__ import annotations
 
 import ast
-import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .facts import Fact
+from .facts import Fact, reduction_rewritten
 from .placement import code
 
 if TYPE_CHECKING:
@@ -94,11 +93,12 @@ def constructed_reduction(
     values: dict[str, object] = {}
     shown: list[str] = []
     for setting in settings.settings:
-        if re.search(rf"\.{setting.attribute}\s*[-+*/%|&]?=(?!=)", index.code):
+        rewritten = reduction_rewritten(index, frozenset({setting.attribute}))
+        if rewritten:
             return (
                 "unknown",
                 f"`{settings.entry}` reduces as `self.{setting.attribute}` says, "
-                "and this file assigns an attribute of that name",
+                f"{rewritten}",
             )
         value = _argument(built, setting)
         if isinstance(value, str):

@@ -102,6 +102,64 @@ def model_output(reason: str) -> Fact:
 _CONSTANT = Fact("constant")
 
 
+#: The attributes a ``torch.nn`` loss module reads its reduction from.
+_REDUCTION_ATTRIBUTES = frozenset({"reduction", "size_average", "reduce"})
+
+
+def reduction_rewritten(
+    index: ModuleIndex, attributes: frozenset[str] = _REDUCTION_ATTRIBUTES
+) -> str:
+    """Why a loss object's construction may not say its reduction in this file:
+    an assignment of one of ``attributes`` on anything (``criterion.reduction =
+    "mean"``), a ``setattr`` of one by its name, or one written through an
+    object's ``__dict__``/``vars()`` (``vars(loss).update(size_average=True)``);
+    "" where the file does none of these (``vars(args)`` read is no write)."""
+    for node in findall(index.module, m.Assign() | m.AugAssign() | m.AnnAssign()):
+        targets = (
+            [t.target for t in node.targets]  # type: ignore[attr-defined]
+            if isinstance(node, cst.Assign)
+            else [node.target]  # type: ignore[attr-defined]
+        )
+        for target in targets:
+            if isinstance(target, cst.Attribute) and target.attr.value in attributes:
+                return f"and this file assigns `{code(target)}`"
+            if (
+                isinstance(target, cst.Subscript)
+                and _attribute_table(target.value)
+                and any(
+                    string_value(getattr(e.slice, "value", None)) in attributes
+                    for e in target.slice
+                )
+            ):
+                return f"and this file assigns `{code(target)}`"
+    for call in findall(index.module, m.Call()):
+        assert isinstance(call, cst.Call)
+        if m.matches(call.func, m.Name("setattr")) and len(call.args) >= 2:
+            if string_value(call.args[1].value) in attributes:
+                return f"and this file calls `{code(call)}`"
+        if m.matches(call.func, m.Attribute(attr=m.Name("update"))) and (
+            _attribute_table(call.func.value)  # type: ignore[attr-defined]
+        ):
+            keys = {a.keyword.value for a in call.args if a.keyword is not None}
+            for arg in call.args:
+                if isinstance(arg.value, cst.Dict):
+                    keys |= {
+                        string_value(e.key)  # type: ignore[attr-defined]
+                        for e in arg.value.elements
+                        if isinstance(e, cst.DictElement)
+                    }
+            if keys & attributes:
+                return f"and this file calls `{code(call)}`"
+    return ""
+
+
+def _attribute_table(node: cst.BaseExpression) -> bool:
+    """``vars(x)`` or ``x.__dict__``: an object's attributes as a dict."""
+    return m.matches(node, m.Call(func=m.Name("vars"))) or m.matches(
+        node, m.Attribute(attr=m.Name("__dict__"))
+    )
+
+
 def _loss_call(
     index: ModuleIndex,
     name: str,
@@ -113,6 +171,11 @@ def _loss_call(
     or the ``nn.*Loss(...)`` that built the criterion)."""
     keywords = {a.keyword.value: a.value for a in settings.args if a.keyword}
     spelled = code(criterion) if criterion is not None else f"F.{name}"
+    rewritten = reduction_rewritten(index) if criterion is not None else ""
+    if rewritten:
+        # `criterion.reduction = "mean"` after `nn.MSELoss(reduction="sum")`:
+        # the construction no longer says how the call reduces.
+        return Fact("unknown", f"`{spelled}` is built as {code(settings)}, {rewritten}")
     unpacked = [a for a in settings.args if a.star == "**"]
     if unpacked:
         # `nn.CrossEntropyLoss(**opts)`: reduction= or ignore_index= may be in it.

@@ -221,6 +221,11 @@ def traced_loss_modules(
         modules.append((names[0].rsplit(".", 1)[-1], origin))
     facts = [_loss_call(index, name, call, built, func) for name, built in modules]
     kinds = {fact.kind for fact in facts}
+    unknown = [fact for fact in facts if fact.kind == "unknown"]
+    if unknown:
+        # `nn.MSELoss(reduction=red)` handed in: as unknown as if built beside
+        # its call, never the callers' default mean.
+        return unknown[0]
     if kinds == {"sum"}:
         return Fact("sum", what=f"`{code(modules[0][1])}`")
     if "sum" in kinds:
