@@ -62,3 +62,17 @@ def test_a_value_the_file_reads_as_a_tensor_walks_its_rows() -> None:
     output, review = _migrate("\n    n = outs.size(0)")
     assert 'accel.backward(loss, reduction="sum")' in output
     assert review == []
+
+
+def test_a_name_bound_again_is_not_proven_a_tensor_where_it_is_walked() -> None:
+    """rev17: ``outs = torch.stack(outs)`` after the walk makes ``outs.size()``
+    read a tensor, but the ``list(outs)`` before it walked the heads' list: the
+    name's two bindings prove nothing (was ``reduction="sum"``, "fixed", the
+    gradient doubled at world 2: 2.757 vs 5.514)."""
+    script = SCRIPT.format(check="").replace(
+        "    opt.step()\n",
+        "    opt.step()\n    outs = torch.stack(outs)\n    n = outs.size(0)\n",
+    )
+    result = migrate_source(script, "heads.py")
+    assert 'reduction="sum"' not in result.output
+    assert [f.code for f in result.needs_review if f.code == "AM007"] == ["AM007"]

@@ -250,15 +250,22 @@ def _counted(
 
 
 def _proven_tensor(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
-    """``expr`` is a tensor: a variable the file reads a tensor-only attribute
-    of (``y.size(0)``, ``out.cpu()``: ``batch_tensors.tensor_keys``), or a
-    tensor method's result on one (``out.argmax(1)``)."""
+    """``expr`` is a tensor: a variable bound once that the file reads a
+    tensor-only attribute of (``y.size(0)``, ``out.cpu()``:
+    ``batch_tensors.tensor_keys``), or a tensor method's result on one
+    (``out.argmax(1)``)."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         if expr.func.attr.value in TENSOR_ATTRIBUTES:
             return True
         expr = expr.func.value
     key = index.key(expr) if isinstance(expr, cst.Name) else None
-    return key is not None and key in index.batch_tensors.tensor_keys
+    # A name bound twice (`outs = model(x)`, later `outs = torch.stack(outs)`)
+    # may be a list where it is walked and a tensor where it is read.
+    return (
+        key is not None
+        and key in index.batch_tensors.tensor_keys
+        and len(index.values.get(key, ())) <= 1
+    )
 
 
 def batch_value(index: ModuleIndex, expr: cst.BaseExpression) -> bool:
