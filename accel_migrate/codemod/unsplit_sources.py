@@ -109,6 +109,12 @@ def _trainer_step(index: ModuleIndex, call: cst.Call) -> bool:
     from .imported_draws import instance_facts
 
     func = call.func
+    if isinstance(func, cst.Name):
+        # `train_step = engine.train` then `train_step(x, y)`: its one value
+        key = index.key(func)
+        values = index.values.get(key, []) if key is not None else []
+        if len(values) == 1 and isinstance(values[0], cst.Attribute):
+            func = values[0]
     if not index.project or not isinstance(func, cst.Attribute):
         return False
     return any(

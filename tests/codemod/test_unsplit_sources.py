@@ -399,3 +399,16 @@ def test_a_dict_item_this_file_writes_is_not_followed(tmp_path: Path) -> None:
         'dataloader["train_loader"] = util.DataLoader(None, None, 8)\n',
     )
     assert _gwnet(tmp_path, main, batch=True) == []
+
+
+def test_a_trainer_step_called_through_a_name_is_reported(tmp_path: Path) -> None:
+    """rev17: ``train_step = engine.train`` then ``train_step(x, y)`` is the same
+    step (without it the Graph-WaveNet SILENT came back: the BatchNorm's
+    running variance differed by 2.3e-3 with no finding)."""
+    main = GWNET_MAIN.replace(
+        "engine = trainer(0.01)\n",
+        "engine = trainer(0.01)\ntrain_step = engine.train\n",
+    ).replace('print("train", engine.train(', 'print("train", train_step(')
+    (finding,) = _gwnet(tmp_path, main, batch=True)
+    assert finding.status == "needs-review"
+    assert "get_iterator()" in finding.message
