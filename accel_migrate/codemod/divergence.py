@@ -72,6 +72,10 @@ __all__ = [
 #: local functions than this, each defined above its caller, is cut there.
 _ROUNDS = 16
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
+#: Calls that grow a container: made where only some ranks go (or a
+#: rank-dependent number of times), its length differs between ranks even
+#: when the value added is the same on every rank (``hard.append(1.0)``).
+_GROWERS = {"append", "extend", "insert", "add", "update", "setdefault"}
 
 
 class Divergence(DivergenceQuestions):
@@ -351,6 +355,13 @@ class Divergence(DivergenceQuestions):
                 if value_tainted and isinstance(target.target, cst.Subscript):
                     self._add(memo.STORE, self.local_stores, node)
                 self._bind(target.target, value_tainted, tainted)
+                if (
+                    not value_tainted
+                    and isinstance(target.target, cst.Subscript)
+                    and self.runs_divergently(node)
+                ):
+                    # `seen[k] = 1` where only some ranks go: its keys differ
+                    self._bind(target.target.value, True, tainted)
             self._parsed_options(node, tainted)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self._tainted(node.value, tainted), tainted)
@@ -385,6 +396,13 @@ class Divergence(DivergenceQuestions):
                 and any(self._tainted(arg.value, tainted) for arg in call.args)
             ):
                 self._add(memo.MUTATION, self.local_mutations, call)
+                self._bind(call.func.value, True, tainted)
+            elif (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in _GROWERS
+                and self.runs_divergently(node)
+            ):
+                # `hard.append(1.0)` under a rank-local test: its length differs
                 self._bind(call.func.value, True, tainted)
         elif isinstance(node, cst.Return) and node.value is not None:
             function = self.index.enclosing_function(node)

@@ -49,6 +49,9 @@ def collect_definitions(sources: RankLocalSources) -> dict[Key, list[_Definition
                 add(target.value, "value", value, statement)  # `counts[i] = v`
             for condition in sources._conditions(statement):
                 add(target, *condition, statement)
+                if isinstance(target, cst.Subscript):
+                    # `seen[k] = 1` where only some processes go: its keys
+                    add(target.value, *condition, statement)
     options = index.rank_local_options.options
     assignments = findall(module, m.Assign() | m.AnnAssign()) if options else ()
     for statement in assignments:

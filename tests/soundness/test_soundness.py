@@ -1977,6 +1977,17 @@ EXPECTED: dict[str, str] = {
     # steps whose number differs between shares (AM007), and the test AUC of
     # a process's share picking the best checkpoint (AM028): left whole
     "dkt_masked_select_tokens_t17c": "FLAGGED",
+    # fx37a (lists whose length differs between processes): a container grown
+    # where only some processes go (a constant appended under a test of this
+    # process's batch) has a length that differs; before fx37a the first three
+    # were migrated with no finding of it (measured at world 2 on main: SILENT
+    # gloo timeout, HANG, SILENT gloo timeout), AM028 leaves them whole now.
+    # The early stopping one is MATCH: its validation sum is reduced (AM009),
+    # so the test and the list are the same on every process.
+    "zip_loader_hard_flags_fx37a": "FLAGGED",
+    "hard_count_len_break_fx37a": "FLAGGED",
+    "replay_range_len_fx37a": "FLAGGED",
+    "early_stop_bad_epochs_list_fx37a": "MATCH",
 }
 
 
