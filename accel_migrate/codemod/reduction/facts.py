@@ -14,6 +14,7 @@ from ..names import ELEMENTWISE_LOSSES
 from ..names import IGNORING_LOSSES as _IGNORING
 from ..patterns import string_value
 from ..subtrees import findall
+from .held_settings import held_settings, read_off
 from .loss_inputs import (
     _SAME_VALUE,
     _selected_rows,
@@ -108,10 +109,16 @@ def _loss_call(
     call: cst.Call,
     settings: cst.Call,
     criterion: cst.BaseExpression | None,
+    held: bool = False,
 ) -> Fact:
     """The fact of a loss call; ``settings`` holds its keywords (the call itself,
-    or the ``nn.*Loss(...)`` that built the criterion)."""
+    or the ``nn.*Loss(...)`` that built the criterion). ``held``: the criterion
+    was built elsewhere (handed in as a parameter, built in branches), so its
+    ``ignore_index``/``weight`` are read off it (``criterion.ignore_index``)
+    where the names they are written with are not the module's."""
     keywords = {a.keyword.value: a.value for a in settings.args if a.keyword}
+    if held and criterion is not None:
+        keywords = held_settings(index, keywords, criterion)
     spelled = code(criterion) if criterion is not None else f"F.{name}"
     unpacked = [a for a in settings.args if a.star == "**"]
     if unpacked:
@@ -180,7 +187,7 @@ def _loss_call(
         len(targets) != 1
         or not pure(targets[0])
         or not pure(ignore)
-        or not bound_once(index, ignore)
+        or not (read_off(ignore, criterion) or bound_once(index, ignore))
     ):
         return Fact("token-mean", what=what)
     target = targets[0]
@@ -225,7 +232,10 @@ def _weighted_mean(
     if (
         len(targets) != 1
         or not pure(targets[0])
-        or not all(pure(e) and bound_once(index, e) for e in settings)
+        or not all(
+            pure(e) and (read_off(e, criterion) or bound_once(index, e))
+            for e in settings
+        )
     ):
         return Fact(
             "unknown",
