@@ -462,6 +462,15 @@ def _counts_samples(
     if key is None:
         return False
     values = index.values.get(key, ())
+    # `B, N = targets.size()` (mongolian-speech-recognition): the first of
+    # `x.size()` or `x.shape` unpacked, every time it is unpacked
+    unpacked = index.unpacked.get(key, [])
+    rows = m.Call(func=m.Attribute(attr=m.Name("size")), args=[])
+    rows |= m.Attribute(attr=m.Name("shape"))
+    if sum(v is None for v in values) != len(unpacked) or not all(
+        position == 0 and m.matches(v, rows) for v, position, _ in unpacked
+    ):
+        return False
     return bool(values) and all(
-        v is not None and _counts_samples(index, v, depth + 1) for v in values
+        v is None or _counts_samples(index, v, depth + 1) for v in values
     )
