@@ -76,10 +76,6 @@ BUILDS = {
         "        criterion = PlainLoss()\n",
         "one of 2 modules built in branches",
     ),
-    "handed_ce": (
-        "    criterion = nn.CrossEntropyLoss(weight=w)\n",
-        "handed in as a parameter",
-    ),
     "handed_ldam": (
         "    criterion = LDAMLoss([3, 2, 1], weight=w)\n",
         "`LDAMLoss.forward` in losses.py",
@@ -125,3 +121,14 @@ def test_am007_names_a_class_weighted_criterion_handed_in(
         assert named in finding.message
     else:
         assert finding.status == "fixed", finding.message
+
+
+def test_a_handed_class_weighted_torch_module_writes_its_count(tmp_path: Path) -> None:
+    """Round fx37b: a ``torch.nn`` module handed in reads as one built beside its
+    call: the count over its class weights, read off the module
+    (``criterion.weight``: ``w`` is ``main()``'s, not ``train()``'s)."""
+    script = SCRIPT.format(build="    criterion = nn.CrossEntropyLoss(weight=w)\n")
+    result = migrate_source(script)
+    (finding,) = [f for f in result.findings if f.code == "AM007"]
+    assert finding.status == "fixed", finding.message
+    assert "accel.class_weight_count(criterion.weight, y)" in str(result.output)

@@ -14,6 +14,7 @@ from ..names import ELEMENTWISE_LOSSES
 from ..names import IGNORING_LOSSES as _IGNORING
 from ..patterns import string_value
 from ..subtrees import findall
+from .held_settings import held_settings, read_off
 from .loss_inputs import (
     _SAME_VALUE,
     _selected_rows,
@@ -166,10 +167,16 @@ def _loss_call(
     call: cst.Call,
     settings: cst.Call,
     criterion: cst.BaseExpression | None,
+    held: bool = False,
 ) -> Fact:
     """The fact of a loss call; ``settings`` holds its keywords (the call itself,
-    or the ``nn.*Loss(...)`` that built the criterion)."""
+    or the ``nn.*Loss(...)`` that built the criterion). ``held``: the criterion
+    was built elsewhere (handed in as a parameter, built in branches), so its
+    ``ignore_index``/``weight`` are read off it (``criterion.ignore_index``)
+    where the names they are written with are not the module's."""
     keywords = {a.keyword.value: a.value for a in settings.args if a.keyword}
+    if held and criterion is not None:
+        keywords = held_settings(index, keywords, criterion)
     spelled = code(criterion) if criterion is not None else f"F.{name}"
     rewritten = reduction_rewritten(index) if criterion is not None else ""
     if rewritten:
@@ -243,7 +250,7 @@ def _loss_call(
         len(targets) != 1
         or not pure(targets[0])
         or not pure(ignore)
-        or not bound_once(index, ignore)
+        or not (read_off(ignore, criterion) or bound_once(index, ignore))
     ):
         return Fact("token-mean", what=what)
     target = targets[0]
@@ -288,7 +295,10 @@ def _weighted_mean(
     if (
         len(targets) != 1
         or not pure(targets[0])
-        or not all(pure(e) and bound_once(index, e) for e in settings)
+        or not all(
+            pure(e) and (read_off(e, criterion) or bound_once(index, e))
+            for e in settings
+        )
     ):
         return Fact(
             "unknown",
@@ -515,6 +525,15 @@ def _counts_samples(
     if key is None:
         return False
     values = index.values.get(key, ())
+    # `B, N = targets.size()` (mongolian-speech-recognition): the first of
+    # `x.size()` or `x.shape` unpacked, every time it is unpacked
+    unpacked = index.unpacked.get(key, [])
+    rows = m.Call(func=m.Attribute(attr=m.Name("size")), args=[])
+    rows |= m.Attribute(attr=m.Name("shape"))
+    if sum(v is None for v in values) != len(unpacked) or not all(
+        position == 0 and m.matches(v, rows) for v, position, _ in unpacked
+    ):
+        return False
     return bool(values) and all(
-        v is not None and _counts_samples(index, v, depth + 1) for v in values
+        v is None or _counts_samples(index, v, depth + 1) for v in values
     )

@@ -143,13 +143,13 @@ class _Calls:
         if module is not None:
             name = attr_chain(module.func) or ""
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
+        if (traced := traced_loss_modules(self.index, call, func)) is not None:
+            return traced  # a torch.nn module handed in: as if built beside
         weighted = traced_class_weights(self.index, func)
         if weighted:
             # `criterion(out, y)` of a criterion handed in or built in branches,
             # one of which is a class-weighted mean (LDAM-DRW's DRW)
             return Fact("unknown", weighted)
-        if (traced_sum := traced_loss_modules(self.index, call, func)) is not None:
-            return traced_sum  # `nn.MSELoss(reduction="sum")` handed in (VDSR)
         traced = traced_helper_function(self.index, func)
         if traced:
             # `loss_fn(mu, sigma, y)` of `loss_fn` handed a local module's

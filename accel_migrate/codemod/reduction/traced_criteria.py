@@ -23,6 +23,7 @@ reason. Static only.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -197,8 +198,13 @@ def traced_loss_modules(
     (``nn.MSELoss(reduction="sum")`` built in ``main()`` and handed to
     ``train(..., criterion, epoch)``, as twtygqyy/pytorch-vdsr's
     ``nn.MSELoss(size_average=False)``), unknown where one sums and another
-    does not; None otherwise (a mean, or a token mean or class-weighted mean,
-    which the callers' other rules decide)."""
+    does not. Round fx37b: every other reduction too, as the module built beside
+    the call reads (``_loss_call``), its ``ignore_index``/``weight`` read off
+    ``func`` where ``main()``'s names are not the call's (``held_settings``): a
+    token mean over ``criterion.ignore_index``, a mean over
+    ``criterion.weight``; unknown, naming the modules and where they were built,
+    where they differ or no count can be written. None for a mean over samples
+    or where a module is not ``torch.nn``'s (the callers' other rules)."""
     from .facts import Fact, _loss_call
     from .model_classes import _Tracer
 
@@ -219,7 +225,9 @@ def traced_loss_modules(
         if not names:
             return None
         modules.append((names[0].rsplit(".", 1)[-1], origin))
-    facts = [_loss_call(index, name, call, built, func) for name, built in modules]
+    facts = [
+        _loss_call(index, name, call, built, func, held=True) for name, built in modules
+    ]
     kinds = {fact.kind for fact in facts}
     unknown = [fact for fact in facts if fact.kind == "unknown"]
     if unknown:
@@ -228,11 +236,34 @@ def traced_loss_modules(
         return unknown[0]
     if kinds == {"sum"}:
         return Fact("sum", what=f"`{code(modules[0][1])}`")
-    if "sum" in kinds:
-        spelled = " or ".join(f"`{code(built)}`" for _, built in modules)
-        return Fact(
-            "unknown",
-            f"`{code(func)}` may be {spelled}: a sum over the batch's samples or "
-            "another reduction, chosen at run time",
-        )
-    return None
+    counts = {code(f.count) if f.count is not None else None for f in facts}
+    if len(kinds) == 1 and len(counts) == 1:
+        # one reduction, whichever module it is (a token mean over
+        # `criterion.ignore_index`): as the module built beside the call reads;
+        # a mean over samples is left to the callers' other rules
+        if kinds == {"mean"}:
+            return None
+        fact, (_, built) = facts[0], modules[0]
+        where = f"`{code(built)}`, {_where(index, built)}"
+        if fact.kind == "unknown":
+            return replace(fact, reason=f"{fact.reason} ({where})")
+        if fact.kind == "token-mean" and fact.count is None:
+            return replace(fact, what=f"{fact.what} ({where})")
+        return fact
+    spelled = " or ".join(
+        f"`{code(built)}` ({_where(index, built)})" for _, built in modules
+    )
+    return Fact(
+        "unknown",
+        f"`{code(func)}` may be {spelled}: reductions over the batch that differ "
+        "(a mean over samples, over the tokens it does not ignore, over class "
+        "weights, or a sum), chosen at run time",
+    )
+
+
+def _where(index: ModuleIndex, node: cst.CSTNode) -> str:
+    """``built in `main```: the function a criterion was built in."""
+    function = index.enclosing_function(node)
+    if function is None:
+        return "built at module level"
+    return f"built in `{function.name.value}`"
