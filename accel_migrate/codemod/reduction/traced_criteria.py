@@ -229,11 +229,6 @@ def traced_loss_modules(
         _loss_call(index, name, call, built, func, held=True) for name, built in modules
     ]
     kinds = {fact.kind for fact in facts}
-    unknown = [fact for fact in facts if fact.kind == "unknown"]
-    if unknown:
-        # `nn.MSELoss(reduction=red)` handed in: as unknown as if built beside
-        # its call, never the callers' default mean.
-        return unknown[0]
     if kinds == {"sum"}:
         return Fact("sum", what=f"`{code(modules[0][1])}`")
     counts = {code(f.count) if f.count is not None else None for f in facts}
