@@ -147,6 +147,7 @@ import libcst.matchers as m
 from .. import rank_local_reasons as reasons
 from ..divergence import MAIN_PROCESS_TESTS
 from ..file_reads import FileReads
+from ..handed_zips import handed_zip_parts
 from ..main_process_tests import main_process_test
 from ..names import DATALOADER_CALLS
 from ..rank_local_branches import BranchContents, run_by, sets_learning_rate
@@ -200,7 +201,10 @@ class RankLocalDecisions(BranchContents, Rule):
         )
         if parts:
             self._decision(
-                node, parts[0] if len(parts) == 1 else node.iter, [node.body]
+                node,
+                parts[0] if len(parts) == 1 else node.iter,
+                [node.body],
+                handed=handed_zip_parts(self.index, node, parts),
             )
 
     def _uniform_loop(self, node: cst.CSTNode) -> bool:
@@ -265,9 +269,12 @@ class RankLocalDecisions(BranchContents, Rule):
         node: cst.CSTNode,
         test: cst.BaseExpression,
         blocks: list[cst.CSTNode | None],
+        handed: bool = False,
     ) -> None:
         divergent = self.index.divergence.divergent
-        if node.body not in divergent or self._inside_reported(node):  # type: ignore[attr-defined]
+        if (
+            node.body not in divergent and not handed  # type: ignore[attr-defined]
+        ) or self._inside_reported(node):
             return
         hazard = self._hazard(node, test, [b for b in blocks if b is not None])
         if hazard is not None:
