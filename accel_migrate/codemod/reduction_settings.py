@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .called_reductions import _UNREAD, _unreduced_attributes, _value, call_reduction
-from .project_nodes import _own_nodes
+from .project_nodes import _own_nodes, self_attribute
 
 _DEPTH = 4
 #: how a test of an attribute holds for a literal value
@@ -242,16 +242,16 @@ def _split(test: ast.expr) -> tuple[tuple[Test, ...], tuple[Test, ...]]:
             # all hold where true; where false, one of them failed (unread)
             return tuple(t for held, _ in parts for t in held), ()
         return (), tuple(t for _, failed in parts for t in failed)
-    attr = _attribute(test)
+    attr = self_attribute(test)
     if attr is not None:
         return ((attr, "truthy", None),), ((attr, "falsy", None),)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         op = _COMPARED.get(type(test.ops[0]))
         left, right = test.left, test.comparators[0]
-        attr = _attribute(left)
+        attr = self_attribute(left)
         literal = _literal(right)
         if attr is None and op in ("==", "!=", "is", "is not"):
-            attr, literal = _attribute(right), _literal(left)
+            attr, literal = self_attribute(right), _literal(left)
         if op is not None and attr is not None and literal is not _NOT_LITERAL:
             if op in ("in", "not in") and not isinstance(literal, tuple):
                 return (), ()
@@ -276,16 +276,6 @@ def _literal(expr: ast.expr) -> object:
     if isinstance(value, dict):
         return _NOT_LITERAL
     return value
-
-
-def _attribute(expr: ast.expr) -> str | None:
-    if (
-        isinstance(expr, ast.Attribute)
-        and isinstance(expr.value, ast.Name)
-        and expr.value.id == "self"
-    ):
-        return expr.attr
-    return None
 
 
 def _holds(op: str, value: object, literal: object) -> bool:
@@ -334,7 +324,7 @@ def _setting(
         for stmt in init.body
         if isinstance(stmt, ast.Assign)
         and len(stmt.targets) == 1
-        and _attribute(stmt.targets[0]) == attr
+        and self_attribute(stmt.targets[0]) == attr
     ]
     if len(writes) != 1 or len(own) != 1 or own[0].targets[0] is not writes[0]:
         return None
