@@ -129,8 +129,15 @@ def test_a_killed_job_resumes_to_the_same_parameters(tmp_path: Path) -> None:
     )
     assert resumed.returncode == 0, resumed.stderr
     # torchrun names as "first" the failure with the earliest timestamp, in whole
-    # seconds: rank 1's SIGKILL or the SIGTERM it then sends rank 0, either one.
-    assert re.search(r"failed \(exitcode: -(9|15)\)", resumed.stderr), resumed.stderr
+    # seconds: rank 1's SIGKILL, the SIGTERM it then sends rank 0, or rank 0's
+    # own stop (exit 1) once the runtime sees rank 1's connection close first,
+    # whichever wins the race (CI27 saw the third).
+    first = re.search(r"failed \(exitcode: (-9|-15|1)\)", resumed.stderr)
+    assert first is not None, resumed.stderr
+    if first.group(1) == "1":
+        assert "another process of the job closed its connection" in (
+            resumed.stderr
+        ), resumed.stderr
     assert "attempt 1 starts at epoch 1 step 4" in resumed.stdout
     expected, got = torch.load(tmp_path / "whole.pt"), torch.load(
         tmp_path / "resumed.pt"
