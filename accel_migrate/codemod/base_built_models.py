@@ -21,13 +21,13 @@ cannot be found.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 
+from . import python_ast
 from .base_init_assignments import _built_by_method
 from .subtrees import findall
 
@@ -102,7 +102,7 @@ def _base_sets(
         ):
             continue
         for assign in findall(statement.body, m.Assign()):
-            tree = ast.parse(module.code_for_node(assign).strip())
+            tree = python_ast.parse(module.code_for_node(assign).strip())
             built = _built_by_method(tree.body[0]) if tree.body else None
             if built is not None and built[0] == attribute:
                 _, method, code = built

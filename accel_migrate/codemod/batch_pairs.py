@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
+from . import python_ast
 from .pairwise_helpers import _broadcast_axis
 
 #: Reads of a tensor that take no value of it (its shape, device, dtype).
@@ -134,7 +135,7 @@ def method_batch_names(source: str) -> frozenset[str]:
     """``batch_names`` of the method whose source is ``source`` (indented as
     in its class); none where it does not parse."""
     try:
-        tree = ast.parse(textwrap.dedent(source))
+        tree = python_ast.parse(textwrap.dedent(source))
     except SyntaxError:
         return frozenset()
     function = tree.body[0] if tree.body else None

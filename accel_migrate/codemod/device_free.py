@@ -36,6 +36,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
+from . import python_ast
 from .device_code import KNOWN_PACKAGES, has_device_code
 from .project_file_facts import ProjectFacts
 
@@ -69,7 +70,7 @@ def device_free(source: str, project: ProjectFacts | None = None) -> bool:
     other package that might place its tensors unseen."""
     project = project or ProjectFacts()
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except (SyntaxError, ValueError):
         return False
     return not (

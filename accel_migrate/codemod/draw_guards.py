@@ -24,6 +24,7 @@ import ast
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from . import python_ast
 from .project_nodes import _own_nodes, assigned_in
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def _false(guard: Guard, call: cst.Call) -> bool:
         return False
     if kind == "truth":
         return bool(value) != want
-    return (value == ast.literal_eval(constant)) != want
+    return (value == python_ast.literal_eval(constant)) != want
 
 
 def _passed(call: cst.Call, name: str, position: int, default: str) -> object:
@@ -189,7 +190,7 @@ def _passed(call: cst.Call, name: str, position: int, default: str) -> object:
         return _constant(positional[position].value)
     if any(a.star for a in call.args) or not default:
         return _UNKNOWN
-    return ast.literal_eval(default)
+    return python_ast.literal_eval(default)
 
 
 def _constant(expr: cst.BaseExpression) -> object:
@@ -197,12 +198,12 @@ def _constant(expr: cst.BaseExpression) -> object:
 
     code = cst.Module([]).code_for_node(expr).strip()
     try:
-        tree = ast.parse(code, mode="eval").body
+        tree = python_ast.parse(code, mode="eval").body
     except SyntaxError:
         return _UNKNOWN
     if not isinstance(tree, (ast.Constant, ast.UnaryOp)):
         return _UNKNOWN
     try:
-        return ast.literal_eval(tree)
+        return python_ast.literal_eval(tree)
     except ValueError:
         return _UNKNOWN

@@ -25,6 +25,7 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from . import python_ast
 from .project_facts import HelperFact
 from .project_file_facts import ProjectFacts
 
@@ -108,7 +109,7 @@ def picked_trainers(
             # package, picked by name
             code = cst.Module([]).code_for_node(call.args[0].value)
             try:
-                package = named_package(ast.parse(code, mode="eval").body)
+                package = named_package(python_ast.parse(code, mode="eval").body)
             except SyntaxError:
                 package = ""
             found = tuple(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
+from . import python_ast
 from .batch_mixing_models import record_values
 
 
@@ -171,7 +172,7 @@ def of_a_record(receiver: cst.BaseExpression, method: cst.FunctionDef) -> bool:
         return False
     code = textwrap.dedent(cst.Module(body=[]).code_for_node(method))
     try:
-        tree = ast.parse(code)
+        tree = python_ast.parse(code)
     except SyntaxError:
         return False
     return receiver.value in record_values(ast.walk(tree))

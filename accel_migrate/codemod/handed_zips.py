@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import ast
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from . import python_ast
 from .index_syntax import _all_params
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def handed_zip_parts(
 
 def _literal(node: cst.BaseExpression) -> bool:
     try:
-        ast.literal_eval(cst.Module([]).code_for_node(node))
+        python_ast.literal_eval(cst.Module([]).code_for_node(node))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
     return True

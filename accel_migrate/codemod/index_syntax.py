@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from . import subtrees
+from . import python_ast, subtrees
 
 Key = tuple[object, str]
 Seed = Callable[[cst.BaseExpression], bool]
@@ -201,7 +201,7 @@ def ast_class(cls: cst.ClassDef) -> ast.ClassDef | None:
     (``unimplemented_forward``, ``layer_methods``, ``unregistered_tensors``),
     which read ``ast``; its lines count from the class's first line."""
     try:
-        tree = ast.parse(cst.Module(body=[cls]).code)
+        tree = python_ast.parse(cst.Module(body=[cls]).code)
     except SyntaxError:  # pragma: no cover - libcst parsed it
         return None
     node = tree.body[0]

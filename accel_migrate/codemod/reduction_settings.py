@@ -37,6 +37,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import python_ast
 from .called_reductions import _UNREAD, _unreduced_attributes, _value, call_reduction
 from .project_nodes import _own_nodes, self_attribute
 
@@ -265,7 +266,7 @@ _SINGLETONS = (None, True, False)
 
 def _literal(expr: ast.expr) -> object:
     try:
-        value = ast.literal_eval(expr)
+        value = python_ast.literal_eval(expr)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return _NOT_LITERAL
     if isinstance(value, (list, set, frozenset)):

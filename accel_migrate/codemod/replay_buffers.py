@@ -25,6 +25,7 @@ import ast
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
+from . import python_ast
 from .project_nodes import self_attribute
 from .random_names import spelled_draw
 
@@ -172,7 +173,7 @@ def local_stored(index: ModuleIndex, cls: cst.ClassDef) -> tuple[tuple[str, str]
     known = _LOCAL_STORED.setdefault(index, {})
     if cls not in known:
         try:
-            tree = ast.parse(cst.Module([]).code_for_node(cls).strip())
+            tree = python_ast.parse(cst.Module([]).code_for_node(cls).strip())
         except SyntaxError:
             tree = ast.Module(body=[], type_ignores=[])
         node = tree.body[0] if tree.body else None

@@ -17,11 +17,11 @@ default holds. Static only.
 
 from __future__ import annotations
 
-import ast
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .. import python_ast
 from .facts import Fact, reduction_rewritten
 from .placement import code
 
@@ -135,6 +135,6 @@ def _argument(built: cst.Call, setting: Setting) -> tuple[object] | str:
             return (setting.default,)
         return f"{what}, whose default is not a literal"
     try:
-        return (ast.literal_eval(code(given)),)
+        return (python_ast.literal_eval(code(given)),)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return f"{what}, given `{code(given)}` at {code(built.func)}(...)"

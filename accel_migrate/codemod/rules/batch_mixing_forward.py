@@ -102,12 +102,12 @@ global batch with ``accel.gather``.
 
 from __future__ import annotations
 
-import ast
 from functools import cached_property
 
 import libcst as cst
 import libcst.matchers as m
 
+from .. import python_ast
 from ..batch_contractions import contracts_batch_cst
 from ..batch_mixing_models import REDUCTIONS
 from ..batch_pairs import method_batch_names, reads_values, view_axis
@@ -152,7 +152,7 @@ def _axis(expr: cst.BaseExpression) -> int | None:
 def _reads(expr: cst.BaseExpression, names: frozenset[str]) -> bool:
     """Does ``expr`` read a value of one of ``names`` (``batch_pairs``)?"""
     try:
-        tree = ast.parse(f"({code(expr)})", mode="eval")
+        tree = python_ast.parse(f"({code(expr)})", mode="eval")
     except SyntaxError:
         return False
     return reads_values(tree.body, names)
