@@ -299,8 +299,19 @@ if kind != "pid":
     connection.close()
     real()
 pid = int(value)
+
+
+def forward(number, frame):
+    # the command may have ended already (torchrun's SIGTERM to a finished
+    # rank): its own exit is what the reply below says
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass
+
+
 for number in {signals}:
-    signal.signal(number, lambda number, frame: os.kill(pid, number))
+    signal.signal(number, forward)
 kind, _, value = replies.readline().strip().partition(" ")
 if kind == "signal":
     if int(value) != signal.SIGKILL:
