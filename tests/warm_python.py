@@ -160,11 +160,10 @@ def python(env: dict[str, str], kind: str = "torch") -> str:
         return sys.executable
     if kind not in KINDS:
         raise ValueError(f"no warm server of kind {kind!r}")
-    key = (kind, frozenset(_start_environment(env).items()), "")
-    if kind == "codemod":
-        # (it has imported accel_migrate: a command whose PYTHONPATH has another
-        # entry would be found shadowed and exec'd, so one server per PYTHONPATH)
-        key = (*key[:2], env.get("PYTHONPATH", ""))
+    # (a codemod server has imported accel_migrate: a command whose PYTHONPATH
+    # has another entry would be found shadowed and exec'd, so one per PYTHONPATH)
+    path = env.get("PYTHONPATH", "") if kind == "codemod" else ""
+    key = (kind, frozenset(_start_environment(env).items()), path)
     with _LOCK:
         found = _SERVERS.get(key)
         if found is None or found[0].poll() is not None:
