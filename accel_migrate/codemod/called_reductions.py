@@ -123,9 +123,7 @@ def _value(
         found: list[str] = []
         for value in values:
             _value(value, method, methods, found, depth + 1, unreduced)
-        if _changed_in_place(method, expr.id) and set(found) & {"sum", "mean"}:
-            # `loss = ((x - y) ** 2).sum(); loss /= x.size(0); return loss`; a
-            # block's `out += self.shortcut(x)` over no reduction says nothing
+        if _rebound_unread(method, expr.id, found):
             found.append(_UNREAD)
         kinds.extend(found)
         return
@@ -233,6 +231,59 @@ def _changed_in_place(
             and not node.func.attr.startswith("_")
             and _is_name(node.func.value, name)
         ):
+            return True
+    return False
+
+
+def _rebound_unread(
+    method: ast.FunctionDef | ast.AsyncFunctionDef, name: str, found: list[str]
+) -> bool:
+    """Does a binding of ``name`` other than ``name = value`` hide how the
+    returned value reduces? An in-place change of a sum or mean (``loss /=
+    x.size(0)``, ``loss.div_(n)``); a loss added in place (``loss +=
+    F.mse_loss(..., reduction="sum")`` onto ``torch.zeros(())``); an unpacking,
+    loop or ``with`` target (``loss, n = ...``). A block's ``out +=
+    self.shortcut(x)`` adds no loss and says nothing."""
+    if set(found) & {"sum", "mean"} and _changed_in_place(method, name):
+        return True
+    for node in _own_nodes(method):
+        if isinstance(node, ast.AugAssign) and _is_name(node.target, name):
+            if _adds_loss(node.value):
+                return True
+        elif isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem)):
+            target = (
+                node.optional_vars if isinstance(node, ast.withitem) else node.target
+            )
+            if target is not None and any(_is_name(n, name) for n in ast.walk(target)):
+                return True
+        elif isinstance(node, ast.Assign) and any(
+            not isinstance(t, ast.Name) and any(_is_name(n, name) for n in ast.walk(t))
+            for t in node.targets
+        ):
+            return True
+    return False
+
+
+def _adds_loss(value: ast.expr) -> bool:
+    """A loss call (not per sample) or a full ``sum``/``mean`` in ``value``."""
+    for node in ast.walk(value):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = (
+            func.attr
+            if isinstance(func, ast.Attribute)
+            else func.id if isinstance(func, ast.Name) else ""
+        )
+        lowered = name.lower()
+        if (
+            name in FUNCTIONAL_LOSSES
+            or lowered.endswith("loss")
+            or "criterion" in lowered
+        ):
+            if not _per_sample_loss(node):
+                return True
+        if name in _HOW and not node.keywords and len(node.args) <= 1:
             return True
     return False
 

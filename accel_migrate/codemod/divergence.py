@@ -36,6 +36,7 @@ from .divergence_finders import (
 from .divergence_parameters import call_arguments, handed_parameters
 from .divergence_questions import MAIN_PROCESS_TESTS, DivergenceQuestions
 from .index_syntax import assigned_targets
+from .names import CONTAINER_GROWERS
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
     CLOCK_PREFIXES,
@@ -75,7 +76,7 @@ _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fi
 #: Calls that grow a container: made where only some ranks go (or a
 #: rank-dependent number of times), its length differs between ranks even
 #: when the value added is the same on every rank (``hard.append(1.0)``).
-_GROWERS = {"append", "extend", "insert", "add", "update", "setdefault"}
+_GROWERS = CONTAINER_GROWERS
 
 
 class Divergence(DivergenceQuestions):

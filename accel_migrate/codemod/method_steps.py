@@ -32,6 +32,7 @@ from .layer_methods import layer_calls, training_methods
 from .model_methods import instance_classes
 from .project_callers import caller_model_class
 from .project_facts import HelperFact
+from .reduction.placement import code
 from .returned_loss import backpropagated
 from .subtrees import findall
 
@@ -98,15 +99,21 @@ def _steps_other_models(
     if line is None or not isinstance(body, (list, tuple)) or line not in body:
         return False
     receiver = _aliases(index, step.call.func.value)  # type: ignore[attr-defined]
-    for statement in body[body.index(line) + 1 :]:
-        for call in findall(statement, m.Call(func=m.Attribute(attr=m.Name("step")))):
-            assert isinstance(call, cst.Call)
-            sources = _optimizer_sources(index, call.func.value)  # type: ignore[attr-defined]
-            if not sources:
-                return False
-            held = set().union(*(_aliases(index, s) for s in sources.values()))
-            return not receiver & held
-    return False
+    steps = [
+        call
+        for statement in body[body.index(line) + 1 :]
+        for call in findall(statement, m.Call(func=m.Attribute(attr=m.Name("step"))))
+    ]
+    # every optimizer stepped after it (TD3's actor step, then possibly the
+    # critic's own in the same block, which would take the method's gradients)
+    for call in steps:
+        sources = _optimizer_sources(index, call.func.value)  # type: ignore[attr-defined]
+        if not sources:
+            return False
+        held = set().union(*(_aliases(index, s) for s in sources.values()))
+        if receiver & held:
+            return False
+    return bool(steps)
 
 
 def _aliases(index: ModuleIndex, expr: cst.BaseExpression) -> set[str]:
@@ -118,10 +125,10 @@ def _aliases(index: ModuleIndex, expr: cst.BaseExpression) -> set[str]:
     todo = [(expr, 0)]
     while todo:
         node, depth = todo.pop()
-        code = _code(node)
-        if code in found:
+        spelled = code(node)
+        if spelled in found:
             continue
-        found.add(code)
+        found.add(spelled)
         if depth >= 2:
             continue
         for value in _assigned(index, node):
@@ -191,7 +198,7 @@ def _parameters_only(
         if m.matches(func, m.Name("list")) and len(expr.args) == 1:
             return _parameters_only(expr.args[0].value, found)
         if m.matches(func, m.Attribute(attr=m.Name("parameters"))) and not expr.args:
-            found[_code(func.value)] = func.value  # type: ignore[attr-defined]
+            found[code(func.value)] = func.value  # type: ignore[attr-defined]
             return True
         return False
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
@@ -201,10 +208,6 @@ def _parameters_only(
     if isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
         return all(_parameters_only(e.value, found) for e in expr.elements)
     return False
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
 
 
 def training_calls(index: ModuleIndex) -> list[MethodStep]:

@@ -283,3 +283,19 @@ DIFFERENTIATING = AUTOGRAD_GRAD | frozenset(
         "torch.autograd.functional.hvp",
     }
 )
+
+#: Methods that grow a container in place (``hard.append(1.0)``, ``d.setdefault(k,
+#: v)``): made where only some processes go, its length differs between them
+#: (the divergence analysis and the rank-local sources read the same list).
+CONTAINER_GROWERS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "add",
+        "update",
+        "setdefault",
+        "appendleft",
+        "extendleft",
+    }
+)

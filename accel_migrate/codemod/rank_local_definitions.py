@@ -11,6 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from .index_syntax import _all_params, assigned_targets
+from .names import CONTAINER_GROWERS
 from .parsed_namespaces import handed_on
 from .rank_local_syntax import _targets
 from .subtrees import findall
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 #: (kind, the node to follow or to name, the node that binds the variable)
 _Definition = tuple[str, cst.CSTNode, cst.CSTNode]
-_MUTATORS = frozenset({"append", "extend", "insert", "add", "update"})
+_MUTATORS = CONTAINER_GROWERS
 
 
 def collect_definitions(sources: RankLocalSources) -> dict[Key, list[_Definition]]:

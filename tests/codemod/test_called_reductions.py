@@ -313,3 +313,33 @@ def test_a_combination_of_reduced_losses_is_unknown(tmp_path: Path) -> None:
     result = migrate_source(script.read_text(), str(script))
     review = [f.message for f in result.needs_review if f.code == "AM007"]
     assert len(review) == 1 and "`MultiBoxLoss.forward` returns a value" in review[0]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a loss added in place onto a zero: as unknown as before 8129fc1
+        "loss = torch.zeros(())\n"
+        "        for i in range(x.size(1)):\n"
+        '            loss += F.mse_loss(x[:, i], y[:, i], reduction="sum")\n'
+        "        return loss",
+        # an unpacked loss
+        'loss, count = F.mse_loss(x, y, reduction="sum"), x.size(0)\n'
+        "        return loss",
+    ],
+)
+def test_a_loss_added_in_place_or_unpacked_is_unread(body: str) -> None:
+    """rev18a: 8129fc1 made an in-place change unread only after a reduced
+    value, so these two read as saying nothing, and the call was weighed as a
+    mean (the gradient wrong by the world size, "fixed")."""
+    import ast
+
+    from accel_migrate.codemod.called_reductions import call_reduction
+
+    source = (
+        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
+        "class HeadsLoss(nn.Module):\n    def forward(self, x, y):\n        " + body
+    )
+    cls = ast.parse(source).body[-1]
+    assert isinstance(cls, ast.ClassDef)
+    assert call_reduction(cls)[0] == "unknown"

@@ -13,6 +13,8 @@ import pytest
 from accel_migrate.codemod import migrate_source
 
 SCRIPT = """\
+import collections
+
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -63,6 +65,10 @@ _GROWTHS = [
     ("set()", "hard.add(len(hard))"),
     ("{}", "hard[len(hard)] = 1.0"),
     ("[]", "hard += [1.0]"),
+    # one list of growers for the divergence and the rank-local sources (the
+    # second missed setdefault: no AM028, rev18b), deques' too
+    ("{}", "hard.setdefault(len(hard), 1.0)"),
+    ("collections.deque()", "hard.appendleft(1.0)"),
 ]
 
 

@@ -51,3 +51,14 @@ def test_a_rank_local_list_handed_to_the_zip_is_a_decision() -> None:
 @pytest.mark.parametrize("weights", ["[1.0] * 3", "[1.0] * (3 + epoch)"])
 def test_a_list_the_same_on_every_process_is_not(weights: str) -> None:
     assert _am028(weights) == []
+
+
+def test_a_call_whose_result_is_kept_hands_it_too() -> None:
+    """``last = train(...)``: the argument's provenance, not the call's standing
+    as a statement (rev18b: the first version asked ``divergence.local_calls``,
+    statement calls only, and this call went unreported)."""
+    source = SCRIPT.replace("WEIGHTS", "[1.0] * (3 + len(hard))").replace(
+        "    train(loader, weights, epoch)", "    last = train(loader, weights, epoch)"
+    )
+    result = migrate_source(source, "train.py")
+    assert [f.status for f in result.findings if f.code == "AM028"] == ["needs-review"]

@@ -211,3 +211,14 @@ def test_an_optimizer_over_the_same_model_by_another_name_keeps_the_finding() ->
         assert [f.status for f in found if f.code == "AM042"] == [
             "needs-review"
         ], params
+
+
+def test_a_second_step_in_the_block_that_takes_the_methods_gradients_keeps_it() -> None:
+    """rev18a: only the first ``.step()`` after the backward was looked at; the
+    critic's own step after the actor's takes ``critic.Q1``'s gradients."""
+    source = ACTOR_CRITIC.format(params="actor.parameters()").replace(
+        "    actor_optimizer.step()\n",
+        "    actor_optimizer.step()\n    critic_optimizer.step()\n",
+    )
+    found = migrate_source(source, "td3.py").findings
+    assert [f.status for f in found if f.code == "AM042"] == ["needs-review"]

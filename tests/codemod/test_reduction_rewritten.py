@@ -72,7 +72,7 @@ def test_a_handed_in_sum_left_alone_is_still_a_sum() -> None:
         "AFTER", "pass"
     )
     migrated = migrate_source(source, "train.py", MigrateOptions())
-    assert 'reduction="sum"' in str(migrated.output)
+    assert 'accel.backward(loss, reduction="sum")' in str(migrated.output)
     assert all(
         f.status != "needs-review" for f in migrated.findings if f.code == "AM007"
     )
@@ -147,3 +147,74 @@ def test_a_setting_written_again_in_the_class_module_unsettles_it(
         assert 'reduction="sum"' not in str(migrated.output) and statuses == [
             "needs-review"
         ]
+
+
+def test_a_loss_class_of_the_file_setting_its_own_reduction_unsettles_nothing() -> None:
+    """rev18a: a focal loss of the file whose ``__init__`` sets
+    ``self.reduction`` made every ``torch.nn`` criterion of the file unknown;
+    that write is the class's own instances' setting."""
+    source = """\
+import torch
+from torch import nn
+
+
+class FocalLoss(nn.Module):
+    def __init__(self, gamma=2.0, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)))
+criterion = nn.CrossEntropyLoss(reduction="sum")
+for (x,) in loader:
+    loss = criterion(model(x), torch.zeros(1, dtype=torch.long))
+    loss.backward()
+    opt.step()
+"""
+    migrated = migrate_source(source, "train.py", MigrateOptions())
+    assert 'accel.backward(loss, reduction="sum")' in str(migrated.output)
+
+
+def test_a_local_loss_class_set_again_after_its_construction_is_unknown() -> None:
+    """rev18a: ``MyLoss(size_average=False)`` then ``criterion.size_average =
+    True`` with the class in the training file read the construction (a sum,
+    "fixed"); the same class imported was already needs-review."""
+    source = """\
+import torch
+from torch import nn
+
+
+class MyLoss(nn.Module):
+    def __init__(self, size_average=True):
+        super().__init__()
+        self.size_average = size_average
+
+    def forward(self, x, y):
+        d = ((x - y) ** 2).sum(1)
+        if self.size_average:
+            return d.mean()
+        return d.sum()
+
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(
+    torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8
+)
+criterion = MyLoss(size_average=False)
+SETTER
+for x, y in loader:
+    loss = criterion(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+    reset = migrate_source(
+        source.replace("SETTER", "criterion.size_average = True"), "train.py"
+    )
+    assert 'reduction="sum"' not in str(reset.output)
+    assert [f.status for f in reset.findings if f.code == "AM007"] == ["needs-review"]
+    kept = migrate_source(source.replace("SETTER", ""), "train.py")
+    assert 'reduction="sum"' in str(kept.output)

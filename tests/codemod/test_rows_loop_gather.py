@@ -110,3 +110,22 @@ def test_a_loop_not_proven_to_walk_the_rows_is_reported(
     output, review = _migrate(inner, data)
     assert "gather_in_order" not in output
     assert any(why in message for message in review), review
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        "        base = len(results)\n"
+        "        for i, index in enumerate(indices):\n"
+        "            results.append(Raw(uid=base + i, logits=out[i].tolist()))",
+        "        for i, index in enumerate(indices):\n"
+        "            results.append(Raw(uid=len(results), logits=out[i].tolist()))",
+    ],
+)
+def test_a_count_that_feeds_the_values_is_no_mere_count(inner: str) -> None:
+    """``len(results)`` read in a test or a log line leaves the gathering as it
+    was; read into the values collected (ids counted per process from 0) it would
+    repeat them once gathered (rev18b: migrated with no finding)."""
+    output, review = _migrate(inner)
+    assert "gather_in_order" not in output
+    assert any("used elsewhere in the loop" in message for message in review), review

@@ -122,7 +122,11 @@ def reduction_rewritten(
             else [node.target]  # type: ignore[attr-defined]
         )
         for target in targets:
-            if isinstance(target, cst.Attribute) and target.attr.value in attributes:
+            if (
+                isinstance(target, cst.Attribute)
+                and target.attr.value in attributes
+                and not _own_setting(index, node, target)
+            ):
                 return f"and this file assigns `{code(target)}`"
             if (
                 isinstance(target, cst.Subscript)
@@ -152,6 +156,14 @@ def reduction_rewritten(
             if keys & attributes:
                 return f"and this file calls `{code(call)}`"
     return ""
+
+
+def _own_setting(index: ModuleIndex, node: cst.CSTNode, target: cst.Attribute) -> bool:
+    """``self.reduction = reduction`` in a class's method: that class's own
+    instances' setting (a focal loss of the file), read with the class."""
+    return m.matches(target.value, m.Name("self")) and any(
+        isinstance(a, cst.ClassDef) for a in index.ancestors(node)
+    )
 
 
 def _attribute_table(node: cst.BaseExpression) -> bool:

@@ -30,7 +30,7 @@ import libcst.matchers as m
 
 from ..patterns import self_attribute
 from ..subtrees import findall
-from .facts import Fact, _agree
+from .facts import Fact, _agree, reduction_rewritten
 from .placement import code
 from .summed_weights import returned_weighted_sum
 
@@ -98,7 +98,7 @@ def criterion_fact(
     if found is None:
         return None
     cls, method, built = found
-    settings = _Settings(cls, built)
+    settings = _Settings(index, cls, built)
     returns = [
         r.value
         for r in _reached_returns(method.body.body, settings)
@@ -143,7 +143,10 @@ class _Settings:
     or to a parameter every construction gives the same literal (or its
     literal default)."""
 
-    def __init__(self, cls: cst.ClassDef, built: list[cst.Call]) -> None:
+    def __init__(
+        self, index: ModuleIndex, cls: cst.ClassDef, built: list[cst.Call]
+    ) -> None:
+        self.index = index
         self.cls = cls
         self.built = built
         init = next(
@@ -177,6 +180,8 @@ class _Settings:
         values = self.assigned.get(name, [])
         if len(values) != 1 or values[0] is None or self.init is None:
             return _UNKNOWN
+        if reduction_rewritten(self.index, frozenset({name})):
+            return _UNKNOWN  # `criterion.size_average = True` after the construction
         expr = values[0]
         literal = _literal(expr)
         if literal is not _UNKNOWN or not isinstance(expr, cst.Name):

@@ -292,15 +292,31 @@ class CollectedOutputs(Rule):
         return loader, None
 
     def _counted(self, name: cst.CSTNode) -> bool:
-        """``len(xs)`` (SQuAD's progress log, ``len(all_results) % 1000``): a
-        read of the count, which gathering after the loop leaves as it was."""
+        """``len(xs)`` read in a test or a log line only (SQuAD's ``if
+        len(all_results) % 1000 == 0: logger.info(...)``): a read of the count,
+        which gathering after the loop leaves as it was. A count that feeds a
+        value (``base = len(results)`` then ``uid=base + i``) is this process's
+        own, and each process's values would repeat once gathered."""
         arg = self.index.parent(name)
         call = self.index.parent(arg) if isinstance(arg, cst.Arg) else None
-        return (
+        if not (
             isinstance(call, cst.Call)
             and len(call.args) == 1
             and "builtins.len" in self.index.qualnames(call.func)
-        )
+        ):
+            return False
+        child: cst.CSTNode = call
+        for ancestor in self.index.ancestors(call):
+            if isinstance(ancestor, (cst.If, cst.While)):
+                return child is ancestor.test
+            if isinstance(ancestor, cst.Call) and _logs(ancestor):
+                return True
+            if isinstance(
+                ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)
+            ):
+                return False
+            child = ancestor
+        return False
 
     def _empty_at_start(self, collection: Collection, loop: cst.For) -> bool:
         """Every run of ``loop`` starts with the list empty: an ``xs = []`` runs
@@ -438,3 +454,18 @@ def _target_name(statement: cst.CSTNode) -> cst.Name:
         return statement.target  # type: ignore[return-value]
     assert isinstance(statement, cst.Call) and isinstance(statement.func, cst.Attribute)
     return statement.func.value  # type: ignore[return-value]
+
+
+#: Calls whose arguments are only shown (a log line of the count).
+_LOG_METHODS = frozenset(
+    {"info", "debug", "warning", "log", "write", "set_description", "set_postfix"}
+)
+
+
+def _logs(call: cst.Call) -> bool:
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value == "print"
+    return isinstance(func, cst.Attribute) and (
+        func.attr.value in _LOG_METHODS or func.attr.value == "print"
+    )
