@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from .project_nodes import _own_nodes
+from .project_nodes import _own_nodes, self_attribute
 
 if TYPE_CHECKING:
     from .project_facts import HelperFact
@@ -91,13 +91,9 @@ def own_built_attributes(cls: ast.ClassDef) -> tuple[str, ...]:
             if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
                 continue
             for target in node.targets:
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                    and target.attr not in found
-                ):
-                    found.append(target.attr)
+                name = self_attribute(target)
+                if name is not None and name not in found:
+                    found.append(name)
     return tuple(found)
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .index_syntax import _LOOP_QUALNAMES, _LOOP_WRAPPERS
 from .subtrees import findall
 
 if TYPE_CHECKING:
@@ -40,10 +41,8 @@ _DEPTH = 3
 _WRAPPERS = frozenset({"builtins.enumerate", "builtins.reversed"})
 _ZIPS = frozenset({"builtins.zip"})
 _RANGES = frozenset({"builtins.range"})
-#: what a loader loop steps through around a zip (``index_syntax``'s wrappers)
-_THROUGH = frozenset(
-    {"builtins.enumerate", "builtins.iter", "tqdm.tqdm", "tqdm.auto.tqdm"}
-)
+#: what a loader loop steps through around a zip: ``index_syntax``'s wrappers
+_THROUGH = frozenset(_LOOP_QUALNAMES) - _ZIPS
 #: numpy draws whose positional arguments are the dimensions of the result
 _NUMPY_DIMENSIONS = frozenset({"rand", "randn"})
 #: torch draws given the result's shape (``randint`` after its bounds)
@@ -118,7 +117,7 @@ def zipped_parts(
         if qualnames & _ZIPS or name == "zip":
             return [a.value for a in positional if a.star or not is_loader(a.value)]
         if not positional or not (
-            qualnames & _THROUGH or name in ("enumerate", "tqdm")
+            qualnames & _THROUGH or name in _LOOP_WRAPPERS - {"zip"}
         ):
             return []
         iterable = positional[0].value

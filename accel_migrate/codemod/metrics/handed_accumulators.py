@@ -26,6 +26,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..analysis import attr_chain
+from ..index_syntax import bind_arguments
 from ..subtrees import findall
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ def handed_accumulators(
         function, bound = found
         if index.runs_backward(function.body):
             continue
-        for argument, parameter in _bound_arguments(call, function, bound):
+        for parameter, argument in bind_arguments(function, bound, call):
+            if not isinstance(argument, cst.Name):
+                continue
             if (
                 _made_before(index, argument, loop)
                 and _collection(index, argument)
@@ -63,9 +66,9 @@ def handed_accumulators(
 #: Calls that make an empty collection to accumulate into.
 _COLLECTIONS = frozenset(
     {
-        "dict",
-        "list",
-        "set",
+        "builtins.dict",
+        "builtins.list",
+        "builtins.set",
         "collections.defaultdict",
         "collections.OrderedDict",
         "collections.Counter",
@@ -86,39 +89,10 @@ def _collection(index: ModuleIndex, argument: cst.Name) -> bool:
         if isinstance(value, (cst.Dict, cst.List, cst.Set)):
             continue
         if isinstance(value, cst.Call):
-            names = index.qualnames(value.func) | {
-                n for n in [getattr(value.func, "value", None)] if isinstance(n, str)
-            }
-            if names & _COLLECTIONS:
+            if index.qualnames(value.func) & _COLLECTIONS:
                 continue
         return False
     return True
-
-
-def _bound_arguments(
-    call: cst.Call, function: cst.FunctionDef, bound: int
-) -> Iterator[tuple[cst.Name, str]]:
-    """(argument, parameter name) for the call's arguments that are plain names."""
-    params = [
-        p.name.value for p in (*function.params.posonly_params, *function.params.params)
-    ]
-    params = params[bound:]
-    keyword_params = {p.name.value for p in function.params.kwonly_params} | set(params)
-    position = 0
-    for argument in call.args:
-        if argument.star:
-            return
-        if argument.keyword is not None:
-            parameter = argument.keyword.value
-            if parameter not in keyword_params:
-                continue
-        else:
-            if position >= len(params):
-                return
-            parameter = params[position]
-            position += 1
-        if isinstance(argument.value, cst.Name):
-            yield argument.value, parameter
 
 
 def _adds_into(function: cst.FunctionDef, parameter: str) -> bool:
