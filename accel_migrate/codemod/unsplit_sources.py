@@ -286,9 +286,10 @@ def _keyed_item(expr: cst.BaseExpression) -> bool:
 
 
 def _root_written(index: ModuleIndex, root: cst.Name) -> bool:
-    """Does this file set an item or an attribute of ``root`` (``data["x"] =
-    ...``, ``data.x = ...``), or bind it to anything but one call? Then what
-    its items hold is not followed."""
+    """Does this file set an item or an attribute of a variable spelled as
+    ``root`` (``data["x"] = ...``, ``data.x = ...``), in any scope? Then what
+    its items hold is not followed (``_object_values`` then asks that the
+    variable hold calls only)."""
     for target in findall(index.module, m.AssignTarget()):
         assert isinstance(target, cst.AssignTarget)
         written = target.target
