@@ -15,6 +15,7 @@ import libcst.matchers as m
 from ..analysis import attr_chain
 from ..names import FUNCTIONAL_LOSSES
 from ..subtrees import findall
+from .batch_criteria import batch_handed_criterion
 from .called_criteria import called_criterion_fact
 from .dims import _EXTREMES, _reduced, _statistic, extreme
 from .facts import (
@@ -145,6 +146,8 @@ class _Calls:
             return _loss_call(self.index, name.rsplit(".", 1)[-1], call, module, func)
         if (traced := traced_loss_modules(self.index, call, func)) is not None:
             return traced  # a torch.nn module handed in: as if built beside
+        if (batch := batch_handed_criterion(self.index, call, func)) is not None:
+            return batch  # a loss module the batch's other files hand in
         weighted = traced_class_weights(self.index, func)
         if weighted:
             # `criterion(out, y)` of a criterion handed in or built in branches,

@@ -1,0 +1,134 @@
+"""A criterion the batch's other files hand a function or a class of a file
+(``reduction/batch_criteria``): its reduction is theirs, not a mean by default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accel_migrate.cli import main
+
+ENGINE = """\
+def train_one_epoch(model, loader, criterion, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+"""
+
+TRAINER = """\
+class Trainer:
+    def __init__(self, model, optimizer, criterion, loader):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+        self.loader = loader
+
+    def fit(self):
+        for x, y in self.loader:
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+"""
+
+HEAD = """\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+loader = DataLoader(data, batch_size=4, shuffle=True)
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+"""
+
+
+def _run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    helper: tuple[str, str],
+    main_body: str,
+) -> tuple[str, list[dict]]:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / helper[0]).write_text(helper[1])
+    (root / "main.py").write_text(HEAD + main_body)
+    main(["--write", "--no-cache", "--output-format", "json", str(root)])
+    report = json.loads(capsys.readouterr().out)
+    findings = [
+        f
+        for entry in report["files"]
+        if Path(entry["path"]).name == helper[0]
+        for f in entry["findings"]
+    ]
+    return (root / helper[0]).read_text(), findings
+
+
+def test_a_summing_criterion_handed_to_a_function_of_another_file_is_a_sum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Migrated as a folder, engine.py's backward was weighed as a mean: half
+    the gradient at two processes, no finding (SILENT in the corpus)."""
+    body = (
+        "from engine import train_one_epoch\n\n"
+        'criterion = nn.MSELoss(reduction="sum")\n'
+        "train_one_epoch(model, loader, criterion, optimizer)\n"
+    )
+    text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
+    assert 'accel.backward(loss, reduction="sum")' in text
+    assert any("main.py" in f["message"] for f in findings if f["code"] == "AM007")
+
+
+def test_a_summing_criterion_kept_by_a_trainer_class_is_a_sum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = (
+        "from trainer import Trainer\n\n"
+        "criterion = nn.L1Loss(size_average=False)\n"
+        "Trainer(model, optimizer, criterion, loader).fit()\n"
+    )
+    text, _ = _run(tmp_path, capsys, ("trainer.py", TRAINER), body)
+    assert 'accel.backward(loss, reduction="sum")' in text
+
+
+def test_a_mean_criterion_handed_in_is_weighed_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = (
+        "from engine import train_one_epoch\n\n"
+        "criterion = nn.MSELoss()\n"
+        "train_one_epoch(model, loader, criterion, optimizer)\n"
+    )
+    text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
+    assert "accel.backward(loss)\n" in text
+    assert not [f for f in findings if f["status"] == "needs-review"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # two callers that hand different reductions
+        "from engine import train_one_epoch\n\n"
+        "train_one_epoch(model, loader, nn.MSELoss(), optimizer)\n"
+        'criterion = nn.MSELoss(reduction="sum")\n'
+        "train_one_epoch(model, loader, criterion, optimizer)\n",
+        # a mean over the tokens the criterion does not ignore
+        "from engine import train_one_epoch\n\n"
+        "criterion = nn.CrossEntropyLoss(ignore_index=0)\n"
+        "train_one_epoch(model, loader, criterion, optimizer)\n",
+    ],
+    ids=["callers-differ", "token-mean"],
+)
+def test_a_criterion_whose_reduction_is_no_single_sum_or_mean_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str
+) -> None:
+    _text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
+    reviews = [f for f in findings if f["status"] == "needs-review"]
+    assert any(
+        f["code"] == "AM007" and "main.py" in f["message"] for f in reviews
+    ), findings
