@@ -2002,6 +2002,34 @@ EXPECTED: dict[str, str] = {
     "engine_summed_criterion_hc19_project_batch": "MATCH",
     "trainer_summed_criterion_attr_hc19_project": "FLAGGED",
     "trainer_summed_criterion_attr_hc19_project_batch": "MATCH",
+    # t18c (new-user trial, anomaly detection / adversarial robustness /
+    # compression / char-RNN / word2vec):
+    # theeluwin/pytorch-sgns: negatives drawn with torch.multinomial in
+    # SGNS.forward and the context window with random.sample in __getitem__:
+    # each process draws for its share (AM020)
+    "sgns_item2vec_t18c_project": "FLAGGED",
+    "sgns_item2vec_t18c_project_batch": "FLAGGED",
+    # ylsung/pytorch-adversarial-training: the attack's random start (AM020),
+    # the test accuracy of a share (AM009/AM033), and the clean and
+    # adversarial images of the batch saved every n steps from the loop over a
+    # Trainer.train parameter that an uncalled wrapper also hands on (AM044
+    # reports it now; it was silent)
+    "fgsm_untargeted_trainer_t18c_project": "FLAGGED",
+    "fgsm_untargeted_trainer_t18c_project_batch": "FLAGGED",
+    # the same without the random start: only the saved images differ; SILENT
+    # on main (1b9800f), AM044 names it now
+    "fgsm_clean_start_t18c_project": "FLAGGED",
+    # anthonygal/lyric_generation_with_RNNs lstm/ (Udacity char-RNN): train()
+    # of lstm_train.py builds its optimizer (AM004 in file mode); batch mode
+    # trains every process on every numpy window (AM019), the run matches
+    "char_lstm_get_batches_t18c_project": "FLAGGED",
+    "char_lstm_get_batches_t18c_project_batch": "MATCH",
+    # autoencoder anomaly detection: the validation errors gathered in order
+    # before np.percentile, the test counts reduced
+    "ae_percentile_threshold_t18c": "MATCH",
+    # LTH runner: prune.identity masks, global_unstructured between rounds,
+    # rewinding to the init params
+    "lth_prune_rewind_t18c": "MATCH",
 }
 
 

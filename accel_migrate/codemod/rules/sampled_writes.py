@@ -22,7 +22,10 @@ evaluates before the write is left to the main process. Where the condition may
 differ between processes, or the saved value is read from the batch but not
 proven to hold one row per sample (a tuple unpacked from a model, a mean, a
 slice taken before it is saved), nothing is rewritten and a needs-review
-finding names the saved value and its line.
+finding names the saved value and its line. So too where the loop's loader
+cannot be traced to the DataLoader calls it may be (a method's ``tr_loader``
+that a wrapper method nothing in the file calls also hands on) and the saved
+value is computed from its batch.
 
 ## Why
 PyTorch-GAN's scripts save ``gen_imgs.data[:25]`` every ``sample_interval``
@@ -102,11 +105,26 @@ class SampledWrites(Rule):
         value = original_node.args[position].value
         if self._gathers(value):
             return updated_node  # gathered already (a second run)
+        reads = self.index.divergence.local_values.get(original_node, [])
         loop = self._loop(original_node)
         if loop is None:
+            untraced = self._untraced_loop(original_node)
+            if untraced is not None and reads:
+                self._refuse(
+                    value,
+                    self.original_line(original_node),
+                    "it is computed from the batch of the loop over "
+                    f"`{code(untraced.iter)}` (line "
+                    f"{self.original_line(untraced)}), a data loader whose "
+                    "values accel-migrate cannot all trace to DataLoader calls "
+                    "(a parameter some of whose callers it cannot follow, a "
+                    "loader built by code it does not read), so it can neither "
+                    "prove the rows are one per sample of a sharded share nor "
+                    "gather them",
+                    "where the loader is prepared (sharded), " + _SHARE_WRITTEN,
+                )
             return updated_node
         base, _rows = _row_slice(value)
-        reads = self.index.divergence.local_values.get(original_node, [])
         proven = per_sample(self.index, base, loop.batch)
         parts = None if proven else row_joined_parts(self.index, base, loop.batch)
         if not proven and parts is None and not reads:
@@ -267,6 +285,22 @@ class SampledWrites(Rule):
                 found = loader_loop(self.index, ancestor)
                 if found is not None:
                     return found
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+        return None
+
+    def _untraced_loop(self, call: cst.Call) -> cst.For | None:
+        """The loop the write is in (in its function) that the index reads as a
+        loop over a data loader whose values ``_loop`` could not all trace to
+        prepared DataLoader calls (``for data, label in tr_loader`` in a
+        method whose ``tr_loader`` is also handed on by a wrapper method that
+        nothing in the file calls)."""
+        for ancestor in self.index.ancestors(call):
+            if (
+                isinstance(ancestor, cst.For)
+                and self.index.loader_loop(ancestor.iter)[0]
+            ):
+                return ancestor
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
         return None
