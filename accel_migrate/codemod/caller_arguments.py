@@ -36,7 +36,12 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
     (``criterion = nn.CrossEntropyLoss()``); "" otherwise."""
     if not isinstance(arg, ast.Name):
         return ""
-    values = _assigned(function, arg.id)
+    values = [
+        v
+        for v in map(_unmoved, _assigned(function, arg.id))
+        # `criterion = criterion.cuda()`: the same module, moved
+        if not (isinstance(v, ast.Name) and v.id == arg.id)
+    ]
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return ""
     found = {reader._loss_module(v) for v in values}  # type: ignore[arg-type]
@@ -44,6 +49,21 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
         return ""
     kind, reduction, _ = found.pop()
     return reduction if kind == "loss" else ""
+
+
+#: Methods that move a module and return it (``nn.MSELoss(...).to(device)``).
+_MOVES = frozenset({"to", "cuda", "cpu"})
+
+
+def _unmoved(value: ast.expr) -> ast.expr:
+    """``nn.MSELoss(reduction="sum")`` of ``nn.MSELoss(reduction="sum").cuda()``."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in _MOVES
+    ):
+        value = value.func.value
+    return value
 
 
 def unpacked_kind(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:

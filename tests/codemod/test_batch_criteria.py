@@ -69,15 +69,25 @@ def _run(
     return (root / helper[0]).read_text(), findings
 
 
+@pytest.mark.parametrize(
+    "built",
+    [
+        'criterion = nn.MSELoss(reduction="sum")\n',
+        'criterion = nn.MSELoss(reduction="sum").to(torch.device("cpu"))\n',
+        # pytorch-vdsr: moved by a second binding of the same name
+        "criterion = nn.MSELoss(size_average=False)\ncriterion = criterion.cuda()\n",
+    ],
+    ids=["built", "moved", "moved-again"],
+)
 def test_a_summing_criterion_handed_to_a_function_of_another_file_is_a_sum(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], built: str
 ) -> None:
     """Migrated as a folder, engine.py's backward was weighed as a mean: half
     the gradient at two processes, no finding (SILENT in the corpus)."""
     body = (
         "from engine import train_one_epoch\n\n"
-        'criterion = nn.MSELoss(reduction="sum")\n'
-        "train_one_epoch(model, loader, criterion, optimizer)\n"
+        + built
+        + "train_one_epoch(model, loader, criterion, optimizer)\n"
     )
     text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
     assert 'accel.backward(loss, reduction="sum")' in text
