@@ -66,6 +66,57 @@ def _unmoved(value: ast.expr) -> ast.expr:
     return value
 
 
+def function_loss_reduction(
+    reader: HelperFacts, function: ast.AST, arg: ast.expr
+) -> str:
+    """The reduction ("mean", "sum", "token-mean", "unknown") of what the loss
+    function ``arg`` names returns, where it is a function (of the caller's
+    module or one it imports) the project view reads as returning a loss
+    (the VAE's ``loss_function`` summing ``F.binary_cross_entropy(...,
+    reduction="sum")`` and the KL term, handed to ``train(..., loss_function)``);
+    "" otherwise, also where the caller binds the name to something else."""
+    if not isinstance(arg, ast.Name) or _assigned(function, arg.id):
+        return ""
+    target = reader.resolve(arg)
+    if not isinstance(target, tuple):
+        return ""
+    fact = reader.view.fact(target, reader.roots, reader.script, reader.depth + 1)
+    if fact is None or fact.kind != "function":
+        return ""
+    if fact.returns == "loss":
+        return fact.reduction or "unknown"
+    if fact.returns:
+        return ""
+    # Not read as a loss at its definition (its terms depend on what it is
+    # handed: `-0.5 * torch.sum(1 + logvar - ...)`): a function that sums may
+    # return a sum, which the callee would weigh as a mean over samples.
+    defined = reader.view._scan(target[0], reader.roots).functions.get(target[1])
+    return "unknown" if defined is not None and _sums(defined) else ""
+
+
+def _sums(function: ast.AST) -> bool:
+    """Does ``function`` sum anything: ``reduction="sum"``,
+    ``size_average=False``, ``torch.sum(...)``, ``x.sum(...)``?"""
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "reduction" and isinstance(value, ast.Constant):
+                if value.value == "sum":
+                    return True
+            if keyword.arg == "size_average" and isinstance(value, ast.Constant):
+                if value.value is False:
+                    return True
+        if isinstance(node.func, (ast.Attribute, ast.Name)):
+            name = (
+                node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            )
+            if name in ("sum", "nansum"):
+                return True
+    return False
+
+
 def unpacked_kind(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
     """The kind of ``arg`` where its one binding in the caller's function unpacks
     the tuple a local helper returns (``train_loader, val_loader =

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from .caller_arguments import (
     criterion_reduction,
+    function_loss_reduction,
     holds_loaders,
     loader_or_loaders,
     optimized_model,
@@ -78,7 +79,12 @@ def batch_callers(view: ProjectView) -> dict[Target, tuple[CallSite, ...]]:
                 if options:
                     namespaces.append((name, options))
                 kind = reader.kind_of(arg, function, 0)[0]
-                criterion = "" if kind else criterion_reduction(reader, function, arg)
+                criterion = (
+                    ""
+                    if kind
+                    else criterion_reduction(reader, function, arg)
+                    or function_loss_reduction(reader, function, arg)
+                )
                 if criterion:
                     kind = "criterion"
                     reductions.append((name, criterion))

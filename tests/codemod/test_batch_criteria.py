@@ -142,3 +142,49 @@ def test_a_criterion_whose_reduction_is_no_single_sum_or_mean_is_reported(
     assert any(
         f["code"] == "AM007" and "main.py" in f["message"] for f in reviews
     ), findings
+
+
+VAE_LOSS = """\
+import torch.nn.functional as F
+
+
+def loss_function(recon_x, x, mu, logvar):
+    bce = F.mse_loss(recon_x, x, reduction="sum")
+    kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    return bce + kld
+
+
+def mean_loss(output, target):
+    return F.mse_loss(output, target)
+
+
+"""
+
+
+def test_a_summing_loss_function_handed_in_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The VAE's loss_function, handed from main.py to engine.py's train: its
+    sum depends on its arguments, so it is not read as a loss where it is
+    defined; weighed as a mean it halved the gradient (SILENT)."""
+    body = (
+        VAE_LOSS
+        + "from engine import train_one_epoch\n\n"
+        + "train_one_epoch(model, loader, loss_function, optimizer)\n"
+    )
+    _text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
+    reviews = [f for f in findings if f["status"] == "needs-review"]
+    assert any(f["code"] == "AM007" and "main.py" in f["message"] for f in reviews)
+
+
+def test_a_mean_loss_function_handed_in_is_weighed_as_a_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = (
+        VAE_LOSS
+        + "from engine import train_one_epoch\n\n"
+        + "train_one_epoch(model, loader, mean_loss, optimizer)\n"
+    )
+    text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
+    assert "accel.backward(loss)\n" in text
+    assert not [f for f in findings if f["status"] == "needs-review"]

@@ -2002,6 +2002,8 @@ EXPECTED: dict[str, str] = {
     "engine_summed_criterion_hc19_project_batch": "MATCH",
     "trainer_summed_criterion_attr_hc19_project": "FLAGGED",
     "trainer_summed_criterion_attr_hc19_project_batch": "MATCH",
+    "vae_loss_function_handed_hc19_project": "FLAGGED",
+    "vae_loss_function_handed_hc19_project_batch": "FLAGGED",
     # t18c (new-user trial, anomaly detection / adversarial robustness /
     # compression / char-RNN / word2vec):
     # theeluwin/pytorch-sgns: negatives drawn with torch.multinomial in

@@ -64,7 +64,7 @@ def batch_handed_criterion(
     if len(reductions) == 1 and not index.call_sites(function):
         (reduction,) = reductions
         if reduction == "sum":
-            return Fact("sum", what=f"the loss module {where} hands in")
+            return Fact("sum", what=f"the criterion {where} hands in")
         if reduction == "none":
             return Fact("elements", unranked=code(call))
     shown = ", ".join(sorted(r or "not a loss module" for r in reductions))
@@ -72,18 +72,25 @@ def batch_handed_criterion(
         "unknown",
         f"`{code(func)}` is the criterion that {where} hands "
         f"`{function.name.value}` ({shown}): "
-        + (
-            "the reductions its callers hand in differ"
-            if len(reductions) > 1
-            else (
-                "a reduction over the batch that differs from a mean over samples "
-                "(a sum, or a mean over the tokens or class weights of this process's "
-                "share)"
-                if not index.call_sites(function)
-                else "this file calls it too, with a criterion of its own"
-            )
-        )
+        + _why(reductions, bool(index.call_sites(function)))
         + "; pass accel.backward(reduction=...) the reduction it has",
+    )
+
+
+def _why(reductions: set[str], called_here: bool) -> str:
+    if len(reductions) > 1:
+        return "the reductions its callers hand in differ"
+    if called_here:
+        return "this file calls it too, with a criterion of its own"
+    if reductions == {"unknown"}:
+        return (
+            "a loss whose reduction over the batch the analysis cannot read "
+            "(a function that sums terms of what it is handed, or a module "
+            "whose settings are not written where it is built)"
+        )
+    return (
+        "a reduction over the batch that differs from a mean over samples (a "
+        "mean over the tokens or class weights of this process's share)"
     )
 
 
