@@ -33,7 +33,8 @@ def _assigned(function: ast.AST, name: str) -> list[ast.expr]:
 def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -> str:
     """The reduction ("mean", "sum", "unknown") of the loss module ``arg`` holds,
     where every binding of it in the caller's function builds one
-    (``criterion = nn.CrossEntropyLoss()``); "" otherwise."""
+    (``criterion = nn.CrossEntropyLoss()``, also moved: ``.to(device)``, or
+    returned by a local factory: ``build_criterion(cfg)``); "" otherwise."""
     if not isinstance(arg, ast.Name):
         return ""
     values = [
@@ -44,11 +45,64 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
     ]
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return ""
-    found = {reader._loss_module(v) for v in values}  # type: ignore[arg-type]
+    found = set()
+    for value in values:
+        built = _factory_reduction(reader, value)  # type: ignore[arg-type]
+        found.add(("loss", built, "") if built else reader._loss_module(value))  # type: ignore[arg-type]
     if len(found) != 1:
         return ""
     kind, reduction, _ = found.pop()
     return reduction if kind == "loss" else ""
+
+
+def _factory_reduction(reader: HelperFacts, call: ast.Call) -> str:
+    """The reduction of the loss module a local function returns
+    (``criterion = build_criterion(cfg)`` with ``build_criterion`` returning
+    ``nn.MSELoss(reduction="sum")`` or ``nn.L1Loss(reduction="sum")`` by
+    branch): the one reduction of every return where each builds a
+    ``torch.nn`` loss module; "unknown" where one does and the others differ
+    or cannot be read; "" where none does (not a loss factory)."""
+    from .project_helpers import HelperFacts
+
+    target = reader.resolve(call.func)
+    if not isinstance(target, tuple) or reader.depth > 3:
+        return ""
+    function = reader.view._scan(target[0], reader.roots).functions.get(target[1])
+    if function is None:
+        return ""
+    returns = [
+        n.value
+        for n in ast.walk(function)
+        if isinstance(n, ast.Return)
+        and n.value is not None
+        and not _nested_return(function, n)
+    ]
+    if not returns:
+        return ""
+    callee = HelperFacts(
+        reader.view, target, reader.roots, reader.script, reader.depth + 1
+    )
+    found = set()
+    for value in returns:
+        value = _unmoved(value)
+        kind, reduction, _ = (
+            callee._loss_module(value) if isinstance(value, ast.Call) else ("", "", "")
+        )
+        found.add(reduction if kind == "loss" else "")
+    if found == {""}:
+        return ""
+    return found.pop() if len(found) == 1 else "unknown"
+
+
+def _nested_return(function: ast.AST, node: ast.Return) -> bool:
+    """Is ``node`` the return of a function nested in ``function``?"""
+    for inner in ast.walk(function):
+        if inner is not function and isinstance(
+            inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        ):
+            if any(n is node for n in ast.walk(inner)):
+                return True
+    return False
 
 
 #: Methods that move a module and return it (``nn.MSELoss(...).to(device)``).

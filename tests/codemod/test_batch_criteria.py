@@ -188,3 +188,29 @@ def test_a_mean_loss_function_handed_in_is_weighed_as_a_mean(
     text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
     assert "accel.backward(loss)\n" in text
     assert not [f for f in findings if f["status"] == "needs-review"]
+
+
+def test_a_summing_criterion_a_third_module_builds_is_a_sum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main.py's criterion = build_criterion() of losses.py, handed to engine.py."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "losses.py").write_text(
+        "from torch import nn\n\n\n"
+        "def build_criterion(kind='l2'):\n"
+        "    if kind == 'l1':\n"
+        "        return nn.L1Loss(reduction='sum')\n"
+        "    return nn.MSELoss(reduction='sum').cuda()\n"
+    )
+    body = (
+        "from engine import train_one_epoch\n"
+        "from losses import build_criterion\n\n"
+        "criterion = build_criterion()\n"
+        "train_one_epoch(model, loader, criterion, optimizer)\n"
+    )
+    root = tmp_path / "proj"
+    (root / "engine.py").write_text(ENGINE)
+    (root / "main.py").write_text(HEAD + body)
+    main(["--write", "--no-cache", "-q", str(root)])
+    capsys.readouterr()
+    assert 'accel.backward(loss, reduction="sum")' in (root / "engine.py").read_text()
