@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .criterion_factories import unmoved
 from .optimizer_factories import optimizer_class_target
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
         return ""
     values = [
         v
-        for v in map(_unmoved, _assigned(function, arg.id))
+        for v in map(unmoved, _assigned(function, arg.id))
         # `criterion = criterion.cuda()`: the same module, moved
         if not (isinstance(v, ast.Name) and v.id == arg.id)
     ]
@@ -56,68 +57,13 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
 
 
 def _factory_reduction(reader: HelperFacts, call: ast.Call) -> str:
-    """The reduction of the loss module a local function returns
-    (``criterion = build_criterion(cfg)`` with ``build_criterion`` returning
-    ``nn.MSELoss(reduction="sum")`` or ``nn.L1Loss(reduction="sum")`` by
-    branch): the one reduction of every return where each builds a
-    ``torch.nn`` loss module; "unknown" where one does and the others differ
-    or cannot be read; "" where none does (not a loss factory)."""
-    from .project_helpers import HelperFacts
-
+    """``HelperFact.criterion`` of the local function ``call`` calls (a
+    criterion factory: ``build_criterion(cfg)``); "" where it is none."""
     target = reader.resolve(call.func)
-    if not isinstance(target, tuple) or reader.depth > 3:
+    if not isinstance(target, tuple):
         return ""
-    function = reader.view._scan(target[0], reader.roots).functions.get(target[1])
-    if function is None:
-        return ""
-    returns = [
-        n.value
-        for n in ast.walk(function)
-        if isinstance(n, ast.Return)
-        and n.value is not None
-        and not _nested_return(function, n)
-    ]
-    if not returns:
-        return ""
-    callee = HelperFacts(
-        reader.view, target, reader.roots, reader.script, reader.depth + 1
-    )
-    found = set()
-    for value in returns:
-        value = _unmoved(value)
-        kind, reduction, _ = (
-            callee._loss_module(value) if isinstance(value, ast.Call) else ("", "", "")
-        )
-        found.add(reduction if kind == "loss" else "")
-    if found == {""}:
-        return ""
-    return found.pop() if len(found) == 1 else "unknown"
-
-
-def _nested_return(function: ast.AST, node: ast.Return) -> bool:
-    """Is ``node`` the return of a function nested in ``function``?"""
-    for inner in ast.walk(function):
-        if inner is not function and isinstance(
-            inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-        ):
-            if any(n is node for n in ast.walk(inner)):
-                return True
-    return False
-
-
-#: Methods that move a module and return it (``nn.MSELoss(...).to(device)``).
-_MOVES = frozenset({"to", "cuda", "cpu"})
-
-
-def _unmoved(value: ast.expr) -> ast.expr:
-    """``nn.MSELoss(reduction="sum")`` of ``nn.MSELoss(reduction="sum").cuda()``."""
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in _MOVES
-    ):
-        value = value.func.value
-    return value
+    fact = reader.view.fact(target, reader.roots, reader.script, reader.depth + 1)
+    return fact.criterion if fact is not None and fact.kind == "function" else ""
 
 
 def function_loss_reduction(

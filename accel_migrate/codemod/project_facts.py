@@ -139,6 +139,10 @@ class HelperFact:
     #: its positions (``return loss, to_cpu(components)``), read as a forward's
     #: (``forward_losses.tuple_loss``), or None where none can be read.
     tuple_loss: ForwardLoss | None = None
+    #: For a function whose returns build ``torch.nn`` loss modules (a criterion
+    #: factory, ``build_criterion(cfg)``): their reduction ("unknown" where they
+    #: differ; ``criterion_factories``); "" for any other function.
+    criterion: str = ""
     #: For a plain function whose every return is a tuple of one length: per
     #: position, (positional index, name) of the parameter it hands back
     #: unchanged there (DKT's ``return model, optimizer``), or (-1, "")

@@ -19,6 +19,7 @@ import builtins
 from typing import TYPE_CHECKING
 
 from .batch_mixing_models import batch_mixing
+from .criterion_factories import criterion_factory
 from .forward_losses import built_class, tuple_loss
 from .handed_optimized import function_optimized_parameters, parameter_methods
 from .iterator_factories import generated_batches, returned_iterator
@@ -163,6 +164,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
             reduction=reduction if kind == "loss" else "",
             **(self._terms.fields() if kind == "loss" or returned else {}),
             tuple_loss=returned,
+            criterion=criterion_factory(self, function) if not kind else "",
             relayed=(
                 relayed_parameters(function, returns, self.scan.functions)
                 if not kind and returns

@@ -2004,6 +2004,8 @@ EXPECTED: dict[str, str] = {
     "trainer_summed_criterion_attr_hc19_project_batch": "MATCH",
     "vae_loss_function_handed_hc19_project": "FLAGGED",
     "vae_loss_function_handed_hc19_project_batch": "FLAGGED",
+    "criterion_factory_sum_hc19_project": "MATCH",
+    "criterion_factory_sum_hc19_project_batch": "MATCH",
     # t18c (new-user trial, anomaly detection / adversarial robustness /
     # compression / char-RNN / word2vec):
     # theeluwin/pytorch-sgns: negatives drawn with torch.multinomial in

@@ -214,6 +214,8 @@ def traced_loss_modules(
     if isinstance(origins, str) or not origins:
         return None
     modules: list[tuple[str, cst.Call]] = []
+    facts: list[Fact] = []
+    names_of: list[str] = []  # of the torch.nn modules built here
     for origin in origins:
         if not isinstance(origin, cst.Call):
             return None
@@ -222,12 +224,17 @@ def traced_loss_modules(
             for q in index.qualnames(origin.func)
             if q.startswith("torch.nn.") and q.endswith("Loss")
         ]
-        if not names:
-            return None
-        modules.append((names[0].rsplit(".", 1)[-1], origin))
-    facts = [
-        _loss_call(index, name, call, built, func, held=True) for name, built in modules
-    ]
+        if names:
+            name = names[0].rsplit(".", 1)[-1]
+            names_of.append(name)
+            facts.append(_loss_call(index, name, call, origin, func, held=True))
+        else:
+            # `criterion = build_criterion(cfg)` of a local module's factory
+            factory = _factory_fact(index, origin, call)
+            if factory is None:
+                return None
+            facts.append(factory)
+        modules.append(("", origin))
     kinds = {fact.kind for fact in facts}
     if kinds == {"sum"}:
         return Fact("sum", what=f"`{code(modules[0][1])}`")
@@ -237,7 +244,9 @@ def traced_loss_modules(
         # `criterion.ignore_index`): as the module built beside the call reads;
         # a mean over samples is left to the callers' other rules
         if kinds == {"mean"}:
-            return None
+            # (a factory's module is no construction the others read: its mean
+            # is said here)
+            return facts[0] if len(facts) > len(names_of) else None
         fact, (_, built) = facts[0], modules[0]
         where = f"`{code(built)}`, {_where(index, built)}"
         if fact.kind == "unknown":
@@ -253,6 +262,31 @@ def traced_loss_modules(
         f"`{code(func)}` may be {spelled}: reductions over the batch that differ "
         "(a mean over samples, over the tokens it does not ignore, over class "
         "weights, or a sum), chosen at run time",
+    )
+
+
+def _factory_fact(index: ModuleIndex, built: cst.Call, call: cst.Call) -> Fact | None:
+    """What ``call`` (``criterion(...)``) is where ``criterion`` was returned by
+    ``built``, a call of a local module's criterion factory
+    (``HelperFact.criterion``); None where ``built`` is not one."""
+    from .facts import Fact
+
+    helper = index.helper(built.func)
+    if helper is None or helper.kind != "function" or not helper.criterion:
+        return None
+    if helper.criterion in ("sum", "mean"):
+        return Fact(helper.criterion)  # type: ignore[arg-type]
+    if helper.criterion == "none":
+        return Fact("elements", unranked=code(call))
+    return Fact(
+        "unknown",
+        f"the criterion is built by {helper.where}, whose loss modules "
+        + (
+            "average over the tokens or class weights of the batch, a count "
+            "that cannot be written here"
+            if helper.criterion == "token-mean"
+            else "reduce the batch in ways that differ or cannot be read"
+        ),
     )
 
 
