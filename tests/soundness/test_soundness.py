@@ -1997,6 +1997,18 @@ EXPECTED: dict[str, str] = {
     # weights parameter is handed a list grown under a test of this process's
     # share: HANG on f9d5603, AM028 leaves the file whole now (handed_zips)
     "zip_handed_weights_fn_rev17": "FLAGGED",
+    # t18b: meta-learning and metric learning (issue 12): MAML, prototypical
+    # and relation networks, ArcFace heads, FaceNet triplets, each in both modes
+    "maml_meta_learner_t18b_project": "FLAGGED",
+    "maml_meta_learner_t18b_project_batch": "FLAGGED",
+    "protonet_categories_sampler_t18b_project": "FLAGGED",
+    "protonet_categories_sampler_t18b_project_batch": "FLAGGED",
+    "face_evolve_arcface_head_t18b_project": "FLAGGED",
+    "face_evolve_arcface_head_t18b_project_batch": "FLAGGED",
+    "relation_net_episodes_t18b_project": "FLAGGED",
+    "relation_net_episodes_t18b_project_batch": "FLAGGED",
+    "facenet_triplet_hard_t18b_project": "FLAGGED",
+    "facenet_triplet_hard_t18b_project_batch": "FLAGGED",
 }
 
 
