@@ -215,10 +215,54 @@ class AllOrNothing(TrainerBlocks):
                 f"{self._line(item)}), which accel-migrate does not follow to the "
                 "model put in it"
             )
+        through = self._optimizer_through_call(name)
+        if through is not None:
+            return (
+                f"its parameters reach an optimizer only through "
+                f"`{snippet(through)}` (line {self._line(through)}), a call whose "
+                "result is handed to the optimizer and which accel-migrate does not "
+                "read for the parameters it returns"
+            )
         return (
             "its parameters reach no optimizer built in this file"
             + self._handed_parameters(name)
         )
+
+    def _optimizer_through_call(self, name: str) -> cst.Call | None:
+        """A call taking the model ``name`` itself whose result the file hands
+        to an optimizer it builds (face.evoLVe's ``backbone_paras_only_bn,
+        backbone_paras_wo_bn = separate_irse_bn_paras(BACKBONE)``, then
+        ``optim.SGD([{'params': backbone_paras_wo_bn + ...}, ...])``): the
+        parameters may reach that optimizer, through a function this rule does
+        not read; None where there is no such call."""
+        handed: set[Key] = set()
+        for call in self.index.calls:
+            if self.is_optimizer_call(call):
+                for arg in call.args:
+                    for node in findall(arg.value, m.Name()):
+                        key = self.index.key(node)
+                        if key is not None:
+                            handed.add(key)
+        flows = self.index.flows_into(handed)
+        for call in self.index.calls:
+            if self.is_optimizer_call(call) or not any(
+                m.matches(a.value, m.Name(name)) for a in call.args
+            ):
+                continue
+            assign = next(
+                (a for a in self.index.ancestors(call) if isinstance(a, cst.Assign)),
+                None,
+            )
+            if assign is None:
+                continue
+            for target in assign.targets:
+                names = findall(target.target, m.Name())
+                if isinstance(target.target, cst.Name):
+                    names = [target.target, *names]
+                for node in names:
+                    if self.index.key(node) in flows:
+                        return call
+        return None
 
     def _handed_parameters(self, name: str) -> str:
         """Where the file hands ``name.parameters()`` to a class or function of

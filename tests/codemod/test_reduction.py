@@ -386,6 +386,23 @@ for x, y in loader:
             "loss.backward()",
             "`e[:, None] - e[None]`",
         ),
+        (
+            # LearningToCompare's relation pairs: every query beside every
+            # class feature, the query side rebound through a transpose
+            "s = model(x)\nq = model(y)\ns_ext = s.unsqueeze(0).repeat(4, 1, 1)\n"
+            "q_ext = q.unsqueeze(0).repeat(4, 1, 1)\n"
+            "q_ext = torch.transpose(q_ext, 0, 1)\n"
+            "pairs = torch.cat((s_ext, q_ext), 2).view(-1, 8)\n"
+            "loss = F.mse_loss(pairs.sum(1), y)\nloss.backward()",
+            "`torch.cat((s_ext, q_ext), 2)`",
+        ),
+        (
+            "s = model(x)\n"
+            "pairs = torch.cat([s.unsqueeze(1).expand(4, 4, 4), "
+            "s.unsqueeze(0).expand(4, 4, 4)], -1)\n"
+            "loss = pairs.pow(2).mean()\nloss.backward()",
+            "`torch.cat([s.unsqueeze(1).expand(4, 4, 4), s.unsqueeze(0).expand(4, 4, 4)], -1)`",
+        ),
     ],
 )
 def test_in_batch_negatives_are_comparisons_of_samples(body: str, spelled: str) -> None:
@@ -403,6 +420,12 @@ def test_in_batch_negatives_are_comparisons_of_samples(body: str, spelled: str) 
         "e = model(x)\nloss = (e - e.mean(1).unsqueeze(1)).pow(2).mean()\n"
         "loss.backward()",
         "e = model(x)\nloss = (e.unsqueeze(0) - y.unsqueeze(0)).pow(2).mean()\n"
+        "loss.backward()",
+        # a token prepended to every row, both sides along dimension 0
+        "e = model(x)\nt = torch.cat((y.unsqueeze(0).repeat(4, 1), e.unsqueeze(0)), 0)\n"
+        "loss = t.pow(2).mean()\nloss.backward()",
+        # rows joined side by side, neither broadcast
+        "e = model(x)\nloss = torch.cat((e, torch.transpose(e, 0, 1)), 1).pow(2).mean()\n"
         "loss.backward()",
     ],
 )

@@ -2034,6 +2034,18 @@ EXPECTED: dict[str, str] = {
     # LTH runner: prune.identity masks, global_unstructured between rounds,
     # rewinding to the init params
     "lth_prune_rewind_t18c": "MATCH",
+    # t18b: meta-learning and metric learning (issue 12): MAML, prototypical
+    # and relation networks, ArcFace heads, FaceNet triplets, each in both modes
+    "maml_meta_learner_t18b_project": "FLAGGED",
+    "maml_meta_learner_t18b_project_batch": "FLAGGED",
+    "protonet_categories_sampler_t18b_project": "FLAGGED",
+    "protonet_categories_sampler_t18b_project_batch": "FLAGGED",
+    "face_evolve_arcface_head_t18b_project": "FLAGGED",
+    "face_evolve_arcface_head_t18b_project_batch": "FLAGGED",
+    "relation_net_episodes_t18b_project": "FLAGGED",
+    "relation_net_episodes_t18b_project_batch": "FLAGGED",
+    "facenet_triplet_hard_t18b_project": "FLAGGED",
+    "facenet_triplet_hard_t18b_project_batch": "FLAGGED",
 }
 
 

@@ -21,7 +21,11 @@ parameter by the batch's other files included): each process would keep the
 hardest of its own share. So does a difference of rows broadcast against rows
 (``x.unsqueeze(1).expand(n, m, d) - y.unsqueeze(0).expand(n, m, d)``, the
 Prototypical Networks' distances of every query to every prototype built from
-the batch's support rows; ``a[:, None] - b[None]``). Products with a transposed attribute (``x @
+the batch's support rows; ``a[:, None] - b[None]``), and so does a join of
+two tensors broadcast along new dimensions 0 and 1 (``torch.cat((s.unsqueeze(0)
+.repeat(n, 1, 1), torch.transpose(q.unsqueeze(0).repeat(c, 1, 1), 0, 1)), 2)``,
+the Relation Network's pairs of every query with every class feature, which a
+module then scores). Products with a transposed attribute (``x @
 self.weight.t()``: a layer's weights) and transposes of other dimensions
 (``q @ k.transpose(-2, -1)``: attention over tokens) are not comparisons of
 samples.
@@ -167,6 +171,8 @@ class _Search:
             return code(node)
         if names & _SIMILARITIES and any(_broadcast_rows(a) for a in args):
             return code(node)
+        if names & _JOINS and self._joined_pairs(node):
+            return code(node)
         if _ranks_batch(node, names):
             return code(node)
         return None
@@ -187,6 +193,40 @@ class _Search:
         if {_broadcast_axis(sides[0]), _broadcast_axis(sides[1])} != {0, 1}:
             return None
         return f"{code(sides[0])} - {code(sides[1])}"
+
+    def _joined_pairs(self, call: cst.Call) -> bool:
+        """``torch.cat((s.unsqueeze(0).repeat(n, 1, 1), torch.transpose(
+        q.unsqueeze(0).repeat(c, 1, 1), 0, 1)), 2)``: one tensor broadcast along
+        a new dimension 0 and another along dimension 1, joined into every pair
+        of their rows (floodsung/LearningToCompare_FSL's relation pairs: every
+        query feature beside every class feature), a side also read through a
+        name's value (``pairwise_helpers``' axes, a ``transpose(0, 1)`` swapping
+        them)."""
+        if not call.args or not isinstance(call.args[0].value, (cst.Tuple, cst.List)):
+            return False
+        elements = call.args[0].value.elements
+        axes = {self._pair_axis(e.value, 0) for e in elements}
+        return {0, 1} <= axes
+
+    def _pair_axis(self, expr: cst.BaseExpression, depth: int) -> int | None:
+        """``_broadcast_axis`` of ``expr``, through a name (the value bound just
+        before its use, or its only value) and ``transpose(0, 1)``."""
+        if depth > _DEPTH:
+            return None
+        if isinstance(expr, cst.Name):
+            key = self.index.key(expr)
+            if key is None:
+                return None
+            value = self.reducer._reaching(key, expr)
+            if value is None:
+                values = [v for v in self.index.values.get(key, ()) if v is not None]
+                value = values[0] if len(values) == 1 else None
+            return self._pair_axis(value, depth + 1) if value is not None else None
+        inner = _transposed(expr)
+        if inner is not None:
+            axis = self._pair_axis(inner, depth + 1)
+            return None if axis is None else 1 - axis
+        return _broadcast_axis(expr)
 
     def _callee_body(self, call: cst.Call) -> cst.CSTNode | None:
         """The body of this file's function ``call`` runs, or of the ``forward``
@@ -280,6 +320,26 @@ class _Search:
 
 
 _EINSUM = frozenset({"torch.einsum"})
+#: Functions that join tensors (the pairs of ``_Search._joined_pairs``).
+_JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
+
+
+def _transposed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor of ``torch.transpose(z, 0, 1)`` / ``z.transpose(0, 1)`` (its
+    first two dimensions swapped), or None."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return None
+    if expr.func.attr.value != "transpose":
+        return None
+    args = [a.value for a in expr.args if a.keyword is None]
+    if m.matches(expr.func.value, m.Name("torch")):
+        if len(args) != 3:
+            return None
+        tensor, dims = args[0], args[1:]
+    else:
+        tensor, dims = expr.func.value, args
+    ints = sorted(d.value for d in dims if isinstance(d, cst.Integer))
+    return tensor if len(dims) == 2 and ints == ["0", "1"] else None
 
 
 def _rows_against_rows(call: cst.Call) -> bool:
