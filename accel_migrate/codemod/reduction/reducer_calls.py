@@ -50,6 +50,7 @@ from .traced_criteria import (
     traced_helper_function,
     traced_loss_modules,
     traced_nonlinear_criterion,
+    traced_summing_callable,
 )
 
 if TYPE_CHECKING:
@@ -148,6 +149,10 @@ class _Calls:
             return traced  # a torch.nn module handed in: as if built beside
         if (batch := batch_handed_criterion(self.index, call, func)) is not None:
             return batch  # a loss module the batch's other files hand in
+        summing = traced_summing_callable(self.index, func)
+        if summing:
+            # a lambda, a partial or a picked module that sums
+            return Fact("unknown", summing)
         weighted = traced_class_weights(self.index, func)
         if weighted:
             # `criterion(out, y)` of a criterion handed in or built in branches,

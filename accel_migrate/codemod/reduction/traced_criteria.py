@@ -30,6 +30,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from ..names import IGNORING_LOSSES
+from ..subtrees import findall
 from .placement import code
 
 if TYPE_CHECKING:
@@ -263,6 +264,71 @@ def traced_loss_modules(
         "(a mean over samples, over the tokens it does not ignore, over class "
         "weights, or a sum), chosen at run time",
     )
+
+
+def traced_summing_callable(index: ModuleIndex, func: cst.BaseExpression) -> str:
+    """Why ``func(...)`` has no reduction the analysis can read, where ``func``
+    may be a callable that sums and that none of the other readings follows: a
+    ``lambda`` (``lambda out, y: F.mse_loss(out, y, reduction="sum")``), a
+    ``functools.partial(F.l1_loss, reduction="sum")``, a module picked from a
+    dict or built through ``getattr(nn, name)(reduction="sum")``; "" otherwise.
+    Each was weighed as a mean over samples before (half the gradient at two
+    processes, no finding). A local function or class, a helper of a local
+    module and a torch.nn module built here have readings of their own."""
+    if not isinstance(func, (cst.Name, cst.Attribute)) or index.key(func) is None:
+        return ""
+    for origin in _held_values(index, func, frozenset(), 0):
+        if isinstance(origin, cst.Call) and (
+            index.local_class(origin.func) is not None
+            or index.callee(origin) is not None
+            or index.helper(origin.func) is not None
+            or any(
+                q.startswith("torch.nn.") and q.endswith("Loss")
+                for q in index.qualnames(origin.func)
+            )
+        ):
+            continue
+        if not isinstance(origin, (cst.Call, cst.Lambda, cst.Subscript, cst.IfExp)):
+            continue
+        if _sums(origin):
+            return (
+                f"`{code(func)}` may be `{code(origin)}`, a callable whose "
+                "reduction over the batch the analysis does not read, and which "
+                "sums: a sum over the batch is no mean over samples"
+            )
+    return ""
+
+
+def _held_values(
+    index: ModuleIndex, expr: cst.BaseExpression, seen: frozenset, depth: int
+) -> list[cst.BaseExpression]:
+    """The values ``expr`` may hold: through the file's assignments and, for a
+    parameter of a local function, what its calls in the file pass."""
+    key = index.key(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    if key is None:
+        return [expr]
+    if key in seen or depth > 4:
+        return []
+    seen = seen | {key}
+    found: list[cst.BaseExpression] = []
+    for value in index.values.get(key, []):
+        if value is not None:
+            found += _held_values(index, value, seen, depth + 1)
+    for call in index.calls:
+        for param, arg in index.arguments(call):
+            if param == key:
+                found += _held_values(index, arg, seen, depth + 1)
+    return found
+
+
+def _sums(node: cst.CSTNode) -> bool:
+    """Does ``node`` sum: ``reduction="sum"``, ``size_average=False``,
+    ``torch.sum(...)``, ``x.sum(...)``?"""
+    summed = m.Arg(keyword=m.Name("reduction"), value=m.SimpleString('"sum"'))
+    summed |= m.Arg(keyword=m.Name("reduction"), value=m.SimpleString("'sum'"))
+    summed |= m.Arg(keyword=m.Name("size_average"), value=m.Name("False"))
+    summed |= m.Call(func=m.Attribute(attr=m.Name("sum") | m.Name("nansum")))
+    return bool(findall(node, summed))
 
 
 def _factory_fact(index: ModuleIndex, built: cst.Call, call: cst.Call) -> Fact | None:
