@@ -7,7 +7,14 @@ batch_size, hidden)``, the GRUs' initial state): under the default global-batch
 mode each process's batch has ``batch_size / N`` rows, so the reshape fails or
 mixes samples, and a state of the configured size does not fit the share. AM025 reads the fact at the call that builds
 the model (``HelperFact.batch_shape``), as it reads a batch size used as a shape
-in the script itself. Static only: ``ast``, nothing runs."""
+in the script itself.
+
+``parameter_shapes``: the methods of a model class that shape a tensor with one
+of their parameters (the Udacity SentimentRNN's ``init_hidden(self,
+batch_size)`` making ``weight.new(self.n_layers, batch_size,
+self.hidden_dim).zero_()``), which AM025 reads where the script hands such a
+method the loader's batch size (``HelperFact.param_shapes``), as it does for a
+method of a class of the script's own file. Static only: ``ast``, nothing runs."""
 
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from .project_nodes import _own_nodes, self_attribute
 
 #: Methods whose leading arguments are a shape (AM025's ``SHAPE_METHODS``).
 _SHAPE_METHODS = frozenset(
-    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty"}
+    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new"}
 )
 #: ``torch`` functions whose leading arguments are a shape.
 _SHAPE_FUNCTIONS = frozenset(
@@ -129,3 +136,59 @@ def _shape_args(call: ast.Call) -> list[ast.expr]:
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         return list(args[0].elts)
     return args
+
+
+def parameter_shapes(
+    cls: ast.ClassDef, dotted: Callable[[ast.expr], str]
+) -> tuple[tuple[str, str, int, str, int], ...]:
+    """(method, parameter, its position among the positional parameters after
+    ``self``, the shape call's code, its line) for each method but ``__init__``
+    that shapes a tensor with a positional parameter it never rebinds
+    (``hidden = (weight.new(n_layers, batch_size, hidden_dim).zero_(), ...)``):
+    the first such shape of each parameter."""
+    found: list[tuple[str, str, int, str, int]] = []
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if method.name == "__init__" or any(
+            isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+            for d in method.decorator_list
+        ):
+            continue
+        params = [a.arg for a in [*method.args.posonlyargs, *method.args.args]][1:]
+        rebound = {
+            t.id
+            for node in _own_nodes(method)
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            for target in (
+                node.targets if isinstance(node, ast.Assign) else [node.target]
+            )
+            for t in ast.walk(target)
+            if isinstance(t, ast.Name)
+        }
+        shapes = sorted(
+            (node for node in _own_nodes(method) if _is_shape_call(node, dotted)),
+            key=lambda n: (n.lineno, n.col_offset),  # type: ignore[attr-defined]
+        )
+        for position, name in enumerate(params):
+            if name in rebound:
+                continue
+            for call in shapes:
+                if any(
+                    isinstance(arg, ast.Name) and arg.id == name
+                    for arg in _shape_args(call)  # type: ignore[arg-type]
+                ):
+                    code = ast.unparse(call)
+                    code = code if len(code) <= 60 else code[:57] + "..."
+                    found.append((method.name, name, position, code, call.lineno))  # type: ignore[attr-defined]
+                    break
+    return tuple(found)
+
+
+def _is_shape_call(node: ast.AST, dotted: Callable[[ast.expr], str]) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr in _SHAPE_METHODS) or dotted(
+        func
+    ) in _SHAPE_FUNCTIONS

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 #: Tensor methods whose arguments are a shape.
 SHAPE_METHODS = frozenset(
-    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty"}
+    {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new"}
 )
 RESHAPES = frozenset({"view", "reshape"})
 #: torch functions whose leading arguments are a shape (or a length).

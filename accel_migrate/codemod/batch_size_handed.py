@@ -80,6 +80,7 @@ class HandedSizes(SizeRulePart):
         nhid)``), in a function that loops over a prepared loader."""
         target = self._shaping_callee(call)
         if target is None:
+            self._handed_to_imported_shape(call)
             return
         function, bound = target
         for name, arg in bind_arguments(function, bound, call):
@@ -105,6 +106,44 @@ class HandedSizes(SizeRulePart):
                 f"across processes each process's batch has {spelled} / N samples, "
                 "so that shape is wrong at world size > 1; take the size from the "
                 "batch (`x.size(0)`), or launch with `--batch-mode per-device`",
+                if_migrated=True,
+            )
+            return
+
+    def _handed_to_imported_shape(self, call: cst.Call) -> None:
+        """``h = net.init_hidden(batch_size)`` where ``net`` holds a model of a
+        class of another module of the project whose ``init_hidden`` shapes a
+        tensor with that parameter (``HelperFact.param_shapes``)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not self.index.project:
+            return
+        from .imported_draws import instance_facts
+
+        shapes = {
+            (fact.where, param, position, code, line)
+            for fact in instance_facts(self.index, func.value)
+            for method, param, position, code, line in fact.param_shapes
+            if method == func.attr.value
+        }
+        for where, param, position, code, line in sorted(shapes):
+            arg = _argument(call, param, position)
+            if not isinstance(arg, (cst.Name, cst.Attribute)) or not self._configured(
+                arg
+            ):
+                continue
+            if not self._loops_over_a_loader(call):
+                return
+            spelled = attr_chain(arg) or "batch_size"
+            self.report(
+                call,
+                "needs-review",
+                f"{self._what_size(spelled, arg)} is handed to "
+                f"`{func.attr.value}` of {where}, which shapes a tensor with it "
+                f"(`{code}`, line {line}), and what it makes is used with this "
+                "loader's batches: with the global batch split across processes "
+                f"each process's batch has {spelled} / N samples, so that shape is "
+                "wrong at world size > 1; take the size from the batch "
+                "(`x.size(0)`), or launch with `--batch-mode per-device`",
                 if_migrated=True,
             )
             return
@@ -207,3 +246,17 @@ class HandedSizes(SizeRulePart):
             f"from the batch in {shaped.file} (`x.size(0)`), or launch with "
             "--batch-mode per-device",
         )
+
+
+def _argument(call: cst.Call, name: str, position: int) -> cst.BaseExpression | None:
+    """What ``call`` (of a method, ``self`` not counted) passes the parameter
+    ``name`` at ``position``; None where it passes nothing readable."""
+    for at, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+        elif at == position:
+            return arg.value
+    return None

@@ -35,17 +35,22 @@ def batch_size_parameter(
     """(name, position among the positional parameters, -1 keyword only) of the
     parameter every ``DataLoader`` the function returns takes its batch size from
     (``return DataLoader(ds, batch_size=batch_size)``, or a name bound once to
-    such a call and returned); ("", -1) where there is none or they differ."""
+    such a call and returned; also each item of a returned tuple of them);
+    ("", -1) where there is none or they differ."""
     returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
     if not returns:
         return "", -1
     found: set[str] = set()
     for ret in returns:
-        loader = _loader_call(function, ret.value, dotted)
-        size = _size_argument(loader) if loader is not None else None
-        if not isinstance(size, ast.Name):
-            return "", -1
-        found.add(size.id)
+        # `return train_loader, valid_loader, test_loader` (the Udacity
+        # notebooks' split): every loader of the tuple, each with that size
+        values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
+        for value in values:
+            loader = _loader_call(function, value, dotted)
+            size = _size_argument(loader) if loader is not None else None
+            if not isinstance(size, ast.Name):
+                return "", -1
+            found.add(size.id)
     if len(found) != 1:
         return "", -1
     name = found.pop()
@@ -105,10 +110,10 @@ def _assigned_in_body(
 
 
 def factory_batch_size(index: ModuleIndex, call: cst.Call) -> cst.BaseExpression | None:
-    """The argument ``call`` (of a loader factory of another module of the batch)
-    hands the parameter its loader takes its batch size from; None where that is
-    not known."""
-    fact = index.helper(call.func, "loader")
+    """The argument ``call`` (of a loader factory of another module of the batch,
+    or of one returning a tuple of loaders) hands the parameter its loaders take
+    their batch size from; None where that is not known."""
+    fact = index.helper(call.func, "loader") or index.helper(call.func)
     if fact is None or not fact.loader_batch_size[0]:
         return None
     name, position = fact.loader_batch_size
@@ -125,7 +130,9 @@ def factory_batch_size(index: ModuleIndex, call: cst.Call) -> cst.BaseExpression
 def factory_loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
     """``for i, batch in enumerate(data)`` where every value of ``data`` is
     ``accel.prepare_dataloader(get_loader(...))`` of a factory whose batch size
-    is known (``factory_batch_size``): a loop over prepared loaders, with no
+    is known (``factory_batch_size``), or an item of ``train_loader, valid_loader
+    = map(accel.prepare_dataloader, make_loaders(...))`` of such a factory that
+    returns a tuple of loaders: a loop over prepared loaders, with no
     ``DataLoader`` call of this file to read (``LoaderLoop.loaders`` empty)."""
     import libcst as cst
 
@@ -139,6 +146,8 @@ def factory_loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
         expr = inner
     if not isinstance(expr, cst.Name):
         return None
+    if _mapped_factory(index, expr):
+        return bound(index, loop, ())
     values = _values(index, expr)
     if not values or not all(
         isinstance(value, cst.Call)
@@ -150,3 +159,39 @@ def factory_loader_loop(index: ModuleIndex, loop: cst.For) -> LoaderLoop | None:
     ):
         return None
     return bound(index, loop, ())
+
+
+def _mapped_factory(index: ModuleIndex, name: cst.Name) -> bool:
+    """Is every binding of ``name`` an item of a tuple target assigned
+    ``map(accel.prepare_dataloader, factory(...))``, of a factory whose batch
+    size is known?"""
+    import libcst as cst
+
+    from .patterns import prepared_loader_map
+
+    scope = index._scopes.get(name)
+    if scope is None:
+        return False
+    bindings = list(scope[name.value])
+    if not bindings:
+        return False
+    for binding in bindings:
+        # the target's Name -> Element -> Tuple -> AssignTarget -> Assign
+        node = binding.node
+        chain = [node]
+        for _ in range(4):
+            chain.append(index.parent(chain[-1]) if chain[-1] is not None else None)
+        _, element, target, holder, node = chain
+        if not (
+            isinstance(element, cst.Element)
+            and isinstance(target, (cst.Tuple, cst.List))
+            and isinstance(holder, cst.AssignTarget)
+            and isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and prepared_loader_map(index, node.value)
+        ):
+            return False
+        inner = node.value.args[1].value  # type: ignore[attr-defined]
+        if not isinstance(inner, cst.Call) or factory_batch_size(index, inner) is None:
+            return False
+    return True

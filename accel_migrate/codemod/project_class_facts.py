@@ -97,7 +97,7 @@ class ClassFacts:
 
     def _class(self, cls: ast.ClassDef) -> HelperFact:
         if self.is_model_class(cls):
-            from .batch_shaped_models import batch_shape
+            from .batch_shaped_models import batch_shape, parameter_shapes
             from .method_parameter_grads import lineage_parameter_grads
             from .nonlinear_criteria import nonlinear_loss
             from .project_data_branches import data_branch
@@ -123,6 +123,7 @@ class ClassFacts:
                 training_methods=training_methods(cls),
                 pairwise=self._forward_pairwise(cls),
                 batch_shape=batch_shape(cls, self._dotted),
+                param_shapes=parameter_shapes(cls, self._dotted),
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
                 **call_reductions(cls, self.scan.tree),
                 draws=self._class_draws(cls),

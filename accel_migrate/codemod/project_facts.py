@@ -194,6 +194,9 @@ class HelperFact:
     #: its ``__init__`` stores (``x.view(self.batch_size, ...)``), as a phrase
     #: (``batch_shaped_models``); "" if it does not.
     batch_shape: str = ""
+    #: For a model class: (method, parameter, position after ``self``, shape code,
+    #: line) of the methods shaping a tensor with a parameter (``parameter_shapes``).
+    param_shapes: tuple[tuple[str, str, int, str, int], ...] = ()
     #: Random draws it makes when called (``project_draws``): for a function,
     #: ``(("", draw),)``; for a class, (method, draw) for each method that
     #: draws (``ReplayBuffer.push_and_pop``'s ``random.uniform``, a dataset's

@@ -181,7 +181,7 @@ class HelperFacts(ClassFacts, ReturnKinds):
             unshardable=unshardable if kind == "loader" or container else "",
             loader_batch_size=(
                 batch_size_parameter(function, self._dotted)
-                if kind == "loader"
+                if kind == "loader" or (container and set(items) == {"loader"})
                 else ("", -1)
             ),
             container=container,

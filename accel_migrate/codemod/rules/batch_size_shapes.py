@@ -7,7 +7,9 @@ prepared loader was configured with (``batch_size``, ``args.batch_size``,
 ``opt.batch_size``: the expression given to ``DataLoader(batch_size=...)``, also
 through ``**kwargs``, or the argument a loader factory of another module is
 handed for the parameter its DataLoader takes its batch size from, ProGAN's
-``get_data_loader(dataset, current_batch_size, ...)``) used as a shape:
+``get_data_loader(dataset, current_batch_size, ...)``, also a factory returning a
+tuple of loaders of one size, ``map(accel.prepare_dataloader,
+make_loaders(x, y, batch_size))``) used as a shape:
 
 - ``x.view(batch_size, ...)`` / ``x.reshape(batch_size, ...)`` where ``x`` is the
   batch the loop draws from that loader is rewritten to ``x.view(x.size(0), ...)``:
@@ -28,7 +30,12 @@ handed for the parameter its DataLoader takes its batch size from, ProGAN's
   with it, in a function that loops over a prepared loader (``hidden =
   model.init_hidden(args.batch_size)`` before the loop, whose body makes
   ``weight.new_zeros(1, bsz, nhid)``: a recurrent state carried across the
-  batches) is reported as needs-review;
+  batches) is reported as needs-review; so is the batch size handed to a method
+  of a model class of another module of the project that shapes a tensor with
+  that parameter (the Udacity sentiment notebook's ``h =
+  net.init_hidden(batch_size)`` with ``SentimentRNN`` in model.py making
+  ``weight.new(n_layers, batch_size, hidden_dim).zero_()``; ``.new(...)``, the
+  legacy constructor, counts as a shape as ``.new_zeros`` does);
 - a model built from a local module (``model = build_model(cfg)``) whose class
   keeps the configured batch size and shapes a tensor with it in ``forward``
   (``self.batch_size = cfg.batch_size``, then ``x.view(self.batch_size,
@@ -136,6 +143,7 @@ from ..batch_size_spellings import configured_spelling, multiple, rebound_in_ste
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
 from ..loader_factory_sizes import factory_batch_size, factory_loader_loop
 from ..names import DATALOADER_CALLS
+from ..patterns import prepared_loader_map
 from ..rule import Rule
 from ..scopes import ScopeProvider
 
@@ -197,10 +205,12 @@ class BatchSizeShapes(BufferFindings, HandedSizes, Rule):
         for call in self.index.calls:
             # `accel.prepare_dataloader(get_loader(ds, bs))`, `get_loader` of
             # another module building its DataLoader with `batch_size=bs`
+            # `map(accel.prepare_dataloader, make_loaders(x, y, bs))` too, a tuple
             holder = self.index.parent(call)
             wrapper = self.index.parent(holder) if holder is not None else None
-            if wrapper is not None and self.index.is_runtime_call(
-                wrapper, "prepare_dataloader"
+            if wrapper is not None and (
+                self.index.is_runtime_call(wrapper, "prepare_dataloader")
+                or prepared_loader_map(self.index, wrapper)
             ):
                 size = factory_batch_size(self.index, call)
                 if size is not None:
