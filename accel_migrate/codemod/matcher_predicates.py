@@ -168,7 +168,7 @@ def _sequence(desired: list[Any] | tuple[Any, ...]) -> Predicate | None:
     def matches(value: Any) -> bool:
         if not isinstance(value, Sequence):
             return False
-        for item, check in zip(value, checks):
+        for item, check in zip(value, checks, strict=False):  # the shorter
             if not check(item):
                 return False
         return len(value) == count
