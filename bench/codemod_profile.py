@@ -13,6 +13,7 @@
     python bench/codemod_profile.py --scopes [--repeat 3]
     python bench/codemod_profile.py --collects [--repeat 3]
     python bench/codemod_profile.py --nested [--repeat 3]
+    python bench/codemod_profile.py --predicates [--repeat 3]
 
 The tree is made of 30 real-shaped training scripts: every ``fixtures/realworld``
 script (95-140 lines), and a "long" GAN-style part: each pair of neighbouring
@@ -66,7 +67,10 @@ collector against emptied at its end (``collector.RELEASE_SCOPES``), as
 visit of each tree against from the tree's preorder
 (``index_collect.FROM_PREORDER``); ``--nested`` for the divergence analysis
 reusing only top-level statements' walks against nested statements' too
-(``divergence_memo.NESTED``).
+(``divergence_memo.NESTED``); ``--predicates`` for ``subtrees.findall``'s
+candidates checked by libcst's ``_matches`` against by the predicates read
+once from each matcher (``matcher_predicates.COMPILED``), with the CPU seconds
+inside ``findall`` (its callers' references to it timed) of each side.
 
 A benchmark that prints numbers, not a timed test. Exits 0.
 """
@@ -424,6 +428,58 @@ def compare_nested(paths: list[Path], repeat: int) -> list[list[str]]:
     return _compare(paths[-1], repeat, use, lambda: use(True), paths)
 
 
+def compare_predicates(paths: list[Path], repeat: int) -> list[list[str]]:
+    """Per script of the whole tree: a full pass with ``findall``'s candidates
+    checked by libcst's ``_matches`` against by predicates
+    (``matcher_predicates.COMPILED``), alternating as ``compare_visits``; the
+    CPU seconds inside ``findall`` (every module's reference to it timed) of
+    each side's best pass are printed after the table."""
+    from accel_migrate.codemod import matcher_predicates, subtrees
+
+    original = subtrees.findall
+    inside = [0.0]
+
+    def timed(tree: Any, matcher: Any) -> Any:
+        start = time.process_time()
+        try:
+            return original(tree, matcher)
+        finally:
+            inside[0] += time.process_time() - start
+
+    holders = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("accel_migrate")
+        and getattr(module, "findall", None) is original
+    ]
+    per_side: dict[bool, list[float]] = defaultdict(list)
+    calls = [0]
+
+    def use(compiled: bool) -> None:
+        # What was timed since the last call is the side then in use (the
+        # first call's: _compare's warm-up, not counted).
+        if calls[0]:
+            per_side[matcher_predicates.COMPILED].append(inside[0])
+        calls[0] += 1
+        inside[0] = 0.0
+        matcher_predicates.COMPILED = compiled
+
+    for module in holders:
+        module.findall = timed  # type: ignore[attr-defined]
+    try:
+        rows = _compare(paths[-1], repeat, use, lambda: use(True), paths)
+    finally:
+        for module in holders:
+            module.findall = original  # type: ignore[attr-defined]
+    print(
+        "CPU s inside findall per whole-tree pass (libcst / predicates): "
+        + " / ".join(
+            ", ".join(f"{t:.3f}" for t in per_side[side]) for side in (False, True)
+        )
+    )
+    return rows
+
+
 def compare_hashes(paths: list[Path], repeat: int) -> list[list[str]]:
     """Per script of the whole tree: CPU seconds of a full pass with nodes and
     scopes hashed in Python (libcst's ``__hash__``/``__eq__``; the scopes' as
@@ -679,6 +735,12 @@ def main() -> int:
         "walks with nested statements' too, over the whole tree",
     )
     parser.add_argument(
+        "--predicates",
+        action="store_true",
+        help="only compare findall's candidates checked by libcst's _matches "
+        "with by predicates read once per matcher, over the whole tree",
+    )
+    parser.add_argument(
         "--collects",
         action="store_true",
         help="only compare the module index's lists collected by a visit with "
@@ -751,6 +813,10 @@ def main() -> int:
                 compare_collects,
                 "the index's lists by a visit against from the preorder",
             ),
+            "predicates": (
+                compare_predicates,
+                "findall's candidates checked by libcst's _matches against by predicates",
+            ),
             "nested": (
                 compare_nested,
                 "divergence walks reused for top-level statements against nested too",
@@ -764,6 +830,7 @@ def main() -> int:
             "codes": ("Module.code", "with positions"),
             "collects": ("visit", "preorder"),
             "nested": ("top-level", "nested"),
+            "predicates": ("_matches", "predicates"),
         }
         chosen = [name for name in comparisons if getattr(options, name)]
         if chosen:

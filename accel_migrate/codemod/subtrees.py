@@ -19,6 +19,10 @@ preorder of the old tree still answers for every node they have in common, and n
 answer ever has to be invalidated. A node no known preorder holds (one a rule has
 just built) is answered by the walk it replaces.
 
+A matcher that asks more than a node's class is checked on each candidate by
+the predicate ``matcher_predicates`` reads it into (libcst's ``_matches`` where
+it does not read the matcher).
+
 ``register(module)`` names the tree being migrated (``ModuleIndex`` does); its
 preorder is built on the first question. A few of the latest trees are kept.
 """
@@ -39,6 +43,8 @@ from libcst.matchers._matcher_base import (
     _construct_metadata_fetcher_null,
     _matches,
 )
+
+from . import matcher_predicates
 
 #: How many trees' preorders are kept (the trees before and after the latest
 #: rules that changed one; older trees are not asked about again).
@@ -263,6 +269,13 @@ def findall(tree: Any, matcher: Any) -> list[cst.CSTNode]:
                 nodes = found.of_kinds(tree, kinds)
                 if plain:
                     return nodes
+                check = (
+                    matcher_predicates.predicate(matcher)
+                    if matcher_predicates.COMPILED
+                    else None
+                )
+                if check is not None:
+                    return [n for n in nodes if check(n)]
                 return [
                     n for n in nodes if _matches(n, matcher, _NULL_FETCHER) is not None
                 ]
