@@ -29,7 +29,8 @@ gram_style)``) is followed to its targets' uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -72,7 +73,7 @@ class DerivedFindings(SizeRulePart):
             use = self._step_use(scope, key)
             if use is None:
                 continue
-            holder, node, loop = use
+            holder, node = use
             made = _code(call)
             spelled = attr_chain(size) or _code(size)
             through = f"`{holder}`, computed from it before the loop"
@@ -93,11 +94,9 @@ class DerivedFindings(SizeRulePart):
             return True
         return False
 
-    def _step_use(
-        self, scope: cst.CSTNode, key: Key
-    ) -> tuple[str, cst.CSTNode, cst.For] | None:
-        """(the name, the node using it whole beside the step's batch, the step's
-        loop) for the first such use of ``key`` under ``scope``."""
+    def _step_use(self, scope: cst.CSTNode, key: Key) -> tuple[str, cst.CSTNode] | None:
+        """(the name, the node using it whole beside the step's batch) for the
+        first such use of ``key`` under ``scope``."""
         for name in findall(scope, m.Name()):
             if self.index.key(name) != key:  # type: ignore[arg-type]
                 continue
@@ -107,7 +106,7 @@ class DerivedFindings(SizeRulePart):
             loop = loops[0][0]
             found = self._whole_use(name, loop, depth=0)
             if found is not None:
-                return name.value, found, loop  # type: ignore[attr-defined]
+                return name.value, found  # type: ignore[attr-defined]
         return None
 
     def _whole_use(
@@ -220,16 +219,16 @@ def _follow(
     index: ModuleIndex,
     scope: cst.CSTNode,
     seeds: set[Key],
-    enclosing_loops: object,
+    enclosing_loops: Callable[[cst.CSTNode], list[Any]],
 ) -> set[Key]:
     """``seeds`` and every name of ``scope`` computed from them outside the
-    loops over a prepared loader: a fixed point over its assignments and loops."""
+    loops over a prepared loader (``enclosing_loops``: the rule's): a fixed
+    point over its assignments and loops."""
     derived = set(seeds)
-    loops_of = enclosing_loops  # the rule's `_enclosing_loops`
     binders = [
         node
         for node in findall(scope, m.Assign() | m.For())
-        if not loops_of(node)  # type: ignore[operator]
+        if not enclosing_loops(node)
     ]
     changed = True
     while changed:
