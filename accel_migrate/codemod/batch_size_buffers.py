@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .analysis import Key, attr_chain
+from .batch_size_derived import seed_keys
 from .batch_size_part import SizeRulePart
 from .preallocated_buffers import (
     _holders,
@@ -48,6 +49,8 @@ class BufferFindings(SizeRulePart):
         target = assigned_name(self.index, call)
         key = self.index.key(target) if target is not None else None
         if target is None or key is None:
+            # `VGG(style.expand([B, C, H, W]))`: the names computed from it
+            self._derived(call, hits[0], seed_keys(self.index, call))  # type: ignore[attr-defined]
             return
         fills = [
             fill
@@ -107,6 +110,8 @@ class BufferFindings(SizeRulePart):
             return
         if not uses:
             self._sliced(call, target, key, size)
+            if key not in reported and self._derived(call, size, {key}, key):  # type: ignore[attr-defined]
+                reported.add(key)
             return  # (`torch.cat([torch.arange(n) + n, torch.arange(n)])`: once)
         reported.add(key)
         use, shown = uses[0][0], _code(target)

@@ -2066,6 +2066,25 @@ EXPECTED: dict[str, str] = {
     # hidden-size error at world 2, nothing named it), AM025 names it now
     "udacity_sentiment_rnn_t18d_project": "FLAGGED",
     "udacity_sentiment_rnn_t18d_project_batch": "FLAGGED",
+    # t18a (new-user trial: flows, fast neural style, show-attend-tell captioning):
+    # sgrvinod's captioning stops early on BLEU-4 of each process's share of the
+    # validation set: AM028 leaves it whole (true)
+    "show_attend_tell_bleu_t18a_project": "FLAGGED",
+    "show_attend_tell_bleu_t18a_project_batch": "FLAGGED",
+    # rrmina's style Grams of style_tensor.expand([BATCH_SIZE, ...]) handed to the
+    # VGG and compared whole with each share's Grams: a size error at world 2,
+    # FLAGGED by AM009/AM017 only before; AM025 names it now (batch_size_derived)
+    "fast_style_expand_gram_t18a_project": "FLAGGED",
+    "fast_style_expand_gram_t18a_project_batch": "FLAGGED",
+    # gordicaleksa's style image repeated to the batch size inside
+    # utils.prepare_img(..., batch_size=training_config["batch_size"]): the same
+    # size error; its findings (AM007/AM008/AM009/AM033) do not name it (left)
+    "johnson_style_config_t18a_project": "FLAGGED",
+    "johnson_style_config_t18a_project_batch": "FLAGGED",
+    # chaiyujin's Glow: model and optimizer built in builder.py and handed as
+    # Trainer(**built): AM004 leaves it whole (true)
+    "glow_trainer_builder_t18a_project": "FLAGGED",
+    "glow_trainer_builder_t18a_project_batch": "FLAGGED",
 }
 
 

@@ -138,6 +138,7 @@ from ..batch_shapes import (
     short_code,
 )
 from ..batch_size_buffers import BufferFindings, shape_args
+from ..batch_size_derived import DerivedFindings
 from ..batch_size_handed import _PARAMETER_DEPTH, HandedSizes
 from ..batch_size_spellings import configured_spelling, multiple, rebound_in_step
 from ..batches import LoaderLoop, batch_size_of, loader_loop, same_variable
@@ -157,7 +158,7 @@ __all__ = [
 ]
 
 
-class BatchSizeShapes(BufferFindings, HandedSizes, Rule):
+class BatchSizeShapes(BufferFindings, DerivedFindings, HandedSizes, Rule):
     code = "AM025"
     name = "batch-size-shapes"
     summary = "loader batch size used as a shape in a step -> the batch's own size, or reported"
