@@ -265,3 +265,18 @@ def test_a_copy_of_what_cannot_be_traced_in_a_file_writing_a_setting_is_unknown(
     assert 'reduction="sum"' not in output
     assert [status for status, _ in found] == ["needs-review"], found
     assert "a copy of" in found[0][1]
+
+
+def test_a_subclass_of_a_loss_class_of_the_same_script_sums_as_it(
+    tmp_path: Path,
+) -> None:
+    """Both classes in main.py: ``Scaled(SqErr)`` with no forward of its own
+    runs ``SqErr.forward``, a sum (it was a mean, "fixed", before)."""
+    cls = (
+        "\nclass SqErr(nn.Module):\n    def forward(self, x, y):\n"
+        "        return ((x - y) ** 2).sum()\n\n\nclass Scaled(SqErr):\n"
+        "    def __init__(self):\n        super().__init__()\n\n"
+    )
+    output, found = _am007(tmp_path, "", cls, "myloss = Scaled()")
+    assert 'accel.backward(loss, reduction="sum")' in output
+    assert [status for status, _ in found] == ["fixed"]
