@@ -30,7 +30,6 @@ from .project_effects import _Effects, method_writes
 from .project_facts import HelperFact
 from .project_method_weights import method_losses, method_weights
 from .project_nodes import _own_nodes
-from .reduction_settings import call_reductions
 from .replay_buffers import stored
 from .share_padding import share_padded
 from .stochastic_layers import stochastic_layers
@@ -125,7 +124,7 @@ class ClassFacts:
                 batch_shape=batch_shape(cls, self._dotted),
                 param_shapes=parameter_shapes(cls, self._dotted),
                 nonlinear_loss=nonlinear_loss(cls, self.file, self._dotted),
-                **call_reductions(cls, self.scan.tree),
+                **self._call_reductions(cls, model=True),
                 draws=self._class_draws(cls),
                 state_writes=state_writes(cls),
                 late_registrations=late_registrations(cls),
@@ -244,7 +243,7 @@ class ClassFacts:
                 else ()
             ),
             loader_subclass=self._loader_subclass(cls),
-            **call_reductions(cls, self.scan.tree),
+            **self._call_reductions(cls, model=False),
             migrated_trainer=(
                 trains_own_models(cls, self._optimizer_call(cls))
                 if self.path in self.view.scripts
@@ -254,6 +253,35 @@ class ClassFacts:
                 stepping_methods(cls) if self.path in self.view.scripts else ()
             ),
         )
+
+    def _call_reductions(self, cls: ast.ClassDef, model: bool) -> dict[str, object]:
+        """``call_reduction``/``setting_reductions`` of ``cls``; a class with no
+        call of its own takes its base's (``inherited_reductions``): a base of
+        the project through its fact, a library's by its name (a model class's
+        library base says nothing, as before: a loss-named one too)."""
+        from .inherited_reductions import (
+            PLAIN,
+            BaseReading,
+            class_call_reductions,
+            entry_method,
+            library_base,
+        )
+
+        bases: list[tuple[str, BaseReading]] = []
+        for base in cls.bases if not entry_method(cls) else []:
+            spelled = base.value if isinstance(base, ast.Subscript) else base
+            target = self.resolve(spelled)
+            reading: BaseReading = None
+            if isinstance(target, str):
+                reading = library_base(target)
+            elif isinstance(target, tuple):
+                fact = self._follow(target)
+                if fact is not None and fact.kind == "class":
+                    reading = (fact.call_reduction, fact.setting_reductions)
+            if reading is None and model and not isinstance(target, tuple):
+                reading = PLAIN
+            bases.append((ast.unparse(base), reading))
+        return class_call_reductions(cls, self.scan.tree, bases)
 
     def _loader_subclass(self, cls: ast.ClassDef) -> bool:
         """Does ``cls`` derive from torch's DataLoader (itself, or through a

@@ -73,13 +73,16 @@ class Setting:
     """Where ``__init__`` takes an attribute from: ``parameter`` (its position
     among the positional parameters after ``self``, -1 keyword-only) with its
     ``default`` (``state`` "value", "required" or "unread"), or, with no
-    parameter, the literal ``default`` itself."""
+    parameter, the literal ``default`` itself; ``negated``: the attribute is
+    ``not`` of the parameter's value (a subclass's ``super().__init__(
+    size_average=not summed)``, ``inherited_reductions``)."""
 
     attribute: str
     parameter: str
     position: int
     state: str
     default: object = None
+    negated: bool = False
 
 
 @dataclass(frozen=True)

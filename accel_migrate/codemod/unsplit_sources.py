@@ -108,13 +108,7 @@ def _trainer_step(index: ModuleIndex, call: cst.Call) -> bool:
     engine.py, whose ``__init__`` builds the model and the optimizer."""
     from .imported_draws import instance_facts
 
-    func = call.func
-    if isinstance(func, cst.Name):
-        # `train_step = engine.train` then `train_step(x, y)`: its one value
-        key = index.key(func)
-        values = index.values.get(key, []) if key is not None else []
-        if len(values) == 1 and isinstance(values[0], cst.Attribute):
-            func = values[0]
+    func = _bound_method(index, call.func)
     if not index.project or not isinstance(func, cst.Attribute):
         return False
     return any(
@@ -123,6 +117,20 @@ def _trainer_step(index: ModuleIndex, call: cst.Call) -> bool:
         and func.attr.value in fact.step_methods
         for fact in instance_facts(index, func.value)
     )
+
+
+def _bound_method(index: ModuleIndex, func: cst.BaseExpression) -> cst.BaseExpression:
+    """``func``, or the one value of the name it is where that value is an
+    attribute: ``train_step = engine.train`` then ``train_step(x, y)``, or
+    ``train_iter = dataloader["train_loader"].get_iterator`` then
+    ``enumerate(train_iter())`` (a bound method, called later on the object it
+    was read off)."""
+    if isinstance(func, cst.Name):
+        key = index.key(func)
+        values = index.values.get(key, []) if key is not None else []
+        if len(values) == 1 and isinstance(values[0], cst.Attribute):
+            return values[0]
+    return func
 
 
 def _origins(
@@ -163,7 +171,7 @@ def _origins(
             return None
         if index.local_class(expr.func) is not None:
             return None
-        func = expr.func
+        func = _bound_method(index, expr.func)
         if any(_may_hold_loader(index, a.value, 0) for a in expr.args):
             # a wrapper that may read a loader (MetricLogger.log_every(data_loader,
             # ...), a prefetcher): its batches may be a sharded loader's

@@ -412,3 +412,38 @@ def test_a_trainer_step_called_through_a_name_is_reported(tmp_path: Path) -> Non
     (finding,) = _gwnet(tmp_path, main, batch=True)
     assert finding.status == "needs-review"
     assert "get_iterator()" in finding.message
+
+
+def test_a_loader_method_called_through_a_name_is_reported(tmp_path: Path) -> None:
+    """rev17 (gw_loaderalias): ``train_iter = dataloader["train_loader"]
+    .get_iterator`` bound once, then ``enumerate(train_iter())``: the batches
+    come from the same generator method of util.py's loader object (before,
+    the loop's source was not followed through the name and AM019 was
+    dropped: gwnet_loader_alias_fx38b_project_batch SILENT, the BatchNorm's
+    running variance differed)."""
+    main = GWNET_MAIN.replace(
+        "engine = trainer(0.01)\n",
+        'engine = trainer(0.01)\ntrain_iter = dataloader["train_loader"].get_iterator\n',
+    ).replace(
+        'enumerate(dataloader["train_loader"].get_iterator()):\n        print("train"',
+        'enumerate(train_iter()):\n        print("train"',
+    )
+    assert "train_iter()" in main
+    (finding,) = _gwnet(tmp_path, main, batch=True)
+    assert (finding.line, finding.status) == (11, "needs-review")
+    assert "this loop takes them from `train_iter()` (line 11)" in finding.message
+
+
+def test_a_name_bound_to_a_loader_method_is_not_reported(tmp_path: Path) -> None:
+    """The same name bound to a torch DataLoader's ``__iter__``: batches of a
+    loader (AM006 shards it where it is built), not an unsplit source."""
+    main = (
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n"
+        "from engine import trainer\n\n"
+        "loader = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=8)\n"
+        "engine = trainer(0.01)\ntrain_iter = loader.__iter__\n"
+        "for i in range(2):\n"
+        "    for x, y in train_iter():\n"
+        '        print("train", engine.train(x, y))\n'
+    )
+    assert _gwnet(tmp_path, main, batch=True) == []

@@ -2085,6 +2085,18 @@ EXPECTED: dict[str, str] = {
     # Trainer(**built): AM004 leaves it whole (true)
     "glow_trainer_builder_t18a_project": "FLAGGED",
     "glow_trainer_builder_t18a_project_batch": "FLAGGED",
+    # fx38b (issue 12, rev17 items 6-8): a loss class with no call of its own
+    # reads as its base's with the settings its __init__ hands it, a copied
+    # criterion as what it copies (a later __dict__ write: needs-review), and a
+    # loader method bound once (train_iter = ....get_iterator) as the method
+    # (AM019). All seven SILENT on main 1b9800f6, measured at world 2.
+    "fno_lp_subclass_fx38b_project": "MATCH",
+    "fno_lp_subclass_fx38b_project_batch": "MATCH",
+    "fno_lp_subclass_module_fx38b_project": "MATCH",
+    "fno_lp_subclass_module_fx38b_project_batch": "MATCH",
+    "fno_lp_copy_dict_fx38b_project": "FLAGGED",
+    "fno_lp_copy_dict_fx38b_project_batch": "FLAGGED",
+    "gwnet_loader_alias_fx38b_project": "FLAGGED",
 }
 
 

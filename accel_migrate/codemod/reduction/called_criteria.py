@@ -24,9 +24,14 @@ import libcst as cst
 from .. import python_ast
 from .facts import Fact, reduction_rewritten
 from .placement import code
+from .script_subclasses import script_subclass
+
+_COPIES = frozenset({"copy.copy", "copy.deepcopy"})
+_COPY_DEPTH = 3
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
+    from ..project_facts import HelperFact
     from ..reduction_settings import Setting, SettingReductions
 
 
@@ -37,13 +42,18 @@ def called_criterion_fact(index: ModuleIndex, func: cst.BaseExpression) -> Fact 
 
     if not isinstance(func, (cst.Name, cst.Attribute)) or index.key(func) is None:
         return None
-    origins = _Tracer(index).origins(func, frozenset(), 0)
+    origins = _copied(index, _Tracer(index).origins(func, frozenset(), 0), 0)
+    if isinstance(origins, Fact):
+        return origins
     if isinstance(origins, str) or not origins:
         return None
     found: dict[str, tuple[str, str]] = {}
     counted = 0
     for origin in origins:
         helper = index.helper(origin.func) if isinstance(origin, cst.Call) else origin
+        if helper is None and isinstance(origin, cst.Call):
+            # `class RelL2(LpLoss)` of this file, with no call of its own
+            helper = script_subclass(index, origin.func)
         if helper is None or helper.kind != "class" or not helper.call_reduction[0]:
             continue
         counted += 1
@@ -79,6 +89,58 @@ def called_criterion_fact(index: ModuleIndex, func: cst.BaseExpression) -> Fact 
     )
 
 
+def _copied(
+    index: ModuleIndex, origins: list[cst.Call | HelperFact] | str, depth: int
+) -> list[cst.Call | HelperFact] | str | Fact:
+    """``origins`` with a copy (``copy.copy(base)``, ``copy.deepcopy``) replaced
+    by the constructions of what it copies: the same class and settings, which
+    a later write in this file (``myloss.__dict__.update(size_average=False)``)
+    unsettles as it does the original's (``constructed_reduction``). A copy of
+    what cannot be traced, in a file that writes such a setting: unknown."""
+    from .model_classes import _Tracer
+
+    if isinstance(origins, str):
+        return origins
+    found: list[cst.Call | HelperFact] = []
+    for origin in origins:
+        if not (
+            isinstance(origin, cst.Call)
+            and index.qualnames(origin.func) & _COPIES
+            and len(origin.args) == 1
+            and not origin.args[0].star
+        ):
+            found.append(origin)
+            continue
+        copied = origin.args[0].value
+        inner = (
+            _Tracer(index).origins(copied, frozenset(), 0)
+            if depth < _COPY_DEPTH
+            else "copied too many times"
+        )
+        inner = _copied(index, inner, depth + 1)
+        if isinstance(inner, Fact):
+            return inner
+        unread = isinstance(inner, str) or any(
+            isinstance(o, cst.Call)
+            and index.helper(o.func) is None
+            and script_subclass(index, o.func) is None
+            for o in inner
+        )
+        rewritten = reduction_rewritten(index) if unread else ""
+        if isinstance(inner, str) and not rewritten:
+            return inner
+        if rewritten:
+            return Fact(
+                "unknown",
+                f"the loss is computed by a copy of `{code(copied)}` "
+                f"({code(origin)}), {rewritten}: its reduction over the batch "
+                'is not known here; pass reduction="sum" to accel.backward where '
+                "it is a sum over the batch",
+            )
+        found += inner  # type: ignore[arg-type]
+    return found
+
+
 def constructed_reduction(
     index: ModuleIndex,
     settings: SettingReductions,
@@ -103,7 +165,8 @@ def constructed_reduction(
         value = _argument(built, setting)
         if isinstance(value, str):
             return ("unknown", f"`{settings.entry}` reduces as {value} says")
-        values[setting.attribute] = value[0]
+        # (`not` of it: a subclass's `super().__init__(size_average=not summed)`)
+        values[setting.attribute] = not value[0] if setting.negated else value[0]
         if setting.parameter:
             shown.append(f"{setting.parameter}={value[0]!r}")
     kinds = settings.kinds(values)

@@ -149,10 +149,6 @@ class _Calls:
             return traced  # a torch.nn module handed in: as if built beside
         if (batch := batch_handed_criterion(self.index, call, func)) is not None:
             return batch  # a loss module the batch's other files hand in
-        summing = traced_summing_callable(self.index, func)
-        if summing:
-            # a lambda, a partial or a picked module that sums
-            return Fact("unknown", summing)
         weighted = traced_class_weights(self.index, func)
         if weighted:
             # `criterion(out, y)` of a criterion handed in or built in branches,
@@ -231,6 +227,11 @@ class _Calls:
             # `self.criterion = SegmentationLosses(...).build_loss(mode)`: a
             # callable a local module's code hands back, not readable here
             return Fact("unknown", handed)
+        summing = traced_summing_callable(self.index, func)
+        if summing:
+            # a lambda, a partial or a picked module that sums, which no
+            # reading above follows
+            return Fact("unknown", summing)
         inputs = [self.fact(a.value, at, depth + 1) for a in call.args]
         if (
             isinstance(func, cst.Attribute)
