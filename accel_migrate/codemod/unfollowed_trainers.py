@@ -17,9 +17,10 @@ a full copy in the class's file: AM004 leaves it whole, naming the class
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from .library_trainers import Lineage, _methods
-from .project_nodes import _own_nodes
+from .project_nodes import _own_nodes, self_attribute
 
 Method = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -29,9 +30,17 @@ def unfollowed_training(lineage: Lineage) -> str:
     runs `self.loss.backward()` (line 126, in `one_batch`) and
     `self.opt.step()` (line 129)..."``); "" when no method calls
     ``.backward()`` on something other than ``self``, or none steps an
-    optimizer reached through ``self`` (``self.opt.step()``). Whether another
+    optimizer reached through ``self`` (``self.opt.step()``, no argument: not
+    a GradScaler's ``step(optimizer)``) that the class does not build itself
+    (``self.X = call(...)``). Whether another
     finder follows the model is the caller's to check (``HelperFact``)."""
     methods = {m.name: m for m in _methods(lineage)}
+    built = _built_attributes(
+        m  # a base's `__init__` a subclass overrides builds for it too (NCF)
+        for cls in lineage
+        for m in cls.body
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+    )
     backward: tuple[str, ast.Call] | None = None
     step: tuple[str, ast.Call] | None = None
     for name, method in methods.items():
@@ -45,7 +54,12 @@ def unfollowed_training(lineage: Lineage) -> str:
                 isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")
             ):
                 backward = _first(backward, (name, node))
-            elif node.func.attr == "step" and _through_self(receiver):
+            elif (
+                node.func.attr == "step"
+                and not (node.args or node.keywords)
+                and _through_self(receiver)
+                and _first_attribute(receiver) not in built
+            ):  # an optimizer's step, not a GradScaler's `step(optimizer)`
                 step = _first(step, (name, node))
     if backward is None or step is None:
         return ""
@@ -55,9 +69,9 @@ def unfollowed_training(lineage: Lineage) -> str:
         f"`{ast.unparse(backward[1].func)}()` (line {backward[1].lineno}"
         f"{_inside(backward[0], entry)}) and `{ast.unparse(step[1].func)}()` "
         f"(line {step[1].lineno}{_inside(step[0], entry)}) on what the instance "
-        "holds, which is neither an `__init__` parameter nor a method parameter "
-        "run as a model: accel-migrate cannot follow it to the model its caller "
-        "builds"
+        "holds on `self`, which accel-migrate cannot follow to a model its "
+        "caller builds (none is run as a model from an `__init__` or method "
+        "parameter)"
     )
 
 
@@ -69,6 +83,28 @@ def _first(
         return other
     key = (other[1].lineno, other[1].col_offset)
     return other if key < (found[1].lineno, found[1].col_offset) else found
+
+
+def _built_attributes(methods: Iterable[Method]) -> set[str]:
+    """``self.X = call(...)`` in any method: what the class builds itself
+    (pytorch_tabnet's ``self._optimizer = self.optimizer_fn(self.network
+    .parameters())`` over a network it builds too), not what it is handed."""
+    found: set[str] = set()
+    for method in methods:
+        for node in _own_nodes(method):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                for target in node.targets:
+                    attr = self_attribute(target)
+                    if attr is not None:
+                        found.add(attr)
+    return found
+
+
+def _first_attribute(expr: ast.expr) -> str:
+    """``learn`` of ``self.learn.opt``."""
+    while isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Attribute):
+        expr = expr.value
+    return expr.attr if isinstance(expr, ast.Attribute) else ""
 
 
 def _through_self(expr: ast.expr) -> bool:

@@ -79,6 +79,19 @@ class Handed:
         self.opt.step()
 
 
+class NativeScaler:
+    def __call__(self, loss, optimizer):
+        self._scaler.scale(loss).backward()
+        self._scaler.step(optimizer)
+
+
+class Builds:
+    def fit(self, x):
+        self._optimizer = self.optimizer_fn(self.network.parameters())
+        self.network(x).sum().backward()
+        self._optimizer.step()
+
+
 class Checker:
     def check(self, loss):
         loss.backward()
@@ -115,15 +128,20 @@ def test_a_class_that_steps_what_it_holds_but_is_handed_no_model(
     assert table["<star>.Runner"].unfollowed_training == (
         "`fit(epochs, learn)` runs `self.loss.backward()` (line 24, in "
         "`one_batch`) and `self.opt.step()` (line 25, in `one_batch`) on what the "
-        "instance holds, which is neither an `__init__` parameter nor a method "
-        "parameter run as a model: accel-migrate cannot follow it to the model "
-        "its caller builds"
+        "instance holds on `self`, which accel-migrate cannot follow to a model "
+        "its caller builds (none is run as a model from an `__init__` or method "
+        "parameter)"
     )
     # a class handed its model at construction is a library trainer (`trains`);
     # one that steps no optimizer of its own trains nothing; a plain container
     assert table["<star>.Handed"].trains
     assert table["<star>.Handed"].unfollowed_training == ""
     assert table["<star>.Checker"].unfollowed_training == ""
+    # timm's NativeScaler steps the optimizer it is handed per call (a
+    # GradScaler's `step(optimizer)`); pytorch_tabnet's TabModel builds the
+    # optimizer it steps (`self._optimizer = self.optimizer_fn(...)`)
+    assert table["<star>.NativeScaler"].unfollowed_training == ""
+    assert table["<star>.Builds"].unfollowed_training == ""
     assert table["<star>.Learner"].unfollowed_training == ""
 
 
