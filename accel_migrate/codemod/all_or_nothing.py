@@ -61,6 +61,7 @@ class AllOrNothing(TrainerBlocks):
         self._block_library_trainers()
         self._block_training_functions()
         self._block_method_trainers()
+        self._block_unfollowed_trainers()
         self._block_picked_trainers()
         self._block_subclassed_trainers()
         self._block_quantization_swaps()

@@ -164,6 +164,7 @@ def _early(
             or project.builds_local_optimizer
             or project.self_training_models
             or project.training_functions
+            or project.unfollowed_trainers
         ):
             verdict = None
     return verdict, project
@@ -242,6 +243,7 @@ def _pass(
         or drives
         or trains_itself
         or project.training_functions  # `train.main(args)`: AM004 names it
+        or project.unfollowed_trainers  # `Runner().fit(epochs, learn)`: AM004
     ):
         return MigrationResult(path, source, source, skip_reason=SKIP_NOT_TRAINING)
 

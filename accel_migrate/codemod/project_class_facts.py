@@ -160,6 +160,7 @@ class ClassFacts:
         from .project_state_writes import method_state_writes
         from .relayed_trainers import trains_through
         from .step_callbacks import step_callbacks
+        from .unfollowed_trainers import unfollowed_training
 
         lineage = class_lineage(self, cls)
         base_trains = (
@@ -174,6 +175,10 @@ class ClassFacts:
             elif not isinstance(statement, (ast.Expr, ast.Pass, ast.Assign)):
                 effects.pure = False
         method_trains = method_trains_handed(lineage)
+        trains = handed_in_training(lineage)
+        builds = builds_optimizer(
+            cls, lambda call: is_optimizer_class(self._dotted(call.func))
+        ) or self._base_builds_optimizer(cls)
         return HelperFact(
             cls.name,
             self.file,
@@ -184,7 +189,7 @@ class ClassFacts:
             collectives=effects.collectives,
             collective_calls=tuple(sorted(effects.collective_calls)),
             effects_only=effects.pure,
-            trains=handed_in_training(lineage),
+            trains=trains,
             trains_step=handed_training_step(lineage),
             method_trains=method_trains,
             untraining_methods=(
@@ -199,11 +204,12 @@ class ClassFacts:
                 for node, _, dotted in self._lineage(cls)
                 for base in node.bases
             ),
-            builds_optimizer=(
-                builds_optimizer(
-                    cls, lambda call: is_optimizer_class(self._dotted(call.func))
-                )
-                or self._base_builds_optimizer(cls)
+            builds_optimizer=builds,
+            # none of the above follows the model it steps (fast.ai's Runner)
+            unfollowed_training=(
+                ""
+                if trains or method_trains or builds or base_trains[0]
+                else unfollowed_training(lineage)
             ),
             trained_parameter=trained_parameter(lineage),
             optimized_parameters=optimized_parameters(

@@ -315,6 +315,13 @@ class HelperFact:
     #: ``fit(model, loader)``): how, as a phrase (``method_trains_handed``);
     #: "" if not.
     method_trains: str = ""
+    #: For a class, not a model, that calls ``.backward()`` and steps an
+    #: optimizer it reaches through ``self``, with none of ``trains``,
+    #: ``method_trains``, ``builds_optimizer`` nor an inherited training
+    #: (fast.ai's ``Runner.fit(epochs, learn)``, the model read through a
+    #: property of ``self.learn``): how, as a phrase
+    #: (``unfollowed_trainers``); "" if not.
+    unfollowed_training: str = ""
     #: For such a class: its methods whose call trains nothing
     #: (``library_trainers.untraining_methods``): an instance only they are
     #: called on is not handed the model to train.

@@ -88,6 +88,21 @@ class ProjectFacts:
         )
 
     @property
+    def unfollowed_trainers(self) -> tuple[HelperFact, ...]:
+        """The imported classes, not models, that backpropagate and step an
+        optimizer held on ``self`` whose model no other fact follows
+        (``HelperFact.unfollowed_training``: fast.ai's ``Runner``, reached
+        through ``from exp.nb_04 import *``): a script that builds one trains
+        through it, so it goes to the full pass, where AM004 leaves it whole."""
+        return tuple(
+            fact
+            for _, fact in self.helpers
+            if fact.kind == "class"
+            and fact.unfollowed_training
+            and not fact.collectives
+        )
+
+    @property
     def training_functions(self) -> tuple[HelperFact, ...]:
         """The imported functions, of files this run does not migrate, that run
         a whole training of their own (``HelperFact.runs_training``): a script

@@ -217,6 +217,42 @@ class TrainerBlocks:
                 "would mix a migrated half with an unmigrated one",
             )
 
+    def _block_unfollowed_trainers(self) -> None:
+        """``run = Runner(cbs=[...])`` of a local module whose class
+        backpropagates and steps an optimizer it reaches through ``self``, on
+        a model no other fact follows (``HelperFact.unfollowed_training``:
+        fast.ai's ``Runner.fit(epochs, learn)``, the model a property of
+        ``self.learn``): this file trains through it, yet accel-migrate cannot
+        tell which model it would have to prepare, so the file is left whole,
+        in a batch too (its loader module then follows it: AM103)."""
+        seen: set[str] = set()
+        for call in self.index.calls:
+            fact = self.index.helper(call.func)
+            if (
+                fact is None
+                or fact.kind != "class"
+                or fact.returns == "model"
+                or not fact.unfollowed_training
+                or fact.collectives
+                or fact.where in seen
+            ):
+                continue
+            seen.add(fact.where)
+            self.block(
+                call,
+                f"`{snippet(call)}` builds {fact.where}, which trains there: "
+                f"{fact.unfollowed_training}. The model, its optimizer and "
+                f"that backward are reached only through {fact.file}, so no "
+                "model of this training can be prepared here and the loaders "
+                "it runs over cannot be sharded. Wrap the model with "
+                "accel.prepare_model(...) and its optimizer with "
+                "accel.prepare_optimizer(...) where they are built, the "
+                "loaders with accel.prepare_dataloader(...), and in "
+                f"{fact.file} the backward with accel.backward(...), and make "
+                "the losses and metrics it logs global (accel.global_loss, "
+                "accel.reduce)" + ALL_OR_NOTHING,
+            )
+
     def _only_untraining_calls(self, call: cst.Call, fact: HelperFact) -> bool:
         """Is the instance ``call`` builds only ever the receiver of methods that
         train nothing (``HelperFact.untraining_methods``: ``tools = Toolkit()`` then

@@ -2097,28 +2097,21 @@ EXPECTED: dict[str, str] = {
     "fno_lp_copy_dict_fx38b_project": "FLAGGED",
     "fno_lp_copy_dict_fx38b_project_batch": "FLAGGED",
     "gwnet_loader_alias_fx38b_project": "FLAGGED",
+    # fx39a: fast.ai course-v3's exp/ modules chained by star imports (only
+    # nb_03 imports torch): was SILENT in both modes (main.py skipped as "not
+    # a training entry point"; in a batch nb_03's loaders sharded with no model
+    # prepared). nb_04's Runner.fit(epochs, learn) steps self.opt, a property
+    # of the learner it stores, which no trainer fact follows
+    # (HelperFact.unfollowed_training): AM004 leaves main.py whole naming it,
+    # and in a batch nb_03 follows (AM103)
+    "fastai_runner_callbacks_t18d_project": "FLAGGED",
+    "fastai_runner_callbacks_t18d_project_batch": "FLAGGED",
 }
 
 
 #: Cases that are SILENT or HANG today: the cause (the xfail's reason). Issue
 #: numbers are those of the project's tracker.
-UNSOUND_TODAY: dict[str, str] = {
-    # t18d: fast.ai course-v3's exp/ modules chained by star imports (main.py
-    # `from exp.nb_04 import *`, nb_04 `from exp.nb_03 import *`); only nb_03
-    # imports torch, so main.py and nb_04.py (the Runner's backward and
-    # opt.step) are screened "not a training entry point" (screen.py: a file
-    # that does not import torch itself), and the Runner is no library trainer
-    # in the facts (nb_04's nn/optim come through the star import). File mode:
-    # nothing migrated, nothing named. Batch mode: nb_03's get_dls loaders are
-    # sharded while the model is never prepared (every process trains its own
-    # copy on its share, and prints).
-    "fastai_runner_callbacks_t18d_project": "issue 12: star-imported torch "
-    "(fast.ai course-v3 exp/ modules): main.py and nb_04.py screened as not "
-    "training, nothing named",
-    "fastai_runner_callbacks_t18d_project_batch": "issue 12: star-imported "
-    "torch: only exp/nb_03.py is migrated (its loaders sharded), the Runner's "
-    "model never prepared, nothing named",
-}
+UNSOUND_TODAY: dict[str, str] = {}
 
 
 def _selected(session: pytest.Session) -> set[str]:
