@@ -110,14 +110,18 @@ def _function_trains(
 def function_trains_own(
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     is_optimizer: Callable[[ast.Call], bool],
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None,
 ) -> str:
     """How a function runs a whole training of its own, as a phrase for a
     finding (``"`main` calls backward (line 64) and builds an optimizer
     (`torch.optim.SparseAdam(...)`, line 51)"``); "" when it does not: its own
     body (not a nested function's) builds a ``torch.optim`` optimizer
-    (``is_optimizer``) and calls ``.backward()``. daandouwe/glove's
-    ``train.main(args)``, which main.py calls with nothing but the arguments."""
-    backwards = sorted(_backward_calls(function), key=lambda n: n.lineno)
+    (``is_optimizer``) and calls ``.backward()``, itself or in a function of its
+    module (``functions``) it calls, up to three calls deep. daandouwe/glove's
+    ``train.main(args)``, which main.py calls with nothing but the arguments;
+    Y. Nakama's Kaggle ``train_loop(folds, fold)``, which builds the optimizer
+    and hands it to ``train_fn``, which calls backward."""
+    backwards = _reached_backwards(function, functions or {}, 0, set())
     if not backwards:
         return ""
     built = sorted(
@@ -130,11 +134,40 @@ def function_trains_own(
     )
     if not built:
         return ""
-    backward, built = backwards[0], built[0]
+    (where, backward), built = backwards[0], built[0]
+    through = "" if where is function else f" in `{where.name}`"
     return (
-        f"`{function.name}` calls backward (line {backward.lineno}) and builds an "
-        f"optimizer (`{ast.unparse(built.func)}(...)`, line {built.lineno})"
+        f"`{function.name}` calls backward (line {backward.lineno}{through}) and "
+        f"builds an optimizer (`{ast.unparse(built.func)}(...)`, line {built.lineno})"
     )
+
+
+def _reached_backwards(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    depth: int,
+    seen: set[str],
+) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call]]:
+    """The ``.backward()`` calls ``function`` runs, with the function each is
+    in: its own first (by line), else those of the module's functions it calls
+    by name (``train_fn(...)``), up to ``_CALL_DEPTH`` calls deep."""
+    own = sorted(_backward_calls(function), key=lambda n: n.lineno)
+    if own or depth >= _CALL_DEPTH:
+        return [(function, call) for call in own]
+    seen = seen | {function.name}
+    for node in sorted(
+        (n for n in _own_nodes(function) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    ):
+        if not isinstance(node.func, ast.Name) or node.func.id in seen:
+            continue
+        callee = functions.get(node.func.id)
+        if callee is None:
+            continue
+        found = _reached_backwards(callee, functions, depth + 1, seen)
+        if found:
+            return found
+    return []
 
 
 def _branch(function: ast.AST, node: ast.AST) -> str:

@@ -15,6 +15,7 @@ import libcst.matchers as m
 
 from .metrics.kinds import quotient_part
 from .metrics.row_scaled import RowScaled
+from .reduction.logged import host_copy_of
 from .rule import keyword_arg
 from .subtrees import findall
 
@@ -149,6 +150,11 @@ class MetricRewrites:
                 "global_loss", [cst.Arg(value=arg.value), *weight]
             )
             return value.with_changes(args=[arg.with_changes(value=inner)])  # type: ignore[attr-defined]
+        tensor = host_copy_of(value)
+        if tensor is not None:
+            # `loss.detach().cpu().numpy()` -> `accel.global_loss(loss).detach().cpu().numpy()`
+            wrapped = self.runtime_call("global_loss", [cst.Arg(value=tensor), *weight])
+            return _replaced(value, tensor, wrapped)
         return self.runtime_call("global_loss", [cst.Arg(value=value), *weight])
 
     def _reduced_quotient(self, value: cst.BaseExpression) -> cst.BaseExpression:
@@ -195,3 +201,16 @@ class MetricRewrites:
             for name in names
         ]
         return cst.FlattenSentinel([updated_node, *lines])
+
+
+def _replaced(
+    chain: cst.BaseExpression, receiver: cst.BaseExpression, by: cst.BaseExpression
+) -> cst.BaseExpression:
+    """The method chain ``chain`` with its innermost ``receiver`` replaced."""
+    if chain is receiver:
+        return by
+    assert isinstance(chain, cst.Call) and isinstance(chain.func, cst.Attribute)
+    func = chain.func
+    return chain.with_changes(
+        func=func.with_changes(value=_replaced(func.value, receiver, by))
+    )

@@ -205,7 +205,9 @@ class HelperFacts(ClassFacts, ReturnKinds):
                 ""
                 if self.path in self.view.scripts or stepped
                 else function_trains_own(
-                    function, lambda call: is_optimizer_class(self._dotted(call.func))
+                    function,
+                    lambda call: is_optimizer_class(self._dotted(call.func)),
+                    self.scan.functions,
                 )
             ),
             trains=function_trains_handed(function, self.scan.functions)

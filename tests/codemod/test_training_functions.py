@@ -171,3 +171,61 @@ def test_a_batch_over_both_files_migrates_the_training_module(tmp_path: Path) ->
         script.read_bytes(), str(script), MigrateOptions(project=facts)
     )
     assert not [f for f in result.findings if "whole training" in f.message]
+
+
+FOLD_TRAINER = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train_fn(loader, model, optimizer):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def train_loop(folds, fold):
+    loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        train_fn(loader, model, optimizer)
+    return model
+"""
+
+FOLD_SCRIPT = """\
+from src.train import train_loop
+
+for fold in range(2):
+    model = train_loop(None, fold)
+"""
+
+
+def test_a_fold_trainer_whose_backward_is_in_its_helper_is_named(
+    tmp_path: Path,
+) -> None:
+    """t18e: Y. Nakama's Kaggle ``train_loop(folds, fold)`` in src/train.py
+    builds the model and optimizer and hands them to ``train_fn`` of its module,
+    which calls backward. main.py only calls ``train_loop`` per fold: it was
+    skipped as "not a training entry point" with no finding (SILENT in the
+    corpus); it is left whole with AM004 naming the call."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "__init__.py").write_text("")
+    (tmp_path / "src" / "train.py").write_text(FOLD_TRAINER)
+    script = tmp_path / "main.py"
+    script.write_text(FOLD_SCRIPT)
+    table = dict(read_project(str(script)).helpers)
+    assert table["src.train.train_loop"].runs_training == (
+        "`train_loop` calls backward (line 8 in `train_fn`) and builds an "
+        "optimizer (`torch.optim.AdamW(...)`, line 16)"
+    )
+    result = migrate_source(script.read_bytes(), str(script))
+    assert not result.changed
+    assert result.skip_reason is None
+    blocking = [f for f in result.findings if f.code == "AM004"]
+    assert [(f.line, f.status) for f in blocking] == [(4, "needs-review")]
+    assert "calls `train_loop` in src/train.py, which runs a whole training" in (
+        blocking[0].message
+    )

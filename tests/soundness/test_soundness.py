@@ -2106,6 +2106,30 @@ EXPECTED: dict[str, str] = {
     # and in a batch nb_03 follows (AM103)
     "fastai_runner_callbacks_t18d_project": "FLAGGED",
     "fastai_runner_callbacks_t18d_project_batch": "FLAGGED",
+    # t18e (new-user trial, Kaggle competition solutions and kernels):
+    # haqishen's SIIM-ISIC 1st-place train.py: TTA logits summed into
+    # torch.zeros((data.shape[0], k)) were reduced across processes as row
+    # counts (AM009) and the val loss's .numpy() handed to accel.global_loss:
+    # both modes crashed, FLAGGED by an AM011 finding that was not the cause;
+    # gathered (AM029) and combined below the .numpy() now. AM011 still says
+    # the best-AUC state_dict is reached by only some processes: the AUC is
+    # over PROBS that AM029 gathers after AM011 ran (see the docs' note)
+    "melanoma_warmup_tta_t18e_project": "MATCH",
+    "melanoma_warmup_tta_t18e_project_batch": "MATCH",
+    # Y. Nakama's PPPM notebook as a package: main.py only calls
+    # src.train.train_loop per fold, whose backward is in train_fn of its
+    # module: file mode was skipped as not a training entry point (SILENT),
+    # AM004 names the call now; batch mode: valid_fn's loss meter (AM009)
+    "pppm_cosine_warmup_t18e_project": "FLAGGED",
+    "pppm_cosine_warmup_t18e_project_batch": "FLAGGED",
+    # MoA kernel: seeds x folds, OneCycleLR per batch, weight_norm layers
+    "moa_seeds_onecycle_t18e": "MATCH",
+    # Quora insincere kernel: predictions written by batch position (AM009)
+    "quora_threshold_f1_t18e": "FLAGGED",
+    # ChristofHenkel's BirdCLEF 2nd-place train.py: cfg.model / cfg.dataset
+    # imported by importlib, outputs collected per key in a defaultdict (AM009)
+    "birdclef_importlib_cfg_t18e_project": "FLAGGED",
+    "birdclef_importlib_cfg_t18e_project_batch": "FLAGGED",
 }
 
 

@@ -27,6 +27,7 @@ from ..patterns import counts_samples, string_value
 from ..reduction import loss_reduction
 from ..reduction.called_criteria import called_criterion_fact
 from ..subtrees import findall
+from .filled import zero_filled
 from .scaled_losses import scaled_loss
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class BatchKinds:
         the function a value is returned from)."""
         if depth > 3:
             return "unknown"
+        if zero_filled(self.index, value):
+            return "unknown"  # a start for what is added (metrics.filled)
         inner = read_of(value)
         if inner is not value and isinstance(inner, cst.BinaryOperation):
             value = inner  # `(2 * inter / (p.sum() + y.sum())).item()`
@@ -157,8 +160,10 @@ class BatchKinds:
                     kinds.add(self._unpacked_kind(key, context, depth))
                 elif m.matches(v, m.Name("None")):
                     continue  # `loss = None` when no targets are given
-                elif self._converted(v, key):
-                    continue  # `loss = loss.float()`: the other assignments' kind
+                elif self._converted(v, key) or zero_filled(self.index, v):
+                    # `loss = loss.float()`, `logits = torch.zeros(...)`: the
+                    # other assignments' kind
+                    continue
                 elif inside(self.index, v, context):
                     kinds.add(self.kind(v, context, depth + 1))
         if kinds == {"sum"} or kinds == {"mean"}:

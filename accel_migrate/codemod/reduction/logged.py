@@ -32,10 +32,35 @@ class LoggedWeight:
     problem: str = ""
 
 
+#: Methods from a tensor to a numpy array or Python values (the outermost call).
+_TO_HOST = frozenset({"numpy", "tolist"})
+#: Methods that keep a tensor's numbers (below such a call).
+_SAME_NUMBERS = frozenset({"detach", "cpu", "cuda", "to", "float", "double", "clone"})
+
+
+def host_copy_of(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor of ``loss.detach().cpu().numpy()`` (``loss``), or None when
+    ``value`` does not end in ``.numpy()`` / ``.tolist()``: ``global_loss``
+    takes the tensor, never the array."""
+    if not m.matches(
+        value, m.Call(func=m.Attribute(attr=m.OneOf(*map(m.Name, _TO_HOST))), args=[])
+    ):
+        return None
+    inner = value.func.value  # type: ignore[attr-defined]
+    while (
+        isinstance(inner, cst.Call)
+        and isinstance(inner.func, cst.Attribute)
+        and inner.func.attr.value in _SAME_NUMBERS
+    ):
+        inner = inner.func.value
+    return inner
+
+
 def loss_leaves(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The tensors in ``value`` that a ``global_loss`` rewrite wraps: the receiver
-    of ``.item()``, the argument of ``float()``, each term of a sum, the loss side
-    of a quotient or product (the same walk as the rewrite's)."""
+    of ``.item()``, the argument of ``float()``, the tensor below ``.numpy()``
+    (``host_copy_of``), each term of a sum, the loss side of a quotient or product
+    (the same walk as the rewrite's)."""
     if isinstance(value, cst.BinaryOperation):
         if isinstance(value.operator, (cst.Add, cst.Subtract)):
             return loss_leaves(value.left) + loss_leaves(value.right)
@@ -46,7 +71,8 @@ def loss_leaves(value: cst.BaseExpression) -> list[cst.BaseExpression]:
         return [value.func.value]  # type: ignore[attr-defined]
     if m.matches(value, m.Call(func=m.Name("float"), args=[m.Arg(keyword=None)])):
         return [value.args[0].value]  # type: ignore[attr-defined]
-    return [value]
+    tensor = host_copy_of(value)
+    return [value if tensor is None else tensor]
 
 
 def logged_weight(
