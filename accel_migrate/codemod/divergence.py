@@ -35,8 +35,8 @@ from .divergence_finders import (
 )
 from .divergence_parameters import call_arguments, handed_parameters
 from .divergence_questions import MAIN_PROCESS_TESTS, DivergenceQuestions
-from .index_syntax import assigned_targets
 from .in_place_changes import statement_changes
+from .index_syntax import assigned_targets
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
     CLOCK_PREFIXES,

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .index_syntax import _all_params, assigned_targets
 from .in_place_changes import call_change, deleted_items
+from .index_syntax import _all_params, assigned_targets
 from .parsed_namespaces import handed_on
 from .rank_local_syntax import _targets
 from .subtrees import findall
