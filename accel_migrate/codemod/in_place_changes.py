@@ -40,21 +40,21 @@ def call_change(index: ModuleIndex, call: cst.Call) -> Change | None:
     a grower (``CONTAINER_GROWERS``), a shrinker (``CONTAINER_SHRINKERS``), a
     torch in-place method (``t.zero_()``), a ``torch.nn.init`` function's first
     argument; None where it is none of these, or a module's own function."""
-    func = call.func
     arguments = [a.value for a in call.args]
-    if isinstance(func, cst.Attribute):
-        method = func.attr.value
-        if (
-            method in CONTAINER_GROWERS
-            or method in CONTAINER_SHRINKERS
-            or writes_in_place(method)
-        ):
-            if _module_object(index, func.value):
-                written = _written_argument(index, call)
-                return (written, arguments[1:]) if written is not None else None
-            return func.value, arguments
     written = _written_argument(index, call)
-    return (written, arguments[1:]) if written is not None else None
+    if written is not None:
+        return written, arguments[1:]
+    func = call.func
+    if not isinstance(func, cst.Attribute) or _module_object(index, func.value):
+        return None
+    method = func.attr.value
+    if (
+        method in CONTAINER_GROWERS
+        or method in CONTAINER_SHRINKERS
+        or writes_in_place(method)
+    ):
+        return func.value, arguments
+    return None
 
 
 def statement_changes(index: ModuleIndex, node: cst.CSTNode) -> list[Change]:
