@@ -10,9 +10,11 @@ differ between processes (a ``while queue:`` around a step, ``zip(loader,
 queue)``, ``if buf.sum() > 0: break``). The divergence walk and the rank-local
 sources (the provenance of its facts) read the same list here.
 
-A function of an imported module (``os.remove(path)``, ``F.relu_(x)``)
-changes no variable of the script's: the module is not bound (a
-``torch.nn.init`` function's first argument is).
+A function of an imported module (``os.remove(path)``, ``F.relu_(x)``,
+``torch.nn.utils.clip_grad_norm_(...)``) changes no variable of the
+script's: the module is not bound (a ``torch.nn.init`` function's first
+argument is). Growers keep fx37a's reading (``sys.path.append`` binds
+``sys.path``).
 """
 
 from __future__ import annotations
@@ -45,14 +47,17 @@ def call_change(index: ModuleIndex, call: cst.Call) -> Change | None:
     if written is not None:
         return written, arguments[1:]
     func = call.func
-    if not isinstance(func, cst.Attribute) or _module_object(index, func.value):
+    if not isinstance(func, cst.Attribute):
         return None
     method = func.attr.value
-    if (
-        method in CONTAINER_GROWERS
-        or method in CONTAINER_SHRINKERS
-        or writes_in_place(method)
-    ):
+    if method in CONTAINER_GROWERS:
+        # (as before fx38a: `sys.path.append`, `os.environ.update` bind them)
+        if _module_object(index, func.value, through=False):
+            return None
+        return func.value, arguments
+    if method in CONTAINER_SHRINKERS or writes_in_place(method):
+        if _module_object(index, func.value, through=True):
+            return None  # `torch.nn.utils.clip_grad_norm_`, `os.environ.pop`
         return func.value, arguments
     return None
 
@@ -108,13 +113,19 @@ def _written_argument(index: ModuleIndex, call: cst.Call) -> cst.BaseExpression 
     return None
 
 
-def _module_object(index: ModuleIndex, receiver: cst.BaseExpression) -> bool:
+def _module_object(
+    index: ModuleIndex, receiver: cst.BaseExpression, through: bool
+) -> bool:
     """Is ``receiver`` (``os`` of ``os.remove``, ``F`` of ``F.relu_``) a name
-    an import binds and nothing in the file assigns? (An attribute of one,
-    ``sys.path`` or ``os.environ``, is an object the script may change.)"""
+    an import binds and nothing in the file assigns, or with ``through`` an
+    attribute of one (``torch.nn.utils`` of ``clip_grad_norm_``)?"""
     root = receiver
+    while through and isinstance(root, cst.Attribute):
+        root = root.value
     if not isinstance(root, cst.Name):
         return False
+    if root.value == index.alias:
+        return True  # the runtime's (`accel.clip_grad_norm_`, a rule's rewrite)
     if root.value not in _imported_names(index.module):
         return False
     key = index.key(root)

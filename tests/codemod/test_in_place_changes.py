@@ -253,3 +253,16 @@ def test_a_loop_over_a_draw_whose_count_may_differ_is_reported(
     source = SAVES.format(before=before, iterable=iterable)
     result = migrate_source(source, "train.py")
     assert [f for f in result.needs_review if f.code in {"AM011", "AM028"}], source
+
+
+def test_a_module_function_with_a_trailing_underscore_changes_no_module() -> None:
+    """``torch.nn.utils.clip_grad_norm_`` under a rank-local test does not
+    make ``torch.nn.utils`` (and the norm of every later clip) rank-local, nor
+    ``accel`` once AM rules have made it ``accel.clip_grad_norm_`` (the
+    runtime's import is added after the rules: no import binds it yet)."""
+    source = FLAG.format(
+        test="wrong > 2",
+        write="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
+        stop="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) > 1e9",
+    )
+    assert not _codes(source, "AM028"), source
