@@ -58,20 +58,30 @@ def call_change(index: ModuleIndex, call: cst.Call) -> Change | None:
     if method in CONTAINER_SHRINKERS or writes_in_place(method):
         if _module_object(index, func.value, through=True):
             return None  # `torch.nn.utils.clip_grad_norm_`, `os.environ.pop`
+        if _is_self(func.value):
+            return None  # a method of the script's class (`self.pop(k)`)
         return func.value, arguments
     return None
 
 
 def statement_changes(index: ModuleIndex, node: cst.CSTNode) -> list[Change]:
     """Every in-place change a small statement makes: its calls'
-    (``call_change``, also inside an assignment: ``item = queue.pop(0)``) and
-    its ``del x[k]`` targets'."""
+    (``call_change``; a shrinker or an in-place write also inside an
+    assignment, ``item = queue.pop(0)``, a grower only as the statement,
+    fx37a's reading: ``loss = self.update(x1, x2)`` is a method of the
+    script's, not a dict's) and its ``del x[k]`` targets'."""
     found: list[Change] = []
+    own = node.value if isinstance(node, cst.Expr) else None
     for call in findall(node, m.Call()):
         assert isinstance(call, cst.Call)
         change = call_change(index, call)
-        if change is not None:
-            found.append(change)
+        if change is None:
+            continue
+        func = call.func
+        grows = isinstance(func, cst.Attribute) and func.attr.value in CONTAINER_GROWERS
+        if grows and call is not own:
+            continue
+        found.append(change)
     if isinstance(node, cst.Del):
         found.extend(deleted_items(node))
     return found
@@ -93,6 +103,10 @@ def deleted_items(node: cst.Del) -> list[Change]:
             ]
             found.append((target.value, chosen))
     return found
+
+
+def _is_self(receiver: cst.BaseExpression) -> bool:
+    return isinstance(receiver, cst.Name) and receiver.value in {"self", "cls"}
 
 
 def _slice_parts(slice_: cst.BaseSlice) -> list[cst.BaseExpression]:

@@ -266,3 +266,50 @@ def test_a_module_function_with_a_trailing_underscore_changes_no_module() -> Non
         stop="torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) > 1e9",
     )
     assert not _codes(source, "AM028"), source
+
+
+TRAINER = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Trainer:
+    def __init__(self, model, opt, interval):
+        self.model = model
+        self.opt = opt
+        self.interval = interval
+
+    def update(self, x):
+        return self.model(x).pow(2).mean()
+
+    def pop(self, x):
+        return self.model(x).sum()
+
+    def train(self, loader):
+        for epoch in range(3):
+            for (x,) in loader:
+                self.opt.zero_grad()
+                loss = self.{call}(x)
+                loss.backward()
+                self.opt.step()
+            if (epoch + 1) % self.interval == 0:
+                torch.save(self.model.state_dict(), "ck.pt")
+
+
+model = nn.Linear(4, 2)
+trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), 1)
+trainer.train(DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=8))
+"""
+
+
+@pytest.mark.parametrize("call", ["update", "pop"])
+def test_a_method_of_the_scripts_class_changes_no_object(call: str) -> None:
+    """``loss = self.update(x)`` (PyTorch-BYOL's trainer) is no dict's update
+    and ``self.pop(x)`` no list's pop: ``self`` (and ``self.interval``, the
+    checkpoint test's) stays the same on every process. The first draft of
+    fx38a read growers inside assignments and left BYOL's batch whole."""
+    source = TRAINER.format(call=call)
+    result = migrate_source(source, "train.py")
+    assert "accel.prepare_model(" in str(result.output)
+    assert not [f for f in result.needs_review if f.code == "AM028"]
