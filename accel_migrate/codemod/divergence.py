@@ -35,8 +35,8 @@ from .divergence_finders import (
 )
 from .divergence_parameters import call_arguments, handed_parameters
 from .divergence_questions import MAIN_PROCESS_TESTS, DivergenceQuestions
+from .in_place_changes import statement_changes
 from .index_syntax import assigned_targets
-from .names import CONTAINER_GROWERS
 from .random_names import RANDOM_CALL_PREFIXES, is_random_draw
 from .rank_local_calls import (
     CLOCK_PREFIXES,
@@ -49,7 +49,7 @@ from .rank_local_calls import (
     method_draw,
 )
 from .subtrees import findall
-from .uniform_lengths import zipped_parts
+from .uniform_lengths import drawn_count, zipped_parts
 
 if TYPE_CHECKING:
     from .analysis import ModuleIndex
@@ -73,10 +73,6 @@ __all__ = [
 #: local functions than this, each defined above its caller, is cut there.
 _ROUNDS = 16
 _MUTATORS = {"append", "extend", "update", "add", "add_", "insert", "copy_", "fill_"}
-#: Calls that grow a container: made where only some ranks go (or a
-#: rank-dependent number of times), its length differs between ranks even
-#: when the value added is the same on every rank (``hard.append(1.0)``).
-_GROWERS = CONTAINER_GROWERS
 
 
 class Divergence(DivergenceQuestions):
@@ -336,10 +332,12 @@ class Divergence(DivergenceQuestions):
                 self._bind(targets, True, tainted)
         else:
             iter_tainted = self._tainted(node.iter, tainted)
-            if iter_tainted:
-                self._add(
-                    memo.DIVERGENT, self.divergent, node.body
-                )  # the number of iterations differs
+            if iter_tainted and not drawn_count(
+                self.index, node.iter, lambda part: self._tainted(part, tainted)
+            ):
+                # the number of iterations differs (not that of a draw of a
+                # fixed size: `for i in random.sample(range(n), k)`)
+                self._add(memo.DIVERGENT, self.divergent, node.body)
             self._bind(node.target, iter_tainted, tainted)
         once = self._block(node.body, set(tainted))
         again = self._block(node.body, set(once))
@@ -398,20 +396,28 @@ class Divergence(DivergenceQuestions):
             ):
                 self._add(memo.MUTATION, self.local_mutations, call)
                 self._bind(call.func.value, True, tainted)
-            elif (
-                isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in _GROWERS
-                and self.runs_divergently(node)
-            ):
-                # `hard.append(1.0)` under a rank-local test: its length differs
-                self._bind(call.func.value, True, tainted)
         elif isinstance(node, cst.Return) and node.value is not None:
             function = self.index.enclosing_function(node)
             self._record(memo.ENCLOSING, node, function is not None)
             if function is not None and self._tainted(node.value, tainted):
                 self.tainted_returns.add(function)
                 self._record(memo.RETURN, node)
+        self._changed_in_place(node, tainted)
         return tainted
+
+    def _changed_in_place(self, node: cst.CSTNode, tainted: set[str]) -> None:
+        """A container grown or shrunk, a tensor written in place
+        (``in_place_changes``: ``hard.append(1.0)``, ``queue.pop()``, ``del
+        d[k]``, ``buf.zero_()``) where only some ranks go, or by an argument
+        that differs between them: its length or values differ between ranks,
+        even when what is added or written is the same on every rank."""
+        changes = statement_changes(self.index, node)
+        if not changes:
+            return
+        divergently = self.runs_divergently(node)
+        for receiver, arguments in changes:
+            if divergently or any(self._tainted(a, tainted) for a in arguments):
+                self._bind(receiver, True, tainted)
 
     def _parsed_options(
         self, node: cst.Assign | cst.AnnAssign, tainted: set[str]

@@ -299,3 +299,21 @@ CONTAINER_GROWERS = frozenset(
         "extendleft",
     }
 )
+#: Methods that shrink a container in place (``queue.pop()``, ``d.popitem()``,
+#: ``s.discard(v)``): made where only some processes go, or with an argument
+#: that differs between them, its length differs between them too (fx38a).
+CONTAINER_SHRINKERS = frozenset(
+    {"pop", "popleft", "popitem", "remove", "discard", "clear"}
+)
+
+
+def writes_in_place(method: str) -> bool:
+    """Is ``method`` a torch in-place write by its name (``zero_``, ``fill_``,
+    ``copy_``, ``add_``, ``clamp_``...): one trailing underscore, not a
+    dunder or a private name?"""
+    return (
+        len(method) > 1
+        and method.endswith("_")
+        and not method.endswith("__")
+        and not method.startswith("_")
+    )

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from .in_place_changes import call_change, deleted_items
 from .index_syntax import _all_params, assigned_targets
-from .names import CONTAINER_GROWERS
 from .parsed_namespaces import handed_on
 from .rank_local_syntax import _targets
 from .subtrees import findall
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 #: (kind, the node to follow or to name, the node that binds the variable)
 _Definition = tuple[str, cst.CSTNode, cst.CSTNode]
-_MUTATORS = CONTAINER_GROWERS
 
 
 def collect_definitions(sources: RankLocalSources) -> dict[Key, list[_Definition]]:
@@ -83,16 +82,23 @@ def collect_definitions(sources: RankLocalSources) -> dict[Key, list[_Definition
     for comp in findall(module, m.CompFor()):
         add(comp.target, "value", comp.iter, comp)  # type: ignore[attr-defined]
     for call in index.calls:
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in _MUTATORS
-            and call.args
-        ):
-            for arg in call.args:
-                add(func.value, "value", arg.value, call)
-            for condition in sources._conditions(call):
-                add(func.value, *condition, call)
+        # grown, shrunk or written in place (`in_place_changes`): by its
+        # arguments, and under the tests of the branches around
+        change = call_change(index, call)
+        if change is None:
+            continue
+        receiver, arguments = change
+        for argument in arguments:
+            add(receiver, "value", argument, call)
+        for condition in sources._conditions(call):
+            add(receiver, *condition, call)
+    for statement in findall(module, m.Del()):
+        assert isinstance(statement, cst.Del)
+        for receiver, chosen in deleted_items(statement):  # `del d[k]`
+            for part in chosen:
+                add(receiver, "value", part, statement)
+            for condition in sources._conditions(statement):
+                add(receiver, *condition, statement)
     for function in index.functions:
         for call in index.call_sites(function):
             for key, arg in index.arguments(call):

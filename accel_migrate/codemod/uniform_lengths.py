@@ -222,3 +222,113 @@ def _filled_alike(
             if isinstance(ancestor, cst.For) and ancestor.body in divergent:
                 return False
     return True
+
+
+#: Calls with as many items as their one argument.
+_SAME_COUNT = frozenset(
+    {
+        "builtins.enumerate",
+        "builtins.reversed",
+        "builtins.list",
+        "builtins.tuple",
+        "builtins.sorted",
+    }
+)
+
+
+def drawn_count(
+    index: ModuleIndex,
+    iterable: cst.BaseExpression,
+    is_local: Callable[[cst.BaseExpression], bool],
+    depth: int = 0,
+) -> bool:
+    """Does ``iterable`` have as many items on every process, though they are
+    drawn at random there: a draw of a fixed size (``drawn_sizes``) none of
+    whose arguments is rank-local by ``is_local`` (the population of
+    ``random.sample(xs, k)`` included: one too short raises on some processes
+    only), a slice of one with bounds that are not (``torch.randperm(n)[:k]``),
+    its ``.tolist()``, ``enumerate``/``list``/``sorted``... of one, or a name
+    bound once to one and read only by loops (``_only_looped``)? The
+    divergence analysis asks it of a ``for``: such a loop makes as many turns
+    on every process, so its body is no branch; its items stay rank-local
+    (nothing reseeds the random generators alike on every process during
+    training: ``runtime.data`` only replays rank 0's torch state to draw a
+    sampler's order)."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(iterable, cst.Call):
+        func = iterable.func
+        args = iterable.args
+        if any(a.star for a in args):
+            return False
+        if isinstance(func, cst.Attribute) and func.attr.value == "tolist":
+            return not args and drawn_count(index, func.value, is_local, depth + 1)
+        qualnames = index.qualnames(func)
+        if qualnames & _SAME_COUNT:
+            return (
+                len(args) == 1
+                and args[0].keyword is None
+                and drawn_count(index, args[0].value, is_local, depth + 1)
+            )
+        if drawn_sizes(qualnames, iterable) is None:
+            return False
+        return not any(is_local(a.value) for a in iterable.args)
+    if isinstance(iterable, cst.Subscript):
+        if len(iterable.slice) != 1:
+            return False
+        part = iterable.slice[0].slice
+        if not isinstance(part, cst.Slice):
+            return False
+        bounds = [b for b in (part.lower, part.upper, part.step) if b is not None]
+        return not any(is_local(b) for b in bounds) and drawn_count(
+            index, iterable.value, is_local, depth + 1
+        )
+    if isinstance(iterable, cst.Name):
+        key = index.key(iterable)
+        values = index.values.get(key, []) if key is not None else []
+        return (
+            len(values) == 1
+            and values[0] is not None
+            and _only_looped(index, iterable)
+            and _bound_once(index, values[0])
+            and drawn_count(index, values[0], is_local, depth + 1)
+        )
+    return False
+
+
+def _only_looped(index: ModuleIndex, name: cst.Name) -> bool:
+    """Is every other reference to ``name``'s variable, in the file, the
+    iterable of a ``for`` (also in ``enumerate(...)``)? Then nothing changes
+    it in place (``perm.pop()`` under a test of the data) or hands it on."""
+    key = index.key(name)
+    for reference in findall(index.module, m.Name(value=name.value)):
+        if index.key(reference) != key:
+            continue
+        parent = index.parent(reference)
+        if isinstance(parent, cst.AssignTarget):
+            continue  # the one binding
+        if isinstance(parent, cst.For) and parent.iter is reference:
+            continue
+        if isinstance(parent, cst.Arg):
+            call = index.parent(parent)
+            if (
+                isinstance(call, cst.Call)
+                and index.qualnames(call.func) & _WRAPPERS
+                and isinstance(index.parent(call), cst.For)
+            ):
+                continue
+        return False
+    return True
+
+
+def _bound_once(index: ModuleIndex, value: cst.BaseExpression) -> bool:
+    """Is each variable ``value`` reads bound at most once in the file? Then
+    whether it is rank-local where a loop reads the name bound to ``value``
+    (``idx = torch.randperm(n)[:k]`` ... ``for i in idx:``) is what it was
+    where ``value`` was computed (``k`` rebound from a rank-local value in
+    between would be a second binding)."""
+    for name in findall(value, m.Name()):
+        key = index.key(name)
+        if key is not None and len(index.values.get(key, [])) > 1:
+            return False
+    return True
