@@ -23,9 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from ..codemod import python_ast
 from ..codemod.findings import SKIP_DISTRIBUTED, Finding, MigrationResult
-from ..codemod.loader_wrappers import loader_wrapper_classes
 from ..codemod.options import RUNTIME_MODULE
 from ..codemod.other_codes import ALREADY_DISTRIBUTED, LIBRARY_MODULE
 from ..codemod.project_libraries import handed_loaders
@@ -218,21 +216,8 @@ class Project:
         return frozenset(
             i
             for i in migrated
-            if (found := facts(i)) is not None
-            and handed_loaders(found.callers, self._loader_wrappers(i))
+            if (found := facts(i)) is not None and handed_loaders(found.callers)
         )
-
-    def _loader_wrappers(self, index: int) -> frozenset[str]:
-        """The classes of file ``index`` that only pass a loader's batches on
-        (``loader_wrappers``); none where it cannot be read or parsed."""
-        text = self._text(index)
-        if text is None:
-            return frozenset()
-        try:
-            tree = python_ast.parse(text, self.files[index])
-        except (SyntaxError, ValueError):
-            return frozenset()
-        return loader_wrapper_classes(tree)
 
     def training_imports(
         self, for_callers: frozenset[int] = frozenset()

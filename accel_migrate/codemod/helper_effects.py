@@ -327,8 +327,8 @@ def loader_passed_to_helper(index: ModuleIndex, call: cst.Call) -> str | None:
     (``utils.evaluate(net, test_loader)``): what the helper sums or logs over it
     is this process's share, and its module is not rewritten."""
     helper = index.helper(call.func)
-    if helper is None or helper.returns == "loader" or helper.passes_batches_on:
-        return None  # (a prefetcher hands the batches back: nothing is summed there)
+    if helper is None or helper.returns == "loader":
+        return None
     positional = [a for a in call.args if a.keyword is None]
     for arg in call.args:
         key = index.key(arg.value)

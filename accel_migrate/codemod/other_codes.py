@@ -196,12 +196,7 @@ would be split for a training that each process runs whole; and so is one that
 no migrated file of the batch imports, directly or through others, while a
 training file that does is left unchanged (ADDA's datasets/mnist.py, reached
 through datasets/__init__.py and utils.py's ``get_data_loader`` from a main.py
-whose training is left whole). A loader handed to a class that only keeps
-it and passes its batches back (a prefetcher such as Lornatang's
-``CPUPrefetcher``/``CUDAPrefetcher`` in dataset.py: ``iter``, ``next``, ``len``
-and device moves, no arithmetic, no other call) does not count: nothing is
-computed over the loader there, and the script's own analysis reads what is
-done with the batches. When the file it names
+whose training is left whole). When the file it names
 is itself left unchanged only by such a finding (a chain: ``chargpt.py`` ->
 ``mingpt/trainer.py`` -> ``mingpt/utils.py`` -> ``mingpt/model.py``), the finding
 also names the root cause: the first file down the chain left unchanged by a

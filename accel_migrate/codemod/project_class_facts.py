@@ -155,7 +155,6 @@ class ClassFacts:
             trains_own_models,
             untraining_methods,
         )
-        from .loader_wrappers import passes_batches_on
         from .plain_holders import plain_bases
         from .project_state_writes import method_state_writes
         from .relayed_trainers import trains_through
@@ -220,7 +219,6 @@ class ClassFacts:
             init_built=init_built(cls),
             plain=plain_bases(cls),
             batch_iterator=iterator_class(cls, self.file),
-            passes_batches_on=passes_batches_on(cls),
             stored=stored(cls),
             method_state_writes=method_state_writes(cls),
             draws=self._class_draws(cls),

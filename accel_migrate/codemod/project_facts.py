@@ -401,10 +401,6 @@ class HelperFact:
     #: instance of one (``build_iterator``): the phrase that names it
     #: (``iterator_factories``); "" otherwise.
     batch_iterator: str = ""
-    #: For a class, not a model, that only keeps a loader it is handed and
-    #: passes its batches on (a prefetcher: ``loader_wrappers``): nothing is
-    #: computed over the loader there.
-    passes_batches_on: bool = False
     #: For a class, not a model: the attributes its own ``__init__`` sets from a
     #: call of one of its methods (Informer2020's ``Exp_Basic``: ``self.model =
     #: self._build_model().to(self.device)``, the method a subclass overrides),

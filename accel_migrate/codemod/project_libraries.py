@@ -183,21 +183,12 @@ def _calls_name(tree: ast.Module | None, name: str) -> bool:
     )
 
 
-def handed_loaders(
-    callers: tuple[tuple[str, tuple[CallSite, ...]], ...],
-    wrappers: frozenset[str] = frozenset(),
-) -> bool:
+def handed_loaders(callers: tuple[tuple[str, tuple[CallSite, ...]], ...]) -> bool:
     """Is a helper module migrated for its callers (``ProjectFacts.callers``)
     handed a loader by them, rather than migrated for its writes and prints
     alone? (AM103 reads it: a helper handed loaders that comes back unchanged
-    may still sum this process's share over them.) A loader handed to one of
-    the module's ``wrappers`` (``loader_wrappers``: a prefetcher that passes
-    the batches back) does not count: nothing is computed over it there."""
-    return any(
-        _handed_a_loader(sites)
-        for name, sites in callers
-        if sites and name.split(".")[0] not in wrappers
-    )
+    may still sum this process's share over them.)"""
+    return any(_handed_a_loader(sites) for _, sites in callers if sites)
 
 
 def _handed_a_loader(sites: tuple[CallSite, ...]) -> bool:

@@ -1928,7 +1928,7 @@ EXPECTED: dict[str, str] = {
     # (AM017); batch mode: AM103 leaves the setup whole (dataset.py's
     # prefetcher receives the sharded loaders)
     "srresnet_prefetcher_iqa_t17a_project": "FLAGGED",
-    "srresnet_prefetcher_iqa_t17a_project_batch": "MATCH",
+    "srresnet_prefetcher_iqa_t17a_project_batch": "FLAGGED",
     # tugstugi/mongolian-speech-recognition: train(epoch, phase) over
     # `train_loader if phase == 'train' else valid_loader`; FLAGGED for an
     # untrue reason before (the CER/WER sums stayed the share, no finding named
