@@ -46,6 +46,9 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
     ]
     if not values or not all(isinstance(v, ast.Call) for v in values):
         return ""
+    if _settings_written(function, arg.id):
+        # `criterion.reduction = "mean"` after `nn.MSELoss(reduction="sum")`
+        return "unknown"
     found = set()
     for value in values:
         built = _factory_reduction(reader, value)  # type: ignore[arg-type]
@@ -54,6 +57,41 @@ def criterion_reduction(reader: HelperFacts, function: ast.AST, arg: ast.expr) -
         return ""
     kind, reduction, _ = found.pop()
     return reduction if kind == "loss" else ""
+
+
+def _settings_written(function: ast.AST, name: str) -> bool:
+    """Does ``function`` write an attribute of ``name`` (``name.reduction = ...``,
+    ``setattr(name, ...)``, ``vars(name)`` / ``name.__dict__``)?"""
+    for node in ast.walk(function):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else (
+                [node.target]
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                else []
+            )
+        )
+        for target in targets:
+            if (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == name
+            ):
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in ("setattr", "vars") and any(
+                isinstance(a, ast.Name) and a.id == name for a in node.args[:1]
+            ):
+                return True
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "__dict__"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+        ):
+            return True
+    return False
 
 
 def _factory_reduction(reader: HelperFacts, call: ast.Call) -> str:

@@ -51,7 +51,31 @@ def criterion_factory(
         kind, reduction, _ = (
             reader._loss_module(value) if isinstance(value, ast.Call) else ("", "", "")
         )
+        if kind == "loss" and not _settings_read(value):  # type: ignore[arg-type]
+            reduction = "unknown"
         found.add(reduction if kind == "loss" else "")
     if found <= {""}:
         return ""
     return found.pop() if len(found) == 1 else "unknown"
+
+
+#: Keywords whose constant value the reduction is read from.
+_SETTINGS = frozenset({"reduction", "size_average", "reduce"})
+
+
+def _settings_read(construct: ast.Call) -> bool:
+    """Are the settings of the loss module ``construct`` builds all written as
+    keywords with constant values (``nn.MSELoss(reduction="sum")``)? Not where
+    they are positional (``nn.MSELoss(False)``: size_average), unpacked
+    (``**kw``, ``*args``), computed (``size_average=avg``) or ``reduce=``
+    (rev19a: each was read as a mean)."""
+    if construct.args:
+        return False
+    for keyword in construct.keywords:
+        if keyword.arg is None:
+            return False
+        if keyword.arg == "reduce":
+            return False
+        if keyword.arg in _SETTINGS and not isinstance(keyword.value, ast.Constant):
+            return False
+    return True

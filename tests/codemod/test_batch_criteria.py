@@ -94,16 +94,40 @@ def test_a_summing_criterion_handed_to_a_function_of_another_file_is_a_sum(
     assert any("main.py" in f["message"] for f in findings if f["code"] == "AM007")
 
 
-def test_a_summing_criterion_kept_by_a_trainer_class_is_a_sum(
+def test_a_summing_criterion_kept_by_a_trainer_class_is_reported(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Read as a mean before (SILENT). Not a proven sum either (rev19a): a
+    subclass's instances and `trainer.criterion = ...` in another file are not
+    among the calls of `Trainer.__init__`, so it is needs-review."""
     body = (
         "from trainer import Trainer\n\n"
         "criterion = nn.L1Loss(size_average=False)\n"
         "Trainer(model, optimizer, criterion, loader).fit()\n"
     )
-    text, _ = _run(tmp_path, capsys, ("trainer.py", TRAINER), body)
-    assert 'accel.backward(loss, reduction="sum")' in text
+    text, findings = _run(tmp_path, capsys, ("trainer.py", TRAINER), body)
+    assert 'reduction="sum"' not in text
+    reviews = [f for f in findings if f["status"] == "needs-review"]
+    assert any(
+        f["code"] == "AM007" and "subclass" in f["message"] for f in reviews
+    ), findings
+
+
+def test_a_criterion_whose_setting_the_caller_writes_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`criterion.reduction = "mean"` after building a sum (rev19a's H)."""
+    body = (
+        "from engine import train_one_epoch\n\n"
+        'criterion = nn.MSELoss(reduction="sum")\n'
+        'criterion.reduction = "mean"\n'
+        "train_one_epoch(model, loader, criterion, optimizer)\n"
+    )
+    text, findings = _run(tmp_path, capsys, ("engine.py", ENGINE), body)
+    assert 'reduction="sum"' not in text
+    assert any(
+        f["code"] == "AM007" and f["status"] == "needs-review" for f in findings
+    ), findings
 
 
 def test_a_mean_criterion_handed_in_is_weighed_as_before(

@@ -26,6 +26,12 @@ def averaging():
     return nn.MSELoss()
 
 
+def unread(avg, **kw):
+    if avg:
+        return nn.MSELoss(**kw)
+    return nn.L1Loss(size_average=avg)
+
+
 def mixed(name):
     if name == "l1":
         return nn.L1Loss(reduction="sum")
@@ -67,12 +73,16 @@ def _write(tmp_path: Path, factory: str) -> Path:
 
 def test_the_view_reads_what_each_factory_returns(tmp_path: Path) -> None:
     script = _write(tmp_path, "summing")
-    script.write_text("from losses import summing, averaging, mixed, not_a_factory\n")
+    script.write_text(
+        "from losses import summing, averaging, mixed, unread, not_a_factory\n"
+    )
     facts = dict(ProjectView([str(script)]).facts_for(str(script)).helpers)
     assert facts["losses.summing"].criterion == "sum"
     assert facts["losses.averaging"].criterion == "mean"
     assert facts["losses.mixed"].criterion == "unknown"
     assert facts["losses.not_a_factory"].criterion == ""
+    # settings unpacked or computed are not read as a mean (rev19a)
+    assert facts["losses.unread"].criterion == "unknown"
 
 
 def _migrate(
@@ -109,4 +119,22 @@ def test_a_factory_whose_branches_differ_is_reported(
         and f["status"] == "needs-review"
         and "losses.py" in f["message"]
         for f in findings
+    ), findings
+
+
+def test_a_factory_s_criterion_whose_setting_is_written_after_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`criterion = averaging(); criterion.reduction = "sum"` (rev19a's F4)."""
+    script = _write(tmp_path, "averaging")
+    text = script.read_text().replace(
+        "criterion = averaging()\n",
+        'criterion = averaging()\ncriterion.reduction = "sum"\n',
+    )
+    script.write_text(text)
+    main(["--write", "--no-cache", "--output-format", "json", str(script)])
+    report = json.loads(capsys.readouterr().out)
+    findings = [f for e in report["files"] for f in e["findings"]]
+    assert any(
+        f["code"] == "AM007" and f["status"] == "needs-review" for f in findings
     ), findings

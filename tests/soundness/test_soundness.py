@@ -2001,7 +2001,7 @@ EXPECTED: dict[str, str] = {
     "engine_summed_criterion_hc19_project": "FLAGGED",
     "engine_summed_criterion_hc19_project_batch": "MATCH",
     "trainer_summed_criterion_attr_hc19_project": "FLAGGED",
-    "trainer_summed_criterion_attr_hc19_project_batch": "MATCH",
+    "trainer_summed_criterion_attr_hc19_project_batch": "FLAGGED",
     "vae_loss_function_handed_hc19_project": "FLAGGED",
     "vae_loss_function_handed_hc19_project_batch": "FLAGGED",
     "criterion_factory_sum_hc19_project": "MATCH",
@@ -2144,6 +2144,13 @@ EXPECTED: dict[str, str] = {
     "curriculum_phase_tensor_fx38a": "FLAGGED",
     "sampled_snapshots_fx38a": "MATCH",
     "task_restarts_randperm_fx38a": "MATCH",
+    # rev19a (a review's reproductions of the session's own changes)
+    "prefetcher_val_plateau_rev19a_project": "MATCH",
+    "prefetcher_val_plateau_rev19a_project_batch": "FLAGGED",
+    "trainer_criterion_reset_rev19a_project": "FLAGGED",
+    "trainer_criterion_reset_rev19a_project_batch": "MATCH",
+    "finetuner_subclass_criterion_rev19a_project": "FLAGGED",
+    "finetuner_subclass_criterion_rev19a_project_batch": "MATCH",
 }
 
 

@@ -19,7 +19,10 @@ parameter a ``torch.nn`` loss module: one reduction that every caller's module
 has. A sum is a sum; a per-element module (``reduction="none"``) is per
 element, as the one built beside the call; a mean over samples is left to the
 other rules, as before. Callers that disagree, a token or class-weighted mean,
-or a reduction the callers do not show, make it unknown, with the reason. A
+or a reduction the callers do not show, make it unknown, with the reason; so
+does a sum handed to a method or kept by a class (``self.criterion``): a
+subclass's instances and a write of the attribute in another file are not seen
+(rev19a), so only a module-level function's sum is proven. A
 function this file also calls itself, with a criterion of its own, is read only
 where every caller from the other files hands a mean (else unknown).
 """
@@ -61,7 +64,12 @@ def batch_handed_criterion(
     where = ", ".join(sorted({s.where for s in sites}))
     if "" in reductions and len(reductions) == 1:
         return None  # not a loss module anywhere: the other rules'
-    if len(reductions) == 1 and not index.call_sites(function):
+    # A method's callers (a subclass's instances, a write of the instance's
+    # attribute in another file after it is built) are not all seen: its
+    # criterion is no proven sum (rev19a: `trainer.criterion = ...` in main.py,
+    # `class FineTuner(Trainer)` trained with a mean).
+    method = _class_of(index, function) is not None
+    if len(reductions) == 1 and not index.call_sites(function) and not method:
         (reduction,) = reductions
         if reduction == "sum":
             return Fact("sum", what=f"the criterion {where} hands in")
@@ -72,16 +80,22 @@ def batch_handed_criterion(
         "unknown",
         f"`{code(func)}` is the criterion that {where} hands "
         f"`{function.name.value}` ({shown}): "
-        + _why(reductions, bool(index.call_sites(function)))
+        + _why(reductions, bool(index.call_sites(function)), method)
         + "; pass accel.backward(reduction=...) the reduction it has",
     )
 
 
-def _why(reductions: set[str], called_here: bool) -> str:
+def _why(reductions: set[str], called_here: bool, method: bool) -> str:
     if len(reductions) > 1:
         return "the reductions its callers hand in differ"
     if called_here:
         return "this file calls it too, with a criterion of its own"
+    if method and reductions <= {"sum", "none"}:
+        return (
+            "a class's criterion, which a subclass or a write of the instance's "
+            "attribute in another file may replace, so the sum cannot be proven "
+            "here"
+        )
     if reductions == {"unknown"}:
         return (
             "a loss whose reduction over the batch the analysis cannot read "
