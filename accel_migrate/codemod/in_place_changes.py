@@ -148,9 +148,38 @@ def _module_object(
 
 _IMPORTED: dict[int, tuple[cst.Module, frozenset[str]]] = {}
 
+#: Packages whose names a ``from`` import binds are modules or library
+#: functions, never the script's own containers (``from torch import nn``;
+#: rev19b: ``from store import HARD``, a list of the project, was skipped).
+_LIBRARIES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "numpy",
+        "scipy",
+        "sklearn",
+        "os",
+        "sys",
+        "math",
+        "random",
+        "collections",
+        "functools",
+        "itertools",
+        "pathlib",
+        "shutil",
+        "json",
+        "time",
+        "logging",
+        "copy",
+        "typing",
+    }
+)
+
 
 def _imported_names(module: cst.Module) -> frozenset[str]:
-    """The names the file's imports bind, at any level."""
+    """The names the file's ``import`` statements bind, at any level, and those
+    its ``from`` imports of a library (``_LIBRARIES``) bind."""
     kept = _IMPORTED.get(id(module))
     if kept is not None and kept[0] is module:
         return kept[1]
@@ -158,6 +187,8 @@ def _imported_names(module: cst.Module) -> frozenset[str]:
     for node in findall(module, m.Import() | m.ImportFrom()):
         names = node.names  # type: ignore[attr-defined]
         if isinstance(names, cst.ImportStar):
+            continue
+        if isinstance(node, cst.ImportFrom) and not _library(node):
             continue
         for alias in names:
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -173,3 +204,13 @@ def _imported_names(module: cst.Module) -> frozenset[str]:
         _IMPORTED.clear()
     _IMPORTED[id(module)] = (module, result)
     return result
+
+
+def _library(node: cst.ImportFrom) -> bool:
+    """Is ``node`` a ``from`` import of one of ``_LIBRARIES``?"""
+    if node.relative or node.module is None:
+        return False
+    root = node.module
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return isinstance(root, cst.Name) and root.value in _LIBRARIES

@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
-from .index_syntax import _LOOP_QUALNAMES, _LOOP_WRAPPERS
+from .index_syntax import _LOOP_QUALNAMES, _LOOP_WRAPPERS, parameter_names
 from .subtrees import findall
 
 if TYPE_CHECKING:
-    from .analysis import ModuleIndex
+    from .index_syntax import parameter_names
+from .analysis import ModuleIndex
 
 #: How far a name is followed back through variables and returns.
 _DEPTH = 3
@@ -256,6 +257,16 @@ def drawn_count(
     sampler's order)."""
     if depth > _DEPTH:
         return False
+    if depth == 0:
+        # the divergence walk's taint follows a parameter only where a caller
+        # passes the rank: a count a caller computes from its share
+        # (`def rounds(k)` called with a data-derived `k`, rev19b) may differ,
+        # so a function's parameter read by the draw counts as rank-local
+        walked = is_local
+
+        def is_local(part: cst.BaseExpression) -> bool:
+            return walked(part) or _reads_parameter(index, part)
+
     if isinstance(iterable, cst.Call):
         func = iterable.func
         args = iterable.args
@@ -321,6 +332,31 @@ def _only_looped(index: ModuleIndex, name: cst.Name) -> bool:
     return True
 
 
+def _reads_parameter(index: ModuleIndex, value: cst.BaseExpression) -> bool:
+    """Does ``value`` read a parameter of a function of the file?"""
+    for name in findall(value, m.Name()):
+        key = index.key(name)  # type: ignore[arg-type]
+        if key is None:
+            continue
+        for function in index.functions:
+            if name.value in parameter_names(function) and (  # type: ignore[attr-defined]
+                index.function_scope_key(function, name.value) == key  # type: ignore[attr-defined]
+            ):
+                return True
+    return False
+
+
+def _loop_bound(index: ModuleIndex, key: object) -> bool:
+    """Is the variable ``key`` a ``for`` target anywhere in the file (a binding
+    ``index.values`` does not list: rev19b's ``for k in range(1)`` between the
+    draw and its loop)?"""
+    for loop in index.for_loops:
+        for name in findall(loop.target, m.Name()):
+            if index.key(name) == key:  # type: ignore[arg-type]
+                return True
+    return False
+
+
 def _bound_once(index: ModuleIndex, value: cst.BaseExpression) -> bool:
     """Is each variable ``value`` reads bound at most once in the file? Then
     whether it is rank-local where a loop reads the name bound to ``value``
@@ -329,6 +365,8 @@ def _bound_once(index: ModuleIndex, value: cst.BaseExpression) -> bool:
     between would be a second binding)."""
     for name in findall(value, m.Name()):
         key = index.key(name)
-        if key is not None and len(index.values.get(key, [])) > 1:
+        if key is not None and (
+            len(index.values.get(key, [])) > 1 or _loop_bound(index, key)
+        ):
             return False
     return True
