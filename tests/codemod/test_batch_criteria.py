@@ -238,3 +238,22 @@ def test_a_summing_criterion_a_third_module_builds_is_a_sum(
     main(["--write", "--no-cache", "-q", str(root)])
     capsys.readouterr()
     assert 'accel.backward(loss, reduction="sum")' in (root / "engine.py").read_text()
+
+
+def test_a_summing_criterion_kept_moved_by_a_trainer_class_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`self.criterion = criterion.to(device)`: weighed as a mean before (rev19a's
+    T1); the class path proves no sum, so needs-review."""
+    trainer = TRAINER.replace(
+        "self.criterion = criterion", "self.criterion = criterion.to('cpu')"
+    )
+    body = (
+        "from trainer import Trainer\n\n"
+        "criterion = nn.L1Loss(size_average=False)\n"
+        "Trainer(model, optimizer, criterion, loader).fit()\n"
+    )
+    _text, findings = _run(tmp_path, capsys, ("trainer.py", trainer), body)
+    assert any(
+        f["code"] == "AM007" and f["status"] == "needs-review" for f in findings
+    ), findings

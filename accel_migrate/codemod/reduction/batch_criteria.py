@@ -34,8 +34,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ..index_syntax import parameter_names
-from ..patterns import self_attribute
+from ..patterns import self_attribute, strip_methods
 from .placement import code
+
+#: Methods that move a module and return it.
+_MOVES = frozenset({"to", "cuda", "cpu"})
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -142,9 +145,12 @@ def _handed(
     if init is None:
         return None
     values = index.values.get(index.key(func), [])  # type: ignore[arg-type]
-    if len(values) != 1 or not isinstance(values[0], cst.Name):
+    if len(values) != 1 or values[0] is None:
         return None
-    value = values[0]
+    # `self.criterion = criterion.to(device)`: the handed module, moved
+    value = strip_methods(values[0], _MOVES)
+    if not isinstance(value, cst.Name):
+        return None
     if (
         value.value not in parameter_names(init)
         or index.enclosing_function(value) is not init
