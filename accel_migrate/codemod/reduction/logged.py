@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 import libcst.matchers as m
 
+from ..patterns import strip_methods
 from ..subtrees import findall
 from . import loss_reduction
 
@@ -46,14 +47,7 @@ def host_copy_of(value: cst.BaseExpression) -> cst.BaseExpression | None:
         value, m.Call(func=m.Attribute(attr=m.OneOf(*map(m.Name, _TO_HOST))), args=[])
     ):
         return None
-    inner = value.func.value  # type: ignore[attr-defined]
-    while (
-        isinstance(inner, cst.Call)
-        and isinstance(inner.func, cst.Attribute)
-        and inner.func.attr.value in _SAME_NUMBERS
-    ):
-        inner = inner.func.value
-    return inner
+    return strip_methods(value.func.value, _SAME_NUMBERS)  # type: ignore[attr-defined]
 
 
 def loss_leaves(value: cst.BaseExpression) -> list[cst.BaseExpression]:
