@@ -17,13 +17,11 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from .names import MODULE_MOVES
 from .project_nodes import _own_nodes
 
 if TYPE_CHECKING:
     from .project_helpers import HelperFacts
-
-#: Methods that move a module and return it (``nn.MSELoss(...).to(device)``).
-MOVES = frozenset({"to", "cuda", "cpu"})
 
 
 def unmoved(value: ast.expr) -> ast.expr:
@@ -31,7 +29,7 @@ def unmoved(value: ast.expr) -> ast.expr:
     while (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
-        and value.func.attr in MOVES
+        and value.func.attr in MODULE_MOVES
     ):
         value = value.func.value
     return value

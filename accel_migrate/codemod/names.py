@@ -317,3 +317,7 @@ def writes_in_place(method: str) -> bool:
         and not method.endswith("__")
         and not method.startswith("_")
     )
+
+
+#: Methods that move a module to a device and return it (``nn.MSELoss().cuda()``).
+MODULE_MOVES = frozenset({"to", "cuda", "cpu"})

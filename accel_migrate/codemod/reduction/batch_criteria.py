@@ -34,11 +34,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ..index_syntax import parameter_names
+from ..names import MODULE_MOVES
 from ..patterns import self_attribute, strip_methods
 from .placement import code
-
-#: Methods that move a module and return it.
-_MOVES = frozenset({"to", "cuda", "cpu"})
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
@@ -148,7 +146,7 @@ def _handed(
     if len(values) != 1 or values[0] is None:
         return None
     # `self.criterion = criterion.to(device)`: the handed module, moved
-    value = strip_methods(values[0], _MOVES)
+    value = strip_methods(values[0], MODULE_MOVES)
     if not isinstance(value, cst.Name):
         return None
     if (

@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ..names import MODULE_MOVES
 from ..patterns import self_attribute, strip_methods
 from .placement import code
 
 if TYPE_CHECKING:
     from ..analysis import ModuleIndex
-
-_MOVES = frozenset({"to", "cuda", "cpu"})
 
 
 def handed_criterion(index: ModuleIndex, func: cst.BaseExpression) -> str:
@@ -44,7 +43,7 @@ def handed_criterion(index: ModuleIndex, func: cst.BaseExpression) -> str:
     for value in values:
         if value is None:
             continue
-        built = strip_methods(value, _MOVES)
+        built = strip_methods(value, MODULE_MOVES)
         if not isinstance(built, cst.Call):
             continue
         where = _handed_by(index, built)

@@ -335,17 +335,18 @@ def _factory_fact(index: ModuleIndex, built: cst.Call, call: cst.Call) -> Fact |
     """What ``call`` (``criterion(...)``) is where ``criterion`` was returned by
     ``built``, a call of a local module's criterion factory
     (``HelperFact.criterion``); None where ``built`` is not one."""
-    from .facts import Fact
+    from .facts import Fact, reduction_rewritten
 
     helper = index.helper(built.func)
     if helper is None or helper.kind != "function" or not helper.criterion:
         return None
-    if _settings_written(index, call.func):
+    rewritten = reduction_rewritten(index)
+    if rewritten:
         # `criterion.reduction = "sum"` after the factory built it (rev19a)
         return Fact(
             "unknown",
-            f"the criterion is built by {helper.where} and a setting of it is "
-            "written after (its reduction may be another one)",
+            f"the criterion is built by {helper.where}, {rewritten} (its "
+            "reduction may be another one)",
         )
     if helper.criterion in ("sum", "mean"):
         return Fact(helper.criterion)  # type: ignore[arg-type]
@@ -361,27 +362,6 @@ def _factory_fact(index: ModuleIndex, built: cst.Call, call: cst.Call) -> Fact |
             else "reduce the batch in ways that differ or cannot be read"
         ),
     )
-
-
-def _settings_written(index: ModuleIndex, func: cst.BaseExpression) -> bool:
-    """Does the file write an attribute of what ``func`` names
-    (``criterion.reduction = ...``, ``setattr(criterion, ...)``,
-    ``vars(criterion)`` / ``criterion.__dict__``)?"""
-    key = index.key(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-    if key is None:
-        return False
-    for target in findall(index.module, m.AssignTarget() | m.AugAssign()):
-        written = target.target  # type: ignore[attr-defined]
-        if isinstance(written, cst.Attribute) and index.key(written.value) == key:
-            return True
-    for call in findall(index.module, m.Call(func=m.Name("setattr") | m.Name("vars"))):
-        args = call.args  # type: ignore[attr-defined]
-        if args and index.key(args[0].value) == key:
-            return True
-    for attribute in findall(index.module, m.Attribute(attr=m.Name("__dict__"))):
-        if index.key(attribute.value) == key:  # type: ignore[attr-defined]
-            return True
-    return False
 
 
 def _where(index: ModuleIndex, node: cst.CSTNode) -> str:
